@@ -1,0 +1,106 @@
+//! The Backend trait: the whole surface a device must offer.
+//!
+//! A backend is an allocator plus an executor of single ops. It knows nothing of graphs,
+//! autodiff or plans: the layers above decide *what* lives *where* (a [`TensorView`] is a
+//! buffer plus an offset, so many tensors can share one arena buffer) and in which order
+//! ops run; the backend only allocates the buffers it is told to and runs one op at a
+//! time on views into them.
+//!
+//! The trait is object-safe (`Box<dyn Backend>`): the device is chosen at run time, and
+//! dynamic dispatch costs nothing at one call per coarse op. Keeping the surface this
+//! small is what lets a new backend be written, and tested against the CPU reference,
+//! without touching the rest of the engine. Every backend must:
+//! - match [`Op`] exhaustively (a new op is a compile error until it has a kernel);
+//! - account for every byte it allocates, so the planner's estimate can be checked
+//!   against [`MemoryInfo::peak`];
+//! - return [`crate::Error::OutOfMemory`] (never panic) when memory runs out, so the
+//!   session can fall back to another device.
+
+use crate::error::Result;
+use crate::op::Op;
+use crate::shape::{DType, Shape};
+
+/// A buffer allocated by a backend. Only meaningful to the backend that issued it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub u64);
+
+/// Where a tensor lives: a contiguous range of a buffer, `offset` counted in elements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorView {
+    pub buffer: BufferId,
+    pub offset: usize,
+    pub shape: Shape,
+    pub dtype: DType,
+}
+
+impl TensorView {
+    /// A view of `shape` at the start of `buffer`.
+    pub fn whole(buffer: BufferId, shape: Shape) -> Self {
+        TensorView {
+            buffer,
+            offset: 0,
+            shape,
+            dtype: DType::F32,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.numel()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element range inside the buffer.
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.offset..self.offset + self.len()
+    }
+}
+
+/// Memory as a backend sees it, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryInfo {
+    /// Capacity of the device (after any user cap).
+    pub total: u64,
+    /// Free memory reported by the device, where it can tell.
+    pub free: Option<u64>,
+    /// Bytes this backend has allocated and not freed.
+    pub allocated: u64,
+    /// Highest `allocated` since creation or the last [`Backend::reset_peak`].
+    pub peak: u64,
+}
+
+/// A device that can hold buffers and run ops. See the module documentation.
+pub trait Backend {
+    /// Short device name for messages and tables, such as `cpu`.
+    fn name(&self) -> String;
+
+    /// Allocates a buffer of `bytes`, zero-filled. Fails with `OutOfMemory` when the
+    /// device (or the user's cap on it) cannot hold it.
+    fn allocate(&mut self, bytes: u64) -> Result<BufferId>;
+
+    /// Releases a buffer.
+    fn free(&mut self, buffer: BufferId) -> Result<()>;
+
+    /// Copies host values into a view (`data.len()` must equal the view's length).
+    fn write(&mut self, view: &TensorView, data: &[f32]) -> Result<()>;
+
+    /// Copies a view's values to the host (`out.len()` must equal the view's length).
+    fn read(&mut self, view: &TensorView, out: &mut [f32]) -> Result<()>;
+
+    /// Runs one op. `inputs` and `outputs` follow the order documented on each [`Op`]
+    /// variant; for update ops the outputs are the targets, read and overwritten.
+    /// Output views never overlap input views.
+    fn execute(&mut self, op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()>;
+
+    /// Waits until all submitted work is finished.
+    fn synchronize(&mut self) -> Result<()>;
+
+    /// Current memory figures.
+    fn memory(&self) -> MemoryInfo;
+
+    /// Starts a new peak measurement from the currently allocated bytes.
+    fn reset_peak(&mut self);
+}

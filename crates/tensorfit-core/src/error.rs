@@ -1,0 +1,54 @@
+//! The errors of every tensorfit library crate.
+//!
+//! One enum so that a session can match on the cases that matter to it (above all
+//! `OutOfMemory`, which triggers a fallback to another device) whatever layer raised them.
+
+use thiserror::Error;
+
+/// Result alias used throughout tensorfit's libraries.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    /// A shape or arity mismatch found while building a graph; names the node.
+    #[error("node `{node}` ({op}): {message}")]
+    Shape {
+        node: String,
+        op: &'static str,
+        message: String,
+    },
+
+    /// A graph that cannot be scheduled or differentiated as asked.
+    #[error("invalid graph: {0}")]
+    Graph(String),
+
+    /// The device could not provide the memory asked for.
+    #[error("out of memory on {device}: asked for {requested} bytes, {available} bytes available")]
+    OutOfMemory {
+        device: String,
+        requested: u64,
+        available: u64,
+    },
+
+    /// A backend was handed a buffer, view or op it cannot use.
+    #[error("backend {backend}: {message}")]
+    Backend {
+        backend: &'static str,
+        message: String,
+    },
+
+    /// Invalid user input: configuration, data, sizes.
+    #[error("invalid input: {0}")]
+    Input(String),
+
+    /// A file that could not be read, written or parsed.
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+}
+
+impl Error {
+    /// Shorthand for an [`Error::Input`].
+    pub fn input(msg: impl Into<String>) -> Self {
+        Error::Input(msg.into())
+    }
+}

@@ -1,0 +1,186 @@
+//! Running a scheduled graph on a backend.
+//!
+//! An [`Executable`] owns a graph, its schedule and a [`TensorView`] for every tensor.
+//! Views come either from the caller (tensors that outlive one graph, such as parameters
+//! shared by a training graph and an inference graph) or from a [`Placement`] computed
+//! for the rest. The default placement gives each remaining tensor its own buffer; the
+//! planner replaces it with offsets into a few arenas, which is the allocation it
+//! estimated. The executable allocates exactly the buffers the placement names.
+
+use std::collections::HashMap;
+
+use crate::backend::{Backend, BufferId, TensorView};
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId, TensorId};
+use crate::schedule::schedule;
+
+/// Where the tensors a caller does not bind will live: buffer sizes in bytes, and for each
+/// placed tensor, the index of its buffer and its offset in elements.
+#[derive(Debug, Clone, Default)]
+pub struct Placement {
+    pub buffer_bytes: Vec<u64>,
+    pub tensors: HashMap<TensorId, (usize, usize)>,
+}
+
+impl Placement {
+    /// One buffer per tensor: simple, and the upper bound of any plan.
+    pub fn one_buffer_per_tensor(graph: &Graph, skip: &HashMap<TensorId, TensorView>) -> Self {
+        let mut p = Placement::default();
+        for (i, info) in graph.tensors().iter().enumerate() {
+            let id = TensorId(i);
+            if skip.contains_key(&id) {
+                continue;
+            }
+            p.tensors.insert(id, (p.buffer_bytes.len(), 0));
+            p.buffer_bytes.push(info.bytes());
+        }
+        p
+    }
+}
+
+/// A graph bound to memory on one backend, ready to run any number of times.
+#[derive(Debug)]
+pub struct Executable {
+    graph: Graph,
+    order: Vec<NodeId>,
+    views: Vec<TensorView>,
+    owned: Vec<BufferId>,
+}
+
+impl Executable {
+    /// Binds `graph` with the caller's `bound` views and one buffer per other tensor.
+    pub fn new(
+        graph: Graph,
+        backend: &mut dyn Backend,
+        bound: HashMap<TensorId, TensorView>,
+    ) -> Result<Self> {
+        let placement = Placement::one_buffer_per_tensor(&graph, &bound);
+        Self::with_placement(graph, backend, bound, &placement)
+    }
+
+    /// Binds `graph` with the caller's `bound` views and `placement` for the rest. On an
+    /// allocation failure, frees what it allocated and returns the error.
+    pub fn with_placement(
+        graph: Graph,
+        backend: &mut dyn Backend,
+        bound: HashMap<TensorId, TensorView>,
+        placement: &Placement,
+    ) -> Result<Self> {
+        let order = schedule(&graph)?;
+        // Check every binding and placement before allocating, so a bad one leaks nothing.
+        for (id, v) in &bound {
+            let info = graph.tensors().get(id.0).ok_or_else(|| {
+                Error::Graph(format!("binding for tensor #{} outside the graph", id.0))
+            })?;
+            if v.shape != info.shape {
+                return Err(Error::Graph(format!(
+                    "tensor `{}` {} bound to a view of shape {}",
+                    info.name, info.shape, v.shape
+                )));
+            }
+        }
+        for (i, info) in graph.tensors().iter().enumerate() {
+            if bound.contains_key(&TensorId(i)) {
+                continue;
+            }
+            let &(buf, offset) = placement.tensors.get(&TensorId(i)).ok_or_else(|| {
+                Error::Graph(format!(
+                    "tensor `{}` has neither a binding nor a placement",
+                    info.name
+                ))
+            })?;
+            let end = (offset as u64 + info.shape.numel() as u64) * info.dtype.size_bytes() as u64;
+            if placement
+                .buffer_bytes
+                .get(buf)
+                .is_none_or(|&bytes| end > bytes)
+            {
+                return Err(Error::Graph(format!(
+                    "tensor `{}` is placed outside its buffer",
+                    info.name
+                )));
+            }
+        }
+        let mut owned = Vec::with_capacity(placement.buffer_bytes.len());
+        for &bytes in &placement.buffer_bytes {
+            match backend.allocate(bytes.max(4)) {
+                Ok(b) => owned.push(b),
+                Err(e) => {
+                    for b in owned {
+                        // Best effort: the allocation error is the one worth reporting.
+                        let _ = backend.free(b);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let views = graph
+            .tensors()
+            .iter()
+            .enumerate()
+            .map(|(i, info)| match bound.get(&TensorId(i)) {
+                Some(v) => v.clone(),
+                None => {
+                    // Checked above: every unbound tensor has a placement inside its buffer.
+                    let (buf, offset) = placement.tensors[&TensorId(i)];
+                    TensorView {
+                        buffer: owned[buf],
+                        offset,
+                        shape: info.shape.clone(),
+                        dtype: info.dtype,
+                    }
+                }
+            })
+            .collect();
+        Ok(Executable {
+            graph,
+            order,
+            views,
+            owned,
+        })
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The view of a tensor.
+    pub fn view(&self, t: TensorId) -> &TensorView {
+        &self.views[t.0]
+    }
+
+    /// Writes host values into a tensor.
+    pub fn write(&self, backend: &mut dyn Backend, t: TensorId, data: &[f32]) -> Result<()> {
+        backend.write(&self.views[t.0], data)
+    }
+
+    /// Reads a tensor to the host.
+    pub fn read(&self, backend: &mut dyn Backend, t: TensorId) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; self.views[t.0].len()];
+        backend.read(&self.views[t.0], &mut out)?;
+        Ok(out)
+    }
+
+    /// Runs every node once, in schedule order.
+    pub fn run(&self, backend: &mut dyn Backend) -> Result<()> {
+        let mut ins = Vec::new();
+        let mut outs = Vec::new();
+        for &n in &self.order {
+            let node = self.graph.node(n);
+            ins.clear();
+            outs.clear();
+            ins.extend(node.inputs.iter().map(|t| self.views[t.0].clone()));
+            outs.extend(node.outputs.iter().map(|t| self.views[t.0].clone()));
+            backend.execute(&node.op, &ins, &outs)?;
+        }
+        Ok(())
+    }
+
+    /// Frees the buffers this executable allocated (bound views stay with their owner).
+    pub fn release(self, backend: &mut dyn Backend) -> Result<()> {
+        for b in self.owned {
+            backend.free(b)?;
+        }
+        Ok(())
+    }
+}

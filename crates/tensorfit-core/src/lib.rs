@@ -1,0 +1,30 @@
+//! tensorfit-core: the graph, its autodiff and schedule, and the Backend trait.
+//!
+//! Everything above a device is here and nothing device-specific is: a model is a
+//! [`Graph`] of coarse [`Op`]s over statically shaped tensors; [`backward`] appends the
+//! gradient nodes; [`schedule`] orders them; an [`Executable`] binds every tensor to a
+//! [`TensorView`] on a [`Backend`] and runs the nodes one op at a time. Because shapes
+//! are static and ops are data, the memory a run needs can be computed from the graph
+//! alone, before anything is allocated.
+
+#![forbid(unsafe_code)]
+
+pub mod autodiff;
+pub mod backend;
+pub mod error;
+pub mod exec;
+pub mod graph;
+pub mod op;
+pub mod schedule;
+pub mod shape;
+pub mod tensor;
+
+pub use autodiff::backward;
+pub use backend::{Backend, BufferId, MemoryInfo, TensorView};
+pub use error::{Error, Result};
+pub use exec::{Executable, Placement};
+pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
+pub use op::{sigmoid, Activation, BinaryOp, LstmDims, Op};
+pub use schedule::schedule;
+pub use shape::{DType, Shape};
+pub use tensor::HostTensor;

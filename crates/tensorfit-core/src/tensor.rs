@@ -1,0 +1,37 @@
+//! Host-side tensors: the values that cross the boundary between the user and a backend
+//! (parameters, data, results). Device-side values are [`crate::TensorView`]s.
+
+use crate::error::{Error, Result};
+use crate::shape::Shape;
+
+/// A contiguous row-major `f32` tensor in host memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostTensor {
+    pub shape: Shape,
+    pub data: Vec<f32>,
+}
+
+impl HostTensor {
+    /// A tensor of zeros.
+    pub fn zeros(shape: impl Into<Shape>) -> Self {
+        let shape = shape.into();
+        let data = vec![0.0; shape.numel()];
+        HostTensor { shape, data }
+    }
+
+    /// Wraps `data`, checking that its length matches `shape`.
+    pub fn new(shape: impl Into<Shape>, data: Vec<f32>) -> Result<Self> {
+        let shape = shape.into();
+        if shape.numel() != data.len() {
+            return Err(Error::input(format!(
+                "{} values do not fill a tensor of shape {shape}",
+                data.len()
+            )));
+        }
+        Ok(HostTensor { shape, data })
+    }
+
+    pub fn numel(&self) -> usize {
+        self.data.len()
+    }
+}

@@ -1,0 +1,163 @@
+//! Graph building, scheduling and autodiff structure (values are checked against finite
+//! differences in tensorfit-cpu's tests).
+
+use tensorfit_core::{backward, schedule, Activation, BinaryOp, Error, Graph, Op, Phase, Shape};
+
+#[test]
+fn shape_errors_name_the_node_and_op() {
+    let mut g = Graph::new();
+    let a = g.input("a", [3, 4]);
+    let b = g.input("b", [5, 6]);
+    let e = g
+        .op1(
+            "projection",
+            Op::MatMul {
+                trans_a: false,
+                trans_b: false,
+            },
+            &[a, b],
+        )
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Shape { .. }));
+    assert!(
+        msg.contains("projection") && msg.contains("matmul"),
+        "{msg}"
+    );
+    assert!(msg.contains("[3, 4]") && msg.contains("[5, 6]"), "{msg}");
+
+    let x = g.input("x", [2, 3, 4]);
+    let e = g
+        .op1("bias", Op::Binary(BinaryOp::Add), &[x, b])
+        .unwrap_err();
+    assert!(e.to_string().contains("bias"));
+    let e = g.op1("last", Op::SliceTime { t: 2 }, &[x]).unwrap_err();
+    assert!(e.to_string().contains("time step 2"), "{e}");
+}
+
+#[test]
+fn lstm_shapes_are_checked_with_the_input_name() {
+    let mut g = Graph::new();
+    let x = g.input("x", [5, 2, 3]);
+    let h0 = g.state("h0", [2, 4]);
+    let c0 = g.state("c0", [2, 4]);
+    let w_ih = g.parameter("w_ih", [16, 3]);
+    let w_hh = g.parameter("w_hh", [16, 4]);
+    let b = g.parameter("b", [16]);
+    let bad = g.parameter("bad", [15]);
+    let outs = g
+        .op(
+            "l0",
+            Op::LstmForward {
+                keep_for_backward: true,
+            },
+            &[x, h0, c0, w_ih, w_hh, b, b],
+        )
+        .unwrap();
+    assert_eq!(outs.len(), 5);
+    assert_eq!(g.shape(outs[0]), &Shape::from([5, 2, 4]));
+    assert_eq!(g.shape(outs[3]), &Shape::from([5, 2, 16]));
+    assert_eq!(g.tensor(outs[1]).name, "l0.h_n");
+    let e = g
+        .op(
+            "l1",
+            Op::LstmForward {
+                keep_for_backward: true,
+            },
+            &[x, h0, c0, w_ih, w_hh, bad, b],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("b_ih"), "{e}");
+}
+
+#[test]
+fn updates_run_after_every_reader_of_their_target() {
+    let mut g = Graph::new();
+    let p = g.parameter("p", [4]);
+    let grad = g.input("grad", [4]);
+    let scalars = g.input("scalars", [2]);
+    let m = g.state("m", [4]);
+    let v = g.state("v", [4]);
+    let adam = Op::Adam {
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    };
+    let upd = g
+        .update("step", adam, &[grad, scalars], &[p, m, v])
+        .unwrap();
+    // Added after the update, but reads the parameter: must be scheduled before it.
+    let y = g
+        .op1("use", Op::Activation(Activation::Tanh), &[p])
+        .unwrap();
+    let order = schedule(&g).unwrap();
+    let pos = |n| order.iter().position(|&x| x == n).unwrap();
+    let reader = g.tensor(y).producer.unwrap();
+    assert!(pos(reader) < pos(upd));
+    assert_eq!(g.node(upd).phase, Phase::Update);
+
+    // Targets must be persistent, and the shapes must match.
+    let e = g.update("bad", Op::Copy, &[grad], &[y]).unwrap_err();
+    assert!(e.to_string().contains("parameter or state"), "{e}");
+    let e = g.update("bad2", Op::Copy, &[scalars], &[m]).unwrap_err();
+    assert!(e.to_string().contains("shape"), "{e}");
+}
+
+#[test]
+fn backward_appends_gradient_nodes_and_sums_shared_uses() {
+    let mut g = Graph::new();
+    let x = g.input("x", [2, 3]);
+    let w = g.parameter("w", [4, 3]);
+    let b = g.parameter("b", [4]);
+    let xw = g
+        .op1(
+            "xw",
+            Op::MatMul {
+                trans_a: false,
+                trans_b: true,
+            },
+            &[x, w],
+        )
+        .unwrap();
+    let y = g.op1("y", Op::Binary(BinaryOp::Add), &[xw, b]).unwrap();
+    // y used twice: its gradient is the sum of both uses.
+    let z = g.op1("z", Op::Binary(BinaryOp::Mul), &[y, y]).unwrap();
+    let dz = g.input("dz", [2, 4]);
+    let forward_nodes = g.nodes().len();
+    let grads = backward(&mut g, &[(z, dz)], &[w, b, x]).unwrap();
+    assert_eq!(g.shape(grads[0].unwrap()), &Shape::from([4, 3]));
+    assert_eq!(g.shape(grads[1].unwrap()), &Shape::from([4]));
+    assert_eq!(g.shape(grads[2].unwrap()), &Shape::from([2, 3]));
+    assert!(g.nodes()[forward_nodes..]
+        .iter()
+        .all(|n| n.phase == Phase::Backward));
+    assert!(g.nodes().iter().any(|n| n.name.starts_with("grad_sum.")));
+    assert!(g
+        .nodes()
+        .iter()
+        .any(|n| matches!(&n.op, Op::SumToShape { shape } if shape == &Shape::from([4]))));
+}
+
+#[test]
+fn an_inference_lstm_cannot_be_differentiated() {
+    let mut g = Graph::new();
+    let x = g.input("x", [3, 1, 2]);
+    let h0 = g.state("h0", [1, 2]);
+    let c0 = g.state("c0", [1, 2]);
+    let w_ih = g.parameter("w_ih", [8, 2]);
+    let w_hh = g.parameter("w_hh", [8, 2]);
+    let b = g.parameter("b", [8]);
+    let outs = g
+        .op(
+            "l0",
+            Op::LstmForward {
+                keep_for_backward: false,
+            },
+            &[x, h0, c0, w_ih, w_hh, b, b],
+        )
+        .unwrap();
+    let dy = g.input("dy", [3, 1, 2]);
+    let e = backward(&mut g, &[(outs[0], dy)], &[w_ih]).unwrap_err();
+    assert!(e.to_string().contains("keep_for_backward"), "{e}");
+}

@@ -1,0 +1,76 @@
+//! The optimizer step: `adam_update`, one Adam step with PyTorch's formula.
+//!
+//! The bias corrections depend on the step count, which the host knows; it folds them
+//! into two scalars written to the device each step (`lr / (1 - β1^t)` and
+//! `sqrt(1 - β2^t)`), so the kernel needs no counter and the graph stays the same from
+//! step to step. Weight decay is L2 added to the gradient (PyTorch's `Adam`, not
+//! `AdamW`).
+
+use tensorfit_core::Result;
+
+use super::check_len;
+
+/// The constant hyper-parameters of `Op::Adam`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamParams {
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+}
+
+/// Update op: with `(s0, s1) = scalars`,
+/// `g = grad + weight_decay·param`, `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`,
+/// `param -= s0 · m / (sqrt(v)/s1 + eps)`.
+pub fn adam_update(
+    p: AdamParams,
+    grad: &[f32],
+    scalars: &[f32],
+    param: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+) -> Result<()> {
+    const K: &str = "adam_update";
+    check_len(K, "scalars", scalars, 2)?;
+    check_len(K, "param", param, grad.len())?;
+    check_len(K, "m", m, grad.len())?;
+    check_len(K, "v", v, grad.len())?;
+    let (step_size, bias2_sqrt) = (scalars[0], scalars[1]);
+    let state = m.iter_mut().zip(v.iter_mut());
+    for ((w, &dw), (m, v)) in param.iter_mut().zip(grad).zip(state) {
+        let g = dw + p.weight_decay * *w;
+        *m = p.beta1 * *m + (1.0 - p.beta1) * g;
+        *v = p.beta2 * *v + (1.0 - p.beta2) * g * g;
+        *w -= step_size * *m / (v.sqrt() / bias2_sqrt + p.eps);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_step_matches_pytorch_by_hand() {
+        // Step 1, lr 0.1: s0 = 0.1 / (1 - 0.9), s1 = sqrt(1 - 0.999).
+        let p = AdamParams {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.5,
+        };
+        let s = [0.1 / (1.0 - 0.9f32), (1.0 - 0.999f32).sqrt()];
+        let (mut w, mut m, mut v) = ([2.0f32, -1.0], [0.0; 2], [0.0; 2]);
+        adam_update(p, &[0.3, 0.0], &s, &mut w, &mut m, &mut v).unwrap();
+        // g = [0.3 + 1.0, 0 - 0.5]; the first step moves each weight by lr·sign(g).
+        assert!(
+            (m[0] - 0.13).abs() < 1e-6 && (m[1] + 0.05).abs() < 1e-6,
+            "{m:?}"
+        );
+        assert!((v[0] - 0.001 * 1.69).abs() < 1e-7 && (v[1] - 0.001 * 0.25).abs() < 1e-7);
+        assert!(
+            (w[0] - 1.9).abs() < 1e-5 && (w[1] + 0.9).abs() < 1e-5,
+            "{w:?}"
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! Elementwise kernels and the small data-movement ops: `binary`, `activation_forward`,
+//! `activation_backward`, `sum_to_shape`, `fill`, `slice_time`, `scatter_time`, `copy`.
+//!
+//! These are memory-bound single passes; plain loops over `chunks_exact` let the compiler
+//! vectorise them, and on a CPU they are cheap next to the GEMMs, so they stay
+//! single-threaded and simple. Broadcasting is the one kind the op set has: the second
+//! operand's shape is a *suffix* of the first's, so it repeats over whole contiguous
+//! chunks of the first (a bias row added to every row of a batch).
+
+use tensorfit_core::{Activation, BinaryOp, Result};
+
+use super::check_len;
+use crate::backend_error;
+
+/// `out = a ∘ b`, with `b` repeated over `a`'s leading dimensions (`b.len()` divides
+/// `a.len()`).
+pub fn binary(op: BinaryOp, a: &[f32], b: &[f32], out: &mut [f32]) -> Result<()> {
+    check_len("binary", "out", out, a.len())?;
+    if b.is_empty() || a.len() % b.len() != 0 {
+        if a.is_empty() {
+            return Ok(());
+        }
+        return Err(backend_error(format!(
+            "binary: b ({} elements) does not tile a ({} elements)",
+            b.len(),
+            a.len()
+        )));
+    }
+    for (out_chunk, a_chunk) in out.chunks_exact_mut(b.len()).zip(a.chunks_exact(b.len())) {
+        for ((o, &x), &y) in out_chunk.iter_mut().zip(a_chunk).zip(b) {
+            *o = op.apply(x, y);
+        }
+    }
+    Ok(())
+}
+
+/// `y = f(x)`.
+pub fn activation_forward(f: Activation, x: &[f32], y: &mut [f32]) -> Result<()> {
+    check_len("activation_forward", "y", y, x.len())?;
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = f.apply(x);
+    }
+    Ok(())
+}
+
+/// `dx = dy · f'(x)`, with `f'` computed from the forward output `y`.
+pub fn activation_backward(f: Activation, y: &[f32], dy: &[f32], dx: &mut [f32]) -> Result<()> {
+    check_len("activation_backward", "dy", dy, y.len())?;
+    check_len("activation_backward", "dx", dx, y.len())?;
+    for ((dx, &y), &dy) in dx.iter_mut().zip(y).zip(dy) {
+        *dx = dy * f.derivative_from_output(y);
+    }
+    Ok(())
+}
+
+/// `out[j] = Σ_i x[i, j]`: sums `x` over the leading dimensions that `out` lacks.
+pub fn sum_to_shape(x: &[f32], out: &mut [f32]) -> Result<()> {
+    out.fill(0.0);
+    if out.is_empty() || x.len() % out.len() != 0 {
+        if x.is_empty() {
+            return Ok(());
+        }
+        return Err(backend_error(format!(
+            "sum_to_shape: {} elements do not reduce to {}",
+            x.len(),
+            out.len()
+        )));
+    }
+    let width = out.len();
+    for row in x.chunks_exact(width) {
+        for (o, &v) in out.iter_mut().zip(row) {
+            *o += v;
+        }
+    }
+    Ok(())
+}
+
+/// Every element of `out` set to `value`.
+pub fn fill(value: f32, out: &mut [f32]) -> Result<()> {
+    out.fill(value);
+    Ok(())
+}
+
+/// The block of time step `t` of `x` `[T, B, F]` into `out` `[B, F]`.
+pub fn slice_time(t: usize, x: &[f32], out: &mut [f32]) -> Result<()> {
+    let step = out.len();
+    let block = time_block(t, step, x.len(), "slice_time")?;
+    out.copy_from_slice(&x[block]);
+    Ok(())
+}
+
+/// `out` `[steps, B, F]` zero except `out[t] = x`.
+pub fn scatter_time(t: usize, x: &[f32], out: &mut [f32]) -> Result<()> {
+    let step = x.len();
+    let block = time_block(t, step, out.len(), "scatter_time")?;
+    out.fill(0.0);
+    out[block].copy_from_slice(x);
+    Ok(())
+}
+
+/// `dst = src` (an update op: `dst` is an existing tensor).
+pub fn copy(src: &[f32], dst: &mut [f32]) -> Result<()> {
+    check_len("copy", "dst", dst, src.len())?;
+    dst.copy_from_slice(src);
+    Ok(())
+}
+
+/// The element range of step `t` in a sequence of `seq_len` elements cut in steps of
+/// `step`.
+fn time_block(
+    t: usize,
+    step: usize,
+    seq_len: usize,
+    kernel: &str,
+) -> Result<std::ops::Range<usize>> {
+    let start = t.checked_mul(step);
+    match start.and_then(|s| s.checked_add(step)) {
+        Some(end) if end <= seq_len && (step == 0 || seq_len % step == 0) => Ok(end - step..end),
+        _ => Err(backend_error(format!(
+            "{kernel}: step {t} of {step} elements outside a sequence of {seq_len}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_broadcasts_a_suffix() {
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let mut out = [0.0; 6];
+        binary(BinaryOp::Add, &a, &[10.0, 20.0, 30.0], &mut out).unwrap();
+        assert_eq!(out, [11.0, 22.0, 33.0, 14.0, 25.0, 36.0]);
+        binary(BinaryOp::Mul, &a, &[2.0], &mut out).unwrap();
+        assert_eq!(out, [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
+        binary(BinaryOp::Mul, &a, &a, &mut out).unwrap();
+        assert_eq!(out, [1.0, 4.0, 9.0, 16.0, 25.0, 36.0]);
+        assert!(binary(BinaryOp::Add, &a, &[1.0; 4], &mut out).is_err());
+        assert!(binary(BinaryOp::Add, &a, &[], &mut out).is_err());
+    }
+
+    #[test]
+    fn sum_to_shape_sums_leading_dimensions() {
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let mut out = [9.0; 3];
+        sum_to_shape(&x, &mut out).unwrap();
+        assert_eq!(out, [5.0, 7.0, 9.0]);
+        let mut out = [9.0; 1];
+        sum_to_shape(&x, &mut out).unwrap();
+        assert_eq!(out, [21.0]);
+    }
+
+    #[test]
+    fn slice_and_scatter_time_are_inverse() {
+        let x: Vec<f32> = (0..12).map(|v| v as f32).collect(); // [3, 2, 2]
+        let mut step = [0.0; 4];
+        slice_time(1, &x, &mut step).unwrap();
+        assert_eq!(step, [4.0, 5.0, 6.0, 7.0]);
+        let mut seq = [1.0; 12];
+        scatter_time(2, &step, &mut seq).unwrap();
+        assert_eq!(seq[..8], [0.0; 8]);
+        assert_eq!(seq[8..], step);
+        assert!(slice_time(3, &x, &mut step).is_err());
+        assert!(scatter_time(3, &step, &mut seq).is_err());
+    }
+
+    #[test]
+    fn activations_and_their_derivatives() {
+        let x = [-2.0, -0.5, 0.0, 0.5, 2.0];
+        for f in [
+            Activation::Identity,
+            Activation::Relu,
+            Activation::Tanh,
+            Activation::Sigmoid,
+        ] {
+            let mut y = [0.0; 5];
+            activation_forward(f, &x, &mut y).unwrap();
+            let mut dx = [0.0; 5];
+            activation_backward(f, &y, &[1.0; 5], &mut dx).unwrap();
+            for k in [0, 1, 3, 4] {
+                let h = 1e-3f32;
+                let fd = (f.apply(x[k] + h) - f.apply(x[k] - h)) / (2.0 * h);
+                assert!(
+                    (fd - dx[k]).abs() < 1e-3,
+                    "{} at {}: {fd} vs {}",
+                    f.name(),
+                    x[k],
+                    dx[k]
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Matrix products: the `matmul` kernel, and the GEMM helper the LSTM kernels use.
+//!
+//! Every product goes through `ndarray::linalg::general_mat_mul`, which calls
+//! matrixmultiply's sgemm (threaded through its "threading" feature) with the views'
+//! strides. A transpose is therefore free: `.t()` swaps the strides of a view, nothing is
+//! copied. Sub-blocks (one time step of a sequence) are contiguous sub-slices viewed as
+//! their own matrices. Dimensions are checked before the call, because ndarray panics on
+//! a mismatch and a backend must return an error instead.
+
+use ndarray::linalg::general_mat_mul;
+use ndarray::{ArrayView2, ArrayViewMut2};
+use tensorfit_core::Result;
+
+use crate::backend_error;
+
+/// `data` as a row-major `[rows, cols]` matrix; `data` must have exactly that many elements.
+pub fn mat(data: &[f32], rows: usize, cols: usize) -> Result<ArrayView2<'_, f32>> {
+    if rows.checked_mul(cols) != Some(data.len()) {
+        return Err(backend_error(format!(
+            "gemm: {} elements viewed as a [{rows}, {cols}] matrix",
+            data.len()
+        )));
+    }
+    ArrayView2::from_shape((rows, cols), data).map_err(|e| backend_error(format!("gemm: {e}")))
+}
+
+/// `data` as a mutable row-major `[rows, cols]` matrix.
+pub fn mat_mut(data: &mut [f32], rows: usize, cols: usize) -> Result<ArrayViewMut2<'_, f32>> {
+    if rows.checked_mul(cols) != Some(data.len()) {
+        return Err(backend_error(format!(
+            "gemm: {} elements viewed as a [{rows}, {cols}] matrix",
+            data.len()
+        )));
+    }
+    ArrayViewMut2::from_shape((rows, cols), data).map_err(|e| backend_error(format!("gemm: {e}")))
+}
+
+/// `c = alpha · a · b + beta · c`. With `beta = 0`, `c`'s old values are ignored (even
+/// NaN), as in BLAS.
+pub fn gemm(
+    alpha: f32,
+    a: ArrayView2<'_, f32>,
+    b: ArrayView2<'_, f32>,
+    beta: f32,
+    c: &mut ArrayViewMut2<'_, f32>,
+) -> Result<()> {
+    let ((m, k), (k2, n)) = (a.dim(), b.dim());
+    if k != k2 || c.dim() != (m, n) {
+        return Err(backend_error(format!(
+            "gemm: [{m}, {k}] · [{k2}, {n}] into {:?}",
+            c.dim()
+        )));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        // An empty sum: c = beta · c. (Done here so that no zero-sized view, whose
+        // strides ndarray sets to 0, reaches sgemm.)
+        if beta == 0.0 {
+            c.fill(0.0);
+        } else {
+            c.mapv_inplace(|v| beta * v);
+        }
+        return Ok(());
+    }
+    general_mat_mul(alpha, &a, &b, beta, c);
+    Ok(())
+}
+
+/// `c = op(a) · op(b)` where `op` transposes when asked: `a` is `[M, K]` (`[K, M]` if
+/// `trans_a`), `b` is `[K, N]` (`[N, K]` if `trans_b`), `c` is `[M, N]`.
+pub fn matmul(
+    a: &[f32],
+    a_dims: [usize; 2],
+    b: &[f32],
+    b_dims: [usize; 2],
+    trans_a: bool,
+    trans_b: bool,
+    c: &mut [f32],
+) -> Result<()> {
+    let a = mat(a, a_dims[0], a_dims[1])?;
+    let b = mat(b, b_dims[0], b_dims[1])?;
+    let a = if trans_a { a.reversed_axes() } else { a };
+    let b = if trans_b { b.reversed_axes() } else { b };
+    let (m, n) = (a.nrows(), b.ncols());
+    gemm(1.0, a, b, 0.0, &mut mat_mut(c, m, n)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::test_util::{assert_close, Rng};
+
+    /// `c[i][j] = Σ_k op(a)[i][k] · op(b)[k][j]`, one element at a time, in f64.
+    fn naive(
+        a: &[f32],
+        b: &[f32],
+        (m, k, n): (usize, usize, usize),
+        trans_a: bool,
+        trans_b: bool,
+    ) -> Vec<f64> {
+        let at = |i: usize, p: usize| if trans_a { a[p * m + i] } else { a[i * k + p] };
+        let bt = |p: usize, j: usize| if trans_b { b[j * k + p] } else { b[p * n + j] };
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| at(i, p) as f64 * bt(p, j) as f64).sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn matmul_matches_naive_for_all_transposes() {
+        let mut rng = Rng(7);
+        for round in 0..24 {
+            let (m, k, n) = (rng.range(1, 13), rng.range(1, 17), rng.range(1, 11));
+            let (trans_a, trans_b) = (round % 2 == 1, (round / 2) % 2 == 1);
+            let a = rng.vec(m * k);
+            let b = rng.vec(k * n);
+            let a_dims = if trans_a { [k, m] } else { [m, k] };
+            let b_dims = if trans_b { [n, k] } else { [k, n] };
+            let mut c = vec![f32::NAN; m * n];
+            matmul(&a, a_dims, &b, b_dims, trans_a, trans_b, &mut c).unwrap();
+            let want = naive(&a, &b, (m, k, n), trans_a, trans_b);
+            let what = format!("matmul {m}x{k}x{n} trans ({trans_a}, {trans_b})");
+            assert_close(&what, &c, &want, 1e-5, 1e-5);
+        }
+    }
+
+    #[test]
+    fn gemm_accumulates_with_beta_and_handles_empty_k() {
+        let a = [1.0, 2.0, 3.0, 4.0];
+        let b = [1.0, 0.0, 0.0, 1.0];
+        let mut c = [10.0, 10.0, 10.0, 10.0];
+        gemm(
+            1.0,
+            mat(&a, 2, 2).unwrap(),
+            mat(&b, 2, 2).unwrap(),
+            1.0,
+            &mut mat_mut(&mut c, 2, 2).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(c, [11.0, 12.0, 13.0, 14.0]);
+        let mut c = [5.0; 6];
+        gemm(
+            1.0,
+            mat(&[], 2, 0).unwrap(),
+            mat(&[], 0, 3).unwrap(),
+            0.0,
+            &mut mat_mut(&mut c, 2, 3).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(c, [0.0; 6]);
+    }
+
+    #[test]
+    fn mismatched_dimensions_are_errors_not_panics() {
+        let mut c = [0.0; 4];
+        assert!(matmul(&[1.0; 6], [2, 3], &[1.0; 6], [2, 3], false, false, &mut c).is_err());
+        assert!(matmul(&[1.0; 5], [2, 3], &[1.0; 6], [3, 2], false, false, &mut c).is_err());
+        assert!(matmul(&[1.0; 6], [2, 3], &[1.0; 6], [3, 2], false, false, &mut c).is_ok());
+    }
+}

@@ -1,0 +1,34 @@
+//! tensorfit-cpu: the reference backend, on the CPU.
+//!
+//! [`CpuBackend`] implements [`tensorfit_core::Backend`] with buffers that are plain
+//! `Vec<f32>`s, GEMMs through `ndarray::linalg::general_mat_mul` (matrixmultiply's
+//! threaded sgemm underneath) and rayon for the wide fused passes.
+//!
+//! Why it exists: it is the backend that runs everywhere, the last fallback of a session
+//! whose GPU is too small, and above all the *reference* every GPU kernel is tested
+//! against. So its kernels are written to be read: one file per op family under
+//! [`kernels`], one function per [`tensorfit_core::Op`] with the op's kernel name
+//! (`Op::name`), and the LSTM organised exactly as cuDNN organises it (one GEMM for the
+//! input projection of all steps, then one GEMM and one fused pass per step), so that a
+//! GPU kernel and this code can be compared step by step.
+//!
+//! The crate has no `unsafe`: tensors that share an arena buffer are handed to kernels as
+//! disjoint slices by the `regions` module, which splits each buffer with `split_at_mut`.
+
+#![forbid(unsafe_code)]
+
+pub mod backend;
+pub mod kernels;
+mod regions;
+
+pub use backend::CpuBackend;
+
+use tensorfit_core::Error;
+
+/// An [`Error::Backend`] from this backend.
+pub(crate) fn backend_error(message: impl Into<String>) -> Error {
+    Error::Backend {
+        backend: "cpu",
+        message: message.into(),
+    }
+}

@@ -1,0 +1,436 @@
+//! Finite-difference gradient checks of every differentiable forward op, run through the
+//! whole stack: a `Graph` is built, `tensorfit_core::backward` appends its gradient
+//! nodes, an `Executable` runs both on a `CpuBackend`.
+//!
+//! Why through the stack and not kernel by kernel: it checks the backward kernels, the
+//! autodiff rules that wire them (operand order, transposes, broadcast reductions, the
+//! shared LSTM bias gradient) and the backend's dispatch at once, against the only
+//! independent truth there is, the derivative of the forward computation itself.
+//!
+//! Method: every forward output `out_k` gets a random upstream gradient `R_k` (an input
+//! tensor used as the backward seed), so the analytic gradients are those of the scalar
+//! `f = Σ_k Σ R_k ⊙ out_k`, which the test evaluates on the host in f64 after each run.
+//! Each checked coordinate is compared with a central difference of step `H`, with
+//! `|analytic - numeric| <= ATOL + RTOL·|numeric|`. Inputs are small (about N(0, 0.5)) so
+//! the functions are well conditioned at that step.
+
+// why: the helpers below panic on failure like the tests that call them; clippy's
+// allow-unwrap-in-tests covers only the #[test] functions themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+
+use tensorfit_core::{backward, Activation, BinaryOp, Executable, Graph, Op, Shape, TensorId};
+use tensorfit_cpu::CpuBackend;
+
+const H: f32 = 1e-2;
+const ATOL: f64 = 2e-3;
+const RTOL: f64 = 2e-2;
+/// Tensors up to this size are checked at every coordinate, larger ones at a sample.
+const CHECK_ALL_UP_TO: usize = 40;
+const SAMPLE: usize = 16;
+
+/// splitmix64: a tiny deterministic generator, so the test needs no `rand`.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1).
+    fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// N(0, std²) by Box-Muller.
+    fn normal(&mut self, std: f32) -> f32 {
+        let (u, v) = (self.unit(), self.unit());
+        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32 * std
+    }
+
+    fn normals(&mut self, n: usize, std: f32) -> Vec<f32> {
+        (0..n).map(|_| self.normal(std)).collect()
+    }
+}
+
+/// One gradient check: a forward graph, the value of every leaf, the outputs to seed and
+/// the tensors to differentiate with respect to.
+struct Case {
+    name: &'static str,
+    graph: Graph,
+    values: Vec<(TensorId, Vec<f32>)>,
+    outputs: Vec<TensorId>,
+    wrt: Vec<(&'static str, TensorId)>,
+}
+
+impl Case {
+    fn new(name: &'static str) -> Self {
+        Case {
+            name,
+            graph: Graph::new(),
+            values: Vec::new(),
+            outputs: Vec::new(),
+            wrt: Vec::new(),
+        }
+    }
+
+    /// A leaf input with the given values, to differentiate against if `grad`.
+    fn leaf(
+        &mut self,
+        name: &'static str,
+        shape: &[usize],
+        values: Vec<f32>,
+        grad: bool,
+    ) -> TensorId {
+        assert_eq!(Shape::from(shape).numel(), values.len(), "{name}");
+        let t = self.graph.input(name, shape);
+        self.values.push((t, values));
+        if grad {
+            self.wrt.push((name, t));
+        }
+        t
+    }
+
+    /// A leaf of N(0, 0.5²) values that gradients are checked against.
+    fn random(&mut self, name: &'static str, shape: &[usize], rng: &mut Rng) -> TensorId {
+        let values = rng.normals(Shape::from(shape).numel(), 0.5);
+        self.leaf(name, shape, values, true)
+    }
+
+    fn run(mut self, rng: &mut Rng) {
+        let name = self.name;
+        // Upstream gradients R_k, one per seeded output.
+        let mut seeds = Vec::new();
+        let mut upstream = Vec::new();
+        for (k, &out) in self.outputs.iter().enumerate() {
+            let shape = self.graph.shape(out).clone();
+            let r = self.graph.input(&format!("upstream{k}"), shape.clone());
+            let values = rng.normals(shape.numel(), 1.0);
+            self.values.push((r, values.clone()));
+            seeds.push((out, r));
+            upstream.push((out, values));
+        }
+        let wrt_ids: Vec<TensorId> = self.wrt.iter().map(|&(_, t)| t).collect();
+        let grads = backward(&mut self.graph, &seeds, &wrt_ids).unwrap();
+
+        let mut be = CpuBackend::new();
+        let exe = Executable::new(self.graph, &mut be, HashMap::new()).unwrap();
+        for (t, v) in &self.values {
+            exe.write(&mut be, *t, v).unwrap();
+        }
+        exe.run(&mut be).unwrap();
+
+        // f = Σ_k Σ R_k ⊙ out_k, after a run with the current values.
+        let objective = |be: &mut CpuBackend| -> f64 {
+            exe.run(be).unwrap();
+            upstream
+                .iter()
+                .map(|(out, r)| {
+                    let o = exe.read(be, *out).unwrap();
+                    o.iter()
+                        .zip(r)
+                        .map(|(&o, &r)| o as f64 * r as f64)
+                        .sum::<f64>()
+                })
+                .sum()
+        };
+
+        // Every analytic gradient is read before any input is perturbed.
+        let analytic: Vec<Vec<f32>> = self
+            .wrt
+            .iter()
+            .zip(&grads)
+            .map(|(&(wname, _), grad)| {
+                let grad = grad.unwrap_or_else(|| panic!("{name}: no gradient for `{wname}`"));
+                exe.read(&mut be, grad).unwrap()
+            })
+            .collect();
+
+        let mut checked = 0;
+        for (&(wname, t), analytic) in self.wrt.iter().zip(&analytic) {
+            let mut x = self
+                .values
+                .iter()
+                .find(|(id, _)| *id == t)
+                .map(|(_, v)| v.clone())
+                .unwrap();
+            assert_eq!(
+                analytic.len(),
+                x.len(),
+                "{name}: gradient of `{wname}` has the wrong size"
+            );
+            let coords: Vec<usize> = if x.len() <= CHECK_ALL_UP_TO {
+                (0..x.len()).collect()
+            } else {
+                let mut c = vec![0, x.len() - 1];
+                c.extend((0..SAMPLE).map(|_| (rng.next_u64() % x.len() as u64) as usize));
+                c
+            };
+            for k in coords {
+                let orig = x[k];
+                x[k] = orig + H;
+                exe.write(&mut be, t, &x).unwrap();
+                let plus = objective(&mut be);
+                x[k] = orig - H;
+                exe.write(&mut be, t, &x).unwrap();
+                let minus = objective(&mut be);
+                x[k] = orig;
+                exe.write(&mut be, t, &x).unwrap();
+                let numeric = (plus - minus) / (2.0 * H as f64);
+                let a = analytic[k] as f64;
+                assert!(
+                    (a - numeric).abs() <= ATOL + RTOL * numeric.abs(),
+                    "{name}: d f / d {wname}[{k}]: analytic {a:.6}, numeric {numeric:.6}"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 0, "{name}: nothing checked");
+        exe.release(&mut be).unwrap();
+        assert_eq!(be_allocated(&be), 0, "{name}: buffers left allocated");
+    }
+}
+
+fn be_allocated(be: &CpuBackend) -> u64 {
+    use tensorfit_core::Backend;
+    be.memory().allocated
+}
+
+#[test]
+fn matmul_all_transpose_combinations() {
+    let mut rng = Rng(1);
+    let (m, k, n) = (3, 4, 5);
+    for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut c = Case::new("matmul");
+        let a_shape = if trans_a { [k, m] } else { [m, k] };
+        let b_shape = if trans_b { [n, k] } else { [k, n] };
+        let a = c.random("a", &a_shape, &mut rng);
+        let b = c.random("b", &b_shape, &mut rng);
+        let out = c
+            .graph
+            .op1("c", Op::MatMul { trans_a, trans_b }, &[a, b])
+            .unwrap();
+        c.outputs.push(out);
+        c.run(&mut rng);
+    }
+}
+
+#[test]
+fn binary_add_and_mul_with_and_without_broadcasting() {
+    let mut rng = Rng(2);
+    for bop in [BinaryOp::Add, BinaryOp::Mul] {
+        for b_shape in [&[2, 3, 4][..], &[3, 4], &[4]] {
+            let mut c = Case::new(if bop == BinaryOp::Add { "add" } else { "mul" });
+            let a = c.random("a", &[2, 3, 4], &mut rng);
+            let b = c.random("b", b_shape, &mut rng);
+            let out = c.graph.op1("out", Op::Binary(bop), &[a, b]).unwrap();
+            c.outputs.push(out);
+            c.run(&mut rng);
+        }
+    }
+}
+
+#[test]
+fn binary_mul_of_a_tensor_with_itself() {
+    // The same view passed twice, and two gradient contributions summed.
+    let mut rng = Rng(3);
+    let mut c = Case::new("square");
+    let x = c.random("x", &[3, 4], &mut rng);
+    let out = c
+        .graph
+        .op1("x2", Op::Binary(BinaryOp::Mul), &[x, x])
+        .unwrap();
+    c.outputs.push(out);
+    c.run(&mut rng);
+}
+
+#[test]
+fn every_activation() {
+    let mut rng = Rng(4);
+    for f in [
+        Activation::Identity,
+        Activation::Relu,
+        Activation::Tanh,
+        Activation::Sigmoid,
+    ] {
+        let mut c = Case::new(f.name());
+        // Keep inputs away from ReLU's kink, where the difference quotient is not the
+        // derivative.
+        let values: Vec<f32> = rng
+            .normals(12, 0.8)
+            .into_iter()
+            .map(|v| v.signum() * (v.abs() + 5.0 * H))
+            .collect();
+        let x = c.leaf("x", &[3, 4], values, true);
+        let y = c.graph.op1("y", Op::Activation(f), &[x]).unwrap();
+        c.outputs.push(y);
+        c.run(&mut rng);
+    }
+}
+
+#[test]
+fn slice_time() {
+    let mut rng = Rng(5);
+    for t in [0, 2, 3] {
+        let mut c = Case::new("slice_time");
+        let x = c.random("x", &[4, 2, 3], &mut rng);
+        let out = c.graph.op1("step", Op::SliceTime { t }, &[x]).unwrap();
+        c.outputs.push(out);
+        c.run(&mut rng);
+    }
+}
+
+/// An LSTM layer with T=3, B=2, I=3, H=4; returns the case and its forward outputs
+/// (y, h_n, c_n).
+fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, [TensorId; 3]) {
+    let (t, b, i, h) = (3, 2, 3, 4);
+    let mut c = Case::new("lstm");
+    let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), x_grad);
+    let h0 = c.random("h0", &[b, h], rng);
+    let c0 = c.random("c0", &[b, h], rng);
+    let w_ih = c.random("w_ih", &[4 * h, i], rng);
+    let w_hh = c.random("w_hh", &[4 * h, h], rng);
+    let b_ih = c.random("b_ih", &[4 * h], rng);
+    let b_hh = c.random("b_hh", &[4 * h], rng);
+    let outs = c
+        .graph
+        .op(
+            "lstm",
+            Op::LstmForward {
+                keep_for_backward: true,
+            },
+            &[x, h0, c0, w_ih, w_hh, b_ih, b_hh],
+        )
+        .unwrap();
+    (c, [outs[0], outs[1], outs[2]])
+}
+
+#[test]
+fn lstm_forward_all_inputs_all_outputs() {
+    let mut rng = Rng(6);
+    let (mut c, [y, h_n, c_n]) = lstm_case(&mut rng, true);
+    c.outputs.extend([y, h_n, c_n]);
+    c.run(&mut rng);
+}
+
+#[test]
+fn lstm_forward_without_input_gradient_and_one_output() {
+    // x is not differentiated (LstmBackward { input_grad: false }) and only c_n is
+    // seeded, so y's and h_n's gradients are Fill zeros.
+    let mut rng = Rng(7);
+    let (mut c, [_, _, c_n]) = lstm_case(&mut rng, false);
+    c.outputs.push(c_n);
+    c.run(&mut rng);
+}
+
+#[test]
+fn lstm_last_step_through_slice_time() {
+    // The classifier's use: only the last time step of y is read.
+    let mut rng = Rng(8);
+    let (mut c, [y, _, _]) = lstm_case(&mut rng, true);
+    let last = c.graph.op1("last", Op::SliceTime { t: 2 }, &[y]).unwrap();
+    c.outputs.push(last);
+    c.run(&mut rng);
+}
+
+#[test]
+fn batchnorm_training() {
+    let mut rng = Rng(9);
+    let mut c = Case::new("batchnorm training");
+    let x = c.random("x", &[5, 3], &mut rng);
+    let gamma = c.leaf("gamma", &[3], vec![0.8, 1.2, -0.6], true);
+    let beta = c.random("beta", &[3], &mut rng);
+    let outs = c
+        .graph
+        .op(
+            "bn",
+            Op::BatchNorm {
+                eps: 1e-5,
+                training: true,
+            },
+            &[x, gamma, beta],
+        )
+        .unwrap();
+    c.outputs.push(outs[0]);
+    c.run(&mut rng);
+}
+
+#[test]
+fn batchnorm_inference() {
+    let mut rng = Rng(10);
+    let mut c = Case::new("batchnorm inference");
+    let x = c.random("x", &[5, 3], &mut rng);
+    let gamma = c.random("gamma", &[3], &mut rng);
+    let beta = c.random("beta", &[3], &mut rng);
+    let mean = c.leaf("running_mean", &[3], rng.normals(3, 0.5), false);
+    let var = c.leaf("running_var", &[3], vec![0.3, 1.0, 2.5], false);
+    let y = c
+        .graph
+        .op1(
+            "bn",
+            Op::BatchNorm {
+                eps: 1e-5,
+                training: false,
+            },
+            &[x, gamma, beta, mean, var],
+        )
+        .unwrap();
+    c.outputs.push(y);
+    c.run(&mut rng);
+}
+
+#[test]
+fn softmax_cross_entropy() {
+    let mut rng = Rng(11);
+    let mut c = Case::new("softmax cross-entropy");
+    let logits = c.random("logits", &[4, 5], &mut rng);
+    let labels = c.leaf("labels", &[4], vec![0.0, 4.0, 2.0, 2.0], false);
+    let outs = c
+        .graph
+        .op("ce", Op::SoftmaxCrossEntropy, &[logits, labels])
+        .unwrap();
+    c.outputs.push(outs[0]);
+    c.run(&mut rng);
+}
+
+#[test]
+fn a_small_classifier_end_to_end() {
+    // LSTM -> last step -> dense with a broadcast bias -> tanh -> softmax cross-entropy:
+    // the composition the seed network uses, with its gradient sums and reductions.
+    let mut rng = Rng(12);
+    let (mut c, [y, _, _]) = lstm_case(&mut rng, true);
+    let last = c.graph.op1("last", Op::SliceTime { t: 2 }, &[y]).unwrap();
+    let w = c.random("w", &[4, 3], &mut rng);
+    let bias = c.random("bias", &[3], &mut rng);
+    let z = c
+        .graph
+        .op1(
+            "z",
+            Op::MatMul {
+                trans_a: false,
+                trans_b: false,
+            },
+            &[last, w],
+        )
+        .unwrap();
+    let zb = c
+        .graph
+        .op1("zb", Op::Binary(BinaryOp::Add), &[z, bias])
+        .unwrap();
+    let a = c
+        .graph
+        .op1("a", Op::Activation(Activation::Tanh), &[zb])
+        .unwrap();
+    let labels = c.leaf("labels", &[2], vec![1.0, 0.0], false);
+    let loss = c
+        .graph
+        .op("ce", Op::SoftmaxCrossEntropy, &[a, labels])
+        .unwrap()[0];
+    c.outputs.push(loss);
+    c.run(&mut rng);
+}

@@ -1,0 +1,91 @@
+//! Adam with PyTorch's formula and defaults, as update nodes in the training graph.
+//!
+//! The per-step bias corrections are computed on the host in f64 (as PyTorch does in
+//! Python floats) and written to a two-element `adam.scalars` input each step, so one
+//! graph serves every step and the device never waits on the host inside a step.
+
+use tensorfit_core::{Error, Graph, Op, Result, TensorId};
+
+/// Adam's hyperparameters. `Default` is PyTorch's `torch.optim.Adam()`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamConfig {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    /// L2 penalty added to the gradient (PyTorch's `weight_decay`, not AdamW's).
+    pub weight_decay: f32,
+}
+
+impl Default for AdamConfig {
+    fn default() -> Self {
+        AdamConfig {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
+    }
+}
+
+impl AdamConfig {
+    pub fn validate(&self) -> Result<()> {
+        let ok = self.lr.is_finite()
+            && self.lr > 0.0
+            && (0.0..1.0).contains(&self.beta1)
+            && (0.0..1.0).contains(&self.beta2)
+            && self.eps.is_finite()
+            && self.eps > 0.0
+            && self.weight_decay.is_finite()
+            && self.weight_decay >= 0.0;
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::input(format!(
+                "invalid Adam settings {self:?}: need lr > 0, 0 <= betas < 1, eps > 0, weight_decay >= 0"
+            )))
+        }
+    }
+
+    /// The `adam.scalars` values for step `t` (1-based): `lr / (1 - β1^t)` and
+    /// `sqrt(1 - β2^t)`.
+    pub fn scalars(&self, t: u64) -> [f32; 2] {
+        let t = t.min(i32::MAX as u64) as i32;
+        let bc1 = 1.0 - (self.beta1 as f64).powi(t);
+        let bc2 = 1.0 - (self.beta2 as f64).powi(t);
+        [(self.lr as f64 / bc1) as f32, bc2.sqrt() as f32]
+    }
+
+    /// Adds the `adam.scalars` input and one Adam update per parameter; returns the
+    /// scalars input and the (m, v) state tensors created for each parameter, named
+    /// `adam.m.<param>` and `adam.v.<param>`.
+    pub fn append_updates(
+        &self,
+        g: &mut Graph,
+        params: &[(String, TensorId)],
+        grads: &[TensorId],
+    ) -> Result<(TensorId, Vec<(TensorId, TensorId)>)> {
+        let scalars = g.input("adam.scalars", [2]);
+        let op = Op::Adam {
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+        };
+        let mut moments = Vec::with_capacity(params.len());
+        for ((name, p), &grad) in params.iter().zip(grads) {
+            let shape = g.shape(*p).clone();
+            let m = g.state(&format!("adam.m.{name}"), shape.clone());
+            let v = g.state(&format!("adam.v.{name}"), shape);
+            g.update(
+                &format!("adam.{name}"),
+                op.clone(),
+                &[grad, scalars],
+                &[*p, m, v],
+            )?;
+            moments.push((m, v));
+        }
+        Ok((scalars, moments))
+    }
+}

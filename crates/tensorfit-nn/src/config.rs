@@ -1,0 +1,205 @@
+//! Model configuration: the stacked-LSTM classifier and the `seed` preset.
+//!
+//! The network is the one in `shared/seed`: input features → `layers` × LSTM(`hidden`)
+//! → last time step → BatchNorm → Dense(`dense`, activation) → BatchNorm → Dense(`classes`)
+//! → softmax. Parameter names and shapes are PyTorch's (`lstm.weight_ih_l{k}`, ...), so
+//! checkpoints load into `torch.nn.LSTM` unchanged.
+
+use tensorfit_core::{Activation, Error, Result, Shape};
+
+/// Shape of the stacked-LSTM classifier. Plain data: build graphs from it with
+/// [`crate::model`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// Features per time step.
+    pub input: usize,
+    /// Units per LSTM layer.
+    pub hidden: usize,
+    /// Number of stacked LSTM layers.
+    pub layers: usize,
+    /// Units of the dense layer between the two BatchNorms.
+    pub dense: usize,
+    /// Number of output classes.
+    pub classes: usize,
+    /// Nonlinearity of the dense layer.
+    pub dense_activation: Activation,
+}
+
+/// Whether a tensor is trained by the optimizer or is a running statistic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    Trainable,
+    RunningStat,
+}
+
+/// Name, shape and kind of one model tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamSpec {
+    pub name: String,
+    pub shape: Shape,
+    pub kind: ParamKind,
+}
+
+/// Largest size accepted for any one dimension: far beyond any real model, small enough
+/// that products of a few of them cannot overflow.
+const MAX_DIM: usize = 1 << 24;
+
+impl ModelConfig {
+    /// The network of the seed report: 152 one-hot features, 3 × LSTM 250, BatchNorm 250,
+    /// Dense 100, BatchNorm 100, softmax over 6 classes. 1,434,406 trainable parameters
+    /// with PyTorch's two LSTM bias vectors.
+    pub fn seed() -> Self {
+        ModelConfig {
+            input: 152,
+            hidden: 250,
+            layers: 3,
+            dense: 100,
+            classes: 6,
+            dense_activation: Activation::Tanh,
+        }
+    }
+
+    /// Checks that every size is usable; the message names the field.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [
+            ("input", self.input),
+            ("hidden", self.hidden),
+            ("layers", self.layers),
+            ("dense", self.dense),
+            ("classes", self.classes),
+        ] {
+            if v == 0 || v > MAX_DIM {
+                return Err(Error::input(format!(
+                    "model {name} = {v}: must be between 1 and {MAX_DIM}"
+                )));
+            }
+        }
+        if self.classes < 2 {
+            return Err(Error::input("model classes must be at least 2"));
+        }
+        Ok(())
+    }
+
+    /// Every model tensor in a fixed order (LSTM layers, bn1, dense, bn2, out).
+    pub fn param_specs(&self) -> Vec<ParamSpec> {
+        let (h, g) = (self.hidden, 4 * self.hidden);
+        let mut v = Vec::new();
+        let mut push = |name: String, shape: Shape, kind| v.push(ParamSpec { name, shape, kind });
+        for k in 0..self.layers {
+            let inp = if k == 0 { self.input } else { h };
+            push(
+                format!("lstm.weight_ih_l{k}"),
+                Shape::from([g, inp]),
+                ParamKind::Trainable,
+            );
+            push(
+                format!("lstm.weight_hh_l{k}"),
+                Shape::from([g, h]),
+                ParamKind::Trainable,
+            );
+            push(
+                format!("lstm.bias_ih_l{k}"),
+                Shape::from([g]),
+                ParamKind::Trainable,
+            );
+            push(
+                format!("lstm.bias_hh_l{k}"),
+                Shape::from([g]),
+                ParamKind::Trainable,
+            );
+        }
+        let bn = |push: &mut dyn FnMut(String, Shape, ParamKind), name: &str, c: usize| {
+            push(
+                format!("{name}.weight"),
+                Shape::from([c]),
+                ParamKind::Trainable,
+            );
+            push(
+                format!("{name}.bias"),
+                Shape::from([c]),
+                ParamKind::Trainable,
+            );
+            push(
+                format!("{name}.running_mean"),
+                Shape::from([c]),
+                ParamKind::RunningStat,
+            );
+            push(
+                format!("{name}.running_var"),
+                Shape::from([c]),
+                ParamKind::RunningStat,
+            );
+        };
+        bn(&mut push, "bn1", h);
+        push(
+            "dense.weight".into(),
+            Shape::from([self.dense, h]),
+            ParamKind::Trainable,
+        );
+        push(
+            "dense.bias".into(),
+            Shape::from([self.dense]),
+            ParamKind::Trainable,
+        );
+        bn(&mut push, "bn2", self.dense);
+        push(
+            "out.weight".into(),
+            Shape::from([self.classes, self.dense]),
+            ParamKind::Trainable,
+        );
+        push(
+            "out.bias".into(),
+            Shape::from([self.classes]),
+            ParamKind::Trainable,
+        );
+        v
+    }
+
+    /// Number of trainable parameters.
+    pub fn trainable_parameters(&self) -> usize {
+        self.param_specs()
+            .iter()
+            .filter(|p| p.kind == ParamKind::Trainable)
+            .map(|p| p.shape.numel())
+            .sum()
+    }
+
+    /// Forward FLOPs of the LSTM stack: Σ over layers 2·4·H·(I+H)·B·T (the convention the
+    /// benchmarks report against; the head is negligible). A training step counts 3×.
+    pub fn lstm_forward_flops(&self, batch: usize, steps: usize) -> f64 {
+        (0..self.layers)
+            .map(|k| {
+                let i = if k == 0 { self.input } else { self.hidden };
+                2.0 * 4.0 * self.hidden as f64 * (i + self.hidden) as f64
+            })
+            .sum::<f64>()
+            * batch as f64
+            * steps as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_parameter_count_matches_pytorch_layout() {
+        assert_eq!(ModelConfig::seed().trainable_parameters(), 1_434_406);
+    }
+
+    #[test]
+    fn seed_flops_match_the_reference_figures() {
+        // 13.46 GFLOP for a training step at B=32, T=50; 56.08 GFLOP inference at B=100, T=200.
+        let s = ModelConfig::seed();
+        assert!((3.0 * s.lstm_forward_flops(32, 50) / 1e9 - 13.46).abs() < 0.01);
+        assert!((s.lstm_forward_flops(100, 200) / 1e9 - 56.08).abs() < 0.01);
+    }
+
+    #[test]
+    fn zero_sizes_are_rejected_with_the_field_name() {
+        let mut c = ModelConfig::seed();
+        c.hidden = 0;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("hidden"), "{e}");
+    }
+}

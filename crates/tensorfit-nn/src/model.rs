@@ -1,0 +1,257 @@
+//! Graph builders for the stacked-LSTM classifier.
+//!
+//! Each function adds nodes to a [`Graph`] and returns the ids a caller needs. The same
+//! builders serve training, evaluation and the finite-difference tests, so what is
+//! checked is what runs. Sequences are time-major (`[T, B, F]`), as in PyTorch's
+//! `nn.LSTM`.
+
+use tensorfit_core::{Activation, BinaryOp, Graph, Op, Result, Shape, TensorId};
+
+use crate::config::{ModelConfig, ParamKind};
+
+/// Tensors by name (PyTorch's parameter names).
+pub type Named = Vec<(String, TensorId)>;
+
+/// Training (batch statistics, activations kept for backward) or inference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Train,
+    Infer,
+}
+
+/// BatchNorm's epsilon and momentum, as PyTorch's defaults.
+pub const BN_EPS: f32 = 1e-5;
+pub const BN_MOMENTUM: f32 = 0.1;
+
+/// The LSTM layers: inputs, per-layer state and outputs.
+#[derive(Debug, Clone)]
+pub struct LstmStack {
+    /// `[T, B, input]`, written by the host.
+    pub x: TensorId,
+    /// Initial state of each layer (`state.h_l{k}`, `state.c_l{k}`), persistent.
+    pub h0: Vec<TensorId>,
+    pub c0: Vec<TensorId>,
+    /// Final state of each layer.
+    pub h_n: Vec<TensorId>,
+    pub c_n: Vec<TensorId>,
+    /// Output sequence of the top layer, `[T, B, H]`.
+    pub y: TensorId,
+}
+
+/// The whole classifier.
+#[derive(Debug, Clone)]
+pub struct Classifier {
+    pub stack: LstmStack,
+    /// `[B]`, class indices as f32.
+    pub labels: TensorId,
+    /// Mean cross-entropy, `[1]`.
+    pub loss: TensorId,
+    /// Softmax probabilities, `[B, classes]`.
+    pub probs: TensorId,
+    /// Every trainable parameter, by PyTorch name.
+    pub params: Named,
+    /// Running statistics (`bn1.running_mean`, ...), persistent state.
+    pub running: Named,
+    /// In training: (BatchNorm name, batch mean, batch variance).
+    pub batch_stats: Vec<(String, TensorId, TensorId)>,
+}
+
+/// Adds the model's parameter and running-statistic leaves, in `param_specs` order.
+fn leaves(g: &mut Graph, cfg: &ModelConfig) -> (Named, Named) {
+    let mut params = Vec::new();
+    let mut running = Vec::new();
+    for spec in cfg.param_specs() {
+        match spec.kind {
+            ParamKind::Trainable => {
+                params.push((spec.name.clone(), g.parameter(&spec.name, spec.shape)))
+            }
+            ParamKind::RunningStat => {
+                running.push((spec.name.clone(), g.state(&spec.name, spec.shape)))
+            }
+        }
+    }
+    (params, running)
+}
+
+fn find(list: &[(String, TensorId)], name: &str) -> TensorId {
+    // Only called with names that `leaves` created from the same config.
+    list.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, t)| *t)
+        .unwrap_or(TensorId(usize::MAX))
+}
+
+/// Adds `layers` LSTM layers over a `[steps, batch, input]` sequence. With `keep` the
+/// layers keep what backward needs.
+pub fn lstm_stack(
+    g: &mut Graph,
+    cfg: &ModelConfig,
+    params: &[(String, TensorId)],
+    batch: usize,
+    steps: usize,
+    keep: bool,
+) -> Result<LstmStack> {
+    let x = g.input("x", [steps, batch, cfg.input]);
+    let mut stack = LstmStack {
+        x,
+        h0: Vec::new(),
+        c0: Vec::new(),
+        h_n: Vec::new(),
+        c_n: Vec::new(),
+        y: x,
+    };
+    for k in 0..cfg.layers {
+        let h0 = g.state(&format!("state.h_l{k}"), [batch, cfg.hidden]);
+        let c0 = g.state(&format!("state.c_l{k}"), [batch, cfg.hidden]);
+        let w = |n: &str| find(params, &format!("lstm.{n}_l{k}"));
+        let inputs = [
+            stack.y,
+            h0,
+            c0,
+            w("weight_ih"),
+            w("weight_hh"),
+            w("bias_ih"),
+            w("bias_hh"),
+        ];
+        let outs = g.op(
+            &format!("lstm_l{k}"),
+            Op::LstmForward {
+                keep_for_backward: keep,
+            },
+            &inputs,
+        )?;
+        stack.h0.push(h0);
+        stack.c0.push(c0);
+        stack.y = outs[0];
+        stack.h_n.push(outs[1]);
+        stack.c_n.push(outs[2]);
+    }
+    Ok(stack)
+}
+
+/// A graph that only advances the LSTM state over a chunk of the sequence: the layers
+/// in inference form, then a copy of each final state into the persistent initial state,
+/// so the next chunk continues where this one stopped.
+pub fn carry_graph(cfg: &ModelConfig, batch: usize, steps: usize) -> Result<(Graph, LstmStack)> {
+    let mut g = Graph::new();
+    let (params, _) = leaves(&mut g, cfg);
+    let stack = lstm_stack(&mut g, cfg, &params, batch, steps, false)?;
+    for k in 0..cfg.layers {
+        g.update(
+            &format!("carry_h_l{k}"),
+            Op::Copy,
+            &[stack.h_n[k]],
+            &[stack.h0[k]],
+        )?;
+        g.update(
+            &format!("carry_c_l{k}"),
+            Op::Copy,
+            &[stack.c_n[k]],
+            &[stack.c0[k]],
+        )?;
+    }
+    Ok((g, stack))
+}
+
+fn batchnorm(
+    g: &mut Graph,
+    name: &str,
+    x: TensorId,
+    params: &[(String, TensorId)],
+    running: &[(String, TensorId)],
+    mode: Mode,
+    batch_stats: &mut Vec<(String, TensorId, TensorId)>,
+) -> Result<TensorId> {
+    let gamma = find(params, &format!("{name}.weight"));
+    let beta = find(params, &format!("{name}.bias"));
+    match mode {
+        Mode::Train => {
+            let outs = g.op(
+                name,
+                Op::BatchNorm {
+                    eps: BN_EPS,
+                    training: true,
+                },
+                &[x, gamma, beta],
+            )?;
+            batch_stats.push((name.to_string(), outs[1], outs[2]));
+            Ok(outs[0])
+        }
+        Mode::Infer => {
+            let rm = find(running, &format!("{name}.running_mean"));
+            let rv = find(running, &format!("{name}.running_var"));
+            g.op1(
+                name,
+                Op::BatchNorm {
+                    eps: BN_EPS,
+                    training: false,
+                },
+                &[x, gamma, beta, rm, rv],
+            )
+        }
+    }
+}
+
+/// `x · Wᵀ + b` (PyTorch's `nn.Linear`).
+fn linear(
+    g: &mut Graph,
+    name: &str,
+    x: TensorId,
+    params: &[(String, TensorId)],
+) -> Result<TensorId> {
+    let w = find(params, &format!("{name}.weight"));
+    let b = find(params, &format!("{name}.bias"));
+    let xw = g.op1(
+        &format!("{name}.matmul"),
+        Op::MatMul {
+            trans_a: false,
+            trans_b: true,
+        },
+        &[x, w],
+    )?;
+    g.op1(
+        &format!("{name}.bias_add"),
+        Op::Binary(BinaryOp::Add),
+        &[xw, b],
+    )
+}
+
+/// The whole classifier over a `[steps, batch, input]` chunk: LSTM stack, last step,
+/// BatchNorm, Dense + activation, BatchNorm, output layer, softmax cross-entropy.
+pub fn classifier(
+    g: &mut Graph,
+    cfg: &ModelConfig,
+    batch: usize,
+    steps: usize,
+    mode: Mode,
+) -> Result<Classifier> {
+    cfg.validate()?;
+    let (params, running) = leaves(g, cfg);
+    let stack = lstm_stack(g, cfg, &params, batch, steps, mode == Mode::Train)?;
+    let labels = g.input("labels", [batch]);
+    let mut batch_stats = Vec::new();
+    let last = g.op1("last_step", Op::SliceTime { t: steps - 1 }, &[stack.y])?;
+    let h = batchnorm(g, "bn1", last, &params, &running, mode, &mut batch_stats)?;
+    let h = linear(g, "dense", h, &params)?;
+    let h = match cfg.dense_activation {
+        Activation::Identity => h,
+        f => g.op1("dense.activation", Op::Activation(f), &[h])?,
+    };
+    let h = batchnorm(g, "bn2", h, &params, &running, mode, &mut batch_stats)?;
+    let logits = linear(g, "out", h, &params)?;
+    let outs = g.op("loss", Op::SoftmaxCrossEntropy, &[logits, labels])?;
+    Ok(Classifier {
+        stack,
+        labels,
+        loss: outs[0],
+        probs: outs[1],
+        params,
+        running,
+        batch_stats,
+    })
+}
+
+/// The shape of one minibatch's input for a chunk of `steps` time steps.
+pub fn input_shape(cfg: &ModelConfig, batch: usize, steps: usize) -> Shape {
+    Shape::from([steps, batch, cfg.input])
+}

@@ -1,0 +1,187 @@
+//! Model tensors on the host: initialisation, lookup, and safetensors files.
+//!
+//! A [`ParamStore`] holds every tensor of a model by its PyTorch name. It is what moves
+//! between tensorfit and the outside world: PyTorch reference files, checkpoints, and the
+//! values uploaded to (and downloaded from) a device.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use tensorfit_core::{Error, HostTensor, Result, Shape};
+
+use crate::config::{ModelConfig, ParamKind};
+use crate::rng::Rng;
+
+/// Named host tensors, kept in name order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParamStore {
+    tensors: BTreeMap<String, HostTensor>,
+}
+
+impl ParamStore {
+    pub fn new() -> Self {
+        ParamStore::default()
+    }
+
+    /// PyTorch's default initialisation, from `seed`: LSTM and Dense weights and biases
+    /// uniform in ±1/√fan (fan = hidden size for the LSTM, input size for Dense),
+    /// BatchNorm weight 1, bias 0, running mean 0, running variance 1.
+    pub fn init(cfg: &ModelConfig, seed: u64) -> Result<Self> {
+        cfg.validate()?;
+        let mut rng = Rng::new(seed);
+        let mut store = ParamStore::new();
+        for spec in cfg.param_specs() {
+            let n = spec.shape.numel();
+            let data = if spec.name.starts_with("lstm.") {
+                let k = 1.0 / (cfg.hidden as f32).sqrt();
+                (0..n).map(|_| rng.uniform_range(-k, k)).collect()
+            } else if spec.name.ends_with(".running_var") {
+                vec![1.0; n]
+            } else if spec.kind == ParamKind::RunningStat {
+                vec![0.0; n]
+            } else if spec.name.starts_with("bn") {
+                let v = if spec.name.ends_with(".weight") {
+                    1.0
+                } else {
+                    0.0
+                };
+                vec![v; n]
+            } else {
+                let fan_in = if spec.name.starts_with("dense.") {
+                    cfg.hidden
+                } else {
+                    cfg.dense
+                };
+                let k = 1.0 / (fan_in as f32).sqrt();
+                (0..n).map(|_| rng.uniform_range(-k, k)).collect()
+            };
+            store.insert(&spec.name, HostTensor::new(spec.shape, data)?);
+        }
+        Ok(store)
+    }
+
+    pub fn insert(&mut self, name: &str, t: HostTensor) {
+        self.tensors.insert(name.to_string(), t);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&HostTensor> {
+        self.tensors.get(name)
+    }
+
+    /// The tensor `name`, or an error naming it.
+    pub fn require(&self, name: &str) -> Result<&HostTensor> {
+        self.get(name)
+            .ok_or_else(|| Error::input(format!("tensor `{name}` is missing")))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &HostTensor)> {
+        self.tensors.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+
+    /// Checks that this store has exactly the tensors of `cfg` with the right shapes.
+    pub fn check_against(&self, cfg: &ModelConfig) -> Result<()> {
+        let specs = cfg.param_specs();
+        for spec in &specs {
+            let t = self.require(&spec.name)?;
+            if t.shape != spec.shape {
+                return Err(Error::input(format!(
+                    "tensor `{}` has shape {}, the model needs {}",
+                    spec.name, t.shape, spec.shape
+                )));
+            }
+        }
+        if let Some(extra) = self
+            .tensors
+            .keys()
+            .find(|k| !specs.iter().any(|s| &s.name == *k))
+        {
+            return Err(Error::input(format!(
+                "tensor `{extra}` is not part of this model"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads every tensor whose name starts with `prefix` (the prefix is removed) from
+    /// safetensors bytes. Only F32 tensors are accepted.
+    pub fn from_safetensors(bytes: &[u8], prefix: &str) -> Result<(Self, HashMap<String, String>)> {
+        let bad = |m: String| Error::File {
+            path: "<safetensors>".into(),
+            message: m,
+        };
+        let (_, meta) = SafeTensors::read_metadata(bytes).map_err(|e| bad(e.to_string()))?;
+        let st = SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+        let mut store = ParamStore::new();
+        for (name, view) in st.tensors() {
+            let Some(short) = name.strip_prefix(prefix) else {
+                continue;
+            };
+            if view.dtype() != Dtype::F32 {
+                return Err(bad(format!(
+                    "tensor `{name}` has dtype {:?}; tensorfit reads F32",
+                    view.dtype()
+                )));
+            }
+            let data: Vec<f32> = view
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            store.insert(short, HostTensor::new(Shape::new(view.shape()), data)?);
+        }
+        let meta = meta.metadata().clone().unwrap_or_default();
+        Ok((store, meta))
+    }
+
+    /// Reads a safetensors file (see [`ParamStore::from_safetensors`]).
+    pub fn load(path: &Path, prefix: &str) -> Result<(Self, HashMap<String, String>)> {
+        let bytes = std::fs::read(path).map_err(|e| Error::File {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Self::from_safetensors(&bytes, prefix).map_err(|e| match e {
+            Error::File { message, .. } => Error::File {
+                path: path.display().to_string(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Serialises every tensor (names prefixed with `prefix`) with `metadata`.
+    pub fn to_safetensors(
+        &self,
+        prefix: &str,
+        metadata: HashMap<String, String>,
+    ) -> Result<Vec<u8>> {
+        let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = self
+            .tensors
+            .iter()
+            .map(|(n, t)| {
+                let b = t.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+                (format!("{prefix}{n}"), b, t.shape.dims().to_vec())
+            })
+            .collect();
+        let mut views = Vec::with_capacity(bytes.len());
+        for (n, b, s) in &bytes {
+            let v = TensorView::new(Dtype::F32, s.clone(), b).map_err(|e| Error::File {
+                path: n.clone(),
+                message: e.to_string(),
+            })?;
+            views.push((n.clone(), v));
+        }
+        safetensors::serialize(views, Some(metadata)).map_err(|e| Error::File {
+            path: "<safetensors>".into(),
+            message: e.to_string(),
+        })
+    }
+}

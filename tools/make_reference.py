@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Generate the PyTorch reference data for tensorfit's small "seed" network.
+
+What it produces
+----------------
+A safetensors file (default ``tests/data/seed_small_reference.safetensors``)
+that holds a scaled-down version of the "seed" network and everything needed
+to check the Rust engine against PyTorch, bit-for-bit reproducibly:
+
+Model (time-major LSTM classifier)::
+
+    lstm  = nn.LSTM(F=10, H=8, num_layers=3)      # input [T, B, F]
+    bn1   = nn.BatchNorm1d(H)                     # eps 1e-5, momentum 0.1
+    dense = nn.Linear(H, D=5)
+    bn2   = nn.BatchNorm1d(D)
+    out   = nn.Linear(D, C=6)
+    head(h_last) = out(bn2(tanh(dense(bn1(h_last)))))   # h_last = lstm output at t = T-1
+
+Loss ``nn.CrossEntropyLoss()`` (mean over the batch), optimiser
+``torch.optim.Adam(lr=0.01)`` with all other arguments at their defaults.
+Batch B=16 (small batches make BatchNorm amplify float32 rounding), sequence length T=9, truncated-BPTT length L=3.
+
+Initialisation: PyTorch defaults after ``torch.manual_seed(0)``, then both
+BatchNorm layers are perturbed (in this order, bn1 then bn2)::
+
+    weight = 1 + 0.1*randn, bias = 0.1*randn,
+    running_mean = 0.1*randn, running_var = 1 + 0.1*rand
+
+After that the data are drawn: x1 = randn(T,B,F), labels1 = randint(0,C,(B,)),
+x2, labels2 likewise.
+
+One training step (truncated BPTT that carries the state)::
+
+    model.train(); h = c = zeros(3, B, H)
+    for s in range(0, T-L, L):                       # state carried, no gradient
+        with torch.no_grad(): _, (h, c) = model.lstm(x[s:s+L], (h, c))
+    y, _ = model.lstm(x[T-L:], (h.detach(), c.detach()))
+    loss = CE(head(y[-1]), labels); loss.backward()
+    <record>; opt.step(); opt.zero_grad()
+
+BatchNorm is only used (in train mode) in the last segment's head, so its
+running statistics update once per step.
+
+Tensors in the file (all float32; labels are stored as float32 whole numbers).
+``<name>`` ranges over PyTorch's state_dict names minus ``num_batches_tracked``;
+``<param>`` over the trainable parameters only (the same list without the
+four ``running_*`` buffers)::
+
+    init.<name>                         before training
+    step{1,2}.x          [T, B, F]
+    step{1,2}.labels     [B]
+    step{1,2}.loss       [1]
+    step{1,2}.probs      [B, C]         softmax of the logits
+    step{1,2}.h_carry    [3, B, H]      state handed to the last segment
+    step{1,2}.c_carry    [3, B, H]
+    step{1,2}.grad.<param>              gradients before opt.step
+    step{1,2}.grad64.<param>            the same gradients computed in float64 (stored as
+                                        float32): the exact values, to tell rounding from error
+    step{1,2}.after.<name>              parameters and buffers after opt.step
+    eval.probs           [B, C]         after step 2: model.eval(), whole step1.x
+                                        in one lstm call from zero state
+
+The safetensors metadata (str -> str) records the sizes, lr, the dense
+activation, the torch version and a short description.
+
+How to rerun
+------------
+Needs torch, safetensors and numpy (see tools/README.md for the venv)::
+
+    ~/torchvenv/bin/python tools/make_reference.py \
+        [--out tests/data/seed_small_reference.safetensors]
+
+It runs on the CPU in float32 with one thread and deterministic algorithms,
+so rerunning with the same PyTorch version gives the same file.
+"""
+
+import argparse
+import copy
+import json
+import os
+import struct
+import sys
+
+import torch
+from torch import nn
+from safetensors.torch import load_file
+
+# Sizes of the scaled-down seed network.
+F = 10  # input features
+H = 8  # hidden units per LSTM layer
+NUM_LAYERS = 3
+D = 5  # dense units
+C = 6  # classes
+B = 16  # batch
+T = 9  # sequence length
+L = 3  # truncated-BPTT length
+LR = 0.01
+
+DEFAULT_OUT = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)),
+    os.pardir,
+    "tests",
+    "data",
+    "seed_small_reference.safetensors",
+)
+
+
+class Seed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(F, H, num_layers=NUM_LAYERS)
+        self.bn1 = nn.BatchNorm1d(H, eps=1e-5, momentum=0.1)
+        self.dense = nn.Linear(H, D)
+        self.bn2 = nn.BatchNorm1d(D, eps=1e-5, momentum=0.1)
+        self.out = nn.Linear(D, C)
+
+    def head(self, h_last):
+        return self.out(self.bn2(torch.tanh(self.dense(self.bn1(h_last)))))
+
+
+def write_safetensors(path, tensors, metadata):
+    """Write a safetensors file with a byte-stable layout.
+
+    safetensors.torch.save_file emits the metadata keys in hash-map order, so
+    its output differs between runs. Here the header JSON has sorted keys and
+    the tensors are laid out in name order, so the same data always gives the
+    same bytes. The result is validated by reading it back with
+    safetensors.torch.load_file.
+    """
+    header = {"__metadata__": dict(sorted(metadata.items()))}
+    chunks = []
+    offset = 0
+    for name in sorted(tensors):
+        t = tensors[name]
+        assert t.dtype == torch.float32 and t.is_contiguous()
+        data = t.numpy().astype("<f4", copy=False).tobytes()
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        chunks.append(data)
+        offset += len(data)
+    head = json.dumps(header, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    head += b" " * (-len(head) % 8)  # pad the header to 8 bytes with spaces
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)))
+        f.write(head)
+        for data in chunks:
+            f.write(data)
+
+
+def state_tensors(model):
+    """State dict without num_batches_tracked, as detached float32 copies."""
+    return {
+        k: v.detach().clone().contiguous()
+        for k, v in model.state_dict().items()
+        if not k.endswith("num_batches_tracked")
+    }
+
+
+def exact_gradients(model, x, labels):
+    """The same step's gradients computed in float64 from the same weights and data,
+    stored (as float32) so tests can tell rounding from error: float32 gradients of this
+    network differ from the exact ones by up to ~2e-5 of a tensor's scale, in PyTorch
+    as in any float32 engine (BatchNorm over a small batch amplifies rounding)."""
+    m64 = copy.deepcopy(model).double()
+    m64.zero_grad()
+    x64 = x.double()
+    h = torch.zeros(NUM_LAYERS, B, H, dtype=torch.float64)
+    c = torch.zeros(NUM_LAYERS, B, H, dtype=torch.float64)
+    with torch.no_grad():
+        for s in range(0, T - L, L):
+            _, (h, c) = m64.lstm(x64[s : s + L], (h, c))
+    y, _ = m64.lstm(x64[T - L :], (h, c))
+    nn.CrossEntropyLoss()(m64.head(y[-1]), labels).backward()
+    return {n: p.grad.detach().float().contiguous() for n, p in m64.named_parameters()}
+
+
+def train_step(model, opt, x, labels, prefix, record):
+    model.train()
+    h = torch.zeros(NUM_LAYERS, B, H)
+    c = torch.zeros(NUM_LAYERS, B, H)
+    for s in range(0, T - L, L):
+        with torch.no_grad():
+            _, (h, c) = model.lstm(x[s : s + L], (h, c))
+    h_carry, c_carry = h.detach(), c.detach()
+    # Sanity check: chunking the no-grad prefix must match one call over it.
+    with torch.no_grad():
+        z = torch.zeros(NUM_LAYERS, B, H)
+        _, (h_full, c_full) = model.lstm(x[: T - L], (z, z))
+    assert torch.allclose(h_full, h_carry, atol=1e-6) and torch.allclose(c_full, c_carry, atol=1e-6)
+    y, _ = model.lstm(x[T - L :], (h_carry, c_carry))
+    logits = model.head(y[-1])
+    loss = nn.CrossEntropyLoss()(logits, labels)
+    loss.backward()
+
+    record[f"{prefix}.x"] = x.clone()
+    record[f"{prefix}.labels"] = labels.to(torch.float32)
+    record[f"{prefix}.loss"] = loss.detach().reshape(1).clone()
+    record[f"{prefix}.probs"] = torch.softmax(logits.detach(), dim=1).clone()
+    record[f"{prefix}.h_carry"] = h_carry.clone()
+    record[f"{prefix}.c_carry"] = c_carry.clone()
+    for name, p in model.named_parameters():
+        record[f"{prefix}.grad.{name}"] = p.grad.detach().clone()
+    for name, g in exact_gradients(model, x, labels).items():
+        record[f"{prefix}.grad64.{name}"] = g
+
+    opt.step()
+    opt.zero_grad()
+    for name, t in state_tensors(model).items():
+        record[f"{prefix}.after.{name}"] = t
+    return loss.item()
+
+
+def build(record):
+    torch.manual_seed(0)
+    model = Seed()
+    with torch.no_grad():
+        for bn in (model.bn1, model.bn2):
+            n = bn.num_features
+            bn.weight.copy_(1 + 0.1 * torch.randn(n))
+            bn.bias.copy_(0.1 * torch.randn(n))
+            bn.running_mean.copy_(0.1 * torch.randn(n))
+            bn.running_var.copy_(1 + 0.1 * torch.rand(n))
+    for name, t in state_tensors(model).items():
+        record[f"init.{name}"] = t
+
+    x1 = torch.randn(T, B, F)
+    labels1 = torch.randint(0, C, (B,))
+    x2 = torch.randn(T, B, F)
+    labels2 = torch.randint(0, C, (B,))
+
+    opt = torch.optim.Adam(model.parameters(), lr=LR)
+    losses = [
+        train_step(model, opt, x1, labels1, "step1", record),
+        train_step(model, opt, x2, labels2, "step2", record),
+    ]
+
+    model.eval()
+    with torch.no_grad():
+        y, _ = model.lstm(x1, (torch.zeros(NUM_LAYERS, B, H), torch.zeros(NUM_LAYERS, B, H)))
+        record["eval.probs"] = torch.softmax(model.head(y[-1]), dim=1).clone()
+    return model, losses
+
+
+def verify(path, model, losses, record, metadata):
+    from safetensors import safe_open
+
+    t = load_file(path)
+    with safe_open(path, framework="pt") as f:
+        assert f.metadata() == metadata
+    assert all(torch.equal(t[k], v) for k, v in record.items())
+    param_names = [n for n, _ in model.named_parameters()]
+    state_names = list(state_tensors(model).keys())
+    expect = {f"init.{n}" for n in state_names} | {"eval.probs"}
+    for s in (1, 2):
+        expect |= {f"step{s}.{k}" for k in ("x", "labels", "loss", "probs", "h_carry", "c_carry")}
+        expect |= {f"step{s}.grad.{n}" for n in param_names}
+        expect |= {f"step{s}.grad64.{n}" for n in param_names}
+        expect |= {f"step{s}.after.{n}" for n in state_names}
+    assert set(t) == expect, (sorted(set(t) ^ expect))
+    assert all(v.dtype == torch.float32 for v in t.values())
+    assert t["step1.x"].shape == (T, B, F)
+    assert t["step2.labels"].shape == (B,)
+    assert t["step1.loss"].shape == (1,)
+    assert t["step1.h_carry"].shape == (NUM_LAYERS, B, H)
+    assert t["init.lstm.weight_ih_l0"].shape == (4 * H, F)
+    assert t["init.lstm.weight_hh_l2"].shape == (4 * H, H)
+    assert t["step2.grad.out.weight"].shape == (C, D)
+    assert t["eval.probs"].shape == (B, C)
+    for s in (1, 2):
+        probs = t[f"step{s}.probs"]
+        labels = t[f"step{s}.labels"].long()
+        assert torch.allclose(probs.sum(1), torch.ones(B), atol=1e-6)
+        ce = -probs[torch.arange(B), labels].log().mean()
+        assert torch.allclose(ce, t[f"step{s}.loss"][0], atol=1e-5), (ce, losses)
+        # Running stats moved once (momentum 0.1) from their previous values.
+        prev = "init" if s == 1 else "step1.after"
+        assert not torch.equal(t[f"{prev}.bn1.running_mean"], t[f"step{s}.after.bn1.running_mean"])
+    # The final state in the file is the model's current state.
+    for n, v in state_tensors(model).items():
+        assert torch.equal(t[f"step2.after.{n}"], v), n
+    return t
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=DEFAULT_OUT, help="output safetensors path")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.set_default_dtype(torch.float32)
+
+    record = {}
+    model, losses = build(record)
+    record = {k: v.to(torch.float32).contiguous() for k, v in record.items()}
+
+    metadata = {
+        "input": str(F),
+        "hidden": str(H),
+        "layers": str(NUM_LAYERS),
+        "dense": str(D),
+        "classes": str(C),
+        "batch": str(B),
+        "steps": str(T),
+        "tbptt": str(L),
+        "lr": str(LR),
+        "dense_activation": "tanh",
+        "torch_version": torch.__version__,
+        "description": (
+            "tensorfit reference: 3-layer LSTM(10->8) + BN + Linear(8->5) + tanh + BN + "
+            "Linear(5->6), CrossEntropy, Adam(lr=0.01); two truncated-BPTT training steps "
+            "(T=9, L=3, state carried), manual_seed(0), float32 CPU; "
+            "generated by tools/make_reference.py"
+        ),
+    }
+
+    out = os.path.normpath(args.out)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    write_safetensors(out, record, metadata)
+
+    verify(out, model, losses, record, metadata)
+    print(f"step1 loss: {losses[0]:.7f}")
+    print(f"step2 loss: {losses[1]:.7f}")
+    print(f"tensors: {len(record)}")
+    print(f"wrote {out} ({os.path.getsize(out)} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
