@@ -47,7 +47,7 @@ struct TrainArgs {
     #[arg(long, default_value_t = 32)]
     batch: usize,
     /// Time steps per sequence.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 20)]
     seq_len: usize,
     /// Truncated-BPTT length (gradients reach back this many steps; defaults to the
     /// whole sequence, which this task needs to be learnable).
@@ -57,7 +57,7 @@ struct TrainArgs {
     #[arg(long, default_value_t = 200)]
     steps: u64,
     /// Adam learning rate.
-    #[arg(long, default_value_t = 2e-3)]
+    #[arg(long, default_value_t = 1e-3)]
     lr: f32,
     /// Seed for initialisation and data.
     #[arg(long, default_value_t = 1)]
