@@ -1,0 +1,85 @@
+//! Byte sizes as people write them: `1.67GiB`, `512MiB`, `2GB`, `1e9`.
+
+use tensorfit_core::{Error, Result};
+
+/// Parses a size. Binary units (KiB, MiB, GiB, TiB) are powers of 1024, decimal units
+/// (kB, MB, GB, TB) powers of 1000, a bare number is bytes. Case-insensitive, spaces
+/// allowed between number and unit.
+pub fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| Error::input(format!("`{text}` is not a size (try 1.67GiB or 512MiB)")))?;
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "t" | "tb" => 1e12,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0f64.powi(4),
+        other => return Err(Error::input(format!(
+            "unknown size unit `{other}` in `{text}` (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
+        ))),
+    };
+    let bytes = value * scale;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(Error::input(format!("`{text}` is not a usable size")));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// Formats bytes with a binary unit and three significant digits: `1.67 GiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else if v >= 100.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else if v >= 10.0 {
+        format!("{v:.1} {}", UNITS[u])
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_binary_decimal_and_bare_sizes() {
+        assert_eq!(
+            parse_size("1.67GiB").unwrap(),
+            (1.67 * 1073741824.0f64).round() as u64
+        );
+        assert_eq!(parse_size("512 MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
+        assert_eq!(parse_size("1e9").unwrap(), 1_000_000_000);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("1.5 parsecs").is_err());
+        assert!(parse_size("-3GiB").is_err());
+    }
+
+    #[test]
+    fn formats_three_digits() {
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bytes(200_000_000), "191 MiB");
+        assert_eq!(format_bytes((1.67 * 1073741824.0) as u64), "1.67 GiB");
+    }
+}
