@@ -12,6 +12,7 @@ fn main() -> Result<()> {
     let opts = TrainOptions {
         tbptt: 30,
         chunk: 30,
+        micro_batch: None,
         adam: AdamConfig {
             lr: 2e-3,
             ..AdamConfig::default()

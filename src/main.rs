@@ -134,6 +134,7 @@ fn train(a: TrainArgs) -> Result<()> {
     let opts = TrainOptions {
         tbptt,
         chunk: tbptt,
+        micro_batch: None,
         adam: AdamConfig {
             lr: a.lr,
             ..AdamConfig::default()

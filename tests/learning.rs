@@ -23,6 +23,7 @@ fn scaled_down_seed_network_learns_the_temporal_order_task() {
     let opts = TrainOptions {
         tbptt: steps,
         chunk: steps,
+        micro_batch: None,
         adam: AdamConfig {
             lr: 1e-2,
             ..AdamConfig::default()

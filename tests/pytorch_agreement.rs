@@ -57,6 +57,7 @@ fn options(meta: &HashMap<String, String>) -> TrainOptions {
     TrainOptions {
         tbptt,
         chunk: tbptt,
+        micro_batch: None,
         adam: AdamConfig {
             lr: meta["lr"].parse().unwrap(),
             ..AdamConfig::default()

@@ -72,10 +72,57 @@ pub struct MemoryInfo {
     pub peak: u64,
 }
 
+/// The family of a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeviceKind {
+    Cuda,
+    Wgpu,
+    Cpu,
+}
+
+impl DeviceKind {
+    /// The name users type (`--device cuda`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Cuda => "cuda",
+            DeviceKind::Wgpu => "wgpu",
+            DeviceKind::Cpu => "cpu",
+        }
+    }
+}
+
+/// What a backend tells the planner about its device. Everything the planner needs to
+/// place tensors and to decide whether a run fits, nothing it needs to run them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub kind: DeviceKind,
+    /// Human-readable device name (`NVIDIA H200`, `llvmpipe (LLVM 15.0.7, 256 bits)`).
+    pub name: String,
+    /// Capacity in bytes, after any user cap.
+    pub total_bytes: u64,
+    /// Free bytes as the device reports them now, where it can tell.
+    pub free_bytes: Option<u64>,
+    /// Where `total_bytes` and `free_bytes` come from, for tables
+    /// (`driver`, `VK_EXT_memory_budget`, `MemAvailable`, `user cap`, ...).
+    pub capacity_source: String,
+    /// A software device (such as lavapipe) rather than hardware.
+    pub software: bool,
+    /// Largest single buffer the backend can allocate; the planner splits arenas to fit.
+    pub max_buffer_bytes: u64,
+    /// Alignment in bytes of every view's offset inside a buffer.
+    pub alignment_bytes: u64,
+    /// Memory the backend itself holds and does not allocate through
+    /// [`Backend::allocate`] (context, library workspaces, compiled kernels).
+    pub overhead_bytes: u64,
+}
+
 /// A device that can hold buffers and run ops. See the module documentation.
 pub trait Backend {
     /// Short device name for messages and tables, such as `cpu`.
     fn name(&self) -> String;
+
+    /// What the planner needs to know about this device.
+    fn info(&self) -> DeviceInfo;
 
     /// Allocates a buffer of `bytes`, zero-filled. Fails with `OutOfMemory` when the
     /// device (or the user's cap on it) cannot hold it.

@@ -38,6 +38,16 @@ impl Placement {
     }
 }
 
+/// A whole run's memory as the planner laid it out: the arenas to allocate, the slot of
+/// every persistent tensor by key, and each program's placement by program name.
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    pub arena_bytes: Vec<u64>,
+    /// Persistent key → (arena index, offset in elements).
+    pub persistent: HashMap<String, (usize, usize)>,
+    pub programs: HashMap<String, Placement>,
+}
+
 /// A graph bound to memory on one backend, ready to run any number of times.
 #[derive(Debug)]
 pub struct Executable {
@@ -58,8 +68,9 @@ impl Executable {
         Self::with_placement(graph, backend, bound, &placement)
     }
 
-    /// Binds `graph` with the caller's `bound` views and `placement` for the rest. On an
-    /// allocation failure, frees what it allocated and returns the error.
+    /// Binds `graph` with the caller's `bound` views and `placement` for the rest,
+    /// allocating the placement's buffers (owned by the executable). On an allocation
+    /// failure, frees what it allocated and returns the error.
     pub fn with_placement(
         graph: Graph,
         backend: &mut dyn Backend,
@@ -67,40 +78,7 @@ impl Executable {
         placement: &Placement,
     ) -> Result<Self> {
         let order = schedule(&graph)?;
-        // Check every binding and placement before allocating, so a bad one leaks nothing.
-        for (id, v) in &bound {
-            let info = graph.tensors().get(id.0).ok_or_else(|| {
-                Error::Graph(format!("binding for tensor #{} outside the graph", id.0))
-            })?;
-            if v.shape != info.shape {
-                return Err(Error::Graph(format!(
-                    "tensor `{}` {} bound to a view of shape {}",
-                    info.name, info.shape, v.shape
-                )));
-            }
-        }
-        for (i, info) in graph.tensors().iter().enumerate() {
-            if bound.contains_key(&TensorId(i)) {
-                continue;
-            }
-            let &(buf, offset) = placement.tensors.get(&TensorId(i)).ok_or_else(|| {
-                Error::Graph(format!(
-                    "tensor `{}` has neither a binding nor a placement",
-                    info.name
-                ))
-            })?;
-            let end = (offset as u64 + info.shape.numel() as u64) * info.dtype.size_bytes() as u64;
-            if placement
-                .buffer_bytes
-                .get(buf)
-                .is_none_or(|&bytes| end > bytes)
-            {
-                return Err(Error::Graph(format!(
-                    "tensor `{}` is placed outside its buffer",
-                    info.name
-                )));
-            }
-        }
+        check_layout(&graph, &bound, placement)?;
         let mut owned = Vec::with_capacity(placement.buffer_bytes.len());
         for &bytes in &placement.buffer_bytes {
             match backend.allocate(bytes.max(4)) {
@@ -114,29 +92,39 @@ impl Executable {
                 }
             }
         }
-        let views = graph
-            .tensors()
-            .iter()
-            .enumerate()
-            .map(|(i, info)| match bound.get(&TensorId(i)) {
-                Some(v) => v.clone(),
-                None => {
-                    // Checked above: every unbound tensor has a placement inside its buffer.
-                    let (buf, offset) = placement.tensors[&TensorId(i)];
-                    TensorView {
-                        buffer: owned[buf],
-                        offset,
-                        shape: info.shape.clone(),
-                        dtype: info.dtype,
-                    }
-                }
-            })
-            .collect();
+        let views = make_views(&graph, &bound, placement, &owned);
         Ok(Executable {
             graph,
             order,
             views,
             owned,
+        })
+    }
+
+    /// Binds `graph` into buffers the caller owns: `buffers[i]` holds at least
+    /// `placement.buffer_bytes[i]` bytes. Several executables can share these buffers
+    /// (arenas) as long as they never run at the same time.
+    pub fn in_buffers(
+        graph: Graph,
+        bound: HashMap<TensorId, TensorView>,
+        placement: &Placement,
+        buffers: &[BufferId],
+    ) -> Result<Self> {
+        let order = schedule(&graph)?;
+        check_layout(&graph, &bound, placement)?;
+        if buffers.len() != placement.buffer_bytes.len() {
+            return Err(Error::Graph(format!(
+                "placement names {} buffers, {} given",
+                placement.buffer_bytes.len(),
+                buffers.len()
+            )));
+        }
+        let views = make_views(&graph, &bound, placement, buffers);
+        Ok(Executable {
+            graph,
+            order,
+            views,
+            owned: Vec::new(),
         })
     }
 
@@ -183,4 +171,73 @@ impl Executable {
         }
         Ok(())
     }
+}
+
+/// Checks every binding and placement before anything is allocated, so a bad one leaks
+/// nothing and the views built afterwards are all valid.
+fn check_layout(
+    graph: &Graph,
+    bound: &HashMap<TensorId, TensorView>,
+    placement: &Placement,
+) -> Result<()> {
+    for (id, v) in bound {
+        let info = graph.tensors().get(id.0).ok_or_else(|| {
+            Error::Graph(format!("binding for tensor #{} outside the graph", id.0))
+        })?;
+        if v.shape != info.shape {
+            return Err(Error::Graph(format!(
+                "tensor `{}` {} bound to a view of shape {}",
+                info.name, info.shape, v.shape
+            )));
+        }
+    }
+    for (i, info) in graph.tensors().iter().enumerate() {
+        if bound.contains_key(&TensorId(i)) {
+            continue;
+        }
+        let &(buf, offset) = placement.tensors.get(&TensorId(i)).ok_or_else(|| {
+            Error::Graph(format!(
+                "tensor `{}` has neither a binding nor a placement",
+                info.name
+            ))
+        })?;
+        let end = (offset as u64 + info.shape.numel() as u64) * info.dtype.size_bytes() as u64;
+        if placement
+            .buffer_bytes
+            .get(buf)
+            .is_none_or(|&bytes| end > bytes)
+        {
+            return Err(Error::Graph(format!(
+                "tensor `{}` is placed outside its buffer",
+                info.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One view per tensor: the binding, or the placement inside `buffers` (checked before).
+fn make_views(
+    graph: &Graph,
+    bound: &HashMap<TensorId, TensorView>,
+    placement: &Placement,
+    buffers: &[BufferId],
+) -> Vec<TensorView> {
+    graph
+        .tensors()
+        .iter()
+        .enumerate()
+        .map(|(i, info)| match bound.get(&TensorId(i)) {
+            Some(v) => v.clone(),
+            None => {
+                let (buf, offset) = placement.tensors[&TensorId(i)];
+                TensorView {
+                    buffer: buffers[buf],
+                    offset,
+                    shape: info.shape.clone(),
+                    dtype: info.dtype,
+                }
+            }
+        })
+        .collect()
 }

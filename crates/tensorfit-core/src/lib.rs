@@ -20,9 +20,9 @@ pub mod shape;
 pub mod tensor;
 
 pub use autodiff::backward;
-pub use backend::{Backend, BufferId, MemoryInfo, TensorView};
+pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, MemoryInfo, TensorView};
 pub use error::{Error, Result};
-pub use exec::{Executable, Placement};
+pub use exec::{Executable, Layout, Placement};
 pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
 pub use op::{sigmoid, Activation, BinaryOp, LstmDims, Op};
 pub use schedule::schedule;

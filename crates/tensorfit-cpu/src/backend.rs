@@ -16,9 +16,12 @@
 
 use std::fmt;
 
-use tensorfit_core::{Backend, BufferId, Error, LstmDims, MemoryInfo, Op, Result, TensorView};
+use tensorfit_core::{
+    Backend, BufferId, DeviceInfo, DeviceKind, Error, LstmDims, MemoryInfo, Op, Result, TensorView,
+};
 
 use crate::backend_error;
+use crate::host_memory;
 use crate::kernels::adam::{adam_update, AdamParams};
 use crate::kernels::batchnorm::{
     batchnorm_backward, batchnorm_forward, batchnorm_stats_update, BatchNormBackwardInputs,
@@ -80,7 +83,7 @@ impl CpuBackend {
             allocated: 0,
             peak: 0,
             cap: None,
-            mem_total: meminfo_bytes("MemTotal"),
+            mem_total: host_memory::total(),
         }
     }
 
@@ -103,7 +106,7 @@ impl CpuBackend {
     /// be taken by swapping or the OOM killer, not by an error).
     fn available(&self) -> u64 {
         let left = self.capacity().saturating_sub(self.allocated);
-        match meminfo_bytes("MemAvailable") {
+        match host_memory::available() {
             Some(avail) => left.min(avail),
             None => left,
         }
@@ -193,13 +196,31 @@ impl Backend for CpuBackend {
         run_kernel(op, inputs, regions)
     }
 
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            kind: DeviceKind::Cpu,
+            name: cpu_model_name(),
+            total_bytes: self.capacity(),
+            free_bytes: self.memory().free,
+            capacity_source: match self.cap {
+                Some(_) => "user cap".to_string(),
+                None => host_memory::source().to_string(),
+            },
+            software: false,
+            // A Vec<f32> holds at most isize::MAX bytes.
+            max_buffer_bytes: isize::MAX as u64,
+            alignment_bytes: 4,
+            overhead_bytes: 0,
+        }
+    }
+
     fn synchronize(&mut self) -> Result<()> {
         // Every kernel has finished when `execute` returns.
         Ok(())
     }
 
     fn memory(&self) -> MemoryInfo {
-        let free = match (self.cap, meminfo_bytes("MemAvailable")) {
+        let free = match (self.cap, host_memory::available()) {
             (Some(cap), avail) => Some(
                 cap.saturating_sub(self.allocated)
                     .min(avail.unwrap_or(u64::MAX)),
@@ -432,12 +453,17 @@ fn run_kernel(op: &Op, views: &[TensorView], regions: Regions<'_>) -> Result<()>
     }
 }
 
-/// A line of /proc/meminfo (`MemTotal:  16318500 kB`) in bytes, if readable.
-fn meminfo_bytes(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    text.lines().find_map(|line| {
-        let rest = line.strip_prefix(key)?.strip_prefix(':')?;
-        let kib: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
-        kib.checked_mul(1024)
-    })
+/// The processor's model name from /proc/cpuinfo, or `cpu`.
+fn cpu_model_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("model name")?
+                    .split_once(':')
+                    .map(|(_, v)| v.trim().to_string())
+            })
+        })
+        .map(|m| format!("{m} ({} threads)", rayon::current_num_threads()))
+        .unwrap_or_else(|| "cpu".to_string())
 }

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod host_memory;
 pub mod kernels;
 mod regions;
 

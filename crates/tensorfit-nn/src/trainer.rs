@@ -1,37 +1,42 @@
-//! The truncated-BPTT trainer: runs the classifier's graphs on one backend.
+//! The truncated-BPTT trainer: runs the classifier's programs on one backend.
 //!
 //! A minibatch is a `[T, B, F]` sequence with one label per sequence (the class is read
 //! at the last step). With a truncated-BPTT length `L`, the first `T - L` steps only
 //! advance the LSTM state (inference-form layers, no activations kept), in chunks of at
-//! most `L`; the last `L` steps run forward, backward and Adam from that carried state.
-//! Gradients therefore stop at the segment border, and training memory depends on `L`,
-//! not `T`. This is what a PyTorch user does with `h.detach()` between segments.
+//! most `chunk` steps; the last `L` steps run forward, backward and Adam from that
+//! carried state. Gradients therefore stop at the segment border, and training memory
+//! depends on `L`, not `T`. This is what a PyTorch user does with `h.detach()` between
+//! segments. Evaluation streams the same way, optionally in micro-batches.
 //!
 //! Parameters, optimizer moments, running statistics and the carried (h, c) live on the
-//! device for the trainer's whole life; every graph binds them by name, so a training
-//! graph and an evaluation graph share one copy. Each distinct (kind, batch, length)
-//! graph is built once and cached.
+//! device for the trainer's whole life; every program binds them by key, so a training
+//! program and an evaluation program share one copy. With a [`Layout`] from the planner,
+//! the trainer allocates exactly the layout's arenas once and places every tensor where
+//! the plan says; without one, each tensor gets its own buffer.
 
 use std::collections::HashMap;
 
 use tensorfit_core::{
-    backward, Backend, Error, Executable, Graph, HostTensor, MemoryInfo, Op, Result, Role, Shape,
-    TensorId, TensorView,
+    Backend, BufferId, Error, Executable, HostTensor, Layout, MemoryInfo, Result, Shape, TensorView,
 };
 
 use crate::adam::AdamConfig;
 use crate::config::ModelConfig;
-use crate::model::{carry_graph, classifier, Mode, BN_MOMENTUM};
 use crate::params::ParamStore;
+use crate::programs::{
+    carry_chunks, micro_batches, persistent_key, Program, ProgramKey, ProgramKind,
+};
 
-/// How to train.
+/// How to train and evaluate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainOptions {
     /// Truncated-BPTT length: gradients flow through at most this many final steps.
     pub tbptt: usize,
-    /// Longest chunk of time steps run at once when only the state is advanced (the
-    /// carried part of training, and evaluation).
+    /// Longest chunk of time steps run at once where only inference runs (the carried
+    /// part of training, and evaluation): the streaming length.
     pub chunk: usize,
+    /// Evaluate in micro-batches of this many sequences (`None`: the whole batch).
+    pub micro_batch: Option<usize>,
     pub adam: AdamConfig,
 }
 
@@ -40,9 +45,52 @@ impl Default for TrainOptions {
         TrainOptions {
             tbptt: 50,
             chunk: 50,
+            micro_batch: None,
             adam: AdamConfig::default(),
         }
     }
+}
+
+impl TrainOptions {
+    pub fn validate(&self) -> Result<()> {
+        self.adam.validate()?;
+        if self.tbptt == 0 || self.chunk == 0 || self.micro_batch == Some(0) {
+            return Err(Error::input(
+                "tbptt, chunk and micro-batch sizes must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The programs one training step on `[steps, batch]` runs, in order.
+    pub fn train_programs(&self, batch: usize, steps: usize) -> Vec<ProgramKey> {
+        let last = self.tbptt.min(steps);
+        let mut keys: Vec<ProgramKey> = carry_chunks(steps - last, self.chunk)
+            .into_iter()
+            .map(|s| key(ProgramKind::Carry, batch, s))
+            .collect();
+        keys.push(key(ProgramKind::Train, batch, last));
+        keys
+    }
+
+    /// The programs one evaluation of `[steps, batch]` runs, in order.
+    pub fn eval_programs(&self, batch: usize, steps: usize) -> Vec<ProgramKey> {
+        let last = self.chunk.min(steps);
+        let mut keys = Vec::new();
+        for m in micro_batches(batch, self.micro_batch) {
+            keys.extend(
+                carry_chunks(steps - last, self.chunk)
+                    .into_iter()
+                    .map(|s| key(ProgramKind::Carry, m, s)),
+            );
+            keys.push(key(ProgramKind::Eval, m, last));
+        }
+        keys
+    }
+}
+
+fn key(kind: ProgramKind, batch: usize, steps: usize) -> ProgramKey {
+    ProgramKey { kind, batch, steps }
 }
 
 /// What one training step produced.
@@ -63,23 +111,12 @@ pub struct EvalReport {
     pub probs: HostTensor,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Kind {
-    Carry,
-    Train,
-    Eval,
-}
-
+/// A program bound to memory.
 #[derive(Debug)]
-struct Program {
+struct Loaded {
+    /// The program's ids (its graph now lives in `exe`).
+    ids: Program,
     exe: Executable,
-    x: TensorId,
-    labels: Option<TensorId>,
-    loss: Option<TensorId>,
-    probs: Option<TensorId>,
-    scalars: Option<TensorId>,
-    /// (parameter name, gradient) in training programs.
-    grads: Vec<(String, TensorId)>,
 }
 
 /// Trains and evaluates one model on one backend. See the module documentation.
@@ -87,10 +124,12 @@ pub struct Trainer {
     backend: Box<dyn Backend>,
     cfg: ModelConfig,
     opts: TrainOptions,
-    /// Device copies of everything that outlives a run, by name (`state.*` per batch size).
+    /// Device views of everything that outlives a run, by persistent key.
     persistent: HashMap<String, TensorView>,
-    programs: HashMap<ProgramKey, Program>,
-    last_train: Option<(usize, usize)>,
+    /// The planner's layout and the arenas allocated for it.
+    layout: Option<(Layout, Vec<BufferId>)>,
+    programs: HashMap<ProgramKey, Loaded>,
+    last_train: Option<ProgramKey>,
     step: u64,
 }
 
@@ -100,35 +139,76 @@ impl std::fmt::Debug for Trainer {
             .field("backend", &self.backend.name())
             .field("cfg", &self.cfg)
             .field("opts", &self.opts)
+            .field("planned", &self.layout.is_some())
             .field("step", &self.step)
             .finish_non_exhaustive()
     }
 }
 
 impl Trainer {
-    /// Uploads `params` (which must match `cfg`) to `backend`.
+    /// Uploads `params` (which must match `cfg`) to `backend`; every tensor gets its own
+    /// buffer as it is first needed.
     pub fn new(
-        mut backend: Box<dyn Backend>,
+        backend: Box<dyn Backend>,
+        cfg: ModelConfig,
+        params: &ParamStore,
+        opts: TrainOptions,
+    ) -> Result<Self> {
+        let mut t = Trainer::empty(backend, cfg, params, opts)?;
+        for (name, p) in params.iter() {
+            let view = upload(t.backend.as_mut(), p)?;
+            t.persistent.insert(name.clone(), view);
+        }
+        Ok(t)
+    }
+
+    /// Allocates exactly `layout`'s arenas on `backend` and uploads `params` to the slots
+    /// it gives them. Only the programs in the layout can run.
+    pub fn with_layout(
+        backend: Box<dyn Backend>,
+        cfg: ModelConfig,
+        params: &ParamStore,
+        opts: TrainOptions,
+        layout: Layout,
+    ) -> Result<Self> {
+        let mut t = Trainer::empty(backend, cfg, params, opts)?;
+        let mut buffers = Vec::with_capacity(layout.arena_bytes.len());
+        for &bytes in &layout.arena_bytes {
+            match t.backend.allocate(bytes.max(4)) {
+                Ok(b) => buffers.push(b),
+                Err(e) => {
+                    for b in buffers {
+                        // Best effort: the allocation error is the one worth reporting.
+                        let _ = t.backend.free(b);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        t.layout = Some((layout, buffers));
+        for (name, p) in params.iter() {
+            let view = t.planned_view(name, &p.shape)?;
+            t.backend.write(&view, &p.data)?;
+            t.persistent.insert(name.clone(), view);
+        }
+        Ok(t)
+    }
+
+    fn empty(
+        backend: Box<dyn Backend>,
         cfg: ModelConfig,
         params: &ParamStore,
         opts: TrainOptions,
     ) -> Result<Self> {
         cfg.validate()?;
-        opts.adam.validate()?;
-        if opts.tbptt == 0 || opts.chunk == 0 {
-            return Err(Error::input("tbptt and chunk lengths must be at least 1"));
-        }
+        opts.validate()?;
         params.check_against(&cfg)?;
-        let mut persistent = HashMap::new();
-        for (name, t) in params.iter() {
-            let view = upload(backend.as_mut(), t)?;
-            persistent.insert(name.clone(), view);
-        }
         Ok(Trainer {
             backend,
             cfg,
             opts,
-            persistent,
+            persistent: HashMap::new(),
+            layout: None,
             programs: HashMap::new(),
             last_train: None,
             step: 0,
@@ -160,24 +240,11 @@ impl Trainer {
     /// One optimizer step on a minibatch: `x` `[T, B, input]`, `labels` `[B]`.
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
         let (steps, batch) = self.check_batch(x, labels)?;
-        let last = self.opts.tbptt.min(steps);
-        self.advance_state(x, batch, steps - last)?;
-        let key = (Kind::Train, batch, last);
-        self.ensure_program(key)?;
+        let keys = self.opts.train_programs(batch, steps);
         let scalars = self.opts.adam.scalars(self.step + 1);
-        let row = batch * self.cfg.input;
-        let prog = program(&self.programs, key)?;
-        let backend = self.backend.as_mut();
-        prog.exe
-            .write(backend, prog.x, &x.data[(steps - last) * row..])?;
-        write_opt(&prog.exe, backend, prog.labels, labels)?;
-        write_opt(&prog.exe, backend, prog.scalars, &scalars)?;
-        prog.exe.run(backend)?;
-        let loss = read_opt(&prog.exe, backend, prog.loss)?;
-        let probs = read_opt(&prog.exe, backend, prog.probs)?;
-        let loss = loss.first().copied().unwrap_or(f32::NAN);
+        let (loss, probs) = self.run_sequence(&keys, x, labels, Some(&scalars))?;
         self.step += 1;
-        self.last_train = Some((batch, last));
+        self.last_train = keys.last().copied();
         if !loss.is_finite() {
             return Err(Error::input(format!(
                 "the loss became {loss} at step {}: lower the learning rate or check the data for NaN/Inf",
@@ -187,63 +254,111 @@ impl Trainer {
         Ok(StepReport {
             step: self.step,
             loss,
-            probs: HostTensor::new([batch, self.cfg.classes], probs)?,
+            probs,
         })
     }
 
     /// Runs the model in inference form (running statistics) over whole sequences.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
         let (steps, batch) = self.check_batch(x, labels)?;
-        let last = self.opts.chunk.min(steps);
-        self.advance_state(x, batch, steps - last)?;
-        let key = (Kind::Eval, batch, last);
-        self.ensure_program(key)?;
-        let row = batch * self.cfg.input;
-        let prog = program(&self.programs, key)?;
-        let backend = self.backend.as_mut();
-        prog.exe
-            .write(backend, prog.x, &x.data[(steps - last) * row..])?;
-        write_opt(&prog.exe, backend, prog.labels, labels)?;
-        prog.exe.run(backend)?;
-        let loss = read_opt(&prog.exe, backend, prog.loss)?;
-        let probs = HostTensor::new(
-            [batch, self.cfg.classes],
-            read_opt(&prog.exe, backend, prog.probs)?,
-        )?;
+        let classes = self.cfg.classes;
+        let mut probs = Vec::with_capacity(batch * classes);
+        let mut loss_sum = 0.0f64;
+        let mut start = 0;
+        for m in micro_batches(batch, self.opts.micro_batch) {
+            let part = slice_batch(x, start, m)?;
+            // One micro-batch: its own chunks, then its evaluation program.
+            let keys = self.opts.eval_programs(m, steps);
+            let (loss, p) = self.run_sequence(&keys, &part, &labels[start..start + m], None)?;
+            loss_sum += loss as f64 * m as f64;
+            probs.extend(p.data);
+            start += m;
+        }
         let correct = labels
             .iter()
             .enumerate()
-            .filter(|(b, &l)| {
-                argmax(&probs.data[b * self.cfg.classes..(b + 1) * self.cfg.classes]) == l as usize
-            })
+            .filter(|(b, &l)| argmax(&probs[b * classes..(b + 1) * classes]) == l as usize)
             .count();
         Ok(EvalReport {
-            loss: loss.first().copied().unwrap_or(f32::NAN),
+            loss: (loss_sum / batch as f64) as f32,
             accuracy: correct as f32 / batch as f32,
-            probs,
+            probs: HostTensor::new([batch, classes], probs)?,
         })
+    }
+
+    /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
+    /// `x`, then the final program over the last steps; returns its loss and probabilities.
+    fn run_sequence(
+        &mut self,
+        keys: &[ProgramKey],
+        x: &HostTensor,
+        labels: &[f32],
+        scalars: Option<&[f32]>,
+    ) -> Result<(f32, HostTensor)> {
+        let Some((last, carries)) = keys.split_last() else {
+            return Err(Error::Graph("a run needs at least one program".into()));
+        };
+        let batch = last.batch;
+        for k in 0..self.cfg.layers {
+            for s in ["h", "c"] {
+                let key = persistent_key(&format!("state.{s}_l{k}"), batch);
+                let view = self.persistent_view(&key, Shape::from([batch, self.cfg.hidden]))?;
+                self.backend.write(&view, &vec![0.0; view.len()])?;
+            }
+        }
+        let row = batch * self.cfg.input;
+        let mut t = 0;
+        for &key in carries {
+            self.ensure_program(key)?;
+            let p = &self.programs[&key];
+            let backend = self.backend.as_mut();
+            p.exe
+                .write(backend, p.ids.x, &x.data[t * row..(t + key.steps) * row])?;
+            p.exe.run(backend)?;
+            t += key.steps;
+        }
+        self.ensure_program(*last)?;
+        let p = &self.programs[last];
+        let backend = self.backend.as_mut();
+        p.exe.write(backend, p.ids.x, &x.data[t * row..])?;
+        if let Some(l) = p.ids.labels {
+            p.exe.write(backend, l, labels)?;
+        }
+        if let (Some(s), Some(values)) = (p.ids.scalars, scalars) {
+            p.exe.write(backend, s, values)?;
+        }
+        p.exe.run(backend)?;
+        let loss = match p.ids.loss {
+            Some(l) => p.exe.read(backend, l)?.first().copied().unwrap_or(f32::NAN),
+            None => f32::NAN,
+        };
+        let probs = match p.ids.probs {
+            Some(pr) => p.exe.read(backend, pr)?,
+            None => Vec::new(),
+        };
+        Ok((loss, HostTensor::new([batch, self.cfg.classes], probs)?))
     }
 
     /// Downloads parameters and running statistics.
     pub fn parameters(&mut self) -> Result<ParamStore> {
         let mut out = ParamStore::new();
         for spec in self.cfg.param_specs() {
-            let view = self.persistent_view(&spec.name)?;
+            let view = self.persistent_view(&spec.name, spec.shape.clone())?;
             out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
         }
         Ok(out)
     }
 
-    /// Downloads the gradients of the most recent training step (before the update used
+    /// Downloads the gradients of the most recent training step (as the update used
     /// them), by parameter name.
     pub fn gradients(&mut self) -> Result<ParamStore> {
-        let (batch, len) = self
+        let key = self
             .last_train
             .ok_or_else(|| Error::input("no training step has run yet"))?;
-        let prog = program(&self.programs, (Kind::Train, batch, len))?;
+        let p = &self.programs[&key];
         let mut out = ParamStore::new();
-        for (name, g) in &prog.grads {
-            let view = prog.exe.view(*g).clone();
+        for (name, g) in &p.ids.grads {
+            let view = p.exe.view(*g).clone();
             out.insert(name, download(self.backend.as_mut(), &view)?);
         }
         Ok(out)
@@ -254,9 +369,16 @@ impl Trainer {
     pub fn carried_state(&mut self, batch: usize) -> Result<(HostTensor, HostTensor)> {
         let mut hs = Vec::new();
         let mut cs = Vec::new();
+        let shape = Shape::from([batch, self.cfg.hidden]);
         for k in 0..self.cfg.layers {
-            let h = self.persistent_view(&state_key(&format!("state.h_l{k}"), batch))?;
-            let c = self.persistent_view(&state_key(&format!("state.c_l{k}"), batch))?;
+            let h = self.persistent_view(
+                &persistent_key(&format!("state.h_l{k}"), batch),
+                shape.clone(),
+            )?;
+            let c = self.persistent_view(
+                &persistent_key(&format!("state.c_l{k}"), batch),
+                shape.clone(),
+            )?;
             hs.extend(download(self.backend.as_mut(), &h)?.data);
             cs.extend(download(self.backend.as_mut(), &c)?.data);
         }
@@ -265,13 +387,6 @@ impl Trainer {
             HostTensor::new(shape.clone(), hs)?,
             HostTensor::new(shape, cs)?,
         ))
-    }
-
-    fn persistent_view(&self, name: &str) -> Result<TensorView> {
-        self.persistent
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::input(format!("tensor `{name}` is not on the device")))
     }
 
     fn check_batch(&self, x: &HostTensor, labels: &[f32]) -> Result<(usize, usize)> {
@@ -308,179 +423,73 @@ impl Trainer {
         Ok((steps, batch))
     }
 
-    /// Zeroes the carried state for `batch` and advances it over the first `steps` steps.
-    fn advance_state(&mut self, x: &HostTensor, batch: usize, steps: usize) -> Result<()> {
-        for k in 0..self.cfg.layers {
-            for s in ["h", "c"] {
-                let key = state_key(&format!("state.{s}_l{k}"), batch);
-                let view = self.persistent_or_zeros(&key, Shape::from([batch, self.cfg.hidden]))?;
-                let zeros = vec![0.0; view.len()];
-                self.backend.write(&view, &zeros)?;
-            }
-        }
-        let row = batch * self.cfg.input;
-        let mut t = 0;
-        while t < steps {
-            // A shorter first chunk keeps every later chunk at the full length.
-            let len = if t == 0 && steps % self.opts.chunk != 0 {
-                steps % self.opts.chunk
-            } else {
-                self.opts.chunk
-            };
-            let key = (Kind::Carry, batch, len);
-            self.ensure_program(key)?;
-            let prog = program(&self.programs, key)?;
-            let backend = self.backend.as_mut();
-            prog.exe
-                .write(backend, prog.x, &x.data[t * row..(t + len) * row])?;
-            prog.exe.run(backend)?;
-            t += len;
-        }
-        Ok(())
-    }
-
-    fn persistent_or_zeros(&mut self, key: &str, shape: Shape) -> Result<TensorView> {
+    /// The view of persistent tensor `key`: from the layout if planned, else a new
+    /// zero-filled buffer the first time (optimizer moments start at zero, as in PyTorch).
+    fn persistent_view(&mut self, key: &str, shape: Shape) -> Result<TensorView> {
         if let Some(v) = self.persistent.get(key) {
             return Ok(v.clone());
         }
-        let view = upload(self.backend.as_mut(), &HostTensor::zeros(shape))?;
+        let view = if self.layout.is_some() {
+            self.planned_view(key, &shape)?
+        } else {
+            upload(self.backend.as_mut(), &HostTensor::zeros(shape))?
+        };
         self.persistent.insert(key.to_string(), view.clone());
         Ok(view)
+    }
+
+    fn planned_view(&self, key: &str, shape: &Shape) -> Result<TensorView> {
+        let (layout, buffers) = self
+            .layout
+            .as_ref()
+            .ok_or_else(|| Error::Graph("no layout".into()))?;
+        let &(arena, offset) = layout
+            .persistent
+            .get(key)
+            .ok_or_else(|| Error::Graph(format!("`{key}` is not in the memory plan")))?;
+        Ok(TensorView {
+            offset,
+            ..TensorView::whole(buffers[arena], shape.clone())
+        })
     }
 
     fn ensure_program(&mut self, key: ProgramKey) -> Result<()> {
         if self.programs.contains_key(&key) {
             return Ok(());
         }
-        let (kind, batch, steps) = key;
-        let cfg = self.cfg.clone();
-        let mut g;
-        let mut prog_ids = (TensorId(0), None, None, None, None, Vec::new());
-        match kind {
-            Kind::Carry => {
-                let (graph, stack) = carry_graph(&cfg, batch, steps)?;
-                g = graph;
-                prog_ids.0 = stack.x;
-            }
-            Kind::Eval => {
-                g = Graph::new();
-                let c = classifier(&mut g, &cfg, batch, steps, Mode::Infer)?;
-                prog_ids = (
-                    c.stack.x,
-                    Some(c.labels),
-                    Some(c.loss),
-                    Some(c.probs),
-                    None,
-                    Vec::new(),
-                );
-            }
-            Kind::Train => {
-                g = Graph::new();
-                let c = classifier(&mut g, &cfg, batch, steps, Mode::Train)?;
-                let one = g.op1(
-                    "loss.grad_seed",
-                    Op::Fill {
-                        value: 1.0,
-                        shape: Shape::from([1]),
-                    },
-                    &[],
-                )?;
-                let wrt: Vec<TensorId> = c.params.iter().map(|(_, t)| *t).collect();
-                let grads = backward(&mut g, &[(c.loss, one)], &wrt)?;
-                let mut named = Vec::with_capacity(grads.len());
-                for ((name, _), grad) in c.params.iter().zip(grads) {
-                    let grad = grad.ok_or_else(|| {
-                        Error::Graph(format!("the loss does not depend on parameter `{name}`"))
-                    })?;
-                    named.push((name.clone(), grad));
-                }
-                let grad_ids: Vec<TensorId> = named.iter().map(|(_, g)| *g).collect();
-                let (scalars, _) = self
-                    .opts
-                    .adam
-                    .append_updates(&mut g, &c.params, &grad_ids)?;
-                let unbias = batch as f32 / (batch as f32 - 1.0);
-                for (bn, mean, var) in &c.batch_stats {
-                    let rm = find_leaf(&g, &format!("{bn}.running_mean"))?;
-                    let rv = find_leaf(&g, &format!("{bn}.running_var"))?;
-                    g.update(
-                        &format!("{bn}.stats_update"),
-                        Op::BatchNormStatsUpdate {
-                            momentum: BN_MOMENTUM,
-                            unbias,
-                        },
-                        &[*mean, *var],
-                        &[rm, rv],
-                    )?;
-                }
-                prog_ids = (
-                    c.stack.x,
-                    Some(c.labels),
-                    Some(c.loss),
-                    Some(c.probs),
-                    Some(scalars),
-                    named,
-                );
-            }
+        let mut ids = Program::build(&self.cfg, &self.opts.adam, key)?;
+        let mut bound = HashMap::new();
+        for (t, k) in &ids.persistent {
+            let shape = ids.graph.shape(*t).clone();
+            bound.insert(*t, self.persistent_view(k, shape)?);
         }
-        let bound = self.bind_persistent(&g, batch)?;
-        let exe = Executable::new(g, self.backend.as_mut(), bound)?;
-        let (x, labels, loss, probs, scalars, grads) = prog_ids;
-        self.programs.insert(
-            key,
-            Program {
-                exe,
-                x,
-                labels,
-                loss,
-                probs,
-                scalars,
-                grads,
-            },
-        );
+        let graph = std::mem::take(&mut ids.graph);
+        let exe = match &self.layout {
+            Some((layout, buffers)) => {
+                let placement = layout.programs.get(&key.to_string()).ok_or_else(|| {
+                    Error::Graph(format!("program `{key}` is not in the memory plan"))
+                })?;
+                Executable::in_buffers(graph, bound, placement, buffers)?
+            }
+            None => Executable::new(graph, self.backend.as_mut(), bound)?,
+        };
+        self.programs.insert(key, Loaded { ids, exe });
         Ok(())
     }
+}
 
-    /// Views for every parameter and state leaf of `g`, allocating (zeroed) state the
-    /// trainer has not seen yet: optimizer moments start at zero, as in PyTorch.
-    fn bind_persistent(
-        &mut self,
-        g: &Graph,
-        batch: usize,
-    ) -> Result<HashMap<TensorId, TensorView>> {
-        let mut bound = HashMap::new();
-        for (i, info) in g.tensors().iter().enumerate() {
-            if !matches!(info.role, Role::Parameter | Role::State) {
-                continue;
-            }
-            let key = state_key(&info.name, batch);
-            let view = self.persistent_or_zeros(&key, info.shape.clone())?;
-            bound.insert(TensorId(i), view);
-        }
-        Ok(bound)
+/// Sequences `start..start + len` of a `[T, B, F]` batch.
+fn slice_batch(x: &HostTensor, start: usize, len: usize) -> Result<HostTensor> {
+    let d = x.shape.dims();
+    let (steps, batch, f) = (d[0], d[1], d[2]);
+    if start == 0 && len == batch {
+        return Ok(x.clone());
     }
-}
-
-type ProgramKey = (Kind, usize, usize);
-
-fn program(programs: &HashMap<ProgramKey, Program>, key: ProgramKey) -> Result<&Program> {
-    programs
-        .get(&key)
-        .ok_or_else(|| Error::Graph(format!("program {key:?} was not built")))
-}
-
-/// Carried LSTM state depends on the batch size; everything else does not.
-fn state_key(name: &str, batch: usize) -> String {
-    if name.starts_with("state.") {
-        format!("{name}@{batch}")
-    } else {
-        name.to_string()
+    let mut data = Vec::with_capacity(steps * len * f);
+    for t in 0..steps {
+        data.extend_from_slice(&x.data[(t * batch + start) * f..(t * batch + start + len) * f]);
     }
-}
-
-fn find_leaf(g: &Graph, name: &str) -> Result<TensorId> {
-    g.find(name)
-        .ok_or_else(|| Error::Graph(format!("tensor `{name}` missing from the training graph")))
+    HostTensor::new([steps, len, f], data)
 }
 
 fn upload(backend: &mut dyn Backend, t: &HostTensor) -> Result<TensorView> {
@@ -495,25 +504,6 @@ fn download(backend: &mut dyn Backend, view: &TensorView) -> Result<HostTensor> 
     let mut data = vec![0.0; view.len()];
     backend.read(view, &mut data)?;
     HostTensor::new(view.shape.clone(), data)
-}
-
-fn write_opt(
-    exe: &Executable,
-    backend: &mut dyn Backend,
-    t: Option<TensorId>,
-    data: &[f32],
-) -> Result<()> {
-    match t {
-        Some(t) => exe.write(backend, t, data),
-        None => Ok(()),
-    }
-}
-
-fn read_opt(exe: &Executable, backend: &mut dyn Backend, t: Option<TensorId>) -> Result<Vec<f32>> {
-    match t {
-        Some(t) => exe.read(backend, t),
-        None => Ok(Vec::new()),
-    }
 }
 
 /// Index of the largest value (the first on ties).

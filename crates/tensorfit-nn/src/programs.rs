@@ -1,0 +1,190 @@
+//! The programs a run is made of, and which of them each call runs.
+//!
+//! A *program* is one graph with fixed shapes: a training segment (forward, backward,
+//! Adam, running statistics), a chunk that only advances the LSTM state, or an
+//! evaluation chunk. The trainer runs them; the planner plans them. Both get them from
+//! here, so what is planned is exactly what runs.
+
+use std::fmt;
+
+use tensorfit_core::{backward, Error, Graph, Op, Result, Role, Shape, TensorId};
+
+use crate::adam::AdamConfig;
+use crate::config::ModelConfig;
+use crate::model::{carry_graph, classifier, Mode, BN_MOMENTUM};
+
+/// What a program does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProgramKind {
+    /// Advances the carried LSTM state over a chunk (no gradients, no head).
+    Carry,
+    /// The last truncated-BPTT segment: forward, backward, Adam, running statistics.
+    Train,
+    /// The last evaluation chunk: forward in inference form, loss and probabilities.
+    Eval,
+}
+
+/// A program's identity: kind, batch and number of time steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProgramKey {
+    pub kind: ProgramKind,
+    pub batch: usize,
+    pub steps: usize,
+}
+
+impl fmt::Display for ProgramKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            ProgramKind::Carry => "carry",
+            ProgramKind::Train => "train",
+            ProgramKind::Eval => "eval",
+        };
+        write!(f, "{kind} b={} t={}", self.batch, self.steps)
+    }
+}
+
+/// A built program and the ids the runner needs.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub key: ProgramKey,
+    pub graph: Graph,
+    /// `[steps, batch, input]`.
+    pub x: TensorId,
+    pub labels: Option<TensorId>,
+    pub loss: Option<TensorId>,
+    pub probs: Option<TensorId>,
+    /// `adam.scalars`, written each step.
+    pub scalars: Option<TensorId>,
+    /// (parameter name, gradient) in training programs.
+    pub grads: Vec<(String, TensorId)>,
+    /// Every parameter and state leaf with the key all programs share it under.
+    pub persistent: Vec<(TensorId, String)>,
+}
+
+/// The key of a persistent tensor: its name, and for the carried LSTM state (whose shape
+/// depends on the batch) the batch size too.
+pub fn persistent_key(name: &str, batch: usize) -> String {
+    if name.starts_with("state.") {
+        format!("{name}@{batch}")
+    } else {
+        name.to_string()
+    }
+}
+
+impl Program {
+    /// Builds the program `key` for `cfg`.
+    pub fn build(cfg: &ModelConfig, adam: &AdamConfig, key: ProgramKey) -> Result<Program> {
+        let ProgramKey { kind, batch, steps } = key;
+        let mut p = match kind {
+            ProgramKind::Carry => {
+                let (graph, stack) = carry_graph(cfg, batch, steps)?;
+                Program::bare(key, graph, stack.x)
+            }
+            ProgramKind::Eval => {
+                let mut g = Graph::new();
+                let c = classifier(&mut g, cfg, batch, steps, Mode::Infer)?;
+                let mut p = Program::bare(key, g, c.stack.x);
+                p.labels = Some(c.labels);
+                p.loss = Some(c.loss);
+                p.probs = Some(c.probs);
+                p
+            }
+            ProgramKind::Train => {
+                let mut g = Graph::new();
+                let c = classifier(&mut g, cfg, batch, steps, Mode::Train)?;
+                let seed = Op::Fill {
+                    value: 1.0,
+                    shape: Shape::from([1]),
+                };
+                let one = g.op1("loss.grad_seed", seed, &[])?;
+                let wrt: Vec<TensorId> = c.params.iter().map(|(_, t)| *t).collect();
+                let grads = backward(&mut g, &[(c.loss, one)], &wrt)?;
+                let mut named = Vec::with_capacity(grads.len());
+                for ((name, _), grad) in c.params.iter().zip(grads) {
+                    let grad = grad.ok_or_else(|| {
+                        Error::Graph(format!("the loss does not depend on parameter `{name}`"))
+                    })?;
+                    named.push((name.clone(), grad));
+                }
+                let grad_ids: Vec<TensorId> = named.iter().map(|(_, g)| *g).collect();
+                let (scalars, _) = adam.append_updates(&mut g, &c.params, &grad_ids)?;
+                let unbias = batch as f32 / (batch as f32 - 1.0);
+                for (bn, mean, var) in &c.batch_stats {
+                    let stat = |s: &str| {
+                        c.running
+                            .iter()
+                            .find(|(n, _)| n == &format!("{bn}.{s}"))
+                            .map(|(_, t)| *t)
+                            .ok_or_else(|| Error::Graph(format!("{bn}.{s} missing")))
+                    };
+                    let targets = [stat("running_mean")?, stat("running_var")?];
+                    let op = Op::BatchNormStatsUpdate {
+                        momentum: BN_MOMENTUM,
+                        unbias,
+                    };
+                    g.update(&format!("{bn}.stats_update"), op, &[*mean, *var], &targets)?;
+                }
+                let mut p = Program::bare(key, g, c.stack.x);
+                p.labels = Some(c.labels);
+                p.loss = Some(c.loss);
+                p.probs = Some(c.probs);
+                p.scalars = Some(scalars);
+                p.grads = named;
+                p
+            }
+        };
+        p.persistent = p
+            .graph
+            .tensors()
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| matches!(t.role, Role::Parameter | Role::State))
+            .map(|(i, t)| (TensorId(i), persistent_key(&t.name, batch)))
+            .collect();
+        Ok(p)
+    }
+
+    fn bare(key: ProgramKey, graph: Graph, x: TensorId) -> Program {
+        Program {
+            key,
+            graph,
+            x,
+            labels: None,
+            loss: None,
+            probs: None,
+            scalars: None,
+            grads: Vec::new(),
+            persistent: Vec::new(),
+        }
+    }
+
+    /// Tensors the host reads after a run (they must outlive it).
+    pub fn outputs(&self) -> Vec<TensorId> {
+        let mut v: Vec<TensorId> = [self.loss, self.probs].into_iter().flatten().collect();
+        v.extend(self.grads.iter().map(|(_, g)| *g));
+        v
+    }
+}
+
+/// Lengths of the state-advancing chunks over `steps` steps, at most `chunk` each: a
+/// shorter first chunk, then full ones (so at most two distinct lengths are built).
+pub fn carry_chunks(steps: usize, chunk: usize) -> Vec<usize> {
+    let chunk = chunk.max(1);
+    let mut v = Vec::new();
+    if steps % chunk != 0 {
+        v.push(steps % chunk);
+    }
+    v.extend(std::iter::repeat_n(chunk, steps / chunk));
+    v
+}
+
+/// Sizes of the micro-batches a batch of `batch` is split into (`micro` each, the last
+/// smaller).
+pub fn micro_batches(batch: usize, micro: Option<usize>) -> Vec<usize> {
+    let m = micro.unwrap_or(batch).clamp(1, batch.max(1));
+    let mut v = vec![m; batch / m];
+    if batch % m != 0 {
+        v.push(batch % m);
+    }
+    v
+}
