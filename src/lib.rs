@@ -1,30 +1,22 @@
 //! tensorfit: train and run a stacked LSTM on whatever device it fits.
 //!
-//! This facade re-exports the workspace's crates under one name:
+//! This facade re-exports the workspace's crates under one name and adds the session,
+//! which plans a job on every device and runs it on the fastest one where it fits:
 //! - [`core`]: graphs of coarse ops, autodiff, schedule, the `Backend` trait;
 //! - [`cpu`]: the reference backend (rayon + matrixmultiply);
-//! - [`nn`]: the seed model, Adam, the truncated-BPTT trainer, the built-in task.
+//! - [`nn`]: the seed model, Adam, the truncated-BPTT trainer, the built-in task;
+//! - [`plan`]: the memory planner and the device-choice policy;
+//! - [`devices`], [`calibrate`], [`session`]: discovery, throughput, choice and run.
 //!
 //! The `tensorfit` binary (`src/main.rs`) is the command-line front end.
 
 #![forbid(unsafe_code)]
 
+pub mod calibrate;
+pub mod devices;
+pub mod session;
+
 pub use tensorfit_core as core;
 pub use tensorfit_cpu as cpu;
 pub use tensorfit_nn as nn;
-
-use tensorfit_core::Backend;
-
-/// The backends this build can run on, by the name users type (`--device`).
-pub const DEVICES: &[&str] = &["cpu"];
-
-/// Opens the backend called `name` (`auto` picks the best available; today the CPU).
-pub fn open_backend(name: &str) -> core::Result<Box<dyn Backend>> {
-    match name {
-        "auto" | "cpu" => Ok(Box::new(cpu::CpuBackend::new())),
-        other => Err(core::Error::input(format!(
-            "unknown device `{other}`; available: auto, {}",
-            DEVICES.join(", ")
-        ))),
-    }
-}
+pub use tensorfit_plan as plan;

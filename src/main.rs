@@ -1,22 +1,26 @@
 //! The `tensorfit` command line. With no subcommand it trains the seed network on the
 //! built-in task with the defaults of `tensorfit train`.
 
-use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+use tensorfit::core::{DeviceKind, HostTensor};
+use tensorfit::devices::{discover, open, parse_kind, MemoryCaps};
 use tensorfit::nn::{
-    AdamConfig, ModelConfig, ParamKind, ParamStore, TemporalOrder, TrainOptions, Trainer,
+    AdamConfig, Checkpoint, Job, ModelConfig, ParamKind, ParamStore, TemporalOrder,
 };
+use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
+use tensorfit::session::{decide, format_seconds, start, Decision, Request, Session};
 
 #[derive(Parser)]
 #[command(
     name = "tensorfit",
     version,
-    about = "Train a stacked LSTM on the device it fits on."
+    about = "Train and run a stacked LSTM on the device it fits on, decided before it runs."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -25,8 +29,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train a model on the built-in temporal-order task (the default command).
+    /// Train on the built-in temporal-order task (the default command).
     Train(TrainArgs),
+    /// Evaluate a model on held-out sequences of the built-in task.
+    Eval(EvalArgs),
+    /// Run a trained model on your own inputs.
+    Predict(PredictArgs),
+    /// Show the memory plan of a job on every device, and the choice.
+    Plan(PlanArgs),
+    /// List the devices, their memory and why any is unavailable.
+    Devices {
+        #[command(flatten)]
+        dev: DeviceArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a model's parameters (PyTorch names, shapes, counts).
     Model {
         /// Model preset.
@@ -36,13 +54,38 @@ enum Command {
 }
 
 #[derive(Args, Clone)]
+struct DeviceArgs {
+    /// Device: auto (fastest that fits), cpu, wgpu or cuda.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Cap a device's memory, as KIND=SIZE (repeatable), e.g. --device-memory wgpu=1.67GiB.
+    #[arg(long = "device-memory", value_name = "KIND=SIZE")]
+    device_memory: Vec<String>,
+    /// Fraction of free memory to leave unused.
+    #[arg(long, default_value_t = DEFAULT_MARGIN)]
+    margin: f64,
+}
+
+impl DeviceArgs {
+    fn kind(&self) -> Result<Option<DeviceKind>> {
+        Ok(match self.device.as_str() {
+            "auto" => None,
+            other => Some(parse_kind(other)?),
+        })
+    }
+
+    fn caps(&self) -> Result<MemoryCaps> {
+        Ok(MemoryCaps::parse(&self.device_memory)?)
+    }
+}
+
+#[derive(Args, Clone)]
 struct TrainArgs {
     /// Model preset (only `seed` today: 152 → 3 × LSTM 250 → BN → Dense 100 → BN → 6).
     #[arg(long, default_value = "seed")]
     model: String,
-    /// Device: auto or cpu.
-    #[arg(long, default_value = "auto")]
-    device: String,
+    #[command(flatten)]
+    dev: DeviceArgs,
     /// Sequences per minibatch.
     #[arg(long, default_value_t = 32)]
     batch: usize,
@@ -68,34 +111,102 @@ struct TrainArgs {
     /// Held-out sequences per evaluation.
     #[arg(long, default_value_t = 256)]
     eval_batch: usize,
-    /// Write the trained weights (safetensors, PyTorch names) here.
+    /// Write a checkpoint (safetensors, PyTorch names, optimizer state) here at the end.
     #[arg(long)]
     save: Option<PathBuf>,
+    /// Continue from this checkpoint (its model and optimizer state; --steps more steps).
+    #[arg(long)]
+    resume: Option<PathBuf>,
     /// Print one JSON object at the end instead of human output.
     #[arg(long)]
     json: bool,
 }
 
-impl Default for TrainArgs {
-    fn default() -> Self {
-        // The same defaults clap applies, so `tensorfit` alone equals `tensorfit train`.
-        match Cli::parse_from(["tensorfit", "train"]).command {
-            Some(Command::Train(a)) => a,
-            _ => unreachable!("`train` parses to Command::Train"),
-        }
-    }
+#[derive(Args, Clone)]
+struct EvalArgs {
+    /// Model preset, used when no checkpoint is given (then the weights are untrained).
+    #[arg(long, default_value = "seed")]
+    model: String,
+    /// A checkpoint written by `tensorfit train --save`.
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    #[command(flatten)]
+    dev: DeviceArgs,
+    /// Sequences to evaluate.
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    /// Time steps per sequence.
+    #[arg(long, default_value_t = 200)]
+    seq_len: usize,
+    /// Seed of the held-out data.
+    #[arg(long, default_value_t = 2)]
+    seed: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Clone)]
+struct PredictArgs {
+    /// A checkpoint written by `tensorfit train --save`.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// safetensors file with a tensor `input` of shape [batch, time, features] (F32).
+    #[arg(long)]
+    input: PathBuf,
+    /// Where to write the tensor `probabilities` [batch, classes].
+    #[arg(long)]
+    output: PathBuf,
+    #[command(flatten)]
+    dev: DeviceArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Clone)]
+struct PlanArgs {
+    #[arg(long, default_value = "seed")]
+    model: String,
+    /// train or infer.
+    #[arg(long, default_value = "train")]
+    mode: String,
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    #[arg(long, default_value_t = 2000)]
+    seq_len: usize,
+    /// Truncated-BPTT length (training).
+    #[arg(long, default_value_t = 50)]
+    tbptt: usize,
+    #[command(flatten)]
+    dev: DeviceArgs,
+    /// Also list every tensor of the chosen plan.
+    #[arg(long)]
+    full: bool,
+    #[arg(long)]
+    json: bool,
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => train(TrainArgs::default()),
-        Some(Command::Train(a)) => train(a),
-        Some(Command::Model { model }) => print_model(&model),
+        None => Cli::parse_from(["tensorfit", "train"])
+            .command
+            .map_or(Ok(()), run),
+        Some(c) => run(c),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Train(a) => train(a),
+        Command::Eval(a) => eval(a),
+        Command::Predict(a) => predict(a),
+        Command::Plan(a) => plan(a),
+        Command::Devices { dev, json } => devices(&dev, json),
+        Command::Model { model } => print_model(&model),
     }
 }
 
@@ -125,62 +236,129 @@ fn print_model(name: &str) -> Result<()> {
     Ok(())
 }
 
+fn request(cfg: ModelConfig, job: Job, tbptt: usize, lr: f32, dev: &DeviceArgs) -> Result<Request> {
+    if !(0.0..1.0).contains(&dev.margin) {
+        bail!("--margin must be in [0, 1), got {}", dev.margin);
+    }
+    Ok(Request {
+        cfg,
+        job,
+        tbptt,
+        adam: AdamConfig {
+            lr,
+            ..AdamConfig::default()
+        },
+        margin: dev.margin,
+        device: dev.kind()?,
+        caps: dev.caps()?,
+    })
+}
+
+/// Plans `req`, prints the choice (unless quiet), and starts the session.
+fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<(Decision, Session)> {
+    let decision = decide(req)?;
+    if !quiet {
+        eprint!("{}", decision.table());
+    }
+    if decision.chosen.is_none() {
+        return Err(decision.nothing_fits().into());
+    }
+    let session = start(req, &decision, params)?;
+    Ok((decision, session))
+}
+
+fn summary(s: &Session) -> serde_json::Value {
+    json!({
+        "device": s.device,
+        "strategy": s.strategy,
+        "estimated_peak_bytes": s.plan.peak_bytes(),
+        "measured_peak_bytes": s.trainer.memory().peak,
+    })
+}
+
+fn print_memory(s: &Session) {
+    let est = s.plan.peak_bytes();
+    let got = s.trainer.memory().peak;
+    eprintln!(
+        "device {}, {}; memory: estimated peak {} ({est} bytes), measured peak {} ({got} bytes)",
+        s.device,
+        s.strategy,
+        format_bytes(est),
+        format_bytes(got)
+    );
+}
+
 fn train(a: TrainArgs) -> Result<()> {
-    let cfg = preset(&a.model)?;
     if a.steps == 0 {
         bail!("--steps must be at least 1");
     }
-    let tbptt = a.tbptt.unwrap_or(a.seq_len);
-    let opts = TrainOptions {
-        tbptt,
-        chunk: tbptt,
-        micro_batch: None,
-        adam: AdamConfig {
-            lr: a.lr,
-            ..AdamConfig::default()
-        },
+    let (cfg, params, resumed) = match &a.resume {
+        Some(p) => {
+            let ck = Checkpoint::load(p)?;
+            (ck.config.clone(), ck.params.clone(), Some(ck))
+        }
+        None => {
+            let cfg = preset(&a.model)?;
+            let params = ParamStore::init(&cfg, a.seed)?;
+            (cfg, params, None)
+        }
     };
-    let backend = tensorfit::open_backend(&a.device)?;
-    let params = ParamStore::init(&cfg, a.seed)?;
-    let mut trainer = Trainer::new(backend, cfg.clone(), &params, opts)?;
-    let mut data = TemporalOrder::new(a.seed.wrapping_mul(0x9E37_79B9).wrapping_add(1));
+    if cfg.input != TemporalOrder::FEATURES || cfg.classes != TemporalOrder::CLASSES {
+        bail!("the built-in task needs a model with 152 inputs and 6 classes");
+    }
+    let tbptt = a.tbptt.unwrap_or(a.seq_len);
+    let job = Job::Train {
+        batch: a.batch,
+        seq_len: a.seq_len,
+        eval: Some((a.eval_batch, a.seq_len)),
+    };
+    let req = request(cfg.clone(), job, tbptt, a.lr, &a.dev)?;
+    let (_, mut session) = begin(&req, &params, a.json)?;
+    let mut data_state = a.seed.wrapping_mul(0x9E37_79B9).wrapping_add(1);
+    if let Some(ck) = &resumed {
+        session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
+        if let Some(s) = ck.extra.get("data_rng").and_then(|s| s.parse().ok()) {
+            data_state = s;
+        }
+    }
+    let mut data = TemporalOrder::new(data_state);
     let held_out = TemporalOrder::new(a.seed ^ 0xE7A1)
         .batch(a.eval_batch, a.seq_len)
         .context("making the held-out set")?;
     let flops = 3.0 * cfg.lstm_forward_flops(a.batch, tbptt.min(a.seq_len));
+    let first = session.trainer.step() + 1;
+    let last = session.trainer.step() + a.steps;
     if !a.json {
         eprintln!(
-            "training `{}` ({} parameters) on {}: batch {}, length {}, tbptt {}, {} steps",
-            a.model,
+            "training ({} parameters): batch {}, length {}, tbptt {}, steps {first}..={last}",
             cfg.trainable_parameters(),
-            trainer.backend_name(),
             a.batch,
             a.seq_len,
-            tbptt,
-            a.steps
+            tbptt
         );
     }
     let tty = std::io::stderr().is_terminal();
-    let start = Instant::now();
+    let start_time = Instant::now();
     let mut last_loss = f32::NAN;
     let mut last_eval = None;
-    for step in 1..=a.steps {
+    for step in first..=last {
         let batch = data.batch(a.batch, a.seq_len)?;
-        let report = trainer
+        let report = session
+            .trainer
             .train_step(&batch.x, &batch.labels)
             .with_context(|| format!("training step {step}"))?;
         last_loss = report.loss;
-        let ms = start.elapsed().as_secs_f64() * 1e3 / step as f64;
-        let eval_now = step == a.steps || (a.eval_every > 0 && step % a.eval_every == 0);
+        let done = step - first + 1;
+        let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
+        let eval_now = step == last || (a.eval_every > 0 && step % a.eval_every == 0);
         if eval_now {
-            last_eval = Some(trainer.evaluate(&held_out.x, &held_out.labels)?);
+            last_eval = Some(session.trainer.evaluate(&held_out.x, &held_out.labels)?);
         }
         if a.json {
             continue;
         }
         let line = format!(
-            "step {step:>5}/{}  loss {:.4}  {ms:.0} ms/step  {:.1} GFLOP/s",
-            a.steps,
+            "step {step:>5}/{last}  loss {:.4}  {ms:.0} ms/step  {:.1} GFLOP/s",
             report.loss,
             flops / ms / 1e6
         );
@@ -195,45 +373,236 @@ fn train(a: TrainArgs) -> Result<()> {
                 eprint!("\r{line}");
                 std::io::stderr().flush().ok();
             }
-            _ if step % 10 == 0 => eprintln!("{line}"),
+            _ if done % 10 == 0 => eprintln!("{line}"),
             _ => {}
         }
     }
-    let mem = trainer.memory();
     let (eval_loss, accuracy) = last_eval
         .map(|e| (e.loss, e.accuracy))
         .unwrap_or((f32::NAN, f32::NAN));
     if let Some(path) = &a.save {
-        let mut meta = HashMap::new();
-        meta.insert("model".to_string(), a.model.clone());
-        meta.insert("step".to_string(), trainer.step().to_string());
-        let bytes = trainer.parameters()?.to_safetensors("", meta)?;
-        std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        let mut ck = session.trainer.checkpoint()?;
+        ck.extra
+            .insert("data_rng".into(), data.rng_state().to_string());
+        ck.save(path)?;
     }
-    let secs = start.elapsed().as_secs_f64();
+    let secs = start_time.elapsed().as_secs_f64();
     if a.json {
-        let out = serde_json::json!({
-            "device": trainer.backend_name(),
-            "strategy": "whole",
-            "steps": a.steps,
-            "loss": last_loss,
-            "eval_loss": eval_loss,
-            "accuracy": accuracy,
-            "seconds": secs,
-            "measured_peak_bytes": mem.peak,
-        });
+        let mut out = summary(&session);
+        out["loss"] = json!(last_loss);
+        out["eval_loss"] = json!(eval_loss);
+        out["accuracy"] = json!(accuracy);
+        out["steps"] = json!(a.steps);
+        out["seconds"] = json!(secs);
         println!("{out}");
     } else {
         eprintln!(
-            "done: {} steps in {secs:.1} s on {}; final loss {last_loss:.4}, held-out accuracy {:.1}%; peak device memory {:.1} MiB",
+            "done: {} steps in {secs:.1} s; final loss {last_loss:.4}, held-out accuracy {:.1}%",
             a.steps,
-            trainer.backend_name(),
-            100.0 * accuracy,
-            mem.peak as f64 / (1 << 20) as f64
+            100.0 * accuracy
         );
+        print_memory(&session);
         if let Some(p) = &a.save {
-            eprintln!("weights written to {}", p.display());
+            eprintln!("checkpoint written to {}", p.display());
         }
+    }
+    Ok(())
+}
+
+fn load_model(checkpoint: Option<&Path>, model: &str) -> Result<(ModelConfig, ParamStore)> {
+    match checkpoint {
+        Some(p) => {
+            let ck = Checkpoint::load(p)?;
+            Ok((ck.config, ck.params))
+        }
+        None => {
+            let cfg = preset(model)?;
+            let params = ParamStore::init(&cfg, 1)?;
+            Ok((cfg, params))
+        }
+    }
+}
+
+fn eval(a: EvalArgs) -> Result<()> {
+    let (cfg, params) = load_model(a.checkpoint.as_deref(), &a.model)?;
+    if cfg.input != TemporalOrder::FEATURES || cfg.classes != TemporalOrder::CLASSES {
+        bail!("the built-in task needs a model with 152 inputs and 6 classes");
+    }
+    let job = Job::Eval {
+        batch: a.batch,
+        seq_len: a.seq_len,
+    };
+    let req = request(cfg, job, a.seq_len, 1e-3, &a.dev)?;
+    let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
+    let (_, mut session) = begin(&req, &params, a.json)?;
+    let t = Instant::now();
+    let report = session.trainer.evaluate(&data.x, &data.labels)?;
+    let secs = t.elapsed().as_secs_f64();
+    if a.json {
+        let mut out = summary(&session);
+        out["loss"] = json!(report.loss);
+        out["accuracy"] = json!(report.accuracy);
+        out["seconds"] = json!(secs);
+        println!("{out}");
+    } else {
+        eprintln!(
+            "evaluated {} sequences of length {} in {}: loss {:.4}, accuracy {:.1}%",
+            a.batch,
+            a.seq_len,
+            format_seconds(secs),
+            report.loss,
+            100.0 * report.accuracy
+        );
+        print_memory(&session);
+    }
+    Ok(())
+}
+
+fn predict(a: PredictArgs) -> Result<()> {
+    let (cfg, params) = load_model(Some(&a.checkpoint), "")?;
+    let (inputs, _) = ParamStore::load(&a.input, "")?;
+    let x = inputs
+        .get("input")
+        .with_context(|| format!("{} has no tensor `input`", a.input.display()))?;
+    let d = x.shape.dims();
+    if d.len() != 3 || d[2] != cfg.input || d[0] == 0 || d[1] == 0 {
+        bail!(
+            "`input` has shape {}, expected [batch, time, {}] with batch and time ≥ 1",
+            x.shape,
+            cfg.input
+        );
+    }
+    if x.data.iter().any(|v| !v.is_finite()) {
+        bail!("`input` contains NaN or Inf");
+    }
+    let (batch, steps) = (d[0], d[1]);
+    // [batch, time, F] → time-major [time, batch, F].
+    let f = cfg.input;
+    let mut tm = vec![0.0f32; x.data.len()];
+    for b in 0..batch {
+        for t in 0..steps {
+            let src = (b * steps + t) * f;
+            let dst = (t * batch + b) * f;
+            tm[dst..dst + f].copy_from_slice(&x.data[src..src + f]);
+        }
+    }
+    let x = HostTensor::new([steps, batch, f], tm)?;
+    let job = Job::Eval {
+        batch,
+        seq_len: steps,
+    };
+    let req = request(cfg, job, steps, 1e-3, &a.dev)?;
+    let (_, mut session) = begin(&req, &params, a.json)?;
+    let probs = session.trainer.predict(&x)?;
+    let mut out = ParamStore::new();
+    out.insert("probabilities", probs);
+    let bytes = out.to_safetensors("", Default::default())?;
+    std::fs::write(&a.output, bytes).with_context(|| format!("writing {}", a.output.display()))?;
+    if a.json {
+        println!("{}", summary(&session));
+    } else {
+        eprintln!(
+            "probabilities of {batch} sequences written to {}",
+            a.output.display()
+        );
+        print_memory(&session);
+    }
+    Ok(())
+}
+
+fn plan(a: PlanArgs) -> Result<()> {
+    let cfg = preset(&a.model)?;
+    let job = match a.mode.as_str() {
+        "train" => Job::Train {
+            batch: a.batch,
+            seq_len: a.seq_len,
+            eval: None,
+        },
+        "infer" | "eval" => Job::Eval {
+            batch: a.batch,
+            seq_len: a.seq_len,
+        },
+        other => bail!("--mode must be train or infer, got `{other}`"),
+    };
+    let req = request(cfg, job, a.tbptt, 1e-3, &a.dev)?;
+    let t = Instant::now();
+    let decision = decide(&req)?;
+    let secs = t.elapsed().as_secs_f64();
+    if a.json {
+        println!("{}", decision.to_json());
+    } else {
+        print!("{}", decision.table());
+        if let Some((_, plan, _, _)) = decision.chosen() {
+            println!("\nplan of the choice:");
+            print!("{}", plan.table(if a.full { usize::MAX } else { 12 }));
+        } else if let Some(smallest) = decision
+            .candidates
+            .iter()
+            .min_by_key(|c| c.estimated_peak_bytes)
+        {
+            println!(
+                "\nnothing fits: the smallest plan needs {} ({} on {})",
+                format_bytes(smallest.estimated_peak_bytes),
+                smallest.strategy,
+                smallest.device
+            );
+            if matches!(job, Job::Train { .. }) {
+                println!("training memory depends on --batch and --tbptt; gradient accumulation over micro-batches is not offered because the model has BatchNorm in training mode (it would change the batch statistics)");
+            }
+        }
+        println!("planned in {}", format_seconds(secs));
+    }
+    if decision.chosen.is_none() {
+        std::process::exit(2);
+    }
+    Ok(())
+}
+
+fn devices(dev: &DeviceArgs, json_out: bool) -> Result<()> {
+    let caps = dev.caps()?;
+    let mut rows = Vec::new();
+    for d in discover(&caps) {
+        match d.info {
+            Ok(info) => {
+                let gflops = open(d.kind, &caps)
+                    .ok()
+                    .and_then(|mut b| tensorfit::calibrate::throughput_gflops(b.as_mut()).ok());
+                if json_out {
+                    rows.push(json!({
+                        "device": d.id, "kind": d.kind.name(), "available": true, "name": info.name,
+                        "total_bytes": info.total_bytes, "free_bytes": info.free_bytes,
+                        "capacity_source": info.capacity_source, "software": info.software,
+                        "max_buffer_bytes": info.max_buffer_bytes, "throughput_gflops": gflops,
+                    }));
+                } else {
+                    println!(
+                        "{:<7} {}{}\n        total {}, free {} ({}), largest buffer {}, GEMM {}",
+                        d.id,
+                        info.name,
+                        if info.software { " [software]" } else { "" },
+                        format_bytes(info.total_bytes),
+                        info.free_bytes.map_or("unknown".into(), format_bytes),
+                        info.capacity_source,
+                        if info.max_buffer_bytes >= 1 << 60 {
+                            "unlimited".into()
+                        } else {
+                            format_bytes(info.max_buffer_bytes)
+                        },
+                        gflops.map_or("not measured".into(), |g| format!("{g:.1} GFLOP/s")),
+                    );
+                }
+            }
+            Err(why) => {
+                if json_out {
+                    rows.push(json!({"device": d.id, "kind": d.kind.name(), "available": false, "reason": why}));
+                } else {
+                    println!("{:<7} unavailable — {why}", d.kind.name());
+                }
+            }
+        }
+    }
+    if json_out {
+        println!("{}", json!({ "devices": rows }));
     }
     Ok(())
 }

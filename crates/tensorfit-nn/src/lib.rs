@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adam;
+pub mod checkpoint;
 pub mod config;
 pub mod model;
 pub mod params;
@@ -18,10 +19,11 @@ pub mod task;
 pub mod trainer;
 
 pub use adam::AdamConfig;
+pub use checkpoint::Checkpoint;
 pub use config::{ModelConfig, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use params::ParamStore;
 pub use programs::{Program, ProgramKey, ProgramKind};
 pub use rng::Rng;
 pub use task::{Batch, TemporalOrder};
-pub use trainer::{argmax, EvalReport, StepReport, TrainOptions, Trainer};
+pub use trainer::{argmax, EvalReport, Job, StepReport, TrainOptions, Trainer};

@@ -21,7 +21,8 @@ use tensorfit_core::{
 };
 
 use crate::adam::AdamConfig;
-use crate::config::ModelConfig;
+use crate::checkpoint::Checkpoint;
+use crate::config::{ModelConfig, ParamKind};
 use crate::params::ParamStore;
 use crate::programs::{
     carry_chunks, micro_batches, persistent_key, Program, ProgramKey, ProgramKind,
@@ -85,6 +86,43 @@ impl TrainOptions {
             );
             keys.push(key(ProgramKind::Eval, m, last));
         }
+        keys
+    }
+}
+
+/// What a run will do, so that every program it needs can be planned before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Job {
+    /// Training steps on `[seq_len, batch]` minibatches, with evaluations on
+    /// `[eval_seq_len, eval_batch]` if `eval` is given.
+    Train {
+        batch: usize,
+        seq_len: usize,
+        eval: Option<(usize, usize)>,
+    },
+    /// Evaluation (or prediction) of `[seq_len, batch]` inputs.
+    Eval { batch: usize, seq_len: usize },
+}
+
+impl TrainOptions {
+    /// Every distinct program `job` runs, each once, in a stable order.
+    pub fn job_programs(&self, job: Job) -> Vec<ProgramKey> {
+        let mut keys = match job {
+            Job::Train {
+                batch,
+                seq_len,
+                eval,
+            } => {
+                let mut k = self.train_programs(batch, seq_len);
+                if let Some((b, t)) = eval {
+                    k.extend(self.eval_programs(b, t));
+                }
+                k
+            }
+            Job::Eval { batch, seq_len } => self.eval_programs(batch, seq_len),
+        };
+        keys.sort();
+        keys.dedup();
         keys
     }
 }
@@ -266,7 +304,12 @@ impl Trainer {
         let mut loss_sum = 0.0f64;
         let mut start = 0;
         for m in micro_batches(batch, self.opts.micro_batch) {
-            let part = slice_batch(x, start, m)?;
+            // Only a true micro-batch needs a copy of its sequences.
+            let part = if m == batch {
+                std::borrow::Cow::Borrowed(x)
+            } else {
+                std::borrow::Cow::Owned(slice_batch(x, start, m)?)
+            };
             // One micro-batch: its own chunks, then its evaluation program.
             let keys = self.opts.eval_programs(m, steps);
             let (loss, p) = self.run_sequence(&keys, &part, &labels[start..start + m], None)?;
@@ -284,6 +327,12 @@ impl Trainer {
             accuracy: correct as f32 / batch as f32,
             probs: HostTensor::new([batch, classes], probs)?,
         })
+    }
+
+    /// Class probabilities `[B, classes]` for `x` `[T, B, input]` (inference form).
+    pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
+        let batch = x.shape.dims().get(1).copied().unwrap_or(0);
+        Ok(self.evaluate(x, &vec![0.0; batch])?.probs)
     }
 
     /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
@@ -347,6 +396,55 @@ impl Trainer {
             out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
         }
         Ok(out)
+    }
+
+    /// Downloads Adam's moments (`adam.m.<name>`, `adam.v.<name>`); zeros before the first
+    /// step.
+    pub fn optimizer_state(&mut self) -> Result<ParamStore> {
+        let mut out = ParamStore::new();
+        for spec in self
+            .cfg
+            .param_specs()
+            .into_iter()
+            .filter(|s| s.kind == ParamKind::Trainable)
+        {
+            for m in ["m", "v"] {
+                let name = format!("adam.{m}.{}", spec.name);
+                let t = match self.persistent.get(&name).cloned() {
+                    Some(view) => download(self.backend.as_mut(), &view)?,
+                    None => HostTensor::zeros(spec.shape.clone()),
+                };
+                out.insert(&name, t);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Everything needed to continue later: model, optimizer state, step.
+    pub fn checkpoint(&mut self) -> Result<Checkpoint> {
+        Ok(Checkpoint {
+            config: self.cfg.clone(),
+            params: self.parameters()?,
+            optimizer: self.optimizer_state()?,
+            step: self.step,
+            extra: HashMap::new(),
+        })
+    }
+
+    /// Restores Adam's moments and the step counter from a checkpoint's values.
+    pub fn restore_optimizer(&mut self, optimizer: &ParamStore, step: u64) -> Result<()> {
+        for (name, t) in optimizer.iter() {
+            let view = self.persistent_view(name, t.shape.clone())?;
+            if view.shape != t.shape {
+                return Err(Error::input(format!(
+                    "`{name}` has shape {}, expected {}",
+                    t.shape, view.shape
+                )));
+            }
+            self.backend.write(&view, &t.data)?;
+        }
+        self.step = step;
+        Ok(())
     }
 
     /// Downloads the gradients of the most recent training step (as the update used
@@ -482,9 +580,6 @@ impl Trainer {
 fn slice_batch(x: &HostTensor, start: usize, len: usize) -> Result<HostTensor> {
     let d = x.shape.dims();
     let (steps, batch, f) = (d[0], d[1], d[2]);
-    if start == 0 && len == batch {
-        return Ok(x.clone());
-    }
     let mut data = Vec::with_capacity(steps * len * f);
     for t in 0..steps {
         data.extend_from_slice(&x.data[(t * batch + start) * f..(t * batch + start + len) * f]);

@@ -13,8 +13,10 @@
 pub mod arena;
 pub mod liveness;
 pub mod memory;
+pub mod policy;
 pub mod size;
 
 pub use liveness::{liveness, Category, Lifetime, Liveness};
 pub use memory::{Entry, Limits, MemoryPlan, ProgramPlan, ProgramSpec};
+pub use policy::{choose, usable_bytes, Candidate, DEFAULT_MARGIN};
 pub use size::{format_bytes, parse_size};

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use tensorfit_core::{DeviceInfo, Error, Graph, Placement, Result, Role, Shape, TensorId};
+use tensorfit_core::{DeviceInfo, Error, Graph, Layout, Placement, Result, Role, Shape, TensorId};
 
 use crate::arena::{align_up, place, Item};
 use crate::liveness::{liveness, Category};
@@ -263,6 +263,24 @@ impl MemoryPlan {
             .iter()
             .find(|e| e.name == key)
             .map(|e| (e.arena, (e.offset_bytes / 4) as usize))
+    }
+
+    /// The layout the trainer allocates: these arenas, persistent slots by key, and each
+    /// program's placement by name.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            arena_bytes: self.arena_bytes.clone(),
+            persistent: self
+                .persistent
+                .iter()
+                .map(|e| (e.name.clone(), (e.arena, (e.offset_bytes / 4) as usize)))
+                .collect(),
+            programs: self
+                .programs
+                .iter()
+                .map(|p| (p.name.clone(), p.placement.clone()))
+                .collect(),
+        }
     }
 
     /// The program whose tensors take the most bytes at once.

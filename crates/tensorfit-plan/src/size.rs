@@ -25,9 +25,11 @@ pub fn parse_size(text: &str) -> Result<u64> {
         "mib" => 1024.0 * 1024.0,
         "gib" => 1024.0 * 1024.0 * 1024.0,
         "tib" => 1024.0f64.powi(4),
-        other => return Err(Error::input(format!(
+        other => {
+            return Err(Error::input(format!(
             "unknown size unit `{other}` in `{text}` (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
-        ))),
+        )))
+        }
     };
     let bytes = value * scale;
     if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {

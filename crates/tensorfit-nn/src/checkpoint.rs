@@ -1,0 +1,333 @@
+//! Checkpoints: the model, the optimizer state and the step, in one safetensors file.
+//!
+//! Tensors keep PyTorch's names (`lstm.weight_ih_l0`, `bn1.running_mean`, ...), so
+//! `safetensors.torch.load_file` reads a checkpoint directly and the `lstm.*` tensors
+//! (prefix removed) load into `torch.nn.LSTM`. Adam's moments are `adam.m.<name>` and
+//! `adam.v.<name>`. The metadata holds the format version, the model configuration as
+//! JSON, the step and a checksum of every tensor's bytes. Files are written to a
+//! temporary name, flushed and renamed, so a crash never leaves a half-written checkpoint
+//! under the real name.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::json;
+use tensorfit_core::{Activation, Error, Result};
+
+use crate::config::{ModelConfig, ParamKind};
+use crate::params::ParamStore;
+
+/// The format this version writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Everything needed to continue training or to run a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    pub config: ModelConfig,
+    /// Model tensors: parameters and running statistics.
+    pub params: ParamStore,
+    /// `adam.m.<name>` and `adam.v.<name>` for every trainable parameter (empty for a
+    /// model saved without optimizer state).
+    pub optimizer: ParamStore,
+    /// Optimizer steps taken.
+    pub step: u64,
+    /// Extra key/value pairs kept with the checkpoint (data-generator state, ...).
+    pub extra: HashMap<String, String>,
+}
+
+fn activation_name(a: Activation) -> &'static str {
+    a.name()
+}
+
+fn activation_from(name: &str) -> Result<Activation> {
+    match name {
+        "identity" => Ok(Activation::Identity),
+        "relu" => Ok(Activation::Relu),
+        "tanh" => Ok(Activation::Tanh),
+        "sigmoid" => Ok(Activation::Sigmoid),
+        other => Err(Error::input(format!(
+            "unknown dense activation `{other}` (identity, relu, tanh, sigmoid)"
+        ))),
+    }
+}
+
+/// The configuration as JSON text.
+pub fn config_to_json(c: &ModelConfig) -> String {
+    json!({
+        "input": c.input, "hidden": c.hidden, "layers": c.layers, "dense": c.dense,
+        "classes": c.classes, "dense_activation": activation_name(c.dense_activation),
+    })
+    .to_string()
+}
+
+/// Parses and validates a configuration written by [`config_to_json`].
+pub fn config_from_json(text: &str) -> Result<ModelConfig> {
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| Error::input(format!("model configuration: {e}")))?;
+    let field = |k: &str| -> Result<usize> {
+        v.get(k)
+            .and_then(|x| x.as_u64())
+            .and_then(|x| usize::try_from(x).ok())
+            .ok_or_else(|| {
+                Error::input(format!("model configuration: `{k}` must be a whole number"))
+            })
+    };
+    let act = v
+        .get("dense_activation")
+        .and_then(|x| x.as_str())
+        .ok_or_else(|| Error::input("model configuration: `dense_activation` missing"))?;
+    let c = ModelConfig {
+        input: field("input")?,
+        hidden: field("hidden")?,
+        layers: field("layers")?,
+        dense: field("dense")?,
+        classes: field("classes")?,
+        dense_activation: activation_from(act)?,
+    };
+    c.validate()?;
+    Ok(c)
+}
+
+/// FNV-1a over every tensor's name and bytes, in name order.
+fn checksum(stores: &[&ParamStore]) -> u64 {
+    let mut all: Vec<(&String, &tensorfit_core::HostTensor)> =
+        stores.iter().flat_map(|s| s.iter()).collect();
+    all.sort_by(|a, b| a.0.cmp(b.0));
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: u8| {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    };
+    for (name, t) in all {
+        name.bytes().for_each(&mut eat);
+        t.data
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .for_each(&mut eat);
+    }
+    h
+}
+
+impl Checkpoint {
+    /// Serialises to safetensors bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut all = self.params.clone();
+        for (n, t) in self.optimizer.iter() {
+            all.insert(n, t.clone());
+        }
+        let mut meta = self.extra.clone();
+        meta.insert("format".into(), "tensorfit-checkpoint".into());
+        meta.insert("format_version".into(), FORMAT_VERSION.to_string());
+        meta.insert("config".into(), config_to_json(&self.config));
+        meta.insert("step".into(), self.step.to_string());
+        meta.insert("checksum".into(), format!("{:016x}", checksum(&[&all])));
+        all.to_safetensors("", meta)
+    }
+
+    /// Parses and checks safetensors bytes: format, version, checksum, and every tensor's
+    /// name and shape against the configuration.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint> {
+        let (all, meta) = ParamStore::from_safetensors(bytes, "")?;
+        let get = |k: &str| {
+            meta.get(k).ok_or_else(|| {
+                Error::input(format!(
+                    "not a tensorfit checkpoint: no `{k}` in its metadata"
+                ))
+            })
+        };
+        if get("format")? != "tensorfit-checkpoint" {
+            return Err(Error::input("not a tensorfit checkpoint"));
+        }
+        let version: u32 = get("format_version")?
+            .parse()
+            .map_err(|_| Error::input("checkpoint format_version is not a number"))?;
+        if version != FORMAT_VERSION {
+            return Err(Error::input(format!(
+                "checkpoint format version {version}; this tensorfit reads version {FORMAT_VERSION}"
+            )));
+        }
+        let want = get("checksum")?;
+        let got = format!("{:016x}", checksum(&[&all]));
+        if &got != want {
+            return Err(Error::input(format!(
+                "checkpoint checksum mismatch (stored {want}, computed {got}): the file is corrupted"
+            )));
+        }
+        let config = config_from_json(get("config")?)?;
+        let step: u64 = get("step")?
+            .parse()
+            .map_err(|_| Error::input("checkpoint step is not a number"))?;
+        let mut params = ParamStore::new();
+        let mut optimizer = ParamStore::new();
+        for (n, t) in all.iter() {
+            if n.starts_with("adam.") {
+                optimizer.insert(n, t.clone());
+            } else {
+                params.insert(n, t.clone());
+            }
+        }
+        params.check_against(&config)?;
+        for spec in config
+            .param_specs()
+            .iter()
+            .filter(|s| s.kind == ParamKind::Trainable)
+        {
+            for m in ["m", "v"] {
+                let name = format!("adam.{m}.{}", spec.name);
+                if let Some(t) = optimizer.get(&name) {
+                    if t.shape != spec.shape {
+                        return Err(Error::input(format!(
+                            "tensor `{name}` has shape {}, the model needs {}",
+                            t.shape, spec.shape
+                        )));
+                    }
+                } else if !optimizer.is_empty() {
+                    return Err(Error::input(format!("tensor `{name}` is missing")));
+                }
+            }
+        }
+        if optimizer.len()
+            > 2 * config
+                .param_specs()
+                .iter()
+                .filter(|s| s.kind == ParamKind::Trainable)
+                .count()
+        {
+            return Err(Error::input(
+                "checkpoint has optimizer tensors that are not part of this model",
+            ));
+        }
+        let extra = meta
+            .into_iter()
+            .filter(|(k, _)| {
+                !["format", "format_version", "config", "step", "checksum"].contains(&k.as_str())
+            })
+            .collect();
+        Ok(Checkpoint {
+            config,
+            params,
+            optimizer,
+            step,
+            extra,
+        })
+    }
+
+    /// Writes atomically: a temporary file in the same directory, flushed to disk, then
+    /// renamed over `path`.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let file_err = |e: std::io::Error| Error::File {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let bytes = self.to_bytes()?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "checkpoint".into());
+        let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+        {
+            let mut f = std::fs::File::create(&tmp).map_err(file_err)?;
+            f.write_all(&bytes).map_err(file_err)?;
+            f.sync_all().map_err(file_err)?;
+        }
+        std::fs::rename(&tmp, path).map_err(file_err)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            // Make the rename itself durable; not every platform can open a directory.
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads and checks a checkpoint file.
+    pub fn load(path: &Path) -> Result<Checkpoint> {
+        let bytes = std::fs::read(path).map_err(|e| Error::File {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Checkpoint::from_bytes(&bytes).map_err(|e| match e {
+            Error::Input(m) | Error::File { message: m, .. } => Error::File {
+                path: path.display().to_string(),
+                message: m,
+            },
+            other => other,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> ModelConfig {
+        ModelConfig {
+            input: 5,
+            hidden: 4,
+            layers: 2,
+            dense: 3,
+            classes: 3,
+            dense_activation: Activation::Relu,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_detects_corruption() {
+        let cfg = small();
+        let ck = Checkpoint {
+            config: cfg.clone(),
+            params: ParamStore::init(&cfg, 3).unwrap(),
+            optimizer: ParamStore::new(),
+            step: 7,
+            extra: HashMap::from([("data_rng".to_string(), "42".to_string())]),
+        };
+        let bytes = ck.to_bytes().unwrap();
+        assert_eq!(Checkpoint::from_bytes(&bytes).unwrap(), ck);
+        // Flip one byte of tensor data (the end of the file is data).
+        let mut bad = bytes.clone();
+        let n = bad.len();
+        bad[n - 3] ^= 0x40;
+        let e = Checkpoint::from_bytes(&bad).unwrap_err().to_string();
+        assert!(e.contains("checksum"), "{e}");
+        // Truncations of every length fail cleanly.
+        for cut in [0, 7, 8, 20, n / 2, n - 1] {
+            assert!(Checkpoint::from_bytes(&bytes[..cut]).is_err(), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn atomic_save_then_load() {
+        let cfg = small();
+        let dir = std::env::temp_dir().join(format!("tensorfit-ck-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("model.safetensors");
+        let ck = Checkpoint {
+            config: cfg.clone(),
+            params: ParamStore::init(&cfg, 1).unwrap(),
+            optimizer: ParamStore::new(),
+            step: 0,
+            extra: HashMap::new(),
+        };
+        ck.save(&path).unwrap();
+        assert_eq!(Checkpoint::load(&path).unwrap(), ck);
+        let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_configs_are_rejected() {
+        assert!(config_from_json("{").is_err());
+        assert!(config_from_json(
+            r#"{"input":0,"hidden":4,"layers":1,"dense":2,"classes":2,"dense_activation":"tanh"}"#
+        )
+        .is_err());
+        assert!(config_from_json(
+            r#"{"input":3,"hidden":4,"layers":1,"dense":2,"classes":2,"dense_activation":"swish"}"#
+        )
+        .is_err());
+        let c = small();
+        assert_eq!(config_from_json(&config_to_json(&c)).unwrap(), c);
+    }
+}

@@ -1,0 +1,48 @@
+//! The seed case: the Deeplearning4j user's evaluation of 100 sequences of length 2000
+//! crashed a GeForce GTX 750 (2 GB, of which 1.67 GB in use and 336 MB free). Here the
+//! CPU backend is capped to those figures, as a stand-in for that card: tensorfit plans
+//! before it runs, prints why it chose what it chose, and stays under the cap.
+//!
+//! `cargo run --release --example seed_case`
+
+use anyhow::{bail, Result};
+use tensorfit::core::DeviceKind;
+use tensorfit::devices::MemoryCaps;
+use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::plan::format_bytes;
+use tensorfit::session::{decide, start, Request};
+
+fn main() -> Result<()> {
+    let cfg = ModelConfig::seed();
+    let params = ParamStore::init(&cfg, 1)?;
+    let data = TemporalOrder::new(3).batch(100, 2000)?;
+    for cap in ["1.67GiB", "336MB"] {
+        let req = Request {
+            cfg: cfg.clone(),
+            job: Job::Eval {
+                batch: 100,
+                seq_len: 2000,
+            },
+            tbptt: 50,
+            adam: AdamConfig::default(),
+            margin: 0.1,
+            device: Some(DeviceKind::Cpu),
+            caps: MemoryCaps::parse(&[format!("cpu={cap}")])?,
+        };
+        println!("== evaluation of 100 × 2000 under a {cap} cap");
+        let decision = decide(&req)?;
+        print!("{}", decision.table());
+        if decision.chosen.is_none() {
+            bail!("nothing fits under {cap}");
+        }
+        let mut session = start(&req, &decision, &params)?;
+        let report = session.trainer.evaluate(&data.x, &data.labels)?;
+        println!(
+            "ran: loss {:.4}; estimated peak {}, measured peak {}\n",
+            report.loss,
+            format_bytes(session.plan.peak_bytes()),
+            format_bytes(session.trainer.memory().peak)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! Throughput calibration: a short GEMM measured on each device, cached on disk.
+//!
+//! The planner estimates a run's time as its FLOPs over the device's throughput. The
+//! figure comes from timing one GEMM of LSTM-like shape through the backend (so it
+//! includes the backend's real kernel, not a datasheet peak); it is cached per device
+//! name in `$XDG_CACHE_HOME/tensorfit/throughput.json` (or `~/.cache/...`) because a
+//! plan should take milliseconds, not a benchmark. Delete the file to re-measure.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tensorfit_core::{Backend, DeviceInfo, Op, Result, Shape, TensorView};
+
+/// GEMM shape: `[M, K] · [N, K]ᵀ`, like a batch of LSTM steps times `W_hhᵀ`.
+const M: usize = 512;
+const K: usize = 512;
+const N: usize = 1024;
+
+fn cache_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("tensorfit").join("throughput.json"))
+}
+
+fn cache_key(info: &DeviceInfo) -> String {
+    format!("{}:{}", info.kind.name(), info.name)
+}
+
+fn read_cache() -> BTreeMap<String, f64> {
+    cache_path()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+/// The device's GEMM throughput in GFLOP/s, from the cache or measured now.
+pub fn throughput_gflops(backend: &mut dyn Backend) -> Result<f64> {
+    let info = backend.info();
+    let key = cache_key(&info);
+    if let Some(&g) = read_cache().get(&key) {
+        if g.is_finite() && g > 0.0 {
+            return Ok(g);
+        }
+    }
+    let g = measure(backend)?;
+    if let Some(path) = cache_path() {
+        let mut cache = read_cache();
+        cache.insert(key, g);
+        // A cache that cannot be written only costs a re-measurement next time.
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Ok(text) = serde_json::to_string_pretty(&cache) {
+            let _ = std::fs::write(&path, text);
+        }
+    }
+    Ok(g)
+}
+
+fn measure(backend: &mut dyn Backend) -> Result<f64> {
+    let shapes = [
+        Shape::from([M, K]),
+        Shape::from([N, K]),
+        Shape::from([M, N]),
+    ];
+    let mut views = Vec::new();
+    for s in &shapes {
+        let buf = backend.allocate(s.numel() as u64 * 4)?;
+        views.push(TensorView::whole(buf, s.clone()));
+    }
+    let fill: Vec<f32> = (0..M.max(N) * K)
+        .map(|i| ((i % 13) as f32 - 6.0) * 0.01)
+        .collect();
+    backend.write(&views[0], &fill[..M * K])?;
+    backend.write(&views[1], &fill[..N * K])?;
+    let op = Op::MatMul {
+        trans_a: false,
+        trans_b: true,
+    };
+    let mut best = f64::INFINITY;
+    let result = (|| {
+        for i in 0..4 {
+            let t = Instant::now();
+            backend.execute(&op, &views[..2], &views[2..])?;
+            backend.synchronize()?;
+            if i > 0 {
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+        }
+        Ok(())
+    })();
+    for v in views {
+        backend.free(v.buffer)?;
+    }
+    result?;
+    Ok(2.0 * (M * N * K) as f64 / best.max(1e-9) / 1e9)
+}

@@ -1,0 +1,387 @@
+//! The session: plan a job on every device, choose one, run it there.
+//!
+//! For each device that is present, the session measures (or reads from the cache) its
+//! throughput, enumerates the strategies that give the same results (the whole sequence
+//! at once, or streamed in time chunks carrying (h, c), or in micro-batches, for the
+//! inference parts), orders them by estimated time, and plans them in that order until
+//! one fits. The fastest fitting plan over all devices is chosen, and the trainer then
+//! allocates exactly that plan's arenas on that device.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
+use tensorfit_nn::{AdamConfig, Job, ModelConfig, ParamStore, Program, TrainOptions, Trainer};
+use tensorfit_plan::{choose, format_bytes, Candidate, Limits, MemoryPlan, ProgramSpec};
+
+use crate::calibrate::throughput_gflops;
+use crate::devices::{discover, open, MemoryCaps};
+
+/// What to plan and run.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub cfg: ModelConfig,
+    pub job: Job,
+    /// Truncated-BPTT length for training.
+    pub tbptt: usize,
+    pub adam: AdamConfig,
+    /// Fraction of free memory kept unused (0.1 = 10%).
+    pub margin: f64,
+    /// `None`: choose automatically.
+    pub device: Option<DeviceKind>,
+    pub caps: MemoryCaps,
+}
+
+/// The memory-saving choices that leave results unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Strategy {
+    /// Longest chunk of time steps run at once where only inference runs.
+    pub chunk: usize,
+    /// Micro-batch size for the inference parts.
+    pub micro_batch: Option<usize>,
+}
+
+impl Strategy {
+    pub fn describe(&self, steps: usize) -> String {
+        let mut s = if self.chunk >= steps {
+            "whole sequence".to_string()
+        } else {
+            format!("streamed in time chunks of {}", self.chunk)
+        };
+        if let Some(m) = self.micro_batch {
+            let _ = write!(s, ", micro-batches of {m}");
+        }
+        s
+    }
+
+    fn options(&self, req: &Request) -> TrainOptions {
+        TrainOptions {
+            tbptt: req.tbptt,
+            chunk: self.chunk,
+            micro_batch: self.micro_batch,
+            adam: req.adam,
+        }
+    }
+}
+
+/// The (batch, length) of the job's inference parts: what streaming applies to.
+fn inference_dims(job: Job) -> (usize, usize) {
+    match job {
+        Job::Eval { batch, seq_len } => (batch, seq_len),
+        Job::Train { eval: Some(d), .. } => d,
+        Job::Train { batch, seq_len, .. } => (batch, seq_len),
+    }
+}
+
+/// Every strategy worth planning for `job`, the whole sequence first.
+pub fn strategies(job: Job) -> Vec<Strategy> {
+    let (batch, steps) = inference_dims(job);
+    let mut chunks = vec![steps];
+    chunks.extend(
+        [1000, 500, 250, 100, 50, 20, 10, 5, 2, 1]
+            .into_iter()
+            .filter(|&c| c < steps),
+    );
+    let mut micros = vec![None];
+    let mut m = batch;
+    while m > 1 {
+        m = m.div_ceil(2);
+        micros.push(Some(m));
+    }
+    let mut out = Vec::new();
+    for &micro_batch in &micros {
+        for &chunk in &chunks {
+            out.push(Strategy { chunk, micro_batch });
+        }
+    }
+    out
+}
+
+/// Plans `job` with `opts` for a device with `limits`: every program the job runs.
+pub fn plan_job(
+    cfg: &ModelConfig,
+    opts: &TrainOptions,
+    job: Job,
+    limits: Limits,
+) -> Result<MemoryPlan> {
+    let programs: Vec<Program> = opts
+        .job_programs(job)
+        .into_iter()
+        .map(|k| Program::build(cfg, &opts.adam, k))
+        .collect::<Result<_>>()?;
+    let specs: Vec<ProgramSpec<'_>> = programs
+        .iter()
+        .map(|p| ProgramSpec {
+            name: p.key.to_string(),
+            graph: &p.graph,
+            outputs: p.outputs(),
+            persistent: p.persistent.clone(),
+        })
+        .collect();
+    MemoryPlan::new(&specs, limits)
+}
+
+/// Estimated seconds for one training step or one evaluation: FLOPs over the measured
+/// throughput, plus a fixed cost per program run (launches and host round trips).
+pub fn estimate_seconds(
+    cfg: &ModelConfig,
+    opts: &TrainOptions,
+    job: Job,
+    kind: DeviceKind,
+    gflops: f64,
+) -> f64 {
+    let (flops, runs) = match job {
+        Job::Train { batch, seq_len, .. } => {
+            let last = opts.tbptt.min(seq_len);
+            let f = 3.0 * cfg.lstm_forward_flops(batch, last)
+                + cfg.lstm_forward_flops(batch, seq_len - last);
+            (f, opts.train_programs(batch, seq_len).len())
+        }
+        Job::Eval { batch, seq_len } => (
+            cfg.lstm_forward_flops(batch, seq_len),
+            opts.eval_programs(batch, seq_len).len(),
+        ),
+    };
+    let per_run = match kind {
+        DeviceKind::Cpu => 50e-6,
+        DeviceKind::Wgpu | DeviceKind::Cuda => 300e-6,
+    };
+    flops / (gflops.max(1e-3) * 1e9) + runs as f64 * per_run
+}
+
+/// The outcome of planning on every device.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub candidates: Vec<Candidate>,
+    /// Index of the chosen candidate.
+    pub chosen: Option<usize>,
+    /// Devices that could not be used, with the reason.
+    pub unavailable: Vec<(String, String)>,
+    /// Plan and options behind each candidate.
+    plans: Vec<(MemoryPlan, TrainOptions, DeviceInfo)>,
+    /// What an estimated time is for: `training step` or `evaluation`.
+    unit: &'static str,
+}
+
+/// Plans `req` on every device present (or the one asked for) and chooses.
+pub fn decide(req: &Request) -> Result<Decision> {
+    req.cfg.validate()?;
+    let mut candidates = Vec::new();
+    let mut plans = Vec::new();
+    let mut unavailable = Vec::new();
+    let steps = inference_dims(req.job).1;
+    for dev in discover(&req.caps) {
+        if req.device.is_some_and(|k| k != dev.kind) {
+            continue;
+        }
+        let info = match dev.info {
+            Ok(info) => info,
+            Err(why) => {
+                unavailable.push((dev.id, why));
+                continue;
+            }
+        };
+        let gflops = {
+            let mut backend = open(dev.kind, &req.caps)?;
+            throughput_gflops(backend.as_mut())?
+        };
+        let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job)
+            .into_iter()
+            .map(|s| {
+                let o = s.options(req);
+                let t = estimate_seconds(&req.cfg, &o, req.job, dev.kind, gflops);
+                (s, o, t)
+            })
+            .collect();
+        options.sort_by(|a, b| a.2.total_cmp(&b.2));
+        // Plan in order of estimated time until one fits. Keep the fastest plan (to show
+        // why it was rejected) and, if nothing fits, the smallest.
+        type Planned = (Candidate, MemoryPlan, TrainOptions);
+        let mut fastest: Option<Planned> = None;
+        let mut fitting: Option<Planned> = None;
+        let mut smallest: Option<Planned> = None;
+        for (s, o, t) in options {
+            let plan = match plan_job(&req.cfg, &o, req.job, Limits::from(&info)) {
+                Ok(p) => p,
+                // A tensor larger than the device's largest buffer: try smaller chunks.
+                Err(Error::Input(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            let c = Candidate::new(
+                dev.id.clone(),
+                &info,
+                req.margin,
+                s.describe(steps),
+                plan.peak_bytes(),
+                t,
+                plan.breakdown(),
+            );
+            let entry = (c, plan, o);
+            if fastest.is_none() {
+                fastest = Some(entry.clone());
+            }
+            if entry.0.fits {
+                fitting = Some(entry);
+                break;
+            }
+            if smallest
+                .as_ref()
+                .is_none_or(|s| entry.0.estimated_peak_bytes < s.0.estimated_peak_bytes)
+            {
+                smallest = Some(entry);
+            }
+        }
+        let shown = fitting.or(smallest);
+        let mut rows: Vec<Planned> = fastest.into_iter().collect();
+        if let Some(s) = shown {
+            if rows.first().is_none_or(|f| f.0.strategy != s.0.strategy) {
+                rows.push(s);
+            }
+        }
+        for (c, p, o) in rows {
+            candidates.push(c);
+            plans.push((p, o, info.clone()));
+        }
+    }
+    let allow_software = req.device == Some(DeviceKind::Wgpu);
+    let chosen = choose(&mut candidates, allow_software);
+    let unit = match req.job {
+        Job::Train { .. } => "training step",
+        Job::Eval { .. } => "evaluation",
+    };
+    Ok(Decision {
+        candidates,
+        chosen,
+        unavailable,
+        plans,
+        unit,
+    })
+}
+
+impl Decision {
+    /// The chosen candidate with its plan and options.
+    pub fn chosen(&self) -> Option<(&Candidate, &MemoryPlan, &TrainOptions, &DeviceInfo)> {
+        let i = self.chosen?;
+        let (p, o, d) = &self.plans[i];
+        Some((&self.candidates[i], p, o, d))
+    }
+
+    /// The error for a job that fits nowhere: the smallest plan and the largest capacity.
+    pub fn nothing_fits(&self) -> Error {
+        let smallest = self
+            .candidates
+            .iter()
+            .min_by_key(|c| c.estimated_peak_bytes);
+        let largest = self.candidates.iter().max_by_key(|c| c.capacity_bytes);
+        match (smallest, largest) {
+            (Some(s), Some(l)) => Error::OutOfMemory {
+                device: format!(
+                    "every device (smallest plan: {} on {}, {}; largest usable capacity: {} on {}; training memory depends on --batch and --tbptt)",
+                    format_bytes(s.estimated_peak_bytes),
+                    s.device,
+                    s.strategy,
+                    format_bytes(l.capacity_bytes),
+                    l.device
+                ),
+                requested: s.estimated_peak_bytes,
+                available: l.capacity_bytes,
+            },
+            _ => Error::input(format!(
+                "no device is available: {}",
+                self.unavailable
+                    .iter()
+                    .map(|(d, w)| format!("{d}: {w}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )),
+        }
+    }
+
+    /// `{"candidates": [...], "chosen": {...} | null, "unavailable": [...]}`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "candidates": self.candidates.iter().map(Candidate::to_json).collect::<Vec<_>>(),
+            "chosen": self.chosen.map(|i| self.candidates[i].to_json()),
+            "unavailable": self.unavailable.iter().map(|(d, w)| json!({"device": d, "reason": w})).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The candidates as a table a person reads, one line each, then the choice.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<8} {:>10} {:>10}  {:<4} {:<40} {:>10}  why",
+            "device", "usable", "needs", "fits", "strategy", "est. time"
+        );
+        for c in &self.candidates {
+            let _ = writeln!(
+                s,
+                "{:<8} {:>10} {:>10}  {:<4} {:<40} {:>10}  {}",
+                c.device,
+                format_bytes(c.capacity_bytes),
+                format_bytes(c.estimated_peak_bytes),
+                if c.fits { "yes" } else { "no" },
+                c.strategy,
+                format_seconds(c.estimated_seconds),
+                c.reason
+            );
+        }
+        for (d, why) in &self.unavailable {
+            let _ = writeln!(s, "{d:<8} unavailable: {why}");
+        }
+        match self.chosen() {
+            Some((c, _, _, info)) => {
+                let _ = writeln!(
+                    s,
+                    "chosen: {} ({}), {}, estimated {} per {}",
+                    c.device,
+                    info.name,
+                    c.strategy,
+                    format_seconds(c.estimated_seconds),
+                    self.unit
+                );
+            }
+            None => {
+                let _ = writeln!(s, "chosen: nothing fits");
+            }
+        }
+        s
+    }
+}
+
+pub fn format_seconds(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1e3)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// A job running on its chosen device.
+#[derive(Debug)]
+pub struct Session {
+    pub trainer: Trainer,
+    pub device: String,
+    pub strategy: String,
+    pub plan: MemoryPlan,
+}
+
+/// Opens the chosen device and allocates the chosen plan's arenas there.
+pub fn start(req: &Request, decision: &Decision, params: &ParamStore) -> Result<Session> {
+    let (c, plan, opts, info) = decision.chosen().ok_or_else(|| decision.nothing_fits())?;
+    let backend = open(info.kind, &req.caps)?;
+    let trainer = Trainer::with_layout(
+        backend,
+        req.cfg.clone(),
+        params,
+        opts.clone(),
+        plan.layout(),
+    )?;
+    Ok(Session {
+        trainer,
+        device: c.device.clone(),
+        strategy: c.strategy.clone(),
+        plan: plan.clone(),
+    })
+}

@@ -1,0 +1,92 @@
+//! The plan is the allocation: on the CPU backend, the measured peak of a planned run
+//! equals the planner's estimate within 2%, for training and inference at several batch
+//! sizes, sequence lengths and truncated-BPTT lengths. Prints a table of the figures.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tensorfit::core::Activation;
+use tensorfit::devices::MemoryCaps;
+use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::session::{decide, start, Request};
+
+fn model(hidden: usize) -> ModelConfig {
+    ModelConfig {
+        input: TemporalOrder::FEATURES,
+        hidden,
+        layers: 3,
+        dense: 16,
+        classes: TemporalOrder::CLASSES,
+        dense_activation: Activation::Tanh,
+    }
+}
+
+#[test]
+fn measured_peak_matches_the_plan_within_two_percent() {
+    let cases = [
+        ("train", 64, 8, 40, 10),
+        ("train", 32, 16, 60, 60),
+        ("train", 48, 4, 100, 25),
+        ("infer", 64, 8, 40, 40),
+        ("infer", 32, 64, 200, 200),
+        ("infer", 96, 16, 120, 120),
+        ("infer-capped", 64, 64, 300, 300),
+    ];
+    println!(
+        "{:<14} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
+        "job", "hidden", "B", "T", "L", "estimated", "measured", "ratio"
+    );
+    for (kind, hidden, batch, steps, tbptt) in cases {
+        let cfg = model(hidden);
+        let job = if kind == "train" {
+            Job::Train {
+                batch,
+                seq_len: steps,
+                eval: Some((batch, steps)),
+            }
+        } else {
+            Job::Eval {
+                batch,
+                seq_len: steps,
+            }
+        };
+        let caps = if kind == "infer-capped" {
+            MemoryCaps::parse(&["cpu=8MiB".to_string()]).unwrap()
+        } else {
+            MemoryCaps::default()
+        };
+        let req = Request {
+            cfg: cfg.clone(),
+            job,
+            tbptt,
+            adam: AdamConfig::default(),
+            margin: 0.1,
+            device: Some(tensorfit::core::DeviceKind::Cpu),
+            caps,
+        };
+        let decision = decide(&req).unwrap();
+        let params = ParamStore::init(&cfg, 3).unwrap();
+        let mut s = start(&req, &decision, &params).unwrap();
+        let data = TemporalOrder::new(5).batch(batch, steps).unwrap();
+        if kind == "train" {
+            s.trainer.train_step(&data.x, &data.labels).unwrap();
+            s.trainer.train_step(&data.x, &data.labels).unwrap();
+        }
+        s.trainer.evaluate(&data.x, &data.labels).unwrap();
+        let est = s.plan.peak_bytes() as f64;
+        let got = s.trainer.memory().peak as f64;
+        let ratio = got / est;
+        println!("{kind:<14} {hidden:>6} {batch:>5} {steps:>5} {tbptt:>5} {est:>14} {got:>14} {ratio:>8.4}  {}", s.strategy);
+        assert!(
+            (got - est).abs() / got <= 0.02,
+            "{kind} B={batch} T={steps}: estimated {est}, measured {got}"
+        );
+        if kind == "infer-capped" {
+            assert!(
+                s.strategy.contains("chunks") || s.strategy.contains("micro"),
+                "{}",
+                s.strategy
+            );
+            assert!(got <= (8 << 20) as f64);
+        }
+    }
+}
