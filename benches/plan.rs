@@ -18,6 +18,7 @@ fn bench(c: &mut Criterion) {
         tbptt: 50,
         chunk,
         micro_batch: None,
+        recompute: None,
         adam: AdamConfig::default(),
     };
     let infer = Job::Eval {

@@ -13,6 +13,7 @@ fn main() -> Result<()> {
         tbptt: 30,
         chunk: 30,
         micro_batch: None,
+        recompute: None,
         adam: AdamConfig {
             lr: 2e-3,
             ..AdamConfig::default()

@@ -16,6 +16,20 @@ use tensorfit::nn::{
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, format_seconds, start, Decision, Request, Session};
 
+/// `println!` that ignores a closed stdout (`tensorfit plan | head` must not panic).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that ignores a closed stdout.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "tensorfit",
@@ -219,20 +233,20 @@ fn preset(name: &str) -> Result<ModelConfig> {
 
 fn print_model(name: &str) -> Result<()> {
     let cfg = preset(name)?;
-    println!("{:<24} {:>12} {:>10}  kind", "tensor", "shape", "count");
+    outln!("{:<24} {:>12} {:>10}  kind", "tensor", "shape", "count");
     for spec in cfg.param_specs() {
         let kind = match spec.kind {
             ParamKind::Trainable => "trainable",
             ParamKind::RunningStat => "running statistic",
         };
-        println!(
+        outln!(
             "{:<24} {:>12} {:>10}  {kind}",
             spec.name,
             spec.shape.to_string(),
             spec.shape.numel()
         );
     }
-    println!("trainable parameters: {}", cfg.trainable_parameters());
+    outln!("trainable parameters: {}", cfg.trainable_parameters());
     Ok(())
 }
 
@@ -394,7 +408,7 @@ fn train(a: TrainArgs) -> Result<()> {
         out["accuracy"] = json!(accuracy);
         out["steps"] = json!(a.steps);
         out["seconds"] = json!(secs);
-        println!("{out}");
+        outln!("{out}");
     } else {
         eprintln!(
             "done: {} steps in {secs:.1} s; final loss {last_loss:.4}, held-out accuracy {:.1}%",
@@ -443,7 +457,7 @@ fn eval(a: EvalArgs) -> Result<()> {
         out["loss"] = json!(report.loss);
         out["accuracy"] = json!(report.accuracy);
         out["seconds"] = json!(secs);
-        println!("{out}");
+        outln!("{out}");
     } else {
         eprintln!(
             "evaluated {} sequences of length {} in {}: loss {:.4}, accuracy {:.1}%",
@@ -499,7 +513,7 @@ fn predict(a: PredictArgs) -> Result<()> {
     let bytes = out.to_safetensors("", Default::default())?;
     std::fs::write(&a.output, bytes).with_context(|| format!("writing {}", a.output.display()))?;
     if a.json {
-        println!("{}", summary(&session));
+        outln!("{}", summary(&session));
     } else {
         eprintln!(
             "probabilities of {batch} sequences written to {}",
@@ -529,28 +543,28 @@ fn plan(a: PlanArgs) -> Result<()> {
     let decision = decide(&req)?;
     let secs = t.elapsed().as_secs_f64();
     if a.json {
-        println!("{}", decision.to_json());
+        outln!("{}", decision.to_json());
     } else {
-        print!("{}", decision.table());
+        out!("{}", decision.table());
         if let Some((_, plan, _, _)) = decision.chosen() {
-            println!("\nplan of the choice:");
-            print!("{}", plan.table(if a.full { usize::MAX } else { 12 }));
+            outln!("\nplan of the choice:");
+            out!("{}", plan.table(if a.full { usize::MAX } else { 12 }));
         } else if let Some(smallest) = decision
             .candidates
             .iter()
             .min_by_key(|c| c.estimated_peak_bytes)
         {
-            println!(
+            outln!(
                 "\nnothing fits: the smallest plan needs {} ({} on {})",
                 format_bytes(smallest.estimated_peak_bytes),
                 smallest.strategy,
                 smallest.device
             );
             if matches!(job, Job::Train { .. }) {
-                println!("training memory depends on --batch and --tbptt; gradient accumulation over micro-batches is not offered because the model has BatchNorm in training mode (it would change the batch statistics)");
+                outln!("training memory depends on --batch and --tbptt; gradient accumulation over micro-batches is not offered because the model has BatchNorm in training mode (it would change the batch statistics)");
             }
         }
-        println!("planned in {}", format_seconds(secs));
+        outln!("planned in {}", format_seconds(secs));
     }
     if decision.chosen.is_none() {
         std::process::exit(2);
@@ -575,7 +589,7 @@ fn devices(dev: &DeviceArgs, json_out: bool) -> Result<()> {
                         "max_buffer_bytes": info.max_buffer_bytes, "throughput_gflops": gflops,
                     }));
                 } else {
-                    println!(
+                    outln!(
                         "{:<7} {}{}\n        total {}, free {} ({}), largest buffer {}, GEMM {}",
                         d.id,
                         info.name,
@@ -596,13 +610,13 @@ fn devices(dev: &DeviceArgs, json_out: bool) -> Result<()> {
                 if json_out {
                     rows.push(json!({"device": d.id, "kind": d.kind.name(), "available": false, "reason": why}));
                 } else {
-                    println!("{:<7} unavailable — {why}", d.kind.name());
+                    outln!("{:<7} unavailable — {why}", d.kind.name());
                 }
             }
         }
     }
     if json_out {
-        println!("{}", json!({ "devices": rows }));
+        outln!("{}", json!({ "devices": rows }));
     }
     Ok(())
 }

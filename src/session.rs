@@ -12,7 +12,9 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_nn::{AdamConfig, Job, ModelConfig, ParamStore, Program, TrainOptions, Trainer};
-use tensorfit_plan::{choose, format_bytes, Candidate, Limits, MemoryPlan, ProgramSpec};
+use tensorfit_plan::{
+    choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
+};
 
 use crate::calibrate::throughput_gflops;
 use crate::devices::{discover, open, MemoryCaps};
@@ -39,6 +41,8 @@ pub struct Strategy {
     pub chunk: usize,
     /// Micro-batch size for the inference parts.
     pub micro_batch: Option<usize>,
+    /// Training: recompute activations in sub-segments of this many steps.
+    pub recompute: Option<usize>,
 }
 
 impl Strategy {
@@ -51,6 +55,9 @@ impl Strategy {
         if let Some(m) = self.micro_batch {
             let _ = write!(s, ", micro-batches of {m}");
         }
+        if let Some(r) = self.recompute {
+            let _ = write!(s, ", recompute every {r} steps");
+        }
         s
     }
 
@@ -59,6 +66,7 @@ impl Strategy {
             tbptt: req.tbptt,
             chunk: self.chunk,
             micro_batch: self.micro_batch,
+            recompute: self.recompute,
             adam: req.adam,
         }
     }
@@ -73,8 +81,9 @@ fn inference_dims(job: Job) -> (usize, usize) {
     }
 }
 
-/// Every strategy worth planning for `job`, the whole sequence first.
-pub fn strategies(job: Job) -> Vec<Strategy> {
+/// Every strategy worth planning for `job` (training with BPTT length `tbptt`), the
+/// plainest first.
+pub fn strategies(job: Job, tbptt: usize) -> Vec<Strategy> {
     let (batch, steps) = inference_dims(job);
     let mut chunks = vec![steps];
     chunks.extend(
@@ -88,10 +97,28 @@ pub fn strategies(job: Job) -> Vec<Strategy> {
         m = m.div_ceil(2);
         micros.push(Some(m));
     }
+    // Recomputation keeps L/S border states and S steps of activations, so sub-segments
+    // shorter than √L only cost memory: halve from L down to ⌈√L⌉.
+    let mut recomputes = vec![None];
+    if let Job::Train { seq_len, .. } = job {
+        let len = tbptt.min(seq_len);
+        let floor = (len as f64).sqrt().ceil() as usize;
+        let mut r = len;
+        while r > floor {
+            r = r.div_ceil(2).max(floor);
+            recomputes.push(Some(r));
+        }
+    }
     let mut out = Vec::new();
-    for &micro_batch in &micros {
-        for &chunk in &chunks {
-            out.push(Strategy { chunk, micro_batch });
+    for &recompute in &recomputes {
+        for &micro_batch in &micros {
+            for &chunk in &chunks {
+                out.push(Strategy {
+                    chunk,
+                    micro_batch,
+                    recompute,
+                });
+            }
         }
     }
     out
@@ -133,7 +160,9 @@ pub fn estimate_seconds(
     let (flops, runs) = match job {
         Job::Train { batch, seq_len, .. } => {
             let last = opts.tbptt.min(seq_len);
-            let f = 3.0 * cfg.lstm_forward_flops(batch, last)
+            // Recomputation runs the segment's forward pass a second time.
+            let passes = if opts.recompute.is_some() { 4.0 } else { 3.0 };
+            let f = passes * cfg.lstm_forward_flops(batch, last)
                 + cfg.lstm_forward_flops(batch, seq_len - last);
             (f, opts.train_programs(batch, seq_len).len())
         }
@@ -181,11 +210,13 @@ pub fn decide(req: &Request) -> Result<Decision> {
                 continue;
             }
         };
+        // Throughput does not depend on a memory cap, and a tiny cap must not stop the
+        // measurement.
         let gflops = {
-            let mut backend = open(dev.kind, &req.caps)?;
+            let mut backend = open(dev.kind, &MemoryCaps::default())?;
             throughput_gflops(backend.as_mut())?
         };
-        let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job)
+        let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
             .into_iter()
             .map(|s| {
                 let o = s.options(req);
@@ -193,7 +224,19 @@ pub fn decide(req: &Request) -> Result<Decision> {
                 (s, o, t)
             })
             .collect();
+        // The last strategy saves the most memory; if even it does not fit, only plan
+        // the fastest (to show the gap) and it.
+        let most_saving = options.last().cloned();
         options.sort_by(|a, b| a.2.total_cmp(&b.2));
+        if let Some(last) = most_saving {
+            let fits = plan_job(&req.cfg, &last.1, req.job, Limits::from(&info))
+                .map(|p| p.peak_bytes() <= usable_bytes(&info, req.margin))
+                .unwrap_or(false);
+            if !fits {
+                let fastest = options.first().cloned();
+                options = fastest.into_iter().chain([last]).collect();
+            }
+        }
         // Plan in order of estimated time until one fits. Keep the fastest plan (to show
         // why it was rejected) and, if nothing fits, the smallest.
         type Planned = (Candidate, MemoryPlan, TrainOptions);

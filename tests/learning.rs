@@ -24,6 +24,7 @@ fn scaled_down_seed_network_learns_the_temporal_order_task() {
         tbptt: steps,
         chunk: steps,
         micro_batch: None,
+        recompute: None,
         adam: AdamConfig {
             lr: 1e-2,
             ..AdamConfig::default()

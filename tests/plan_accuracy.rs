@@ -30,6 +30,7 @@ fn measured_peak_matches_the_plan_within_two_percent() {
         ("infer", 32, 64, 200, 200),
         ("infer", 96, 16, 120, 120),
         ("infer-capped", 64, 64, 300, 300),
+        ("train-capped", 64, 16, 200, 200),
     ];
     println!(
         "{:<14} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
@@ -37,7 +38,7 @@ fn measured_peak_matches_the_plan_within_two_percent() {
     );
     for (kind, hidden, batch, steps, tbptt) in cases {
         let cfg = model(hidden);
-        let job = if kind == "train" {
+        let job = if kind.starts_with("train") {
             Job::Train {
                 batch,
                 seq_len: steps,
@@ -51,6 +52,8 @@ fn measured_peak_matches_the_plan_within_two_percent() {
         };
         let caps = if kind == "infer-capped" {
             MemoryCaps::parse(&["cpu=8MiB".to_string()]).unwrap()
+        } else if kind == "train-capped" {
+            MemoryCaps::parse(&["cpu=12MiB".to_string()]).unwrap()
         } else {
             MemoryCaps::default()
         };
@@ -67,7 +70,7 @@ fn measured_peak_matches_the_plan_within_two_percent() {
         let params = ParamStore::init(&cfg, 3).unwrap();
         let mut s = start(&req, &decision, &params).unwrap();
         let data = TemporalOrder::new(5).batch(batch, steps).unwrap();
-        if kind == "train" {
+        if kind.starts_with("train") {
             s.trainer.train_step(&data.x, &data.labels).unwrap();
             s.trainer.train_step(&data.x, &data.labels).unwrap();
         }
@@ -80,6 +83,10 @@ fn measured_peak_matches_the_plan_within_two_percent() {
             (got - est).abs() / got <= 0.02,
             "{kind} B={batch} T={steps}: estimated {est}, measured {got}"
         );
+        if kind == "train-capped" {
+            assert!(s.strategy.contains("recompute"), "{}", s.strategy);
+            assert!(got <= (12 << 20) as f64);
+        }
         if kind == "infer-capped" {
             assert!(
                 s.strategy.contains("chunks") || s.strategy.contains("micro"),

@@ -58,6 +58,7 @@ fn options(meta: &HashMap<String, String>) -> TrainOptions {
         tbptt,
         chunk: tbptt,
         micro_batch: None,
+        recompute: None,
         adam: AdamConfig {
             lr: meta["lr"].parse().unwrap(),
             ..AdamConfig::default()

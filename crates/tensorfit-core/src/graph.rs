@@ -92,6 +92,13 @@ impl Graph {
         TensorId(self.tensors.len() - 1)
     }
 
+    /// Sets the phase recorded on nodes added from now on with [`Graph::op`] (`None`:
+    /// forward). Autodiff sets it itself; builders that write backward nodes by hand
+    /// (recomputation) set it so the planner labels memory correctly.
+    pub fn set_phase(&mut self, phase: Option<Phase>) {
+        self.phase = phase;
+    }
+
     /// A tensor the host writes before each run.
     pub fn input(&mut self, name: &str, shape: impl Into<Shape>) -> TensorId {
         self.leaf(name, shape.into(), Role::Input)

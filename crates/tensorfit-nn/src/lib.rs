@@ -14,6 +14,7 @@ pub mod config;
 pub mod model;
 pub mod params;
 pub mod programs;
+mod recompute;
 pub mod rng;
 pub mod task;
 pub mod trainer;

@@ -57,7 +57,7 @@ pub struct Classifier {
 }
 
 /// Adds the model's parameter and running-statistic leaves, in `param_specs` order.
-fn leaves(g: &mut Graph, cfg: &ModelConfig) -> (Named, Named) {
+pub(crate) fn leaves(g: &mut Graph, cfg: &ModelConfig) -> (Named, Named) {
     let mut params = Vec::new();
     let mut running = Vec::new();
     for spec in cfg.param_specs() {
@@ -73,7 +73,7 @@ fn leaves(g: &mut Graph, cfg: &ModelConfig) -> (Named, Named) {
     (params, running)
 }
 
-fn find(list: &[(String, TensorId)], name: &str) -> TensorId {
+pub(crate) fn find(list: &[(String, TensorId)], name: &str) -> TensorId {
     // Only called with names that `leaves` created from the same config.
     list.iter()
         .find(|(n, _)| n == name)
@@ -103,23 +103,7 @@ pub fn lstm_stack(
     for k in 0..cfg.layers {
         let h0 = g.state(&format!("state.h_l{k}"), [batch, cfg.hidden]);
         let c0 = g.state(&format!("state.c_l{k}"), [batch, cfg.hidden]);
-        let w = |n: &str| find(params, &format!("lstm.{n}_l{k}"));
-        let inputs = [
-            stack.y,
-            h0,
-            c0,
-            w("weight_ih"),
-            w("weight_hh"),
-            w("bias_ih"),
-            w("bias_hh"),
-        ];
-        let outs = g.op(
-            &format!("lstm_l{k}"),
-            Op::LstmForward {
-                keep_for_backward: keep,
-            },
-            &inputs,
-        )?;
+        let outs = lstm_layer(g, &format!("lstm_l{k}"), stack.y, h0, c0, params, k, keep)?;
         stack.h0.push(h0);
         stack.c0.push(c0);
         stack.y = outs[0];
@@ -127,6 +111,37 @@ pub fn lstm_stack(
         stack.c_n.push(outs[2]);
     }
     Ok(stack)
+}
+
+/// LSTM layer `k` over `x` from state (`h0`, `c0`); outputs as [`Op::LstmForward`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lstm_layer(
+    g: &mut Graph,
+    name: &str,
+    x: TensorId,
+    h0: TensorId,
+    c0: TensorId,
+    params: &[(String, TensorId)],
+    k: usize,
+    keep: bool,
+) -> Result<Vec<TensorId>> {
+    let w = |n: &str| find(params, &format!("lstm.{n}_l{k}"));
+    let inputs = [
+        x,
+        h0,
+        c0,
+        w("weight_ih"),
+        w("weight_hh"),
+        w("bias_ih"),
+        w("bias_hh"),
+    ];
+    g.op(
+        name,
+        Op::LstmForward {
+            keep_for_backward: keep,
+        },
+        &inputs,
+    )
 }
 
 /// A graph that only advances the LSTM state over a chunk of the sequence: the layers
@@ -228,25 +243,53 @@ pub fn classifier(
     cfg.validate()?;
     let (params, running) = leaves(g, cfg);
     let stack = lstm_stack(g, cfg, &params, batch, steps, mode == Mode::Train)?;
+    let last = g.op1("last_step", Op::SliceTime { t: steps - 1 }, &[stack.y])?;
+    let h = head(g, cfg, last, batch, &params, &running, mode)?;
+    Ok(Classifier {
+        stack,
+        labels: h.labels,
+        loss: h.loss,
+        probs: h.probs,
+        params,
+        running,
+        batch_stats: h.batch_stats,
+    })
+}
+
+/// The classifier's head and loss.
+pub(crate) struct Head {
+    pub labels: TensorId,
+    pub loss: TensorId,
+    pub probs: TensorId,
+    pub batch_stats: Vec<(String, TensorId, TensorId)>,
+}
+
+/// BatchNorm, Dense + activation, BatchNorm, output layer and softmax cross-entropy over
+/// the top layer's last step `last` `[B, H]`.
+pub(crate) fn head(
+    g: &mut Graph,
+    cfg: &ModelConfig,
+    last: TensorId,
+    batch: usize,
+    params: &[(String, TensorId)],
+    running: &[(String, TensorId)],
+    mode: Mode,
+) -> Result<Head> {
     let labels = g.input("labels", [batch]);
     let mut batch_stats = Vec::new();
-    let last = g.op1("last_step", Op::SliceTime { t: steps - 1 }, &[stack.y])?;
-    let h = batchnorm(g, "bn1", last, &params, &running, mode, &mut batch_stats)?;
-    let h = linear(g, "dense", h, &params)?;
+    let h = batchnorm(g, "bn1", last, params, running, mode, &mut batch_stats)?;
+    let h = linear(g, "dense", h, params)?;
     let h = match cfg.dense_activation {
         Activation::Identity => h,
         f => g.op1("dense.activation", Op::Activation(f), &[h])?,
     };
-    let h = batchnorm(g, "bn2", h, &params, &running, mode, &mut batch_stats)?;
-    let logits = linear(g, "out", h, &params)?;
+    let h = batchnorm(g, "bn2", h, params, running, mode, &mut batch_stats)?;
+    let logits = linear(g, "out", h, params)?;
     let outs = g.op("loss", Op::SoftmaxCrossEntropy, &[logits, labels])?;
-    Ok(Classifier {
-        stack,
+    Ok(Head {
         labels,
         loss: outs[0],
         probs: outs[1],
-        params,
-        running,
         batch_stats,
     })
 }

@@ -11,7 +11,8 @@ use tensorfit_core::{backward, Error, Graph, Op, Result, Role, Shape, TensorId};
 
 use crate::adam::AdamConfig;
 use crate::config::ModelConfig;
-use crate::model::{carry_graph, classifier, Mode, BN_MOMENTUM};
+use crate::model::{carry_graph, classifier, Mode, Named, BN_MOMENTUM};
+use crate::recompute;
 
 /// What a program does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,6 +31,8 @@ pub struct ProgramKey {
     pub kind: ProgramKind,
     pub batch: usize,
     pub steps: usize,
+    /// Training only: recompute activations in sub-segments of this many steps.
+    pub recompute: Option<usize>,
 }
 
 impl fmt::Display for ProgramKey {
@@ -39,7 +42,11 @@ impl fmt::Display for ProgramKey {
             ProgramKind::Train => "train",
             ProgramKind::Eval => "eval",
         };
-        write!(f, "{kind} b={} t={}", self.batch, self.steps)
+        write!(f, "{kind} b={} t={}", self.batch, self.steps)?;
+        if let Some(r) = self.recompute {
+            write!(f, " recompute={r}")?;
+        }
+        Ok(())
     }
 }
 
@@ -48,8 +55,9 @@ impl fmt::Display for ProgramKey {
 pub struct Program {
     pub key: ProgramKey,
     pub graph: Graph,
-    /// `[steps, batch, input]`.
-    pub x: TensorId,
+    /// The `[len, batch, input]` inputs, in time order, with their lengths (one, except
+    /// with recomputation: one per sub-segment).
+    pub xs: Vec<(TensorId, usize)>,
     pub labels: Option<TensorId>,
     pub loss: Option<TensorId>,
     pub probs: Option<TensorId>,
@@ -74,22 +82,27 @@ pub fn persistent_key(name: &str, batch: usize) -> String {
 impl Program {
     /// Builds the program `key` for `cfg`.
     pub fn build(cfg: &ModelConfig, adam: &AdamConfig, key: ProgramKey) -> Result<Program> {
-        let ProgramKey { kind, batch, steps } = key;
-        let mut p = match kind {
-            ProgramKind::Carry => {
+        let ProgramKey {
+            kind,
+            batch,
+            steps,
+            recompute,
+        } = key;
+        let mut p = match (kind, recompute) {
+            (ProgramKind::Carry, _) => {
                 let (graph, stack) = carry_graph(cfg, batch, steps)?;
-                Program::bare(key, graph, stack.x)
+                Program::bare(key, graph, vec![(stack.x, steps)])
             }
-            ProgramKind::Eval => {
+            (ProgramKind::Eval, _) => {
                 let mut g = Graph::new();
                 let c = classifier(&mut g, cfg, batch, steps, Mode::Infer)?;
-                let mut p = Program::bare(key, g, c.stack.x);
+                let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
                 p.labels = Some(c.labels);
                 p.loss = Some(c.loss);
                 p.probs = Some(c.probs);
                 p
             }
-            ProgramKind::Train => {
+            (ProgramKind::Train, None) => {
                 let mut g = Graph::new();
                 let c = classifier(&mut g, cfg, batch, steps, Mode::Train)?;
                 let seed = Op::Fill {
@@ -99,37 +112,43 @@ impl Program {
                 let one = g.op1("loss.grad_seed", seed, &[])?;
                 let wrt: Vec<TensorId> = c.params.iter().map(|(_, t)| *t).collect();
                 let grads = backward(&mut g, &[(c.loss, one)], &wrt)?;
-                let mut named = Vec::with_capacity(grads.len());
-                for ((name, _), grad) in c.params.iter().zip(grads) {
-                    let grad = grad.ok_or_else(|| {
-                        Error::Graph(format!("the loss does not depend on parameter `{name}`"))
-                    })?;
-                    named.push((name.clone(), grad));
-                }
-                let grad_ids: Vec<TensorId> = named.iter().map(|(_, g)| *g).collect();
-                let (scalars, _) = adam.append_updates(&mut g, &c.params, &grad_ids)?;
-                let unbias = batch as f32 / (batch as f32 - 1.0);
-                for (bn, mean, var) in &c.batch_stats {
-                    let stat = |s: &str| {
-                        c.running
-                            .iter()
-                            .find(|(n, _)| n == &format!("{bn}.{s}"))
-                            .map(|(_, t)| *t)
-                            .ok_or_else(|| Error::Graph(format!("{bn}.{s} missing")))
-                    };
-                    let targets = [stat("running_mean")?, stat("running_var")?];
-                    let op = Op::BatchNormStatsUpdate {
-                        momentum: BN_MOMENTUM,
-                        unbias,
-                    };
-                    g.update(&format!("{bn}.stats_update"), op, &[*mean, *var], &targets)?;
-                }
-                let mut p = Program::bare(key, g, c.stack.x);
-                p.labels = Some(c.labels);
-                p.loss = Some(c.loss);
-                p.probs = Some(c.probs);
-                p.scalars = Some(scalars);
-                p.grads = named;
+                let grads = grads
+                    .into_iter()
+                    .zip(&c.params)
+                    .map(|(grad, (name, _))| {
+                        grad.ok_or_else(|| {
+                            Error::Graph(format!("the loss does not depend on parameter `{name}`"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
+                p.finish_training(
+                    adam,
+                    batch,
+                    c.labels,
+                    c.loss,
+                    c.probs,
+                    &c.params,
+                    &c.running,
+                    &c.batch_stats,
+                    grads,
+                )?;
+                p
+            }
+            (ProgramKind::Train, Some(segment)) => {
+                let r = recompute::train_graph(cfg, batch, steps, segment)?;
+                let mut p = Program::bare(key, r.graph, r.xs);
+                p.finish_training(
+                    adam,
+                    batch,
+                    r.labels,
+                    r.loss,
+                    r.probs,
+                    &r.params,
+                    &r.running,
+                    &r.batch_stats,
+                    r.grads,
+                )?;
                 p
             }
         };
@@ -144,11 +163,52 @@ impl Program {
         Ok(p)
     }
 
-    fn bare(key: ProgramKey, graph: Graph, x: TensorId) -> Program {
+    /// Appends Adam and the running-statistics updates to a training graph and records
+    /// its ids.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_training(
+        &mut self,
+        adam: &AdamConfig,
+        batch: usize,
+        labels: TensorId,
+        loss: TensorId,
+        probs: TensorId,
+        params: &Named,
+        running: &Named,
+        batch_stats: &[(String, TensorId, TensorId)],
+        grads: Vec<TensorId>,
+    ) -> Result<()> {
+        let g = &mut self.graph;
+        let (scalars, _) = adam.append_updates(g, params, &grads)?;
+        let unbias = batch as f32 / (batch as f32 - 1.0);
+        for (bn, mean, var) in batch_stats {
+            let stat = |s: &str| {
+                running
+                    .iter()
+                    .find(|(n, _)| n == &format!("{bn}.{s}"))
+                    .map(|(_, t)| *t)
+                    .ok_or_else(|| Error::Graph(format!("{bn}.{s} missing")))
+            };
+            let targets = [stat("running_mean")?, stat("running_var")?];
+            let op = Op::BatchNormStatsUpdate {
+                momentum: BN_MOMENTUM,
+                unbias,
+            };
+            g.update(&format!("{bn}.stats_update"), op, &[*mean, *var], &targets)?;
+        }
+        self.labels = Some(labels);
+        self.loss = Some(loss);
+        self.probs = Some(probs);
+        self.scalars = Some(scalars);
+        self.grads = params.iter().map(|(n, _)| n.clone()).zip(grads).collect();
+        Ok(())
+    }
+
+    fn bare(key: ProgramKey, graph: Graph, xs: Vec<(TensorId, usize)>) -> Program {
         Program {
             key,
             graph,
-            x,
+            xs,
             labels: None,
             loss: None,
             probs: None,

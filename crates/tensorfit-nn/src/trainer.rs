@@ -38,6 +38,9 @@ pub struct TrainOptions {
     pub chunk: usize,
     /// Evaluate in micro-batches of this many sequences (`None`: the whole batch).
     pub micro_batch: Option<usize>,
+    /// Recompute the training segment's activations in sub-segments of this many steps
+    /// during backward, instead of keeping them (`None`: keep them).
+    pub recompute: Option<usize>,
     pub adam: AdamConfig,
 }
 
@@ -47,6 +50,7 @@ impl Default for TrainOptions {
             tbptt: 50,
             chunk: 50,
             micro_batch: None,
+            recompute: None,
             adam: AdamConfig::default(),
         }
     }
@@ -55,9 +59,13 @@ impl Default for TrainOptions {
 impl TrainOptions {
     pub fn validate(&self) -> Result<()> {
         self.adam.validate()?;
-        if self.tbptt == 0 || self.chunk == 0 || self.micro_batch == Some(0) {
+        if self.tbptt == 0
+            || self.chunk == 0
+            || self.micro_batch == Some(0)
+            || self.recompute == Some(0)
+        {
             return Err(Error::input(
-                "tbptt, chunk and micro-batch sizes must be at least 1",
+                "tbptt, chunk, micro-batch and recompute lengths must be at least 1",
             ));
         }
         Ok(())
@@ -70,7 +78,10 @@ impl TrainOptions {
             .into_iter()
             .map(|s| key(ProgramKind::Carry, batch, s))
             .collect();
-        keys.push(key(ProgramKind::Train, batch, last));
+        keys.push(ProgramKey {
+            recompute: self.recompute.filter(|&r| r < last),
+            ..key(ProgramKind::Train, batch, last)
+        });
         keys
     }
 
@@ -128,7 +139,12 @@ impl TrainOptions {
 }
 
 fn key(kind: ProgramKind, batch: usize, steps: usize) -> ProgramKey {
-    ProgramKey { kind, batch, steps }
+    ProgramKey {
+        kind,
+        batch,
+        steps,
+        recompute: None,
+    }
 }
 
 /// What one training step produced.
@@ -344,7 +360,7 @@ impl Trainer {
         labels: &[f32],
         scalars: Option<&[f32]>,
     ) -> Result<(f32, HostTensor)> {
-        let Some((last, carries)) = keys.split_last() else {
+        let Some(last) = keys.last() else {
             return Err(Error::Graph("a run needs at least one program".into()));
         };
         let batch = last.batch;
@@ -357,19 +373,21 @@ impl Trainer {
         }
         let row = batch * self.cfg.input;
         let mut t = 0;
-        for &key in carries {
+        for &key in keys {
             self.ensure_program(key)?;
             let p = &self.programs[&key];
             let backend = self.backend.as_mut();
-            p.exe
-                .write(backend, p.ids.x, &x.data[t * row..(t + key.steps) * row])?;
-            p.exe.run(backend)?;
-            t += key.steps;
+            for &(input, len) in &p.ids.xs {
+                p.exe
+                    .write(backend, input, &x.data[t * row..(t + len) * row])?;
+                t += len;
+            }
+            if key != *last {
+                p.exe.run(backend)?;
+            }
         }
-        self.ensure_program(*last)?;
         let p = &self.programs[last];
         let backend = self.backend.as_mut();
-        p.exe.write(backend, p.ids.x, &x.data[t * row..])?;
         if let Some(l) = p.ids.labels {
             p.exe.write(backend, l, labels)?;
         }

@@ -1,0 +1,304 @@
+//! The `tensorfit` command line end to end: JSON keys, exit codes, checkpoints that
+//! round-trip through train → eval → predict, and clear errors on bad input.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tensorfit::core::HostTensor;
+use tensorfit::nn::ParamStore;
+
+fn tensorfit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tensorfit"))
+        .args(args)
+        // Keep the throughput cache inside the test's temporary directory.
+        .env("XDG_CACHE_HOME", scratch().join("cache"))
+        .output()
+        .expect("the binary runs")
+}
+
+fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tensorfit-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn json(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn plan_json_has_every_candidate_field_and_streams_the_seed_case() {
+    let out = tensorfit(&[
+        "plan",
+        "--mode",
+        "infer",
+        "--batch",
+        "100",
+        "--seq-len",
+        "2000",
+        "--device",
+        "cpu",
+        "--device-memory",
+        "cpu=336MB",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    let keys = [
+        "device",
+        "kind",
+        "capacity_bytes",
+        "estimated_peak_bytes",
+        "fits",
+        "strategy",
+        "estimated_seconds",
+        "breakdown",
+        "reason",
+    ];
+    for c in v["candidates"].as_array().unwrap() {
+        for k in keys {
+            assert!(c.get(k).is_some(), "candidate lacks `{k}`: {c}");
+        }
+    }
+    let chosen = &v["chosen"];
+    assert!(
+        chosen["strategy"].as_str().unwrap().contains("streamed"),
+        "{chosen}"
+    );
+    assert!(chosen["estimated_peak_bytes"].as_u64().unwrap() <= 336_000_000);
+}
+
+#[test]
+fn nothing_fits_exits_nonzero_and_names_the_smallest_plan() {
+    let out = tensorfit(&[
+        "plan",
+        "--mode",
+        "train",
+        "--batch",
+        "100",
+        "--seq-len",
+        "2000",
+        "--device",
+        "cpu",
+        "--device-memory",
+        "cpu=1MiB",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("nothing fits: the smallest plan needs"),
+        "{text}"
+    );
+
+    let out = tensorfit(&[
+        "eval",
+        "--batch",
+        "10",
+        "--seq-len",
+        "20",
+        "--device",
+        "cpu",
+        "--device-memory",
+        "cpu=1MiB",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("smallest plan") && err.contains("largest usable capacity"),
+        "{err}"
+    );
+}
+
+#[test]
+fn train_eval_predict_round_trip_through_a_checkpoint() {
+    let dir = scratch();
+    let ck = dir.join("model.safetensors");
+    let ck_s = ck.to_str().unwrap();
+    let out = tensorfit(&[
+        "train",
+        "--steps",
+        "3",
+        "--batch",
+        "8",
+        "--seq-len",
+        "10",
+        "--eval-batch",
+        "16",
+        "--json",
+        "--save",
+        ck_s,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    for k in [
+        "device",
+        "strategy",
+        "estimated_peak_bytes",
+        "measured_peak_bytes",
+        "loss",
+    ] {
+        assert!(v.get(k).is_some(), "train --json lacks `{k}`: {v}");
+    }
+    assert_eq!(v["estimated_peak_bytes"], v["measured_peak_bytes"]);
+
+    let out = tensorfit(&[
+        "eval",
+        "--checkpoint",
+        ck_s,
+        "--batch",
+        "8",
+        "--seq-len",
+        "10",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    for k in [
+        "device",
+        "strategy",
+        "estimated_peak_bytes",
+        "measured_peak_bytes",
+        "loss",
+        "accuracy",
+    ] {
+        assert!(v.get(k).is_some(), "eval --json lacks `{k}`: {v}");
+    }
+
+    // Resuming continues the step count.
+    let out = tensorfit(&[
+        "train",
+        "--resume",
+        ck_s,
+        "--steps",
+        "2",
+        "--batch",
+        "8",
+        "--seq-len",
+        "10",
+        "--eval-batch",
+        "16",
+        "--json",
+        "--save",
+        ck_s,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resumed = tensorfit::nn::Checkpoint::load(&ck).unwrap();
+    assert_eq!(resumed.step, 5);
+
+    let mut inputs = ParamStore::new();
+    let (batch, steps) = (3, 7);
+    let mut data = vec![0.0f32; batch * steps * 152];
+    for (i, v) in data.iter_mut().enumerate() {
+        if i % 152 == (i / 152) % 152 {
+            *v = 1.0;
+        }
+    }
+    inputs.insert("input", HostTensor::new([batch, steps, 152], data).unwrap());
+    let input = dir.join("input.safetensors");
+    std::fs::write(
+        &input,
+        inputs.to_safetensors("", Default::default()).unwrap(),
+    )
+    .unwrap();
+    let output = dir.join("probs.safetensors");
+    let out = tensorfit(&[
+        "predict",
+        "--checkpoint",
+        ck_s,
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (probs, _) = ParamStore::load(&output, "").unwrap();
+    let p = probs.get("probabilities").unwrap();
+    assert_eq!(p.shape.dims(), &[batch, 6]);
+    for row in p.data.chunks(6) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["plan", "--device-memory", "cpu=lots"], "not a size"),
+        (
+            &["plan", "--device-memory", "tpu=1GiB"],
+            "unknown device kind",
+        ),
+        (
+            &["plan", "--mode", "sideways"],
+            "--mode must be train or infer",
+        ),
+        (
+            &["eval", "--batch", "0", "--seq-len", "10"],
+            "batch must be at least 1",
+        ),
+        (&["train", "--steps", "0"], "--steps must be at least 1"),
+        (
+            &["eval", "--checkpoint", "/nonexistent/ck.safetensors"],
+            "No such file",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = tensorfit(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: expected `{want}` in: {err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    }
+}
+
+#[test]
+fn devices_lists_the_cpu_with_its_memory() {
+    let out = tensorfit(&["devices", "--json"]);
+    assert!(out.status.success());
+    let v = json(&out);
+    let cpu = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == "cpu")
+        .unwrap()
+        .clone();
+    assert_eq!(cpu["available"], true);
+    assert!(cpu["total_bytes"].as_u64().unwrap() > 0);
+    let cuda = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == "cuda")
+        .unwrap()
+        .clone();
+    assert!(cuda.get("available").is_some());
+}
