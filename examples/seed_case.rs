@@ -28,6 +28,7 @@ fn main() -> Result<()> {
             margin: 0.1,
             device: Some(DeviceKind::Cpu),
             caps: MemoryCaps::parse(&[format!("cpu={cap}")])?,
+            exclude: Vec::new(),
         };
         println!("== evaluation of 100 × 2000 under a {cap} cap");
         let decision = decide(&req)?;

@@ -14,6 +14,7 @@
 
 pub mod calibrate;
 pub mod devices;
+pub mod faults;
 pub mod session;
 
 pub use tensorfit_core as core;

@@ -265,6 +265,7 @@ fn request(cfg: ModelConfig, job: Job, tbptt: usize, lr: f32, dev: &DeviceArgs) 
         margin: dev.margin,
         device: dev.kind()?,
         caps: dev.caps()?,
+        exclude: Vec::new(),
     })
 }
 
@@ -287,6 +288,7 @@ fn summary(s: &Session) -> serde_json::Value {
         "strategy": s.strategy,
         "estimated_peak_bytes": s.plan.peak_bytes(),
         "measured_peak_bytes": s.trainer.memory().peak,
+        "fallbacks": s.fallbacks.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
     })
 }
 
@@ -357,16 +359,21 @@ fn train(a: TrainArgs) -> Result<()> {
     let mut last_eval = None;
     for step in first..=last {
         let batch = data.batch(a.batch, a.seq_len)?;
+        let seen = session.fallbacks.len();
         let report = session
-            .trainer
             .train_step(&batch.x, &batch.labels)
             .with_context(|| format!("training step {step}"))?;
+        if !a.json {
+            for f in &session.fallbacks[seen..] {
+                eprintln!("\nwarning: {f}");
+            }
+        }
         last_loss = report.loss;
         let done = step - first + 1;
         let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
         let eval_now = step == last || (a.eval_every > 0 && step % a.eval_every == 0);
         if eval_now {
-            last_eval = Some(session.trainer.evaluate(&held_out.x, &held_out.labels)?);
+            last_eval = Some(session.evaluate(&held_out.x, &held_out.labels)?);
         }
         if a.json {
             continue;
@@ -450,7 +457,7 @@ fn eval(a: EvalArgs) -> Result<()> {
     let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
     let t = Instant::now();
-    let report = session.trainer.evaluate(&data.x, &data.labels)?;
+    let report = session.evaluate(&data.x, &data.labels)?;
     let secs = t.elapsed().as_secs_f64();
     if a.json {
         let mut out = summary(&session);

@@ -10,8 +10,11 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
-use tensorfit_nn::{AdamConfig, Job, ModelConfig, ParamStore, Program, TrainOptions, Trainer};
+use tensorfit_core::{DeviceInfo, DeviceKind, Error, HostTensor, Result};
+use tensorfit_nn::{
+    AdamConfig, Checkpoint, EvalReport, Job, ModelConfig, ParamStore, Program, StepReport,
+    TrainOptions, Trainer,
+};
 use tensorfit_plan::{
     choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
 };
@@ -32,6 +35,8 @@ pub struct Request {
     /// `None`: choose automatically.
     pub device: Option<DeviceKind>,
     pub caps: MemoryCaps,
+    /// Devices not to use (set after a device was lost).
+    pub exclude: Vec<DeviceKind>,
 }
 
 /// The memory-saving choices that leave results unchanged.
@@ -201,6 +206,10 @@ pub fn decide(req: &Request) -> Result<Decision> {
     let steps = inference_dims(req.job).1;
     for dev in discover(&req.caps) {
         if req.device.is_some_and(|k| k != dev.kind) {
+            continue;
+        }
+        if req.exclude.contains(&dev.kind) {
+            unavailable.push((dev.id, "excluded after it failed during this run".into()));
             continue;
         }
         let info = match dev.info {
@@ -401,19 +410,61 @@ pub fn format_seconds(s: f64) -> String {
     }
 }
 
-/// A job running on its chosen device.
+/// A move to another plan or device after the device failed during a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fallback {
+    /// The optimizer step that was being taken (repeated on the new plan).
+    pub step: u64,
+    pub from: String,
+    pub to: String,
+    pub error: String,
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "step {}: {}; moved from {} to {} without losing the training state, and repeated the step",
+            self.step, self.error, self.from, self.to
+        )
+    }
+}
+
+/// A job running on its chosen device. Its training steps and evaluations survive the
+/// device failing: before each, the training state is copied to the host; on
+/// out-of-memory (or a lost device) the session frees what it held, replans with the
+/// device's capacity as it is now (or without the device), restores the state on the new
+/// plan and repeats the step. [`Session::fallbacks`] records each move.
 #[derive(Debug)]
 pub struct Session {
     pub trainer: Trainer,
     pub device: String,
     pub strategy: String,
     pub plan: MemoryPlan,
+    /// Every recovery so far, oldest first.
+    pub fallbacks: Vec<Fallback>,
+    req: Request,
 }
+
+/// How many times one step may move before the session gives up.
+const MAX_FALLBACKS_PER_STEP: usize = 3;
 
 /// Opens the chosen device and allocates the chosen plan's arenas there.
 pub fn start(req: &Request, decision: &Decision, params: &ParamStore) -> Result<Session> {
-    let (c, plan, opts, info) = decision.chosen().ok_or_else(|| decision.nothing_fits())?;
+    let (_, _, _, info) = decision.chosen().ok_or_else(|| decision.nothing_fits())?;
     let backend = open(info.kind, &req.caps)?;
+    start_on(req, decision, params, backend)
+}
+
+/// As [`start`], on a backend the caller opened (for example one wrapped to inject
+/// faults).
+pub fn start_on(
+    req: &Request,
+    decision: &Decision,
+    params: &ParamStore,
+    backend: Box<dyn tensorfit_core::Backend>,
+) -> Result<Session> {
+    let (c, plan, opts, _) = decision.chosen().ok_or_else(|| decision.nothing_fits())?;
     let trainer = Trainer::with_layout(
         backend,
         req.cfg.clone(),
@@ -426,5 +477,72 @@ pub fn start(req: &Request, decision: &Decision, params: &ParamStore) -> Result<
         device: c.device.clone(),
         strategy: c.strategy.clone(),
         plan: plan.clone(),
+        fallbacks: Vec::new(),
+        req: req.clone(),
     })
+}
+
+impl Session {
+    /// One training step, recovering from device failures (see the type's docs).
+    pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
+        self.with_recovery(|t| t.train_step(x, labels))
+    }
+
+    /// An evaluation, recovering from device failures.
+    pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
+        self.with_recovery(|t| t.evaluate(x, labels))
+    }
+
+    fn with_recovery<T>(&mut self, mut run: impl FnMut(&mut Trainer) -> Result<T>) -> Result<T> {
+        let snapshot = self.trainer.checkpoint()?;
+        for _ in 0..MAX_FALLBACKS_PER_STEP {
+            match run(&mut self.trainer) {
+                Err(e) if e.is_device_failure() => self.recover(&snapshot, e)?,
+                other => return other,
+            }
+        }
+        run(&mut self.trainer)
+    }
+
+    /// Frees the failed device's memory, replans and restores `snapshot` on the new plan.
+    fn recover(&mut self, snapshot: &Checkpoint, error: Error) -> Result<()> {
+        let info = self.trainer.device_info();
+        let held = self.trainer.memory().allocated;
+        let mut req = self.req.clone();
+        match &error {
+            Error::DeviceLost { .. } => req.exclude.push(info.kind),
+            _ => {
+                // What this device can give once our own buffers are freed.
+                let now = info
+                    .free_bytes
+                    .unwrap_or(info.total_bytes)
+                    .saturating_add(held)
+                    .min(info.total_bytes);
+                let cap = req.caps.get(info.kind).map_or(now, |c| c.min(now));
+                req.caps.0.insert(info.kind, cap);
+            }
+        }
+        // The failed device may refuse even this; its memory is what we are giving up.
+        let _ = self.trainer.release_memory();
+        let decision = decide(&req)?;
+        if decision.chosen.is_none() {
+            return Err(Error::input(format!(
+                "{error}; and no plan fits any more: {}",
+                decision.nothing_fits()
+            )));
+        }
+        let mut next = start(&req, &decision, &snapshot.params)?;
+        next.trainer
+            .restore_optimizer(&snapshot.optimizer, snapshot.step)?;
+        let fallback = Fallback {
+            step: snapshot.step + 1,
+            from: format!("{} ({})", self.device, self.strategy),
+            to: format!("{} ({})", next.device, next.strategy),
+            error: error.to_string(),
+        };
+        next.fallbacks = std::mem::take(&mut self.fallbacks);
+        next.fallbacks.push(fallback);
+        *self = next;
+        Ok(())
+    }
 }

@@ -65,6 +65,7 @@ fn measured_peak_matches_the_plan_within_two_percent() {
             margin: 0.1,
             device: Some(tensorfit::core::DeviceKind::Cpu),
             caps,
+            exclude: Vec::new(),
         };
         let decision = decide(&req).unwrap();
         let params = ParamStore::init(&cfg, 3).unwrap();

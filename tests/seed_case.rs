@@ -29,6 +29,7 @@ fn run(cap: &str) -> (String, u64, u64, Vec<f32>, f32) {
         margin: 0.1,
         device: Some(DeviceKind::Cpu),
         caps: MemoryCaps::parse(&[format!("cpu={cap}")]).unwrap(),
+        exclude: Vec::new(),
     };
     let decision = decide(&req).unwrap();
     print!("cap {cap}:\n{}", decision.table());

@@ -30,6 +30,11 @@ pub enum Error {
         available: u64,
     },
 
+    /// The device stopped working (driver reset, device removed, context lost). Its
+    /// memory is gone; a session moves to another device from its last host snapshot.
+    #[error("device lost on {device}: {message}")]
+    DeviceLost { device: String, message: String },
+
     /// A backend was handed a buffer, view or op it cannot use.
     #[error("backend {backend}: {message}")]
     Backend {
@@ -47,6 +52,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// True for failures of the device rather than of the request: out of memory, or the
+    /// device lost. A session recovers from these by moving to another plan or device.
+    pub fn is_device_failure(&self) -> bool {
+        matches!(self, Error::OutOfMemory { .. } | Error::DeviceLost { .. })
+    }
+
     /// Shorthand for an [`Error::Input`].
     pub fn input(msg: impl Into<String>) -> Self {
         Error::Input(msg.into())

@@ -17,7 +17,8 @@
 use std::collections::HashMap;
 
 use tensorfit_core::{
-    Backend, BufferId, Error, Executable, HostTensor, Layout, MemoryInfo, Result, Shape, TensorView,
+    Backend, BufferId, DeviceInfo, Error, Executable, HostTensor, Layout, MemoryInfo, Result,
+    Shape, TensorView,
 };
 
 use crate::adam::AdamConfig;
@@ -284,6 +285,42 @@ impl Trainer {
 
     pub fn backend_name(&self) -> String {
         self.backend.name()
+    }
+
+    /// Frees every buffer this trainer holds on its device (programs, arenas, persistent
+    /// tensors), so a replacement can be planned into the memory. The trainer cannot be
+    /// used afterwards. Errors are collected, not stopped at: a lost device may refuse
+    /// every call, and the memory is gone anyway.
+    pub fn release_memory(&mut self) -> Result<()> {
+        let mut first_error = None;
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                first_error.get_or_insert(e);
+            }
+        };
+        for (_, p) in self.programs.drain() {
+            note(p.exe.release(self.backend.as_mut()));
+        }
+        match self.layout.take() {
+            Some((_, buffers)) => {
+                for b in buffers {
+                    note(self.backend.free(b));
+                }
+            }
+            None => {
+                for (_, v) in self.persistent.iter() {
+                    note(self.backend.free(v.buffer));
+                }
+            }
+        }
+        self.persistent.clear();
+        self.last_train = None;
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The backend's device figures now.
+    pub fn device_info(&self) -> DeviceInfo {
+        self.backend.info()
     }
 
     /// The backend's memory figures (allocated and peak bytes).
@@ -583,7 +620,12 @@ impl Trainer {
         let exe = match &self.layout {
             Some((layout, buffers)) => {
                 let placement = layout.programs.get(&key.to_string()).ok_or_else(|| {
-                    Error::Graph(format!("program `{key}` is not in the memory plan"))
+                    let mut planned: Vec<&String> = layout.programs.keys().collect();
+                    planned.sort();
+                    Error::input(format!(
+                        "program `{key}` is not in the memory plan (planned: {}); plan the job with this batch size and sequence length",
+                        planned.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    ))
                 })?;
                 Executable::in_buffers(graph, bound, placement, buffers)?
             }

@@ -1,0 +1,170 @@
+//! A backend wrapper that fails on purpose, to test that a session recovers.
+//!
+//! Real devices lose memory at run time: another process takes the GPU's memory, or a
+//! driver reserves more than it reported. [`FaultyBackend`] reproduces that on any
+//! machine, around any backend: it can fail the N-th allocation or the N-th op with
+//! out-of-memory, or report the device lost, and its capacity can be lowered while a run
+//! is going on (then every op fails with out-of-memory while more is allocated than the
+//! new capacity, as when memory vanishes under a running program). The knobs are shared
+//! through an `Arc<Faults>`, so a test can turn them while the session owns the backend.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tensorfit_core::{Backend, BufferId, DeviceInfo, Error, MemoryInfo, Op, Result, TensorView};
+
+/// The failures to inject. Counters are 1-based; 0 means never.
+#[derive(Debug)]
+pub struct Faults {
+    /// Fail this allocation (1 = the first) with out-of-memory.
+    pub fail_allocation: AtomicU64,
+    /// Fail this op execution with out-of-memory.
+    pub fail_execute: AtomicU64,
+    /// From this op execution on, report the device lost.
+    pub lose_device_at: AtomicU64,
+    /// Capacity in bytes (`u64::MAX`: the inner backend's).
+    pub capacity: AtomicU64,
+    allocations: AtomicU64,
+    executes: AtomicU64,
+    lost: AtomicBool,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            fail_allocation: AtomicU64::new(0),
+            fail_execute: AtomicU64::new(0),
+            lose_device_at: AtomicU64::new(0),
+            capacity: AtomicU64::new(u64::MAX),
+            allocations: AtomicU64::new(0),
+            executes: AtomicU64::new(0),
+            lost: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Faults {
+    /// Op executions so far.
+    pub fn executes(&self) -> u64 {
+        self.executes.load(Ordering::SeqCst)
+    }
+}
+
+/// Wraps a backend and injects the [`Faults`] it shares with the caller.
+pub struct FaultyBackend {
+    inner: Box<dyn Backend>,
+    faults: Arc<Faults>,
+}
+
+impl std::fmt::Debug for FaultyBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultyBackend")
+            .field("inner", &self.inner.name())
+            .field("faults", &self.faults)
+            .finish()
+    }
+}
+
+impl FaultyBackend {
+    pub fn new(inner: Box<dyn Backend>, faults: Arc<Faults>) -> Self {
+        FaultyBackend { inner, faults }
+    }
+
+    fn oom(&self, requested: u64) -> Error {
+        let m = self.inner.memory();
+        Error::OutOfMemory {
+            device: format!("{} (injected fault)", self.inner.name()),
+            requested,
+            available: self.capacity().saturating_sub(m.allocated),
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        self.faults.capacity.load(Ordering::SeqCst)
+    }
+
+    fn check_lost(&self) -> Result<()> {
+        if self.faults.lost.load(Ordering::SeqCst) {
+            return Err(Error::DeviceLost {
+                device: self.inner.name(),
+                message: "injected fault".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Backend for FaultyBackend {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn info(&self) -> DeviceInfo {
+        let mut info = self.inner.info();
+        let cap = self.capacity();
+        let used = self.inner.memory().allocated;
+        info.total_bytes = info.total_bytes.min(cap);
+        info.free_bytes = Some(
+            info.free_bytes
+                .unwrap_or(u64::MAX)
+                .min(cap.saturating_sub(used)),
+        );
+        info
+    }
+
+    fn allocate(&mut self, bytes: u64) -> Result<BufferId> {
+        self.check_lost()?;
+        let n = self.faults.allocations.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.faults.fail_allocation.load(Ordering::SeqCst)
+            || self.inner.memory().allocated.saturating_add(bytes) > self.capacity()
+        {
+            return Err(self.oom(bytes));
+        }
+        self.inner.allocate(bytes)
+    }
+
+    fn free(&mut self, buffer: BufferId) -> Result<()> {
+        // Freeing works even on a lost device: the memory is gone either way.
+        self.inner.free(buffer)
+    }
+
+    fn write(&mut self, view: &TensorView, data: &[f32]) -> Result<()> {
+        self.check_lost()?;
+        self.inner.write(view, data)
+    }
+
+    fn read(&mut self, view: &TensorView, out: &mut [f32]) -> Result<()> {
+        self.check_lost()?;
+        self.inner.read(view, out)
+    }
+
+    fn execute(&mut self, op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
+        let n = self.faults.executes.fetch_add(1, Ordering::SeqCst) + 1;
+        let lose = self.faults.lose_device_at.load(Ordering::SeqCst);
+        if lose != 0 && n >= lose {
+            self.faults.lost.store(true, Ordering::SeqCst);
+        }
+        self.check_lost()?;
+        if n == self.faults.fail_execute.load(Ordering::SeqCst)
+            || self.inner.memory().allocated > self.capacity()
+        {
+            return Err(self.oom(0));
+        }
+        self.inner.execute(op, inputs, outputs)
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        self.check_lost()?;
+        self.inner.synchronize()
+    }
+
+    fn memory(&self) -> MemoryInfo {
+        let mut m = self.inner.memory();
+        m.total = m.total.min(self.capacity());
+        m
+    }
+
+    fn reset_peak(&mut self) {
+        self.inner.reset_peak()
+    }
+}

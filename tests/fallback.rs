@@ -1,0 +1,151 @@
+//! Nothing lost: when the device runs out of memory (or is lost) in the middle of a run,
+//! the session moves the training state to the host, replans, and repeats the step; the
+//! losses and final weights equal those of an uninterrupted run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tensorfit::core::{Activation, DeviceKind};
+use tensorfit::cpu::CpuBackend;
+use tensorfit::devices::MemoryCaps;
+use tensorfit::faults::{Faults, FaultyBackend};
+use tensorfit::nn::{AdamConfig, Batch, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::session::{decide, start, start_on, Request, Session};
+
+const STEPS: usize = 6;
+
+fn request(device: Option<DeviceKind>) -> Request {
+    Request {
+        cfg: ModelConfig {
+            input: TemporalOrder::FEATURES,
+            hidden: 32,
+            layers: 2,
+            dense: 16,
+            classes: TemporalOrder::CLASSES,
+            dense_activation: Activation::Tanh,
+        },
+        job: Job::Train {
+            batch: 16,
+            seq_len: 60,
+            eval: None,
+        },
+        tbptt: 60,
+        adam: AdamConfig {
+            lr: 0.005,
+            ..AdamConfig::default()
+        },
+        margin: 0.1,
+        device,
+        caps: MemoryCaps::default(),
+        exclude: Vec::new(),
+    }
+}
+
+fn data() -> Vec<Batch> {
+    let mut t = TemporalOrder::new(4);
+    (0..STEPS).map(|_| t.batch(16, 60).unwrap()).collect()
+}
+
+fn run(
+    session: &mut Session,
+    batches: &[Batch],
+    at_step: impl Fn(usize),
+) -> (Vec<f32>, ParamStore) {
+    let mut losses = Vec::new();
+    for (i, b) in batches.iter().enumerate() {
+        at_step(i);
+        losses.push(session.train_step(&b.x, &b.labels).unwrap().loss);
+    }
+    (losses, session.trainer.parameters().unwrap())
+}
+
+fn uninterrupted() -> (Vec<f32>, ParamStore) {
+    let req = request(Some(DeviceKind::Cpu));
+    let params = ParamStore::init(&req.cfg, 2).unwrap();
+    let mut s = start(&req, &decide(&req).unwrap(), &params).unwrap();
+    run(&mut s, &data(), |_| {})
+}
+
+fn faulty_session(faults: &Arc<Faults>) -> Session {
+    let req = request(Some(DeviceKind::Cpu));
+    let params = ParamStore::init(&req.cfg, 2).unwrap();
+    let backend = FaultyBackend::new(Box::new(CpuBackend::new()), faults.clone());
+    start_on(&req, &decide(&req).unwrap(), &params, Box::new(backend)).unwrap()
+}
+
+fn assert_same(what: &str, got: &(Vec<f32>, ParamStore), want: &(Vec<f32>, ParamStore)) {
+    for (i, (a, b)) in got.0.iter().zip(&want.0).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * b.abs(),
+            "{what}: loss of step {i}: {a} vs {b}"
+        );
+    }
+    // Weights: within 1e-5 of each tensor's scale (recomputation sums the weight
+    // gradients in a different order, so the last bits may differ).
+    for (name, t) in want.1.iter() {
+        let g = got.1.get(name).unwrap();
+        let scale = t.data.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        for (a, b) in g.data.iter().zip(&t.data) {
+            assert!((a - b).abs() <= 1e-5 * scale, "{what}: {name}: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn an_op_failing_with_out_of_memory_mid_step_repeats_the_step() {
+    let reference = uninterrupted();
+    let faults = Arc::new(Faults::default());
+    let mut s = faulty_session(&faults);
+    // Fail an op in the middle of the fourth step (after some updates may have run).
+    let got = run(&mut s, &data(), |i| {
+        if i == 3 {
+            let now = faults.executes();
+            faults.fail_execute.store(now + 40, Ordering::SeqCst);
+        }
+    });
+    assert_eq!(s.fallbacks.len(), 1, "{:?}", s.fallbacks);
+    assert_eq!(s.fallbacks[0].step, 4);
+    println!("{}", s.fallbacks[0]);
+    assert_same("after an injected out-of-memory", &got, &reference);
+}
+
+#[test]
+fn memory_vanishing_mid_run_moves_to_a_smaller_plan() {
+    let reference = uninterrupted();
+    let faults = Arc::new(Faults::default());
+    let mut s = faulty_session(&faults);
+    let whole = s.plan.peak_bytes();
+    let got = run(&mut s, &data(), |i| {
+        if i == 2 {
+            // Another process takes memory: only 60% of what the plan holds is left.
+            faults.capacity.store(whole * 6 / 10, Ordering::SeqCst);
+        }
+    });
+    assert_eq!(s.fallbacks.len(), 1, "{:?}", s.fallbacks);
+    println!("{}", s.fallbacks[0]);
+    assert!(
+        s.plan.peak_bytes() <= whole * 6 / 10,
+        "the new plan fits the smaller memory"
+    );
+    assert!(s.strategy.contains("recompute"), "{}", s.strategy);
+    assert_same("after memory vanished", &got, &reference);
+}
+
+#[test]
+fn a_lost_device_with_nowhere_to_go_is_a_clear_error() {
+    let faults = Arc::new(Faults::default());
+    let mut s = faulty_session(&faults);
+    let b = &data()[0];
+    s.train_step(&b.x, &b.labels).unwrap();
+    faults
+        .lose_device_at
+        .store(faults.executes() + 5, Ordering::SeqCst);
+    // The session was asked for the CPU only, so there is no other device to move to.
+    let e = s.train_step(&b.x, &b.labels).unwrap_err().to_string();
+    assert!(
+        e.contains("device lost") && e.contains("no plan fits"),
+        "{e}"
+    );
+}
