@@ -128,8 +128,15 @@ struct TrainArgs {
     /// Write a checkpoint (safetensors, PyTorch names, optimizer state) here at the end.
     #[arg(long)]
     save: Option<PathBuf>,
-    /// Continue from this checkpoint (its model and optimizer state; --steps more steps).
-    #[arg(long)]
+    /// Keep DIR/checkpoint.safetensors up to date during training (written atomically).
+    #[arg(long, value_name = "DIR")]
+    checkpoint_dir: Option<PathBuf>,
+    /// With --checkpoint-dir: write a checkpoint every this many steps.
+    #[arg(long, default_value_t = 50)]
+    checkpoint_every: u64,
+    /// Continue from a checkpoint file, or from DIR/checkpoint.safetensors: its model,
+    /// optimizer state, step, data position and seed; then train --steps more steps.
+    #[arg(long, value_name = "FILE|DIR")]
     resume: Option<PathBuf>,
     /// Print one JSON object at the end instead of human output.
     #[arg(long)]
@@ -310,7 +317,7 @@ fn train(a: TrainArgs) -> Result<()> {
     }
     let (cfg, params, resumed) = match &a.resume {
         Some(p) => {
-            let ck = Checkpoint::load(p)?;
+            let ck = Checkpoint::load(&checkpoint_file(p))?;
             (ck.config.clone(), ck.params.clone(), Some(ck))
         }
         None => {
@@ -329,18 +336,32 @@ fn train(a: TrainArgs) -> Result<()> {
         eval: Some((a.eval_batch, a.seq_len)),
     };
     let req = request(cfg.clone(), job, tbptt, a.lr, &a.dev)?;
+    check_host_memory(&[(a.batch, a.seq_len), (a.eval_batch, a.seq_len)])?;
     let (_, mut session) = begin(&req, &params, a.json)?;
-    let mut data_state = a.seed.wrapping_mul(0x9E37_79B9).wrapping_add(1);
+    // A resumed run continues the data stream and keeps the held-out set of its seed.
+    let extra = |k: &str| -> Option<u64> { resumed.as_ref()?.extra.get(k)?.parse().ok() };
+    let seed = extra("seed").unwrap_or(a.seed);
+    let mut data = TemporalOrder::new(
+        extra("data_rng").unwrap_or(seed.wrapping_mul(0x9E37_79B9).wrapping_add(1)),
+    );
     if let Some(ck) = &resumed {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
-        if let Some(s) = ck.extra.get("data_rng").and_then(|s| s.parse().ok()) {
-            data_state = s;
-        }
     }
-    let mut data = TemporalOrder::new(data_state);
-    let held_out = TemporalOrder::new(a.seed ^ 0xE7A1)
+    let held_out = TemporalOrder::new(seed ^ 0xE7A1)
         .batch(a.eval_batch, a.seq_len)
         .context("making the held-out set")?;
+    let save = |session: &mut Session, data: &TemporalOrder, path: &Path| -> Result<()> {
+        let mut ck = session.trainer.checkpoint()?;
+        ck.extra
+            .insert("data_rng".into(), data.rng_state().to_string());
+        ck.extra.insert("seed".into(), seed.to_string());
+        ck.save(path)?;
+        Ok(())
+    };
+    if let Some(dir) = &a.checkpoint_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut losses = Vec::new();
     let flops = 3.0 * cfg.lstm_forward_flops(a.batch, tbptt.min(a.seq_len));
     let first = session.trainer.step() + 1;
     let last = session.trainer.step() + a.steps;
@@ -369,6 +390,12 @@ fn train(a: TrainArgs) -> Result<()> {
             }
         }
         last_loss = report.loss;
+        losses.push(report.loss);
+        if let Some(dir) = &a.checkpoint_dir {
+            if a.checkpoint_every > 0 && (step % a.checkpoint_every == 0 || step == last) {
+                save(&mut session, &data, &checkpoint_file(dir))?;
+            }
+        }
         let done = step - first + 1;
         let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
         let eval_now = step == last || (a.eval_every > 0 && step % a.eval_every == 0);
@@ -402,10 +429,7 @@ fn train(a: TrainArgs) -> Result<()> {
         .map(|e| (e.loss, e.accuracy))
         .unwrap_or((f32::NAN, f32::NAN));
     if let Some(path) = &a.save {
-        let mut ck = session.trainer.checkpoint()?;
-        ck.extra
-            .insert("data_rng".into(), data.rng_state().to_string());
-        ck.save(path)?;
+        save(&mut session, &data, path)?;
     }
     let secs = start_time.elapsed().as_secs_f64();
     if a.json {
@@ -414,6 +438,7 @@ fn train(a: TrainArgs) -> Result<()> {
         out["eval_loss"] = json!(eval_loss);
         out["accuracy"] = json!(accuracy);
         out["steps"] = json!(a.steps);
+        out["losses"] = json!(losses);
         out["seconds"] = json!(secs);
         outln!("{out}");
     } else {
@@ -430,10 +455,35 @@ fn train(a: TrainArgs) -> Result<()> {
     Ok(())
 }
 
+/// A checkpoint path: the file itself, or `checkpoint.safetensors` in a directory.
+fn checkpoint_file(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join("checkpoint.safetensors")
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Refuses, before generating anything, data that the host could not hold.
+fn check_host_memory(batches: &[(usize, usize)]) -> Result<()> {
+    let bytes = batches.iter().fold(0u128, |acc, &(b, t)| {
+        acc + b as u128 * t as u128 * TemporalOrder::FEATURES as u128 * 4
+    });
+    let available = tensorfit::cpu::host_memory::available().unwrap_or(u64::MAX) as u128;
+    if bytes > available {
+        bail!(
+            "the input data alone needs {} of host memory, and {} is available: use a smaller --batch or --seq-len",
+            format_bytes(u64::try_from(bytes).unwrap_or(u64::MAX)),
+            format_bytes(u64::try_from(available).unwrap_or(u64::MAX))
+        );
+    }
+    Ok(())
+}
+
 fn load_model(checkpoint: Option<&Path>, model: &str) -> Result<(ModelConfig, ParamStore)> {
     match checkpoint {
         Some(p) => {
-            let ck = Checkpoint::load(p)?;
+            let ck = Checkpoint::load(&checkpoint_file(p))?;
             Ok((ck.config, ck.params))
         }
         None => {
@@ -454,8 +504,9 @@ fn eval(a: EvalArgs) -> Result<()> {
         seq_len: a.seq_len,
     };
     let req = request(cfg, job, a.seq_len, 1e-3, &a.dev)?;
-    let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
+    check_host_memory(&[(a.batch, a.seq_len)])?;
     let (_, mut session) = begin(&req, &params, a.json)?;
+    let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
     let t = Instant::now();
     let report = session.evaluate(&data.x, &data.labels)?;
     let secs = t.elapsed().as_secs_f64();

@@ -197,9 +197,40 @@ pub struct Decision {
     unit: &'static str,
 }
 
+/// Largest number of input elements in one job (2^40 floats = 4 TiB): beyond any
+/// machine, small enough that sizes computed from it cannot overflow.
+const MAX_JOB_ELEMENTS: u128 = 1 << 40;
+
+/// Refuses impossible sizes before anything is planned or allocated.
+fn check_job(cfg: &ModelConfig, job: Job, tbptt: usize) -> Result<()> {
+    let mut dims = vec![inference_dims(job)];
+    if let Job::Train { batch, seq_len, .. } = job {
+        dims.push((batch, seq_len));
+        if tbptt == 0 {
+            return Err(Error::input("--tbptt must be at least 1"));
+        }
+    }
+    for (batch, steps) in dims {
+        if batch == 0 || steps == 0 {
+            return Err(Error::input(format!(
+                "batch {batch} × length {steps}: batch must be at least 1 and length at least 1"
+            )));
+        }
+        let elements = batch as u128 * steps as u128 * cfg.input.max(cfg.hidden) as u128;
+        if elements > MAX_JOB_ELEMENTS {
+            return Err(Error::input(format!(
+                "batch {batch} × length {steps} × width {} is {elements} values per sequence batch: more than any device holds",
+                cfg.input.max(cfg.hidden)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Plans `req` on every device present (or the one asked for) and chooses.
 pub fn decide(req: &Request) -> Result<Decision> {
     req.cfg.validate()?;
+    check_job(&req.cfg, req.job, req.tbptt)?;
     let mut candidates = Vec::new();
     let mut plans = Vec::new();
     let mut unavailable = Vec::new();

@@ -43,6 +43,10 @@ pub struct ParamSpec {
 /// Largest size accepted for any one dimension: far beyond any real model, small enough
 /// that products of a few of them cannot overflow.
 const MAX_DIM: usize = 1 << 24;
+/// Most stacked layers accepted.
+const MAX_LAYERS: usize = 1024;
+/// Most parameters accepted (2^36: 256 GiB of f32, beyond any device).
+const MAX_PARAMETERS: u128 = 1 << 36;
 
 impl ModelConfig {
     /// The network of the seed report: 152 one-hot features, 3 × LSTM 250, BatchNorm 250,
@@ -76,6 +80,22 @@ impl ModelConfig {
         }
         if self.classes < 2 {
             return Err(Error::input("model classes must be at least 2"));
+        }
+        if self.layers > MAX_LAYERS {
+            return Err(Error::input(format!(
+                "model layers = {}: at most {MAX_LAYERS} are supported",
+                self.layers
+            )));
+        }
+        // Count in u128 so an absurd configuration is refused instead of overflowing.
+        let (i, h, l) = (self.input as u128, self.hidden as u128, self.layers as u128);
+        let lstm = 4 * h * (i + h) + 8 * h + (l - 1) * (4 * h * 2 * h + 8 * h);
+        let rest = (self.dense as u128 + 1) * (h + self.classes as u128);
+        if lstm + rest > MAX_PARAMETERS {
+            return Err(Error::input(format!(
+                "the model would have {} parameters; at most {MAX_PARAMETERS} are supported",
+                lstm + rest
+            )));
         }
         Ok(())
     }

@@ -118,8 +118,10 @@ impl ParamStore {
             path: "<safetensors>".into(),
             message: m,
         };
-        let (_, meta) = SafeTensors::read_metadata(bytes).map_err(|e| bad(e.to_string()))?;
-        let st = SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+        let invalid =
+            |e: safetensors::SafeTensorError| bad(format!("not a valid safetensors file ({e})"));
+        let (_, meta) = SafeTensors::read_metadata(bytes).map_err(invalid)?;
+        let st = SafeTensors::deserialize(bytes).map_err(invalid)?;
         let mut store = ParamStore::new();
         for (name, view) in st.tensors() {
             let Some(short) = name.strip_prefix(prefix) else {

@@ -557,6 +557,16 @@ impl Trainer {
                 x.shape
             )));
         }
+        if let Some(i) = x.data.iter().position(|v| !v.is_finite()) {
+            let f = self.cfg.input;
+            return Err(Error::input(format!(
+                "input contains {} at time {}, sequence {}, feature {}",
+                x.data[i],
+                i / (batch * f),
+                (i / f) % batch,
+                i % f
+            )));
+        }
         if labels.len() != batch {
             return Err(Error::input(format!(
                 "{} labels for a batch of {batch}",

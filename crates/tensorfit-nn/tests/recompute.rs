@@ -2,6 +2,9 @@
 //! the same loss, every gradient within 1e-5 of its tensor's scale, and the same
 //! parameters after two Adam steps.
 
+// Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use tensorfit_core::{Activation, HostTensor};
 use tensorfit_cpu::CpuBackend;
 use tensorfit_nn::{AdamConfig, ModelConfig, ParamStore, Rng, TrainOptions, Trainer};

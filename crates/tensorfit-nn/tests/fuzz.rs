@@ -1,0 +1,122 @@
+//! Fuzzing the two parsers that read outside data: the checkpoint loader and the model
+//! configuration parser. Random bytes, random mutations of a valid checkpoint (flipped
+//! bytes, truncations, insertions) and random configuration texts must give `Ok` or an
+//! error, never a panic. Each test prints how many inputs ran.
+
+// Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use tensorfit_core::Activation;
+use tensorfit_nn::checkpoint::{config_from_json, config_to_json};
+use tensorfit_nn::{Checkpoint, ModelConfig, ParamStore};
+
+fn valid() -> Vec<u8> {
+    let cfg = ModelConfig {
+        input: 5,
+        hidden: 3,
+        layers: 2,
+        dense: 2,
+        classes: 3,
+        dense_activation: Activation::Tanh,
+    };
+    Checkpoint {
+        params: ParamStore::init(&cfg, 1).unwrap(),
+        optimizer: ParamStore::new(),
+        config: cfg,
+        step: 3,
+        extra: HashMap::new(),
+    }
+    .to_bytes()
+    .unwrap()
+}
+
+fn run(name: &str, cases: u32, strategy: impl Strategy<Value = Vec<u8>>, check: impl Fn(&[u8])) {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&strategy, |bytes| {
+            check(&bytes);
+            Ok(())
+        })
+        .unwrap();
+    println!("{name}: {cases} inputs, no panic");
+}
+
+#[test]
+fn checkpoint_loader_survives_random_bytes() {
+    run(
+        "random bytes",
+        20_000,
+        proptest::collection::vec(any::<u8>(), 0..2048),
+        |b| {
+            let _ = Checkpoint::from_bytes(b);
+        },
+    );
+}
+
+#[test]
+fn checkpoint_loader_survives_mutated_checkpoints() {
+    let good = valid();
+    let n = good.len();
+    let mutations = (
+        proptest::collection::vec((0..n, any::<u8>()), 1..8),
+        0..=n,
+        proptest::collection::vec(any::<u8>(), 0..16),
+    )
+        .prop_map(move |(flips, cut, insert)| {
+            let mut b = valid();
+            for (i, x) in flips {
+                b[i] ^= x;
+            }
+            b.truncate(cut);
+            let at = cut / 2;
+            b.splice(at..at, insert);
+            b
+        });
+    run("mutated checkpoints", 20_000, mutations, |b| {
+        let _ = Checkpoint::from_bytes(b);
+    });
+    // Header bytes specifically: the 8-byte length and the JSON that follows.
+    let header =
+        proptest::collection::vec((0..256usize.min(n), any::<u8>()), 1..6).prop_map(|flips| {
+            let mut b = valid();
+            for (i, x) in flips {
+                b[i] = x;
+            }
+            b
+        });
+    run("mutated headers", 20_000, header, |b| {
+        let _ = Checkpoint::from_bytes(b);
+    });
+}
+
+#[test]
+fn configuration_parser_survives_random_text() {
+    run(
+        "random configuration text",
+        20_000,
+        proptest::collection::vec(any::<u8>(), 0..200),
+        |b| {
+            let _ = config_from_json(&String::from_utf8_lossy(b));
+        },
+    );
+    let good = config_to_json(&ModelConfig::seed());
+    let fields =
+        proptest::collection::vec((0..good.len(), any::<u8>()), 1..6).prop_map(move |edits| {
+            let mut b = good.clone().into_bytes();
+            for (i, x) in edits {
+                b[i] = x;
+            }
+            b
+        });
+    run("mutated configurations", 20_000, fields, |b| {
+        let _ = config_from_json(&String::from_utf8_lossy(b));
+    });
+}

@@ -1,0 +1,219 @@
+//! Bad input never panics: every case gets a clear message and exit code 1 from the CLI.
+//! The cases and the messages are listed in the closing note of the reliability issue.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use safetensors::tensor::{Dtype, TensorView};
+use tensorfit::core::HostTensor;
+use tensorfit::nn::{Checkpoint, ModelConfig, ParamStore};
+
+fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tensorfit-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs the CLI and returns stderr, asserting exit code 1 and no panic.
+fn fails(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tensorfit"))
+        .args(args)
+        .env("XDG_CACHE_HOME", scratch().join("cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    println!("{args:?}\n  -> {}", err.lines().last().unwrap_or(""));
+    err
+}
+
+fn small_checkpoint() -> Checkpoint {
+    let mut cfg = ModelConfig::seed();
+    cfg.hidden = 8;
+    cfg.dense = 4;
+    Checkpoint {
+        params: ParamStore::init(&cfg, 1).unwrap(),
+        config: cfg,
+        optimizer: ParamStore::new(),
+        step: 0,
+        extra: HashMap::new(),
+    }
+}
+
+fn write(name: &str, bytes: &[u8]) -> String {
+    let p = scratch().join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+fn eval_with(path: &str) -> String {
+    fails(&[
+        "eval",
+        "--checkpoint",
+        path,
+        "--batch",
+        "4",
+        "--seq-len",
+        "6",
+    ])
+}
+
+#[test]
+fn broken_checkpoints_are_refused_with_the_reason() {
+    let good = small_checkpoint().to_bytes().unwrap();
+    let n = good.len();
+    assert!(eval_with(&write("empty.safetensors", b"")).contains("safetensors"));
+    assert!(eval_with(&write("truncated.safetensors", &good[..n / 2]))
+        .contains("truncated.safetensors"));
+    let mut flipped = good.clone();
+    flipped[n - 5] ^= 0x10;
+    assert!(eval_with(&write("flipped.safetensors", &flipped)).contains("checksum mismatch"));
+    assert!(eval_with(&write(
+        "text.safetensors",
+        "not a checkpoint at all ✓".as_bytes()
+    ))
+    .contains("safetensors"));
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    eval_with(&write("garbage.safetensors", &garbage));
+
+    // Valid files whose contents do not match the model.
+    let mut renamed = small_checkpoint();
+    let w = renamed.params.get("lstm.weight_ih_l0").unwrap().clone();
+    let mut p = ParamStore::new();
+    for (k, v) in renamed
+        .params
+        .iter()
+        .filter(|(k, _)| *k != "lstm.weight_ih_l0")
+    {
+        p.insert(k, v.clone());
+    }
+    p.insert("lstm.w_ih_l0", w);
+    renamed.params = p;
+    let e = eval_with(&write("renamed.safetensors", &renamed.to_bytes().unwrap()));
+    assert!(
+        e.contains("lstm.weight_ih_l0") && e.contains("missing"),
+        "{e}"
+    );
+
+    let mut reshaped = small_checkpoint();
+    reshaped.params.insert("dense.bias", HostTensor::zeros([5]));
+    let e = eval_with(&write(
+        "reshaped.safetensors",
+        &reshaped.to_bytes().unwrap(),
+    ));
+    assert!(e.contains("dense.bias") && e.contains("shape"), "{e}");
+
+    let mut bad_config = small_checkpoint();
+    bad_config.config.hidden = 0;
+    let e = eval_with(&write(
+        "config.safetensors",
+        &bad_config.to_bytes().unwrap(),
+    ));
+    assert!(e.contains("hidden"), "{e}");
+
+    // A tensor of another dtype.
+    let data = vec![0u8; 8 * 4];
+    let view = TensorView::new(Dtype::F64, vec![4], &data).unwrap();
+    let f64_file = safetensors::serialize([("lstm.bias_ih_l0", view)], None).unwrap();
+    let e = eval_with(&write("f64.safetensors", &f64_file));
+    assert!(e.contains("F64") || e.contains("dtype"), "{e}");
+}
+
+#[test]
+fn bad_prediction_inputs_are_refused() {
+    let ck = write("model.safetensors", &small_checkpoint().to_bytes().unwrap());
+    let out = scratch().join("out.safetensors");
+    let out = out.to_str().unwrap();
+    let predict = |input: &str| {
+        fails(&[
+            "predict",
+            "--checkpoint",
+            &ck,
+            "--input",
+            input,
+            "--output",
+            out,
+        ])
+    };
+    assert!(predict(&write("empty-input.safetensors", b"")).contains("empty-input"));
+    predict(&write(
+        "binary-input.safetensors",
+        &[0xff, 0xfe, 0x00, 0x81, 0x9f],
+    ));
+    let mut wrong_name = ParamStore::new();
+    wrong_name.insert("x", HostTensor::zeros([2, 3, 152]));
+    let e = predict(&write(
+        "wrong-name.safetensors",
+        &wrong_name.to_safetensors("", HashMap::new()).unwrap(),
+    ));
+    assert!(e.contains("no tensor `input`"), "{e}");
+    let mut wrong_shape = ParamStore::new();
+    wrong_shape.insert("input", HostTensor::zeros([2, 3, 10]));
+    let e = predict(&write(
+        "wrong-shape.safetensors",
+        &wrong_shape.to_safetensors("", HashMap::new()).unwrap(),
+    ));
+    assert!(e.contains("expected [batch, time, 152]"), "{e}");
+    let mut nan = HostTensor::zeros([2, 3, 152]);
+    nan.data[7] = f32::NAN;
+    let mut with_nan = ParamStore::new();
+    with_nan.insert("input", nan);
+    let e = predict(&write(
+        "nan.safetensors",
+        &with_nan.to_safetensors("", HashMap::new()).unwrap(),
+    ));
+    assert!(e.contains("NaN"), "{e}");
+}
+
+#[test]
+fn a_diverging_loss_stops_at_the_step_and_keeps_the_last_good_checkpoint() {
+    let dir = scratch().join("diverge");
+    let dir_s = dir.to_str().unwrap();
+    let e = fails(&[
+        "train",
+        "--batch",
+        "8",
+        "--seq-len",
+        "10",
+        "--eval-batch",
+        "8",
+        "--steps",
+        "50",
+        "--lr",
+        "1e30",
+        "--checkpoint-dir",
+        dir_s,
+        "--checkpoint-every",
+        "1",
+    ]);
+    assert!(
+        e.contains("training step") && (e.contains("NaN") || e.contains("inf")),
+        "{e}"
+    );
+    // Whatever step failed, the checkpoint on disk is the last good one and loads.
+    if dir.join("checkpoint.safetensors").exists() {
+        let ck = Checkpoint::load(&dir.join("checkpoint.safetensors")).unwrap();
+        assert!(ck
+            .params
+            .iter()
+            .all(|(_, t)| t.data.iter().all(|v| v.is_finite())));
+    }
+}
+
+#[test]
+fn impossible_sizes_are_refused_before_anything_is_allocated() {
+    let e = fails(&["plan", "--seq-len", "1000000000000"]);
+    assert!(e.contains("more than any device holds"), "{e}");
+    let e = fails(&["eval", "--batch", "100", "--seq-len", "1000000000000"]);
+    assert!(e.contains("host memory"), "{e}");
+    let e = fails(&["train", "--batch", "0"]);
+    assert!(e.contains("at least 1"), "{e}");
+    let e = fails(&["train", "--tbptt", "0", "--steps", "1"]);
+    assert!(e.contains("tbptt"), "{e}");
+}
