@@ -85,7 +85,10 @@ pub fn open(kind: DeviceKind, caps: &MemoryCaps) -> Result<Box<dyn Backend>> {
             None => CpuBackend::new(),
         })),
         DeviceKind::Wgpu => Err(unavailable("this build has no wgpu backend yet")),
-        DeviceKind::Cuda => Err(unavailable("this build has no CUDA backend yet")),
+        DeviceKind::Cuda => Ok(Box::new(tensorfit_cuda::CudaBackend::open(
+            0,
+            caps.get(kind),
+        )?)),
     }
 }
 

@@ -1,0 +1,151 @@
+//! Batch normalisation over the batch of a `[B, C]` input: `batchnorm_forward`,
+//! `batchnorm_backward`, `batchnorm_stats_update` (kernels in `batchnorm.cu`).
+//!
+//! Training computes the batch mean and *biased* variance into the op's outputs, then
+//! normalises with them; inference normalises with the running statistics. The backward
+//! pass is one kernel per channel that forms the sums in double precision and writes `dx`,
+//! as the CPU reference does.
+
+use tensorfit_core::Result;
+
+use super::{count, int, Gpu};
+use crate::driver::{Arg, DevPtr};
+
+/// Where the statistics of [`batchnorm_forward`] come from.
+#[derive(Debug, Clone, Copy)]
+pub enum BatchNormStats {
+    /// Training: the batch mean and biased variance `[C]` are computed and written here.
+    Batch { mean: DevPtr, var: DevPtr },
+    /// Inference: the running mean and variance `[C]` are read.
+    Running { mean: DevPtr, var: DevPtr },
+}
+
+/// Threads per block of the per-channel kernels.
+const CHANNEL_BLOCK: u32 = 128;
+
+/// `y = (x - mean) / sqrt(var + eps) · gamma + beta` for `x` `[batch, channels]`.
+#[allow(clippy::too_many_arguments)]
+pub fn batchnorm_forward(
+    g: &Gpu<'_>,
+    eps: f32,
+    x: DevPtr,
+    gamma: DevPtr,
+    beta: DevPtr,
+    stats: BatchNormStats,
+    y: DevPtr,
+    (batch, channels): (usize, usize),
+) -> Result<()> {
+    if channels == 0 {
+        return Ok(());
+    }
+    let (b, c) = (int("batch", batch)?, int("channels", channels)?);
+    let (mean, var) = match stats {
+        BatchNormStats::Batch { mean, var } => {
+            g.launch(
+                "batchnorm_forward_stats",
+                (channels.div_ceil(CHANNEL_BLOCK as usize) as u32, 1, 1),
+                (CHANNEL_BLOCK, 1, 1),
+                &[
+                    Arg::Ptr(x),
+                    Arg::Ptr(mean),
+                    Arg::Ptr(var),
+                    Arg::I32(b),
+                    Arg::I32(c),
+                ],
+            )?;
+            (mean, var)
+        }
+        BatchNormStats::Running { mean, var } => (mean, var),
+    };
+    let n = count(batch * channels);
+    g.launch_1d(
+        "batchnorm_forward_apply",
+        n,
+        &[
+            Arg::Ptr(x),
+            Arg::Ptr(gamma),
+            Arg::Ptr(beta),
+            Arg::Ptr(mean),
+            Arg::Ptr(var),
+            Arg::Ptr(y),
+            Arg::F32(eps),
+            Arg::I64(n),
+            Arg::I32(c),
+        ],
+    )
+}
+
+/// The inputs of [`batchnorm_backward`], in the order of `Op::BatchNormBackward`.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchNormBackwardInputs {
+    pub x: DevPtr,
+    pub gamma: DevPtr,
+    pub mean: DevPtr,
+    pub var: DevPtr,
+    pub dy: DevPtr,
+}
+
+/// Gradients of [`batchnorm_forward`]: `dx`, `dgamma`, `dbeta`.
+#[allow(clippy::too_many_arguments)]
+pub fn batchnorm_backward(
+    g: &Gpu<'_>,
+    eps: f32,
+    training: bool,
+    inp: &BatchNormBackwardInputs,
+    dx: DevPtr,
+    dgamma: DevPtr,
+    dbeta: DevPtr,
+    (batch, channels): (usize, usize),
+) -> Result<()> {
+    if channels == 0 {
+        return Ok(());
+    }
+    let (b, c) = (int("batch", batch)?, int("channels", channels)?);
+    g.launch(
+        "batchnorm_backward",
+        (channels.div_ceil(CHANNEL_BLOCK as usize) as u32, 1, 1),
+        (CHANNEL_BLOCK, 1, 1),
+        &[
+            Arg::Ptr(inp.x),
+            Arg::Ptr(inp.gamma),
+            Arg::Ptr(inp.mean),
+            Arg::Ptr(inp.var),
+            Arg::Ptr(inp.dy),
+            Arg::Ptr(dx),
+            Arg::Ptr(dgamma),
+            Arg::Ptr(dbeta),
+            Arg::F32(eps),
+            Arg::I32(i32::from(training)),
+            Arg::I32(b),
+            Arg::I32(c),
+        ],
+    )
+}
+
+/// Update op: `running = (1 - momentum)·running + momentum·stat` over `n` channels, the
+/// batch variance made unbiased by `unbias` first.
+#[allow(clippy::too_many_arguments)]
+pub fn batchnorm_stats_update(
+    g: &Gpu<'_>,
+    momentum: f32,
+    unbias: f32,
+    mean: DevPtr,
+    var: DevPtr,
+    running_mean: DevPtr,
+    running_var: DevPtr,
+    n: usize,
+) -> Result<()> {
+    g.launch_1d(
+        "batchnorm_stats_update",
+        count(n),
+        &[
+            Arg::Ptr(mean),
+            Arg::Ptr(var),
+            Arg::Ptr(running_mean),
+            Arg::Ptr(running_var),
+            Arg::F32(momentum),
+            Arg::F32(unbias),
+            Arg::I64(count(n)),
+        ],
+    )
+}

@@ -1,0 +1,297 @@
+//! The LSTM launchers, `lstm_forward` and `lstm_backward`: a whole layer over a whole
+//! sequence per call, organised the way cuDNN organises it, step for step like the CPU
+//! reference (`tensorfit-cpu/src/kernels/lstm.rs`), which is what they are tested against:
+//! - **forward**: one cuBLAS GEMM projects the input of *all* steps,
+//!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`; then per step `t` one GEMM accumulates the
+//!   recurrent term, `gates[t] += h_{t-1} · w_hhᵀ` (beta = 1), and one fused kernel,
+//!   `lstm_forward_cell`, adds both biases, applies the nonlinearities in place and updates
+//!   the cell and hidden state. (The CPU adds the biases to every row after the projection;
+//!   folding them into the fused pass saves a pass over the whole sequence.)
+//! - **backward**: per step, from `t = T-1` down to 0, one fused kernel,
+//!   `lstm_backward_cell`, turns the gradients at `h_t` and `c_t` into `dgates[t]`, and one
+//!   GEMM carries the gradient to `h_{t-1}`: `dh = dgates[t] · w_hh`. Then each weight
+//!   gradient is one GEMM over all `T·B` rows, and the bias gradient one column sum.
+//!
+//! Nothing crosses to the host inside the time loops: every step's state stays on the
+//! device, and the launches are queued on one stream. The running state lives in the op's
+//! own outputs (`c_n` forward when cells are not kept; `dh0` and `dc0` backward), so the
+//! layer needs no workspace of its own.
+
+use tensorfit_core::{LstmDims, Result};
+
+use super::elementwise::sum_to_shape;
+use super::gemm::gemm;
+use super::{int, Gpu};
+use crate::driver::{Arg, DevPtr};
+
+/// The inputs of [`lstm_forward`], in the order of `Op::LstmForward`: `x` `[T, B, I]`,
+/// `h0`, `c0` `[B, H]`, `w_ih` `[4H, I]`, `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`.
+#[derive(Debug, Clone, Copy)]
+pub struct LstmForwardInputs {
+    pub x: DevPtr,
+    pub h0: DevPtr,
+    pub c0: DevPtr,
+    pub w_ih: DevPtr,
+    pub w_hh: DevPtr,
+    pub b_ih: DevPtr,
+    pub b_hh: DevPtr,
+}
+
+/// The outputs of [`lstm_forward`]: `y` `[T, B, H]`, `h_n`, `c_n` `[B, H]`, `gates`
+/// `[T, B, 4H]` (activated), and `cells` `[T, B, H]` when kept for backward.
+#[derive(Debug, Clone, Copy)]
+pub struct LstmForwardOutputs {
+    pub y: DevPtr,
+    pub h_n: DevPtr,
+    pub c_n: DevPtr,
+    pub gates: DevPtr,
+    pub cells: Option<DevPtr>,
+}
+
+/// The inputs of [`lstm_backward`], in the order of `Op::LstmBackward`.
+#[derive(Debug, Clone, Copy)]
+pub struct LstmBackwardInputs {
+    pub x: DevPtr,
+    pub h0: DevPtr,
+    pub c0: DevPtr,
+    pub w_ih: DevPtr,
+    pub w_hh: DevPtr,
+    pub y: DevPtr,
+    pub gates: DevPtr,
+    pub cells: DevPtr,
+    pub dy: DevPtr,
+    pub dh_n: DevPtr,
+    pub dc_n: DevPtr,
+}
+
+/// The outputs of [`lstm_backward`]: `dgates` `[T, B, 4H]` (pre-activation), `dh0`, `dc0`
+/// `[B, H]`, `dw_ih`, `dw_hh`, `db` `[4H]`, and `dx` `[T, B, I]` when wanted.
+#[derive(Debug, Clone, Copy)]
+pub struct LstmBackwardOutputs {
+    pub dgates: DevPtr,
+    pub dh0: DevPtr,
+    pub dc0: DevPtr,
+    pub dw_ih: DevPtr,
+    pub dw_hh: DevPtr,
+    pub db: DevPtr,
+    pub dx: Option<DevPtr>,
+}
+
+/// Runs an LSTM layer over a sequence (see the module documentation for the structure).
+pub fn lstm_forward(
+    g: &Gpu<'_>,
+    d: LstmDims,
+    inp: &LstmForwardInputs,
+    out: &LstmForwardOutputs,
+) -> Result<()> {
+    let LstmDims {
+        steps,
+        batch,
+        input,
+        hidden,
+    } = d;
+    let rows = steps * batch;
+    let step_h = batch * hidden;
+    let step_g = batch * 4 * hidden;
+    if steps == 0 || step_h == 0 {
+        g.copy(out.h_n, inp.h0, step_h)?;
+        return g.copy(out.c_n, inp.c0, step_h);
+    }
+    let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
+
+    // 1. The input projection of every step at once (the biases come in the fused pass).
+    gemm(
+        g,
+        (false, true),
+        (rows, 4 * hidden, input),
+        1.0,
+        inp.x,
+        inp.w_ih,
+        0.0,
+        out.gates,
+    )?;
+
+    // 2. The recurrence: one GEMM and one fused kernel per step.
+    let cell = g.kernels_fn("lstm_forward_cell")?;
+    for t in 0..steps {
+        let h_prev = if t == 0 {
+            inp.h0
+        } else {
+            out.y.add((t - 1) * step_h)
+        };
+        let gates_t = out.gates.add(t * step_g);
+        // gates[t] += h_{t-1} · w_hhᵀ
+        gemm(
+            g,
+            (false, true),
+            (batch, 4 * hidden, hidden),
+            1.0,
+            h_prev,
+            inp.w_hh,
+            1.0,
+            gates_t,
+        )?;
+        // The cell state: c_{t-1} in, c_t out; the same slot (c_n) when cells are not kept.
+        let (c_prev, c_t) = match out.cells {
+            Some(cells) => (
+                if t == 0 {
+                    inp.c0
+                } else {
+                    cells.add((t - 1) * step_h)
+                },
+                cells.add(t * step_h),
+            ),
+            None => (if t == 0 { inp.c0 } else { out.c_n }, out.c_n),
+        };
+        g.launch_fn(
+            cell,
+            "lstm_forward_cell",
+            step_h as i64,
+            &[
+                Arg::Ptr(gates_t),
+                Arg::Ptr(inp.b_ih),
+                Arg::Ptr(inp.b_hh),
+                Arg::Ptr(c_prev),
+                Arg::Ptr(c_t),
+                Arg::Ptr(out.y.add(t * step_h)),
+                Arg::I32(b),
+                Arg::I32(h),
+            ],
+        )?;
+    }
+
+    // 3. The final state.
+    let last = (steps - 1) * step_h;
+    g.copy(out.h_n, out.y.add(last), step_h)?;
+    if let Some(cells) = out.cells {
+        g.copy(out.c_n, cells.add(last), step_h)?;
+    }
+    Ok(())
+}
+
+/// The gradient of [`lstm_forward`] (with its cells kept); see the module documentation.
+pub fn lstm_backward(
+    g: &Gpu<'_>,
+    d: LstmDims,
+    inp: &LstmBackwardInputs,
+    out: &LstmBackwardOutputs,
+) -> Result<()> {
+    let LstmDims {
+        steps,
+        batch,
+        input,
+        hidden,
+    } = d;
+    let rows = steps * batch;
+    let step_h = batch * hidden;
+    let step_g = batch * 4 * hidden;
+    let h4 = 4 * hidden;
+
+    // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
+    // and c_t from step t+1 (or from h_n and c_n).
+    let (dh, dc) = (out.dh0, out.dc0);
+    g.copy(dh, inp.dh_n, step_h)?;
+    g.copy(dc, inp.dc_n, step_h)?;
+    if steps == 0 || step_h == 0 {
+        // Nothing flows through the layer: the weights get no gradient.
+        g.fill(out.dw_ih, 0.0, h4 * input)?;
+        g.fill(out.dw_hh, 0.0, h4 * hidden)?;
+        g.fill(out.db, 0.0, h4)?;
+        if let Some(dx) = out.dx {
+            g.fill(dx, 0.0, rows * input)?;
+        }
+        return Ok(());
+    }
+    let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
+
+    // 1. Backwards through time: one fused kernel and one GEMM per step.
+    let cell = g.kernels_fn("lstm_backward_cell")?;
+    for t in (0..steps).rev() {
+        let dgates_t = out.dgates.add(t * step_g);
+        let c_prev = if t == 0 {
+            inp.c0
+        } else {
+            inp.cells.add((t - 1) * step_h)
+        };
+        g.launch_fn(
+            cell,
+            "lstm_backward_cell",
+            step_h as i64,
+            &[
+                Arg::Ptr(inp.gates.add(t * step_g)),
+                Arg::Ptr(inp.cells.add(t * step_h)),
+                Arg::Ptr(c_prev),
+                Arg::Ptr(inp.dy.add(t * step_h)),
+                Arg::Ptr(dh),
+                Arg::Ptr(dc),
+                Arg::Ptr(dgates_t),
+                Arg::I32(b),
+                Arg::I32(h),
+            ],
+        )?;
+        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
+        gemm(
+            g,
+            (false, false),
+            (batch, hidden, h4),
+            1.0,
+            dgates_t,
+            inp.w_hh,
+            0.0,
+            dh,
+        )?;
+    }
+
+    // 2. Weight gradients over all steps at once.
+    // dw_ih = dgatesᵀ · x over all T·B rows.
+    gemm(
+        g,
+        (true, false),
+        (h4, input, rows),
+        1.0,
+        out.dgates,
+        inp.x,
+        0.0,
+        out.dw_ih,
+    )?;
+    // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
+    gemm(
+        g,
+        (true, false),
+        (h4, hidden, batch),
+        1.0,
+        out.dgates,
+        inp.h0,
+        0.0,
+        out.dw_hh,
+    )?;
+    if steps > 1 {
+        let later = (steps - 1) * batch;
+        gemm(
+            g,
+            (true, false),
+            (h4, hidden, later),
+            1.0,
+            out.dgates.add(step_g),
+            inp.y,
+            1.0,
+            out.dw_hh,
+        )?;
+    }
+    // db = column sums of dgates (the gradient of b_ih and of b_hh alike).
+    sum_to_shape(g, out.dgates, out.db, rows, h4)?;
+    // dx = dgates · w_ih over all T·B rows.
+    if let Some(dx) = out.dx {
+        gemm(
+            g,
+            (false, false),
+            (rows, input, h4),
+            1.0,
+            out.dgates,
+            inp.w_ih,
+            0.0,
+            dx,
+        )?;
+    }
+    Ok(())
+}

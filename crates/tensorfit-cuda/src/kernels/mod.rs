@@ -1,0 +1,329 @@
+//! The kernels of the CUDA backend: CUDA C sources under this folder (`lstm.cu`,
+//! `elementwise.cu`, `batchnorm.cu`, `softmax.cu`, `adam.cu`), and one Rust file per op
+//! family with a launcher per [`tensorfit_core::Op`], named as `Op::name` names it in every
+//! backend (`lstm_forward` in `lstm.rs` here, in the CPU's `kernels/lstm.rs` and in wgpu's
+//! `shaders/lstm.wgsl`).
+//!
+//! The sources are embedded with `include_str!` and compiled at run time by NVRTC for the
+//! GPU's architecture, so the crate builds with no CUDA toolkit. Compiled PTX is cached per
+//! architecture for the life of the process (a second backend on the same kind of GPU does
+//! not compile again); each backend loads the modules into its context once.
+//!
+//! A launcher gets device addresses ([`DevPtr`]) the backend has checked against its
+//! buffers, and the op's dimensions; it checks what the shapes alone cannot (sizes that
+//! must fit the kernels' `int` widths) and launches. GEMMs go through cuBLAS (`gemm.rs`).
+
+pub mod adam;
+pub mod batchnorm;
+pub mod elementwise;
+pub mod gemm;
+pub mod lstm;
+pub mod softmax;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tensorfit_core::{Error, Result};
+
+use crate::backend_error;
+use crate::blas::Blas;
+use crate::driver::{describe, Arg, DevPtr, Device, Function};
+
+/// Text prepended to every source: shared helpers (see `common.cuh`).
+pub const COMMON: &str = include_str!("common.cuh");
+
+/// One `.cu` file and the `extern "C"` kernels it defines.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelSource {
+    pub file: &'static str,
+    pub code: &'static str,
+    pub kernels: &'static [&'static str],
+}
+
+impl KernelSource {
+    /// The translation unit NVRTC compiles: the common helpers, then the file, with a
+    /// `#line` so that NVRTC's messages point into the file itself.
+    pub fn translation_unit(&self) -> String {
+        format!("{COMMON}\n#line 1 \"{}\"\n{}", self.file, self.code)
+    }
+}
+
+/// Every kernel source of the backend.
+pub const SOURCES: [KernelSource; 5] = [
+    KernelSource {
+        file: "elementwise.cu",
+        code: include_str!("elementwise.cu"),
+        kernels: &[
+            "binary",
+            "activation_forward",
+            "activation_backward",
+            "sum_to_shape",
+        ],
+    },
+    KernelSource {
+        file: "lstm.cu",
+        code: include_str!("lstm.cu"),
+        kernels: &["lstm_forward_cell", "lstm_backward_cell"],
+    },
+    KernelSource {
+        file: "batchnorm.cu",
+        code: include_str!("batchnorm.cu"),
+        kernels: &[
+            "batchnorm_forward_stats",
+            "batchnorm_forward_apply",
+            "batchnorm_backward",
+            "batchnorm_stats_update",
+        ],
+    },
+    KernelSource {
+        file: "softmax.cu",
+        code: include_str!("softmax.cu"),
+        kernels: &[
+            "softmax_cross_entropy_forward",
+            "softmax_cross_entropy_backward",
+        ],
+    },
+    KernelSource {
+        file: "adam.cu",
+        code: include_str!("adam.cu"),
+        kernels: &["adam_update"],
+    },
+];
+
+/// Compiles every source for `compute_{arch}` (in parallel: NVRTC is thread-safe), or
+/// returns the PTX compiled earlier in this process for the same architecture.
+pub fn compile_all(arch: i32) -> std::result::Result<Arc<Vec<String>>, String> {
+    static CACHE: OnceLock<Mutex<HashMap<i32, Arc<Vec<String>>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(ptx) = cache.lock().ok().and_then(|c| c.get(&arch).cloned()) {
+        return Ok(ptx);
+    }
+    let results: Vec<std::result::Result<String, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = SOURCES
+            .iter()
+            .map(|src| {
+                s.spawn(move || crate::nvrtc::compile(&src.translation_unit(), src.file, arch))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("an NVRTC compile thread panicked".to_string()))
+            })
+            .collect()
+    });
+    let ptx = Arc::new(
+        results
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()?,
+    );
+    if let Ok(mut c) = cache.lock() {
+        c.insert(arch, ptx.clone());
+    }
+    Ok(ptx)
+}
+
+/// The kind of one kernel parameter, as the PTX declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// `.u64`/`.s64`/`.b64`: a pointer or an `i64`.
+    Bits64,
+    /// `.u32`/`.s32`/`.b32`: an `int`.
+    Int32,
+    /// `.f32`: a `float`.
+    Float32,
+}
+
+/// The parameter list of kernel `name` read from its PTX (`.entry name( .param .u64 ..,
+/// ...)`), or `None` if the PTX has no such entry or a parameter of another type.
+///
+/// Why: a launch passes its arguments as untyped pointers, so an argument list that does
+/// not match the kernel would read garbage on the GPU. Every launch is checked against
+/// this list first and refused with an error if it differs.
+pub fn entry_params(ptx: &str, name: &str) -> Option<Vec<ParamKind>> {
+    let start = ptx.find(&format!(".entry {name}("))?;
+    let rest = &ptx[start..];
+    let body = &rest[rest.find('(')? + 1..rest.find(')')?];
+    body.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            let ty = p.split_whitespace().nth(1)?;
+            match ty {
+                ".u64" | ".s64" | ".b64" => Some(ParamKind::Bits64),
+                ".u32" | ".s32" | ".b32" => Some(ParamKind::Int32),
+                ".f32" => Some(ParamKind::Float32),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+impl Arg {
+    fn kind(&self) -> ParamKind {
+        match self {
+            Arg::Ptr(_) | Arg::I64(_) => ParamKind::Bits64,
+            Arg::I32(_) => ParamKind::Int32,
+            Arg::F32(_) => ParamKind::Float32,
+        }
+    }
+}
+
+/// A loaded kernel and its parameter list.
+#[derive(Debug, Clone)]
+struct Loaded {
+    function: Function,
+    params: Vec<ParamKind>,
+}
+
+/// Every kernel loaded into one context, by name.
+#[derive(Debug)]
+pub struct Kernels {
+    functions: HashMap<&'static str, Loaded>,
+}
+
+impl Kernels {
+    /// Loads the PTX of [`compile_all`] into `device` and looks up every kernel.
+    pub fn load(device: &mut Device, ptx: &[String]) -> std::result::Result<Kernels, String> {
+        let mut functions = HashMap::new();
+        for (src, ptx) in SOURCES.iter().zip(ptx) {
+            let loaded = device
+                .load_module(ptx, src.kernels)
+                .map_err(|e| format!("{}: {e}", src.file))?;
+            for (name, function) in src.kernels.iter().copied().zip(loaded) {
+                let params = entry_params(ptx, name).ok_or_else(|| {
+                    format!(
+                        "{}: cannot read the parameters of `{name}` from its PTX",
+                        src.file
+                    )
+                })?;
+                functions.insert(name, Loaded { function, params });
+            }
+        }
+        Ok(Kernels { functions })
+    }
+
+    fn get(&self, name: &str) -> Result<&Loaded> {
+        self.functions
+            .get(name)
+            .ok_or_else(|| backend_error(format!("kernel `{name}` is not loaded")))
+    }
+}
+
+/// What a launcher needs: the device, cuBLAS, the loaded kernels and the status word
+/// (where kernels report bad user data, see `common.cuh`).
+#[derive(Debug, Clone, Copy)]
+pub struct Gpu<'a> {
+    pub device: &'a Device,
+    pub blas: &'a Blas,
+    pub kernels: &'a Kernels,
+    pub status: DevPtr,
+}
+
+/// Threads per block of the one-dimensional kernels.
+const BLOCK: u32 = 256;
+
+/// Most blocks of a grid-stride launch: enough to fill any current GPU many times over.
+const MAX_BLOCKS: i64 = 1 << 16;
+
+impl Gpu<'_> {
+    /// The loaded kernel `name` (looked up once before a time loop, not per step).
+    fn kernels_fn(&self, name: &str) -> Result<&Loaded> {
+        self.kernels.get(name)
+    }
+
+    /// Launches kernel `name` over `n` elements with a grid-stride grid (nothing if `n` is 0).
+    fn launch_1d(&self, name: &str, n: i64, args: &[Arg]) -> Result<()> {
+        self.launch_fn(self.kernels.get(name)?, name, n, args)
+    }
+
+    /// [`Gpu::launch_1d`] with the kernel already looked up.
+    fn launch_fn(&self, k: &Loaded, name: &str, n: i64, args: &[Arg]) -> Result<()> {
+        if n <= 0 {
+            return Ok(());
+        }
+        let blocks = ((n + BLOCK as i64 - 1) / BLOCK as i64).min(MAX_BLOCKS) as u32;
+        self.launch_loaded(k, name, (blocks, 1, 1), (BLOCK, 1, 1), args)
+    }
+
+    /// Launches kernel `name` with an explicit grid and block.
+    fn launch(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        args: &[Arg],
+    ) -> Result<()> {
+        self.launch_loaded(self.kernels.get(name)?, name, grid, block, args)
+    }
+
+    /// The one place a kernel is launched: the argument list is checked against the
+    /// kernel's parameters first (see [`entry_params`]).
+    fn launch_loaded(
+        &self,
+        k: &Loaded,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        args: &[Arg],
+    ) -> Result<()> {
+        if args.len() != k.params.len() || args.iter().zip(&k.params).any(|(a, p)| a.kind() != *p) {
+            let got: Vec<_> = args.iter().map(Arg::kind).collect();
+            return Err(backend_error(format!(
+                "launch of `{name}`: arguments {got:?} do not match its parameters {:?}",
+                k.params
+            )));
+        }
+        self.device
+            .launch(k.function, grid, block, args)
+            .map_err(|e| backend_error(format!("launch of `{name}` failed: {}", describe(e))))
+    }
+
+    /// A device-to-device copy of `elements` f32s.
+    fn copy(&self, dst: DevPtr, src: DevPtr, elements: usize) -> Result<()> {
+        self.device
+            .copy(dst, src, elements)
+            .map_err(|e| backend_error(format!("device copy failed: {}", describe(e))))
+    }
+
+    /// Sets `elements` f32s to `value`.
+    fn fill(&self, dst: DevPtr, value: f32, elements: usize) -> Result<()> {
+        self.device
+            .fill(dst, value, elements)
+            .map_err(|e| backend_error(format!("device fill failed: {}", describe(e))))
+    }
+}
+
+/// `v` as a kernel's `int`, or an error naming what is too large.
+pub(crate) fn int(what: &str, v: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| {
+        Error::Input(format!(
+            "{what} = {v} exceeds the CUDA kernels' limit of {}",
+            i32::MAX
+        ))
+    })
+}
+
+/// `v` as a kernel's `i64` element count.
+pub(crate) fn count(v: usize) -> i64 {
+    v as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_params_reads_nvrtc_ptx() {
+        let ptx = ".visible .entry lstm_forward_cell(\n\t.param .u64 .ptr .align 1 lstm_forward_cell_param_0,\n\t.param .u32 lstm_forward_cell_param_1,\n\t.param .f32 lstm_forward_cell_param_2\n)\n{\n}";
+        assert_eq!(
+            entry_params(ptx, "lstm_forward_cell"),
+            Some(vec![
+                ParamKind::Bits64,
+                ParamKind::Int32,
+                ParamKind::Float32
+            ])
+        );
+        assert_eq!(entry_params(ptx, "lstm_backward_cell"), None);
+    }
+}
