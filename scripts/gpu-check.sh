@@ -10,8 +10,9 @@
 #    (wgpu on the NVIDIA Vulkan driver, through the bundled Vulkan loader if the machine has
 #    none), so a device that cannot be opened is a failure, not a skip;
 # 3. times the seed network: a training step at batch 100, length 2000, truncated BPTT 50,
-#    and inference at batch 100, length 2000, on cuda, wgpu and cpu (`tensorfit train` /
-#    `tensorfit eval --json`), and PyTorch's cuDNN LSTM on the same workloads;
+#    and inference at batch 100, length 2000, on cuda, wgpu and cpu (`tensorfit bench
+#    --json`: median of timed runs after a warm-up), and PyTorch's cuDNN LSTM on the same
+#    workloads;
 # 4. prints one table, and exits non-zero if a test failed.
 #
 # Every part runs under `timeout`, within an overall budget of 7 min 40 s. Without a GPU it
@@ -142,40 +143,34 @@ for line in reversed(sys.stdin.read().strip().splitlines()):
     v = d.get(sys.argv[1]); print("" if v is None else v); break' "$1" 2>/dev/null; }
 fmt_s() { python3 -c 'import sys; v=float(sys.argv[1]); print("%.3f s" % v if v < 100 else "%.0f s" % v)' "$1" 2>/dev/null || echo "$1"; }
 
-time_cli() { # key, seconds, steps (0: eval), device
-    local key=$1 want=$2 steps=$3 device=$4 t out rc secs
+time_cli() { # key (train|infer), seconds, timed runs after one warm-up, device
+    local key=$1 want=$2 steps=$3 device=$4 t out rc ms secs
     t=$(allow "$want")
     if [ "$t" -eq 0 ]; then CELL[$key.$device]="no time left"; return; fi
     say "$key on $device (timeout ${t}s)"
-    if [ "$steps" -gt 0 ]; then
-        out=$(timeout "$t" "$BUNDLE/bin/tensorfit" train --device "$device" --batch 100 --seq-len 2000 \
-            --tbptt 50 --steps "$steps" --eval-every 0 --eval-batch 2 --json 2>"$LOG_DIR/$key.$device.err")
-    else
-        out=$(timeout "$t" "$BUNDLE/bin/tensorfit" eval --device "$device" --batch 100 --seq-len 2000 \
-            --json 2>"$LOG_DIR/$key.$device.err")
-    fi
+    out=$(timeout "$t" "$BUNDLE/bin/tensorfit" bench --mode "$key" --device "$device" --batch 100 \
+        --seq-len 2000 --tbptt 50 --iters "$steps" --json 2>"$LOG_DIR/$key.$device.err")
     rc=$?
     echo "$out" | tail -n 1
-    secs=$(echo "$out" | json_field seconds)
+    ms=$(echo "$out" | json_field ms_per_step)
+    secs=${ms:+$(python3 -c "print($ms / 1000)")}
     if [ "$rc" -eq 124 ]; then
         CELL[$key.$device]="timeout ${t}s"
     elif [ "$rc" -ne 0 ] || [ -z "$secs" ]; then
         CELL[$key.$device]="failed"
         tail -n 5 "$LOG_DIR/$key.$device.err"
         echo "(exit $rc; the table says \"failed\")"
-    elif [ "$steps" -gt 0 ]; then
-        CELL[$key.$device]=$(fmt_s "$(python3 -c "print($secs / $steps)")")
-        CELL[peak.$device]=$(echo "$out" | json_field measured_peak_bytes)
     else
         CELL[$key.$device]=$(fmt_s "$secs")
+        [ "$key" = train ] && CELL[peak.$device]=$(echo "$out" | json_field measured_peak_bytes)
     fi
 }
 time_cli train 60 3 cuda
-time_cli infer 40 0 cuda
-time_cli train 60 2 wgpu
-time_cli infer 45 0 wgpu
-time_cli train 75 1 cpu
-time_cli infer 60 0 cpu
+time_cli infer 40 3 cuda
+time_cli train 60 1 wgpu
+time_cli infer 45 1 wgpu
+time_cli train 90 1 cpu
+time_cli infer 60 1 cpu
 
 t=$(allow 90)
 if [ "$t" -gt 0 ] && command -v python3 >/dev/null 2>&1; then

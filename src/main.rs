@@ -51,6 +51,8 @@ enum Command {
     Predict(PredictArgs),
     /// Show the memory plan of a job on every device, and the choice.
     Plan(PlanArgs),
+    /// Time training steps or inference on the chosen device (median after a warm-up).
+    Bench(BenchArgs),
     /// List the devices, their memory and why any is unavailable.
     Devices {
         #[command(flatten)]
@@ -184,6 +186,29 @@ struct PredictArgs {
 }
 
 #[derive(Args, Clone)]
+struct BenchArgs {
+    #[arg(long, default_value = "seed")]
+    model: String,
+    /// train (forward + backward + Adam) or infer.
+    #[arg(long, default_value = "train")]
+    mode: String,
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    #[arg(long, default_value_t = 50)]
+    seq_len: usize,
+    /// Truncated-BPTT length (training; defaults to the whole sequence).
+    #[arg(long)]
+    tbptt: Option<usize>,
+    /// Timed repetitions after one warm-up.
+    #[arg(long, default_value_t = 5)]
+    iters: usize,
+    #[command(flatten)]
+    dev: DeviceArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Clone)]
 struct PlanArgs {
     #[arg(long, default_value = "seed")]
     model: String,
@@ -226,6 +251,7 @@ fn run(command: Command) -> Result<()> {
         Command::Eval(a) => eval(a),
         Command::Predict(a) => predict(a),
         Command::Plan(a) => plan(a),
+        Command::Bench(a) => bench(a),
         Command::Devices { dev, json } => devices(&dev, json),
         Command::Model { model } => print_model(&model),
     }
@@ -626,6 +652,89 @@ fn plan(a: PlanArgs) -> Result<()> {
     }
     if decision.chosen.is_none() {
         std::process::exit(2);
+    }
+    Ok(())
+}
+
+fn bench(a: BenchArgs) -> Result<()> {
+    let cfg = preset(&a.model)?;
+    if a.iters == 0 {
+        bail!("--iters must be at least 1");
+    }
+    let tbptt = a.tbptt.unwrap_or(a.seq_len);
+    let (job, flops) = match a.mode.as_str() {
+        "train" => {
+            let last = tbptt.min(a.seq_len);
+            let flops = 3.0 * cfg.lstm_forward_flops(a.batch, last)
+                + cfg.lstm_forward_flops(a.batch, a.seq_len.saturating_sub(last));
+            (
+                Job::Train {
+                    batch: a.batch,
+                    seq_len: a.seq_len,
+                    eval: None,
+                },
+                flops,
+            )
+        }
+        "infer" | "eval" => (
+            Job::Eval {
+                batch: a.batch,
+                seq_len: a.seq_len,
+            },
+            cfg.lstm_forward_flops(a.batch, a.seq_len),
+        ),
+        other => bail!("--mode must be train or infer, got `{other}`"),
+    };
+    let req = request(cfg.clone(), job, tbptt, 1e-3, &a.dev)?;
+    check_host_memory(&[(a.batch, a.seq_len)])?;
+    let params = ParamStore::init(&cfg, 1)?;
+    let (_, mut session) = begin(&req, &params, a.json)?;
+    let data = TemporalOrder::new(5).batch(a.batch, a.seq_len)?;
+    let train = matches!(job, Job::Train { .. });
+    // Straight on the trainer: the timing is of the run, not of recovery snapshots.
+    let mut once = || -> Result<()> {
+        if train {
+            session.trainer.train_step(&data.x, &data.labels)?;
+        } else {
+            session.trainer.evaluate(&data.x, &data.labels)?;
+        }
+        Ok(())
+    };
+    once()?;
+    let mut ms = Vec::with_capacity(a.iters);
+    for i in 0..a.iters {
+        let t = Instant::now();
+        once()?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+        if !a.json && std::io::stderr().is_terminal() {
+            eprint!("\rrun {}/{}: {:.1} ms", i + 1, a.iters, ms[i]);
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    let median = ms[ms.len() / 2];
+    let gflops = flops / median / 1e6;
+    if a.json {
+        let mut out = summary(&session);
+        out["mode"] = json!(a.mode);
+        out["ms_per_step"] = json!(median);
+        out["gflops"] = json!(gflops);
+        out["runs_ms"] = json!(ms);
+        outln!("{out}");
+    } else {
+        if std::io::stderr().is_terminal() {
+            eprintln!();
+        }
+        outln!(
+            "{} {} batch {} length {}: median {median:.1} ms per {} ({:.1} model GFLOP/s) on {}, {}",
+            a.model,
+            a.mode,
+            a.batch,
+            a.seq_len,
+            if train { "training step" } else { "inference" },
+            gflops,
+            session.device,
+            session.strategy
+        );
     }
     Ok(())
 }

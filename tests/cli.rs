@@ -302,3 +302,31 @@ fn devices_lists_the_cpu_with_its_memory() {
         .clone();
     assert!(cuda.get("available").is_some());
 }
+
+#[test]
+fn bench_reports_median_milliseconds_and_gflops() {
+    for mode in ["train", "infer"] {
+        let out = tensorfit(&[
+            "bench",
+            "--mode",
+            mode,
+            "--batch",
+            "4",
+            "--seq-len",
+            "6",
+            "--iters",
+            "2",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = json(&out);
+        for k in ["ms_per_step", "gflops", "device"] {
+            assert!(v.get(k).is_some(), "bench --json lacks `{k}`: {v}");
+        }
+        assert!(v["ms_per_step"].as_f64().unwrap() > 0.0);
+    }
+}
