@@ -3,27 +3,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::Command;
 
 use safetensors::tensor::{Dtype, TensorView};
 use tensorfit::core::HostTensor;
 use tensorfit::nn::{Checkpoint, ModelConfig, ParamStore};
 
-fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tensorfit-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{scratch, tensorfit_command};
 
 /// Runs the CLI and returns stderr, asserting exit code 1 and no panic.
 fn fails(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_tensorfit"))
-        .args(args)
-        .env("XDG_CACHE_HOME", scratch().join("cache"))
-        .output()
-        .unwrap();
+    let out = tensorfit_command().args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
@@ -45,7 +37,7 @@ fn small_checkpoint() -> Checkpoint {
 }
 
 fn write(name: &str, bytes: &[u8]) -> String {
-    let p = scratch().join(name);
+    let p = scratch("bad").join(name);
     std::fs::write(&p, bytes).unwrap();
     p.to_str().unwrap().to_string()
 }
@@ -128,7 +120,7 @@ fn broken_checkpoints_are_refused_with_the_reason() {
 #[test]
 fn bad_prediction_inputs_are_refused() {
     let ck = write("model.safetensors", &small_checkpoint().to_bytes().unwrap());
-    let out = scratch().join("out.safetensors");
+    let out = scratch("bad").join("out.safetensors");
     let out = out.to_str().unwrap();
     let predict = |input: &str| {
         fails(&[
@@ -173,7 +165,7 @@ fn bad_prediction_inputs_are_refused() {
 
 #[test]
 fn a_diverging_loss_stops_at_the_step_and_keeps_the_last_good_checkpoint() {
-    let dir = scratch().join("diverge");
+    let dir = scratch("bad").join("diverge");
     let dir_s = dir.to_str().unwrap();
     let e = fails(&[
         "train",

@@ -3,26 +3,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 use serde_json::Value;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::ParamStore;
 
+use common::{scratch, tensorfit_command};
+
 fn tensorfit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorfit"))
+    tensorfit_command()
         .args(args)
-        // Keep the throughput cache inside the test's temporary directory.
-        .env("XDG_CACHE_HOME", scratch().join("cache"))
         .output()
         .expect("the binary runs")
-}
-
-fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tensorfit-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn json(out: &Output) -> Value {
@@ -124,7 +119,7 @@ fn nothing_fits_exits_nonzero_and_names_the_smallest_plan() {
 
 #[test]
 fn train_eval_predict_round_trip_through_a_checkpoint() {
-    let dir = scratch();
+    let dir = scratch("round-trip");
     let ck = dir.join("model.safetensors");
     let ck_s = ck.to_str().unwrap();
     let out = tensorfit(&[

@@ -3,10 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
+mod common;
+
+use common::tensorfit_command;
 
 fn losses(threads: &str) -> Vec<f64> {
-    let out = Command::new(env!("CARGO_BIN_EXE_tensorfit"))
+    let out = tensorfit_command()
         .args([
             "train",
             "--steps",
@@ -25,10 +27,6 @@ fn losses(threads: &str) -> Vec<f64> {
         ])
         .env("RAYON_NUM_THREADS", threads)
         .env("MATMUL_NUM_THREADS", threads)
-        .env(
-            "XDG_CACHE_HOME",
-            std::env::temp_dir().join(format!("tensorfit-det-{}", std::process::id())),
-        )
         .output()
         .unwrap();
     assert!(

@@ -4,26 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 use tensorfit::nn::{Checkpoint, Rng};
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tensorfit"));
-    c.env("XDG_CACHE_HOME", scratch("cache"));
-    c
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir()
-        .join(format!("tensorfit-resume-{}", std::process::id()))
-        .join(name);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{scratch, tensorfit_command};
 
 const SMALL: [&str; 8] = [
     "--batch",
@@ -37,7 +27,7 @@ const SMALL: [&str; 8] = [
 ];
 
 fn train(extra: &[&str]) -> Value {
-    let out = bin()
+    let out = tensorfit_command()
         .arg("train")
         .args(SMALL)
         .args(extra)
@@ -89,7 +79,7 @@ fn killed_at_random_moments_the_latest_checkpoint_always_resumes() {
     let mut rng = Rng::new(2026);
     let mut kills = 0;
     for round in 0..10 {
-        let mut child = bin()
+        let mut child = tensorfit_command()
             .arg("train")
             .args(SMALL)
             .args([
@@ -123,7 +113,7 @@ fn killed_at_random_moments_the_latest_checkpoint_always_resumes() {
         let ck = Checkpoint::load(&file).unwrap_or_else(|e| panic!("round {round}: {e}"));
         assert!(ck.step > 0);
         // It resumes: one more step from it.
-        let out = bin()
+        let out = tensorfit_command()
             .arg("train")
             .args(SMALL)
             .args(["--steps", "1", "--resume", dir_s, "--json"])

@@ -1,4 +1,4 @@
-//! Helpers shared by the cross-crate tests: one closeness rule and a tiny PRNG.
+//! Helpers shared by the cross-crate tests: one closeness rule, and running the CLI.
 
 #![allow(dead_code)]
 
@@ -24,4 +24,20 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32)
 /// Largest absolute value (the scale used for a tensor-relative tolerance).
 pub fn max_abs(v: &[f32]) -> f32 {
     v.iter().fold(0.0f32, |m, x| m.max(x.abs()))
+}
+
+/// A scratch directory for this test process (`name` below it).
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir()
+        .join(format!("tensorfit-test-{}", std::process::id()))
+        .join(name);
+    std::fs::create_dir_all(&d).expect("scratch directory");
+    d
+}
+
+/// The `tensorfit` binary, with its throughput cache kept in the scratch directory.
+pub fn tensorfit_command() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_tensorfit"));
+    c.env("XDG_CACHE_HOME", scratch("cache"));
+    c
 }
