@@ -35,16 +35,19 @@ fn read_cache() -> BTreeMap<String, f64> {
         .unwrap_or_default()
 }
 
-/// The device's GEMM throughput in GFLOP/s, from the cache or measured now.
-pub fn throughput_gflops(backend: &mut dyn Backend) -> Result<f64> {
-    let info = backend.info();
-    let key = cache_key(&info);
+/// The GEMM throughput in GFLOP/s of the device `info` describes, from the cache, or
+/// measured now on a backend from `open` (called only when the cache has no figure).
+pub fn throughput_gflops(
+    info: &DeviceInfo,
+    open: impl FnOnce() -> Result<Box<dyn Backend>>,
+) -> Result<f64> {
+    let key = cache_key(info);
     if let Some(&g) = read_cache().get(&key) {
         if g.is_finite() && g > 0.0 {
             return Ok(g);
         }
     }
-    let g = measure(backend)?;
+    let g = measure(open()?.as_mut())?;
     if let Some(path) = cache_path() {
         let mut cache = read_cache();
         cache.insert(key, g);

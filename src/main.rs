@@ -745,9 +745,10 @@ fn devices(dev: &DeviceArgs, json_out: bool) -> Result<()> {
     for d in discover(&caps) {
         match d.info {
             Ok(info) => {
-                let gflops = open(d.kind, &caps)
-                    .ok()
-                    .and_then(|mut b| tensorfit::calibrate::throughput_gflops(b.as_mut()).ok());
+                let gflops = tensorfit::calibrate::throughput_gflops(&info, || {
+                    open(d.kind, &MemoryCaps::default())
+                })
+                .ok();
                 if json_out {
                     rows.push(json!({
                         "device": d.id, "kind": d.kind.name(), "available": true, "name": info.name,

@@ -234,7 +234,6 @@ pub fn decide(req: &Request) -> Result<Decision> {
     let mut candidates = Vec::new();
     let mut plans = Vec::new();
     let mut unavailable = Vec::new();
-    let steps = inference_dims(req.job).1;
     for dev in discover(&req.caps) {
         if req.device.is_some_and(|k| k != dev.kind) {
             continue;
@@ -252,76 +251,8 @@ pub fn decide(req: &Request) -> Result<Decision> {
         };
         // Throughput does not depend on a memory cap, and a tiny cap must not stop the
         // measurement.
-        let gflops = {
-            let mut backend = open(dev.kind, &MemoryCaps::default())?;
-            throughput_gflops(backend.as_mut())?
-        };
-        let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
-            .into_iter()
-            .map(|s| {
-                let o = s.options(req);
-                let t = estimate_seconds(&req.cfg, &o, req.job, dev.kind, gflops);
-                (s, o, t)
-            })
-            .collect();
-        // The last strategy saves the most memory; if even it does not fit, only plan
-        // the fastest (to show the gap) and it.
-        let most_saving = options.last().cloned();
-        options.sort_by(|a, b| a.2.total_cmp(&b.2));
-        if let Some(last) = most_saving {
-            let fits = plan_job(&req.cfg, &last.1, req.job, Limits::from(&info))
-                .map(|p| p.peak_bytes() <= usable_bytes(&info, req.margin))
-                .unwrap_or(false);
-            if !fits {
-                let fastest = options.first().cloned();
-                options = fastest.into_iter().chain([last]).collect();
-            }
-        }
-        // Plan in order of estimated time until one fits. Keep the fastest plan (to show
-        // why it was rejected) and, if nothing fits, the smallest.
-        type Planned = (Candidate, MemoryPlan, TrainOptions);
-        let mut fastest: Option<Planned> = None;
-        let mut fitting: Option<Planned> = None;
-        let mut smallest: Option<Planned> = None;
-        for (s, o, t) in options {
-            let plan = match plan_job(&req.cfg, &o, req.job, Limits::from(&info)) {
-                Ok(p) => p,
-                // A tensor larger than the device's largest buffer: try smaller chunks.
-                Err(Error::Input(_)) => continue,
-                Err(e) => return Err(e),
-            };
-            let c = Candidate::new(
-                dev.id.clone(),
-                &info,
-                req.margin,
-                s.describe(steps),
-                plan.peak_bytes(),
-                t,
-                plan.breakdown(),
-            );
-            let entry = (c, plan, o);
-            if fastest.is_none() {
-                fastest = Some(entry.clone());
-            }
-            if entry.0.fits {
-                fitting = Some(entry);
-                break;
-            }
-            if smallest
-                .as_ref()
-                .is_none_or(|s| entry.0.estimated_peak_bytes < s.0.estimated_peak_bytes)
-            {
-                smallest = Some(entry);
-            }
-        }
-        let shown = fitting.or(smallest);
-        let mut rows: Vec<Planned> = fastest.into_iter().collect();
-        if let Some(s) = shown {
-            if rows.first().is_none_or(|f| f.0.strategy != s.0.strategy) {
-                rows.push(s);
-            }
-        }
-        for (c, p, o) in rows {
+        let gflops = throughput_gflops(&info, || open(dev.kind, &MemoryCaps::default()))?;
+        for (c, p, o) in plan_device(req, &dev.id, &info, gflops)? {
             candidates.push(c);
             plans.push((p, o, info.clone()));
         }
@@ -339,6 +270,76 @@ pub fn decide(req: &Request) -> Result<Decision> {
         plans,
         unit,
     })
+}
+
+type Planned = (Candidate, MemoryPlan, TrainOptions);
+
+/// The rows one device contributes: its fastest plan (to show why it was rejected, if it
+/// was) and the fastest plan that fits, or else the smallest plan found.
+fn plan_device(req: &Request, id: &str, info: &DeviceInfo, gflops: f64) -> Result<Vec<Planned>> {
+    let steps = inference_dims(req.job).1;
+    let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
+        .into_iter()
+        .map(|s| {
+            let o = s.options(req);
+            let t = estimate_seconds(&req.cfg, &o, req.job, info.kind, gflops);
+            (s, o, t)
+        })
+        .collect();
+    // The last strategy saves the most memory; if even it does not fit, plan only the
+    // fastest (to show the gap) and it.
+    let most_saving = options.last().cloned();
+    options.sort_by(|a, b| a.2.total_cmp(&b.2));
+    if let Some(last) = most_saving {
+        let fits = plan_job(&req.cfg, &last.1, req.job, Limits::from(info))
+            .is_ok_and(|p| p.peak_bytes() <= usable_bytes(info, req.margin));
+        if !fits {
+            let fastest = options.first().cloned();
+            options = fastest.into_iter().chain([last]).collect();
+        }
+    }
+    // Plan in order of estimated time until one fits.
+    let mut fastest: Option<Planned> = None;
+    let mut smallest: Option<Planned> = None;
+    let mut fitting: Option<Planned> = None;
+    for (s, o, t) in options {
+        let plan = match plan_job(&req.cfg, &o, req.job, Limits::from(info)) {
+            Ok(p) => p,
+            // A tensor larger than the device's largest buffer: try smaller chunks.
+            Err(Error::Input(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        let c = Candidate::new(
+            id.to_string(),
+            info,
+            req.margin,
+            s.describe(steps),
+            plan.peak_bytes(),
+            t,
+            plan.breakdown(),
+        );
+        let entry = (c, plan, o);
+        if fastest.is_none() {
+            fastest = Some(entry.clone());
+        }
+        if entry.0.fits {
+            fitting = Some(entry);
+            break;
+        }
+        if smallest
+            .as_ref()
+            .is_none_or(|s| entry.0.estimated_peak_bytes < s.0.estimated_peak_bytes)
+        {
+            smallest = Some(entry);
+        }
+    }
+    let mut rows: Vec<Planned> = fastest.into_iter().collect();
+    if let Some(s) = fitting.or(smallest) {
+        if rows.first().is_none_or(|f| f.0.strategy != s.0.strategy) {
+            rows.push(s);
+        }
+    }
+    Ok(rows)
 }
 
 impl Decision {
