@@ -35,7 +35,7 @@ pub fn exp(x: f32) -> f32 {
     let p = p * r + 8.333_452e-3;
     let p = p * r + 4.166_579_6e-2;
     let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5.000_000_1e-1;
+    let p = p * r + 0.5;
     let e_r = p * r2 + r + 1.0;
     // 2^n from the integer in the low bits of `shifted` (n in [-126, 128)).
     let n_int = shifted.to_bits().wrapping_sub(ROUND_MAGIC.to_bits()) as i32;
@@ -77,7 +77,7 @@ mod tests {
                 worst_exp = worst_exp.max(rel);
             }
             let s = 1.0 / (1.0 + (-xd).exp());
-            worst_sig = worst_sig.max((sigmoid(x) as f64 - s).abs() / s.max(1e-30).min(1.0));
+            worst_sig = worst_sig.max((sigmoid(x) as f64 - s).abs() / s.clamp(1e-30, 1.0));
             worst_tanh = worst_tanh.max((tanh(x) as f64 - xd.tanh()).abs());
             x += if x.abs() < 1.0 { 1.0e-4 } else { 3.7e-3 };
         }
