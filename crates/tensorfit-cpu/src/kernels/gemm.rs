@@ -1,6 +1,9 @@
 //! Matrix products: the `matmul` kernel, and the GEMM helper the LSTM kernels use.
 //!
-//! Every product goes through `ndarray::linalg::general_mat_mul`, which calls
+//! On a CPU with AVX-512, [`gemm`] hands the product to the packed micro-kernels of
+//! `gemm_fast.rs` (same results up to summation order; see that file for why and the
+//! measurements). Everywhere else — and as the readable reference — every product goes
+//! through `ndarray::linalg::general_mat_mul`, which calls
 //! matrixmultiply's sgemm (threaded through its "threading" feature) with the views'
 //! strides. A transpose is therefore free: `.t()` swaps the strides of a view, nothing is
 //! copied. Sub-blocks (one time step of a sequence) are contiguous sub-slices viewed as
@@ -11,7 +14,27 @@ use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2};
 use tensorfit_core::Result;
 
+use super::gemm_fast::{self, MatRef, PackedB};
 use crate::backend_error;
+
+/// `view` as a [`MatRef`] when its elements are one contiguous slice with non-negative
+/// strides (every view the kernels make is), else `None`.
+pub fn as_mat_ref<'a>(view: &ArrayView2<'a, f32>) -> Option<MatRef<'a>> {
+    let strides = view.strides();
+    let (rs, cs) = (
+        usize::try_from(strides[0]).ok()?,
+        usize::try_from(strides[1]).ok()?,
+    );
+    let data = view.to_slice_memory_order()?;
+    let m = MatRef {
+        data,
+        rows: view.nrows(),
+        cols: view.ncols(),
+        row_stride: rs,
+        col_stride: cs,
+    };
+    m.in_bounds().then_some(m)
+}
 
 /// `data` as a row-major `[rows, cols]` matrix; `data` must have exactly that many elements.
 pub fn mat(data: &[f32], rows: usize, cols: usize) -> Result<ArrayView2<'_, f32>> {
@@ -63,6 +86,16 @@ pub fn gemm(
             c.mapv_inplace(|v| beta * v);
         }
         return Ok(());
+    }
+    if alpha == 1.0 {
+        if let (Some(token), Some(a_ref), Some(b_ref)) =
+            (gemm_fast::simd(), as_mat_ref(&a), as_mat_ref(&b))
+        {
+            if let Some(c_slice) = c.as_slice_mut() {
+                gemm_fast::gemm_packed(token, a_ref, &PackedB::new(b_ref), beta, c_slice);
+                return Ok(());
+            }
+        }
     }
     general_mat_mul(alpha, &a, &b, beta, c);
     Ok(())

@@ -19,10 +19,13 @@
 //! one `4H` vector, the summed biases, per call).
 
 use rayon::prelude::*;
-use tensorfit_core::{sigmoid, LstmDims, Result};
+use tensorfit_core::{LstmDims, Result};
 
+use super::fastmath;
 use super::gemm::{gemm, mat, mat_mut};
+use super::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
+use crate::backend_error;
 
 /// The inputs of [`lstm_forward`], in the order of `Op::LstmForward`: `x` `[T, B, I]`,
 /// `h0`, `c0` `[B, H]`, `w_ih` `[4H, I]`, `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`.
@@ -80,6 +83,81 @@ pub struct LstmBackwardOutputs<'a> {
     pub dx: Option<&'a mut [f32]>,
 }
 
+/// The recurrent weight as the right operand of the per-step GEMM: packed once per
+/// call for the fast path (see `gemm_fast.rs`), or a plain matrix view for the portable
+/// path. `transposed` uses `w_hhᵀ` (forward: `h · w_hhᵀ`), else `w_hh` (backward:
+/// `dgates · w_hh`).
+enum Recurrent<'a> {
+    Packed(Token, PackedB),
+    Plain(&'a [f32], usize, usize, bool),
+}
+
+impl<'a> Recurrent<'a> {
+    fn new(token: Option<Token>, w: &'a [f32], rows: usize, cols: usize, transposed: bool) -> Self {
+        match token {
+            Some(token) => {
+                let m = MatRef::row_major(w, rows, cols);
+                Recurrent::Packed(token, PackedB::new(if transposed { m.t() } else { m }))
+            }
+            None => Recurrent::Plain(w, rows, cols, transposed),
+        }
+    }
+
+    /// `c = a · w + beta · c` for `m` rows of `a` (one thread's batch rows of one step).
+    fn gemm_rows(&self, a: &[f32], m: usize, beta: f32, c: &mut [f32]) -> Result<()> {
+        match self {
+            Recurrent::Packed(token, b) => {
+                let k = b.k();
+                if a.len() != m * k || c.len() != m * b.n() {
+                    return Err(backend_error("lstm: recurrent GEMM operands mismatch"));
+                }
+                gemm_packed_serial(*token, MatRef::row_major(a, m, k), b, beta, c);
+                Ok(())
+            }
+            &Recurrent::Plain(w, rows, cols, transposed) => {
+                let w = mat(w, rows, cols)?;
+                let w = if transposed { w.reversed_axes() } else { w };
+                let (k, n) = w.dim();
+                gemm(1.0, mat(a, m, k)?, w, beta, &mut mat_mut(c, m, n)?)
+            }
+        }
+    }
+}
+
+/// Runs `f` with the fast path's target features when there is one, so the fused passes
+/// inside are vectorised with AVX-512.
+fn with_simd<R>(token: Option<Token>, f: impl FnOnce() -> R) -> R {
+    match token {
+        Some(token) => vectorize(token, f),
+        None => f(),
+    }
+}
+
+/// Batch rows per thread: the time loop runs on every thread at once, each over its own
+/// rows for all steps (rows of an LSTM never exchange data), so there is no barrier per
+/// step. One part when the layer is too small to be worth splitting.
+fn rows_per_part(batch: usize, hidden: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    if batch * 4 * hidden < PARALLEL_MIN_ELEMENTS {
+        batch.max(1)
+    } else {
+        batch.div_ceil(threads).max(1)
+    }
+}
+
+/// `buf` `[T, B, width]` split into parts of `rows` batch rows: `out[p][t]` is part
+/// `p`'s rows of step `t`.
+fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<&mut [f32]>> {
+    let parts = step.div_ceil(part.max(1));
+    let mut out: Vec<Vec<&mut [f32]>> = (0..parts).map(|_| Vec::new()).collect();
+    for step_slice in buf.chunks_mut(step.max(1)) {
+        for (p, piece) in step_slice.chunks_mut(part.max(1)).enumerate() {
+            out[p].push(piece);
+        }
+    }
+    out
+}
+
 /// Runs an LSTM layer over a sequence (see the module documentation for the structure).
 pub fn lstm_forward(
     d: LstmDims,
@@ -130,6 +208,7 @@ pub fn lstm_forward(
     if steps == 0 || step_h == 0 {
         return Ok(());
     }
+    let token = gemm_fast::simd();
 
     // 1. The input projection of every step at once, then both biases on every row.
     let w_ih_t = mat(inp.w_ih, 4 * hidden, input)?.reversed_axes();
@@ -147,43 +226,56 @@ pub fn lstm_forward(
         }
     }
 
-    // 2. The recurrence: one GEMM and one fused pass per step.
-    for t in 0..steps {
-        let (y_before, y_from_t) = y.split_at_mut(t * step_h);
-        let h_prev: &[f32] = if t == 0 {
-            inp.h0
-        } else {
-            &y_before[(t - 1) * step_h..]
-        };
-        let h_t = &mut y_from_t[..step_h];
-        let gates_t = &mut gates[t * step_g..(t + 1) * step_g];
-
-        // gates[t] += h_{t-1} · w_hhᵀ
-        let w_hh_t = mat(inp.w_hh, 4 * hidden, hidden)?.reversed_axes();
-        gemm(
-            1.0,
-            mat(h_prev, batch, hidden)?,
-            w_hh_t,
-            1.0,
-            &mut mat_mut(gates_t, batch, 4 * hidden)?,
-        )?;
-
-        // The cell state slice holds c_{t-1} on entry to the fused pass and c_t after it.
-        let c_t: &mut [f32] = match cells.as_deref_mut() {
-            Some(cells) => {
-                let (c_before, c_from_t) = cells.split_at_mut(t * step_h);
-                let c_t = &mut c_from_t[..step_h];
-                c_t.copy_from_slice(if t == 0 {
-                    inp.c0
-                } else {
-                    &c_before[(t - 1) * step_h..]
-                });
-                c_t
-            }
-            None => &mut *c_n,
-        };
-        cell_forward(gates_t, c_t, h_t, hidden);
-    }
+    // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
+    // batch rows for the whole sequence. w_hhᵀ is packed once, here.
+    let w_hh_t = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, true);
+    let part = rows_per_part(batch, hidden);
+    let gate_parts = split_steps(gates, step_g, part * 4 * hidden);
+    let y_parts = split_steps(y, step_h, part * hidden);
+    let mut cell_parts: Vec<Option<Vec<&mut [f32]>>> = match cells.as_deref_mut() {
+        Some(cells) => split_steps(cells, step_h, part * hidden)
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => (0..gate_parts.len()).map(|_| None).collect(),
+    };
+    let c_n_parts: Vec<&mut [f32]> = c_n.chunks_mut(part * hidden).collect();
+    let work: Vec<_> = gate_parts
+        .into_iter()
+        .zip(y_parts)
+        .zip(cell_parts.drain(..))
+        .zip(c_n_parts)
+        .enumerate()
+        .collect();
+    work.into_par_iter()
+        .try_for_each(|(p, (((mut g, mut ys), mut cs), c_run))| {
+            let state = p * part * hidden..(p * part * hidden + c_run.len());
+            let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
+            let m = c_run.len() / hidden;
+            with_simd(token, || -> Result<()> {
+                for t in 0..steps {
+                    let (y_before, y_from_t) = ys.split_at_mut(t);
+                    let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
+                    let h_t = &mut *y_from_t[0];
+                    let gates_t = &mut *g[t];
+                    // gates[t] += h_{t-1} · w_hhᵀ
+                    w_hh_t.gemm_rows(h_prev, m, 1.0, gates_t)?;
+                    // The cell state slice holds c_{t-1} on entry to the fused pass and
+                    // c_t after it.
+                    let c_t: &mut [f32] = match cs.as_mut() {
+                        Some(cs) => {
+                            let (c_before, c_from_t) = cs.split_at_mut(t);
+                            let c_t = &mut *c_from_t[0];
+                            c_t.copy_from_slice(if t == 0 { c0 } else { c_before[t - 1] });
+                            c_t
+                        }
+                        None => &mut *c_run,
+                    };
+                    cell_forward(gates_t, c_t, h_t, hidden);
+                }
+                Ok(())
+            })
+        })?;
 
     // 3. The final state.
     let last = (steps - 1) * step_h..steps * step_h;
@@ -194,37 +286,41 @@ pub fn lstm_forward(
     Ok(())
 }
 
-/// One step's fused pass over `gates_t` `[B, 4H]` (pre-activations on entry, activated
-/// gates on exit), `c` `[B, H]` (c_{t-1} on entry, c_t on exit) and `h` `[B, H]` (h_t).
-/// Batch rows are independent, so a wide step is split across threads by rows.
+/// One step's fused pass over one thread's rows: `gates_t` `[rows, 4H]` (pre-activations
+/// on entry, activated gates on exit), `c` `[rows, H]` (c_{t-1} on entry, c_t on exit)
+/// and `h` `[rows, H]` (h_t).
 fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
-    let row =
-        |(g, (c, h)): (&mut [f32], (&mut [f32], &mut [f32]))| cell_forward_row(g, c, h, hidden);
-    if gates_t.len() >= PARALLEL_MIN_ELEMENTS {
-        let states = c.par_chunks_mut(hidden).zip(h.par_chunks_mut(hidden));
-        gates_t.par_chunks_mut(4 * hidden).zip(states).for_each(row);
-    } else {
-        let states = c.chunks_mut(hidden).zip(h.chunks_mut(hidden));
-        gates_t.chunks_mut(4 * hidden).zip(states).for_each(row);
+    let states = c.chunks_mut(hidden).zip(h.chunks_mut(hidden));
+    for (g, (c, h)) in gates_t.chunks_mut(4 * hidden).zip(states) {
+        cell_forward_row(g, c, h, hidden);
     }
 }
 
 /// One batch row of [`cell_forward`]:
-/// `c = σ(f)·c + σ(i)·tanh(g)`, `h = σ(o)·tanh(c)`.
-// why: the gate formulas read best indexed by the unit `j`, as in every LSTM paper.
-#[allow(clippy::needless_range_loop)]
+/// `c = σ(f)·c + σ(i)·tanh(g)`, `h = σ(o)·tanh(c)`. Written as plain loops over the
+/// units with the call-free functions of `fastmath.rs`, so it vectorises.
+#[inline(always)]
 fn cell_forward_row(g: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
     let (gi, rest) = g.split_at_mut(hidden);
     let (gf, rest) = rest.split_at_mut(hidden);
     let (gg, go) = rest.split_at_mut(hidden);
-    for j in 0..hidden {
-        let i = sigmoid(gi[j]);
-        let f = sigmoid(gf[j]);
-        let g = gg[j].tanh();
-        let o = sigmoid(go[j]);
-        (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
-        c[j] = f * c[j] + i * g;
-        h[j] = o * c[j].tanh();
+    let units = gi
+        .iter_mut()
+        .zip(gf.iter_mut())
+        .zip(gg.iter_mut())
+        .zip(go.iter_mut());
+    for ((((gi, gf), (gg, go)), c), h) in units
+        .map(|(((i, f), g), o)| ((i, f), (g, o)))
+        .zip(c.iter_mut())
+        .zip(h.iter_mut())
+    {
+        let i = fastmath::sigmoid(*gi);
+        let f = fastmath::sigmoid(*gf);
+        let g = fastmath::tanh(*gg);
+        let o = fastmath::sigmoid(*go);
+        (*gi, *gf, *gg, *go) = (i, f, g, o);
+        *c = f * *c + i * g;
+        *h = o * fastmath::tanh(*c);
     }
 }
 
@@ -293,36 +389,50 @@ pub fn lstm_backward(
         }
         return Ok(());
     }
+    let token = gemm_fast::simd();
 
-    // 1. Backwards through time: one fused pass and one GEMM per step.
-    for t in (0..steps).rev() {
-        let step = t * step_h..(t + 1) * step_h;
-        let saved = StepSaved {
-            gates: &inp.gates[t * step_g..(t + 1) * step_g],
-            c: &inp.cells[step.clone()],
-            c_prev: if t == 0 {
-                inp.c0
-            } else {
-                &inp.cells[(t - 1) * step_h..t * step_h]
-            },
-            dy: &inp.dy[step],
-            dh,
-            hidden,
-        };
-        let dgates_t = &mut dgates[t * step_g..(t + 1) * step_g];
-        cell_backward(&saved, dc, dgates_t);
-
-        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
-        let w_hh = mat(inp.w_hh, 4 * hidden, hidden)?;
-        gemm(
-            1.0,
-            mat(dgates_t, batch, 4 * hidden)?,
-            w_hh,
-            0.0,
-            &mut mat_mut(dh, batch, hidden)?,
-        )?;
-    }
-
+    // 1. Backwards through time: per step one fused pass and one GEMM, each thread over
+    // its own batch rows for the whole sequence. w_hh is packed once, here.
+    let w_hh = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, false);
+    let part = rows_per_part(batch, hidden);
+    let dgate_parts = split_steps(dgates, step_g, part * 4 * hidden);
+    let work: Vec<_> = dgate_parts
+        .into_iter()
+        .zip(
+            dh.chunks_mut(part * hidden)
+                .zip(dc.chunks_mut(part * hidden)),
+        )
+        .enumerate()
+        .collect();
+    work.into_par_iter()
+        .try_for_each(|(p, (mut dg, (dh, dc)))| {
+            let m = dh.len() / hidden;
+            let (r0, r1) = (p * part, p * part + m);
+            with_simd(token, || -> Result<()> {
+                for t in (0..steps).rev() {
+                    // This part's rows of step t (and t-1) in a `[T, B, width]` tensor.
+                    let at =
+                        |width: usize, t: usize| (t * batch + r0) * width..(t * batch + r1) * width;
+                    let saved = StepSaved {
+                        gates: &inp.gates[at(4 * hidden, t)],
+                        c: &inp.cells[at(hidden, t)],
+                        c_prev: if t == 0 {
+                            &inp.c0[r0 * hidden..r1 * hidden]
+                        } else {
+                            &inp.cells[at(hidden, t - 1)]
+                        },
+                        dy: &inp.dy[at(hidden, t)],
+                        dh: &*dh,
+                        hidden,
+                    };
+                    let dgates_t = &mut *dg[t];
+                    cell_backward(&saved, dc, dgates_t);
+                    // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
+                    w_hh.gemm_rows(dgates_t, m, 0.0, dh)?;
+                }
+                Ok(())
+            })
+        })?;
     // 2. Weight gradients over all steps at once.
     // dw_ih = dgatesᵀ · x over all T·B rows.
     let dgates_all_t = mat(dgates, rows, 4 * hidden)?.reversed_axes();
@@ -370,9 +480,9 @@ pub fn lstm_backward(
     Ok(())
 }
 
-/// What one backward step reads, each `[B, ·]` for step `t`: the activated `gates`,
-/// the cell states `c` (c_t) and `c_prev` (c_{t-1}), the gradient `dy` arriving at y_t
-/// from outside and `dh` arriving at h_t from step t+1.
+/// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated
+/// `gates`, the cell states `c` (c_t) and `c_prev` (c_{t-1}), the gradient `dy` arriving
+/// at y_t from outside and `dh` arriving at h_t from step t+1.
 struct StepSaved<'a> {
     gates: &'a [f32],
     c: &'a [f32],
@@ -382,50 +492,47 @@ struct StepSaved<'a> {
     hidden: usize,
 }
 
-/// One step's fused backward pass: writes `dgates_t` `[B, 4H]` and replaces `dc` (the
-/// gradient at c_t on entry) by the gradient at c_{t-1}. Split across threads by batch
-/// rows when wide.
+/// One step's fused backward pass over one thread's rows: writes `dgates_t`
+/// `[rows, 4H]` and replaces `dc` (the gradient at c_t on entry) by the gradient at
+/// c_{t-1}.
 fn cell_backward(s: &StepSaved<'_>, dc: &mut [f32], dgates_t: &mut [f32]) {
     let h = s.hidden;
-    let row = |(r, (dg, dc)): (usize, (&mut [f32], &mut [f32]))| cell_backward_row(s, r, dc, dg);
-    if dgates_t.len() >= PARALLEL_MIN_ELEMENTS {
-        dgates_t
-            .par_chunks_mut(4 * h)
-            .zip(dc.par_chunks_mut(h))
-            .enumerate()
-            .for_each(row);
-    } else {
-        dgates_t
-            .chunks_mut(4 * h)
-            .zip(dc.chunks_mut(h))
-            .enumerate()
-            .for_each(row);
+    for (r, (dg, dc)) in dgates_t.chunks_mut(4 * h).zip(dc.chunks_mut(h)).enumerate() {
+        cell_backward_row(s, r, dc, dg);
     }
 }
 
-/// Batch row `r` of [`cell_backward`]. With the activated gates i, f, g, o and
+/// Row `r` of [`cell_backward`]. With the activated gates i, f, g, o and
 /// `tc = tanh(c_t)`:
 /// `dh_total = dy + dh`, `do = dh_total·tc`, `dc += dh_total·o·(1 - tc²)`,
 /// `di = dc·g`, `df = dc·c_{t-1}`, `dg = dc·i`; the pre-activation gradients are those
 /// times σ' or tanh' written with the outputs; finally `dc = dc·f` flows to c_{t-1}.
 #[allow(clippy::needless_range_loop)] // why: as in the forward row, indexed by unit `j`
+#[inline(always)]
 fn cell_backward_row(s: &StepSaved<'_>, r: usize, dc: &mut [f32], dgates: &mut [f32]) {
     let hidden = s.hidden;
     let state = r * hidden..(r + 1) * hidden;
     let (c, c_prev) = (&s.c[state.clone()], &s.c_prev[state.clone()]);
     let (dy, dh) = (&s.dy[state.clone()], &s.dh[state]);
     let g_row = &s.gates[r * 4 * hidden..(r + 1) * 4 * hidden];
+    let (gi, rest) = g_row.split_at(hidden);
+    let (gf, rest) = rest.split_at(hidden);
+    let (gg, go) = rest.split_at(hidden);
     let (d_i, rest) = dgates.split_at_mut(hidden);
     let (d_f, rest) = rest.split_at_mut(hidden);
     let (d_g, d_o) = rest.split_at_mut(hidden);
+    let (dc, c, c_prev, dy, dh) = (
+        &mut dc[..hidden],
+        &c[..hidden],
+        &c_prev[..hidden],
+        &dy[..hidden],
+        &dh[..hidden],
+    );
+    let (gf, gg, go) = (&gf[..hidden], &gg[..hidden], &go[..hidden]);
+    let (d_f, d_g, d_o) = (&mut d_f[..hidden], &mut d_g[..hidden], &mut d_o[..hidden]);
     for j in 0..hidden {
-        let (i, f, g, o) = (
-            g_row[j],
-            g_row[hidden + j],
-            g_row[2 * hidden + j],
-            g_row[3 * hidden + j],
-        );
-        let tc = c[j].tanh();
+        let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
+        let tc = fastmath::tanh(c[j]);
         let dh_total = dy[j] + dh[j];
         let dc_t = dc[j] + dh_total * o * (1.0 - tc * tc);
         d_i[j] = dc_t * g * i * (1.0 - i);

@@ -10,7 +10,9 @@
 pub mod adam;
 pub mod batchnorm;
 pub mod elementwise;
+pub mod fastmath;
 pub mod gemm;
+pub mod gemm_fast;
 pub mod lstm;
 pub mod softmax;
 
