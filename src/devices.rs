@@ -84,17 +84,13 @@ pub fn open(kind: DeviceKind, caps: &MemoryCaps) -> Result<Box<dyn Backend>> {
             Some(cap) => CpuBackend::with_capacity_cap(cap),
             None => CpuBackend::new(),
         })),
-        DeviceKind::Wgpu => Err(unavailable("this build has no wgpu backend yet")),
+        DeviceKind::Wgpu => Ok(Box::new(match caps.get(kind) {
+            Some(cap) => tensorfit_wgpu::WgpuBackend::with_capacity_cap(cap)?,
+            None => tensorfit_wgpu::WgpuBackend::new()?,
+        })),
         DeviceKind::Cuda => Ok(Box::new(tensorfit_cuda::CudaBackend::open(
             0,
             caps.get(kind),
         )?)),
-    }
-}
-
-fn unavailable(why: &str) -> Error {
-    Error::Backend {
-        backend: "devices",
-        message: why.to_string(),
     }
 }

@@ -231,7 +231,20 @@ struct PlanArgs {
     json: bool,
 }
 
+/// Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid" on every device open when
+/// the variable is unset (servers, containers, CI). A private directory keeps that noise
+/// out of tensorfit's output. Runs before any thread exists.
+fn quiet_mesa() {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        let dir = std::env::temp_dir().join(format!("tensorfit-runtime-{}", std::process::id()));
+        if std::fs::create_dir_all(&dir).is_ok() {
+            std::env::set_var("XDG_RUNTIME_DIR", &dir);
+        }
+    }
+}
+
 fn main() {
+    quiet_mesa();
     let cli = Cli::parse();
     let result = match cli.command {
         None => Cli::parse_from(["tensorfit", "train"])

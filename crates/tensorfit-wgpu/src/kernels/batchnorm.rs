@@ -1,0 +1,228 @@
+//! Batch normalisation over the batch of a `[B, C]` input: `batchnorm_forward`,
+//! `batchnorm_backward`, `batchnorm_stats_update` (shaders/batchnorm.wgsl).
+//!
+//! As on the CPU, training normalises with the batch statistics (biased variance, two
+//! passes) and returns them, and inference with the running statistics. Each reduction
+//! runs over blocks of rows ([`rects`]) in row order, so an input larger than one binding
+//! still reduces in order: later blocks add to the earlier partial sums, and the last
+//! finishes.
+
+use tensorfit_core::Result;
+
+use super::elementwise::check_len;
+use super::{bits, word, Launches};
+use crate::backend_error;
+use crate::shaders::{
+    BATCHNORM_BACKWARD, BATCHNORM_BACKWARD_SUMS, BATCHNORM_FORWARD, BATCHNORM_FORWARD_MEAN,
+    BATCHNORM_FORWARD_VAR, BATCHNORM_STATS_UPDATE,
+};
+use crate::window::{chunks, rects, Operand, Rect, Region, LOOP_BUDGET};
+
+/// Where the statistics of [`batchnorm_forward`] come from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stats {
+    /// Training: the batch mean and biased variance `[C]` are computed and written here.
+    Batch { mean: Region, var: Region },
+    /// Inference: the running mean and variance `[C]` are read.
+    Running { mean: Region, var: Region },
+}
+
+/// `(B, C)` of an `x` `[B, C]` with `C = gamma.len`.
+fn batch_and_channels(kernel: &str, x: Region, gamma: Region) -> Result<(usize, usize)> {
+    let channels = gamma.len;
+    if channels == 0 {
+        return if x.len == 0 {
+            Ok((0, 0))
+        } else {
+            Err(backend_error(format!(
+                "{kernel}: no channels for {} elements",
+                x.len
+            )))
+        };
+    }
+    if x.len % channels != 0 {
+        return Err(backend_error(format!(
+            "{kernel}: x has {} elements, not a multiple of {channels} channels",
+            x.len
+        )));
+    }
+    Ok((x.len / channels, channels))
+}
+
+/// The block parameters shared by the kernels: first row and column, counts, row length.
+fn block_values(r: &Rect, channels: usize) -> Vec<u32> {
+    vec![
+        word(r.rows.start),
+        word(r.cols.start),
+        word(r.rows.len()),
+        word(r.cols.len()),
+        word(channels),
+    ]
+}
+
+/// `y = (x - mean) / sqrt(var + eps) · gamma + beta` for `x` `[B, C]`.
+pub(crate) fn batchnorm_forward(
+    l: &mut Launches,
+    eps: f32,
+    [x, gamma, beta]: [Region; 3],
+    stats: Stats,
+    y: Region,
+) -> Result<()> {
+    const K: &str = "batchnorm_forward";
+    let (batch, channels) = batch_and_channels(K, x, gamma)?;
+    check_len(K, "beta", beta, channels)?;
+    check_len(K, "y", y, x.len)?;
+    if channels == 0 {
+        return Ok(());
+    }
+    let blocks = rects(batch, channels, l.span(), LOOP_BUDGET);
+    let (mean, var) = match stats {
+        Stats::Batch { mean, var } => {
+            check_len(K, "mean", mean, channels)?;
+            check_len(K, "var", var, channels)?;
+            for (kernel, outs) in [
+                (&BATCHNORM_FORWARD_MEAN, vec![mean]),
+                (&BATCHNORM_FORWARD_VAR, vec![mean, var]),
+            ] {
+                for r in &blocks {
+                    let mut ops = vec![Operand::part(x, r.touched(channels))];
+                    ops.extend(outs.iter().map(|&s| Operand::part(s, r.cols.clone())));
+                    let mut values = block_values(r, channels);
+                    values.extend([
+                        u32::from(r.rows.start > 0),
+                        u32::from(r.rows.end == batch),
+                        word(batch),
+                    ]);
+                    l.push(kernel, ops, values, r.cols.len(), 64);
+                }
+            }
+            (mean, var)
+        }
+        Stats::Running { mean, var } => {
+            check_len(K, "running_mean", mean, channels)?;
+            check_len(K, "running_var", var, channels)?;
+            (mean, var)
+        }
+    };
+    for r in &blocks {
+        let touched = r.touched(channels);
+        let per_channel = |s: Region| Operand::part(s, r.cols.clone());
+        let ops = vec![
+            Operand::part(x, touched.clone()),
+            per_channel(gamma),
+            per_channel(beta),
+            per_channel(mean),
+            per_channel(var),
+            Operand::part(y, touched),
+        ];
+        let mut values = block_values(r, channels);
+        values.push(bits(eps));
+        l.push(&BATCHNORM_FORWARD, ops, values, r.len(), 256);
+    }
+    Ok(())
+}
+
+/// The inputs of `Op::BatchNormBackward`: `x` `[B, C]`, `gamma`, the `mean` and `var`
+/// `[C]` the forward used, and `dy` `[B, C]`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BackwardInputs {
+    pub x: Region,
+    pub gamma: Region,
+    pub mean: Region,
+    pub var: Region,
+    pub dy: Region,
+}
+
+/// Gradients of [`batchnorm_forward`]: `dbeta = Σ_b dy`, `dgamma = Σ_b dy·x̂`, and `dx`
+/// (through the statistics in training; see shaders/batchnorm.wgsl).
+pub(crate) fn batchnorm_backward(
+    l: &mut Launches,
+    eps: f32,
+    training: bool,
+    inp: &BackwardInputs,
+    [dx, dgamma, dbeta]: [Region; 3],
+) -> Result<()> {
+    const K: &str = "batchnorm_backward";
+    let BackwardInputs {
+        x,
+        gamma,
+        mean,
+        var,
+        dy,
+    } = *inp;
+    let (batch, channels) = batch_and_channels(K, x, gamma)?;
+    for (what, r, want) in [
+        ("mean", mean, channels),
+        ("var", var, channels),
+        ("dy", dy, x.len),
+        ("dx", dx, x.len),
+        ("dgamma", dgamma, channels),
+        ("dbeta", dbeta, channels),
+    ] {
+        check_len(K, what, r, want)?;
+    }
+    if channels == 0 {
+        return Ok(());
+    }
+    let blocks = rects(batch, channels, l.span(), LOOP_BUDGET);
+    if blocks.is_empty() {
+        // No rows: both sums are empty.
+        super::elementwise::fill(l, 0.0, dgamma);
+        super::elementwise::fill(l, 0.0, dbeta);
+    }
+    for r in &blocks {
+        let touched = r.touched(channels);
+        let per_channel = |s: Region| Operand::part(s, r.cols.clone());
+        let ops = vec![
+            Operand::part(x, touched.clone()),
+            per_channel(mean),
+            per_channel(var),
+            Operand::part(dy, touched),
+            per_channel(dgamma),
+            per_channel(dbeta),
+        ];
+        let mut values = block_values(r, channels);
+        values.extend([u32::from(r.rows.start > 0), bits(eps)]);
+        l.push(&BATCHNORM_BACKWARD_SUMS, ops, values, r.cols.len(), 64);
+    }
+    for r in &blocks {
+        let touched = r.touched(channels);
+        let per_channel = |s: Region| Operand::part(s, r.cols.clone());
+        let ops = vec![
+            Operand::part(x, touched.clone()),
+            per_channel(gamma),
+            per_channel(mean),
+            per_channel(var),
+            Operand::part(dy, touched.clone()),
+            per_channel(dgamma),
+            per_channel(dbeta),
+            Operand::part(dx, touched),
+        ];
+        let mut values = block_values(r, channels);
+        values.extend([u32::from(training), word(batch), bits(eps)]);
+        l.push(&BATCHNORM_BACKWARD, ops, values, r.len(), 256);
+    }
+    Ok(())
+}
+
+/// Update op: `running = (1 - momentum)·running + momentum·stat`, the variance made
+/// unbiased by `unbias = B / (B - 1)` first.
+pub(crate) fn batchnorm_stats_update(
+    l: &mut Launches,
+    momentum: f32,
+    unbias: f32,
+    [mean, var]: [Region; 2],
+    [running_mean, running_var]: [Region; 2],
+) -> Result<()> {
+    const K: &str = "batchnorm_stats_update";
+    check_len(K, "var", var, mean.len)?;
+    check_len(K, "running_mean", running_mean, mean.len)?;
+    check_len(K, "running_var", running_var, mean.len)?;
+    for c in chunks(mean.len, l.span()) {
+        let part = |r: Region| Operand::part(r, c.clone());
+        let ops = vec![part(mean), part(var), part(running_mean), part(running_var)];
+        let values = vec![word(c.start), word(c.len()), bits(momentum), bits(unbias)];
+        l.push(&BATCHNORM_STATS_UPDATE, ops, values, c.len(), 256);
+    }
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! Elementwise kernels and the small data-movement ops: `binary`, `activation_forward`,
+//! `activation_backward`, `sum_to_shape`, `fill`, `slice_time`, `scatter_time`, `copy`
+//! (shaders/elementwise.wgsl). As on the CPU, the one kind of broadcast is a second
+//! operand whose shape is a suffix of the first's: it repeats over the first's rows.
+//!
+//! Every op here is split the same way: element ranges of at most one binding's span
+//! ([`chunks`]), or blocks of rows ([`rects`]) when a row-wise operand is involved.
+
+use std::ops::Range;
+
+use tensorfit_core::{Activation, BinaryOp, Result};
+
+use super::{bits, word, Launches};
+use crate::backend_error;
+use crate::shaders::{
+    ACTIVATION_BACKWARD, ACTIVATION_FORWARD, BINARY, COPY, FILL, SCATTER_TIME, SLICE_TIME,
+    SUM_TO_SHAPE,
+};
+use crate::window::{chunks, rects, Operand, Region, LOOP_BUDGET};
+
+/// Checks that `r` (called `what` in the message of kernel `kernel`) has `want` elements.
+pub(crate) fn check_len(kernel: &str, what: &str, r: Region, want: usize) -> Result<()> {
+    if r.len == want {
+        Ok(())
+    } else {
+        Err(backend_error(format!(
+            "{kernel}: `{what}` has {} elements, expected {want}",
+            r.len
+        )))
+    }
+}
+
+/// The shader's code for an activation.
+fn activation_code(f: Activation) -> u32 {
+    match f {
+        Activation::Identity => 0,
+        Activation::Relu => 1,
+        Activation::Tanh => 2,
+        Activation::Sigmoid => 3,
+    }
+}
+
+/// `out = a ∘ b`, with `b` repeated over `a`'s leading dimensions.
+pub(crate) fn binary(
+    l: &mut Launches,
+    op: BinaryOp,
+    a: Region,
+    b: Region,
+    out: Region,
+) -> Result<()> {
+    check_len("binary", "out", out, a.len)?;
+    if a.len == 0 {
+        return Ok(());
+    }
+    if b.len == 0 || a.len % b.len != 0 {
+        return Err(backend_error(format!(
+            "binary: b ({} elements) does not tile a ({} elements)",
+            b.len, a.len
+        )));
+    }
+    let code = match op {
+        BinaryOp::Add => 0,
+        BinaryOp::Mul => 1,
+    };
+    let cols = b.len;
+    for r in rects(a.len / cols, cols, l.span(), usize::MAX) {
+        let touched = r.touched(cols);
+        let ops = vec![
+            Operand::part(a, touched.clone()),
+            Operand::part(b, r.cols.clone()),
+            Operand::part(out, touched),
+        ];
+        let values = vec![
+            word(r.rows.start),
+            word(r.cols.start),
+            word(r.rows.len()),
+            word(r.cols.len()),
+            word(cols),
+            code,
+        ];
+        l.push(&BINARY, ops, values, r.len(), 256);
+    }
+    Ok(())
+}
+
+/// `y = f(x)`.
+pub(crate) fn activation_forward(
+    l: &mut Launches,
+    f: Activation,
+    x: Region,
+    y: Region,
+) -> Result<()> {
+    check_len("activation_forward", "y", y, x.len)?;
+    for c in chunks(x.len, l.span()) {
+        let ops = vec![Operand::part(x, c.clone()), Operand::part(y, c.clone())];
+        let values = vec![word(c.start), word(c.len()), activation_code(f)];
+        l.push(&ACTIVATION_FORWARD, ops, values, c.len(), 256);
+    }
+    Ok(())
+}
+
+/// `dx = dy · f'(x)`, with `f'` computed from the forward output `y`.
+pub(crate) fn activation_backward(
+    l: &mut Launches,
+    f: Activation,
+    y: Region,
+    dy: Region,
+    dx: Region,
+) -> Result<()> {
+    check_len("activation_backward", "dy", dy, y.len)?;
+    check_len("activation_backward", "dx", dx, y.len)?;
+    for c in chunks(y.len, l.span()) {
+        let ops = vec![
+            Operand::part(y, c.clone()),
+            Operand::part(dy, c.clone()),
+            Operand::part(dx, c.clone()),
+        ];
+        let values = vec![word(c.start), word(c.len()), activation_code(f)];
+        l.push(&ACTIVATION_BACKWARD, ops, values, c.len(), 256);
+    }
+    Ok(())
+}
+
+/// `out[j] = Σ_i x[i, j]`: sums `x` over the leading dimensions that `out` lacks.
+pub(crate) fn sum_to_shape(l: &mut Launches, x: Region, out: Region) -> Result<()> {
+    if out.len == 0 || x.len % out.len != 0 {
+        if x.len == 0 {
+            return Ok(());
+        }
+        return Err(backend_error(format!(
+            "sum_to_shape: {} elements do not reduce to {}",
+            x.len, out.len
+        )));
+    }
+    let cols = out.len;
+    let rows = x.len / cols;
+    if rows == 0 {
+        fill(l, 0.0, out);
+        return Ok(());
+    }
+    sum_rows(l, x, rows, cols, out);
+    Ok(())
+}
+
+/// `out[j] = Σ_i x[i, j]` for `x` `[rows, cols]` (also the LSTM's bias gradient).
+pub(crate) fn sum_rows(l: &mut Launches, x: Region, rows: usize, cols: usize, out: Region) {
+    for r in rects(rows, cols, l.span(), LOOP_BUDGET) {
+        let ops = vec![
+            Operand::part(x, r.touched(cols)),
+            Operand::part(out, r.cols.clone()),
+        ];
+        let values = vec![
+            word(r.rows.start),
+            word(r.cols.start),
+            word(r.rows.len()),
+            word(r.cols.len()),
+            word(cols),
+            u32::from(r.rows.start > 0),
+        ];
+        l.push(&SUM_TO_SHAPE, ops, values, r.cols.len(), 64);
+    }
+}
+
+/// Every element of `out` set to `value`.
+pub(crate) fn fill(l: &mut Launches, value: f32, out: Region) {
+    for c in chunks(out.len, l.span()) {
+        let values = vec![word(c.start), word(c.len()), bits(value)];
+        l.push(
+            &FILL,
+            vec![Operand::part(out, c.clone())],
+            values,
+            c.len(),
+            256,
+        );
+    }
+}
+
+/// The block of time step `t` of `x` `[T, B, F]` into `out` `[B, F]`.
+pub(crate) fn slice_time(l: &mut Launches, t: usize, x: Region, out: Region) -> Result<()> {
+    let block = time_block(t, out.len, x.len, "slice_time")?;
+    copy_range(l, &SLICE_TIME, x, block.start, out);
+    Ok(())
+}
+
+/// `out` `[steps, B, F]` zero except `out[t] = x`.
+pub(crate) fn scatter_time(l: &mut Launches, t: usize, x: Region, out: Region) -> Result<()> {
+    let block = time_block(t, x.len, out.len, "scatter_time")?;
+    for c in chunks(out.len, l.span()) {
+        let start = c.start.max(block.start);
+        let end = c.end.min(block.end);
+        let from_x = if start < end {
+            start - block.start..end - block.start
+        } else {
+            0..0
+        };
+        let ops = vec![Operand::part(x, from_x), Operand::part(out, c.clone())];
+        let values = vec![word(c.start), word(c.len()), word(block.start), word(x.len)];
+        l.push(&SCATTER_TIME, ops, values, c.len(), 256);
+    }
+    Ok(())
+}
+
+/// `dst = src` (an update op: `dst` is an existing tensor).
+pub(crate) fn copy(l: &mut Launches, src: Region, dst: Region) -> Result<()> {
+    check_len("copy", "dst", dst, src.len)?;
+    copy_range(l, &COPY, src, 0, dst);
+    Ok(())
+}
+
+/// `dst[i] = src[from + i]` for every element of `dst`, with `kernel` (`copy` or
+/// `slice_time`, the same code under the op's name). Used by the LSTM for its state.
+pub(crate) fn copy_range(
+    l: &mut Launches,
+    kernel: &'static crate::shaders::Kernel,
+    src: Region,
+    from: usize,
+    dst: Region,
+) {
+    for c in chunks(dst.len, l.span()) {
+        let ops = vec![
+            Operand::part(src, from + c.start..from + c.end),
+            Operand::part(dst, c.clone()),
+        ];
+        let values = vec![word(from), word(c.start), word(c.len())];
+        l.push(kernel, ops, values, c.len(), 256);
+    }
+}
+
+/// The element range of step `t` in a sequence of `seq_len` elements cut in steps of
+/// `step`.
+fn time_block(t: usize, step: usize, seq_len: usize, kernel: &str) -> Result<Range<usize>> {
+    let start = t.checked_mul(step);
+    match start.and_then(|s| s.checked_add(step)) {
+        Some(end) if end <= seq_len && (step == 0 || seq_len % step == 0) => Ok(end - step..end),
+        _ => Err(backend_error(format!(
+            "{kernel}: step {t} of {step} elements outside a sequence of {seq_len}"
+        ))),
+    }
+}

@@ -1,0 +1,333 @@
+//! The LSTM kernels, `lstm_forward` and `lstm_backward`: a whole layer over a whole
+//! sequence per op, organised exactly as tensorfit-cpu's kernels/lstm.rs (cuDNN's
+//! structure), with the fused per-step passes in shaders/lstm.wgsl:
+//! - **forward**: the input projection of all steps is one GEMM,
+//!   `gates[T·B, 4H] = x · w_ihᵀ`; then per step `t`, one GEMM accumulates the recurrent
+//!   term, `gates[t] += h_{t-1} · w_hhᵀ`, and one `lstm_forward_cell` launch adds both
+//!   biases, applies the nonlinearities in place and updates the cell and hidden state;
+//! - **backward**: per step, from `t = T-1` down to 0, one `lstm_backward_cell` launch
+//!   forms `dgates[t]` and carries the cell gradient, and one GEMM carries the hidden
+//!   gradient, `dh = dgates[t] · w_hh`; the weight gradients are GEMMs over all `T·B`
+//!   rows after the loop, and the bias gradient their column sums.
+//!
+//! All of it is recorded into one command stream: no step waits for the host. A step's
+//! fused pass is cut into blocks of batch rows only when a step is larger than one
+//! binding holds.
+
+use tensorfit_core::{LstmDims, Result};
+
+use super::elementwise::{check_len, copy_range, fill, sum_rows};
+use super::gemm::{gemm, Mat};
+use super::{word, Launches};
+use crate::shaders::{COPY, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
+use crate::window::{row_chunks, Operand, Region};
+
+/// The inputs of `Op::LstmForward`: `x` `[T, B, I]`, `h0`, `c0` `[B, H]`, `w_ih`
+/// `[4H, I]`, `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ForwardInputs {
+    pub x: Region,
+    pub h0: Region,
+    pub c0: Region,
+    pub w_ih: Region,
+    pub w_hh: Region,
+    pub b_ih: Region,
+    pub b_hh: Region,
+}
+
+/// The outputs of `Op::LstmForward`: `y` `[T, B, H]`, `h_n`, `c_n` `[B, H]`, `gates`
+/// `[T, B, 4H]` (activated), and `cells` `[T, B, H]` when kept for backward.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ForwardOutputs {
+    pub y: Region,
+    pub h_n: Region,
+    pub c_n: Region,
+    pub gates: Region,
+    pub cells: Option<Region>,
+}
+
+/// The inputs of `Op::LstmBackward`: the forward's inputs (no biases), its outputs `y`,
+/// `gates`, `cells`, and the gradients arriving at `y`, `h_n` and `c_n`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BackwardInputs {
+    pub x: Region,
+    pub h0: Region,
+    pub c0: Region,
+    pub w_ih: Region,
+    pub w_hh: Region,
+    pub y: Region,
+    pub gates: Region,
+    pub cells: Region,
+    pub dy: Region,
+    pub dh_n: Region,
+    pub dc_n: Region,
+}
+
+/// The outputs of `Op::LstmBackward`: `dgates` `[T, B, 4H]`, `dh0`, `dc0` `[B, H]`,
+/// `dw_ih`, `dw_hh`, `db`, and `dx` `[T, B, I]` when wanted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BackwardOutputs {
+    pub dgates: Region,
+    pub dh0: Region,
+    pub dc0: Region,
+    pub dw_ih: Region,
+    pub dw_hh: Region,
+    pub db: Region,
+    pub dx: Option<Region>,
+}
+
+/// Runs an LSTM layer over a sequence (see the module documentation).
+pub(crate) fn lstm_forward(
+    l: &mut Launches,
+    d: LstmDims,
+    inp: &ForwardInputs,
+    out: &ForwardOutputs,
+) -> Result<()> {
+    const K: &str = "lstm_forward";
+    let LstmDims {
+        steps,
+        batch,
+        input,
+        hidden,
+    } = d;
+    let (rows, h4) = (steps * batch, 4 * hidden);
+    let (step_h, step_g) = (batch * hidden, batch * h4);
+    for (what, r, want) in [
+        ("x", inp.x, rows * input),
+        ("h0", inp.h0, step_h),
+        ("c0", inp.c0, step_h),
+        ("w_ih", inp.w_ih, h4 * input),
+        ("w_hh", inp.w_hh, h4 * hidden),
+        ("b_ih", inp.b_ih, h4),
+        ("b_hh", inp.b_hh, h4),
+        ("y", out.y, rows * hidden),
+        ("h_n", out.h_n, step_h),
+        ("c_n", out.c_n, step_h),
+        ("gates", out.gates, rows * h4),
+    ] {
+        check_len(K, what, r, want)?;
+    }
+    if let Some(cells) = out.cells {
+        check_len(K, "cells", cells, rows * hidden)?;
+    }
+    if steps == 0 || step_h == 0 {
+        copy_range(l, &COPY, inp.h0, 0, out.h_n);
+        copy_range(l, &COPY, inp.c0, 0, out.c_n);
+        return Ok(());
+    }
+    let blocks = row_chunks(batch, h4, l.span(), K)?;
+    let gates = Mat::new(out.gates, rows, h4);
+    let w_hh = Mat::new(inp.w_hh, h4, hidden);
+
+    // 1. The input projection of every step at once (the biases join in the fused pass).
+    let w_ih = Mat::new(inp.w_ih, h4, input);
+    gemm(
+        l,
+        (Mat::new(inp.x, rows, input), false),
+        (w_ih, true),
+        gates,
+        false,
+    )?;
+
+    // 2. The recurrence: one GEMM and one fused pass per step.
+    for t in 0..steps {
+        let h_prev = if t == 0 {
+            Mat::new(inp.h0, batch, hidden)
+        } else {
+            Mat::new(out.y, rows, hidden).rows((t - 1) * batch, batch)
+        };
+        let gates_t = gates.rows(t * batch, batch);
+        gemm(l, (h_prev, false), (w_hh, true), gates_t, true)?;
+
+        for b in &blocks {
+            let n = b.len() * hidden;
+            let first = b.start * hidden;
+            // Where c_{t-1} is read and c_t written: c0 then the kept cells, or the
+            // running state c_n, updated in place, when the cells are not kept.
+            let (c_prev, c_prev_off, prev_in_c) = match (t, out.cells) {
+                (0, _) => (inp.c0, first, 0),
+                (_, Some(cells)) => (cells, (t - 1) * step_h + first, 0),
+                (_, None) => (inp.c0, first, 1),
+            };
+            let (c, c_off) = match out.cells {
+                Some(cells) => (cells, t * step_h + first),
+                None => (out.c_n, first),
+            };
+            let c_prev_touched = if prev_in_c == 1 {
+                0..0
+            } else {
+                c_prev_off..c_prev_off + n
+            };
+            let gates_off = t * step_g + b.start * h4;
+            let y_off = t * step_h + first;
+            let ops = vec![
+                Operand::part(out.gates, gates_off..gates_off + b.len() * h4),
+                Operand::part(c_prev, c_prev_touched),
+                Operand::part(c, c_off..c_off + n),
+                Operand::part(out.y, y_off..y_off + n),
+                Operand::whole(inp.b_ih),
+                Operand::whole(inp.b_hh),
+            ];
+            let values = vec![
+                word(b.len()),
+                word(hidden),
+                word(gates_off),
+                word(c_prev_off),
+                word(c_off),
+                word(y_off),
+                prev_in_c,
+            ];
+            l.push(&LSTM_FORWARD_CELL, ops, values, n, 256);
+        }
+    }
+
+    // 3. The final state.
+    let last = (steps - 1) * step_h;
+    copy_range(l, &COPY, out.y, last, out.h_n);
+    if let Some(cells) = out.cells {
+        copy_range(l, &COPY, cells, last, out.c_n);
+    }
+    Ok(())
+}
+
+/// The gradient of [`lstm_forward`] (with its cells kept); see the module documentation.
+pub(crate) fn lstm_backward(
+    l: &mut Launches,
+    d: LstmDims,
+    inp: &BackwardInputs,
+    out: &BackwardOutputs,
+) -> Result<()> {
+    const K: &str = "lstm_backward";
+    let LstmDims {
+        steps,
+        batch,
+        input,
+        hidden,
+    } = d;
+    let (rows, h4) = (steps * batch, 4 * hidden);
+    let (step_h, step_g) = (batch * hidden, batch * h4);
+    for (what, r, want) in [
+        ("x", inp.x, rows * input),
+        ("h0", inp.h0, step_h),
+        ("c0", inp.c0, step_h),
+        ("w_ih", inp.w_ih, h4 * input),
+        ("w_hh", inp.w_hh, h4 * hidden),
+        ("y", inp.y, rows * hidden),
+        ("gates", inp.gates, rows * h4),
+        ("cells", inp.cells, rows * hidden),
+        ("dy", inp.dy, rows * hidden),
+        ("dh_n", inp.dh_n, step_h),
+        ("dc_n", inp.dc_n, step_h),
+        ("dgates", out.dgates, rows * h4),
+        ("dh0", out.dh0, step_h),
+        ("dc0", out.dc0, step_h),
+        ("dw_ih", out.dw_ih, h4 * input),
+        ("dw_hh", out.dw_hh, h4 * hidden),
+        ("db", out.db, h4),
+    ] {
+        check_len(K, what, r, want)?;
+    }
+    if let Some(dx) = out.dx {
+        check_len(K, "dx", dx, rows * input)?;
+    }
+
+    // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
+    // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
+    copy_range(l, &COPY, inp.dh_n, 0, out.dh0);
+    copy_range(l, &COPY, inp.dc_n, 0, out.dc0);
+    if steps == 0 || step_h == 0 {
+        // Nothing flows through the layer: the weights get no gradient.
+        for g in [out.dw_ih, out.dw_hh, out.db] {
+            fill(l, 0.0, g);
+        }
+        if let Some(dx) = out.dx {
+            fill(l, 0.0, dx);
+        }
+        return Ok(());
+    }
+    let blocks = row_chunks(batch, h4, l.span(), K)?;
+    let dgates = Mat::new(out.dgates, rows, h4);
+
+    // 1. Backwards through time: one fused pass and one GEMM per step.
+    for t in (0..steps).rev() {
+        for b in &blocks {
+            let n = b.len() * hidden;
+            let first = b.start * hidden;
+            let gates_off = t * step_g + b.start * h4;
+            let step_off = t * step_h + first;
+            let (c_prev, c_prev_off) = if t == 0 {
+                (inp.c0, first)
+            } else {
+                (inp.cells, (t - 1) * step_h + first)
+            };
+            let ops = vec![
+                Operand::part(inp.gates, gates_off..gates_off + b.len() * h4),
+                Operand::part(inp.cells, step_off..step_off + n),
+                Operand::part(c_prev, c_prev_off..c_prev_off + n),
+                Operand::part(inp.dy, step_off..step_off + n),
+                Operand::part(out.dh0, first..first + n),
+                Operand::part(out.dc0, first..first + n),
+                Operand::part(out.dgates, gates_off..gates_off + b.len() * h4),
+            ];
+            let values = vec![
+                word(b.len()),
+                word(hidden),
+                word(gates_off),
+                word(step_off),
+                word(c_prev_off),
+                word(first),
+            ];
+            l.push(&LSTM_BACKWARD_CELL, ops, values, n, 256);
+        }
+        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
+        let w_hh = Mat::new(inp.w_hh, h4, hidden);
+        let dh = Mat::new(out.dh0, batch, hidden);
+        gemm(
+            l,
+            (dgates.rows(t * batch, batch), false),
+            (w_hh, false),
+            dh,
+            false,
+        )?;
+    }
+
+    // 2. Weight gradients over all steps at once.
+    // dw_ih = dgatesᵀ · x over all T·B rows.
+    let x = Mat::new(inp.x, rows, input);
+    gemm(
+        l,
+        (dgates, true),
+        (x, false),
+        Mat::new(out.dw_ih, h4, input),
+        false,
+    )?;
+    // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
+    let dw_hh = Mat::new(out.dw_hh, h4, hidden);
+    let h0 = Mat::new(inp.h0, batch, hidden);
+    gemm(l, (dgates.rows(0, batch), true), (h0, false), dw_hh, false)?;
+    if steps > 1 {
+        let later = (steps - 1) * batch;
+        let h_prev = Mat::new(inp.y, rows, hidden).rows(0, later);
+        gemm(
+            l,
+            (dgates.rows(batch, later), true),
+            (h_prev, false),
+            dw_hh,
+            true,
+        )?;
+    }
+    // db = column sums of dgates (the gradient of b_ih and of b_hh alike).
+    sum_rows(l, out.dgates, rows, h4, out.db);
+    // dx = dgates · w_ih over all T·B rows.
+    if let Some(dx) = out.dx {
+        let w_ih = Mat::new(inp.w_ih, h4, input);
+        gemm(
+            l,
+            (dgates, false),
+            (w_ih, false),
+            Mat::new(dx, rows, input),
+            false,
+        )?;
+    }
+    Ok(())
+}

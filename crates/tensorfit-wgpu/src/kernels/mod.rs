@@ -1,0 +1,305 @@
+//! The host side of the kernels: each [`Op`] turned into the kernel launches that compute
+//! it, one file per op family and one function per op, named as the CPU backend names its
+//! kernels (`Op::name`), so that `tensorfit-cpu/src/kernels/lstm.rs` and `lstm.rs` here
+//! read side by side.
+//!
+//! These functions only plan: they check dimensions, split work so that every launch's
+//! windows fit the binding limit (see `crate::window`), and return [`Launch`]es; nothing
+//! here touches the device, so a wrong plan is an error before anything is recorded.
+
+pub(crate) mod adam;
+pub(crate) mod batchnorm;
+pub(crate) mod elementwise;
+pub(crate) mod gemm;
+pub(crate) mod lstm;
+pub(crate) mod softmax;
+
+use tensorfit_core::{LstmDims, Op, Result, TensorView};
+
+use crate::backend_error;
+use crate::record::Launch;
+use crate::shaders::Kernel;
+use crate::window::{grid, Limits, Operand, Region};
+
+/// Launches being planned for one op, under the device's binding limits.
+#[derive(Debug)]
+pub(crate) struct Launches {
+    pub limits: Limits,
+    pub list: Vec<Launch>,
+}
+
+impl Launches {
+    pub fn new(limits: Limits) -> Self {
+        Launches {
+            limits,
+            list: Vec::new(),
+        }
+    }
+
+    /// The most elements one launch may touch of one operand.
+    pub fn span(&self) -> usize {
+        self.limits.span()
+    }
+
+    /// A launch of `threads` invocations, `per_group` to a workgroup.
+    pub fn push(
+        &mut self,
+        kernel: &'static Kernel,
+        operands: Vec<Operand>,
+        values: Vec<u32>,
+        threads: usize,
+        per_group: u32,
+    ) {
+        let groups = grid(threads, per_group, self.limits.max_groups);
+        self.push_groups(kernel, operands, values, groups);
+    }
+
+    /// A launch with explicit workgroup counts.
+    pub fn push_groups(
+        &mut self,
+        kernel: &'static Kernel,
+        operands: Vec<Operand>,
+        values: Vec<u32>,
+        groups: [u32; 3],
+    ) {
+        self.list.push(Launch {
+            kernel,
+            operands,
+            values,
+            groups,
+        });
+    }
+}
+
+/// A count or offset as a parameter word. Launches cover at most one binding's elements,
+/// so counts fit; offsets inside a tensor wrap like the shaders' arithmetic (see
+/// `crate::window`).
+pub(crate) fn word(v: usize) -> u32 {
+    v as u32
+}
+
+/// An `f32` parameter as its bits.
+pub(crate) fn bits(v: f32) -> u32 {
+    v.to_bits()
+}
+
+fn regions(views: &[TensorView]) -> Vec<Region> {
+    views.iter().map(Region::of).collect()
+}
+
+/// The views of one kind as a fixed-size array.
+fn arity<const N: usize>(op: &Op, what: &str, views: &[Region]) -> Result<[Region; N]> {
+    views.try_into().map_err(|_| {
+        backend_error(format!(
+            "{}: expected {N} {what}, got {}",
+            op.name(),
+            views.len()
+        ))
+    })
+}
+
+/// `N` required views and one optional last view (`cells`, `dx`).
+fn arity_optional<const N: usize>(
+    op: &Op,
+    what: &str,
+    views: &[Region],
+) -> Result<([Region; N], Option<Region>)> {
+    let (required, last) = if views.len() > N {
+        (&views[..N], views.last().copied())
+    } else {
+        (views, None)
+    };
+    if views.len() > N + 1 {
+        return Err(backend_error(format!(
+            "{}: expected at most {} {what}, got {}",
+            op.name(),
+            N + 1,
+            views.len()
+        )));
+    }
+    Ok((arity(op, what, required)?, last))
+}
+
+fn dims2(view: &TensorView) -> [usize; 2] {
+    [view.shape.dim(0), view.shape.dim(1)]
+}
+
+fn lstm_dims(op: &Op, views: &[TensorView]) -> Result<LstmDims> {
+    let shapes: Vec<_> = views.iter().map(|v| &v.shape).collect();
+    LstmDims::from_inputs(&shapes).map_err(|m| backend_error(format!("{}: {m}", op.name())))
+}
+
+/// Plans the launches of one op. The views' shapes have been checked against
+/// `Op::infer_shapes`; the match is exhaustive, so a new op does not compile until it
+/// has kernels here.
+pub(crate) fn plan(
+    op: &Op,
+    inputs: &[TensorView],
+    outputs: &[TensorView],
+    limits: Limits,
+) -> Result<Vec<Launch>> {
+    let mut l = Launches::new(limits);
+    let ins = regions(inputs);
+    let outs = regions(outputs);
+    match op {
+        Op::MatMul { trans_a, trans_b } => {
+            let [a, b] = arity(op, "inputs", &ins)?;
+            let [c] = arity(op, "outputs", &outs)?;
+            let (a_dims, b_dims) = (dims2(&inputs[0]), dims2(&inputs[1]));
+            gemm::matmul(&mut l, (a, a_dims, *trans_a), (b, b_dims, *trans_b), c)?;
+        }
+        Op::Binary(bop) => {
+            let [a, b] = arity(op, "inputs", &ins)?;
+            let [out] = arity(op, "outputs", &outs)?;
+            elementwise::binary(&mut l, *bop, a, b, out)?;
+        }
+        Op::Activation(f) => {
+            let [x] = arity(op, "inputs", &ins)?;
+            let [y] = arity(op, "outputs", &outs)?;
+            elementwise::activation_forward(&mut l, *f, x, y)?;
+        }
+        Op::ActivationBackward(f) => {
+            let [y, dy] = arity(op, "inputs", &ins)?;
+            let [dx] = arity(op, "outputs", &outs)?;
+            elementwise::activation_backward(&mut l, *f, y, dy, dx)?;
+        }
+        Op::SumToShape { .. } => {
+            let [x] = arity(op, "inputs", &ins)?;
+            let [out] = arity(op, "outputs", &outs)?;
+            elementwise::sum_to_shape(&mut l, x, out)?;
+        }
+        Op::Fill { value, .. } => {
+            let [out] = arity(op, "outputs", &outs)?;
+            elementwise::fill(&mut l, *value, out);
+        }
+        Op::SliceTime { t } => {
+            let [x] = arity(op, "inputs", &ins)?;
+            let [out] = arity(op, "outputs", &outs)?;
+            elementwise::slice_time(&mut l, *t, x, out)?;
+        }
+        Op::ScatterTime { t, .. } => {
+            let [x] = arity(op, "inputs", &ins)?;
+            let [out] = arity(op, "outputs", &outs)?;
+            elementwise::scatter_time(&mut l, *t, x, out)?;
+        }
+        Op::LstmForward { .. } => {
+            let dims = lstm_dims(op, inputs)?;
+            let [x, h0, c0, w_ih, w_hh, b_ih, b_hh] = arity(op, "inputs", &ins)?;
+            let ([y, h_n, c_n, gates], cells) = arity_optional(op, "outputs", &outs)?;
+            let inp = lstm::ForwardInputs {
+                x,
+                h0,
+                c0,
+                w_ih,
+                w_hh,
+                b_ih,
+                b_hh,
+            };
+            let out = lstm::ForwardOutputs {
+                y,
+                h_n,
+                c_n,
+                gates,
+                cells,
+            };
+            lstm::lstm_forward(&mut l, dims, &inp, &out)?;
+        }
+        Op::LstmBackward { .. } => {
+            let dims = lstm_dims(op, inputs.get(..5).unwrap_or(inputs))?;
+            let [x, h0, c0, w_ih, w_hh, y, gates, cells, dy, dh_n, dc_n] =
+                arity(op, "inputs", &ins)?;
+            let ([dgates, dh0, dc0, dw_ih, dw_hh, db], dx) = arity_optional(op, "outputs", &outs)?;
+            let inp = lstm::BackwardInputs {
+                x,
+                h0,
+                c0,
+                w_ih,
+                w_hh,
+                y,
+                gates,
+                cells,
+                dy,
+                dh_n,
+                dc_n,
+            };
+            let out = lstm::BackwardOutputs {
+                dgates,
+                dh0,
+                dc0,
+                dw_ih,
+                dw_hh,
+                db,
+                dx,
+            };
+            lstm::lstm_backward(&mut l, dims, &inp, &out)?;
+        }
+        Op::BatchNorm { eps, training } => {
+            if *training {
+                let [x, gamma, beta] = arity(op, "inputs", &ins)?;
+                let [y, mean, var] = arity(op, "outputs", &outs)?;
+                let stats = batchnorm::Stats::Batch { mean, var };
+                batchnorm::batchnorm_forward(&mut l, *eps, [x, gamma, beta], stats, y)?;
+            } else {
+                let [x, gamma, beta, mean, var] = arity(op, "inputs", &ins)?;
+                let [y] = arity(op, "outputs", &outs)?;
+                let stats = batchnorm::Stats::Running { mean, var };
+                batchnorm::batchnorm_forward(&mut l, *eps, [x, gamma, beta], stats, y)?;
+            }
+        }
+        Op::BatchNormBackward { eps, training } => {
+            let [x, gamma, mean, var, dy] = arity(op, "inputs", &ins)?;
+            let [dx, dgamma, dbeta] = arity(op, "outputs", &outs)?;
+            let inp = batchnorm::BackwardInputs {
+                x,
+                gamma,
+                mean,
+                var,
+                dy,
+            };
+            batchnorm::batchnorm_backward(&mut l, *eps, *training, &inp, [dx, dgamma, dbeta])?;
+        }
+        Op::BatchNormStatsUpdate { momentum, unbias } => {
+            let [mean, var] = arity(op, "inputs", &ins)?;
+            let [running_mean, running_var] = arity(op, "targets", &outs)?;
+            batchnorm::batchnorm_stats_update(
+                &mut l,
+                *momentum,
+                *unbias,
+                [mean, var],
+                [running_mean, running_var],
+            )?;
+        }
+        Op::SoftmaxCrossEntropy => {
+            let [logits, labels] = arity(op, "inputs", &ins)?;
+            let [loss, probs] = arity(op, "outputs", &outs)?;
+            softmax::softmax_cross_entropy_forward(&mut l, logits, labels, loss, probs)?;
+        }
+        Op::SoftmaxCrossEntropyBackward => {
+            let [probs, labels, dloss] = arity(op, "inputs", &ins)?;
+            let [dlogits] = arity(op, "outputs", &outs)?;
+            softmax::softmax_cross_entropy_backward(&mut l, probs, labels, dloss, dlogits)?;
+        }
+        Op::Adam {
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        } => {
+            let [grad, scalars] = arity(op, "inputs", &ins)?;
+            let [param, m, v] = arity(op, "targets", &outs)?;
+            let p = adam::AdamParams {
+                beta1: *beta1,
+                beta2: *beta2,
+                eps: *eps,
+                weight_decay: *weight_decay,
+            };
+            adam::adam_update(&mut l, p, grad, scalars, [param, m, v])?;
+        }
+        Op::Copy => {
+            let [src] = arity(op, "inputs", &ins)?;
+            let [dst] = arity(op, "targets", &outs)?;
+            elementwise::copy(&mut l, src, dst)?;
+        }
+    }
+    Ok(l.list)
+}

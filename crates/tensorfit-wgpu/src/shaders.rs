@@ -1,0 +1,236 @@
+//! The WGSL sources and the table of kernels (entry points) they define.
+//!
+//! One file per op family, named like the CPU backend's `kernels/*.rs`, embedded at
+//! compile time after `shaders/common.wgsl`, whose conventions every entry point follows
+//! (binding 0: parameters, whose first words are the bases of
+//! bindings 1..=`buffers`, all `read_write`). The test at the bottom parses and validates
+//! every file with naga, without a GPU, and checks each [`Kernel`] against the entry
+//! point it names: that it exists, and binds exactly the buffers the host code fills.
+
+/// A shader source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Shader {
+    Gemm,
+    Elementwise,
+    Lstm,
+    Batchnorm,
+    Softmax,
+    Adam,
+}
+
+impl Shader {
+    #[cfg(test)]
+    pub const ALL: [Shader; 6] = [
+        Shader::Gemm,
+        Shader::Elementwise,
+        Shader::Lstm,
+        Shader::Batchnorm,
+        Shader::Softmax,
+        Shader::Adam,
+    ];
+
+    pub fn file(self) -> &'static str {
+        match self {
+            Shader::Gemm => "gemm.wgsl",
+            Shader::Elementwise => "elementwise.wgsl",
+            Shader::Lstm => "lstm.wgsl",
+            Shader::Batchnorm => "batchnorm.wgsl",
+            Shader::Softmax => "softmax.wgsl",
+            Shader::Adam => "adam.wgsl",
+        }
+    }
+
+    /// The file's text after `common.wgsl` (the conventions and helpers every file uses).
+    pub fn source(self) -> &'static str {
+        match self {
+            Shader::Gemm => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/gemm.wgsl")
+            ),
+            Shader::Elementwise => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/elementwise.wgsl")
+            ),
+            Shader::Lstm => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/lstm.wgsl")
+            ),
+            Shader::Batchnorm => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/batchnorm.wgsl")
+            ),
+            Shader::Softmax => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/softmax.wgsl")
+            ),
+            Shader::Adam => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/adam.wgsl")
+            ),
+        }
+    }
+}
+
+/// One entry point: where it is, and how many storage buffers it binds (1..=`buffers`).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Kernel {
+    pub shader: Shader,
+    pub entry: &'static str,
+    pub buffers: usize,
+}
+
+/// Words of the parameter block every launch gets (bases first, then the kernel's own).
+pub(crate) const PARAM_WORDS: usize = 32;
+
+macro_rules! kernels {
+    ($($name:ident = $shader:ident :: $entry:literal, $buffers:literal;)*) => {
+        $(pub(crate) const $name: Kernel = Kernel {
+            shader: Shader::$shader,
+            entry: $entry,
+            buffers: $buffers,
+        };)*
+        /// Every kernel, for the validation test.
+        #[cfg(test)]
+        pub(crate) const ALL: &[&Kernel] = &[$(&$name),*];
+    };
+}
+
+kernels! {
+    MATMUL = Gemm::"matmul", 3;
+    BINARY = Elementwise::"binary", 3;
+    ACTIVATION_FORWARD = Elementwise::"activation_forward", 2;
+    ACTIVATION_BACKWARD = Elementwise::"activation_backward", 3;
+    SUM_TO_SHAPE = Elementwise::"sum_to_shape", 2;
+    FILL = Elementwise::"fill", 1;
+    SLICE_TIME = Elementwise::"slice_time", 2;
+    SCATTER_TIME = Elementwise::"scatter_time", 2;
+    COPY = Elementwise::"copy", 2;
+    LSTM_FORWARD_CELL = Lstm::"lstm_forward_cell", 6;
+    LSTM_BACKWARD_CELL = Lstm::"lstm_backward_cell", 7;
+    BATCHNORM_FORWARD_MEAN = Batchnorm::"batchnorm_forward_mean", 2;
+    BATCHNORM_FORWARD_VAR = Batchnorm::"batchnorm_forward_var", 3;
+    BATCHNORM_FORWARD = Batchnorm::"batchnorm_forward", 6;
+    BATCHNORM_BACKWARD_SUMS = Batchnorm::"batchnorm_backward_sums", 6;
+    BATCHNORM_BACKWARD = Batchnorm::"batchnorm_backward", 8;
+    BATCHNORM_STATS_UPDATE = Batchnorm::"batchnorm_stats_update", 4;
+    SOFTMAX_CROSS_ENTROPY_FORWARD = Softmax::"softmax_cross_entropy_forward", 4;
+    SOFTMAX_CROSS_ENTROPY_BACKWARD = Softmax::"softmax_cross_entropy_backward", 4;
+    ADAM_UPDATE = Adam::"adam_update", 5;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use naga::valid::{Capabilities, ValidationFlags, Validator};
+    use naga::{AddressSpace, StorageAccess};
+
+    fn module(shader: Shader) -> (naga::Module, naga::valid::ModuleInfo) {
+        let src = shader.source();
+        let module = naga::front::wgsl::parse_str(src)
+            .unwrap_or_else(|e| panic!("{}: {}", shader.file(), e.emit_to_string(src)));
+        let info = Validator::new(ValidationFlags::all(), Capabilities::empty())
+            .validate(&module)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}: {}",
+                    shader.file(),
+                    e.emit_to_string_with_path(src, shader.file())
+                )
+            });
+        (module, info)
+    }
+
+    #[test]
+    fn every_shader_parses_and_validates_with_naga() {
+        for shader in Shader::ALL {
+            let (module, _) = module(shader);
+            assert!(
+                !module.entry_points.is_empty(),
+                "{} has no entry point",
+                shader.file()
+            );
+        }
+    }
+
+    #[test]
+    fn every_kernel_binds_what_the_host_fills() {
+        for shader in Shader::ALL {
+            let (module, info) = module(shader);
+            let listed: Vec<&Kernel> = ALL.iter().copied().filter(|k| k.shader == shader).collect();
+            for (e, ep) in module.entry_points.iter().enumerate() {
+                let kernel = listed
+                    .iter()
+                    .find(|k| k.entry == ep.name)
+                    .unwrap_or_else(|| {
+                        panic!("{}::{} is not in the table", shader.file(), ep.name)
+                    });
+                assert_eq!(
+                    ep.workgroup_size.iter().product::<u32>() % 64,
+                    0,
+                    "{}",
+                    ep.name
+                );
+                let fun = info.get_entry_point(e);
+                let mut bindings = Vec::new();
+                for (handle, var) in module.global_variables.iter() {
+                    if fun[handle].is_empty() {
+                        continue;
+                    }
+                    let Some(b) = &var.binding else { continue };
+                    assert_eq!(b.group, 0, "{}", ep.name);
+                    match var.space {
+                        AddressSpace::Uniform => {
+                            assert_eq!(b.binding, 0, "{}", ep.name);
+                            let ty = &module.types[var.ty].inner;
+                            let bytes = ty.size(module.to_ctx());
+                            assert!(
+                                bytes as usize <= PARAM_WORDS * 4,
+                                "{}: {bytes} bytes",
+                                ep.name
+                            );
+                            // The host writes the bases first, one per storage binding.
+                            let naga::TypeInner::Struct { members, .. } = ty else {
+                                panic!("{}: parameters must be a struct", ep.name)
+                            };
+                            let is_base = |i: usize| {
+                                members
+                                    .get(i)
+                                    .and_then(|m| m.name.as_deref())
+                                    .is_some_and(|n| n.ends_with("_base"))
+                            };
+                            for i in 0..=kernel.buffers {
+                                assert_eq!(
+                                    is_base(i),
+                                    i < kernel.buffers,
+                                    "{}: member {i}",
+                                    ep.name
+                                );
+                            }
+                        }
+                        AddressSpace::Storage { access } => {
+                            assert!(
+                                access.contains(StorageAccess::LOAD | StorageAccess::STORE),
+                                "{}: binding {} must be read_write",
+                                ep.name,
+                                b.binding
+                            );
+                            bindings.push(b.binding);
+                        }
+                        other => panic!("{}: unexpected address space {other:?}", ep.name),
+                    }
+                }
+                bindings.sort_unstable();
+                let want: Vec<u32> = (1..=kernel.buffers as u32).collect();
+                assert_eq!(bindings, want, "{}::{}", shader.file(), ep.name);
+            }
+            for k in listed {
+                assert!(
+                    module.entry_points.iter().any(|ep| ep.name == k.entry),
+                    "{} has no entry point {}",
+                    shader.file(),
+                    k.entry
+                );
+            }
+        }
+    }
+}

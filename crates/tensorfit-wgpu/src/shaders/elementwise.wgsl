@@ -1,0 +1,217 @@
+// elementwise.wgsl: the elementwise kernels and the small data-movement ops, mirroring
+// tensorfit-cpu's kernels/elementwise.rs: binary, activation_forward, activation_backward,
+// sum_to_shape, fill, slice_time, scatter_time, copy. Conventions: common.wgsl.
+
+// Activation codes: 0 identity, 1 relu, 2 tanh, 3 sigmoid.
+fn activate(f: u32, x: f32) -> f32 {
+    switch f {
+        case 1u: { return max(x, 0.0); }
+        case 2u: { return tanh_f(x); }
+        case 3u: { return sigmoid_f(x); }
+        default: { return x; }
+    }
+}
+
+// f'(x) written with y = f(x).
+fn derivative_from_output(f: u32, y: f32) -> f32 {
+    switch f {
+        case 1u: { return select(0.0, 1.0, y > 0.0); }
+        case 2u: { return 1.0 - y * y; }
+        case 3u: { return y * (1.0 - y); }
+        default: { return 1.0; }
+    }
+}
+
+// ---- binary: out = a ∘ b on a block of a, viewed as [.., ld] with b of ld elements
+// repeated over its rows. op: 0 add, 1 mul.
+
+struct BinaryParams {
+    a_base: u32, b_base: u32, out_base: u32,
+    row0: u32, col0: u32, rows: u32, cols: u32, ld: u32, op: u32,
+}
+
+@group(0) @binding(0) var<uniform> binary_p: BinaryParams;
+@group(0) @binding(1) var<storage, read_write> binary_a: array<f32>;
+@group(0) @binding(2) var<storage, read_write> binary_b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> binary_out: array<f32>;
+
+@compute @workgroup_size(256)
+fn binary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = binary_p;
+    let i = flat_index(wid, nwg, lid);
+    if (i >= p.rows * p.cols) {
+        return;
+    }
+    let col = p.col0 + i % p.cols;
+    let e = (p.row0 + i / p.cols) * p.ld + col;
+    let x = binary_a[p.a_base + e];
+    let y = binary_b[p.b_base + col];
+    binary_out[p.out_base + e] = select(x + y, x * y, p.op == 1u);
+}
+
+// ---- activation_forward: y = f(x) on off..off+n.
+
+struct ActivationParams {
+    x_base: u32, y_base: u32,
+    off: u32, n: u32, f: u32,
+}
+
+@group(0) @binding(0) var<uniform> act_p: ActivationParams;
+@group(0) @binding(1) var<storage, read_write> act_x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> act_y: array<f32>;
+
+@compute @workgroup_size(256)
+fn activation_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = act_p;
+    let i = flat_index(wid, nwg, lid);
+    if (i >= p.n) {
+        return;
+    }
+    let e = p.off + i;
+    act_y[p.y_base + e] = activate(p.f, act_x[p.x_base + e]);
+}
+
+// ---- activation_backward: dx = dy · f'(x), with f' from the forward output y.
+
+struct ActivationBackwardParams {
+    y_base: u32, dy_base: u32, dx_base: u32,
+    off: u32, n: u32, f: u32,
+}
+
+@group(0) @binding(0) var<uniform> actb_p: ActivationBackwardParams;
+@group(0) @binding(1) var<storage, read_write> actb_y: array<f32>;
+@group(0) @binding(2) var<storage, read_write> actb_dy: array<f32>;
+@group(0) @binding(3) var<storage, read_write> actb_dx: array<f32>;
+
+@compute @workgroup_size(256)
+fn activation_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                       @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = actb_p;
+    let i = flat_index(wid, nwg, lid);
+    if (i >= p.n) {
+        return;
+    }
+    let e = p.off + i;
+    actb_dx[p.dx_base + e] = actb_dy[p.dy_base + e] * derivative_from_output(p.f, actb_y[p.y_base + e]);
+}
+
+// ---- sum_to_shape: out[col] (+)= Σ over the block's rows of x[row, col], x viewed as
+// [.., ld]. One invocation per column, summing its rows in order with Kahan's
+// compensation; the host visits row blocks in order, the first one writing.
+
+struct SumParams {
+    x_base: u32, out_base: u32,
+    row0: u32, col0: u32, rows: u32, cols: u32, ld: u32, accumulate: u32,
+}
+
+@group(0) @binding(0) var<uniform> sum_p: SumParams;
+@group(0) @binding(1) var<storage, read_write> sum_x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> sum_out: array<f32>;
+
+@compute @workgroup_size(64)
+fn sum_to_shape(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = sum_p;
+    let j = (wid.y * nwg.x + wid.x) * 64u + lid.x;
+    if (j >= p.cols) {
+        return;
+    }
+    let col = p.col0 + j;
+    var s = 0.0;
+    var comp = 0.0;
+    for (var r = 0u; r < p.rows; r += 1u) {
+        let v = sum_x[p.x_base + (p.row0 + r) * p.ld + col] - comp;
+        let t = s + v;
+        comp = (t - s) - v;
+        s = t;
+    }
+    if (p.accumulate == 1u) {
+        s = sum_out[p.out_base + col] + s;
+    }
+    sum_out[p.out_base + col] = s;
+}
+
+// ---- fill: out = value on off..off+n (value as f32 bits).
+
+struct FillParams {
+    out_base: u32,
+    off: u32, n: u32, value: u32,
+}
+
+@group(0) @binding(0) var<uniform> fill_p: FillParams;
+@group(0) @binding(1) var<storage, read_write> fill_out: array<f32>;
+
+@compute @workgroup_size(256)
+fn fill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = fill_p;
+    let i = flat_index(wid, nwg, lid);
+    if (i >= p.n) {
+        return;
+    }
+    fill_out[p.out_base + p.off + i] = bitcast<f32>(p.value);
+}
+
+// ---- slice_time and copy: out[off + i] = x[src_off + off + i]. slice_time reads the
+// block of one time step (src_off = t·B·F); copy has src_off = 0.
+
+struct CopyParams {
+    x_base: u32, out_base: u32,
+    src_off: u32, off: u32, n: u32,
+}
+
+@group(0) @binding(0) var<uniform> copy_p: CopyParams;
+@group(0) @binding(1) var<storage, read_write> copy_x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> copy_out: array<f32>;
+
+@compute @workgroup_size(256)
+fn slice_time(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = copy_p;
+    let i = flat_index(wid, nwg, lid);
+    if (i >= p.n) {
+        return;
+    }
+    copy_out[p.out_base + p.off + i] = copy_x[p.x_base + p.src_off + p.off + i];
+}
+
+@compute @workgroup_size(256)
+fn copy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = copy_p;
+    let i = flat_index(wid, nwg, lid);
+    if (i >= p.n) {
+        return;
+    }
+    copy_out[p.out_base + p.off + i] = copy_x[p.x_base + p.src_off + p.off + i];
+}
+
+// ---- scatter_time: out[e] = x[e - block] inside the step's block block..block+len,
+// 0 elsewhere, for e in off..off+n.
+
+struct ScatterParams {
+    x_base: u32, out_base: u32,
+    off: u32, n: u32, block: u32, len: u32,
+}
+
+@group(0) @binding(0) var<uniform> scatter_p: ScatterParams;
+@group(0) @binding(1) var<storage, read_write> scatter_x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> scatter_out: array<f32>;
+
+@compute @workgroup_size(256)
+fn scatter_time(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = scatter_p;
+    let i = flat_index(wid, nwg, lid);
+    if (i >= p.n) {
+        return;
+    }
+    let e = p.off + i;
+    var v = 0.0;
+    if (e >= p.block && e - p.block < p.len) {
+        v = scatter_x[p.x_base + e - p.block];
+    }
+    scatter_out[p.out_base + e] = v;
+}

@@ -1,0 +1,425 @@
+//! Every op on random inputs, on the device and on the CPU, compared output by output.
+//!
+//! Each case places its tensors in one arena buffer at offsets aligned to the device's
+//! `alignment_bytes` (as the planner does), with a gap between tensors, pre-fills the
+//! outputs with NaN (update ops: with their old values), runs the op and reads every
+//! output back. [`variant`] matches `Op` exhaustively, so a new op does not compile here
+//! until it has a case, and the test asserts that every variant ran.
+
+use tensorfit::core::{Activation, Backend, BinaryOp, Error, HostTensor, Op, Shape, TensorView};
+
+use crate::{reference, Checks, OP_TOL};
+
+/// splitmix64: deterministic inputs without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    fn uniform(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next() % (hi - lo + 1) as u64) as usize
+    }
+
+    fn tensor(&mut self, shape: &[usize], scale: f32) -> HostTensor {
+        let n = shape.iter().product();
+        let data = (0..n).map(|_| self.uniform() * scale).collect();
+        HostTensor::new(Shape::new(shape), data).unwrap()
+    }
+
+    /// Values in (lo, hi).
+    fn between(&mut self, shape: &[usize], lo: f32, hi: f32) -> HostTensor {
+        let mut t = self.tensor(shape, 1.0);
+        t.data
+            .iter_mut()
+            .for_each(|v| *v = lo + (*v + 1.0) * 0.5 * (hi - lo));
+        t
+    }
+
+    fn labels(&mut self, rows: usize, classes: usize) -> HostTensor {
+        let data = (0..rows)
+            .map(|_| self.range(0, classes - 1) as f32)
+            .collect();
+        HostTensor::new([rows], data).unwrap()
+    }
+}
+
+/// One op call: its inputs, and for update ops the targets' values before the update.
+struct Case {
+    name: String,
+    op: Op,
+    inputs: Vec<HostTensor>,
+    targets: Vec<HostTensor>,
+}
+
+fn case(name: impl Into<String>, op: Op, inputs: Vec<HostTensor>) -> Case {
+    Case {
+        name: name.into(),
+        op,
+        inputs,
+        targets: Vec::new(),
+    }
+}
+
+/// The index of the op's variant; exhaustive, so a new op needs a case here.
+fn variant(op: &Op) -> usize {
+    match op {
+        Op::MatMul { .. } => 0,
+        Op::Binary(_) => 1,
+        Op::Activation(_) => 2,
+        Op::ActivationBackward(_) => 3,
+        Op::SumToShape { .. } => 4,
+        Op::Fill { .. } => 5,
+        Op::SliceTime { .. } => 6,
+        Op::ScatterTime { .. } => 7,
+        Op::LstmForward { .. } => 8,
+        Op::LstmBackward { .. } => 9,
+        Op::BatchNorm { .. } => 10,
+        Op::BatchNormBackward { .. } => 11,
+        Op::BatchNormStatsUpdate { .. } => 12,
+        Op::SoftmaxCrossEntropy => 13,
+        Op::SoftmaxCrossEntropyBackward => 14,
+        Op::Adam { .. } => 15,
+        Op::Copy => 16,
+    }
+}
+const VARIANTS: usize = 17;
+
+const ACTIVATIONS: [Activation; 4] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::Tanh,
+    Activation::Sigmoid,
+];
+
+fn cases() -> Vec<Case> {
+    let mut r = Rng(2024);
+    let mut v = Vec::new();
+    // Matrix products, every transpose, small and several tiles large.
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        for (m, k, n) in [
+            (r.range(1, 9), r.range(1, 40), r.range(1, 20)),
+            (r.range(20, 70), r.range(1, 90), r.range(20, 70)),
+            // Several tiles each way; with both operands transposed a shorter k keeps
+            // the 1 KiB-binding variant's thousands of blocks to a second.
+            (130, if ta && tb { 20 } else { 70 }, 150),
+        ] {
+            let a = if ta { [k, m] } else { [m, k] };
+            let b = if tb { [n, k] } else { [k, n] };
+            let op = Op::MatMul {
+                trans_a: ta,
+                trans_b: tb,
+            };
+            let inputs = vec![r.tensor(&a, 1.0), r.tensor(&b, 1.0)];
+            v.push(case(format!("matmul {m}x{k}x{n} t({ta},{tb})"), op, inputs));
+        }
+    }
+    // Elementwise, with a broadcast suffix.
+    for bop in [BinaryOp::Add, BinaryOp::Mul] {
+        for (a, b) in [
+            (vec![4, 5, 6], vec![6]),
+            (vec![4, 5, 6], vec![5, 6]),
+            (vec![7, 3], vec![7, 3]),
+            (vec![300, 1], vec![1]),
+        ] {
+            let inputs = vec![r.tensor(&a, 2.0), r.tensor(&b, 2.0)];
+            v.push(case(
+                format!("binary {bop:?} {a:?} {b:?}"),
+                Op::Binary(bop),
+                inputs,
+            ));
+        }
+    }
+    for f in ACTIVATIONS {
+        let mut x = r.tensor(&[37, 29], 6.0);
+        // Saturated tails: tanh and sigmoid must stay finite and exact there.
+        x.data[..6].copy_from_slice(&[30.0, -30.0, 100.0, -100.0, 1e-4, -1e-4]);
+        let y = HostTensor::new(
+            x.shape.clone(),
+            x.data.iter().map(|&t| f.apply(t)).collect(),
+        )
+        .unwrap();
+        v.push(case(
+            format!("activation {}", f.name()),
+            Op::Activation(f),
+            vec![x],
+        ));
+        let dy = r.tensor(&[37, 29], 1.0);
+        let op = Op::ActivationBackward(f);
+        v.push(case(
+            format!("activation_backward {}", f.name()),
+            op,
+            vec![y, dy],
+        ));
+    }
+    for (x, out) in [
+        (vec![6, 7, 9], vec![9]),
+        (vec![6, 7, 9], vec![7, 9]),
+        (vec![300, 5], vec![5]),
+        (vec![3, 4], vec![3, 4]),
+    ] {
+        let op = Op::SumToShape {
+            shape: Shape::new(&out),
+        };
+        v.push(case(
+            format!("sum_to_shape {x:?}"),
+            op,
+            vec![r.tensor(&x, 1.0)],
+        ));
+    }
+    let fill = Op::Fill {
+        value: 0.75,
+        shape: Shape::from([33, 7]),
+    };
+    v.push(case("fill", fill, vec![]));
+    for t in [0, 4] {
+        let x = r.tensor(&[5, 4, 3], 1.0);
+        v.push(case(
+            format!("slice_time {t}"),
+            Op::SliceTime { t },
+            vec![x],
+        ));
+    }
+    for (t, steps) in [(2, 5), (0, 1)] {
+        let op = Op::ScatterTime { t, steps };
+        v.push(case(
+            format!("scatter_time {t}/{steps}"),
+            op,
+            vec![r.tensor(&[4, 3], 1.0)],
+        ));
+    }
+    lstm_cases(&mut r, &mut v);
+    batchnorm_cases(&mut r, &mut v);
+    for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
+        let logits = r.tensor(&[rows, k], 3.0);
+        let labels = r.labels(rows, k);
+        let op = Op::SoftmaxCrossEntropy;
+        v.push(case(
+            format!("softmax {rows}x{k}"),
+            op,
+            vec![logits.clone(), labels.clone()],
+        ));
+        let probs = softmax(&logits, k);
+        let dloss = HostTensor::new([1], vec![1.3]).unwrap();
+        let op = Op::SoftmaxCrossEntropyBackward;
+        v.push(case(
+            format!("softmax_backward {rows}x{k}"),
+            op,
+            vec![probs, labels, dloss],
+        ));
+    }
+    for (n, wd) in [(257, 0.01), (5, 0.0)] {
+        let adam = tensorfit::nn::AdamConfig {
+            lr: 1e-2,
+            weight_decay: wd,
+            ..Default::default()
+        };
+        let s = adam.scalars(3);
+        let op = Op::Adam {
+            beta1: adam.beta1,
+            beta2: adam.beta2,
+            eps: adam.eps,
+            weight_decay: wd,
+        };
+        let mut c = case(
+            format!("adam {n}"),
+            op,
+            vec![
+                r.tensor(&[n], 0.1),
+                HostTensor::new([2], s.to_vec()).unwrap(),
+            ],
+        );
+        c.targets = vec![
+            r.tensor(&[n], 1.0),
+            r.tensor(&[n], 0.01),
+            r.between(&[n], 0.0, 1e-3),
+        ];
+        v.push(c);
+    }
+    let mut c = case("copy", Op::Copy, vec![r.tensor(&[19, 3], 1.0)]);
+    c.targets = vec![r.tensor(&[19, 3], 1.0)];
+    v.push(c);
+    v
+}
+
+fn lstm_cases(r: &mut Rng, v: &mut Vec<Case>) {
+    let mut dims = vec![(4, 20, 17, 33), (1, 1, 1, 1), (3, 5, 0, 4)];
+    for _ in 0..3 {
+        dims.push((r.range(1, 6), r.range(1, 5), r.range(1, 7), r.range(1, 9)));
+    }
+    for (t, b, i, h) in dims {
+        let params = [
+            r.tensor(&[t, b, i], 1.0),
+            r.tensor(&[b, h], 1.0),
+            r.tensor(&[b, h], 1.0),
+            r.tensor(&[4 * h, i], 0.5),
+            r.tensor(&[4 * h, h], 0.5),
+        ];
+        for keep in [true, false] {
+            let mut inputs = params.to_vec();
+            inputs.extend([r.tensor(&[4 * h], 0.5), r.tensor(&[4 * h], 0.5)]);
+            let op = Op::LstmForward {
+                keep_for_backward: keep,
+            };
+            v.push(case(
+                format!("lstm_forward T{t} B{b} I{i} H{h} keep {keep}"),
+                op,
+                inputs,
+            ));
+        }
+        for input_grad in [true, false] {
+            let mut inputs = params.to_vec();
+            inputs.extend([
+                r.tensor(&[t, b, h], 1.0),
+                r.between(&[t, b, 4 * h], 0.0, 1.0),
+                r.tensor(&[t, b, h], 2.0),
+                r.tensor(&[t, b, h], 1.0),
+                r.tensor(&[b, h], 1.0),
+                r.tensor(&[b, h], 1.0),
+            ]);
+            let op = Op::LstmBackward { input_grad };
+            let name = format!("lstm_backward T{t} B{b} I{i} H{h} dx {input_grad}");
+            v.push(case(name, op, inputs));
+        }
+    }
+}
+
+fn batchnorm_cases(r: &mut Rng, v: &mut Vec<Case>) {
+    for (b, c) in [(16, 10), (3, 300), (100, 7)] {
+        let x = r.tensor(&[b, c], 2.0);
+        let (gamma, beta) = (r.tensor(&[c], 1.5), r.tensor(&[c], 1.0));
+        let (mean, var) = (r.tensor(&[c], 0.5), r.between(&[c], 0.1, 2.0));
+        let eps = 1e-5;
+        for training in [true, false] {
+            let mut inputs = vec![x.clone(), gamma.clone(), beta.clone()];
+            if !training {
+                inputs.extend([mean.clone(), var.clone()]);
+            }
+            let op = Op::BatchNorm { eps, training };
+            v.push(case(
+                format!("batchnorm {b}x{c} training {training}"),
+                op,
+                inputs,
+            ));
+            let inputs = vec![
+                x.clone(),
+                gamma.clone(),
+                mean.clone(),
+                var.clone(),
+                r.tensor(&[b, c], 1.0),
+            ];
+            let op = Op::BatchNormBackward { eps, training };
+            v.push(case(
+                format!("batchnorm_backward {b}x{c} training {training}"),
+                op,
+                inputs,
+            ));
+        }
+        let op = Op::BatchNormStatsUpdate {
+            momentum: 0.1,
+            unbias: b as f32 / (b as f32 - 1.0),
+        };
+        let mut u = case(format!("batchnorm_stats_update {c}"), op, vec![mean, var]);
+        u.targets = vec![r.tensor(&[c], 1.0), r.between(&[c], 0.5, 1.5)];
+        v.push(u);
+    }
+}
+
+fn softmax(logits: &HostTensor, k: usize) -> HostTensor {
+    let mut p = logits.clone();
+    for row in p.data.chunks_mut(k) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        row.iter_mut().for_each(|v| *v = (*v - max).exp());
+        let sum: f32 = row.iter().sum();
+        row.iter_mut().for_each(|v| *v /= sum);
+    }
+    p
+}
+
+/// Runs one case on `backend`; returns every output (update ops: every target).
+fn run(backend: &mut dyn Backend, c: &Case) -> Result<Vec<Vec<f32>>, Error> {
+    let in_shapes: Vec<&Shape> = c.inputs.iter().map(|t| &t.shape).collect();
+    let out_shapes = if c.op.is_update() {
+        c.targets.iter().map(|t| t.shape.clone()).collect()
+    } else {
+        c.op.infer_shapes(&in_shapes).map_err(Error::input)?
+    };
+    let align = (backend.info().alignment_bytes / 4).max(1) as usize;
+    let mut end = 0;
+    let mut place = |len: usize| {
+        let at = end;
+        end = (at + len).div_ceil(align) * align + align;
+        at
+    };
+    let in_at: Vec<usize> = c.inputs.iter().map(|t| place(t.numel())).collect();
+    let out_at: Vec<usize> = out_shapes.iter().map(|s| place(s.numel())).collect();
+    let arena = backend.allocate(end as u64 * 4)?;
+    let view = |offset: usize, shape: &Shape| TensorView {
+        offset,
+        ..TensorView::whole(arena, shape.clone())
+    };
+    let ins: Vec<TensorView> = c
+        .inputs
+        .iter()
+        .zip(&in_at)
+        .map(|(t, &o)| view(o, &t.shape))
+        .collect();
+    let outs: Vec<TensorView> = out_shapes
+        .iter()
+        .zip(&out_at)
+        .map(|(s, &o)| view(o, s))
+        .collect();
+    for (v, t) in ins.iter().zip(&c.inputs) {
+        backend.write(v, &t.data)?;
+    }
+    for (k, v) in outs.iter().enumerate() {
+        match c.targets.get(k) {
+            Some(t) => backend.write(v, &t.data)?,
+            None => backend.write(v, &vec![f32::NAN; v.len()])?,
+        }
+    }
+    backend.execute(&c.op, &ins, &outs)?;
+    let mut results = Vec::new();
+    for v in &outs {
+        let mut out = vec![0.0; v.len()];
+        backend.read(v, &mut out)?;
+        results.push(out);
+    }
+    backend.free(arena)?;
+    Ok(results)
+}
+
+/// Every case on `device` and on the CPU.
+pub fn run_all(device: &mut dyn Backend, checks: &mut Checks) {
+    let mut cpu = reference();
+    let mut seen = [false; VARIANTS];
+    for c in cases() {
+        seen[variant(&c.op)] = true;
+        let want = run(cpu.as_mut(), &c).unwrap_or_else(|e| panic!("{} on the CPU: {e}", c.name));
+        let got = run(device, &c).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let labels = if c.op.is_update() {
+            vec!["target"; want.len()]
+        } else {
+            c.op.output_labels().to_vec()
+        };
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            let label = labels.get(k).copied().unwrap_or("out");
+            checks.close(&format!("{} {label}", c.name), g, w, OP_TOL);
+        }
+    }
+    let missing: Vec<usize> = (0..VARIANTS).filter(|&i| !seen[i]).collect();
+    assert!(
+        missing.is_empty(),
+        "op variants without a case: {missing:?}"
+    );
+}
