@@ -42,7 +42,7 @@ fn main() -> Result<()> {
             "ran: loss {:.4}; estimated peak {}, measured peak {}\n",
             report.loss,
             format_bytes(session.plan.peak_bytes()),
-            format_bytes(session.trainer.memory().peak)
+            format_bytes(session.measured_peak_bytes())
         );
     }
     Ok(())

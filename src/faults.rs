@@ -71,11 +71,10 @@ impl FaultyBackend {
     }
 
     fn oom(&self, requested: u64) -> Error {
-        let m = self.inner.memory();
         Error::OutOfMemory {
             device: format!("{} (injected fault)", self.inner.name()),
             requested,
-            available: self.capacity().saturating_sub(m.allocated),
+            available: self.info().free_bytes.unwrap_or(0),
         }
     }
 

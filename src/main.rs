@@ -333,14 +333,14 @@ fn summary(s: &Session) -> serde_json::Value {
         "device": s.device,
         "strategy": s.strategy,
         "estimated_peak_bytes": s.plan.peak_bytes(),
-        "measured_peak_bytes": s.trainer.memory().peak,
+        "measured_peak_bytes": s.measured_peak_bytes(),
         "fallbacks": s.fallbacks.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
     })
 }
 
 fn print_memory(s: &Session) {
     let est = s.plan.peak_bytes();
-    let got = s.trainer.memory().peak;
+    let got = s.measured_peak_bytes();
     eprintln!(
         "device {}, {}; memory: estimated peak {} ({est} bytes), measured peak {} ({got} bytes)",
         s.device,

@@ -515,6 +515,13 @@ pub fn start_on(
 }
 
 impl Session {
+    /// The measured peak, comparable with the plan's estimate: the most bytes the backend
+    /// had allocated for tensors, plus the memory it holds itself (its reported overhead:
+    /// context, library workspaces, parameter rings), which the plan also counts.
+    pub fn measured_peak_bytes(&self) -> u64 {
+        self.trainer.memory().peak + self.trainer.device_info().overhead_bytes
+    }
+
     /// One training step, recovering from device failures (see the type's docs).
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
         self.with_recovery(|t| t.train_step(x, labels))

@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tensorfit::core::{Activation, DeviceKind};
-use tensorfit::cpu::CpuBackend;
 use tensorfit::devices::MemoryCaps;
 use tensorfit::faults::{Faults, FaultyBackend};
 use tensorfit::nn::{AdamConfig, Batch, Job, ModelConfig, ParamStore, TemporalOrder};
@@ -62,16 +61,25 @@ fn run(
 }
 
 fn uninterrupted() -> (Vec<f32>, ParamStore) {
-    let req = request(Some(DeviceKind::Cpu));
+    uninterrupted_on(DeviceKind::Cpu)
+}
+
+fn uninterrupted_on(device: DeviceKind) -> (Vec<f32>, ParamStore) {
+    let req = request(Some(device));
     let params = ParamStore::init(&req.cfg, 2).unwrap();
     let mut s = start(&req, &decide(&req).unwrap(), &params).unwrap();
     run(&mut s, &data(), |_| {})
 }
 
 fn faulty_session(faults: &Arc<Faults>) -> Session {
-    let req = request(Some(DeviceKind::Cpu));
+    faulty_session_on(DeviceKind::Cpu, faults)
+}
+
+fn faulty_session_on(device: DeviceKind, faults: &Arc<Faults>) -> Session {
+    let req = request(Some(device));
     let params = ParamStore::init(&req.cfg, 2).unwrap();
-    let backend = FaultyBackend::new(Box::new(CpuBackend::new()), faults.clone());
+    let inner = tensorfit::devices::open(device, &MemoryCaps::default()).unwrap();
+    let backend = FaultyBackend::new(inner, faults.clone());
     start_on(&req, &decide(&req).unwrap(), &params, Box::new(backend)).unwrap()
 }
 
@@ -148,4 +156,31 @@ fn a_lost_device_with_nowhere_to_go_is_a_clear_error() {
         e.contains("device lost") && e.contains("no plan fits"),
         "{e}"
     );
+}
+
+/// The same recovery on wgpu, where an adapter is present (lavapipe in CI, where
+/// `TENSORFIT_REQUIRE=wgpu` makes its absence a failure).
+#[test]
+fn wgpu_recovers_from_out_of_memory_mid_step() {
+    if let Err(why) = tensorfit::devices::open(DeviceKind::Wgpu, &MemoryCaps::default()) {
+        let required = std::env::var("TENSORFIT_REQUIRE").unwrap_or_default();
+        assert!(
+            !required.split(',').any(|d| d.trim() == "wgpu"),
+            "wgpu required but unavailable: {why}"
+        );
+        println!("wgpu: skipped — {why}");
+        return;
+    }
+    let reference = uninterrupted_on(DeviceKind::Wgpu);
+    let faults = Arc::new(Faults::default());
+    let mut s = faulty_session_on(DeviceKind::Wgpu, &faults);
+    let got = run(&mut s, &data(), |i| {
+        if i == 2 {
+            let now = faults.executes();
+            faults.fail_execute.store(now + 25, Ordering::SeqCst);
+        }
+    });
+    assert_eq!(s.fallbacks.len(), 1, "{:?}", s.fallbacks);
+    println!("{}", s.fallbacks[0]);
+    assert_same("wgpu after an injected out-of-memory", &got, &reference);
 }

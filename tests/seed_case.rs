@@ -37,7 +37,7 @@ fn run(cap: &str) -> (String, u64, u64, Vec<f32>, f32) {
     let mut s = start(&req, &decision, &params).unwrap();
     let data = TemporalOrder::new(11).batch(100, 2000).unwrap();
     let r = s.trainer.evaluate(&data.x, &data.labels).unwrap();
-    let (est, got) = (s.plan.peak_bytes(), s.trainer.memory().peak);
+    let (est, got) = (s.plan.peak_bytes(), s.measured_peak_bytes());
     println!(
         "  estimated peak {est} bytes, measured peak {got} bytes, loss {}",
         r.loss
