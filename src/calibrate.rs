@@ -26,7 +26,12 @@ fn cache_path() -> Option<PathBuf> {
 
 /// Per tensorfit version too: a new version may bring faster kernels.
 fn cache_key(info: &DeviceInfo) -> String {
-    format!("tensorfit {}:{}:{}", env!("CARGO_PKG_VERSION"), info.kind.name(), info.name)
+    format!(
+        "tensorfit {}:{}:{}",
+        env!("CARGO_PKG_VERSION"),
+        info.kind.name(),
+        info.name
+    )
 }
 
 fn read_cache() -> BTreeMap<String, f64> {
