@@ -151,3 +151,22 @@ pub trait Backend {
     /// Starts a new peak measurement from the currently allocated bytes.
     fn reset_peak(&mut self);
 }
+
+/// Checks views against the op's own shape rules before a kernel runs: the outputs must
+/// have exactly the shapes the op produces from these inputs (which also fixes the number
+/// of views). Every backend calls this first, so no kernel sees a malformed call; the
+/// message names the op.
+pub fn check_views(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<(), String> {
+    let shapes: Vec<_> = inputs.iter().map(|v| &v.shape).collect();
+    let want = op
+        .infer_shapes(&shapes)
+        .map_err(|m| format!("{}: {m}", op.name()))?;
+    let got: Vec<_> = outputs.iter().map(|v| &v.shape).collect();
+    if got.len() != want.len() || got.iter().zip(&want).any(|(g, w)| *g != w) {
+        return Err(format!(
+            "{}: outputs have shapes {got:?}, the op produces {want:?}",
+            op.name()
+        ));
+    }
+    Ok(())
+}

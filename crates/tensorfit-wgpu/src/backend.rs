@@ -372,18 +372,7 @@ impl Backend for WgpuBackend {
 /// Checks the views against the op's own shape rules: the outputs must have exactly the
 /// shapes the op produces from these inputs (which also fixes the number of views).
 fn check_shapes(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
-    let shapes: Vec<_> = inputs.iter().map(|v| &v.shape).collect();
-    let want = op
-        .infer_shapes(&shapes)
-        .map_err(|m| backend_error(format!("{}: {m}", op.name())))?;
-    let got: Vec<_> = outputs.iter().map(|v| &v.shape).collect();
-    if got.len() != want.len() || got.iter().zip(&want).any(|(g, w)| *g != w) {
-        return Err(backend_error(format!(
-            "{}: outputs have shapes {got:?}, the op produces {want:?}",
-            op.name()
-        )));
-    }
-    Ok(())
+    tensorfit_core::backend::check_views(op, inputs, outputs).map_err(backend_error)
 }
 
 /// An output may not overlap any other view of the op (the kernels would read what they
