@@ -20,6 +20,17 @@ fn tensorfit(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// Runs the CLI, requires success, and parses its JSON output.
+fn ok_json(args: &[&str]) -> Value {
+    let out = tensorfit(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out)
+}
+
 fn json(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.trim()).unwrap_or_else(|e| {
@@ -32,7 +43,7 @@ fn json(out: &Output) -> Value {
 
 #[test]
 fn plan_json_has_every_candidate_field_and_streams_the_seed_case() {
-    let out = tensorfit(&[
+    let v = ok_json(&[
         "plan",
         "--mode",
         "infer",
@@ -46,12 +57,6 @@ fn plan_json_has_every_candidate_field_and_streams_the_seed_case() {
         "cpu=336MB",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = json(&out);
     let keys = [
         "device",
         "kind",
@@ -122,7 +127,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
     let dir = scratch("round-trip");
     let ck = dir.join("model.safetensors");
     let ck_s = ck.to_str().unwrap();
-    let out = tensorfit(&[
+    let v = ok_json(&[
         "train",
         "--steps",
         "3",
@@ -136,12 +141,6 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
         "--save",
         ck_s,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = json(&out);
     for k in [
         "device",
         "strategy",
@@ -153,7 +152,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
     }
     assert_eq!(v["estimated_peak_bytes"], v["measured_peak_bytes"]);
 
-    let out = tensorfit(&[
+    let v = ok_json(&[
         "eval",
         "--checkpoint",
         ck_s,
@@ -163,12 +162,6 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
         "10",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = json(&out);
     for k in [
         "device",
         "strategy",
