@@ -30,9 +30,14 @@ use rayon::prelude::*;
 pub const KC: usize = 256;
 /// Columns per packed panel of `B`: two AVX-512 vectors.
 pub const NR: usize = 32;
-/// Rows of `C` per micro-kernel tile: 8 rows × 2 vectors = 16 accumulators, enough
-/// independent FMA chains to cover the FMA latency on two ports.
-pub const MR: usize = 8;
+/// Most rows of `C` per micro-kernel tile: 12 rows × 2 vectors = 24 accumulators of
+/// AVX-512's 32 registers, enough independent FMA chains to cover the FMA latency on
+/// two ports. Kernels for every row count from 1 to `MR` exist, so a block of rows is
+/// cut into equal micro-panels and no tile computes padding.
+pub const MR: usize = 12;
+/// Rows of `A` packed per block: 96 rows × [`KC`] are 96 KiB, which stay in L2 while
+/// each panel of `B` is applied to all of them.
+pub const MC: usize = 96;
 
 /// A read-only matrix with arbitrary (non-negative) strides, so a transpose is free.
 #[derive(Debug, Clone, Copy)]
@@ -105,7 +110,9 @@ pub struct PackedB {
 }
 
 impl PackedB {
-    /// Packs `b`. Costs one pass over `b`; do it once per operand that is reused.
+    /// Packs `b`. Costs one pass over `b`; do it once per operand that is reused. Rows
+    /// (or, for a transposed view, columns) are copied as contiguous runs where the
+    /// strides allow.
     pub fn new(b: MatRef<'_>) -> Self {
         let (k, n) = (b.rows, b.cols);
         let panels = n.div_ceil(NR);
@@ -115,10 +122,29 @@ impl PackedB {
             let kc = KC.min(k - k0);
             let Some(block) = blocks.next() else { break };
             for (jp, panel) in block.chunks_mut(kc * NR).enumerate() {
-                for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
-                    let j0 = jp * NR;
-                    for (jj, v) in row.iter_mut().enumerate().take(n.saturating_sub(j0)) {
-                        *v = b.at(k0 + p, j0 + jj);
+                let j0 = jp * NR;
+                let width = NR.min(n - j0);
+                if b.col_stride == 1 {
+                    // Each row of the panel is a contiguous run of a row of `b`.
+                    for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
+                        let start = (k0 + p) * b.row_stride + j0;
+                        row[..width].copy_from_slice(&b.data[start..start + width]);
+                    }
+                } else if b.row_stride == 1 {
+                    // A transposed row-major matrix: each column of the panel is a
+                    // contiguous run.
+                    for jj in 0..width {
+                        let start = (j0 + jj) * b.col_stride + k0;
+                        let col = &b.data[start..start + kc];
+                        for (row, &v) in panel.chunks_exact_mut(NR).zip(col) {
+                            row[jj] = v;
+                        }
+                    }
+                } else {
+                    for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
+                        for (jj, v) in row.iter_mut().enumerate().take(width) {
+                            *v = b.at(k0 + p, j0 + jj);
+                        }
                     }
                 }
             }
@@ -156,11 +182,16 @@ mod imp {
         token.vectorize(f)
     }
 
-    /// `acc += a_panel · b_panel` over `kc` steps: `a` is `[kc, MR]`, `b` `[kc, NR]`.
+    /// `acc += a_panel · b_panel` over `kc` steps: `a` is `[kc, R]`, `b` `[kc, NR]`.
     #[inline(always)]
-    fn micro_kernel<S: Simd>(simd: S, a: &[f32], b: &[f32], acc: &mut [[S::f32s; 2]; MR]) {
+    fn micro_kernel<S: Simd, const R: usize>(
+        simd: S,
+        a: &[f32],
+        b: &[f32],
+        acc: &mut [[S::f32s; 2]; R],
+    ) {
         let (b_vecs, _) = S::as_simd_f32s(b);
-        for (a_p, b_p) in a.chunks_exact(MR).zip(b_vecs.chunks_exact(2)) {
+        for (a_p, b_p) in a.chunks_exact(R).zip(b_vecs.chunks_exact(2)) {
             let (b0, b1) = (b_p[0], b_p[1]);
             for (i, acc_i) in acc.iter_mut().enumerate() {
                 let a_i = simd.splat_f32s(a_p[i]);
@@ -170,59 +201,217 @@ mod imp {
         }
     }
 
-    /// `c = a · b + beta · c` on one thread; `c` is row-major `[a.rows, b.n]`.
+    /// How one tile's result is written into `C`: scaled old values (`scale`, 0 = ignore
+    /// them), plus `bias[j]` on every row when given.
+    #[derive(Clone, Copy)]
+    struct Epilogue<'a> {
+        scale: f32,
+        bias: Option<&'a [f32]>,
+    }
+
+    /// Runs the `R`-row micro-kernel for one panel of `A` against one panel of `B` and
+    /// writes the `R × NR` tile at rows `rows` of `c`, columns from `j0`.
     #[inline(always)]
-    fn gemm_serial<S: Simd>(simd: S, a: MatRef<'_>, b: &PackedB, beta: f32, c: &mut [f32]) {
-        let (m, n, k) = (a.rows, b.n, b.k);
+    fn tile<S: Simd, const R: usize>(
+        simd: S,
+        a_panel: &[f32],
+        b_panel: &[f32],
+        c_rows: &mut [f32],
+        (n, j0): (usize, usize),
+        ep: Epilogue<'_>,
+    ) {
         let lanes = S::F32_LANES;
+        let mut acc = [[simd.splat_f32s(0.0); 2]; R];
+        micro_kernel::<S, R>(simd, a_panel, b_panel, &mut acc);
+        for (acc_i, row) in acc.iter().zip(c_rows.chunks_exact_mut(n)) {
+            for (v, &acc_v) in acc_i.iter().enumerate() {
+                let lo = j0 + v * lanes;
+                if lo >= n {
+                    break;
+                }
+                let hi = (lo + lanes).min(n);
+                let mut out = acc_v;
+                if let Some(bias) = ep.bias {
+                    out = simd.add_f32s(out, load(simd, &bias[lo..hi]));
+                }
+                let dst = &mut row[lo..hi];
+                if ep.scale == 1.0 {
+                    out = simd.add_f32s(load(simd, dst), out);
+                } else if ep.scale != 0.0 {
+                    // (BLAS semantics: with scale 0 the old values, even NaN, are ignored.)
+                    let old = load(simd, dst);
+                    out = simd.mul_add_e_f32s(simd.splat_f32s(ep.scale), old, out);
+                }
+                store(simd, dst, out);
+            }
+        }
+    }
+
+    /// A vector from `src` (at most one vector long; missing lanes are zero).
+    #[inline(always)]
+    fn load<S: Simd>(simd: S, src: &[f32]) -> S::f32s {
+        match S::as_simd_f32s(src) {
+            ([v], []) => *v,
+            _ => simd.partial_load_f32s(src),
+        }
+    }
+
+    /// Stores the first `dst.len()` lanes of `v` (at most one vector).
+    #[inline(always)]
+    fn store<S: Simd>(simd: S, dst: &mut [f32], v: S::f32s) {
+        match S::as_mut_simd_f32s(dst) {
+            ([d], []) => *d = v,
+            _ => simd.partial_store_f32s(dst, v),
+        }
+    }
+
+    /// Packs rows `i0..i0 + R` of `a`, columns `k0..k0 + kc`, as `[kc, R]`.
+    #[inline(always)]
+    fn pack_a<const R: usize>(a: MatRef<'_>, i0: usize, k0: usize, dst: &mut [f32]) {
+        if a.col_stride == 1 {
+            for i in 0..R {
+                let start = (i0 + i) * a.row_stride + k0;
+                let row = &a.data[start..start + dst.len() / R];
+                for (d, &v) in dst.chunks_exact_mut(R).zip(row) {
+                    d[i] = v;
+                }
+            }
+        } else {
+            for (p, d) in dst.chunks_exact_mut(R).enumerate() {
+                for (i, v) in d.iter_mut().enumerate() {
+                    *v = a.at(i0 + i, k0 + p);
+                }
+            }
+        }
+    }
+
+    /// The micro-panels one block of `mc` rows of `A` is cut into: as few as possible of
+    /// at most [`MR`] rows, as equal as possible (50 rows → 5 × 10, not 6 × 8 + 2), so
+    /// no tile computes padding rows.
+    fn panel_rows(mc: usize) -> impl Iterator<Item = (usize, usize)> {
+        let panels = mc.div_ceil(MR).max(1);
+        let (base, extra) = (mc / panels, mc % panels);
+        (0..panels).scan(0, move |i0, p| {
+            let r = base + usize::from(p < extra);
+            let start = *i0;
+            *i0 += r;
+            Some((start, r))
+        })
+    }
+
+    /// `c = a · b + beta · c (+ bias)` on one thread; `c` is row-major `[a.rows, b.n]`.
+    ///
+    /// Loop order (Goto/BLIS): per block of `KC` rows of `B`, per block of [`MC`] rows of
+    /// `A` (packed once into a stack buffer), per packed panel of `B` (which then stays
+    /// in L1), every micro-panel of `A`.
+    #[inline(always)]
+    fn gemm_serial<S: Simd>(
+        simd: S,
+        a: MatRef<'_>,
+        b: &PackedB,
+        beta: f32,
+        bias: Option<&[f32]>,
+        c: &mut [f32],
+    ) {
+        let (m, n, k) = (a.rows, b.n, b.k);
         let panels = n.div_ceil(NR);
-        let mut a_pack = [0.0f32; MR * KC];
+        let mut a_pack = [0.0f32; MC * KC];
         let mut blocks = b.data.chunks(KC * panels * NR);
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
             let Some(block) = blocks.next() else { break };
-            // The first block overwrites (or scales) C; later blocks add to it.
-            let scale = if k0 == 0 { beta } else { 1.0 };
-            for i0 in (0..m).step_by(MR) {
-                let mr = MR.min(m - i0);
-                let a_panel = &mut a_pack[..kc * MR];
-                for (p, a_p) in a_panel.chunks_exact_mut(MR).enumerate() {
-                    for (i, v) in a_p.iter_mut().enumerate() {
-                        *v = if i < mr { a.at(i0 + i, k0 + p) } else { 0.0 };
-                    }
+            // The first block overwrites (or scales) C and adds the bias; later blocks
+            // add to it.
+            let ep = if k0 == 0 {
+                Epilogue { scale: beta, bias }
+            } else {
+                Epilogue {
+                    scale: 1.0,
+                    bias: None,
+                }
+            };
+            for m0 in (0..m).step_by(MC) {
+                let mc = MC.min(m - m0);
+                let mut offset = 0;
+                for (i0, r) in panel_rows(mc) {
+                    let dst = &mut a_pack[offset..offset + r * kc];
+                    with_rows::<S>(
+                        r,
+                        RowsOp::Pack {
+                            a,
+                            i0: m0 + i0,
+                            k0,
+                            dst,
+                        },
+                    );
+                    offset += r * kc;
                 }
                 for (jp, b_panel) in block.chunks(kc * NR).enumerate() {
-                    let mut acc = [[simd.splat_f32s(0.0); 2]; MR];
-                    micro_kernel(simd, a_panel, b_panel, &mut acc);
-                    let j0 = jp * NR;
-                    for (i, acc_i) in acc.iter().enumerate().take(mr) {
-                        let row = &mut c[(i0 + i) * n..(i0 + i + 1) * n];
-                        for (v, &acc_v) in acc_i.iter().enumerate() {
-                            let lo = j0 + v * lanes;
-                            if lo >= n {
-                                break;
-                            }
-                            let dst = &mut row[lo..(lo + lanes).min(n)];
-                            let out = if scale == 0.0 {
-                                acc_v // BLAS semantics: old values (even NaN) ignored
-                            } else if scale == 1.0 {
-                                simd.add_f32s(simd.partial_load_f32s(dst), acc_v)
-                            } else {
-                                let old = simd.partial_load_f32s(dst);
-                                simd.mul_add_e_f32s(simd.splat_f32s(scale), old, acc_v)
-                            };
-                            simd.partial_store_f32s(dst, out);
-                        }
+                    let mut offset = 0;
+                    for (i0, r) in panel_rows(mc) {
+                        let rows = (m0 + i0) * n..(m0 + i0 + r) * n;
+                        let a_panel = &a_pack[offset..offset + r * kc];
+                        offset += r * kc;
+                        let c_rows = &mut c[rows];
+                        with_rows(
+                            r,
+                            RowsOp::Tile {
+                                simd,
+                                a_panel,
+                                b_panel,
+                                c_rows,
+                                at: (n, jp * NR),
+                                ep,
+                            },
+                        );
                     }
                 }
             }
         }
     }
 
+    /// The two row-count-generic steps, dispatched on the run-time row count.
+    enum RowsOp<'a, S: Simd> {
+        Pack {
+            a: MatRef<'a>,
+            i0: usize,
+            k0: usize,
+            dst: &'a mut [f32],
+        },
+        Tile {
+            simd: S,
+            a_panel: &'a [f32],
+            b_panel: &'a [f32],
+            c_rows: &'a mut [f32],
+            at: (usize, usize),
+            ep: Epilogue<'a>,
+        },
+    }
+
+    /// Runs `op` with `R = r` as a compile-time constant (`1 ≤ r ≤ MR`).
+    #[inline(always)]
+    fn with_rows<S: Simd>(r: usize, op: RowsOp<'_, S>) {
+        macro_rules! dispatch {
+            ($($n:literal)*) => {
+                match r {
+                    $($n => match op {
+                        RowsOp::Pack { a, i0, k0, dst } => pack_a::<$n>(a, i0, k0, dst),
+                        RowsOp::Tile { simd, a_panel, b_panel, c_rows, at, ep } => {
+                            tile::<S, $n>(simd, a_panel, b_panel, c_rows, at, ep)
+                        }
+                    },)*
+                    _ => unreachable!("micro-panels have 1 to MR rows"),
+                }
+            };
+        }
+        dispatch!(1 2 3 4 5 6 7 8 9 10 11 12)
+    }
+
     struct Serial<'a, 'b> {
         a: MatRef<'a>,
         b: &'b PackedB,
         beta: f32,
+        bias: Option<&'b [f32]>,
         c: &'b mut [f32],
     }
 
@@ -230,13 +419,30 @@ mod imp {
         type Output = ();
         #[inline(always)]
         fn with_simd<S: Simd>(self, simd: S) {
-            gemm_serial(simd, self.a, self.b, self.beta, self.c);
+            gemm_serial(simd, self.a, self.b, self.beta, self.bias, self.c);
         }
     }
 
-    /// One thread's GEMM, `c = a · b + beta · c` (`c` row-major `[a.rows, b.n()]`).
-    pub fn gemm_packed_serial(token: Token, a: MatRef<'_>, b: &PackedB, beta: f32, c: &mut [f32]) {
-        <Token as Simd>::vectorize(token, Serial { a, b, beta, c });
+    /// One thread's GEMM, `c = a · b + beta · c (+ bias)` (`c` row-major
+    /// `[a.rows, b.n()]`; `bias`, when given, `[b.n()]`, added to every row).
+    pub fn gemm_packed_serial(
+        token: Token,
+        a: MatRef<'_>,
+        b: &PackedB,
+        beta: f32,
+        bias: Option<&[f32]>,
+        c: &mut [f32],
+    ) {
+        <Token as Simd>::vectorize(
+            token,
+            Serial {
+                a,
+                b,
+                beta,
+                bias,
+                c,
+            },
+        );
     }
 }
 
@@ -256,7 +462,14 @@ mod imp {
         match token {}
     }
 
-    pub fn gemm_packed_serial(token: Token, _: MatRef<'_>, _: &PackedB, _: f32, _: &mut [f32]) {
+    pub fn gemm_packed_serial(
+        token: Token,
+        _: MatRef<'_>,
+        _: &PackedB,
+        _: f32,
+        _: Option<&[f32]>,
+        _: &mut [f32],
+    ) {
         match token {}
     }
 }
@@ -266,23 +479,31 @@ pub use imp::{gemm_packed_serial, simd, vectorize, Token};
 /// Below this many multiply-adds a product runs on one thread.
 const PARALLEL_MIN_FLOPS: usize = 1 << 20;
 
-/// `c = a · b + beta · c` with `c` row-major `[a.rows, b.n()]`, split across rayon's
-/// threads by blocks of rows of `a` and `c` (each thread packs its own panels of `a`).
-/// Callers check the dimensions (`a.cols == b.k()`, `c.len() == a.rows · b.n()`).
-pub fn gemm_packed(token: Token, a: MatRef<'_>, b: &PackedB, beta: f32, c: &mut [f32]) {
+/// `c = a · b + beta · c (+ bias)` with `c` row-major `[a.rows, b.n()]`, split across
+/// rayon's threads by blocks of rows of `a` and `c` (each thread packs its own blocks of
+/// `a`). Callers check the dimensions (`a.cols == b.k()`, `c.len() == a.rows · b.n()`,
+/// `bias.len() == b.n()`).
+pub fn gemm_packed(
+    token: Token,
+    a: MatRef<'_>,
+    b: &PackedB,
+    beta: f32,
+    bias: Option<&[f32]>,
+    c: &mut [f32],
+) {
     let (m, n) = (a.rows, b.n);
     let threads = rayon::current_num_threads();
     if threads == 1 || m <= MR || m * n * b.k < PARALLEL_MIN_FLOPS {
-        gemm_packed_serial(token, a, b, beta, c);
+        gemm_packed_serial(token, a, b, beta, bias, c);
         return;
     }
-    // A few blocks per thread, whole micro-panels each, so rayon can balance the load.
-    let rows = m.div_ceil(threads * 4).div_ceil(MR) * MR;
+    // A few blocks per thread, so rayon can balance the load.
+    let rows = m.div_ceil(threads * 4).max(MR);
     c.par_chunks_mut(rows * n)
         .enumerate()
         .for_each(|(ci, c_block)| {
             let a_block = a.rows_from(ci * rows, c_block.len() / n);
-            gemm_packed_serial(token, a_block, b, beta, c_block);
+            gemm_packed_serial(token, a_block, b, beta, bias, c_block);
         });
 }
 
@@ -304,8 +525,9 @@ mod tests {
             (32, 250, 1000),
             (17, 513, 70),
             (70, 5, 3),
+            (203, 270, 45), // more rows than one packed block of A, K over two blocks
         ] {
-            for trans_a in [false, true] {
+            for (trans_a, trans_b) in [(false, false), (true, false), (false, true)] {
                 let a = rng.vec(m * k);
                 let b = rng.vec(k * n);
                 let a_ref = if trans_a {
@@ -313,22 +535,30 @@ mod tests {
                 } else {
                     MatRef::row_major(&a, m, k)
                 };
-                let b_ref = MatRef::row_major(&b, k, n);
+                let b_ref = if trans_b {
+                    MatRef::row_major(&b, n, k).t()
+                } else {
+                    MatRef::row_major(&b, k, n)
+                };
                 let c0 = rng.vec(m * n);
-                for beta in [0.0, 1.0, 0.5] {
+                let bias = rng.vec(n);
+                for (beta, with_bias) in [(0.0, false), (1.0, false), (0.5, false), (0.0, true)] {
                     let mut c = c0.clone();
-                    gemm_packed(token, a_ref, &PackedB::new(b_ref), beta, &mut c);
+                    let bias = with_bias.then_some(&bias[..]);
+                    gemm_packed(token, a_ref, &PackedB::new(b_ref), beta, bias, &mut c);
                     let want: Vec<f64> = (0..m * n)
                         .map(|e| {
                             let (i, j) = (e / n, e % n);
                             let s: f64 = (0..k)
-                                .map(|p| a_ref.at(i, p) as f64 * b[p * n + j] as f64)
+                                .map(|p| a_ref.at(i, p) as f64 * b_ref.at(p, j) as f64)
                                 .sum();
-                            s + beta as f64 * c0[e] as f64
+                            s + beta as f64 * c0[e] as f64 + bias.map_or(0.0, |b| b[j] as f64)
                         })
                         .collect();
                     assert_close(
-                        &format!("{m}x{k}x{n} {trans_a} {beta}"),
+                        &format!(
+                            "{m}x{k}x{n} trans {trans_a} {trans_b} beta {beta} bias {with_bias}"
+                        ),
                         &c,
                         &want,
                         1e-4,

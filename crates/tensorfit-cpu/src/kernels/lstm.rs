@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use tensorfit_core::{LstmDims, Result};
 
 use super::fastmath;
-use super::gemm::{gemm, mat, mat_mut};
+use super::gemm::{gemm, gemm_bias, mat, mat_mut};
 use super::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 use crate::backend_error;
@@ -111,7 +111,7 @@ impl<'a> Recurrent<'a> {
                 if a.len() != m * k || c.len() != m * b.n() {
                     return Err(backend_error("lstm: recurrent GEMM operands mismatch"));
                 }
-                gemm_packed_serial(*token, MatRef::row_major(a, m, k), b, beta, c);
+                gemm_packed_serial(*token, MatRef::row_major(a, m, k), b, beta, None, c);
                 Ok(())
             }
             &Recurrent::Plain(w, rows, cols, transposed) => {
@@ -210,21 +210,15 @@ pub fn lstm_forward(
     }
     let token = gemm_fast::simd();
 
-    // 1. The input projection of every step at once, then both biases on every row.
+    // 1. The input projection of every step at once, plus both biases on every row.
     let w_ih_t = mat(inp.w_ih, 4 * hidden, input)?.reversed_axes();
-    gemm(
-        1.0,
+    let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
+    gemm_bias(
         mat(inp.x, rows, input)?,
         w_ih_t,
-        0.0,
+        &bias,
         &mut mat_mut(gates, rows, 4 * hidden)?,
     )?;
-    let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
-    for row in gates.chunks_exact_mut(4 * hidden) {
-        for (g, b) in row.iter_mut().zip(&bias) {
-            *g += b;
-        }
-    }
 
     // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
     // batch rows for the whole sequence. w_hhᵀ is packed once, here.
@@ -252,29 +246,33 @@ pub fn lstm_forward(
             let state = p * part * hidden..(p * part * hidden + c_run.len());
             let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
             let m = c_run.len() / hidden;
-            with_simd(token, || -> Result<()> {
-                for t in 0..steps {
-                    let (y_before, y_from_t) = ys.split_at_mut(t);
-                    let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
-                    let h_t = &mut *y_from_t[0];
-                    let gates_t = &mut *g[t];
-                    // gates[t] += h_{t-1} · w_hhᵀ
-                    w_hh_t.gemm_rows(h_prev, m, 1.0, gates_t)?;
-                    // The cell state slice holds c_{t-1} on entry to the fused pass and
-                    // c_t after it.
-                    let c_t: &mut [f32] = match cs.as_mut() {
-                        Some(cs) => {
-                            let (c_before, c_from_t) = cs.split_at_mut(t);
-                            let c_t = &mut *c_from_t[0];
-                            c_t.copy_from_slice(if t == 0 { c0 } else { c_before[t - 1] });
-                            c_t
-                        }
-                        None => &mut *c_run,
-                    };
-                    cell_forward(gates_t, c_t, h_t, hidden);
-                }
-                Ok(())
-            })
+            with_simd(
+                token,
+                #[inline(always)]
+                || -> Result<()> {
+                    for t in 0..steps {
+                        let (y_before, y_from_t) = ys.split_at_mut(t);
+                        let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
+                        let h_t = &mut *y_from_t[0];
+                        let gates_t = &mut *g[t];
+                        // gates[t] += h_{t-1} · w_hhᵀ
+                        w_hh_t.gemm_rows(h_prev, m, 1.0, gates_t)?;
+                        // The cell state slice holds c_{t-1} on entry to the fused pass and
+                        // c_t after it.
+                        let c_t: &mut [f32] = match cs.as_mut() {
+                            Some(cs) => {
+                                let (c_before, c_from_t) = cs.split_at_mut(t);
+                                let c_t = &mut *c_from_t[0];
+                                c_t.copy_from_slice(if t == 0 { c0 } else { c_before[t - 1] });
+                                c_t
+                            }
+                            None => &mut *c_run,
+                        };
+                        cell_forward(gates_t, c_t, h_t, hidden);
+                    }
+                    Ok(())
+                },
+            )
         })?;
 
     // 3. The final state.
@@ -289,6 +287,7 @@ pub fn lstm_forward(
 /// One step's fused pass over one thread's rows: `gates_t` `[rows, 4H]` (pre-activations
 /// on entry, activated gates on exit), `c` `[rows, H]` (c_{t-1} on entry, c_t on exit)
 /// and `h` `[rows, H]` (h_t).
+#[inline(always)]
 fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
     let states = c.chunks_mut(hidden).zip(h.chunks_mut(hidden));
     for (g, (c, h)) in gates_t.chunks_mut(4 * hidden).zip(states) {
@@ -408,30 +407,35 @@ pub fn lstm_backward(
         .try_for_each(|(p, (mut dg, (dh, dc)))| {
             let m = dh.len() / hidden;
             let (r0, r1) = (p * part, p * part + m);
-            with_simd(token, || -> Result<()> {
-                for t in (0..steps).rev() {
-                    // This part's rows of step t (and t-1) in a `[T, B, width]` tensor.
-                    let at =
-                        |width: usize, t: usize| (t * batch + r0) * width..(t * batch + r1) * width;
-                    let saved = StepSaved {
-                        gates: &inp.gates[at(4 * hidden, t)],
-                        c: &inp.cells[at(hidden, t)],
-                        c_prev: if t == 0 {
-                            &inp.c0[r0 * hidden..r1 * hidden]
-                        } else {
-                            &inp.cells[at(hidden, t - 1)]
-                        },
-                        dy: &inp.dy[at(hidden, t)],
-                        dh: &*dh,
-                        hidden,
-                    };
-                    let dgates_t = &mut *dg[t];
-                    cell_backward(&saved, dc, dgates_t);
-                    // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
-                    w_hh.gemm_rows(dgates_t, m, 0.0, dh)?;
-                }
-                Ok(())
-            })
+            with_simd(
+                token,
+                #[inline(always)]
+                || -> Result<()> {
+                    for t in (0..steps).rev() {
+                        // This part's rows of step t (and t-1) in a `[T, B, width]` tensor.
+                        let at = |width: usize, t: usize| {
+                            (t * batch + r0) * width..(t * batch + r1) * width
+                        };
+                        let saved = StepSaved {
+                            gates: &inp.gates[at(4 * hidden, t)],
+                            c: &inp.cells[at(hidden, t)],
+                            c_prev: if t == 0 {
+                                &inp.c0[r0 * hidden..r1 * hidden]
+                            } else {
+                                &inp.cells[at(hidden, t - 1)]
+                            },
+                            dy: &inp.dy[at(hidden, t)],
+                            dh: &*dh,
+                            hidden,
+                        };
+                        let dgates_t = &mut *dg[t];
+                        cell_backward(&saved, dc, dgates_t);
+                        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
+                        w_hh.gemm_rows(dgates_t, m, 0.0, dh)?;
+                    }
+                    Ok(())
+                },
+            )
         })?;
     // 2. Weight gradients over all steps at once.
     // dw_ih = dgatesᵀ · x over all T·B rows.
@@ -495,6 +499,7 @@ struct StepSaved<'a> {
 /// One step's fused backward pass over one thread's rows: writes `dgates_t`
 /// `[rows, 4H]` and replaces `dc` (the gradient at c_t on entry) by the gradient at
 /// c_{t-1}.
+#[inline(always)]
 fn cell_backward(s: &StepSaved<'_>, dc: &mut [f32], dgates_t: &mut [f32]) {
     let h = s.hidden;
     for (r, (dg, dc)) in dgates_t.chunks_mut(4 * h).zip(dc.chunks_mut(h)).enumerate() {
