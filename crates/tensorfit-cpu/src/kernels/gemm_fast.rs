@@ -276,6 +276,12 @@ mod imp {
                     d[i] = v;
                 }
             }
+        } else if a.row_stride == 1 {
+            // A transposed row-major matrix: the `R` rows at one `k` are contiguous.
+            for (p, d) in dst.chunks_exact_mut(R).enumerate() {
+                let start = (k0 + p) * a.col_stride + i0;
+                d.copy_from_slice(&a.data[start..start + R]);
+            }
         } else {
             for (p, d) in dst.chunks_exact_mut(R).enumerate() {
                 for (i, v) in d.iter_mut().enumerate() {

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use tensorfit_core::{LstmDims, Result};
 
 use super::fastmath;
-use super::gemm::{gemm, gemm_bias, mat, mat_mut};
+use super::gemm::{as_mat_ref, gemm, gemm_bias, mat, mat_mut};
 use super::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 use crate::backend_error;
@@ -133,6 +133,11 @@ fn with_simd<R>(token: Option<Token>, f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// Steps of input projection a thread of the fast path computes at a time (see
+/// [`lstm_forward`]): enough to reuse the packed `w_ihᵀ` from cache for several
+/// GEMMs, few enough that the gates they write stay in cache until their step.
+const PROJECT_STEPS: usize = 4;
+
 /// Batch rows per thread: the time loop runs on every thread at once, each over its own
 /// rows for all steps (rows of an LSTM never exchange data), so there is no barrier per
 /// step. One part when the layer is too small to be worth splitting.
@@ -210,15 +215,20 @@ pub fn lstm_forward(
     }
     let token = gemm_fast::simd();
 
-    // 1. The input projection of every step at once, plus both biases on every row.
-    let w_ih_t = mat(inp.w_ih, 4 * hidden, input)?.reversed_axes();
+    // 1. The input projection (both biases included): on the portable path one GEMM
+    // over every step, here; on the fast path each thread projects its own rows
+    // `PROJECT_STEPS` steps at a time just before the recurrence reaches them, so the
+    // gates are still in cache when the recurrent GEMM adds to them.
     let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
-    gemm_bias(
-        mat(inp.x, rows, input)?,
-        w_ih_t,
-        &bias,
-        &mut mat_mut(gates, rows, 4 * hidden)?,
-    )?;
+    let w_ih_t = mat(inp.w_ih, 4 * hidden, input)?.reversed_axes();
+    let chunked = match (token, as_mat_ref(&w_ih_t)) {
+        (Some(token), Some(w)) => Some((token, PackedB::new(w))),
+        _ => {
+            let x = mat(inp.x, rows, input)?;
+            gemm_bias(x, w_ih_t, &bias, &mut mat_mut(gates, rows, 4 * hidden)?)?;
+            None
+        }
+    };
 
     // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
     // batch rows for the whole sequence. w_hhᵀ is packed once, here.
@@ -254,6 +264,15 @@ pub fn lstm_forward(
                         let (y_before, y_from_t) = ys.split_at_mut(t);
                         let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
                         let h_t = &mut *y_from_t[0];
+                        if let (Some((token, w_ih_t)), 0) = (&chunked, t % PROJECT_STEPS) {
+                            let r0 = p * part;
+                            for (u, g_u) in g.iter_mut().enumerate().skip(t).take(PROJECT_STEPS) {
+                                let x_u =
+                                    &inp.x[(u * batch + r0) * input..(u * batch + r0 + m) * input];
+                                let x_u = MatRef::row_major(x_u, m, input);
+                                gemm_packed_serial(*token, x_u, w_ih_t, 0.0, Some(&bias), g_u);
+                            }
+                        }
                         let gates_t = &mut *g[t];
                         // gates[t] += h_{t-1} · w_hhᵀ
                         w_hh_t.gemm_rows(h_prev, m, 1.0, gates_t)?;
@@ -464,12 +483,7 @@ pub fn lstm_backward(
         gemm(1.0, dgates_rest_t, h_prev, 1.0, &mut dw_hh)?;
     }
     // db = column sums of dgates (the gradient of b_ih and of b_hh alike).
-    db.fill(0.0);
-    for row in dgates.chunks_exact(4 * hidden) {
-        for (b, &g) in db.iter_mut().zip(row) {
-            *b += g;
-        }
-    }
+    column_sums(token, dgates, db);
     // dx = dgates · w_ih over all T·B rows.
     if let Some(dx) = dx {
         let w_ih = mat(inp.w_ih, 4 * hidden, input)?;
@@ -482,6 +496,34 @@ pub fn lstm_backward(
         )?;
     }
     Ok(())
+}
+
+/// `sums[j] = Σ_r m[r][j]` for the row-major matrix `m` with `sums.len()` columns,
+/// accumulated in f64 (millions of rows would lose digits in f32) over the rows in order,
+/// so the result does not depend on the thread count. Threads take blocks of columns.
+fn column_sums(token: Option<Token>, m: &[f32], sums: &mut [f32]) {
+    const COLUMNS: usize = 64;
+    let width = sums.len().max(1);
+    sums.par_chunks_mut(COLUMNS)
+        .enumerate()
+        .for_each(|(block, out)| {
+            let j0 = block * COLUMNS;
+            let mut acc = [0.0f64; COLUMNS];
+            with_simd(
+                token,
+                #[inline(always)]
+                || {
+                    for row in m.chunks_exact(width) {
+                        for (a, &v) in acc.iter_mut().zip(&row[j0..j0 + out.len()]) {
+                            *a += f64::from(v);
+                        }
+                    }
+                },
+            );
+            for (o, a) in out.iter_mut().zip(acc) {
+                *o = a as f32;
+            }
+        });
 }
 
 /// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated
