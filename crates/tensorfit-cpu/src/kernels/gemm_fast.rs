@@ -109,6 +109,53 @@ pub struct PackedB {
     n: usize,
 }
 
+impl Drop for PackedB {
+    fn drop(&mut self) {
+        spare::give(std::mem::take(&mut self.data));
+    }
+}
+
+/// Packing buffers kept for reuse, per thread. Every layer call packs its weights
+/// afresh (they change every step); allocating those megabytes each time costs a page
+/// fault per 4 KiB and the kernel's zeroing of each page, a few percent of a step.
+mod spare {
+    use std::cell::RefCell;
+
+    /// Buffers kept per thread, and the largest one kept (larger ones are freed).
+    const KEEP: usize = 4;
+    const KEEP_MAX_ELEMENTS: usize = 4 << 20;
+
+    thread_local! {
+        static SPARE: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A zeroed buffer of `len` elements, reusing a kept one when there is one.
+    pub fn take(len: usize) -> Vec<f32> {
+        let kept = SPARE
+            .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
+            .ok()
+            .flatten();
+        let mut v = kept.unwrap_or_default();
+        v.clear();
+        v.resize(len, 0.0);
+        v
+    }
+
+    /// Keeps `v` for a later [`take`] on this thread, if there is room.
+    pub fn give(v: Vec<f32>) {
+        if v.capacity() == 0 || v.capacity() > KEEP_MAX_ELEMENTS {
+            return;
+        }
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < KEEP {
+                    s.push(v);
+                }
+            }
+        });
+    }
+}
+
 impl PackedB {
     /// Packs `b`. Costs one pass over `b`; do it once per operand that is reused. Rows
     /// (or, for a transposed view, columns) are copied as contiguous runs where the
@@ -116,7 +163,7 @@ impl PackedB {
     pub fn new(b: MatRef<'_>) -> Self {
         let (k, n) = (b.rows, b.cols);
         let panels = n.div_ceil(NR);
-        let mut data = vec![0.0f32; k * panels * NR];
+        let mut data = spare::take(k * panels * NR);
         let mut blocks = data.chunks_mut(KC * panels * NR);
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
