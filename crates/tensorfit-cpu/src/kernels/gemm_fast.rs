@@ -4,20 +4,25 @@
 //! only, which cap it near half of an AVX-512 chip's peak, and the LSTM's per-step
 //! products are small and fixed (`[32, 250] · [250, 1000]` for the seed network), where a
 //! general library spends much of its time packing and splitting. Measured on the
-//! development machine (2 cores, AVX-512, shared): at `32×250×1000` matrixmultiply gave
-//! 61–101 GFLOP/s, the `gemm` crate 64–76 (and it has no safe API), this kernel with the
-//! weights packed once 130; on the input-projection and weight-gradient shapes the three
-//! are within noise of each other (matrixmultiply ≈ this kernel > the `gemm` crate).
+//! development machine (2 cores of an AVX-512 Xeon, shared), one thread, `B` packed
+//! once: `16×250×1000` 135–140 GFLOP/s, `50×250×1000` 146–149 (the LSTM's per-step
+//! shapes for training and inference), against 61–101 for matrixmultiply and 64–76 for
+//! the `gemm` crate (which also has no safe API); two threads, `1024³` 268–292 where
+//! numpy's OpenBLAS gives about 296 (the `prof` figures in the issue-7 notes).
 //!
 //! How: the classic Goto/BLIS structure without any `unsafe`. `B` is packed once into
 //! panels of [`NR`] columns per block of [`KC`] rows ([`PackedB`]; the LSTM packs its
-//! recurrent weights once per sequence and reuses them at every step). `A` is packed
-//! per `MR`-row panel into a stack buffer (no allocation). The micro-kernel keeps an
-//! `MR × NR` tile of `C` in 16 zmm registers and does, per `k`, two vector loads of `B`,
-//! `MR` broadcasts of `A` and `2·MR` FMAs. SIMD comes from `pulp`: its `V4` type proves
-//! at run time that AVX-512 is present and compiles the generic kernel with those target
-//! features, through a safe API. A machine without AVX-512 (or not x86-64) gets `None`
-//! from [`simd`] and the caller takes the portable path.
+//! weights once per call and reuses them at every step; packing buffers are reused per
+//! thread). Per block of `KC`, `A` is packed [`MC`] rows at a time into a stack buffer
+//! (no allocation), cut into micro-panels of at most [`MR`] rows, as equal as possible;
+//! then each packed panel of `B` is applied to every micro-panel while it sits in L1.
+//! The micro-kernel keeps an `R × NR` tile of `C` in `2·R` zmm registers (`R ≤ 12`)
+//! and does, per `k`, two vector loads of `B`, `R` broadcasts of `A` and `2·R` FMAs;
+//! the tile is written with `beta` and an optional bias row applied, so a bias costs no
+//! extra pass. SIMD comes from `pulp`: its `V4` type proves at run time that AVX-512 is
+//! present and compiles the generic kernel with those target features, through a safe
+//! API. A machine without AVX-512 (or not x86-64) gets `None` from [`simd`] and the
+//! caller takes the portable path.
 //!
 //! Summation order: every element of `C` is a sum over `k` in increasing order, one FMA
 //! at a time, in blocks of `KC` added into `C`. It does not depend on how rows are split
@@ -25,8 +30,8 @@
 
 use rayon::prelude::*;
 
-/// Rows of `B` per packed block (and of `A`'s packed panel): 256 rows of a 32-wide panel
-/// are 32 KiB, which stays in L1 while a panel of `A` streams past it.
+/// Rows of `B` per packed block (and of `A`'s packed panels): 256 rows of a 32-wide
+/// panel are 32 KiB, which stay in L1 while every micro-panel of `A` passes by.
 pub const KC: usize = 256;
 /// Columns per packed panel of `B`: two AVX-512 vectors.
 pub const NR: usize = 32;
@@ -123,7 +128,7 @@ mod spare {
 
     /// Buffers kept per thread, and the largest one kept (larger ones are freed).
     const KEEP: usize = 4;
-    const KEEP_MAX_ELEMENTS: usize = 4 << 20;
+    const KEEP_MAX_ELEMENTS: usize = 1 << 20;
 
     thread_local! {
         static SPARE: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
