@@ -372,6 +372,16 @@ mod imp {
         c: &mut [f32],
     ) {
         let (m, n, k) = (a.rows, b.n, b.k);
+        if k == 0 {
+            // An empty sum: only the old values and the bias remain.
+            for row in c.chunks_exact_mut(n.max(1)).take(m) {
+                for (j, v) in row.iter_mut().enumerate() {
+                    let old = if beta == 0.0 { 0.0 } else { beta * *v };
+                    *v = old + bias.map_or(0.0, |b| b[j]);
+                }
+            }
+            return;
+        }
         let panels = n.div_ceil(NR);
         let mut a_pack = [0.0f32; MC * KC];
         let mut blocks = b.data.chunks(KC * panels * NR);
@@ -584,6 +594,7 @@ mod tests {
             (17, 513, 70),
             (70, 5, 3),
             (203, 270, 45), // more rows than one packed block of A, K over two blocks
+            (6, 0, 20),     // an empty sum
         ] {
             for (trans_a, trans_b) in [(false, false), (true, false), (false, true)] {
                 let a = rng.vec(m * k);
