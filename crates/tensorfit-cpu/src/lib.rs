@@ -2,7 +2,8 @@
 //!
 //! [`CpuBackend`] implements [`tensorfit_core::Backend`] with buffers that are plain
 //! `Vec<f32>`s, GEMMs through `ndarray::linalg::general_mat_mul` (matrixmultiply's
-//! threaded sgemm underneath) and rayon for the wide fused passes.
+//! threaded sgemm underneath) or, on CPUs with AVX-512, tensorfit's own packed
+//! micro-kernels (`kernels::gemm_fast`), and rayon for the wide fused passes.
 //!
 //! Why it exists: it is the backend that runs everywhere, the last fallback of a session
 //! whose GPU is too small, and above all the *reference* every GPU kernel is tested
