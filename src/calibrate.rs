@@ -3,7 +3,7 @@
 //! The planner estimates a run's time as its FLOPs over the device's throughput. The
 //! figure comes from timing one GEMM of LSTM-like shape through the backend (so it
 //! includes the backend's real kernel, not a datasheet peak); it is cached per device
-//! name in `$XDG_CACHE_HOME/tensorfit/throughput.json` (or `~/.cache/...`) because a
+//! name and build in `$XDG_CACHE_HOME/tensorfit/throughput.json` (or `~/.cache/...`) because a
 //! plan should take milliseconds, not a benchmark. Delete the file to re-measure.
 
 use std::collections::BTreeMap;
@@ -24,14 +24,21 @@ fn cache_path() -> Option<PathBuf> {
     Some(base.join("tensorfit").join("throughput.json"))
 }
 
-/// Per tensorfit version too: a new version may bring faster kernels.
+/// The build the figures belong to: tensorfit's version and the running executable's
+/// modification time, so a rebuild with faster kernels measures again even within one
+/// version (keying by version alone kept a figure from before the CPU fast path).
+fn build_prefix() -> String {
+    let stamp = std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    format!("tensorfit {} build {stamp}:", env!("CARGO_PKG_VERSION"))
+}
+
 fn cache_key(info: &DeviceInfo) -> String {
-    format!(
-        "tensorfit {}:{}:{}",
-        env!("CARGO_PKG_VERSION"),
-        info.kind.name(),
-        info.name
-    )
+    format!("{}{}:{}", build_prefix(), info.kind.name(), info.name)
 }
 
 fn read_cache() -> BTreeMap<String, f64> {
@@ -55,7 +62,10 @@ pub fn throughput_gflops(
     }
     let g = measure(open()?.as_mut())?;
     if let Some(path) = cache_path() {
+        // Figures of other builds are dropped as this one's are written.
+        let prefix = build_prefix();
         let mut cache = read_cache();
+        cache.retain(|k, _| k.starts_with(&prefix));
         cache.insert(key, g);
         // A cache that cannot be written only costs a re-measurement next time.
         if let Some(dir) = path.parent() {
