@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod autodiff;
 pub mod backend;
 pub mod error;

@@ -17,7 +17,7 @@
 use std::fmt;
 
 use tensorfit_core::{
-    Backend, BufferId, DeviceInfo, DeviceKind, Error, LstmDims, MemoryInfo, Op, Result, TensorView,
+    args, Backend, BufferId, DeviceInfo, DeviceKind, Error, MemoryInfo, Op, Result, TensorView,
 };
 
 use crate::backend_error;
@@ -246,31 +246,9 @@ fn check_shapes(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Resul
     tensorfit_core::backend::check_views(op, inputs, outputs).map_err(backend_error)
 }
 
-/// The views of one kind as a fixed-size array.
-fn arity<T, const N: usize>(op: &Op, what: &str, views: Vec<T>) -> Result<[T; N]> {
-    let n = views.len();
-    views
-        .try_into()
-        .map_err(|_| backend_error(format!("{}: expected {N} {what}, got {n}", op.name())))
-}
-
-/// `N` required views and one optional last view (`cells`, `dx`).
-fn arity_optional<T, const N: usize>(
-    op: &Op,
-    what: &str,
-    mut views: Vec<T>,
-) -> Result<([T; N], Option<T>)> {
-    let last = if views.len() > N { views.pop() } else { None };
-    Ok((arity(op, what, views)?, last))
-}
-
-fn dims2(view: &TensorView) -> [usize; 2] {
-    [view.shape.dim(0), view.shape.dim(1)]
-}
-
-fn lstm_dims(op: &Op, views: &[TensorView]) -> Result<LstmDims> {
-    let shapes: Vec<_> = views.iter().map(|v| &v.shape).collect();
-    LstmDims::from_inputs(&shapes).map_err(|m| backend_error(format!("{}: {m}", op.name())))
+/// [`args::arity`] with this backend's error.
+fn arity<T, const N: usize>(op: &Op, what: &str, items: Vec<T>) -> Result<[T; N]> {
+    args::arity(op, what, items).map_err(backend_error)
 }
 
 /// Calls the kernel of `op` on the borrowed slices. `views` are the input views (for
@@ -284,9 +262,9 @@ fn run_kernel(op: &Op, views: &[TensorView], regions: Regions<'_>) -> Result<()>
             let [c] = arity(op, "outputs", outputs)?;
             matmul(
                 a,
-                dims2(&views[0]),
+                args::dims2(&views[0]),
                 b,
-                dims2(&views[1]),
+                args::dims2(&views[1]),
                 *trans_a,
                 *trans_b,
                 c,
@@ -327,55 +305,15 @@ fn run_kernel(op: &Op, views: &[TensorView], regions: Regions<'_>) -> Result<()>
             scatter_time(*t, x, out)
         }
         Op::LstmForward { .. } => {
-            let dims = lstm_dims(op, views)?;
-            let [x, h0, c0, w_ih, w_hh, b_ih, b_hh] = arity(op, "inputs", inputs)?;
-            let ([y, h_n, c_n, gates], cells) = arity_optional(op, "outputs", outputs)?;
-            let inp = LstmForwardInputs {
-                x,
-                h0,
-                c0,
-                w_ih,
-                w_hh,
-                b_ih,
-                b_hh,
-            };
-            let out = LstmForwardOutputs {
-                y,
-                h_n,
-                c_n,
-                gates,
-                cells,
-            };
+            let dims = args::lstm_dims(op, views).map_err(backend_error)?;
+            let inp = LstmForwardInputs::from_vec(op, inputs).map_err(backend_error)?;
+            let out = LstmForwardOutputs::from_vec(op, outputs).map_err(backend_error)?;
             lstm_forward(dims, &inp, out)
         }
         Op::LstmBackward { .. } => {
-            let dims = lstm_dims(op, views.get(..5).unwrap_or(views))?;
-            let [x, h0, c0, w_ih, w_hh, y, gates, cells, dy, dh_n, dc_n] =
-                arity(op, "inputs", inputs)?;
-            let ([dgates, dh0, dc0, dw_ih, dw_hh, db], dx) =
-                arity_optional(op, "outputs", outputs)?;
-            let inp = LstmBackwardInputs {
-                x,
-                h0,
-                c0,
-                w_ih,
-                w_hh,
-                y,
-                gates,
-                cells,
-                dy,
-                dh_n,
-                dc_n,
-            };
-            let out = LstmBackwardOutputs {
-                dgates,
-                dh0,
-                dc0,
-                dw_ih,
-                dw_hh,
-                db,
-                dx,
-            };
+            let dims = args::lstm_dims(op, views).map_err(backend_error)?;
+            let inp = LstmBackwardInputs::from_vec(op, inputs).map_err(backend_error)?;
+            let out = LstmBackwardOutputs::from_vec(op, outputs).map_err(backend_error)?;
             lstm_backward(dims, &inp, out)
         }
         Op::BatchNorm { eps, training } => {
@@ -392,15 +330,8 @@ fn run_kernel(op: &Op, views: &[TensorView], regions: Regions<'_>) -> Result<()>
             }
         }
         Op::BatchNormBackward { eps, training } => {
-            let [x, gamma, mean, var, dy] = arity(op, "inputs", inputs)?;
+            let inp = BatchNormBackwardInputs::from_vec(op, inputs).map_err(backend_error)?;
             let [dx, dgamma, dbeta] = arity(op, "outputs", outputs)?;
-            let inp = BatchNormBackwardInputs {
-                x,
-                gamma,
-                mean,
-                var,
-                dy,
-            };
             batchnorm_backward(*eps, *training, &inp, dx, dgamma, dbeta)
         }
         Op::BatchNormStatsUpdate { momentum, unbias } => {

@@ -33,7 +33,7 @@
 use std::fmt;
 
 use tensorfit_core::{
-    Backend, BufferId, DeviceInfo, DeviceKind, Error, LstmDims, MemoryInfo, Op, Result, TensorView,
+    args, Backend, BufferId, DeviceInfo, DeviceKind, Error, MemoryInfo, Op, Result, TensorView,
 };
 
 use crate::blas::{self, Blas};
@@ -519,37 +519,9 @@ fn check_shapes(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Resul
     tensorfit_core::backend::check_views(op, inputs, outputs).map_err(backend_error)
 }
 
-/// The addresses of one kind as a fixed-size array.
+/// [`args::arity`] with this backend's error.
 fn arity<const N: usize>(op: &Op, what: &str, ptrs: &[DevPtr]) -> Result<[DevPtr; N]> {
-    ptrs.try_into().map_err(|_| {
-        backend_error(format!(
-            "{}: expected {N} {what}, got {}",
-            op.name(),
-            ptrs.len()
-        ))
-    })
-}
-
-/// `N` required addresses and one optional last one (`cells`, `dx`).
-fn arity_optional<const N: usize>(
-    op: &Op,
-    what: &str,
-    ptrs: &[DevPtr],
-) -> Result<([DevPtr; N], Option<DevPtr>)> {
-    if ptrs.len() > N {
-        Ok((arity(op, what, &ptrs[..N])?, ptrs.get(N).copied()))
-    } else {
-        Ok((arity(op, what, ptrs)?, None))
-    }
-}
-
-fn dims2(view: &TensorView) -> [usize; 2] {
-    [view.shape.dim(0), view.shape.dim(1)]
-}
-
-fn lstm_dims(op: &Op, views: &[TensorView]) -> Result<LstmDims> {
-    let shapes: Vec<_> = views.iter().map(|v| &v.shape).collect();
-    LstmDims::from_inputs(&shapes).map_err(|m| backend_error(format!("{}: {m}", op.name())))
+    args::arity(op, what, ptrs.to_vec()).map_err(backend_error)
 }
 
 /// Calls the launcher of `op` on the checked addresses. `views` are the input views (for
@@ -570,9 +542,9 @@ fn run_kernel(
             matmul(
                 g,
                 a,
-                dims2(&views[0]),
+                args::dims2(&views[0]),
                 b,
-                dims2(&views[1]),
+                args::dims2(&views[1]),
                 *trans_a,
                 *trans_b,
                 c,
@@ -618,55 +590,15 @@ fn run_kernel(
             scatter_time(g, *t, x, out, len(0), *steps)
         }
         Op::LstmForward { .. } => {
-            let dims = lstm_dims(op, views)?;
-            let [x, h0, c0, w_ih, w_hh, b_ih, b_hh] = arity(op, "inputs", inputs)?;
-            let ([y, h_n, c_n, gates], cells) = arity_optional(op, "outputs", outputs)?;
-            let inp = LstmForwardInputs {
-                x,
-                h0,
-                c0,
-                w_ih,
-                w_hh,
-                b_ih,
-                b_hh,
-            };
-            let out = LstmForwardOutputs {
-                y,
-                h_n,
-                c_n,
-                gates,
-                cells,
-            };
+            let dims = args::lstm_dims(op, views).map_err(backend_error)?;
+            let inp = LstmForwardInputs::from_vec(op, inputs.to_vec()).map_err(backend_error)?;
+            let out = LstmForwardOutputs::from_vec(op, outputs.to_vec()).map_err(backend_error)?;
             lstm_forward(g, dims, &inp, &out)
         }
         Op::LstmBackward { .. } => {
-            let dims = lstm_dims(op, views.get(..5).unwrap_or(views))?;
-            let [x, h0, c0, w_ih, w_hh, y, gates, cells, dy, dh_n, dc_n] =
-                arity(op, "inputs", inputs)?;
-            let ([dgates, dh0, dc0, dw_ih, dw_hh, db], dx) =
-                arity_optional(op, "outputs", outputs)?;
-            let inp = LstmBackwardInputs {
-                x,
-                h0,
-                c0,
-                w_ih,
-                w_hh,
-                y,
-                gates,
-                cells,
-                dy,
-                dh_n,
-                dc_n,
-            };
-            let out = LstmBackwardOutputs {
-                dgates,
-                dh0,
-                dc0,
-                dw_ih,
-                dw_hh,
-                db,
-                dx,
-            };
+            let dims = args::lstm_dims(op, views).map_err(backend_error)?;
+            let inp = LstmBackwardInputs::from_vec(op, inputs.to_vec()).map_err(backend_error)?;
+            let out = LstmBackwardOutputs::from_vec(op, outputs.to_vec()).map_err(backend_error)?;
             lstm_backward(g, dims, &inp, &out)
         }
         Op::BatchNorm { eps, training } => {
@@ -685,15 +617,9 @@ fn run_kernel(
         }
         Op::BatchNormBackward { eps, training } => {
             let bc = (views[0].shape.dim(0), views[0].shape.dim(1));
-            let [x, gamma, mean, var, dy] = arity(op, "inputs", inputs)?;
+            let inp =
+                BatchNormBackwardInputs::from_vec(op, inputs.to_vec()).map_err(backend_error)?;
             let [dx, dgamma, dbeta] = arity(op, "outputs", outputs)?;
-            let inp = BatchNormBackwardInputs {
-                x,
-                gamma,
-                mean,
-                var,
-                dy,
-            };
             batchnorm_backward(g, *eps, *training, &inp, dx, dgamma, dbeta, bc)
         }
         Op::BatchNormStatsUpdate { momentum, unbias } => {

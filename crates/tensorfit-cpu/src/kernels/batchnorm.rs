@@ -7,22 +7,14 @@
 //! statistics, which makes the op an affine map of `x`, so its backward is one product.
 //! Rows are contiguous, so every reduction walks the rows and accumulates per channel.
 
-use tensorfit_core::Result;
+use tensorfit_core::{args, Result};
 
 use super::check_len;
 use crate::backend_error;
 
-/// Where the statistics of [`batchnorm_forward`] come from.
-#[derive(Debug)]
-pub enum BatchNormStats<'a> {
-    /// Training: the batch mean and biased variance `[C]` are computed and written here.
-    Batch {
-        mean: &'a mut [f32],
-        var: &'a mut [f32],
-    },
-    /// Inference: the running mean and variance `[C]` are read.
-    Running { mean: &'a [f32], var: &'a [f32] },
-}
+/// Where the statistics of [`batchnorm_forward`] come from (see
+/// [`args::BatchNormStats`]).
+pub type BatchNormStats<'a> = args::BatchNormStats<&'a [f32], &'a mut [f32]>;
 
 /// `y = (x - mean) / sqrt(var + eps) · gamma + beta` for `x` `[B, C]`, `gamma` and
 /// `beta` `[C]`.
@@ -72,16 +64,8 @@ pub fn batchnorm_forward(
     Ok(())
 }
 
-/// The inputs of [`batchnorm_backward`], in the order of `Op::BatchNormBackward`: `x`
-/// `[B, C]`, `gamma`, the `mean` and `var` `[C]` the forward used, and `dy` `[B, C]`.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchNormBackwardInputs<'a> {
-    pub x: &'a [f32],
-    pub gamma: &'a [f32],
-    pub mean: &'a [f32],
-    pub var: &'a [f32],
-    pub dy: &'a [f32],
-}
+/// The inputs of [`batchnorm_backward`] (see [`args::BatchNormBackwardInputs`]).
+pub type BatchNormBackwardInputs<'a> = args::BatchNormBackwardInputs<&'a [f32]>;
 
 /// Gradients of [`batchnorm_forward`]. With `x̂ = (x - mean)·inv_std` and
 /// `dx̂ = dy·gamma`: `dbeta = Σ_b dy`, `dgamma = Σ_b dy·x̂`, and

@@ -25,7 +25,7 @@
 //! one `4H` vector, the summed biases, per call).
 
 use rayon::prelude::*;
-use tensorfit_core::{LstmDims, Result};
+use tensorfit_core::{args, LstmDims, Result};
 
 use super::fastmath;
 use super::gemm::{as_mat_ref, gemm, gemm_bias, mat, mat_mut};
@@ -33,61 +33,14 @@ use super::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Tok
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 use crate::backend_error;
 
-/// The inputs of [`lstm_forward`], in the order of `Op::LstmForward`: `x` `[T, B, I]`,
-/// `h0`, `c0` `[B, H]`, `w_ih` `[4H, I]`, `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`.
-#[derive(Debug, Clone, Copy)]
-pub struct LstmForwardInputs<'a> {
-    pub x: &'a [f32],
-    pub h0: &'a [f32],
-    pub c0: &'a [f32],
-    pub w_ih: &'a [f32],
-    pub w_hh: &'a [f32],
-    pub b_ih: &'a [f32],
-    pub b_hh: &'a [f32],
-}
-
-/// The outputs of [`lstm_forward`]: `y` `[T, B, H]`, `h_n`, `c_n` `[B, H]`, `gates`
-/// `[T, B, 4H]` (activated), and `cells` `[T, B, H]` when kept for backward.
-#[derive(Debug)]
-pub struct LstmForwardOutputs<'a> {
-    pub y: &'a mut [f32],
-    pub h_n: &'a mut [f32],
-    pub c_n: &'a mut [f32],
-    pub gates: &'a mut [f32],
-    pub cells: Option<&'a mut [f32]>,
-}
-
-/// The inputs of [`lstm_backward`], in the order of `Op::LstmBackward`: the forward's
-/// `x`, `h0`, `c0`, `w_ih`, `w_hh`, its outputs `y`, `gates`, `cells`, and the gradients
-/// arriving at `y`, `h_n` and `c_n`.
-#[derive(Debug, Clone, Copy)]
-pub struct LstmBackwardInputs<'a> {
-    pub x: &'a [f32],
-    pub h0: &'a [f32],
-    pub c0: &'a [f32],
-    pub w_ih: &'a [f32],
-    pub w_hh: &'a [f32],
-    pub y: &'a [f32],
-    pub gates: &'a [f32],
-    pub cells: &'a [f32],
-    pub dy: &'a [f32],
-    pub dh_n: &'a [f32],
-    pub dc_n: &'a [f32],
-}
-
-/// The outputs of [`lstm_backward`]: `dgates` `[T, B, 4H]` (pre-activation), `dh0`,
-/// `dc0` `[B, H]`, `dw_ih` `[4H, I]`, `dw_hh` `[4H, H]`, `db` `[4H]`, and `dx`
-/// `[T, B, I]` when the input gradient is wanted.
-#[derive(Debug)]
-pub struct LstmBackwardOutputs<'a> {
-    pub dgates: &'a mut [f32],
-    pub dh0: &'a mut [f32],
-    pub dc0: &'a mut [f32],
-    pub dw_ih: &'a mut [f32],
-    pub dw_hh: &'a mut [f32],
-    pub db: &'a mut [f32],
-    pub dx: Option<&'a mut [f32]>,
-}
+/// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).
+pub type LstmForwardInputs<'a> = args::LstmForwardInputs<&'a [f32]>;
+/// The outputs of [`lstm_forward`] (see [`args::LstmForwardOutputs`]).
+pub type LstmForwardOutputs<'a> = args::LstmForwardOutputs<&'a mut [f32]>;
+/// The inputs of [`lstm_backward`] (see [`args::LstmBackwardInputs`]).
+pub type LstmBackwardInputs<'a> = args::LstmBackwardInputs<&'a [f32]>;
+/// The outputs of [`lstm_backward`] (see [`args::LstmBackwardOutputs`]).
+pub type LstmBackwardOutputs<'a> = args::LstmBackwardOutputs<&'a mut [f32]>;
 
 /// The recurrent weight as the right operand of the per-step GEMM: packed once per
 /// call for the fast path (see `gemm_fast.rs`), or a plain matrix view for the portable
@@ -169,13 +122,29 @@ fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<&mut [f32]>
     out
 }
 
+/// Checks every input and output slice against the length the layer needs.
+fn check_lengths(
+    kernel: &str,
+    inputs: args::Expected<'_, &[f32]>,
+    outputs: args::Expected<'_, &mut [f32]>,
+) -> Result<()> {
+    let inputs = inputs.into_iter().map(|(what, s, want)| (what, &**s, want));
+    let outputs = outputs
+        .into_iter()
+        .map(|(what, s, want)| (what, &**s, want));
+    for (what, slice, want) in inputs.chain(outputs) {
+        check_len(kernel, what, slice, want)?;
+    }
+    Ok(())
+}
+
 /// Runs an LSTM layer over a sequence (see the module documentation for the structure).
 pub fn lstm_forward(
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
     out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
-    const K: &str = "lstm_forward";
+    check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
     let LstmDims {
         steps,
         batch,
@@ -193,24 +162,6 @@ pub fn lstm_forward(
     let rows = steps * batch;
     let step_h = batch * hidden;
     let step_g = batch * 4 * hidden;
-    for (what, slice, want) in [
-        ("x", inp.x, rows * input),
-        ("h0", inp.h0, step_h),
-        ("c0", inp.c0, step_h),
-        ("w_ih", inp.w_ih, 4 * hidden * input),
-        ("w_hh", inp.w_hh, 4 * hidden * hidden),
-        ("b_ih", inp.b_ih, 4 * hidden),
-        ("b_hh", inp.b_hh, 4 * hidden),
-    ] {
-        check_len(K, what, slice, want)?;
-    }
-    check_len(K, "y", y, rows * hidden)?;
-    check_len(K, "h_n", h_n, step_h)?;
-    check_len(K, "c_n", c_n, step_h)?;
-    check_len(K, "gates", gates, rows * 4 * hidden)?;
-    if let Some(cells) = cells.as_deref() {
-        check_len(K, "cells", cells, rows * hidden)?;
-    }
 
     // c_n is the running cell state when the cells are not kept: on entry to step t it
     // holds c_{t-1}.
@@ -354,7 +305,7 @@ pub fn lstm_backward(
     inp: &LstmBackwardInputs<'_>,
     out: LstmBackwardOutputs<'_>,
 ) -> Result<()> {
-    const K: &str = "lstm_backward";
+    check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
     let LstmDims {
         steps,
         batch,
@@ -373,30 +324,6 @@ pub fn lstm_backward(
     let rows = steps * batch;
     let step_h = batch * hidden;
     let step_g = batch * 4 * hidden;
-    for (what, slice, want) in [
-        ("x", inp.x, rows * input),
-        ("h0", inp.h0, step_h),
-        ("c0", inp.c0, step_h),
-        ("w_ih", inp.w_ih, 4 * hidden * input),
-        ("w_hh", inp.w_hh, 4 * hidden * hidden),
-        ("y", inp.y, rows * hidden),
-        ("gates", inp.gates, rows * 4 * hidden),
-        ("cells", inp.cells, rows * hidden),
-        ("dy", inp.dy, rows * hidden),
-        ("dh_n", inp.dh_n, step_h),
-        ("dc_n", inp.dc_n, step_h),
-    ] {
-        check_len(K, what, slice, want)?;
-    }
-    check_len(K, "dgates", dgates, rows * 4 * hidden)?;
-    check_len(K, "dh0", dh0, step_h)?;
-    check_len(K, "dc0", dc0, step_h)?;
-    check_len(K, "dw_ih", dw_ih, 4 * hidden * input)?;
-    check_len(K, "dw_hh", dw_hh, 4 * hidden * hidden)?;
-    check_len(K, "db", db, 4 * hidden)?;
-    if let Some(dx) = dx.as_deref() {
-        check_len(K, "dx", dx, rows * input)?;
-    }
 
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
     // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).

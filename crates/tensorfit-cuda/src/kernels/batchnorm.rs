@@ -6,19 +6,14 @@
 //! pass is one kernel per channel that forms the sums in double precision and writes `dx`,
 //! as the CPU reference does.
 
-use tensorfit_core::Result;
+use tensorfit_core::{args, Result};
 
 use super::{count, int, Gpu};
 use crate::driver::{Arg, DevPtr};
 
-/// Where the statistics of [`batchnorm_forward`] come from.
-#[derive(Debug, Clone, Copy)]
-pub enum BatchNormStats {
-    /// Training: the batch mean and biased variance `[C]` are computed and written here.
-    Batch { mean: DevPtr, var: DevPtr },
-    /// Inference: the running mean and variance `[C]` are read.
-    Running { mean: DevPtr, var: DevPtr },
-}
+/// Where the statistics of [`batchnorm_forward`] come from (see
+/// [`args::BatchNormStats`]).
+pub type BatchNormStats = args::BatchNormStats<DevPtr, DevPtr>;
 
 /// Threads per block of the per-channel kernels.
 const CHANNEL_BLOCK: u32 = 128;
@@ -75,15 +70,8 @@ pub fn batchnorm_forward(
     )
 }
 
-/// The inputs of [`batchnorm_backward`], in the order of `Op::BatchNormBackward`.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchNormBackwardInputs {
-    pub x: DevPtr,
-    pub gamma: DevPtr,
-    pub mean: DevPtr,
-    pub var: DevPtr,
-    pub dy: DevPtr,
-}
+/// The inputs of [`batchnorm_backward`] (see [`args::BatchNormBackwardInputs`]).
+pub type BatchNormBackwardInputs = args::BatchNormBackwardInputs<DevPtr>;
 
 /// Gradients of [`batchnorm_forward`]: `dx`, `dgamma`, `dbeta`.
 #[allow(clippy::too_many_arguments)]

@@ -17,65 +17,21 @@
 //! own outputs (`c_n` forward when cells are not kept; `dh0` and `dc0` backward), so the
 //! layer needs no workspace of its own.
 
-use tensorfit_core::{LstmDims, Result};
+use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
 use super::gemm::gemm;
 use super::{int, Gpu};
 use crate::driver::{Arg, DevPtr};
 
-/// The inputs of [`lstm_forward`], in the order of `Op::LstmForward`: `x` `[T, B, I]`,
-/// `h0`, `c0` `[B, H]`, `w_ih` `[4H, I]`, `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`.
-#[derive(Debug, Clone, Copy)]
-pub struct LstmForwardInputs {
-    pub x: DevPtr,
-    pub h0: DevPtr,
-    pub c0: DevPtr,
-    pub w_ih: DevPtr,
-    pub w_hh: DevPtr,
-    pub b_ih: DevPtr,
-    pub b_hh: DevPtr,
-}
-
-/// The outputs of [`lstm_forward`]: `y` `[T, B, H]`, `h_n`, `c_n` `[B, H]`, `gates`
-/// `[T, B, 4H]` (activated), and `cells` `[T, B, H]` when kept for backward.
-#[derive(Debug, Clone, Copy)]
-pub struct LstmForwardOutputs {
-    pub y: DevPtr,
-    pub h_n: DevPtr,
-    pub c_n: DevPtr,
-    pub gates: DevPtr,
-    pub cells: Option<DevPtr>,
-}
-
-/// The inputs of [`lstm_backward`], in the order of `Op::LstmBackward`.
-#[derive(Debug, Clone, Copy)]
-pub struct LstmBackwardInputs {
-    pub x: DevPtr,
-    pub h0: DevPtr,
-    pub c0: DevPtr,
-    pub w_ih: DevPtr,
-    pub w_hh: DevPtr,
-    pub y: DevPtr,
-    pub gates: DevPtr,
-    pub cells: DevPtr,
-    pub dy: DevPtr,
-    pub dh_n: DevPtr,
-    pub dc_n: DevPtr,
-}
-
-/// The outputs of [`lstm_backward`]: `dgates` `[T, B, 4H]` (pre-activation), `dh0`, `dc0`
-/// `[B, H]`, `dw_ih`, `dw_hh`, `db` `[4H]`, and `dx` `[T, B, I]` when wanted.
-#[derive(Debug, Clone, Copy)]
-pub struct LstmBackwardOutputs {
-    pub dgates: DevPtr,
-    pub dh0: DevPtr,
-    pub dc0: DevPtr,
-    pub dw_ih: DevPtr,
-    pub dw_hh: DevPtr,
-    pub db: DevPtr,
-    pub dx: Option<DevPtr>,
-}
+/// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).
+pub type LstmForwardInputs = args::LstmForwardInputs<DevPtr>;
+/// The outputs of [`lstm_forward`] (see [`args::LstmForwardOutputs`]).
+pub type LstmForwardOutputs = args::LstmForwardOutputs<DevPtr>;
+/// The inputs of [`lstm_backward`] (see [`args::LstmBackwardInputs`]).
+pub type LstmBackwardInputs = args::LstmBackwardInputs<DevPtr>;
+/// The outputs of [`lstm_backward`] (see [`args::LstmBackwardOutputs`]).
+pub type LstmBackwardOutputs = args::LstmBackwardOutputs<DevPtr>;
 
 /// Runs an LSTM layer over a sequence (see the module documentation for the structure).
 pub fn lstm_forward(

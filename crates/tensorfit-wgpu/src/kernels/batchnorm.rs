@@ -7,7 +7,7 @@
 //! still reduces in order: later blocks add to the earlier partial sums, and the last
 //! finishes.
 
-use tensorfit_core::Result;
+use tensorfit_core::{args, Result};
 
 use super::elementwise::check_len;
 use super::{bits, word, Launches};
@@ -18,14 +18,8 @@ use crate::shaders::{
 };
 use crate::window::{chunks, rects, Operand, Rect, Region, LOOP_BUDGET};
 
-/// Where the statistics of [`batchnorm_forward`] come from.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Stats {
-    /// Training: the batch mean and biased variance `[C]` are computed and written here.
-    Batch { mean: Region, var: Region },
-    /// Inference: the running mean and variance `[C]` are read.
-    Running { mean: Region, var: Region },
-}
+/// Where the statistics of [`batchnorm_forward`] come from (see `tensorfit_core::args`).
+type Stats = args::BatchNormStats<Region, Region>;
 
 /// `(B, C)` of an `x` `[B, C]` with `C = gamma.len`.
 fn batch_and_channels(kernel: &str, x: Region, gamma: Region) -> Result<(usize, usize)> {
@@ -122,16 +116,8 @@ pub(crate) fn batchnorm_forward(
     Ok(())
 }
 
-/// The inputs of `Op::BatchNormBackward`: `x` `[B, C]`, `gamma`, the `mean` and `var`
-/// `[C]` the forward used, and `dy` `[B, C]`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BackwardInputs {
-    pub x: Region,
-    pub gamma: Region,
-    pub mean: Region,
-    pub var: Region,
-    pub dy: Region,
-}
+/// The inputs of `Op::BatchNormBackward` (see `tensorfit_core::args`).
+type BackwardInputs = args::BatchNormBackwardInputs<Region>;
 
 /// Gradients of [`batchnorm_forward`]: `dbeta = Σ_b dy`, `dgamma = Σ_b dy·x̂`, and `dx`
 /// (through the statistics in training; see shaders/batchnorm.wgsl).

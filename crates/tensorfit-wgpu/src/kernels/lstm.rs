@@ -14,7 +14,7 @@
 //! fused pass is cut into blocks of batch rows only when a step is larger than one
 //! binding holds.
 
-use tensorfit_core::{LstmDims, Result};
+use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::{check_len, copy_range, fill, sum_rows};
 use super::gemm::{gemm, Mat};
@@ -22,58 +22,18 @@ use super::{word, Launches};
 use crate::shaders::{COPY, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
 
-/// The inputs of `Op::LstmForward`: `x` `[T, B, I]`, `h0`, `c0` `[B, H]`, `w_ih`
-/// `[4H, I]`, `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ForwardInputs {
-    pub x: Region,
-    pub h0: Region,
-    pub c0: Region,
-    pub w_ih: Region,
-    pub w_hh: Region,
-    pub b_ih: Region,
-    pub b_hh: Region,
-}
+/// The op's tensors by name (see `tensorfit_core::args`), as regions of buffers.
+type ForwardInputs = args::LstmForwardInputs<Region>;
+type ForwardOutputs = args::LstmForwardOutputs<Region>;
+type BackwardInputs = args::LstmBackwardInputs<Region>;
+type BackwardOutputs = args::LstmBackwardOutputs<Region>;
 
-/// The outputs of `Op::LstmForward`: `y` `[T, B, H]`, `h_n`, `c_n` `[B, H]`, `gates`
-/// `[T, B, 4H]` (activated), and `cells` `[T, B, H]` when kept for backward.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ForwardOutputs {
-    pub y: Region,
-    pub h_n: Region,
-    pub c_n: Region,
-    pub gates: Region,
-    pub cells: Option<Region>,
-}
-
-/// The inputs of `Op::LstmBackward`: the forward's inputs (no biases), its outputs `y`,
-/// `gates`, `cells`, and the gradients arriving at `y`, `h_n` and `c_n`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BackwardInputs {
-    pub x: Region,
-    pub h0: Region,
-    pub c0: Region,
-    pub w_ih: Region,
-    pub w_hh: Region,
-    pub y: Region,
-    pub gates: Region,
-    pub cells: Region,
-    pub dy: Region,
-    pub dh_n: Region,
-    pub dc_n: Region,
-}
-
-/// The outputs of `Op::LstmBackward`: `dgates` `[T, B, 4H]`, `dh0`, `dc0` `[B, H]`,
-/// `dw_ih`, `dw_hh`, `db`, and `dx` `[T, B, I]` when wanted.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BackwardOutputs {
-    pub dgates: Region,
-    pub dh0: Region,
-    pub dc0: Region,
-    pub dw_ih: Region,
-    pub dw_hh: Region,
-    pub db: Region,
-    pub dx: Option<Region>,
+/// Checks every region against the length the layer needs.
+fn check_lengths(kernel: &str, expected: args::Expected<'_, Region>) -> Result<()> {
+    for (what, r, want) in expected {
+        check_len(kernel, what, *r, want)?;
+    }
+    Ok(())
 }
 
 /// Runs an LSTM layer over a sequence (see the module documentation).
@@ -84,6 +44,8 @@ pub(crate) fn lstm_forward(
     out: &ForwardOutputs,
 ) -> Result<()> {
     const K: &str = "lstm_forward";
+    check_lengths(K, inp.expected(d))?;
+    check_lengths(K, out.expected(d))?;
     let LstmDims {
         steps,
         batch,
@@ -92,24 +54,6 @@ pub(crate) fn lstm_forward(
     } = d;
     let (rows, h4) = (steps * batch, 4 * hidden);
     let (step_h, step_g) = (batch * hidden, batch * h4);
-    for (what, r, want) in [
-        ("x", inp.x, rows * input),
-        ("h0", inp.h0, step_h),
-        ("c0", inp.c0, step_h),
-        ("w_ih", inp.w_ih, h4 * input),
-        ("w_hh", inp.w_hh, h4 * hidden),
-        ("b_ih", inp.b_ih, h4),
-        ("b_hh", inp.b_hh, h4),
-        ("y", out.y, rows * hidden),
-        ("h_n", out.h_n, step_h),
-        ("c_n", out.c_n, step_h),
-        ("gates", out.gates, rows * h4),
-    ] {
-        check_len(K, what, r, want)?;
-    }
-    if let Some(cells) = out.cells {
-        check_len(K, "cells", cells, rows * hidden)?;
-    }
     if steps == 0 || step_h == 0 {
         copy_range(l, &COPY, inp.h0, 0, out.h_n);
         copy_range(l, &COPY, inp.c0, 0, out.c_n);
@@ -198,6 +142,8 @@ pub(crate) fn lstm_backward(
     out: &BackwardOutputs,
 ) -> Result<()> {
     const K: &str = "lstm_backward";
+    check_lengths(K, inp.expected(d))?;
+    check_lengths(K, out.expected(d))?;
     let LstmDims {
         steps,
         batch,
@@ -206,30 +152,6 @@ pub(crate) fn lstm_backward(
     } = d;
     let (rows, h4) = (steps * batch, 4 * hidden);
     let (step_h, step_g) = (batch * hidden, batch * h4);
-    for (what, r, want) in [
-        ("x", inp.x, rows * input),
-        ("h0", inp.h0, step_h),
-        ("c0", inp.c0, step_h),
-        ("w_ih", inp.w_ih, h4 * input),
-        ("w_hh", inp.w_hh, h4 * hidden),
-        ("y", inp.y, rows * hidden),
-        ("gates", inp.gates, rows * h4),
-        ("cells", inp.cells, rows * hidden),
-        ("dy", inp.dy, rows * hidden),
-        ("dh_n", inp.dh_n, step_h),
-        ("dc_n", inp.dc_n, step_h),
-        ("dgates", out.dgates, rows * h4),
-        ("dh0", out.dh0, step_h),
-        ("dc0", out.dc0, step_h),
-        ("dw_ih", out.dw_ih, h4 * input),
-        ("dw_hh", out.dw_hh, h4 * hidden),
-        ("db", out.db, h4),
-    ] {
-        check_len(K, what, r, want)?;
-    }
-    if let Some(dx) = out.dx {
-        check_len(K, "dx", dx, rows * input)?;
-    }
 
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
     // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).

@@ -14,7 +14,7 @@ pub(crate) mod gemm;
 pub(crate) mod lstm;
 pub(crate) mod softmax;
 
-use tensorfit_core::{LstmDims, Op, Result, TensorView};
+use tensorfit_core::{args, Op, Result, TensorView};
 
 use crate::backend_error;
 use crate::record::Launch;
@@ -87,46 +87,9 @@ fn regions(views: &[TensorView]) -> Vec<Region> {
     views.iter().map(Region::of).collect()
 }
 
-/// The views of one kind as a fixed-size array.
-fn arity<const N: usize>(op: &Op, what: &str, views: &[Region]) -> Result<[Region; N]> {
-    views.try_into().map_err(|_| {
-        backend_error(format!(
-            "{}: expected {N} {what}, got {}",
-            op.name(),
-            views.len()
-        ))
-    })
-}
-
-/// `N` required views and one optional last view (`cells`, `dx`).
-fn arity_optional<const N: usize>(
-    op: &Op,
-    what: &str,
-    views: &[Region],
-) -> Result<([Region; N], Option<Region>)> {
-    let (required, last) = if views.len() > N {
-        (&views[..N], views.last().copied())
-    } else {
-        (views, None)
-    };
-    if views.len() > N + 1 {
-        return Err(backend_error(format!(
-            "{}: expected at most {} {what}, got {}",
-            op.name(),
-            N + 1,
-            views.len()
-        )));
-    }
-    Ok((arity(op, what, required)?, last))
-}
-
-fn dims2(view: &TensorView) -> [usize; 2] {
-    [view.shape.dim(0), view.shape.dim(1)]
-}
-
-fn lstm_dims(op: &Op, views: &[TensorView]) -> Result<LstmDims> {
-    let shapes: Vec<_> = views.iter().map(|v| &v.shape).collect();
-    LstmDims::from_inputs(&shapes).map_err(|m| backend_error(format!("{}: {m}", op.name())))
+/// [`args::arity`] with this backend's error.
+fn arity<T, const N: usize>(op: &Op, what: &str, items: Vec<T>) -> Result<[T; N]> {
+    args::arity(op, what, items).map_err(backend_error)
 }
 
 /// Plans the launches of one op. The views' shapes have been checked against
@@ -143,124 +106,78 @@ pub(crate) fn plan(
     let outs = regions(outputs);
     match op {
         Op::MatMul { trans_a, trans_b } => {
-            let [a, b] = arity(op, "inputs", &ins)?;
-            let [c] = arity(op, "outputs", &outs)?;
-            let (a_dims, b_dims) = (dims2(&inputs[0]), dims2(&inputs[1]));
+            let [a, b] = arity(op, "inputs", ins)?;
+            let [c] = arity(op, "outputs", outs)?;
+            let (a_dims, b_dims) = (args::dims2(&inputs[0]), args::dims2(&inputs[1]));
             gemm::matmul(&mut l, (a, a_dims, *trans_a), (b, b_dims, *trans_b), c)?;
         }
         Op::Binary(bop) => {
-            let [a, b] = arity(op, "inputs", &ins)?;
-            let [out] = arity(op, "outputs", &outs)?;
+            let [a, b] = arity(op, "inputs", ins)?;
+            let [out] = arity(op, "outputs", outs)?;
             elementwise::binary(&mut l, *bop, a, b, out)?;
         }
         Op::Activation(f) => {
-            let [x] = arity(op, "inputs", &ins)?;
-            let [y] = arity(op, "outputs", &outs)?;
+            let [x] = arity(op, "inputs", ins)?;
+            let [y] = arity(op, "outputs", outs)?;
             elementwise::activation_forward(&mut l, *f, x, y)?;
         }
         Op::ActivationBackward(f) => {
-            let [y, dy] = arity(op, "inputs", &ins)?;
-            let [dx] = arity(op, "outputs", &outs)?;
+            let [y, dy] = arity(op, "inputs", ins)?;
+            let [dx] = arity(op, "outputs", outs)?;
             elementwise::activation_backward(&mut l, *f, y, dy, dx)?;
         }
         Op::SumToShape { .. } => {
-            let [x] = arity(op, "inputs", &ins)?;
-            let [out] = arity(op, "outputs", &outs)?;
+            let [x] = arity(op, "inputs", ins)?;
+            let [out] = arity(op, "outputs", outs)?;
             elementwise::sum_to_shape(&mut l, x, out)?;
         }
         Op::Fill { value, .. } => {
-            let [out] = arity(op, "outputs", &outs)?;
+            let [out] = arity(op, "outputs", outs)?;
             elementwise::fill(&mut l, *value, out);
         }
         Op::SliceTime { t } => {
-            let [x] = arity(op, "inputs", &ins)?;
-            let [out] = arity(op, "outputs", &outs)?;
+            let [x] = arity(op, "inputs", ins)?;
+            let [out] = arity(op, "outputs", outs)?;
             elementwise::slice_time(&mut l, *t, x, out)?;
         }
         Op::ScatterTime { t, .. } => {
-            let [x] = arity(op, "inputs", &ins)?;
-            let [out] = arity(op, "outputs", &outs)?;
+            let [x] = arity(op, "inputs", ins)?;
+            let [out] = arity(op, "outputs", outs)?;
             elementwise::scatter_time(&mut l, *t, x, out)?;
         }
         Op::LstmForward { .. } => {
-            let dims = lstm_dims(op, inputs)?;
-            let [x, h0, c0, w_ih, w_hh, b_ih, b_hh] = arity(op, "inputs", &ins)?;
-            let ([y, h_n, c_n, gates], cells) = arity_optional(op, "outputs", &outs)?;
-            let inp = lstm::ForwardInputs {
-                x,
-                h0,
-                c0,
-                w_ih,
-                w_hh,
-                b_ih,
-                b_hh,
-            };
-            let out = lstm::ForwardOutputs {
-                y,
-                h_n,
-                c_n,
-                gates,
-                cells,
-            };
+            let dims = args::lstm_dims(op, inputs).map_err(backend_error)?;
+            let inp = args::LstmForwardInputs::from_vec(op, ins).map_err(backend_error)?;
+            let out = args::LstmForwardOutputs::from_vec(op, outs).map_err(backend_error)?;
             lstm::lstm_forward(&mut l, dims, &inp, &out)?;
         }
         Op::LstmBackward { .. } => {
-            let dims = lstm_dims(op, inputs.get(..5).unwrap_or(inputs))?;
-            let [x, h0, c0, w_ih, w_hh, y, gates, cells, dy, dh_n, dc_n] =
-                arity(op, "inputs", &ins)?;
-            let ([dgates, dh0, dc0, dw_ih, dw_hh, db], dx) = arity_optional(op, "outputs", &outs)?;
-            let inp = lstm::BackwardInputs {
-                x,
-                h0,
-                c0,
-                w_ih,
-                w_hh,
-                y,
-                gates,
-                cells,
-                dy,
-                dh_n,
-                dc_n,
-            };
-            let out = lstm::BackwardOutputs {
-                dgates,
-                dh0,
-                dc0,
-                dw_ih,
-                dw_hh,
-                db,
-                dx,
-            };
+            let dims = args::lstm_dims(op, inputs).map_err(backend_error)?;
+            let inp = args::LstmBackwardInputs::from_vec(op, ins).map_err(backend_error)?;
+            let out = args::LstmBackwardOutputs::from_vec(op, outs).map_err(backend_error)?;
             lstm::lstm_backward(&mut l, dims, &inp, &out)?;
         }
         Op::BatchNorm { eps, training } => {
             if *training {
-                let [x, gamma, beta] = arity(op, "inputs", &ins)?;
-                let [y, mean, var] = arity(op, "outputs", &outs)?;
-                let stats = batchnorm::Stats::Batch { mean, var };
+                let [x, gamma, beta] = arity(op, "inputs", ins)?;
+                let [y, mean, var] = arity(op, "outputs", outs)?;
+                let stats = args::BatchNormStats::Batch { mean, var };
                 batchnorm::batchnorm_forward(&mut l, *eps, [x, gamma, beta], stats, y)?;
             } else {
-                let [x, gamma, beta, mean, var] = arity(op, "inputs", &ins)?;
-                let [y] = arity(op, "outputs", &outs)?;
-                let stats = batchnorm::Stats::Running { mean, var };
+                let [x, gamma, beta, mean, var] = arity(op, "inputs", ins)?;
+                let [y] = arity(op, "outputs", outs)?;
+                let stats = args::BatchNormStats::Running { mean, var };
                 batchnorm::batchnorm_forward(&mut l, *eps, [x, gamma, beta], stats, y)?;
             }
         }
         Op::BatchNormBackward { eps, training } => {
-            let [x, gamma, mean, var, dy] = arity(op, "inputs", &ins)?;
-            let [dx, dgamma, dbeta] = arity(op, "outputs", &outs)?;
-            let inp = batchnorm::BackwardInputs {
-                x,
-                gamma,
-                mean,
-                var,
-                dy,
-            };
+            let inp = args::BatchNormBackwardInputs::from_vec(op, ins).map_err(backend_error)?;
+            let [dx, dgamma, dbeta] = arity(op, "outputs", outs)?;
             batchnorm::batchnorm_backward(&mut l, *eps, *training, &inp, [dx, dgamma, dbeta])?;
         }
         Op::BatchNormStatsUpdate { momentum, unbias } => {
-            let [mean, var] = arity(op, "inputs", &ins)?;
-            let [running_mean, running_var] = arity(op, "targets", &outs)?;
+            let [mean, var] = arity(op, "inputs", ins)?;
+            let [running_mean, running_var] = arity(op, "targets", outs)?;
             batchnorm::batchnorm_stats_update(
                 &mut l,
                 *momentum,
@@ -270,13 +187,13 @@ pub(crate) fn plan(
             )?;
         }
         Op::SoftmaxCrossEntropy => {
-            let [logits, labels] = arity(op, "inputs", &ins)?;
-            let [loss, probs] = arity(op, "outputs", &outs)?;
+            let [logits, labels] = arity(op, "inputs", ins)?;
+            let [loss, probs] = arity(op, "outputs", outs)?;
             softmax::softmax_cross_entropy_forward(&mut l, logits, labels, loss, probs)?;
         }
         Op::SoftmaxCrossEntropyBackward => {
-            let [probs, labels, dloss] = arity(op, "inputs", &ins)?;
-            let [dlogits] = arity(op, "outputs", &outs)?;
+            let [probs, labels, dloss] = arity(op, "inputs", ins)?;
+            let [dlogits] = arity(op, "outputs", outs)?;
             softmax::softmax_cross_entropy_backward(&mut l, probs, labels, dloss, dlogits)?;
         }
         Op::Adam {
@@ -285,8 +202,8 @@ pub(crate) fn plan(
             eps,
             weight_decay,
         } => {
-            let [grad, scalars] = arity(op, "inputs", &ins)?;
-            let [param, m, v] = arity(op, "targets", &outs)?;
+            let [grad, scalars] = arity(op, "inputs", ins)?;
+            let [param, m, v] = arity(op, "targets", outs)?;
             let p = adam::AdamParams {
                 beta1: *beta1,
                 beta2: *beta2,
@@ -296,8 +213,8 @@ pub(crate) fn plan(
             adam::adam_update(&mut l, p, grad, scalars, [param, m, v])?;
         }
         Op::Copy => {
-            let [src] = arity(op, "inputs", &ins)?;
-            let [dst] = arity(op, "targets", &outs)?;
+            let [src] = arity(op, "inputs", ins)?;
+            let [dst] = arity(op, "targets", outs)?;
             elementwise::copy(&mut l, src, dst)?;
         }
     }
