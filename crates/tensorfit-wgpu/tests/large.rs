@@ -135,10 +135,10 @@ fn an_lstm_sequence_larger_than_one_binding() {
         println!("{name:11} worst error {err:.3} of the tolerance (scale {scale:.3e})");
         assert!(err <= 1.0, "{name}: {err}");
     }
-    // The column sums add 4 M values near 0.6: the CPU kernel's plain f32 running sum
-    // drifts (each addition to a sum of millions rounds to a quarter), so both are judged
-    // against exact sums of the CPU's tanh values. The GPU sums each block of rows with
-    // Kahan's compensation.
+    // The column sums add 4 M values near 0.6, where a plain f32 running sum drifts (each
+    // addition to a sum of millions rounds to a quarter), so both are judged against
+    // exact sums of the CPU's tanh values. The GPU sums each block of rows with Kahan's
+    // compensation, the CPU in f64.
     let (tanh, width) = (&want[5].1, 4 * h);
     let mut exact = vec![0.0f64; width];
     for row in tanh.chunks_exact(width) {

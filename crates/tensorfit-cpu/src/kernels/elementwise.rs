@@ -9,7 +9,10 @@
 
 use tensorfit_core::{Activation, BinaryOp, Result};
 
-use super::check_len;
+use rayon::prelude::*;
+
+use super::gemm_fast::{self, vectorize};
+use super::{check_len, PARALLEL_MIN_ELEMENTS};
 use crate::backend_error;
 
 /// `out = a ∘ b`, with `b` repeated over `a`'s leading dimensions (`b.len()` divides
@@ -54,7 +57,12 @@ pub fn activation_backward(f: Activation, y: &[f32], dy: &[f32], dx: &mut [f32])
 }
 
 /// `out[j] = Σ_i x[i, j]`: sums `x` over the leading dimensions that `out` lacks.
+///
+/// Each sum is accumulated in f64 over the rows in order (bias gradients sum millions
+/// of rows, where f32 loses digits), so the result does not depend on the thread count;
+/// threads take blocks of columns.
 pub fn sum_to_shape(x: &[f32], out: &mut [f32]) -> Result<()> {
+    const COLUMNS: usize = 64;
     out.fill(0.0);
     if out.is_empty() || x.len() % out.len() != 0 {
         if x.is_empty() {
@@ -67,10 +75,29 @@ pub fn sum_to_shape(x: &[f32], out: &mut [f32]) -> Result<()> {
         )));
     }
     let width = out.len();
-    for row in x.chunks_exact(width) {
-        for (o, &v) in out.iter_mut().zip(row) {
-            *o += v;
+    let token = gemm_fast::simd();
+    let sum_block = |(block, out): (usize, &mut [f32])| {
+        let j0 = block * COLUMNS;
+        let mut acc = [0.0f64; COLUMNS];
+        vectorize(
+            token,
+            #[inline(always)]
+            || {
+                for row in x.chunks_exact(width) {
+                    for (a, &v) in acc.iter_mut().zip(&row[j0..j0 + out.len()]) {
+                        *a += f64::from(v);
+                    }
+                }
+            },
+        );
+        for (o, a) in out.iter_mut().zip(acc) {
+            *o = a as f32;
         }
+    };
+    if x.len() < PARALLEL_MIN_ELEMENTS {
+        out.chunks_mut(COLUMNS).enumerate().for_each(sum_block);
+    } else {
+        out.par_chunks_mut(COLUMNS).enumerate().for_each(sum_block);
     }
     Ok(())
 }

@@ -228,10 +228,14 @@ mod imp {
         Token::try_new()
     }
 
-    /// Runs `f` compiled with the token's target features, so that plain loops over
-    /// slices inside it (the LSTM's gate pass) are vectorised with AVX-512.
-    pub fn vectorize<R>(token: Token, f: impl FnOnce() -> R) -> R {
-        token.vectorize(f)
+    /// Runs `f` compiled with the token's target features when there is a token, so
+    /// that plain loops over slices inside it (the LSTM's gate pass, column sums) are
+    /// vectorised with AVX-512; `f` must be `#[inline(always)]` for that to happen.
+    pub fn vectorize<R>(token: Option<Token>, f: impl FnOnce() -> R) -> R {
+        match token {
+            Some(token) => token.vectorize(f),
+            None => f(),
+        }
     }
 
     /// `acc += a_panel · b_panel` over `kc` steps: `a` is `[kc, R]`, `b` `[kc, NR]`.
@@ -526,8 +530,8 @@ mod imp {
         None
     }
 
-    pub fn vectorize<R>(token: Token, _f: impl FnOnce() -> R) -> R {
-        match token {}
+    pub fn vectorize<R>(_token: Option<Token>, f: impl FnOnce() -> R) -> R {
+        f()
     }
 
     pub fn gemm_packed_serial(

@@ -27,6 +27,7 @@
 use rayon::prelude::*;
 use tensorfit_core::{args, LstmDims, Result};
 
+use super::elementwise::sum_to_shape;
 use super::fastmath;
 use super::gemm::{as_mat_ref, gemm, gemm_bias, mat, mat_mut};
 use super::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
@@ -80,15 +81,6 @@ impl<'a> Recurrent<'a> {
                 gemm(1.0, mat(a, m, k)?, w, beta, &mut mat_mut(c, m, n)?)
             }
         }
-    }
-}
-
-/// Runs `f` with the fast path's target features when there is one, so the fused passes
-/// inside are vectorised with AVX-512.
-fn with_simd<R>(token: Option<Token>, f: impl FnOnce() -> R) -> R {
-    match token {
-        Some(token) => vectorize(token, f),
-        None => f(),
     }
 }
 
@@ -213,7 +205,7 @@ pub fn lstm_forward(
             let state = p * part * hidden..(p * part * hidden + c_run.len());
             let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
             let m = c_run.len() / hidden;
-            with_simd(
+            vectorize(
                 token,
                 #[inline(always)]
                 || -> Result<()> {
@@ -359,7 +351,7 @@ pub fn lstm_backward(
         .try_for_each(|(p, (mut dg, (dh, dc)))| {
             let m = dh.len() / hidden;
             let (r0, r1) = (p * part, p * part + m);
-            with_simd(
+            vectorize(
                 token,
                 #[inline(always)]
                 || -> Result<()> {
@@ -416,7 +408,7 @@ pub fn lstm_backward(
         gemm(1.0, dgates_rest_t, h_prev, 1.0, &mut dw_hh)?;
     }
     // db = column sums of dgates (the gradient of b_ih and of b_hh alike).
-    column_sums(token, dgates, db);
+    sum_to_shape(dgates, db)?;
     // dx = dgates · w_ih over all T·B rows.
     if let Some(dx) = dx {
         let w_ih = mat(inp.w_ih, 4 * hidden, input)?;
@@ -429,34 +421,6 @@ pub fn lstm_backward(
         )?;
     }
     Ok(())
-}
-
-/// `sums[j] = Σ_r m[r][j]` for the row-major matrix `m` with `sums.len()` columns,
-/// accumulated in f64 (millions of rows would lose digits in f32) over the rows in order,
-/// so the result does not depend on the thread count. Threads take blocks of columns.
-fn column_sums(token: Option<Token>, m: &[f32], sums: &mut [f32]) {
-    const COLUMNS: usize = 64;
-    let width = sums.len().max(1);
-    sums.par_chunks_mut(COLUMNS)
-        .enumerate()
-        .for_each(|(block, out)| {
-            let j0 = block * COLUMNS;
-            let mut acc = [0.0f64; COLUMNS];
-            with_simd(
-                token,
-                #[inline(always)]
-                || {
-                    for row in m.chunks_exact(width) {
-                        for (a, &v) in acc.iter_mut().zip(&row[j0..j0 + out.len()]) {
-                            *a += f64::from(v);
-                        }
-                    }
-                },
-            );
-            for (o, a) in out.iter_mut().zip(acc) {
-                *o = a as f32;
-            }
-        });
 }
 
 /// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated
