@@ -101,47 +101,6 @@ pub fn gemm(
     Ok(())
 }
 
-/// `c = a · b + bias`, `bias` (`[N]`) added to every row of `c`: one pass on the fast
-/// path (the bias is added as each tile of `c` is written), two on the portable one.
-pub fn gemm_bias(
-    a: ArrayView2<'_, f32>,
-    b: ArrayView2<'_, f32>,
-    bias: &[f32],
-    c: &mut ArrayViewMut2<'_, f32>,
-) -> Result<()> {
-    let ((m, k), (_, n)) = (a.dim(), b.dim());
-    if bias.len() != n {
-        return Err(backend_error(format!(
-            "gemm: bias of {} elements for {n} columns",
-            bias.len()
-        )));
-    }
-    if let (Some(token), Some(a_ref), Some(b_ref)) =
-        (gemm_fast::simd(), as_mat_ref(&a), as_mat_ref(&b))
-    {
-        if let (Some(c_slice), true) = (c.as_slice_mut(), k > 0 && a.dim().1 == b.dim().0) {
-            if c_slice.len() == m * n {
-                gemm_fast::gemm_packed(
-                    token,
-                    a_ref,
-                    &PackedB::new(b_ref),
-                    0.0,
-                    Some(bias),
-                    c_slice,
-                );
-                return Ok(());
-            }
-        }
-    }
-    gemm(1.0, a, b, 0.0, c)?;
-    for mut row in c.rows_mut() {
-        for (v, b) in row.iter_mut().zip(bias) {
-            *v += b;
-        }
-    }
-    Ok(())
-}
-
 /// `c = op(a) · op(b)` where `op` transposes when asked: `a` is `[M, K]` (`[K, M]` if
 /// `trans_a`), `b` is `[K, N]` (`[N, K]` if `trans_b`), `c` is `[M, N]`.
 pub fn matmul(

@@ -107,7 +107,7 @@ impl<'a> MatRef<'a> {
 
 /// `B` `[K, N]` packed for the micro-kernel: for each block of [`KC`] rows, panel after
 /// panel of [`NR`] columns (the last one zero-padded), each panel `[kc, NR]` row-major.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PackedB {
     data: Vec<f32>,
     k: usize,
@@ -134,14 +134,15 @@ mod spare {
         static SPARE: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
     }
 
-    /// A zeroed buffer of `len` elements, reusing a kept one when there is one.
+    /// A buffer of `len` elements, reusing a kept one when there is one: its contents
+    /// are arbitrary, the caller overwrites every element.
     pub fn take(len: usize) -> Vec<f32> {
         let kept = SPARE
             .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
             .ok()
             .flatten();
         let mut v = kept.unwrap_or_default();
-        v.clear();
+        v.truncate(len);
         v.resize(len, 0.0);
         v
     }
@@ -197,6 +198,12 @@ impl PackedB {
                         for (jj, v) in row.iter_mut().enumerate().take(width) {
                             *v = b.at(k0 + p, j0 + jj);
                         }
+                    }
+                }
+                // The last panel's columns beyond `n` are zero.
+                if width < NR {
+                    for row in panel.chunks_exact_mut(NR) {
+                        row[width..].fill(0.0);
                     }
                 }
             }
@@ -266,16 +273,16 @@ mod imp {
     }
 
     /// Runs the `R`-row micro-kernel for one panel of `A` against one panel of `B` and
-    /// writes the `R × NR` tile at rows `rows` of `c`, columns from `j0`.
+    /// writes the `R × NR` tile into its rows of `C`, columns from `j0`.
     #[inline(always)]
-    fn tile<S: Simd, const R: usize>(
-        simd: S,
-        a_panel: &[f32],
-        b_panel: &[f32],
-        c_rows: &mut [f32],
-        (n, j0): (usize, usize),
-        ep: Epilogue<'_>,
-    ) {
+    fn tile<S: Simd, const R: usize>(simd: S, t: Tile<'_>) {
+        let Tile {
+            a_panel,
+            b_panel,
+            c_rows,
+            at: (n, j0),
+            ep,
+        } = t;
         let lanes = S::F32_LANES;
         let mut acc = [[simd.splat_f32s(0.0); 2]; R];
         micro_kernel::<S, R>(simd, a_panel, b_panel, &mut acc);
@@ -321,25 +328,26 @@ mod imp {
         }
     }
 
-    /// Packs rows `i0..i0 + R` of `a`, columns `k0..k0 + kc`, as `[kc, R]`.
+    /// Packs rows `i0..i0 + r` of `a`, columns `k0..k0 + kc`, as `[kc, r]` into `dst`
+    /// (`kc · r` elements).
     #[inline(always)]
-    fn pack_a<const R: usize>(a: MatRef<'_>, i0: usize, k0: usize, dst: &mut [f32]) {
+    fn pack_a(a: MatRef<'_>, (i0, r): (usize, usize), k0: usize, dst: &mut [f32]) {
         if a.col_stride == 1 {
-            for i in 0..R {
+            for i in 0..r {
                 let start = (i0 + i) * a.row_stride + k0;
-                let row = &a.data[start..start + dst.len() / R];
-                for (d, &v) in dst.chunks_exact_mut(R).zip(row) {
+                let row = &a.data[start..start + dst.len() / r];
+                for (d, &v) in dst.chunks_exact_mut(r).zip(row) {
                     d[i] = v;
                 }
             }
         } else if a.row_stride == 1 {
-            // A transposed row-major matrix: the `R` rows at one `k` are contiguous.
-            for (p, d) in dst.chunks_exact_mut(R).enumerate() {
+            // A transposed row-major matrix: the `r` rows at one `k` are contiguous.
+            for (p, d) in dst.chunks_exact_mut(r).enumerate() {
                 let start = (k0 + p) * a.col_stride + i0;
-                d.copy_from_slice(&a.data[start..start + R]);
+                d.copy_from_slice(&a.data[start..start + r]);
             }
         } else {
-            for (p, d) in dst.chunks_exact_mut(R).enumerate() {
+            for (p, d) in dst.chunks_exact_mut(r).enumerate() {
                 for (i, v) in d.iter_mut().enumerate() {
                     *v = a.at(i0 + i, k0 + p);
                 }
@@ -403,75 +411,47 @@ mod imp {
                 }
             };
             for m0 in (0..m).step_by(MC) {
+                // Micro-panel `(i0, r)` of this block is packed at `i0 · kc`.
                 let mc = MC.min(m - m0);
-                let mut offset = 0;
                 for (i0, r) in panel_rows(mc) {
-                    let dst = &mut a_pack[offset..offset + r * kc];
-                    with_rows::<S>(
-                        r,
-                        RowsOp::Pack {
-                            a,
-                            i0: m0 + i0,
-                            k0,
-                            dst,
-                        },
-                    );
-                    offset += r * kc;
+                    let dst = &mut a_pack[i0 * kc..(i0 + r) * kc];
+                    pack_a(a, (m0 + i0, r), k0, dst);
                 }
                 for (jp, b_panel) in block.chunks(kc * NR).enumerate() {
-                    let mut offset = 0;
                     for (i0, r) in panel_rows(mc) {
-                        let rows = (m0 + i0) * n..(m0 + i0 + r) * n;
-                        let a_panel = &a_pack[offset..offset + r * kc];
-                        offset += r * kc;
-                        let c_rows = &mut c[rows];
-                        with_rows(
-                            r,
-                            RowsOp::Tile {
-                                simd,
-                                a_panel,
-                                b_panel,
-                                c_rows,
-                                at: (n, jp * NR),
-                                ep,
-                            },
-                        );
+                        let a_panel = &a_pack[i0 * kc..(i0 + r) * kc];
+                        let c_rows = &mut c[(m0 + i0) * n..(m0 + i0 + r) * n];
+                        let tile = Tile {
+                            a_panel,
+                            b_panel,
+                            c_rows,
+                            at: (n, jp * NR),
+                            ep,
+                        };
+                        tile_of_rows(simd, r, tile);
                     }
                 }
             }
         }
     }
 
-    /// The two row-count-generic steps, dispatched on the run-time row count.
-    enum RowsOp<'a, S: Simd> {
-        Pack {
-            a: MatRef<'a>,
-            i0: usize,
-            k0: usize,
-            dst: &'a mut [f32],
-        },
-        Tile {
-            simd: S,
-            a_panel: &'a [f32],
-            b_panel: &'a [f32],
-            c_rows: &'a mut [f32],
-            at: (usize, usize),
-            ep: Epilogue<'a>,
-        },
+    /// One tile's operands: a packed micro-panel of `A` `[kc, R]`, a packed panel of `B`
+    /// `[kc, NR]`, the `R` rows of `C` it writes, `at` = (`C`'s width, first column).
+    struct Tile<'a> {
+        a_panel: &'a [f32],
+        b_panel: &'a [f32],
+        c_rows: &'a mut [f32],
+        at: (usize, usize),
+        ep: Epilogue<'a>,
     }
 
-    /// Runs `op` with `R = r` as a compile-time constant (`1 ≤ r ≤ MR`).
+    /// Runs [`tile`] with `R = r` as a compile-time constant (`1 ≤ r ≤ MR`).
     #[inline(always)]
-    fn with_rows<S: Simd>(r: usize, op: RowsOp<'_, S>) {
+    fn tile_of_rows<S: Simd>(simd: S, r: usize, t: Tile<'_>) {
         macro_rules! dispatch {
             ($($n:literal)*) => {
                 match r {
-                    $($n => match op {
-                        RowsOp::Pack { a, i0, k0, dst } => pack_a::<$n>(a, i0, k0, dst),
-                        RowsOp::Tile { simd, a_panel, b_panel, c_rows, at, ep } => {
-                            tile::<S, $n>(simd, a_panel, b_panel, c_rows, at, ep)
-                        }
-                    },)*
+                    $($n => tile::<S, $n>(simd, t),)*
                     _ => unreachable!("micro-panels have 1 to MR rows"),
                 }
             };

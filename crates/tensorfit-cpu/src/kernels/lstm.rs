@@ -29,7 +29,7 @@ use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
 use super::fastmath;
-use super::gemm::{as_mat_ref, gemm, gemm_bias, mat, mat_mut};
+use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 use crate::backend_error;
@@ -169,12 +169,25 @@ pub fn lstm_forward(
     // `PROJECT_STEPS` steps at a time just before the recurrence reaches them, so the
     // gates are still in cache when the recurrent GEMM adds to them.
     let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
-    let w_ih_t = mat(inp.w_ih, 4 * hidden, input)?.reversed_axes();
-    let chunked = match (token, as_mat_ref(&w_ih_t)) {
-        (Some(token), Some(w)) => Some((token, PackedB::new(w))),
-        _ => {
-            let x = mat(inp.x, rows, input)?;
-            gemm_bias(x, w_ih_t, &bias, &mut mat_mut(gates, rows, 4 * hidden)?)?;
+    let chunked = match token {
+        Some(token) => {
+            let w_ih = MatRef::row_major(inp.w_ih, 4 * hidden, input);
+            Some((token, PackedB::new(w_ih.t())))
+        }
+        None => {
+            let (x, w_ih) = (mat(inp.x, rows, input)?, mat(inp.w_ih, 4 * hidden, input)?);
+            gemm(
+                1.0,
+                x,
+                w_ih.reversed_axes(),
+                0.0,
+                &mut mat_mut(gates, rows, 4 * hidden)?,
+            )?;
+            for row in gates.chunks_exact_mut(4 * hidden) {
+                for (g, b) in row.iter_mut().zip(&bias) {
+                    *g += b;
+                }
+            }
             None
         }
     };
@@ -185,7 +198,7 @@ pub fn lstm_forward(
     let part = rows_per_part(batch, hidden);
     let gate_parts = split_steps(gates, step_g, part * 4 * hidden);
     let y_parts = split_steps(y, step_h, part * hidden);
-    let mut cell_parts: Vec<Option<Vec<&mut [f32]>>> = match cells.as_deref_mut() {
+    let cell_parts: Vec<Option<Vec<&mut [f32]>>> = match cells.as_deref_mut() {
         Some(cells) => split_steps(cells, step_h, part * hidden)
             .into_iter()
             .map(Some)
@@ -196,7 +209,7 @@ pub fn lstm_forward(
     let work: Vec<_> = gate_parts
         .into_iter()
         .zip(y_parts)
-        .zip(cell_parts.drain(..))
+        .zip(cell_parts)
         .zip(c_n_parts)
         .enumerate()
         .collect();
