@@ -37,13 +37,8 @@ fn build_prefix() -> String {
     format!("tensorfit {} build {stamp}:", env!("CARGO_PKG_VERSION"))
 }
 
-fn cache_key(info: &DeviceInfo) -> String {
-    format!("{}{}:{}", build_prefix(), info.kind.name(), info.name)
-}
-
-fn read_cache() -> BTreeMap<String, f64> {
-    cache_path()
-        .and_then(|p| std::fs::read_to_string(p).ok())
+fn read_cache(path: Option<&PathBuf>) -> BTreeMap<String, f64> {
+    path.and_then(|p| std::fs::read_to_string(p).ok())
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default()
 }
@@ -54,17 +49,18 @@ pub fn throughput_gflops(
     info: &DeviceInfo,
     open: impl FnOnce() -> Result<Box<dyn Backend>>,
 ) -> Result<f64> {
-    let key = cache_key(info);
-    if let Some(&g) = read_cache().get(&key) {
+    let path = cache_path();
+    let prefix = build_prefix();
+    let key = format!("{prefix}{}:{}", info.kind.name(), info.name);
+    let mut cache = read_cache(path.as_ref());
+    if let Some(&g) = cache.get(&key) {
         if g.is_finite() && g > 0.0 {
             return Ok(g);
         }
     }
     let g = measure(open()?.as_mut())?;
-    if let Some(path) = cache_path() {
+    if let Some(path) = path {
         // Figures of other builds are dropped as this one's are written.
-        let prefix = build_prefix();
-        let mut cache = read_cache();
         cache.retain(|k, _| k.starts_with(&prefix));
         cache.insert(key, g);
         // A cache that cannot be written only costs a re-measurement next time.

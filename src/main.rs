@@ -356,8 +356,10 @@ fn train(a: TrainArgs) -> Result<()> {
     }
     let (cfg, params, resumed) = match &a.resume {
         Some(p) => {
-            let ck = Checkpoint::load(&checkpoint_file(p))?;
-            (ck.config.clone(), ck.params.clone(), Some(ck))
+            // The parameters go to the session; the rest of the checkpoint is used below.
+            let mut ck = Checkpoint::load(&checkpoint_file(p))?;
+            let params = std::mem::take(&mut ck.params);
+            (ck.config.clone(), params, Some(ck))
         }
         None => {
             let cfg = preset(&a.model)?;
@@ -365,9 +367,7 @@ fn train(a: TrainArgs) -> Result<()> {
             (cfg, params, None)
         }
     };
-    if cfg.input != TemporalOrder::FEATURES || cfg.classes != TemporalOrder::CLASSES {
-        bail!("the built-in task needs a model with 152 inputs and 6 classes");
-    }
+    check_task(&cfg)?;
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
     let job = Job::Train {
         batch: a.batch,
@@ -494,6 +494,14 @@ fn train(a: TrainArgs) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a model the built-in task cannot feed.
+fn check_task(cfg: &ModelConfig) -> Result<()> {
+    if cfg.input != TemporalOrder::FEATURES || cfg.classes != TemporalOrder::CLASSES {
+        bail!("the built-in task needs a model with 152 inputs and 6 classes");
+    }
+    Ok(())
+}
+
 /// A checkpoint path: the file itself, or `checkpoint.safetensors` in a directory.
 fn checkpoint_file(path: &Path) -> PathBuf {
     if path.is_dir() {
@@ -535,9 +543,7 @@ fn load_model(checkpoint: Option<&Path>, model: &str) -> Result<(ModelConfig, Pa
 
 fn eval(a: EvalArgs) -> Result<()> {
     let (cfg, params) = load_model(a.checkpoint.as_deref(), &a.model)?;
-    if cfg.input != TemporalOrder::FEATURES || cfg.classes != TemporalOrder::CLASSES {
-        bail!("the built-in task needs a model with 152 inputs and 6 classes");
-    }
+    check_task(&cfg)?;
     let job = Job::Eval {
         batch: a.batch,
         seq_len: a.seq_len,

@@ -287,12 +287,16 @@ fn plan_device(req: &Request, id: &str, info: &DeviceInfo, gflops: f64) -> Resul
         })
         .collect();
     // The last strategy saves the most memory; if even it does not fit, plan only the
-    // fastest (to show the gap) and it.
+    // fastest (to show the gap) and it. Its plan is kept for the loop below.
     let most_saving = options.last().cloned();
     options.sort_by(|a, b| a.2.total_cmp(&b.2));
+    let mut saving_plan = None;
     if let Some(last) = most_saving {
-        let fits = plan_job(&req.cfg, &last.1, req.job, Limits::from(info))
+        let plan = plan_job(&req.cfg, &last.1, req.job, Limits::from(info));
+        let fits = plan
+            .as_ref()
             .is_ok_and(|p| p.peak_bytes() <= usable_bytes(info, req.margin));
+        saving_plan = Some((last.0, plan));
         if !fits {
             let fastest = options.first().cloned();
             options = fastest.into_iter().chain([last]).collect();
@@ -303,7 +307,11 @@ fn plan_device(req: &Request, id: &str, info: &DeviceInfo, gflops: f64) -> Resul
     let mut smallest: Option<Planned> = None;
     let mut fitting: Option<Planned> = None;
     for (s, o, t) in options {
-        let plan = match plan_job(&req.cfg, &o, req.job, Limits::from(info)) {
+        let planned = match saving_plan.take_if(|(saving, _)| *saving == s) {
+            Some((_, plan)) => plan,
+            None => plan_job(&req.cfg, &o, req.job, Limits::from(info)),
+        };
+        let plan = match planned {
             Ok(p) => p,
             // A tensor larger than the device's largest buffer: try smaller chunks.
             Err(Error::Input(_)) => continue,

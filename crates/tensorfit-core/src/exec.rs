@@ -52,9 +52,30 @@ pub struct Layout {
 #[derive(Debug)]
 pub struct Executable {
     graph: Graph,
-    order: Vec<NodeId>,
+    /// The nodes in schedule order, each with its input and output views (resolved once
+    /// here, not on every run).
+    steps: Vec<(NodeId, Vec<TensorView>, Vec<TensorView>)>,
     views: Vec<TensorView>,
     owned: Vec<BufferId>,
+}
+
+/// Allocates one buffer per entry of `bytes` (at least 4 bytes each). On a failure, frees
+/// what it allocated and returns the error.
+pub fn allocate_all(backend: &mut dyn Backend, bytes: &[u64]) -> Result<Vec<BufferId>> {
+    let mut buffers = Vec::with_capacity(bytes.len());
+    for &b in bytes {
+        match backend.allocate(b.max(4)) {
+            Ok(id) => buffers.push(id),
+            Err(e) => {
+                for id in buffers {
+                    // Best effort: the allocation error is the one worth reporting.
+                    let _ = backend.free(id);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(buffers)
 }
 
 impl Executable {
@@ -79,26 +100,9 @@ impl Executable {
     ) -> Result<Self> {
         let order = schedule(&graph)?;
         check_layout(&graph, &bound, placement)?;
-        let mut owned = Vec::with_capacity(placement.buffer_bytes.len());
-        for &bytes in &placement.buffer_bytes {
-            match backend.allocate(bytes.max(4)) {
-                Ok(b) => owned.push(b),
-                Err(e) => {
-                    for b in owned {
-                        // Best effort: the allocation error is the one worth reporting.
-                        let _ = backend.free(b);
-                    }
-                    return Err(e);
-                }
-            }
-        }
+        let owned = allocate_all(backend, &placement.buffer_bytes)?;
         let views = make_views(&graph, &bound, placement, &owned);
-        Ok(Executable {
-            graph,
-            order,
-            views,
-            owned,
-        })
+        Ok(Self::assemble(graph, &order, views, owned))
     }
 
     /// Binds `graph` into buffers the caller owns: `buffers[i]` holds at least
@@ -120,12 +124,29 @@ impl Executable {
             )));
         }
         let views = make_views(&graph, &bound, placement, buffers);
-        Ok(Executable {
+        Ok(Self::assemble(graph, &order, views, Vec::new()))
+    }
+
+    fn assemble(
+        graph: Graph,
+        order: &[NodeId],
+        views: Vec<TensorView>,
+        owned: Vec<BufferId>,
+    ) -> Self {
+        let bind = |ts: &[TensorId]| ts.iter().map(|t| views[t.0].clone()).collect();
+        let steps = order
+            .iter()
+            .map(|&n| {
+                let node = graph.node(n);
+                (n, bind(&node.inputs), bind(&node.outputs))
+            })
+            .collect();
+        Executable {
             graph,
-            order,
+            steps,
             views,
-            owned: Vec::new(),
-        })
+            owned,
+        }
     }
 
     pub fn graph(&self) -> &Graph {
@@ -151,15 +172,8 @@ impl Executable {
 
     /// Runs every node once, in schedule order.
     pub fn run(&self, backend: &mut dyn Backend) -> Result<()> {
-        let mut ins = Vec::new();
-        let mut outs = Vec::new();
-        for &n in &self.order {
-            let node = self.graph.node(n);
-            ins.clear();
-            outs.clear();
-            ins.extend(node.inputs.iter().map(|t| self.views[t.0].clone()));
-            outs.extend(node.outputs.iter().map(|t| self.views[t.0].clone()));
-            backend.execute(&node.op, &ins, &outs)?;
+        for (n, ins, outs) in &self.steps {
+            backend.execute(&self.graph.node(*n).op, ins, outs)?;
         }
         Ok(())
     }

@@ -57,15 +57,15 @@ impl AdamConfig {
         [(self.lr as f64 / bc1) as f32, bc2.sqrt() as f32]
     }
 
-    /// Adds the `adam.scalars` input and one Adam update per parameter; returns the
-    /// scalars input and the (m, v) state tensors created for each parameter, named
-    /// `adam.m.<param>` and `adam.v.<param>`.
+    /// Adds the `adam.scalars` input and one Adam update per parameter, with its (m, v)
+    /// state tensors named `adam.m.<param>` and `adam.v.<param>`; returns the scalars
+    /// input.
     pub fn append_updates(
         &self,
         g: &mut Graph,
         params: &[(String, TensorId)],
         grads: &[TensorId],
-    ) -> Result<(TensorId, Vec<(TensorId, TensorId)>)> {
+    ) -> Result<TensorId> {
         let scalars = g.input("adam.scalars", [2]);
         let op = Op::Adam {
             beta1: self.beta1,
@@ -73,7 +73,6 @@ impl AdamConfig {
             eps: self.eps,
             weight_decay: self.weight_decay,
         };
-        let mut moments = Vec::with_capacity(params.len());
         for ((name, p), &grad) in params.iter().zip(grads) {
             let shape = g.shape(*p).clone();
             let m = g.state(&format!("adam.m.{name}"), shape.clone());
@@ -84,8 +83,7 @@ impl AdamConfig {
                 &[grad, scalars],
                 &[*p, m, v],
             )?;
-            moments.push((m, v));
         }
-        Ok((scalars, moments))
+        Ok(scalars)
     }
 }

@@ -15,7 +15,7 @@ use std::path::Path;
 use serde_json::json;
 use tensorfit_core::{Activation, Error, Result};
 
-use crate::config::{ModelConfig, ParamKind};
+use crate::config::{ModelConfig, ParamKind, ParamSpec};
 use crate::params::ParamStore;
 
 /// The format this version writes and reads.
@@ -36,10 +36,6 @@ pub struct Checkpoint {
     pub extra: HashMap<String, String>,
 }
 
-fn activation_name(a: Activation) -> &'static str {
-    a.name()
-}
-
 fn activation_from(name: &str) -> Result<Activation> {
     match name {
         "identity" => Ok(Activation::Identity),
@@ -56,7 +52,7 @@ fn activation_from(name: &str) -> Result<Activation> {
 pub fn config_to_json(c: &ModelConfig) -> String {
     json!({
         "input": c.input, "hidden": c.hidden, "layers": c.layers, "dense": c.dense,
-        "classes": c.classes, "dense_activation": activation_name(c.dense_activation),
+        "classes": c.classes, "dense_activation": c.dense_activation.name(),
     })
     .to_string()
 }
@@ -89,17 +85,14 @@ pub fn config_from_json(text: &str) -> Result<ModelConfig> {
     Ok(c)
 }
 
-/// FNV-1a over every tensor's name and bytes, in name order.
-fn checksum(stores: &[&ParamStore]) -> u64 {
-    let mut all: Vec<(&String, &tensorfit_core::HostTensor)> =
-        stores.iter().flat_map(|s| s.iter()).collect();
-    all.sort_by(|a, b| a.0.cmp(b.0));
+/// FNV-1a over every tensor's name and bytes, in name order (the store's own order).
+fn checksum(all: &ParamStore) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |b: u8| {
         h ^= b as u64;
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     };
-    for (name, t) in all {
+    for (name, t) in all.iter() {
         name.bytes().for_each(&mut eat);
         t.data
             .iter()
@@ -121,7 +114,7 @@ impl Checkpoint {
         meta.insert("format_version".into(), FORMAT_VERSION.to_string());
         meta.insert("config".into(), config_to_json(&self.config));
         meta.insert("step".into(), self.step.to_string());
-        meta.insert("checksum".into(), format!("{:016x}", checksum(&[&all])));
+        meta.insert("checksum".into(), format!("{:016x}", checksum(&all)));
         all.to_safetensors("", meta)
     }
 
@@ -148,7 +141,7 @@ impl Checkpoint {
             )));
         }
         let want = get("checksum")?;
-        let got = format!("{:016x}", checksum(&[&all]));
+        let got = format!("{:016x}", checksum(&all));
         if &got != want {
             return Err(Error::input(format!(
                 "checkpoint checksum mismatch (stored {want}, computed {got}): the file is corrupted"
@@ -168,11 +161,12 @@ impl Checkpoint {
             }
         }
         params.check_against(&config)?;
-        for spec in config
+        let trainable: Vec<ParamSpec> = config
             .param_specs()
-            .iter()
+            .into_iter()
             .filter(|s| s.kind == ParamKind::Trainable)
-        {
+            .collect();
+        for spec in &trainable {
             for m in ["m", "v"] {
                 let name = format!("adam.{m}.{}", spec.name);
                 if let Some(t) = optimizer.get(&name) {
@@ -187,13 +181,7 @@ impl Checkpoint {
                 }
             }
         }
-        if optimizer.len()
-            > 2 * config
-                .param_specs()
-                .iter()
-                .filter(|s| s.kind == ParamKind::Trainable)
-                .count()
-        {
+        if optimizer.len() > 2 * trainable.len() {
             return Err(Error::input(
                 "checkpoint has optimizer tensors that are not part of this model",
             ));

@@ -91,7 +91,7 @@ pub fn lstm_stack(
     steps: usize,
     keep: bool,
 ) -> Result<LstmStack> {
-    let x = g.input("x", [steps, batch, cfg.input]);
+    let x = g.input("x", input_shape(cfg, batch, steps));
     let mut stack = LstmStack {
         x,
         h0: Vec::new(),
@@ -257,6 +257,7 @@ pub fn classifier(
 }
 
 /// The classifier's head and loss.
+#[derive(Debug)]
 pub(crate) struct Head {
     pub labels: TensorId,
     pub loss: TensorId,

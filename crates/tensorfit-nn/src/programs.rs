@@ -11,7 +11,7 @@ use tensorfit_core::{backward, Error, Graph, Op, Result, Role, Shape, TensorId};
 
 use crate::adam::AdamConfig;
 use crate::config::ModelConfig;
-use crate::model::{carry_graph, classifier, Mode, Named, BN_MOMENTUM};
+use crate::model::{carry_graph, classifier, Head, Mode, Named, BN_MOMENTUM};
 use crate::recompute;
 
 /// What a program does.
@@ -102,54 +102,12 @@ impl Program {
                 p.probs = Some(c.probs);
                 p
             }
-            (ProgramKind::Train, None) => {
-                let mut g = Graph::new();
-                let c = classifier(&mut g, cfg, batch, steps, Mode::Train)?;
-                let seed = Op::Fill {
-                    value: 1.0,
-                    shape: Shape::from([1]),
+            (ProgramKind::Train, _) => {
+                let t = match recompute {
+                    None => train_graph(cfg, batch, steps)?,
+                    Some(segment) => recompute::train_graph(cfg, batch, steps, segment)?,
                 };
-                let one = g.op1("loss.grad_seed", seed, &[])?;
-                let wrt: Vec<TensorId> = c.params.iter().map(|(_, t)| *t).collect();
-                let grads = backward(&mut g, &[(c.loss, one)], &wrt)?;
-                let grads = grads
-                    .into_iter()
-                    .zip(&c.params)
-                    .map(|(grad, (name, _))| {
-                        grad.ok_or_else(|| {
-                            Error::Graph(format!("the loss does not depend on parameter `{name}`"))
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
-                p.finish_training(
-                    adam,
-                    batch,
-                    c.labels,
-                    c.loss,
-                    c.probs,
-                    &c.params,
-                    &c.running,
-                    &c.batch_stats,
-                    grads,
-                )?;
-                p
-            }
-            (ProgramKind::Train, Some(segment)) => {
-                let r = recompute::train_graph(cfg, batch, steps, segment)?;
-                let mut p = Program::bare(key, r.graph, r.xs);
-                p.finish_training(
-                    adam,
-                    batch,
-                    r.labels,
-                    r.loss,
-                    r.probs,
-                    &r.params,
-                    &r.running,
-                    &r.batch_stats,
-                    r.grads,
-                )?;
-                p
+                Program::training(key, adam, t)?
             }
         };
         p.persistent = p
@@ -163,25 +121,19 @@ impl Program {
         Ok(p)
     }
 
-    /// Appends Adam and the running-statistics updates to a training graph and records
-    /// its ids.
-    #[allow(clippy::too_many_arguments)]
-    fn finish_training(
-        &mut self,
-        adam: &AdamConfig,
-        batch: usize,
-        labels: TensorId,
-        loss: TensorId,
-        probs: TensorId,
-        params: &Named,
-        running: &Named,
-        batch_stats: &[(String, TensorId, TensorId)],
-        grads: Vec<TensorId>,
-    ) -> Result<()> {
-        let g = &mut self.graph;
-        let (scalars, _) = adam.append_updates(g, params, &grads)?;
-        let unbias = batch as f32 / (batch as f32 - 1.0);
-        for (bn, mean, var) in batch_stats {
+    /// A training program: `t` with Adam and the running-statistics updates appended.
+    fn training(key: ProgramKey, adam: &AdamConfig, t: TrainGraph) -> Result<Program> {
+        let TrainGraph {
+            mut graph,
+            xs,
+            head,
+            params,
+            running,
+            grads,
+        } = t;
+        let scalars = adam.append_updates(&mut graph, &params, &grads)?;
+        let unbias = key.batch as f32 / (key.batch as f32 - 1.0);
+        for (bn, mean, var) in &head.batch_stats {
             let stat = |s: &str| {
                 running
                     .iter()
@@ -194,14 +146,15 @@ impl Program {
                 momentum: BN_MOMENTUM,
                 unbias,
             };
-            g.update(&format!("{bn}.stats_update"), op, &[*mean, *var], &targets)?;
+            graph.update(&format!("{bn}.stats_update"), op, &[*mean, *var], &targets)?;
         }
-        self.labels = Some(labels);
-        self.loss = Some(loss);
-        self.probs = Some(probs);
-        self.scalars = Some(scalars);
-        self.grads = params.iter().map(|(n, _)| n.clone()).zip(grads).collect();
-        Ok(())
+        let mut p = Program::bare(key, graph, xs);
+        p.labels = Some(head.labels);
+        p.loss = Some(head.loss);
+        p.probs = Some(head.probs);
+        p.scalars = Some(scalars);
+        p.grads = params.into_iter().map(|(n, _)| n).zip(grads).collect();
+        Ok(p)
     }
 
     fn bare(key: ProgramKey, graph: Graph, xs: Vec<(TensorId, usize)>) -> Program {
@@ -224,6 +177,61 @@ impl Program {
         v.extend(self.grads.iter().map(|(_, g)| *g));
         v
     }
+}
+
+/// A training segment's graph before the optimizer is appended: forward, loss, and the
+/// gradient of every parameter. Built by autodiff ([`train_graph`]) or, with
+/// recomputation, partly by hand ([`recompute::train_graph`]).
+#[derive(Debug)]
+pub(crate) struct TrainGraph {
+    pub graph: Graph,
+    /// One input per sub-segment, in time order, with its length.
+    pub xs: Vec<(TensorId, usize)>,
+    pub head: Head,
+    pub params: Named,
+    pub running: Named,
+    /// Gradient of every parameter, in `params` order.
+    pub grads: Vec<TensorId>,
+}
+
+/// The seed of the loss's gradient: a `[1]` tensor of ones.
+pub(crate) fn loss_grad_seed(g: &mut Graph) -> Result<TensorId> {
+    let seed = Op::Fill {
+        value: 1.0,
+        shape: Shape::from([1]),
+    };
+    g.op1("loss.grad_seed", seed, &[])
+}
+
+/// The error for a parameter the loss does not reach.
+pub(crate) fn no_gradient(name: &str) -> Error {
+    Error::Graph(format!("the loss does not depend on parameter `{name}`"))
+}
+
+/// The whole segment differentiated by autodiff, keeping its activations for backward.
+fn train_graph(cfg: &ModelConfig, batch: usize, steps: usize) -> Result<TrainGraph> {
+    let mut g = Graph::new();
+    let c = classifier(&mut g, cfg, batch, steps, Mode::Train)?;
+    let one = loss_grad_seed(&mut g)?;
+    let wrt: Vec<TensorId> = c.params.iter().map(|(_, t)| *t).collect();
+    let grads = backward(&mut g, &[(c.loss, one)], &wrt)?
+        .into_iter()
+        .zip(&c.params)
+        .map(|(grad, (name, _))| grad.ok_or_else(|| no_gradient(name)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(TrainGraph {
+        graph: g,
+        xs: vec![(c.stack.x, steps)],
+        head: Head {
+            labels: c.labels,
+            loss: c.loss,
+            probs: c.probs,
+            batch_stats: c.batch_stats,
+        },
+        params: c.params,
+        running: c.running,
+        grads,
+    })
 }
 
 /// Lengths of the state-advancing chunks over `steps` steps, at most `chunk` each: a

@@ -20,26 +20,32 @@ use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape,
 
 use crate::config::ModelConfig;
 use crate::model::{find, head, leaves, lstm_layer, Mode, Named};
-use crate::programs::carry_chunks;
-
-/// The training graph with recomputation, before optimizer updates are appended.
-#[derive(Debug)]
-pub(crate) struct RecomputeGraph {
-    pub graph: Graph,
-    /// One input per sub-segment, in time order, with its length.
-    pub xs: Vec<(TensorId, usize)>,
-    pub labels: TensorId,
-    pub loss: TensorId,
-    pub probs: TensorId,
-    pub params: Named,
-    pub running: Named,
-    pub batch_stats: Vec<(String, TensorId, TensorId)>,
-    /// Gradient of every parameter, in `params` order.
-    pub grads: Vec<TensorId>,
-}
+use crate::programs::{carry_chunks, loss_grad_seed, no_gradient, TrainGraph};
 
 fn zeros(g: &mut Graph, name: &str, shape: Shape) -> Result<TensorId> {
     g.op1(name, Op::Fill { value: 0.0, shape }, &[])
+}
+
+/// The LSTM stack over one sub-segment, from the state `border` entering it (per layer):
+/// each layer's input and its outputs (as [`Op::LstmForward`]).
+fn stack_over(
+    g: &mut Graph,
+    prefix: &str,
+    x: TensorId,
+    border: &[(TensorId, TensorId)],
+    params: &Named,
+    keep: bool,
+) -> Result<Vec<(TensorId, Vec<TensorId>)>> {
+    let mut input = x;
+    let mut layers = Vec::with_capacity(border.len());
+    for (l, &(h0, c0)) in border.iter().enumerate() {
+        let name = format!("{prefix}.lstm_l{l}");
+        let outs = lstm_layer(g, &name, input, h0, c0, params, l, keep)?;
+        let y = outs[0];
+        layers.push((input, outs));
+        input = y;
+    }
+    Ok(layers)
 }
 
 /// Builds forward, loss and backward of one `steps`-step training segment recomputing
@@ -49,7 +55,7 @@ pub(crate) fn train_graph(
     batch: usize,
     steps: usize,
     segment: usize,
-) -> Result<RecomputeGraph> {
+) -> Result<TrainGraph> {
     cfg.validate()?;
     let layers = cfg.layers;
     let state_shape = Shape::from([batch, cfg.hidden]);
@@ -73,37 +79,15 @@ pub(crate) fn train_graph(
         })
         .collect()];
     for (k, &(x, _)) in xs.iter().enumerate() {
-        let mut input = x;
-        let mut next = Vec::with_capacity(layers);
-        for (l, &(h0, c0)) in border[k].iter().enumerate() {
-            let outs = lstm_layer(
-                &mut g,
-                &format!("seg{k}.lstm_l{l}"),
-                input,
-                h0,
-                c0,
-                &params,
-                l,
-                false,
-            )?;
-            input = outs[0];
-            next.push((outs[1], outs[2]));
-        }
-        border.push(next);
+        let seg = stack_over(&mut g, &format!("seg{k}"), x, &border[k], &params, false)?;
+        border.push(seg.iter().map(|(_, outs)| (outs[1], outs[2])).collect());
     }
     // The top layer's last output is its final h.
     let last = border[xs.len()][layers - 1].0;
     let h = head(&mut g, cfg, last, batch, &params, &running, Mode::Train)?;
 
     // The head by autodiff, with the gradient of `last` as one more result.
-    let one = g.op1(
-        "loss.grad_seed",
-        Op::Fill {
-            value: 1.0,
-            shape: Shape::from([1]),
-        },
-        &[],
-    )?;
+    let one = loss_grad_seed(&mut g)?;
     let head_params: Vec<&(String, TensorId)> = params
         .iter()
         .filter(|(n, _)| !n.starts_with("lstm."))
@@ -135,22 +119,8 @@ pub(crate) fn train_graph(
     }
     let mut acc: HashMap<String, TensorId> = HashMap::new();
     for (k, &(x, len)) in xs.iter().enumerate().rev() {
-        let mut input = x;
-        let mut kept = Vec::with_capacity(layers);
-        for (l, &(h0, c0)) in border[k].iter().enumerate() {
-            let outs = lstm_layer(
-                &mut g,
-                &format!("seg{k}.recompute.lstm_l{l}"),
-                input,
-                h0,
-                c0,
-                &params,
-                l,
-                true,
-            )?;
-            kept.push((input, outs.clone()));
-            input = outs[0];
-        }
+        let prefix = format!("seg{k}.recompute");
+        let kept = stack_over(&mut g, &prefix, x, &border[k], &params, true)?;
         let mut dy = zeros(
             &mut g,
             &format!("seg{k}.zeros.dy"),
@@ -216,19 +186,14 @@ pub(crate) fn train_graph(
         } else {
             head_iter.next().copied().flatten()
         };
-        grads.push(grad.ok_or_else(|| {
-            Error::Graph(format!("the loss does not depend on parameter `{name}`"))
-        })?);
+        grads.push(grad.ok_or_else(|| no_gradient(name))?);
     }
-    Ok(RecomputeGraph {
+    Ok(TrainGraph {
         graph: g,
         xs,
-        labels: h.labels,
-        loss: h.loss,
-        probs: h.probs,
+        head: h,
         params,
         running,
-        batch_stats: h.batch_stats,
         grads,
     })
 }

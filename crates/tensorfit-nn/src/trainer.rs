@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 
+use tensorfit_core::exec::allocate_all;
 use tensorfit_core::{
     Backend, BufferId, DeviceInfo, Error, Executable, HostTensor, Layout, MemoryInfo, Result,
     Shape, TensorView,
@@ -227,19 +228,7 @@ impl Trainer {
         layout: Layout,
     ) -> Result<Self> {
         let mut t = Trainer::empty(backend, cfg, params, opts)?;
-        let mut buffers = Vec::with_capacity(layout.arena_bytes.len());
-        for &bytes in &layout.arena_bytes {
-            match t.backend.allocate(bytes.max(4)) {
-                Ok(b) => buffers.push(b),
-                Err(e) => {
-                    for b in buffers {
-                        // Best effort: the allocation error is the one worth reporting.
-                        let _ = t.backend.free(b);
-                    }
-                    return Err(e);
-                }
-            }
-        }
+        let buffers = allocate_all(t.backend.as_mut(), &layout.arena_bytes)?;
         t.layout = Some((layout, buffers));
         for (name, p) in params.iter() {
             let view = t.planned_view(name, &p.shape)?;

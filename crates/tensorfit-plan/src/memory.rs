@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tensorfit_core::{DeviceInfo, Error, Graph, Layout, Placement, Result, Role, Shape, TensorId};
 
 use crate::arena::{align_up, place, Item};
-use crate::liveness::{liveness, Category};
+use crate::liveness::{liveness, Category, Liveness};
 use crate::size::format_bytes;
 
 /// What the device imposes on a plan.
@@ -93,11 +93,16 @@ impl MemoryPlan {
         let align = limits.alignment_bytes.max(4);
         let cap = limits.max_buffer_bytes;
 
+        let lives: Vec<Liveness> = programs
+            .iter()
+            .map(|p| liveness(p.graph, &p.outputs))
+            .collect::<Result<_>>()?;
+
         // Persistent tensors: one slot per key, whichever program names it first.
         let mut keys: Vec<(String, Shape, Category)> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
-        for p in programs {
-            let cats = liveness(p.graph, &p.outputs)?.categories;
+        for (p, live) in programs.iter().zip(&lives) {
+            let cats = &live.categories;
             let bound: HashMap<TensorId, &String> =
                 p.persistent.iter().map(|(t, k)| (*t, k)).collect();
             for (i, info) in p.graph.tensors().iter().enumerate() {
@@ -166,8 +171,7 @@ impl MemoryPlan {
         // Each program's other tensors, by liveness, into scratch arenas shared by all.
         let mut placed = Vec::with_capacity(programs.len());
         let mut scratch: Vec<u64> = Vec::new();
-        for p in programs {
-            let live = liveness(p.graph, &p.outputs)?;
+        for (p, live) in programs.iter().zip(lives) {
             let items: Vec<Item> = live
                 .lifetimes
                 .iter()
@@ -255,14 +259,6 @@ impl MemoryPlan {
     /// Bytes in scratch arenas (shared by the programs).
     pub fn scratch_bytes(&self) -> u64 {
         self.arena_bytes[self.persistent_arenas..].iter().sum()
-    }
-
-    /// The persistent tensor `key`: (arena, offset in elements).
-    pub fn persistent_slot(&self, key: &str) -> Option<(usize, usize)> {
-        self.persistent
-            .iter()
-            .find(|e| e.name == key)
-            .map(|e| (e.arena, (e.offset_bytes / 4) as usize))
     }
 
     /// The layout the trainer allocates: these arenas, persistent slots by key, and each

@@ -156,38 +156,33 @@ mod tests {
         }
     }
 
+    /// A candidate with the tests' 10% margin and no breakdown.
+    fn candidate(
+        device: &str,
+        info: &DeviceInfo,
+        strategy: &str,
+        peak: u64,
+        secs: f64,
+    ) -> Candidate {
+        Candidate::new(
+            device.into(),
+            info,
+            0.1,
+            strategy.into(),
+            peak,
+            secs,
+            vec![],
+        )
+    }
+
     #[test]
     fn fastest_fitting_wins_and_every_other_says_why() {
         let gpu = info(DeviceKind::Cuda, 2 << 30, Some(1 << 30), false);
         let cpu = info(DeviceKind::Cpu, 16 << 30, Some(8 << 30), false);
         let mut c = vec![
-            Candidate::new(
-                "cuda:0".into(),
-                &gpu,
-                0.1,
-                "whole".into(),
-                1 << 30,
-                1.0,
-                vec![],
-            ),
-            Candidate::new(
-                "cuda:0".into(),
-                &gpu,
-                0.1,
-                "chunks of 250".into(),
-                300 << 20,
-                1.2,
-                vec![],
-            ),
-            Candidate::new(
-                "cpu".into(),
-                &cpu,
-                0.1,
-                "whole".into(),
-                1 << 30,
-                40.0,
-                vec![],
-            ),
+            candidate("cuda:0", &gpu, "whole", 1 << 30, 1.0),
+            candidate("cuda:0", &gpu, "chunks of 250", 300 << 20, 1.2),
+            candidate("cpu", &cpu, "whole", 1 << 30, 40.0),
         ];
         assert!(!c[0].fits, "1 GiB does not fit in 90% of 1 GiB free");
         assert_eq!(choose(&mut c, false), Some(1));
@@ -200,24 +195,8 @@ mod tests {
         let lavapipe = info(DeviceKind::Wgpu, 8 << 30, None, true);
         let cpu = info(DeviceKind::Cpu, 8 << 30, Some(8 << 30), false);
         let mut c = vec![
-            Candidate::new(
-                "wgpu:0".into(),
-                &lavapipe,
-                0.1,
-                "whole".into(),
-                1 << 20,
-                0.5,
-                vec![],
-            ),
-            Candidate::new(
-                "cpu".into(),
-                &cpu,
-                0.1,
-                "whole".into(),
-                1 << 20,
-                1.0,
-                vec![],
-            ),
+            candidate("wgpu:0", &lavapipe, "whole", 1 << 20, 0.5),
+            candidate("cpu", &cpu, "whole", 1 << 20, 1.0),
         ];
         assert_eq!(choose(&mut c, false), Some(1));
         assert!(c[0].reason.contains("software"));
@@ -227,15 +206,7 @@ mod tests {
     #[test]
     fn nothing_fits_gives_none() {
         let small = info(DeviceKind::Cpu, 1 << 20, None, false);
-        let mut c = vec![Candidate::new(
-            "cpu".into(),
-            &small,
-            0.1,
-            "whole".into(),
-            1 << 30,
-            1.0,
-            vec![],
-        )];
+        let mut c = vec![candidate("cpu", &small, "whole", 1 << 30, 1.0)];
         assert_eq!(choose(&mut c, false), None);
     }
 }
