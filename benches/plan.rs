@@ -3,7 +3,7 @@
 //! per coarse op, not per time step, so planning time does not grow with the length.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, TrainOptions};
+use tensorfit::nn::{Job, ModelConfig, TrainOptions};
 use tensorfit::plan::Limits;
 use tensorfit::session::plan_job;
 
@@ -13,13 +13,6 @@ fn bench(c: &mut Criterion) {
         max_buffer_bytes: 1 << 31,
         alignment_bytes: 256,
         overhead_bytes: 0,
-    };
-    let opts = |chunk| TrainOptions {
-        tbptt: 50,
-        chunk,
-        micro_batch: None,
-        recompute: None,
-        adam: AdamConfig::default(),
     };
     let infer = Job::Eval {
         batch: 100,
@@ -31,27 +24,24 @@ fn bench(c: &mut Criterion) {
         eval: Some((100, 2000)),
     };
     let mut g = c.benchmark_group("plan_seed_t2000");
-    g.bench_function("infer_whole", |b| {
-        b.iter(|| {
-            plan_job(&cfg, &opts(2000), infer, limits)
-                .map(|p| p.peak_bytes())
-                .ok()
-        })
-    });
-    g.bench_function("infer_chunks_250", |b| {
-        b.iter(|| {
-            plan_job(&cfg, &opts(250), infer, limits)
-                .map(|p| p.peak_bytes())
-                .ok()
-        })
-    });
-    g.bench_function("train_tbptt_50", |b| {
-        b.iter(|| {
-            plan_job(&cfg, &opts(50), train, limits)
-                .map(|p| p.peak_bytes())
-                .ok()
-        })
-    });
+    for (id, chunk, job) in [
+        ("infer_whole", 2000, infer),
+        ("infer_chunks_250", 250, infer),
+        ("train_tbptt_50", 50, train),
+    ] {
+        let opts = TrainOptions {
+            tbptt: 50,
+            chunk,
+            ..TrainOptions::default()
+        };
+        g.bench_function(id, |b| {
+            b.iter(|| {
+                plan_job(&cfg, &opts, job, limits)
+                    .map(|p| p.peak_bytes())
+                    .ok()
+            })
+        });
+    }
     g.finish();
 }
 

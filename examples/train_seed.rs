@@ -12,12 +12,11 @@ fn main() -> Result<()> {
     let opts = TrainOptions {
         tbptt: 30,
         chunk: 30,
-        micro_batch: None,
-        recompute: None,
         adam: AdamConfig {
             lr: 2e-3,
             ..AdamConfig::default()
         },
+        ..TrainOptions::default()
     };
     let mut trainer = Trainer::new(Box::new(CpuBackend::new()), cfg, &params, opts)?;
     let mut data = TemporalOrder::new(1);

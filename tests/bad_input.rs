@@ -36,10 +36,18 @@ fn small_checkpoint() -> Checkpoint {
     }
 }
 
+/// Writes `bytes` to `name` in the scratch directory; returns the path.
 fn write(name: &str, bytes: &[u8]) -> String {
     let p = scratch("bad").join(name);
     std::fs::write(&p, bytes).unwrap();
     p.to_str().unwrap().to_string()
+}
+
+/// Writes `t` as the only tensor, named `key`, of a safetensors file.
+fn tensor_file(name: &str, key: &str, t: HostTensor) -> String {
+    let mut store = ParamStore::new();
+    store.insert(key, t);
+    write(name, &store.to_safetensors("", HashMap::new()).unwrap())
 }
 
 fn eval_with(path: &str) -> String {
@@ -52,6 +60,11 @@ fn eval_with(path: &str) -> String {
         "--seq-len",
         "6",
     ])
+}
+
+/// `eval` of `ck` written as `name`; returns the error.
+fn eval_checkpoint(name: &str, ck: &Checkpoint) -> String {
+    eval_with(&write(name, &ck.to_bytes().unwrap()))
 }
 
 #[test]
@@ -87,7 +100,7 @@ fn broken_checkpoints_are_refused_with_the_reason() {
     }
     p.insert("lstm.w_ih_l0", w);
     renamed.params = p;
-    let e = eval_with(&write("renamed.safetensors", &renamed.to_bytes().unwrap()));
+    let e = eval_checkpoint("renamed.safetensors", &renamed);
     assert!(
         e.contains("lstm.weight_ih_l0") && e.contains("missing"),
         "{e}"
@@ -95,18 +108,12 @@ fn broken_checkpoints_are_refused_with_the_reason() {
 
     let mut reshaped = small_checkpoint();
     reshaped.params.insert("dense.bias", HostTensor::zeros([5]));
-    let e = eval_with(&write(
-        "reshaped.safetensors",
-        &reshaped.to_bytes().unwrap(),
-    ));
+    let e = eval_checkpoint("reshaped.safetensors", &reshaped);
     assert!(e.contains("dense.bias") && e.contains("shape"), "{e}");
 
     let mut bad_config = small_checkpoint();
     bad_config.config.hidden = 0;
-    let e = eval_with(&write(
-        "config.safetensors",
-        &bad_config.to_bytes().unwrap(),
-    ));
+    let e = eval_checkpoint("config.safetensors", &bad_config);
     assert!(e.contains("hidden"), "{e}");
 
     // A tensor of another dtype.
@@ -138,28 +145,21 @@ fn bad_prediction_inputs_are_refused() {
         "binary-input.safetensors",
         &[0xff, 0xfe, 0x00, 0x81, 0x9f],
     ));
-    let mut wrong_name = ParamStore::new();
-    wrong_name.insert("x", HostTensor::zeros([2, 3, 152]));
-    let e = predict(&write(
+    let e = predict(&tensor_file(
         "wrong-name.safetensors",
-        &wrong_name.to_safetensors("", HashMap::new()).unwrap(),
+        "x",
+        HostTensor::zeros([2, 3, 152]),
     ));
     assert!(e.contains("no tensor `input`"), "{e}");
-    let mut wrong_shape = ParamStore::new();
-    wrong_shape.insert("input", HostTensor::zeros([2, 3, 10]));
-    let e = predict(&write(
+    let e = predict(&tensor_file(
         "wrong-shape.safetensors",
-        &wrong_shape.to_safetensors("", HashMap::new()).unwrap(),
+        "input",
+        HostTensor::zeros([2, 3, 10]),
     ));
     assert!(e.contains("expected [batch, time, 152]"), "{e}");
     let mut nan = HostTensor::zeros([2, 3, 152]);
     nan.data[7] = f32::NAN;
-    let mut with_nan = ParamStore::new();
-    with_nan.insert("input", nan);
-    let e = predict(&write(
-        "nan.safetensors",
-        &with_nan.to_safetensors("", HashMap::new()).unwrap(),
-    ));
+    let e = predict(&tensor_file("nan.safetensors", "input", nan));
     assert!(e.contains("NaN"), "{e}");
 }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::ParamStore;
 
-use common::{scratch, tensorfit_command};
+use common::{json, scratch, succeed, tensorfit_command};
 
 fn tensorfit(args: &[&str]) -> Output {
     tensorfit_command()
@@ -20,25 +20,14 @@ fn tensorfit(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
-/// Runs the CLI, requires success, and parses its JSON output.
-fn ok_json(args: &[&str]) -> Value {
-    let out = tensorfit(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json(&out)
+/// Runs the CLI and requires success.
+fn ok(args: &[&str]) -> Output {
+    succeed(tensorfit_command().args(args), &format!("{args:?}"))
 }
 
-fn json(out: &Output) -> Value {
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {text}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+/// Runs the CLI, requires success, and parses its JSON output.
+fn ok_json(args: &[&str]) -> Value {
+    json(&ok(args))
 }
 
 #[test]
@@ -127,20 +116,22 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
     let dir = scratch("round-trip");
     let ck = dir.join("model.safetensors");
     let ck_s = ck.to_str().unwrap();
-    let v = ok_json(&[
-        "train",
-        "--steps",
-        "3",
-        "--batch",
-        "8",
-        "--seq-len",
-        "10",
-        "--eval-batch",
-        "16",
-        "--json",
-        "--save",
-        ck_s,
-    ]);
+    // The same small training run, fresh or resumed, saving to `ck`.
+    let train = |first: &[&str]| {
+        let rest = [
+            "--batch",
+            "8",
+            "--seq-len",
+            "10",
+            "--eval-batch",
+            "16",
+            "--json",
+            "--save",
+            ck_s,
+        ];
+        ok(&[&["train"], first, &rest].concat())
+    };
+    let v = json(&train(&["--steps", "3"]));
     for k in [
         "device",
         "strategy",
@@ -174,27 +165,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
     }
 
     // Resuming continues the step count.
-    let out = tensorfit(&[
-        "train",
-        "--resume",
-        ck_s,
-        "--steps",
-        "2",
-        "--batch",
-        "8",
-        "--seq-len",
-        "10",
-        "--eval-batch",
-        "16",
-        "--json",
-        "--save",
-        ck_s,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    train(&["--resume", ck_s, "--steps", "2"]);
     let resumed = tensorfit::nn::Checkpoint::load(&ck).unwrap();
     assert_eq!(resumed.step, 5);
 
@@ -214,7 +185,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
     )
     .unwrap();
     let output = dir.join("probs.safetensors");
-    let out = tensorfit(&[
+    ok(&[
         "predict",
         "--checkpoint",
         ck_s,
@@ -223,11 +194,6 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
         "--output",
         output.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let (probs, _) = ParamStore::load(&output, "").unwrap();
     let p = probs.get("probabilities").unwrap();
     assert_eq!(p.shape.dims(), &[batch, 6]);
@@ -269,32 +235,25 @@ fn bad_input_is_a_clear_error_not_a_panic() {
 
 #[test]
 fn devices_lists_the_cpu_with_its_memory() {
-    let out = tensorfit(&["devices", "--json"]);
-    assert!(out.status.success());
-    let v = json(&out);
-    let cpu = v["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["kind"] == "cpu")
-        .unwrap()
-        .clone();
+    let v = ok_json(&["devices", "--json"]);
+    let device = |kind: &str| {
+        v["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["kind"] == kind)
+            .unwrap()
+    };
+    let cpu = device("cpu");
     assert_eq!(cpu["available"], true);
     assert!(cpu["total_bytes"].as_u64().unwrap() > 0);
-    let cuda = v["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["kind"] == "cuda")
-        .unwrap()
-        .clone();
-    assert!(cuda.get("available").is_some());
+    assert!(device("cuda").get("available").is_some());
 }
 
 #[test]
 fn bench_reports_median_milliseconds_and_gflops() {
     for mode in ["train", "infer"] {
-        let out = tensorfit(&[
+        let v = ok_json(&[
             "bench",
             "--mode",
             mode,
@@ -306,12 +265,6 @@ fn bench_reports_median_milliseconds_and_gflops() {
             "2",
             "--json",
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v = json(&out);
         for k in ["ms_per_step", "gflops", "device"] {
             assert!(v.get(k).is_some(), "bench --json lacks `{k}`: {v}");
         }

@@ -1,10 +1,11 @@
 //! The one device-parameterised conformance suite: every device present against the CPU
 //! reference (`tensorfit_cpu::CpuBackend`).
 //!
-//! Devices are listed once, in [`devices`]: the CPU is the reference; wgpu runs as the
-//! device opens it, and again with its storage bindings limited to 1 KiB, so that every
-//! op also runs split into many launches over windows of its tensors (the path a tensor
-//! larger than the device's binding limit takes). A future CUDA backend is one more entry.
+//! Devices are listed once, in [`devices`]: the CPU is the reference; CUDA and wgpu run as
+//! the device opens them, and wgpu again with its storage bindings limited to 1 KiB, so
+//! that every op also runs split into many launches over windows of its tensors (the path
+//! a tensor larger than the device's binding limit takes). Another backend is one more
+//! entry.
 //! A device that cannot be opened is skipped with its reason printed
 //! (`wgpu: skipped — ...`); `TENSORFIT_REQUIRE=wgpu` (a comma list of device kinds:
 //! `wgpu`, `cuda`) turns such a skip into a failure, so a CI machine with a driver cannot
@@ -32,6 +33,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 #[path = "conformance/ops.rs"]
 mod ops;
 #[path = "conformance/seed.rs"]
@@ -75,40 +77,36 @@ pub struct Device {
     pub curve: bool,
 }
 
+/// An opened backend as the suite holds it, or why it did not open.
+fn boxed<B: Backend + 'static>(
+    opened: Result<B, impl std::fmt::Display>,
+) -> Result<Box<dyn Backend>, String> {
+    opened
+        .map(|b| Box::new(b) as Box<dyn Backend>)
+        .map_err(|e| e.to_string())
+}
+
 /// Every device the suite knows, besides the CPU reference.
 fn devices() -> Vec<Device> {
     vec![
         Device {
             name: "cuda",
             kind: "cuda",
-            open: || {
-                tensorfit_cuda::CudaBackend::new()
-                    .map(|b| Box::new(b) as Box<dyn Backend>)
-                    .map_err(|e| e.to_string())
-            },
+            open: || boxed(tensorfit_cuda::CudaBackend::new()),
             curve: true,
         },
         Device {
             name: "wgpu",
             kind: "wgpu",
-            open: || {
-                tensorfit_wgpu::WgpuBackend::new()
-                    .map(|b| Box::new(b) as Box<dyn Backend>)
-                    .map_err(|e| e.to_string())
-            },
+            open: || boxed(tensorfit_wgpu::WgpuBackend::new()),
             curve: true,
         },
         Device {
             name: "wgpu (1 KiB bindings)",
             kind: "wgpu",
-            open: || {
-                tensorfit_wgpu::WgpuBackend::new()
-                    .map(|b| Box::new(b.with_binding_limit(1024)) as Box<dyn Backend>)
-                    .map_err(|e| e.to_string())
-            },
+            open: || boxed(tensorfit_wgpu::WgpuBackend::new().map(|b| b.with_binding_limit(1024))),
             curve: false,
         },
-        // A CUDA backend joins here as one more entry (kind "cuda").
     ]
 }
 
@@ -117,20 +115,10 @@ pub fn reference() -> Box<dyn Backend> {
     Box::new(CpuBackend::new())
 }
 
-/// Device kinds that must be present (`TENSORFIT_REQUIRE=wgpu,cuda`).
-fn required() -> Vec<String> {
-    std::env::var("TENSORFIT_REQUIRE")
-        .unwrap_or_default()
-        .split(',')
-        .map(|s| s.trim().to_ascii_lowercase())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
 /// The devices present: each opened once to see that it can be; absent ones are printed
 /// with the reason, and fail the test when required.
 fn present(test: &str) -> Vec<Device> {
-    let required = required();
+    let required = common::required_kinds();
     let all = devices();
     for kind in &required {
         assert!(

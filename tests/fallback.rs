@@ -4,41 +4,39 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tensorfit::core::{Activation, DeviceKind};
+use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
 use tensorfit::faults::{Faults, FaultyBackend};
-use tensorfit::nn::{AdamConfig, Batch, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{AdamConfig, Batch, Job, ParamStore, TemporalOrder};
 use tensorfit::session::{decide, start, start_on, Request, Session};
+
+use common::{max_abs, task_model, wgpu_present};
 
 const STEPS: usize = 6;
 
-fn request(device: Option<DeviceKind>) -> Request {
+fn request(device: DeviceKind) -> Request {
+    let job = Job::Train {
+        batch: 16,
+        seq_len: 60,
+        eval: None,
+    };
     Request {
-        cfg: ModelConfig {
-            input: TemporalOrder::FEATURES,
-            hidden: 32,
-            layers: 2,
-            dense: 16,
-            classes: TemporalOrder::CLASSES,
-            dense_activation: Activation::Tanh,
-        },
-        job: Job::Train {
-            batch: 16,
-            seq_len: 60,
-            eval: None,
-        },
-        tbptt: 60,
         adam: AdamConfig {
             lr: 0.005,
             ..AdamConfig::default()
         },
-        margin: 0.1,
-        device,
-        caps: MemoryCaps::default(),
-        exclude: Vec::new(),
+        ..common::request(
+            &task_model(32, 2, 16),
+            job,
+            60,
+            device,
+            MemoryCaps::default(),
+        )
     }
 }
 
@@ -60,23 +58,15 @@ fn run(
     (losses, session.trainer.parameters().unwrap())
 }
 
-fn uninterrupted() -> (Vec<f32>, ParamStore) {
-    uninterrupted_on(DeviceKind::Cpu)
-}
-
-fn uninterrupted_on(device: DeviceKind) -> (Vec<f32>, ParamStore) {
-    let req = request(Some(device));
+fn uninterrupted(device: DeviceKind) -> (Vec<f32>, ParamStore) {
+    let req = request(device);
     let params = ParamStore::init(&req.cfg, 2).unwrap();
     let mut s = start(&req, &decide(&req).unwrap(), &params).unwrap();
     run(&mut s, &data(), |_| {})
 }
 
-fn faulty_session(faults: &Arc<Faults>) -> Session {
-    faulty_session_on(DeviceKind::Cpu, faults)
-}
-
-fn faulty_session_on(device: DeviceKind, faults: &Arc<Faults>) -> Session {
-    let req = request(Some(device));
+fn faulty_session(device: DeviceKind, faults: &Arc<Faults>) -> Session {
+    let req = request(device);
     let params = ParamStore::init(&req.cfg, 2).unwrap();
     let inner = tensorfit::devices::open(device, &MemoryCaps::default()).unwrap();
     let backend = FaultyBackend::new(inner, faults.clone());
@@ -94,7 +84,7 @@ fn assert_same(what: &str, got: &(Vec<f32>, ParamStore), want: &(Vec<f32>, Param
     // gradients in a different order, so the last bits may differ).
     for (name, t) in want.1.iter() {
         let g = got.1.get(name).unwrap();
-        let scale = t.data.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let scale = max_abs(&t.data);
         for (a, b) in g.data.iter().zip(&t.data) {
             assert!((a - b).abs() <= 1e-5 * scale, "{what}: {name}: {a} vs {b}");
         }
@@ -103,9 +93,9 @@ fn assert_same(what: &str, got: &(Vec<f32>, ParamStore), want: &(Vec<f32>, Param
 
 #[test]
 fn an_op_failing_with_out_of_memory_mid_step_repeats_the_step() {
-    let reference = uninterrupted();
+    let reference = uninterrupted(DeviceKind::Cpu);
     let faults = Arc::new(Faults::default());
-    let mut s = faulty_session(&faults);
+    let mut s = faulty_session(DeviceKind::Cpu, &faults);
     // Fail an op in the middle of the fourth step (after some updates may have run).
     let got = run(&mut s, &data(), |i| {
         if i == 3 {
@@ -121,9 +111,9 @@ fn an_op_failing_with_out_of_memory_mid_step_repeats_the_step() {
 
 #[test]
 fn memory_vanishing_mid_run_moves_to_a_smaller_plan() {
-    let reference = uninterrupted();
+    let reference = uninterrupted(DeviceKind::Cpu);
     let faults = Arc::new(Faults::default());
-    let mut s = faulty_session(&faults);
+    let mut s = faulty_session(DeviceKind::Cpu, &faults);
     let whole = s.plan.peak_bytes();
     let got = run(&mut s, &data(), |i| {
         if i == 2 {
@@ -144,7 +134,7 @@ fn memory_vanishing_mid_run_moves_to_a_smaller_plan() {
 #[test]
 fn a_lost_device_with_nowhere_to_go_is_a_clear_error() {
     let faults = Arc::new(Faults::default());
-    let mut s = faulty_session(&faults);
+    let mut s = faulty_session(DeviceKind::Cpu, &faults);
     let b = &data()[0];
     s.train_step(&b.x, &b.labels).unwrap();
     faults
@@ -162,18 +152,12 @@ fn a_lost_device_with_nowhere_to_go_is_a_clear_error() {
 /// `TENSORFIT_REQUIRE=wgpu` makes its absence a failure).
 #[test]
 fn wgpu_recovers_from_out_of_memory_mid_step() {
-    if let Err(why) = tensorfit::devices::open(DeviceKind::Wgpu, &MemoryCaps::default()) {
-        let required = std::env::var("TENSORFIT_REQUIRE").unwrap_or_default();
-        assert!(
-            !required.split(',').any(|d| d.trim() == "wgpu"),
-            "wgpu required but unavailable: {why}"
-        );
-        println!("wgpu: skipped — {why}");
+    if !wgpu_present() {
         return;
     }
-    let reference = uninterrupted_on(DeviceKind::Wgpu);
+    let reference = uninterrupted(DeviceKind::Wgpu);
     let faults = Arc::new(Faults::default());
-    let mut s = faulty_session_on(DeviceKind::Wgpu, &faults);
+    let mut s = faulty_session(DeviceKind::Wgpu, &faults);
     let got = run(&mut s, &data(), |i| {
         if i == 2 {
             let now = faults.executes();

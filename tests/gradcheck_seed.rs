@@ -5,8 +5,6 @@
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::collections::HashMap;
 
 use tensorfit::core::{backward, Activation, Executable, Graph, Op, Shape, TensorId};

@@ -4,10 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tensorfit::core::{Activation, DeviceKind};
+mod common;
+
+use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
-use tensorfit::session::{decide, start, Request};
+use tensorfit::nn::{Job, ParamStore, TemporalOrder};
+use tensorfit::session::{decide, start};
+
+use common::{request, task_model};
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -21,28 +25,13 @@ fn rss_bytes() -> u64 {
 
 #[test]
 fn two_thousand_steps_do_not_grow_memory() {
-    let cfg = ModelConfig {
-        input: TemporalOrder::FEATURES,
-        hidden: 16,
-        layers: 2,
-        dense: 8,
-        classes: TemporalOrder::CLASSES,
-        dense_activation: Activation::Tanh,
+    let cfg = task_model(16, 2, 8);
+    let job = Job::Train {
+        batch: 8,
+        seq_len: 10,
+        eval: Some((8, 10)),
     };
-    let req = Request {
-        cfg: cfg.clone(),
-        job: Job::Train {
-            batch: 8,
-            seq_len: 10,
-            eval: Some((8, 10)),
-        },
-        tbptt: 5,
-        adam: AdamConfig::default(),
-        margin: 0.1,
-        device: Some(DeviceKind::Cpu),
-        caps: MemoryCaps::default(),
-        exclude: Vec::new(),
-    };
+    let req = request(&cfg, job, 5, DeviceKind::Cpu, MemoryCaps::default());
     let mut s = start(
         &req,
         &decide(&req).unwrap(),

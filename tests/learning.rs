@@ -5,31 +5,18 @@
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tensorfit::core::Activation;
+mod common;
+
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::{AdamConfig, ModelConfig, ParamStore, TemporalOrder, TrainOptions, Trainer};
+use tensorfit::nn::{ParamStore, TemporalOrder, Trainer};
+
+use common::{task_model, train_options};
 
 #[test]
 fn scaled_down_seed_network_learns_the_temporal_order_task() {
-    let cfg = ModelConfig {
-        input: TemporalOrder::FEATURES,
-        hidden: 32,
-        layers: 3,
-        dense: 16,
-        classes: TemporalOrder::CLASSES,
-        dense_activation: Activation::Tanh,
-    };
+    let cfg = task_model(32, 3, 16);
     let steps = 12;
-    let opts = TrainOptions {
-        tbptt: steps,
-        chunk: steps,
-        micro_batch: None,
-        recompute: None,
-        adam: AdamConfig {
-            lr: 1e-2,
-            ..AdamConfig::default()
-        },
-    };
+    let opts = train_options(steps, 1e-2);
     let params = ParamStore::init(&cfg, 1).unwrap();
     let mut trainer = Trainer::new(Box::new(CpuBackend::new()), cfg, &params, opts).unwrap();
     let mut data = TemporalOrder::new(2);

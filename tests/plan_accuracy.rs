@@ -4,21 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tensorfit::core::{Activation, DeviceKind};
-use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
-use tensorfit::session::{decide, start, Request};
+mod common;
 
-fn model(hidden: usize) -> ModelConfig {
-    ModelConfig {
-        input: TemporalOrder::FEATURES,
-        hidden,
-        layers: 3,
-        dense: 16,
-        classes: TemporalOrder::CLASSES,
-        dense_activation: Activation::Tanh,
-    }
-}
+use tensorfit::core::DeviceKind;
+use tensorfit::devices::MemoryCaps;
+use tensorfit::nn::{Job, ParamStore, TemporalOrder};
+use tensorfit::session::{decide, start};
+
+use common::{request, task_model, wgpu_present};
 
 #[test]
 fn measured_peak_matches_the_plan_within_two_percent_on_the_cpu() {
@@ -29,13 +22,7 @@ fn measured_peak_matches_the_plan_within_two_percent_on_the_cpu() {
 /// `TENSORFIT_REQUIRE=wgpu` makes its absence a failure).
 #[test]
 fn measured_peak_matches_the_plan_within_two_percent_on_wgpu() {
-    if let Err(why) = tensorfit::devices::open(DeviceKind::Wgpu, &MemoryCaps::default()) {
-        let required = std::env::var("TENSORFIT_REQUIRE").unwrap_or_default();
-        assert!(
-            !required.split(',').any(|d| d.trim() == "wgpu"),
-            "wgpu required but unavailable: {why}"
-        );
-        println!("wgpu: skipped — {why}");
+    if !wgpu_present() {
         return;
     }
     check_device(DeviceKind::Wgpu);
@@ -57,7 +44,7 @@ fn check_device(device: DeviceKind) {
         "dev", "job", "hidden", "B", "T", "L", "estimated", "measured", "ratio"
     );
     for (kind, hidden, batch, steps, tbptt) in cases {
-        let cfg = model(hidden);
+        let cfg = task_model(hidden, 3, 16);
         let job = if kind.starts_with("train") {
             Job::Train {
                 batch,
@@ -77,16 +64,7 @@ fn check_device(device: DeviceKind) {
         } else {
             MemoryCaps::default()
         };
-        let req = Request {
-            cfg: cfg.clone(),
-            job,
-            tbptt,
-            adam: AdamConfig::default(),
-            margin: 0.1,
-            device: Some(device),
-            caps,
-            exclude: Vec::new(),
-        };
+        let req = request(&cfg, job, tbptt, device, caps);
         let decision = decide(&req).unwrap();
         let params = ParamStore::init(&cfg, 3).unwrap();
         let mut s = start(&req, &decision, &params).unwrap();

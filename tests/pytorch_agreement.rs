@@ -24,10 +24,10 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use common::{assert_close, max_abs};
+use common::{assert_close, max_abs, train_options};
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::{AdamConfig, ModelConfig, ParamStore, TrainOptions, Trainer};
+use tensorfit::nn::{ModelConfig, ParamStore, TrainOptions, Trainer};
 
 const FILE: &str = "tests/data/seed_small_reference.safetensors";
 
@@ -53,17 +53,7 @@ fn config(meta: &HashMap<String, String>) -> ModelConfig {
 }
 
 fn options(meta: &HashMap<String, String>) -> TrainOptions {
-    let tbptt = meta_usize(meta, "tbptt");
-    TrainOptions {
-        tbptt,
-        chunk: tbptt,
-        micro_batch: None,
-        recompute: None,
-        adam: AdamConfig {
-            lr: meta["lr"].parse().unwrap(),
-            ..AdamConfig::default()
-        },
-    }
+    train_options(meta_usize(meta, "tbptt"), meta["lr"].parse().unwrap())
 }
 
 fn check(what: &str, got: &[f32], want: &[f32]) {

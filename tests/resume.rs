@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tensorfit::nn::{Checkpoint, Rng};
 
-use common::{scratch, tensorfit_command};
+use common::{json, losses, scratch, succeed, tensorfit_command};
 
 const SMALL: [&str; 8] = [
     "--batch",
@@ -26,45 +26,36 @@ const SMALL: [&str; 8] = [
     "0",
 ];
 
-fn train(extra: &[&str]) -> Value {
-    let out = tensorfit_command()
-        .arg("train")
-        .args(SMALL)
-        .args(extra)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+/// A small `train --json` run with `extra` arguments; a failure names `what`.
+fn train(what: &str, extra: &[&str]) -> Value {
+    let out = succeed(
+        tensorfit_command()
+            .arg("train")
+            .args(SMALL)
+            .args(extra)
+            .arg("--json"),
+        what,
     );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn losses(v: &Value) -> Vec<f64> {
-    v["losses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
+    json(&out)
 }
 
 #[test]
 fn resuming_gives_exactly_the_uninterrupted_losses() {
-    let whole = losses(&train(&["--steps", "6"]));
+    let whole = losses(&train("uninterrupted", &["--steps", "6"]));
     let dir = scratch("exact");
     let dir_s = dir.to_str().unwrap();
-    let first = losses(&train(&[
-        "--steps",
-        "3",
-        "--checkpoint-dir",
-        dir_s,
-        "--checkpoint-every",
-        "3",
-    ]));
-    let second = losses(&train(&["--steps", "3", "--resume", dir_s]));
+    let first = losses(&train(
+        "first half",
+        &[
+            "--steps",
+            "3",
+            "--checkpoint-dir",
+            dir_s,
+            "--checkpoint-every",
+            "3",
+        ],
+    ));
+    let second = losses(&train("resumed", &["--steps", "3", "--resume", dir_s]));
     let resumed: Vec<f64> = first.into_iter().chain(second).collect();
     assert_eq!(
         resumed, whole,
@@ -76,6 +67,7 @@ fn resuming_gives_exactly_the_uninterrupted_losses() {
 fn killed_at_random_moments_the_latest_checkpoint_always_resumes() {
     let dir = scratch("killed");
     let dir_s = dir.to_str().unwrap();
+    let file = dir.join("checkpoint.safetensors");
     let mut rng = Rng::new(2026);
     let mut kills = 0;
     for round in 0..10 {
@@ -96,7 +88,6 @@ fn killed_at_random_moments_the_latest_checkpoint_always_resumes() {
             .spawn()
             .unwrap();
         // The first round dies once a checkpoint exists; later ones anywhere.
-        let file = dir.join("checkpoint.safetensors");
         if round == 0 {
             for _ in 0..600 {
                 if file.exists() {
@@ -107,28 +98,22 @@ fn killed_at_random_moments_the_latest_checkpoint_always_resumes() {
         }
         let wait = 20 + rng.int_inclusive(0, 600) as u64;
         std::thread::sleep(Duration::from_millis(wait));
+        // Only a kill of a run still in progress counts (one that had exited proves nothing).
+        let running = child.try_wait().unwrap().is_none();
         child.kill().unwrap(); // SIGKILL on Unix
         child.wait().unwrap();
-        kills += 1;
+        kills += usize::from(running);
         let ck = Checkpoint::load(&file).unwrap_or_else(|e| panic!("round {round}: {e}"));
         assert!(ck.step > 0);
         // It resumes: one more step from it.
-        let out = tensorfit_command()
-            .arg("train")
-            .args(SMALL)
-            .args(["--steps", "1", "--resume", dir_s, "--json"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "round {round}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let v = train(
+            &format!("round {round}"),
+            &["--steps", "1", "--resume", dir_s],
         );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(v["loss"].as_f64().unwrap().is_finite());
         leftover_temporaries_are_ignored(&dir);
     }
-    assert_eq!(kills, 10);
+    assert_eq!(kills, 10, "every round killed a training run in progress");
 }
 
 /// A kill can leave a temporary file behind; it never replaces the checkpoint.

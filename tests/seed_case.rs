@@ -10,27 +10,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{Job, ModelConfig, ParamStore, TemporalOrder};
 use tensorfit::plan::parse_size;
-use tensorfit::session::{decide, start, Request};
+use tensorfit::session::{decide, start};
+
+use common::request;
 
 fn run(cap: &str) -> (String, u64, u64, Vec<f32>, f32) {
     let cfg = ModelConfig::seed();
-    let req = Request {
-        cfg: cfg.clone(),
-        job: Job::Eval {
-            batch: 100,
-            seq_len: 2000,
-        },
-        tbptt: 50,
-        adam: AdamConfig::default(),
-        margin: 0.1,
-        device: Some(DeviceKind::Cpu),
-        caps: MemoryCaps::parse(&[format!("cpu={cap}")]).unwrap(),
-        exclude: Vec::new(),
+    let job = Job::Eval {
+        batch: 100,
+        seq_len: 2000,
     };
+    let caps = MemoryCaps::parse(&[format!("cpu={cap}")]).unwrap();
+    let req = request(&cfg, job, 50, DeviceKind::Cpu, caps);
     let decision = decide(&req).unwrap();
     print!("cap {cap}:\n{}", decision.table());
     let params = ParamStore::init(&cfg, 7).unwrap();

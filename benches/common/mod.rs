@@ -11,7 +11,8 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use criterion::Criterion;
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion};
 use tensorfit::core::Backend;
 use tensorfit::nn::{Batch, ModelConfig, ParamStore, TemporalOrder, TrainOptions, Trainer};
 
@@ -44,19 +45,41 @@ fn median_ms(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     Ok(ms[runs / 2])
 }
 
-fn report(name: &str, ms: f64, flops: f64) {
+/// One workload: `step` on a fresh trainer (truncated BPTT = `steps`) and one batch of
+/// `batch` × `steps`, timed for the printed figures (`label`, with `flops` model FLOPs
+/// per call) and then by criterion as `id`. `step` returns the loss it read back.
+fn workload(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    backend: Box<dyn Backend>,
+    (batch, steps): (usize, usize),
+    (id, label): (&str, &str),
+    flops: f64,
+    step: fn(&mut Trainer, &Batch) -> tensorfit::core::Result<f32>,
+) -> Result<()> {
+    let mut tr = trainer(backend, steps)?;
+    let data = TemporalOrder::new(7).batch(batch, steps)?;
+    let ms = median_ms(5, || {
+        step(&mut tr, &data)?;
+        Ok(())
+    })?;
     println!(
-        "{name}: median {ms:.1} ms, {:.1} model GFLOP/s",
+        "{label}: median {ms:.1} ms, {:.1} model GFLOP/s",
         flops / ms / 1e6
     );
+    group.bench_function(id, |bench| bench.iter(|| step(&mut tr, &data).ok()));
+    Ok(())
 }
 
-fn data(batch: usize, steps: usize) -> Result<Batch> {
-    Ok(TemporalOrder::new(7).batch(batch, steps)?)
+/// Runs both workloads on backends from `open` in the criterion group `name`; a failure
+/// is printed and ends the process with status 1.
+pub fn seed_benches(c: &mut Criterion, name: &str, open: impl Fn() -> Result<Box<dyn Backend>>) {
+    if let Err(e) = try_seed_benches(c, name, open) {
+        eprintln!("{name} benchmark failed: {e:#}");
+        std::process::exit(1);
+    }
 }
 
-/// Runs both workloads on backends from `open` in the criterion group `name`.
-pub fn seed_benches(
+fn try_seed_benches(
     c: &mut Criterion,
     name: &str,
     open: impl Fn() -> Result<Box<dyn Backend>>,
@@ -64,34 +87,22 @@ pub fn seed_benches(
     let cfg = ModelConfig::seed();
     let mut group = c.benchmark_group(name);
     group.sample_size(10);
-
-    let (b, t) = (32, 50);
-    let mut tr = trainer(open()?, t)?;
-    let batch = data(b, t)?;
-    let ms = median_ms(5, || {
-        tr.train_step(&batch.x, &batch.labels)?;
-        Ok(())
-    })?;
-    report(
-        "train step B=32 T=50",
-        ms,
-        3.0 * cfg.lstm_forward_flops(b, t),
-    );
-    group.bench_function("train_step_b32_t50", |bench| {
-        bench.iter(|| tr.train_step(&batch.x, &batch.labels).map(|r| r.loss).ok())
-    });
-
-    let (b, t) = (100, 200);
-    let mut tr = trainer(open()?, t)?;
-    let batch = data(b, t)?;
-    let ms = median_ms(5, || {
-        tr.evaluate(&batch.x, &batch.labels)?;
-        Ok(())
-    })?;
-    report("inference B=100 T=200", ms, cfg.lstm_forward_flops(b, t));
-    group.bench_function("inference_b100_t200", |bench| {
-        bench.iter(|| tr.evaluate(&batch.x, &batch.labels).map(|r| r.loss).ok())
-    });
+    workload(
+        &mut group,
+        open()?,
+        (32, 50),
+        ("train_step_b32_t50", "train step B=32 T=50"),
+        3.0 * cfg.lstm_forward_flops(32, 50),
+        |tr, b| tr.train_step(&b.x, &b.labels).map(|r| r.loss),
+    )?;
+    workload(
+        &mut group,
+        open()?,
+        (100, 200),
+        ("inference_b100_t200", "inference B=100 T=200"),
+        cfg.lstm_forward_flops(100, 200),
+        |tr, b| tr.evaluate(&b.x, &b.labels).map(|r| r.loss),
+    )?;
     group.finish();
     Ok(())
 }

@@ -1,26 +1,16 @@
 //! The seed network at a small size, through the trainer, on a device and on the CPU.
 
 use tensorfit::core::{Activation, Backend, HostTensor};
-use tensorfit::nn::{
-    AdamConfig, ModelConfig, ParamStore, Rng, TemporalOrder, TrainOptions, Trainer,
-};
+use tensorfit::nn::{ModelConfig, ParamStore, Rng, TemporalOrder, Trainer};
 
+use crate::common::{task_model, train_options};
 use crate::{reference, Checks, CURVE_TOL, SEED_TOL};
 
 type Open = fn() -> Result<Box<dyn Backend>, String>;
 
 fn trainer(backend: Box<dyn Backend>, cfg: &ModelConfig, tbptt: usize, lr: f32) -> Trainer {
-    let opts = TrainOptions {
-        tbptt,
-        chunk: tbptt,
-        adam: AdamConfig {
-            lr,
-            ..AdamConfig::default()
-        },
-        ..TrainOptions::default()
-    };
     let params = ParamStore::init(cfg, 7).unwrap();
-    Trainer::new(backend, cfg.clone(), &params, opts).unwrap()
+    Trainer::new(backend, cfg.clone(), &params, train_options(tbptt, lr)).unwrap()
 }
 
 fn compare_stores(checks: &mut Checks, what: &str, got: &ParamStore, want: &ParamStore) {
@@ -114,14 +104,7 @@ pub fn small_network(open: Open, checks: &mut Checks) {
 /// A scaled-down seed network (152 → 3 × LSTM 32 → BN → Dense 16 → BN → 6) on the
 /// built-in task: 20 steps on both devices, the same loss at every step.
 pub fn loss_curve(open: Open, checks: &mut Checks) {
-    let cfg = ModelConfig {
-        input: TemporalOrder::FEATURES,
-        hidden: 32,
-        layers: 3,
-        dense: 16,
-        classes: TemporalOrder::CLASSES,
-        dense_activation: Activation::Tanh,
-    };
+    let cfg = task_model(32, 3, 16);
     let (batch, steps) = (32, 12);
     let mut cpu = trainer(reference(), &cfg, steps, 1e-2);
     let mut dev = trainer(open().unwrap(), &cfg, steps, 1e-2);
