@@ -484,6 +484,9 @@ pub struct Session {
     /// Every recovery so far, oldest first.
     pub fallbacks: Vec<Fallback>,
     req: Request,
+    /// The host copy of the state taken before the last step, kept so the next snapshot
+    /// reuses its memory.
+    snapshot: Option<Checkpoint>,
 }
 
 /// How many times one step may move before the session gives up.
@@ -519,6 +522,7 @@ pub fn start_on(
         plan: plan.clone(),
         fallbacks: Vec::new(),
         req: req.clone(),
+        snapshot: None,
     })
 }
 
@@ -541,11 +545,20 @@ impl Session {
     }
 
     fn with_recovery<T>(&mut self, mut run: impl FnMut(&mut Trainer) -> Result<T>) -> Result<T> {
-        let snapshot = self.trainer.checkpoint()?;
+        let snapshot = match self.snapshot.take() {
+            Some(mut s) => {
+                self.trainer.checkpoint_into(&mut s)?;
+                s
+            }
+            None => self.trainer.checkpoint()?,
+        };
         for _ in 0..MAX_FALLBACKS_PER_STEP {
             match run(&mut self.trainer) {
                 Err(e) if e.is_device_failure() => self.recover(&snapshot, e)?,
-                other => return other,
+                other => {
+                    self.snapshot = Some(snapshot);
+                    return other;
+                }
             }
         }
         run(&mut self.trainer)

@@ -79,6 +79,10 @@ impl ParamStore {
         self.tensors.iter()
     }
 
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut HostTensor)> {
+        self.tensors.iter_mut()
+    }
+
     pub fn len(&self) -> usize {
         self.tensors.len()
     }

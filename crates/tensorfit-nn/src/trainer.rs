@@ -475,6 +475,27 @@ impl Trainer {
         })
     }
 
+    /// [`Trainer::checkpoint`] again into `ck`, an earlier checkpoint of this trainer,
+    /// reusing its host memory: a session snapshots the state before every step, and
+    /// fresh megabytes each time cost more than the copy.
+    pub fn checkpoint_into(&mut self, ck: &mut Checkpoint) -> Result<()> {
+        for (name, t) in ck.params.iter_mut().chain(ck.optimizer.iter_mut()) {
+            match self.persistent.get(name.as_str()) {
+                Some(view) if view.shape == t.shape => self.backend.read(view, &mut t.data)?,
+                // Adam's moments before the first step.
+                None => t.data.fill(0.0),
+                Some(view) => {
+                    return Err(Error::input(format!(
+                        "`{name}` has shape {}, the checkpoint has {}",
+                        view.shape, t.shape
+                    )))
+                }
+            }
+        }
+        ck.step = self.step;
+        Ok(())
+    }
+
     /// Restores Adam's moments and the step counter from a checkpoint's values.
     pub fn restore_optimizer(&mut self, optimizer: &ParamStore, step: u64) -> Result<()> {
         for (name, t) in optimizer.iter() {
