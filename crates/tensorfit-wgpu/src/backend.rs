@@ -143,8 +143,9 @@ impl WgpuBackend {
                 view.len()
             )));
         }
-        check_inside(self.slot(view.buffer)?, view)?;
-        Ok((&self.slot(view.buffer)?.buffer, view.offset as u64 * ELEM))
+        let slot = self.slot(view.buffer)?;
+        check_inside(slot, view)?;
+        Ok((&slot.buffer, view.offset as u64 * ELEM))
     }
 
     /// Maps `staging` for reading and waits until it is mapped: the one place the host

@@ -19,8 +19,8 @@ use crate::shaders::{Kernel, Shader, PARAM_WORDS};
 
 /// The bind group layout and pipeline layout for kernels of one buffer count.
 #[derive(Debug, Clone)]
-pub(crate) struct Layout {
-    pub group: wgpu::BindGroupLayout,
+struct Layout {
+    group: wgpu::BindGroupLayout,
     pipeline: wgpu::PipelineLayout,
 }
 
@@ -29,29 +29,26 @@ pub(crate) struct Layout {
 pub(crate) struct Pipelines {
     modules: HashMap<Shader, wgpu::ShaderModule>,
     layouts: HashMap<usize, Layout>,
-    pipelines: HashMap<&'static str, wgpu::ComputePipeline>,
+    /// Each kernel's pipeline with its bind group layout.
+    pipelines: HashMap<&'static str, (wgpu::ComputePipeline, wgpu::BindGroupLayout)>,
 }
 
 impl Pipelines {
-    /// The layout of kernels with `buffers` storage bindings.
-    pub fn layout(&mut self, device: &wgpu::Device, buffers: usize) -> Layout {
-        self.layouts
-            .entry(buffers)
-            .or_insert_with(|| make_layout(device, buffers))
-            .clone()
-    }
-
     /// The pipeline of `kernel` and its bind group layout, compiling it if needed.
     pub fn get(
         &mut self,
         ctx: &Context,
         kernel: &'static Kernel,
     ) -> Result<(wgpu::ComputePipeline, wgpu::BindGroupLayout)> {
-        let layout = self.layout(&ctx.device, kernel.buffers);
         if let Some(p) = self.pipelines.get(kernel.entry) {
-            return Ok((p.clone(), layout.group));
+            return Ok(p.clone());
         }
         let device = &ctx.device;
+        let layout = self
+            .layouts
+            .entry(kernel.buffers)
+            .or_insert_with(|| make_layout(device, kernel.buffers))
+            .clone();
         let name = format!("{}::{}", kernel.shader.file(), kernel.entry);
         let (pipeline, error) = catch(device, || {
             let module = self.modules.entry(kernel.shader).or_insert_with(|| {
@@ -78,8 +75,9 @@ impl Pipelines {
             self.modules.remove(&kernel.shader);
             return Err(backend_error(format!("compiling {name}: {e}")));
         }
-        self.pipelines.insert(kernel.entry, pipeline.clone());
-        Ok((pipeline, layout.group))
+        let entry = (pipeline, layout.group);
+        self.pipelines.insert(kernel.entry, entry.clone());
+        Ok(entry)
     }
 }
 

@@ -107,7 +107,6 @@ kernels! {
     COPY = Elementwise::"copy", 2;
     LSTM_FORWARD_CELL = Lstm::"lstm_forward_cell", 6;
     LSTM_BACKWARD_CELL = Lstm::"lstm_backward_cell", 7;
-    BATCHNORM_FORWARD_MEAN = Batchnorm::"batchnorm_forward_mean", 2;
     BATCHNORM_FORWARD_VAR = Batchnorm::"batchnorm_forward_var", 3;
     BATCHNORM_FORWARD = Batchnorm::"batchnorm_forward", 6;
     BATCHNORM_BACKWARD_SUMS = Batchnorm::"batchnorm_backward_sums", 6;

@@ -53,7 +53,7 @@ pub(crate) fn adam_update(
             bits(p.eps),
             bits(p.weight_decay),
         ];
-        l.push(&ADAM_UPDATE, ops, values, c.len(), 256);
+        l.push(&ADAM_UPDATE, ops, values, c.len());
     }
     Ok(())
 }

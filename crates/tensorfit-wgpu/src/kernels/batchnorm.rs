@@ -5,18 +5,18 @@
 //! passes) and returns them, and inference with the running statistics. Each reduction
 //! runs over blocks of rows ([`rects`]) in row order, so an input larger than one binding
 //! still reduces in order: later blocks add to the earlier partial sums, and the last
-//! finishes.
+//! finishes. The batch mean is `sum_to_shape`'s column sum ([`sum_rows`]) scaled by 1/B.
 
 use tensorfit_core::{args, Result};
 
-use super::elementwise::check_len;
-use super::{bits, word, Launches};
+use super::elementwise::{check_len, fill, per_element, reduction_values, sum_rows};
+use super::{bits, block_values, word, Launches};
 use crate::backend_error;
 use crate::shaders::{
-    BATCHNORM_BACKWARD, BATCHNORM_BACKWARD_SUMS, BATCHNORM_FORWARD, BATCHNORM_FORWARD_MEAN,
-    BATCHNORM_FORWARD_VAR, BATCHNORM_STATS_UPDATE,
+    BATCHNORM_BACKWARD, BATCHNORM_BACKWARD_SUMS, BATCHNORM_FORWARD, BATCHNORM_FORWARD_VAR,
+    BATCHNORM_STATS_UPDATE,
 };
-use crate::window::{chunks, rects, Operand, Rect, Region, LOOP_BUDGET};
+use crate::window::{rects, Operand, Region, LOOP_BUDGET};
 
 /// Where the statistics of [`batchnorm_forward`] come from (see `tensorfit_core::args`).
 type Stats = args::BatchNormStats<Region, Region>;
@@ -43,17 +43,6 @@ fn batch_and_channels(kernel: &str, x: Region, gamma: Region) -> Result<(usize, 
     Ok((x.len / channels, channels))
 }
 
-/// The block parameters shared by the kernels: first row and column, counts, row length.
-fn block_values(r: &Rect, channels: usize) -> Vec<u32> {
-    vec![
-        word(r.rows.start),
-        word(r.cols.start),
-        word(r.rows.len()),
-        word(r.cols.len()),
-        word(channels),
-    ]
-}
-
 /// `y = (x - mean) / sqrt(var + eps) · gamma + beta` for `x` `[B, C]`.
 pub(crate) fn batchnorm_forward(
     l: &mut Launches,
@@ -74,21 +63,16 @@ pub(crate) fn batchnorm_forward(
         Stats::Batch { mean, var } => {
             check_len(K, "mean", mean, channels)?;
             check_len(K, "var", var, channels)?;
-            for (kernel, outs) in [
-                (&BATCHNORM_FORWARD_MEAN, vec![mean]),
-                (&BATCHNORM_FORWARD_VAR, vec![mean, var]),
-            ] {
-                for r in &blocks {
-                    let mut ops = vec![Operand::part(x, r.touched(channels))];
-                    ops.extend(outs.iter().map(|&s| Operand::part(s, r.cols.clone())));
-                    let mut values = block_values(r, channels);
-                    values.extend([
-                        u32::from(r.rows.start > 0),
-                        u32::from(r.rows.end == batch),
-                        word(batch),
-                    ]);
-                    l.push(kernel, ops, values, r.cols.len(), 64);
-                }
+            let inv_batch = 1.0 / batch as f32;
+            sum_rows(l, x, batch, channels, mean, inv_batch);
+            for r in &blocks {
+                let ops = vec![
+                    Operand::part(x, r.touched(channels)),
+                    Operand::part(mean, r.cols.clone()),
+                    Operand::part(var, r.cols.clone()),
+                ];
+                let values = reduction_values(r, batch, channels, inv_batch);
+                l.push_columns(&BATCHNORM_FORWARD_VAR, ops, values, r.cols.len());
             }
             (mean, var)
         }
@@ -111,7 +95,7 @@ pub(crate) fn batchnorm_forward(
         ];
         let mut values = block_values(r, channels);
         values.push(bits(eps));
-        l.push(&BATCHNORM_FORWARD, ops, values, r.len(), 256);
+        l.push(&BATCHNORM_FORWARD, ops, values, r.len());
     }
     Ok(())
 }
@@ -153,8 +137,8 @@ pub(crate) fn batchnorm_backward(
     let blocks = rects(batch, channels, l.span(), LOOP_BUDGET);
     if blocks.is_empty() {
         // No rows: both sums are empty.
-        super::elementwise::fill(l, 0.0, dgamma);
-        super::elementwise::fill(l, 0.0, dbeta);
+        fill(l, 0.0, dgamma);
+        fill(l, 0.0, dbeta);
     }
     for r in &blocks {
         let touched = r.touched(channels);
@@ -169,7 +153,7 @@ pub(crate) fn batchnorm_backward(
         ];
         let mut values = block_values(r, channels);
         values.extend([u32::from(r.rows.start > 0), bits(eps)]);
-        l.push(&BATCHNORM_BACKWARD_SUMS, ops, values, r.cols.len(), 64);
+        l.push_columns(&BATCHNORM_BACKWARD_SUMS, ops, values, r.cols.len());
     }
     for r in &blocks {
         let touched = r.touched(channels);
@@ -186,7 +170,7 @@ pub(crate) fn batchnorm_backward(
         ];
         let mut values = block_values(r, channels);
         values.extend([u32::from(training), word(batch), bits(eps)]);
-        l.push(&BATCHNORM_BACKWARD, ops, values, r.len(), 256);
+        l.push(&BATCHNORM_BACKWARD, ops, values, r.len());
     }
     Ok(())
 }
@@ -204,11 +188,12 @@ pub(crate) fn batchnorm_stats_update(
     check_len(K, "var", var, mean.len)?;
     check_len(K, "running_mean", running_mean, mean.len)?;
     check_len(K, "running_var", running_var, mean.len)?;
-    for c in chunks(mean.len, l.span()) {
-        let part = |r: Region| Operand::part(r, c.clone());
-        let ops = vec![part(mean), part(var), part(running_mean), part(running_var)];
-        let values = vec![word(c.start), word(c.len()), bits(momentum), bits(unbias)];
-        l.push(&BATCHNORM_STATS_UPDATE, ops, values, c.len(), 256);
-    }
+    per_element(
+        l,
+        &BATCHNORM_STATS_UPDATE,
+        &[mean, var, running_mean, running_var],
+        mean.len,
+        &[bits(momentum), bits(unbias)],
+    );
     Ok(())
 }

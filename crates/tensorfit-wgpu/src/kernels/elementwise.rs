@@ -4,19 +4,20 @@
 //! operand whose shape is a suffix of the first's: it repeats over the first's rows.
 //!
 //! Every op here is split the same way: element ranges of at most one binding's span
-//! ([`chunks`]), or blocks of rows ([`rects`]) when a row-wise operand is involved.
+//! ([`chunks`], through [`per_element`]), or blocks of rows ([`rects`]) when a row-wise
+//! operand is involved.
 
 use std::ops::Range;
 
 use tensorfit_core::{Activation, BinaryOp, Result};
 
-use super::{bits, word, Launches};
+use super::{bits, block_values, word, Launches};
 use crate::backend_error;
 use crate::shaders::{
-    ACTIVATION_BACKWARD, ACTIVATION_FORWARD, BINARY, COPY, FILL, SCATTER_TIME, SLICE_TIME,
+    Kernel, ACTIVATION_BACKWARD, ACTIVATION_FORWARD, BINARY, COPY, FILL, SCATTER_TIME, SLICE_TIME,
     SUM_TO_SHAPE,
 };
-use crate::window::{chunks, rects, Operand, Region, LOOP_BUDGET};
+use crate::window::{chunks, rects, Operand, Rect, Region, LOOP_BUDGET};
 
 /// Checks that `r` (called `what` in the message of kernel `kernel`) has `want` elements.
 pub(crate) fn check_len(kernel: &str, what: &str, r: Region, want: usize) -> Result<()> {
@@ -27,6 +28,27 @@ pub(crate) fn check_len(kernel: &str, what: &str, r: Region, want: usize) -> Res
             "{kernel}: `{what}` has {} elements, expected {want}",
             r.len
         )))
+    }
+}
+
+/// Launches of `kernel` over elements `0..n` of every region in `regions` alike, in
+/// chunks of at most one binding's span; each launch's parameters are the chunk's start
+/// and length, then `extra`.
+pub(crate) fn per_element(
+    l: &mut Launches,
+    kernel: &'static Kernel,
+    regions: &[Region],
+    n: usize,
+    extra: &[u32],
+) {
+    for c in chunks(n, l.span()) {
+        let ops = regions
+            .iter()
+            .map(|&r| Operand::part(r, c.clone()))
+            .collect();
+        let mut values = vec![word(c.start), word(c.len())];
+        values.extend_from_slice(extra);
+        l.push(kernel, ops, values, c.len());
     }
 }
 
@@ -70,15 +92,9 @@ pub(crate) fn binary(
             Operand::part(b, r.cols.clone()),
             Operand::part(out, touched),
         ];
-        let values = vec![
-            word(r.rows.start),
-            word(r.cols.start),
-            word(r.rows.len()),
-            word(r.cols.len()),
-            word(cols),
-            code,
-        ];
-        l.push(&BINARY, ops, values, r.len(), 256);
+        let mut values = block_values(&r, cols);
+        values.push(code);
+        l.push(&BINARY, ops, values, r.len());
     }
     Ok(())
 }
@@ -91,11 +107,8 @@ pub(crate) fn activation_forward(
     y: Region,
 ) -> Result<()> {
     check_len("activation_forward", "y", y, x.len)?;
-    for c in chunks(x.len, l.span()) {
-        let ops = vec![Operand::part(x, c.clone()), Operand::part(y, c.clone())];
-        let values = vec![word(c.start), word(c.len()), activation_code(f)];
-        l.push(&ACTIVATION_FORWARD, ops, values, c.len(), 256);
-    }
+    let code = [activation_code(f)];
+    per_element(l, &ACTIVATION_FORWARD, &[x, y], x.len, &code);
     Ok(())
 }
 
@@ -109,15 +122,8 @@ pub(crate) fn activation_backward(
 ) -> Result<()> {
     check_len("activation_backward", "dy", dy, y.len)?;
     check_len("activation_backward", "dx", dx, y.len)?;
-    for c in chunks(y.len, l.span()) {
-        let ops = vec![
-            Operand::part(y, c.clone()),
-            Operand::part(dy, c.clone()),
-            Operand::part(dx, c.clone()),
-        ];
-        let values = vec![word(c.start), word(c.len()), activation_code(f)];
-        l.push(&ACTIVATION_BACKWARD, ops, values, c.len(), 256);
-    }
+    let code = [activation_code(f)];
+    per_element(l, &ACTIVATION_BACKWARD, &[y, dy, dx], y.len, &code);
     Ok(())
 }
 
@@ -138,41 +144,43 @@ pub(crate) fn sum_to_shape(l: &mut Launches, x: Region, out: Region) -> Result<(
         fill(l, 0.0, out);
         return Ok(());
     }
-    sum_rows(l, x, rows, cols, out);
+    sum_rows(l, x, rows, cols, out, 1.0);
     Ok(())
 }
 
-/// `out[j] = Σ_i x[i, j]` for `x` `[rows, cols]` (also the LSTM's bias gradient).
-pub(crate) fn sum_rows(l: &mut Launches, x: Region, rows: usize, cols: usize, out: Region) {
+/// `out[j] = scale · Σ_i x[i, j]` for `x` `[rows, cols]` (also the LSTM's bias gradient,
+/// and with `scale = 1/B` batchnorm's batch mean).
+pub(crate) fn sum_rows(
+    l: &mut Launches,
+    x: Region,
+    rows: usize,
+    cols: usize,
+    out: Region,
+    scale: f32,
+) {
     for r in rects(rows, cols, l.span(), LOOP_BUDGET) {
         let ops = vec![
             Operand::part(x, r.touched(cols)),
             Operand::part(out, r.cols.clone()),
         ];
-        let values = vec![
-            word(r.rows.start),
-            word(r.cols.start),
-            word(r.rows.len()),
-            word(r.cols.len()),
-            word(cols),
-            u32::from(r.rows.start > 0),
-        ];
-        l.push(&SUM_TO_SHAPE, ops, values, r.cols.len(), 64);
+        let values = reduction_values(&r, rows, cols, scale);
+        l.push_columns(&SUM_TO_SHAPE, ops, values, r.cols.len());
     }
+}
+
+/// The parameters of a column sum over block `r` of `[rows, cols]` (blocks visited in
+/// row order): the block, whether it adds to the earlier blocks' sums, and the factor of
+/// the result (`scale` on the last block, 1 before it).
+pub(crate) fn reduction_values(r: &Rect, rows: usize, cols: usize, scale: f32) -> Vec<u32> {
+    let mut values = block_values(r, cols);
+    let factor = if r.rows.end == rows { scale } else { 1.0 };
+    values.extend([u32::from(r.rows.start > 0), bits(factor)]);
+    values
 }
 
 /// Every element of `out` set to `value`.
 pub(crate) fn fill(l: &mut Launches, value: f32, out: Region) {
-    for c in chunks(out.len, l.span()) {
-        let values = vec![word(c.start), word(c.len()), bits(value)];
-        l.push(
-            &FILL,
-            vec![Operand::part(out, c.clone())],
-            values,
-            c.len(),
-            256,
-        );
-    }
+    per_element(l, &FILL, &[out], out.len, &[bits(value)]);
 }
 
 /// The block of time step `t` of `x` `[T, B, F]` into `out` `[B, F]`.
@@ -195,7 +203,7 @@ pub(crate) fn scatter_time(l: &mut Launches, t: usize, x: Region, out: Region) -
         };
         let ops = vec![Operand::part(x, from_x), Operand::part(out, c.clone())];
         let values = vec![word(c.start), word(c.len()), word(block.start), word(x.len)];
-        l.push(&SCATTER_TIME, ops, values, c.len(), 256);
+        l.push(&SCATTER_TIME, ops, values, c.len());
     }
     Ok(())
 }
@@ -211,7 +219,7 @@ pub(crate) fn copy(l: &mut Launches, src: Region, dst: Region) -> Result<()> {
 /// `slice_time`, the same code under the op's name). Used by the LSTM for its state.
 pub(crate) fn copy_range(
     l: &mut Launches,
-    kernel: &'static crate::shaders::Kernel,
+    kernel: &'static Kernel,
     src: Region,
     from: usize,
     dst: Region,
@@ -222,7 +230,7 @@ pub(crate) fn copy_range(
             Operand::part(dst, c.clone()),
         ];
         let values = vec![word(from), word(c.start), word(c.len())];
-        l.push(kernel, ops, values, c.len(), 256);
+        l.push(kernel, ops, values, c.len());
     }
 }
 

@@ -14,6 +14,8 @@
 //! fused pass is cut into blocks of batch rows only when a step is larger than one
 //! binding holds.
 
+use std::ops::Range;
+
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::{check_len, copy_range, fill, sum_rows};
@@ -36,6 +38,37 @@ fn check_lengths(kernel: &str, expected: args::Expected<'_, Region>) -> Result<(
     Ok(())
 }
 
+/// What one launch of a fused pass covers, batch rows `rows` of step `t`, as element
+/// ranges (region-relative) of each kind of tensor.
+struct StepBlock {
+    /// Of a `[B, H]` state (h0, c0, c_n, dh0, dc0).
+    state: Range<usize>,
+    /// Of a `[T, B, H]` sequence (y, cells, dy) at step `t`.
+    seq: Range<usize>,
+    /// Of the same rows at step `t - 1` (for `t > 0`).
+    prev_seq: Range<usize>,
+    /// Of the `[T, B, 4H]` gates (and dgates) at step `t`.
+    gates: Range<usize>,
+}
+
+impl StepBlock {
+    fn new(d: LstmDims, t: usize, rows: &Range<usize>) -> Self {
+        let (h, h4) = (d.hidden, 4 * d.hidden);
+        let state = rows.start * h..rows.end * h;
+        let at_step = |t: usize| {
+            let step = t * d.batch * h;
+            step + state.start..step + state.end
+        };
+        let first_row = t * d.batch + rows.start;
+        StepBlock {
+            seq: at_step(t),
+            prev_seq: at_step(t.saturating_sub(1)),
+            gates: first_row * h4..(first_row + rows.len()) * h4,
+            state,
+        }
+    }
+}
+
 /// Runs an LSTM layer over a sequence (see the module documentation).
 pub(crate) fn lstm_forward(
     l: &mut Launches,
@@ -52,8 +85,7 @@ pub(crate) fn lstm_forward(
         input,
         hidden,
     } = d;
-    let (rows, h4) = (steps * batch, 4 * hidden);
-    let (step_h, step_g) = (batch * hidden, batch * h4);
+    let (rows, h4, step_h) = (steps * batch, 4 * hidden, batch * hidden);
     if steps == 0 || step_h == 0 {
         copy_range(l, &COPY, inp.h0, 0, out.h_n);
         copy_range(l, &COPY, inp.c0, 0, out.c_n);
@@ -84,44 +116,37 @@ pub(crate) fn lstm_forward(
         gemm(l, (h_prev, false), (w_hh, true), gates_t, true)?;
 
         for b in &blocks {
-            let n = b.len() * hidden;
-            let first = b.start * hidden;
+            let at = StepBlock::new(d, t, b);
             // Where c_{t-1} is read and c_t written: c0 then the kept cells, or the
-            // running state c_n, updated in place, when the cells are not kept.
-            let (c_prev, c_prev_off, prev_in_c) = match (t, out.cells) {
-                (0, _) => (inp.c0, first, 0),
-                (_, Some(cells)) => (cells, (t - 1) * step_h + first, 0),
-                (_, None) => (inp.c0, first, 1),
+            // running state c_n, updated in place (and c_prev unread), when the cells are
+            // not kept.
+            let (c_prev, c_prev_at, prev_in_c) = match (t, out.cells) {
+                (0, _) => (inp.c0, at.state.clone(), 0),
+                (_, Some(cells)) => (cells, at.prev_seq.clone(), 0),
+                (_, None) => (inp.c0, 0..0, 1),
             };
-            let (c, c_off) = match out.cells {
-                Some(cells) => (cells, t * step_h + first),
-                None => (out.c_n, first),
+            let (c, c_at) = match out.cells {
+                Some(cells) => (cells, at.seq.clone()),
+                None => (out.c_n, at.state.clone()),
             };
-            let c_prev_touched = if prev_in_c == 1 {
-                0..0
-            } else {
-                c_prev_off..c_prev_off + n
-            };
-            let gates_off = t * step_g + b.start * h4;
-            let y_off = t * step_h + first;
-            let ops = vec![
-                Operand::part(out.gates, gates_off..gates_off + b.len() * h4),
-                Operand::part(c_prev, c_prev_touched),
-                Operand::part(c, c_off..c_off + n),
-                Operand::part(out.y, y_off..y_off + n),
-                Operand::whole(inp.b_ih),
-                Operand::whole(inp.b_hh),
-            ];
             let values = vec![
                 word(b.len()),
                 word(hidden),
-                word(gates_off),
-                word(c_prev_off),
-                word(c_off),
-                word(y_off),
+                word(at.gates.start),
+                word(c_prev_at.start),
+                word(c_at.start),
+                word(at.seq.start),
                 prev_in_c,
             ];
-            l.push(&LSTM_FORWARD_CELL, ops, values, n, 256);
+            let ops = vec![
+                Operand::part(out.gates, at.gates),
+                Operand::part(c_prev, c_prev_at),
+                Operand::part(c, c_at),
+                Operand::part(out.y, at.seq),
+                Operand::whole(inp.b_ih),
+                Operand::whole(inp.b_hh),
+            ];
+            l.push(&LSTM_FORWARD_CELL, ops, values, b.len() * hidden);
         }
     }
 
@@ -150,8 +175,7 @@ pub(crate) fn lstm_backward(
         input,
         hidden,
     } = d;
-    let (rows, h4) = (steps * batch, 4 * hidden);
-    let (step_h, step_g) = (batch * hidden, batch * h4);
+    let (rows, h4, step_h) = (steps * batch, 4 * hidden, batch * hidden);
 
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
     // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
@@ -169,41 +193,38 @@ pub(crate) fn lstm_backward(
     }
     let blocks = row_chunks(batch, h4, l.span(), K)?;
     let dgates = Mat::new(out.dgates, rows, h4);
+    let w_hh = Mat::new(inp.w_hh, h4, hidden);
+    let dh = Mat::new(out.dh0, batch, hidden);
 
     // 1. Backwards through time: one fused pass and one GEMM per step.
     for t in (0..steps).rev() {
         for b in &blocks {
-            let n = b.len() * hidden;
-            let first = b.start * hidden;
-            let gates_off = t * step_g + b.start * h4;
-            let step_off = t * step_h + first;
-            let (c_prev, c_prev_off) = if t == 0 {
-                (inp.c0, first)
+            let at = StepBlock::new(d, t, b);
+            let (c_prev, c_prev_at) = if t == 0 {
+                (inp.c0, at.state.clone())
             } else {
-                (inp.cells, (t - 1) * step_h + first)
+                (inp.cells, at.prev_seq.clone())
             };
-            let ops = vec![
-                Operand::part(inp.gates, gates_off..gates_off + b.len() * h4),
-                Operand::part(inp.cells, step_off..step_off + n),
-                Operand::part(c_prev, c_prev_off..c_prev_off + n),
-                Operand::part(inp.dy, step_off..step_off + n),
-                Operand::part(out.dh0, first..first + n),
-                Operand::part(out.dc0, first..first + n),
-                Operand::part(out.dgates, gates_off..gates_off + b.len() * h4),
-            ];
             let values = vec![
                 word(b.len()),
                 word(hidden),
-                word(gates_off),
-                word(step_off),
-                word(c_prev_off),
-                word(first),
+                word(at.gates.start),
+                word(at.seq.start),
+                word(c_prev_at.start),
+                word(at.state.start),
             ];
-            l.push(&LSTM_BACKWARD_CELL, ops, values, n, 256);
+            let ops = vec![
+                Operand::part(inp.gates, at.gates.clone()),
+                Operand::part(inp.cells, at.seq.clone()),
+                Operand::part(c_prev, c_prev_at),
+                Operand::part(inp.dy, at.seq),
+                Operand::part(out.dh0, at.state.clone()),
+                Operand::part(out.dc0, at.state),
+                Operand::part(out.dgates, at.gates),
+            ];
+            l.push(&LSTM_BACKWARD_CELL, ops, values, b.len() * hidden);
         }
         // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
-        let w_hh = Mat::new(inp.w_hh, h4, hidden);
-        let dh = Mat::new(out.dh0, batch, hidden);
         gemm(
             l,
             (dgates.rows(t * batch, batch), false),
@@ -239,7 +260,7 @@ pub(crate) fn lstm_backward(
         )?;
     }
     // db = column sums of dgates (the gradient of b_ih and of b_hh alike).
-    sum_rows(l, out.dgates, rows, h4, out.db);
+    sum_rows(l, out.dgates, rows, h4, out.db, 1.0);
     // dx = dgates · w_ih over all T·B rows.
     if let Some(dx) = out.dx {
         let w_ih = Mat::new(inp.w_ih, h4, input);

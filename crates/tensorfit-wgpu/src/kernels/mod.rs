@@ -19,7 +19,12 @@ use tensorfit_core::{args, Op, Result, TensorView};
 use crate::backend_error;
 use crate::record::Launch;
 use crate::shaders::Kernel;
-use crate::window::{grid, Limits, Operand, Region};
+use crate::window::{grid, Limits, Operand, Rect, Region};
+
+/// Invocations per workgroup of the one-dimensional kernels (common.wgsl's `WG`).
+const GROUP: u32 = 256;
+/// Invocations per workgroup of the column reductions (common.wgsl's `COLUMN_WG`).
+const COLUMN_GROUP: u32 = 64;
 
 /// Launches being planned for one op, under the device's binding limits.
 #[derive(Debug)]
@@ -41,16 +46,29 @@ impl Launches {
         self.limits.span()
     }
 
-    /// A launch of `threads` invocations, `per_group` to a workgroup.
+    /// A launch of a one-dimensional kernel: `threads` invocations, [`GROUP`] to a
+    /// workgroup.
     pub fn push(
         &mut self,
         kernel: &'static Kernel,
         operands: Vec<Operand>,
         values: Vec<u32>,
         threads: usize,
-        per_group: u32,
     ) {
-        let groups = grid(threads, per_group, self.limits.max_groups);
+        let groups = grid(threads, GROUP, self.limits.max_groups);
+        self.push_groups(kernel, operands, values, groups);
+    }
+
+    /// A launch of a column reduction: one invocation per column, `columns` in all,
+    /// [`COLUMN_GROUP`] to a workgroup.
+    pub fn push_columns(
+        &mut self,
+        kernel: &'static Kernel,
+        operands: Vec<Operand>,
+        values: Vec<u32>,
+        columns: usize,
+    ) {
+        let groups = grid(columns, COLUMN_GROUP, self.limits.max_groups);
         self.push_groups(kernel, operands, values, groups);
     }
 
@@ -81,6 +99,18 @@ pub(crate) fn word(v: usize) -> u32 {
 /// An `f32` parameter as its bits.
 pub(crate) fn bits(v: f32) -> u32 {
     v.to_bits()
+}
+
+/// The block parameters of a kernel over block `r` of a matrix `[.., ld]`: first row and
+/// column, row and column counts, row length.
+pub(crate) fn block_values(r: &Rect, ld: usize) -> Vec<u32> {
+    vec![
+        word(r.rows.start),
+        word(r.cols.start),
+        word(r.rows.len()),
+        word(r.cols.len()),
+        word(ld),
+    ]
 }
 
 fn regions(views: &[TensorView]) -> Vec<Region> {

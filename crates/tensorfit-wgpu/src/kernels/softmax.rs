@@ -104,13 +104,7 @@ pub(crate) fn softmax_cross_entropy_backward(
             word(k),
             word(batch),
         ];
-        l.push(
-            &SOFTMAX_CROSS_ENTROPY_BACKWARD,
-            ops,
-            values,
-            elements.len(),
-            256,
-        );
+        l.push(&SOFTMAX_CROSS_ENTROPY_BACKWARD, ops, values, elements.len());
     }
     Ok(())
 }

@@ -2,61 +2,23 @@
 // tensorfit-cpu's kernels/batchnorm.rs. Conventions: common.wgsl.
 //
 // `batchnorm_forward` (training) is three launches on the host: the batch mean
-// (`batchnorm_forward_mean`), the biased variance from squared deviations about it
-// (`batchnorm_forward_var`, two passes for accuracy as on the CPU), then the normalisation
-// (`batchnorm_forward`, alone in inference). `batchnorm_backward` is the two sums
-// (`batchnorm_backward_sums`, written to dgamma and dbeta) and then dx.
+// (elementwise.wgsl's `sum_to_shape`, scaled by 1/B), the biased variance from squared
+// deviations about it (`batchnorm_forward_var`, two passes for accuracy as on the CPU),
+// then the normalisation (`batchnorm_forward`, alone in inference). `batchnorm_backward`
+// is the two sums (`batchnorm_backward_sums`, written to dgamma and dbeta) and then dx.
 //
 // The reductions run one invocation per channel over the rows of a block, in row order,
 // with Kahan's compensation (the CPU sums the backward in f64; WGSL has no f64). When a
 // tensor is larger than one binding, the host launches row blocks in order: `accumulate`
-// adds to the partial sums of the earlier blocks, and `last` finishes (scales by 1/B).
-// Statistics and parameters are indexed by channel, x, y, dy and dx as [.., ld].
-
-// ---- batchnorm_forward_mean: mean[c] = Σ_b x[b, c] / B.
-
-struct MeanParams {
-    x_base: u32, mean_base: u32,
-    row0: u32, col0: u32, rows: u32, cols: u32, ld: u32,
-    accumulate: u32, last: u32, batch: u32,
-}
-
-@group(0) @binding(0) var<uniform> mean_p: MeanParams;
-@group(0) @binding(1) var<storage, read_write> mean_x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> mean_out: array<f32>;
-
-@compute @workgroup_size(64)
-fn batchnorm_forward_mean(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                          @builtin(local_invocation_id) lid: vec3<u32>) {
-    let p = mean_p;
-    let j = (wid.y * nwg.x + wid.x) * 64u + lid.x;
-    if (j >= p.cols) {
-        return;
-    }
-    let col = p.col0 + j;
-    var s = 0.0;
-    var comp = 0.0;
-    for (var r = 0u; r < p.rows; r += 1u) {
-        let v = mean_x[p.x_base + (p.row0 + r) * p.ld + col] - comp;
-        let t = s + v;
-        comp = (t - s) - v;
-        s = t;
-    }
-    if (p.accumulate == 1u) {
-        s = mean_out[p.mean_base + col] + s;
-    }
-    if (p.last == 1u) {
-        s = s * (1.0 / f32(p.batch));
-    }
-    mean_out[p.mean_base + col] = s;
-}
+// adds to the partial sums of the earlier blocks, and the last block's `scale` (1/B)
+// finishes a mean. Statistics and parameters are indexed by channel, x, y, dy and dx as
+// [.., ld].
 
 // ---- batchnorm_forward_var: var[c] = Σ_b (x[b, c] - mean[c])² / B (biased).
 
 struct VarParams {
     x_base: u32, mean_base: u32, var_base: u32,
-    row0: u32, col0: u32, rows: u32, cols: u32, ld: u32,
-    accumulate: u32, last: u32, batch: u32,
+    row0: u32, col0: u32, rows: u32, cols: u32, ld: u32, accumulate: u32, scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> var_p: VarParams;
@@ -64,32 +26,26 @@ struct VarParams {
 @group(0) @binding(2) var<storage, read_write> var_mean: array<f32>;
 @group(0) @binding(3) var<storage, read_write> var_out: array<f32>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(COLUMN_WG)
 fn batchnorm_forward_var(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = var_p;
-    let j = (wid.y * nwg.x + wid.x) * 64u + lid.x;
+    let j = column_index(wid, nwg, lid);
     if (j >= p.cols) {
         return;
     }
     let col = p.col0 + j;
     let m = var_mean[p.mean_base + col];
-    var s = 0.0;
-    var comp = 0.0;
+    var acc = Kahan(0.0, 0.0);
     for (var r = 0u; r < p.rows; r += 1u) {
         let d = var_x[p.x_base + (p.row0 + r) * p.ld + col] - m;
-        let v = d * d - comp;
-        let t = s + v;
-        comp = (t - s) - v;
-        s = t;
+        kahan_add(&acc, d * d);
     }
+    var s = acc.sum;
     if (p.accumulate == 1u) {
         s = var_out[p.var_base + col] + s;
     }
-    if (p.last == 1u) {
-        s = s * (1.0 / f32(p.batch));
-    }
-    var_out[p.var_base + col] = s;
+    var_out[p.var_base + col] = s * p.scale;
 }
 
 // ---- batchnorm_forward: y = (x - mean) / sqrt(var + eps) · gamma + beta on a block
@@ -139,34 +95,28 @@ struct GradSumParams {
 @group(0) @binding(5) var<storage, read_write> gsum_dgamma: array<f32>;
 @group(0) @binding(6) var<storage, read_write> gsum_dbeta: array<f32>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(COLUMN_WG)
 fn batchnorm_backward_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                            @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = gsum_p;
-    let j = (wid.y * nwg.x + wid.x) * 64u + lid.x;
+    let j = column_index(wid, nwg, lid);
     if (j >= p.cols) {
         return;
     }
     let col = p.col0 + j;
     let m = gsum_mean[p.mean_base + col];
     let inv_std = 1.0 / sqrt(gsum_var[p.var_base + col] + p.eps);
-    var s_dy = 0.0;
-    var c_dy = 0.0;
-    var s_dyx = 0.0;
-    var c_dyx = 0.0;
+    var dy_sum = Kahan(0.0, 0.0);
+    var dyx_sum = Kahan(0.0, 0.0);
     for (var r = 0u; r < p.rows; r += 1u) {
         let e = (p.row0 + r) * p.ld + col;
         let d = gsum_dy[p.dy_base + e];
         let x_hat = (gsum_x[p.x_base + e] - m) * inv_std;
-        let v = d - c_dy;
-        let t = s_dy + v;
-        c_dy = (t - s_dy) - v;
-        s_dy = t;
-        let w = d * x_hat - c_dyx;
-        let u = s_dyx + w;
-        c_dyx = (u - s_dyx) - w;
-        s_dyx = u;
+        kahan_add(&dy_sum, d);
+        kahan_add(&dyx_sum, d * x_hat);
     }
+    var s_dy = dy_sum.sum;
+    var s_dyx = dyx_sum.sum;
     if (p.accumulate == 1u) {
         s_dy = gsum_dbeta[p.dbeta_base + col] + s_dy;
         s_dyx = gsum_dgamma[p.dgamma_base + col] + s_dyx;

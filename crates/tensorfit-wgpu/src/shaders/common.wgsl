@@ -10,12 +10,32 @@
 // - the host splits big work into launches whose windows fit the binding limit; a launch
 //   covers `off..off + n` of a tensor (or a block `row0.., col0..` of a matrix);
 // - one-dimensional launches run 256 invocations per workgroup over a 2-D grid of
-//   workgroups (the x dimension is limited), and `flat_index` is the invocation's number.
+//   workgroups (the x dimension is limited), and `flat_index` is the invocation's number;
+// - reductions over the rows of a block run one invocation per column, 64 per workgroup
+//   (`column_index`), each summing its column in row order with `kahan_add`.
 
 const WG: u32 = 256u;
+const COLUMN_WG: u32 = 64u;
 
 fn flat_index(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>) -> u32 {
     return (wid.y * nwg.x + wid.x) * WG + lid.x;
+}
+
+fn column_index(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>) -> u32 {
+    return (wid.y * nwg.x + wid.x) * COLUMN_WG + lid.x;
+}
+
+// A running sum with Kahan's compensation: `comp` holds the low-order bits the sum lost.
+struct Kahan {
+    sum: f32,
+    comp: f32,
+}
+
+fn kahan_add(k: ptr<function, Kahan>, x: f32) {
+    let v = x - (*k).comp;
+    let t = (*k).sum + v;
+    (*k).comp = (t - (*k).sum) - v;
+    (*k).sum = t;
 }
 
 // tanh as Cephes' tanhf computes it: an odd polynomial below 0.625, else

@@ -98,39 +98,37 @@ fn activation_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
 }
 
 // ---- sum_to_shape: out[col] (+)= Σ over the block's rows of x[row, col], x viewed as
-// [.., ld]. One invocation per column, summing its rows in order with Kahan's
-// compensation; the host visits row blocks in order, the first one writing.
+// [.., ld], then times `scale`. One invocation per column, summing its rows in order
+// with Kahan's compensation; the host visits row blocks in order, the first one writing.
+// `scale` is 1 but on the last block of a mean (batchnorm_forward's batch mean: 1/B).
 
 struct SumParams {
     x_base: u32, out_base: u32,
-    row0: u32, col0: u32, rows: u32, cols: u32, ld: u32, accumulate: u32,
+    row0: u32, col0: u32, rows: u32, cols: u32, ld: u32, accumulate: u32, scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> sum_p: SumParams;
 @group(0) @binding(1) var<storage, read_write> sum_x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> sum_out: array<f32>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(COLUMN_WG)
 fn sum_to_shape(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = sum_p;
-    let j = (wid.y * nwg.x + wid.x) * 64u + lid.x;
+    let j = column_index(wid, nwg, lid);
     if (j >= p.cols) {
         return;
     }
     let col = p.col0 + j;
-    var s = 0.0;
-    var comp = 0.0;
+    var acc = Kahan(0.0, 0.0);
     for (var r = 0u; r < p.rows; r += 1u) {
-        let v = sum_x[p.x_base + (p.row0 + r) * p.ld + col] - comp;
-        let t = s + v;
-        comp = (t - s) - v;
-        s = t;
+        kahan_add(&acc, sum_x[p.x_base + (p.row0 + r) * p.ld + col]);
     }
+    var s = acc.sum;
     if (p.accumulate == 1u) {
         s = sum_out[p.out_base + col] + s;
     }
-    sum_out[p.out_base + col] = s;
+    sum_out[p.out_base + col] = s * p.scale;
 }
 
 // ---- fill: out = value on off..off+n (value as f32 bits).
@@ -155,7 +153,7 @@ fn fill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 
 // ---- slice_time and copy: out[off + i] = x[src_off + off + i]. slice_time reads the
-// block of one time step (src_off = t·B·F); copy has src_off = 0.
+// block of one time step (src_off = t·B·F); copy has src_off = 0. One body, two names.
 
 struct CopyParams {
     x_base: u32, out_base: u32,
@@ -166,11 +164,8 @@ struct CopyParams {
 @group(0) @binding(1) var<storage, read_write> copy_x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> copy_out: array<f32>;
 
-@compute @workgroup_size(256)
-fn slice_time(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-              @builtin(local_invocation_id) lid: vec3<u32>) {
+fn copy_element(i: u32) {
     let p = copy_p;
-    let i = flat_index(wid, nwg, lid);
     if (i >= p.n) {
         return;
     }
@@ -178,14 +173,15 @@ fn slice_time(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 }
 
 @compute @workgroup_size(256)
+fn slice_time(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_id) lid: vec3<u32>) {
+    copy_element(flat_index(wid, nwg, lid));
+}
+
+@compute @workgroup_size(256)
 fn copy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-    let p = copy_p;
-    let i = flat_index(wid, nwg, lid);
-    if (i >= p.n) {
-        return;
-    }
-    copy_out[p.out_base + p.off + i] = copy_x[p.x_base + p.src_off + p.off + i];
+    copy_element(flat_index(wid, nwg, lid));
 }
 
 // ---- scatter_time: out[e] = x[e - block] inside the step's block block..block+len,

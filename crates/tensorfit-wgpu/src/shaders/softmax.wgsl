@@ -43,8 +43,7 @@ var<workgroup> partial: array<f32, 256>;
 fn softmax_cross_entropy_forward(@builtin(local_invocation_id) lid: vec3<u32>) {
     let p = fwd_p;
     let k = p.classes;
-    var s = 0.0;
-    var comp = 0.0;
+    var acc = Kahan(0.0, 0.0);
     for (var r = lid.x; r < p.rows; r += 256u) {
         let row = p.row0 + r;
         let x0 = p.logits_base + row * k;
@@ -67,12 +66,9 @@ fn softmax_cross_entropy_forward(@builtin(local_invocation_id) lid: vec3<u32>) {
         if (label < k) {
             row_loss = log(sum) - (fwd_logits[x0 + label] - mx);
         }
-        let v = row_loss - comp;
-        let t = s + v;
-        comp = (t - s) - v;
-        s = t;
+        kahan_add(&acc, row_loss);
     }
-    partial[lid.x] = s;
+    partial[lid.x] = acc.sum;
     workgroupBarrier();
     for (var w = 128u; w > 0u; w = w / 2u) {
         if (lid.x < w) {
