@@ -6,7 +6,9 @@
 //! output back. [`variant`] matches `Op` exhaustively, so a new op does not compile here
 //! until it has a case, and the test asserts that every variant ran.
 
-use tensorfit::core::{Activation, Backend, BinaryOp, Error, HostTensor, Op, Shape, TensorView};
+use tensorfit::core::{
+    Activation, AdamParams, Backend, BinaryOp, Error, HostTensor, Op, Shape, TensorView,
+};
 
 use crate::{reference, Checks, OP_TOL};
 
@@ -89,7 +91,7 @@ fn variant(op: &Op) -> usize {
         Op::BatchNormStatsUpdate { .. } => 12,
         Op::SoftmaxCrossEntropy => 13,
         Op::SoftmaxCrossEntropyBackward => 14,
-        Op::Adam { .. } => 15,
+        Op::Adam(_) => 15,
         Op::Copy => 16,
     }
 }
@@ -225,12 +227,12 @@ fn cases() -> Vec<Case> {
             ..Default::default()
         };
         let s = adam.scalars(3);
-        let op = Op::Adam {
+        let op = Op::Adam(AdamParams {
             beta1: adam.beta1,
             beta2: adam.beta2,
             eps: adam.eps,
             weight_decay: wd,
-        };
+        });
         let mut c = case(
             format!("adam {n}"),
             op,

@@ -291,7 +291,7 @@ fn vjp(
         | Op::BatchNormBackward { .. }
         | Op::SoftmaxCrossEntropyBackward
         | Op::BatchNormStatsUpdate { .. }
-        | Op::Adam { .. }
+        | Op::Adam(_)
         | Op::Copy => Err(Error::Graph(format!(
             "node `{}`: {} has no gradient (it is a backward or update op)",
             node.name,

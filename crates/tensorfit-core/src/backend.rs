@@ -170,3 +170,55 @@ pub fn check_views(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Re
     }
     Ok(())
 }
+
+/// Checks that no output of an op overlaps another of its views (the kernel would read
+/// what it is writing); inputs may overlap each other. The GPU backends call this after
+/// [`check_views`]; the CPU backend's borrow splitting refuses overlaps by itself.
+pub fn check_no_overlap(inputs: &[TensorView], outputs: &[TensorView]) -> Result<(), String> {
+    let who = |k: usize| match k.checked_sub(inputs.len()) {
+        Some(o) => format!("output #{o}"),
+        None => format!("input #{k}"),
+    };
+    let views: Vec<_> = inputs.iter().chain(outputs).collect();
+    for (i, a) in views.iter().enumerate().skip(inputs.len()) {
+        for (j, b) in views.iter().enumerate() {
+            let (ra, rb) = (a.range(), b.range());
+            let overlap = ra.start < rb.end && rb.start < ra.end;
+            if i != j && a.buffer == b.buffer && !ra.is_empty() && !rb.is_empty() && overlap {
+                return Err(format!(
+                    "{} (elements {ra:?}) overlaps {} (elements {rb:?}) in the same buffer",
+                    who(i),
+                    who(j)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(buffer: u64, offset: usize, len: usize) -> TensorView {
+        TensorView {
+            offset,
+            ..TensorView::whole(BufferId(buffer), Shape::from([len]))
+        }
+    }
+
+    #[test]
+    fn outputs_may_not_overlap_other_views_inputs_may() {
+        let ins = [view(0, 0, 8), view(0, 4, 8)];
+        assert!(check_no_overlap(&ins, &[view(0, 12, 4)]).is_ok());
+        assert!(check_no_overlap(&ins, &[view(1, 0, 8)]).is_ok());
+        let e = check_no_overlap(&ins, &[view(0, 10, 4)]).unwrap_err();
+        assert_eq!(
+            e,
+            "output #0 (elements 10..14) overlaps input #1 (elements 4..12) in the same buffer"
+        );
+        let outs = [view(2, 0, 4), view(2, 3, 4)];
+        assert!(check_no_overlap(&[], &outs).is_err());
+        assert!(check_no_overlap(&[], &[view(2, 0, 4), view(2, 4, 0)]).is_ok());
+    }
+}

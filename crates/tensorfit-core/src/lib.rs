@@ -25,7 +25,7 @@ pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, MemoryInfo, TensorV
 pub use error::{Error, Result};
 pub use exec::{Executable, Layout, Placement};
 pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
-pub use op::{sigmoid, Activation, BinaryOp, LstmDims, Op};
+pub use op::{sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op};
 pub use schedule::schedule;
 pub use shape::{DType, Shape};
 pub use tensor::HostTensor;

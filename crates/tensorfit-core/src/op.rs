@@ -177,12 +177,7 @@ pub enum Op {
     /// `param`, `m`, `v`:
     /// `g = grad + weight_decay · param`, `m = β1 m + (1-β1) g`, `v = β2 v + (1-β2) g²`,
     /// `param -= scalars[0] · m / (sqrt(v) / scalars[1] + eps)`.
-    Adam {
-        beta1: f32,
-        beta2: f32,
-        eps: f32,
-        weight_decay: f32,
-    },
+    Adam(AdamParams),
 
     /// Update op: input `src`; target `dst` of the same shape gets a copy (carries an LSTM's
     /// final state into the next segment's initial state without a host round trip).
@@ -208,7 +203,7 @@ impl Op {
             Op::BatchNormStatsUpdate { .. } => "batchnorm_stats_update",
             Op::SoftmaxCrossEntropy => "softmax_cross_entropy_forward",
             Op::SoftmaxCrossEntropyBackward => "softmax_cross_entropy_backward",
-            Op::Adam { .. } => "adam_update",
+            Op::Adam(_) => "adam_update",
             Op::Copy => "copy",
         }
     }
@@ -229,7 +224,7 @@ impl Op {
     pub fn is_update(&self) -> bool {
         matches!(
             self,
-            Op::Adam { .. } | Op::BatchNormStatsUpdate { .. } | Op::Copy
+            Op::Adam(_) | Op::BatchNormStatsUpdate { .. } | Op::Copy
         )
     }
 
@@ -408,7 +403,7 @@ impl Op {
                 same(2, &Shape::from([1]), "dloss")?;
                 Ok(vec![inputs[0].clone()])
             }
-            Op::Adam { .. } => {
+            Op::Adam(_) => {
                 want(2)?;
                 same(1, &Shape::from([2]), "scalars")?;
                 Ok(vec![
@@ -423,6 +418,15 @@ impl Op {
             }
         }
     }
+}
+
+/// The constant hyper-parameters of [`Op::Adam`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamParams {
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
 }
 
 /// Sizes of an LSTM layer read off its inputs `x, h0, c0, w_ih, w_hh, ...`.

@@ -1,7 +1,9 @@
 //! Graph building, scheduling and autodiff structure (values are checked against finite
 //! differences in tensorfit-cpu's tests).
 
-use tensorfit_core::{backward, schedule, Activation, BinaryOp, Error, Graph, Op, Phase, Shape};
+use tensorfit_core::{
+    backward, schedule, Activation, AdamParams, BinaryOp, Error, Graph, Op, Phase, Shape,
+};
 
 #[test]
 fn shape_errors_name_the_node_and_op() {
@@ -78,12 +80,12 @@ fn updates_run_after_every_reader_of_their_target() {
     let scalars = g.input("scalars", [2]);
     let m = g.state("m", [4]);
     let v = g.state("v", [4]);
-    let adam = Op::Adam {
+    let adam = Op::Adam(AdamParams {
         beta1: 0.9,
         beta2: 0.999,
         eps: 1e-8,
         weight_decay: 0.0,
-    };
+    });
     let upd = g
         .update("step", adam, &[grad, scalars], &[p, m, v])
         .unwrap();

@@ -22,7 +22,7 @@ use tensorfit_core::{
 
 use crate::backend_error;
 use crate::host_memory;
-use crate::kernels::adam::{adam_update, AdamParams};
+use crate::kernels::adam::adam_update;
 use crate::kernels::batchnorm::{
     batchnorm_backward, batchnorm_forward, batchnorm_stats_update, BatchNormBackwardInputs,
     BatchNormStats,
@@ -349,21 +349,10 @@ fn run_kernel(op: &Op, views: &[TensorView], regions: Regions<'_>) -> Result<()>
             let [dlogits] = arity(op, "outputs", outputs)?;
             softmax_cross_entropy_backward(probs, labels, dloss, dlogits)
         }
-        Op::Adam {
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-        } => {
+        Op::Adam(p) => {
             let [grad, scalars] = arity(op, "inputs", inputs)?;
             let [param, m, v] = arity(op, "targets", outputs)?;
-            let p = AdamParams {
-                beta1: *beta1,
-                beta2: *beta2,
-                eps: *eps,
-                weight_decay: *weight_decay,
-            };
-            adam_update(p, grad, scalars, param, m, v)
+            adam_update(*p, grad, scalars, param, m, v)
         }
         Op::Copy => {
             let [src] = arity(op, "inputs", inputs)?;

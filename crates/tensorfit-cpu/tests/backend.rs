@@ -10,7 +10,7 @@
 // allow-unwrap-in-tests covers only the #[test] functions themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tensorfit_core::{Backend, BufferId, Error, LstmDims, Op, Shape, TensorView};
+use tensorfit_core::{AdamParams, Backend, BufferId, Error, LstmDims, Op, Shape, TensorView};
 use tensorfit_cpu::CpuBackend;
 
 /// splitmix64, for deterministic test data without `rand`.
@@ -147,12 +147,12 @@ fn adam_update_in_one_arena_equals_separate_buffers() {
     // An update op: the targets are read and written through the same slices.
     let n = 7;
     let inputs = vec![values(1, n), vec![0.01, 0.3]];
-    let op = Op::Adam {
+    let op = Op::Adam(AdamParams {
         beta1: 0.9,
         beta2: 0.99,
         eps: 1e-8,
         weight_decay: 0.1,
-    };
+    });
     // The targets start at zero in both runs (fresh buffers).
     let (separate, shared) =
         run_separate_and_shared(&op, &[&[n], &[2]], &inputs, &[&[n], &[n], &[n]]);

@@ -38,7 +38,7 @@ use tensorfit_core::{
 
 use crate::blas::{self, Blas};
 use crate::driver::{self, describe, DevPtr, Device, DeviceMemory};
-use crate::kernels::adam::{adam_update, AdamParams};
+use crate::kernels::adam::adam_update;
 use crate::kernels::batchnorm::{
     batchnorm_backward, batchnorm_forward, batchnorm_stats_update, BatchNormBackwardInputs,
     BatchNormStats,
@@ -294,36 +294,6 @@ impl CudaBackend {
         inputs: &[TensorView],
         outputs: &[TensorView],
     ) -> Result<(Vec<DevPtr>, Vec<DevPtr>)> {
-        let mut claims = Vec::with_capacity(inputs.len() + outputs.len());
-        for (k, view) in inputs.iter().chain(outputs).enumerate() {
-            let (_, start, end) = self.extent(view)?;
-            claims.push((view.buffer, start, end, k >= inputs.len(), k));
-        }
-        for (i, a) in claims.iter().enumerate() {
-            if !a.3 || a.1 == a.2 {
-                continue;
-            }
-            for (j, b) in claims.iter().enumerate() {
-                if i != j && a.0 == b.0 && b.1 < b.2 && a.1 < b.2 && b.1 < a.2 {
-                    let who = |c: &(BufferId, usize, usize, bool, usize)| {
-                        if c.3 {
-                            format!("output #{}", c.4 - inputs.len())
-                        } else {
-                            format!("input #{}", c.4)
-                        }
-                    };
-                    return Err(backend_error(format!(
-                        "{} (elements {}..{}) overlaps {} (elements {}..{}) in the same buffer",
-                        who(a),
-                        a.1,
-                        a.2,
-                        who(b),
-                        b.1,
-                        b.2
-                    )));
-                }
-            }
-        }
         let ins = inputs
             .iter()
             .map(|v| self.resolve(v))
@@ -332,6 +302,7 @@ impl CudaBackend {
             .iter()
             .map(|v| self.resolve(v))
             .collect::<Result<_>>()?;
+        tensorfit_core::backend::check_no_overlap(inputs, outputs).map_err(backend_error)?;
         Ok((ins, outs))
     }
 
@@ -648,21 +619,10 @@ fn run_kernel(
             let [dlogits] = arity(op, "outputs", outputs)?;
             softmax_cross_entropy_backward(g, probs, labels, dloss, dlogits, bk)
         }
-        Op::Adam {
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-        } => {
+        Op::Adam(p) => {
             let [grad, scalars] = arity(op, "inputs", inputs)?;
             let [param, m, v] = arity(op, "targets", outputs)?;
-            let p = AdamParams {
-                beta1: *beta1,
-                beta2: *beta2,
-                eps: *eps,
-                weight_decay: *weight_decay,
-            };
-            adam_update(g, p, grad, scalars, param, m, v, len(0))
+            adam_update(g, *p, grad, scalars, param, m, v, len(0))
         }
         Op::Copy => {
             let [src] = arity(op, "inputs", inputs)?;

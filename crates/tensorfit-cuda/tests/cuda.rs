@@ -12,7 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tensorfit_core::{
-    Activation, Backend, BinaryOp, BufferId, DeviceKind, Error, Op, Shape, TensorView,
+    Activation, AdamParams, Backend, BinaryOp, BufferId, DeviceKind, Error, Op, Shape, TensorView,
 };
 use tensorfit_cpu::CpuBackend;
 use tensorfit_cuda::kernels::{entry_params, SOURCES};
@@ -617,12 +617,12 @@ fn adam_matches_the_cpu() {
     };
     let mut rng = Rng(6);
     let n = 403_000;
-    let op = Op::Adam {
+    let op = Op::Adam(AdamParams {
         beta1: 0.9,
         beta2: 0.999,
         eps: 1e-8,
         weight_decay: 0.01,
-    };
+    });
     let scalars = vec![
         1e-3 / (1.0 - 0.9f32.powi(3)),
         (1.0 - 0.999f32.powi(3)).sqrt(),

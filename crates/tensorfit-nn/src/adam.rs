@@ -4,7 +4,7 @@
 //! Python floats) and written to a two-element `adam.scalars` input each step, so one
 //! graph serves every step and the device never waits on the host inside a step.
 
-use tensorfit_core::{Error, Graph, Op, Result, TensorId};
+use tensorfit_core::{AdamParams, Error, Graph, Op, Result, TensorId};
 
 /// Adam's hyperparameters. `Default` is PyTorch's `torch.optim.Adam()`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,12 +67,12 @@ impl AdamConfig {
         grads: &[TensorId],
     ) -> Result<TensorId> {
         let scalars = g.input("adam.scalars", [2]);
-        let op = Op::Adam {
+        let op = Op::Adam(AdamParams {
             beta1: self.beta1,
             beta2: self.beta2,
             eps: self.eps,
             weight_decay: self.weight_decay,
-        };
+        });
         for ((name, p), &grad) in params.iter().zip(grads) {
             let shape = g.shape(*p).clone();
             let m = g.state(&format!("adam.m.{name}"), shape.clone());

@@ -101,7 +101,7 @@ pub fn liveness(graph: &Graph, outputs: &[TensorId]) -> Result<Liveness> {
                 read_in_backward[t.0] = true;
             }
         }
-        if let Op::Adam { .. } = node.op {
+        if let Op::Adam(_) = node.op {
             adam_grad[node.inputs[0].0] = true;
             for &t in &node.outputs[1..] {
                 adam_state[t.0] = true;

@@ -341,7 +341,7 @@ impl Backend for WgpuBackend {
         for v in inputs.iter().chain(outputs) {
             check_inside(self.slot(v.buffer)?, v)?;
         }
-        check_overlap(outputs, inputs)?;
+        tensorfit_core::backend::check_no_overlap(inputs, outputs).map_err(backend_error)?;
         let launches = kernels::plan(op, inputs, outputs, self.rec.limits)?;
         self.rec.record(&self.ctx, &self.slots, &launches)
     }
@@ -374,23 +374,4 @@ impl Backend for WgpuBackend {
 /// shapes the op produces from these inputs (which also fixes the number of views).
 fn check_shapes(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
     tensorfit_core::backend::check_views(op, inputs, outputs).map_err(backend_error)
-}
-
-/// An output may not overlap any other view of the op (the kernels would read what they
-/// write); inputs may overlap each other.
-fn check_overlap(outputs: &[TensorView], inputs: &[TensorView]) -> Result<()> {
-    for (o, out) in outputs.iter().enumerate() {
-        let others = inputs.iter().chain(outputs.iter().skip(o + 1));
-        for other in others {
-            let (a, b) = (out.range(), other.range());
-            let overlap = a.start < b.end && b.start < a.end;
-            if out.buffer == other.buffer && !a.is_empty() && !b.is_empty() && overlap {
-                return Err(backend_error(format!(
-                    "output #{o} (elements {a:?}) overlaps another view (elements {b:?}) in buffer {}",
-                    out.buffer.0
-                )));
-            }
-        }
-    }
-    Ok(())
 }

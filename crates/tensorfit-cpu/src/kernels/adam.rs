@@ -6,18 +6,9 @@
 //! step to step. Weight decay is L2 added to the gradient (PyTorch's `Adam`, not
 //! `AdamW`).
 
-use tensorfit_core::Result;
+use tensorfit_core::{AdamParams, Result};
 
 use super::check_len;
-
-/// The constant hyper-parameters of `Op::Adam`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AdamParams {
-    pub beta1: f32,
-    pub beta2: f32,
-    pub eps: f32,
-    pub weight_decay: f32,
-}
 
 /// Update op: with `(s0, s1) = scalars`,
 /// `g = grad + weight_decay·param`, `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`,

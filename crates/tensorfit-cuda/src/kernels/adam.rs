@@ -1,19 +1,10 @@
 //! The optimizer step: `adam_update` (kernel in `adam.cu`), one Adam step with PyTorch's
 //! formula, the bias corrections folded by the host into the two `scalars`.
 
-use tensorfit_core::Result;
+use tensorfit_core::{AdamParams, Result};
 
 use super::{count, Gpu};
 use crate::driver::{Arg, DevPtr};
-
-/// The constant hyper-parameters of `Op::Adam`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AdamParams {
-    pub beta1: f32,
-    pub beta2: f32,
-    pub eps: f32,
-    pub weight_decay: f32,
-}
 
 /// Update op over `n` parameters: `param`, `m`, `v` read and overwritten in place.
 #[allow(clippy::too_many_arguments)]

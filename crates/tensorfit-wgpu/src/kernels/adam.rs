@@ -5,21 +5,12 @@
 //! device each step, so the kernel needs no step counter and the graph is the same every
 //! step. Elementwise, in chunks of at most one binding.
 
-use tensorfit_core::Result;
+use tensorfit_core::{AdamParams, Result};
 
 use super::elementwise::check_len;
 use super::{bits, word, Launches};
 use crate::shaders::ADAM_UPDATE;
 use crate::window::{chunks, Operand, Region};
-
-/// The constant hyper-parameters of `Op::Adam`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct AdamParams {
-    pub beta1: f32,
-    pub beta2: f32,
-    pub eps: f32,
-    pub weight_decay: f32,
-}
 
 /// Update op: with `(s0, s1) = scalars`,
 /// `g = grad + weight_decay·param`, `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`,

@@ -226,21 +226,10 @@ pub(crate) fn plan(
             let [dlogits] = arity(op, "outputs", outs)?;
             softmax::softmax_cross_entropy_backward(&mut l, probs, labels, dloss, dlogits)?;
         }
-        Op::Adam {
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-        } => {
+        Op::Adam(p) => {
             let [grad, scalars] = arity(op, "inputs", ins)?;
             let [param, m, v] = arity(op, "targets", outs)?;
-            let p = adam::AdamParams {
-                beta1: *beta1,
-                beta2: *beta2,
-                eps: *eps,
-                weight_decay: *weight_decay,
-            };
-            adam::adam_update(&mut l, p, grad, scalars, [param, m, v])?;
+            adam::adam_update(&mut l, *p, grad, scalars, [param, m, v])?;
         }
         Op::Copy => {
             let [src] = arity(op, "inputs", ins)?;
