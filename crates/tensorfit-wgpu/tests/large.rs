@@ -155,4 +155,5 @@ fn an_lstm_sequence_larger_than_one_binding() {
     let (gpu, cpu) = (rel(&got[6].1), rel(&want[6].1));
     println!("column sums: relative error vs exact: wgpu {gpu:.1e}, cpu {cpu:.1e}");
     assert!(gpu <= 1e-5, "wgpu column sums: {gpu}");
+    assert!(cpu <= 1e-5, "cpu column sums: {cpu}");
 }
