@@ -328,26 +328,26 @@ mod imp {
         }
     }
 
-    /// Packs rows `i0..i0 + r` of `a`, columns `k0..k0 + kc`, as `[kc, r]` into `dst`
-    /// (`kc · r` elements).
+    /// Packs rows `i0..i0 + R` of `a`, columns `k0..k0 + kc`, as `[kc, R]` into `dst`
+    /// (`kc · R` elements).
     #[inline(always)]
-    fn pack_a(a: MatRef<'_>, (i0, r): (usize, usize), k0: usize, dst: &mut [f32]) {
+    fn pack_a<const R: usize>(a: MatRef<'_>, i0: usize, k0: usize, dst: &mut [f32]) {
         if a.col_stride == 1 {
-            for i in 0..r {
+            for i in 0..R {
                 let start = (i0 + i) * a.row_stride + k0;
-                let row = &a.data[start..start + dst.len() / r];
-                for (d, &v) in dst.chunks_exact_mut(r).zip(row) {
+                let row = &a.data[start..start + dst.len() / R];
+                for (d, &v) in dst.chunks_exact_mut(R).zip(row) {
                     d[i] = v;
                 }
             }
         } else if a.row_stride == 1 {
-            // A transposed row-major matrix: the `r` rows at one `k` are contiguous.
-            for (p, d) in dst.chunks_exact_mut(r).enumerate() {
+            // A transposed row-major matrix: the `R` rows at one `k` are contiguous.
+            for (p, d) in dst.chunks_exact_mut(R).enumerate() {
                 let start = (k0 + p) * a.col_stride + i0;
-                d.copy_from_slice(&a.data[start..start + r]);
+                d.copy_from_slice(&a.data[start..start + R]);
             }
         } else {
-            for (p, d) in dst.chunks_exact_mut(r).enumerate() {
+            for (p, d) in dst.chunks_exact_mut(R).enumerate() {
                 for (i, v) in d.iter_mut().enumerate() {
                     *v = a.at(i0 + i, k0 + p);
                 }
@@ -367,6 +367,24 @@ mod imp {
             *i0 += r;
             Some((start, r))
         })
+    }
+
+    /// `with_rows!(r, R => expr)`: `expr` with `R` a compile-time constant equal to the
+    /// run-time row count `r` (`1 ≤ r ≤ MR`), so the packing and the micro-kernel are
+    /// compiled (and unrolled) for every panel height.
+    macro_rules! with_rows {
+        ($r:expr, $R:ident => $body:expr) => {
+            with_rows!(@ $r, $R, $body, 1 2 3 4 5 6 7 8 9 10 11 12)
+        };
+        (@ $r:expr, $R:ident, $body:expr, $($n:literal)*) => {
+            match $r {
+                $($n => {
+                    const $R: usize = $n;
+                    $body
+                })*
+                _ => unreachable!("micro-panels have 1 to MR rows"),
+            }
+        };
     }
 
     /// `c = a · b + beta · c (+ bias)` on one thread; `c` is row-major `[a.rows, b.n]`.
@@ -415,20 +433,20 @@ mod imp {
                 let mc = MC.min(m - m0);
                 for (i0, r) in panel_rows(mc) {
                     let dst = &mut a_pack[i0 * kc..(i0 + r) * kc];
-                    pack_a(a, (m0 + i0, r), k0, dst);
+                    with_rows!(r, R => pack_a::<R>(a, m0 + i0, k0, dst));
                 }
                 for (jp, b_panel) in block.chunks(kc * NR).enumerate() {
                     for (i0, r) in panel_rows(mc) {
                         let a_panel = &a_pack[i0 * kc..(i0 + r) * kc];
                         let c_rows = &mut c[(m0 + i0) * n..(m0 + i0 + r) * n];
-                        let tile = Tile {
+                        let t = Tile {
                             a_panel,
                             b_panel,
                             c_rows,
                             at: (n, jp * NR),
                             ep,
                         };
-                        tile_of_rows(simd, r, tile);
+                        with_rows!(r, R => tile::<S, R>(simd, t));
                     }
                 }
             }
@@ -443,20 +461,6 @@ mod imp {
         c_rows: &'a mut [f32],
         at: (usize, usize),
         ep: Epilogue<'a>,
-    }
-
-    /// Runs [`tile`] with `R = r` as a compile-time constant (`1 ≤ r ≤ MR`).
-    #[inline(always)]
-    fn tile_of_rows<S: Simd>(simd: S, r: usize, t: Tile<'_>) {
-        macro_rules! dispatch {
-            ($($n:literal)*) => {
-                match r {
-                    $($n => tile::<S, $n>(simd, t),)*
-                    _ => unreachable!("micro-panels have 1 to MR rows"),
-                }
-            };
-        }
-        dispatch!(1 2 3 4 5 6 7 8 9 10 11 12)
     }
 
     struct Serial<'a, 'b> {
