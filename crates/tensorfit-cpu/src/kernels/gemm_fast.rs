@@ -40,6 +40,11 @@ pub const NR: usize = 32;
 /// two ports. Kernels for every row count from 1 to `MR` exist, so a block of rows is
 /// cut into equal micro-panels and no tile computes padding.
 pub const MR: usize = 12;
+/// The largest `A` block (elements, rows × [`KC`]) read in place instead of packed:
+/// 16 KiB, a third of L1, next to a 32 KiB panel of `B`.
+const IN_PLACE_MAX: usize = 4096;
+/// Row strides (elements) at which the rows of an in-place `A` alias in L1: 4 KiB.
+const ALIASING_STRIDE: usize = 1024;
 /// Rows of `A` packed per block: 96 rows × [`KC`] are 96 KiB, which stay in L2 while
 /// each panel of `B` is applied to all of them.
 pub const MC: usize = 96;
@@ -120,6 +125,41 @@ impl Drop for PackedB {
     }
 }
 
+/// Packs columns `j0..j0 + NR` of `b` (zero beyond its last column), rows
+/// `k0..k0 + kc`, into `panel` (`[kc, NR]` row-major). Rows (or, for a transposed view,
+/// columns) are copied as contiguous runs where the strides allow.
+fn pack_b_panel(b: MatRef<'_>, k0: usize, j0: usize, panel: &mut [f32]) {
+    let kc = panel.len() / NR;
+    let width = NR.min(b.cols - j0);
+    if b.col_stride == 1 {
+        // Each row of the panel is a contiguous run of a row of `b`.
+        for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
+            let start = (k0 + p) * b.row_stride + j0;
+            row[..width].copy_from_slice(&b.data[start..start + width]);
+        }
+    } else if b.row_stride == 1 {
+        // A transposed row-major matrix: each column of the panel is a contiguous run.
+        for jj in 0..width {
+            let start = (j0 + jj) * b.col_stride + k0;
+            let col = &b.data[start..start + kc];
+            for (row, &v) in panel.chunks_exact_mut(NR).zip(col) {
+                row[jj] = v;
+            }
+        }
+    } else {
+        for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
+            for (jj, v) in row.iter_mut().enumerate().take(width) {
+                *v = b.at(k0 + p, j0 + jj);
+            }
+        }
+    }
+    if width < NR {
+        for row in panel.chunks_exact_mut(NR) {
+            row[width..].fill(0.0);
+        }
+    }
+}
+
 /// Packing buffers kept for reuse, per thread. Every layer call packs its weights
 /// afresh (they change every step); allocating those megabytes each time costs a page
 /// fault per 4 KiB and the kernel's zeroing of each page, a few percent of a step.
@@ -163,49 +203,24 @@ mod spare {
 }
 
 impl PackedB {
-    /// Packs `b`. Costs one pass over `b`; do it once per operand that is reused. Rows
-    /// (or, for a transposed view, columns) are copied as contiguous runs where the
-    /// strides allow.
+    /// Packs `b`. Costs one pass over `b`; do it once per operand that is reused.
     pub fn new(b: MatRef<'_>) -> Self {
         let (k, n) = (b.rows, b.cols);
         let panels = n.div_ceil(NR);
         let mut data = spare::take(k * panels * NR);
-        let mut blocks = data.chunks_mut(KC * panels * NR);
-        for k0 in (0..k).step_by(KC) {
+        // A large `B` is packed by all threads, panel by panel: on one thread, packing
+        // an LSTM's two weight matrices left the other thread idle for 6% of a layer.
+        let parallel = k * n >= PARALLEL_MIN_FLOPS / 16;
+        for (block, k0) in data
+            .chunks_mut((KC * panels * NR).max(1))
+            .zip((0..k).step_by(KC))
+        {
             let kc = KC.min(k - k0);
-            let Some(block) = blocks.next() else { break };
-            for (jp, panel) in block.chunks_mut(kc * NR).enumerate() {
-                let j0 = jp * NR;
-                let width = NR.min(n - j0);
-                if b.col_stride == 1 {
-                    // Each row of the panel is a contiguous run of a row of `b`.
-                    for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
-                        let start = (k0 + p) * b.row_stride + j0;
-                        row[..width].copy_from_slice(&b.data[start..start + width]);
-                    }
-                } else if b.row_stride == 1 {
-                    // A transposed row-major matrix: each column of the panel is a
-                    // contiguous run.
-                    for jj in 0..width {
-                        let start = (j0 + jj) * b.col_stride + k0;
-                        let col = &b.data[start..start + kc];
-                        for (row, &v) in panel.chunks_exact_mut(NR).zip(col) {
-                            row[jj] = v;
-                        }
-                    }
-                } else {
-                    for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
-                        for (jj, v) in row.iter_mut().enumerate().take(width) {
-                            *v = b.at(k0 + p, j0 + jj);
-                        }
-                    }
-                }
-                // The last panel's columns beyond `n` are zero.
-                if width < NR {
-                    for row in panel.chunks_exact_mut(NR) {
-                        row[width..].fill(0.0);
-                    }
-                }
+            let pack = |(jp, panel): (usize, &mut [f32])| pack_b_panel(b, k0, jp * NR, panel);
+            if parallel {
+                block.par_chunks_mut(kc * NR).enumerate().for_each(pack);
+            } else {
+                block.chunks_mut(kc * NR).enumerate().for_each(pack);
             }
         }
         PackedB { data, k, n }
@@ -226,6 +241,7 @@ impl PackedB {
 mod imp {
     use super::*;
     use pulp::{Simd, WithSimd};
+    use std::cell::Cell;
 
     /// The SIMD token of this machine's fast path: AVX-512 (x86-64-v4).
     pub type Token = pulp::x86::V4;
@@ -245,21 +261,50 @@ mod imp {
         }
     }
 
-    /// `acc += a_panel · b_panel` over `kc` steps: `a` is `[kc, R]`, `b` `[kc, NR]`.
+    /// The `R` rows of `A` one tile multiplies, over the `kc` columns of the current
+    /// block: packed as `[kc, R]`, or read in place from a row-major `A` (`R` runs of
+    /// `kc` elements, `row_stride` apart, the first one at the start of `data`).
+    #[derive(Clone, Copy)]
+    enum APanel<'a> {
+        Packed(&'a [f32]),
+        Rows { data: &'a [f32], row_stride: usize },
+    }
+
+    /// `acc += a · b_panel` over `kc` steps, `b` being `[kc, NR]`.
     #[inline(always)]
     fn micro_kernel<S: Simd, const R: usize>(
         simd: S,
-        a: &[f32],
+        a: APanel<'_>,
         b: &[f32],
         acc: &mut [[S::f32s; 2]; R],
     ) {
         let (b_vecs, _) = S::as_simd_f32s(b);
-        for (a_p, b_p) in a.chunks_exact(R).zip(b_vecs.chunks_exact(2)) {
-            let (b0, b1) = (b_p[0], b_p[1]);
-            for (i, acc_i) in acc.iter_mut().enumerate() {
-                let a_i = simd.splat_f32s(a_p[i]);
-                acc_i[0] = simd.mul_add_e_f32s(a_i, b0, acc_i[0]);
-                acc_i[1] = simd.mul_add_e_f32s(a_i, b1, acc_i[1]);
+        let b_steps = b_vecs.chunks_exact(2);
+        // The same loop body twice, only the reading of `a` differs: a shared closure
+        // made LLVM keep the accumulators on the stack.
+        match a {
+            APanel::Packed(a) => {
+                for (a_p, b_p) in a.chunks_exact(R).zip(b_steps) {
+                    let (b0, b1) = (b_p[0], b_p[1]);
+                    for (i, acc_i) in acc.iter_mut().enumerate() {
+                        let a_i = simd.splat_f32s(a_p[i]);
+                        acc_i[0] = simd.mul_add_e_f32s(a_i, b0, acc_i[0]);
+                        acc_i[1] = simd.mul_add_e_f32s(a_i, b1, acc_i[1]);
+                    }
+                }
+            }
+            APanel::Rows { data, row_stride } => {
+                let kc = b_steps.len();
+                let rows: [&[f32]; R] =
+                    std::array::from_fn(|i| &data[i * row_stride..i * row_stride + kc]);
+                for (p, b_p) in b_steps.enumerate() {
+                    let (b0, b1) = (b_p[0], b_p[1]);
+                    for (acc_i, row) in acc.iter_mut().zip(&rows) {
+                        let a_i = simd.splat_f32s(row[p]);
+                        acc_i[0] = simd.mul_add_e_f32s(a_i, b0, acc_i[0]);
+                        acc_i[1] = simd.mul_add_e_f32s(a_i, b1, acc_i[1]);
+                    }
+                }
             }
         }
     }
@@ -277,7 +322,7 @@ mod imp {
     #[inline(always)]
     fn tile<S: Simd, const R: usize>(simd: S, t: Tile<'_>) {
         let Tile {
-            a_panel,
+            a,
             b_panel,
             c_rows,
             at: (n, j0),
@@ -285,7 +330,7 @@ mod imp {
         } = t;
         let lanes = S::F32_LANES;
         let mut acc = [[simd.splat_f32s(0.0); 2]; R];
-        micro_kernel::<S, R>(simd, a_panel, b_panel, &mut acc);
+        micro_kernel::<S, R>(simd, a, b_panel, &mut acc);
         for (acc_i, row) in acc.iter().zip(c_rows.chunks_exact_mut(n)) {
             for (v, &acc_v) in acc_i.iter().enumerate() {
                 let lo = j0 + v * lanes;
@@ -413,7 +458,18 @@ mod imp {
             return;
         }
         let panels = n.div_ceil(NR);
-        let mut a_pack = [0.0f32; MC * KC];
+        // A small row-major `A` (the per-step products of the LSTM) is read in place by
+        // the micro-kernel, its `R` rows being `R` sequential streams that stay in L1:
+        // packing cost ~1 cycle per element, 13% of a product with `N` = 250. A larger
+        // `A` would be re-read from L2 for every panel of `B`, and rows a multiple of
+        // 4 KiB apart would all fall in one L1 set: those are packed.
+        let in_place = a.col_stride == 1
+            && m * KC.min(k) <= IN_PLACE_MAX
+            && a.row_stride % ALIASING_STRIDE != 0;
+        // The packed block of `A`, kept per thread: a fresh zeroed 96 KiB on every call
+        // (a stack array) was a memset per per-step product.
+        let mut a_pack = A_PACK.take();
+        a_pack.resize(MC * KC, 0.0);
         let mut blocks = b.data.chunks(KC * panels * NR);
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
@@ -431,16 +487,25 @@ mod imp {
             for m0 in (0..m).step_by(MC) {
                 // Micro-panel `(i0, r)` of this block is packed at `i0 · kc`.
                 let mc = MC.min(m - m0);
-                for (i0, r) in panel_rows(mc) {
-                    let dst = &mut a_pack[i0 * kc..(i0 + r) * kc];
-                    with_rows!(r, R => pack_a::<R>(a, m0 + i0, k0, dst));
+                if !in_place {
+                    for (i0, r) in panel_rows(mc) {
+                        let dst = &mut a_pack[i0 * kc..(i0 + r) * kc];
+                        with_rows!(r, R => pack_a::<R>(a, m0 + i0, k0, dst));
+                    }
                 }
                 for (jp, b_panel) in block.chunks(kc * NR).enumerate() {
                     for (i0, r) in panel_rows(mc) {
-                        let a_panel = &a_pack[i0 * kc..(i0 + r) * kc];
+                        let a_panel = if in_place {
+                            APanel::Rows {
+                                data: &a.data[(m0 + i0) * a.row_stride + k0..],
+                                row_stride: a.row_stride,
+                            }
+                        } else {
+                            APanel::Packed(&a_pack[i0 * kc..(i0 + r) * kc])
+                        };
                         let c_rows = &mut c[(m0 + i0) * n..(m0 + i0 + r) * n];
                         let t = Tile {
-                            a_panel,
+                            a: a_panel,
                             b_panel,
                             c_rows,
                             at: (n, jp * NR),
@@ -451,12 +516,18 @@ mod imp {
                 }
             }
         }
+        A_PACK.set(a_pack);
+    }
+
+    thread_local! {
+        /// See [`gemm_serial`].
+        static A_PACK: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     }
 
     /// One tile's operands: a packed micro-panel of `A` `[kc, R]`, a packed panel of `B`
     /// `[kc, NR]`, the `R` rows of `C` it writes, `at` = (`C`'s width, first column).
     struct Tile<'a> {
-        a_panel: &'a [f32],
+        a: APanel<'a>,
         b_panel: &'a [f32],
         c_rows: &'a mut [f32],
         at: (usize, usize),
@@ -577,8 +648,9 @@ mod tests {
         let mut rng = Rng(3);
         for &(m, k, n) in &[
             (1, 1, 1),
-            (9, 300, 33),
-            (32, 250, 1000),
+            (9, 300, 33),    // A read in place, K over two blocks
+            (100, 20, 40),   // A read in place, over two blocks of rows
+            (32, 250, 1000), // A packed, B packed by all threads
             (17, 513, 70),
             (70, 5, 3),
             (203, 270, 45), // more rows than one packed block of A, K over two blocks

@@ -15,10 +15,9 @@
 //!   steps, so they are formed after the loop with one GEMM each over all `T·B` rows.
 //!
 //! The AVX-512 fast path keeps this structure with one change of schedule: each thread
-//! projects the inputs of its own batch rows a few steps ([`PROJECT_STEPS`]) ahead of its
-//! recurrence instead of all steps up front, so the gates are still in cache when the
-//! recurrent GEMM adds to them and the fused pass reads them (the same sums, in the same
-//! order, as one GEMM over all steps).
+//! projects the inputs of its own batch rows itself, a run of steps at a time
+//! ([`project_ahead`]), instead of one GEMM over all steps up front (the same sums, in
+//! the same order).
 //!
 //! Gate order is PyTorch's (i, f, g, o): row `r` of `gates[t]` holds `[i | f | g | o]`,
 //! each block `H` wide. Nothing is allocated inside the time loops (the forward keeps
@@ -85,9 +84,21 @@ impl<'a> Recurrent<'a> {
 }
 
 /// Steps of input projection a thread of the fast path computes at a time (see
-/// [`lstm_forward`]): enough to reuse the packed `w_ihᵀ` from cache for several
-/// GEMMs, few enough that the gates they write stay in cache until their step.
-const PROJECT_STEPS: usize = 4;
+/// [`lstm_forward`]), for its `rows` batch rows. The packed `w_ihᵀ` and `w_hhᵀ` (1 MiB
+/// each at H = 250) do not both fit in L2, so every switch between projection and
+/// recurrence reloads one of them. With many rows (inference, 50 per thread) each
+/// reload serves many tiles, and short runs win: the 4 steps of gates they write are
+/// still in L2 when the recurrence adds to them. With few rows (training, 16) the
+/// reloads dominate, and projecting all steps first wins (per-thread projection and
+/// recurrent GEMMs 6.3 vs 7.0 ms per layer at batch 32, length 50; inference the
+/// reverse, 4 steps ahead vs 64: 103 vs 124 ms).
+fn project_ahead(rows: usize, steps: usize) -> usize {
+    if rows <= 2 * gemm_fast::MR {
+        steps
+    } else {
+        4
+    }
+}
 
 /// Batch rows per thread: the time loop runs on every thread at once, each over its own
 /// rows for all steps (rows of an LSTM never exchange data), so there is no barrier per
@@ -165,9 +176,8 @@ pub fn lstm_forward(
     let token = gemm_fast::simd();
 
     // 1. The input projection (both biases included): on the portable path one GEMM
-    // over every step, here; on the fast path each thread projects its own rows
-    // `PROJECT_STEPS` steps at a time just before the recurrence reaches them, so the
-    // gates are still in cache when the recurrent GEMM adds to them.
+    // over every step, here; on the fast path each thread projects its own rows, a run
+    // of `project_ahead` steps at a time, just before the recurrence reaches them.
     let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
     let chunked = match token {
         Some(token) => {
@@ -218,6 +228,7 @@ pub fn lstm_forward(
             let state = p * part * hidden..(p * part * hidden + c_run.len());
             let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
             let m = c_run.len() / hidden;
+            let ahead = project_ahead(m, steps);
             vectorize(
                 token,
                 #[inline(always)]
@@ -226,9 +237,9 @@ pub fn lstm_forward(
                         let (y_before, y_from_t) = ys.split_at_mut(t);
                         let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
                         let h_t = &mut *y_from_t[0];
-                        if let (Some((token, w_ih_t)), 0) = (&chunked, t % PROJECT_STEPS) {
+                        if let (Some((token, w_ih_t)), 0) = (&chunked, t % ahead) {
                             let r0 = p * part;
-                            for (u, g_u) in g.iter_mut().enumerate().skip(t).take(PROJECT_STEPS) {
+                            for (u, g_u) in g.iter_mut().enumerate().skip(t).take(ahead) {
                                 let x_u =
                                     &inp.x[(u * batch + r0) * input..(u * batch + r0 + m) * input];
                                 let x_u = MatRef::row_major(x_u, m, input);
