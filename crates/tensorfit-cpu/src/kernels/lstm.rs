@@ -27,7 +27,7 @@ use rayon::prelude::*;
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
-use super::fastmath;
+use super::fastmath::{self, Fused, MulAdd, Separate};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
@@ -260,7 +260,11 @@ pub fn lstm_forward(
                             }
                             None => &mut *c_run,
                         };
-                        cell_forward(gates_t, c_t, h_t, hidden);
+                        if token.is_some() {
+                            cell_forward::<Fused>(gates_t, c_t, h_t, hidden);
+                        } else {
+                            cell_forward::<Separate>(gates_t, c_t, h_t, hidden);
+                        }
                     }
                     Ok(())
                 },
@@ -280,38 +284,80 @@ pub fn lstm_forward(
 /// on entry, activated gates on exit), `c` `[rows, H]` (c_{t-1} on entry, c_t on exit)
 /// and `h` `[rows, H]` (h_t).
 #[inline(always)]
-fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
+fn cell_forward<M: MulAdd>(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
     let states = c.chunks_mut(hidden).zip(h.chunks_mut(hidden));
     for (g, (c, h)) in gates_t.chunks_mut(4 * hidden).zip(states) {
-        cell_forward_row(g, c, h, hidden);
+        cell_forward_row::<M>(g, c, h, hidden);
     }
 }
 
-/// One batch row of [`cell_forward`]:
-/// `c = σ(f)·c + σ(i)·tanh(g)`, `h = σ(o)·tanh(c)`. Written as plain loops over the
-/// units with the call-free functions of `fastmath.rs`, so it vectorises; the
-/// nonlinearities are paired so that a unit costs three divisions, not five.
+/// Units the gate passes handle at a time: one AVX-512 vector. Each row is cut into
+/// blocks of this many units; the last, shorter block goes through the same code in
+/// padded copies. (Left to the compiler, the 10 units left over from H = 250 ran as
+/// 4-lane and scalar code, a fifth of the pass.)
+const LANES: usize = 16;
+
+/// Splits a row of gates `[i | f | g | o]` (each `hidden` wide) into its four blocks.
+macro_rules! gate_blocks {
+    ($row:expr, $hidden:expr, $split:ident) => {{
+        let (i, rest) = $row.$split($hidden);
+        let (f, rest) = rest.$split($hidden);
+        let (g, o) = rest.$split($hidden);
+        (i, f, g, o)
+    }};
+}
+
+/// One batch row of [`cell_forward`], [`LANES`] units at a time.
 #[inline(always)]
-fn cell_forward_row(g: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
-    let (gi, rest) = g.split_at_mut(hidden);
-    let (gf, rest) = rest.split_at_mut(hidden);
-    let (gg, go) = rest.split_at_mut(hidden);
-    let units = gi
-        .iter_mut()
-        .zip(gf.iter_mut())
-        .zip(gg.iter_mut())
-        .zip(go.iter_mut());
-    for ((((gi, gf), (gg, go)), c), h) in units
-        .map(|(((i, f), g), o)| ((i, f), (g, o)))
-        .zip(c.iter_mut())
-        .zip(h.iter_mut())
-    {
-        let (i, g) = fastmath::sigmoid_and_tanh(*gi, *gg);
-        let f = fastmath::sigmoid(*gf);
-        *c = f * *c + i * g;
-        let (o, tc) = fastmath::sigmoid_and_tanh(*go, *c);
-        (*gi, *gf, *gg, *go) = (i, f, g, o);
-        *h = o * tc;
+fn cell_forward_row<M: MulAdd>(g: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
+    let (gi, gf, gg, go) = gate_blocks!(g, hidden, split_at_mut);
+    let full = hidden - hidden % LANES;
+    for j in (0..full).step_by(LANES) {
+        let u = j..j + LANES;
+        let gates = [
+            &mut gi[u.clone()],
+            &mut gf[u.clone()],
+            &mut gg[u.clone()],
+            &mut go[u.clone()],
+        ];
+        cell_forward_units::<M>(gates, &mut c[u.clone()], &mut h[u]);
+    }
+    if full < hidden {
+        let n = hidden - full;
+        let mut pad = [[0.0f32; LANES]; 6];
+        for (p, src) in pad.iter_mut().zip([&*gi, &*gf, &*gg, &*go, &*c]) {
+            p[..n].copy_from_slice(&src[full..]);
+        }
+        let [pi, pf, pg, po, pc, ph] = &mut pad;
+        cell_forward_units::<M>([pi, pf, pg, po], pc, ph);
+        for (dst, p) in [gi, gf, gg, go, c, h].into_iter().zip(&pad) {
+            dst[full..].copy_from_slice(&p[..n]);
+        }
+    }
+}
+
+/// [`LANES`] units of one row: `c = σ(f)·c + σ(i)·tanh(g)`, `h = σ(o)·tanh(c)`, the
+/// gates replaced by their activations. A loop of a fixed length over the call-free
+/// functions of `fastmath.rs`, so it compiles to straight vector code; the
+/// nonlinearities are paired so that a unit costs three divisions, not five.
+#[allow(clippy::needless_range_loop)] // why: six slices indexed by unit `j`
+#[inline(always)]
+fn cell_forward_units<M: MulAdd>(gates: [&mut [f32]; 4], c: &mut [f32], h: &mut [f32]) {
+    let [gi, gf, gg, go] = gates;
+    let (gi, gf, gg, go) = (
+        &mut gi[..LANES],
+        &mut gf[..LANES],
+        &mut gg[..LANES],
+        &mut go[..LANES],
+    );
+    let (c, h) = (&mut c[..LANES], &mut h[..LANES]);
+    for j in 0..LANES {
+        let (i, g) = fastmath::sigmoid_and_tanh::<M>(gi[j], gg[j]);
+        let f = fastmath::sigmoid::<M>(gf[j]);
+        c[j] = M::mul_add(f, c[j], i * g);
+        let (o, tc) = fastmath::sigmoid_and_tanh::<M>(go[j], c[j]);
+        (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
+        h[j] = o * tc;
     }
 }
 
@@ -397,7 +443,11 @@ pub fn lstm_backward(
                             hidden,
                         };
                         let dgates_t = &mut *dg[t];
-                        cell_backward(&saved, dc, dgates_t);
+                        if token.is_some() {
+                            cell_backward::<Fused>(&saved, dc, dgates_t);
+                        } else {
+                            cell_backward::<Separate>(&saved, dc, dgates_t);
+                        }
                         // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
                         w_hh.gemm_rows(dgates_t, m, 0.0, dh)?;
                     }
@@ -463,46 +513,76 @@ struct StepSaved<'a> {
 /// `[rows, 4H]` and replaces `dc` (the gradient at c_t on entry) by the gradient at
 /// c_{t-1}.
 #[inline(always)]
-fn cell_backward(s: &StepSaved<'_>, dc: &mut [f32], dgates_t: &mut [f32]) {
+fn cell_backward<M: MulAdd>(s: &StepSaved<'_>, dc: &mut [f32], dgates_t: &mut [f32]) {
     let h = s.hidden;
     for (r, (dg, dc)) in dgates_t.chunks_mut(4 * h).zip(dc.chunks_mut(h)).enumerate() {
-        cell_backward_row(s, r, dc, dg);
+        cell_backward_row::<M>(s, r, dc, dg);
     }
 }
 
-/// Row `r` of [`cell_backward`]. With the activated gates i, f, g, o and
-/// `tc = tanh(c_t)`:
-/// `dh_total = dy + dh`, `do = dh_total·tc`, `dc += dh_total·o·(1 - tc²)`,
-/// `di = dc·g`, `df = dc·c_{t-1}`, `dg = dc·i`; the pre-activation gradients are those
-/// times σ' or tanh' written with the outputs; finally `dc = dc·f` flows to c_{t-1}.
-#[allow(clippy::needless_range_loop)] // why: as in the forward row, indexed by unit `j`
+/// Row `r` of [`cell_backward`], [`LANES`] units at a time (see [`cell_forward_row`]).
 #[inline(always)]
-fn cell_backward_row(s: &StepSaved<'_>, r: usize, dc: &mut [f32], dgates: &mut [f32]) {
+fn cell_backward_row<M: MulAdd>(s: &StepSaved<'_>, r: usize, dc: &mut [f32], dgates: &mut [f32]) {
     let hidden = s.hidden;
     let state = r * hidden..(r + 1) * hidden;
     let (c, c_prev) = (&s.c[state.clone()], &s.c_prev[state.clone()]);
     let (dy, dh) = (&s.dy[state.clone()], &s.dh[state]);
     let g_row = &s.gates[r * 4 * hidden..(r + 1) * 4 * hidden];
-    let (gi, rest) = g_row.split_at(hidden);
-    let (gf, rest) = rest.split_at(hidden);
-    let (gg, go) = rest.split_at(hidden);
-    let (d_i, rest) = dgates.split_at_mut(hidden);
-    let (d_f, rest) = rest.split_at_mut(hidden);
-    let (d_g, d_o) = rest.split_at_mut(hidden);
-    let (dc, c, c_prev, dy, dh) = (
-        &mut dc[..hidden],
-        &c[..hidden],
-        &c_prev[..hidden],
-        &dy[..hidden],
-        &dh[..hidden],
-    );
-    let (gf, gg, go) = (&gf[..hidden], &gg[..hidden], &go[..hidden]);
-    let (d_f, d_g, d_o) = (&mut d_f[..hidden], &mut d_g[..hidden], &mut d_o[..hidden]);
-    for j in 0..hidden {
+    let (gi, gf, gg, go) = gate_blocks!(g_row, hidden, split_at);
+    let (d_i, d_f, d_g, d_o) = gate_blocks!(dgates, hidden, split_at_mut);
+    let full = hidden - hidden % LANES;
+    for j in (0..full).step_by(LANES) {
+        let u = j..j + LANES;
+        let read = [
+            &gi[u.clone()],
+            &gf[u.clone()],
+            &gg[u.clone()],
+            &go[u.clone()],
+            &c[u.clone()],
+            &c_prev[u.clone()],
+            &dy[u.clone()],
+            &dh[u.clone()],
+        ];
+        let grads = [
+            &mut d_i[u.clone()],
+            &mut d_f[u.clone()],
+            &mut d_g[u.clone()],
+            &mut d_o[u.clone()],
+        ];
+        cell_backward_units::<M>(read, &mut dc[u], grads);
+    }
+    if full < hidden {
+        let n = hidden - full;
+        let mut read = [[0.0f32; LANES]; 8];
+        for (p, src) in read.iter_mut().zip([gi, gf, gg, go, c, c_prev, dy, dh]) {
+            p[..n].copy_from_slice(&src[full..]);
+        }
+        let mut written = [[0.0f32; LANES]; 5];
+        written[4][..n].copy_from_slice(&dc[full..]);
+        let [wi, wf, wg, wo, wc] = &mut written;
+        cell_backward_units::<M>(read.each_ref().map(|p| &p[..]), wc, [wi, wf, wg, wo]);
+        for (dst, p) in [d_i, d_f, d_g, d_o, dc].into_iter().zip(&written) {
+            dst[full..].copy_from_slice(&p[..n]);
+        }
+    }
+}
+
+/// [`LANES`] units of one row of [`cell_backward`]. `read` holds the activated gates
+/// i, f, g, o, then c_t, c_{t-1}, dy and dh. With `tc = tanh(c_t)`:
+/// `dh_total = dy + dh`, `do = dh_total·tc`, `dc += dh_total·o·(1 - tc²)`,
+/// `di = dc·g`, `df = dc·c_{t-1}`, `dg = dc·i`; the pre-activation gradients are those
+/// times σ' or tanh' written with the outputs; finally `dc = dc·f` flows to c_{t-1}.
+#[allow(clippy::needless_range_loop)] // why: thirteen slices indexed by unit `j`
+#[inline(always)]
+fn cell_backward_units<M: MulAdd>(read: [&[f32]; 8], dc: &mut [f32], grads: [&mut [f32]; 4]) {
+    let [gi, gf, gg, go, c, c_prev, dy, dh] = read.map(|s| &s[..LANES]);
+    let [d_i, d_f, d_g, d_o] = grads.map(|s| &mut s[..LANES]);
+    let dc = &mut dc[..LANES];
+    for j in 0..LANES {
         let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
-        let tc = fastmath::tanh(c[j]);
+        let tc = fastmath::tanh::<M>(c[j]);
         let dh_total = dy[j] + dh[j];
-        let dc_t = dc[j] + dh_total * o * (1.0 - tc * tc);
+        let dc_t = M::mul_add(dh_total * o, M::mul_add(-tc, tc, 1.0), dc[j]);
         d_i[j] = dc_t * g * i * (1.0 - i);
         d_f[j] = dc_t * c_prev[j] * f * (1.0 - f);
         d_g[j] = dc_t * i * (1.0 - g * g);
@@ -579,7 +659,7 @@ mod tests {
                 steps: rng.range(1, 5),
                 batch: rng.range(1, 4),
                 input: if round == 0 { 0 } else { rng.range(1, 6) },
-                hidden: rng.range(1, 7),
+                hidden: rng.range(1, 40), // blocks of LANES units and a padded rest
             };
             let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
             let x = rng.vec(rows * d.input);
