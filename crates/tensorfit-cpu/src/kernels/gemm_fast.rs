@@ -45,6 +45,8 @@ pub const MR: usize = 12;
 const IN_PLACE_MAX: usize = 4096;
 /// Row strides (elements) at which the rows of an in-place `A` alias in L1: 4 KiB.
 const ALIASING_STRIDE: usize = 1024;
+/// `f32`s per 64-byte cache line.
+const CACHE_LINE_F32: usize = 16;
 /// Rows of `A` packed per block: 96 rows × [`KC`] are 96 KiB, which stay in L2 while
 /// each panel of `B` is applied to all of them.
 pub const MC: usize = 96;
@@ -114,7 +116,11 @@ impl<'a> MatRef<'a> {
 /// panel of [`NR`] columns (the last one zero-padded), each panel `[kc, NR]` row-major.
 #[derive(Debug)]
 pub struct PackedB {
+    /// The packed panels start at `data[start]`, the first 64-byte boundary: the
+    /// allocator's 16-byte alignment made every vector load of `B` straddle two cache
+    /// lines.
     data: Vec<f32>,
+    start: usize,
     k: usize,
     n: usize,
 }
@@ -207,11 +213,13 @@ impl PackedB {
     pub fn new(b: MatRef<'_>) -> Self {
         let (k, n) = (b.rows, b.cols);
         let panels = n.div_ceil(NR);
-        let mut data = spare::take(k * panels * NR);
+        let len = k * panels * NR;
+        let mut data = spare::take(len + CACHE_LINE_F32);
+        let start = data.as_ptr().align_offset(64).min(CACHE_LINE_F32);
         // A large `B` is packed by all threads, panel by panel: on one thread, packing
         // an LSTM's two weight matrices left the other thread idle for 6% of a layer.
         let parallel = k * n >= PARALLEL_MIN_FLOPS / 16;
-        for (block, k0) in data
+        for (block, k0) in data[start..start + len]
             .chunks_mut((KC * panels * NR).max(1))
             .zip((0..k).step_by(KC))
         {
@@ -223,7 +231,13 @@ impl PackedB {
                 block.chunks_mut(kc * NR).enumerate().for_each(pack);
             }
         }
-        PackedB { data, k, n }
+        PackedB { data, start, k, n }
+    }
+
+    /// The packed panels.
+    fn panels(&self) -> &[f32] {
+        let len = self.k * self.n.div_ceil(NR) * NR;
+        &self.data[self.start..self.start + len]
     }
 
     /// Rows of `B` (the `K` of the product).
@@ -470,7 +484,7 @@ mod imp {
         // (a stack array) was a memset per per-step product.
         let mut a_pack = A_PACK.take();
         a_pack.resize(MC * KC, 0.0);
-        let mut blocks = b.data.chunks(KC * panels * NR);
+        let mut blocks = b.panels().chunks(KC * panels * NR);
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
             let Some(block) = blocks.next() else { break };
