@@ -138,10 +138,16 @@ fn pack_b_panel(b: MatRef<'_>, k0: usize, j0: usize, panel: &mut [f32]) {
     let kc = panel.len() / NR;
     let width = NR.min(b.cols - j0);
     if b.col_stride == 1 {
-        // Each row of the panel is a contiguous run of a row of `b`.
+        // Each row of the panel is a contiguous run of a row of `b` (copied with a
+        // length known at compile time where it can be: a `memmove` call per 128 bytes
+        // was 2% of a training step).
         for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
             let start = (k0 + p) * b.row_stride + j0;
-            row[..width].copy_from_slice(&b.data[start..start + width]);
+            if width == NR {
+                row.copy_from_slice(&b.data[start..start + NR]);
+            } else {
+                row[..width].copy_from_slice(&b.data[start..start + width]);
+            }
         }
     } else if b.row_stride == 1 {
         // A transposed row-major matrix: each column of the panel is a contiguous run.
