@@ -5,24 +5,26 @@
 //! products are small and fixed (`[32, 250] · [250, 1000]` for the seed network), where a
 //! general library spends much of its time packing and splitting. Measured on the
 //! development machine (2 cores of an AVX-512 Xeon, shared), one thread, `B` packed
-//! once: `16×250×1000` 135–140 GFLOP/s, `50×250×1000` 146–149 (the LSTM's per-step
-//! shapes for training and inference), against 61–101 for matrixmultiply and 64–76 for
-//! the `gemm` crate (which also has no safe API); two threads, `1024³` 268–292 where
-//! numpy's OpenBLAS gives about 296 (the `prof` figures in the issue-7 notes).
+//! once: `16×250×1000` 156–160 GFLOP/s, `50×250×1000` 160–163 (the LSTM's per-step
+//! shapes for training and inference; PyTorch's MKL on the same core: 158–167 and
+//! 145–162), against 61–101 for matrixmultiply and 64–76 for the `gemm` crate (which
+//! also has no safe API); two threads, `1024³` 268–292 where numpy's OpenBLAS gives
+//! about 296 (`cargo bench --bench cpu_gemm` prints these shapes).
 //!
 //! How: the classic Goto/BLIS structure without any `unsafe`. `B` is packed once into
-//! panels of [`NR`] columns per block of [`KC`] rows ([`PackedB`]; the LSTM packs its
-//! weights once per call and reuses them at every step; packing buffers are reused per
-//! thread). Per block of `KC`, `A` is packed [`MC`] rows at a time into a stack buffer
-//! (no allocation), cut into micro-panels of at most [`MR`] rows, as equal as possible;
-//! then each packed panel of `B` is applied to every micro-panel while it sits in L1.
-//! The micro-kernel keeps an `R × NR` tile of `C` in `2·R` zmm registers (`R ≤ 12`)
-//! and does, per `k`, two vector loads of `B`, `R` broadcasts of `A` and `2·R` FMAs;
-//! the tile is written with `beta` and an optional bias row applied, so a bias costs no
-//! extra pass. SIMD comes from `pulp`: its `V4` type proves at run time that AVX-512 is
-//! present and compiles the generic kernel with those target features, through a safe
-//! API. A machine without AVX-512 (or not x86-64) gets `None` from [`simd`] and the
-//! caller takes the portable path.
+//! panels of [`NR`] columns per block of [`KC`] rows ([`PackedB`], starting on a cache
+//! line; the LSTM packs its weights once per call and reuses them at every step;
+//! packing buffers are reused per thread). `A` is taken [`MC`] rows at a time and cut
+//! into micro-panels of at most [`MR`] rows, as equal as possible; then each packed
+//! panel of `B` is applied to every micro-panel while it sits in L1. A row-major `A` is
+//! read in place (its rows are the micro-kernel's broadcast streams); other layouts are
+//! packed per block into a buffer kept per thread. The micro-kernel keeps an `R × NR`
+//! tile of `C` in `2·R` zmm registers (`R ≤ 12`) and does, per `k`, two vector loads of
+//! `B`, `R` broadcasts of `A` and `2·R` FMAs; the tile is written with `beta` and an
+//! optional bias row applied, so a bias costs no extra pass. SIMD comes from `pulp`: its
+//! `V4` type proves at run time that AVX-512 is present and compiles the generic kernel
+//! with those target features, through a safe API. A machine without AVX-512 (or not
+//! x86-64) gets `None` from [`simd`] and the caller takes the portable path.
 //!
 //! Summation order: every element of `C` is a sum over `k` in increasing order, one FMA
 //! at a time, in blocks of `KC` added into `C`. It does not depend on how rows are split
@@ -40,9 +42,9 @@ pub const NR: usize = 32;
 /// two ports. Kernels for every row count from 1 to `MR` exist, so a block of rows is
 /// cut into equal micro-panels and no tile computes padding.
 pub const MR: usize = 12;
-/// The largest `A` block (elements, rows × [`KC`]) read in place instead of packed:
-/// 16 KiB, a third of L1, next to a 32 KiB panel of `B`.
-const IN_PLACE_MAX: usize = 4096;
+/// Most rows of an in-place `A` per tile: the micro-kernel keeps one pointer per row,
+/// and with 11 or 12 of them they no longer fit in registers (3× slower).
+const IN_PLACE_MR: usize = 10;
 /// Row strides (elements) at which the rows of an in-place `A` alias in L1: 4 KiB.
 const ALIASING_STRIDE: usize = 1024;
 /// `f32`s per 64-byte cache line.
@@ -421,10 +423,10 @@ mod imp {
     }
 
     /// The micro-panels one block of `mc` rows of `A` is cut into: as few as possible of
-    /// at most [`MR`] rows, as equal as possible (50 rows → 5 × 10, not 6 × 8 + 2), so
-    /// no tile computes padding rows.
-    fn panel_rows(mc: usize) -> impl Iterator<Item = (usize, usize)> {
-        let panels = mc.div_ceil(MR).max(1);
+    /// at most `max_rows` rows, as equal as possible (50 rows → 5 × 10, not 6 × 8 + 2),
+    /// so no tile computes padding rows.
+    fn panel_rows(mc: usize, max_rows: usize) -> impl Iterator<Item = (usize, usize)> {
+        let panels = mc.div_ceil(max_rows).max(1);
         let (base, extra) = (mc / panels, mc % panels);
         (0..panels).scan(0, move |i0, p| {
             let r = base + usize::from(p < extra);
@@ -478,14 +480,12 @@ mod imp {
             return;
         }
         let panels = n.div_ceil(NR);
-        // A small row-major `A` (the per-step products of the LSTM) is read in place by
-        // the micro-kernel, its `R` rows being `R` sequential streams that stay in L1:
-        // packing cost ~1 cycle per element, 13% of a product with `N` = 250. A larger
-        // `A` would be re-read from L2 for every panel of `B`, and rows a multiple of
-        // 4 KiB apart would all fall in one L1 set: those are packed.
-        let in_place = a.col_stride == 1
-            && m * KC.min(k) <= IN_PLACE_MAX
-            && a.row_stride % ALIASING_STRIDE != 0;
+        // A row-major `A` is read in place by the micro-kernel, its `R` rows being `R`
+        // sequential streams: packing cost ~1 cycle per element, 13% of a product with
+        // `N` = 250 (in place, 16×1000×250: 136 → 158 GFLOP/s; 1600×1000×250: 117 →
+        // 145). Rows a multiple of 4 KiB apart would all fall in one L1 set: those, and
+        // transposed or strided `A`, are packed.
+        let in_place = a.col_stride == 1 && a.row_stride % ALIASING_STRIDE != 0;
         // The packed block of `A`, kept per thread: a fresh zeroed 96 KiB on every call
         // (a stack array) was a memset per per-step product.
         let mut a_pack = A_PACK.take();
@@ -508,13 +508,13 @@ mod imp {
                 // Micro-panel `(i0, r)` of this block is packed at `i0 · kc`.
                 let mc = MC.min(m - m0);
                 if !in_place {
-                    for (i0, r) in panel_rows(mc) {
+                    for (i0, r) in panel_rows(mc, MR) {
                         let dst = &mut a_pack[i0 * kc..(i0 + r) * kc];
                         with_rows!(r, R => pack_a::<R>(a, m0 + i0, k0, dst));
                     }
                 }
                 for (jp, b_panel) in block.chunks(kc * NR).enumerate() {
-                    for (i0, r) in panel_rows(mc) {
+                    for (i0, r) in panel_rows(mc, if in_place { IN_PLACE_MR } else { MR }) {
                         let a_panel = if in_place {
                             APanel::Rows {
                                 data: &a.data[(m0 + i0) * a.row_stride + k0..],
@@ -668,12 +668,12 @@ mod tests {
         let mut rng = Rng(3);
         for &(m, k, n) in &[
             (1, 1, 1),
-            (9, 300, 33),    // A read in place, K over two blocks
-            (100, 20, 40),   // A read in place, over two blocks of rows
-            (32, 250, 1000), // A packed, B packed by all threads
+            (9, 300, 33),    // K over two blocks
+            (32, 250, 1000), // B packed by all threads
             (17, 513, 70),
             (70, 5, 3),
-            (203, 270, 45), // more rows than one packed block of A, K over two blocks
+            (203, 270, 45), // more rows than one block of A, K over two blocks
+            (12, 1024, 40), // rows 4 KiB apart: A packed even when not transposed
             (6, 0, 20),     // an empty sum
         ] {
             for (trans_a, trans_b) in [(false, false), (true, false), (false, true)] {
