@@ -16,7 +16,7 @@
 //!
 //! The AVX-512 fast path keeps this structure with one change of schedule: each thread
 //! projects the inputs of its own batch rows itself, a run of steps at a time
-//! ([`project_ahead`]), instead of one GEMM over all steps up front (the same sums, in
+//! (`project_ahead`), instead of one GEMM over all steps up front (the same sums, in
 //! the same order).
 //!
 //! Gate order is PyTorch's (i, f, g, o): row `r` of `gates[t]` holds `[i | f | g | o]`,
