@@ -15,6 +15,7 @@
 //! views' slices (see the `regions` module) and calls the kernel named `Op::name`.
 
 use std::fmt;
+use std::time::Instant;
 
 use tensorfit_core::{
     args, Backend, BufferId, DeviceInfo, DeviceKind, Error, MemoryInfo, Op, Result, TensorView,
@@ -37,6 +38,7 @@ use crate::kernels::lstm::{
     LstmForwardOutputs,
 };
 use crate::kernels::softmax::{softmax_cross_entropy_backward, softmax_cross_entropy_forward};
+use crate::profile::KernelTimes;
 use crate::regions::{self, slot_index, Regions};
 
 /// The reference backend: `Vec<f32>` buffers, ndarray/matrixmultiply GEMMs, rayon.
@@ -53,6 +55,8 @@ pub struct CpuBackend {
     cap: Option<u64>,
     /// The machine's memory (MemTotal), read once at creation.
     mem_total: Option<u64>,
+    /// Wall time per kernel when `TENSORFIT_PROFILE` asks for it (see `profile.rs`).
+    times: Option<KernelTimes>,
 }
 
 impl fmt::Debug for CpuBackend {
@@ -65,6 +69,14 @@ impl fmt::Debug for CpuBackend {
             .field("cap", &self.cap)
             .field("mem_total", &self.mem_total)
             .finish()
+    }
+}
+
+impl Drop for CpuBackend {
+    fn drop(&mut self) {
+        if let Some(times) = self.times.as_ref().filter(|t| !t.is_empty()) {
+            eprint!("{}", times.report());
+        }
     }
 }
 
@@ -84,16 +96,16 @@ impl CpuBackend {
             peak: 0,
             cap: None,
             mem_total: host_memory::total(),
+            times: KernelTimes::from_env(),
         }
     }
 
     /// A backend that refuses to hold more than `bytes` at once (to rehearse a smaller
     /// device, or to leave memory to the rest of the machine).
     pub fn with_capacity_cap(bytes: u64) -> Self {
-        CpuBackend {
-            cap: Some(bytes),
-            ..Self::new()
-        }
+        let mut backend = Self::new();
+        backend.cap = Some(bytes);
+        backend
     }
 
     /// The capacity: the cap if set, else the machine's memory (unbounded if unknown).
@@ -193,7 +205,13 @@ impl Backend for CpuBackend {
     fn execute(&mut self, op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
         check_shapes(op, inputs, outputs)?;
         let regions = regions::split(&mut self.slots, inputs, outputs)?;
-        run_kernel(op, inputs, regions)
+        let Some(times) = &mut self.times else {
+            return run_kernel(op, inputs, regions);
+        };
+        let start = Instant::now();
+        let result = run_kernel(op, inputs, regions);
+        times.add(op.name(), start.elapsed());
+        result
     }
 
     fn info(&self) -> DeviceInfo {

@@ -21,6 +21,7 @@
 pub mod backend;
 pub mod host_memory;
 pub mod kernels;
+mod profile;
 mod regions;
 
 pub use backend::CpuBackend;

@@ -6,13 +6,23 @@
 //! step to step. Weight decay is L2 added to the gradient (PyTorch's `Adam`, not
 //! `AdamW`).
 
+use rayon::prelude::*;
 use tensorfit_core::{AdamParams, Result};
 
-use super::check_len;
+use super::gemm_fast::{self, vectorize};
+use super::{check_len, PARALLEL_MIN_ELEMENTS};
+
+/// Elements per parallel task.
+const CHUNK: usize = 1 << 14;
+
+/// One task's `((param, grad), (m, v))`.
+type Chunk<'a> = ((&'a mut [f32], &'a [f32]), (&'a mut [f32], &'a mut [f32]));
 
 /// Update op: with `(s0, s1) = scalars`,
 /// `g = grad + weight_decay·param`, `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`,
-/// `param -= s0 · m / (sqrt(v)/s1 + eps)`.
+/// `param -= s0 · m / (sqrt(v)/s1 + eps)`. Large tensors are split across threads, and
+/// on AVX-512 the loop runs with 16 lanes (the same operations, so the same bits: it was
+/// 3% of a seed training step with SSE on one thread).
 pub fn adam_update(
     p: AdamParams,
     grad: &[f32],
@@ -26,13 +36,29 @@ pub fn adam_update(
     check_len(K, "param", param, grad.len())?;
     check_len(K, "m", m, grad.len())?;
     check_len(K, "v", v, grad.len())?;
+    let token = gemm_fast::simd();
     let (step_size, bias2_sqrt) = (scalars[0], scalars[1]);
-    let state = m.iter_mut().zip(v.iter_mut());
-    for ((w, &dw), (m, v)) in param.iter_mut().zip(grad).zip(state) {
-        let g = dw + p.weight_decay * *w;
-        *m = p.beta1 * *m + (1.0 - p.beta1) * g;
-        *v = p.beta2 * *v + (1.0 - p.beta2) * g * g;
-        *w -= step_size * *m / (v.sqrt() / bias2_sqrt + p.eps);
+    let update = |((w, dw), (m, v)): Chunk<'_>| {
+        vectorize(
+            token,
+            #[inline(always)]
+            || {
+                let state = m.iter_mut().zip(v.iter_mut());
+                for ((w, &dw), (m, v)) in w.iter_mut().zip(dw).zip(state) {
+                    let g = dw + p.weight_decay * *w;
+                    *m = p.beta1 * *m + (1.0 - p.beta1) * g;
+                    *v = p.beta2 * *v + (1.0 - p.beta2) * g * g;
+                    *w -= step_size * *m / (v.sqrt() / bias2_sqrt + p.eps);
+                }
+            },
+        )
+    };
+    if grad.len() < PARALLEL_MIN_ELEMENTS {
+        update(((param, grad), (m, v)));
+    } else {
+        let weights = param.par_chunks_mut(CHUNK).zip(grad.par_chunks(CHUNK));
+        let state = m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK));
+        weights.zip(state).for_each(update);
     }
     Ok(())
 }
