@@ -230,6 +230,13 @@ pub fn lstm_forward(
             let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
             let m = c_run.len() / hidden;
             let ahead = project_ahead(m, steps);
+            // Where step `u`'s gates are formed: their own step when they are kept for
+            // the backward (or were projected up front), else (scratch, see
+            // `Op::output_is_scratch`) the slots of the first `ahead` steps in turn,
+            // which stay in L2 instead of streaming the whole tensor out to memory
+            // (inference 4-5% faster).
+            let reuse = chunked.is_some() && cs.is_none();
+            let slot = move |u: usize| if reuse { u % ahead } else { u };
             vectorize(
                 token,
                 #[inline(always)]
@@ -240,14 +247,15 @@ pub fn lstm_forward(
                         let h_t = &mut *y_from_t[0];
                         if let (Some((token, w_ih_t)), 0) = (&chunked, t % ahead) {
                             let r0 = p * part;
-                            for (u, g_u) in g.iter_mut().enumerate().skip(t).take(ahead) {
+                            for u in t..steps.min(t + ahead) {
                                 let x_u =
                                     &inp.x[(u * batch + r0) * input..(u * batch + r0 + m) * input];
                                 let x_u = MatRef::row_major(x_u, m, input);
+                                let g_u = &mut *g[slot(u)];
                                 gemm_packed_serial(*token, x_u, w_ih_t, 0.0, Some(&bias), g_u);
                             }
                         }
-                        let gates_t = &mut *g[t];
+                        let gates_t = &mut *g[slot(t)];
                         // gates[t] += h_{t-1} · w_hhᵀ
                         w_hh_t.gemm_rows(h_prev, m, 1.0, gates_t)?;
                         // The cell state slice holds c_{t-1} on entry to the fused pass and
@@ -695,8 +703,9 @@ mod tests {
                 assert_close(&what("y"), &y, &y0, atol, rtol);
                 assert_close(&what("h_n"), &h_n, &hn0, atol, rtol);
                 assert_close(&what("c_n"), &c_n, &cn0, atol, rtol);
-                assert_close(&what("gates"), &gates, &g0, atol, rtol);
                 if keep {
+                    // (Without `keep`, the gates are scratch: `Op::output_is_scratch`.)
+                    assert_close(&what("gates"), &gates, &g0, atol, rtol);
                     assert_close(&what("cells"), &cells, &cells0, atol, rtol);
                 }
             }
