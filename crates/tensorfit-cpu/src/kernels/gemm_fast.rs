@@ -5,9 +5,9 @@
 //! products are small and fixed (`[32, 250] · [250, 1000]` for the seed network), where a
 //! general library spends much of its time packing and splitting. Measured on the
 //! development machine (2 cores of an AVX-512 Xeon, shared), one thread, `B` packed
-//! once: `16×250×1000` 156–160 GFLOP/s, `50×250×1000` 160–163 (the LSTM's per-step
-//! shapes for training and inference; PyTorch's MKL on the same core: 158–167 and
-//! 145–162), against 61–101 for matrixmultiply and 64–76 for the `gemm` crate (which
+//! once, best of 300 calls in quiet minutes: `16×250×1000` 156–160 GFLOP/s,
+//! `50×250×1000` 160–163 (the LSTM's per-step shapes for training and inference;
+//! PyTorch's MKL on the same core, measured the same way: 158–167 and 145–162), against 61–101 for matrixmultiply and 64–76 for the `gemm` crate (which
 //! also has no safe API); two threads, `1024³` 268–292 where numpy's OpenBLAS gives
 //! about 296 (`cargo bench --bench cpu_gemm` prints these shapes).
 //!
