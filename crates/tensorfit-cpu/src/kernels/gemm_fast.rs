@@ -457,8 +457,8 @@ mod imp {
     /// `c = a · b + beta · c (+ bias)` on one thread; `c` is row-major `[a.rows, b.n]`.
     ///
     /// Loop order (Goto/BLIS): per block of `KC` rows of `B`, per block of [`MC`] rows of
-    /// `A` (packed once into a stack buffer), per packed panel of `B` (which then stays
-    /// in L1), every micro-panel of `A`.
+    /// `A` (read in place, or packed once into the thread's buffer), per packed panel of
+    /// `B` (which then stays in L1), every micro-panel of `A`.
     #[inline(always)]
     fn gemm_serial<S: Simd>(
         simd: S,
