@@ -37,8 +37,8 @@ impl KernelTimes {
         self.per_kernel.is_empty()
     }
 
-    /// The table, slowest kernel first, with each kernel's share of the kernels' total
-    /// and of the wall time since the backend was made.
+    /// The table, slowest kernel first, with each kernel's share of the kernels' total;
+    /// the first line compares that total with the wall time since the backend was made.
     pub fn report(&self) -> String {
         let mut rows: Vec<_> = self.per_kernel.iter().collect();
         rows.sort_by_key(|(_, (_, t))| std::cmp::Reverse(*t));
@@ -46,14 +46,14 @@ impl KernelTimes {
         let wall = self.started.map_or(total, |s| s.elapsed());
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let mut out = format!(
-            "tensorfit CPU kernel times (TENSORFIT_PROFILE): {:.1} ms in kernels of {:.1} ms since the backend was made\n{:<32} {:>8} {:>12} {:>10} {:>7}\n",
+            "tensorfit CPU kernel times (TENSORFIT_PROFILE): {:.1} ms in kernels of {:.1} ms \
+             since the backend was made\n",
             ms(total),
-            ms(wall),
-            "kernel",
-            "calls",
-            "total ms",
-            "ms/call",
-            "share"
+            ms(wall)
+        );
+        out += &format!(
+            "{:<32} {:>8} {:>12} {:>10} {:>7}\n",
+            "kernel", "calls", "total ms", "ms/call", "share"
         );
         for (name, (calls, t)) in rows {
             out += &format!(

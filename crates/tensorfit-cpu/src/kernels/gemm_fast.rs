@@ -7,9 +7,10 @@
 //! development machine (2 cores of an AVX-512 Xeon, shared), one thread, `B` packed
 //! once, best of 300 calls in quiet minutes: `16×250×1000` 156–160 GFLOP/s,
 //! `50×250×1000` 160–163 (the LSTM's per-step shapes for training and inference;
-//! PyTorch's MKL on the same core, measured the same way: 158–167 and 145–162), against 61–101 for matrixmultiply and 64–76 for the `gemm` crate (which
-//! also has no safe API); two threads, `1024³` 268–292 where numpy's OpenBLAS gives
-//! about 296 (`cargo bench --bench cpu_gemm` prints these shapes).
+//! PyTorch's MKL on the same core, measured the same way: 158–167 and 145–162), against
+//! 61–101 for matrixmultiply and 64–76 for the `gemm` crate (which also has no safe
+//! API); two threads, `1024³` 268–292 where numpy's OpenBLAS gives about 296
+//! (`cargo bench --bench cpu_gemm` prints these shapes).
 //!
 //! How: the classic Goto/BLIS structure without any `unsafe`. `B` is packed once into
 //! panels of [`NR`] columns per block of [`KC`] rows ([`PackedB`], starting on a cache
