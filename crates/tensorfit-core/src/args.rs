@@ -134,16 +134,12 @@ impl<T> LstmForwardInputs<T> {
     }
 
     pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
-        let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
-        vec![
-            ("x", &self.x, rows * d.input),
-            ("h0", &self.h0, state),
-            ("c0", &self.c0, state),
-            ("w_ih", &self.w_ih, h4 * d.input),
-            ("w_hh", &self.w_hh, h4 * d.hidden),
-            ("b_ih", &self.b_ih, h4),
-            ("b_hh", &self.b_hh, h4),
-        ]
+        let mut e = layer_inputs(d, [&self.x, &self.h0, &self.c0, &self.w_ih, &self.w_hh]);
+        e.extend([
+            ("b_ih", &self.b_ih, 4 * d.hidden),
+            ("b_hh", &self.b_hh, 4 * d.hidden),
+        ]);
+        e
     }
 }
 
@@ -192,20 +188,29 @@ impl<T> LstmBackwardInputs<T> {
 
     pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
         let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
-        vec![
-            ("x", &self.x, rows * d.input),
-            ("h0", &self.h0, state),
-            ("c0", &self.c0, state),
-            ("w_ih", &self.w_ih, h4 * d.input),
-            ("w_hh", &self.w_hh, h4 * d.hidden),
+        let mut e = layer_inputs(d, [&self.x, &self.h0, &self.c0, &self.w_ih, &self.w_hh]);
+        e.extend([
             ("y", &self.y, rows * d.hidden),
             ("gates", &self.gates, rows * h4),
             ("cells", &self.cells, rows * d.hidden),
             ("dy", &self.dy, rows * d.hidden),
             ("dh_n", &self.dh_n, state),
             ("dc_n", &self.dc_n, state),
-        ]
+        ]);
+        e
     }
+}
+
+/// The first five inputs of both LSTM ops, `x, h0, c0, w_ih, w_hh`, with their lengths.
+fn layer_inputs<T>(d: LstmDims, [x, h0, c0, w_ih, w_hh]: [&T; 5]) -> Expected<'_, T> {
+    let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
+    vec![
+        ("x", x, rows * d.input),
+        ("h0", h0, state),
+        ("c0", c0, state),
+        ("w_ih", w_ih, h4 * d.input),
+        ("w_hh", w_hh, h4 * d.hidden),
+    ]
 }
 
 impl<T> LstmBackwardOutputs<T> {
