@@ -366,10 +366,7 @@ fn run(backend: &mut dyn Backend, c: &Case) -> Result<Vec<Vec<f32>>, Error> {
     let in_at: Vec<usize> = c.inputs.iter().map(|t| place(t.numel())).collect();
     let out_at: Vec<usize> = out_shapes.iter().map(|s| place(s.numel())).collect();
     let arena = backend.allocate(end as u64 * 4)?;
-    let view = |offset: usize, shape: &Shape| TensorView {
-        offset,
-        ..TensorView::whole(arena, shape.clone())
-    };
+    let view = |offset: usize, shape: &Shape| TensorView::at(arena, offset, shape.clone());
     let ins: Vec<TensorView> = c
         .inputs
         .iter()

@@ -36,9 +36,14 @@ pub struct TensorView {
 impl TensorView {
     /// A view of `shape` at the start of `buffer`.
     pub fn whole(buffer: BufferId, shape: Shape) -> Self {
+        Self::at(buffer, 0, shape)
+    }
+
+    /// A view of `shape` starting `offset` elements into `buffer`.
+    pub fn at(buffer: BufferId, offset: usize, shape: Shape) -> Self {
         TensorView {
             buffer,
-            offset: 0,
+            offset,
             shape,
             dtype: DType::F32,
         }
@@ -201,10 +206,7 @@ mod tests {
     use super::*;
 
     fn view(buffer: u64, offset: usize, len: usize) -> TensorView {
-        TensorView {
-            offset,
-            ..TensorView::whole(BufferId(buffer), Shape::from([len]))
-        }
+        TensorView::at(BufferId(buffer), offset, Shape::from([len]))
     }
 
     #[test]

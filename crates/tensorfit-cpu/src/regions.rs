@@ -218,10 +218,7 @@ mod tests {
     use tensorfit_core::Shape;
 
     fn view(buffer: u64, offset: usize, len: usize) -> TensorView {
-        TensorView {
-            offset,
-            ..TensorView::whole(BufferId(buffer), Shape::from([len]))
-        }
+        TensorView::at(BufferId(buffer), offset, Shape::from([len]))
     }
 
     fn slots() -> Vec<Option<Vec<f32>>> {

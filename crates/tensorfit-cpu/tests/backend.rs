@@ -29,10 +29,7 @@ fn values(seed: u64, n: usize) -> Vec<f32> {
 }
 
 fn view(buffer: BufferId, offset: usize, shape: &[usize]) -> TensorView {
-    TensorView {
-        offset,
-        ..TensorView::whole(buffer, Shape::from(shape))
-    }
+    TensorView::at(buffer, offset, Shape::from(shape))
 }
 
 /// Runs `op` twice: once with every tensor in its own buffer, once with all of them in

@@ -253,10 +253,7 @@ fn run(b: &mut dyn Backend, case: &Case, arena: bool) -> Vec<Vec<f32>> {
         let buf = b.allocate(at as u64 * 4).unwrap();
         owned.push(buf);
         for (s, off) in shapes.iter().zip(offsets) {
-            views.push(TensorView {
-                offset: off,
-                ..TensorView::whole(buf, (*s).clone())
-            });
+            views.push(TensorView::at(buf, off, (*s).clone()));
         }
     } else {
         for s in &shapes {
@@ -588,10 +585,7 @@ fn a_bad_label_is_an_input_error_naming_the_row() {
         return;
     };
     let buf = gpu.allocate(4096).unwrap();
-    let view = |offset: usize, dims: &[usize]| TensorView {
-        offset,
-        ..TensorView::whole(buf, s(dims))
-    };
+    let view = |offset: usize, dims: &[usize]| TensorView::at(buf, offset, s(dims));
     let (logits, labels, loss, probs) = (
         view(0, &[2, 3]),
         view(64, &[2]),
@@ -642,10 +636,7 @@ fn overlapping_views_and_bad_views_are_errors() {
         return;
     };
     let buf = gpu.allocate(400).unwrap();
-    let v = |offset: usize, n: usize| TensorView {
-        offset,
-        ..TensorView::whole(buf, s(&[n]))
-    };
+    let v = |offset: usize, n: usize| TensorView::at(buf, offset, s(&[n]));
     let err = gpu
         .execute(&Op::Activation(Activation::Tanh), &[v(0, 10)], &[v(5, 10)])
         .unwrap_err();

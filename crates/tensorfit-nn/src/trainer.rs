@@ -620,10 +620,7 @@ impl Trainer {
             .persistent
             .get(key)
             .ok_or_else(|| Error::Graph(format!("`{key}` is not in the memory plan")))?;
-        Ok(TensorView {
-            offset,
-            ..TensorView::whole(buffers[arena], shape.clone())
-        })
+        Ok(TensorView::at(buffers[arena], offset, shape.clone()))
     }
 
     fn ensure_program(&mut self, key: ProgramKey) -> Result<()> {

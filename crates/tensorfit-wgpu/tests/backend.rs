@@ -10,10 +10,7 @@ use tensorfit_core::{Backend, BufferId, DeviceKind, Error, Op, Shape, TensorView
 use tensorfit_wgpu::WgpuBackend;
 
 fn view(buffer: BufferId, offset: usize, shape: &[usize]) -> TensorView {
-    TensorView {
-        offset,
-        ..TensorView::whole(buffer, Shape::new(shape))
-    }
+    TensorView::at(buffer, offset, Shape::new(shape))
 }
 
 /// The session may hand a backend to another thread.
