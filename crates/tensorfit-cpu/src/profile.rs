@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Calls and total wall time per kernel name.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct KernelTimes {
     per_kernel: BTreeMap<&'static str, (u64, Duration)>,
-    started: Option<Instant>,
+    started: Instant,
 }
 
 impl KernelTimes {
@@ -18,8 +18,8 @@ impl KernelTimes {
     pub fn from_env() -> Option<Self> {
         match std::env::var("TENSORFIT_PROFILE") {
             Ok(v) if v != "0" && !v.is_empty() => Some(KernelTimes {
-                started: Some(Instant::now()),
-                ..Self::default()
+                per_kernel: BTreeMap::new(),
+                started: Instant::now(),
             }),
             _ => None,
         }
@@ -43,7 +43,7 @@ impl KernelTimes {
         let mut rows: Vec<_> = self.per_kernel.iter().collect();
         rows.sort_by_key(|(_, (_, t))| std::cmp::Reverse(*t));
         let total: Duration = rows.iter().map(|(_, (_, t))| *t).sum();
-        let wall = self.started.map_or(total, |s| s.elapsed());
+        let wall = self.started.elapsed();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let mut out = format!(
             "tensorfit CPU kernel times (TENSORFIT_PROFILE): {:.1} ms in kernels of {:.1} ms \
