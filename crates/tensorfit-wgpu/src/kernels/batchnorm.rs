@@ -72,7 +72,7 @@ pub(crate) fn batchnorm_forward(
                     Operand::part(var, r.cols.clone()),
                 ];
                 let values = reduction_values(r, batch, channels, inv_batch);
-                l.push_columns(&BATCHNORM_FORWARD_VAR, ops, values, r.cols.len());
+                l.push(&BATCHNORM_FORWARD_VAR, ops, values, r.cols.len());
             }
             (mean, var)
         }
@@ -153,7 +153,7 @@ pub(crate) fn batchnorm_backward(
         ];
         let mut values = block_values(r, channels);
         values.extend([u32::from(r.rows.start > 0), bits(eps)]);
-        l.push_columns(&BATCHNORM_BACKWARD_SUMS, ops, values, r.cols.len());
+        l.push(&BATCHNORM_BACKWARD_SUMS, ops, values, r.cols.len());
     }
     for r in &blocks {
         let touched = r.touched(channels);

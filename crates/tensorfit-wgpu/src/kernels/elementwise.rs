@@ -14,8 +14,7 @@ use tensorfit_core::{Activation, BinaryOp, Result};
 use super::{bits, block_values, word, Launches};
 use crate::backend_error;
 use crate::shaders::{
-    Kernel, ACTIVATION_BACKWARD, ACTIVATION_FORWARD, BINARY, COPY, FILL, SCATTER_TIME, SLICE_TIME,
-    SUM_TO_SHAPE,
+    Kernel, ACTIVATION_BACKWARD, ACTIVATION_FORWARD, BINARY, COPY, FILL, SCATTER_TIME, SUM_TO_SHAPE,
 };
 use crate::window::{chunks, rects, Operand, Rect, Region, LOOP_BUDGET};
 
@@ -164,7 +163,7 @@ pub(crate) fn sum_rows(
             Operand::part(out, r.cols.clone()),
         ];
         let values = reduction_values(&r, rows, cols, scale);
-        l.push_columns(&SUM_TO_SHAPE, ops, values, r.cols.len());
+        l.push(&SUM_TO_SHAPE, ops, values, r.cols.len());
     }
 }
 
@@ -186,7 +185,7 @@ pub(crate) fn fill(l: &mut Launches, value: f32, out: Region) {
 /// The block of time step `t` of `x` `[T, B, F]` into `out` `[B, F]`.
 pub(crate) fn slice_time(l: &mut Launches, t: usize, x: Region, out: Region) -> Result<()> {
     let block = time_block(t, out.len, x.len, "slice_time")?;
-    copy_range(l, &SLICE_TIME, x, block.start, out);
+    copy_range(l, x, block.start, out);
     Ok(())
 }
 
@@ -211,26 +210,20 @@ pub(crate) fn scatter_time(l: &mut Launches, t: usize, x: Region, out: Region) -
 /// `dst = src` (an update op: `dst` is an existing tensor).
 pub(crate) fn copy(l: &mut Launches, src: Region, dst: Region) -> Result<()> {
     check_len("copy", "dst", dst, src.len)?;
-    copy_range(l, &COPY, src, 0, dst);
+    copy_range(l, src, 0, dst);
     Ok(())
 }
 
-/// `dst[i] = src[from + i]` for every element of `dst`, with `kernel` (`copy` or
-/// `slice_time`, the same code under the op's name). Used by the LSTM for its state.
-pub(crate) fn copy_range(
-    l: &mut Launches,
-    kernel: &'static Kernel,
-    src: Region,
-    from: usize,
-    dst: Region,
-) {
+/// `dst[i] = src[from + i]` for every element of `dst` (the `copy` kernel). Used by
+/// `slice_time`, `copy` and the LSTM for its state.
+pub(crate) fn copy_range(l: &mut Launches, src: Region, from: usize, dst: Region) {
     for c in chunks(dst.len, l.span()) {
         let ops = vec![
             Operand::part(src, from + c.start..from + c.end),
             Operand::part(dst, c.clone()),
         ];
         let values = vec![word(from), word(c.start), word(c.len())];
-        l.push(kernel, ops, values, c.len());
+        l.push(&COPY, ops, values, c.len());
     }
 }
 

@@ -21,7 +21,7 @@ use tensorfit_core::{args, LstmDims, Result};
 use super::elementwise::{check_len, copy_range, fill, sum_rows};
 use super::gemm::{gemm, Mat};
 use super::{word, Launches};
-use crate::shaders::{COPY, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
+use crate::shaders::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
 
 /// The op's tensors by name (see `tensorfit_core::args`), as regions of buffers.
@@ -87,8 +87,8 @@ pub(crate) fn lstm_forward(
     } = d;
     let (rows, h4, step_h) = (steps * batch, 4 * hidden, batch * hidden);
     if steps == 0 || step_h == 0 {
-        copy_range(l, &COPY, inp.h0, 0, out.h_n);
-        copy_range(l, &COPY, inp.c0, 0, out.c_n);
+        copy_range(l, inp.h0, 0, out.h_n);
+        copy_range(l, inp.c0, 0, out.c_n);
         return Ok(());
     }
     let blocks = row_chunks(batch, h4, l.span(), K)?;
@@ -152,9 +152,9 @@ pub(crate) fn lstm_forward(
 
     // 3. The final state.
     let last = (steps - 1) * step_h;
-    copy_range(l, &COPY, out.y, last, out.h_n);
+    copy_range(l, out.y, last, out.h_n);
     if let Some(cells) = out.cells {
-        copy_range(l, &COPY, cells, last, out.c_n);
+        copy_range(l, cells, last, out.c_n);
     }
     Ok(())
 }
@@ -179,8 +179,8 @@ pub(crate) fn lstm_backward(
 
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
     // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
-    copy_range(l, &COPY, inp.dh_n, 0, out.dh0);
-    copy_range(l, &COPY, inp.dc_n, 0, out.dc0);
+    copy_range(l, inp.dh_n, 0, out.dh0);
+    copy_range(l, inp.dc_n, 0, out.dc0);
     if steps == 0 || step_h == 0 {
         // Nothing flows through the layer: the weights get no gradient.
         for g in [out.dw_ih, out.dw_hh, out.db] {

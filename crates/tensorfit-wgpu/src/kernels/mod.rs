@@ -21,11 +21,6 @@ use crate::record::Launch;
 use crate::shaders::Kernel;
 use crate::window::{grid, Limits, Operand, Rect, Region};
 
-/// Invocations per workgroup of the one-dimensional kernels (common.wgsl's `WG`).
-const GROUP: u32 = 256;
-/// Invocations per workgroup of the column reductions (common.wgsl's `COLUMN_WG`).
-const COLUMN_GROUP: u32 = 64;
-
 /// Launches being planned for one op, under the device's binding limits.
 #[derive(Debug)]
 pub(crate) struct Launches {
@@ -46,8 +41,8 @@ impl Launches {
         self.limits.span()
     }
 
-    /// A launch of a one-dimensional kernel: `threads` invocations, [`GROUP`] to a
-    /// workgroup.
+    /// A launch of `threads` invocations, the kernel's workgroup size to a workgroup
+    /// (a column reduction: one invocation per column).
     pub fn push(
         &mut self,
         kernel: &'static Kernel,
@@ -55,20 +50,7 @@ impl Launches {
         values: Vec<u32>,
         threads: usize,
     ) {
-        let groups = grid(threads, GROUP, self.limits.max_groups);
-        self.push_groups(kernel, operands, values, groups);
-    }
-
-    /// A launch of a column reduction: one invocation per column, `columns` in all,
-    /// [`COLUMN_GROUP`] to a workgroup.
-    pub fn push_columns(
-        &mut self,
-        kernel: &'static Kernel,
-        operands: Vec<Operand>,
-        values: Vec<u32>,
-        columns: usize,
-    ) {
-        let groups = grid(columns, COLUMN_GROUP, self.limits.max_groups);
+        let groups = grid(threads, kernel.group, self.limits.max_groups);
         self.push_groups(kernel, operands, values, groups);
     }
 

@@ -17,7 +17,7 @@ struct AdamParams {
 @group(0) @binding(4) var<storage, read_write> adam_m: array<f32>;
 @group(0) @binding(5) var<storage, read_write> adam_v: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn adam_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = adam_p;

@@ -64,7 +64,7 @@ struct NormParams {
 @group(0) @binding(5) var<storage, read_write> norm_var: array<f32>;
 @group(0) @binding(6) var<storage, read_write> norm_y: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn batchnorm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = norm_p;
@@ -146,7 +146,7 @@ struct GradParams {
 @group(0) @binding(7) var<storage, read_write> grad_dbeta: array<f32>;
 @group(0) @binding(8) var<storage, read_write> grad_dx: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn batchnorm_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                       @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = grad_p;
@@ -184,7 +184,7 @@ struct StatsUpdateParams {
 @group(0) @binding(3) var<storage, read_write> upd_rmean: array<f32>;
 @group(0) @binding(4) var<storage, read_write> upd_rvar: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn batchnorm_stats_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                           @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = upd_p;

@@ -1,6 +1,7 @@
 // elementwise.wgsl: the elementwise kernels and the small data-movement ops, mirroring
 // tensorfit-cpu's kernels/elementwise.rs: binary, activation_forward, activation_backward,
-// sum_to_shape, fill, slice_time, scatter_time, copy. Conventions: common.wgsl.
+// sum_to_shape, fill, copy (also slice_time's kernel), scatter_time. Conventions:
+// common.wgsl.
 
 // Activation codes: 0 identity, 1 relu, 2 tanh, 3 sigmoid.
 fn activate(f: u32, x: f32) -> f32 {
@@ -35,7 +36,7 @@ struct BinaryParams {
 @group(0) @binding(2) var<storage, read_write> binary_b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> binary_out: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn binary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = binary_p;
@@ -61,7 +62,7 @@ struct ActivationParams {
 @group(0) @binding(1) var<storage, read_write> act_x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> act_y: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn activation_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                       @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = act_p;
@@ -85,7 +86,7 @@ struct ActivationBackwardParams {
 @group(0) @binding(2) var<storage, read_write> actb_dy: array<f32>;
 @group(0) @binding(3) var<storage, read_write> actb_dx: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn activation_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                        @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = actb_p;
@@ -141,7 +142,7 @@ struct FillParams {
 @group(0) @binding(0) var<uniform> fill_p: FillParams;
 @group(0) @binding(1) var<storage, read_write> fill_out: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn fill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = fill_p;
@@ -152,8 +153,8 @@ fn fill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     fill_out[p.out_base + p.off + i] = bitcast<f32>(p.value);
 }
 
-// ---- slice_time and copy: out[off + i] = x[src_off + off + i]. slice_time reads the
-// block of one time step (src_off = t·B·F); copy has src_off = 0. One body, two names.
+// ---- copy: out[off + i] = x[src_off + off + i]. The op Copy has src_off = 0; the op
+// SliceTime reads the block of one time step (src_off = t·B·F).
 
 struct CopyParams {
     x_base: u32, out_base: u32,
@@ -164,24 +165,15 @@ struct CopyParams {
 @group(0) @binding(1) var<storage, read_write> copy_x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> copy_out: array<f32>;
 
-fn copy_element(i: u32) {
+@compute @workgroup_size(WG)
+fn copy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+    let i = flat_index(wid, nwg, lid);
     let p = copy_p;
     if (i >= p.n) {
         return;
     }
     copy_out[p.out_base + p.off + i] = copy_x[p.x_base + p.src_off + p.off + i];
-}
-
-@compute @workgroup_size(256)
-fn slice_time(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-              @builtin(local_invocation_id) lid: vec3<u32>) {
-    copy_element(flat_index(wid, nwg, lid));
-}
-
-@compute @workgroup_size(256)
-fn copy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_id) lid: vec3<u32>) {
-    copy_element(flat_index(wid, nwg, lid));
 }
 
 // ---- scatter_time: out[e] = x[e - block] inside the step's block block..block+len,
@@ -196,7 +188,7 @@ struct ScatterParams {
 @group(0) @binding(1) var<storage, read_write> scatter_x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scatter_out: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn scatter_time(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = scatter_p;

@@ -33,7 +33,7 @@ fn pre_activation(p: CellForwardParams, at: u32, unit: u32) -> f32 {
     return fwd_gates[p.gates_base + at] + (fwd_b_ih[p.b_ih_base + unit] + fwd_b_hh[p.b_hh_base + unit]);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = fwd_p;
@@ -88,7 +88,7 @@ struct CellBackwardParams {
 @group(0) @binding(6) var<storage, read_write> bwd_dc: array<f32>;
 @group(0) @binding(7) var<storage, read_write> bwd_dgates: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn lstm_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                       @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = bwd_p;

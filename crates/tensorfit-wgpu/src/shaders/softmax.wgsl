@@ -39,7 +39,7 @@ struct ForwardParams {
 
 var<workgroup> partial: array<f32, 256>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn softmax_cross_entropy_forward(@builtin(local_invocation_id) lid: vec3<u32>) {
     let p = fwd_p;
     let k = p.classes;
@@ -102,7 +102,7 @@ struct BackwardParams {
 @group(0) @binding(3) var<storage, read_write> bwd_dloss: array<f32>;
 @group(0) @binding(4) var<storage, read_write> bwd_dlogits: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn softmax_cross_entropy_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                                   @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = bwd_p;
