@@ -3,8 +3,9 @@
 //! The planner estimates a run's time as its FLOPs over the device's throughput. The
 //! figure comes from timing one GEMM of LSTM-like shape through the backend (so it
 //! includes the backend's real kernel, not a datasheet peak); it is cached per device
-//! name and build in `$XDG_CACHE_HOME/tensorfit/throughput.json` (or `~/.cache/...`) because a
-//! plan should take milliseconds, not a benchmark. Delete the file to re-measure.
+//! name and executable build in `$XDG_CACHE_HOME/tensorfit/throughput.json` (or
+//! `~/.cache/...`) because a plan should take milliseconds, not a benchmark. Delete the
+//! file to re-measure.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,17 +25,23 @@ fn cache_path() -> Option<PathBuf> {
     Some(base.join("tensorfit").join("throughput.json"))
 }
 
-/// The build the figures belong to: tensorfit's version and the running executable's
-/// modification time, so a rebuild with faster kernels measures again even within one
-/// version (keying by version alone kept a figure from before the CPU fast path).
-fn build_prefix() -> String {
-    let stamp = std::env::current_exe()
-        .and_then(std::fs::metadata)
-        .and_then(|m| m.modified())
-        .ok()
+/// The build the figures belong to, as two key prefixes: the running executable (by
+/// path), and that executable as built now (its modification time), so a rebuild with
+/// faster kernels measures again even within one version (keying by version alone kept
+/// a figure from before the CPU fast path) while other executables — the CLI, each test
+/// binary — keep their own figures instead of evicting each other's.
+fn build_prefixes() -> (String, String) {
+    let exe = std::env::current_exe().ok();
+    let stamp = exe
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .and_then(|m| m.modified().ok())
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
-    format!("tensorfit {} build {stamp}:", env!("CARGO_PKG_VERSION"))
+    let path = exe.map_or_else(String::new, |p| p.display().to_string());
+    let executable = format!("tensorfit {} {path} build ", env!("CARGO_PKG_VERSION"));
+    let build = format!("{executable}{stamp}:");
+    (executable, build)
 }
 
 fn read_cache(path: Option<&PathBuf>) -> BTreeMap<String, f64> {
@@ -50,8 +57,8 @@ pub fn throughput_gflops(
     open: impl FnOnce() -> Result<Box<dyn Backend>>,
 ) -> Result<f64> {
     let path = cache_path();
-    let prefix = build_prefix();
-    let key = format!("{prefix}{}:{}", info.kind.name(), info.name);
+    let (executable, build) = build_prefixes();
+    let key = format!("{build}{}:{}", info.kind.name(), info.name);
     let mut cache = read_cache(path.as_ref());
     if let Some(&g) = cache.get(&key) {
         if g.is_finite() && g > 0.0 {
@@ -60,8 +67,9 @@ pub fn throughput_gflops(
     }
     let g = measure(open()?.as_mut())?;
     if let Some(path) = path {
-        // Figures of other builds are dropped as this one's are written.
-        cache.retain(|k, _| k.starts_with(&prefix));
+        // This executable's figures from earlier builds are dropped as this one's are
+        // written.
+        cache.retain(|k, _| k.starts_with(&build) || !k.starts_with(&executable));
         cache.insert(key, g);
         // A cache that cannot be written only costs a re-measurement next time.
         if let Some(dir) = path.parent() {
