@@ -442,42 +442,33 @@ impl Trainer {
         Ok(out)
     }
 
-    /// Downloads Adam's moments (`adam.m.<name>`, `adam.v.<name>`); zeros before the first
-    /// step.
-    pub fn optimizer_state(&mut self) -> Result<ParamStore> {
-        let mut out = ParamStore::new();
-        for spec in self
-            .cfg
-            .param_specs()
-            .into_iter()
-            .filter(|s| s.kind == ParamKind::Trainable)
-        {
-            for m in ["m", "v"] {
-                let name = format!("adam.{m}.{}", spec.name);
-                let t = match self.persistent.get(&name).cloned() {
-                    Some(view) => download(self.backend.as_mut(), &view)?,
-                    None => HostTensor::zeros(spec.shape.clone()),
-                };
-                out.insert(&name, t);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Everything needed to continue later: model, optimizer state, step.
+    /// Everything needed to continue later: model, optimizer state (Adam's moments
+    /// `adam.m.<name>`, `adam.v.<name>`; zeros before the first step), step.
     pub fn checkpoint(&mut self) -> Result<Checkpoint> {
-        Ok(Checkpoint {
+        let (mut params, mut optimizer) = (ParamStore::new(), ParamStore::new());
+        for spec in self.cfg.param_specs() {
+            if spec.kind == ParamKind::Trainable {
+                for m in ["m", "v"] {
+                    let name = format!("adam.{m}.{}", spec.name);
+                    optimizer.insert(&name, HostTensor::zeros(spec.shape.clone()));
+                }
+            }
+            params.insert(&spec.name, HostTensor::zeros(spec.shape));
+        }
+        let mut ck = Checkpoint {
             config: self.cfg.clone(),
-            params: self.parameters()?,
-            optimizer: self.optimizer_state()?,
+            params,
+            optimizer,
             step: self.step,
             extra: HashMap::new(),
-        })
+        };
+        self.checkpoint_into(&mut ck)?;
+        Ok(ck)
     }
 
-    /// [`Trainer::checkpoint`] again into `ck`, an earlier checkpoint of this trainer,
-    /// reusing its host memory: a session snapshots the state before every step, and
-    /// fresh megabytes each time cost more than the copy.
+    /// Fills `ck`, a checkpoint of this trainer, with the current state, reusing its host
+    /// memory: a session snapshots the state before every step, and fresh megabytes each
+    /// time cost more than the copy.
     pub fn checkpoint_into(&mut self, ck: &mut Checkpoint) -> Result<()> {
         for (name, t) in ck.params.iter_mut().chain(ck.optimizer.iter_mut()) {
             match self.persistent.get(name.as_str()) {
