@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
 use crate::config::ModelConfig;
-use crate::model::{find, head, leaves, lstm_layer, Mode, Named};
+use crate::model::{find, head, input_shape, leaves, lstm_layer, Mode, Named};
 use crate::programs::{carry_chunks, loss_grad_seed, no_gradient, TrainGraph};
 
 fn zeros(g: &mut Graph, name: &str, shape: Shape) -> Result<TensorId> {
@@ -65,7 +65,7 @@ pub(crate) fn train_graph(
     let xs: Vec<(TensorId, usize)> = lens
         .iter()
         .enumerate()
-        .map(|(k, &s)| (g.input(&format!("x.{k}"), [s, batch, cfg.input]), s))
+        .map(|(k, &s)| (g.input(&format!("x.{k}"), input_shape(cfg, batch, s)), s))
         .collect();
 
     // Forward, keeping only the state at each sub-segment border: border[k][l] is the
