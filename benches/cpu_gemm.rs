@@ -8,7 +8,7 @@
 //! hands the same products to criterion. On a CPU without AVX-512 the fast path does not
 //! exist and the bench says so.
 
-use std::time::Instant;
+mod common;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use tensorfit::cpu::kernels::gemm_fast::{
@@ -86,19 +86,22 @@ const SHAPES: [Shape; 7] = [
     },
 ];
 
-/// Operands of one shape, with deterministic values.
+/// Operands of one shape, with deterministic values; `B` packed beforehand for the
+/// per-step products.
 struct Operands {
     a: Vec<f32>,
     b: Vec<f32>,
     c: Vec<f32>,
-    packed: PackedB,
+    packed: Option<PackedB>,
 }
 
 impl Operands {
     fn new(s: &Shape) -> Self {
         let a: Vec<f32> = (0..s.m * s.k).map(|i| (i % 7) as f32 * 0.1).collect();
         let b: Vec<f32> = (0..s.k * s.n).map(|i| (i % 5) as f32 * 0.1).collect();
-        let packed = PackedB::new(MatRef::row_major(&b, s.k, s.n));
+        let packed = s
+            .per_step
+            .then(|| PackedB::new(MatRef::row_major(&b, s.k, s.n)));
         Operands {
             a,
             b,
@@ -114,11 +117,12 @@ impl Operands {
         } else {
             MatRef::row_major(&self.a, s.m, s.k)
         };
-        if s.per_step {
-            gemm_packed_serial(token, a, &self.packed, 1.0, None, &mut self.c);
-        } else {
-            let b = PackedB::new(MatRef::row_major(&self.b, s.k, s.n));
-            gemm_packed(token, a, &b, 0.0, None, &mut self.c);
+        match &self.packed {
+            Some(b) => gemm_packed_serial(token, a, b, 1.0, None, &mut self.c),
+            None => {
+                let b = PackedB::new(MatRef::row_major(&self.b, s.k, s.n));
+                gemm_packed(token, a, &b, 0.0, None, &mut self.c);
+            }
         }
     }
 }
@@ -139,17 +143,14 @@ fn benches(c: &mut Criterion) {
                 ops.run(token, s);
             }
         };
-        run();
-        let mut secs: Vec<f64> = (0..7)
-            .map(|_| {
-                let t = Instant::now();
-                run();
-                t.elapsed().as_secs_f64()
-            })
-            .collect();
-        secs.sort_by(f64::total_cmp);
+        let ms = common::median_ms(7, || {
+            run();
+            Ok(())
+        });
         let flops = 2.0 * (s.m * s.k * s.n * reps) as f64;
-        println!("{:<28} {:7.1} GFLOP/s", s.name, flops / secs[3] / 1e9);
+        if let Ok(ms) = ms {
+            println!("{:<28} {:7.1} GFLOP/s", s.name, flops / ms / 1e6);
+        }
         group.bench_function(s.name, |bench| bench.iter(|| ops.run(token, s)));
     }
     group.finish();

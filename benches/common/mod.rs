@@ -8,6 +8,9 @@
 //! the loss (or the probabilities) back, which waits for the device, so the device's work
 //! is inside the timed region.
 
+// (Each bench uses part of this module.)
+#![allow(dead_code)]
+
 use std::time::Instant;
 
 use anyhow::Result;
@@ -33,7 +36,7 @@ fn trainer(backend: Box<dyn Backend>, chunk: usize) -> Result<Trainer> {
 
 /// Median milliseconds of `runs` calls after one warm-up call (which also compiles any
 /// GPU pipelines).
-fn median_ms(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+pub fn median_ms(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     f()?;
     let mut ms = Vec::with_capacity(runs);
     for _ in 0..runs {
