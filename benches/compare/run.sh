@@ -51,11 +51,11 @@ python3 - "$tmp" "$THREADS" "$TRAIN" "$INFER" "$ROUNDS" <<'PY'
 import json, os, statistics, sys
 tmp, threads, train, infer, rounds = sys.argv[1:]
 rounds = int(rounds)
-tf = {w: [json.load(open(os.path.join(tmp, f"tf_{w}_{r}.json")))["ms_per_step"]
-          for r in range(1, rounds + 1)] for w in ("train", "infer")}
+runs = {w: [json.load(open(os.path.join(tmp, f"tf_{w}_{r}.json")))
+            for r in range(1, rounds + 1)] for w in ("train", "infer")}
+tf = {w: [run["ms_per_step"] for run in runs[w]] for w in runs}
 # Model GFLOP per step times 1000 (GFLOP/s x ms), so that work[w] / ms is GFLOP/s.
-first = {w: json.load(open(os.path.join(tmp, f"tf_{w}_1.json"))) for w in ("train", "infer")}
-work = {w: first[w]["gflops"] * first[w]["ms_per_step"] for w in first}
+work = {w: runs[w][0]["gflops"] * runs[w][0]["ms_per_step"] for w in runs}
 pt, gemm = {"train": [], "infer": []}, {}
 for r in range(1, rounds + 1):
     for line in open(os.path.join(tmp, f"torch_{r}.jsonl")):
