@@ -154,6 +154,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn column_sums_over_many_rows_keep_f32_precision() {
+        // 2^18 rows of 0.1 and 1/3 in 66 columns (two blocks of 64, on threads); an f32
+        // running sum would be off by ~1e-3 relative, the f64 one is exact to the f32
+        // result's rounding.
+        let (rows, width) = (1 << 18, 66);
+        let x: Vec<f32> = (0..rows * width)
+            .map(|i| if i % 2 == 0 { 0.1 } else { 1.0 / 3.0 })
+            .collect();
+        let mut out = vec![0.0; width];
+        sum_to_shape(&x, &mut out).unwrap();
+        for (j, &o) in out.iter().enumerate() {
+            let v = if j % 2 == 0 { 0.1f32 } else { 1.0 / 3.0 };
+            let exact = f64::from(v) * rows as f64;
+            let rel = (f64::from(o) - exact).abs() / exact;
+            assert!(rel <= 1e-7, "column {j}: {o} vs {exact} (relative {rel:e})");
+        }
+    }
+
+    #[test]
     fn binary_broadcasts_a_suffix() {
         let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
         let mut out = [0.0; 6];
