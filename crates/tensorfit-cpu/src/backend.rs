@@ -12,7 +12,8 @@
 //!
 //! `execute` validates the views against [`Op::infer_shapes`] before any kernel runs, so
 //! a view of the wrong shape is an error rather than a wrong answer, then borrows the
-//! views' slices (see the `regions` module) and calls the kernel named `Op::name`.
+//! views' slices (see the `regions` module) and calls the kernel named `Op::name` on the
+//! kernel pool's threads (`threads`: they flush subnormal floats to zero).
 
 use std::fmt;
 use std::time::Instant;
@@ -40,6 +41,7 @@ use crate::kernels::lstm::{
 use crate::kernels::softmax::{softmax_cross_entropy_backward, softmax_cross_entropy_forward};
 use crate::profile::KernelTimes;
 use crate::regions::{self, slot_index, Regions};
+use crate::threads;
 
 /// The reference backend: `Vec<f32>` buffers, ndarray/matrixmultiply GEMMs, rayon.
 pub struct CpuBackend {
@@ -204,12 +206,15 @@ impl Backend for CpuBackend {
 
     fn execute(&mut self, op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
         check_shapes(op, inputs, outputs)?;
+        let pool = threads::kernel_pool()?;
         let regions = regions::split(&mut self.slots, inputs, outputs)?;
+        // The kernel runs on the kernel pool's threads, which flush subnormals to zero.
+        let run = || pool.install(|| run_kernel(op, inputs, regions));
         let Some(times) = &mut self.times else {
-            return run_kernel(op, inputs, regions);
+            return run();
         };
         let start = Instant::now();
-        let result = run_kernel(op, inputs, regions);
+        let result = run();
         times.add(op.name(), start.elapsed());
         result
     }
@@ -391,6 +396,6 @@ fn cpu_model_name() -> String {
                     .map(|(_, v)| v.trim().to_string())
             })
         })
-        .map(|m| format!("{m} ({} threads)", rayon::current_num_threads()))
+        .map(|m| format!("{m} ({} threads)", threads::kernel_threads()))
         .unwrap_or_else(|| "cpu".to_string())
 }

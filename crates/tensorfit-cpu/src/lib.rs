@@ -13,16 +13,23 @@
 //! input projection of all steps, then one GEMM and one fused pass per step), so that a
 //! GPU kernel and this code can be compared step by step.
 //!
-//! The crate has no `unsafe`: tensors that share an arena buffer are handed to kernels as
-//! disjoint slices by the `regions` module, which splits each buffer with `split_at_mut`.
+//! Kernels run on a pool of threads of their own (`threads`), whose threads flush
+//! subnormal floats to zero so that long sequences do not fall off a speed cliff.
+//!
+//! The crate's only `unsafe` is the instructions that read and set that mode, fenced in the
+//! `denormals` module with `// SAFETY:` lines. Tensors that share an arena buffer are
+//! handed to kernels as disjoint slices by the `regions` module, which splits each
+//! buffer with `split_at_mut`.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod backend;
+pub mod denormals;
 pub mod host_memory;
 pub mod kernels;
 mod profile;
 mod regions;
+pub mod threads;
 
 pub use backend::CpuBackend;
 

@@ -4,14 +4,16 @@
 //! `gemm_fast.rs` (same results up to summation order; see that file for why and the
 //! measurements). Everywhere else — and as the readable reference — every product goes
 //! through `ndarray::linalg::general_mat_mul`, which calls
-//! matrixmultiply's sgemm (threaded through its "threading" feature) with the views'
-//! strides. A transpose is therefore free: `.t()` swaps the strides of a view, nothing is
+//! matrixmultiply's sgemm with the views' strides, on blocks
+//! of rows split over rayon's threads (not matrixmultiply's own threads: kernels run
+//! only on the kernel pool, whose threads flush subnormals to zero; see `threads.rs`). A transpose is therefore free: `.t()` swaps the strides of a view, nothing is
 //! copied. Sub-blocks (one time step of a sequence) are contiguous sub-slices viewed as
 //! their own matrices. Dimensions are checked before the call, because ndarray panics on
 //! a mismatch and a backend must return an error instead.
 
 use ndarray::linalg::general_mat_mul;
-use ndarray::{ArrayView2, ArrayViewMut2};
+use ndarray::{ArrayView2, ArrayViewMut2, Axis};
+use rayon::prelude::*;
 use tensorfit_core::Result;
 
 use super::gemm_fast::{self, MatRef, PackedB};
@@ -97,8 +99,37 @@ pub fn gemm(
             }
         }
     }
-    general_mat_mul(alpha, &a, &b, beta, c);
+    general_mat_mul_by_rows(alpha, a, b, beta, c);
     Ok(())
+}
+
+/// Below this many multiply-adds a reference product runs on one thread.
+const PARALLEL_MIN_MULADDS: usize = 1 << 18;
+
+/// `general_mat_mul` on blocks of rows of `a` and `c`, a few blocks per thread. Each
+/// element of `c` is summed in the same order whatever the split, so the result does not
+/// depend on the thread count.
+fn general_mat_mul_by_rows(
+    alpha: f32,
+    a: ArrayView2<'_, f32>,
+    b: ArrayView2<'_, f32>,
+    beta: f32,
+    c: &mut ArrayViewMut2<'_, f32>,
+) {
+    let (m, k) = a.dim();
+    let threads = rayon::current_num_threads();
+    if threads == 1 || m < 2 || m.saturating_mul(k).saturating_mul(b.ncols()) < PARALLEL_MIN_MULADDS
+    {
+        general_mat_mul(alpha, &a, &b, beta, c);
+        return;
+    }
+    let rows = m.div_ceil(threads * 4);
+    let a_blocks: Vec<_> = a.axis_chunks_iter(Axis(0), rows).collect();
+    let c_blocks: Vec<_> = c.axis_chunks_iter_mut(Axis(0), rows).collect();
+    a_blocks
+        .into_par_iter()
+        .zip(c_blocks)
+        .for_each(|(a, mut c)| general_mat_mul(alpha, &a, &b, beta, &mut c));
 }
 
 /// `c = op(a) · op(b)` where `op` transposes when asked: `a` is `[M, K]` (`[K, M]` if
@@ -160,6 +191,24 @@ mod tests {
             let what = format!("matmul {m}x{k}x{n} trans ({trans_a}, {trans_b})");
             assert_close(&what, &c, &want, 1e-5, 1e-5);
         }
+    }
+
+    #[test]
+    fn reference_products_split_over_threads_by_rows_match_naive() {
+        // alpha != 1 takes the reference path; 301·40·50 multiply-adds are above
+        // PARALLEL_MIN_MULADDS, so the rows are split over the threads (an uneven split).
+        let (m, k, n) = (301, 40, 50);
+        assert!(m * k * n >= PARALLEL_MIN_MULADDS);
+        let mut rng = Rng(11);
+        let (a, b) = (rng.vec(m * k), rng.vec(k * n));
+        let mut c = vec![1.0; m * n];
+        let (av, bv) = (mat(&a, m, k).unwrap(), mat(&b, k, n).unwrap());
+        gemm(0.5, av, bv, 2.0, &mut mat_mut(&mut c, m, n).unwrap()).unwrap();
+        let want: Vec<f64> = naive(&a, &b, (m, k, n), false, false)
+            .iter()
+            .map(|v| 0.5 * v + 2.0)
+            .collect();
+        assert_close("reference gemm by rows", &c, &want, 1e-5, 1e-5);
     }
 
     #[test]
