@@ -1,0 +1,227 @@
+"""The benchmark matrix: tensorfit and PyTorch (default, and with
+torch.set_flush_denormal(True)) on the seed network over batch x length x hidden, train
+and inference, taking turns cell by cell on one machine; prints a Markdown table of
+milliseconds, model GFLOP/s, the ratio to PyTorch with flush-to-zero and the planner's
+estimate over the measured time.
+
+    python3 benches/compare/matrix.py --python /root/torchvenv/bin/python [--quick]
+
+Each system runs as one long-lived server (benches/matrix.rs for tensorfit,
+benches/compare/torch_matrix.py for PyTorch) fed one cell at a time, so start-up costs
+stay out of the figures and every cell's systems run within seconds of one another (the
+development machines drift 10-40% from minute to minute; only figures taken together
+compare). The order of the systems rotates from cell to cell and round to round; each
+figure is the median of the rounds' medians. Training uses the whole sequence as the
+truncated-BPTT window up to length 500 and a window of 50 beyond (--tbptt-long).
+Without PyTorch it times tensorfit alone and says so.
+"""
+import argparse
+import itertools
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.join(ROOT, "benches", "compare")
+
+
+def ints(text):
+    return [int(v) for v in text.split(",") if v]
+
+
+class Server:
+    """A system answering one JSON cell per line."""
+
+    def __init__(self, name, argv, env=None):
+        self.name = name
+        self.proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
+
+    def ask(self, cell):
+        self.proc.stdin.write(json.dumps(cell) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"{self.name} stopped (exit code {self.proc.poll()})")
+        return json.loads(line)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def flops(mode, b, t, tbptt, h):
+    per = sum(2 * 4 * hh * (i + hh) for i, hh in [(152, h), (h, h), (h, h)])
+    if mode == "train":
+        last = min(tbptt, t)
+        return per * b * (3 * last + (t - last))
+    return per * b * t
+
+
+def cells(a):
+    out = []
+    for h, b, t, mode in itertools.product(ints(a.hidden), ints(a.batch), ints(a.length), a.modes.split(",")):
+        tbptt = t if mode == "infer" or t <= a.untruncated_max else a.tbptt_long
+        out.append(dict(mode=mode, batch=b, seq_len=t, tbptt=tbptt, hidden=h))
+    for spec in a.extra.split(";"):
+        if spec:
+            mode, b, t, tbptt, h = spec.split(",")
+            cell = dict(mode=mode, batch=int(b), seq_len=int(t), tbptt=int(tbptt), hidden=int(h))
+            if cell not in out:
+                out.append(cell)
+    for c in out:
+        work = flops(c["mode"], c["batch"], c["seq_len"], c["tbptt"], c["hidden"])
+        # Small cells: many runs; the largest (tens of seconds per run): one after warm-up.
+        c["min_runs"] = 5 if work < 5e10 else 3 if work < 1e12 else 1
+        c["min_seconds"] = a.min_seconds if work < 1e12 else 0.0
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--python", default=os.environ.get("PYTHON", "python3"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--hidden", default="64,250,1024")
+    p.add_argument("--batch", default="1,8,32,100")
+    p.add_argument("--length", default="10,50,200,2000")
+    p.add_argument("--modes", default="train,infer")
+    p.add_argument("--untruncated-max", type=int, default=500)
+    p.add_argument("--tbptt-long", type=int, default=50)
+    p.add_argument("--extra", default="train,32,500,500,250;train,100,500,500,250",
+                   help="more cells: mode,batch,length,tbptt,hidden;...")
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--min-seconds", type=float, default=1.0)
+    p.add_argument("--quick", action="store_true", help="hidden 250 only, lengths up to 200")
+    p.add_argument("--json", help="also write every measurement to this file")
+    p.add_argument("--render", metavar="JSON", help="print the table of a saved --json file and exit")
+    a = p.parse_args()
+    if a.render:
+        with open(a.render) as f:
+            saved = json.load(f)
+        have = any("pytorch-ftz" in c for c in saved["cells"])
+        print(table(saved["cells"], have, saved["threads"], saved.get("date", "?")))
+        return
+    if a.quick:
+        a.hidden, a.length, a.extra = "250", "10,50,200", "train,32,500,500,250"
+
+    env = dict(os.environ, RAYON_NUM_THREADS=str(a.threads), VK_ICD_FILENAMES="/nonexistent")
+    subprocess.run(["cargo", "bench", "--quiet", "--bench", "matrix", "--no-run"], cwd=ROOT, check=True)
+    servers = [Server("tensorfit", ["cargo", "bench", "--quiet", "--bench", "matrix"], env)]
+    try:
+        have_torch = subprocess.run([a.python, "-c", "import torch"], capture_output=True).returncode == 0
+    except OSError:
+        have_torch = False
+    if have_torch:
+        torch = [a.python, os.path.join(HERE, "torch_matrix.py"), "--threads", str(a.threads)]
+        servers.append(Server("pytorch", torch))
+        servers.append(Server("pytorch-ftz", torch + ["--flush-denormal"]))
+    else:
+        print(f"PyTorch is not importable with {a.python}: timing tensorfit only (--python ...).",
+              file=sys.stderr)
+    todo = cells(a)
+    results = []
+    started = time.time()
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+    for i, cell in enumerate(todo):
+        got = {s.name: [] for s in servers}
+        extra = {}
+        for r in range(a.rounds):
+            k = (i + r) % len(servers)
+            for s in servers[k:] + servers[:k]:
+                answer = s.ask(cell)
+                if "error" in answer:
+                    got[s.name].append(None)
+                    extra.setdefault("errors", []).append(f"{s.name}: {answer['error']}")
+                    continue
+                got[s.name].append(answer["ms"])
+                if s.name == "tensorfit":
+                    extra["estimated_ms"] = answer["estimated_ms"]
+                    extra["strategy"] = answer["strategy"]
+        row = dict(cell)
+        for name, ms in got.items():
+            ok = [m for m in ms if m is not None]
+            row[name] = statistics.median(ok) if ok else None
+        row.update(extra)
+        results.append(row)
+        print(f"[{i + 1}/{len(todo)} {time.time() - started:.0f} s] {summary(row)}", file=sys.stderr, flush=True)
+    for s in servers:
+        s.close()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": machine(), "threads": a.threads, "date": date, "cells": results}, f, indent=1)
+    print(table(results, have_torch, a.threads, date))
+
+
+def gflops(row, name):
+    ms = row.get(name)
+    return flops(row["mode"], row["batch"], row["seq_len"], row["tbptt"], row["hidden"]) / ms / 1e6 if ms else None
+
+
+def summary(row):
+    parts = [f"{row['mode']} B={row['batch']} T={row['seq_len']} L={row['tbptt']} H={row['hidden']}:"]
+    for name in ("tensorfit", "pytorch", "pytorch-ftz"):
+        if row.get(name):
+            parts.append(f"{name} {row[name]:.2f} ms")
+    for e in row.get("errors", []):
+        parts.append(f"error {e}")
+    return " ".join(parts)
+
+
+def fmt(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def table(rows, have_torch, threads, date):
+    """One line per (hidden, batch, length): training and inference side by side."""
+    lines = [f"machine: {machine()}, {threads} threads, started {date}", ""]
+    head, rule = "| H | B | T |", "|---|---|---|"
+    for mode in ("train", "infer"):
+        head += f" {mode}: tensorfit ms (GFLOP/s) | est./meas. |"
+        rule += "---|---|"
+        if have_torch:
+            head += " PyTorch ms | PyTorch FTZ ms | tensorfit / FTZ |"
+            rule += "---|---|---|"
+    lines += [head, rule]
+    by_shape = {}
+    for r in rows:
+        by_shape.setdefault((r["hidden"], r["batch"], r["seq_len"]), {})[r["mode"]] = r
+    for (h, b, t), modes in by_shape.items():
+        line = f"| {h} | {b} | {t} |"
+        for mode in ("train", "infer"):
+            r = modes.get(mode)
+            if r is None:
+                line += " |  |" + (" |  |  |" if have_torch else "")
+                continue
+            tf, est = r.get("tensorfit"), r.get("estimated_ms")
+            window = f" (TBPTT {r['tbptt']})" if r["tbptt"] < r["seq_len"] else ""
+            line += (f" {fmt(tf, '.1f')}{window} ({fmt(gflops(r, 'tensorfit'), '.0f')}) |"
+                     f" {fmt(est / tf if est and tf else None, '.2f')} |")
+            if have_torch:
+                ftz = r.get("pytorch-ftz")
+                ratio = tf / ftz if tf and ftz else None
+                slower = ratio and ratio > 1.0 and b * t >= 1000
+                line += (f" {fmt(r.get('pytorch'), '.1f')} | {fmt(ftz, '.1f')} |"
+                         f" {'**' if slower else ''}{fmt(ratio, '.2f')}{'**' if slower else ''} |")
+        lines.append(line)
+    lines.append("")
+    lines.append("— : not run (BatchNorm in training mode needs a batch of at least 2, in both systems) "
+                 "or failed; **bold**: tensorfit slower than PyTorch with flush-to-zero where B·T ≥ 1000.")
+    return "\n".join(lines)
+
+
+def machine():
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return name
+
+
+if __name__ == "__main__":
+    main()
