@@ -1,4 +1,5 @@
-//! Throughput calibration: a short GEMM measured on each device, cached on disk.
+//! Throughput calibration: a short GEMM measured on each device, cached on disk, and
+//! the cache the program-cost measurements (`estimate.rs`) share.
 //!
 //! The planner estimates a run's time as its FLOPs over the device's throughput. The
 //! figure comes from timing one GEMM of LSTM-like shape through the backend (so it
@@ -56,21 +57,38 @@ pub fn throughput_gflops(
     info: &DeviceInfo,
     open: impl FnOnce() -> Result<Box<dyn Backend>>,
 ) -> Result<f64> {
+    let key = format!("{}:{}", info.kind.name(), info.name);
+    let figures = cached_figures(&key, 1, || Ok(vec![measure(open()?.as_mut())?]))?;
+    Ok(figures[0])
+}
+
+/// `n` figures (finite, positive) cached under `key` for this build, or measured now by
+/// `measure` and cached. The cache holds `key#0` .. `key#{n-1}` (one figure: `key`).
+pub fn cached_figures(
+    key: &str,
+    n: usize,
+    measure: impl FnOnce() -> Result<Vec<f64>>,
+) -> Result<Vec<f64>> {
     let path = cache_path();
     let (executable, build) = build_prefixes();
-    let key = format!("{build}{}:{}", info.kind.name(), info.name);
+    let keys: Vec<String> = match n {
+        1 => vec![format!("{build}{key}")],
+        _ => (0..n).map(|i| format!("{build}{key}#{i}")).collect(),
+    };
     let mut cache = read_cache(path.as_ref());
-    if let Some(&g) = cache.get(&key) {
-        if g.is_finite() && g > 0.0 {
-            return Ok(g);
-        }
+    let cached: Option<Vec<f64>> = keys
+        .iter()
+        .map(|k| cache.get(k).copied().filter(|g| g.is_finite() && *g > 0.0))
+        .collect();
+    if let Some(figures) = cached {
+        return Ok(figures);
     }
-    let g = measure(open()?.as_mut())?;
+    let figures = measure()?;
     if let Some(path) = path {
         // This executable's figures from earlier builds are dropped as this one's are
         // written.
         cache.retain(|k, _| k.starts_with(&build) || !k.starts_with(&executable));
-        cache.insert(key, g);
+        cache.extend(keys.into_iter().zip(figures.iter().copied()));
         // A cache that cannot be written only costs a re-measurement next time.
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
@@ -79,7 +97,7 @@ pub fn throughput_gflops(
             let _ = std::fs::write(&path, text);
         }
     }
-    Ok(g)
+    Ok(figures)
 }
 
 fn measure(backend: &mut dyn Backend) -> Result<f64> {

@@ -14,6 +14,7 @@
 
 pub mod calibrate;
 pub mod devices;
+pub mod estimate;
 pub mod faults;
 pub mod session;
 

@@ -21,6 +21,7 @@ use tensorfit_plan::{
 
 use crate::calibrate::throughput_gflops;
 use crate::devices::{discover, open, MemoryCaps};
+use crate::estimate::{estimate_seconds, ProgramCosts};
 
 /// What to plan and run.
 #[derive(Debug, Clone)]
@@ -153,36 +154,6 @@ pub fn plan_job(
     MemoryPlan::new(&specs, limits)
 }
 
-/// Estimated seconds for one training step or one evaluation: FLOPs over the measured
-/// throughput, plus a fixed cost per program run (launches and host round trips).
-pub fn estimate_seconds(
-    cfg: &ModelConfig,
-    opts: &TrainOptions,
-    job: Job,
-    kind: DeviceKind,
-    gflops: f64,
-) -> f64 {
-    let (flops, runs) = match job {
-        Job::Train { batch, seq_len, .. } => {
-            let last = opts.tbptt.min(seq_len);
-            // Recomputation runs the segment's forward pass a second time.
-            let passes = if opts.recompute.is_some() { 4.0 } else { 3.0 };
-            let f = passes * cfg.lstm_forward_flops(batch, last)
-                + cfg.lstm_forward_flops(batch, seq_len - last);
-            (f, opts.train_programs(batch, seq_len).len())
-        }
-        Job::Eval { batch, seq_len } => (
-            cfg.lstm_forward_flops(batch, seq_len),
-            opts.eval_programs(batch, seq_len).len(),
-        ),
-    };
-    let per_run = match kind {
-        DeviceKind::Cpu => 50e-6,
-        DeviceKind::Wgpu | DeviceKind::Cuda => 300e-6,
-    };
-    flops / (gflops.max(1e-3) * 1e9) + runs as f64 * per_run
-}
-
 /// The outcome of planning on every device.
 #[derive(Debug, Clone)]
 pub struct Decision {
@@ -251,8 +222,11 @@ pub fn decide(req: &Request) -> Result<Decision> {
         };
         // Throughput does not depend on a memory cap, and a tiny cap must not stop the
         // measurement.
-        let gflops = throughput_gflops(&info, || open(dev.kind, &MemoryCaps::default()))?;
-        for (c, p, o) in plan_device(req, &dev.id, &info, gflops)? {
+        let open_uncapped = || open(dev.kind, &MemoryCaps::default());
+        let gflops = throughput_gflops(&info, open_uncapped)?;
+        let costs = ProgramCosts::for_job(dev.kind, &info.name, &req.cfg, req.job, open_uncapped)?;
+        let speed = Speed { gflops, costs };
+        for (c, p, o) in plan_device(req, &dev.id, &info, &speed)? {
             candidates.push(c);
             plans.push((p, o, info.clone()));
         }
@@ -276,13 +250,26 @@ type Planned = (Candidate, MemoryPlan, TrainOptions);
 
 /// The rows one device contributes: its fastest plan (to show why it was rejected, if it
 /// was) and the fastest plan that fits, or else the smallest plan found.
-fn plan_device(req: &Request, id: &str, info: &DeviceInfo, gflops: f64) -> Result<Vec<Planned>> {
+/// What the time estimates of one device come from (see `estimate.rs`).
+struct Speed {
+    gflops: f64,
+    costs: Option<ProgramCosts>,
+}
+
+fn plan_device(req: &Request, id: &str, info: &DeviceInfo, speed: &Speed) -> Result<Vec<Planned>> {
     let steps = inference_dims(req.job).1;
     let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
         .into_iter()
         .map(|s| {
             let o = s.options(req);
-            let t = estimate_seconds(&req.cfg, &o, req.job, info.kind, gflops);
+            let t = estimate_seconds(
+                &req.cfg,
+                &o,
+                req.job,
+                info.kind,
+                speed.gflops,
+                speed.costs.as_ref(),
+            );
             (s, o, t)
         })
         .collect();

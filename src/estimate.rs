@@ -1,0 +1,329 @@
+//! Estimated time of a training step or an evaluation, from the device's measured speed
+//! on the model's own programs.
+//!
+//! A job is a sequence of program runs (`TrainOptions::train_programs`,
+//! `eval_programs`): carry chunks, an evaluation chunk, a training segment. Each run
+//! costs a fixed part (the head, the optimizer, launches, host round trips) plus a part
+//! per time step (the LSTM stack), and both depend on the batch, the layer sizes and the
+//! device in ways a FLOP count does not capture: a batch of one leaves GEMM units idle,
+//! a hidden size of 1024 streams 16 MiB of recurrent weights per step, a small network
+//! is dominated by fixed costs. So on the CPU the costs are *measured*: the model's own
+//! evaluation and training programs run at a batch of the job's size for
+//! [`SHORT`] steps and for a longer run (up to [`LONG_MAX`] steps), and the two times
+//! give the fixed and per-step parts ([`Linear`]). Measurements are cached with the throughput figures (`calibrate.rs`),
+//! so a shape is measured once per build and machine.
+//!
+//! GPUs keep the FLOP model (FLOPs over the device's measured GEMM throughput plus a
+//! fixed cost per run) until they can be measured the same way on real hardware; it is
+//! optimistic by the GEMM efficiency the LSTM does not reach.
+
+use std::time::Instant;
+
+use tensorfit_core::{Backend, DeviceKind, HostTensor, Result};
+use tensorfit_nn::{Job, ModelConfig, ParamStore, ProgramKey, ProgramKind, TrainOptions, Trainer};
+
+use crate::calibrate::cached_figures;
+
+/// Steps of the short measured run.
+pub const SHORT: usize = 4;
+/// The long run is doubled from `2 · SHORT` steps until it takes [`LONG_SECONDS`],
+/// covers the job's own length or reaches [`LONG_MAX`] steps: per-step costs grow with
+/// the length once activations spill out of the caches, so the long run should be as
+/// long as the job where that is cheap, and short enough that a plan does not become a
+/// benchmark where it is not.
+pub const LONG_MAX: usize = 64;
+pub const LONG_SECONDS: f64 = 0.1;
+
+/// Seconds of one program run over `steps` time steps: `fixed + per_step · steps`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Linear {
+    pub fixed: f64,
+    pub per_step: f64,
+}
+
+impl Linear {
+    /// From the times of a run over [`SHORT`] steps and one over `long_steps` (noise can
+    /// make the longer run look cheaper per step; neither part is ever negative).
+    fn from_runs(short: f64, long: f64, long_steps: usize) -> Linear {
+        let per_step = ((long - short) / long_steps.saturating_sub(SHORT).max(1) as f64).max(0.0);
+        Linear {
+            fixed: (short - per_step * SHORT as f64).max(0.0),
+            per_step,
+        }
+    }
+
+    fn at(&self, steps: usize) -> f64 {
+        self.fixed + self.per_step * steps as f64
+    }
+}
+
+/// Measured program costs of one model at one batch size on one device.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProgramCosts {
+    pub batch: usize,
+    /// An inference run (carry or evaluation chunk) at `batch`.
+    pub infer: Linear,
+    /// An inference run at a batch of one, for micro-batches: fewer rows are not
+    /// proportionally cheaper (a GEMM of one row streams the same weights as one of
+    /// fifty), so micro-batch costs are interpolated between the two measurements.
+    pub infer_one: Linear,
+    /// A training segment (forward, backward, optimizer); `None` for evaluation jobs.
+    pub train: Option<Linear>,
+}
+
+/// Every program run costs at least this (a few kernel calls and host round trips),
+/// whatever the measured fixed part says: it keeps plans of thousands of one-step runs
+/// from looking free.
+const MIN_SECONDS_PER_RUN: f64 = 50e-6;
+
+impl ProgramCosts {
+    /// The measured costs of `cfg` at the batch of `job` on the device `open` gives,
+    /// from the cache or measured now. Only the CPU is measured (see the module doc).
+    pub fn for_job(
+        kind: DeviceKind,
+        device_name: &str,
+        cfg: &ModelConfig,
+        job: Job,
+        open: impl Fn() -> Result<Box<dyn Backend>>,
+    ) -> Result<Option<ProgramCosts>> {
+        if kind != DeviceKind::Cpu {
+            return Ok(None);
+        }
+        let (batch, steps, train) = match job {
+            Job::Train { batch, seq_len, .. } => (batch, seq_len, true),
+            Job::Eval { batch, seq_len } => (batch, seq_len, false),
+        };
+        // The longest run worth measuring for this job, as a power of two (few keys).
+        let longest = steps.next_power_of_two().clamp(2 * SHORT, LONG_MAX);
+        let model = format!(
+            "{}:{}:{}x{}:{}:{}:{:?}",
+            kind.name(),
+            device_name,
+            cfg.input,
+            cfg.hidden,
+            cfg.layers,
+            cfg.dense,
+            cfg.dense_activation
+        );
+        let measured = |batch: usize, train: bool| -> Result<Linear> {
+            let what = if train { "train" } else { "infer" };
+            let f = cached_figures(&format!("{what} {model} b={batch} t<={longest}"), 3, || {
+                measure(open()?, cfg, batch, longest, train)
+            })?;
+            Ok(Linear::from_runs(f[0], f[1], f[2] as usize))
+        };
+        let infer = measured(batch, false)?;
+        Ok(Some(ProgramCosts {
+            batch,
+            infer,
+            infer_one: if batch > 1 {
+                measured(1, false)?
+            } else {
+                infer
+            },
+            train: if train {
+                Some(measured(batch, true)?)
+            } else {
+                None
+            },
+        }))
+    }
+
+    /// Seconds of one program run.
+    fn run(&self, key: &ProgramKey) -> f64 {
+        let infer = self.infer_at(key.batch);
+        let seconds = match key.kind {
+            ProgramKind::Carry | ProgramKind::Eval => infer.at(key.steps),
+            ProgramKind::Train => {
+                let train = self.train.unwrap_or(infer).at(key.steps);
+                // Recomputation runs the segment's forward a second time.
+                match key.recompute {
+                    Some(_) => train + infer.per_step * key.steps as f64,
+                    None => train,
+                }
+            }
+        };
+        seconds.max(MIN_SECONDS_PER_RUN)
+    }
+
+    /// Inference costs at `rows` sequences: measured at the job's batch and at one,
+    /// linear in between, and never cheaper per row than the whole batch (fewer rows
+    /// are never more efficient; a noisy measurement at one row must not make
+    /// micro-batches look faster than the batch they split).
+    fn infer_at(&self, rows: usize) -> Linear {
+        if rows >= self.batch || self.batch <= 1 {
+            return self.infer;
+        }
+        let share = rows as f64 / self.batch as f64;
+        let w = (rows.max(1) - 1) as f64 / (self.batch - 1) as f64;
+        let mix = |one: f64, full: f64| (one + w * (full - one)).max(full * share);
+        Linear {
+            fixed: mix(self.infer_one.fixed, self.infer.fixed),
+            per_step: mix(self.infer_one.per_step, self.infer.per_step),
+        }
+    }
+}
+
+/// Estimated seconds for one training step or one evaluation of `job` under `opts`:
+/// the sum over the program runs, from `costs` where measured, else FLOPs over `gflops`
+/// (the device's GEMM throughput) plus a fixed cost per run.
+pub fn estimate_seconds(
+    cfg: &ModelConfig,
+    opts: &TrainOptions,
+    job: Job,
+    kind: DeviceKind,
+    gflops: f64,
+    costs: Option<&ProgramCosts>,
+) -> f64 {
+    let runs = match job {
+        Job::Train { batch, seq_len, .. } => opts.train_programs(batch, seq_len),
+        Job::Eval { batch, seq_len } => opts.eval_programs(batch, seq_len),
+    };
+    if let Some(costs) = costs {
+        return runs.iter().map(|k| costs.run(k)).sum();
+    }
+    let per_run = match kind {
+        DeviceKind::Cpu => 50e-6,
+        DeviceKind::Wgpu | DeviceKind::Cuda => 300e-6,
+    };
+    let flops: f64 = runs
+        .iter()
+        .map(|k| {
+            let forward = cfg.lstm_forward_flops(k.batch, k.steps);
+            match (k.kind, k.recompute) {
+                (ProgramKind::Train, None) => 3.0 * forward,
+                // Recomputation runs the segment's forward pass a second time.
+                (ProgramKind::Train, Some(_)) => 4.0 * forward,
+                _ => forward,
+            }
+        })
+        .sum();
+    flops / (gflops.max(1e-3) * 1e9) + runs.len() as f64 * per_run
+}
+
+/// Times the evaluation (or training) program of `cfg` at `batch` on `backend` over
+/// [`SHORT`] steps and over a longer run of at most `longest` steps (see
+/// [`LONG_SECONDS`]): `[short seconds, long seconds, long steps]`. Each length runs once
+/// to warm up (allocation, first touch), then a few times, alternating; the median of
+/// each counts.
+fn measure(
+    backend: Box<dyn Backend>,
+    cfg: &ModelConfig,
+    batch: usize,
+    longest: usize,
+    train: bool,
+) -> Result<Vec<f64>> {
+    let opts = TrainOptions {
+        tbptt: LONG_MAX,
+        chunk: LONG_MAX,
+        ..TrainOptions::default()
+    };
+    let params = ParamStore::init(cfg, 1)?;
+    let mut trainer = Trainer::new(backend, cfg.clone(), &params, opts)?;
+    let labels: Vec<f32> = (0..batch).map(|b| (b % cfg.classes) as f32).collect();
+    let input = |steps: usize| -> Result<HostTensor> {
+        let n = steps * batch * cfg.input;
+        let data = (0..n).map(|i| ((i % 17) as f32 - 8.0) / 8.0).collect();
+        HostTensor::new([steps, batch, cfg.input], data)
+    };
+    let mut once = |x: &HostTensor| -> Result<f64> {
+        let t = Instant::now();
+        if train {
+            trainer.train_step(x, &labels)?;
+        } else {
+            trainer.evaluate(x, &labels)?;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let short = input(SHORT)?;
+    let mut warm = once(&short)?;
+    let mut long_steps = 2 * SHORT;
+    let mut long = input(long_steps)?;
+    loop {
+        let took = once(&long)?;
+        warm += took;
+        if took >= LONG_SECONDS || long_steps >= longest {
+            break;
+        }
+        long_steps = (2 * long_steps).min(longest);
+        long = input(long_steps)?;
+    }
+    // About half a second of timed runs, at least one and at most seven of each.
+    let reps = ((0.5 / warm.max(1e-9)) as usize).clamp(1, 7);
+    let mut times = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        times.0.push(once(&short)?);
+        times.1.push(once(&long)?);
+    }
+    Ok(vec![median(times.0), median(times.1), long_steps as f64])
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micro_batches_are_never_estimated_faster_than_the_batch_they_split() {
+        let costs = |one: Linear| ProgramCosts {
+            batch: 100,
+            infer: Linear {
+                fixed: 0.002,
+                per_step: 0.005,
+            },
+            infer_one: one,
+            train: None,
+        };
+        let job = Job::Eval {
+            batch: 100,
+            seq_len: 2000,
+        };
+        let cfg = ModelConfig::seed();
+        // A measurement at one row that came out as nothing (noise), and a plausible one.
+        for one in [
+            Linear {
+                fixed: 0.0,
+                per_step: 0.0,
+            },
+            Linear {
+                fixed: 0.001,
+                per_step: 0.0004,
+            },
+        ] {
+            let c = costs(one);
+            let at = |micro: Option<usize>, chunk: usize| {
+                let opts = TrainOptions {
+                    micro_batch: micro,
+                    chunk,
+                    ..TrainOptions::default()
+                };
+                estimate_seconds(&cfg, &opts, job, DeviceKind::Cpu, 100.0, Some(&c))
+            };
+            let whole = at(None, 2000);
+            for micro in [Some(50), Some(13), Some(1)] {
+                for chunk in [2000, 250, 1] {
+                    assert!(
+                        at(micro, chunk) >= whole,
+                        "{micro:?} {chunk}: {} < {whole}",
+                        at(micro, chunk)
+                    );
+                }
+            }
+            assert!(at(None, 250) > whole);
+        }
+    }
+
+    #[test]
+    fn linear_costs_come_from_two_runs_and_are_never_negative() {
+        let l = Linear::from_runs(0.010, 0.030, 8);
+        assert!((l.per_step - 0.005).abs() < 1e-12 && (l.fixed - 0.0).abs() < 1e-12);
+        assert!((l.at(100) - 0.5).abs() < 1e-9);
+        let noisy = Linear::from_runs(0.030, 0.020, 8);
+        assert_eq!(noisy.per_step, 0.0);
+        assert_eq!(noisy.fixed, 0.030);
+    }
+}
