@@ -6,6 +6,7 @@
 //! who provides their value (see [`Role`]); the planner uses roles and [`Phase`]s to
 //! label every byte of a plan.
 
+use crate::args::{Args, OpInputs};
 use crate::error::{Error, Result};
 use crate::op::Op;
 use crate::shape::{DType, Shape};
@@ -131,7 +132,26 @@ impl Graph {
         })
     }
 
-    /// Adds a node computing new tensors; returns them in the op's output order.
+    /// Adds a node computing new tensors from `inputs`, named by the op's inputs struct
+    /// (`LstmForwardInputs { x, h0, .. }`), and returns its outputs by name.
+    pub fn apply<I: OpInputs<TensorId>>(
+        &mut self,
+        name: &str,
+        op: Op,
+        inputs: I,
+    ) -> Result<I::Outputs> {
+        let op_name = op.name();
+        let outputs = self.op(name, op, &inputs.into_vec())?;
+        I::Outputs::from_vec("outputs", outputs).map_err(|message| Error::Shape {
+            node: name.to_string(),
+            op: op_name,
+            message,
+        })
+    }
+
+    /// Adds a node from lists in the order of the op's structs and returns its outputs as
+    /// a list: the form for code generic over ops (tests, gradient checks). Builders use
+    /// [`Graph::apply`].
     pub fn op(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<Vec<TensorId>> {
         if op.is_update() {
             return Err(Error::Shape {
@@ -165,22 +185,20 @@ impl Graph {
         Ok(outputs)
     }
 
-    /// Adds a node with exactly one output and returns it.
-    pub fn op1(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<TensorId> {
-        let op_name = op.name();
-        let outs = self.op(name, op, inputs)?;
-        match outs.as_slice() {
-            [t] => Ok(*t),
-            _ => Err(Error::Shape {
-                node: name.to_string(),
-                op: op_name,
-                message: format!("has {} outputs, expected one", outs.len()),
-            }),
-        }
+    /// Adds an update node that overwrites `targets` (parameters or state) in place, both
+    /// named by the op's structs (`AdamInputs`, `AdamTargets`).
+    pub fn update<I: OpInputs<TensorId>>(
+        &mut self,
+        name: &str,
+        op: Op,
+        inputs: I,
+        targets: I::Outputs,
+    ) -> Result<NodeId> {
+        self.update_lists(name, op, &inputs.into_vec(), &targets.into_vec())
     }
 
-    /// Adds an update node that overwrites `targets` (parameters or state) in place.
-    pub fn update(
+    /// [`Graph::update`] from lists, for code generic over ops.
+    pub fn update_lists(
         &mut self,
         name: &str,
         op: Op,
@@ -193,7 +211,7 @@ impl Graph {
             message,
         };
         if !op.is_update() {
-            return Err(err("not an update op; add it with Graph::op".into()));
+            return Err(err("not an update op; add it with Graph::apply".into()));
         }
         let shapes = self.check(name, &op, inputs)?;
         if shapes.len() != targets.len() {

@@ -318,15 +318,16 @@ fn accounting_is_exact_in_bytes_asked_for() {
 #[test]
 fn an_executable_that_does_not_fit_frees_what_it_took() {
     use std::collections::HashMap;
-    use tensorfit_core::{Executable, Graph};
+    use tensorfit_core::args::ActivationInputs;
+    use tensorfit_core::{Activation, Executable, Graph};
     let mut g = Graph::new();
     let x = g.input("x", [100, 100]);
+    let relu = Op::Activation(Activation::Relu);
     let y = g
-        .op1("y", Op::Activation(tensorfit_core::Activation::Relu), &[x])
-        .unwrap();
-    let _ = g
-        .op1("z", Op::Activation(tensorfit_core::Activation::Relu), &[y])
-        .unwrap();
+        .apply("y", relu.clone(), ActivationInputs { x })
+        .unwrap()
+        .y;
+    g.apply("z", relu, ActivationInputs { x: y }).unwrap();
     // Two of the three 40 000-byte tensors fit.
     let mut be = CpuBackend::with_capacity_cap(100_000);
     let err = Executable::new(g, &mut be, HashMap::new()).unwrap_err();

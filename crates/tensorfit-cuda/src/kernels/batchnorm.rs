@@ -19,13 +19,10 @@ pub type BatchNormStats = args::BatchNormStats<DevPtr, DevPtr>;
 const CHANNEL_BLOCK: u32 = 128;
 
 /// `y = (x - mean) / sqrt(var + eps) · gamma + beta` for `x` `[batch, channels]`.
-#[allow(clippy::too_many_arguments)]
 pub fn batchnorm_forward(
     g: &Gpu<'_>,
     eps: f32,
-    x: DevPtr,
-    gamma: DevPtr,
-    beta: DevPtr,
+    [x, gamma, beta]: [DevPtr; 3],
     stats: BatchNormStats,
     y: DevPtr,
     (batch, channels): (usize, usize),
@@ -70,19 +67,12 @@ pub fn batchnorm_forward(
     )
 }
 
-/// The inputs of [`batchnorm_backward`] (see [`args::BatchNormBackwardInputs`]).
-pub type BatchNormBackwardInputs = args::BatchNormBackwardInputs<DevPtr>;
-
 /// Gradients of [`batchnorm_forward`]: `dx`, `dgamma`, `dbeta`.
-#[allow(clippy::too_many_arguments)]
 pub fn batchnorm_backward(
     g: &Gpu<'_>,
-    eps: f32,
-    training: bool,
-    inp: &BatchNormBackwardInputs,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
+    (eps, training): (f32, bool),
+    inp: &args::BatchNormBackwardInputs<DevPtr>,
+    out: &args::BatchNormBackwardOutputs<DevPtr>,
     (batch, channels): (usize, usize),
 ) -> Result<()> {
     if channels == 0 {
@@ -99,9 +89,9 @@ pub fn batchnorm_backward(
             Arg::Ptr(inp.mean),
             Arg::Ptr(inp.var),
             Arg::Ptr(inp.dy),
-            Arg::Ptr(dx),
-            Arg::Ptr(dgamma),
-            Arg::Ptr(dbeta),
+            Arg::Ptr(out.dx),
+            Arg::Ptr(out.dgamma),
+            Arg::Ptr(out.dbeta),
             Arg::F32(eps),
             Arg::I32(i32::from(training)),
             Arg::I32(b),
@@ -112,25 +102,21 @@ pub fn batchnorm_backward(
 
 /// Update op: `running = (1 - momentum)·running + momentum·stat` over `n` channels, the
 /// batch variance made unbiased by `unbias` first.
-#[allow(clippy::too_many_arguments)]
 pub fn batchnorm_stats_update(
     g: &Gpu<'_>,
-    momentum: f32,
-    unbias: f32,
-    mean: DevPtr,
-    var: DevPtr,
-    running_mean: DevPtr,
-    running_var: DevPtr,
+    (momentum, unbias): (f32, f32),
+    inp: &args::StatsUpdateInputs<DevPtr>,
+    targets: &args::StatsUpdateTargets<DevPtr>,
     n: usize,
 ) -> Result<()> {
     g.launch_1d(
         "batchnorm_stats_update",
         count(n),
         &[
-            Arg::Ptr(mean),
-            Arg::Ptr(var),
-            Arg::Ptr(running_mean),
-            Arg::Ptr(running_var),
+            Arg::Ptr(inp.mean),
+            Arg::Ptr(inp.var),
+            Arg::Ptr(targets.running_mean),
+            Arg::Ptr(targets.running_var),
             Arg::F32(momentum),
             Arg::F32(unbias),
             Arg::I64(count(n)),

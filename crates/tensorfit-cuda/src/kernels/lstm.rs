@@ -24,14 +24,11 @@ use super::gemm::gemm;
 use super::{int, Gpu};
 use crate::driver::{Arg, DevPtr};
 
-/// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).
-pub type LstmForwardInputs = args::LstmForwardInputs<DevPtr>;
-/// The outputs of [`lstm_forward`] (see [`args::LstmForwardOutputs`]).
-pub type LstmForwardOutputs = args::LstmForwardOutputs<DevPtr>;
-/// The inputs of [`lstm_backward`] (see [`args::LstmBackwardInputs`]).
-pub type LstmBackwardInputs = args::LstmBackwardInputs<DevPtr>;
-/// The outputs of [`lstm_backward`] (see [`args::LstmBackwardOutputs`]).
-pub type LstmBackwardOutputs = args::LstmBackwardOutputs<DevPtr>;
+/// The op's tensors by name (see `tensorfit_core::args`), as device addresses.
+type LstmForwardInputs = args::LstmForwardInputs<DevPtr>;
+type LstmForwardOutputs = args::LstmForwardOutputs<DevPtr>;
+type LstmBackwardInputs = args::LstmBackwardInputs<DevPtr>;
+type LstmBackwardOutputs = args::LstmBackwardOutputs<DevPtr>;
 
 /// Runs an LSTM layer over a sequence (see the module documentation for the structure).
 pub fn lstm_forward(
