@@ -260,7 +260,9 @@ fn warm_up(
     status: DevPtr,
 ) -> std::result::Result<(), String> {
     const N: usize = 16;
-    let scratch = device.alloc_zeroed(3 * N * N * 4).map_err(describe)?;
+    let scratch = device
+        .alloc_zeroed(3 * N * N * DType::F32.size_bytes())
+        .map_err(describe)?;
     let g = Gpu {
         device,
         blas,

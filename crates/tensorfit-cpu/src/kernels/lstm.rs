@@ -1,8 +1,10 @@
 //! The LSTM kernels, `lstm_forward` and `lstm_backward`: a whole layer over a whole
-//! sequence per call, organised the way cuDNN organises it.
+//! sequence per call, organised the way cuDNN organises it. This file is the readable
+//! reference every GPU LSTM kernel is tested against; `lstm_fast.rs` beside it is the
+//! AVX-512 fast path, tested against this one and chosen where the CPU has AVX-512.
 //!
-//! This file is the reference every GPU LSTM kernel is tested against, so it keeps
-//! cuDNN's structure visible, because that structure is where the speed comes from:
+//! cuDNN's structure is kept visible here because it is where the speed comes from, and
+//! a GPU kernel can be compared with this code step by step:
 //! - **forward**: the input projection of *all* steps is one GEMM,
 //!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`, plus both biases; then per step `t`, one GEMM
 //!   accumulates the recurrent term, `gates[t] += h_{t-1} · w_hhᵀ`, and one fused pass
@@ -12,26 +14,20 @@
 //!   gradient arriving at `h_t` and `c_t` into the pre-activation gate gradients
 //!   `dgates[t]`, and one GEMM carries the gradient to `h_{t-1}`:
 //!   `dh = dgates[t] · w_hh`. The weight gradients do not depend on the order of the
-//!   steps, so they are formed after the loop with one GEMM each over all `T·B` rows.
-//!
-//! The AVX-512 fast path keeps this structure with one change of schedule: each thread
-//! projects the inputs of its own batch rows itself, a run of steps at a time
-//! (`project_ahead`), instead of one GEMM over all steps up front (the same sums, in
-//! the same order).
+//!   steps, so they are formed after the loop with one GEMM each over all `T·B` rows
+//!   ([`weight_gradients`], shared with the fast path).
 //!
 //! Gate order is PyTorch's (i, f, g, o): row `r` of `gates[t]` holds `[i | f | g | o]`,
-//! each block `H` wide. Nothing is allocated inside the time loops (the forward keeps
-//! one `4H` vector, the summed biases, per call).
+//! each block `H` wide. The nonlinearities are `fastmath`'s (no library calls, so the
+//! compiler vectorises the row loops), with separate multiplies and adds.
 
 use rayon::prelude::*;
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
-use super::fastmath::{self, Fused, MulAdd, Separate};
+use super::fastmath::{self, Separate};
 use super::gemm::{gemm, mat, mat_mut};
-use super::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
-use super::{check_len, PARALLEL_MIN_ELEMENTS};
-use crate::backend_error;
+use super::{check_len, gemm_fast, lstm_fast, PARALLEL_MIN_ELEMENTS};
 
 /// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).
 pub type LstmForwardInputs<'a> = args::LstmForwardInputs<&'a [f32]>;
@@ -41,90 +37,6 @@ pub type LstmForwardOutputs<'a> = args::LstmForwardOutputs<&'a mut [f32]>;
 pub type LstmBackwardInputs<'a> = args::LstmBackwardInputs<&'a [f32]>;
 /// The outputs of [`lstm_backward`] (see [`args::LstmBackwardOutputs`]).
 pub type LstmBackwardOutputs<'a> = args::LstmBackwardOutputs<&'a mut [f32]>;
-
-/// The recurrent weight as the right operand of the per-step GEMM: packed once per
-/// call for the fast path (see `gemm_fast.rs`), or a plain matrix view for the portable
-/// path. `transposed` uses `w_hhᵀ` (forward: `h · w_hhᵀ`), else `w_hh` (backward:
-/// `dgates · w_hh`).
-enum Recurrent<'a> {
-    Packed(Token, PackedB),
-    Plain(&'a [f32], usize, usize, bool),
-}
-
-impl<'a> Recurrent<'a> {
-    fn new(token: Option<Token>, w: &'a [f32], rows: usize, cols: usize, transposed: bool) -> Self {
-        match token {
-            Some(token) => {
-                let m = MatRef::row_major(w, rows, cols);
-                Recurrent::Packed(token, PackedB::new(if transposed { m.t() } else { m }))
-            }
-            None => Recurrent::Plain(w, rows, cols, transposed),
-        }
-    }
-
-    /// `c = a · w + beta · c` for `m` rows of `a` (one thread's batch rows of one step).
-    fn gemm_rows(&self, a: &[f32], m: usize, beta: f32, c: &mut [f32]) -> Result<()> {
-        match self {
-            Recurrent::Packed(token, b) => {
-                let k = b.k();
-                if a.len() != m * k || c.len() != m * b.n() {
-                    return Err(backend_error("lstm: recurrent GEMM operands mismatch"));
-                }
-                gemm_packed_serial(*token, MatRef::row_major(a, m, k), b, beta, None, c);
-                Ok(())
-            }
-            &Recurrent::Plain(w, rows, cols, transposed) => {
-                let w = mat(w, rows, cols)?;
-                let w = if transposed { w.reversed_axes() } else { w };
-                let (k, n) = w.dim();
-                gemm(1.0, mat(a, m, k)?, w, beta, &mut mat_mut(c, m, n)?)
-            }
-        }
-    }
-}
-
-/// Steps of input projection a thread of the fast path computes at a time (see
-/// [`lstm_forward`]), for its `rows` batch rows. The packed `w_ihᵀ` and `w_hhᵀ` (1 MiB
-/// each at H = 250) do not both fit in L2, so every switch between projection and
-/// recurrence reloads one of them. With many rows (inference, 50 per thread) each
-/// reload serves many tiles, and short runs win: the gates they write are still in L2
-/// when the recurrence adds to them (forward per layer, batch 100, length 200: 81.1 ms
-/// with runs of 4 steps, 81.8 with 2, 82.3 with 8, 87.4 with 16). With few rows
-/// (training, 16) the reloads dominate and projecting all steps first wins (batch 32,
-/// length 50: 6.73 ms, against 6.78 with runs of 16 and 7.43 with 4). Measured
-/// interleaved in one process.
-fn project_ahead(rows: usize, steps: usize) -> usize {
-    if rows <= 2 * gemm_fast::MR {
-        steps
-    } else {
-        4
-    }
-}
-
-/// Batch rows per thread: the time loop runs on every thread at once, each over its own
-/// rows for all steps (rows of an LSTM never exchange data), so there is no barrier per
-/// step. One part when the layer is too small to be worth splitting.
-fn rows_per_part(batch: usize, hidden: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
-    if batch * 4 * hidden < PARALLEL_MIN_ELEMENTS {
-        batch.max(1)
-    } else {
-        batch.div_ceil(threads).max(1)
-    }
-}
-
-/// `buf` `[T, B, width]` split into parts of `rows` batch rows: `out[p][t]` is part
-/// `p`'s rows of step `t`.
-fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<&mut [f32]>> {
-    let parts = step.div_ceil(part.max(1));
-    let mut out: Vec<Vec<&mut [f32]>> = (0..parts).map(|_| Vec::new()).collect();
-    for step_slice in buf.chunks_mut(step.max(1)) {
-        for (p, piece) in step_slice.chunks_mut(part.max(1)).enumerate() {
-            out[p].push(piece);
-        }
-    }
-    out
-}
 
 /// Checks every input and output slice against the length the layer needs.
 fn check_lengths(
@@ -142,13 +54,60 @@ fn check_lengths(
     Ok(())
 }
 
-/// Runs an LSTM layer over a sequence (see the module documentation for the structure).
+/// Runs an LSTM layer over a sequence: the fast path where the CPU has AVX-512, else the
+/// reference.
 pub fn lstm_forward(
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
     out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
+    match gemm_fast::simd() {
+        Some(token) => lstm_fast::forward(token, d, inp, out),
+        None => forward_steps(d, inp, out),
+    }
+}
+
+/// The gradient of [`lstm_forward`] (with its cells kept): the fast path where the CPU
+/// has AVX-512, else the reference.
+pub fn lstm_backward(
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    out: LstmBackwardOutputs<'_>,
+) -> Result<()> {
+    check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
+    match gemm_fast::simd() {
+        Some(token) => lstm_fast::backward(token, d, inp, out),
+        None => backward_steps(d, inp, out),
+    }
+}
+
+/// The reference forward on any CPU (see the module documentation).
+pub fn forward_reference(
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    out: LstmForwardOutputs<'_>,
+) -> Result<()> {
+    check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
+    forward_steps(d, inp, out)
+}
+
+/// The reference backward on any CPU (see the module documentation).
+pub fn backward_reference(
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    out: LstmBackwardOutputs<'_>,
+) -> Result<()> {
+    check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
+    backward_steps(d, inp, out)
+}
+
+/// The reference forward, on slices of checked lengths.
+fn forward_steps(
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    out: LstmForwardOutputs<'_>,
+) -> Result<()> {
     let LstmDims {
         steps,
         batch,
@@ -162,11 +121,8 @@ pub fn lstm_forward(
         gates,
         mut cells,
     } = out;
-    // Rows of all steps together, elements of one step's state and one step's gates.
-    let rows = steps * batch;
-    let step_h = batch * hidden;
-    let step_g = batch * 4 * hidden;
-
+    let (rows, h4) = (steps * batch, 4 * hidden);
+    let (step_h, step_g) = (batch * hidden, batch * h4);
     // c_n is the running cell state when the cells are not kept: on entry to step t it
     // holds c_{t-1}.
     h_n.copy_from_slice(inp.h0);
@@ -174,114 +130,50 @@ pub fn lstm_forward(
     if steps == 0 || step_h == 0 {
         return Ok(());
     }
-    let token = gemm_fast::simd();
 
-    // 1. The input projection (both biases included): on the portable path one GEMM
-    // over every step, here; on the fast path each thread projects its own rows, a run
-    // of `project_ahead` steps at a time, just before the recurrence reaches them.
-    let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
-    let chunked = match token {
-        Some(token) => {
-            let w_ih = MatRef::row_major(inp.w_ih, 4 * hidden, input);
-            Some((token, PackedB::new(w_ih.t())))
+    // 1. The input projection of every step, and both biases.
+    let w_ih = mat(inp.w_ih, h4, input)?;
+    let all_gates = &mut mat_mut(gates, rows, h4)?;
+    gemm(1.0, mat(inp.x, rows, input)?, w_ih.t(), 0.0, all_gates)?;
+    for row in gates.chunks_exact_mut(h4) {
+        for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
+            *g += b_ih + b_hh;
         }
-        None => {
-            let (x, w_ih) = (mat(inp.x, rows, input)?, mat(inp.w_ih, 4 * hidden, input)?);
-            gemm(
-                1.0,
-                x,
-                w_ih.reversed_axes(),
-                0.0,
-                &mut mat_mut(gates, rows, 4 * hidden)?,
-            )?;
-            for row in gates.chunks_exact_mut(4 * hidden) {
-                for (g, b) in row.iter_mut().zip(&bias) {
-                    *g += b;
-                }
+    }
+
+    // 2. The recurrence: per step one GEMM and one fused pass.
+    let w_hh = mat(inp.w_hh, h4, hidden)?;
+    for t in 0..steps {
+        let (y_before, y_from_t) = y.split_at_mut(t * step_h);
+        let h_prev = if t == 0 {
+            inp.h0
+        } else {
+            &y_before[(t - 1) * step_h..]
+        };
+        let gates_t = &mut gates[t * step_g..(t + 1) * step_g];
+        // gates[t] += h_{t-1} · w_hhᵀ
+        let acc = &mut mat_mut(gates_t, batch, h4)?;
+        gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 1.0, acc)?;
+        // The cell state: c_{t-1} on entry to the pass, c_t after it.
+        let c_t: &mut [f32] = match cells.as_deref_mut() {
+            Some(cells) => {
+                let (c_before, c_from_t) = cells.split_at_mut(t * step_h);
+                let c_t = &mut c_from_t[..step_h];
+                let c_prev = if t == 0 {
+                    inp.c0
+                } else {
+                    &c_before[(t - 1) * step_h..]
+                };
+                c_t.copy_from_slice(c_prev);
+                c_t
             }
-            None
-        }
-    };
-
-    // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
-    // batch rows for the whole sequence. w_hhᵀ is packed once, here.
-    let w_hh_t = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, true);
-    let part = rows_per_part(batch, hidden);
-    let gate_parts = split_steps(gates, step_g, part * 4 * hidden);
-    let y_parts = split_steps(y, step_h, part * hidden);
-    let cell_parts: Vec<Option<Vec<&mut [f32]>>> = match cells.as_deref_mut() {
-        Some(cells) => split_steps(cells, step_h, part * hidden)
-            .into_iter()
-            .map(Some)
-            .collect(),
-        None => (0..gate_parts.len()).map(|_| None).collect(),
-    };
-    let c_n_parts: Vec<&mut [f32]> = c_n.chunks_mut(part * hidden).collect();
-    let work: Vec<_> = gate_parts
-        .into_iter()
-        .zip(y_parts)
-        .zip(cell_parts)
-        .zip(c_n_parts)
-        .enumerate()
-        .collect();
-    work.into_par_iter()
-        .try_for_each(|(p, (((mut g, mut ys), mut cs), c_run))| {
-            let state = p * part * hidden..(p * part * hidden + c_run.len());
-            let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
-            let m = c_run.len() / hidden;
-            let ahead = project_ahead(m, steps);
-            // Where step `u`'s gates are formed: their own step when they are kept for
-            // the backward (or were projected up front), else (scratch, see
-            // `Op::output_is_scratch`) the slots of the first `ahead` steps in turn,
-            // which stay in L2 instead of streaming the whole tensor out to memory
-            // (inference 4-5% faster).
-            let reuse = chunked.is_some() && cs.is_none();
-            let slot = move |u: usize| if reuse { u % ahead } else { u };
-            vectorize(
-                token,
-                #[inline(always)]
-                || -> Result<()> {
-                    for t in 0..steps {
-                        let (y_before, y_from_t) = ys.split_at_mut(t);
-                        let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
-                        let h_t = &mut *y_from_t[0];
-                        if let (Some((token, w_ih_t)), 0) = (&chunked, t % ahead) {
-                            let r0 = p * part;
-                            for u in t..steps.min(t + ahead) {
-                                let x_u =
-                                    &inp.x[(u * batch + r0) * input..(u * batch + r0 + m) * input];
-                                let x_u = MatRef::row_major(x_u, m, input);
-                                let g_u = &mut *g[slot(u)];
-                                gemm_packed_serial(*token, x_u, w_ih_t, 0.0, Some(&bias), g_u);
-                            }
-                        }
-                        let gates_t = &mut *g[slot(t)];
-                        // gates[t] += h_{t-1} · w_hhᵀ
-                        w_hh_t.gemm_rows(h_prev, m, 1.0, gates_t)?;
-                        // The cell state slice holds c_{t-1} on entry to the fused pass and
-                        // c_t after it.
-                        let c_t: &mut [f32] = match cs.as_mut() {
-                            Some(cs) => {
-                                let (c_before, c_from_t) = cs.split_at_mut(t);
-                                let c_t = &mut *c_from_t[0];
-                                c_t.copy_from_slice(if t == 0 { c0 } else { c_before[t - 1] });
-                                c_t
-                            }
-                            None => &mut *c_run,
-                        };
-                        if token.is_some() {
-                            cell_forward::<Fused>(gates_t, c_t, h_t, hidden);
-                        } else {
-                            cell_forward::<Separate>(gates_t, c_t, h_t, hidden);
-                        }
-                    }
-                    Ok(())
-                },
-            )
-        })?;
+            None => &mut *c_n,
+        };
+        cell_forward(gates_t, c_t, &mut y_from_t[..step_h], hidden);
+    }
 
     // 3. The final state.
-    let last = (steps - 1) * step_h..steps * step_h;
+    let last = (steps - 1) * step_h..;
     h_n.copy_from_slice(&y[last.clone()]);
     if let Some(cells) = cells {
         c_n.copy_from_slice(&cells[last]);
@@ -289,99 +181,41 @@ pub fn lstm_forward(
     Ok(())
 }
 
-/// One step's fused pass over one thread's rows: `gates_t` `[rows, 4H]` (pre-activations
-/// on entry, activated gates on exit), `c` `[rows, H]` (c_{t-1} on entry, c_t on exit)
-/// and `h` `[rows, H]` (h_t).
-#[inline(always)]
-fn cell_forward<M: MulAdd>(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
-    let states = c.chunks_mut(hidden).zip(h.chunks_mut(hidden));
-    for (g, (c, h)) in gates_t.chunks_mut(4 * hidden).zip(states) {
-        cell_forward_row::<M>(g, c, h, hidden);
-    }
-}
-
-/// Units the gate passes handle at a time: one AVX-512 vector. Each row is cut into
-/// blocks of this many units; the last, shorter block goes through the same code in
-/// padded copies. (Left to the compiler, the 10 units left over from H = 250 ran as
-/// 4-lane and scalar code, a fifth of the pass.)
-const LANES: usize = 16;
-
-/// Splits a row of gates `[i | f | g | o]` (each `hidden` wide) into its four blocks.
-macro_rules! gate_blocks {
-    ($row:expr, $hidden:expr, $split:ident) => {{
-        let (i, rest) = $row.$split($hidden);
-        let (f, rest) = rest.$split($hidden);
-        let (g, o) = rest.$split($hidden);
-        (i, f, g, o)
-    }};
-}
-
-/// One batch row of [`cell_forward`], [`LANES`] units at a time.
-#[inline(always)]
-fn cell_forward_row<M: MulAdd>(g: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
-    let (gi, gf, gg, go) = gate_blocks!(g, hidden, split_at_mut);
-    let full = hidden - hidden % LANES;
-    for j in (0..full).step_by(LANES) {
-        let u = j..j + LANES;
-        let gates = [
-            &mut gi[u.clone()],
-            &mut gf[u.clone()],
-            &mut gg[u.clone()],
-            &mut go[u.clone()],
-        ];
-        cell_forward_units::<M>(gates, &mut c[u.clone()], &mut h[u]);
-    }
-    if full < hidden {
-        let n = hidden - full;
-        let mut pad = [[0.0f32; LANES]; 6];
-        for (p, src) in pad.iter_mut().zip([&*gi, &*gf, &*gg, &*go, &*c]) {
-            p[..n].copy_from_slice(&src[full..]);
+/// One step's fused pass over all rows: `gates_t` `[B, 4H]` (pre-activations on entry,
+/// activated gates on exit), `c` `[B, H]` (c_{t-1} on entry, c_t on exit), `h` (h_t).
+fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
+    let row = |((g, c), h): ((&mut [f32], &mut [f32]), &mut [f32])| {
+        let (i, rest) = g.split_at_mut(hidden);
+        let (f, rest) = rest.split_at_mut(hidden);
+        let (g, o) = rest.split_at_mut(hidden);
+        for j in 0..hidden {
+            (i[j], f[j], g[j], o[j]) = (sigmoid(i[j]), sigmoid(f[j]), tanh(g[j]), sigmoid(o[j]));
+            c[j] = f[j] * c[j] + i[j] * g[j];
+            h[j] = o[j] * tanh(c[j]);
         }
-        let [pi, pf, pg, po, pc, ph] = &mut pad;
-        cell_forward_units::<M>([pi, pf, pg, po], pc, ph);
-        for (dst, p) in [gi, gf, gg, go, c, h].into_iter().zip(&pad) {
-            dst[full..].copy_from_slice(&p[..n]);
-        }
+    };
+    if gates_t.len() < PARALLEL_MIN_ELEMENTS {
+        let rows = gates_t.chunks_mut(4 * hidden).zip(c.chunks_mut(hidden));
+        rows.zip(h.chunks_mut(hidden)).for_each(row);
+    } else {
+        let rows = gates_t
+            .par_chunks_mut(4 * hidden)
+            .zip(c.par_chunks_mut(hidden));
+        rows.zip(h.par_chunks_mut(hidden)).for_each(row);
     }
 }
 
-/// [`LANES`] units of one row: `c = σ(f)·c + σ(i)·tanh(g)`, `h = σ(o)·tanh(c)`, the
-/// gates replaced by their activations. A loop of a fixed length over the call-free
-/// functions of `fastmath.rs`, so it compiles to straight vector code; the
-/// nonlinearities are paired so that a unit costs three divisions, not five.
-#[allow(clippy::needless_range_loop)] // why: six slices indexed by unit `j`
-#[inline(always)]
-fn cell_forward_units<M: MulAdd>(gates: [&mut [f32]; 4], c: &mut [f32], h: &mut [f32]) {
-    let [gi, gf, gg, go] = gates;
-    let (gi, gf, gg, go) = (
-        &mut gi[..LANES],
-        &mut gf[..LANES],
-        &mut gg[..LANES],
-        &mut go[..LANES],
-    );
-    let (c, h) = (&mut c[..LANES], &mut h[..LANES]);
-    for j in 0..LANES {
-        let (i, g) = fastmath::sigmoid_and_tanh::<M>(gi[j], gg[j]);
-        let f = fastmath::sigmoid::<M>(gf[j]);
-        c[j] = M::mul_add(f, c[j], i * g);
-        let (o, tc) = fastmath::sigmoid_and_tanh::<M>(go[j], c[j]);
-        (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
-        h[j] = o * tc;
-    }
-}
-
-/// The gradient of [`lstm_forward`] (with its cells kept); see the module documentation.
-pub fn lstm_backward(
+/// The reference backward, on slices of checked lengths.
+fn backward_steps(
     d: LstmDims,
     inp: &LstmBackwardInputs<'_>,
     out: LstmBackwardOutputs<'_>,
 ) -> Result<()> {
-    check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
     let LstmDims {
         steps,
         batch,
-        input,
         hidden,
+        ..
     } = d;
     let LstmBackwardOutputs {
         dgates,
@@ -392,212 +226,172 @@ pub fn lstm_backward(
         db,
         dx,
     } = out;
-    let rows = steps * batch;
-    let step_h = batch * hidden;
-    let step_g = batch * 4 * hidden;
-
+    let h4 = 4 * hidden;
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
     // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
     let (dh, dc) = (dh0, dc0);
     dh.copy_from_slice(inp.dh_n);
     dc.copy_from_slice(inp.dc_n);
-    if steps == 0 || step_h == 0 {
-        // Nothing flows through the layer: the weights get no gradient.
-        for g in [dw_ih, dw_hh, db] {
-            g.fill(0.0);
-        }
-        if let Some(dx) = dx {
-            dx.fill(0.0);
-        }
-        return Ok(());
+    if steps == 0 || batch * hidden == 0 {
+        return no_gradient_flows(WeightGrads {
+            dw_ih,
+            dw_hh,
+            db,
+            dx,
+        });
     }
-    let token = gemm_fast::simd();
 
-    // 1. Backwards through time: per step one fused pass and one GEMM, each thread over
-    // its own batch rows for the whole sequence. w_hh is packed once, here.
-    let w_hh = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, false);
-    let part = rows_per_part(batch, hidden);
-    let dgate_parts = split_steps(dgates, step_g, part * 4 * hidden);
-    let work: Vec<_> = dgate_parts
-        .into_iter()
-        .zip(
-            dh.chunks_mut(part * hidden)
-                .zip(dc.chunks_mut(part * hidden)),
-        )
-        .enumerate()
-        .collect();
-    work.into_par_iter()
-        .try_for_each(|(p, (mut dg, (dh, dc)))| {
-            let m = dh.len() / hidden;
-            let (r0, r1) = (p * part, p * part + m);
-            vectorize(
-                token,
-                #[inline(always)]
-                || -> Result<()> {
-                    for t in (0..steps).rev() {
-                        // This part's rows of step t (and t-1) in a `[T, B, width]` tensor.
-                        let at = |width: usize, t: usize| {
-                            (t * batch + r0) * width..(t * batch + r1) * width
-                        };
-                        let saved = StepSaved {
-                            gates: &inp.gates[at(4 * hidden, t)],
-                            c: &inp.cells[at(hidden, t)],
-                            c_prev: if t == 0 {
-                                &inp.c0[r0 * hidden..r1 * hidden]
-                            } else {
-                                &inp.cells[at(hidden, t - 1)]
-                            },
-                            dy: &inp.dy[at(hidden, t)],
-                            dh: &*dh,
-                            hidden,
-                        };
-                        let dgates_t = &mut *dg[t];
-                        if token.is_some() {
-                            cell_backward::<Fused>(&saved, dc, dgates_t);
-                        } else {
-                            cell_backward::<Separate>(&saved, dc, dgates_t);
-                        }
-                        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
-                        w_hh.gemm_rows(dgates_t, m, 0.0, dh)?;
-                    }
-                    Ok(())
-                },
-            )
-        })?;
-    // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows.
-    let dgates_all_t = mat(dgates, rows, 4 * hidden)?.reversed_axes();
+    // 1. Backwards through time: per step one fused pass and one GEMM.
+    let w_hh = mat(inp.w_hh, h4, hidden)?;
+    for t in (0..steps).rev() {
+        // Step t of a `[T, B, width]` tensor.
+        let at = |width: usize, t: usize| t * batch * width..(t + 1) * batch * width;
+        let c_prev = if t == 0 {
+            inp.c0
+        } else {
+            &inp.cells[at(hidden, t - 1)]
+        };
+        let saved = [
+            &inp.gates[at(h4, t)],
+            &inp.cells[at(hidden, t)],
+            c_prev,
+            &inp.dy[at(hidden, t)],
+        ];
+        let dgates_t = &mut dgates[at(h4, t)];
+        cell_backward(saved, dh, dc, dgates_t, hidden);
+        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
+        let dgates_t = mat(dgates_t, batch, h4)?;
+        gemm(1.0, dgates_t, w_hh, 0.0, &mut mat_mut(dh, batch, hidden)?)?;
+    }
+
+    // 2. The weight gradients over all steps at once.
+    weight_gradients(
+        d,
+        inp,
+        dgates,
+        WeightGrads {
+            dw_ih,
+            dw_hh,
+            db,
+            dx,
+        },
+    )
+}
+
+/// One step's fused backward pass over all rows. `saved` holds the step's activated
+/// `gates` `[B, 4H]`, `c_t`, `c_{t-1}` and the gradient `dy` arriving at y_t from
+/// outside; `dh` is the gradient arriving at h_t from step t+1. Writes `dgates_t` and
+/// replaces `dc` (the gradient at c_t on entry) by the gradient at c_{t-1}. With
+/// `tc = tanh(c_t)`: `dh_total = dy + dh`, `do = dh_total·tc`,
+/// `dc += dh_total·o·(1 - tc²)`, `di = dc·g`, `df = dc·c_{t-1}`, `dg = dc·i`; the
+/// pre-activation gradients are those times σ' or tanh' written with the outputs;
+/// finally `dc = dc·f` flows to c_{t-1}.
+fn cell_backward(
+    [gates, c, c_prev, dy]: [&[f32]; 4],
+    dh: &[f32],
+    dc: &mut [f32],
+    dgates_t: &mut [f32],
+    hidden: usize,
+) {
+    let per_row = dgates_t.chunks_mut(4 * hidden).zip(dc.chunks_mut(hidden));
+    for (r, (dg, dc)) in per_row.enumerate() {
+        let state = r * hidden..(r + 1) * hidden;
+        let (c, c_prev) = (&c[state.clone()], &c_prev[state.clone()]);
+        let (dy, dh) = (&dy[state.clone()], &dh[state]);
+        let g_row = &gates[r * 4 * hidden..(r + 1) * 4 * hidden];
+        let (d_i, rest) = dg.split_at_mut(hidden);
+        let (d_f, rest) = rest.split_at_mut(hidden);
+        let (d_g, d_o) = rest.split_at_mut(hidden);
+        for j in 0..hidden {
+            let (i, f) = (g_row[j], g_row[hidden + j]);
+            let (g, o) = (g_row[2 * hidden + j], g_row[3 * hidden + j]);
+            let tc = tanh(c[j]);
+            let dh_total = dy[j] + dh[j];
+            let dc_t = dh_total * o * (1.0 - tc * tc) + dc[j];
+            d_i[j] = dc_t * g * i * (1.0 - i);
+            d_f[j] = dc_t * c_prev[j] * f * (1.0 - f);
+            d_g[j] = dc_t * i * (1.0 - g * g);
+            d_o[j] = dh_total * tc * o * (1.0 - o);
+            dc[j] = dc_t * f;
+        }
+    }
+}
+
+fn sigmoid(x: f32) -> f32 {
+    fastmath::sigmoid::<Separate>(x)
+}
+
+fn tanh(x: f32) -> f32 {
+    fastmath::tanh::<Separate>(x)
+}
+
+/// The gradients of the layer's weights (and input) that are formed over all steps at
+/// once, after the time loop.
+pub(super) struct WeightGrads<'a> {
+    pub dw_ih: &'a mut [f32],
+    pub dw_hh: &'a mut [f32],
+    pub db: &'a mut [f32],
+    pub dx: Option<&'a mut [f32]>,
+}
+
+/// When nothing flows through the layer (no steps, or no units): zero gradients.
+pub(super) fn no_gradient_flows(g: WeightGrads<'_>) -> Result<()> {
+    for grad in [g.dw_ih, g.dw_hh, g.db] {
+        grad.fill(0.0);
+    }
+    if let Some(dx) = g.dx {
+        dx.fill(0.0);
+    }
+    Ok(())
+}
+
+/// The weight gradients from every step's `dgates` `[T, B, 4H]`, one GEMM each over all
+/// `T·B` rows: `dw_ih = dgatesᵀ · x`, `dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}`, `db` the column
+/// sums of `dgates` (the gradient of `b_ih` and of `b_hh` alike), `dx = dgates · w_ih`.
+pub(super) fn weight_gradients(
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    dgates: &[f32],
+    g: WeightGrads<'_>,
+) -> Result<()> {
+    let LstmDims {
+        steps,
+        batch,
+        input,
+        hidden,
+    } = d;
+    let (rows, h4) = (steps * batch, 4 * hidden);
+    let step_g = batch * h4;
+    let dgates_all = mat(dgates, rows, h4)?;
     gemm(
         1.0,
-        dgates_all_t,
+        dgates_all.t(),
         mat(inp.x, rows, input)?,
         0.0,
-        &mut mat_mut(dw_ih, 4 * hidden, input)?,
+        &mut mat_mut(g.dw_ih, h4, input)?,
     )?;
-    // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
-    let mut dw_hh = mat_mut(dw_hh, 4 * hidden, hidden)?;
-    let dgates_0_t = mat(&dgates[..step_g], batch, 4 * hidden)?.reversed_axes();
+    // Step 0 against h0, steps 1.. against y[0..T-1].
+    let mut dw_hh = mat_mut(g.dw_hh, h4, hidden)?;
+    let dgates_0 = mat(&dgates[..step_g], batch, h4)?;
     gemm(
         1.0,
-        dgates_0_t,
+        dgates_0.t(),
         mat(inp.h0, batch, hidden)?,
         0.0,
         &mut dw_hh,
     )?;
     if steps > 1 {
         let later = (steps - 1) * batch;
-        let dgates_rest_t = mat(&dgates[step_g..], later, 4 * hidden)?.reversed_axes();
+        let dgates_rest = mat(&dgates[step_g..], later, h4)?;
         let h_prev = mat(&inp.y[..later * hidden], later, hidden)?;
-        gemm(1.0, dgates_rest_t, h_prev, 1.0, &mut dw_hh)?;
+        gemm(1.0, dgates_rest.t(), h_prev, 1.0, &mut dw_hh)?;
     }
-    // db = column sums of dgates (the gradient of b_ih and of b_hh alike).
-    sum_to_shape(dgates, db)?;
-    // dx = dgates · w_ih over all T·B rows.
-    if let Some(dx) = dx {
-        let w_ih = mat(inp.w_ih, 4 * hidden, input)?;
-        gemm(
-            1.0,
-            mat(dgates, rows, 4 * hidden)?,
-            w_ih,
-            0.0,
-            &mut mat_mut(dx, rows, input)?,
-        )?;
+    sum_to_shape(dgates, g.db)?;
+    if let Some(dx) = g.dx {
+        let w_ih = mat(inp.w_ih, h4, input)?;
+        gemm(1.0, dgates_all, w_ih, 0.0, &mut mat_mut(dx, rows, input)?)?;
     }
     Ok(())
-}
-
-/// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated
-/// `gates`, the cell states `c` (c_t) and `c_prev` (c_{t-1}), the gradient `dy` arriving
-/// at y_t from outside and `dh` arriving at h_t from step t+1.
-struct StepSaved<'a> {
-    gates: &'a [f32],
-    c: &'a [f32],
-    c_prev: &'a [f32],
-    dy: &'a [f32],
-    dh: &'a [f32],
-    hidden: usize,
-}
-
-/// One step's fused backward pass over one thread's rows: writes `dgates_t`
-/// `[rows, 4H]` and replaces `dc` (the gradient at c_t on entry) by the gradient at
-/// c_{t-1}.
-#[inline(always)]
-fn cell_backward<M: MulAdd>(s: &StepSaved<'_>, dc: &mut [f32], dgates_t: &mut [f32]) {
-    let h = s.hidden;
-    for (r, (dg, dc)) in dgates_t.chunks_mut(4 * h).zip(dc.chunks_mut(h)).enumerate() {
-        cell_backward_row::<M>(s, r, dc, dg);
-    }
-}
-
-/// Row `r` of [`cell_backward`], [`LANES`] units at a time (see [`cell_forward_row`]).
-#[inline(always)]
-fn cell_backward_row<M: MulAdd>(s: &StepSaved<'_>, r: usize, dc: &mut [f32], dgates: &mut [f32]) {
-    let hidden = s.hidden;
-    let state = r * hidden..(r + 1) * hidden;
-    let (c, c_prev) = (&s.c[state.clone()], &s.c_prev[state.clone()]);
-    let (dy, dh) = (&s.dy[state.clone()], &s.dh[state]);
-    let g_row = &s.gates[r * 4 * hidden..(r + 1) * 4 * hidden];
-    let (gi, gf, gg, go) = gate_blocks!(g_row, hidden, split_at);
-    let (d_i, d_f, d_g, d_o) = gate_blocks!(dgates, hidden, split_at_mut);
-    let full = hidden - hidden % LANES;
-    for j in (0..full).step_by(LANES) {
-        let u = j..j + LANES;
-        let read = [
-            &gi[u.clone()],
-            &gf[u.clone()],
-            &gg[u.clone()],
-            &go[u.clone()],
-            &c[u.clone()],
-            &c_prev[u.clone()],
-            &dy[u.clone()],
-            &dh[u.clone()],
-        ];
-        let grads = [
-            &mut d_i[u.clone()],
-            &mut d_f[u.clone()],
-            &mut d_g[u.clone()],
-            &mut d_o[u.clone()],
-        ];
-        cell_backward_units::<M>(read, &mut dc[u], grads);
-    }
-    if full < hidden {
-        let n = hidden - full;
-        let mut read = [[0.0f32; LANES]; 8];
-        for (p, src) in read.iter_mut().zip([gi, gf, gg, go, c, c_prev, dy, dh]) {
-            p[..n].copy_from_slice(&src[full..]);
-        }
-        let mut written = [[0.0f32; LANES]; 5];
-        written[4][..n].copy_from_slice(&dc[full..]);
-        let [wi, wf, wg, wo, wc] = &mut written;
-        cell_backward_units::<M>(read.each_ref().map(|p| &p[..]), wc, [wi, wf, wg, wo]);
-        for (dst, p) in [d_i, d_f, d_g, d_o, dc].into_iter().zip(&written) {
-            dst[full..].copy_from_slice(&p[..n]);
-        }
-    }
-}
-
-/// [`LANES`] units of one row of [`cell_backward`]. `read` holds the activated gates
-/// i, f, g, o, then c_t, c_{t-1}, dy and dh. With `tc = tanh(c_t)`:
-/// `dh_total = dy + dh`, `do = dh_total·tc`, `dc += dh_total·o·(1 - tc²)`,
-/// `di = dc·g`, `df = dc·c_{t-1}`, `dg = dc·i`; the pre-activation gradients are those
-/// times σ' or tanh' written with the outputs; finally `dc = dc·f` flows to c_{t-1}.
-#[allow(clippy::needless_range_loop)] // why: thirteen slices indexed by unit `j`
-#[inline(always)]
-fn cell_backward_units<M: MulAdd>(read: [&[f32]; 8], dc: &mut [f32], grads: [&mut [f32]; 4]) {
-    let [gi, gf, gg, go, c, c_prev, dy, dh] = read.map(|s| &s[..LANES]);
-    let [d_i, d_f, d_g, d_o] = grads.map(|s| &mut s[..LANES]);
-    let dc = &mut dc[..LANES];
-    for j in 0..LANES {
-        let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
-        let tc = fastmath::tanh::<M>(c[j]);
-        let dh_total = dy[j] + dh[j];
-        let dc_t = M::mul_add(dh_total * o, M::mul_add(-tc, tc, 1.0), dc[j]);
-        d_i[j] = dc_t * g * i * (1.0 - i);
-        d_f[j] = dc_t * c_prev[j] * f * (1.0 - f);
-        d_g[j] = dc_t * i * (1.0 - g * g);
-        d_o[j] = dh_total * tc * o * (1.0 - o);
-        dc[j] = dc_t * f;
-    }
 }
 
 #[cfg(test)]
@@ -660,6 +454,17 @@ mod tests {
         (y, hs, cs, gates, cells)
     }
 
+    type Forward = fn(LstmDims, &LstmForwardInputs<'_>, LstmForwardOutputs<'_>) -> Result<()>;
+
+    /// The kernel as the backend calls it (the fast path where the CPU has AVX-512) and
+    /// the reference, each with and without cells kept.
+    const FORWARDS: [(&str, Forward); 4] = [
+        ("lstm_forward", lstm_forward),
+        ("lstm_forward", lstm_forward),
+        ("forward_reference", forward_reference),
+        ("forward_reference", forward_reference),
+    ];
+
     #[test]
     fn forward_matches_naive_per_element_lstm() {
         let mut rng = Rng(11);
@@ -685,7 +490,7 @@ mod tests {
                 b_hh: &b_hh,
             };
             let (y0, hn0, cn0, g0, cells0) = naive_forward(d, &inp);
-            for keep in [true, false] {
+            for ((name, forward), keep) in FORWARDS.into_iter().zip([true, false, true, false]) {
                 let mut y = vec![f32::NAN; rows * d.hidden];
                 let (mut h_n, mut c_n) = (vec![f32::NAN; bh], vec![f32::NAN; bh]);
                 let mut gates = vec![f32::NAN; rows * h4];
@@ -697,8 +502,8 @@ mod tests {
                     gates: &mut gates,
                     cells: keep.then_some(&mut cells[..]),
                 };
-                lstm_forward(d, &inp, out).unwrap();
-                let what = |t: &str| format!("round {round} {d:?} keep {keep}: {t}");
+                forward(d, &inp, out).unwrap();
+                let what = |t: &str| format!("{name} round {round} {d:?} keep {keep}: {t}");
                 let (atol, rtol) = (1e-5, 1e-4);
                 assert_close(&what("y"), &y, &y0, atol, rtol);
                 assert_close(&what("h_n"), &h_n, &hn0, atol, rtol);
@@ -739,18 +544,20 @@ mod tests {
             b_hh: &b_hh,
         };
         let (y0, ..) = naive_forward(d, &inp);
-        let mut y = vec![0.0; rows * d.hidden];
-        let (mut h_n, mut c_n) = (vec![0.0; bh], vec![0.0; bh]);
-        let mut gates = vec![0.0; rows * h4];
-        let out = LstmForwardOutputs {
-            y: &mut y,
-            h_n: &mut h_n,
-            c_n: &mut c_n,
-            gates: &mut gates,
-            cells: None,
-        };
-        lstm_forward(d, &inp, out).unwrap();
-        assert_close("y", &y, &y0, 1e-5, 1e-4);
+        for (name, forward) in FORWARDS {
+            let mut y = vec![0.0; rows * d.hidden];
+            let (mut h_n, mut c_n) = (vec![0.0; bh], vec![0.0; bh]);
+            let mut gates = vec![0.0; rows * h4];
+            let out = LstmForwardOutputs {
+                y: &mut y,
+                h_n: &mut h_n,
+                c_n: &mut c_n,
+                gates: &mut gates,
+                cells: None,
+            };
+            forward(d, &inp, out).unwrap();
+            assert_close(name, &y, &y0, 1e-5, 1e-4);
+        }
     }
 
     #[test]

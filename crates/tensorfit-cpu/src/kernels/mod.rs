@@ -15,6 +15,7 @@ pub mod fastmath;
 pub mod gemm;
 pub mod gemm_fast;
 pub mod lstm;
+mod lstm_fast;
 pub mod softmax;
 
 use std::marker::PhantomData;
