@@ -26,6 +26,7 @@ use tensorfit_core::args::{
 };
 use tensorfit_core::{backward, Activation, BinaryOp, Executable, Graph, Op, Shape, TensorId};
 use tensorfit_cpu::CpuBackend;
+use tensorfit_testing::{Rng, TestRng};
 
 const H: f32 = 1e-2;
 const ATOL: f64 = 2e-3;
@@ -34,31 +35,18 @@ const RTOL: f64 = 2e-2;
 const CHECK_ALL_UP_TO: usize = 40;
 const SAMPLE: usize = 16;
 
-/// splitmix64: a tiny deterministic generator, so the test needs no `rand`.
-struct Rng(u64);
+/// Normal test values: N(0, std²) by Box-Muller on two draws in (0, 1).
+trait Normals {
+    fn normals(&mut self, n: usize, std: f32) -> Vec<f32>;
+}
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1).
-    fn unit(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// N(0, std²) by Box-Muller.
-    fn normal(&mut self, std: f32) -> f32 {
-        let (u, v) = (self.unit(), self.unit());
-        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32 * std
-    }
-
+impl Normals for Rng {
     fn normals(&mut self, n: usize, std: f32) -> Vec<f32> {
-        (0..n).map(|_| self.normal(std)).collect()
+        let mut normal = || {
+            let (u, v) = (self.open_unit(), self.open_unit());
+            ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32 * std
+        };
+        (0..n).map(|_| normal()).collect()
     }
 }
 
@@ -207,7 +195,7 @@ fn be_allocated(be: &CpuBackend) -> u64 {
 
 #[test]
 fn matmul_all_transpose_combinations() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let (m, k, n) = (3, 4, 5);
     for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut c = Case::new("matmul");
@@ -224,7 +212,7 @@ fn matmul_all_transpose_combinations() {
 
 #[test]
 fn binary_add_and_mul_with_and_without_broadcasting() {
-    let mut rng = Rng(2);
+    let mut rng = Rng::new(2);
     for bop in [BinaryOp::Add, BinaryOp::Mul] {
         for b_shape in [&[2, 3, 4][..], &[3, 4], &[4]] {
             let mut c = Case::new(if bop == BinaryOp::Add { "add" } else { "mul" });
@@ -240,7 +228,7 @@ fn binary_add_and_mul_with_and_without_broadcasting() {
 #[test]
 fn binary_mul_of_a_tensor_with_itself() {
     // The same view passed twice, and two gradient contributions summed.
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     let mut c = Case::new("square");
     let x = c.random("x", &[3, 4], &mut rng);
     let square = BinaryInputs { a: x, b: x };
@@ -251,7 +239,7 @@ fn binary_mul_of_a_tensor_with_itself() {
 
 #[test]
 fn every_activation() {
-    let mut rng = Rng(4);
+    let mut rng = Rng::new(4);
     for f in [
         Activation::Identity,
         Activation::Relu,
@@ -277,7 +265,7 @@ fn every_activation() {
 
 #[test]
 fn slice_time() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     for t in [0, 2, 3] {
         let mut c = Case::new("slice_time");
         let x = c.random("x", &[4, 2, 3], &mut rng);
@@ -318,7 +306,7 @@ fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, LstmForwardOutputs<TensorId>
 
 #[test]
 fn lstm_forward_all_inputs_all_outputs() {
-    let mut rng = Rng(6);
+    let mut rng = Rng::new(6);
     let (mut c, out) = lstm_case(&mut rng, true);
     c.outputs.extend([out.y, out.h_n, out.c_n]);
     c.run(&mut rng);
@@ -328,7 +316,7 @@ fn lstm_forward_all_inputs_all_outputs() {
 fn lstm_forward_without_input_gradient_and_one_output() {
     // x is not differentiated (LstmBackward { input_grad: false }) and only c_n is
     // seeded, so y's and h_n's gradients are Fill zeros.
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let (mut c, out) = lstm_case(&mut rng, false);
     c.outputs.push(out.c_n);
     c.run(&mut rng);
@@ -337,7 +325,7 @@ fn lstm_forward_without_input_gradient_and_one_output() {
 #[test]
 fn lstm_last_step_through_slice_time() {
     // The classifier's use: only the last time step of y is read.
-    let mut rng = Rng(8);
+    let mut rng = Rng::new(8);
     let (mut c, out) = lstm_case(&mut rng, true);
     let last = c
         .graph
@@ -348,7 +336,7 @@ fn lstm_last_step_through_slice_time() {
 
 #[test]
 fn batchnorm_training() {
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     let mut c = Case::new("batchnorm training");
     let x = c.random("x", &[5, 3], &mut rng);
     let gamma = c.leaf("gamma", &[3], vec![0.8, 1.2, -0.6], true);
@@ -370,7 +358,7 @@ fn batchnorm_training() {
 
 #[test]
 fn batchnorm_inference() {
-    let mut rng = Rng(10);
+    let mut rng = Rng::new(10);
     let mut c = Case::new("batchnorm inference");
     let x = c.random("x", &[5, 3], &mut rng);
     let gamma = c.random("gamma", &[3], &mut rng);
@@ -394,7 +382,7 @@ fn batchnorm_inference() {
 
 #[test]
 fn softmax_cross_entropy() {
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     let mut c = Case::new("softmax cross-entropy");
     let logits = c.random("logits", &[4, 5], &mut rng);
     let labels = c.leaf("labels", &[4], vec![0.0, 4.0, 2.0, 2.0], false);
@@ -411,7 +399,7 @@ fn softmax_cross_entropy() {
 fn a_small_classifier_end_to_end() {
     // LSTM -> last step -> dense with a broadcast bias -> tanh -> softmax cross-entropy:
     // the composition the seed network uses, with its gradient sums and reductions.
-    let mut rng = Rng(12);
+    let mut rng = Rng::new(12);
     let (mut c, out) = lstm_case(&mut rng, true);
     let g = &mut c.graph;
     let last = g.apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x: out.y });

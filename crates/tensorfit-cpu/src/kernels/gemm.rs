@@ -123,7 +123,7 @@ pub fn matmul(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::test_util::{assert_close, Rng};
+    use tensorfit_testing::{assert_close, Rng, TestRng};
 
     /// `c[i][j] = Σ_k op(a)[i][k] · op(b)[k][j]`, one element at a time, in f64.
     fn naive(
@@ -146,12 +146,12 @@ mod tests {
 
     #[test]
     fn matmul_matches_naive_for_all_transposes() {
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         for round in 0..24 {
             let (m, k, n) = (rng.range(1, 13), rng.range(1, 17), rng.range(1, 11));
             let (trans_a, trans_b) = (round % 2 == 1, (round / 2) % 2 == 1);
-            let a = rng.vec(m * k);
-            let b = rng.vec(k * n);
+            let a = rng.signed_vec(m * k);
+            let b = rng.signed_vec(k * n);
             let a_dims = if trans_a { [k, m] } else { [m, k] };
             let b_dims = if trans_b { [n, k] } else { [k, n] };
             let mut c = vec![f32::NAN; m * n];

@@ -397,7 +397,7 @@ pub(super) fn weight_gradients(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::test_util::{assert_close, Rng};
+    use tensorfit_testing::{assert_close, Rng, TestRng};
 
     fn sigmoid64(x: f64) -> f64 {
         1.0 / (1.0 + (-x).exp())
@@ -467,7 +467,7 @@ mod tests {
 
     #[test]
     fn forward_matches_naive_per_element_lstm() {
-        let mut rng = Rng(11);
+        let mut rng = Rng::new(11);
         for round in 0..8 {
             let d = LstmDims {
                 steps: rng.range(1, 5),
@@ -476,10 +476,10 @@ mod tests {
                 hidden: rng.range(1, 40), // blocks of LANES units and a padded rest
             };
             let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
-            let x = rng.vec(rows * d.input);
-            let (h0, c0) = (rng.vec(bh), rng.vec(bh));
-            let (w_ih, w_hh) = (rng.vec(h4 * d.input), rng.vec(h4 * d.hidden));
-            let (b_ih, b_hh) = (rng.vec(h4), rng.vec(h4));
+            let x = rng.signed_vec(rows * d.input);
+            let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
+            let (w_ih, w_hh) = (rng.signed_vec(h4 * d.input), rng.signed_vec(h4 * d.hidden));
+            let (b_ih, b_hh) = (rng.signed_vec(h4), rng.signed_vec(h4));
             let inp = LstmForwardInputs {
                 x: &x,
                 h0: &h0,
@@ -520,7 +520,7 @@ mod tests {
     #[test]
     fn wide_steps_take_the_parallel_path_and_agree() {
         // B·4H = 16·4·256 ≥ PARALLEL_MIN_ELEMENTS: the fused passes run on rayon.
-        let mut rng = Rng(5);
+        let mut rng = Rng::new(5);
         let d = LstmDims {
             steps: 2,
             batch: 16,
@@ -529,11 +529,15 @@ mod tests {
         };
         assert!(d.batch * 4 * d.hidden >= PARALLEL_MIN_ELEMENTS);
         let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
-        let x = rng.vec(rows * d.input);
-        let (h0, c0) = (rng.vec(bh), rng.vec(bh));
-        let w_ih = rng.vec(h4 * d.input);
-        let w_hh: Vec<f32> = rng.vec(h4 * d.hidden).iter().map(|v| v * 0.1).collect();
-        let (b_ih, b_hh) = (rng.vec(h4), rng.vec(h4));
+        let x = rng.signed_vec(rows * d.input);
+        let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
+        let w_ih = rng.signed_vec(h4 * d.input);
+        let w_hh: Vec<f32> = rng
+            .signed_vec(h4 * d.hidden)
+            .iter()
+            .map(|v| v * 0.1)
+            .collect();
+        let (b_ih, b_hh) = (rng.signed_vec(h4), rng.signed_vec(h4));
         let inp = LstmForwardInputs {
             x: &x,
             h0: &h0,

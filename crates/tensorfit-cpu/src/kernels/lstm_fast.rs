@@ -492,7 +492,7 @@ fn cell_backward_units(read: [&[f32]; 8], dc: &mut [f32], grads: [&mut [f32]; 4]
 mod tests {
     use super::*;
     use crate::kernels::lstm::{backward_reference, forward_reference};
-    use crate::kernels::test_util::{assert_close, Rng};
+    use tensorfit_testing::{assert_close, Rng, TestRng};
 
     /// Which implementation a test runs.
     #[derive(Clone, Copy)]
@@ -577,7 +577,7 @@ mod tests {
             eprintln!("skipped: this CPU has no AVX-512, so the fast path cannot run");
             return;
         };
-        let mut rng = Rng(21);
+        let mut rng = Rng::new(21);
         for round in 0..6 {
             let d = LstmDims {
                 steps: rng.range(1, 6),
@@ -587,11 +587,15 @@ mod tests {
                 hidden: if round == 0 { 130 } else { rng.range(1, 40) },
             };
             let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
-            let x = rng.vec(rows * d.input);
-            let (h0, c0) = (rng.vec(bh), rng.vec(bh));
-            let w_ih = rng.vec(h4 * d.input);
-            let w_hh: Vec<f32> = rng.vec(h4 * d.hidden).iter().map(|v| v * 0.3).collect();
-            let (b_ih, b_hh) = (rng.vec(h4), rng.vec(h4));
+            let x = rng.signed_vec(rows * d.input);
+            let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
+            let w_ih = rng.signed_vec(h4 * d.input);
+            let w_hh: Vec<f32> = rng
+                .signed_vec(h4 * d.hidden)
+                .iter()
+                .map(|v| v * 0.3)
+                .collect();
+            let (b_ih, b_hh) = (rng.signed_vec(h4), rng.signed_vec(h4));
             let inp = LstmForwardInputs {
                 x: &x,
                 h0: &h0,
@@ -614,7 +618,11 @@ mod tests {
                 }
             }
             let [y, _, _, gates, cells] = run_forward(Path::Reference, d, &inp, true);
-            let (dy, dh_n, dc_n) = (rng.vec(rows * d.hidden), rng.vec(bh), rng.vec(bh));
+            let (dy, dh_n, dc_n) = (
+                rng.signed_vec(rows * d.hidden),
+                rng.signed_vec(bh),
+                rng.signed_vec(bh),
+            );
             let inp = LstmBackwardInputs {
                 x: &x,
                 h0: &h0,

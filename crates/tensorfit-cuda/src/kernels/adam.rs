@@ -4,6 +4,7 @@
 use tensorfit_core::args::{AdamInputs, AdamTargets};
 use tensorfit_core::{AdamParams, Result};
 
+use super::ADAM_UPDATE;
 use super::{count, Gpu};
 use crate::driver::{Arg, DevPtr};
 
@@ -16,7 +17,7 @@ pub fn adam_update(
     n: usize,
 ) -> Result<()> {
     g.launch_1d(
-        "adam_update",
+        ADAM_UPDATE,
         count(n),
         &[
             Arg::Ptr(inp.grad),

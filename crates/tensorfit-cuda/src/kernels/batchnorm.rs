@@ -9,6 +9,9 @@
 use tensorfit_core::{args, Result};
 
 use super::{count, int, Gpu};
+use super::{
+    BATCHNORM_BACKWARD, BATCHNORM_FORWARD_APPLY, BATCHNORM_FORWARD_STATS, BATCHNORM_STATS_UPDATE,
+};
 use crate::driver::{Arg, DevPtr};
 
 /// Where the statistics of [`batchnorm_forward`] come from (see
@@ -34,7 +37,7 @@ pub fn batchnorm_forward(
     let (mean, var) = match stats {
         BatchNormStats::Batch { mean, var } => {
             g.launch(
-                "batchnorm_forward_stats",
+                BATCHNORM_FORWARD_STATS,
                 (channels.div_ceil(CHANNEL_BLOCK as usize) as u32, 1, 1),
                 (CHANNEL_BLOCK, 1, 1),
                 &[
@@ -51,7 +54,7 @@ pub fn batchnorm_forward(
     };
     let n = count(batch * channels);
     g.launch_1d(
-        "batchnorm_forward_apply",
+        BATCHNORM_FORWARD_APPLY,
         n,
         &[
             Arg::Ptr(x),
@@ -80,7 +83,7 @@ pub fn batchnorm_backward(
     }
     let (b, c) = (int("batch", batch)?, int("channels", channels)?);
     g.launch(
-        "batchnorm_backward",
+        BATCHNORM_BACKWARD,
         (channels.div_ceil(CHANNEL_BLOCK as usize) as u32, 1, 1),
         (CHANNEL_BLOCK, 1, 1),
         &[
@@ -110,7 +113,7 @@ pub fn batchnorm_stats_update(
     n: usize,
 ) -> Result<()> {
     g.launch_1d(
-        "batchnorm_stats_update",
+        BATCHNORM_STATS_UPDATE,
         count(n),
         &[
             Arg::Ptr(inp.mean),

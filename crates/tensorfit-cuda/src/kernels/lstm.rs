@@ -22,6 +22,7 @@ use tensorfit_core::{args, LstmDims, Result};
 use super::elementwise::sum_to_shape;
 use super::gemm::gemm;
 use super::{int, Gpu};
+use super::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
 
 /// The op's tensors by name (see `tensorfit_core::args`), as device addresses.
@@ -65,7 +66,7 @@ pub fn lstm_forward(
     )?;
 
     // 2. The recurrence: one GEMM and one fused kernel per step.
-    let cell = g.kernels_fn("lstm_forward_cell")?;
+    let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
     for t in 0..steps {
         let h_prev = if t == 0 {
             inp.h0
@@ -98,7 +99,7 @@ pub fn lstm_forward(
         };
         g.launch_fn(
             cell,
-            "lstm_forward_cell",
+            LSTM_FORWARD_CELL,
             step_h as i64,
             &[
                 Arg::Ptr(gates_t),
@@ -158,7 +159,7 @@ pub fn lstm_backward(
     let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
 
     // 1. Backwards through time: one fused kernel and one GEMM per step.
-    let cell = g.kernels_fn("lstm_backward_cell")?;
+    let cell = g.kernels_fn(LSTM_BACKWARD_CELL)?;
     for t in (0..steps).rev() {
         let dgates_t = out.dgates.add(t * step_g);
         let c_prev = if t == 0 {
@@ -168,7 +169,7 @@ pub fn lstm_backward(
         };
         g.launch_fn(
             cell,
-            "lstm_backward_cell",
+            LSTM_BACKWARD_CELL,
             step_h as i64,
             &[
                 Arg::Ptr(inp.gates.add(t * step_g)),

@@ -51,45 +51,62 @@ impl KernelSource {
     }
 }
 
+/// The kernels, by the name each `.cu` file gives its `extern "C" __global__` function
+/// (launchers name them only through these, and the test below checks the table
+/// against the sources).
+pub const BINARY: &str = "binary";
+pub const ACTIVATION_FORWARD: &str = "activation_forward";
+pub const ACTIVATION_BACKWARD: &str = "activation_backward";
+pub const SUM_TO_SHAPE: &str = "sum_to_shape";
+pub const LSTM_FORWARD_CELL: &str = "lstm_forward_cell";
+pub const LSTM_BACKWARD_CELL: &str = "lstm_backward_cell";
+pub const BATCHNORM_FORWARD_STATS: &str = "batchnorm_forward_stats";
+pub const BATCHNORM_FORWARD_APPLY: &str = "batchnorm_forward_apply";
+pub const BATCHNORM_BACKWARD: &str = "batchnorm_backward";
+pub const BATCHNORM_STATS_UPDATE: &str = "batchnorm_stats_update";
+pub const SOFTMAX_CROSS_ENTROPY_FORWARD: &str = "softmax_cross_entropy_forward";
+pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward";
+pub const ADAM_UPDATE: &str = "adam_update";
+
 /// Every kernel source of the backend.
 pub const SOURCES: [KernelSource; 5] = [
     KernelSource {
         file: "elementwise.cu",
         code: include_str!("elementwise.cu"),
         kernels: &[
-            "binary",
-            "activation_forward",
-            "activation_backward",
-            "sum_to_shape",
+            BINARY,
+            ACTIVATION_FORWARD,
+            ACTIVATION_BACKWARD,
+            SUM_TO_SHAPE,
         ],
     },
     KernelSource {
         file: "lstm.cu",
         code: include_str!("lstm.cu"),
-        kernels: &["lstm_forward_cell", "lstm_backward_cell"],
+        kernels: &[LSTM_FORWARD_CELL, LSTM_BACKWARD_CELL],
     },
     KernelSource {
         file: "batchnorm.cu",
         code: include_str!("batchnorm.cu"),
         kernels: &[
-            "batchnorm_forward_stats",
-            "batchnorm_forward_apply",
-            "batchnorm_backward",
-            "batchnorm_stats_update",
+            BATCHNORM_FORWARD_STATS,
+            BATCHNORM_FORWARD_APPLY,
+            BATCHNORM_BACKWARD,
+            BATCHNORM_STATS_UPDATE,
         ],
     },
     KernelSource {
         file: "softmax.cu",
         code: include_str!("softmax.cu"),
         kernels: &[
-            "softmax_cross_entropy_forward",
-            "softmax_cross_entropy_backward",
+            SOFTMAX_CROSS_ENTROPY_FORWARD,
+            SOFTMAX_CROSS_ENTROPY_BACKWARD,
         ],
     },
     KernelSource {
         file: "adam.cu",
         code: include_str!("adam.cu"),
-        kernels: &["adam_update"],
+        kernels: &[ADAM_UPDATE],
     },
 ];
 
@@ -496,6 +513,18 @@ impl<'g> OpKernels for Gpu<'g> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kernel_table_names_exactly_the_kernels_each_source_defines() {
+        for src in SOURCES {
+            let defined = src.code.matches("__global__").count();
+            assert_eq!(defined, src.kernels.len(), "{}: kernels defined", src.file);
+            for name in src.kernels {
+                let signature = format!("extern \"C\" __global__ void {name}(");
+                assert!(src.code.contains(&signature), "{} has no {name}", src.file);
+            }
+        }
+    }
 
     #[test]
     fn entry_params_reads_nvrtc_ptx() {

@@ -323,7 +323,7 @@ pub fn gemm_packed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::test_util::{assert_close, Rng};
+    use tensorfit_testing::{assert_close, Rng, TestRng};
 
     #[test]
     fn packed_gemm_matches_naive_on_odd_shapes_and_strides() {
@@ -331,7 +331,7 @@ mod tests {
             eprintln!("skipped: no AVX-512 on this CPU");
             return;
         };
-        let mut rng = Rng(3);
+        let mut rng = Rng::new(3);
         for &(m, k, n) in &[
             (1, 1, 1),
             (9, 300, 33),    // K over two blocks
@@ -343,8 +343,8 @@ mod tests {
             (6, 0, 20),     // an empty sum
         ] {
             for (trans_a, trans_b) in [(false, false), (true, false), (false, true)] {
-                let a = rng.vec(m * k);
-                let b = rng.vec(k * n);
+                let a = rng.signed_vec(m * k);
+                let b = rng.signed_vec(k * n);
                 let a_ref = if trans_a {
                     MatRef::row_major(&a, k, m).t()
                 } else {
@@ -355,8 +355,8 @@ mod tests {
                 } else {
                     MatRef::row_major(&b, k, n)
                 };
-                let c0 = rng.vec(m * n);
-                let bias = rng.vec(n);
+                let c0 = rng.signed_vec(m * n);
+                let bias = rng.signed_vec(n);
                 for (beta, with_bias) in [(0.0, false), (1.0, false), (0.5, false), (0.0, true)] {
                     let mut c = c0.clone();
                     let bias = with_bias.then_some(&bias[..]);
