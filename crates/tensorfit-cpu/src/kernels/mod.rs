@@ -15,7 +15,6 @@ pub mod fastmath;
 pub mod gemm;
 pub mod gemm_fast;
 pub mod lstm;
-mod lstm_fast;
 pub mod softmax;
 
 use std::marker::PhantomData;

@@ -1,6 +1,6 @@
 //! The LSTM kernels, `lstm_forward` and `lstm_backward`: a whole layer over a whole
 //! sequence per call, organised the way cuDNN organises it. This file is the readable
-//! reference every GPU LSTM kernel is tested against; `lstm_fast.rs` beside it is the
+//! reference every GPU LSTM kernel is tested against; `fast.rs` beside it is the
 //! AVX-512 fast path, tested against this one and chosen where the CPU has AVX-512.
 //!
 //! cuDNN's structure is kept visible here because it is where the speed comes from, and
@@ -27,7 +27,9 @@ use tensorfit_core::{args, LstmDims, Result};
 use super::elementwise::sum_to_shape;
 use super::fastmath::{self, Separate};
 use super::gemm::{gemm, mat, mat_mut};
-use super::{check_len, gemm_fast, lstm_fast, PARALLEL_MIN_ELEMENTS};
+use super::{check_len, gemm_fast, PARALLEL_MIN_ELEMENTS};
+
+mod fast;
 
 /// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).
 pub type LstmForwardInputs<'a> = args::LstmForwardInputs<&'a [f32]>;
@@ -63,7 +65,7 @@ pub fn lstm_forward(
 ) -> Result<()> {
     check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
     match gemm_fast::simd() {
-        Some(token) => lstm_fast::forward(token, d, inp, out),
+        Some(token) => fast::forward(token, d, inp, out),
         None => forward_steps(d, inp, out),
     }
 }
@@ -77,7 +79,7 @@ pub fn lstm_backward(
 ) -> Result<()> {
     check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
     match gemm_fast::simd() {
-        Some(token) => lstm_fast::backward(token, d, inp, out),
+        Some(token) => fast::backward(token, d, inp, out),
         None => backward_steps(d, inp, out),
     }
 }
@@ -327,7 +329,7 @@ fn tanh(x: f32) -> f32 {
 
 /// The gradients of the layer's weights (and input) that are formed over all steps at
 /// once, after the time loop.
-pub(super) struct WeightGrads<'a> {
+pub(crate) struct WeightGrads<'a> {
     pub dw_ih: &'a mut [f32],
     pub dw_hh: &'a mut [f32],
     pub db: &'a mut [f32],
@@ -335,7 +337,7 @@ pub(super) struct WeightGrads<'a> {
 }
 
 /// When nothing flows through the layer (no steps, or no units): zero gradients.
-pub(super) fn no_gradient_flows(g: WeightGrads<'_>) -> Result<()> {
+pub(crate) fn no_gradient_flows(g: WeightGrads<'_>) -> Result<()> {
     for grad in [g.dw_ih, g.dw_hh, g.db] {
         grad.fill(0.0);
     }
@@ -348,7 +350,7 @@ pub(super) fn no_gradient_flows(g: WeightGrads<'_>) -> Result<()> {
 /// The weight gradients from every step's `dgates` `[T, B, 4H]`, one GEMM each over all
 /// `T·B` rows: `dw_ih = dgatesᵀ · x`, `dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}`, `db` the column
 /// sums of `dgates` (the gradient of `b_ih` and of `b_hh` alike), `dx = dgates · w_ih`.
-pub(super) fn weight_gradients(
+pub(crate) fn weight_gradients(
     d: LstmDims,
     inp: &LstmBackwardInputs<'_>,
     dgates: &[f32],
@@ -395,201 +397,4 @@ pub(super) fn weight_gradients(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tensorfit_testing::{assert_close, Rng, TestRng};
-
-    fn sigmoid64(x: f64) -> f64 {
-        1.0 / (1.0 + (-x).exp())
-    }
-
-    /// The LSTM equations one element at a time, in f64, with no GEMM and no fusion:
-    /// returns (y, h_n, c_n, activated gates, cells).
-    #[allow(clippy::type_complexity)]
-    fn naive_forward(
-        d: LstmDims,
-        p: &LstmForwardInputs<'_>,
-    ) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
-        let (tt, b, n_in, h) = (d.steps, d.batch, d.input, d.hidden);
-        let mut hs: Vec<f64> = p.h0.iter().map(|&v| v as f64).collect();
-        let mut cs: Vec<f64> = p.c0.iter().map(|&v| v as f64).collect();
-        let (mut y, mut gates, mut cells) = (Vec::new(), Vec::new(), Vec::new());
-        for t in 0..tt {
-            let mut h_new = vec![0.0; b * h];
-            let mut c_new = vec![0.0; b * h];
-            for r in 0..b {
-                // pre[k] for the 4H gate units of row r.
-                let pre: Vec<f64> = (0..4 * h)
-                    .map(|k| {
-                        let mut s = p.b_ih[k] as f64 + p.b_hh[k] as f64;
-                        for q in 0..n_in {
-                            s += p.x[(t * b + r) * n_in + q] as f64 * p.w_ih[k * n_in + q] as f64;
-                        }
-                        for q in 0..h {
-                            s += hs[r * h + q] * p.w_hh[k * h + q] as f64;
-                        }
-                        s
-                    })
-                    .collect();
-                let act: Vec<f64> = (0..4 * h)
-                    .map(|k| {
-                        if k / h == 2 {
-                            pre[k].tanh()
-                        } else {
-                            sigmoid64(pre[k])
-                        }
-                    })
-                    .collect();
-                for j in 0..h {
-                    let (i, f, g, o) = (act[j], act[h + j], act[2 * h + j], act[3 * h + j]);
-                    c_new[r * h + j] = f * cs[r * h + j] + i * g;
-                    h_new[r * h + j] = o * c_new[r * h + j].tanh();
-                }
-                gates.extend(act);
-            }
-            y.extend(&h_new);
-            cells.extend(&c_new);
-            (hs, cs) = (h_new, c_new);
-        }
-        (y, hs, cs, gates, cells)
-    }
-
-    type Forward = fn(LstmDims, &LstmForwardInputs<'_>, LstmForwardOutputs<'_>) -> Result<()>;
-
-    /// The kernel as the backend calls it (the fast path where the CPU has AVX-512) and
-    /// the reference, each with and without cells kept.
-    const FORWARDS: [(&str, Forward); 4] = [
-        ("lstm_forward", lstm_forward),
-        ("lstm_forward", lstm_forward),
-        ("forward_reference", forward_reference),
-        ("forward_reference", forward_reference),
-    ];
-
-    #[test]
-    fn forward_matches_naive_per_element_lstm() {
-        let mut rng = Rng::new(11);
-        for round in 0..8 {
-            let d = LstmDims {
-                steps: rng.range(1, 5),
-                batch: rng.range(1, 4),
-                input: if round == 0 { 0 } else { rng.range(1, 6) },
-                hidden: rng.range(1, 40), // blocks of LANES units and a padded rest
-            };
-            let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
-            let x = rng.signed_vec(rows * d.input);
-            let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
-            let (w_ih, w_hh) = (rng.signed_vec(h4 * d.input), rng.signed_vec(h4 * d.hidden));
-            let (b_ih, b_hh) = (rng.signed_vec(h4), rng.signed_vec(h4));
-            let inp = LstmForwardInputs {
-                x: &x,
-                h0: &h0,
-                c0: &c0,
-                w_ih: &w_ih,
-                w_hh: &w_hh,
-                b_ih: &b_ih,
-                b_hh: &b_hh,
-            };
-            let (y0, hn0, cn0, g0, cells0) = naive_forward(d, &inp);
-            for ((name, forward), keep) in FORWARDS.into_iter().zip([true, false, true, false]) {
-                let mut y = vec![f32::NAN; rows * d.hidden];
-                let (mut h_n, mut c_n) = (vec![f32::NAN; bh], vec![f32::NAN; bh]);
-                let mut gates = vec![f32::NAN; rows * h4];
-                let mut cells = vec![f32::NAN; rows * d.hidden];
-                let out = LstmForwardOutputs {
-                    y: &mut y,
-                    h_n: &mut h_n,
-                    c_n: &mut c_n,
-                    gates: &mut gates,
-                    cells: keep.then_some(&mut cells[..]),
-                };
-                forward(d, &inp, out).unwrap();
-                let what = |t: &str| format!("{name} round {round} {d:?} keep {keep}: {t}");
-                let (atol, rtol) = (1e-5, 1e-4);
-                assert_close(&what("y"), &y, &y0, atol, rtol);
-                assert_close(&what("h_n"), &h_n, &hn0, atol, rtol);
-                assert_close(&what("c_n"), &c_n, &cn0, atol, rtol);
-                if keep {
-                    // (Without `keep`, the gates are scratch: `Op::output_is_scratch`.)
-                    assert_close(&what("gates"), &gates, &g0, atol, rtol);
-                    assert_close(&what("cells"), &cells, &cells0, atol, rtol);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn wide_steps_take_the_parallel_path_and_agree() {
-        // B·4H = 16·4·256 ≥ PARALLEL_MIN_ELEMENTS: the fused passes run on rayon.
-        let mut rng = Rng::new(5);
-        let d = LstmDims {
-            steps: 2,
-            batch: 16,
-            input: 3,
-            hidden: 256,
-        };
-        assert!(d.batch * 4 * d.hidden >= PARALLEL_MIN_ELEMENTS);
-        let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
-        let x = rng.signed_vec(rows * d.input);
-        let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
-        let w_ih = rng.signed_vec(h4 * d.input);
-        let w_hh: Vec<f32> = rng
-            .signed_vec(h4 * d.hidden)
-            .iter()
-            .map(|v| v * 0.1)
-            .collect();
-        let (b_ih, b_hh) = (rng.signed_vec(h4), rng.signed_vec(h4));
-        let inp = LstmForwardInputs {
-            x: &x,
-            h0: &h0,
-            c0: &c0,
-            w_ih: &w_ih,
-            w_hh: &w_hh,
-            b_ih: &b_ih,
-            b_hh: &b_hh,
-        };
-        let (y0, ..) = naive_forward(d, &inp);
-        for (name, forward) in FORWARDS {
-            let mut y = vec![0.0; rows * d.hidden];
-            let (mut h_n, mut c_n) = (vec![0.0; bh], vec![0.0; bh]);
-            let mut gates = vec![0.0; rows * h4];
-            let out = LstmForwardOutputs {
-                y: &mut y,
-                h_n: &mut h_n,
-                c_n: &mut c_n,
-                gates: &mut gates,
-                cells: None,
-            };
-            forward(d, &inp, out).unwrap();
-            assert_close(name, &y, &y0, 1e-5, 1e-4);
-        }
-    }
-
-    #[test]
-    fn wrong_lengths_are_errors() {
-        let d = LstmDims {
-            steps: 2,
-            batch: 1,
-            input: 1,
-            hidden: 1,
-        };
-        let v = [0.0f32; 8];
-        let inp = LstmForwardInputs {
-            x: &v[..1], // should be 2
-            h0: &v[..1],
-            c0: &v[..1],
-            w_ih: &v[..4],
-            w_hh: &v[..4],
-            b_ih: &v[..4],
-            b_hh: &v[..4],
-        };
-        let (mut y, mut hn, mut cn, mut g) = ([0.0; 2], [0.0], [0.0], [0.0; 8]);
-        let out = LstmForwardOutputs {
-            y: &mut y,
-            h_n: &mut hn,
-            c_n: &mut cn,
-            gates: &mut g,
-            cells: None,
-        };
-        assert!(lstm_forward(d, &inp, out).is_err());
-    }
-}
+mod tests;

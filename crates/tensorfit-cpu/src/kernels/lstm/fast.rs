@@ -1,5 +1,5 @@
-//! The AVX-512 fast path of the LSTM kernels, beside the reference in `lstm.rs` (which
-//! it is tested against, below) and chosen by `lstm::lstm_forward`/`lstm_backward` when
+//! The AVX-512 fast path of the LSTM kernels, beside the reference in `mod.rs` (which
+//! it is tested against, in `tests.rs`) and chosen by `lstm::lstm_forward`/`lstm_backward` when
 //! the CPU has AVX-512 (`gemm_fast::simd`).
 //!
 //! It computes what the reference computes, with cuDNN's structure, and three changes of
@@ -18,14 +18,14 @@
 use rayon::prelude::*;
 use tensorfit_core::{LstmDims, Result};
 
-use super::fastmath::{self, Fused, MulAdd};
-use super::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
-use super::lstm::{
+use super::{
     no_gradient_flows, weight_gradients, LstmBackwardInputs, LstmBackwardOutputs,
     LstmForwardInputs, LstmForwardOutputs, WeightGrads,
 };
-use super::PARALLEL_MIN_ELEMENTS;
 use crate::backend_error;
+use crate::kernels::fastmath::{self, Fused, MulAdd};
+use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
+use crate::kernels::PARALLEL_MIN_ELEMENTS;
 
 /// The recurrent weight as the right operand of the per-step GEMM, packed once per call
 /// (see `gemm_fast.rs`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
@@ -95,7 +95,7 @@ fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<&mut [f32]>
 }
 
 /// The forward pass (the lengths have been checked by `lstm::lstm_forward`).
-pub(super) fn forward(
+pub(crate) fn forward(
     token: Token,
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
@@ -295,7 +295,7 @@ fn cell_forward_units(gates: [&mut [f32]; 4], c: &mut [f32], h: &mut [f32]) {
 }
 
 /// The backward pass (the lengths have been checked by `lstm::lstm_backward`).
-pub(super) fn backward(
+pub(crate) fn backward(
     token: Token,
     d: LstmDims,
     inp: &LstmBackwardInputs<'_>,
@@ -485,167 +485,5 @@ fn cell_backward_units(read: [&[f32]; 8], dc: &mut [f32], grads: [&mut [f32]; 4]
         d_g[j] = dc_t * i * (1.0 - g * g);
         d_o[j] = dh_total * tc * o * (1.0 - o);
         dc[j] = dc_t * f;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kernels::lstm::{backward_reference, forward_reference};
-    use tensorfit_testing::{assert_close, Rng, TestRng};
-
-    /// Which implementation a test runs.
-    #[derive(Clone, Copy)]
-    enum Path {
-        Fast(Token),
-        Reference,
-    }
-
-    /// Runs the forward of `path` on `inp`, keeping the cells or not: (y, h_n, c_n,
-    /// gates, cells).
-    fn run_forward(
-        path: Path,
-        d: LstmDims,
-        inp: &LstmForwardInputs<'_>,
-        keep: bool,
-    ) -> [Vec<f32>; 5] {
-        let (rows, state) = (d.steps * d.batch, d.batch * d.hidden);
-        let [mut y, mut h_n, mut c_n, mut gates, mut cells] = [
-            vec![f32::NAN; rows * d.hidden],
-            vec![f32::NAN; state],
-            vec![f32::NAN; state],
-            vec![f32::NAN; rows * 4 * d.hidden],
-            vec![f32::NAN; rows * d.hidden],
-        ];
-        let out = LstmForwardOutputs {
-            y: &mut y,
-            h_n: &mut h_n,
-            c_n: &mut c_n,
-            gates: &mut gates,
-            cells: keep.then_some(&mut cells[..]),
-        };
-        match path {
-            Path::Fast(token) => forward(token, d, inp, out),
-            Path::Reference => forward_reference(d, inp, out),
-        }
-        .unwrap();
-        [y, h_n, c_n, gates, cells]
-    }
-
-    /// Runs the backward of `path`: (dgates, dh0, dc0, dw_ih, dw_hh, db, dx).
-    fn run_backward(
-        path: Path,
-        d: LstmDims,
-        inp: &LstmBackwardInputs<'_>,
-        input_grad: bool,
-    ) -> [Vec<f32>; 7] {
-        let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
-        let mut g = [
-            vec![f32::NAN; rows * h4],
-            vec![f32::NAN; state],
-            vec![f32::NAN; state],
-            vec![f32::NAN; h4 * d.input],
-            vec![f32::NAN; h4 * d.hidden],
-            vec![f32::NAN; h4],
-            vec![f32::NAN; rows * d.input],
-        ];
-        let [dgates, dh0, dc0, dw_ih, dw_hh, db, dx] = &mut g;
-        let out = LstmBackwardOutputs {
-            dgates,
-            dh0,
-            dc0,
-            dw_ih,
-            dw_hh,
-            db,
-            dx: input_grad.then_some(&mut dx[..]),
-        };
-        match path {
-            Path::Fast(token) => backward(token, d, inp, out),
-            Path::Reference => backward_reference(d, inp, out),
-        }
-        .unwrap();
-        g
-    }
-
-    fn f64s(v: &[f32]) -> Vec<f64> {
-        v.iter().map(|&x| x as f64).collect()
-    }
-
-    #[test]
-    fn the_fast_path_matches_the_reference_forward_and_backward() {
-        let Some(token) = gemm_fast::simd() else {
-            eprintln!("skipped: this CPU has no AVX-512, so the fast path cannot run");
-            return;
-        };
-        let mut rng = Rng::new(21);
-        for round in 0..6 {
-            let d = LstmDims {
-                steps: rng.range(1, 6),
-                // Round 0 is wide enough for the rows to be split across threads.
-                batch: if round == 0 { 32 } else { rng.range(1, 9) },
-                input: rng.range(1, 7),
-                hidden: if round == 0 { 130 } else { rng.range(1, 40) },
-            };
-            let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
-            let x = rng.signed_vec(rows * d.input);
-            let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
-            let w_ih = rng.signed_vec(h4 * d.input);
-            let w_hh: Vec<f32> = rng
-                .signed_vec(h4 * d.hidden)
-                .iter()
-                .map(|v| v * 0.3)
-                .collect();
-            let (b_ih, b_hh) = (rng.signed_vec(h4), rng.signed_vec(h4));
-            let inp = LstmForwardInputs {
-                x: &x,
-                h0: &h0,
-                c0: &c0,
-                w_ih: &w_ih,
-                w_hh: &w_hh,
-                b_ih: &b_ih,
-                b_hh: &b_hh,
-            };
-            let (atol, rtol) = (1e-5, 1e-4);
-            for keep in [true, false] {
-                let fast = run_forward(Path::Fast(token), d, &inp, keep);
-                let want = run_forward(Path::Reference, d, &inp, keep);
-                // Without cells the gates are scratch (`Op::output_is_scratch`).
-                let compared = if keep { 5 } else { 3 };
-                let names = ["y", "h_n", "c_n", "gates", "cells"];
-                for k in 0..compared {
-                    let what = format!("round {round} {d:?} keep {keep}: {}", names[k]);
-                    assert_close(&what, &fast[k], &f64s(&want[k]), atol, rtol);
-                }
-            }
-            let [y, _, _, gates, cells] = run_forward(Path::Reference, d, &inp, true);
-            let (dy, dh_n, dc_n) = (
-                rng.signed_vec(rows * d.hidden),
-                rng.signed_vec(bh),
-                rng.signed_vec(bh),
-            );
-            let inp = LstmBackwardInputs {
-                x: &x,
-                h0: &h0,
-                c0: &c0,
-                w_ih: &w_ih,
-                w_hh: &w_hh,
-                y: &y,
-                gates: &gates,
-                cells: &cells,
-                dy: &dy,
-                dh_n: &dh_n,
-                dc_n: &dc_n,
-            };
-            for input_grad in [true, false] {
-                let fast = run_backward(Path::Fast(token), d, &inp, input_grad);
-                let want = run_backward(Path::Reference, d, &inp, input_grad);
-                let names = ["dgates", "dh0", "dc0", "dw_ih", "dw_hh", "db", "dx"];
-                let compared = if input_grad { 7 } else { 6 };
-                for k in 0..compared {
-                    let what = format!("round {round} {d:?}: {}", names[k]);
-                    assert_close(&what, &fast[k], &f64s(&want[k]), 1e-4, 1e-3);
-                }
-            }
-        }
     }
 }
