@@ -73,7 +73,7 @@ pub struct Node {
 pub struct Graph {
     tensors: Vec<TensorInfo>,
     nodes: Vec<Node>,
-    /// Phase given to nodes added with [`Graph::op`]; autodiff switches it to `Backward`.
+    /// Phase given to nodes added with [`Graph::apply`]; autodiff switches it to `Backward`.
     pub(crate) phase: Option<Phase>,
 }
 
@@ -93,7 +93,7 @@ impl Graph {
         TensorId(self.tensors.len() - 1)
     }
 
-    /// Sets the phase recorded on nodes added from now on with [`Graph::op`] (`None`:
+    /// Sets the phase recorded on nodes added from now on with [`Graph::apply`] (`None`:
     /// forward). Autodiff sets it itself; builders that write backward nodes by hand
     /// (recomputation) set it so the planner labels memory correctly.
     pub fn set_phase(&mut self, phase: Option<Phase>) {
@@ -141,7 +141,7 @@ impl Graph {
         inputs: I,
     ) -> Result<I::Outputs> {
         let op_name = op.name();
-        let outputs = self.op(name, op, &inputs.into_vec())?;
+        let outputs = self.add_node(name, op, &inputs.into_vec())?;
         I::Outputs::from_vec("outputs", outputs).map_err(|message| Error::Shape {
             node: name.to_string(),
             op: op_name,
@@ -149,10 +149,9 @@ impl Graph {
         })
     }
 
-    /// Adds a node from lists in the order of the op's structs and returns its outputs as
-    /// a list: the form for code generic over ops (tests, gradient checks). Builders use
-    /// [`Graph::apply`].
-    pub fn op(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<Vec<TensorId>> {
+    /// Adds a node from its input list (in the order of the op's structs) and returns its
+    /// output list.
+    fn add_node(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<Vec<TensorId>> {
         if op.is_update() {
             return Err(Error::Shape {
                 node: name.to_string(),
@@ -194,17 +193,7 @@ impl Graph {
         inputs: I,
         targets: I::Outputs,
     ) -> Result<NodeId> {
-        self.update_lists(name, op, &inputs.into_vec(), &targets.into_vec())
-    }
-
-    /// [`Graph::update`] from lists, for code generic over ops.
-    pub fn update_lists(
-        &mut self,
-        name: &str,
-        op: Op,
-        inputs: &[TensorId],
-        targets: &[TensorId],
-    ) -> Result<NodeId> {
+        let (inputs, targets) = (&inputs.into_vec(), &targets.into_vec());
         let err = |message: String| Error::Shape {
             node: name.to_string(),
             op: op.name(),

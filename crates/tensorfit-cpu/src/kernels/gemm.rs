@@ -1,7 +1,7 @@
 //! Matrix products: the `matmul` kernel, and the GEMM helper the LSTM kernels use.
 //!
 //! On a CPU with AVX-512, [`gemm`] hands the product to the packed micro-kernels of
-//! `gemm_fast.rs` (same results up to summation order; see that file for why and the
+//! `gemm_fast/` (same results up to summation order; see that file for why and the
 //! measurements). Everywhere else — and as the readable reference — every product goes
 //! through `ndarray::linalg::general_mat_mul`, which calls
 //! matrixmultiply's sgemm (threaded through its "threading" feature) with the views'

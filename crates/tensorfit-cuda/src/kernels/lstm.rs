@@ -1,6 +1,6 @@
 //! The LSTM launchers, `lstm_forward` and `lstm_backward`: a whole layer over a whole
 //! sequence per call, organised the way cuDNN organises it, step for step like the CPU
-//! reference (`tensorfit-cpu/src/kernels/lstm.rs`), which is what they are tested against:
+//! reference (`tensorfit-cpu/src/kernels/lstm/mod.rs`), which is what they are tested against:
 //! - **forward**: one cuBLAS GEMM projects the input of *all* steps,
 //!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`; then per step `t` one GEMM accumulates the
 //!   recurrent term, `gates[t] += h_{t-1} · w_hhᵀ` (beta = 1), and one fused kernel,

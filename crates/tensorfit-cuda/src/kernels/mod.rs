@@ -1,7 +1,7 @@
 //! The kernels of the CUDA backend: CUDA C sources under this folder (`lstm.cu`,
 //! `elementwise.cu`, `batchnorm.cu`, `softmax.cu`, `adam.cu`), and one Rust file per op
 //! family with a launcher per [`tensorfit_core::Op`], named as `Op::name` names it in every
-//! backend (`lstm_forward` in `lstm.rs` here, in the CPU's `kernels/lstm.rs` and in wgpu's
+//! backend (`lstm_forward` in `lstm.rs` here, in the CPU's `kernels/lstm/mod.rs` and in wgpu's
 //! `shaders/lstm.wgsl`).
 //!
 //! The sources are embedded with `include_str!` and compiled at run time by NVRTC for the

@@ -1,6 +1,6 @@
 //! The host side of the kernels: each [`Op`] turned into the kernel launches that compute
 //! it, one file per op family and one function per op, named as the CPU backend names its
-//! kernels (`Op::name`), so that `tensorfit-cpu/src/kernels/lstm.rs` and `lstm.rs` here
+//! kernels (`Op::name`), so that `tensorfit-cpu/src/kernels/lstm/mod.rs` and `lstm.rs` here
 //! read side by side.
 //!
 //! These functions only plan: they check dimensions, split work so that every launch's

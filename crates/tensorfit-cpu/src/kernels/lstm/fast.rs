@@ -7,7 +7,7 @@
 //! - the time loop runs on every thread at once, each over its own batch rows for all
 //!   steps (rows of an LSTM never exchange data), so there is no barrier per step;
 //! - each thread projects the inputs of its own rows itself, a run of steps at a time
-//!   ([`project_ahead`]), with the packed micro-kernels of `gemm_fast.rs` (`w_ihᵀ` and
+//!   ([`project_ahead`]), with the packed micro-kernels of `gemm_fast/` (`w_ihᵀ` and
 //!   `w_hhᵀ` are packed once per call), instead of one GEMM over all steps up front;
 //! - the gate passes run [`LANES`] units at a time through `fastmath` with fused
 //!   multiply-adds, compiled for AVX-512 inside `gemm_fast::vectorize`; without cells
@@ -28,7 +28,7 @@ use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, Pac
 use crate::kernels::PARALLEL_MIN_ELEMENTS;
 
 /// The recurrent weight as the right operand of the per-step GEMM, packed once per call
-/// (see `gemm_fast.rs`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
+/// (see `gemm_fast/`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
 /// (`dgates · w_hh`).
 struct Recurrent {
     token: Token,

@@ -27,7 +27,8 @@ use tensorfit_core::{args, LstmDims, Result};
 use super::elementwise::sum_to_shape;
 use super::fastmath::{self, Separate};
 use super::gemm::{gemm, mat, mat_mut};
-use super::{check_len, gemm_fast, PARALLEL_MIN_ELEMENTS};
+use super::gemm_fast::{self, Token};
+use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
 mod fast;
 
@@ -63,11 +64,7 @@ pub fn lstm_forward(
     inp: &LstmForwardInputs<'_>,
     out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
-    check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
-    match gemm_fast::simd() {
-        Some(token) => fast::forward(token, d, inp, out),
-        None => forward_steps(d, inp, out),
-    }
+    forward_on(gemm_fast::simd(), d, inp, out)
 }
 
 /// The gradient of [`lstm_forward`] (with its cells kept): the fast path where the CPU
@@ -77,31 +74,35 @@ pub fn lstm_backward(
     inp: &LstmBackwardInputs<'_>,
     out: LstmBackwardOutputs<'_>,
 ) -> Result<()> {
-    check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
-    match gemm_fast::simd() {
-        Some(token) => fast::backward(token, d, inp, out),
-        None => backward_steps(d, inp, out),
-    }
+    backward_on(gemm_fast::simd(), d, inp, out)
 }
 
-/// The reference forward on any CPU (see the module documentation).
-pub fn forward_reference(
+/// [`lstm_forward`] on the fast path of `token`, or on the reference without one.
+pub fn forward_on(
+    token: Option<Token>,
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
     out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
-    forward_steps(d, inp, out)
+    match token {
+        Some(token) => fast::forward(token, d, inp, out),
+        None => forward_steps(d, inp, out),
+    }
 }
 
-/// The reference backward on any CPU (see the module documentation).
-pub fn backward_reference(
+/// [`lstm_backward`] on the fast path of `token`, or on the reference without one.
+pub fn backward_on(
+    token: Option<Token>,
     d: LstmDims,
     inp: &LstmBackwardInputs<'_>,
     out: LstmBackwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
-    backward_steps(d, inp, out)
+    match token {
+        Some(token) => fast::backward(token, d, inp, out),
+        None => backward_steps(d, inp, out),
+    }
 }
 
 /// The reference forward, on slices of checked lengths.

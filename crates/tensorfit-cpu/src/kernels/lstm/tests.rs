@@ -2,7 +2,6 @@
 //! reference.
 
 use super::*;
-use crate::kernels::gemm_fast::Token;
 use tensorfit_testing::{assert_close, Rng, TestRng};
 
 fn sigmoid64(x: f64) -> f64 {
@@ -61,6 +60,14 @@ fn naive_forward(
 }
 
 type Forward = fn(LstmDims, &LstmForwardInputs<'_>, LstmForwardOutputs<'_>) -> Result<()>;
+
+fn forward_reference(
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    out: LstmForwardOutputs<'_>,
+) -> Result<()> {
+    forward_on(None, d, inp, out)
+}
 
 /// The kernel as the backend calls it (the fast path where the CPU has AVX-512) and
 /// the reference, each with and without cells kept.
@@ -226,7 +233,7 @@ fn run_forward(path: Path, d: LstmDims, inp: &LstmForwardInputs<'_>, keep: bool)
     };
     match path {
         Path::Fast(token) => fast::forward(token, d, inp, out),
-        Path::Reference => forward_reference(d, inp, out),
+        Path::Reference => forward_on(None, d, inp, out),
     }
     .unwrap();
     [y, h_n, c_n, gates, cells]
@@ -261,7 +268,7 @@ fn run_backward(
     };
     match path {
         Path::Fast(token) => fast::backward(token, d, inp, out),
-        Path::Reference => backward_reference(d, inp, out),
+        Path::Reference => backward_on(None, d, inp, out),
     }
     .unwrap();
     g
