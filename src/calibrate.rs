@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use tensorfit_core::{Backend, DeviceInfo, Op, Result, Shape, TensorView};
+use tensorfit_core::{Backend, DType, DeviceInfo, Op, Result, Shape, TensorView};
 
 /// GEMM shape: `[M, K] · [N, K]ᵀ`, like a batch of LSTM steps times `W_hhᵀ`.
 const M: usize = 512;
@@ -108,7 +108,7 @@ fn measure(backend: &mut dyn Backend) -> Result<f64> {
     ];
     let mut views = Vec::new();
     for s in &shapes {
-        let buf = backend.allocate(s.numel() as u64 * 4)?;
+        let buf = backend.allocate(s.numel() as u64 * DType::F32.size_bytes() as u64)?;
         views.push(TensorView::whole(buf, s.clone()));
     }
     let fill: Vec<f32> = (0..M.max(N) * K)

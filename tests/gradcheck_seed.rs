@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use tensorfit::core::args::FillInputs;
 use tensorfit::core::{backward, Activation, Executable, Graph, Op, Shape, TensorId};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::model::{classifier, Mode};
@@ -25,16 +26,11 @@ fn seed_shaped_network_gradients_match_finite_differences() {
     let (batch, steps) = (4, 5);
     let mut g = Graph::new();
     let c = classifier(&mut g, &cfg, batch, steps, Mode::Train).unwrap();
-    let one = g
-        .op1(
-            "seed",
-            Op::Fill {
-                value: 1.0,
-                shape: Shape::from([1]),
-            },
-            &[],
-        )
-        .unwrap();
+    let fill = Op::Fill {
+        value: 1.0,
+        shape: Shape::from([1]),
+    };
+    let one = g.apply("seed", fill, FillInputs::default()).unwrap().out;
     let mut wrt: Vec<(String, TensorId)> = c.params.clone();
     for k in 0..cfg.layers {
         wrt.push((format!("h0_l{k}"), c.stack.h0[k]));

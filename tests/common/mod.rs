@@ -1,5 +1,6 @@
-//! Helpers shared by the cross-crate tests: one closeness rule, the small models and
-//! requests the tests build, the wgpu skip rule, and running the CLI.
+//! Helpers shared by the cross-crate tests: the small models and requests the tests
+//! build, the wgpu check, and running the CLI (the closeness rule and the skip rule are
+//! `tensorfit-testing`'s).
 
 #![allow(dead_code)]
 
@@ -11,23 +12,10 @@ use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{AdamConfig, Job, ModelConfig, TemporalOrder, TrainOptions};
 use tensorfit::session::Request;
 
-/// The closeness rule of the whole project: |a - b| <= atol + rtol * |reference|.
+/// The closeness rule of the whole project (`tensorfit_testing::ratio`):
+/// |a - b| <= atol + rtol * |reference|.
 pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
-    let mut worst = (0.0f32, 0usize);
-    for (i, (&a, &b)) in got.iter().zip(want).enumerate() {
-        let excess = (a - b).abs() - (atol + rtol * b.abs());
-        if excess > worst.0 || !a.is_finite() {
-            worst = (excess.max(f32::MIN_POSITIVE), i);
-        }
-    }
-    if worst.0 > 0.0 {
-        let i = worst.1;
-        panic!(
-            "{what}: element {i} is {} but the reference is {} (atol {atol}, rtol {rtol})",
-            got[i], want[i]
-        );
-    }
+    tensorfit_testing::assert_close(what, got, want, atol as f64, rtol as f64);
 }
 
 /// Largest absolute value (the scale used for a tensor-relative tolerance).
@@ -81,27 +69,13 @@ pub fn request(
     }
 }
 
-/// Device kinds that must be present (`TENSORFIT_REQUIRE=wgpu,cuda`).
-pub fn required_kinds() -> Vec<String> {
-    std::env::var("TENSORFIT_REQUIRE")
-        .unwrap_or_default()
-        .split(',')
-        .map(|s| s.trim().to_ascii_lowercase())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
 /// Whether a wgpu adapter opens (lavapipe in CI). When none does, prints why, so the
 /// caller can skip, or fails when `TENSORFIT_REQUIRE` names wgpu.
 pub fn wgpu_present() -> bool {
     let Err(why) = tensorfit::devices::open(DeviceKind::Wgpu, &MemoryCaps::default()) else {
         return true;
     };
-    assert!(
-        !required_kinds().iter().any(|k| k == "wgpu"),
-        "wgpu required but unavailable: {why}"
-    );
-    println!("wgpu: skipped — {why}");
+    tensorfit_testing::skip("this test", "wgpu", &why.to_string());
     false
 }
 

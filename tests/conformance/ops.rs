@@ -10,36 +10,25 @@ use tensorfit::core::{
     Activation, AdamParams, Backend, BinaryOp, Error, HostTensor, Op, Shape, TensorView,
 };
 
+use tensorfit_testing::{Rng, TestRng};
+
 use crate::{reference, Checks, OP_TOL};
 
-/// splitmix64: deterministic inputs without a dependency.
-struct Rng(u64);
+/// Test tensors drawn from the project's generator.
+trait Tensors {
+    fn tensor(&mut self, shape: &[usize], scale: f32) -> HostTensor;
+    /// Values in (lo, hi).
+    fn between(&mut self, shape: &[usize], lo: f32, hi: f32) -> HostTensor;
+    fn labels(&mut self, rows: usize, classes: usize) -> HostTensor;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    fn uniform(&mut self) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo + 1) as u64) as usize
-    }
-
+impl Tensors for Rng {
     fn tensor(&mut self, shape: &[usize], scale: f32) -> HostTensor {
         let n = shape.iter().product();
-        let data = (0..n).map(|_| self.uniform() * scale).collect();
+        let data = (0..n).map(|_| self.signed() * scale).collect();
         HostTensor::new(Shape::new(shape), data).unwrap()
     }
 
-    /// Values in (lo, hi).
     fn between(&mut self, shape: &[usize], lo: f32, hi: f32) -> HostTensor {
         let mut t = self.tensor(shape, 1.0);
         t.data
@@ -105,7 +94,7 @@ const ACTIVATIONS: [Activation; 4] = [
 ];
 
 fn cases() -> Vec<Case> {
-    let mut r = Rng(2024);
+    let mut r = Rng::new(2024);
     let mut v = Vec::new();
     // Matrix products, every transpose, small and several tiles large.
     for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {

@@ -1,118 +1,377 @@
-//! An op's tensors by name: the unpacking every backend does before calling a kernel.
+//! Every op's inputs and outputs by name: the one place an op's argument order is written.
 //!
-//! A backend receives an op's tensors as two lists, inputs and outputs, in the order
-//! [`Op`] documents, and its kernels want them by name. This module does that once for
-//! every backend, generic over what a backend holds per tensor (host slices on the CPU,
-//! buffer regions on wgpu, device addresses on CUDA), so the argument order of each op is
-//! written down here, next to `Op`, and every backend reports a wrong count with the same
-//! message. Errors are plain strings; each backend wraps them in its own error.
+//! For each [`Op`](crate::Op) there is an inputs struct and an outputs struct (for update ops the
+//! outputs are the *targets*, read and overwritten), generic over the handle `T` of one
+//! tensor:
+//! - in graph builders `T` is a [`crate::TensorId`]: `Graph::apply(name, op,
+//!   LstmForwardInputs { x, h0, .. })` returns `LstmForwardOutputs { y, h_n, .. }`;
+//! - in backends `T` is what the backend holds per tensor (a host slice, a buffer region, a
+//!   device address), and `&Shape` for the shapes: see [`crate::kernels`].
+//!
+//! A node stores its tensors as two lists in the order the fields are declared here;
+//! [`Args::from_vec`] and [`Args::into_vec`] convert, and are the only code that knows
+//! that order. An optional last field (`cells`, `dx`) is present when the list has it.
 
-use crate::backend::TensorView;
-use crate::op::{LstmDims, Op};
+use std::marker::PhantomData;
 
-/// The items of one kind (`what`: "inputs" or "outputs") as a fixed-size array.
-pub fn arity<T, const N: usize>(op: &Op, what: &str, items: Vec<T>) -> Result<[T; N], String> {
+use crate::op::LstmDims;
+use crate::shape::Shape;
+
+/// A struct of named tensors of one op, convertible to and from the node's list.
+pub trait Args<T>: Sized {
+    /// The field names in list order; an optional last field is named too.
+    const NAMES: &'static [&'static str];
+
+    /// The items of one kind (`what`: "inputs", "outputs" or "targets") by name; a wrong
+    /// count is an error (callers add the op's or node's name).
+    fn from_vec(what: &str, items: Vec<T>) -> Result<Self, String>;
+
+    /// The items in list order.
+    fn into_vec(self) -> Vec<T>;
+}
+
+/// An op's inputs struct, naming the struct of its outputs (or targets).
+pub trait OpInputs<T>: Args<T> {
+    type Outputs: Args<T>;
+}
+
+/// The items as a fixed-size array.
+fn arity<T, const N: usize>(what: &str, items: Vec<T>) -> Result<[T; N], String> {
     let n = items.len();
     items
         .try_into()
-        .map_err(|_| format!("{}: expected {N} {what}, got {n}", op.name()))
+        .map_err(|_| format!("expected {N} {what}, got {n}"))
 }
 
-/// `N` required items and one optional last item (`cells`, `dx`).
-pub fn arity_optional<T, const N: usize>(
-    op: &Op,
+/// `N` required items and one optional last item.
+fn arity_optional<T, const N: usize>(
     what: &str,
     mut items: Vec<T>,
 ) -> Result<([T; N], Option<T>), String> {
     if items.len() > N + 1 {
-        return Err(format!(
-            "{}: expected at most {} {what}, got {}",
-            op.name(),
-            N + 1,
-            items.len()
-        ));
+        let n = items.len();
+        return Err(format!("expected at most {} {what}, got {n}", N + 1));
     }
     let last = if items.len() > N { items.pop() } else { None };
-    Ok((arity(op, what, items)?, last))
+    Ok((arity(what, items)?, last))
 }
 
-/// The two dimensions of a matrix view.
-pub fn dims2(view: &TensorView) -> [usize; 2] {
-    [view.shape.dim(0), view.shape.dim(1)]
-}
+/// Declares one struct of named tensors (with an optional last field after `;`).
+macro_rules! args_struct {
+    ($(#[$m:meta])* $name:ident { $($f:ident),+ }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name<T> {
+            $(pub $f: T,)+
+        }
 
-/// The sizes of the LSTM layer whose input views (forward or backward) are `views`.
-pub fn lstm_dims(op: &Op, views: &[TensorView]) -> Result<LstmDims, String> {
-    // The forward reads its biases' shapes too; the backward has none.
-    let read = if matches!(op, Op::LstmForward { .. }) {
-        7
-    } else {
-        5
+        impl<T> Args<T> for $name<T> {
+            const NAMES: &'static [&'static str] = &[$(stringify!($f)),+];
+
+            fn from_vec(what: &str, items: Vec<T>) -> Result<Self, String> {
+                let [$($f),+] = arity(what, items)?;
+                Ok($name { $($f),+ })
+            }
+
+            fn into_vec(self) -> Vec<T> {
+                vec![$(self.$f),+]
+            }
+        }
     };
-    let shapes: Vec<_> = views.iter().take(read).map(|v| &v.shape).collect();
-    if shapes.len() < 5 {
-        return Err(format!(
-            "{}: expected LSTM inputs, got {}",
-            op.name(),
-            shapes.len()
-        ));
+    ($(#[$m:meta])* $name:ident { $($f:ident),+ ; $opt:ident }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name<T> {
+            $(pub $f: T,)+
+            pub $opt: Option<T>,
+        }
+
+        impl<T> Args<T> for $name<T> {
+            const NAMES: &'static [&'static str] = &[$(stringify!($f)),+, stringify!($opt)];
+
+            fn from_vec(what: &str, items: Vec<T>) -> Result<Self, String> {
+                let ([$($f),+], $opt) = arity_optional(what, items)?;
+                Ok($name { $($f),+, $opt })
+            }
+
+            fn into_vec(self) -> Vec<T> {
+                let mut v = vec![$(self.$f),+];
+                v.extend(self.$opt);
+                v
+            }
+        }
+    };
+}
+
+/// Declares an op's inputs struct and outputs struct, and ties them together.
+macro_rules! signature {
+    (
+        $(#[$im:meta])* $inputs:ident { $($i:tt)+ }
+        $(#[$om:meta])* -> $outputs:ident { $($o:tt)+ }
+    ) => {
+        args_struct!($(#[$im])* $inputs { $($i)+ });
+        args_struct!($(#[$om])* $outputs { $($o)+ });
+        impl<T> OpInputs<T> for $inputs<T> {
+            type Outputs = $outputs<T>;
+        }
+    };
+}
+
+signature! {
+    /// [`Op::MatMul`](crate::Op::MatMul): `a` `[M, K]` (`[K, M]` if `trans_a`), `b` `[K, N]` (`[N, K]` if `trans_b`).
+    MatMulInputs { a, b }
+    /// [`Op::MatMul`](crate::Op::MatMul): `c` `[M, N]`.
+    -> MatMulOutputs { c }
+}
+
+signature! {
+    /// [`Op::Binary`](crate::Op::Binary): `a`, and `b` whose shape is a suffix of `a`'s.
+    BinaryInputs { a, b }
+    /// [`Op::Binary`](crate::Op::Binary): `out`, of `a`'s shape.
+    -> BinaryOutputs { out }
+}
+
+signature! {
+    /// [`Op::Activation`](crate::Op::Activation): `x`.
+    ActivationInputs { x }
+    /// [`Op::Activation`](crate::Op::Activation): `y = f(x)`.
+    -> ActivationOutputs { y }
+}
+
+signature! {
+    /// [`Op::ActivationBackward`](crate::Op::ActivationBackward): the forward output `y` and the gradient `dy` at it.
+    ActivationBackwardInputs { y, dy }
+    /// [`Op::ActivationBackward`](crate::Op::ActivationBackward): `dx`.
+    -> ActivationBackwardOutputs { dx }
+}
+
+signature! {
+    /// [`Op::SumToShape`](crate::Op::SumToShape): `x`, whose shape ends with the op's `shape`.
+    SumToShapeInputs { x }
+    /// [`Op::SumToShape`](crate::Op::SumToShape): `out` of the op's `shape`.
+    -> SumToShapeOutputs { out }
+}
+
+signature! {
+    /// [`Op::SliceTime`](crate::Op::SliceTime): `x` `[T, B, F]`.
+    SliceTimeInputs { x }
+    /// [`Op::SliceTime`](crate::Op::SliceTime): `out` `[B, F]`.
+    -> SliceTimeOutputs { out }
+}
+
+signature! {
+    /// [`Op::ScatterTime`](crate::Op::ScatterTime): `x` `[B, F]`.
+    ScatterTimeInputs { x }
+    /// [`Op::ScatterTime`](crate::Op::ScatterTime): `out` `[steps, B, F]`.
+    -> ScatterTimeOutputs { out }
+}
+
+signature! {
+    /// [`Op::LstmForward`](crate::Op::LstmForward): `x` `[T, B, I]`, `h0`, `c0` `[B, H]`, `w_ih` `[4H, I]`,
+    /// `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`.
+    LstmForwardInputs { x, h0, c0, w_ih, w_hh, b_ih, b_hh }
+    /// [`Op::LstmForward`](crate::Op::LstmForward): `y` `[T, B, H]`, `h_n`, `c_n` `[B, H]`, `gates` `[T, B, 4H]`
+    /// (activated), and `cells` `[T, B, H]` when kept for backward.
+    -> LstmForwardOutputs { y, h_n, c_n, gates; cells }
+}
+
+signature! {
+    /// [`Op::LstmBackward`](crate::Op::LstmBackward): the forward's `x`, `h0`, `c0`, `w_ih`, `w_hh`, its outputs `y`,
+    /// `gates`, `cells`, and the gradients arriving at `y`, `h_n` and `c_n`.
+    LstmBackwardInputs { x, h0, c0, w_ih, w_hh, y, gates, cells, dy, dh_n, dc_n }
+    /// [`Op::LstmBackward`](crate::Op::LstmBackward): `dgates` `[T, B, 4H]` (pre-activation), `dh0`, `dc0` `[B, H]`,
+    /// `dw_ih` `[4H, I]`, `dw_hh` `[4H, H]`, `db` `[4H]`, and `dx` `[T, B, I]` when the
+    /// input gradient is wanted.
+    -> LstmBackwardOutputs { dgates, dh0, dc0, dw_ih, dw_hh, db; dx }
+}
+
+signature! {
+    /// [`Op::BatchNormBackward`](crate::Op::BatchNormBackward): `x` `[B, C]`, `gamma`, the `mean` and `var` `[C]` the
+    /// forward used, and `dy` `[B, C]`.
+    BatchNormBackwardInputs { x, gamma, mean, var, dy }
+    /// [`Op::BatchNormBackward`](crate::Op::BatchNormBackward): `dx` `[B, C]`, `dgamma`, `dbeta` `[C]`.
+    -> BatchNormBackwardOutputs { dx, dgamma, dbeta }
+}
+
+signature! {
+    /// [`Op::BatchNormStatsUpdate`](crate::Op::BatchNormStatsUpdate): the batch `mean` and biased batch `var` `[C]`.
+    StatsUpdateInputs { mean, var }
+    /// [`Op::BatchNormStatsUpdate`](crate::Op::BatchNormStatsUpdate) targets: `running_mean`, `running_var` `[C]`.
+    -> StatsUpdateTargets { running_mean, running_var }
+}
+
+signature! {
+    /// [`Op::SoftmaxCrossEntropy`](crate::Op::SoftmaxCrossEntropy): `logits` `[B, K]`, `labels` `[B]`.
+    SoftmaxCrossEntropyInputs { logits, labels }
+    /// [`Op::SoftmaxCrossEntropy`](crate::Op::SoftmaxCrossEntropy): the mean `loss` `[1]` and `probs` `[B, K]`.
+    -> SoftmaxCrossEntropyOutputs { loss, probs }
+}
+
+signature! {
+    /// [`Op::SoftmaxCrossEntropyBackward`](crate::Op::SoftmaxCrossEntropyBackward): `probs`, `labels`, `dloss` `[1]`.
+    SoftmaxCrossEntropyBackwardInputs { probs, labels, dloss }
+    /// [`Op::SoftmaxCrossEntropyBackward`](crate::Op::SoftmaxCrossEntropyBackward): `dlogits` `[B, K]`.
+    -> SoftmaxCrossEntropyBackwardOutputs { dlogits }
+}
+
+signature! {
+    /// [`Op::Adam`](crate::Op::Adam): the gradient `grad` and the host-written `scalars` `[2]`.
+    AdamInputs { grad, scalars }
+    /// [`Op::Adam`](crate::Op::Adam) targets: `param` and its moments `m`, `v`.
+    -> AdamTargets { param, m, v }
+}
+
+signature! {
+    /// [`Op::Copy`](crate::Op::Copy): `src`.
+    CopyInputs { src }
+    /// [`Op::Copy`](crate::Op::Copy) target: `dst`, of `src`'s shape.
+    -> CopyTargets { dst }
+}
+
+/// [`Op::Fill`](crate::Op::Fill) has no inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FillInputs<T>(pub PhantomData<T>);
+
+impl<T> Default for FillInputs<T> {
+    fn default() -> Self {
+        FillInputs(PhantomData)
     }
-    LstmDims::from_inputs(&shapes).map_err(|m| format!("{}: {m}", op.name()))
 }
 
-/// The inputs of `Op::LstmForward`: `x` `[T, B, I]`, `h0`, `c0` `[B, H]`, `w_ih`
-/// `[4H, I]`, `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`.
-#[derive(Debug, Clone, Copy)]
-pub struct LstmForwardInputs<T> {
+impl<T> Args<T> for FillInputs<T> {
+    const NAMES: &'static [&'static str] = &[];
+
+    fn from_vec(what: &str, items: Vec<T>) -> Result<Self, String> {
+        let [] = arity(what, items)?;
+        Ok(FillInputs(PhantomData))
+    }
+
+    fn into_vec(self) -> Vec<T> {
+        Vec::new()
+    }
+}
+
+args_struct! {
+    /// [`Op::Fill`](crate::Op::Fill): `out` of the op's `shape`.
+    FillOutputs { out }
+}
+
+impl<T> OpInputs<T> for FillInputs<T> {
+    type Outputs = FillOutputs<T>;
+}
+
+/// A mean and a variance `[C]` (BatchNorm's statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeanVar<T> {
+    pub mean: T,
+    pub var: T,
+}
+
+/// [`Op::BatchNorm`](crate::Op::BatchNorm): `x` `[B, C]`, `gamma`, `beta` `[C]`, and in inference the `running`
+/// statistics to normalise with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchNormInputs<T> {
     pub x: T,
-    pub h0: T,
-    pub c0: T,
-    pub w_ih: T,
-    pub w_hh: T,
-    pub b_ih: T,
-    pub b_hh: T,
+    pub gamma: T,
+    pub beta: T,
+    pub running: Option<MeanVar<T>>,
 }
 
-/// The outputs of `Op::LstmForward`: `y` `[T, B, H]`, `h_n`, `c_n` `[B, H]`, `gates`
-/// `[T, B, 4H]` (activated), and `cells` `[T, B, H]` when kept for backward.
-#[derive(Debug, Clone, Copy)]
-pub struct LstmForwardOutputs<T> {
+/// [`Op::BatchNorm`](crate::Op::BatchNorm): `y` `[B, C]`, and in training the `batch` statistics (mean and
+/// biased variance) it computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchNormOutputs<T> {
     pub y: T,
-    pub h_n: T,
-    pub c_n: T,
-    pub gates: T,
-    pub cells: Option<T>,
+    pub batch: Option<MeanVar<T>>,
 }
 
-/// The inputs of `Op::LstmBackward`: the forward's `x`, `h0`, `c0`, `w_ih`, `w_hh`, its
-/// outputs `y`, `gates`, `cells`, and the gradients arriving at `y`, `h_n` and `c_n`.
-#[derive(Debug, Clone, Copy)]
-pub struct LstmBackwardInputs<T> {
-    pub x: T,
-    pub h0: T,
-    pub c0: T,
-    pub w_ih: T,
-    pub w_hh: T,
-    pub y: T,
-    pub gates: T,
-    pub cells: T,
-    pub dy: T,
-    pub dh_n: T,
-    pub dc_n: T,
+impl<T> Args<T> for BatchNormInputs<T> {
+    const NAMES: &'static [&'static str] = &["x", "gamma", "beta", "running_mean", "running_var"];
+
+    fn from_vec(what: &str, items: Vec<T>) -> Result<Self, String> {
+        if items.len() == 3 {
+            let [x, gamma, beta] = arity(what, items)?;
+            return Ok(BatchNormInputs {
+                x,
+                gamma,
+                beta,
+                running: None,
+            });
+        }
+        let [x, gamma, beta, mean, var] = arity(what, items)?;
+        let running = Some(MeanVar { mean, var });
+        Ok(BatchNormInputs {
+            x,
+            gamma,
+            beta,
+            running,
+        })
+    }
+
+    fn into_vec(self) -> Vec<T> {
+        let mut v = vec![self.x, self.gamma, self.beta];
+        v.extend(self.running.map(|s| [s.mean, s.var]).into_iter().flatten());
+        v
+    }
 }
 
-/// The outputs of `Op::LstmBackward`: `dgates` `[T, B, 4H]` (pre-activation), `dh0`,
-/// `dc0` `[B, H]`, `dw_ih` `[4H, I]`, `dw_hh` `[4H, H]`, `db` `[4H]`, and `dx`
-/// `[T, B, I]` when the input gradient is wanted.
+impl<T> Args<T> for BatchNormOutputs<T> {
+    const NAMES: &'static [&'static str] = &["y", "mean", "var"];
+
+    fn from_vec(what: &str, items: Vec<T>) -> Result<Self, String> {
+        if items.len() == 1 {
+            let [y] = arity(what, items)?;
+            return Ok(BatchNormOutputs { y, batch: None });
+        }
+        let [y, mean, var] = arity(what, items)?;
+        let batch = Some(MeanVar { mean, var });
+        Ok(BatchNormOutputs { y, batch })
+    }
+
+    fn into_vec(self) -> Vec<T> {
+        let mut v = vec![self.y];
+        v.extend(self.batch.map(|s| [s.mean, s.var]).into_iter().flatten());
+        v
+    }
+}
+
+impl<T> OpInputs<T> for BatchNormInputs<T> {
+    type Outputs = BatchNormOutputs<T>;
+}
+
+/// Where the statistics of `Op::BatchNorm` come from, as a kernel uses them; `R` is what a
+/// backend reads through, `W` what it writes through.
 #[derive(Debug, Clone, Copy)]
-pub struct LstmBackwardOutputs<T> {
-    pub dgates: T,
-    pub dh0: T,
-    pub dc0: T,
-    pub dw_ih: T,
-    pub dw_hh: T,
-    pub db: T,
-    pub dx: Option<T>,
+pub enum BatchNormStats<R, W> {
+    /// Training: the batch mean and biased variance `[C]` are computed and written here.
+    Batch { mean: W, var: W },
+    /// Inference: the running mean and variance `[C]` are read.
+    Running { mean: R, var: R },
+}
+
+impl<R, W> BatchNormStats<R, W> {
+    /// The statistics of one call: those it computes (training) or those it reads.
+    pub fn of(running: Option<MeanVar<R>>, batch: Option<MeanVar<W>>) -> Result<Self, String> {
+        match (batch, running) {
+            (Some(MeanVar { mean, var }), None) => Ok(BatchNormStats::Batch { mean, var }),
+            (None, Some(MeanVar { mean, var })) => Ok(BatchNormStats::Running { mean, var }),
+            _ => Err("batchnorm_forward: exactly one of batch or running statistics".into()),
+        }
+    }
+}
+
+impl LstmForwardInputs<&Shape> {
+    /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
+    pub fn dims(&self) -> LstmDims {
+        LstmDims::of(self.x, self.w_hh)
+    }
+}
+
+impl LstmBackwardInputs<&Shape> {
+    /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
+    pub fn dims(&self) -> LstmDims {
+        LstmDims::of(self.x, self.w_hh)
+    }
 }
 
 /// Each item with its name and the number of elements it has for a layer of `d`, for
@@ -120,19 +379,6 @@ pub struct LstmBackwardOutputs<T> {
 pub type Expected<'a, T> = Vec<(&'static str, &'a T, usize)>;
 
 impl<T> LstmForwardInputs<T> {
-    pub fn from_vec(op: &Op, items: Vec<T>) -> Result<Self, String> {
-        let [x, h0, c0, w_ih, w_hh, b_ih, b_hh] = arity(op, "inputs", items)?;
-        Ok(LstmForwardInputs {
-            x,
-            h0,
-            c0,
-            w_ih,
-            w_hh,
-            b_ih,
-            b_hh,
-        })
-    }
-
     pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
         let mut e = layer_inputs(d, [&self.x, &self.h0, &self.c0, &self.w_ih, &self.w_hh]);
         e.extend([
@@ -144,17 +390,6 @@ impl<T> LstmForwardInputs<T> {
 }
 
 impl<T> LstmForwardOutputs<T> {
-    pub fn from_vec(op: &Op, items: Vec<T>) -> Result<Self, String> {
-        let ([y, h_n, c_n, gates], cells) = arity_optional(op, "outputs", items)?;
-        Ok(LstmForwardOutputs {
-            y,
-            h_n,
-            c_n,
-            gates,
-            cells,
-        })
-    }
-
     pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
         let (rows, state) = (d.steps * d.batch, d.batch * d.hidden);
         let mut e = vec![
@@ -169,23 +404,6 @@ impl<T> LstmForwardOutputs<T> {
 }
 
 impl<T> LstmBackwardInputs<T> {
-    pub fn from_vec(op: &Op, items: Vec<T>) -> Result<Self, String> {
-        let [x, h0, c0, w_ih, w_hh, y, gates, cells, dy, dh_n, dc_n] = arity(op, "inputs", items)?;
-        Ok(LstmBackwardInputs {
-            x,
-            h0,
-            c0,
-            w_ih,
-            w_hh,
-            y,
-            gates,
-            cells,
-            dy,
-            dh_n,
-            dc_n,
-        })
-    }
-
     pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
         let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
         let mut e = layer_inputs(d, [&self.x, &self.h0, &self.c0, &self.w_ih, &self.w_hh]);
@@ -197,6 +415,22 @@ impl<T> LstmBackwardInputs<T> {
             ("dh_n", &self.dh_n, state),
             ("dc_n", &self.dc_n, state),
         ]);
+        e
+    }
+}
+
+impl<T> LstmBackwardOutputs<T> {
+    pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
+        let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
+        let mut e = vec![
+            ("dgates", &self.dgates, rows * h4),
+            ("dh0", &self.dh0, state),
+            ("dc0", &self.dc0, state),
+            ("dw_ih", &self.dw_ih, h4 * d.input),
+            ("dw_hh", &self.dw_hh, h4 * d.hidden),
+            ("db", &self.db, h4),
+        ];
+        e.extend(self.dx.as_ref().map(|dx| ("dx", dx, rows * d.input)));
         e
     }
 }
@@ -213,86 +447,32 @@ fn layer_inputs<T>(d: LstmDims, [x, h0, c0, w_ih, w_hh]: [&T; 5]) -> Expected<'_
     ]
 }
 
-impl<T> LstmBackwardOutputs<T> {
-    pub fn from_vec(op: &Op, items: Vec<T>) -> Result<Self, String> {
-        let ([dgates, dh0, dc0, dw_ih, dw_hh, db], dx) = arity_optional(op, "outputs", items)?;
-        Ok(LstmBackwardOutputs {
-            dgates,
-            dh0,
-            dc0,
-            dw_ih,
-            dw_hh,
-            db,
-            dx,
-        })
-    }
-
-    pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
-        let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
-        let mut e = vec![
-            ("dgates", &self.dgates, rows * h4),
-            ("dh0", &self.dh0, state),
-            ("dc0", &self.dc0, state),
-            ("dw_ih", &self.dw_ih, h4 * d.input),
-            ("dw_hh", &self.dw_hh, h4 * d.hidden),
-            ("db", &self.db, h4),
-        ];
-        e.extend(self.dx.as_ref().map(|dx| ("dx", dx, rows * d.input)));
-        e
-    }
-}
-
-/// Where the statistics of `Op::BatchNorm` come from; `R` is what a backend reads
-/// through, `W` what it writes through.
-#[derive(Debug, Clone, Copy)]
-pub enum BatchNormStats<R, W> {
-    /// Training: the batch mean and biased variance `[C]` are computed and written here.
-    Batch { mean: W, var: W },
-    /// Inference: the running mean and variance `[C]` are read.
-    Running { mean: R, var: R },
-}
-
-/// The inputs of `Op::BatchNormBackward`: `x` `[B, C]`, `gamma`, the `mean` and `var`
-/// `[C]` the forward used, and `dy` `[B, C]`.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchNormBackwardInputs<T> {
-    pub x: T,
-    pub gamma: T,
-    pub mean: T,
-    pub var: T,
-    pub dy: T,
-}
-
-impl<T> BatchNormBackwardInputs<T> {
-    pub fn from_vec(op: &Op, items: Vec<T>) -> Result<Self, String> {
-        let [x, gamma, mean, var, dy] = arity(op, "inputs", items)?;
-        Ok(BatchNormBackwardInputs {
-            x,
-            gamma,
-            mean,
-            var,
-            dy,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn wrong_counts_are_errors_naming_the_op() {
-        let op = Op::LstmForward {
-            keep_for_backward: true,
-        };
-        let e = LstmForwardInputs::from_vec(&op, vec![0u8; 6]).unwrap_err();
-        assert_eq!(e, "lstm_forward: expected 7 inputs, got 6");
-        let e = LstmForwardOutputs::from_vec(&op, vec![0u8; 6]).unwrap_err();
-        assert_eq!(e, "lstm_forward: expected at most 5 outputs, got 6");
-        let out = LstmForwardOutputs::from_vec(&op, vec![1u8, 2, 3, 4]).unwrap();
+    fn wrong_counts_are_errors() {
+        let e = LstmForwardInputs::from_vec("inputs", vec![0u8; 6]).unwrap_err();
+        assert_eq!(e, "expected 7 inputs, got 6");
+        let e = LstmForwardOutputs::from_vec("outputs", vec![0u8; 6]).unwrap_err();
+        assert_eq!(e, "expected at most 5 outputs, got 6");
+        let out = LstmForwardOutputs::from_vec("outputs", vec![1u8, 2, 3, 4]).unwrap();
         assert_eq!((out.gates, out.cells), (4, None));
-        let out = LstmForwardOutputs::from_vec(&op, vec![1u8, 2, 3, 4, 5]).unwrap();
+        let out = LstmForwardOutputs::from_vec("outputs", vec![1u8, 2, 3, 4, 5]).unwrap();
         assert_eq!(out.cells, Some(5));
-        assert!(lstm_dims(&op, &[]).is_err());
+    }
+
+    #[test]
+    fn lists_round_trip_through_the_named_structs() {
+        let inputs = BatchNormInputs::from_vec("inputs", vec![1u8, 2, 3, 4, 5]).unwrap();
+        assert_eq!(inputs.running, Some(MeanVar { mean: 4, var: 5 }));
+        assert_eq!(inputs.into_vec(), [1, 2, 3, 4, 5]);
+        let outputs = BatchNormOutputs::from_vec("outputs", vec![7u8]).unwrap();
+        assert_eq!(outputs.into_vec(), [7]);
+        let grads = LstmBackwardOutputs::from_vec("outputs", (0u8..6).collect()).unwrap();
+        assert_eq!((grads.db, grads.dx), (5, None));
+        assert_eq!(grads.into_vec(), [0, 1, 2, 3, 4, 5]);
+        assert!(FillInputs::<u8>::from_vec("inputs", vec![1]).is_err());
     }
 }

@@ -5,12 +5,14 @@
 //! scheduled, planned and run exactly like the forward pass: the planner sees which
 //! forward tensors the backward nodes read (those are the activations saved for
 //! backward) and how long each gradient lives. Each forward op has one rule below giving
-//! the nodes that compute its inputs' gradients from its outputs' gradients.
+//! the nodes that compute its inputs' gradients from its outputs' gradients, written with
+//! the op's named structs (`crate::args`), never positions.
 
 use std::collections::HashMap;
 
+use crate::args::*;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Phase, TensorId};
+use crate::graph::{Graph, Node, NodeId, Phase, TensorId};
 use crate::op::{BinaryOp, Op};
 
 /// Appends to `graph` the nodes computing the gradients of `wrt` given the gradients
@@ -91,11 +93,17 @@ fn accumulate(
         None => g,
         Some(&prev) => {
             let name = format!("grad_sum.{}", graph.tensor(t).name);
-            graph.op1(&name, Op::Binary(BinaryOp::Add), &[prev, g])?
+            add(graph, &name, prev, g)?
         }
     };
     grads.insert(t, sum);
     Ok(())
+}
+
+/// `a + b` of equal shapes.
+fn add(graph: &mut Graph, name: &str, a: TensorId, b: TensorId) -> Result<TensorId> {
+    let sum = graph.apply(name, Op::Binary(BinaryOp::Add), BinaryInputs { a, b })?;
+    Ok(sum.out)
 }
 
 /// Gradient of `out` if given, else zeros of its shape.
@@ -105,20 +113,32 @@ fn grad_or_zeros(graph: &mut Graph, out: TensorId, g: Option<TensorId>) -> Resul
         None => {
             let name = format!("zeros.{}", graph.tensor(out).name);
             let shape = graph.shape(out).clone();
-            graph.op1(&name, Op::Fill { value: 0.0, shape }, &[])
+            let zeros =
+                graph.apply(&name, Op::Fill { value: 0.0, shape }, FillInputs::default())?;
+            Ok(zeros.out)
         }
     }
 }
 
-/// The vector-Jacobian product of one forward node: its inputs' gradients.
+/// `f()` when `need`, else nothing.
+fn when(need: bool, f: impl FnOnce() -> Result<TensorId>) -> Result<Option<TensorId>> {
+    need.then(f).transpose()
+}
+
+/// A node's list (its inputs, which of them need a gradient, its outputs' gradients) as
+/// the op's struct.
+fn named<A: Args<T>, T>(node: &Node, what: &str, list: Vec<T>) -> Result<A> {
+    A::from_vec(what, list).map_err(|m| Error::Graph(format!("node `{}`: {m}", node.name)))
+}
+
+/// The vector-Jacobian product of one forward node: its inputs' gradients, in the order
+/// of its inputs.
 fn vjp(
     graph: &mut Graph,
-    node: &crate::graph::Node,
+    node: &Node,
     out_grads: &[Option<TensorId>],
     needs: &[bool],
 ) -> Result<Vec<Option<TensorId>>> {
-    let g = |k: usize| out_grads.get(k).copied().flatten();
-    let x = |k: usize| node.inputs[k];
     let name = |what: &str| format!("{}.{}", node.name, what);
     let no_grad_for = |what: &str| {
         Error::Graph(format!(
@@ -127,83 +147,83 @@ fn vjp(
             node.op.name()
         ))
     };
-    let dy = || g(0).ok_or_else(|| no_grad_for("main output missing"));
+    let main = |g: Option<TensorId>| g.ok_or_else(|| no_grad_for("main output missing"));
+    // The node's inputs (`x`), which need a gradient (`need`), its outputs (`out`) and
+    // their gradients (`g`), each as the op's struct `$inputs` or its outputs struct.
+    macro_rules! named {
+        ($inputs:ident) => {{
+            let x: $inputs<TensorId> = named(node, "inputs", node.inputs.clone())?;
+            let need: $inputs<bool> = named(node, "inputs", needs.to_vec())?;
+            let out: <$inputs<TensorId> as OpInputs<TensorId>>::Outputs =
+                named(node, "outputs", node.outputs.clone())?;
+            let g: <$inputs<Option<TensorId>> as OpInputs<Option<TensorId>>>::Outputs =
+                named(node, "outputs", out_grads.to_vec())?;
+            (x, need, out, g)
+        }};
+    }
     match &node.op {
-        Op::MatMul { trans_a, trans_b } => {
-            let (ta, tb) = (*trans_a, *trans_b);
-            let dc = dy()?;
-            let da = if !needs[0] {
-                None
-            } else if !ta {
-                let op = Op::MatMul {
-                    trans_a: false,
-                    trans_b: !tb,
-                };
-                Some(graph.op1(&name("grad_a"), op, &[dc, x(1)])?)
-            } else {
-                let op = Op::MatMul {
-                    trans_a: tb,
-                    trans_b: true,
-                };
-                Some(graph.op1(&name("grad_a"), op, &[x(1), dc])?)
+        &Op::MatMul { trans_a, trans_b } => {
+            let (x, need, _, g) = named!(MatMulInputs);
+            let dc = main(g.c)?;
+            let mut matmul = |what: &str, trans_a, trans_b, a, b| -> Result<TensorId> {
+                let op = Op::MatMul { trans_a, trans_b };
+                Ok(graph.apply(&name(what), op, MatMulInputs { a, b })?.c)
             };
-            let db = if !needs[1] {
-                None
-            } else if !tb {
-                let op = Op::MatMul {
-                    trans_a: !ta,
-                    trans_b: false,
-                };
-                Some(graph.op1(&name("grad_b"), op, &[x(0), dc])?)
-            } else {
-                let op = Op::MatMul {
-                    trans_a: true,
-                    trans_b: ta,
-                };
-                Some(graph.op1(&name("grad_b"), op, &[dc, x(0)])?)
-            };
-            Ok(vec![da, db])
+            // For c = op(a)·op(b): da = dc·op(b)ᵀ (transposed back if a was), and
+            // db = op(a)ᵀ·dc likewise.
+            let a = when(need.a, || match trans_a {
+                false => matmul("grad_a", false, !trans_b, dc, x.b),
+                true => matmul("grad_a", trans_b, true, x.b, dc),
+            })?;
+            let b = when(need.b, || match trans_b {
+                false => matmul("grad_b", !trans_a, false, x.a, dc),
+                true => matmul("grad_b", true, trans_a, dc, x.a),
+            })?;
+            Ok(MatMulInputs { a, b }.into_vec())
         }
         Op::Binary(bop) => {
-            let dout = dy()?;
-            let (da, db_full) = match bop {
+            let (x, need, _, g) = named!(BinaryInputs);
+            let dout = main(g.out)?;
+            let (a, b_full) = match bop {
                 BinaryOp::Add => (Some(dout), Some(dout)),
                 BinaryOp::Mul => {
-                    let mul = Op::Binary(BinaryOp::Mul);
-                    let da = if needs[0] {
-                        Some(graph.op1(&name("grad_a"), mul.clone(), &[dout, x(1)])?)
-                    } else {
-                        None
+                    let mut mul = |what: &str, a, b| -> Result<TensorId> {
+                        let op = Op::Binary(BinaryOp::Mul);
+                        Ok(graph.apply(&name(what), op, BinaryInputs { a, b })?.out)
                     };
-                    let db = if needs[1] {
-                        Some(graph.op1(&name("grad_b_full"), mul, &[dout, x(0)])?)
-                    } else {
-                        None
-                    };
+                    let da = when(need.a, || mul("grad_a", dout, x.b))?;
+                    let db = when(need.b, || mul("grad_b_full", dout, x.a))?;
                     (da, db)
                 }
             };
-            let b_shape = graph.shape(x(1)).clone();
-            let db = match db_full {
-                Some(d) if needs[1] && graph.shape(d) != &b_shape => {
-                    Some(graph.op1(&name("grad_b"), Op::SumToShape { shape: b_shape }, &[d])?)
+            // `b` was repeated over `a`'s leading dimensions: its gradient sums over them.
+            let b_shape = graph.shape(x.b).clone();
+            let b = match b_full {
+                Some(d) if need.b && graph.shape(d) != &b_shape => {
+                    let op = Op::SumToShape { shape: b_shape };
+                    let sum = graph.apply(&name("grad_b"), op, SumToShapeInputs { x: d })?;
+                    Some(sum.out)
                 }
                 other => other,
             };
-            Ok(vec![da, db])
+            Ok(BinaryInputs { a, b }.into_vec())
         }
         Op::Activation(f) => {
-            let dx = graph.op1(
-                &name("grad"),
-                Op::ActivationBackward(*f),
-                &[node.outputs[0], dy()?],
-            )?;
-            Ok(vec![Some(dx)])
+            let (_, _, out, g) = named!(ActivationInputs);
+            let inputs = ActivationBackwardInputs {
+                y: out.y,
+                dy: main(g.y)?,
+            };
+            let dx = graph.apply(&name("grad"), Op::ActivationBackward(*f), inputs)?;
+            Ok(ActivationInputs { x: Some(dx.dx) }.into_vec())
         }
         Op::SliceTime { t } => {
-            let steps = graph.shape(x(0)).dim(0);
-            let dx = graph.op1(&name("grad"), Op::ScatterTime { t: *t, steps }, &[dy()?])?;
-            Ok(vec![Some(dx)])
+            let (x, _, _, g) = named!(SliceTimeInputs);
+            let steps = graph.shape(x.x).dim(0);
+            let op = Op::ScatterTime { t: *t, steps };
+            let inputs = ScatterTimeInputs { x: main(g.out)? };
+            let dx = graph.apply(&name("grad"), op, inputs)?;
+            Ok(SliceTimeInputs { x: Some(dx.out) }.into_vec())
         }
         Op::LstmForward { keep_for_backward } => {
             if !keep_for_backward {
@@ -212,76 +232,84 @@ fn vjp(
                     node.name
                 )));
             }
-            let (y, h_n, c_n, gates, cells) = (
-                node.outputs[0],
-                node.outputs[1],
-                node.outputs[2],
-                node.outputs[3],
-                node.outputs[4],
-            );
-            let dy = grad_or_zeros(graph, y, g(0))?;
-            let dh_n = grad_or_zeros(graph, h_n, g(1))?;
-            let dc_n = grad_or_zeros(graph, c_n, g(2))?;
-            let input_grad = needs[0];
-            let inputs = [
-                x(0),
-                x(1),
-                x(2),
-                x(3),
-                x(4),
-                y,
-                gates,
+            let (x, need, out, g) = named!(LstmForwardInputs);
+            let cells = out
+                .cells
+                .ok_or_else(|| no_grad_for("forward without cells"))?;
+            let inputs = LstmBackwardInputs {
+                x: x.x,
+                h0: x.h0,
+                c0: x.c0,
+                w_ih: x.w_ih,
+                w_hh: x.w_hh,
+                y: out.y,
+                gates: out.gates,
                 cells,
-                dy,
-                dh_n,
-                dc_n,
-            ];
-            let outs = graph.op(&name("grad"), Op::LstmBackward { input_grad }, &inputs)?;
-            let dx = if input_grad { Some(outs[6]) } else { None };
-            // Inputs: x, h0, c0, w_ih, w_hh, b_ih, b_hh; both biases share one gradient.
-            Ok(vec![
-                dx,
-                Some(outs[1]),
-                Some(outs[2]),
-                Some(outs[3]),
-                Some(outs[4]),
-                Some(outs[5]),
-                Some(outs[5]),
-            ])
+                dy: grad_or_zeros(graph, out.y, g.y)?,
+                dh_n: grad_or_zeros(graph, out.h_n, g.h_n)?,
+                dc_n: grad_or_zeros(graph, out.c_n, g.c_n)?,
+            };
+            let op = Op::LstmBackward { input_grad: need.x };
+            let d = graph.apply(&name("grad"), op, inputs)?;
+            // Both biases share one gradient.
+            let grads = LstmForwardInputs {
+                x: d.dx,
+                h0: Some(d.dh0),
+                c0: Some(d.dc0),
+                w_ih: Some(d.dw_ih),
+                w_hh: Some(d.dw_hh),
+                b_ih: Some(d.db),
+                b_hh: Some(d.db),
+            };
+            Ok(grads.into_vec())
         }
-        Op::BatchNorm { eps, training } => {
-            if g(1).is_some() || g(2).is_some() {
+        &Op::BatchNorm { eps, training } => {
+            let (x, _, out, g) = named!(BatchNormInputs);
+            if g.batch.is_some_and(|s| s.mean.is_some() || s.var.is_some()) {
                 return Err(no_grad_for("batch statistics"));
             }
-            let (mean, var) = if *training {
-                (node.outputs[1], node.outputs[2])
-            } else {
-                (x(3), x(4))
+            // The statistics the forward normalised with.
+            let stats = out
+                .batch
+                .or(x.running)
+                .ok_or_else(|| no_grad_for("statistics"))?;
+            let inputs = BatchNormBackwardInputs {
+                x: x.x,
+                gamma: x.gamma,
+                mean: stats.mean,
+                var: stats.var,
+                dy: main(g.y)?,
             };
-            let outs = graph.op(
-                &name("grad"),
-                Op::BatchNormBackward {
-                    eps: *eps,
-                    training: *training,
-                },
-                &[x(0), x(1), mean, var, dy()?],
-            )?;
-            let mut grads = vec![Some(outs[0]), Some(outs[1]), Some(outs[2])];
-            if !training {
-                grads.extend([None, None]);
-            }
-            Ok(grads)
+            let op = Op::BatchNormBackward { eps, training };
+            let d = graph.apply(&name("grad"), op, inputs)?;
+            let grads = BatchNormInputs {
+                x: Some(d.dx),
+                gamma: Some(d.dgamma),
+                beta: Some(d.dbeta),
+                running: x.running.map(|_| MeanVar {
+                    mean: None,
+                    var: None,
+                }),
+            };
+            Ok(grads.into_vec())
         }
         Op::SoftmaxCrossEntropy => {
-            if g(1).is_some() {
+            let (x, _, out, g) = named!(SoftmaxCrossEntropyInputs);
+            if g.probs.is_some() {
                 return Err(no_grad_for("probabilities output"));
             }
-            let dlogits = graph.op1(
-                &name("grad"),
-                Op::SoftmaxCrossEntropyBackward,
-                &[node.outputs[1], x(1), dy()?],
-            )?;
-            Ok(vec![Some(dlogits), None])
+            let inputs = SoftmaxCrossEntropyBackwardInputs {
+                probs: out.probs,
+                labels: x.labels,
+                dloss: main(g.loss)?,
+            };
+            let op = Op::SoftmaxCrossEntropyBackward;
+            let d = graph.apply(&name("grad"), op, inputs)?;
+            let grads = SoftmaxCrossEntropyInputs {
+                logits: Some(d.dlogits),
+                labels: None,
+            };
+            Ok(grads.into_vec())
         }
         Op::ActivationBackward(_)
         | Op::SumToShape { .. }

@@ -9,12 +9,14 @@
 //! The trait is object-safe (`Box<dyn Backend>`): the device is chosen at run time, and
 //! dynamic dispatch costs nothing at one call per coarse op. Keeping the surface this
 //! small is what lets a new backend be written, and tested against the CPU reference,
-//! without touching the rest of the engine. Every backend must:
-//! - match [`Op`] exhaustively (a new op is a compile error until it has a kernel);
-//! - account for every byte it allocates, so the planner's estimate can be checked
-//!   against [`MemoryInfo::peak`];
-//! - return [`crate::Error::OutOfMemory`] (never panic) when memory runs out, so the
-//!   session can fall back to another device.
+//! without touching the rest of the engine. A backend is three parts:
+//! - a [`crate::Ledger`] of its buffers, which does the accounting (so the planner's
+//!   estimate can be checked against [`MemoryInfo::peak`]), the cap, and every check of
+//!   views and op calls; the backend writes only how to allocate, free and copy;
+//! - its kernels, one typed method per op ([`crate::kernels::OpKernels`]), reached through
+//!   the one [`crate::kernels::dispatch`] (a new op is a compile error until it has one);
+//! - [`crate::Error::OutOfMemory`] (never a panic) when memory runs out, so the session
+//!   can fall back to another device.
 
 use crate::error::Result;
 use crate::op::Op;
@@ -142,9 +144,10 @@ pub trait Backend {
     /// Copies a view's values to the host (`out.len()` must equal the view's length).
     fn read(&mut self, view: &TensorView, out: &mut [f32]) -> Result<()>;
 
-    /// Runs one op. `inputs` and `outputs` follow the order documented on each [`Op`]
-    /// variant; for update ops the outputs are the targets, read and overwritten.
-    /// Output views never overlap input views.
+    /// Runs one op. `inputs` and `outputs` are in the order of the op's structs in
+    /// [`crate::args`]; for update ops the outputs are the targets, read and overwritten.
+    /// The call is checked first ([`crate::Ledger::check_call`]): a malformed call is an
+    /// error, never a wrong answer.
     fn execute(&mut self, op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()>;
 
     /// Waits until all submitted work is finished.
@@ -159,8 +162,7 @@ pub trait Backend {
 
 /// Checks views against the op's own shape rules before a kernel runs: the outputs must
 /// have exactly the shapes the op produces from these inputs (which also fixes the number
-/// of views). Every backend calls this first, so no kernel sees a malformed call; the
-/// message names the op.
+/// of views). Part of [`crate::Ledger::check_call`]; the message names the op.
 pub fn check_views(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<(), String> {
     let shapes: Vec<_> = inputs.iter().map(|v| &v.shape).collect();
     let want = op
@@ -177,8 +179,8 @@ pub fn check_views(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Re
 }
 
 /// Checks that no output of an op overlaps another of its views (the kernel would read
-/// what it is writing); inputs may overlap each other. The GPU backends call this after
-/// [`check_views`]; the CPU backend's borrow splitting refuses overlaps by itself.
+/// what it is writing); inputs may overlap each other. Part of
+/// [`crate::Ledger::check_call`].
 pub fn check_no_overlap(inputs: &[TensorView], outputs: &[TensorView]) -> Result<(), String> {
     let who = |k: usize| match k.checked_sub(inputs.len()) {
         Some(o) => format!("output #{o}"),

@@ -13,6 +13,7 @@ use crate::backend::{Backend, BufferId, TensorView};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, TensorId};
 use crate::schedule::schedule;
+use crate::shape::DType;
 
 /// Where the tensors a caller does not bind will live: buffer sizes in bytes, and for each
 /// placed tensor, the index of its buffer and its offset in elements.
@@ -59,12 +60,13 @@ pub struct Executable {
     owned: Vec<BufferId>,
 }
 
-/// Allocates one buffer per entry of `bytes` (at least 4 bytes each). On a failure, frees
-/// what it allocated and returns the error.
+/// Allocates one buffer per entry of `bytes` (at least one `f32` each). On a failure,
+/// frees what it allocated and returns the error.
 pub fn allocate_all(backend: &mut dyn Backend, bytes: &[u64]) -> Result<Vec<BufferId>> {
     let mut buffers = Vec::with_capacity(bytes.len());
+    let least = DType::F32.size_bytes() as u64;
     for &b in bytes {
-        match backend.allocate(b.max(4)) {
+        match backend.allocate(b.max(least)) {
             Ok(id) => buffers.push(id),
             Err(e) => {
                 for id in buffers {

@@ -6,6 +6,7 @@
 //! who provides their value (see [`Role`]); the planner uses roles and [`Phase`]s to
 //! label every byte of a plan.
 
+use crate::args::{Args, OpInputs};
 use crate::error::{Error, Result};
 use crate::op::Op;
 use crate::shape::{DType, Shape};
@@ -72,7 +73,7 @@ pub struct Node {
 pub struct Graph {
     tensors: Vec<TensorInfo>,
     nodes: Vec<Node>,
-    /// Phase given to nodes added with [`Graph::op`]; autodiff switches it to `Backward`.
+    /// Phase given to nodes added with [`Graph::apply`]; autodiff switches it to `Backward`.
     pub(crate) phase: Option<Phase>,
 }
 
@@ -92,7 +93,7 @@ impl Graph {
         TensorId(self.tensors.len() - 1)
     }
 
-    /// Sets the phase recorded on nodes added from now on with [`Graph::op`] (`None`:
+    /// Sets the phase recorded on nodes added from now on with [`Graph::apply`] (`None`:
     /// forward). Autodiff sets it itself; builders that write backward nodes by hand
     /// (recomputation) set it so the planner labels memory correctly.
     pub fn set_phase(&mut self, phase: Option<Phase>) {
@@ -131,8 +132,26 @@ impl Graph {
         })
     }
 
-    /// Adds a node computing new tensors; returns them in the op's output order.
-    pub fn op(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<Vec<TensorId>> {
+    /// Adds a node computing new tensors from `inputs`, named by the op's inputs struct
+    /// (`LstmForwardInputs { x, h0, .. }`), and returns its outputs by name.
+    pub fn apply<I: OpInputs<TensorId>>(
+        &mut self,
+        name: &str,
+        op: Op,
+        inputs: I,
+    ) -> Result<I::Outputs> {
+        let op_name = op.name();
+        let outputs = self.add_node(name, op, &inputs.into_vec())?;
+        I::Outputs::from_vec("outputs", outputs).map_err(|message| Error::Shape {
+            node: name.to_string(),
+            op: op_name,
+            message,
+        })
+    }
+
+    /// Adds a node from its input list (in the order of the op's structs) and returns its
+    /// output list.
+    fn add_node(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<Vec<TensorId>> {
         if op.is_update() {
             return Err(Error::Shape {
                 node: name.to_string(),
@@ -165,35 +184,23 @@ impl Graph {
         Ok(outputs)
     }
 
-    /// Adds a node with exactly one output and returns it.
-    pub fn op1(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<TensorId> {
-        let op_name = op.name();
-        let outs = self.op(name, op, inputs)?;
-        match outs.as_slice() {
-            [t] => Ok(*t),
-            _ => Err(Error::Shape {
-                node: name.to_string(),
-                op: op_name,
-                message: format!("has {} outputs, expected one", outs.len()),
-            }),
-        }
-    }
-
-    /// Adds an update node that overwrites `targets` (parameters or state) in place.
-    pub fn update(
+    /// Adds an update node that overwrites `targets` (parameters or state) in place, both
+    /// named by the op's structs (`AdamInputs`, `AdamTargets`).
+    pub fn update<I: OpInputs<TensorId>>(
         &mut self,
         name: &str,
         op: Op,
-        inputs: &[TensorId],
-        targets: &[TensorId],
+        inputs: I,
+        targets: I::Outputs,
     ) -> Result<NodeId> {
+        let (inputs, targets) = (&inputs.into_vec(), &targets.into_vec());
         let err = |message: String| Error::Shape {
             node: name.to_string(),
             op: op.name(),
             message,
         };
         if !op.is_update() {
-            return Err(err("not an update op; add it with Graph::op".into()));
+            return Err(err("not an update op; add it with Graph::apply".into()));
         }
         let shapes = self.check(name, &op, inputs)?;
         if shapes.len() != targets.len() {

@@ -3,7 +3,9 @@
 //! Everything above a device is here and nothing device-specific is: a model is a
 //! [`Graph`] of coarse [`Op`]s over statically shaped tensors; [`backward`] appends the
 //! gradient nodes; [`schedule`] orders them; an [`Executable`] binds every tensor to a
-//! [`TensorView`] on a [`Backend`] and runs the nodes one op at a time. Because shapes
+//! [`TensorView`] on a [`Backend`] and runs the nodes one op at a time. Each op's inputs
+//! and outputs are named structs ([`args`]); a backend is a [`Ledger`] of buffers plus
+//! one typed kernel per op ([`OpKernels`]), reached through the one [`dispatch`]. Because shapes
 //! are static and ops are data, the memory a run needs can be computed from the graph
 //! alone, before anything is allocated.
 
@@ -15,7 +17,10 @@ pub mod backend;
 pub mod error;
 pub mod exec;
 pub mod graph;
+pub mod kernels;
+pub mod ledger;
 pub mod op;
+pub mod rng;
 pub mod schedule;
 pub mod shape;
 pub mod tensor;
@@ -25,7 +30,10 @@ pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, MemoryInfo, TensorV
 pub use error::{Error, Result};
 pub use exec::{Executable, Layout, Placement};
 pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
+pub use kernels::{dispatch, OpCall, OpKernels};
+pub use ledger::{Capacity, Ledger};
 pub use op::{sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op};
+pub use rng::Rng;
 pub use schedule::schedule;
 pub use shape::{DType, Shape};
 pub use tensor::HostTensor;

@@ -14,6 +14,7 @@
 //!   running statistics, carried state) which they read and overwrite in place. The
 //!   schedule runs an update after every other reader of its targets.
 
+use crate::args::*;
 use crate::shape::Shape;
 
 /// Pointwise nonlinearity.
@@ -88,7 +89,8 @@ impl BinaryOp {
     }
 }
 
-/// What a node computes. Inputs and outputs are listed in order for each variant.
+/// What a node computes. Each variant's inputs and outputs are the fields of its structs
+/// in [`crate::args`] (`MatMul` → `MatMulInputs`, `MatMulOutputs`), in that order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     /// `c = op(a) · op(b)`. Inputs `a` `[M, K]` (`[K, M]` if `trans_a`), `b` `[K, N]`
@@ -134,7 +136,7 @@ pub enum Op {
     /// nonlinearities and the cell update. Without `keep_for_backward`, `gates` is only
     /// that working space and dies at once: its contents afterwards are unspecified
     /// ([`Op::output_is_scratch`]), so a kernel may reuse a few steps of it instead of
-    /// writing all of them (the CPU backend's fast path does: inference 4-5% faster).
+    /// writing all of them (the CPU backend's fast path does, see docs/cpu-performance.md).
     LstmForward { keep_for_backward: bool },
 
     /// Gradient of [`Op::LstmForward`] (with `keep_for_backward`).
@@ -214,26 +216,36 @@ impl Op {
     /// unspecified (backends need not agree on them, and nothing may read them): the
     /// gates of an LSTM forward that keeps nothing for the backward.
     pub fn output_is_scratch(&self, index: usize) -> bool {
-        matches!(
-            (self, index),
-            (
-                Op::LstmForward {
-                    keep_for_backward: false
-                },
-                3
-            )
-        )
+        let keeps_nothing = matches!(
+            self,
+            Op::LstmForward {
+                keep_for_backward: false
+            }
+        );
+        keeps_nothing && self.output_labels().get(index) == Some(&"gates")
     }
 
-    /// Labels of the outputs, used to name the tensors a node creates (`node.label`).
+    /// Names of the outputs (targets of update ops) in order, as the op's outputs struct
+    /// names its fields; used to name the tensors a node creates (`node.label`).
     pub fn output_labels(&self) -> &'static [&'static str] {
         match self {
-            Op::LstmForward { .. } => &["y", "h_n", "c_n", "gates", "cells"],
-            Op::LstmBackward { .. } => &["dgates", "dh0", "dc0", "dw_ih", "dw_hh", "db", "dx"],
-            Op::BatchNorm { .. } => &["y", "mean", "var"],
-            Op::BatchNormBackward { .. } => &["dx", "dgamma", "dbeta"],
-            Op::SoftmaxCrossEntropy => &["loss", "probs"],
-            _ => &["out"],
+            Op::MatMul { .. } => MatMulOutputs::<()>::NAMES,
+            Op::Binary(_) => BinaryOutputs::<()>::NAMES,
+            Op::Activation(_) => ActivationOutputs::<()>::NAMES,
+            Op::ActivationBackward(_) => ActivationBackwardOutputs::<()>::NAMES,
+            Op::SumToShape { .. } => SumToShapeOutputs::<()>::NAMES,
+            Op::Fill { .. } => FillOutputs::<()>::NAMES,
+            Op::SliceTime { .. } => SliceTimeOutputs::<()>::NAMES,
+            Op::ScatterTime { .. } => ScatterTimeOutputs::<()>::NAMES,
+            Op::LstmForward { .. } => LstmForwardOutputs::<()>::NAMES,
+            Op::LstmBackward { .. } => LstmBackwardOutputs::<()>::NAMES,
+            Op::BatchNorm { .. } => BatchNormOutputs::<()>::NAMES,
+            Op::BatchNormBackward { .. } => BatchNormBackwardOutputs::<()>::NAMES,
+            Op::BatchNormStatsUpdate { .. } => StatsUpdateTargets::<()>::NAMES,
+            Op::SoftmaxCrossEntropy => SoftmaxCrossEntropyOutputs::<()>::NAMES,
+            Op::SoftmaxCrossEntropyBackward => SoftmaxCrossEntropyBackwardOutputs::<()>::NAMES,
+            Op::Adam(_) => AdamTargets::<()>::NAMES,
+            Op::Copy => CopyTargets::<()>::NAMES,
         }
     }
 
@@ -245,195 +257,224 @@ impl Op {
         )
     }
 
+    /// "targets" for update ops, else "outputs": what the second list of a call holds.
+    pub fn outputs_are(&self) -> &'static str {
+        if self.is_update() {
+            "targets"
+        } else {
+            "outputs"
+        }
+    }
+
     /// Checks input shapes and returns the output shapes (for update ops: the shapes the
     /// targets must have). The message is wrapped with the node's name by the graph.
     pub fn infer_shapes(&self, inputs: &[&Shape]) -> Result<Vec<Shape>, String> {
-        let n = inputs.len();
-        let want = |k: usize| -> Result<(), String> {
-            if n == k {
-                Ok(())
-            } else {
-                Err(format!("expects {k} inputs, got {n}"))
-            }
-        };
-        let rank = |i: usize, r: usize, what: &str| -> Result<(), String> {
-            if inputs[i].rank() == r {
-                Ok(())
-            } else {
-                Err(format!("{what} must have rank {r}, got {}", inputs[i]))
-            }
-        };
-        let same = |i: usize, s: &Shape, what: &str| -> Result<(), String> {
-            if inputs[i] == s {
-                Ok(())
-            } else {
-                Err(format!("{what} must have shape {s}, got {}", inputs[i]))
-            }
-        };
+        let list = inputs.to_vec();
         match self {
             Op::MatMul { trans_a, trans_b } => {
-                want(2)?;
-                rank(0, 2, "a")?;
-                rank(1, 2, "b")?;
+                let MatMulInputs { a, b } = named(list)?;
+                rank(a, 2, "a")?;
+                rank(b, 2, "b")?;
                 let (m, ka) = if *trans_a {
-                    (inputs[0].dim(1), inputs[0].dim(0))
+                    (a.dim(1), a.dim(0))
                 } else {
-                    (inputs[0].dim(0), inputs[0].dim(1))
+                    (a.dim(0), a.dim(1))
                 };
-                let (kb, nn) = if *trans_b {
-                    (inputs[1].dim(1), inputs[1].dim(0))
+                let (kb, n) = if *trans_b {
+                    (b.dim(1), b.dim(0))
                 } else {
-                    (inputs[1].dim(0), inputs[1].dim(1))
+                    (b.dim(0), b.dim(1))
                 };
                 if ka != kb {
                     return Err(format!(
-                        "inner dimensions differ: a {} (trans {trans_a}) · b {} (trans {trans_b})",
-                        inputs[0], inputs[1]
+                        "inner dimensions differ: a {a} (trans {trans_a}) · b {b} (trans {trans_b})"
                     ));
                 }
-                Ok(vec![Shape::from([m, nn])])
+                let c = Shape::from([m, n]);
+                Ok(MatMulOutputs { c }.into_vec())
             }
             Op::Binary(_) => {
-                want(2)?;
-                if !inputs[0].ends_with(inputs[1]) {
-                    return Err(format!(
-                        "b {} must equal the trailing dimensions of a {}",
-                        inputs[1], inputs[0]
-                    ));
+                let BinaryInputs { a, b } = named(list)?;
+                if !a.ends_with(b) {
+                    return Err(format!("b {b} must equal the trailing dimensions of a {a}"));
                 }
-                Ok(vec![inputs[0].clone()])
+                Ok(BinaryOutputs { out: a.clone() }.into_vec())
             }
             Op::Activation(_) => {
-                want(1)?;
-                Ok(vec![inputs[0].clone()])
+                let ActivationInputs { x } = named(list)?;
+                Ok(ActivationOutputs { y: x.clone() }.into_vec())
             }
             Op::ActivationBackward(_) => {
-                want(2)?;
-                same(1, inputs[0], "dy")?;
-                Ok(vec![inputs[0].clone()])
+                let ActivationBackwardInputs { y, dy } = named(list)?;
+                same(dy, y, "dy")?;
+                Ok(ActivationBackwardOutputs { dx: y.clone() }.into_vec())
             }
             Op::SumToShape { shape } => {
-                want(1)?;
-                if !inputs[0].ends_with(shape) {
-                    return Err(format!("input {} does not end with {shape}", inputs[0]));
+                let SumToShapeInputs { x } = named(list)?;
+                if !x.ends_with(shape) {
+                    return Err(format!("input {x} does not end with {shape}"));
                 }
-                Ok(vec![shape.clone()])
+                Ok(SumToShapeOutputs { out: shape.clone() }.into_vec())
             }
             Op::Fill { shape, .. } => {
-                want(0)?;
-                Ok(vec![shape.clone()])
+                let FillInputs(_) = named(list)?;
+                Ok(FillOutputs { out: shape.clone() }.into_vec())
             }
             Op::SliceTime { t } => {
-                want(1)?;
-                rank(0, 3, "x")?;
-                if *t >= inputs[0].dim(0) {
-                    return Err(format!("time step {t} outside {}", inputs[0]));
+                let SliceTimeInputs { x } = named(list)?;
+                rank(x, 3, "x")?;
+                if *t >= x.dim(0) {
+                    return Err(format!("time step {t} outside {x}"));
                 }
-                Ok(vec![Shape::from([inputs[0].dim(1), inputs[0].dim(2)])])
+                let out = Shape::from([x.dim(1), x.dim(2)]);
+                Ok(SliceTimeOutputs { out }.into_vec())
             }
             Op::ScatterTime { t, steps } => {
-                want(1)?;
-                rank(0, 2, "x")?;
+                let ScatterTimeInputs { x } = named(list)?;
+                rank(x, 2, "x")?;
                 if t >= steps {
                     return Err(format!("time step {t} outside {steps} steps"));
                 }
-                Ok(vec![Shape::from([
-                    *steps,
-                    inputs[0].dim(0),
-                    inputs[0].dim(1),
-                ])])
+                let out = Shape::from([*steps, x.dim(0), x.dim(1)]);
+                Ok(ScatterTimeOutputs { out }.into_vec())
             }
             Op::LstmForward { keep_for_backward } => {
-                want(7)?;
-                let l = LstmDims::from_inputs(inputs)?;
-                let mut out = vec![l.seq(l.hidden), l.state(), l.state(), l.seq(4 * l.hidden)];
-                if *keep_for_backward {
-                    out.push(l.seq(l.hidden));
-                }
-                Ok(out)
+                let i: LstmForwardInputs<&Shape> = named(list)?;
+                let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
+                let b = Shape::from([4 * l.hidden]);
+                same(i.b_ih, &b, "b_ih")?;
+                same(i.b_hh, &b, "b_hh")?;
+                let outputs = LstmForwardOutputs {
+                    y: l.seq(l.hidden),
+                    h_n: l.state(),
+                    c_n: l.state(),
+                    gates: l.seq(4 * l.hidden),
+                    cells: keep_for_backward.then(|| l.seq(l.hidden)),
+                };
+                Ok(outputs.into_vec())
             }
             Op::LstmBackward { input_grad } => {
-                want(11)?;
-                // Backward has no biases: only x..w_hh are read for the dimensions.
-                let l = LstmDims::from_inputs(&inputs[..5])?;
-                same(5, &l.seq(l.hidden), "y")?;
-                same(6, &l.seq(4 * l.hidden), "gates")?;
-                same(7, &l.seq(l.hidden), "cells")?;
-                same(8, &l.seq(l.hidden), "dy")?;
-                same(9, &l.state(), "dh_n")?;
-                same(10, &l.state(), "dc_n")?;
-                let mut out = vec![
-                    l.seq(4 * l.hidden),
-                    l.state(),
-                    l.state(),
-                    Shape::from([4 * l.hidden, l.input]),
-                    Shape::from([4 * l.hidden, l.hidden]),
-                    Shape::from([4 * l.hidden]),
-                ];
-                if *input_grad {
-                    out.push(l.seq(l.input));
-                }
-                Ok(out)
+                let i: LstmBackwardInputs<&Shape> = named(list)?;
+                let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
+                same(i.y, &l.seq(l.hidden), "y")?;
+                same(i.gates, &l.seq(4 * l.hidden), "gates")?;
+                same(i.cells, &l.seq(l.hidden), "cells")?;
+                same(i.dy, &l.seq(l.hidden), "dy")?;
+                same(i.dh_n, &l.state(), "dh_n")?;
+                same(i.dc_n, &l.state(), "dc_n")?;
+                let outputs = LstmBackwardOutputs {
+                    dgates: l.seq(4 * l.hidden),
+                    dh0: l.state(),
+                    dc0: l.state(),
+                    dw_ih: Shape::from([4 * l.hidden, l.input]),
+                    dw_hh: Shape::from([4 * l.hidden, l.hidden]),
+                    db: Shape::from([4 * l.hidden]),
+                    dx: input_grad.then(|| l.seq(l.input)),
+                };
+                Ok(outputs.into_vec())
             }
             Op::BatchNorm { training, .. } => {
-                want(if *training { 3 } else { 5 })?;
-                rank(0, 2, "x")?;
-                let c = Shape::from([inputs[0].dim(1)]);
-                for i in 1..n {
-                    same(i, &c, "gamma, beta and statistics")?;
+                let want = if *training { 3 } else { 5 };
+                if list.len() != want {
+                    return Err(format!("expected {want} inputs, got {}", list.len()));
                 }
-                if *training {
-                    if inputs[0].dim(0) < 2 {
-                        return Err("training needs a batch of at least 2".into());
-                    }
-                    Ok(vec![inputs[0].clone(), c.clone(), c])
-                } else {
-                    Ok(vec![inputs[0].clone()])
+                let i: BatchNormInputs<&Shape> = named(list)?;
+                rank(i.x, 2, "x")?;
+                let c = Shape::from([i.x.dim(1)]);
+                let mut channels = vec![i.gamma, i.beta];
+                channels.extend(i.running.iter().flat_map(|s| [s.mean, s.var]));
+                for s in channels {
+                    same(s, &c, "gamma, beta and statistics")?;
                 }
+                if *training && i.x.dim(0) < 2 {
+                    return Err("training needs a batch of at least 2".into());
+                }
+                let batch = training.then(|| MeanVar {
+                    mean: c.clone(),
+                    var: c.clone(),
+                });
+                let y = i.x.clone();
+                Ok(BatchNormOutputs { y, batch }.into_vec())
             }
             Op::BatchNormBackward { .. } => {
-                want(5)?;
-                rank(0, 2, "x")?;
-                let c = Shape::from([inputs[0].dim(1)]);
-                for i in 1..4 {
-                    same(i, &c, "gamma and statistics")?;
+                let i: BatchNormBackwardInputs<&Shape> = named(list)?;
+                rank(i.x, 2, "x")?;
+                let c = Shape::from([i.x.dim(1)]);
+                for s in [i.gamma, i.mean, i.var] {
+                    same(s, &c, "gamma and statistics")?;
                 }
-                same(4, inputs[0], "dy")?;
-                Ok(vec![inputs[0].clone(), c.clone(), c])
+                same(i.dy, i.x, "dy")?;
+                let outputs = BatchNormBackwardOutputs {
+                    dx: i.x.clone(),
+                    dgamma: c.clone(),
+                    dbeta: c,
+                };
+                Ok(outputs.into_vec())
             }
             Op::BatchNormStatsUpdate { .. } => {
-                want(2)?;
-                rank(0, 1, "mean")?;
-                same(1, inputs[0], "var")?;
-                Ok(vec![inputs[0].clone(), inputs[0].clone()])
+                let StatsUpdateInputs { mean, var } = named(list)?;
+                rank(mean, 1, "mean")?;
+                same(var, mean, "var")?;
+                let targets = StatsUpdateTargets {
+                    running_mean: mean.clone(),
+                    running_var: mean.clone(),
+                };
+                Ok(targets.into_vec())
             }
             Op::SoftmaxCrossEntropy => {
-                want(2)?;
-                rank(0, 2, "logits")?;
-                same(1, &Shape::from([inputs[0].dim(0)]), "labels")?;
-                Ok(vec![Shape::from([1]), inputs[0].clone()])
+                let SoftmaxCrossEntropyInputs { logits, labels } = named(list)?;
+                rank(logits, 2, "logits")?;
+                same(labels, &Shape::from([logits.dim(0)]), "labels")?;
+                let outputs = SoftmaxCrossEntropyOutputs {
+                    loss: Shape::from([1]),
+                    probs: logits.clone(),
+                };
+                Ok(outputs.into_vec())
             }
             Op::SoftmaxCrossEntropyBackward => {
-                want(3)?;
-                rank(0, 2, "probs")?;
-                same(1, &Shape::from([inputs[0].dim(0)]), "labels")?;
-                same(2, &Shape::from([1]), "dloss")?;
-                Ok(vec![inputs[0].clone()])
+                let i: SoftmaxCrossEntropyBackwardInputs<&Shape> = named(list)?;
+                rank(i.probs, 2, "probs")?;
+                same(i.labels, &Shape::from([i.probs.dim(0)]), "labels")?;
+                same(i.dloss, &Shape::from([1]), "dloss")?;
+                let dlogits = i.probs.clone();
+                Ok(SoftmaxCrossEntropyBackwardOutputs { dlogits }.into_vec())
             }
             Op::Adam(_) => {
-                want(2)?;
-                same(1, &Shape::from([2]), "scalars")?;
-                Ok(vec![
-                    inputs[0].clone(),
-                    inputs[0].clone(),
-                    inputs[0].clone(),
-                ])
+                let AdamInputs { grad, scalars } = named(list)?;
+                same(scalars, &Shape::from([2]), "scalars")?;
+                let targets = AdamTargets {
+                    param: grad.clone(),
+                    m: grad.clone(),
+                    v: grad.clone(),
+                };
+                Ok(targets.into_vec())
             }
             Op::Copy => {
-                want(1)?;
-                Ok(vec![inputs[0].clone()])
+                let CopyInputs { src } = named(list)?;
+                Ok(CopyTargets { dst: src.clone() }.into_vec())
             }
         }
+    }
+}
+
+/// The input shapes by name.
+fn named<'s, A: Args<&'s Shape>>(list: Vec<&'s Shape>) -> Result<A, String> {
+    A::from_vec("inputs", list)
+}
+
+fn rank(s: &Shape, r: usize, what: &str) -> Result<(), String> {
+    if s.rank() == r {
+        Ok(())
+    } else {
+        Err(format!("{what} must have rank {r}, got {s}"))
+    }
+}
+
+fn same(s: &Shape, want: &Shape, what: &str) -> Result<(), String> {
+    if s == want {
+        Ok(())
+    } else {
+        Err(format!("{what} must have shape {want}, got {s}"))
     }
 }
 
@@ -456,43 +497,36 @@ pub struct LstmDims {
 }
 
 impl LstmDims {
-    /// Reads and checks the dimensions from the first five (forward: seven) inputs.
-    pub fn from_inputs(inputs: &[&Shape]) -> Result<Self, String> {
-        let x = inputs[0];
+    /// Reads and checks the dimensions from a layer's `x`, `h0`, `c0`, `w_ih`, `w_hh`.
+    pub fn checked(
+        x: &Shape,
+        h0: &Shape,
+        c0: &Shape,
+        w_ih: &Shape,
+        w_hh: &Shape,
+    ) -> Result<Self, String> {
         if x.rank() != 3 {
             return Err(format!("x must be [T, B, I], got {x}"));
         }
-        let (steps, batch, input) = (x.dim(0), x.dim(1), x.dim(2));
-        let w_hh = inputs[4];
         if w_hh.rank() != 2 || w_hh.dim(0) != 4 * w_hh.dim(1) {
             return Err(format!("w_hh must be [4H, H], got {w_hh}"));
         }
-        let hidden = w_hh.dim(1);
-        let d = LstmDims {
-            steps,
-            batch,
-            input,
-            hidden,
-        };
-        let checks: [(&str, Shape); 3] = [
-            ("h0", d.state()),
-            ("c0", d.state()),
-            ("w_ih", Shape::from([4 * hidden, input])),
-        ];
-        for (i, (what, s)) in checks.iter().enumerate() {
-            if inputs[i + 1] != s {
-                return Err(format!("{what} must have shape {s}, got {}", inputs[i + 1]));
-            }
-        }
-        if inputs.len() == 7 {
-            let b = Shape::from([4 * hidden]);
-            for (i, what) in [(5, "b_ih"), (6, "b_hh")] {
-                if inputs[i] != &b {
-                    return Err(format!("{what} must have shape {b}, got {}", inputs[i]));
-                }
-            }
-        }
+        let d = LstmDims::of(x, w_hh);
+        same(h0, &d.state(), "h0")?;
+        same(c0, &d.state(), "c0")?;
+        same(w_ih, &Shape::from([4 * d.hidden, d.input]), "w_ih")?;
         Ok(d)
+    }
+
+    /// The dimensions of `x` `[T, B, I]` and `w_hh` `[4H, H]`, unchecked (for shapes
+    /// [`LstmDims::checked`] has accepted).
+    pub fn of(x: &Shape, w_hh: &Shape) -> Self {
+        LstmDims {
+            steps: x.dim(0),
+            batch: x.dim(1),
+            input: x.dim(2),
+            hidden: w_hh.dim(1),
+        }
     }
 
     /// `[T, B, width]`.

@@ -14,8 +14,8 @@ pub enum DType {
 }
 
 impl DType {
-    /// Bytes per element.
-    pub fn size_bytes(self) -> usize {
+    /// Bytes per element: the one definition every byte count uses.
+    pub const fn size_bytes(self) -> usize {
         match self {
             DType::F32 => 4,
         }

@@ -1,9 +1,30 @@
 //! Graph building, scheduling and autodiff structure (values are checked against finite
 //! differences in tensorfit-cpu's tests).
 
-use tensorfit_core::{
-    backward, schedule, Activation, AdamParams, BinaryOp, Error, Graph, Op, Phase, Shape,
+use tensorfit_core::args::{
+    ActivationInputs, AdamInputs, AdamTargets, BinaryInputs, CopyInputs, CopyTargets,
+    LstmForwardInputs, MatMulInputs, SliceTimeInputs,
 };
+use tensorfit_core::{
+    backward, schedule, Activation, AdamParams, BinaryOp, Error, Graph, Op, Phase, Shape, TensorId,
+};
+
+/// An LSTM layer's inputs with one bias vector used for both (`b_ih`, `b_hh`).
+fn lstm_inputs(
+    [x, h0, c0, w_ih, w_hh]: [TensorId; 5],
+    b_ih: TensorId,
+    b_hh: TensorId,
+) -> LstmForwardInputs<TensorId> {
+    LstmForwardInputs {
+        x,
+        h0,
+        c0,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+    }
+}
 
 #[test]
 fn shape_errors_name_the_node_and_op() {
@@ -11,13 +32,13 @@ fn shape_errors_name_the_node_and_op() {
     let a = g.input("a", [3, 4]);
     let b = g.input("b", [5, 6]);
     let e = g
-        .op1(
+        .apply(
             "projection",
             Op::MatMul {
                 trans_a: false,
                 trans_b: false,
             },
-            &[a, b],
+            MatMulInputs { a, b },
         )
         .unwrap_err();
     let msg = e.to_string();
@@ -30,10 +51,12 @@ fn shape_errors_name_the_node_and_op() {
 
     let x = g.input("x", [2, 3, 4]);
     let e = g
-        .op1("bias", Op::Binary(BinaryOp::Add), &[x, b])
+        .apply("bias", Op::Binary(BinaryOp::Add), BinaryInputs { a: x, b })
         .unwrap_err();
     assert!(e.to_string().contains("bias"));
-    let e = g.op1("last", Op::SliceTime { t: 2 }, &[x]).unwrap_err();
+    let e = g
+        .apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x })
+        .unwrap_err();
     assert!(e.to_string().contains("time step 2"), "{e}");
 }
 
@@ -47,28 +70,18 @@ fn lstm_shapes_are_checked_with_the_input_name() {
     let w_hh = g.parameter("w_hh", [16, 4]);
     let b = g.parameter("b", [16]);
     let bad = g.parameter("bad", [15]);
+    let layer = [x, h0, c0, w_ih, w_hh];
+    let keep = Op::LstmForward {
+        keep_for_backward: true,
+    };
     let outs = g
-        .op(
-            "l0",
-            Op::LstmForward {
-                keep_for_backward: true,
-            },
-            &[x, h0, c0, w_ih, w_hh, b, b],
-        )
+        .apply("l0", keep.clone(), lstm_inputs(layer, b, b))
         .unwrap();
-    assert_eq!(outs.len(), 5);
-    assert_eq!(g.shape(outs[0]), &Shape::from([5, 2, 4]));
-    assert_eq!(g.shape(outs[3]), &Shape::from([5, 2, 16]));
-    assert_eq!(g.tensor(outs[1]).name, "l0.h_n");
-    let e = g
-        .op(
-            "l1",
-            Op::LstmForward {
-                keep_for_backward: true,
-            },
-            &[x, h0, c0, w_ih, w_hh, bad, b],
-        )
-        .unwrap_err();
+    assert!(outs.cells.is_some());
+    assert_eq!(g.shape(outs.y), &Shape::from([5, 2, 4]));
+    assert_eq!(g.shape(outs.gates), &Shape::from([5, 2, 16]));
+    assert_eq!(g.tensor(outs.h_n).name, "l0.h_n");
+    let e = g.apply("l1", keep, lstm_inputs(layer, bad, b)).unwrap_err();
     assert!(e.to_string().contains("b_ih"), "{e}");
 }
 
@@ -87,12 +100,22 @@ fn updates_run_after_every_reader_of_their_target() {
         weight_decay: 0.0,
     });
     let upd = g
-        .update("step", adam, &[grad, scalars], &[p, m, v])
+        .update(
+            "step",
+            adam,
+            AdamInputs { grad, scalars },
+            AdamTargets { param: p, m, v },
+        )
         .unwrap();
     // Added after the update, but reads the parameter: must be scheduled before it.
     let y = g
-        .op1("use", Op::Activation(Activation::Tanh), &[p])
-        .unwrap();
+        .apply(
+            "use",
+            Op::Activation(Activation::Tanh),
+            ActivationInputs { x: p },
+        )
+        .unwrap()
+        .y;
     let order = schedule(&g).unwrap();
     let pos = |n| order.iter().position(|&x| x == n).unwrap();
     let reader = g.tensor(y).producer.unwrap();
@@ -100,9 +123,12 @@ fn updates_run_after_every_reader_of_their_target() {
     assert_eq!(g.node(upd).phase, Phase::Update);
 
     // Targets must be persistent, and the shapes must match.
-    let e = g.update("bad", Op::Copy, &[grad], &[y]).unwrap_err();
+    let copy = |src, dst| (CopyInputs { src }, CopyTargets { dst });
+    let (src, dst) = copy(grad, y);
+    let e = g.update("bad", Op::Copy, src, dst).unwrap_err();
     assert!(e.to_string().contains("parameter or state"), "{e}");
-    let e = g.update("bad2", Op::Copy, &[scalars], &[m]).unwrap_err();
+    let (src, dst) = copy(scalars, m);
+    let e = g.update("bad2", Op::Copy, src, dst).unwrap_err();
     assert!(e.to_string().contains("shape"), "{e}");
 }
 
@@ -113,18 +139,21 @@ fn backward_appends_gradient_nodes_and_sums_shared_uses() {
     let w = g.parameter("w", [4, 3]);
     let b = g.parameter("b", [4]);
     let xw = g
-        .op1(
+        .apply(
             "xw",
             Op::MatMul {
                 trans_a: false,
                 trans_b: true,
             },
-            &[x, w],
+            MatMulInputs { a: x, b: w },
         )
-        .unwrap();
-    let y = g.op1("y", Op::Binary(BinaryOp::Add), &[xw, b]).unwrap();
+        .unwrap()
+        .c;
+    let add = Op::Binary(BinaryOp::Add);
+    let y = g.apply("y", add, BinaryInputs { a: xw, b }).unwrap().out;
     // y used twice: its gradient is the sum of both uses.
-    let z = g.op1("z", Op::Binary(BinaryOp::Mul), &[y, y]).unwrap();
+    let mul = Op::Binary(BinaryOp::Mul);
+    let z = g.apply("z", mul, BinaryInputs { a: y, b: y }).unwrap().out;
     let dz = g.input("dz", [2, 4]);
     let forward_nodes = g.nodes().len();
     let grads = backward(&mut g, &[(z, dz)], &[w, b, x]).unwrap();
@@ -150,16 +179,13 @@ fn an_inference_lstm_cannot_be_differentiated() {
     let w_ih = g.parameter("w_ih", [8, 2]);
     let w_hh = g.parameter("w_hh", [8, 2]);
     let b = g.parameter("b", [8]);
+    let op = Op::LstmForward {
+        keep_for_backward: false,
+    };
     let outs = g
-        .op(
-            "l0",
-            Op::LstmForward {
-                keep_for_backward: false,
-            },
-            &[x, h0, c0, w_ih, w_hh, b, b],
-        )
+        .apply("l0", op, lstm_inputs([x, h0, c0, w_ih, w_hh], b, b))
         .unwrap();
     let dy = g.input("dy", [3, 1, 2]);
-    let e = backward(&mut g, &[(outs[0], dy)], &[w_ih]).unwrap_err();
+    let e = backward(&mut g, &[(outs.y, dy)], &[w_ih]).unwrap_err();
     assert!(e.to_string().contains("keep_for_backward"), "{e}");
 }

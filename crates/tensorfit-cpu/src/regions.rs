@@ -5,8 +5,7 @@
 //! and output views of an op often point into the *same* `Vec<f32>`. Rust will not hand
 //! out a `&mut` to part of a vector while another part is borrowed, unless the vector is
 //! cut into disjoint pieces first. That is what [`split`] does:
-//! 1. it borrows every buffer the op touches at once, walking the buffer table in id
-//!    order with `split_first_mut`;
+//! 1. it borrows every buffer the op touches at once (`Ledger::get_many_mut`);
 //! 2. in each buffer it sorts the views' element ranges, merges ranges that overlap into
 //!    groups, and cuts the buffer at the group boundaries with `split_at_mut`;
 //! 3. a group made only of inputs becomes one shared slice that each input sub-slices
@@ -17,7 +16,7 @@
 //! For update ops (Adam, BatchNormStatsUpdate, Copy) the outputs are the targets; the
 //! kernels read their old values through the same `&mut` slices they write.
 
-use tensorfit_core::{BufferId, Result, TensorView};
+use tensorfit_core::{Ledger, Result, TensorView};
 
 use crate::backend_error;
 
@@ -52,31 +51,23 @@ struct Claim {
     who: Claimant,
 }
 
-/// The index of a buffer in the backend's slot table.
-pub(crate) fn slot_index(buffer: BufferId) -> Result<usize> {
-    usize::try_from(buffer.0).map_err(|_| backend_error(format!("unknown buffer {}", buffer.0)))
-}
-
-/// Borrows the slices named by `inputs` and `outputs` from `slots` (the backend's
-/// buffers, indexed by [`BufferId`]; `None` for freed ones). Fails if a view names a
-/// missing buffer, reaches past its end, or if an output overlaps any other view.
+/// Borrows the slices named by `inputs` and `outputs` from the backend's buffers. Fails
+/// if a view names a missing buffer, reaches past its end, or if an output overlaps any
+/// other view.
 pub(crate) fn split<'a>(
-    slots: &'a mut [Option<Vec<f32>>],
+    buffers: &'a mut Ledger<Vec<f32>>,
     inputs: &[TensorView],
     outputs: &[TensorView],
 ) -> Result<Regions<'a>> {
-    let mut ids = inputs
-        .iter()
-        .chain(outputs)
-        .map(|v| slot_index(v.buffer))
-        .collect::<Result<Vec<usize>>>()?;
+    let mut ids: Vec<_> = inputs.iter().chain(outputs).map(|v| v.buffer).collect();
     ids.sort_unstable();
     ids.dedup();
 
     let mut ins: Vec<Option<&'a [f32]>> = vec![None; inputs.len()];
     let mut outs: Vec<Option<&'a mut [f32]>> = (0..outputs.len()).map(|_| None).collect();
 
-    for (id, data) in borrow_buffers(slots, &ids)? {
+    let borrowed = buffers.get_many_mut(&ids)?;
+    for (&id, data) in ids.iter().zip(borrowed) {
         let mut claims = Vec::new();
         let views = inputs
             .iter()
@@ -89,7 +80,7 @@ pub(crate) fn split<'a>(
                     .map(|(o, v)| (Claimant::Output(o), v)),
             );
         for (who, view) in views {
-            if slot_index(view.buffer)? != id {
+            if view.buffer != id {
                 continue;
             }
             let end = view
@@ -98,9 +89,10 @@ pub(crate) fn split<'a>(
                 .filter(|&e| e <= data.len());
             let Some(end) = end else {
                 return Err(backend_error(format!(
-                    "{who} (offset {}, {} elements) reaches past the end of buffer {id} ({} elements)",
+                    "{who} (offset {}, {} elements) reaches past the end of buffer {} ({} elements)",
                     view.offset,
                     view.len(),
+                    id.0,
                     data.len()
                 )));
             };
@@ -132,28 +124,6 @@ pub(crate) fn split<'a>(
             .collect::<Option<Vec<_>>>()
             .ok_or_else(missing)?,
     })
-}
-
-/// Mutable borrows of the buffers `ids` (sorted, distinct), all alive at once.
-fn borrow_buffers<'a>(
-    mut slots: &'a mut [Option<Vec<f32>>],
-    ids: &[usize],
-) -> Result<Vec<(usize, &'a mut [f32])>> {
-    let mut out = Vec::with_capacity(ids.len());
-    // `slots` always starts at buffer `base`.
-    let mut base = 0;
-    for &id in ids {
-        let unknown = || backend_error(format!("unknown or freed buffer {id}"));
-        let rest = std::mem::take(&mut slots);
-        let (slot, after) = rest
-            .get_mut(id - base..)
-            .and_then(<[_]>::split_first_mut)
-            .ok_or_else(unknown)?;
-        out.push((id, slot.as_mut().ok_or_else(unknown)?.as_mut_slice()));
-        slots = after;
-        base = id + 1;
-    }
-    Ok(out)
 }
 
 /// Cuts one buffer into the claimed pieces. `claims` lie inside `data`.
@@ -215,18 +185,20 @@ fn split_buffer<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensorfit_core::Shape;
+    use tensorfit_core::{BufferId, Shape};
 
     fn view(buffer: u64, offset: usize, len: usize) -> TensorView {
         TensorView::at(BufferId(buffer), offset, Shape::from([len]))
     }
 
-    fn slots() -> Vec<Option<Vec<f32>>> {
-        vec![
-            Some((0..10).map(|v| v as f32).collect()),
-            None,
-            Some((100..106).map(|v| v as f32).collect()),
-        ]
+    /// Buffers 0 (0..10) and 2 (100..106); buffer 1 was freed.
+    fn slots() -> Ledger<Vec<f32>> {
+        let mut l = Ledger::new("cpu", None);
+        l.insert((0..10).map(|v| v as f32).collect(), 40);
+        let freed = l.insert(vec![0.0], 4);
+        l.insert((100..106).map(|v| v as f32).collect(), 24);
+        l.remove(freed).unwrap();
+        l
     }
 
     #[test]
@@ -243,7 +215,7 @@ mod tests {
         for o in r.outputs {
             o.fill(-1.0);
         }
-        let data = s[0].as_ref().unwrap();
+        let data = s.get(BufferId(0)).unwrap();
         assert_eq!(&data[3..8], &[3.0, -1.0, -1.0, -1.0, 7.0]);
     }
 

@@ -12,20 +12,12 @@
 
 use tensorfit_core::{AdamParams, Backend, BufferId, Error, LstmDims, Op, Shape, TensorView};
 use tensorfit_cpu::CpuBackend;
+use tensorfit_testing::{Rng, TestRng};
 
-/// splitmix64, for deterministic test data without `rand`.
+/// Deterministic test data in [-0.5, 0.5).
 fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| rng.signed() * 0.5).collect()
 }
 
 fn view(buffer: BufferId, offset: usize, shape: &[usize]) -> TensorView {
@@ -318,15 +310,16 @@ fn accounting_is_exact_in_bytes_asked_for() {
 #[test]
 fn an_executable_that_does_not_fit_frees_what_it_took() {
     use std::collections::HashMap;
-    use tensorfit_core::{Executable, Graph};
+    use tensorfit_core::args::ActivationInputs;
+    use tensorfit_core::{Activation, Executable, Graph};
     let mut g = Graph::new();
     let x = g.input("x", [100, 100]);
+    let relu = Op::Activation(Activation::Relu);
     let y = g
-        .op1("y", Op::Activation(tensorfit_core::Activation::Relu), &[x])
-        .unwrap();
-    let _ = g
-        .op1("z", Op::Activation(tensorfit_core::Activation::Relu), &[y])
-        .unwrap();
+        .apply("y", relu.clone(), ActivationInputs { x })
+        .unwrap()
+        .y;
+    g.apply("z", relu, ActivationInputs { x: y }).unwrap();
     // Two of the three 40 000-byte tensors fit.
     let mut be = CpuBackend::with_capacity_cap(100_000);
     let err = Executable::new(g, &mut be, HashMap::new()).unwrap_err();

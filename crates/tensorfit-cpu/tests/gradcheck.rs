@@ -20,8 +20,13 @@
 
 use std::collections::HashMap;
 
+use tensorfit_core::args::{
+    ActivationInputs, BatchNormInputs, BinaryInputs, LstmForwardInputs, LstmForwardOutputs,
+    MatMulInputs, MeanVar, SliceTimeInputs, SoftmaxCrossEntropyInputs,
+};
 use tensorfit_core::{backward, Activation, BinaryOp, Executable, Graph, Op, Shape, TensorId};
 use tensorfit_cpu::CpuBackend;
+use tensorfit_testing::{Rng, TestRng};
 
 const H: f32 = 1e-2;
 const ATOL: f64 = 2e-3;
@@ -30,31 +35,18 @@ const RTOL: f64 = 2e-2;
 const CHECK_ALL_UP_TO: usize = 40;
 const SAMPLE: usize = 16;
 
-/// splitmix64: a tiny deterministic generator, so the test needs no `rand`.
-struct Rng(u64);
+/// Normal test values: N(0, std²) by Box-Muller on two draws in (0, 1).
+trait Normals {
+    fn normals(&mut self, n: usize, std: f32) -> Vec<f32>;
+}
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1).
-    fn unit(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// N(0, std²) by Box-Muller.
-    fn normal(&mut self, std: f32) -> f32 {
-        let (u, v) = (self.unit(), self.unit());
-        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32 * std
-    }
-
+impl Normals for Rng {
     fn normals(&mut self, n: usize, std: f32) -> Vec<f32> {
-        (0..n).map(|_| self.normal(std)).collect()
+        let mut normal = || {
+            let (u, v) = (self.open_unit(), self.open_unit());
+            ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32 * std
+        };
+        (0..n).map(|_| normal()).collect()
     }
 }
 
@@ -203,7 +195,7 @@ fn be_allocated(be: &CpuBackend) -> u64 {
 
 #[test]
 fn matmul_all_transpose_combinations() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let (m, k, n) = (3, 4, 5);
     for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut c = Case::new("matmul");
@@ -211,25 +203,23 @@ fn matmul_all_transpose_combinations() {
         let b_shape = if trans_b { [n, k] } else { [k, n] };
         let a = c.random("a", &a_shape, &mut rng);
         let b = c.random("b", &b_shape, &mut rng);
-        let out = c
-            .graph
-            .op1("c", Op::MatMul { trans_a, trans_b }, &[a, b])
-            .unwrap();
-        c.outputs.push(out);
+        let op = Op::MatMul { trans_a, trans_b };
+        let out = c.graph.apply("c", op, MatMulInputs { a, b }).unwrap();
+        c.outputs.push(out.c);
         c.run(&mut rng);
     }
 }
 
 #[test]
 fn binary_add_and_mul_with_and_without_broadcasting() {
-    let mut rng = Rng(2);
+    let mut rng = Rng::new(2);
     for bop in [BinaryOp::Add, BinaryOp::Mul] {
         for b_shape in [&[2, 3, 4][..], &[3, 4], &[4]] {
             let mut c = Case::new(if bop == BinaryOp::Add { "add" } else { "mul" });
             let a = c.random("a", &[2, 3, 4], &mut rng);
             let b = c.random("b", b_shape, &mut rng);
-            let out = c.graph.op1("out", Op::Binary(bop), &[a, b]).unwrap();
-            c.outputs.push(out);
+            let out = c.graph.apply("out", Op::Binary(bop), BinaryInputs { a, b });
+            c.outputs.push(out.unwrap().out);
             c.run(&mut rng);
         }
     }
@@ -238,20 +228,18 @@ fn binary_add_and_mul_with_and_without_broadcasting() {
 #[test]
 fn binary_mul_of_a_tensor_with_itself() {
     // The same view passed twice, and two gradient contributions summed.
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     let mut c = Case::new("square");
     let x = c.random("x", &[3, 4], &mut rng);
-    let out = c
-        .graph
-        .op1("x2", Op::Binary(BinaryOp::Mul), &[x, x])
-        .unwrap();
-    c.outputs.push(out);
+    let square = BinaryInputs { a: x, b: x };
+    let out = c.graph.apply("x2", Op::Binary(BinaryOp::Mul), square);
+    c.outputs.push(out.unwrap().out);
     c.run(&mut rng);
 }
 
 #[test]
 fn every_activation() {
-    let mut rng = Rng(4);
+    let mut rng = Rng::new(4);
     for f in [
         Activation::Identity,
         Activation::Relu,
@@ -267,27 +255,30 @@ fn every_activation() {
             .map(|v| v.signum() * (v.abs() + 5.0 * H))
             .collect();
         let x = c.leaf("x", &[3, 4], values, true);
-        let y = c.graph.op1("y", Op::Activation(f), &[x]).unwrap();
-        c.outputs.push(y);
+        let y = c
+            .graph
+            .apply("y", Op::Activation(f), ActivationInputs { x });
+        c.outputs.push(y.unwrap().y);
         c.run(&mut rng);
     }
 }
 
 #[test]
 fn slice_time() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     for t in [0, 2, 3] {
         let mut c = Case::new("slice_time");
         let x = c.random("x", &[4, 2, 3], &mut rng);
-        let out = c.graph.op1("step", Op::SliceTime { t }, &[x]).unwrap();
-        c.outputs.push(out);
+        let out = c
+            .graph
+            .apply("step", Op::SliceTime { t }, SliceTimeInputs { x });
+        c.outputs.push(out.unwrap().out);
         c.run(&mut rng);
     }
 }
 
-/// An LSTM layer with T=3, B=2, I=3, H=4; returns the case and its forward outputs
-/// (y, h_n, c_n).
-fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, [TensorId; 3]) {
+/// An LSTM layer with T=3, B=2, I=3, H=4; returns the case and its forward outputs.
+fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, LstmForwardOutputs<TensorId>) {
     let (t, b, i, h) = (3, 2, 3, 4);
     let mut c = Case::new("lstm");
     let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), x_grad);
@@ -297,24 +288,27 @@ fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, [TensorId; 3]) {
     let w_hh = c.random("w_hh", &[4 * h, h], rng);
     let b_ih = c.random("b_ih", &[4 * h], rng);
     let b_hh = c.random("b_hh", &[4 * h], rng);
-    let outs = c
-        .graph
-        .op(
-            "lstm",
-            Op::LstmForward {
-                keep_for_backward: true,
-            },
-            &[x, h0, c0, w_ih, w_hh, b_ih, b_hh],
-        )
-        .unwrap();
-    (c, [outs[0], outs[1], outs[2]])
+    let inputs = LstmForwardInputs {
+        x,
+        h0,
+        c0,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+    };
+    let op = Op::LstmForward {
+        keep_for_backward: true,
+    };
+    let outs = c.graph.apply("lstm", op, inputs).unwrap();
+    (c, outs)
 }
 
 #[test]
 fn lstm_forward_all_inputs_all_outputs() {
-    let mut rng = Rng(6);
-    let (mut c, [y, h_n, c_n]) = lstm_case(&mut rng, true);
-    c.outputs.extend([y, h_n, c_n]);
+    let mut rng = Rng::new(6);
+    let (mut c, out) = lstm_case(&mut rng, true);
+    c.outputs.extend([out.y, out.h_n, out.c_n]);
     c.run(&mut rng);
 }
 
@@ -322,79 +316,82 @@ fn lstm_forward_all_inputs_all_outputs() {
 fn lstm_forward_without_input_gradient_and_one_output() {
     // x is not differentiated (LstmBackward { input_grad: false }) and only c_n is
     // seeded, so y's and h_n's gradients are Fill zeros.
-    let mut rng = Rng(7);
-    let (mut c, [_, _, c_n]) = lstm_case(&mut rng, false);
-    c.outputs.push(c_n);
+    let mut rng = Rng::new(7);
+    let (mut c, out) = lstm_case(&mut rng, false);
+    c.outputs.push(out.c_n);
     c.run(&mut rng);
 }
 
 #[test]
 fn lstm_last_step_through_slice_time() {
     // The classifier's use: only the last time step of y is read.
-    let mut rng = Rng(8);
-    let (mut c, [y, _, _]) = lstm_case(&mut rng, true);
-    let last = c.graph.op1("last", Op::SliceTime { t: 2 }, &[y]).unwrap();
-    c.outputs.push(last);
+    let mut rng = Rng::new(8);
+    let (mut c, out) = lstm_case(&mut rng, true);
+    let last = c
+        .graph
+        .apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x: out.y });
+    c.outputs.push(last.unwrap().out);
     c.run(&mut rng);
 }
 
 #[test]
 fn batchnorm_training() {
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     let mut c = Case::new("batchnorm training");
     let x = c.random("x", &[5, 3], &mut rng);
     let gamma = c.leaf("gamma", &[3], vec![0.8, 1.2, -0.6], true);
     let beta = c.random("beta", &[3], &mut rng);
-    let outs = c
-        .graph
-        .op(
-            "bn",
-            Op::BatchNorm {
-                eps: 1e-5,
-                training: true,
-            },
-            &[x, gamma, beta],
-        )
-        .unwrap();
-    c.outputs.push(outs[0]);
+    let inputs = BatchNormInputs {
+        x,
+        gamma,
+        beta,
+        running: None,
+    };
+    let op = Op::BatchNorm {
+        eps: 1e-5,
+        training: true,
+    };
+    let outs = c.graph.apply("bn", op, inputs).unwrap();
+    c.outputs.push(outs.y);
     c.run(&mut rng);
 }
 
 #[test]
 fn batchnorm_inference() {
-    let mut rng = Rng(10);
+    let mut rng = Rng::new(10);
     let mut c = Case::new("batchnorm inference");
     let x = c.random("x", &[5, 3], &mut rng);
     let gamma = c.random("gamma", &[3], &mut rng);
     let beta = c.random("beta", &[3], &mut rng);
     let mean = c.leaf("running_mean", &[3], rng.normals(3, 0.5), false);
     let var = c.leaf("running_var", &[3], vec![0.3, 1.0, 2.5], false);
-    let y = c
-        .graph
-        .op1(
-            "bn",
-            Op::BatchNorm {
-                eps: 1e-5,
-                training: false,
-            },
-            &[x, gamma, beta, mean, var],
-        )
-        .unwrap();
-    c.outputs.push(y);
+    let inputs = BatchNormInputs {
+        x,
+        gamma,
+        beta,
+        running: Some(MeanVar { mean, var }),
+    };
+    let op = Op::BatchNorm {
+        eps: 1e-5,
+        training: false,
+    };
+    let y = c.graph.apply("bn", op, inputs).unwrap();
+    c.outputs.push(y.y);
     c.run(&mut rng);
 }
 
 #[test]
 fn softmax_cross_entropy() {
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     let mut c = Case::new("softmax cross-entropy");
     let logits = c.random("logits", &[4, 5], &mut rng);
     let labels = c.leaf("labels", &[4], vec![0.0, 4.0, 2.0, 2.0], false);
+    let inputs = SoftmaxCrossEntropyInputs { logits, labels };
     let outs = c
         .graph
-        .op("ce", Op::SoftmaxCrossEntropy, &[logits, labels])
+        .apply("ce", Op::SoftmaxCrossEntropy, inputs)
         .unwrap();
-    c.outputs.push(outs[0]);
+    c.outputs.push(outs.loss);
     c.run(&mut rng);
 }
 
@@ -402,35 +399,32 @@ fn softmax_cross_entropy() {
 fn a_small_classifier_end_to_end() {
     // LSTM -> last step -> dense with a broadcast bias -> tanh -> softmax cross-entropy:
     // the composition the seed network uses, with its gradient sums and reductions.
-    let mut rng = Rng(12);
-    let (mut c, [y, _, _]) = lstm_case(&mut rng, true);
-    let last = c.graph.op1("last", Op::SliceTime { t: 2 }, &[y]).unwrap();
+    let mut rng = Rng::new(12);
+    let (mut c, out) = lstm_case(&mut rng, true);
+    let g = &mut c.graph;
+    let last = g.apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x: out.y });
+    let last = last.unwrap().out;
     let w = c.random("w", &[4, 3], &mut rng);
     let bias = c.random("bias", &[3], &mut rng);
-    let z = c
-        .graph
-        .op1(
-            "z",
-            Op::MatMul {
-                trans_a: false,
-                trans_b: false,
-            },
-            &[last, w],
-        )
-        .unwrap();
-    let zb = c
-        .graph
-        .op1("zb", Op::Binary(BinaryOp::Add), &[z, bias])
-        .unwrap();
-    let a = c
-        .graph
-        .op1("a", Op::Activation(Activation::Tanh), &[zb])
-        .unwrap();
+    let g = &mut c.graph;
+    let op = Op::MatMul {
+        trans_a: false,
+        trans_b: false,
+    };
+    let z = g.apply("z", op, MatMulInputs { a: last, b: w }).unwrap().c;
+    let add = Op::Binary(BinaryOp::Add);
+    let zb = g
+        .apply("zb", add, BinaryInputs { a: z, b: bias })
+        .unwrap()
+        .out;
+    let tanh = Op::Activation(Activation::Tanh);
+    let a = g.apply("a", tanh, ActivationInputs { x: zb }).unwrap().y;
     let labels = c.leaf("labels", &[2], vec![1.0, 0.0], false);
+    let inputs = SoftmaxCrossEntropyInputs { logits: a, labels };
     let loss = c
         .graph
-        .op("ce", Op::SoftmaxCrossEntropy, &[a, labels])
-        .unwrap()[0];
-    c.outputs.push(loss);
+        .apply("ce", Op::SoftmaxCrossEntropy, inputs)
+        .unwrap();
+    c.outputs.push(loss.loss);
     c.run(&mut rng);
 }

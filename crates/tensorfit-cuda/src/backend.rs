@@ -9,9 +9,9 @@
 //! (cached per architecture in the process), creates the cuBLAS handle with its workspace
 //! and the status word. Any failure is an [`Error::Backend`] whose message is the reason.
 //!
-//! **Accounting**: `allocated` is the sum of the byte sizes asked for in
-//! [`Backend::allocate`] and not yet freed, `peak` its maximum, as on the CPU, so a plan's
-//! estimate can be compared with a measured peak to the byte. Memory the backend holds
+//! **Accounting** is the [`Ledger`]'s, as on every backend: the bytes asked for in
+//! [`Backend::allocate`] and not yet freed, so a plan's estimate can be compared with a
+//! measured peak to the byte. Memory the backend holds
 //! besides (context, cuBLAS workspace, loaded modules, status word) is
 //! [`DeviceInfo::overhead_bytes`], measured once at creation as the drop in the device's
 //! free memory from before the context to after setup. "Before the context" needs NVML
@@ -24,50 +24,29 @@
 //! driver refuses with `CUDA_ERROR_OUT_OF_MEMORY`, returns [`Error::OutOfMemory`] with
 //! device `cuda`, so a session can fall back to another device.
 //!
-//! **Execution** validates the views against [`Op::infer_shapes`] and the buffers (bounds,
-//! and that no output overlaps another view) before anything is launched, then calls the
-//! launcher named `Op::name`. Everything runs in order on one stream; `execute` returns
+//! **Execution** has the ledger check the call (shapes against [`Op::infer_shapes`],
+//! bounds, and that no output overlaps another view) before anything is launched, then
+//! dispatches to the launcher named `Op::name` (`kernels::Gpu` implements
+//! `tensorfit_core::OpKernels`). Everything runs in order on one stream; `execute` returns
 //! once the work is queued, `synchronize` and `read` wait for it. Bad labels found by the
 //! softmax kernels are reported as [`Error::Input`] by the next `synchronize` or `read`.
 
 use std::fmt;
 
 use tensorfit_core::{
-    args, Backend, BufferId, DeviceInfo, DeviceKind, Error, MemoryInfo, Op, Result, TensorView,
+    dispatch, Backend, BufferId, Capacity, DType, DeviceInfo, DeviceKind, Error, Ledger,
+    MemoryInfo, Op, Result, TensorView,
 };
 
 use crate::blas::{self, Blas};
 use crate::driver::{self, describe, DevPtr, Device, DeviceMemory};
-use crate::kernels::adam::adam_update;
-use crate::kernels::batchnorm::{
-    batchnorm_backward, batchnorm_forward, batchnorm_stats_update, BatchNormBackwardInputs,
-    BatchNormStats,
-};
-use crate::kernels::elementwise::{
-    activation_backward, activation_forward, binary, copy, fill, scatter_time, slice_time,
-    sum_to_shape,
-};
-use crate::kernels::gemm::{gemm, matmul};
-use crate::kernels::lstm::{
-    lstm_backward, lstm_forward, LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs,
-    LstmForwardOutputs,
-};
-use crate::kernels::softmax::{softmax_cross_entropy_backward, softmax_cross_entropy_forward};
+use crate::kernels::gemm::gemm;
 use crate::kernels::{self, Gpu, Kernels};
 use crate::{backend_error, nvml, nvrtc};
 
 /// Alignment of every buffer (cuMemAlloc gives at least 256 bytes) and the alignment the
 /// planner should keep view offsets at, so that cuBLAS gets aligned operands.
 pub const ALIGNMENT_BYTES: u64 = 256;
-
-/// One allocation: the memory, the bytes asked for (the accounting uses these) and the
-/// number of whole f32s it holds.
-#[derive(Debug)]
-struct Buffer {
-    mem: DeviceMemory,
-    bytes: u64,
-    elements: usize,
-}
 
 /// What was learnt about the device when the backend was opened.
 #[derive(Debug, Clone)]
@@ -87,12 +66,8 @@ struct Facts {
 pub struct CudaBackend {
     // Field order is drop order: buffers and the status word are freed first, then the
     // cuBLAS handle and its workspace, then the device (modules, stream, context).
-    /// Buffers indexed by [`BufferId`]; `None` once freed. Ids are never reused.
-    buffers: Vec<Option<Buffer>>,
-    allocated: u64,
-    peak: u64,
-    /// The user's cap on this backend's allocations, if any.
-    cap: Option<u64>,
+    /// Each buffer holds the bytes asked for rounded up to whole `f32`s.
+    buffers: Ledger<DeviceMemory>,
     /// Two i32s where kernels report bad user data (see `kernels/common.cuh`).
     status: DeviceMemory,
     kernels: Kernels,
@@ -108,10 +83,10 @@ impl fmt::Debug for CudaBackend {
             .field("device", &self.facts.name)
             .field("ordinal", &self.facts.ordinal)
             .field("sm", &self.facts.compute_capability)
-            .field("buffers", &self.buffers.iter().flatten().count())
-            .field("allocated", &self.allocated)
-            .field("peak", &self.peak)
-            .field("cap", &self.cap)
+            .field("buffers", &self.buffers.len())
+            .field("allocated", &self.buffers.allocated())
+            .field("peak", &self.buffers.peak())
+            .field("cap", &self.buffers.cap())
             .field("overhead_bytes", &self.facts.overhead_bytes)
             .finish()
     }
@@ -187,10 +162,7 @@ impl CudaBackend {
             ),
         };
         Ok(CudaBackend {
-            buffers: Vec::new(),
-            allocated: 0,
-            peak: 0,
-            cap,
+            buffers: Ledger::new("cuda", cap),
             status,
             kernels,
             blas,
@@ -227,24 +199,17 @@ impl CudaBackend {
         )
     }
 
-    /// The capacity: the driver's total, or the cap if smaller.
-    fn capacity(&self) -> u64 {
-        match self.cap {
-            Some(cap) => cap.min(self.facts.total_bytes),
-            None => self.facts.total_bytes,
+    /// The device's memory before the user's cap: the driver's total and free figures.
+    fn device_memory(&self) -> Capacity {
+        Capacity {
+            total: Some(self.facts.total_bytes),
+            free: self.device.mem_info().ok().map(|(free, _)| free),
         }
     }
 
     /// Free bytes now: the driver's free memory, and no more than is left of the cap.
     fn free_now(&self) -> Option<u64> {
-        let driver_free = self.device.mem_info().ok().map(|(free, _)| free);
-        match self.cap {
-            Some(cap) => {
-                let left = cap.saturating_sub(self.allocated);
-                Some(driver_free.map_or(left, |f| f.min(left)))
-            }
-            None => driver_free,
-        }
+        self.buffers.capacity(self.device_memory()).1
     }
 
     fn gpu(&self) -> Gpu<'_> {
@@ -256,54 +221,15 @@ impl CudaBackend {
         }
     }
 
-    /// The device address of `view`, with its range checked against its buffer.
-    fn resolve(&self, view: &TensorView) -> Result<DevPtr> {
-        let (buffer, start, _) = self.extent(view)?;
-        Ok(buffer.mem.ptr().add(start))
+    /// The device address of a view the ledger has checked.
+    fn address(&self, view: &TensorView) -> Result<DevPtr> {
+        Ok(self.buffers.get(view.buffer)?.ptr().add(view.offset))
     }
 
-    /// The buffer of `view` and the view's element range in it, checked.
-    fn extent(&self, view: &TensorView) -> Result<(&Buffer, usize, usize)> {
-        let id = usize::try_from(view.buffer.0)
-            .map_err(|_| backend_error(format!("unknown buffer {}", view.buffer.0)))?;
-        let buffer = self
-            .buffers
-            .get(id)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| backend_error(format!("unknown or freed buffer {id}")))?;
-        let end = view
-            .offset
-            .checked_add(view.len())
-            .filter(|&e| e <= buffer.elements)
-            .ok_or_else(|| {
-                backend_error(format!(
-                    "view at offset {} of {} elements reaches past buffer {id} ({} elements)",
-                    view.offset,
-                    view.len(),
-                    buffer.elements
-                ))
-            })?;
-        Ok((buffer, view.offset, end))
-    }
-
-    /// The device addresses of an op's views. Fails if a view names a missing buffer,
-    /// reaches past its end, or if an output overlaps any other view (the op would read
-    /// what it is writing), as the CPU reference does.
-    fn resolve_op(
-        &self,
-        inputs: &[TensorView],
-        outputs: &[TensorView],
-    ) -> Result<(Vec<DevPtr>, Vec<DevPtr>)> {
-        let ins = inputs
-            .iter()
-            .map(|v| self.resolve(v))
-            .collect::<Result<_>>()?;
-        let outs = outputs
-            .iter()
-            .map(|v| self.resolve(v))
-            .collect::<Result<_>>()?;
-        tensorfit_core::backend::check_no_overlap(inputs, outputs).map_err(backend_error)?;
-        Ok((ins, outs))
+    /// The device address of `view`, checked against `len` host elements.
+    fn transfer(&self, view: &TensorView, len: usize) -> Result<DevPtr> {
+        self.buffers.check_transfer(view, len)?;
+        self.address(view)
     }
 
     /// Reports (and clears) an error a kernel left in the status word.
@@ -334,7 +260,9 @@ fn warm_up(
     status: DevPtr,
 ) -> std::result::Result<(), String> {
     const N: usize = 16;
-    let scratch = device.alloc_zeroed(3 * N * N * 4).map_err(describe)?;
+    let scratch = device
+        .alloc_zeroed(3 * N * N * DType::F32.size_bytes())
+        .map_err(describe)?;
     let g = Gpu {
         device,
         blas,
@@ -363,94 +291,60 @@ impl Backend for CudaBackend {
     }
 
     fn info(&self) -> DeviceInfo {
+        let device = self.device_memory();
+        let (total, free) = self.buffers.capacity(device);
         DeviceInfo {
             kind: DeviceKind::Cuda,
             name: self.facts.name.clone(),
-            total_bytes: self.capacity(),
-            free_bytes: self.free_now(),
-            capacity_source: match self.cap {
-                Some(_) => "user cap".to_string(),
-                None => "driver".to_string(),
+            total_bytes: total,
+            free_bytes: free,
+            capacity_source: if self.buffers.cap_binds(device.total) {
+                "user cap".to_string()
+            } else {
+                "driver".to_string()
             },
             software: false,
             // cuMemAlloc takes any size the device can hold.
-            max_buffer_bytes: self.capacity(),
+            max_buffer_bytes: total,
             alignment_bytes: ALIGNMENT_BYTES,
             overhead_bytes: self.facts.overhead_bytes,
         }
     }
 
     fn allocate(&mut self, bytes: u64) -> Result<BufferId> {
-        let oom = |available: u64| Error::OutOfMemory {
-            device: "cuda".into(),
-            requested: bytes,
-            available,
+        // The cap and the device's size are checked here; the driver decides the rest.
+        let device = Capacity {
+            free: None,
+            ..self.device_memory()
         };
-        if let Some(cap) = self.cap {
-            let left = cap.saturating_sub(self.allocated);
-            if bytes > left {
-                return Err(oom(left));
-            }
+        self.buffers
+            .check_fits(bytes, self.buffers.available(device))?;
+        let oom = |b: &Self| b.buffers.out_of_memory(bytes, b.free_now().unwrap_or(0));
+        let elements = usize::try_from(bytes.div_ceil(DType::F32.size_bytes() as u64))
+            .map_err(|_| oom(self))?;
+        match self
+            .device
+            .alloc_zeroed(elements.saturating_mul(DType::F32.size_bytes()))
+        {
+            Ok(mem) => Ok(self.buffers.insert(mem, bytes)),
+            Err(e) if driver::is_out_of_memory(&e) => Err(oom(self)),
+            Err(e) => Err(device_error("cuMemAlloc", e)),
         }
-        // Whole f32s: a buffer of 6 bytes holds 2 elements, as on the CPU.
-        let elements =
-            usize::try_from(bytes.div_ceil(4)).map_err(|_| oom(self.free_now().unwrap_or(0)))?;
-        let mem = match self.device.alloc_zeroed(elements.saturating_mul(4)) {
-            Ok(mem) => mem,
-            Err(e) if driver::is_out_of_memory(&e) => {
-                return Err(oom(self.free_now().unwrap_or(0)));
-            }
-            Err(e) => return Err(device_error("cuMemAlloc", e)),
-        };
-        let id = self.buffers.len();
-        self.buffers.push(Some(Buffer {
-            mem,
-            bytes,
-            elements,
-        }));
-        self.allocated += bytes;
-        self.peak = self.peak.max(self.allocated);
-        Ok(BufferId(id as u64))
     }
 
     fn free(&mut self, buffer: BufferId) -> Result<()> {
-        let id = usize::try_from(buffer.0)
-            .map_err(|_| backend_error(format!("unknown buffer {}", buffer.0)))?;
-        match self.buffers.get_mut(id).and_then(Option::take) {
-            Some(b) => {
-                self.allocated -= b.bytes;
-                drop(b.mem);
-                Ok(())
-            }
-            None => Err(backend_error(format!(
-                "free of unknown or freed buffer {id}"
-            ))),
-        }
+        self.buffers.remove(buffer).map(drop)
     }
 
     fn write(&mut self, view: &TensorView, data: &[f32]) -> Result<()> {
-        if view.len() != data.len() {
-            return Err(backend_error(format!(
-                "host data has {} elements, the view {}",
-                data.len(),
-                view.len()
-            )));
-        }
-        let ptr = self.resolve(view)?;
+        let ptr = self.transfer(view, data.len())?;
         self.device
             .write(ptr, data)
             .map_err(|e| device_error("copy to the GPU", e))
     }
 
     fn read(&mut self, view: &TensorView, out: &mut [f32]) -> Result<()> {
-        if view.len() != out.len() {
-            return Err(backend_error(format!(
-                "host data has {} elements, the view {}",
-                out.len(),
-                view.len()
-            )));
-        }
-        let ptr = self.resolve(view)?;
+        let ptr = self.transfer(view, out.len())?;
         self.device
             .read(ptr, out)
             .map_err(|e| device_error("copy from the GPU", e))?;
@@ -458,9 +352,12 @@ impl Backend for CudaBackend {
     }
 
     fn execute(&mut self, op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
-        check_shapes(op, inputs, outputs)?;
-        let (ins, outs) = self.resolve_op(inputs, outputs)?;
-        run_kernel(&self.gpu(), op, inputs, &ins, &outs)
+        let call = self.buffers.check_call(op, inputs, outputs)?;
+        let addresses = |views: &[TensorView]| -> Result<Vec<DevPtr>> {
+            views.iter().map(|v| self.address(v)).collect()
+        };
+        let (ins, outs) = (addresses(inputs)?, addresses(outputs)?);
+        dispatch(&mut self.gpu(), &call, ins, outs)
     }
 
     fn synchronize(&mut self) -> Result<()> {
@@ -471,163 +368,10 @@ impl Backend for CudaBackend {
     }
 
     fn memory(&self) -> MemoryInfo {
-        MemoryInfo {
-            total: self.capacity(),
-            free: self.free_now(),
-            allocated: self.allocated,
-            peak: self.peak,
-        }
+        self.buffers.memory(self.device_memory())
     }
 
     fn reset_peak(&mut self) {
-        self.peak = self.allocated;
-    }
-}
-
-/// Checks the views against the op's own shape rules: the outputs must have exactly the
-/// shapes the op produces from these inputs (which also fixes the number of views).
-fn check_shapes(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
-    tensorfit_core::backend::check_views(op, inputs, outputs).map_err(backend_error)
-}
-
-/// [`args::arity`] with this backend's error.
-fn arity<const N: usize>(op: &Op, what: &str, ptrs: &[DevPtr]) -> Result<[DevPtr; N]> {
-    args::arity(op, what, ptrs.to_vec()).map_err(backend_error)
-}
-
-/// Calls the launcher of `op` on the checked addresses. `views` are the input views (for
-/// the dimensions); the match is exhaustive, so a new op does not compile until it has a
-/// kernel here.
-fn run_kernel(
-    g: &Gpu<'_>,
-    op: &Op,
-    views: &[TensorView],
-    inputs: &[DevPtr],
-    outputs: &[DevPtr],
-) -> Result<()> {
-    let len = |k: usize| views[k].len();
-    match op {
-        Op::MatMul { trans_a, trans_b } => {
-            let [a, b] = arity(op, "inputs", inputs)?;
-            let [c] = arity(op, "outputs", outputs)?;
-            matmul(
-                g,
-                a,
-                args::dims2(&views[0]),
-                b,
-                args::dims2(&views[1]),
-                *trans_a,
-                *trans_b,
-                c,
-            )
-        }
-        Op::Binary(bop) => {
-            let [a, b] = arity(op, "inputs", inputs)?;
-            let [out] = arity(op, "outputs", outputs)?;
-            binary(g, *bop, a, b, out, len(0), len(1))
-        }
-        Op::Activation(f) => {
-            let [x] = arity(op, "inputs", inputs)?;
-            let [y] = arity(op, "outputs", outputs)?;
-            activation_forward(g, *f, x, y, len(0))
-        }
-        Op::ActivationBackward(f) => {
-            let [y, dy] = arity(op, "inputs", inputs)?;
-            let [dx] = arity(op, "outputs", outputs)?;
-            activation_backward(g, *f, y, dy, dx, len(0))
-        }
-        Op::SumToShape { shape } => {
-            let [x] = arity(op, "inputs", inputs)?;
-            let [out] = arity(op, "outputs", outputs)?;
-            let width = shape.numel();
-            if width == 0 {
-                return Ok(());
-            }
-            sum_to_shape(g, x, out, len(0) / width, width)
-        }
-        Op::Fill { value, shape } => {
-            let [out] = arity(op, "outputs", outputs)?;
-            fill(g, *value, out, shape.numel())
-        }
-        Op::SliceTime { t } => {
-            let [x] = arity(op, "inputs", inputs)?;
-            let [out] = arity(op, "outputs", outputs)?;
-            let step = views[0].shape.dim(1) * views[0].shape.dim(2);
-            slice_time(g, *t, x, out, step)
-        }
-        Op::ScatterTime { t, steps } => {
-            let [x] = arity(op, "inputs", inputs)?;
-            let [out] = arity(op, "outputs", outputs)?;
-            scatter_time(g, *t, x, out, len(0), *steps)
-        }
-        Op::LstmForward { .. } => {
-            let dims = args::lstm_dims(op, views).map_err(backend_error)?;
-            let inp = LstmForwardInputs::from_vec(op, inputs.to_vec()).map_err(backend_error)?;
-            let out = LstmForwardOutputs::from_vec(op, outputs.to_vec()).map_err(backend_error)?;
-            lstm_forward(g, dims, &inp, &out)
-        }
-        Op::LstmBackward { .. } => {
-            let dims = args::lstm_dims(op, views).map_err(backend_error)?;
-            let inp = LstmBackwardInputs::from_vec(op, inputs.to_vec()).map_err(backend_error)?;
-            let out = LstmBackwardOutputs::from_vec(op, outputs.to_vec()).map_err(backend_error)?;
-            lstm_backward(g, dims, &inp, &out)
-        }
-        Op::BatchNorm { eps, training } => {
-            let bc = (views[0].shape.dim(0), views[0].shape.dim(1));
-            if *training {
-                let [x, gamma, beta] = arity(op, "inputs", inputs)?;
-                let [y, mean, var] = arity(op, "outputs", outputs)?;
-                let stats = BatchNormStats::Batch { mean, var };
-                batchnorm_forward(g, *eps, x, gamma, beta, stats, y, bc)
-            } else {
-                let [x, gamma, beta, mean, var] = arity(op, "inputs", inputs)?;
-                let [y] = arity(op, "outputs", outputs)?;
-                let stats = BatchNormStats::Running { mean, var };
-                batchnorm_forward(g, *eps, x, gamma, beta, stats, y, bc)
-            }
-        }
-        Op::BatchNormBackward { eps, training } => {
-            let bc = (views[0].shape.dim(0), views[0].shape.dim(1));
-            let inp =
-                BatchNormBackwardInputs::from_vec(op, inputs.to_vec()).map_err(backend_error)?;
-            let [dx, dgamma, dbeta] = arity(op, "outputs", outputs)?;
-            batchnorm_backward(g, *eps, *training, &inp, dx, dgamma, dbeta, bc)
-        }
-        Op::BatchNormStatsUpdate { momentum, unbias } => {
-            let [mean, var] = arity(op, "inputs", inputs)?;
-            let [running_mean, running_var] = arity(op, "targets", outputs)?;
-            batchnorm_stats_update(
-                g,
-                *momentum,
-                *unbias,
-                mean,
-                var,
-                running_mean,
-                running_var,
-                len(0),
-            )
-        }
-        Op::SoftmaxCrossEntropy => {
-            let bk = (views[0].shape.dim(0), views[0].shape.dim(1));
-            let [logits, labels] = arity(op, "inputs", inputs)?;
-            let [loss, probs] = arity(op, "outputs", outputs)?;
-            softmax_cross_entropy_forward(g, logits, labels, loss, probs, bk)
-        }
-        Op::SoftmaxCrossEntropyBackward => {
-            let bk = (views[0].shape.dim(0), views[0].shape.dim(1));
-            let [probs, labels, dloss] = arity(op, "inputs", inputs)?;
-            let [dlogits] = arity(op, "outputs", outputs)?;
-            softmax_cross_entropy_backward(g, probs, labels, dloss, dlogits, bk)
-        }
-        Op::Adam(p) => {
-            let [grad, scalars] = arity(op, "inputs", inputs)?;
-            let [param, m, v] = arity(op, "targets", outputs)?;
-            adam_update(g, *p, grad, scalars, param, m, v, len(0))
-        }
-        Op::Copy => {
-            let [src] = arity(op, "inputs", inputs)?;
-            let [dst] = arity(op, "targets", outputs)?;
-            copy(g, src, dst, len(0))
-        }
+        self.buffers.reset_peak();
     }
 }

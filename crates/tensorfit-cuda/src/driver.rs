@@ -19,6 +19,10 @@ use std::ffi::{c_char, c_void, CStr};
 
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
+use tensorfit_core::DType;
+
+/// Bytes per element: every buffer holds `f32`s.
+const F32_BYTES: u64 = DType::F32.size_bytes() as u64;
 
 /// Every driver entry point this crate calls (directly or through cudarc's `result`).
 const SYMBOLS: &[&str] = &[
@@ -121,7 +125,7 @@ pub struct DevPtr(pub u64);
 impl DevPtr {
     /// The address `elements` f32s further on.
     pub fn add(self, elements: usize) -> DevPtr {
-        DevPtr(self.0 + 4 * elements as u64)
+        DevPtr(self.0 + F32_BYTES * elements as u64)
     }
 }
 
@@ -330,7 +334,8 @@ impl Device {
         self.bind()?;
         // SAFETY: both ranges lie inside live buffers and do not overlap (checked by the
         // backend); device-to-device copies touch no host memory.
-        unsafe { result::memcpy_dtod_async(dst.0, src.0, elements * 4, self.stream) }
+        let bytes = elements * F32_BYTES as usize;
+        unsafe { result::memcpy_dtod_async(dst.0, src.0, bytes, self.stream) }
     }
 
     /// Sets `elements` f32s at `dst` to `value`, in stream order.

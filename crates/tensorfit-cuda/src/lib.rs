@@ -5,7 +5,7 @@
 //!
 //! [`CudaBackend`] implements [`tensorfit_core::Backend`]. Its kernels are CUDA C files
 //! under `src/kernels/` named as the CPU reference's kernels are (`lstm.cu` beside the
-//! CPU's `kernels/lstm.rs`), and the LSTM is organised as cuDNN organises it: one
+//! CPU's `kernels/lstm/`), and the LSTM is organised as cuDNN organises it: one
 //! input-projection GEMM over all steps, then per step one GEMM and one fused gate kernel;
 //! backward, one fused kernel and one GEMM per step, and the weight gradients as GEMMs over
 //! all steps. Every kernel is tested against the CPU backend where a GPU is present.

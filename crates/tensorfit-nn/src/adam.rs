@@ -4,6 +4,7 @@
 //! Python floats) and written to a two-element `adam.scalars` input each step, so one
 //! graph serves every step and the device never waits on the host inside a step.
 
+use tensorfit_core::args::{AdamInputs, AdamTargets};
 use tensorfit_core::{AdamParams, Error, Graph, Op, Result, TensorId};
 
 /// Adam's hyperparameters. `Default` is PyTorch's `torch.optim.Adam()`.
@@ -80,8 +81,8 @@ impl AdamConfig {
             g.update(
                 &format!("adam.{name}"),
                 op.clone(),
-                &[grad, scalars],
-                &[*p, m, v],
+                AdamInputs { grad, scalars },
+                AdamTargets { param: *p, m, v },
             )?;
         }
         Ok(scalars)

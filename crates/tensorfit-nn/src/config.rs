@@ -209,7 +209,8 @@ mod tests {
 
     #[test]
     fn seed_flops_match_the_reference_figures() {
-        // 13.46 GFLOP for a training step at B=32, T=50; 56.08 GFLOP inference at B=100, T=200.
+        // The seed network's figures: a training step at B=32, T=50 is three forward
+        // passes' worth; inference at B=100, T=200 is one.
         let s = ModelConfig::seed();
         assert!((3.0 * s.lstm_forward_flops(32, 50) / 1e9 - 13.46).abs() < 0.01);
         assert!((s.lstm_forward_flops(100, 200) / 1e9 - 56.08).abs() < 0.01);

@@ -15,7 +15,6 @@ pub mod model;
 pub mod params;
 pub mod programs;
 mod recompute;
-pub mod rng;
 pub mod task;
 pub mod trainer;
 
@@ -25,6 +24,6 @@ pub use config::{ModelConfig, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use params::ParamStore;
 pub use programs::{Program, ProgramKey, ProgramKind};
-pub use rng::Rng;
 pub use task::{Batch, TemporalOrder};
+pub use tensorfit_core::Rng;
 pub use trainer::{argmax, EvalReport, Job, StepReport, TrainOptions, Trainer};

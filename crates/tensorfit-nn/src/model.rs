@@ -5,7 +5,11 @@
 //! checked is what runs. Sequences are time-major (`[T, B, F]`), as in PyTorch's
 //! `nn.LSTM`.
 
-use tensorfit_core::{Activation, BinaryOp, Graph, Op, Result, Shape, TensorId};
+use tensorfit_core::args::{
+    ActivationInputs, BatchNormInputs, BinaryInputs, CopyInputs, CopyTargets, LstmForwardInputs,
+    LstmForwardOutputs, MatMulInputs, MeanVar, SliceTimeInputs, SoftmaxCrossEntropyInputs,
+};
+use tensorfit_core::{Activation, BinaryOp, Error, Graph, Op, Result, Shape, TensorId};
 
 use crate::config::{ModelConfig, ParamKind};
 
@@ -106,14 +110,14 @@ pub fn lstm_stack(
         let outs = lstm_layer(g, &format!("lstm_l{k}"), stack.y, h0, c0, params, k, keep)?;
         stack.h0.push(h0);
         stack.c0.push(c0);
-        stack.y = outs[0];
-        stack.h_n.push(outs[1]);
-        stack.c_n.push(outs[2]);
+        stack.y = outs.y;
+        stack.h_n.push(outs.h_n);
+        stack.c_n.push(outs.c_n);
     }
     Ok(stack)
 }
 
-/// LSTM layer `k` over `x` from state (`h0`, `c0`); outputs as [`Op::LstmForward`].
+/// LSTM layer `k` over `x` from state (`h0`, `c0`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn lstm_layer(
     g: &mut Graph,
@@ -124,24 +128,21 @@ pub(crate) fn lstm_layer(
     params: &[(String, TensorId)],
     k: usize,
     keep: bool,
-) -> Result<Vec<TensorId>> {
+) -> Result<LstmForwardOutputs<TensorId>> {
     let w = |n: &str| find(params, &format!("lstm.{n}_l{k}"));
-    let inputs = [
+    let inputs = LstmForwardInputs {
         x,
         h0,
         c0,
-        w("weight_ih"),
-        w("weight_hh"),
-        w("bias_ih"),
-        w("bias_hh"),
-    ];
-    g.op(
-        name,
-        Op::LstmForward {
-            keep_for_backward: keep,
-        },
-        &inputs,
-    )
+        w_ih: w("weight_ih"),
+        w_hh: w("weight_hh"),
+        b_ih: w("bias_ih"),
+        b_hh: w("bias_hh"),
+    };
+    let op = Op::LstmForward {
+        keep_for_backward: keep,
+    };
+    g.apply(name, op, inputs)
 }
 
 /// A graph that only advances the LSTM state over a chunk of the sequence: the layers
@@ -152,18 +153,13 @@ pub fn carry_graph(cfg: &ModelConfig, batch: usize, steps: usize) -> Result<(Gra
     let (params, _) = leaves(&mut g, cfg);
     let stack = lstm_stack(&mut g, cfg, &params, batch, steps, false)?;
     for k in 0..cfg.layers {
-        g.update(
-            &format!("carry_h_l{k}"),
-            Op::Copy,
-            &[stack.h_n[k]],
-            &[stack.h0[k]],
-        )?;
-        g.update(
-            &format!("carry_c_l{k}"),
-            Op::Copy,
-            &[stack.c_n[k]],
-            &[stack.c0[k]],
-        )?;
+        for (what, src, dst) in [
+            ("h", stack.h_n[k], stack.h0[k]),
+            ("c", stack.c_n[k], stack.c0[k]),
+        ] {
+            let name = format!("carry_{what}_l{k}");
+            g.update(&name, Op::Copy, CopyInputs { src }, CopyTargets { dst })?;
+        }
     }
     Ok((g, stack))
 }
@@ -179,32 +175,29 @@ fn batchnorm(
 ) -> Result<TensorId> {
     let gamma = find(params, &format!("{name}.weight"));
     let beta = find(params, &format!("{name}.bias"));
-    match mode {
-        Mode::Train => {
-            let outs = g.op(
-                name,
-                Op::BatchNorm {
-                    eps: BN_EPS,
-                    training: true,
-                },
-                &[x, gamma, beta],
-            )?;
-            batch_stats.push((name.to_string(), outs[1], outs[2]));
-            Ok(outs[0])
-        }
-        Mode::Infer => {
-            let rm = find(running, &format!("{name}.running_mean"));
-            let rv = find(running, &format!("{name}.running_var"));
-            g.op1(
-                name,
-                Op::BatchNorm {
-                    eps: BN_EPS,
-                    training: false,
-                },
-                &[x, gamma, beta, rm, rv],
-            )
-        }
+    let training = mode == Mode::Train;
+    let running = (!training).then(|| MeanVar {
+        mean: find(running, &format!("{name}.running_mean")),
+        var: find(running, &format!("{name}.running_var")),
+    });
+    let inputs = BatchNormInputs {
+        x,
+        gamma,
+        beta,
+        running,
+    };
+    let op = Op::BatchNorm {
+        eps: BN_EPS,
+        training,
+    };
+    let outs = g.apply(name, op, inputs)?;
+    if training {
+        let stats = outs
+            .batch
+            .ok_or_else(|| Error::Graph(format!("{name}: no batch statistics")))?;
+        batch_stats.push((name.to_string(), stats.mean, stats.var));
     }
+    Ok(outs.y)
 }
 
 /// `x · Wᵀ + b` (PyTorch's `nn.Linear`).
@@ -216,19 +209,22 @@ fn linear(
 ) -> Result<TensorId> {
     let w = find(params, &format!("{name}.weight"));
     let b = find(params, &format!("{name}.bias"));
-    let xw = g.op1(
+    let matmul = Op::MatMul {
+        trans_a: false,
+        trans_b: true,
+    };
+    let xw = g.apply(
         &format!("{name}.matmul"),
-        Op::MatMul {
-            trans_a: false,
-            trans_b: true,
-        },
-        &[x, w],
+        matmul,
+        MatMulInputs { a: x, b: w },
     )?;
-    g.op1(
+    let add = Op::Binary(BinaryOp::Add);
+    let out = g.apply(
         &format!("{name}.bias_add"),
-        Op::Binary(BinaryOp::Add),
-        &[xw, b],
-    )
+        add,
+        BinaryInputs { a: xw.c, b },
+    )?;
+    Ok(out.out)
 }
 
 /// The whole classifier over a `[steps, batch, input]` chunk: LSTM stack, last step,
@@ -243,8 +239,12 @@ pub fn classifier(
     cfg.validate()?;
     let (params, running) = leaves(g, cfg);
     let stack = lstm_stack(g, cfg, &params, batch, steps, mode == Mode::Train)?;
-    let last = g.op1("last_step", Op::SliceTime { t: steps - 1 }, &[stack.y])?;
-    let h = head(g, cfg, last, batch, &params, &running, mode)?;
+    let last = g.apply(
+        "last_step",
+        Op::SliceTime { t: steps - 1 },
+        SliceTimeInputs { x: stack.y },
+    )?;
+    let h = head(g, cfg, last.out, batch, &params, &running, mode)?;
     Ok(Classifier {
         stack,
         labels: h.labels,
@@ -282,15 +282,23 @@ pub(crate) fn head(
     let h = linear(g, "dense", h, params)?;
     let h = match cfg.dense_activation {
         Activation::Identity => h,
-        f => g.op1("dense.activation", Op::Activation(f), &[h])?,
+        f => {
+            let y = g.apply(
+                "dense.activation",
+                Op::Activation(f),
+                ActivationInputs { x: h },
+            )?;
+            y.y
+        }
     };
     let h = batchnorm(g, "bn2", h, params, running, mode, &mut batch_stats)?;
     let logits = linear(g, "out", h, params)?;
-    let outs = g.op("loss", Op::SoftmaxCrossEntropy, &[logits, labels])?;
+    let inputs = SoftmaxCrossEntropyInputs { logits, labels };
+    let outs = g.apply("loss", Op::SoftmaxCrossEntropy, inputs)?;
     Ok(Head {
         labels,
-        loss: outs[0],
-        probs: outs[1],
+        loss: outs.loss,
+        probs: outs.probs,
         batch_stats,
     })
 }

@@ -11,7 +11,7 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use tensorfit_core::{Error, HostTensor, Result, Shape};
 
 use crate::config::{ModelConfig, ParamKind};
-use crate::rng::Rng;
+use tensorfit_core::Rng;
 
 /// Named host tensors, kept in name order.
 #[derive(Debug, Clone, Default, PartialEq)]

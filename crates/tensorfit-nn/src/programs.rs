@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use tensorfit_core::args::{FillInputs, StatsUpdateInputs, StatsUpdateTargets};
 use tensorfit_core::{backward, Error, Graph, Op, Result, Role, Shape, TensorId};
 
 use crate::adam::AdamConfig;
@@ -141,12 +142,19 @@ impl Program {
                     .map(|(_, t)| *t)
                     .ok_or_else(|| Error::Graph(format!("{bn}.{s} missing")))
             };
-            let targets = [stat("running_mean")?, stat("running_var")?];
+            let targets = StatsUpdateTargets {
+                running_mean: stat("running_mean")?,
+                running_var: stat("running_var")?,
+            };
             let op = Op::BatchNormStatsUpdate {
                 momentum: BN_MOMENTUM,
                 unbias,
             };
-            graph.update(&format!("{bn}.stats_update"), op, &[*mean, *var], &targets)?;
+            let stats = StatsUpdateInputs {
+                mean: *mean,
+                var: *var,
+            };
+            graph.update(&format!("{bn}.stats_update"), op, stats, targets)?;
         }
         let mut p = Program::bare(key, graph, xs);
         p.labels = Some(head.labels);
@@ -200,7 +208,7 @@ pub(crate) fn loss_grad_seed(g: &mut Graph) -> Result<TensorId> {
         value: 1.0,
         shape: Shape::from([1]),
     };
-    g.op1("loss.grad_seed", seed, &[])
+    Ok(g.apply("loss.grad_seed", seed, FillInputs::default())?.out)
 }
 
 /// The error for a parameter the loss does not reach.

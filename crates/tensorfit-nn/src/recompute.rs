@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 
+use tensorfit_core::args::{BinaryInputs, FillInputs, LstmBackwardInputs, LstmForwardOutputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
 use crate::config::ModelConfig;
@@ -23,11 +24,12 @@ use crate::model::{find, head, input_shape, leaves, lstm_layer, Mode, Named};
 use crate::programs::{carry_chunks, loss_grad_seed, no_gradient, TrainGraph};
 
 fn zeros(g: &mut Graph, name: &str, shape: Shape) -> Result<TensorId> {
-    g.op1(name, Op::Fill { value: 0.0, shape }, &[])
+    let fill = Op::Fill { value: 0.0, shape };
+    Ok(g.apply(name, fill, FillInputs::default())?.out)
 }
 
 /// The LSTM stack over one sub-segment, from the state `border` entering it (per layer):
-/// each layer's input and its outputs (as [`Op::LstmForward`]).
+/// each layer's input and its outputs.
 fn stack_over(
     g: &mut Graph,
     prefix: &str,
@@ -35,15 +37,14 @@ fn stack_over(
     border: &[(TensorId, TensorId)],
     params: &Named,
     keep: bool,
-) -> Result<Vec<(TensorId, Vec<TensorId>)>> {
+) -> Result<Vec<(TensorId, LstmForwardOutputs<TensorId>)>> {
     let mut input = x;
     let mut layers = Vec::with_capacity(border.len());
     for (l, &(h0, c0)) in border.iter().enumerate() {
         let name = format!("{prefix}.lstm_l{l}");
         let outs = lstm_layer(g, &name, input, h0, c0, params, l, keep)?;
-        let y = outs[0];
         layers.push((input, outs));
-        input = y;
+        input = outs.y;
     }
     Ok(layers)
 }
@@ -80,7 +81,7 @@ pub(crate) fn train_graph(
         .collect()];
     for (k, &(x, _)) in xs.iter().enumerate() {
         let seg = stack_over(&mut g, &format!("seg{k}"), x, &border[k], &params, false)?;
-        border.push(seg.iter().map(|(_, outs)| (outs[1], outs[2])).collect());
+        border.push(seg.iter().map(|(_, outs)| (outs.h_n, outs.c_n)).collect());
     }
     // The top layer's last output is its final h.
     let last = border[xs.len()][layers - 1].0;
@@ -127,47 +128,46 @@ pub(crate) fn train_graph(
             Shape::from([len, batch, cfg.hidden]),
         )?;
         for l in (0..layers).rev() {
-            let (input, outs) = &kept[l];
+            let (input, outs) = kept[l];
             let (h0, c0) = border[k][l];
             let w = |n: &str| find(&params, &format!("lstm.{n}_l{l}"));
-            let inputs = [
-                *input,
+            let name = format!("seg{k}.lstm_l{l}.grad");
+            let inputs = LstmBackwardInputs {
+                x: input,
                 h0,
                 c0,
-                w("weight_ih"),
-                w("weight_hh"),
-                outs[0],
-                outs[3],
-                outs[4],
+                w_ih: w("weight_ih"),
+                w_hh: w("weight_hh"),
+                y: outs.y,
+                gates: outs.gates,
+                cells: outs
+                    .cells
+                    .ok_or_else(|| Error::Graph(format!("{name}: the forward kept no cells")))?,
                 dy,
-                dh[l],
-                dc[l],
-            ];
-            let grads = g.op(
-                &format!("seg{k}.lstm_l{l}.grad"),
-                Op::LstmBackward { input_grad: l > 0 },
-                &inputs,
-            )?;
-            dh[l] = grads[1];
-            dc[l] = grads[2];
+                dh_n: dh[l],
+                dc_n: dc[l],
+            };
+            let grads = g.apply(&name, Op::LstmBackward { input_grad: l > 0 }, inputs)?;
+            dh[l] = grads.dh0;
+            dc[l] = grads.dc0;
             for (name, t) in [
-                ("weight_ih", grads[3]),
-                ("weight_hh", grads[4]),
-                ("bias", grads[5]),
+                ("weight_ih", grads.dw_ih),
+                ("weight_hh", grads.dw_hh),
+                ("bias", grads.db),
             ] {
                 let key = format!("lstm.{name}_l{l}");
                 let sum = match acc.get(&key) {
-                    Some(&prev) => g.op1(
-                        &format!("grad_sum.{key}.seg{k}"),
-                        Op::Binary(BinaryOp::Add),
-                        &[prev, t],
-                    )?,
+                    Some(&prev) => {
+                        let add = Op::Binary(BinaryOp::Add);
+                        let inputs = BinaryInputs { a: prev, b: t };
+                        g.apply(&format!("grad_sum.{key}.seg{k}"), add, inputs)?.out
+                    }
                     None => t,
                 };
                 acc.insert(key, sum);
             }
-            if l > 0 {
-                dy = grads[6];
+            if let Some(dx) = grads.dx {
+                dy = dx;
             }
         }
     }

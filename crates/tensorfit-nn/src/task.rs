@@ -14,7 +14,7 @@
 
 use tensorfit_core::{Error, HostTensor, Result};
 
-use crate::rng::Rng;
+use tensorfit_core::Rng;
 
 /// One minibatch: `x` `[T, B, features]` one-hot, `labels` `[B]` class indices.
 #[derive(Debug, Clone, PartialEq)]

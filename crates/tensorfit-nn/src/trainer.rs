@@ -18,8 +18,8 @@ use std::collections::HashMap;
 
 use tensorfit_core::exec::allocate_all;
 use tensorfit_core::{
-    Backend, BufferId, DeviceInfo, Error, Executable, HostTensor, Layout, MemoryInfo, Result,
-    Shape, TensorView,
+    Backend, BufferId, DType, DeviceInfo, Error, Executable, HostTensor, Layout, MemoryInfo,
+    Result, Shape, TensorView,
 };
 
 use crate::adam::AdamConfig;
@@ -656,7 +656,8 @@ fn slice_batch(x: &HostTensor, start: usize, len: usize) -> Result<HostTensor> {
 }
 
 fn upload(backend: &mut dyn Backend, t: &HostTensor) -> Result<TensorView> {
-    let bytes = (t.numel() as u64).saturating_mul(4).max(4);
+    let element = DType::F32.size_bytes() as u64;
+    let bytes = (t.numel() as u64).saturating_mul(element).max(element);
     let buf = backend.allocate(bytes)?;
     let view = TensorView::whole(buf, t.shape.clone());
     backend.write(&view, &t.data)?;

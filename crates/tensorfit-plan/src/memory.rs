@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use tensorfit_core::{DeviceInfo, Error, Graph, Layout, Placement, Result, Role, Shape, TensorId};
+use tensorfit_core::{
+    DType, DeviceInfo, Error, Graph, Layout, Placement, Result, Role, Shape, TensorId,
+};
 
 use crate::arena::{align_up, place, Item};
 use crate::liveness::{liveness, Category, Liveness};
@@ -31,7 +33,7 @@ impl From<&DeviceInfo> for Limits {
     fn from(d: &DeviceInfo) -> Self {
         Limits {
             max_buffer_bytes: d.max_buffer_bytes,
-            alignment_bytes: d.alignment_bytes.max(4),
+            alignment_bytes: d.alignment_bytes.max(ELEMENT_BYTES),
             overhead_bytes: d.overhead_bytes,
         }
     }
@@ -49,16 +51,32 @@ pub struct ProgramSpec<'a> {
     pub persistent: Vec<(TensorId, String)>,
 }
 
+/// The smallest alignment of a view's offset: one element of the widest type (`f32`).
+const ELEMENT_BYTES: u64 = DType::F32.size_bytes() as u64;
+
 /// One placed tensor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub name: String,
     pub shape: Shape,
+    pub dtype: DType,
     /// Bytes of the tensor itself (before alignment).
     pub bytes: u64,
     pub category: Category,
     pub arena: usize,
     pub offset_bytes: u64,
+}
+
+impl Entry {
+    /// The offset in elements of the tensor's type, as a view counts it.
+    pub fn offset_elements(&self) -> usize {
+        (self.offset_bytes / self.dtype.size_bytes() as u64) as usize
+    }
+}
+
+/// Bytes of a tensor of `shape` and `dtype`.
+fn bytes_of(shape: &Shape, dtype: DType) -> u64 {
+    (shape.numel() as u64).saturating_mul(dtype.size_bytes() as u64)
 }
 
 /// The placement of one program.
@@ -90,7 +108,7 @@ pub struct MemoryPlan {
 impl MemoryPlan {
     /// Plans `programs` for a device with `limits`.
     pub fn new(programs: &[ProgramSpec<'_>], limits: Limits) -> Result<Self> {
-        let align = limits.alignment_bytes.max(4);
+        let align = limits.alignment_bytes.max(ELEMENT_BYTES);
         let cap = limits.max_buffer_bytes;
 
         let lives: Vec<Liveness> = programs
@@ -99,7 +117,7 @@ impl MemoryPlan {
             .collect::<Result<_>>()?;
 
         // Persistent tensors: one slot per key, whichever program names it first.
-        let mut keys: Vec<(String, Shape, Category)> = Vec::new();
+        let mut keys: Vec<(String, Shape, DType, Category)> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         for (p, live) in programs.iter().zip(&lives) {
             let cats = &live.categories;
@@ -135,20 +153,21 @@ impl MemoryPlan {
                     Some(&k) => {
                         // Optimizer state is only recognisable where Adam runs.
                         if cats[i] == Category::OptimizerState {
-                            keys[k].2 = Category::OptimizerState;
+                            keys[k].3 = Category::OptimizerState;
                         }
                     }
                     None => {
                         index.insert((*key).clone(), keys.len());
-                        keys.push(((*key).clone(), info.shape.clone(), cats[i]));
+                        let key = (*key).clone();
+                        keys.push((key, info.shape.clone(), info.dtype, cats[i]));
                     }
                 }
             }
         }
         let items: Vec<Item> = keys
             .iter()
-            .map(|(_, s, _)| Item {
-                bytes: s.numel() as u64 * 4,
+            .map(|(_, shape, dtype, _)| Item {
+                bytes: bytes_of(shape, *dtype),
                 start: 0,
                 end: usize::MAX,
             })
@@ -158,10 +177,11 @@ impl MemoryPlan {
         let persistent: Vec<Entry> = keys
             .iter()
             .zip(&spots)
-            .map(|((name, shape, category), spot)| Entry {
+            .map(|((name, shape, dtype, category), spot)| Entry {
                 name: name.clone(),
                 shape: shape.clone(),
-                bytes: shape.numel() as u64 * 4,
+                dtype: *dtype,
+                bytes: bytes_of(shape, *dtype),
                 category: *category,
                 arena: spot.arena,
                 offset_bytes: spot.offset,
@@ -205,12 +225,12 @@ impl MemoryPlan {
             for (l, spot) in live.lifetimes.iter().zip(&spots) {
                 let info = p.graph.tensor(l.tensor);
                 let arena = persistent_arenas + spot.arena;
-                placement
-                    .tensors
-                    .insert(l.tensor, (arena, (spot.offset / 4) as usize));
+                let offset = (spot.offset / info.dtype.size_bytes() as u64) as usize;
+                placement.tensors.insert(l.tensor, (arena, offset));
                 entries.push(Entry {
                     name: info.name.clone(),
                     shape: info.shape.clone(),
+                    dtype: info.dtype,
                     bytes: info.bytes(),
                     category: l.category,
                     arena,
@@ -269,7 +289,7 @@ impl MemoryPlan {
             persistent: self
                 .persistent
                 .iter()
-                .map(|e| (e.name.clone(), (e.arena, (e.offset_bytes / 4) as usize)))
+                .map(|e| (e.name.clone(), (e.arena, e.offset_elements())))
                 .collect(),
             programs: self
                 .programs

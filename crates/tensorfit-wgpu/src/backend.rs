@@ -1,12 +1,11 @@
 //! [`WgpuBackend`]: buffers on the GPU with exact byte accounting, ops recorded as kernel
 //! launches, and host transfers that wait on the device only when they must.
 //!
-//! Accounting (the "measured peak" a plan is checked against): `allocated` is the sum of
-//! the byte sizes asked for in [`Backend::allocate`] and not yet freed, `peak` its
-//! maximum, exactly as on the CPU. It is the backend's own count, not a driver report:
-//! each buffer is created with that size rounded up to a whole word, and what the driver
-//! adds underneath (allocation granularity) is not visible through wgpu on every
-//! backend. Memory the backend holds besides (the launch-parameter ring) is reported as
+//! Accounting (the "measured peak" a plan is checked against) is the [`Ledger`]'s, as on
+//! every backend: the bytes asked for in [`Backend::allocate`] and not yet freed. It is
+//! the backend's own count, not a driver report: each buffer is created with that size
+//! rounded up to a whole word, and what the driver adds underneath (allocation
+//! granularity) is not visible through wgpu on every backend. Memory the backend holds besides (the launch-parameter ring) is reported as
 //! [`DeviceInfo::overhead_bytes`]; staging buffers for reads live only during a read, in
 //! host-visible memory.
 //!
@@ -15,8 +14,8 @@
 //! refuses returns [`Error::OutOfMemory`]. Device loss and failed mappings are
 //! [`Error::Backend`]s.
 //!
-//! `execute` validates the views (shapes against `Op::infer_shapes`, ranges inside their
-//! buffers, no output overlapping another view, as the CPU does), plans the op's launches
+//! `execute` has the ledger check the call (shapes against `Op::infer_shapes`, ranges
+//! inside their buffers, no output overlapping another view), plans the op's launches
 //! and records them; nothing waits. `read`, `write`, `free` and `synchronize` first
 //! submit what was recorded. A read copies into a staging buffer and maps it with one
 //! wrapped map-and-wait ([`WgpuBackend::map_and_wait`]).
@@ -24,14 +23,14 @@
 use std::fmt;
 
 use tensorfit_core::{
-    Backend, BufferId, DeviceInfo, DeviceKind, Error, MemoryInfo, Op, Result, TensorView,
+    Backend, BufferId, Capacity, DeviceInfo, DeviceKind, Ledger, MemoryInfo, Op, Result, TensorView,
 };
 
 use crate::backend_error;
 use crate::capacity;
 use crate::context::{self, catch, AdapterSummary, Context};
 use crate::kernels;
-use crate::record::{slot, Recorder, Slot};
+use crate::record::{Buffers, Recorder};
 use crate::window::{Limits, ELEM};
 
 /// Largest staging piece of a read or write: transfers bigger than this go in pieces, so
@@ -42,10 +41,8 @@ const STAGING_BYTES: u64 = 16 << 20;
 pub struct WgpuBackend {
     ctx: Context,
     rec: Recorder,
-    slots: Vec<Option<Slot>>,
-    allocated: u64,
-    peak: u64,
-    cap: Option<u64>,
+    /// Each buffer is created with the bytes asked for rounded up to a whole word.
+    buffers: Buffers,
 }
 
 impl fmt::Debug for WgpuBackend {
@@ -53,10 +50,10 @@ impl fmt::Debug for WgpuBackend {
         f.debug_struct("WgpuBackend")
             .field("adapter", &self.ctx.info.name)
             .field("backend", &self.ctx.info.backend)
-            .field("buffers", &self.slots.iter().flatten().count())
-            .field("allocated", &self.allocated)
-            .field("peak", &self.peak)
-            .field("cap", &self.cap)
+            .field("buffers", &self.buffers.len())
+            .field("allocated", &self.buffers.allocated())
+            .field("peak", &self.buffers.peak())
+            .field("cap", &self.buffers.cap())
             .field("binding_limit", &self.rec.limits.binding_bytes)
             .finish()
     }
@@ -78,10 +75,7 @@ impl WgpuBackend {
         Ok(WgpuBackend {
             ctx,
             rec,
-            slots: Vec::new(),
-            allocated: 0,
-            peak: 0,
-            cap: None,
+            buffers: Ledger::new("wgpu", None),
         })
     }
 
@@ -89,7 +83,7 @@ impl WgpuBackend {
     /// device, or to leave memory to other programs).
     pub fn with_capacity_cap(bytes: u64) -> Result<Self> {
         let mut b = Self::new()?;
-        b.cap = Some(bytes);
+        b.buffers.set_cap(Some(bytes));
         Ok(b)
     }
 
@@ -126,26 +120,22 @@ impl WgpuBackend {
             .map(|r| r.total_allocated_bytes)
     }
 
-    /// `(total, free, source)` after the user's cap, measured now.
-    fn capacity_now(&self) -> (u64, Option<u64>, String) {
-        capacity::with_cap(&capacity::measure(&self.ctx), self.cap, self.allocated)
+    /// The device's memory measured now, before the user's cap, and where the figures
+    /// come from.
+    fn device(&self) -> (Capacity, String) {
+        let c = capacity::measure(&self.ctx);
+        let device = Capacity {
+            total: Some(c.total),
+            free: c.free,
+        };
+        (device, c.source)
     }
 
-    fn slot(&self, id: BufferId) -> Result<&Slot> {
-        slot(&self.slots, id)
-    }
-
-    /// The buffer behind a view and the view's byte offset, with its range checked.
+    /// The buffer behind a view and the view's byte offset, with the view checked against
+    /// `len` host elements.
     fn view_bytes(&self, view: &TensorView, len: usize) -> Result<(&wgpu::Buffer, u64)> {
-        if view.len() != len {
-            return Err(backend_error(format!(
-                "host data has {len} elements, the view {}",
-                view.len()
-            )));
-        }
-        let slot = self.slot(view.buffer)?;
-        check_inside(slot, view)?;
-        Ok((&slot.buffer, view.offset as u64 * ELEM))
+        self.buffers.check_transfer(view, len)?;
+        Ok((self.buffers.get(view.buffer)?, view.offset as u64 * ELEM))
     }
 
     /// Maps `staging` for reading and waits until it is mapped: the one place the host
@@ -172,31 +162,6 @@ impl WgpuBackend {
     fn max_buffer_bytes(&self) -> u64 {
         self.ctx.limits.max_buffer_size / ELEM * ELEM
     }
-
-    fn oom(&self, requested: u64, available: u64) -> Error {
-        Error::OutOfMemory {
-            device: "wgpu".into(),
-            requested,
-            available,
-        }
-    }
-}
-
-/// Fails unless `view` lies inside `slot`'s buffer.
-fn check_inside(slot: &Slot, view: &TensorView) -> Result<()> {
-    let end = (view.offset as u64)
-        .checked_add(view.len() as u64)
-        .map(|e| e * ELEM);
-    match end {
-        Some(end) if end <= slot.size => Ok(()),
-        _ => Err(backend_error(format!(
-            "view at offset {} of {} elements reaches past buffer {} ({} bytes)",
-            view.offset,
-            view.len(),
-            view.buffer.0,
-            slot.size
-        ))),
-    }
 }
 
 impl Backend for WgpuBackend {
@@ -205,7 +170,13 @@ impl Backend for WgpuBackend {
     }
 
     fn info(&self) -> DeviceInfo {
-        let (total, free, source) = self.capacity_now();
+        let (device, source) = self.device();
+        let (total, free) = self.buffers.capacity(device);
+        let source = if self.buffers.cap_binds(device.total) {
+            format!("user cap (device: {source})")
+        } else {
+            source
+        };
         DeviceInfo {
             kind: DeviceKind::Wgpu,
             name: self.ctx.info.name.clone(),
@@ -220,15 +191,11 @@ impl Backend for WgpuBackend {
     }
 
     fn allocate(&mut self, bytes: u64) -> Result<BufferId> {
-        let (total, free, _) = self.capacity_now();
-        let mut available = total.saturating_sub(self.allocated);
-        if let Some(free) = free {
-            available = available.min(free);
-        }
-        available = available.min(self.max_buffer_bytes());
-        if bytes > available {
-            return Err(self.oom(bytes, available));
-        }
+        let available = self
+            .buffers
+            .available(self.device().0)
+            .min(self.max_buffer_bytes());
+        self.buffers.check_fits(bytes, available)?;
         let size = bytes.div_ceil(ELEM).max(1) * ELEM;
         let (buffer, error) = catch(&self.ctx.device, || {
             self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
@@ -242,37 +209,21 @@ impl Backend for WgpuBackend {
         });
         match error {
             None => {}
-            Some(wgpu::Error::OutOfMemory { .. }) => return Err(self.oom(bytes, available)),
+            Some(wgpu::Error::OutOfMemory { .. }) => {
+                return Err(self.buffers.out_of_memory(bytes, available))
+            }
             Some(e) => return Err(backend_error(format!("allocating {bytes} bytes: {e}"))),
         }
         // wgpu zero-fills every new buffer before its first use.
-        let id = BufferId(self.slots.len() as u64);
-        self.slots.push(Some(Slot {
-            buffer,
-            bytes,
-            size,
-        }));
-        self.allocated += bytes;
-        self.peak = self.peak.max(self.allocated);
-        Ok(id)
+        Ok(self.buffers.insert(buffer, bytes))
     }
 
     fn free(&mut self, buffer: BufferId) -> Result<()> {
         // Recorded launches may still use the buffer: submit them first.
         self.rec.flush(&self.ctx)?;
-        let taken = usize::try_from(buffer.0)
-            .ok()
-            .and_then(|i| self.slots.get_mut(i))
-            .and_then(Option::take);
-        let Some(s) = taken else {
-            return Err(backend_error(format!(
-                "free of unknown or freed buffer {}",
-                buffer.0
-            )));
-        };
+        let released = self.buffers.remove(buffer)?;
         self.rec.forget(buffer);
-        s.buffer.destroy();
-        self.allocated -= s.bytes;
+        released.destroy();
         Ok(())
     }
 
@@ -337,13 +288,9 @@ impl Backend for WgpuBackend {
     }
 
     fn execute(&mut self, op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
-        check_shapes(op, inputs, outputs)?;
-        for v in inputs.iter().chain(outputs) {
-            check_inside(self.slot(v.buffer)?, v)?;
-        }
-        tensorfit_core::backend::check_no_overlap(inputs, outputs).map_err(backend_error)?;
-        let launches = kernels::plan(op, inputs, outputs, self.rec.limits)?;
-        self.rec.record(&self.ctx, &self.slots, &launches)
+        let call = self.buffers.check_call(op, inputs, outputs)?;
+        let launches = kernels::plan(&call, self.rec.limits)?;
+        self.rec.record(&self.ctx, &self.buffers, &launches)
     }
 
     fn synchronize(&mut self) -> Result<()> {
@@ -356,22 +303,10 @@ impl Backend for WgpuBackend {
     }
 
     fn memory(&self) -> MemoryInfo {
-        let (total, free, _) = self.capacity_now();
-        MemoryInfo {
-            total,
-            free,
-            allocated: self.allocated,
-            peak: self.peak,
-        }
+        self.buffers.memory(self.device().0)
     }
 
     fn reset_peak(&mut self) {
-        self.peak = self.allocated;
+        self.buffers.reset_peak();
     }
-}
-
-/// Checks the views against the op's own shape rules: the outputs must have exactly the
-/// shapes the op produces from these inputs (which also fixes the number of views).
-fn check_shapes(op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
-    tensorfit_core::backend::check_views(op, inputs, outputs).map_err(backend_error)
 }

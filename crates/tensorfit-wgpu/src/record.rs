@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use tensorfit_core::{BufferId, Result};
+use tensorfit_core::{BufferId, Ledger, Result};
 
 use crate::backend_error;
 use crate::context::Context;
@@ -30,24 +30,8 @@ const RING_SLOTS: usize = 4096;
 /// Bind groups kept before the cache is cleared (a run reuses far fewer).
 const MAX_CACHED_GROUPS: usize = 16_384;
 
-/// An allocated buffer.
-#[derive(Debug)]
-pub(crate) struct Slot {
-    pub buffer: wgpu::Buffer,
-    /// Bytes asked for (the accounting unit).
-    pub bytes: u64,
-    /// Bytes of the buffer (rounded up to whole words).
-    pub size: u64,
-}
-
-/// The buffer table: `slots[id]`, `None` once freed.
-pub(crate) fn slot(slots: &[Option<Slot>], id: BufferId) -> Result<&Slot> {
-    usize::try_from(id.0)
-        .ok()
-        .and_then(|i| slots.get(i))
-        .and_then(Option::as_ref)
-        .ok_or_else(|| backend_error(format!("unknown or freed buffer {}", id.0)))
-}
+/// The backend's buffers.
+pub(crate) type Buffers = Ledger<wgpu::Buffer>;
 
 /// One kernel launch: the kernel, its storage operands (bindings 1..), its own parameter
 /// words (after the bases) and its workgroup counts.
@@ -103,12 +87,7 @@ impl Recorder {
     }
 
     /// Appends `launches` to the command encoder (flushing when the ring fills).
-    pub fn record(
-        &mut self,
-        ctx: &Context,
-        slots: &[Option<Slot>],
-        launches: &[Launch],
-    ) -> Result<()> {
+    pub fn record(&mut self, ctx: &Context, buffers: &Buffers, launches: &[Launch]) -> Result<()> {
         let mut rest = launches;
         while !rest.is_empty() {
             if self.used == RING_SLOTS {
@@ -117,7 +96,7 @@ impl Recorder {
             let (now, later) = rest.split_at((RING_SLOTS - self.used).min(rest.len()));
             let mut prepared = Vec::with_capacity(now.len());
             for launch in now {
-                prepared.push(self.prepare(ctx, slots, launch)?);
+                prepared.push(self.prepare(ctx, buffers, launch)?);
             }
             let encoder = self.encoder.get_or_insert_with(|| {
                 ctx.device
@@ -141,7 +120,7 @@ impl Recorder {
     fn prepare(
         &mut self,
         ctx: &Context,
-        slots: &[Option<Slot>],
+        buffers: &Buffers,
         launch: &Launch,
     ) -> Result<(wgpu::ComputePipeline, wgpu::BindGroup, u32, [u32; 3])> {
         let kernel = launch.kernel;
@@ -165,8 +144,8 @@ impl Recorder {
         let mut words = [0u32; PARAM_WORDS];
         let mut key = Vec::with_capacity(n);
         for (k, op) in launch.operands.iter().enumerate() {
-            let s = slot(slots, op.region.buffer)?;
-            let w = window(&self.limits, op, s.size)?;
+            let buffer = buffers.get(op.region.buffer)?;
+            let w = window(&self.limits, op, buffer.size())?;
             words[k] = w.base;
             key.push((op.region.buffer.0, w.offset, w.size));
         }
@@ -185,7 +164,7 @@ impl Recorder {
         let group = match self.groups.get(&key) {
             Some(g) => g.clone(),
             None => {
-                let g = self.bind_group(ctx, slots, &layout, &key)?;
+                let g = self.bind_group(ctx, buffers, &layout, &key)?;
                 self.groups.insert(key, g.clone());
                 g
             }
@@ -196,7 +175,7 @@ impl Recorder {
     fn bind_group(
         &self,
         ctx: &Context,
-        slots: &[Option<Slot>],
+        buffers: &Buffers,
         layout: &wgpu::BindGroupLayout,
         key: &GroupKey,
     ) -> Result<wgpu::BindGroup> {
@@ -209,11 +188,11 @@ impl Recorder {
             }),
         }];
         for (k, &(id, offset, size)) in key.iter().enumerate() {
-            let s = slot(slots, BufferId(id))?;
+            let buffer = buffers.get(BufferId(id))?;
             entries.push(wgpu::BindGroupEntry {
                 binding: k as u32 + 1,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &s.buffer,
+                    buffer,
                     offset,
                     size: std::num::NonZeroU64::new(size),
                 }),

@@ -21,12 +21,12 @@
 
 use std::ops::Range;
 
-use tensorfit_core::{BufferId, Result, TensorView};
+use tensorfit_core::{BufferId, DType, Result, TensorView};
 
 use crate::backend_error;
 
 /// Bytes per element (f32).
-pub(crate) const ELEM: u64 = 4;
+pub(crate) const ELEM: u64 = DType::F32.size_bytes() as u64;
 
 /// The most loop iterations one invocation may run in one launch. Mesa's llvmpipe (the
 /// engine under lavapipe) silently stops every loop of a shader invocation after 65535

@@ -21,8 +21,7 @@ type Chunk<'a> = ((&'a mut [f32], &'a [f32]), (&'a mut [f32], &'a mut [f32]));
 /// Update op: with `(s0, s1) = scalars`,
 /// `g = grad + weight_decay·param`, `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`,
 /// `param -= s0 · m / (sqrt(v)/s1 + eps)`. Large tensors are split across threads, and
-/// on AVX-512 the loop runs with 16 lanes (the same operations, so the same bits: it was
-/// 3% of a seed training step with SSE on one thread).
+/// on AVX-512 the loop runs with 16 lanes (the same operations, so the same bits).
 pub fn adam_update(
     p: AdamParams,
     grad: &[f32],

@@ -10,8 +10,8 @@
 //!
 //! Every `a·b + c` goes through [`MulAdd`]: the AVX-512 fast path uses [`Fused`]
 //! (fused multiply-adds: one rounding, and half the latency of a multiply then an add,
-//! which is what bounds the gate pass: 5.0 → 4.0 ns per unit forward), the portable
-//! path [`Separate`]. Each gives the same bits on every CPU that runs it; the two differ
+//! which is what bounds the gate pass; see docs/cpu-performance.md), the portable path
+//! and the reference [`Separate`]. Each gives the same bits on every CPU that runs it; the two differ
 //! from each other in the last bits.
 //!
 //! Accuracy: `exp` is Cephes' `expf` (range reduction by ln 2 in two parts, a degree-6

@@ -1,7 +1,7 @@
 //! Matrix products: the `matmul` kernel, and the GEMM helper the LSTM kernels use.
 //!
 //! On a CPU with AVX-512, [`gemm`] hands the product to the packed micro-kernels of
-//! `gemm_fast.rs` (same results up to summation order; see that file for why and the
+//! `gemm_fast/` (same results up to summation order; see that file for why and the
 //! measurements). Everywhere else — and as the readable reference — every product goes
 //! through `ndarray::linalg::general_mat_mul`, which calls
 //! matrixmultiply's sgemm with the views' strides, on blocks
@@ -154,7 +154,7 @@ pub fn matmul(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::test_util::{assert_close, Rng};
+    use tensorfit_testing::{assert_close, Rng, TestRng};
 
     /// `c[i][j] = Σ_k op(a)[i][k] · op(b)[k][j]`, one element at a time, in f64.
     fn naive(
@@ -177,12 +177,12 @@ mod tests {
 
     #[test]
     fn matmul_matches_naive_for_all_transposes() {
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         for round in 0..24 {
             let (m, k, n) = (rng.range(1, 13), rng.range(1, 17), rng.range(1, 11));
             let (trans_a, trans_b) = (round % 2 == 1, (round / 2) % 2 == 1);
-            let a = rng.vec(m * k);
-            let b = rng.vec(k * n);
+            let a = rng.signed_vec(m * k);
+            let b = rng.signed_vec(k * n);
             let a_dims = if trans_a { [k, m] } else { [m, k] };
             let b_dims = if trans_b { [n, k] } else { [k, n] };
             let mut c = vec![f32::NAN; m * n];
@@ -199,8 +199,8 @@ mod tests {
         // PARALLEL_MIN_MULADDS, so the rows are split over the threads (an uneven split).
         let (m, k, n) = (301, 40, 50);
         assert!(m * k * n >= PARALLEL_MIN_MULADDS);
-        let mut rng = Rng(11);
-        let (a, b) = (rng.vec(m * k), rng.vec(k * n));
+        let mut rng = Rng::new(11);
+        let (a, b) = (rng.signed_vec(m * k), rng.signed_vec(k * n));
         let mut c = vec![1.0; m * n];
         let (av, bv) = (mat(&a, m, k).unwrap(), mat(&b, k, n).unwrap());
         gemm(0.5, av, bv, 2.0, &mut mat_mut(&mut c, m, n).unwrap()).unwrap();

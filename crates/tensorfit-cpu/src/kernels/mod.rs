@@ -1,5 +1,6 @@
 //! The kernels of the CPU backend: one file per op family, one function per
-//! [`tensorfit_core::Op`], named as `Op::name` names it in every backend.
+//! [`tensorfit_core::Op`], named as `Op::name` names it in every backend, and
+//! [`HostKernels`], which implements [`OpKernels`] with them.
 //!
 //! Kernels work on host slices, so they can be called (and tested) without a backend.
 //! Every kernel checks the lengths of its slices against the dimensions it is given and
@@ -16,7 +17,11 @@ pub mod gemm_fast;
 pub mod lstm;
 pub mod softmax;
 
-use tensorfit_core::Result;
+use std::marker::PhantomData;
+
+use tensorfit_core::args::*;
+use tensorfit_core::kernels::dims2;
+use tensorfit_core::{Activation, AdamParams, BinaryOp, LstmDims, OpKernels, Result, Shape};
 
 use crate::backend_error;
 
@@ -37,45 +42,190 @@ pub(crate) fn check_len(kernel: &str, what: &str, slice: &[f32], want: usize) ->
     }
 }
 
-/// Helpers shared by the kernels' unit tests.
-#[cfg(test)]
-pub(crate) mod test_util {
-    /// A tiny deterministic generator (splitmix64), so tests need no `rand`.
-    pub struct Rng(pub u64);
+/// The kernels of this backend as [`OpKernels`]: each method hands the named slices of
+/// one call to the kernel function of the same name.
+#[derive(Debug, Default)]
+pub struct HostKernels<'a>(PhantomData<&'a mut [f32]>);
 
-    impl Rng {
-        pub fn next_u64(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
+impl HostKernels<'_> {
+    pub fn new() -> Self {
+        HostKernels(PhantomData)
+    }
+}
 
-        /// Uniform in [-1, 1).
-        pub fn uniform(&mut self) -> f32 {
-            ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        }
+impl<'a> OpKernels for HostKernels<'a> {
+    const BACKEND: &'static str = "cpu";
+    type In = &'a [f32];
+    type Out = &'a mut [f32];
 
-        /// Uniform integer in [lo, hi].
-        pub fn range(&mut self, lo: usize, hi: usize) -> usize {
-            lo + (self.next_u64() % (hi - lo + 1) as u64) as usize
-        }
-
-        pub fn vec(&mut self, n: usize) -> Vec<f32> {
-            (0..n).map(|_| self.uniform()).collect()
-        }
+    fn matmul(
+        &mut self,
+        (trans_a, trans_b): (bool, bool),
+        s: MatMulInputs<&Shape>,
+        i: MatMulInputs<Self::In>,
+        o: MatMulOutputs<Self::Out>,
+    ) -> Result<()> {
+        gemm::matmul(i.a, dims2(s.a), i.b, dims2(s.b), trans_a, trans_b, o.c)
     }
 
-    /// |a - b| <= atol + rtol·|b| for every element, with the first failure in the message.
-    pub fn assert_close(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64) {
-        assert_eq!(got.len(), want.len(), "{what}: lengths");
-        for (k, (&g, &w)) in got.iter().zip(want).enumerate() {
-            let diff = (g as f64 - w).abs();
-            assert!(
-                diff <= atol + rtol * w.abs(),
-                "{what}[{k}]: got {g}, want {w} (diff {diff:e})"
-            );
-        }
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        _: BinaryInputs<&Shape>,
+        i: BinaryInputs<Self::In>,
+        o: BinaryOutputs<Self::Out>,
+    ) -> Result<()> {
+        elementwise::binary(op, i.a, i.b, o.out)
+    }
+
+    fn activation_forward(
+        &mut self,
+        f: Activation,
+        _: ActivationInputs<&Shape>,
+        i: ActivationInputs<Self::In>,
+        o: ActivationOutputs<Self::Out>,
+    ) -> Result<()> {
+        elementwise::activation_forward(f, i.x, o.y)
+    }
+
+    fn activation_backward(
+        &mut self,
+        f: Activation,
+        _: ActivationBackwardInputs<&Shape>,
+        i: ActivationBackwardInputs<Self::In>,
+        o: ActivationBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        elementwise::activation_backward(f, i.y, i.dy, o.dx)
+    }
+
+    fn sum_to_shape(
+        &mut self,
+        _: &Shape,
+        _: SumToShapeInputs<&Shape>,
+        i: SumToShapeInputs<Self::In>,
+        o: SumToShapeOutputs<Self::Out>,
+    ) -> Result<()> {
+        elementwise::sum_to_shape(i.x, o.out)
+    }
+
+    fn fill(&mut self, value: f32, _: &Shape, o: FillOutputs<Self::Out>) -> Result<()> {
+        elementwise::fill(value, o.out)
+    }
+
+    fn slice_time(
+        &mut self,
+        t: usize,
+        _: SliceTimeInputs<&Shape>,
+        i: SliceTimeInputs<Self::In>,
+        o: SliceTimeOutputs<Self::Out>,
+    ) -> Result<()> {
+        elementwise::slice_time(t, i.x, o.out)
+    }
+
+    fn scatter_time(
+        &mut self,
+        t: usize,
+        _: usize,
+        _: ScatterTimeInputs<&Shape>,
+        i: ScatterTimeInputs<Self::In>,
+        o: ScatterTimeOutputs<Self::Out>,
+    ) -> Result<()> {
+        elementwise::scatter_time(t, i.x, o.out)
+    }
+
+    fn lstm_forward(
+        &mut self,
+        d: LstmDims,
+        i: LstmForwardInputs<Self::In>,
+        o: LstmForwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        lstm::lstm_forward(d, &i, o)
+    }
+
+    fn lstm_backward(
+        &mut self,
+        d: LstmDims,
+        i: LstmBackwardInputs<Self::In>,
+        o: LstmBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        lstm::lstm_backward(d, &i, o)
+    }
+
+    fn batchnorm_forward(
+        &mut self,
+        eps: f32,
+        _: BatchNormInputs<&Shape>,
+        i: BatchNormInputs<Self::In>,
+        o: BatchNormOutputs<Self::Out>,
+    ) -> Result<()> {
+        let stats = BatchNormStats::of(i.running, o.batch).map_err(backend_error)?;
+        batchnorm::batchnorm_forward(eps, i.x, i.gamma, i.beta, stats, o.y)
+    }
+
+    fn batchnorm_backward(
+        &mut self,
+        eps: f32,
+        training: bool,
+        _: BatchNormBackwardInputs<&Shape>,
+        i: BatchNormBackwardInputs<Self::In>,
+        o: BatchNormBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        batchnorm::batchnorm_backward(eps, training, &i, o.dx, o.dgamma, o.dbeta)
+    }
+
+    fn batchnorm_stats_update(
+        &mut self,
+        momentum: f32,
+        unbias: f32,
+        _: StatsUpdateInputs<&Shape>,
+        i: StatsUpdateInputs<Self::In>,
+        o: StatsUpdateTargets<Self::Out>,
+    ) -> Result<()> {
+        let (mean, var) = (i.mean, i.var);
+        batchnorm::batchnorm_stats_update(
+            momentum,
+            unbias,
+            mean,
+            var,
+            o.running_mean,
+            o.running_var,
+        )
+    }
+
+    fn softmax_cross_entropy_forward(
+        &mut self,
+        _: SoftmaxCrossEntropyInputs<&Shape>,
+        i: SoftmaxCrossEntropyInputs<Self::In>,
+        o: SoftmaxCrossEntropyOutputs<Self::Out>,
+    ) -> Result<()> {
+        softmax::softmax_cross_entropy_forward(i.logits, i.labels, o.loss, o.probs)
+    }
+
+    fn softmax_cross_entropy_backward(
+        &mut self,
+        _: SoftmaxCrossEntropyBackwardInputs<&Shape>,
+        i: SoftmaxCrossEntropyBackwardInputs<Self::In>,
+        o: SoftmaxCrossEntropyBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        softmax::softmax_cross_entropy_backward(i.probs, i.labels, i.dloss, o.dlogits)
+    }
+
+    fn adam_update(
+        &mut self,
+        p: AdamParams,
+        _: AdamInputs<&Shape>,
+        i: AdamInputs<Self::In>,
+        o: AdamTargets<Self::Out>,
+    ) -> Result<()> {
+        adam::adam_update(p, i.grad, i.scalars, o.param, o.m, o.v)
+    }
+
+    fn copy(
+        &mut self,
+        _: CopyInputs<&Shape>,
+        i: CopyInputs<Self::In>,
+        o: CopyTargets<Self::Out>,
+    ) -> Result<()> {
+        elementwise::copy(i.src, o.dst)
     }
 }

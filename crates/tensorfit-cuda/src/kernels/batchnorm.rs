@@ -9,6 +9,9 @@
 use tensorfit_core::{args, Result};
 
 use super::{count, int, Gpu};
+use super::{
+    BATCHNORM_BACKWARD, BATCHNORM_FORWARD_APPLY, BATCHNORM_FORWARD_STATS, BATCHNORM_STATS_UPDATE,
+};
 use crate::driver::{Arg, DevPtr};
 
 /// Where the statistics of [`batchnorm_forward`] come from (see
@@ -19,13 +22,10 @@ pub type BatchNormStats = args::BatchNormStats<DevPtr, DevPtr>;
 const CHANNEL_BLOCK: u32 = 128;
 
 /// `y = (x - mean) / sqrt(var + eps) · gamma + beta` for `x` `[batch, channels]`.
-#[allow(clippy::too_many_arguments)]
 pub fn batchnorm_forward(
     g: &Gpu<'_>,
     eps: f32,
-    x: DevPtr,
-    gamma: DevPtr,
-    beta: DevPtr,
+    [x, gamma, beta]: [DevPtr; 3],
     stats: BatchNormStats,
     y: DevPtr,
     (batch, channels): (usize, usize),
@@ -37,7 +37,7 @@ pub fn batchnorm_forward(
     let (mean, var) = match stats {
         BatchNormStats::Batch { mean, var } => {
             g.launch(
-                "batchnorm_forward_stats",
+                BATCHNORM_FORWARD_STATS,
                 (channels.div_ceil(CHANNEL_BLOCK as usize) as u32, 1, 1),
                 (CHANNEL_BLOCK, 1, 1),
                 &[
@@ -54,7 +54,7 @@ pub fn batchnorm_forward(
     };
     let n = count(batch * channels);
     g.launch_1d(
-        "batchnorm_forward_apply",
+        BATCHNORM_FORWARD_APPLY,
         n,
         &[
             Arg::Ptr(x),
@@ -70,19 +70,12 @@ pub fn batchnorm_forward(
     )
 }
 
-/// The inputs of [`batchnorm_backward`] (see [`args::BatchNormBackwardInputs`]).
-pub type BatchNormBackwardInputs = args::BatchNormBackwardInputs<DevPtr>;
-
 /// Gradients of [`batchnorm_forward`]: `dx`, `dgamma`, `dbeta`.
-#[allow(clippy::too_many_arguments)]
 pub fn batchnorm_backward(
     g: &Gpu<'_>,
-    eps: f32,
-    training: bool,
-    inp: &BatchNormBackwardInputs,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
+    (eps, training): (f32, bool),
+    inp: &args::BatchNormBackwardInputs<DevPtr>,
+    out: &args::BatchNormBackwardOutputs<DevPtr>,
     (batch, channels): (usize, usize),
 ) -> Result<()> {
     if channels == 0 {
@@ -90,7 +83,7 @@ pub fn batchnorm_backward(
     }
     let (b, c) = (int("batch", batch)?, int("channels", channels)?);
     g.launch(
-        "batchnorm_backward",
+        BATCHNORM_BACKWARD,
         (channels.div_ceil(CHANNEL_BLOCK as usize) as u32, 1, 1),
         (CHANNEL_BLOCK, 1, 1),
         &[
@@ -99,9 +92,9 @@ pub fn batchnorm_backward(
             Arg::Ptr(inp.mean),
             Arg::Ptr(inp.var),
             Arg::Ptr(inp.dy),
-            Arg::Ptr(dx),
-            Arg::Ptr(dgamma),
-            Arg::Ptr(dbeta),
+            Arg::Ptr(out.dx),
+            Arg::Ptr(out.dgamma),
+            Arg::Ptr(out.dbeta),
             Arg::F32(eps),
             Arg::I32(i32::from(training)),
             Arg::I32(b),
@@ -112,25 +105,21 @@ pub fn batchnorm_backward(
 
 /// Update op: `running = (1 - momentum)·running + momentum·stat` over `n` channels, the
 /// batch variance made unbiased by `unbias` first.
-#[allow(clippy::too_many_arguments)]
 pub fn batchnorm_stats_update(
     g: &Gpu<'_>,
-    momentum: f32,
-    unbias: f32,
-    mean: DevPtr,
-    var: DevPtr,
-    running_mean: DevPtr,
-    running_var: DevPtr,
+    (momentum, unbias): (f32, f32),
+    inp: &args::StatsUpdateInputs<DevPtr>,
+    targets: &args::StatsUpdateTargets<DevPtr>,
     n: usize,
 ) -> Result<()> {
     g.launch_1d(
-        "batchnorm_stats_update",
+        BATCHNORM_STATS_UPDATE,
         count(n),
         &[
-            Arg::Ptr(mean),
-            Arg::Ptr(var),
-            Arg::Ptr(running_mean),
-            Arg::Ptr(running_var),
+            Arg::Ptr(inp.mean),
+            Arg::Ptr(inp.var),
+            Arg::Ptr(targets.running_mean),
+            Arg::Ptr(targets.running_var),
             Arg::F32(momentum),
             Arg::F32(unbias),
             Arg::I64(count(n)),

@@ -9,6 +9,7 @@
 use tensorfit_core::{Activation, BinaryOp, Result};
 
 use super::{count, int, Gpu};
+use super::{ACTIVATION_BACKWARD, ACTIVATION_FORWARD, BINARY, SUM_TO_SHAPE};
 use crate::backend_error;
 use crate::driver::{Arg, DevPtr};
 
@@ -35,7 +36,7 @@ pub fn binary(
         BinaryOp::Mul => 1,
     };
     g.launch_1d(
-        "binary",
+        BINARY,
         count(n),
         &[
             Arg::I32(code),
@@ -66,7 +67,7 @@ pub fn activation_forward(
     n: usize,
 ) -> Result<()> {
     g.launch_1d(
-        "activation_forward",
+        ACTIVATION_FORWARD,
         count(n),
         &[
             Arg::I32(activation_code(f)),
@@ -87,7 +88,7 @@ pub fn activation_backward(
     n: usize,
 ) -> Result<()> {
     g.launch_1d(
-        "activation_backward",
+        ACTIVATION_BACKWARD,
         count(n),
         &[
             Arg::I32(activation_code(f)),
@@ -107,7 +108,7 @@ pub fn sum_to_shape(g: &Gpu<'_>, x: DevPtr, out: DevPtr, rows: usize, width: usi
     let w = int("sum_to_shape width", width)?;
     let blocks = width.div_ceil(32) as u32;
     g.launch(
-        "sum_to_shape",
+        SUM_TO_SHAPE,
         (blocks, 1, 1),
         (32, 32, 1),
         &[

@@ -43,15 +43,11 @@ pub fn gemm(
 
 /// `c = op(a) · op(b)` where `op` transposes when asked: `a` is `[M, K]` (`[K, M]` if
 /// `trans_a`), `b` is `[K, N]` (`[N, K]` if `trans_b`), `c` is `[M, N]`.
-#[allow(clippy::too_many_arguments)]
 pub fn matmul(
     g: &Gpu<'_>,
-    a: DevPtr,
-    a_dims: [usize; 2],
-    b: DevPtr,
-    b_dims: [usize; 2],
-    trans_a: bool,
-    trans_b: bool,
+    (a, a_dims): (DevPtr, [usize; 2]),
+    (b, b_dims): (DevPtr, [usize; 2]),
+    (trans_a, trans_b): (bool, bool),
     c: DevPtr,
 ) -> Result<()> {
     let (m, k) = if trans_a {

@@ -1,6 +1,6 @@
 //! The LSTM launchers, `lstm_forward` and `lstm_backward`: a whole layer over a whole
 //! sequence per call, organised the way cuDNN organises it, step for step like the CPU
-//! reference (`tensorfit-cpu/src/kernels/lstm.rs`), which is what they are tested against:
+//! reference (`tensorfit-cpu/src/kernels/lstm/mod.rs`), which is what they are tested against:
 //! - **forward**: one cuBLAS GEMM projects the input of *all* steps,
 //!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`; then per step `t` one GEMM accumulates the
 //!   recurrent term, `gates[t] += h_{t-1} · w_hhᵀ` (beta = 1), and one fused kernel,
@@ -22,16 +22,14 @@ use tensorfit_core::{args, LstmDims, Result};
 use super::elementwise::sum_to_shape;
 use super::gemm::gemm;
 use super::{int, Gpu};
+use super::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
 
-/// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).
-pub type LstmForwardInputs = args::LstmForwardInputs<DevPtr>;
-/// The outputs of [`lstm_forward`] (see [`args::LstmForwardOutputs`]).
-pub type LstmForwardOutputs = args::LstmForwardOutputs<DevPtr>;
-/// The inputs of [`lstm_backward`] (see [`args::LstmBackwardInputs`]).
-pub type LstmBackwardInputs = args::LstmBackwardInputs<DevPtr>;
-/// The outputs of [`lstm_backward`] (see [`args::LstmBackwardOutputs`]).
-pub type LstmBackwardOutputs = args::LstmBackwardOutputs<DevPtr>;
+/// The op's tensors by name (see `tensorfit_core::args`), as device addresses.
+type LstmForwardInputs = args::LstmForwardInputs<DevPtr>;
+type LstmForwardOutputs = args::LstmForwardOutputs<DevPtr>;
+type LstmBackwardInputs = args::LstmBackwardInputs<DevPtr>;
+type LstmBackwardOutputs = args::LstmBackwardOutputs<DevPtr>;
 
 /// Runs an LSTM layer over a sequence (see the module documentation for the structure).
 pub fn lstm_forward(
@@ -68,7 +66,7 @@ pub fn lstm_forward(
     )?;
 
     // 2. The recurrence: one GEMM and one fused kernel per step.
-    let cell = g.kernels_fn("lstm_forward_cell")?;
+    let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
     for t in 0..steps {
         let h_prev = if t == 0 {
             inp.h0
@@ -101,7 +99,7 @@ pub fn lstm_forward(
         };
         g.launch_fn(
             cell,
-            "lstm_forward_cell",
+            LSTM_FORWARD_CELL,
             step_h as i64,
             &[
                 Arg::Ptr(gates_t),
@@ -161,7 +159,7 @@ pub fn lstm_backward(
     let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
 
     // 1. Backwards through time: one fused kernel and one GEMM per step.
-    let cell = g.kernels_fn("lstm_backward_cell")?;
+    let cell = g.kernels_fn(LSTM_BACKWARD_CELL)?;
     for t in (0..steps).rev() {
         let dgates_t = out.dgates.add(t * step_g);
         let c_prev = if t == 0 {
@@ -171,7 +169,7 @@ pub fn lstm_backward(
         };
         g.launch_fn(
             cell,
-            "lstm_backward_cell",
+            LSTM_BACKWARD_CELL,
             step_h as i64,
             &[
                 Arg::Ptr(inp.gates.add(t * step_g)),

@@ -1,7 +1,7 @@
 //! The kernels of the CUDA backend: CUDA C sources under this folder (`lstm.cu`,
 //! `elementwise.cu`, `batchnorm.cu`, `softmax.cu`, `adam.cu`), and one Rust file per op
 //! family with a launcher per [`tensorfit_core::Op`], named as `Op::name` names it in every
-//! backend (`lstm_forward` in `lstm.rs` here, in the CPU's `kernels/lstm.rs` and in wgpu's
+//! backend (`lstm_forward` in `lstm.rs` here, in the CPU's `kernels/lstm/mod.rs` and in wgpu's
 //! `shaders/lstm.wgsl`).
 //!
 //! The sources are embedded with `include_str!` and compiled at run time by NVRTC for the
@@ -12,6 +12,7 @@
 //! A launcher gets device addresses ([`DevPtr`]) the backend has checked against its
 //! buffers, and the op's dimensions; it checks what the shapes alone cannot (sizes that
 //! must fit the kernels' `int` widths) and launches. GEMMs go through cuBLAS (`gemm.rs`).
+//! [`Gpu`] implements [`OpKernels`] with the launchers: one method per op.
 
 pub mod adam;
 pub mod batchnorm;
@@ -23,7 +24,9 @@ pub mod softmax;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tensorfit_core::{Error, Result};
+use tensorfit_core::args::*;
+use tensorfit_core::kernels::dims2;
+use tensorfit_core::{Activation, AdamParams, BinaryOp, Error, LstmDims, OpKernels, Result, Shape};
 
 use crate::backend_error;
 use crate::blas::Blas;
@@ -48,45 +51,62 @@ impl KernelSource {
     }
 }
 
+/// The kernels, by the name each `.cu` file gives its `extern "C" __global__` function
+/// (launchers name them only through these, and the test below checks the table
+/// against the sources).
+pub const BINARY: &str = "binary";
+pub const ACTIVATION_FORWARD: &str = "activation_forward";
+pub const ACTIVATION_BACKWARD: &str = "activation_backward";
+pub const SUM_TO_SHAPE: &str = "sum_to_shape";
+pub const LSTM_FORWARD_CELL: &str = "lstm_forward_cell";
+pub const LSTM_BACKWARD_CELL: &str = "lstm_backward_cell";
+pub const BATCHNORM_FORWARD_STATS: &str = "batchnorm_forward_stats";
+pub const BATCHNORM_FORWARD_APPLY: &str = "batchnorm_forward_apply";
+pub const BATCHNORM_BACKWARD: &str = "batchnorm_backward";
+pub const BATCHNORM_STATS_UPDATE: &str = "batchnorm_stats_update";
+pub const SOFTMAX_CROSS_ENTROPY_FORWARD: &str = "softmax_cross_entropy_forward";
+pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward";
+pub const ADAM_UPDATE: &str = "adam_update";
+
 /// Every kernel source of the backend.
 pub const SOURCES: [KernelSource; 5] = [
     KernelSource {
         file: "elementwise.cu",
         code: include_str!("elementwise.cu"),
         kernels: &[
-            "binary",
-            "activation_forward",
-            "activation_backward",
-            "sum_to_shape",
+            BINARY,
+            ACTIVATION_FORWARD,
+            ACTIVATION_BACKWARD,
+            SUM_TO_SHAPE,
         ],
     },
     KernelSource {
         file: "lstm.cu",
         code: include_str!("lstm.cu"),
-        kernels: &["lstm_forward_cell", "lstm_backward_cell"],
+        kernels: &[LSTM_FORWARD_CELL, LSTM_BACKWARD_CELL],
     },
     KernelSource {
         file: "batchnorm.cu",
         code: include_str!("batchnorm.cu"),
         kernels: &[
-            "batchnorm_forward_stats",
-            "batchnorm_forward_apply",
-            "batchnorm_backward",
-            "batchnorm_stats_update",
+            BATCHNORM_FORWARD_STATS,
+            BATCHNORM_FORWARD_APPLY,
+            BATCHNORM_BACKWARD,
+            BATCHNORM_STATS_UPDATE,
         ],
     },
     KernelSource {
         file: "softmax.cu",
         code: include_str!("softmax.cu"),
         kernels: &[
-            "softmax_cross_entropy_forward",
-            "softmax_cross_entropy_backward",
+            SOFTMAX_CROSS_ENTROPY_FORWARD,
+            SOFTMAX_CROSS_ENTROPY_BACKWARD,
         ],
     },
     KernelSource {
         file: "adam.cu",
         code: include_str!("adam.cu"),
-        kernels: &["adam_update"],
+        kernels: &[ADAM_UPDATE],
     },
 ];
 
@@ -309,9 +329,202 @@ pub(crate) fn count(v: usize) -> i64 {
     v as i64
 }
 
+impl<'g> OpKernels for Gpu<'g> {
+    const BACKEND: &'static str = "cuda";
+    type In = DevPtr;
+    type Out = DevPtr;
+
+    fn matmul(
+        &mut self,
+        (trans_a, trans_b): (bool, bool),
+        s: MatMulInputs<&Shape>,
+        i: MatMulInputs<DevPtr>,
+        o: MatMulOutputs<DevPtr>,
+    ) -> Result<()> {
+        let (a, b) = ((i.a, dims2(s.a)), (i.b, dims2(s.b)));
+        gemm::matmul(self, a, b, (trans_a, trans_b), o.c)
+    }
+
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        s: BinaryInputs<&Shape>,
+        i: BinaryInputs<DevPtr>,
+        o: BinaryOutputs<DevPtr>,
+    ) -> Result<()> {
+        let (n, nb) = (s.a.numel(), s.b.numel());
+        elementwise::binary(self, op, i.a, i.b, o.out, n, nb)
+    }
+
+    fn activation_forward(
+        &mut self,
+        f: Activation,
+        s: ActivationInputs<&Shape>,
+        i: ActivationInputs<DevPtr>,
+        o: ActivationOutputs<DevPtr>,
+    ) -> Result<()> {
+        elementwise::activation_forward(self, f, i.x, o.y, s.x.numel())
+    }
+
+    fn activation_backward(
+        &mut self,
+        f: Activation,
+        s: ActivationBackwardInputs<&Shape>,
+        i: ActivationBackwardInputs<DevPtr>,
+        o: ActivationBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        elementwise::activation_backward(self, f, i.y, i.dy, o.dx, s.y.numel())
+    }
+
+    fn sum_to_shape(
+        &mut self,
+        shape: &Shape,
+        s: SumToShapeInputs<&Shape>,
+        i: SumToShapeInputs<DevPtr>,
+        o: SumToShapeOutputs<DevPtr>,
+    ) -> Result<()> {
+        let width = shape.numel();
+        if width == 0 {
+            return Ok(());
+        }
+        elementwise::sum_to_shape(self, i.x, o.out, s.x.numel() / width, width)
+    }
+
+    fn fill(&mut self, value: f32, shape: &Shape, o: FillOutputs<DevPtr>) -> Result<()> {
+        elementwise::fill(self, value, o.out, shape.numel())
+    }
+
+    fn slice_time(
+        &mut self,
+        t: usize,
+        s: SliceTimeInputs<&Shape>,
+        i: SliceTimeInputs<DevPtr>,
+        o: SliceTimeOutputs<DevPtr>,
+    ) -> Result<()> {
+        let step = s.x.dim(1) * s.x.dim(2);
+        elementwise::slice_time(self, t, i.x, o.out, step)
+    }
+
+    fn scatter_time(
+        &mut self,
+        t: usize,
+        steps: usize,
+        s: ScatterTimeInputs<&Shape>,
+        i: ScatterTimeInputs<DevPtr>,
+        o: ScatterTimeOutputs<DevPtr>,
+    ) -> Result<()> {
+        elementwise::scatter_time(self, t, i.x, o.out, s.x.numel(), steps)
+    }
+
+    fn lstm_forward(
+        &mut self,
+        d: LstmDims,
+        i: LstmForwardInputs<DevPtr>,
+        o: LstmForwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        lstm::lstm_forward(self, d, &i, &o)
+    }
+
+    fn lstm_backward(
+        &mut self,
+        d: LstmDims,
+        i: LstmBackwardInputs<DevPtr>,
+        o: LstmBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        lstm::lstm_backward(self, d, &i, &o)
+    }
+
+    fn batchnorm_forward(
+        &mut self,
+        eps: f32,
+        s: BatchNormInputs<&Shape>,
+        i: BatchNormInputs<DevPtr>,
+        o: BatchNormOutputs<DevPtr>,
+    ) -> Result<()> {
+        let stats = BatchNormStats::of(i.running, o.batch).map_err(backend_error)?;
+        let bc = (s.x.dim(0), s.x.dim(1));
+        batchnorm::batchnorm_forward(self, eps, [i.x, i.gamma, i.beta], stats, o.y, bc)
+    }
+
+    fn batchnorm_backward(
+        &mut self,
+        eps: f32,
+        training: bool,
+        s: BatchNormBackwardInputs<&Shape>,
+        i: BatchNormBackwardInputs<DevPtr>,
+        o: BatchNormBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        let bc = (s.x.dim(0), s.x.dim(1));
+        batchnorm::batchnorm_backward(self, (eps, training), &i, &o, bc)
+    }
+
+    fn batchnorm_stats_update(
+        &mut self,
+        momentum: f32,
+        unbias: f32,
+        s: StatsUpdateInputs<&Shape>,
+        i: StatsUpdateInputs<DevPtr>,
+        o: StatsUpdateTargets<DevPtr>,
+    ) -> Result<()> {
+        let n = s.mean.numel();
+        batchnorm::batchnorm_stats_update(self, (momentum, unbias), &i, &o, n)
+    }
+
+    fn softmax_cross_entropy_forward(
+        &mut self,
+        s: SoftmaxCrossEntropyInputs<&Shape>,
+        i: SoftmaxCrossEntropyInputs<DevPtr>,
+        o: SoftmaxCrossEntropyOutputs<DevPtr>,
+    ) -> Result<()> {
+        let bk = (s.logits.dim(0), s.logits.dim(1));
+        softmax::softmax_cross_entropy_forward(self, i.logits, i.labels, o.loss, o.probs, bk)
+    }
+
+    fn softmax_cross_entropy_backward(
+        &mut self,
+        s: SoftmaxCrossEntropyBackwardInputs<&Shape>,
+        i: SoftmaxCrossEntropyBackwardInputs<DevPtr>,
+        o: SoftmaxCrossEntropyBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        let bk = (s.probs.dim(0), s.probs.dim(1));
+        softmax::softmax_cross_entropy_backward(self, i.probs, i.labels, i.dloss, o.dlogits, bk)
+    }
+
+    fn adam_update(
+        &mut self,
+        p: AdamParams,
+        s: AdamInputs<&Shape>,
+        i: AdamInputs<DevPtr>,
+        o: AdamTargets<DevPtr>,
+    ) -> Result<()> {
+        adam::adam_update(self, p, &i, &o, s.grad.numel())
+    }
+
+    fn copy(
+        &mut self,
+        s: CopyInputs<&Shape>,
+        i: CopyInputs<DevPtr>,
+        o: CopyTargets<DevPtr>,
+    ) -> Result<()> {
+        elementwise::copy(self, i.src, o.dst, s.src.numel())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kernel_table_names_exactly_the_kernels_each_source_defines() {
+        for src in SOURCES {
+            let defined = src.code.matches("__global__").count();
+            assert_eq!(defined, src.kernels.len(), "{}: kernels defined", src.file);
+            for name in src.kernels {
+                let signature = format!("extern \"C\" __global__ void {name}(");
+                assert!(src.code.contains(&signature), "{} has no {name}", src.file);
+            }
+        }
+    }
 
     #[test]
     fn entry_params_reads_nvrtc_ptx() {

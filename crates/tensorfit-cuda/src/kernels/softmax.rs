@@ -8,6 +8,7 @@
 use tensorfit_core::Result;
 
 use super::{int, Gpu};
+use super::{SOFTMAX_CROSS_ENTROPY_BACKWARD, SOFTMAX_CROSS_ENTROPY_FORWARD};
 use crate::driver::{Arg, DevPtr};
 
 /// `probs = softmax(logits)` row by row for `logits` `[batch, classes]`, and
@@ -28,7 +29,7 @@ pub fn softmax_cross_entropy_forward(
     }
     let (b, k) = (int("batch", batch)?, int("classes", classes)?);
     g.launch(
-        "softmax_cross_entropy_forward",
+        SOFTMAX_CROSS_ENTROPY_FORWARD,
         (1, 1, 1),
         (256, 1, 1),
         &[
@@ -54,7 +55,7 @@ pub fn softmax_cross_entropy_backward(
 ) -> Result<()> {
     let (b, k) = (int("batch", batch)?, int("classes", classes)?);
     g.launch_1d(
-        "softmax_cross_entropy_backward",
+        SOFTMAX_CROSS_ENTROPY_BACKWARD,
         batch as i64 * classes as i64,
         &[
             Arg::Ptr(probs),

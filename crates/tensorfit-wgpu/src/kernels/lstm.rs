@@ -1,5 +1,5 @@
 //! The LSTM kernels, `lstm_forward` and `lstm_backward`: a whole layer over a whole
-//! sequence per op, organised exactly as tensorfit-cpu's kernels/lstm.rs (cuDNN's
+//! sequence per op, organised exactly as tensorfit-cpu's kernels/lstm/mod.rs (cuDNN's
 //! structure), with the fused per-step passes in shaders/lstm.wgsl:
 //! - **forward**: the input projection of all steps is one GEMM,
 //!   `gates[T·B, 4H] = x · w_ihᵀ`; then per step `t`, one GEMM accumulates the recurrent

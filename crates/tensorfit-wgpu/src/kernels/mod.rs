@@ -1,11 +1,12 @@
 //! The host side of the kernels: each [`Op`] turned into the kernel launches that compute
 //! it, one file per op family and one function per op, named as the CPU backend names its
-//! kernels (`Op::name`), so that `tensorfit-cpu/src/kernels/lstm.rs` and `lstm.rs` here
+//! kernels (`Op::name`), so that `tensorfit-cpu/src/kernels/lstm/mod.rs` and `lstm.rs` here
 //! read side by side.
 //!
 //! These functions only plan: they check dimensions, split work so that every launch's
-//! windows fit the binding limit (see `crate::window`), and return [`Launch`]es; nothing
-//! here touches the device, so a wrong plan is an error before anything is recorded.
+//! windows fit the binding limit (see `crate::window`), and push [`Launch`]es onto
+//! [`Launches`], which implements [`OpKernels`] with them; nothing here touches the
+//! device, so a wrong plan is an error before anything is recorded.
 
 pub(crate) mod adam;
 pub(crate) mod batchnorm;
@@ -14,7 +15,12 @@ pub(crate) mod gemm;
 pub(crate) mod lstm;
 pub(crate) mod softmax;
 
-use tensorfit_core::{args, Op, Result, TensorView};
+use tensorfit_core::args::*;
+use tensorfit_core::kernels::dims2;
+use tensorfit_core::{
+    dispatch, Activation, AdamParams, BinaryOp, LstmDims, OpCall, OpKernels, Result, Shape,
+    TensorView,
+};
 
 use crate::backend_error;
 use crate::record::Launch;
@@ -95,129 +101,188 @@ pub(crate) fn block_values(r: &Rect, ld: usize) -> Vec<u32> {
     ]
 }
 
-fn regions(views: &[TensorView]) -> Vec<Region> {
-    views.iter().map(Region::of).collect()
-}
+impl OpKernels for Launches {
+    const BACKEND: &'static str = "wgpu";
+    type In = Region;
+    type Out = Region;
 
-/// [`args::arity`] with this backend's error.
-fn arity<T, const N: usize>(op: &Op, what: &str, items: Vec<T>) -> Result<[T; N]> {
-    args::arity(op, what, items).map_err(backend_error)
-}
-
-/// Plans the launches of one op. The views' shapes have been checked against
-/// `Op::infer_shapes`; the match is exhaustive, so a new op does not compile until it
-/// has kernels here.
-pub(crate) fn plan(
-    op: &Op,
-    inputs: &[TensorView],
-    outputs: &[TensorView],
-    limits: Limits,
-) -> Result<Vec<Launch>> {
-    let mut l = Launches::new(limits);
-    let ins = regions(inputs);
-    let outs = regions(outputs);
-    match op {
-        Op::MatMul { trans_a, trans_b } => {
-            let [a, b] = arity(op, "inputs", ins)?;
-            let [c] = arity(op, "outputs", outs)?;
-            let (a_dims, b_dims) = (args::dims2(&inputs[0]), args::dims2(&inputs[1]));
-            gemm::matmul(&mut l, (a, a_dims, *trans_a), (b, b_dims, *trans_b), c)?;
-        }
-        Op::Binary(bop) => {
-            let [a, b] = arity(op, "inputs", ins)?;
-            let [out] = arity(op, "outputs", outs)?;
-            elementwise::binary(&mut l, *bop, a, b, out)?;
-        }
-        Op::Activation(f) => {
-            let [x] = arity(op, "inputs", ins)?;
-            let [y] = arity(op, "outputs", outs)?;
-            elementwise::activation_forward(&mut l, *f, x, y)?;
-        }
-        Op::ActivationBackward(f) => {
-            let [y, dy] = arity(op, "inputs", ins)?;
-            let [dx] = arity(op, "outputs", outs)?;
-            elementwise::activation_backward(&mut l, *f, y, dy, dx)?;
-        }
-        Op::SumToShape { .. } => {
-            let [x] = arity(op, "inputs", ins)?;
-            let [out] = arity(op, "outputs", outs)?;
-            elementwise::sum_to_shape(&mut l, x, out)?;
-        }
-        Op::Fill { value, .. } => {
-            let [out] = arity(op, "outputs", outs)?;
-            elementwise::fill(&mut l, *value, out);
-        }
-        Op::SliceTime { t } => {
-            let [x] = arity(op, "inputs", ins)?;
-            let [out] = arity(op, "outputs", outs)?;
-            elementwise::slice_time(&mut l, *t, x, out)?;
-        }
-        Op::ScatterTime { t, .. } => {
-            let [x] = arity(op, "inputs", ins)?;
-            let [out] = arity(op, "outputs", outs)?;
-            elementwise::scatter_time(&mut l, *t, x, out)?;
-        }
-        Op::LstmForward { .. } => {
-            let dims = args::lstm_dims(op, inputs).map_err(backend_error)?;
-            let inp = args::LstmForwardInputs::from_vec(op, ins).map_err(backend_error)?;
-            let out = args::LstmForwardOutputs::from_vec(op, outs).map_err(backend_error)?;
-            lstm::lstm_forward(&mut l, dims, &inp, &out)?;
-        }
-        Op::LstmBackward { .. } => {
-            let dims = args::lstm_dims(op, inputs).map_err(backend_error)?;
-            let inp = args::LstmBackwardInputs::from_vec(op, ins).map_err(backend_error)?;
-            let out = args::LstmBackwardOutputs::from_vec(op, outs).map_err(backend_error)?;
-            lstm::lstm_backward(&mut l, dims, &inp, &out)?;
-        }
-        Op::BatchNorm { eps, training } => {
-            if *training {
-                let [x, gamma, beta] = arity(op, "inputs", ins)?;
-                let [y, mean, var] = arity(op, "outputs", outs)?;
-                let stats = args::BatchNormStats::Batch { mean, var };
-                batchnorm::batchnorm_forward(&mut l, *eps, [x, gamma, beta], stats, y)?;
-            } else {
-                let [x, gamma, beta, mean, var] = arity(op, "inputs", ins)?;
-                let [y] = arity(op, "outputs", outs)?;
-                let stats = args::BatchNormStats::Running { mean, var };
-                batchnorm::batchnorm_forward(&mut l, *eps, [x, gamma, beta], stats, y)?;
-            }
-        }
-        Op::BatchNormBackward { eps, training } => {
-            let inp = args::BatchNormBackwardInputs::from_vec(op, ins).map_err(backend_error)?;
-            let [dx, dgamma, dbeta] = arity(op, "outputs", outs)?;
-            batchnorm::batchnorm_backward(&mut l, *eps, *training, &inp, [dx, dgamma, dbeta])?;
-        }
-        Op::BatchNormStatsUpdate { momentum, unbias } => {
-            let [mean, var] = arity(op, "inputs", ins)?;
-            let [running_mean, running_var] = arity(op, "targets", outs)?;
-            batchnorm::batchnorm_stats_update(
-                &mut l,
-                *momentum,
-                *unbias,
-                [mean, var],
-                [running_mean, running_var],
-            )?;
-        }
-        Op::SoftmaxCrossEntropy => {
-            let [logits, labels] = arity(op, "inputs", ins)?;
-            let [loss, probs] = arity(op, "outputs", outs)?;
-            softmax::softmax_cross_entropy_forward(&mut l, logits, labels, loss, probs)?;
-        }
-        Op::SoftmaxCrossEntropyBackward => {
-            let [probs, labels, dloss] = arity(op, "inputs", ins)?;
-            let [dlogits] = arity(op, "outputs", outs)?;
-            softmax::softmax_cross_entropy_backward(&mut l, probs, labels, dloss, dlogits)?;
-        }
-        Op::Adam(p) => {
-            let [grad, scalars] = arity(op, "inputs", ins)?;
-            let [param, m, v] = arity(op, "targets", outs)?;
-            adam::adam_update(&mut l, *p, grad, scalars, [param, m, v])?;
-        }
-        Op::Copy => {
-            let [src] = arity(op, "inputs", ins)?;
-            let [dst] = arity(op, "targets", outs)?;
-            elementwise::copy(&mut l, src, dst)?;
-        }
+    fn matmul(
+        &mut self,
+        (trans_a, trans_b): (bool, bool),
+        s: MatMulInputs<&Shape>,
+        i: MatMulInputs<Region>,
+        o: MatMulOutputs<Region>,
+    ) -> Result<()> {
+        let (a, b) = ((i.a, dims2(s.a), trans_a), (i.b, dims2(s.b), trans_b));
+        gemm::matmul(self, a, b, o.c)
     }
+
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        _: BinaryInputs<&Shape>,
+        i: BinaryInputs<Region>,
+        o: BinaryOutputs<Region>,
+    ) -> Result<()> {
+        elementwise::binary(self, op, i.a, i.b, o.out)
+    }
+
+    fn activation_forward(
+        &mut self,
+        f: Activation,
+        _: ActivationInputs<&Shape>,
+        i: ActivationInputs<Region>,
+        o: ActivationOutputs<Region>,
+    ) -> Result<()> {
+        elementwise::activation_forward(self, f, i.x, o.y)
+    }
+
+    fn activation_backward(
+        &mut self,
+        f: Activation,
+        _: ActivationBackwardInputs<&Shape>,
+        i: ActivationBackwardInputs<Region>,
+        o: ActivationBackwardOutputs<Region>,
+    ) -> Result<()> {
+        elementwise::activation_backward(self, f, i.y, i.dy, o.dx)
+    }
+
+    fn sum_to_shape(
+        &mut self,
+        _: &Shape,
+        _: SumToShapeInputs<&Shape>,
+        i: SumToShapeInputs<Region>,
+        o: SumToShapeOutputs<Region>,
+    ) -> Result<()> {
+        elementwise::sum_to_shape(self, i.x, o.out)
+    }
+
+    fn fill(&mut self, value: f32, _: &Shape, o: FillOutputs<Region>) -> Result<()> {
+        elementwise::fill(self, value, o.out);
+        Ok(())
+    }
+
+    fn slice_time(
+        &mut self,
+        t: usize,
+        _: SliceTimeInputs<&Shape>,
+        i: SliceTimeInputs<Region>,
+        o: SliceTimeOutputs<Region>,
+    ) -> Result<()> {
+        elementwise::slice_time(self, t, i.x, o.out)
+    }
+
+    fn scatter_time(
+        &mut self,
+        t: usize,
+        _: usize,
+        _: ScatterTimeInputs<&Shape>,
+        i: ScatterTimeInputs<Region>,
+        o: ScatterTimeOutputs<Region>,
+    ) -> Result<()> {
+        elementwise::scatter_time(self, t, i.x, o.out)
+    }
+
+    fn lstm_forward(
+        &mut self,
+        d: LstmDims,
+        i: LstmForwardInputs<Region>,
+        o: LstmForwardOutputs<Region>,
+    ) -> Result<()> {
+        lstm::lstm_forward(self, d, &i, &o)
+    }
+
+    fn lstm_backward(
+        &mut self,
+        d: LstmDims,
+        i: LstmBackwardInputs<Region>,
+        o: LstmBackwardOutputs<Region>,
+    ) -> Result<()> {
+        lstm::lstm_backward(self, d, &i, &o)
+    }
+
+    fn batchnorm_forward(
+        &mut self,
+        eps: f32,
+        _: BatchNormInputs<&Shape>,
+        i: BatchNormInputs<Region>,
+        o: BatchNormOutputs<Region>,
+    ) -> Result<()> {
+        let stats = BatchNormStats::of(i.running, o.batch).map_err(backend_error)?;
+        batchnorm::batchnorm_forward(self, eps, [i.x, i.gamma, i.beta], stats, o.y)
+    }
+
+    fn batchnorm_backward(
+        &mut self,
+        eps: f32,
+        training: bool,
+        _: BatchNormBackwardInputs<&Shape>,
+        i: BatchNormBackwardInputs<Region>,
+        o: BatchNormBackwardOutputs<Region>,
+    ) -> Result<()> {
+        let grads = [o.dx, o.dgamma, o.dbeta];
+        batchnorm::batchnorm_backward(self, eps, training, &i, grads)
+    }
+
+    fn batchnorm_stats_update(
+        &mut self,
+        momentum: f32,
+        unbias: f32,
+        _: StatsUpdateInputs<&Shape>,
+        i: StatsUpdateInputs<Region>,
+        o: StatsUpdateTargets<Region>,
+    ) -> Result<()> {
+        let (stats, running) = ([i.mean, i.var], [o.running_mean, o.running_var]);
+        batchnorm::batchnorm_stats_update(self, momentum, unbias, stats, running)
+    }
+
+    fn softmax_cross_entropy_forward(
+        &mut self,
+        _: SoftmaxCrossEntropyInputs<&Shape>,
+        i: SoftmaxCrossEntropyInputs<Region>,
+        o: SoftmaxCrossEntropyOutputs<Region>,
+    ) -> Result<()> {
+        softmax::softmax_cross_entropy_forward(self, i.logits, i.labels, o.loss, o.probs)
+    }
+
+    fn softmax_cross_entropy_backward(
+        &mut self,
+        _: SoftmaxCrossEntropyBackwardInputs<&Shape>,
+        i: SoftmaxCrossEntropyBackwardInputs<Region>,
+        o: SoftmaxCrossEntropyBackwardOutputs<Region>,
+    ) -> Result<()> {
+        softmax::softmax_cross_entropy_backward(self, i.probs, i.labels, i.dloss, o.dlogits)
+    }
+
+    fn adam_update(
+        &mut self,
+        p: AdamParams,
+        _: AdamInputs<&Shape>,
+        i: AdamInputs<Region>,
+        o: AdamTargets<Region>,
+    ) -> Result<()> {
+        adam::adam_update(self, p, i.grad, i.scalars, [o.param, o.m, o.v])
+    }
+
+    fn copy(
+        &mut self,
+        _: CopyInputs<&Shape>,
+        i: CopyInputs<Region>,
+        o: CopyTargets<Region>,
+    ) -> Result<()> {
+        elementwise::copy(self, i.src, o.dst)
+    }
+}
+
+/// Plans the launches of one checked call.
+pub(crate) fn plan(call: &OpCall<'_>, limits: Limits) -> Result<Vec<Launch>> {
+    let regions = |views: &[TensorView]| views.iter().map(Region::of).collect();
+    let mut l = Launches::new(limits);
+    dispatch(
+        &mut l,
+        call,
+        regions(call.inputs()),
+        regions(call.outputs()),
+    )?;
     Ok(l.list)
 }

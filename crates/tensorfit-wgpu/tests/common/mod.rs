@@ -5,24 +5,12 @@
 
 use tensorfit_wgpu::WgpuBackend;
 
-/// Whether `TENSORFIT_REQUIRE` (a comma list of device kinds) names wgpu.
-pub fn required() -> bool {
-    std::env::var("TENSORFIT_REQUIRE")
-        .unwrap_or_default()
-        .split(',')
-        .any(|k| k.trim().eq_ignore_ascii_case("wgpu"))
-}
-
 /// The device, or `None` (with the reason printed) when there is none.
 pub fn device(test: &str) -> Option<WgpuBackend> {
     match WgpuBackend::new() {
         Ok(b) => Some(b),
         Err(e) => {
-            println!("wgpu: skipped — {e}");
-            assert!(
-                !required(),
-                "{test}: wgpu is required (TENSORFIT_REQUIRE) but: {e}"
-            );
+            tensorfit_testing::skip(test, "wgpu", &e.to_string());
             None
         }
     }
@@ -41,17 +29,9 @@ pub fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-/// Largest |a - b| / (atol + rtol·|b|) over the elements (≤ 1 passes).
+/// Largest |a - b| / (atol + rtol·|b|) over the elements (≤ 1 passes): the project's
+/// one closeness rule (`tensorfit_testing::ratio`).
 pub fn worst(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> f32 {
     assert_eq!(got.len(), want.len());
-    got.iter()
-        .zip(want)
-        .map(|(a, b)| {
-            if a.is_nan() {
-                f32::INFINITY
-            } else {
-                (a - b).abs() / (atol + rtol * b.abs())
-            }
-        })
-        .fold(0.0, f32::max)
+    tensorfit_testing::worst(got, want, atol as f64, rtol as f64).map_or(0.0, |(_, r)| r as f32)
 }

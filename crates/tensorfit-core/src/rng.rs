@@ -1,9 +1,10 @@
-//! A small deterministic random-number generator (SplitMix64).
+//! A small deterministic random-number generator (SplitMix64): the project's one.
 //!
 //! tensorfit's initialisation and built-in task must give the same numbers on every
 //! machine and with every dependency version, so the generator is written here rather
 //! than taken from a crate whose streams may change. Its whole state is one `u64`, which
-//! makes saving it in a checkpoint trivial.
+//! makes saving it in a checkpoint trivial. Tests draw their data from it too (through
+//! `tensorfit-testing`).
 
 /// SplitMix64 (Steele, Lea and Flood 2014): fast, and good enough for initialisation and
 /// synthetic data. Not for cryptography.

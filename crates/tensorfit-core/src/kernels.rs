@@ -1,0 +1,304 @@
+//! [`OpKernels`]: one typed method per op, and [`dispatch`], the one place an [`Op`] is
+//! turned into a call of it.
+//!
+//! A backend's [`crate::Backend::execute`] receives an op and two lists of views. It has
+//! its [`crate::Ledger`] check them ([`crate::Ledger::check_call`]: shapes against
+//! [`Op::infer_shapes`], ranges inside live buffers, no output overlapping another view),
+//! turns each view into its own handle (`OpKernels::In` / `OpKernels::Out`: host slices
+//! on the CPU, buffer regions on wgpu, device addresses on CUDA), and calls [`dispatch`],
+//! which names the handles with the op's structs from [`crate::args`] and calls the
+//! method. So the argument list of an op *is* the method's signature, as in candle's
+//! `BackendStorage`; a new op is a compile error here until it has a method, and in every
+//! backend until it implements it.
+//!
+//! Every method gets the op's attributes, the input shapes by name (`s`; the LSTM methods
+//! get the layer's [`LstmDims`] instead), the inputs and the outputs (for update ops: the
+//! targets, read and overwritten). `dispatch` is generic, not a trait object: the
+//! [`crate::Backend`] trait above it stays object-safe.
+
+use crate::args::*;
+use crate::backend::TensorView;
+use crate::error::{Error, Result};
+use crate::op::{Activation, AdamParams, BinaryOp, LstmDims, Op};
+use crate::shape::Shape;
+
+/// The kernels of one backend, one method per [`Op`] variant, named as `Op::name` names
+/// the kernel. See the module documentation.
+pub trait OpKernels {
+    /// The backend's name in errors (`cpu`, `wgpu`, `cuda`).
+    const BACKEND: &'static str;
+    /// What a kernel reads a tensor through.
+    type In;
+    /// What a kernel writes a tensor through (update ops also read their targets).
+    type Out;
+
+    fn matmul(
+        &mut self,
+        trans: (bool, bool),
+        s: MatMulInputs<&Shape>,
+        i: MatMulInputs<Self::In>,
+        o: MatMulOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        s: BinaryInputs<&Shape>,
+        i: BinaryInputs<Self::In>,
+        o: BinaryOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn activation_forward(
+        &mut self,
+        f: Activation,
+        s: ActivationInputs<&Shape>,
+        i: ActivationInputs<Self::In>,
+        o: ActivationOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn activation_backward(
+        &mut self,
+        f: Activation,
+        s: ActivationBackwardInputs<&Shape>,
+        i: ActivationBackwardInputs<Self::In>,
+        o: ActivationBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `shape` is the output's (the op's attribute).
+    fn sum_to_shape(
+        &mut self,
+        shape: &Shape,
+        s: SumToShapeInputs<&Shape>,
+        i: SumToShapeInputs<Self::In>,
+        o: SumToShapeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `shape` is the output's (the op's attribute); there are no inputs.
+    fn fill(&mut self, value: f32, shape: &Shape, o: FillOutputs<Self::Out>) -> Result<()>;
+
+    fn slice_time(
+        &mut self,
+        t: usize,
+        s: SliceTimeInputs<&Shape>,
+        i: SliceTimeInputs<Self::In>,
+        o: SliceTimeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn scatter_time(
+        &mut self,
+        t: usize,
+        steps: usize,
+        s: ScatterTimeInputs<&Shape>,
+        i: ScatterTimeInputs<Self::In>,
+        o: ScatterTimeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `o.cells` is present when the forward keeps its activations for backward.
+    fn lstm_forward(
+        &mut self,
+        d: LstmDims,
+        i: LstmForwardInputs<Self::In>,
+        o: LstmForwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `o.dx` is present when the input gradient is wanted.
+    fn lstm_backward(
+        &mut self,
+        d: LstmDims,
+        i: LstmBackwardInputs<Self::In>,
+        o: LstmBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// Training when `o.batch` is present (and `i.running` absent), inference otherwise;
+    /// [`BatchNormStats::of`] gives the kernel its statistics.
+    fn batchnorm_forward(
+        &mut self,
+        eps: f32,
+        s: BatchNormInputs<&Shape>,
+        i: BatchNormInputs<Self::In>,
+        o: BatchNormOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn batchnorm_backward(
+        &mut self,
+        eps: f32,
+        training: bool,
+        s: BatchNormBackwardInputs<&Shape>,
+        i: BatchNormBackwardInputs<Self::In>,
+        o: BatchNormBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn batchnorm_stats_update(
+        &mut self,
+        momentum: f32,
+        unbias: f32,
+        s: StatsUpdateInputs<&Shape>,
+        i: StatsUpdateInputs<Self::In>,
+        o: StatsUpdateTargets<Self::Out>,
+    ) -> Result<()>;
+
+    fn softmax_cross_entropy_forward(
+        &mut self,
+        s: SoftmaxCrossEntropyInputs<&Shape>,
+        i: SoftmaxCrossEntropyInputs<Self::In>,
+        o: SoftmaxCrossEntropyOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn softmax_cross_entropy_backward(
+        &mut self,
+        s: SoftmaxCrossEntropyBackwardInputs<&Shape>,
+        i: SoftmaxCrossEntropyBackwardInputs<Self::In>,
+        o: SoftmaxCrossEntropyBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn adam_update(
+        &mut self,
+        p: AdamParams,
+        s: AdamInputs<&Shape>,
+        i: AdamInputs<Self::In>,
+        o: AdamTargets<Self::Out>,
+    ) -> Result<()>;
+
+    fn copy(
+        &mut self,
+        s: CopyInputs<&Shape>,
+        i: CopyInputs<Self::In>,
+        o: CopyTargets<Self::Out>,
+    ) -> Result<()>;
+}
+
+/// An op call whose views have been checked ([`crate::Ledger::check_call`] makes them):
+/// the only way into [`dispatch`], so no kernel sees an unchecked call.
+#[derive(Debug, Clone, Copy)]
+pub struct OpCall<'a> {
+    op: &'a Op,
+    inputs: &'a [TensorView],
+    outputs: &'a [TensorView],
+}
+
+impl<'a> OpCall<'a> {
+    /// Wraps a call whose shapes, ranges and overlaps have been checked.
+    pub(crate) fn checked(op: &'a Op, inputs: &'a [TensorView], outputs: &'a [TensorView]) -> Self {
+        OpCall {
+            op,
+            inputs,
+            outputs,
+        }
+    }
+
+    pub fn op(&self) -> &'a Op {
+        self.op
+    }
+
+    pub fn inputs(&self) -> &'a [TensorView] {
+        self.inputs
+    }
+
+    pub fn outputs(&self) -> &'a [TensorView] {
+        self.outputs
+    }
+}
+
+/// Calls the method of `call`'s op on `k` with the backend's handles of the call's input
+/// and output views (`ins`, `outs`, in the views' order). The match is exhaustive: a new
+/// op does not compile until it is dispatched here.
+pub fn dispatch<K: OpKernels + ?Sized>(
+    k: &mut K,
+    call: &OpCall<'_>,
+    ins: Vec<K::In>,
+    outs: Vec<K::Out>,
+) -> Result<()> {
+    let op = call.op;
+    let shapes: Vec<&Shape> = call.inputs.iter().map(|v| &v.shape).collect();
+    let error = |message: String| Error::Backend {
+        backend: K::BACKEND,
+        message: format!("{}: {message}", op.name()),
+    };
+    let outputs_are = op.outputs_are();
+    // The shapes, inputs and outputs of the call as the structs `$inputs` (whose
+    // outputs struct follows from it).
+    macro_rules! named {
+        ($inputs:ident) => {{
+            let s: $inputs<&Shape> = Args::from_vec("inputs", shapes).map_err(error)?;
+            let i: $inputs<K::In> = Args::from_vec("inputs", ins).map_err(error)?;
+            let o = <$inputs<K::Out> as OpInputs<K::Out>>::Outputs::from_vec(outputs_are, outs)
+                .map_err(error)?;
+            (s, i, o)
+        }};
+    }
+    match op {
+        Op::MatMul { trans_a, trans_b } => {
+            let (s, i, o) = named!(MatMulInputs);
+            k.matmul((*trans_a, *trans_b), s, i, o)
+        }
+        Op::Binary(bop) => {
+            let (s, i, o) = named!(BinaryInputs);
+            k.binary(*bop, s, i, o)
+        }
+        Op::Activation(f) => {
+            let (s, i, o) = named!(ActivationInputs);
+            k.activation_forward(*f, s, i, o)
+        }
+        Op::ActivationBackward(f) => {
+            let (s, i, o) = named!(ActivationBackwardInputs);
+            k.activation_backward(*f, s, i, o)
+        }
+        Op::SumToShape { shape } => {
+            let (s, i, o) = named!(SumToShapeInputs);
+            k.sum_to_shape(shape, s, i, o)
+        }
+        Op::Fill { value, shape } => {
+            let (_, _, o) = named!(FillInputs);
+            k.fill(*value, shape, o)
+        }
+        Op::SliceTime { t } => {
+            let (s, i, o) = named!(SliceTimeInputs);
+            k.slice_time(*t, s, i, o)
+        }
+        Op::ScatterTime { t, steps } => {
+            let (s, i, o) = named!(ScatterTimeInputs);
+            k.scatter_time(*t, *steps, s, i, o)
+        }
+        Op::LstmForward { .. } => {
+            let (s, i, o) = named!(LstmForwardInputs);
+            k.lstm_forward(s.dims(), i, o)
+        }
+        Op::LstmBackward { .. } => {
+            let (s, i, o) = named!(LstmBackwardInputs);
+            k.lstm_backward(s.dims(), i, o)
+        }
+        Op::BatchNorm { eps, .. } => {
+            let (s, i, o) = named!(BatchNormInputs);
+            k.batchnorm_forward(*eps, s, i, o)
+        }
+        Op::BatchNormBackward { eps, training } => {
+            let (s, i, o) = named!(BatchNormBackwardInputs);
+            k.batchnorm_backward(*eps, *training, s, i, o)
+        }
+        Op::BatchNormStatsUpdate { momentum, unbias } => {
+            let (s, i, o) = named!(StatsUpdateInputs);
+            k.batchnorm_stats_update(*momentum, *unbias, s, i, o)
+        }
+        Op::SoftmaxCrossEntropy => {
+            let (s, i, o) = named!(SoftmaxCrossEntropyInputs);
+            k.softmax_cross_entropy_forward(s, i, o)
+        }
+        Op::SoftmaxCrossEntropyBackward => {
+            let (s, i, o) = named!(SoftmaxCrossEntropyBackwardInputs);
+            k.softmax_cross_entropy_backward(s, i, o)
+        }
+        Op::Adam(p) => {
+            let (s, i, o) = named!(AdamInputs);
+            k.adam_update(*p, s, i, o)
+        }
+        Op::Copy => {
+            let (s, i, o) = named!(CopyInputs);
+            k.copy(s, i, o)
+        }
+    }
+}
+
+/// The two dimensions of a matrix shape.
+pub fn dims2(shape: &Shape) -> [usize; 2] {
+    [shape.dim(0), shape.dim(1)]
+}

@@ -1,0 +1,489 @@
+//! The AVX-512 fast path of the LSTM kernels, beside the reference in `mod.rs` (which
+//! it is tested against, in `tests.rs`) and chosen by `lstm::lstm_forward`/`lstm_backward` when
+//! the CPU has AVX-512 (`gemm_fast::simd`).
+//!
+//! It computes what the reference computes, with cuDNN's structure, and three changes of
+//! schedule, none of which changes what is summed:
+//! - the time loop runs on every thread at once, each over its own batch rows for all
+//!   steps (rows of an LSTM never exchange data), so there is no barrier per step;
+//! - each thread projects the inputs of its own rows itself, a run of steps at a time
+//!   ([`project_ahead`]), with the packed micro-kernels of `gemm_fast/` (`w_ihᵀ` and
+//!   `w_hhᵀ` are packed once per call), instead of one GEMM over all steps up front;
+//! - the gate passes run [`LANES`] units at a time through `fastmath` with fused
+//!   multiply-adds, compiled for AVX-512 inside `gemm_fast::vectorize`; without cells
+//!   to keep, the gates of a few steps are reused as scratch (`Op::output_is_scratch`).
+//!
+//! Nothing is allocated inside the time loops.
+
+use rayon::prelude::*;
+use tensorfit_core::{LstmDims, Result};
+
+use super::{
+    no_gradient_flows, weight_gradients, LstmBackwardInputs, LstmBackwardOutputs,
+    LstmForwardInputs, LstmForwardOutputs, WeightGrads,
+};
+use crate::backend_error;
+use crate::kernels::fastmath::{self, Fused, MulAdd};
+use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
+use crate::kernels::PARALLEL_MIN_ELEMENTS;
+
+/// The recurrent weight as the right operand of the per-step GEMM, packed once per call
+/// (see `gemm_fast/`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
+/// (`dgates · w_hh`).
+struct Recurrent {
+    token: Token,
+    packed: PackedB,
+}
+
+impl Recurrent {
+    fn new(token: Token, w: &[f32], rows: usize, cols: usize, transposed: bool) -> Self {
+        let m = MatRef::row_major(w, rows, cols);
+        let packed = PackedB::new(if transposed { m.t() } else { m });
+        Recurrent { token, packed }
+    }
+
+    /// `c = a · w + beta · c` for `m` rows of `a` (one thread's batch rows of one step).
+    fn gemm_rows(&self, a: &[f32], m: usize, beta: f32, c: &mut [f32]) -> Result<()> {
+        let k = self.packed.k();
+        if a.len() != m * k || c.len() != m * self.packed.n() {
+            return Err(backend_error("lstm: recurrent GEMM operands mismatch"));
+        }
+        let a = MatRef::row_major(a, m, k);
+        gemm_packed_serial(self.token, a, &self.packed, beta, None, c);
+        Ok(())
+    }
+}
+
+/// Steps of input projection a thread computes at a time (see [`forward`]), for its
+/// `rows` batch rows. The packed `w_ihᵀ` and `w_hhᵀ` do not both fit in L2 at the seed
+/// network's size, so every switch between projection and recurrence reloads one of
+/// them. With many rows (inference) each reload serves many tiles, and short runs win:
+/// the gates they write are still in L2 when the recurrence adds to them. With few rows
+/// (training) the reloads dominate and projecting all steps first wins. The two settings
+/// were measured; see docs/cpu-performance.md.
+fn project_ahead(rows: usize, steps: usize) -> usize {
+    if rows <= 2 * gemm_fast::MR {
+        steps
+    } else {
+        4
+    }
+}
+
+/// Batch rows per thread: the time loop runs on every thread at once, each over its own
+/// rows for all steps (rows of an LSTM never exchange data), so there is no barrier per
+/// step. One part when the layer is too small to be worth splitting.
+fn rows_per_part(batch: usize, hidden: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    if batch * 4 * hidden < PARALLEL_MIN_ELEMENTS {
+        batch.max(1)
+    } else {
+        batch.div_ceil(threads).max(1)
+    }
+}
+
+/// `buf` `[T, B, width]` split into parts of `rows` batch rows: `out[p][t]` is part
+/// `p`'s rows of step `t`.
+fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<&mut [f32]>> {
+    let parts = step.div_ceil(part.max(1));
+    let mut out: Vec<Vec<&mut [f32]>> = (0..parts).map(|_| Vec::new()).collect();
+    for step_slice in buf.chunks_mut(step.max(1)) {
+        for (p, piece) in step_slice.chunks_mut(part.max(1)).enumerate() {
+            out[p].push(piece);
+        }
+    }
+    out
+}
+
+/// The forward pass (the lengths have been checked by `lstm::lstm_forward`).
+pub(crate) fn forward(
+    token: Token,
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    out: LstmForwardOutputs<'_>,
+) -> Result<()> {
+    let LstmDims {
+        steps,
+        batch,
+        input,
+        hidden,
+    } = d;
+    let LstmForwardOutputs {
+        y,
+        h_n,
+        c_n,
+        gates,
+        mut cells,
+    } = out;
+    // Elements of one step's state and one step's gates.
+    let step_h = batch * hidden;
+    let step_g = batch * 4 * hidden;
+
+    // c_n is the running cell state when the cells are not kept: on entry to step t it
+    // holds c_{t-1}.
+    h_n.copy_from_slice(inp.h0);
+    c_n.copy_from_slice(inp.c0);
+    if steps == 0 || step_h == 0 {
+        return Ok(());
+    }
+
+    // 1. The input projection (both biases included): each thread projects its own
+    // rows, a run of `project_ahead` steps at a time, just before the recurrence reaches
+    // them (the same sums, in the same order, as one GEMM over every step).
+    let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
+    let w_ih_t = PackedB::new(MatRef::row_major(inp.w_ih, 4 * hidden, input).t());
+
+    // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
+    // batch rows for the whole sequence. w_hhᵀ is packed once, here.
+    let w_hh_t = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, true);
+    let part = rows_per_part(batch, hidden);
+    let gate_parts = split_steps(gates, step_g, part * 4 * hidden);
+    let y_parts = split_steps(y, step_h, part * hidden);
+    let cell_parts: Vec<Option<Vec<&mut [f32]>>> = match cells.as_deref_mut() {
+        Some(cells) => split_steps(cells, step_h, part * hidden)
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => (0..gate_parts.len()).map(|_| None).collect(),
+    };
+    let c_n_parts: Vec<&mut [f32]> = c_n.chunks_mut(part * hidden).collect();
+    let work: Vec<_> = gate_parts
+        .into_iter()
+        .zip(y_parts)
+        .zip(cell_parts)
+        .zip(c_n_parts)
+        .enumerate()
+        .collect();
+    work.into_par_iter()
+        .try_for_each(|(p, (((mut g, mut ys), mut cs), c_run))| {
+            let state = p * part * hidden..(p * part * hidden + c_run.len());
+            let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
+            let m = c_run.len() / hidden;
+            let ahead = project_ahead(m, steps);
+            // Where step `u`'s gates are formed: their own step when they are kept for
+            // the backward, else (scratch, see `Op::output_is_scratch`) the slots of the
+            // first `ahead` steps in turn, which stay in L2 instead of streaming the whole
+            // tensor out to memory.
+            let reuse = cs.is_none();
+            let slot = move |u: usize| if reuse { u % ahead } else { u };
+            vectorize(
+                Some(token),
+                #[inline(always)]
+                || -> Result<()> {
+                    for t in 0..steps {
+                        let (y_before, y_from_t) = ys.split_at_mut(t);
+                        let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
+                        let h_t = &mut *y_from_t[0];
+                        if t % ahead == 0 {
+                            let r0 = p * part;
+                            for u in t..steps.min(t + ahead) {
+                                let x_u =
+                                    &inp.x[(u * batch + r0) * input..(u * batch + r0 + m) * input];
+                                let x_u = MatRef::row_major(x_u, m, input);
+                                let g_u = &mut *g[slot(u)];
+                                gemm_packed_serial(token, x_u, &w_ih_t, 0.0, Some(&bias), g_u);
+                            }
+                        }
+                        let gates_t = &mut *g[slot(t)];
+                        // gates[t] += h_{t-1} · w_hhᵀ
+                        w_hh_t.gemm_rows(h_prev, m, 1.0, gates_t)?;
+                        // The cell state slice holds c_{t-1} on entry to the fused pass and
+                        // c_t after it.
+                        let c_t: &mut [f32] = match cs.as_mut() {
+                            Some(cs) => {
+                                let (c_before, c_from_t) = cs.split_at_mut(t);
+                                let c_t = &mut *c_from_t[0];
+                                c_t.copy_from_slice(if t == 0 { c0 } else { c_before[t - 1] });
+                                c_t
+                            }
+                            None => &mut *c_run,
+                        };
+                        cell_forward(gates_t, c_t, h_t, hidden);
+                    }
+                    Ok(())
+                },
+            )
+        })?;
+
+    // 3. The final state.
+    let last = (steps - 1) * step_h..steps * step_h;
+    h_n.copy_from_slice(&y[last.clone()]);
+    if let Some(cells) = cells {
+        c_n.copy_from_slice(&cells[last]);
+    }
+    Ok(())
+}
+
+/// One step's fused pass over one thread's rows: `gates_t` `[rows, 4H]` (pre-activations
+/// on entry, activated gates on exit), `c` `[rows, H]` (c_{t-1} on entry, c_t on exit)
+/// and `h` `[rows, H]` (h_t).
+#[inline(always)]
+fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
+    let states = c.chunks_mut(hidden).zip(h.chunks_mut(hidden));
+    for (g, (c, h)) in gates_t.chunks_mut(4 * hidden).zip(states) {
+        cell_forward_row(g, c, h, hidden);
+    }
+}
+
+/// Units the gate passes handle at a time: one AVX-512 vector. Each row is cut into
+/// blocks of this many units; the last, shorter block goes through the same code in
+/// padded copies (left to the compiler, a remainder such as the 10 units of H = 250 runs
+/// as 4-lane and scalar code).
+const LANES: usize = 16;
+
+/// Splits a row of gates `[i | f | g | o]` (each `hidden` wide) into its four blocks.
+macro_rules! gate_blocks {
+    ($row:expr, $hidden:expr, $split:ident) => {{
+        let (i, rest) = $row.$split($hidden);
+        let (f, rest) = rest.$split($hidden);
+        let (g, o) = rest.$split($hidden);
+        (i, f, g, o)
+    }};
+}
+
+/// One batch row of [`cell_forward`], [`LANES`] units at a time.
+#[inline(always)]
+fn cell_forward_row(g: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
+    let (gi, gf, gg, go) = gate_blocks!(g, hidden, split_at_mut);
+    let full = hidden - hidden % LANES;
+    for j in (0..full).step_by(LANES) {
+        let u = j..j + LANES;
+        let gates = [
+            &mut gi[u.clone()],
+            &mut gf[u.clone()],
+            &mut gg[u.clone()],
+            &mut go[u.clone()],
+        ];
+        cell_forward_units(gates, &mut c[u.clone()], &mut h[u]);
+    }
+    if full < hidden {
+        let n = hidden - full;
+        let mut pad = [[0.0f32; LANES]; 6];
+        for (p, src) in pad.iter_mut().zip([&*gi, &*gf, &*gg, &*go, &*c]) {
+            p[..n].copy_from_slice(&src[full..]);
+        }
+        let [pi, pf, pg, po, pc, ph] = &mut pad;
+        cell_forward_units([pi, pf, pg, po], pc, ph);
+        for (dst, p) in [gi, gf, gg, go, c, h].into_iter().zip(&pad) {
+            dst[full..].copy_from_slice(&p[..n]);
+        }
+    }
+}
+
+/// [`LANES`] units of one row: `c = σ(f)·c + σ(i)·tanh(g)`, `h = σ(o)·tanh(c)`, the
+/// gates replaced by their activations. A loop of a fixed length over the call-free
+/// functions of `fastmath.rs`, so it compiles to straight vector code; the
+/// nonlinearities are paired so that a unit costs three divisions, not five.
+#[allow(clippy::needless_range_loop)] // why: six slices indexed by unit `j`
+#[inline(always)]
+fn cell_forward_units(gates: [&mut [f32]; 4], c: &mut [f32], h: &mut [f32]) {
+    let [gi, gf, gg, go] = gates;
+    let (gi, gf, gg, go) = (
+        &mut gi[..LANES],
+        &mut gf[..LANES],
+        &mut gg[..LANES],
+        &mut go[..LANES],
+    );
+    let (c, h) = (&mut c[..LANES], &mut h[..LANES]);
+    for j in 0..LANES {
+        let (i, g) = fastmath::sigmoid_and_tanh::<Fused>(gi[j], gg[j]);
+        let f = fastmath::sigmoid::<Fused>(gf[j]);
+        c[j] = Fused::mul_add(f, c[j], i * g);
+        let (o, tc) = fastmath::sigmoid_and_tanh::<Fused>(go[j], c[j]);
+        (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
+        h[j] = o * tc;
+    }
+}
+
+/// The backward pass (the lengths have been checked by `lstm::lstm_backward`).
+pub(crate) fn backward(
+    token: Token,
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    out: LstmBackwardOutputs<'_>,
+) -> Result<()> {
+    let LstmDims {
+        steps,
+        batch,
+        hidden,
+        ..
+    } = d;
+    let LstmBackwardOutputs {
+        dgates,
+        dh0,
+        dc0,
+        dw_ih,
+        dw_hh,
+        db,
+        dx,
+    } = out;
+    let step_h = batch * hidden;
+    let step_g = batch * 4 * hidden;
+
+    // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
+    // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
+    let (dh, dc) = (dh0, dc0);
+    dh.copy_from_slice(inp.dh_n);
+    dc.copy_from_slice(inp.dc_n);
+    if steps == 0 || step_h == 0 {
+        return no_gradient_flows(WeightGrads {
+            dw_ih,
+            dw_hh,
+            db,
+            dx,
+        });
+    }
+
+    // 1. Backwards through time: per step one fused pass and one GEMM, each thread over
+    // its own batch rows for the whole sequence. w_hh is packed once, here.
+    let w_hh = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, false);
+    let part = rows_per_part(batch, hidden);
+    let dgate_parts = split_steps(dgates, step_g, part * 4 * hidden);
+    let work: Vec<_> = dgate_parts
+        .into_iter()
+        .zip(
+            dh.chunks_mut(part * hidden)
+                .zip(dc.chunks_mut(part * hidden)),
+        )
+        .enumerate()
+        .collect();
+    work.into_par_iter()
+        .try_for_each(|(p, (mut dg, (dh, dc)))| {
+            let m = dh.len() / hidden;
+            let (r0, r1) = (p * part, p * part + m);
+            vectorize(
+                Some(token),
+                #[inline(always)]
+                || -> Result<()> {
+                    for t in (0..steps).rev() {
+                        // This part's rows of step t (and t-1) in a `[T, B, width]` tensor.
+                        let at = |width: usize, t: usize| {
+                            (t * batch + r0) * width..(t * batch + r1) * width
+                        };
+                        let saved = StepSaved {
+                            gates: &inp.gates[at(4 * hidden, t)],
+                            c: &inp.cells[at(hidden, t)],
+                            c_prev: if t == 0 {
+                                &inp.c0[r0 * hidden..r1 * hidden]
+                            } else {
+                                &inp.cells[at(hidden, t - 1)]
+                            },
+                            dy: &inp.dy[at(hidden, t)],
+                            dh: &*dh,
+                            hidden,
+                        };
+                        let dgates_t = &mut *dg[t];
+                        cell_backward(&saved, dc, dgates_t);
+                        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
+                        w_hh.gemm_rows(dgates_t, m, 0.0, dh)?;
+                    }
+                    Ok(())
+                },
+            )
+        })?;
+    // 2. The weight gradients over all steps at once.
+    weight_gradients(
+        d,
+        inp,
+        dgates,
+        WeightGrads {
+            dw_ih,
+            dw_hh,
+            db,
+            dx,
+        },
+    )
+}
+
+/// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated
+/// `gates`, the cell states `c` (c_t) and `c_prev` (c_{t-1}), the gradient `dy` arriving
+/// at y_t from outside and `dh` arriving at h_t from step t+1.
+struct StepSaved<'a> {
+    gates: &'a [f32],
+    c: &'a [f32],
+    c_prev: &'a [f32],
+    dy: &'a [f32],
+    dh: &'a [f32],
+    hidden: usize,
+}
+
+/// One step's fused backward pass over one thread's rows: writes `dgates_t`
+/// `[rows, 4H]` and replaces `dc` (the gradient at c_t on entry) by the gradient at
+/// c_{t-1}.
+#[inline(always)]
+fn cell_backward(s: &StepSaved<'_>, dc: &mut [f32], dgates_t: &mut [f32]) {
+    let h = s.hidden;
+    for (r, (dg, dc)) in dgates_t.chunks_mut(4 * h).zip(dc.chunks_mut(h)).enumerate() {
+        cell_backward_row(s, r, dc, dg);
+    }
+}
+
+/// Row `r` of [`cell_backward`], [`LANES`] units at a time (see [`cell_forward_row`]).
+#[inline(always)]
+fn cell_backward_row(s: &StepSaved<'_>, r: usize, dc: &mut [f32], dgates: &mut [f32]) {
+    let hidden = s.hidden;
+    let state = r * hidden..(r + 1) * hidden;
+    let (c, c_prev) = (&s.c[state.clone()], &s.c_prev[state.clone()]);
+    let (dy, dh) = (&s.dy[state.clone()], &s.dh[state]);
+    let g_row = &s.gates[r * 4 * hidden..(r + 1) * 4 * hidden];
+    let (gi, gf, gg, go) = gate_blocks!(g_row, hidden, split_at);
+    let (d_i, d_f, d_g, d_o) = gate_blocks!(dgates, hidden, split_at_mut);
+    let full = hidden - hidden % LANES;
+    for j in (0..full).step_by(LANES) {
+        let u = j..j + LANES;
+        let read = [
+            &gi[u.clone()],
+            &gf[u.clone()],
+            &gg[u.clone()],
+            &go[u.clone()],
+            &c[u.clone()],
+            &c_prev[u.clone()],
+            &dy[u.clone()],
+            &dh[u.clone()],
+        ];
+        let grads = [
+            &mut d_i[u.clone()],
+            &mut d_f[u.clone()],
+            &mut d_g[u.clone()],
+            &mut d_o[u.clone()],
+        ];
+        cell_backward_units(read, &mut dc[u], grads);
+    }
+    if full < hidden {
+        let n = hidden - full;
+        let mut read = [[0.0f32; LANES]; 8];
+        for (p, src) in read.iter_mut().zip([gi, gf, gg, go, c, c_prev, dy, dh]) {
+            p[..n].copy_from_slice(&src[full..]);
+        }
+        let mut written = [[0.0f32; LANES]; 5];
+        written[4][..n].copy_from_slice(&dc[full..]);
+        let [wi, wf, wg, wo, wc] = &mut written;
+        cell_backward_units(read.each_ref().map(|p| &p[..]), wc, [wi, wf, wg, wo]);
+        for (dst, p) in [d_i, d_f, d_g, d_o, dc].into_iter().zip(&written) {
+            dst[full..].copy_from_slice(&p[..n]);
+        }
+    }
+}
+
+/// [`LANES`] units of one row of [`cell_backward`]. `read` holds the activated gates
+/// i, f, g, o, then c_t, c_{t-1}, dy and dh. With `tc = tanh(c_t)`:
+/// `dh_total = dy + dh`, `do = dh_total·tc`, `dc += dh_total·o·(1 - tc²)`,
+/// `di = dc·g`, `df = dc·c_{t-1}`, `dg = dc·i`; the pre-activation gradients are those
+/// times σ' or tanh' written with the outputs; finally `dc = dc·f` flows to c_{t-1}.
+#[allow(clippy::needless_range_loop)] // why: thirteen slices indexed by unit `j`
+#[inline(always)]
+fn cell_backward_units(read: [&[f32]; 8], dc: &mut [f32], grads: [&mut [f32]; 4]) {
+    let [gi, gf, gg, go, c, c_prev, dy, dh] = read.map(|s| &s[..LANES]);
+    let [d_i, d_f, d_g, d_o] = grads.map(|s| &mut s[..LANES]);
+    let dc = &mut dc[..LANES];
+    for j in 0..LANES {
+        let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
+        let tc = fastmath::tanh::<Fused>(c[j]);
+        let dh_total = dy[j] + dh[j];
+        let dc_t = Fused::mul_add(dh_total * o, Fused::mul_add(-tc, tc, 1.0), dc[j]);
+        d_i[j] = dc_t * g * i * (1.0 - i);
+        d_f[j] = dc_t * c_prev[j] * f * (1.0 - f);
+        d_g[j] = dc_t * i * (1.0 - g * g);
+        d_o[j] = dh_total * tc * o * (1.0 - o);
+        dc[j] = dc_t * f;
+    }
+}

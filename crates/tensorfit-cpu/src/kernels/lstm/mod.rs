@@ -1,0 +1,401 @@
+//! The LSTM kernels, `lstm_forward` and `lstm_backward`: a whole layer over a whole
+//! sequence per call, organised the way cuDNN organises it. This file is the readable
+//! reference every GPU LSTM kernel is tested against; `fast.rs` beside it is the
+//! AVX-512 fast path, tested against this one and chosen where the CPU has AVX-512.
+//!
+//! cuDNN's structure is kept visible here because it is where the speed comes from, and
+//! a GPU kernel can be compared with this code step by step:
+//! - **forward**: the input projection of *all* steps is one GEMM,
+//!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`, plus both biases; then per step `t`, one GEMM
+//!   accumulates the recurrent term, `gates[t] += h_{t-1} · w_hhᵀ`, and one fused pass
+//!   over `[B, 4H]` applies the nonlinearities in place (storing the *activated* gates
+//!   σ(i), σ(f), tanh(g), σ(o)) and updates the cell and hidden state.
+//! - **backward**: per step, from `t = T-1` down to 0, one fused pass turns the
+//!   gradient arriving at `h_t` and `c_t` into the pre-activation gate gradients
+//!   `dgates[t]`, and one GEMM carries the gradient to `h_{t-1}`:
+//!   `dh = dgates[t] · w_hh`. The weight gradients do not depend on the order of the
+//!   steps, so they are formed after the loop with one GEMM each over all `T·B` rows
+//!   ([`weight_gradients`], shared with the fast path).
+//!
+//! Gate order is PyTorch's (i, f, g, o): row `r` of `gates[t]` holds `[i | f | g | o]`,
+//! each block `H` wide. The nonlinearities are `fastmath`'s (no library calls, so the
+//! compiler vectorises the row loops), with separate multiplies and adds.
+
+use rayon::prelude::*;
+use tensorfit_core::{args, LstmDims, Result};
+
+use super::elementwise::sum_to_shape;
+use super::fastmath::{self, Separate};
+use super::gemm::{gemm, mat, mat_mut};
+use super::gemm_fast::{self, Token};
+use super::{check_len, PARALLEL_MIN_ELEMENTS};
+
+mod fast;
+
+/// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).
+pub type LstmForwardInputs<'a> = args::LstmForwardInputs<&'a [f32]>;
+/// The outputs of [`lstm_forward`] (see [`args::LstmForwardOutputs`]).
+pub type LstmForwardOutputs<'a> = args::LstmForwardOutputs<&'a mut [f32]>;
+/// The inputs of [`lstm_backward`] (see [`args::LstmBackwardInputs`]).
+pub type LstmBackwardInputs<'a> = args::LstmBackwardInputs<&'a [f32]>;
+/// The outputs of [`lstm_backward`] (see [`args::LstmBackwardOutputs`]).
+pub type LstmBackwardOutputs<'a> = args::LstmBackwardOutputs<&'a mut [f32]>;
+
+/// Checks every input and output slice against the length the layer needs.
+fn check_lengths(
+    kernel: &str,
+    inputs: args::Expected<'_, &[f32]>,
+    outputs: args::Expected<'_, &mut [f32]>,
+) -> Result<()> {
+    let inputs = inputs.into_iter().map(|(what, s, want)| (what, &**s, want));
+    let outputs = outputs
+        .into_iter()
+        .map(|(what, s, want)| (what, &**s, want));
+    for (what, slice, want) in inputs.chain(outputs) {
+        check_len(kernel, what, slice, want)?;
+    }
+    Ok(())
+}
+
+/// Runs an LSTM layer over a sequence: the fast path where the CPU has AVX-512, else the
+/// reference.
+pub fn lstm_forward(
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    out: LstmForwardOutputs<'_>,
+) -> Result<()> {
+    forward_on(gemm_fast::simd(), d, inp, out)
+}
+
+/// The gradient of [`lstm_forward`] (with its cells kept): the fast path where the CPU
+/// has AVX-512, else the reference.
+pub fn lstm_backward(
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    out: LstmBackwardOutputs<'_>,
+) -> Result<()> {
+    backward_on(gemm_fast::simd(), d, inp, out)
+}
+
+/// [`lstm_forward`] on the fast path of `token`, or on the reference without one.
+pub fn forward_on(
+    token: Option<Token>,
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    out: LstmForwardOutputs<'_>,
+) -> Result<()> {
+    check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
+    match token {
+        Some(token) => fast::forward(token, d, inp, out),
+        None => forward_steps(d, inp, out),
+    }
+}
+
+/// [`lstm_backward`] on the fast path of `token`, or on the reference without one.
+pub fn backward_on(
+    token: Option<Token>,
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    out: LstmBackwardOutputs<'_>,
+) -> Result<()> {
+    check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
+    match token {
+        Some(token) => fast::backward(token, d, inp, out),
+        None => backward_steps(d, inp, out),
+    }
+}
+
+/// The reference forward, on slices of checked lengths.
+fn forward_steps(
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    out: LstmForwardOutputs<'_>,
+) -> Result<()> {
+    let LstmDims {
+        steps,
+        batch,
+        input,
+        hidden,
+    } = d;
+    let LstmForwardOutputs {
+        y,
+        h_n,
+        c_n,
+        gates,
+        mut cells,
+    } = out;
+    let (rows, h4) = (steps * batch, 4 * hidden);
+    let (step_h, step_g) = (batch * hidden, batch * h4);
+    // c_n is the running cell state when the cells are not kept: on entry to step t it
+    // holds c_{t-1}.
+    h_n.copy_from_slice(inp.h0);
+    c_n.copy_from_slice(inp.c0);
+    if steps == 0 || step_h == 0 {
+        return Ok(());
+    }
+
+    // 1. The input projection of every step, and both biases.
+    let w_ih = mat(inp.w_ih, h4, input)?;
+    let all_gates = &mut mat_mut(gates, rows, h4)?;
+    gemm(1.0, mat(inp.x, rows, input)?, w_ih.t(), 0.0, all_gates)?;
+    for row in gates.chunks_exact_mut(h4) {
+        for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
+            *g += b_ih + b_hh;
+        }
+    }
+
+    // 2. The recurrence: per step one GEMM and one fused pass.
+    let w_hh = mat(inp.w_hh, h4, hidden)?;
+    for t in 0..steps {
+        let (y_before, y_from_t) = y.split_at_mut(t * step_h);
+        let h_prev = if t == 0 {
+            inp.h0
+        } else {
+            &y_before[(t - 1) * step_h..]
+        };
+        let gates_t = &mut gates[t * step_g..(t + 1) * step_g];
+        // gates[t] += h_{t-1} · w_hhᵀ
+        let acc = &mut mat_mut(gates_t, batch, h4)?;
+        gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 1.0, acc)?;
+        // The cell state: c_{t-1} on entry to the pass, c_t after it.
+        let c_t: &mut [f32] = match cells.as_deref_mut() {
+            Some(cells) => {
+                let (c_before, c_from_t) = cells.split_at_mut(t * step_h);
+                let c_t = &mut c_from_t[..step_h];
+                let c_prev = if t == 0 {
+                    inp.c0
+                } else {
+                    &c_before[(t - 1) * step_h..]
+                };
+                c_t.copy_from_slice(c_prev);
+                c_t
+            }
+            None => &mut *c_n,
+        };
+        cell_forward(gates_t, c_t, &mut y_from_t[..step_h], hidden);
+    }
+
+    // 3. The final state.
+    let last = (steps - 1) * step_h..;
+    h_n.copy_from_slice(&y[last.clone()]);
+    if let Some(cells) = cells {
+        c_n.copy_from_slice(&cells[last]);
+    }
+    Ok(())
+}
+
+/// One step's fused pass over all rows: `gates_t` `[B, 4H]` (pre-activations on entry,
+/// activated gates on exit), `c` `[B, H]` (c_{t-1} on entry, c_t on exit), `h` (h_t).
+fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
+    let row = |((g, c), h): ((&mut [f32], &mut [f32]), &mut [f32])| {
+        let (i, rest) = g.split_at_mut(hidden);
+        let (f, rest) = rest.split_at_mut(hidden);
+        let (g, o) = rest.split_at_mut(hidden);
+        for j in 0..hidden {
+            (i[j], f[j], g[j], o[j]) = (sigmoid(i[j]), sigmoid(f[j]), tanh(g[j]), sigmoid(o[j]));
+            c[j] = f[j] * c[j] + i[j] * g[j];
+            h[j] = o[j] * tanh(c[j]);
+        }
+    };
+    if gates_t.len() < PARALLEL_MIN_ELEMENTS {
+        let rows = gates_t.chunks_mut(4 * hidden).zip(c.chunks_mut(hidden));
+        rows.zip(h.chunks_mut(hidden)).for_each(row);
+    } else {
+        let rows = gates_t
+            .par_chunks_mut(4 * hidden)
+            .zip(c.par_chunks_mut(hidden));
+        rows.zip(h.par_chunks_mut(hidden)).for_each(row);
+    }
+}
+
+/// The reference backward, on slices of checked lengths.
+fn backward_steps(
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    out: LstmBackwardOutputs<'_>,
+) -> Result<()> {
+    let LstmDims {
+        steps,
+        batch,
+        hidden,
+        ..
+    } = d;
+    let LstmBackwardOutputs {
+        dgates,
+        dh0,
+        dc0,
+        dw_ih,
+        dw_hh,
+        db,
+        dx,
+    } = out;
+    let h4 = 4 * hidden;
+    // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
+    // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
+    let (dh, dc) = (dh0, dc0);
+    dh.copy_from_slice(inp.dh_n);
+    dc.copy_from_slice(inp.dc_n);
+    if steps == 0 || batch * hidden == 0 {
+        return no_gradient_flows(WeightGrads {
+            dw_ih,
+            dw_hh,
+            db,
+            dx,
+        });
+    }
+
+    // 1. Backwards through time: per step one fused pass and one GEMM.
+    let w_hh = mat(inp.w_hh, h4, hidden)?;
+    for t in (0..steps).rev() {
+        // Step t of a `[T, B, width]` tensor.
+        let at = |width: usize, t: usize| t * batch * width..(t + 1) * batch * width;
+        let c_prev = if t == 0 {
+            inp.c0
+        } else {
+            &inp.cells[at(hidden, t - 1)]
+        };
+        let saved = [
+            &inp.gates[at(h4, t)],
+            &inp.cells[at(hidden, t)],
+            c_prev,
+            &inp.dy[at(hidden, t)],
+        ];
+        let dgates_t = &mut dgates[at(h4, t)];
+        cell_backward(saved, dh, dc, dgates_t, hidden);
+        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
+        let dgates_t = mat(dgates_t, batch, h4)?;
+        gemm(1.0, dgates_t, w_hh, 0.0, &mut mat_mut(dh, batch, hidden)?)?;
+    }
+
+    // 2. The weight gradients over all steps at once.
+    weight_gradients(
+        d,
+        inp,
+        dgates,
+        WeightGrads {
+            dw_ih,
+            dw_hh,
+            db,
+            dx,
+        },
+    )
+}
+
+/// One step's fused backward pass over all rows. `saved` holds the step's activated
+/// `gates` `[B, 4H]`, `c_t`, `c_{t-1}` and the gradient `dy` arriving at y_t from
+/// outside; `dh` is the gradient arriving at h_t from step t+1. Writes `dgates_t` and
+/// replaces `dc` (the gradient at c_t on entry) by the gradient at c_{t-1}. With
+/// `tc = tanh(c_t)`: `dh_total = dy + dh`, `do = dh_total·tc`,
+/// `dc += dh_total·o·(1 - tc²)`, `di = dc·g`, `df = dc·c_{t-1}`, `dg = dc·i`; the
+/// pre-activation gradients are those times σ' or tanh' written with the outputs;
+/// finally `dc = dc·f` flows to c_{t-1}.
+fn cell_backward(
+    [gates, c, c_prev, dy]: [&[f32]; 4],
+    dh: &[f32],
+    dc: &mut [f32],
+    dgates_t: &mut [f32],
+    hidden: usize,
+) {
+    let per_row = dgates_t.chunks_mut(4 * hidden).zip(dc.chunks_mut(hidden));
+    for (r, (dg, dc)) in per_row.enumerate() {
+        let state = r * hidden..(r + 1) * hidden;
+        let (c, c_prev) = (&c[state.clone()], &c_prev[state.clone()]);
+        let (dy, dh) = (&dy[state.clone()], &dh[state]);
+        let g_row = &gates[r * 4 * hidden..(r + 1) * 4 * hidden];
+        let (d_i, rest) = dg.split_at_mut(hidden);
+        let (d_f, rest) = rest.split_at_mut(hidden);
+        let (d_g, d_o) = rest.split_at_mut(hidden);
+        for j in 0..hidden {
+            let (i, f) = (g_row[j], g_row[hidden + j]);
+            let (g, o) = (g_row[2 * hidden + j], g_row[3 * hidden + j]);
+            let tc = tanh(c[j]);
+            let dh_total = dy[j] + dh[j];
+            let dc_t = dh_total * o * (1.0 - tc * tc) + dc[j];
+            d_i[j] = dc_t * g * i * (1.0 - i);
+            d_f[j] = dc_t * c_prev[j] * f * (1.0 - f);
+            d_g[j] = dc_t * i * (1.0 - g * g);
+            d_o[j] = dh_total * tc * o * (1.0 - o);
+            dc[j] = dc_t * f;
+        }
+    }
+}
+
+fn sigmoid(x: f32) -> f32 {
+    fastmath::sigmoid::<Separate>(x)
+}
+
+fn tanh(x: f32) -> f32 {
+    fastmath::tanh::<Separate>(x)
+}
+
+/// The gradients of the layer's weights (and input) that are formed over all steps at
+/// once, after the time loop.
+pub(crate) struct WeightGrads<'a> {
+    pub dw_ih: &'a mut [f32],
+    pub dw_hh: &'a mut [f32],
+    pub db: &'a mut [f32],
+    pub dx: Option<&'a mut [f32]>,
+}
+
+/// When nothing flows through the layer (no steps, or no units): zero gradients.
+pub(crate) fn no_gradient_flows(g: WeightGrads<'_>) -> Result<()> {
+    for grad in [g.dw_ih, g.dw_hh, g.db] {
+        grad.fill(0.0);
+    }
+    if let Some(dx) = g.dx {
+        dx.fill(0.0);
+    }
+    Ok(())
+}
+
+/// The weight gradients from every step's `dgates` `[T, B, 4H]`, one GEMM each over all
+/// `T·B` rows: `dw_ih = dgatesᵀ · x`, `dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}`, `db` the column
+/// sums of `dgates` (the gradient of `b_ih` and of `b_hh` alike), `dx = dgates · w_ih`.
+pub(crate) fn weight_gradients(
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    dgates: &[f32],
+    g: WeightGrads<'_>,
+) -> Result<()> {
+    let LstmDims {
+        steps,
+        batch,
+        input,
+        hidden,
+    } = d;
+    let (rows, h4) = (steps * batch, 4 * hidden);
+    let step_g = batch * h4;
+    let dgates_all = mat(dgates, rows, h4)?;
+    gemm(
+        1.0,
+        dgates_all.t(),
+        mat(inp.x, rows, input)?,
+        0.0,
+        &mut mat_mut(g.dw_ih, h4, input)?,
+    )?;
+    // Step 0 against h0, steps 1.. against y[0..T-1].
+    let mut dw_hh = mat_mut(g.dw_hh, h4, hidden)?;
+    let dgates_0 = mat(&dgates[..step_g], batch, h4)?;
+    gemm(
+        1.0,
+        dgates_0.t(),
+        mat(inp.h0, batch, hidden)?,
+        0.0,
+        &mut dw_hh,
+    )?;
+    if steps > 1 {
+        let later = (steps - 1) * batch;
+        let dgates_rest = mat(&dgates[step_g..], later, h4)?;
+        let h_prev = mat(&inp.y[..later * hidden], later, hidden)?;
+        gemm(1.0, dgates_rest.t(), h_prev, 1.0, &mut dw_hh)?;
+    }
+    sum_to_shape(dgates, g.db)?;
+    if let Some(dx) = g.dx {
+        let w_ih = mat(inp.w_ih, h4, input)?;
+        gemm(1.0, dgates_all, w_ih, 0.0, &mut mat_mut(dx, rows, input)?)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
