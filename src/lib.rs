@@ -8,7 +8,8 @@
 //! - [`plan`]: the memory planner and the device-choice policy;
 //! - [`devices`], [`calibrate`], [`session`]: discovery, throughput, choice and run.
 //!
-//! The `tensorfit` binary (`src/main.rs`) is the command-line front end.
+//! The `tensorfit` binary (`src/main.rs`, one module per subcommand in `src/cli/`) is the
+//! command-line front end.
 
 #![forbid(unsafe_code)]
 

@@ -212,7 +212,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         ),
         (
             &["plan", "--mode", "sideways"],
-            "--mode must be train or infer",
+            "invalid value 'sideways' for '--mode <MODE>'",
         ),
         (
             &["eval", "--batch", "0", "--seq-len", "10"],

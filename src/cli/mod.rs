@@ -1,0 +1,244 @@
+//! The subcommands of the `tensorfit` binary, one module each (parse, call the API,
+//! print), and what they share: device flags, the model preset, planning and starting a
+//! session, and the exit status.
+
+#[macro_use]
+mod out;
+
+pub mod bench;
+pub mod eval;
+pub mod info;
+pub mod plan;
+pub mod predict;
+pub mod train;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+use serde_json::json;
+use tensorfit::core::DeviceKind;
+use tensorfit::devices::MemoryCaps;
+use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
+use tensorfit::session::{decide, start, Decision, Request, Session};
+
+/// How a command ended, beyond success or an error (which exits 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Success,
+    /// `plan` found no device the job fits on: exit 2.
+    NothingFits,
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Success => 0,
+            Exit::NothingFits => 2,
+        }
+    }
+}
+
+/// Model presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Model {
+    /// 152 → 3 × LSTM 250 → BatchNorm → Dense 100 → BatchNorm → 6.
+    Seed,
+}
+
+impl Model {
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Seed => "seed",
+        }
+    }
+
+    pub fn config(self) -> ModelConfig {
+        match self {
+            Model::Seed => ModelConfig::seed(),
+        }
+    }
+}
+
+/// The device to run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeviceChoice {
+    /// The fastest device the job fits on (software devices only when asked for).
+    Auto,
+    Cpu,
+    #[value(alias = "vulkan")]
+    Wgpu,
+    Cuda,
+}
+
+/// What `plan` and `bench` plan: a training step or an inference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JobMode {
+    /// Forward, backward and Adam.
+    Train,
+    /// Forward only.
+    #[value(alias = "eval")]
+    Infer,
+}
+
+impl JobMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            JobMode::Train => "train",
+            JobMode::Infer => "infer",
+        }
+    }
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct DeviceArgs {
+    /// Device to run on.
+    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
+    device: DeviceChoice,
+    /// Cap a device's memory, as KIND=SIZE (repeatable, once per kind), e.g.
+    /// --device-memory wgpu=1.67GiB.
+    #[arg(long = "device-memory", value_name = "KIND=SIZE")]
+    device_memory: Vec<String>,
+    /// Fraction of free memory to leave unused.
+    #[arg(long, default_value_t = DEFAULT_MARGIN)]
+    margin: f64,
+}
+
+impl DeviceArgs {
+    fn kind(&self) -> Option<DeviceKind> {
+        match self.device {
+            DeviceChoice::Auto => None,
+            DeviceChoice::Cpu => Some(DeviceKind::Cpu),
+            DeviceChoice::Wgpu => Some(DeviceKind::Wgpu),
+            DeviceChoice::Cuda => Some(DeviceKind::Cuda),
+        }
+    }
+
+    pub fn caps(&self) -> Result<MemoryCaps> {
+        Ok(MemoryCaps::parse(&self.device_memory)?)
+    }
+}
+
+/// The session request for `job` with the device flags of `dev`.
+pub fn request(
+    cfg: ModelConfig,
+    job: Job,
+    tbptt: usize,
+    lr: f32,
+    dev: &DeviceArgs,
+) -> Result<Request> {
+    if !(0.0..1.0).contains(&dev.margin) {
+        bail!("--margin must be in [0, 1), got {}", dev.margin);
+    }
+    Ok(Request {
+        cfg,
+        job,
+        tbptt,
+        adam: AdamConfig {
+            lr,
+            ..AdamConfig::default()
+        },
+        margin: dev.margin,
+        device: dev.kind(),
+        caps: dev.caps()?,
+        exclude: Vec::new(),
+    })
+}
+
+/// Plans `req`, prints the choice (unless quiet), and starts the session.
+pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<(Decision, Session)> {
+    let decision = decide(req)?;
+    if !quiet {
+        err!("{}", decision.table());
+    }
+    if decision.chosen.is_none() {
+        return Err(decision.nothing_fits().into());
+    }
+    let session = start(req, &decision, params)?;
+    Ok((decision, session))
+}
+
+/// The JSON fields every run reports.
+pub fn summary(s: &Session) -> serde_json::Value {
+    json!({
+        "device": s.device,
+        "strategy": s.strategy,
+        "estimated_peak_bytes": s.plan.peak_bytes(),
+        "measured_peak_bytes": s.measured_peak_bytes(),
+        "fallbacks": s.fallbacks.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+    })
+}
+
+/// The device, strategy and memory of a finished run, for people.
+pub fn print_memory(s: &Session) {
+    let est = s.plan.peak_bytes();
+    let got = s.measured_peak_bytes();
+    errln!(
+        "device {}, {}; memory: estimated peak {} ({est} bytes), measured peak {} ({got} bytes)",
+        s.device,
+        s.strategy,
+        format_bytes(est),
+        format_bytes(got)
+    );
+}
+
+/// Refuses a model the built-in task cannot feed.
+pub fn check_task(cfg: &ModelConfig) -> Result<()> {
+    if cfg.input != TemporalOrder::FEATURES || cfg.classes != TemporalOrder::CLASSES {
+        bail!("the built-in task needs a model with 152 inputs and 6 classes");
+    }
+    Ok(())
+}
+
+/// A checkpoint path: the file itself, or `checkpoint.safetensors` in a directory.
+pub fn checkpoint_file(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join("checkpoint.safetensors")
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Refuses, before generating anything, data that the host could not hold.
+pub fn check_host_memory(batches: &[(usize, usize)]) -> Result<()> {
+    let bytes = batches.iter().fold(0u128, |acc, &(b, t)| {
+        acc + b as u128 * t as u128 * TemporalOrder::FEATURES as u128 * 4
+    });
+    let available = tensorfit::cpu::host_memory::available().unwrap_or(u64::MAX) as u128;
+    if bytes > available {
+        bail!(
+            "the input data alone needs {} of host memory, and {} is available: use a smaller --batch or --seq-len",
+            format_bytes(u64::try_from(bytes).unwrap_or(u64::MAX)),
+            format_bytes(u64::try_from(available).unwrap_or(u64::MAX))
+        );
+    }
+    Ok(())
+}
+
+/// The model of a checkpoint, or the preset with untrained weights.
+pub fn load_model(checkpoint: Option<&Path>, model: Model) -> Result<(ModelConfig, ParamStore)> {
+    match checkpoint {
+        Some(p) => {
+            let ck = tensorfit::nn::Checkpoint::load(&checkpoint_file(p))?;
+            Ok((ck.config, ck.params))
+        }
+        None => {
+            let cfg = model.config();
+            let params = ParamStore::init(&cfg, 1)?;
+            Ok((cfg, params))
+        }
+    }
+}
+
+/// Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid" on every device open when
+/// the variable is unset (servers, containers, CI). A private directory keeps that noise
+/// out of tensorfit's output. Runs before any thread exists.
+pub fn quiet_mesa() {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        let dir = std::env::temp_dir().join(format!("tensorfit-runtime-{}", std::process::id()));
+        if std::fs::create_dir_all(&dir).is_ok() {
+            std::env::set_var("XDG_RUNTIME_DIR", &dir);
+        }
+    }
+}
