@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use tensorfit::core::HostTensor;
+use tensorfit::nn::atomic_file::{check_writable, same_file, write_atomic};
 use tensorfit::nn::{Job, ParamStore};
 
 use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, Model};
@@ -27,6 +28,15 @@ pub struct PredictArgs {
 }
 
 pub fn run(a: PredictArgs) -> Result<Exit> {
+    check_writable(&a.output).context("--output")?;
+    for (flag, path) in [("--input", &a.input), ("--checkpoint", &a.checkpoint)] {
+        if same_file(&a.output, path) {
+            bail!(
+                "--output {} is the {flag} file: writing the probabilities there would destroy it",
+                a.output.display()
+            );
+        }
+    }
     let (cfg, params) = load_model(Some(&a.checkpoint), Model::Seed)?;
     let (inputs, _) = ParamStore::load(&a.input, "")?;
     let x = inputs
@@ -65,7 +75,7 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
     let mut out = ParamStore::new();
     out.insert("probabilities", probs);
     let bytes = out.to_safetensors("", Default::default())?;
-    std::fs::write(&a.output, bytes).with_context(|| format!("writing {}", a.output.display()))?;
+    write_atomic(&a.output, &bytes)?;
     if a.json {
         outln!("{}", summary(&session));
     } else {

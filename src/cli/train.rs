@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::json;
+use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::{Checkpoint, Job, ParamStore, TemporalOrder};
 use tensorfit::session::Session;
 
@@ -86,6 +87,14 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
     };
     check_task(&cfg)?;
+    // Every output is checked before the first step: a run that cannot save is refused
+    // now, not after hours of training.
+    if let Some(path) = &a.save {
+        check_writable(path).context("--save")?;
+    }
+    if let Some(dir) = &a.checkpoint_dir {
+        prepare_checkpoint_dir(dir)?;
+    }
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
     let job = Job::Train {
         batch: a.batch,
@@ -115,9 +124,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         ck.save(path)?;
         Ok(())
     };
-    if let Some(dir) = &a.checkpoint_dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
     let mut losses = Vec::new();
     let flops = 3.0 * cfg.lstm_forward_flops(a.batch, tbptt.min(a.seq_len));
     let first = session.trainer.step() + 1;
@@ -207,4 +213,18 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
     }
     Ok(Exit::Success)
+}
+
+/// Creates `dir` if needed and checks that a checkpoint can be written in it.
+fn prepare_checkpoint_dir(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        bail!(
+            "--checkpoint-dir {}: is a file, not a directory",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--checkpoint-dir: creating {}", dir.display()))?;
+    check_writable(&checkpoint_file(dir)).context("--checkpoint-dir")?;
+    Ok(())
 }

@@ -152,3 +152,63 @@ pub fn losses(v: &Value) -> Vec<f64> {
         .map(|x| x.as_f64().expect("a loss is a number"))
         .collect()
 }
+
+/// A tmpfs of a few bytes mounted for a test (to fill a disk), unmounted when dropped.
+#[derive(Debug)]
+pub struct SmallDisk {
+    pub path: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `bytes` at a scratch directory `name`; prints why and returns
+    /// `None` where this process may not mount (not root, no tmpfs).
+    pub fn mount(name: &str, bytes: u64) -> Option<SmallDisk> {
+        let path = scratch(name);
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(&path)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk { path }),
+            Ok(o) => {
+                println!(
+                    "skipped: cannot mount a small tmpfs ({})",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                println!("skipped: cannot run mount ({e})");
+                None
+            }
+        }
+    }
+
+    /// Fills the disk with a file `name`, leaving at most `leave` bytes free.
+    pub fn fill(&self, name: &str, leave: usize) {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(self.path.join(name)).expect("filler file");
+        let chunk = vec![0u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        f.set_len(len.saturating_sub(leave as u64))
+            .expect("shrink filler");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.path).status();
+    }
+}
+
+/// The names in `dir`, sorted.
+pub fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("readable directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}

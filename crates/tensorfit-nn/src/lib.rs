@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adam;
+pub mod atomic_file;
 pub mod checkpoint;
 pub mod config;
 pub mod model;

@@ -1,0 +1,161 @@
+//! Outputs are never lost: every output path is checked before any work, an output never
+//! replaces one of the run's inputs, and a write that fails (a full disk) leaves the
+//! previous file intact and no temporary file behind.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use tensorfit::core::HostTensor;
+use tensorfit::nn::{Checkpoint, ModelConfig, ParamStore};
+
+use common::{names_in, scratch, tensorfit_command, SmallDisk};
+
+fn tensorfit(args: &[&str]) -> Output {
+    tensorfit_command().args(args).output().unwrap()
+}
+
+/// Requires exit code 1 without a panic; returns stderr.
+fn fails(args: &[&str]) -> String {
+    let out = tensorfit(args);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    err
+}
+
+/// A small model's checkpoint and a matching input, written in `dir`.
+fn checkpoint_and_input(dir: &Path) -> (PathBuf, PathBuf) {
+    let mut cfg = ModelConfig::seed();
+    cfg.hidden = 8;
+    cfg.dense = 4;
+    let ck = Checkpoint {
+        params: ParamStore::init(&cfg, 1).unwrap(),
+        config: cfg,
+        optimizer: ParamStore::new(),
+        step: 0,
+        extra: HashMap::new(),
+    };
+    let ck_path = dir.join("model.safetensors");
+    ck.save(&ck_path).unwrap();
+    let mut inputs = ParamStore::new();
+    inputs.insert("input", HostTensor::zeros([3, 7, 152]));
+    let input = dir.join("input.safetensors");
+    std::fs::write(&input, inputs.to_safetensors("", HashMap::new()).unwrap()).unwrap();
+    (ck_path, input)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn a_save_path_that_cannot_be_written_is_refused_before_the_first_step() {
+    let dir = scratch("outputs-save");
+    let missing = dir.join("nosuchdir").join("model.safetensors");
+    // Far more steps than the test could wait for: only a refusal up front ends it.
+    let err = fails(&["train", "--steps", "1000000", "--save", s(&missing)]);
+    assert!(
+        err.contains("--save") && err.contains("nosuchdir") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(!err.contains("training ("), "it trained first: {err}");
+
+    let err = fails(&["train", "--steps", "1000000", "--save", s(&dir)]);
+    assert!(err.contains("is a directory"), "{err}");
+
+    let file = dir.join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    let err = fails(&["train", "--steps", "1000000", "--checkpoint-dir", s(&file)]);
+    assert!(err.contains("is a file, not a directory"), "{err}");
+    assert!(!err.contains("File exists"), "{err}");
+}
+
+#[test]
+fn a_prediction_output_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = scratch("outputs-predict-missing");
+    let (ck, input) = checkpoint_and_input(&dir);
+    let out = dir.join("nosuchdir").join("probs.safetensors");
+    let err = fails(&[
+        "predict",
+        "--checkpoint",
+        s(&ck),
+        "--input",
+        s(&input),
+        "--output",
+        s(&out),
+    ]);
+    assert!(
+        err.contains("--output") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(!err.contains("chosen:"), "it planned and ran first: {err}");
+}
+
+#[test]
+fn predict_refuses_to_overwrite_its_input_or_its_checkpoint() {
+    let dir = scratch("outputs-same");
+    let (ck, input) = checkpoint_and_input(&dir);
+    let before = (std::fs::read(&ck).unwrap(), std::fs::read(&input).unwrap());
+    // The same files under other spellings.
+    let input_again = dir.join(".").join("input.safetensors");
+    let ck_again = dir
+        .join("..")
+        .join("outputs-same")
+        .join("model.safetensors");
+    for (output, flag) in [(&input_again, "--input"), (&ck_again, "--checkpoint")] {
+        let err = fails(&[
+            "predict",
+            "--checkpoint",
+            s(&ck),
+            "--input",
+            s(&input),
+            "--output",
+            s(output),
+        ]);
+        assert!(err.contains(&format!("is the {flag} file")), "{err}");
+    }
+    assert_eq!(
+        (std::fs::read(&ck).unwrap(), std::fs::read(&input).unwrap()),
+        before,
+        "the inputs are unchanged"
+    );
+}
+
+#[test]
+fn a_full_disk_keeps_the_previous_prediction_and_no_temporary_file() {
+    let Some(disk) = SmallDisk::mount("outputs-full-disk", 64 * 1024) else {
+        return;
+    };
+    let dir = scratch("outputs-full-disk-inputs");
+    let (ck, input) = checkpoint_and_input(&dir);
+    let out = disk.path.join("probs.safetensors");
+    let predict = || {
+        tensorfit(&[
+            "predict",
+            "--checkpoint",
+            s(&ck),
+            "--input",
+            s(&input),
+            "--output",
+            s(&out),
+        ])
+    };
+    assert!(predict().status.success());
+    let previous = std::fs::read(&out).unwrap();
+    disk.fill("filler", 0);
+    let result = predict();
+    let err = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(1), "{err}");
+    assert!(err.contains("probs.safetensors"), "{err}");
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        previous,
+        "previous result intact"
+    );
+    assert_eq!(names_in(&disk.path), ["filler", "probs.safetensors"]);
+}
