@@ -28,25 +28,33 @@ fn fails(args: &[&str]) -> String {
     err
 }
 
-/// A small model's checkpoint and a matching input, written in `dir`.
+/// A small model's checkpoint and a matching input of 3 sequences, written in `dir`.
 fn checkpoint_and_input(dir: &Path) -> (PathBuf, PathBuf) {
+    let ck = dir.join("model.safetensors");
+    small_checkpoint().save(&ck).unwrap();
+    (ck, input_file(dir, "input.safetensors", 3))
+}
+
+/// An input of `batch` sequences of 7 steps, written as `dir/name`.
+fn input_file(dir: &Path, name: &str, batch: usize) -> PathBuf {
+    let mut inputs = ParamStore::new();
+    inputs.insert("input", HostTensor::zeros([batch, 7, 152]));
+    let input = dir.join(name);
+    std::fs::write(&input, inputs.to_safetensors("", HashMap::new()).unwrap()).unwrap();
+    input
+}
+
+fn small_checkpoint() -> Checkpoint {
     let mut cfg = ModelConfig::seed();
     cfg.hidden = 8;
     cfg.dense = 4;
-    let ck = Checkpoint {
+    Checkpoint {
         params: ParamStore::init(&cfg, 1).unwrap(),
         config: cfg,
         optimizer: ParamStore::new(),
         step: 0,
         extra: HashMap::new(),
-    };
-    let ck_path = dir.join("model.safetensors");
-    ck.save(&ck_path).unwrap();
-    let mut inputs = ParamStore::new();
-    inputs.insert("input", HostTensor::zeros([3, 7, 152]));
-    let input = dir.join("input.safetensors");
-    std::fs::write(&input, inputs.to_safetensors("", HashMap::new()).unwrap()).unwrap();
-    (ck_path, input)
+    }
 }
 
 fn s(p: &Path) -> &str {
@@ -57,20 +65,19 @@ fn s(p: &Path) -> &str {
 fn a_save_path_that_cannot_be_written_is_refused_before_the_first_step() {
     let dir = scratch("outputs-save");
     let missing = dir.join("nosuchdir").join("model.safetensors");
-    // Far more steps than the test could wait for: only a refusal up front ends it.
-    let err = fails(&["train", "--steps", "1000000", "--save", s(&missing)]);
+    let err = fails(&["train", "--steps", "3", "--save", s(&missing)]);
     assert!(
         err.contains("--save") && err.contains("nosuchdir") && err.contains("does not exist"),
         "{err}"
     );
     assert!(!err.contains("training ("), "it trained first: {err}");
 
-    let err = fails(&["train", "--steps", "1000000", "--save", s(&dir)]);
+    let err = fails(&["train", "--steps", "3", "--save", s(&dir)]);
     assert!(err.contains("is a directory"), "{err}");
 
     let file = dir.join("plain-file");
     std::fs::write(&file, b"x").unwrap();
-    let err = fails(&["train", "--steps", "1000000", "--checkpoint-dir", s(&file)]);
+    let err = fails(&["train", "--steps", "3", "--checkpoint-dir", s(&file)]);
     assert!(err.contains("is a file, not a directory"), "{err}");
     assert!(!err.contains("File exists"), "{err}");
 }
@@ -132,23 +139,25 @@ fn a_full_disk_keeps_the_previous_prediction_and_no_temporary_file() {
         return;
     };
     let dir = scratch("outputs-full-disk-inputs");
-    let (ck, input) = checkpoint_and_input(&dir);
+    let (ck, small) = checkpoint_and_input(&dir);
+    // 1000 sequences: probabilities larger than the disk has room for.
+    let large = input_file(&dir, "large.safetensors", 1000);
     let out = disk.path.join("probs.safetensors");
-    let predict = || {
+    let predict = |input: &Path| {
         tensorfit(&[
             "predict",
             "--checkpoint",
             s(&ck),
             "--input",
-            s(&input),
+            s(input),
             "--output",
             s(&out),
         ])
     };
-    assert!(predict().status.success());
+    assert!(predict(&small).status.success());
     let previous = std::fs::read(&out).unwrap();
     disk.fill("filler", 0);
-    let result = predict();
+    let result = predict(&large);
     let err = String::from_utf8_lossy(&result.stderr);
     assert_eq!(result.status.code(), Some(1), "{err}");
     assert!(err.contains("probs.safetensors"), "{err}");
