@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Output, Stdio};
 
 use tensorfit::core::HostTensor;
 use tensorfit::nn::{Checkpoint, ModelConfig, ParamStore};
@@ -167,4 +167,40 @@ fn a_full_disk_keeps_the_previous_prediction_and_no_temporary_file() {
         "previous result intact"
     );
     assert_eq!(names_in(&disk.path), ["filler", "probs.safetensors"]);
+}
+
+#[test]
+fn a_closed_stderr_or_stdout_does_not_stop_training() {
+    let dir = scratch("outputs-closed");
+    let save = dir.join("model.safetensors");
+    for (closed, json) in [("stderr", false), ("stdout", true)] {
+        let mut cmd = tensorfit_command();
+        cmd.args([
+            "train",
+            "--batch",
+            "4",
+            "--seq-len",
+            "8",
+            "--eval-batch",
+            "4",
+            "--steps",
+            "12",
+        ])
+        .arg("--save")
+        .arg(&save);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        // The reading end closes before the run writes anything after its start.
+        match closed {
+            "stderr" => drop(child.stderr.take()),
+            _ => drop(child.stdout.take()),
+        }
+        let status = child.wait().unwrap();
+        assert!(status.success(), "closed {closed}: {status}");
+        assert_eq!(Checkpoint::load(&save).unwrap().step, 12);
+        std::fs::remove_file(&save).unwrap();
+    }
 }

@@ -8,15 +8,18 @@ mod out;
 pub mod bench;
 pub mod eval;
 pub mod info;
+mod interrupt;
 pub mod plan;
 pub mod predict;
 pub mod train;
+mod train_settings;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
+use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
@@ -29,6 +32,9 @@ pub enum Exit {
     Success,
     /// `plan` found no device the job fits on: exit 2.
     NothingFits,
+    /// Training stopped on a signal after saving: exit 128 + the signal's number (130
+    /// for Ctrl-C, 143 for SIGTERM), as shells report a process the signal ended.
+    Interrupted(interrupt::Signal),
 }
 
 impl Exit {
@@ -36,6 +42,7 @@ impl Exit {
         match self {
             Exit::Success => 0,
             Exit::NothingFits => 2,
+            Exit::Interrupted(s) => s.exit_code(),
         }
     }
 }
@@ -191,15 +198,6 @@ pub fn check_task(cfg: &ModelConfig) -> Result<()> {
     Ok(())
 }
 
-/// A checkpoint path: the file itself, or `checkpoint.safetensors` in a directory.
-pub fn checkpoint_file(path: &Path) -> PathBuf {
-    if path.is_dir() {
-        path.join("checkpoint.safetensors")
-    } else {
-        path.to_path_buf()
-    }
-}
-
 /// Refuses, before generating anything, data that the host could not hold.
 pub fn check_host_memory(batches: &[(usize, usize)]) -> Result<()> {
     let bytes = batches.iter().fold(0u128, |acc, &(b, t)| {
@@ -220,7 +218,7 @@ pub fn check_host_memory(batches: &[(usize, usize)]) -> Result<()> {
 pub fn load_model(checkpoint: Option<&Path>, model: Model) -> Result<(ModelConfig, ParamStore)> {
     match checkpoint {
         Some(p) => {
-            let ck = tensorfit::nn::Checkpoint::load(&checkpoint_file(p))?;
+            let ck = tensorfit::nn::Checkpoint::load(&checkpoint_path(p))?;
             Ok((ck.config, ck.params))
         }
         None => {

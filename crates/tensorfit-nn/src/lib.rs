@@ -17,6 +17,7 @@ pub mod params;
 pub mod programs;
 mod recompute;
 pub mod rng;
+pub mod run_settings;
 pub mod task;
 pub mod trainer;
 
@@ -27,5 +28,6 @@ pub use model::Mode;
 pub use params::ParamStore;
 pub use programs::{Program, ProgramKey, ProgramKind};
 pub use rng::Rng;
+pub use run_settings::RunSettings;
 pub use task::{Batch, TemporalOrder};
 pub use trainer::{argmax, EvalReport, Job, StepReport, TrainOptions, Trainer};
