@@ -209,3 +209,74 @@ fn impossible_sizes_are_refused_before_anything_is_allocated() {
     let e = fails(&["train", "--tbptt", "0", "--steps", "1"]);
     assert!(e.contains("tbptt"), "{e}");
 }
+
+/// Runs the CLI, killing it if it has not finished within `limit`; returns stderr and
+/// asserts exit code 1 in time.
+fn fails_within(args: &[&str], limit: std::time::Duration) -> String {
+    let mut child = tensorfit_command()
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still reading after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    err
+}
+
+#[test]
+fn endless_or_lying_files_are_refused_without_reading_them() {
+    let ck = write(
+        "model-endless.safetensors",
+        &small_checkpoint().to_bytes().unwrap(),
+    );
+    let out = scratch("bad").join("out-endless.safetensors");
+    let limit = std::time::Duration::from_secs(20);
+    let e = fails_within(
+        &[
+            "predict",
+            "--checkpoint",
+            &ck,
+            "--input",
+            "/dev/zero",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        limit,
+    );
+    assert!(
+        e.contains("/dev/zero") && e.contains("header length 0"),
+        "{e}"
+    );
+    let e = fails_within(&["eval", "--checkpoint", "/dev/zero"], limit);
+    assert!(e.contains("header length 0"), "{e}");
+    // A header that describes far more data than the file holds.
+    let mut lying = Vec::new();
+    let header =
+        br#"{"input":{"dtype":"F32","shape":[1000000,1000,152],"data_offsets":[0,608000000000]}}"#;
+    lying.extend((header.len() as u64).to_le_bytes());
+    lying.extend(header);
+    let lying = write("lying.safetensors", &lying);
+    let e = fails_within(
+        &[
+            "predict",
+            "--checkpoint",
+            &ck,
+            "--input",
+            &lying,
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        limit,
+    );
+    assert!(e.contains("truncated or padded"), "{e}");
+}

@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::atomic_file::{check_writable, same_file, write_atomic};
+use tensorfit::nn::safetensors_file::SafetensorsFile;
 use tensorfit::nn::{Job, ParamStore};
+use tensorfit::plan::format_bytes;
 
 use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, Model};
 
@@ -38,39 +40,48 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
         }
     }
     let (cfg, params) = load_model(Some(&a.checkpoint), Model::Seed)?;
-    let (inputs, _) = ParamStore::load(&a.input, "")?;
-    let x = inputs
-        .get("input")
+    // The header first: the shape is known (and checked) before any data is read.
+    let mut input = SafetensorsFile::open(&a.input)?;
+    let entry = input
+        .tensor("input")
         .with_context(|| format!("{} has no tensor `input`", a.input.display()))?;
-    let d = x.shape.dims();
+    let d = entry.shape.clone();
     if d.len() != 3 || d[2] != cfg.input || d[0] == 0 || d[1] == 0 {
         bail!(
-            "`input` has shape {}, expected [batch, time, {}] with batch and time ≥ 1",
-            x.shape,
+            "`input` has shape {d:?}, expected [batch, time, {}] with batch and time ≥ 1",
             cfg.input
         );
     }
-    if x.data.iter().any(|v| !v.is_finite()) {
-        bail!("`input` contains NaN or Inf");
-    }
-    let (batch, steps) = (d[0], d[1]);
-    // [batch, time, F] → time-major [time, batch, F].
-    let f = cfg.input;
-    let mut tm = vec![0.0f32; x.data.len()];
-    for b in 0..batch {
-        for t in 0..steps {
-            let src = (b * steps + t) * f;
-            let dst = (t * batch + b) * f;
-            tm[dst..dst + f].copy_from_slice(&x.data[src..src + f]);
-        }
-    }
-    let x = HostTensor::new([steps, batch, f], tm)?;
+    let (batch, steps, f) = (d[0], d[1], d[2]);
     let job = Job::Eval {
         batch,
         seq_len: steps,
     };
     let req = request(cfg, job, steps, 1e-3, &a.dev)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
+    drop(params);
+    // The one host copy of the input, time-major [time, batch, F], filled a sequence step
+    // at a time straight from the file.
+    let mut tm = Vec::new();
+    tm.try_reserve_exact(batch * steps * f).map_err(|_| {
+        anyhow!(
+            "the input needs {} of host memory, more than this process can have",
+            format_bytes((batch * steps * f * 4) as u64)
+        )
+    })?;
+    tm.resize(batch * steps * f, 0.0f32);
+    input.read_f32_rows("input", f, |i, row| {
+        let (b, t) = (i / steps, i % steps);
+        if let Some(k) = row.iter().position(|v| !v.is_finite()) {
+            return Err(tensorfit::core::Error::input(format!(
+                "`input` contains NaN or Inf at [{b}, {t}, {k}]"
+            )));
+        }
+        let dst = (t * batch + b) * f;
+        tm[dst..dst + f].copy_from_slice(row);
+        Ok(())
+    })?;
+    let x = HostTensor::new([steps, batch, f], tm)?;
     let probs = session.trainer.predict(&x)?;
     let mut out = ParamStore::new();
     out.insert("probabilities", probs);

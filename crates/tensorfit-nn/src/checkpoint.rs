@@ -17,6 +17,7 @@ use tensorfit_core::{Activation, Error, Result};
 use crate::atomic_file::write_atomic;
 use crate::config::{ModelConfig, ParamKind, ParamSpec};
 use crate::params::ParamStore;
+use crate::safetensors_file::SafetensorsFile;
 
 /// The format this version writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -209,10 +210,7 @@ impl Checkpoint {
 
     /// Reads and checks a checkpoint file.
     pub fn load(path: &Path) -> Result<Checkpoint> {
-        let bytes = std::fs::read(path).map_err(|e| Error::File {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let bytes = SafetensorsFile::open(path)?.into_bytes()?;
         Checkpoint::from_bytes(&bytes).map_err(|e| match e {
             Error::Input(m) | Error::File { message: m, .. } => Error::File {
                 path: path.display().to_string(),

@@ -18,6 +18,7 @@ pub mod programs;
 mod recompute;
 pub mod rng;
 pub mod run_settings;
+pub mod safetensors_file;
 pub mod task;
 pub mod trainer;
 
