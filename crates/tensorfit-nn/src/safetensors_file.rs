@@ -55,12 +55,12 @@ impl SafetensorsFile {
         }
         // Regular files have a length to check against; pipes and devices are read only
         // as far as the header says.
-        let file_len = meta.is_file().then(|| meta.len());
+        let file_len = meta.is_file().then_some(meta.len());
         let mut reader = BufReader::new(file);
         let mut prefix = [0u8; 8];
         read_exact(&mut reader, &mut prefix, path, "the header length")?;
         let n = u64::from_le_bytes(prefix);
-        if n < 2 || n > MAX_HEADER_BYTES {
+        if !(2..=MAX_HEADER_BYTES).contains(&n) {
             return Err(err(format!(
                 "not a valid safetensors file (header length {n}; a header is 2 to {MAX_HEADER_BYTES} bytes)"
             )));
