@@ -18,7 +18,9 @@ pub mod calibrate;
 pub mod checkpoint_dir;
 pub mod devices;
 pub mod faults;
+pub mod host_budget;
 pub mod session;
+pub mod strategy;
 
 pub use tensorfit_core as core;
 pub use tensorfit_cpu as cpu;

@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::nn::{Job, ParamStore, TemporalOrder};
 
-use super::{begin, check_host_memory, request, summary, DeviceArgs, Exit, JobMode, Model};
+use super::{begin, request, summary, DeviceArgs, Exit, JobMode, Model};
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
@@ -61,7 +61,6 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
         ),
     };
     let req = request(cfg.clone(), job, tbptt, 1e-3, &a.dev)?;
-    check_host_memory(&[(a.batch, a.seq_len)])?;
     let params = ParamStore::init(&cfg, 1)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
     let data = TemporalOrder::new(5).batch(a.batch, a.seq_len)?;

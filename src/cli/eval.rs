@@ -10,8 +10,7 @@ use tensorfit::nn::{Job, TemporalOrder};
 use tensorfit::session::format_seconds;
 
 use super::{
-    begin, check_host_memory, check_task, load_model, print_memory, request, summary, DeviceArgs,
-    Exit, Model,
+    begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit, Model,
 };
 
 #[derive(Args, Clone, Debug)]
@@ -45,7 +44,6 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         seq_len: a.seq_len,
     };
     let req = request(cfg, job, a.seq_len, 1e-3, &a.dev)?;
-    check_host_memory(&[(a.batch, a.seq_len)])?;
     let (_, mut session) = begin(&req, &params, a.json)?;
     let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
     let t = Instant::now();

@@ -198,22 +198,6 @@ pub fn check_task(cfg: &ModelConfig) -> Result<()> {
     Ok(())
 }
 
-/// Refuses, before generating anything, data that the host could not hold.
-pub fn check_host_memory(batches: &[(usize, usize)]) -> Result<()> {
-    let bytes = batches.iter().fold(0u128, |acc, &(b, t)| {
-        acc + b as u128 * t as u128 * TemporalOrder::FEATURES as u128 * 4
-    });
-    let available = tensorfit::cpu::host_memory::available().unwrap_or(u64::MAX) as u128;
-    if bytes > available {
-        bail!(
-            "the input data alone needs {} of host memory, and {} is available: use a smaller --batch or --seq-len",
-            format_bytes(u64::try_from(bytes).unwrap_or(u64::MAX)),
-            format_bytes(u64::try_from(available).unwrap_or(u64::MAX))
-        );
-    }
-    Ok(())
-}
-
 /// The model of a checkpoint, or the preset with untrained weights.
 pub fn load_model(checkpoint: Option<&Path>, model: Model) -> Result<(ModelConfig, ParamStore)> {
     match checkpoint {

@@ -56,6 +56,9 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         if let Some((_, plan, _, _)) = decision.chosen() {
             outln!("\nplan of the choice:");
             out!("{}", plan.table(if a.full { usize::MAX } else { 12 }));
+        } else if decision.candidates.iter().any(|c| c.fits) {
+            // Only a device that is used when asked for fits.
+            outln!("\n{}", decision.nothing_fits());
         } else if let Some(smallest) = decision
             .candidates
             .iter()

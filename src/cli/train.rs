@@ -14,8 +14,7 @@ use tensorfit::session::Session;
 
 use super::interrupt::{Interrupts, Signal};
 use super::{
-    begin, check_host_memory, check_task, print_memory, request, summary, train_settings,
-    DeviceArgs, Exit, Model,
+    begin, check_task, print_memory, request, summary, train_settings, DeviceArgs, Exit, Model,
 };
 
 /// The checkpoint metadata key of the data generator's position.
@@ -120,10 +119,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         eval: Some((settings.eval_batch, settings.seq_len)),
     };
     let req = request(cfg.clone(), job, settings.tbptt, settings.lr, &a.dev)?;
-    check_host_memory(&[
-        (settings.batch, settings.seq_len),
-        (settings.eval_batch, settings.seq_len),
-    ])?;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
