@@ -10,7 +10,7 @@ mod cli;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use cli::{bench, eval, info, plan, predict, train, DeviceArgs, Exit, Model};
+use cli::{bench, eval, info, plan, predict, train, CapArgs, Exit, Model};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,7 +38,7 @@ enum Command {
     /// List the devices, their memory and why any is unavailable.
     Devices {
         #[command(flatten)]
-        dev: DeviceArgs,
+        caps: CapArgs,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -97,7 +97,7 @@ fn main() {
         Command::Predict(a) => predict::run(a),
         Command::Plan(a) => plan::run(a),
         Command::Bench(a) => bench::run(a),
-        Command::Devices { dev, json } => info::devices(&dev, json),
+        Command::Devices { caps, json } => info::devices(&caps, json),
         Command::Model { model } => info::model(model),
     };
     match exit {

@@ -280,3 +280,34 @@ fn endless_or_lying_files_are_refused_without_reading_them() {
     );
     assert!(e.contains("truncated or padded"), "{e}");
 }
+
+#[test]
+fn messages_name_the_flag_that_is_wrong() {
+    for args in [
+        &["train", "--seq-len", "0", "--steps", "1"][..],
+        &["bench", "--seq-len", "0"][..],
+    ] {
+        let e = fails(args);
+        assert!(
+            e.contains("length") || e.contains("--seq-len"),
+            "{args:?}: {e}"
+        );
+        assert!(!e.contains("--tbptt"), "{args:?} blames --tbptt: {e}");
+    }
+    // Training is never split into micro-batches, so no training plan is called that.
+    let out = tensorfit_command()
+        .args([
+            "plan",
+            "--mode",
+            "train",
+            "--device",
+            "cpu",
+            "--device-memory",
+            "cpu=20MB",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("nothing fits"), "{text}");
+    assert!(!text.contains("micro-batches of"), "{text}");
+}

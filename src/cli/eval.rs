@@ -16,7 +16,7 @@ use super::{
 #[derive(Args, Clone, Debug)]
 pub struct EvalArgs {
     /// Model preset, used when no checkpoint is given (then the weights are untrained).
-    #[arg(long, value_enum, default_value_t = Model::Seed)]
+    #[arg(long, value_enum, default_value_t = Model::Seed, conflicts_with = "checkpoint")]
     model: Model,
     /// A checkpoint written by `tensorfit train --save`.
     #[arg(long)]

@@ -6,11 +6,11 @@ use tensorfit::devices::{discover, open, MemoryCaps};
 use tensorfit::nn::ParamKind;
 use tensorfit::plan::format_bytes;
 
-use super::{DeviceArgs, Exit, Model};
+use super::{CapArgs, Exit, Model};
 
 /// Each device, its memory and throughput, or why it is unavailable.
-pub fn devices(dev: &DeviceArgs, json_out: bool) -> Result<Exit> {
-    let caps = dev.caps()?;
+pub fn devices(caps: &CapArgs, json_out: bool) -> Result<Exit> {
+    let caps = caps.caps()?;
     let mut rows = Vec::new();
     for d in discover(&caps) {
         match d.info {

@@ -98,15 +98,28 @@ impl JobMode {
     }
 }
 
+/// User caps on device memory.
+#[derive(Args, Clone, Debug)]
+pub struct CapArgs {
+    /// Cap a device's memory, as KIND=SIZE (repeatable, once per kind), e.g.
+    /// --device-memory wgpu=1.67GiB.
+    #[arg(long = "device-memory", value_name = "KIND=SIZE")]
+    device_memory: Vec<String>,
+}
+
+impl CapArgs {
+    pub fn caps(&self) -> Result<MemoryCaps> {
+        Ok(MemoryCaps::parse(&self.device_memory)?)
+    }
+}
+
 #[derive(Args, Clone, Debug)]
 pub struct DeviceArgs {
     /// Device to run on.
     #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
     device: DeviceChoice,
-    /// Cap a device's memory, as KIND=SIZE (repeatable, once per kind), e.g.
-    /// --device-memory wgpu=1.67GiB.
-    #[arg(long = "device-memory", value_name = "KIND=SIZE")]
-    device_memory: Vec<String>,
+    #[command(flatten)]
+    caps: CapArgs,
     /// Fraction of free memory to leave unused.
     #[arg(long, default_value_t = DEFAULT_MARGIN)]
     margin: f64,
@@ -120,10 +133,6 @@ impl DeviceArgs {
             DeviceChoice::Wgpu => Some(DeviceKind::Wgpu),
             DeviceChoice::Cuda => Some(DeviceKind::Cuda),
         }
-    }
-
-    pub fn caps(&self) -> Result<MemoryCaps> {
-        Ok(MemoryCaps::parse(&self.device_memory)?)
     }
 }
 
@@ -148,7 +157,7 @@ pub fn request(
         },
         margin: dev.margin,
         device: dev.kind(),
-        caps: dev.caps()?,
+        caps: dev.caps.caps()?,
         exclude: Vec::new(),
     })
 }
