@@ -204,3 +204,19 @@ fn a_closed_stderr_or_stdout_does_not_stop_training() {
         std::fs::remove_file(&save).unwrap();
     }
 }
+
+#[test]
+fn runs_leave_no_directory_of_their_own_in_the_temporary_directory() {
+    let tmp = scratch("outputs-tmpdir");
+    for _ in 0..2 {
+        let out = tensorfit_command()
+            .args(["devices", "--json"])
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    let left = names_in(&tmp);
+    assert!(left.len() <= 1, "one runtime directory per run: {left:?}");
+}

@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 use tensorfit::nn::{Job, ParamStore, TemporalOrder};
@@ -23,9 +23,9 @@ pub struct BenchArgs {
     /// Truncated-BPTT length (training; defaults to the whole sequence).
     #[arg(long)]
     tbptt: Option<usize>,
-    /// Timed repetitions after one warm-up.
-    #[arg(long, default_value_t = 5)]
-    iters: usize,
+    /// Timed repetitions after one warm-up (1 to 100000).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    iters: u32,
     #[command(flatten)]
     dev: DeviceArgs,
     #[arg(long)]
@@ -34,9 +34,6 @@ pub struct BenchArgs {
 
 pub fn run(a: BenchArgs) -> Result<Exit> {
     let cfg = a.model.config();
-    if a.iters == 0 {
-        bail!("--iters must be at least 1");
-    }
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
     let (job, flops) = match a.mode {
         JobMode::Train => {
@@ -75,8 +72,8 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
         Ok(())
     };
     once()?;
-    let mut ms = Vec::with_capacity(a.iters);
-    for i in 0..a.iters {
+    let mut ms = Vec::new();
+    for i in 0..a.iters as usize {
         let t = Instant::now();
         once()?;
         ms.push(t.elapsed().as_secs_f64() * 1e3);
