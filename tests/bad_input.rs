@@ -9,9 +9,9 @@ use std::collections::HashMap;
 
 use safetensors::tensor::{Dtype, TensorView};
 use tensorfit::core::HostTensor;
-use tensorfit::nn::{Checkpoint, ModelConfig, ParamStore};
+use tensorfit::nn::{Checkpoint, ParamStore};
 
-use common::{scratch, tensorfit_command};
+use common::{scratch, small_checkpoint, tensorfit_command};
 
 /// Runs the CLI and returns stderr, asserting exit code 1 and no panic.
 fn fails(args: &[&str]) -> String {
@@ -21,19 +21,6 @@ fn fails(args: &[&str]) -> String {
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     println!("{args:?}\n  -> {}", err.lines().last().unwrap_or(""));
     err
-}
-
-fn small_checkpoint() -> Checkpoint {
-    let mut cfg = ModelConfig::seed();
-    cfg.hidden = 8;
-    cfg.dense = 4;
-    Checkpoint {
-        params: ParamStore::init(&cfg, 1).unwrap(),
-        config: cfg,
-        optimizer: ParamStore::new(),
-        step: 0,
-        extra: HashMap::new(),
-    }
 }
 
 /// Writes `bytes` to `name` in the scratch directory; returns the path.

@@ -13,23 +13,12 @@ use std::process::{Child, Output, Stdio};
 
 use tensorfit::nn::Checkpoint;
 
-use common::{names_in, scratch, tensorfit_command, SmallDisk};
-
-const SMALL: [&str; 8] = [
-    "--batch",
-    "4",
-    "--seq-len",
-    "8",
-    "--eval-batch",
-    "4",
-    "--eval-every",
-    "0",
-];
+use common::{names_in, scratch, tensorfit_command, SmallDisk, TINY_RUN};
 
 fn train(dir: &Path, extra: &[&str]) -> Output {
     tensorfit_command()
         .arg("train")
-        .args(SMALL)
+        .args(TINY_RUN)
         .arg("--checkpoint-dir")
         .arg(dir)
         .args(extra)
@@ -122,7 +111,7 @@ impl Drop for Running {
 fn running_trainer(dir: &Path) -> Running {
     let mut child = tensorfit_command()
         .arg("train")
-        .args(SMALL)
+        .args(TINY_RUN)
         .args([
             "--steps",
             "1000000",

@@ -12,9 +12,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use tensorfit::core::HostTensor;
-use tensorfit::nn::{Checkpoint, ModelConfig, ParamStore};
+use tensorfit::nn::ParamStore;
 
-use common::{scratch, tensorfit_command};
+use common::{scratch, small_checkpoint, tensorfit_command};
 
 /// The peak resident memory (VmHWM) of `predict` on `input`, sampled until it exits.
 fn predict_peak_bytes(ck: &Path, input: &Path, out: &Path) -> u64 {
@@ -59,19 +59,8 @@ fn input_file(dir: &Path, name: &str, batch: usize, steps: usize) -> std::path::
 #[test]
 fn predict_holds_one_host_copy_of_its_input() {
     let dir = scratch("host-copies");
-    let mut cfg = ModelConfig::seed();
-    cfg.hidden = 8;
-    cfg.dense = 4;
     let ck = dir.join("model.safetensors");
-    Checkpoint {
-        params: ParamStore::init(&cfg, 1).unwrap(),
-        config: cfg,
-        optimizer: ParamStore::new(),
-        step: 0,
-        extra: HashMap::new(),
-    }
-    .save(&ck)
-    .unwrap();
+    small_checkpoint().save(&ck).unwrap();
     let out = dir.join("probs.safetensors");
     let tiny = input_file(&dir, "tiny.safetensors", 2, 10);
     // 200 sequences of 800 steps: 97 MB of input.

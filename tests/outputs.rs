@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
 use tensorfit::core::HostTensor;
-use tensorfit::nn::{Checkpoint, ModelConfig, ParamStore};
+use tensorfit::nn::{Checkpoint, ParamStore};
 
-use common::{names_in, scratch, tensorfit_command, SmallDisk};
+use common::{names_in, scratch, small_checkpoint, tensorfit_command, SmallDisk, TINY_RUN};
 
 fn tensorfit(args: &[&str]) -> Output {
     tensorfit_command().args(args).output().unwrap()
@@ -42,19 +42,6 @@ fn input_file(dir: &Path, name: &str, batch: usize) -> PathBuf {
     let input = dir.join(name);
     std::fs::write(&input, inputs.to_safetensors("", HashMap::new()).unwrap()).unwrap();
     input
-}
-
-fn small_checkpoint() -> Checkpoint {
-    let mut cfg = ModelConfig::seed();
-    cfg.hidden = 8;
-    cfg.dense = 4;
-    Checkpoint {
-        params: ParamStore::init(&cfg, 1).unwrap(),
-        config: cfg,
-        optimizer: ParamStore::new(),
-        step: 0,
-        extra: HashMap::new(),
-    }
 }
 
 fn s(p: &Path) -> &str {
@@ -175,19 +162,11 @@ fn a_closed_stderr_or_stdout_does_not_stop_training() {
     let save = dir.join("model.safetensors");
     for (closed, json) in [("stderr", false), ("stdout", true)] {
         let mut cmd = tensorfit_command();
-        cmd.args([
-            "train",
-            "--batch",
-            "4",
-            "--seq-len",
-            "8",
-            "--eval-batch",
-            "4",
-            "--steps",
-            "12",
-        ])
-        .arg("--save")
-        .arg(&save);
+        cmd.arg("train")
+            .args(TINY_RUN)
+            .args(["--steps", "12"])
+            .arg("--save")
+            .arg(&save);
         if json {
             cmd.arg("--json");
         }

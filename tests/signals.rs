@@ -13,25 +13,14 @@ use std::time::Duration;
 
 use tensorfit::nn::Checkpoint;
 
-use common::{json, losses, scratch, succeed, tensorfit_command};
-
-const SMALL: [&str; 8] = [
-    "--batch",
-    "4",
-    "--seq-len",
-    "8",
-    "--eval-batch",
-    "4",
-    "--eval-every",
-    "0",
-];
+use common::{json, losses, scratch, succeed, tensorfit_command, TINY_RUN};
 
 /// A training run of a million steps with `extra` flags that checkpoints into `dir`
 /// every 5 steps, once it has written its first checkpoint; stdout and stderr are piped.
 fn long_run(dir: &Path, extra: &[&str]) -> Child {
     let mut child = tensorfit_command()
         .arg("train")
-        .args(SMALL)
+        .args(TINY_RUN)
         .args([
             "--steps",
             "1000000",
@@ -89,7 +78,7 @@ fn ctrl_c_finishes_the_step_saves_it_and_resumes_to_the_uninterrupted_losses() {
         json(&succeed(
             tensorfit_command()
                 .arg("train")
-                .args(SMALL)
+                .args(TINY_RUN)
                 .args(args)
                 .arg("--json"),
             "train",

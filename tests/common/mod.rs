@@ -81,6 +81,34 @@ pub fn request(
     }
 }
 
+/// A tiny training run of the built-in task: 4 sequences of 8 steps, evaluation on 4
+/// held-out sequences only at the end.
+pub const TINY_RUN: [&str; 8] = [
+    "--batch",
+    "4",
+    "--seq-len",
+    "8",
+    "--eval-batch",
+    "4",
+    "--eval-every",
+    "0",
+];
+
+/// An untrained checkpoint of a small model with the seed network's input and classes
+/// (LSTM 8, Dense 4), no optimizer state, step 0.
+pub fn small_checkpoint() -> tensorfit::nn::Checkpoint {
+    let mut cfg = ModelConfig::seed();
+    cfg.hidden = 8;
+    cfg.dense = 4;
+    tensorfit::nn::Checkpoint {
+        params: tensorfit::nn::ParamStore::init(&cfg, 1).expect("a valid model"),
+        config: cfg,
+        optimizer: tensorfit::nn::ParamStore::new(),
+        step: 0,
+        extra: std::collections::HashMap::new(),
+    }
+}
+
 /// Device kinds that must be present (`TENSORFIT_REQUIRE=wgpu,cuda`).
 pub fn required_kinds() -> Vec<String> {
     std::env::var("TENSORFIT_REQUIRE")
