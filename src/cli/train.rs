@@ -136,6 +136,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     if let Some((_, ck)) = &resumed {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
     }
+    // The optimizer state is on the device now; only the file's name is still needed.
+    let resumed = resumed.map(|(file, _)| file);
     let held_out = TemporalOrder::new(settings.seed ^ 0xE7A1)
         .batch(settings.eval_batch, settings.seq_len)
         .context("making the held-out set")?;
@@ -159,7 +161,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             settings.lr,
             start + 1,
             match &resumed {
-                Some((file, _)) => format!(", resumed from {}", file.display()),
+                Some(file) => format!(", resumed from {}", file.display()),
                 None => String::new(),
             },
             match &ck_dir {
