@@ -5,24 +5,38 @@
 //! figure comes from timing one GEMM of LSTM-like shape through the backend (so it
 //! includes the backend's real kernel, not a datasheet peak); it is cached per device
 //! name and executable build in `$XDG_CACHE_HOME/tensorfit/throughput.json` (or
-//! `~/.cache/...`) because a plan should take milliseconds, not a benchmark. Delete the
-//! file to re-measure.
+//! `~/.cache/...`; an empty or relative `XDG_CACHE_HOME` is ignored, as the XDG spec
+//! says) because a plan should take milliseconds, not a benchmark. A cached figure
+//! outside [`SANE_GFLOPS`] is not believed, and measured again. Delete the file to
+//! re-measure.
 
 use std::collections::BTreeMap;
+use std::io::Read;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use tensorfit_core::{Backend, DType, DeviceInfo, Op, Result, Shape, TensorView};
+use tensorfit_nn::atomic_file::write_atomic;
 
 /// GEMM shape: `[M, K] · [N, K]ᵀ`, like a batch of LSTM steps times `W_hhᵀ`.
 const M: usize = 512;
 const K: usize = 512;
 const N: usize = 1024;
 
+/// Throughputs a device can have, in GFLOP/s: from a slow software device to well
+/// beyond today's largest GPU.
+pub const SANE_GFLOPS: RangeInclusive<f64> = 1e-3..=1e7;
+
+/// The cache file; `None` without an absolute base directory (a relative one would put
+/// the cache wherever the command happens to run).
 fn cache_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let absolute = |var: &str| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let base = absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|h| h.join(".cache")))?;
     Some(base.join("tensorfit").join("throughput.json"))
 }
 
@@ -45,9 +59,14 @@ fn build_prefixes() -> (String, String) {
     (executable, build)
 }
 
+/// Largest cache file read (a few hundred bytes per device and build).
+const MAX_CACHE_BYTES: u64 = 1 << 20;
+
 fn read_cache(path: Option<&PathBuf>) -> BTreeMap<String, f64> {
-    path.and_then(|p| std::fs::read_to_string(p).ok())
-        .and_then(|t| serde_json::from_str(&t).ok())
+    let mut text = String::new();
+    path.and_then(|p| std::fs::File::open(p).ok())
+        .and_then(|f| f.take(MAX_CACHE_BYTES).read_to_string(&mut text).ok())
+        .and_then(|_| serde_json::from_str(&text).ok())
         .unwrap_or_default()
 }
 
@@ -58,15 +77,20 @@ pub fn throughput_gflops(
     open: impl FnOnce() -> Result<Box<dyn Backend>>,
 ) -> Result<f64> {
     let key = format!("{}:{}", info.kind.name(), info.name);
-    let figures = cached_figures(&key, 1, || Ok(vec![measure(open()?.as_mut())?]))?;
+    let figures = cached_figures(&key, 1, &SANE_GFLOPS, || {
+        Ok(vec![measure(open()?.as_mut())?])
+    })?;
     Ok(figures[0])
 }
 
-/// `n` figures (finite, positive) cached under `key` for this build, or measured now by
-/// `measure` and cached. The cache holds `key#0` .. `key#{n-1}` (one figure: `key`).
+/// `n` figures cached under `key` for this build, or measured now by `measure` and
+/// cached. A cached figure outside `sane` is not believed (all are measured again); a
+/// measured one is clamped into it. The cache holds `key#0` .. `key#{n-1}` (one
+/// figure: `key`).
 pub fn cached_figures(
     key: &str,
     n: usize,
+    sane: &RangeInclusive<f64>,
     measure: impl FnOnce() -> Result<Vec<f64>>,
 ) -> Result<Vec<f64>> {
     let path = cache_path();
@@ -78,23 +102,28 @@ pub fn cached_figures(
     let mut cache = read_cache(path.as_ref());
     let cached: Option<Vec<f64>> = keys
         .iter()
-        .map(|k| cache.get(k).copied().filter(|g| g.is_finite() && *g > 0.0))
+        .map(|k| cache.get(k).copied().filter(|g| sane.contains(g)))
         .collect();
     if let Some(figures) = cached {
         return Ok(figures);
     }
-    let figures = measure()?;
+    // A timer too coarse for the measurement must not give an impossible figure.
+    let figures: Vec<f64> = measure()?
+        .into_iter()
+        .map(|g| g.clamp(*sane.start(), *sane.end()))
+        .collect();
     if let Some(path) = path {
         // This executable's figures from earlier builds are dropped as this one's are
         // written.
         cache.retain(|k, _| k.starts_with(&build) || !k.starts_with(&executable));
         cache.extend(keys.into_iter().zip(figures.iter().copied()));
-        // A cache that cannot be written only costs a re-measurement next time.
+        // A cache that cannot be written only costs a re-measurement next time; written
+        // whole, so processes measuring at once never leave a torn file.
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
         if let Ok(text) = serde_json::to_string_pretty(&cache) {
-            let _ = std::fs::write(&path, text);
+            let _ = write_atomic(&path, text.as_bytes());
         }
     }
     Ok(figures)

@@ -16,14 +16,21 @@ use tensorfit_plan::parse_size;
 pub struct MemoryCaps(pub HashMap<DeviceKind, u64>);
 
 impl MemoryCaps {
-    /// Parses `KIND=SIZE` entries such as `cpu=8GiB` or `wgpu=1.67GiB`.
+    /// Parses `KIND=SIZE` entries such as `cpu=8GiB` or `wgpu=1.67GiB`, one per kind (a
+    /// second cap for a kind is refused: which one was meant cannot be known).
     pub fn parse(entries: &[String]) -> Result<Self> {
         let mut caps = HashMap::new();
         for e in entries {
             let (kind, size) = e.split_once('=').ok_or_else(|| {
                 Error::input(format!("`{e}`: expected KIND=SIZE, such as wgpu=1.67GiB"))
             })?;
-            caps.insert(parse_kind(kind)?, parse_size(size)?);
+            let kind = parse_kind(kind)?;
+            if caps.insert(kind, parse_size(size)?).is_some() {
+                return Err(Error::input(format!(
+                    "--device-memory gives {} a cap twice (`{e}` and an earlier one): give one per device kind",
+                    kind.name()
+                )));
+            }
         }
         Ok(MemoryCaps(caps))
     }

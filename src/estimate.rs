@@ -76,6 +76,9 @@ pub struct ProgramCosts {
 /// from looking free.
 const MIN_SECONDS_PER_RUN: f64 = 50e-6;
 
+/// Figures a measurement can give: seconds from a nanosecond to a day, and step counts.
+const SANE_FIGURES: std::ops::RangeInclusive<f64> = 1e-9..=1e5;
+
 impl ProgramCosts {
     /// The measured costs of `cfg` at the batch of `job` on the device `open` gives,
     /// from the cache or measured now. Only the CPU is measured (see the module doc).
@@ -107,7 +110,8 @@ impl ProgramCosts {
         );
         let measured = |batch: usize, train: bool| -> Result<Linear> {
             let what = if train { "train" } else { "infer" };
-            let f = cached_figures(&format!("{what} {model} b={batch} t<={longest}"), 3, || {
+            let key = format!("{what} {model} b={batch} t<={longest}");
+            let f = cached_figures(&key, 3, &SANE_FIGURES, || {
                 measure(open()?, cfg, batch, longest, train)
             })?;
             Ok(Linear::from_runs(f[0], f[1], f[2] as usize))

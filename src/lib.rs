@@ -6,17 +6,22 @@
 //! - [`cpu`]: the reference backend (rayon + matrixmultiply);
 //! - [`nn`]: the seed model, Adam, the truncated-BPTT trainer, the built-in task;
 //! - [`plan`]: the memory planner and the device-choice policy;
-//! - [`devices`], [`calibrate`], [`session`]: discovery, throughput, choice and run.
+//! - [`devices`], [`calibrate`], [`session`]: discovery, throughput, choice and run;
+//! - [`checkpoint_dir`]: a training run's checkpoint directory, locked while in use.
 //!
-//! The `tensorfit` binary (`src/main.rs`) is the command-line front end.
+//! The `tensorfit` binary (`src/main.rs`, one module per subcommand in `src/cli/`) is the
+//! command-line front end.
 
 #![forbid(unsafe_code)]
 
 pub mod calibrate;
+pub mod checkpoint_dir;
 pub mod devices;
 pub mod estimate;
 pub mod faults;
+pub mod host_budget;
 pub mod session;
+pub mod strategy;
 
 pub use tensorfit_core as core;
 pub use tensorfit_cpu as cpu;

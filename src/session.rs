@@ -22,6 +22,9 @@ use tensorfit_plan::{
 use crate::calibrate::throughput_gflops;
 use crate::devices::{discover, open, MemoryCaps};
 use crate::estimate::{estimate_seconds, ProgramCosts};
+use crate::host_budget::{device_info, HostNeed};
+use crate::strategy::check_job;
+pub use crate::strategy::{strategies, Strategy};
 
 /// What to plan and run.
 #[derive(Debug, Clone)]
@@ -38,96 +41,6 @@ pub struct Request {
     pub caps: MemoryCaps,
     /// Devices not to use (set after a device was lost).
     pub exclude: Vec<DeviceKind>,
-}
-
-/// The memory-saving choices that leave results unchanged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Strategy {
-    /// Longest chunk of time steps run at once where only inference runs.
-    pub chunk: usize,
-    /// Micro-batch size for the inference parts.
-    pub micro_batch: Option<usize>,
-    /// Training: recompute activations in sub-segments of this many steps.
-    pub recompute: Option<usize>,
-}
-
-impl Strategy {
-    pub fn describe(&self, steps: usize) -> String {
-        let mut s = if self.chunk >= steps {
-            "whole sequence".to_string()
-        } else {
-            format!("streamed in time chunks of {}", self.chunk)
-        };
-        if let Some(m) = self.micro_batch {
-            let _ = write!(s, ", micro-batches of {m}");
-        }
-        if let Some(r) = self.recompute {
-            let _ = write!(s, ", recompute every {r} steps");
-        }
-        s
-    }
-
-    fn options(&self, req: &Request) -> TrainOptions {
-        TrainOptions {
-            tbptt: req.tbptt,
-            chunk: self.chunk,
-            micro_batch: self.micro_batch,
-            recompute: self.recompute,
-            adam: req.adam,
-        }
-    }
-}
-
-/// The (batch, length) of the job's inference parts: what streaming applies to.
-fn inference_dims(job: Job) -> (usize, usize) {
-    match job {
-        Job::Eval { batch, seq_len } => (batch, seq_len),
-        Job::Train { eval: Some(d), .. } => d,
-        Job::Train { batch, seq_len, .. } => (batch, seq_len),
-    }
-}
-
-/// Every strategy worth planning for `job` (training with BPTT length `tbptt`), the
-/// plainest first.
-pub fn strategies(job: Job, tbptt: usize) -> Vec<Strategy> {
-    let (batch, steps) = inference_dims(job);
-    let mut chunks = vec![steps];
-    chunks.extend(
-        [1000, 500, 250, 100, 50, 20, 10, 5, 2, 1]
-            .into_iter()
-            .filter(|&c| c < steps),
-    );
-    let mut micros = vec![None];
-    let mut m = batch;
-    while m > 1 {
-        m = m.div_ceil(2);
-        micros.push(Some(m));
-    }
-    // Recomputation keeps L/S border states and S steps of activations, so sub-segments
-    // shorter than √L only cost memory: halve from L down to ⌈√L⌉.
-    let mut recomputes = vec![None];
-    if let Job::Train { seq_len, .. } = job {
-        let len = tbptt.min(seq_len);
-        let floor = (len as f64).sqrt().ceil() as usize;
-        let mut r = len;
-        while r > floor {
-            r = r.div_ceil(2).max(floor);
-            recomputes.push(Some(r));
-        }
-    }
-    let mut out = Vec::new();
-    for &recompute in &recomputes {
-        for &micro_batch in &micros {
-            for &chunk in &chunks {
-                out.push(Strategy {
-                    chunk,
-                    micro_batch,
-                    recompute,
-                });
-            }
-        }
-    }
-    out
 }
 
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
@@ -168,44 +81,18 @@ pub struct Decision {
     unit: &'static str,
 }
 
-/// Largest number of input elements in one job (2^40 floats = 4 TiB): beyond any
-/// machine, small enough that sizes computed from it cannot overflow.
-const MAX_JOB_ELEMENTS: u128 = 1 << 40;
-
-/// Refuses impossible sizes before anything is planned or allocated.
-fn check_job(cfg: &ModelConfig, job: Job, tbptt: usize) -> Result<()> {
-    let mut dims = vec![inference_dims(job)];
-    if let Job::Train { batch, seq_len, .. } = job {
-        dims.push((batch, seq_len));
-        if tbptt == 0 {
-            return Err(Error::input("--tbptt must be at least 1"));
-        }
-    }
-    for (batch, steps) in dims {
-        if batch == 0 || steps == 0 {
-            return Err(Error::input(format!(
-                "batch {batch} × length {steps}: batch must be at least 1 and length at least 1"
-            )));
-        }
-        let elements = batch as u128 * steps as u128 * cfg.input.max(cfg.hidden) as u128;
-        if elements > MAX_JOB_ELEMENTS {
-            return Err(Error::input(format!(
-                "batch {batch} × length {steps} × width {} is {elements} values per sequence batch: more than any device holds",
-                cfg.input.max(cfg.hidden)
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Plans `req` on every device present (or the one asked for) and chooses.
 pub fn decide(req: &Request) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
+    let host = HostNeed::of(&req.cfg, req.job);
+    let found = discover(&req.caps);
+    // After discovery: the memory a GPU driver takes when it loads is no longer free.
+    host.check(req.margin)?;
     let mut candidates = Vec::new();
     let mut plans = Vec::new();
     let mut unavailable = Vec::new();
-    for dev in discover(&req.caps) {
+    for dev in found {
         if req.device.is_some_and(|k| k != dev.kind) {
             continue;
         }
@@ -226,7 +113,7 @@ pub fn decide(req: &Request) -> Result<Decision> {
         let gflops = throughput_gflops(&info, open_uncapped)?;
         let costs = ProgramCosts::for_job(dev.kind, &info.name, &req.cfg, req.job, open_uncapped)?;
         let speed = Speed { gflops, costs };
-        for (c, p, o) in plan_device(req, &dev.id, &info, &speed)? {
+        for (c, p, o) in plan_device(req, &dev.id, &info, &speed, &host)? {
             candidates.push(c);
             plans.push((p, o, info.clone()));
         }
@@ -248,16 +135,23 @@ pub fn decide(req: &Request) -> Result<Decision> {
 
 type Planned = (Candidate, MemoryPlan, TrainOptions);
 
-/// The rows one device contributes: its fastest plan (to show why it was rejected, if it
-/// was) and the fastest plan that fits, or else the smallest plan found.
 /// What the time estimates of one device come from (see `estimate.rs`).
 struct Speed {
     gflops: f64,
     costs: Option<ProgramCosts>,
 }
 
-fn plan_device(req: &Request, id: &str, info: &DeviceInfo, speed: &Speed) -> Result<Vec<Planned>> {
-    let steps = inference_dims(req.job).1;
+/// The rows one device contributes: its fastest plan (to show why it was rejected, if it
+/// was) and the fastest plan that fits, or else the smallest plan found. A device whose
+/// memory is host memory has the job's host bytes (`host`) taken off its free memory.
+fn plan_device(
+    req: &Request,
+    id: &str,
+    info: &DeviceInfo,
+    speed: &Speed,
+    host: &HostNeed,
+) -> Result<Vec<Planned>> {
+    let seen = |s: &Strategy| device_info(info, host.with_strategy(&req.cfg, req.job, s));
     let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
         .into_iter()
         .map(|s| {
@@ -282,7 +176,7 @@ fn plan_device(req: &Request, id: &str, info: &DeviceInfo, speed: &Speed) -> Res
         let plan = plan_job(&req.cfg, &last.1, req.job, Limits::from(info));
         let fits = plan
             .as_ref()
-            .is_ok_and(|p| p.peak_bytes() <= usable_bytes(info, req.margin));
+            .is_ok_and(|p| p.peak_bytes() <= usable_bytes(&seen(&last.0), req.margin));
         saving_plan = Some((last.0, plan));
         if !fits {
             let fastest = options.first().cloned();
@@ -306,9 +200,9 @@ fn plan_device(req: &Request, id: &str, info: &DeviceInfo, speed: &Speed) -> Res
         };
         let c = Candidate::new(
             id.to_string(),
-            info,
+            &seen(&s),
             req.margin,
-            s.describe(steps),
+            s.describe(req.job),
             plan.peak_bytes(),
             t,
             plan.breakdown(),
@@ -347,6 +241,12 @@ impl Decision {
 
     /// The error for a job that fits nowhere: the smallest plan and the largest capacity.
     pub fn nothing_fits(&self) -> Error {
+        if let Some(sw) = self.candidates.iter().find(|c| c.fits && c.software) {
+            return Error::input(format!(
+                "no device chosen automatically fits; {} ({}) fits with {}, but it is a software device, used only when asked for: add --device wgpu to run there",
+                sw.device, sw.device_name, sw.strategy
+            ));
+        }
         let smallest = self
             .candidates
             .iter()

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 
 use safetensors::tensor::{Dtype, TensorView};
 use tensorfit::core::HostTensor;
-use tensorfit::nn::{Checkpoint, ModelConfig, ParamStore};
+use tensorfit::nn::{Checkpoint, ParamStore};
 
-use common::{scratch, tensorfit_command};
+use common::{scratch, small_checkpoint, tensorfit_command};
 
 /// Runs the CLI and returns stderr, asserting exit code 1 and no panic.
 fn fails(args: &[&str]) -> String {
@@ -21,19 +21,6 @@ fn fails(args: &[&str]) -> String {
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     println!("{args:?}\n  -> {}", err.lines().last().unwrap_or(""));
     err
-}
-
-fn small_checkpoint() -> Checkpoint {
-    let mut cfg = ModelConfig::seed();
-    cfg.hidden = 8;
-    cfg.dense = 4;
-    Checkpoint {
-        params: ParamStore::init(&cfg, 1).unwrap(),
-        config: cfg,
-        optimizer: ParamStore::new(),
-        step: 0,
-        extra: HashMap::new(),
-    }
 }
 
 /// Writes `bytes` to `name` in the scratch directory; returns the path.
@@ -202,10 +189,112 @@ fn a_diverging_loss_stops_at_the_step_and_keeps_the_last_good_checkpoint() {
 fn impossible_sizes_are_refused_before_anything_is_allocated() {
     let e = fails(&["plan", "--seq-len", "1000000000000"]);
     assert!(e.contains("more than any device holds"), "{e}");
-    let e = fails(&["eval", "--batch", "100", "--seq-len", "1000000000000"]);
+    let e = fails(&["eval", "--batch", "10000", "--seq-len", "100000"]);
     assert!(e.contains("host memory"), "{e}");
     let e = fails(&["train", "--batch", "0"]);
     assert!(e.contains("at least 1"), "{e}");
     let e = fails(&["train", "--tbptt", "0", "--steps", "1"]);
     assert!(e.contains("tbptt"), "{e}");
+}
+
+/// Runs the CLI, killing it if it has not finished within `limit`; returns stderr and
+/// asserts exit code 1 in time.
+fn fails_within(args: &[&str], limit: std::time::Duration) -> String {
+    let mut child = tensorfit_command()
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still reading after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    err
+}
+
+#[test]
+fn endless_or_lying_files_are_refused_without_reading_them() {
+    let ck = write(
+        "model-endless.safetensors",
+        &small_checkpoint().to_bytes().unwrap(),
+    );
+    let out = scratch("bad").join("out-endless.safetensors");
+    let limit = std::time::Duration::from_secs(20);
+    let e = fails_within(
+        &[
+            "predict",
+            "--checkpoint",
+            &ck,
+            "--input",
+            "/dev/zero",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        limit,
+    );
+    assert!(
+        e.contains("/dev/zero") && e.contains("header length 0"),
+        "{e}"
+    );
+    let e = fails_within(&["eval", "--checkpoint", "/dev/zero"], limit);
+    assert!(e.contains("header length 0"), "{e}");
+    // A header that describes far more data than the file holds.
+    let mut lying = Vec::new();
+    let header =
+        br#"{"input":{"dtype":"F32","shape":[1000000,1000,152],"data_offsets":[0,608000000000]}}"#;
+    lying.extend((header.len() as u64).to_le_bytes());
+    lying.extend(header);
+    let lying = write("lying.safetensors", &lying);
+    let e = fails_within(
+        &[
+            "predict",
+            "--checkpoint",
+            &ck,
+            "--input",
+            &lying,
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        limit,
+    );
+    assert!(e.contains("truncated or padded"), "{e}");
+}
+
+#[test]
+fn messages_name_the_flag_that_is_wrong() {
+    for args in [
+        &["train", "--seq-len", "0", "--steps", "1"][..],
+        &["bench", "--seq-len", "0"][..],
+    ] {
+        let e = fails(args);
+        assert!(
+            e.contains("length") || e.contains("--seq-len"),
+            "{args:?}: {e}"
+        );
+        assert!(!e.contains("--tbptt"), "{args:?} blames --tbptt: {e}");
+    }
+    // Training is never split into micro-batches, so no training plan is called that.
+    let out = tensorfit_command()
+        .args([
+            "plan",
+            "--mode",
+            "train",
+            "--device",
+            "cpu",
+            "--device-memory",
+            "cpu=20MB",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("nothing fits"), "{text}");
+    assert!(!text.contains("micro-batches of"), "{text}");
 }

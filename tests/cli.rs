@@ -204,7 +204,11 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["bench", "--iters", "18446744073709551615"],
+            "invalid value '18446744073709551615' for '--iters",
+        ),
         (&["plan", "--device-memory", "cpu=lots"], "not a size"),
         (
             &["plan", "--device-memory", "tpu=1GiB"],
@@ -212,7 +216,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         ),
         (
             &["plan", "--mode", "sideways"],
-            "--mode must be train or infer",
+            "invalid value 'sideways' for '--mode <MODE>'",
         ),
         (
             &["eval", "--batch", "0", "--seq-len", "10"],

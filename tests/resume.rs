@@ -81,6 +81,7 @@ fn killed_at_random_moments_the_latest_checkpoint_always_resumes() {
                 dir_s,
                 "--checkpoint-every",
                 "1",
+                "--overwrite",
                 "--json",
             ])
             .stdout(Stdio::null())
@@ -116,13 +117,158 @@ fn killed_at_random_moments_the_latest_checkpoint_always_resumes() {
     assert_eq!(kills, 10, "every round killed a training run in progress");
 }
 
-/// A kill can leave a temporary file behind; it never replaces the checkpoint.
+/// A kill can leave a temporary file behind; it never replaces the checkpoint, and the
+/// next run on the directory removes it (so there is never more than the latest one).
 fn leftover_temporaries_are_ignored(dir: &Path) {
+    let mut temporaries = 0;
     for e in std::fs::read_dir(dir).unwrap() {
         let name = e.unwrap().file_name().to_string_lossy().to_string();
+        temporaries += usize::from(name.starts_with(".checkpoint.safetensors.tmp"));
         assert!(
-            name == "checkpoint.safetensors" || name.starts_with(".checkpoint.safetensors.tmp"),
+            ["checkpoint.safetensors", ".lock"].contains(&name.as_str())
+                || name.starts_with(".checkpoint.safetensors.tmp"),
             "{name}"
         );
     }
+    assert!(
+        temporaries <= 1,
+        "stale temporaries pile up in {}",
+        dir.display()
+    );
+}
+
+/// Runs `train` with exactly `args` (no SMALL defaults) and returns the output.
+fn train_raw(args: &[&str]) -> std::process::Output {
+    tensorfit_command()
+        .arg("train")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_resumed_run_keeps_its_own_batch_lengths_learning_rate_and_seed() {
+    let own = [
+        "--batch",
+        "6",
+        "--seq-len",
+        "10",
+        "--tbptt",
+        "5",
+        "--lr",
+        "0.003",
+        "--seed",
+        "7",
+        "--eval-batch",
+        "8",
+        "--eval-every",
+        "0",
+    ];
+    let whole = losses(&json(&succeed(
+        tensorfit_command()
+            .arg("train")
+            .args(own)
+            .args(["--steps", "4", "--json"]),
+        "uninterrupted",
+    )));
+    let dir = scratch("own-settings");
+    let dir_s = dir.to_str().unwrap();
+    let first = json(&succeed(
+        tensorfit_command().arg("train").args(own).args([
+            "--steps",
+            "2",
+            "--json",
+            "--checkpoint-dir",
+            dir_s,
+        ]),
+        "first half",
+    ));
+    // The README's own command: no settings repeated.
+    let second = json(&succeed(
+        tensorfit_command().args(["train", "--resume", dir_s, "--steps", "2", "--json"]),
+        "resumed with no flags",
+    ));
+    let resumed: Vec<f64> = losses(&first).into_iter().chain(losses(&second)).collect();
+    assert_eq!(resumed, whole);
+}
+
+#[test]
+fn flags_that_differ_from_the_resumed_run_are_refused_naming_both_values() {
+    let dir = scratch("differing-flags");
+    let dir_s = dir.to_str().unwrap();
+    let mut args = SMALL.to_vec();
+    args.extend(["--steps", "1", "--checkpoint-dir", dir_s]);
+    assert!(train_raw(&args).status.success());
+    for (flag, value, stored) in [
+        ("--batch", "16", "8"),
+        ("--seq-len", "30", "12"),
+        ("--tbptt", "4", "12"),
+        ("--lr", "0.01", "0.001"),
+        ("--seed", "3", "1"),
+        ("--eval-batch", "32", "16"),
+    ] {
+        let out = train_raw(&["--resume", dir_s, "--steps", "1", flag, value]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {err}");
+        assert!(
+            err.contains(&format!("{flag} {value} (the run's is {stored})")),
+            "{flag}: {err}"
+        );
+    }
+    // Repeating the run's own values is fine.
+    let mut same = vec!["--resume", dir_s, "--steps", "1"];
+    same.extend(SMALL);
+    assert!(train_raw(&same).status.success());
+    assert_eq!(
+        Checkpoint::load(&dir.join("checkpoint.safetensors"))
+            .unwrap()
+            .step,
+        2
+    );
+}
+
+#[test]
+fn a_checkpoint_from_before_run_settings_resumes_with_a_note() {
+    let dir = scratch("old-checkpoint");
+    let file = dir.join("old.safetensors");
+    let mut args = SMALL.to_vec();
+    args.extend(["--steps", "1", "--save", file.to_str().unwrap()]);
+    assert!(train_raw(&args).status.success());
+    let mut ck = Checkpoint::load(&file).unwrap();
+    ck.extra.remove("run_settings");
+    ck.extra.insert("seed".into(), "1".into());
+    ck.save(&file).unwrap();
+    let mut resume = vec!["--resume", file.to_str().unwrap(), "--steps", "1"];
+    resume.extend(SMALL);
+    let out = train_raw(&resume);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("written by an older tensorfit and keeps no run settings")
+            && err.contains("batch 8, length 12"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_step_count_past_the_largest_is_refused_naming_steps() {
+    let dir = scratch("wrap");
+    let file = dir.join("ck.safetensors");
+    let mut args = SMALL.to_vec();
+    args.extend(["--steps", "2", "--save", file.to_str().unwrap()]);
+    assert!(train_raw(&args).status.success());
+    let out = train_raw(&[
+        "--resume",
+        file.to_str().unwrap(),
+        "--steps",
+        "18446744073709551615",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--steps 18446744073709551615")
+            && err.contains("passes the largest step count"),
+        "{err}"
+    );
+    assert_eq!(Checkpoint::load(&file).unwrap().step, 2);
 }

@@ -69,6 +69,34 @@ pub fn request(
     }
 }
 
+/// A tiny training run of the built-in task: 4 sequences of 8 steps, evaluation on 4
+/// held-out sequences only at the end.
+pub const TINY_RUN: [&str; 8] = [
+    "--batch",
+    "4",
+    "--seq-len",
+    "8",
+    "--eval-batch",
+    "4",
+    "--eval-every",
+    "0",
+];
+
+/// An untrained checkpoint of a small model with the seed network's input and classes
+/// (LSTM 8, Dense 4), no optimizer state, step 0.
+pub fn small_checkpoint() -> tensorfit::nn::Checkpoint {
+    let mut cfg = ModelConfig::seed();
+    cfg.hidden = 8;
+    cfg.dense = 4;
+    tensorfit::nn::Checkpoint {
+        params: tensorfit::nn::ParamStore::init(&cfg, 1).expect("a valid model"),
+        config: cfg,
+        optimizer: tensorfit::nn::ParamStore::new(),
+        step: 0,
+        extra: std::collections::HashMap::new(),
+    }
+}
+
 /// Whether a wgpu adapter opens (lavapipe in CI). When none does, prints why, so the
 /// caller can skip, or fails when `TENSORFIT_REQUIRE` names wgpu.
 pub fn wgpu_present() -> bool {
@@ -125,4 +153,64 @@ pub fn losses(v: &Value) -> Vec<f64> {
         .iter()
         .map(|x| x.as_f64().expect("a loss is a number"))
         .collect()
+}
+
+/// A tmpfs of a few bytes mounted for a test (to fill a disk), unmounted when dropped.
+#[derive(Debug)]
+pub struct SmallDisk {
+    pub path: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `bytes` at a scratch directory `name`; prints why and returns
+    /// `None` where this process may not mount (not root, no tmpfs).
+    pub fn mount(name: &str, bytes: u64) -> Option<SmallDisk> {
+        let path = scratch(name);
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(&path)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk { path }),
+            Ok(o) => {
+                println!(
+                    "skipped: cannot mount a small tmpfs ({})",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                println!("skipped: cannot run mount ({e})");
+                None
+            }
+        }
+    }
+
+    /// Fills the disk with a file `name`, leaving at most `leave` bytes free.
+    pub fn fill(&self, name: &str, leave: usize) {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(self.path.join(name)).expect("filler file");
+        let chunk = vec![0u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        f.set_len(len.saturating_sub(leave as u64))
+            .expect("shrink filler");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.path).status();
+    }
+}
+
+/// The names in `dir`, sorted.
+pub fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("readable directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }

@@ -4,19 +4,20 @@
 //! `safetensors.torch.load_file` reads a checkpoint directly and the `lstm.*` tensors
 //! (prefix removed) load into `torch.nn.LSTM`. Adam's moments are `adam.m.<name>` and
 //! `adam.v.<name>`. The metadata holds the format version, the model configuration as
-//! JSON, the step and a checksum of every tensor's bytes. Files are written to a
-//! temporary name, flushed and renamed, so a crash never leaves a half-written checkpoint
-//! under the real name.
+//! JSON, the step and a checksum of every tensor's bytes. Files are written through
+//! [`crate::atomic_file`], so a crash never leaves a half-written checkpoint under the
+//! real name.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 
 use serde_json::json;
 use tensorfit_core::{Activation, Error, Result};
 
+use crate::atomic_file::write_atomic;
 use crate::config::{ModelConfig, ParamKind, ParamSpec};
 use crate::params::ParamStore;
+use crate::safetensors_file::SafetensorsFile;
 
 /// The format this version writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -201,40 +202,15 @@ impl Checkpoint {
         })
     }
 
-    /// Writes atomically: a temporary file in the same directory, flushed to disk, then
-    /// renamed over `path`.
+    /// Writes atomically ([`write_atomic`]): a temporary file in the same directory,
+    /// flushed to disk, then renamed over `path`.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let file_err = |e: std::io::Error| Error::File {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        };
-        let bytes = self.to_bytes()?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| "checkpoint".into());
-        let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
-        {
-            let mut f = std::fs::File::create(&tmp).map_err(file_err)?;
-            f.write_all(&bytes).map_err(file_err)?;
-            f.sync_all().map_err(file_err)?;
-        }
-        std::fs::rename(&tmp, path).map_err(file_err)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            // Make the rename itself durable; not every platform can open a directory.
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(())
+        write_atomic(path, &self.to_bytes()?)
     }
 
     /// Reads and checks a checkpoint file.
     pub fn load(path: &Path) -> Result<Checkpoint> {
-        let bytes = std::fs::read(path).map_err(|e| Error::File {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let bytes = SafetensorsFile::open(path)?.into_bytes()?;
         Checkpoint::from_bytes(&bytes).map_err(|e| match e {
             Error::Input(m) | Error::File { message: m, .. } => Error::File {
                 path: path.display().to_string(),

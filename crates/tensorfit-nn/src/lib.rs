@@ -9,12 +9,15 @@
 #![forbid(unsafe_code)]
 
 pub mod adam;
+pub mod atomic_file;
 pub mod checkpoint;
 pub mod config;
 pub mod model;
 pub mod params;
 pub mod programs;
 mod recompute;
+pub mod run_settings;
+pub mod safetensors_file;
 pub mod task;
 pub mod trainer;
 
@@ -24,6 +27,7 @@ pub use config::{ModelConfig, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use params::ParamStore;
 pub use programs::{Program, ProgramKey, ProgramKind};
+pub use run_settings::RunSettings;
 pub use task::{Batch, TemporalOrder};
 pub use tensorfit_core::Rng;
 pub use trainer::{argmax, EvalReport, Job, StepReport, TrainOptions, Trainer};

@@ -11,6 +11,7 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use tensorfit_core::{Error, HostTensor, Result, Shape};
 
 use crate::config::{ModelConfig, ParamKind};
+use crate::safetensors_file::SafetensorsFile;
 use tensorfit_core::Rng;
 
 /// Named host tensors, kept in name order.
@@ -148,12 +149,10 @@ impl ParamStore {
         Ok((store, meta))
     }
 
-    /// Reads a safetensors file (see [`ParamStore::from_safetensors`]).
+    /// Reads a safetensors file (see [`ParamStore::from_safetensors`]), no further than
+    /// its header says ([`SafetensorsFile`]).
     pub fn load(path: &Path, prefix: &str) -> Result<(Self, HashMap<String, String>)> {
-        let bytes = std::fs::read(path).map_err(|e| Error::File {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let bytes = SafetensorsFile::open(path)?.into_bytes()?;
         Self::from_safetensors(&bytes, prefix).map_err(|e| match e {
             Error::File { message, .. } => Error::File {
                 path: path.display().to_string(),

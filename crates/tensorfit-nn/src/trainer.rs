@@ -321,9 +321,13 @@ impl Trainer {
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
         let (steps, batch) = self.check_batch(x, labels)?;
         let keys = self.opts.train_programs(batch, steps);
-        let scalars = self.opts.adam.scalars(self.step + 1);
+        let next = self
+            .step
+            .checked_add(1)
+            .ok_or_else(|| Error::input(format!("the step counter cannot pass {}", self.step)))?;
+        let scalars = self.opts.adam.scalars(next);
         let (loss, probs) = self.run_sequence(&keys, x, labels, Some(&scalars))?;
-        self.step += 1;
+        self.step = next;
         self.last_train = keys.last().copied();
         if !loss.is_finite() {
             return Err(Error::input(format!(

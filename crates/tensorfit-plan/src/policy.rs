@@ -5,7 +5,7 @@
 //! (or its capacity, where it cannot tell), less a safety margin (default 10%) for what
 //! the plan cannot see (the driver, other processes, fragmentation in the allocator).
 //! Among fitting candidates the one with the smallest estimated time wins; a software GPU
-//! (such as lavapipe) is ranked after every other device unless the user asked for it.
+//! (such as lavapipe) is never chosen unless the user asked for it.
 
 use serde_json::{json, Value};
 use tensorfit_core::{DeviceInfo, DeviceKind};
@@ -101,19 +101,22 @@ impl Candidate {
     }
 }
 
-/// Picks the fastest fitting candidate (software devices last unless `allow_software`),
-/// filling in every candidate's reason. Returns its index, or `None` if nothing fits.
+/// Picks the fastest fitting candidate, filling in every candidate's reason. A software
+/// device is chosen only when `allow_software` (the user asked for it): a software GPU
+/// is far slower than the CPU it runs on, and takes its memory from the same host.
+/// Returns the index, or `None` if nothing fits.
 pub fn choose(candidates: &mut [Candidate], allow_software: bool) -> Option<usize> {
-    let rank = |c: &Candidate| (c.software && !allow_software, c.estimated_seconds);
+    let usable = |c: &Candidate| c.fits && (allow_software || !c.software);
+    for c in candidates.iter_mut().filter(|c| c.fits && !usable(c)) {
+        c.reason = "fits, but a software device is used only when asked for (--device wgpu)".into();
+    }
     let best = candidates
         .iter()
         .enumerate()
-        .filter(|(_, c)| c.fits)
+        .filter(|(_, c)| usable(c))
         .min_by(|(_, a), (_, b)| {
-            let (sa, ta) = rank(a);
-            let (sb, tb) = rank(b);
-            sa.cmp(&sb)
-                .then(ta.total_cmp(&tb))
+            a.estimated_seconds
+                .total_cmp(&b.estimated_seconds)
                 .then(a.estimated_peak_bytes.cmp(&b.estimated_peak_bytes))
         })
         .map(|(i, _)| i)?;
@@ -124,15 +127,11 @@ pub fn choose(candidates: &mut [Candidate], allow_software: bool) -> Option<usiz
     for (i, c) in candidates.iter_mut().enumerate() {
         if i == best {
             c.reason = "chosen: fastest plan that fits".into();
-        } else if c.fits {
-            c.reason = if c.software && !allow_software {
-                "fits, but a software device is used only when asked for".into()
-            } else {
-                format!(
-                    "fits, but slower (estimated {:.3} s vs {:.3} s on {best_dev})",
-                    c.estimated_seconds, best_secs
-                )
-            };
+        } else if usable(c) {
+            c.reason = format!(
+                "fits, but slower (estimated {:.3} s vs {:.3} s on {best_dev})",
+                c.estimated_seconds, best_secs
+            );
         }
     }
     Some(best)
@@ -191,7 +190,7 @@ mod tests {
     }
 
     #[test]
-    fn software_devices_rank_last_unless_asked_for() {
+    fn software_devices_are_chosen_only_when_asked_for() {
         let lavapipe = info(DeviceKind::Wgpu, 8 << 30, None, true);
         let cpu = info(DeviceKind::Cpu, 8 << 30, Some(8 << 30), false);
         let mut c = vec![
@@ -201,6 +200,14 @@ mod tests {
         assert_eq!(choose(&mut c, false), Some(1));
         assert!(c[0].reason.contains("software"));
         assert_eq!(choose(&mut c, true), Some(0));
+        // Even when it is the only device that fits.
+        let tiny = info(DeviceKind::Cpu, 1 << 10, Some(1 << 10), false);
+        let mut c = vec![
+            candidate("wgpu:0", &lavapipe, "whole", 1 << 20, 0.5),
+            candidate("cpu", &tiny, "whole", 1 << 20, 1.0),
+        ];
+        assert_eq!(choose(&mut c, false), None);
+        assert!(c[0].reason.contains("--device wgpu"), "{}", c[0].reason);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 use tensorfit_core::{Error, Result};
 
 /// Parses a size. Binary units (KiB, MiB, GiB, TiB) are powers of 1024, decimal units
-/// (kB, MB, GB, TB) powers of 1000, a bare number is bytes. Case-insensitive, spaces
-/// allowed between number and unit.
+/// (kB, MB, GB, TB) powers of 1000, a bare number is bytes and must be whole (`1.5` is
+/// refused rather than read as one or two bytes: a unit was surely meant).
+/// Case-insensitive, spaces allowed between number and unit.
 pub fn parse_size(text: &str) -> Result<u64> {
     let t = text.trim();
     let split = t
@@ -31,6 +32,11 @@ pub fn parse_size(text: &str) -> Result<u64> {
         )))
         }
     };
+    if scale == 1.0 && value.fract() != 0.0 {
+        return Err(Error::input(format!(
+            "`{text}` is a fraction of a byte: give a whole number of bytes or a unit (such as 1.5GiB or 1.5GB)"
+        )));
+    }
     let bytes = value * scale;
     if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
         return Err(Error::input(format!("`{text}` is not a usable size")));
@@ -75,6 +81,10 @@ mod tests {
         assert!(parse_size("lots").is_err());
         assert!(parse_size("1.5 parsecs").is_err());
         assert!(parse_size("-3GiB").is_err());
+        let e = parse_size("1.5").unwrap_err().to_string();
+        assert!(e.contains("fraction of a byte"), "{e}");
+        assert!(parse_size("0.5B").is_err());
+        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
     }
 
     #[test]

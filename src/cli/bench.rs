@@ -1,0 +1,111 @@
+//! `tensorfit bench`: median time per training step or inference on the chosen device.
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+use tensorfit::nn::{Job, ParamStore, TemporalOrder};
+
+use super::{begin, request, summary, DeviceArgs, Exit, JobMode, Model};
+
+#[derive(Args, Clone, Debug)]
+pub struct BenchArgs {
+    #[arg(long, value_enum, default_value_t = Model::Seed)]
+    model: Model,
+    #[arg(long, value_enum, default_value_t = JobMode::Train)]
+    mode: JobMode,
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    #[arg(long, default_value_t = 50)]
+    seq_len: usize,
+    /// Truncated-BPTT length (training; defaults to the whole sequence).
+    #[arg(long)]
+    tbptt: Option<usize>,
+    /// Timed repetitions after one warm-up (1 to 100000).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    iters: u32,
+    #[command(flatten)]
+    dev: DeviceArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: BenchArgs) -> Result<Exit> {
+    let cfg = a.model.config();
+    let tbptt = a.tbptt.unwrap_or(a.seq_len);
+    let (job, flops) = match a.mode {
+        JobMode::Train => {
+            let last = tbptt.min(a.seq_len);
+            let flops = 3.0 * cfg.lstm_forward_flops(a.batch, last)
+                + cfg.lstm_forward_flops(a.batch, a.seq_len.saturating_sub(last));
+            (
+                Job::Train {
+                    batch: a.batch,
+                    seq_len: a.seq_len,
+                    eval: None,
+                },
+                flops,
+            )
+        }
+        JobMode::Infer => (
+            Job::Eval {
+                batch: a.batch,
+                seq_len: a.seq_len,
+            },
+            cfg.lstm_forward_flops(a.batch, a.seq_len),
+        ),
+    };
+    let req = request(cfg.clone(), job, tbptt, 1e-3, &a.dev)?;
+    let params = ParamStore::init(&cfg, 1)?;
+    let (_, mut session) = begin(&req, &params, a.json)?;
+    let data = TemporalOrder::new(5).batch(a.batch, a.seq_len)?;
+    let train = a.mode == JobMode::Train;
+    // Straight on the trainer: the timing is of the run, not of recovery snapshots.
+    let mut once = || -> Result<()> {
+        if train {
+            session.trainer.train_step(&data.x, &data.labels)?;
+        } else {
+            session.trainer.evaluate(&data.x, &data.labels)?;
+        }
+        Ok(())
+    };
+    once()?;
+    let mut ms = Vec::new();
+    for i in 0..a.iters as usize {
+        let t = Instant::now();
+        once()?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+        if !a.json && std::io::stderr().is_terminal() {
+            err!("\rrun {}/{}: {:.1} ms", i + 1, a.iters, ms[i]);
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    let median = ms[ms.len() / 2];
+    let gflops = flops / median / 1e6;
+    if a.json {
+        let mut out = summary(&session);
+        out["mode"] = json!(a.mode.name());
+        out["ms_per_step"] = json!(median);
+        out["gflops"] = json!(gflops);
+        out["runs_ms"] = json!(ms);
+        outln!("{out}");
+    } else {
+        if std::io::stderr().is_terminal() {
+            errln!();
+        }
+        outln!(
+            "{} {} batch {} length {}: median {median:.1} ms per {} ({:.1} model GFLOP/s) on {}, {}",
+            a.model.name(),
+            a.mode.name(),
+            a.batch,
+            a.seq_len,
+            if train { "training step" } else { "inference" },
+            gflops,
+            session.device,
+            session.strategy
+        );
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,70 @@
+//! `tensorfit eval`: a model on held-out sequences of the built-in task.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+use tensorfit::nn::{Job, TemporalOrder};
+use tensorfit::session::format_seconds;
+
+use super::{
+    begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit, Model,
+};
+
+#[derive(Args, Clone, Debug)]
+pub struct EvalArgs {
+    /// Model preset, used when no checkpoint is given (then the weights are untrained).
+    #[arg(long, value_enum, default_value_t = Model::Seed, conflicts_with = "checkpoint")]
+    model: Model,
+    /// A checkpoint written by `tensorfit train --save`.
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    #[command(flatten)]
+    dev: DeviceArgs,
+    /// Sequences to evaluate.
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    /// Time steps per sequence.
+    #[arg(long, default_value_t = 200)]
+    seq_len: usize,
+    /// Seed of the held-out data.
+    #[arg(long, default_value_t = 2)]
+    seed: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: EvalArgs) -> Result<Exit> {
+    let (cfg, params) = load_model(a.checkpoint.as_deref(), a.model)?;
+    check_task(&cfg)?;
+    let job = Job::Eval {
+        batch: a.batch,
+        seq_len: a.seq_len,
+    };
+    let req = request(cfg, job, a.seq_len, 1e-3, &a.dev)?;
+    let (_, mut session) = begin(&req, &params, a.json)?;
+    let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
+    let t = Instant::now();
+    let report = session.evaluate(&data.x, &data.labels)?;
+    let secs = t.elapsed().as_secs_f64();
+    if a.json {
+        let mut out = summary(&session);
+        out["loss"] = json!(report.loss);
+        out["accuracy"] = json!(report.accuracy);
+        out["seconds"] = json!(secs);
+        outln!("{out}");
+    } else {
+        errln!(
+            "evaluated {} sequences of length {} in {}: loss {:.4}, accuracy {:.1}%",
+            a.batch,
+            a.seq_len,
+            format_seconds(secs),
+            report.loss,
+            100.0 * report.accuracy
+        );
+        print_memory(&session);
+    }
+    Ok(Exit::Success)
+}

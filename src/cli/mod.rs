@@ -1,0 +1,249 @@
+//! The subcommands of the `tensorfit` binary, one module each (parse, call the API,
+//! print), and what they share: device flags, the model preset, planning and starting a
+//! session, and the exit status.
+
+#[macro_use]
+mod out;
+
+pub mod bench;
+pub mod eval;
+pub mod info;
+mod interrupt;
+pub mod plan;
+pub mod predict;
+pub mod train;
+mod train_settings;
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+use serde_json::json;
+use tensorfit::checkpoint_dir::checkpoint_path;
+use tensorfit::core::DeviceKind;
+use tensorfit::devices::MemoryCaps;
+use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
+use tensorfit::session::{decide, start, Decision, Request, Session};
+
+/// How a command ended, beyond success or an error (which exits 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Success,
+    /// `plan` found no device the job fits on: exit 2.
+    NothingFits,
+    /// Training stopped on a signal after saving: exit 128 + the signal's number (130
+    /// for Ctrl-C, 143 for SIGTERM), as shells report a process the signal ended.
+    Interrupted(interrupt::Signal),
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Success => 0,
+            Exit::NothingFits => 2,
+            Exit::Interrupted(s) => s.exit_code(),
+        }
+    }
+}
+
+/// Model presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Model {
+    /// 152 → 3 × LSTM 250 → BatchNorm → Dense 100 → BatchNorm → 6.
+    Seed,
+}
+
+impl Model {
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Seed => "seed",
+        }
+    }
+
+    pub fn config(self) -> ModelConfig {
+        match self {
+            Model::Seed => ModelConfig::seed(),
+        }
+    }
+}
+
+/// The device to run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeviceChoice {
+    /// The fastest device the job fits on (software devices only when asked for).
+    Auto,
+    Cpu,
+    #[value(alias = "vulkan")]
+    Wgpu,
+    Cuda,
+}
+
+/// What `plan` and `bench` plan: a training step or an inference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JobMode {
+    /// Forward, backward and Adam.
+    Train,
+    /// Forward only.
+    #[value(alias = "eval")]
+    Infer,
+}
+
+impl JobMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            JobMode::Train => "train",
+            JobMode::Infer => "infer",
+        }
+    }
+}
+
+/// User caps on device memory.
+#[derive(Args, Clone, Debug)]
+pub struct CapArgs {
+    /// Cap a device's memory, as KIND=SIZE (repeatable, once per kind), e.g.
+    /// --device-memory wgpu=1.67GiB.
+    #[arg(long = "device-memory", value_name = "KIND=SIZE")]
+    device_memory: Vec<String>,
+}
+
+impl CapArgs {
+    pub fn caps(&self) -> Result<MemoryCaps> {
+        Ok(MemoryCaps::parse(&self.device_memory)?)
+    }
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct DeviceArgs {
+    /// Device to run on.
+    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
+    device: DeviceChoice,
+    #[command(flatten)]
+    caps: CapArgs,
+    /// Fraction of free memory to leave unused.
+    #[arg(long, default_value_t = DEFAULT_MARGIN)]
+    margin: f64,
+}
+
+impl DeviceArgs {
+    fn kind(&self) -> Option<DeviceKind> {
+        match self.device {
+            DeviceChoice::Auto => None,
+            DeviceChoice::Cpu => Some(DeviceKind::Cpu),
+            DeviceChoice::Wgpu => Some(DeviceKind::Wgpu),
+            DeviceChoice::Cuda => Some(DeviceKind::Cuda),
+        }
+    }
+}
+
+/// The session request for `job` with the device flags of `dev`.
+pub fn request(
+    cfg: ModelConfig,
+    job: Job,
+    tbptt: usize,
+    lr: f32,
+    dev: &DeviceArgs,
+) -> Result<Request> {
+    if !(0.0..1.0).contains(&dev.margin) {
+        bail!("--margin must be in [0, 1), got {}", dev.margin);
+    }
+    Ok(Request {
+        cfg,
+        job,
+        tbptt,
+        adam: AdamConfig {
+            lr,
+            ..AdamConfig::default()
+        },
+        margin: dev.margin,
+        device: dev.kind(),
+        caps: dev.caps.caps()?,
+        exclude: Vec::new(),
+    })
+}
+
+/// Plans `req`, prints the choice (unless quiet), and starts the session.
+pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<(Decision, Session)> {
+    let decision = decide(req)?;
+    if !quiet {
+        err!("{}", decision.table());
+    }
+    if decision.chosen.is_none() {
+        return Err(decision.nothing_fits().into());
+    }
+    let session = start(req, &decision, params)?;
+    Ok((decision, session))
+}
+
+/// The JSON fields every run reports.
+pub fn summary(s: &Session) -> serde_json::Value {
+    json!({
+        "device": s.device,
+        "strategy": s.strategy,
+        "estimated_peak_bytes": s.plan.peak_bytes(),
+        "measured_peak_bytes": s.measured_peak_bytes(),
+        "fallbacks": s.fallbacks.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+    })
+}
+
+/// The device, strategy and memory of a finished run, for people.
+pub fn print_memory(s: &Session) {
+    let est = s.plan.peak_bytes();
+    let got = s.measured_peak_bytes();
+    errln!(
+        "device {}, {}; memory: estimated peak {} ({est} bytes), measured peak {} ({got} bytes)",
+        s.device,
+        s.strategy,
+        format_bytes(est),
+        format_bytes(got)
+    );
+}
+
+/// Refuses a model the built-in task cannot feed.
+pub fn check_task(cfg: &ModelConfig) -> Result<()> {
+    if cfg.input != TemporalOrder::FEATURES || cfg.classes != TemporalOrder::CLASSES {
+        bail!("the built-in task needs a model with 152 inputs and 6 classes");
+    }
+    Ok(())
+}
+
+/// The model of a checkpoint, or the preset with untrained weights.
+pub fn load_model(checkpoint: Option<&Path>, model: Model) -> Result<(ModelConfig, ParamStore)> {
+    match checkpoint {
+        Some(p) => {
+            let ck = tensorfit::nn::Checkpoint::load(&checkpoint_path(p))?;
+            Ok((ck.config, ck.params))
+        }
+        None => {
+            let cfg = model.config();
+            let params = ParamStore::init(&cfg, 1)?;
+            Ok((cfg, params))
+        }
+    }
+}
+
+/// Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid" on every device open when
+/// the variable is unset (servers, containers, CI). A private directory keeps that noise
+/// out of tensorfit's output: one per user (`tensorfit-runtime-<uid>`, mode 0700), reused
+/// by every run rather than one left behind per process. Runs before any thread exists.
+pub fn quiet_mesa() {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+        if std::env::var_os("XDG_RUNTIME_DIR").is_some() {
+            return;
+        }
+        // Linux tells the process its own user through /proc; elsewhere Mesa is rare.
+        let Ok(uid) = std::fs::metadata("/proc/self").map(|m| m.uid()) else {
+            return;
+        };
+        let dir = std::env::temp_dir().join(format!("tensorfit-runtime-{uid}"));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        // Only a directory of this user's, private, is a runtime directory.
+        let private = std::fs::symlink_metadata(&dir)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.permissions().mode() & 0o077 == 0);
+        if private {
+            std::env::set_var("XDG_RUNTIME_DIR", &dir);
+        }
+    }
+}

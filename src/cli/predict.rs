@@ -1,0 +1,100 @@
+//! `tensorfit predict`: a trained model on the user's own inputs.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use tensorfit::core::HostTensor;
+use tensorfit::nn::atomic_file::{check_writable, same_file, write_atomic};
+use tensorfit::nn::safetensors_file::SafetensorsFile;
+use tensorfit::nn::{Job, ParamStore};
+use tensorfit::plan::format_bytes;
+
+use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, Model};
+
+#[derive(Args, Clone, Debug)]
+pub struct PredictArgs {
+    /// A checkpoint written by `tensorfit train --save`.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// safetensors file with a tensor `input` of shape [batch, time, features] (F32).
+    #[arg(long)]
+    input: PathBuf,
+    /// Where to write the tensor `probabilities` [batch, classes].
+    #[arg(long)]
+    output: PathBuf,
+    #[command(flatten)]
+    dev: DeviceArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: PredictArgs) -> Result<Exit> {
+    check_writable(&a.output).context("--output")?;
+    for (flag, path) in [("--input", &a.input), ("--checkpoint", &a.checkpoint)] {
+        if same_file(&a.output, path) {
+            bail!(
+                "--output {} is the {flag} file: writing the probabilities there would destroy it",
+                a.output.display()
+            );
+        }
+    }
+    let (cfg, params) = load_model(Some(&a.checkpoint), Model::Seed)?;
+    // The header first: the shape is known (and checked) before any data is read.
+    let mut input = SafetensorsFile::open(&a.input)?;
+    let entry = input
+        .tensor("input")
+        .with_context(|| format!("{} has no tensor `input`", a.input.display()))?;
+    let d = entry.shape.clone();
+    if d.len() != 3 || d[2] != cfg.input || d[0] == 0 || d[1] == 0 {
+        bail!(
+            "`input` has shape {d:?}, expected [batch, time, {}] with batch and time ≥ 1",
+            cfg.input
+        );
+    }
+    let (batch, steps, f) = (d[0], d[1], d[2]);
+    let job = Job::Eval {
+        batch,
+        seq_len: steps,
+    };
+    let req = request(cfg, job, steps, 1e-3, &a.dev)?;
+    let (_, mut session) = begin(&req, &params, a.json)?;
+    drop(params);
+    // The one host copy of the input, time-major [time, batch, F], filled a sequence step
+    // at a time straight from the file.
+    let mut tm = Vec::new();
+    tm.try_reserve_exact(batch * steps * f).map_err(|_| {
+        anyhow!(
+            "the input needs {} of host memory, more than this process can have",
+            format_bytes((batch * steps * f * 4) as u64)
+        )
+    })?;
+    tm.resize(batch * steps * f, 0.0f32);
+    input.read_f32_rows("input", f, |i, row| {
+        let (b, t) = (i / steps, i % steps);
+        if let Some(k) = row.iter().position(|v| !v.is_finite()) {
+            return Err(tensorfit::core::Error::input(format!(
+                "`input` contains NaN or Inf at [{b}, {t}, {k}]"
+            )));
+        }
+        let dst = (t * batch + b) * f;
+        tm[dst..dst + f].copy_from_slice(row);
+        Ok(())
+    })?;
+    let x = HostTensor::new([steps, batch, f], tm)?;
+    let probs = session.trainer.predict(&x)?;
+    let mut out = ParamStore::new();
+    out.insert("probabilities", probs);
+    let bytes = out.to_safetensors("", Default::default())?;
+    write_atomic(&a.output, &bytes)?;
+    if a.json {
+        outln!("{}", summary(&session));
+    } else {
+        errln!(
+            "probabilities of {batch} sequences written to {}",
+            a.output.display()
+        );
+        print_memory(&session);
+    }
+    Ok(Exit::Success)
+}

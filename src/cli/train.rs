@@ -1,0 +1,367 @@
+//! `tensorfit train`: trains on the built-in task, with checkpoints and resume.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use serde_json::json;
+use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
+use tensorfit::nn::atomic_file::{check_writable, same_file};
+use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings, TemporalOrder};
+use tensorfit::session::Session;
+
+use super::interrupt::{Interrupts, Signal};
+use super::{
+    begin, check_task, print_memory, request, summary, train_settings, DeviceArgs, Exit, Model,
+};
+
+/// The checkpoint metadata key of the data generator's position.
+const DATA_POSITION: &str = "data_rng";
+#[derive(Args, Clone, Debug)]
+pub struct TrainArgs {
+    /// Model preset.
+    #[arg(long, value_enum, default_value_t = Model::Seed)]
+    pub(super) model: Model,
+    #[command(flatten)]
+    pub(super) dev: DeviceArgs,
+    /// Sequences per minibatch.
+    #[arg(long, default_value_t = 32)]
+    pub(super) batch: usize,
+    /// Time steps per sequence (at least 4).
+    #[arg(long, default_value_t = 20)]
+    pub(super) seq_len: usize,
+    /// Truncated-BPTT length (gradients reach back this many steps; defaults to the
+    /// whole sequence, which this task needs to be learnable).
+    #[arg(long)]
+    pub(super) tbptt: Option<usize>,
+    /// Optimizer steps.
+    #[arg(long, default_value_t = 200)]
+    pub(super) steps: u64,
+    /// Adam learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    pub(super) lr: f32,
+    /// Seed for initialisation and data.
+    #[arg(long, default_value_t = 1)]
+    pub(super) seed: u64,
+    /// Evaluate on held-out sequences every this many steps (0: only at the end).
+    #[arg(long, default_value_t = 50)]
+    pub(super) eval_every: u64,
+    /// Held-out sequences per evaluation.
+    #[arg(long, default_value_t = 256)]
+    pub(super) eval_batch: usize,
+    /// Write a checkpoint (safetensors, PyTorch names, optimizer state) here at the end.
+    #[arg(long)]
+    pub(super) save: Option<PathBuf>,
+    /// Keep DIR/checkpoint.safetensors up to date during training (written atomically).
+    #[arg(long, value_name = "DIR")]
+    pub(super) checkpoint_dir: Option<PathBuf>,
+    /// With --checkpoint-dir: write a checkpoint every this many steps (and always after
+    /// the last step, and when stopped by Ctrl-C or SIGTERM).
+    #[arg(long, default_value_t = 50)]
+    pub(super) checkpoint_every: u64,
+    /// With --checkpoint-dir: replace a checkpoint of another run found there.
+    #[arg(long)]
+    pub(super) overwrite: bool,
+    /// Continue a run from a checkpoint file, or from DIR/checkpoint.safetensors: its
+    /// model, optimizer state, step, data position and settings (batch, lengths, learning
+    /// rate, seed, evaluation); then train --steps more steps. Resuming from a directory
+    /// keeps writing checkpoints there.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub(super) resume: Option<PathBuf>,
+    /// Print one JSON object at the end instead of human output.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// The ids of the flags typed on the command line (filled in after parsing).
+    #[arg(skip)]
+    pub given: Vec<String>,
+}
+
+pub fn run(a: TrainArgs) -> Result<Exit> {
+    if a.steps == 0 {
+        bail!("--steps must be at least 1");
+    }
+    let mut resumed = match &a.resume {
+        Some(p) => {
+            let file = checkpoint_path(p);
+            let ck = Checkpoint::load(&file)?;
+            Some((file, ck))
+        }
+        None => None,
+    };
+    let settings = train_settings::resolve(&a, resumed.as_ref().map(|(p, ck)| (p.as_path(), ck)))?;
+    let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
+    let last = start.checked_add(a.steps).ok_or_else(|| {
+        anyhow!(
+            "--steps {}: the run is at step {start}, and {start} + {} passes the largest step count, {}",
+            a.steps,
+            a.steps,
+            u64::MAX
+        )
+    })?;
+    let cfg = match &resumed {
+        Some((_, ck)) => ck.config.clone(),
+        None => a.model.config(),
+    };
+    check_task(&cfg)?;
+    // Every output is checked before the first step: a run that cannot save is refused
+    // now, not after hours of training.
+    if let Some(path) = &a.save {
+        check_writable(path).context("--save")?;
+    }
+    let ck_dir = open_checkpoint_dir(&a, resumed.as_ref(), &settings, start)?;
+    let interrupts = Interrupts::install()?;
+
+    let job = Job::Train {
+        batch: settings.batch,
+        seq_len: settings.seq_len,
+        eval: Some((settings.eval_batch, settings.seq_len)),
+    };
+    let req = request(cfg.clone(), job, settings.tbptt, settings.lr, &a.dev)?;
+    let params = match &mut resumed {
+        // The parameters go to the session; the rest of the checkpoint is used below.
+        Some((_, ck)) => std::mem::take(&mut ck.params),
+        None => ParamStore::init(&cfg, settings.seed)?,
+    };
+    let (_, mut session) = begin(&req, &params, a.json)?;
+    drop(params);
+    // A resumed run continues the data stream and keeps the held-out set of its seed.
+    let position = resumed
+        .as_ref()
+        .and_then(|(_, ck)| ck.extra.get(DATA_POSITION)?.parse().ok());
+    let mut data = TemporalOrder::new(
+        position.unwrap_or(settings.seed.wrapping_mul(0x9E37_79B9).wrapping_add(1)),
+    );
+    if let Some((_, ck)) = &resumed {
+        session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
+    }
+    // The optimizer state is on the device now; only the file's name is still needed.
+    let resumed = resumed.map(|(file, _)| file);
+    let held_out = TemporalOrder::new(settings.seed ^ 0xE7A1)
+        .batch(settings.eval_batch, settings.seq_len)
+        .context("making the held-out set")?;
+    let save = |session: &mut Session, data: &TemporalOrder, path: &Path| -> Result<()> {
+        let mut ck = session.trainer.checkpoint()?;
+        ck.extra
+            .insert(DATA_POSITION.into(), data.rng_state().to_string());
+        settings.store(&mut ck.extra);
+        ck.save(path)?;
+        Ok(())
+    };
+    let mut losses = Vec::new();
+    let flops = 3.0 * cfg.lstm_forward_flops(settings.batch, settings.tbptt.min(settings.seq_len));
+    if !a.json {
+        errln!(
+            "training ({} parameters): batch {}, length {}, tbptt {}, learning rate {}, steps {}..={last}{}{}",
+            cfg.trainable_parameters(),
+            settings.batch,
+            settings.seq_len,
+            settings.tbptt,
+            settings.lr,
+            start + 1,
+            match &resumed {
+                Some(file) => format!(", resumed from {}", file.display()),
+                None => String::new(),
+            },
+            match &ck_dir {
+                Some(d) => format!(
+                    "; a checkpoint every {} steps in {}",
+                    a.checkpoint_every,
+                    d.dir().display()
+                ),
+                None => String::new(),
+            }
+        );
+    }
+    let tty = std::io::stderr().is_terminal();
+    let start_time = Instant::now();
+    let mut last_loss = f32::NAN;
+    let mut last_eval = None;
+    let mut step = start;
+    let mut interrupted: Option<Signal> = None;
+    while step < last {
+        if let Some(signal) = interrupts.received() {
+            interrupted = Some(signal);
+            break;
+        }
+        step += 1;
+        let batch = data.batch(settings.batch, settings.seq_len)?;
+        let seen = session.fallbacks.len();
+        let report = session
+            .train_step(&batch.x, &batch.labels)
+            .with_context(|| format!("training step {step}"))?;
+        if !a.json {
+            for f in &session.fallbacks[seen..] {
+                errln!("\nwarning: {f}");
+            }
+        }
+        last_loss = report.loss;
+        if a.json {
+            losses.push(report.loss);
+        }
+        // Checkpoints between steps; the last one is written after the loop.
+        if let Some(dir) = ck_dir
+            .as_ref()
+            .filter(|_| step % a.checkpoint_every == 0 && step < last)
+        {
+            if let Err(e) = save(&mut session, &data, &dir.checkpoint_path()) {
+                // A full disk must not end the run: the previous checkpoint is intact.
+                errln!(
+                    "\nwarning: step {step}: {e:#}; the previous checkpoint is kept, and training continues (the next checkpoint tries again)"
+                );
+            }
+        }
+        let done = step - start;
+        let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
+        let eval_now = step == last || (settings.eval_every > 0 && step % settings.eval_every == 0);
+        if eval_now {
+            last_eval = Some(session.evaluate(&held_out.x, &held_out.labels)?);
+        }
+        if a.json {
+            continue;
+        }
+        let line = format!(
+            "step {step:>5}/{last}  loss {:.4}  {ms:.0} ms/step  {:.1} GFLOP/s",
+            report.loss,
+            flops / ms / 1e6
+        );
+        match (&last_eval, eval_now) {
+            (Some(e), true) => errln!(
+                "{}{line}  held-out loss {:.4} accuracy {:.1}%",
+                if tty { "\r" } else { "" },
+                e.loss,
+                100.0 * e.accuracy
+            ),
+            _ if tty => err!("\r{line}"),
+            _ if done % 10 == 0 => errln!("{line}"),
+            _ => {}
+        }
+    }
+    let done = step - start;
+    // The final state goes to every output asked for; a step taken is never thrown away.
+    let mut written = Vec::new();
+    if done > 0 {
+        let outputs = ck_dir
+            .as_ref()
+            .map(|d| ("--checkpoint-dir", d.checkpoint_path()));
+        let outputs = outputs
+            .into_iter()
+            .chain(a.save.clone().map(|p| ("--save", p)));
+        let mut failed = Vec::new();
+        for (flag, path) in outputs {
+            match save(&mut session, &data, &path) {
+                Ok(()) => written.push(path),
+                Err(e) => failed.push(format!("{flag}: {e:#}")),
+            }
+        }
+        if !failed.is_empty() {
+            let kept = match written.first() {
+                Some(p) => format!(" (step {step} was written to {})", p.display()),
+                None => String::new(),
+            };
+            bail!(
+                "step {step} could not be saved: {}{kept}",
+                failed.join("; ")
+            );
+        }
+    }
+    let (eval_loss, accuracy) = last_eval
+        .map(|e| (e.loss, e.accuracy))
+        .unwrap_or((f32::NAN, f32::NAN));
+    let secs = start_time.elapsed().as_secs_f64();
+    if a.json {
+        let mut out = summary(&session);
+        out["loss"] = json!(last_loss);
+        out["eval_loss"] = json!(eval_loss);
+        out["accuracy"] = json!(accuracy);
+        out["steps"] = json!(done);
+        out["step"] = json!(step);
+        out["losses"] = json!(losses);
+        out["seconds"] = json!(secs);
+        out["interrupted"] = json!(interrupted.map(Signal::name));
+        outln!("{out}");
+    } else {
+        match interrupted {
+            Some(signal) => errln!(
+                "\nstopped by {} after step {step} ({done} steps in {secs:.1} s)",
+                signal.name()
+            ),
+            None => errln!(
+                "done: {done} steps in {secs:.1} s; final loss {last_loss:.4}, held-out accuracy {:.1}%",
+                100.0 * accuracy
+            ),
+        }
+        print_memory(&session);
+        for p in &written {
+            errln!("checkpoint of step {step} written to {}", p.display());
+        }
+        if interrupted.is_some() && written.is_empty() && done > 0 {
+            errln!("nothing was saved: no --checkpoint-dir or --save was given");
+        }
+    }
+    Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
+}
+
+/// The run's checkpoint directory, locked: `--checkpoint-dir`, or the directory resumed
+/// from. A checkpoint already there is replaced only if it is the one this run resumes
+/// from, an earlier checkpoint of this same run, or `--overwrite` says so.
+fn open_checkpoint_dir(
+    a: &TrainArgs,
+    resumed: Option<&(PathBuf, Checkpoint)>,
+    settings: &RunSettings,
+    start: u64,
+) -> Result<Option<CheckpointDir>> {
+    let dir = match (&a.checkpoint_dir, &a.resume) {
+        (Some(d), _) => d.clone(),
+        (None, Some(r)) if r.is_dir() => r.clone(),
+        _ => {
+            if a.given.iter().any(|g| g == "checkpoint_every") {
+                bail!("--checkpoint-every needs --checkpoint-dir");
+            }
+            if a.overwrite {
+                bail!("--overwrite needs --checkpoint-dir");
+            }
+            return Ok(None);
+        }
+    };
+    if a.checkpoint_every == 0 {
+        bail!("--checkpoint-every must be at least 1 (the last step, and a run stopped by Ctrl-C or SIGTERM, always write a checkpoint)");
+    }
+    let ck_dir = CheckpointDir::lock(&dir).context("--checkpoint-dir")?;
+    let Some(existing) = ck_dir.existing() else {
+        return Ok(Some(ck_dir));
+    };
+    let path = ck_dir.checkpoint_path();
+    let shown = dir.display();
+    match existing {
+        _ if a.overwrite => {
+            if !a.json {
+                errln!("replacing the checkpoint in {shown} (--overwrite)");
+            }
+        }
+        Err(e) => bail!(
+            "--checkpoint-dir {shown}: the checkpoint there cannot be read ({e}); move it away, or replace it with --overwrite"
+        ),
+        Ok(old) => {
+            let resumed_from_it = resumed.is_some_and(|(file, _)| same_file(file, &path));
+            let same_run = RunSettings::load(&old.extra)
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.run_id == settings.run_id);
+            if same_run && old.step > start {
+                bail!(
+                    "--checkpoint-dir {shown} holds step {} of this run, ahead of step {start} resumed here; continue from it with --resume {shown}, or replace it with --overwrite",
+                    old.step
+                );
+            }
+            if !resumed_from_it && !same_run {
+                bail!(
+                    "--checkpoint-dir {shown} holds the checkpoint of another run (step {}); continue that run with --resume {shown}, or replace its checkpoint with --overwrite",
+                    old.step
+                );
+            }
+        }
+    }
+    Ok(Some(ck_dir))
+}

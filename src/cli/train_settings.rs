@@ -1,0 +1,141 @@
+//! The settings of `tensorfit train`: a new run takes them from its flags (defaults where
+//! none is typed); a resumed run takes its own from its checkpoint, and a typed flag that
+//! differs from them is refused, naming the flag and both values, rather than silently
+//! training a different run.
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use tensorfit::nn::{Checkpoint, RunSettings, TemporalOrder};
+
+use super::train::TrainArgs;
+
+/// This run's settings (see the module documentation).
+pub fn resolve(a: &TrainArgs, resumed: Option<(&Path, &Checkpoint)>) -> Result<RunSettings> {
+    let from_flags = RunSettings {
+        run_id: RunSettings::new_run_id(),
+        batch: a.batch,
+        seq_len: a.seq_len,
+        tbptt: a.tbptt.unwrap_or(a.seq_len),
+        lr: a.lr,
+        seed: a.seed,
+        eval_every: a.eval_every,
+        eval_batch: a.eval_batch,
+    };
+    let Some((path, ck)) = resumed else {
+        check(&from_flags)?;
+        return Ok(from_flags);
+    };
+    let typed = |id: &str| a.given.iter().any(|g| g == id);
+    if typed("model") && a.model.config() != ck.config {
+        bail!(
+            "--model {} is not the model of the run in {} ({} inputs, {} × LSTM {}, {} classes); a resumed run keeps its model",
+            a.model.name(),
+            path.display(),
+            ck.config.input,
+            ck.config.layers,
+            ck.config.hidden,
+            ck.config.classes
+        );
+    }
+    let settings = match RunSettings::load(&ck.extra)? {
+        Some(stored) => stored,
+        None => {
+            // Written before run settings were stored: only the seed was kept.
+            let seed = ck.extra.get("seed").and_then(|s| s.parse().ok());
+            errln!(
+                "note: {} was written by an older tensorfit and keeps no run settings: continuing with batch {}, length {}, tbptt {}, learning rate {}, evaluation every {} steps on {} sequences{}",
+                path.display(),
+                from_flags.batch,
+                from_flags.seq_len,
+                from_flags.tbptt,
+                from_flags.lr,
+                from_flags.eval_every,
+                from_flags.eval_batch,
+                if seed.is_some() { ", and its own seed" } else { "" }
+            );
+            RunSettings {
+                seed: seed.unwrap_or(a.seed),
+                ..from_flags.clone()
+            }
+        }
+    };
+    let typed_values = [
+        (
+            "batch",
+            from_flags.batch.to_string(),
+            settings.batch.to_string(),
+        ),
+        (
+            "seq_len",
+            from_flags.seq_len.to_string(),
+            settings.seq_len.to_string(),
+        ),
+        (
+            "tbptt",
+            from_flags.tbptt.to_string(),
+            settings.tbptt.to_string(),
+        ),
+        ("lr", from_flags.lr.to_string(), settings.lr.to_string()),
+        (
+            "seed",
+            from_flags.seed.to_string(),
+            settings.seed.to_string(),
+        ),
+        (
+            "eval_every",
+            from_flags.eval_every.to_string(),
+            settings.eval_every.to_string(),
+        ),
+        (
+            "eval_batch",
+            from_flags.eval_batch.to_string(),
+            settings.eval_batch.to_string(),
+        ),
+    ];
+    let differing: Vec<String> = typed_values
+        .iter()
+        .filter(|(id, typed_value, run_value)| typed(id) && typed_value != run_value)
+        .map(|(id, typed_value, run_value)| {
+            format!(
+                "--{} {typed_value} (the run's is {run_value})",
+                id.replace('_', "-")
+            )
+        })
+        .collect();
+    if !differing.is_empty() {
+        bail!(
+            "a resumed run keeps the settings it was started with, stored in {}: {} {}; drop {}, or start a new run without --resume",
+            path.display(),
+            differing.join(", "),
+            if differing.len() == 1 { "differs" } else { "differ" },
+            if differing.len() == 1 { "that flag" } else { "those flags" }
+        );
+    }
+    check(&settings)?;
+    Ok(settings)
+}
+
+/// Refuses sizes the run cannot have, naming the flag.
+fn check(s: &RunSettings) -> Result<()> {
+    if s.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    if s.seq_len < TemporalOrder::MIN_STEPS {
+        bail!(
+            "--seq-len must be at least {} (the built-in task's shortest sequence), got {}",
+            TemporalOrder::MIN_STEPS,
+            s.seq_len
+        );
+    }
+    if s.tbptt == 0 {
+        bail!("--tbptt must be at least 1");
+    }
+    if s.eval_batch == 0 {
+        bail!("--eval-batch must be at least 1");
+    }
+    if !(s.lr.is_finite() && s.lr > 0.0) {
+        bail!("--lr must be a positive number, got {}", s.lr);
+    }
+    Ok(())
+}

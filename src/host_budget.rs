@@ -1,0 +1,121 @@
+//! Host memory a job holds outside its device plan, budgeted against what the host has.
+//!
+//! A device plan counts device memory. On the host the process also holds its inputs
+//! (training: one minibatch at a time and the held-out set; evaluation and prediction:
+//! the whole input, and a micro-batch's copy of its sequences), copies of the training
+//! state (the snapshot taken before every step so that a failed device can be left
+//! without losing it; while a checkpoint is written, the checkpoint and its serialized
+//! bytes), and its own baseline (code, libraries, a GPU driver), which the host already
+//! reports as in use. What the process may use is `host_memory::available()`:
+//! MemAvailable, or what the tightest cgroup above the process has left.
+//!
+//! A job whose host bytes do not fit there is refused before anything is allocated. On
+//! the CPU, and on a software GPU (whose memory is host memory), the host bytes are taken
+//! off the device's free memory before planning, so that in a 400 MB container the plan
+//! is made for what is really left, and streams or refuses instead of being killed.
+
+use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
+use tensorfit_cpu::host_memory;
+use tensorfit_nn::{Job, ModelConfig, ParamKind};
+use tensorfit_plan::format_bytes;
+
+use crate::strategy::{inference_dims, Strategy};
+
+/// The host bytes of a job outside its device plan, before any strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostNeed {
+    /// Input sequences and labels.
+    pub inputs: u64,
+    /// Copies of the training state (parameters, Adam's moments, running statistics).
+    pub state: u64,
+}
+
+/// Bytes of `batch` sequences of `steps` inputs with their labels.
+fn sequence_bytes(cfg: &ModelConfig, batch: usize, steps: usize) -> u64 {
+    let values = batch as u128 * steps as u128 * cfg.input as u128 + batch as u128;
+    u64::try_from(values * 4).unwrap_or(u64::MAX)
+}
+
+impl HostNeed {
+    pub fn of(cfg: &ModelConfig, job: Job) -> HostNeed {
+        let (mut values, mut trainable) = (0u64, 0u64);
+        for spec in cfg.param_specs() {
+            let n = spec.shape.numel() as u64;
+            values += n;
+            if spec.kind == ParamKind::Trainable {
+                trainable += n;
+            }
+        }
+        // A checkpoint: the model and Adam's two moments.
+        let checkpoint = (values + 2 * trainable) * 4;
+        match job {
+            Job::Train {
+                batch,
+                seq_len,
+                eval,
+            } => HostNeed {
+                inputs: sequence_bytes(cfg, batch, seq_len)
+                    .saturating_add(eval.map_or(0, |(b, t)| sequence_bytes(cfg, b, t))),
+                // The snapshot, and a checkpoint being written: the state read back, its
+                // tensors gathered, their bytes, and the file's bytes.
+                state: 5 * checkpoint,
+            },
+            Job::Eval { batch, seq_len } => HostNeed {
+                inputs: sequence_bytes(cfg, batch, seq_len),
+                state: checkpoint,
+            },
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.inputs.saturating_add(self.state)
+    }
+
+    /// These bytes plus what `strategy` adds: a micro-batch's copy of its sequences.
+    pub fn with_strategy(&self, cfg: &ModelConfig, job: Job, strategy: &Strategy) -> u64 {
+        let (_, steps) = inference_dims(job);
+        let copy = strategy
+            .micro_batch
+            .map_or(0, |m| sequence_bytes(cfg, m, steps));
+        self.bytes().saturating_add(copy)
+    }
+
+    /// Refuses a job whose host bytes exceed what the host has for this process, less
+    /// `margin` of it.
+    pub fn check(&self, margin: f64) -> Result<()> {
+        let Some(available) = host_memory::available() else {
+            return Ok(());
+        };
+        let usable = (available as f64 * (1.0 - margin.clamp(0.0, 1.0))) as u64;
+        if self.bytes() <= usable {
+            return Ok(());
+        }
+        Err(Error::input(format!(
+            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}), and {} is usable ({} available from {}, {:.0}% margin kept): lower --batch or --seq-len",
+            format_bytes(self.bytes()),
+            format_bytes(self.inputs),
+            format_bytes(self.state),
+            format_bytes(usable),
+            format_bytes(available),
+            host_memory::source(),
+            margin * 100.0
+        )))
+    }
+}
+
+/// `info` as seen by a job that holds `host_bytes` on the host: a device whose memory is
+/// host memory (the CPU, a software GPU) has that much less free.
+pub fn device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
+    if info.kind != DeviceKind::Cpu && !info.software {
+        return info.clone();
+    }
+    let Some(available) = host_memory::available() else {
+        return info.clone();
+    };
+    let left = available.saturating_sub(host_bytes);
+    let free = info.free_bytes.map_or(left, |f| f.min(left));
+    DeviceInfo {
+        free_bytes: Some(free),
+        ..info.clone()
+    }
+}

@@ -1,0 +1,151 @@
+//! The strategies a job can run with: choices that save memory and leave the results
+//! unchanged (streaming the inference parts in time chunks, evaluating in micro-batches,
+//! recomputing the truncated-BPTT window in sub-segments), and the sizes a job may have.
+
+use std::fmt::Write as _;
+
+use tensorfit_core::{Error, Result};
+use tensorfit_nn::{Job, ModelConfig, TrainOptions};
+
+use crate::session::Request;
+
+/// The memory-saving choices that leave results unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Strategy {
+    /// Longest chunk of time steps run at once where only inference runs.
+    pub chunk: usize,
+    /// Micro-batch size for the inference parts.
+    pub micro_batch: Option<usize>,
+    /// Training: recompute activations in sub-segments of this many steps.
+    pub recompute: Option<usize>,
+}
+
+impl Strategy {
+    /// The strategy in words, for `job`. Micro-batches of a training job apply only to
+    /// its evaluations (training itself is never split: BatchNorm's batch statistics
+    /// would change).
+    pub fn describe(&self, job: Job) -> String {
+        let mut s = if self.chunk >= inference_dims(job).1 {
+            "whole sequence".to_string()
+        } else {
+            format!("streamed in time chunks of {}", self.chunk)
+        };
+        match (self.micro_batch, job) {
+            (Some(m), Job::Train { .. }) => {
+                let _ = write!(s, ", evaluation in micro-batches of {m}");
+            }
+            (Some(m), Job::Eval { .. }) => {
+                let _ = write!(s, ", micro-batches of {m}");
+            }
+            (None, _) => {}
+        }
+        if let Some(r) = self.recompute {
+            let _ = write!(s, ", recompute every {r} steps");
+        }
+        s
+    }
+
+    pub(crate) fn options(&self, req: &Request) -> TrainOptions {
+        TrainOptions {
+            tbptt: req.tbptt,
+            chunk: self.chunk,
+            micro_batch: self.micro_batch,
+            recompute: self.recompute,
+            adam: req.adam,
+        }
+    }
+}
+
+/// The (batch, length) of the job's inference parts: what streaming applies to.
+pub(crate) fn inference_dims(job: Job) -> (usize, usize) {
+    match job {
+        Job::Eval { batch, seq_len } => (batch, seq_len),
+        Job::Train { eval: Some(d), .. } => d,
+        Job::Train { batch, seq_len, .. } => (batch, seq_len),
+    }
+}
+
+/// Every strategy worth planning for `job` (training with BPTT length `tbptt`), the
+/// plainest first.
+pub fn strategies(job: Job, tbptt: usize) -> Vec<Strategy> {
+    let (batch, steps) = inference_dims(job);
+    // Chunks and micro-batches change only the inference parts: evaluations, and the
+    // steps of a training sequence before its truncated-BPTT window. A plan that differs
+    // in nothing else is not planned twice.
+    let (streamed, split) = match job {
+        Job::Train {
+            eval: None,
+            seq_len,
+            ..
+        } => (seq_len - tbptt.min(seq_len), false),
+        _ => (steps, true),
+    };
+    let mut chunks = vec![steps];
+    chunks.extend(
+        [1000, 500, 250, 100, 50, 20, 10, 5, 2, 1]
+            .into_iter()
+            .filter(|&c| c < streamed),
+    );
+    let mut micros = vec![None];
+    let mut m = batch;
+    while split && m > 1 {
+        m = m.div_ceil(2);
+        micros.push(Some(m));
+    }
+    // Recomputation keeps L/S border states and S steps of activations, so sub-segments
+    // shorter than √L only cost memory: halve from L down to ⌈√L⌉.
+    let mut recomputes = vec![None];
+    if let Job::Train { seq_len, .. } = job {
+        let len = tbptt.min(seq_len);
+        let floor = (len as f64).sqrt().ceil() as usize;
+        let mut r = len;
+        while r > floor {
+            r = r.div_ceil(2).max(floor);
+            recomputes.push(Some(r));
+        }
+    }
+    let mut out = Vec::new();
+    for &recompute in &recomputes {
+        for &micro_batch in &micros {
+            for &chunk in &chunks {
+                out.push(Strategy {
+                    chunk,
+                    micro_batch,
+                    recompute,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Largest number of input elements in one job (2^40 floats = 4 TiB): beyond any
+/// machine, small enough that sizes computed from it cannot overflow.
+const MAX_JOB_ELEMENTS: u128 = 1 << 40;
+
+/// Refuses impossible sizes before anything is planned or allocated.
+pub(crate) fn check_job(cfg: &ModelConfig, job: Job, tbptt: usize) -> Result<()> {
+    let mut dims = vec![inference_dims(job)];
+    if let Job::Train { batch, seq_len, .. } = job {
+        dims.push((batch, seq_len));
+    }
+    for &(batch, steps) in &dims {
+        if batch == 0 || steps == 0 {
+            return Err(Error::input(format!(
+                "batch {batch} × length {steps}: batch must be at least 1 and length at least 1"
+            )));
+        }
+        let elements = batch as u128 * steps as u128 * cfg.input.max(cfg.hidden) as u128;
+        if elements > MAX_JOB_ELEMENTS {
+            return Err(Error::input(format!(
+                "batch {batch} × length {steps} × width {} is {elements} values per sequence batch: more than any device holds",
+                cfg.input.max(cfg.hidden)
+            )));
+        }
+    }
+    // After the lengths: a length of 0 makes the default truncation 0 too.
+    if matches!(job, Job::Train { .. }) && tbptt == 0 {
+        return Err(Error::input("--tbptt must be at least 1"));
+    }
+    Ok(())
+}
