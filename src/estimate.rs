@@ -52,8 +52,10 @@ impl Linear {
         }
     }
 
+    /// Seconds of a run over `steps` steps; a run costs at least [`MIN_SECONDS_PER_RUN`]
+    /// on top of its steps, whatever the measured fixed part says.
     fn at(&self, steps: usize) -> f64 {
-        self.fixed + self.per_step * steps as f64
+        self.fixed.max(MIN_SECONDS_PER_RUN) + self.per_step * steps as f64
     }
 }
 
@@ -71,9 +73,9 @@ pub struct ProgramCosts {
     pub train: Option<Linear>,
 }
 
-/// Every program run costs at least this (a few kernel calls and host round trips),
-/// whatever the measured fixed part says: it keeps plans of thousands of one-step runs
-/// from looking free.
+/// The least fixed cost of a program run (a few kernel calls and host round trips). The
+/// measured fixed part is a difference of two noisy times and can come out as nothing;
+/// this keeps plans of many short runs from looking as cheap as one long run.
 const MIN_SECONDS_PER_RUN: f64 = 50e-6;
 
 /// Figures a measurement can give: seconds from a nanosecond to a day, and step counts.
@@ -147,7 +149,7 @@ impl ProgramCosts {
                 }
             }
         };
-        seconds.max(MIN_SECONDS_PER_RUN)
+        seconds
     }
 
     /// Inference costs at `rows` sequences: measured at the job's batch and at one,
@@ -318,6 +320,8 @@ mod tests {
                 }
             }
             assert!(at(None, 250) > whole);
+            // Chunks of one step: 2000 runs, each paying at least the fixed cost.
+            assert!(at(None, 1) >= whole + 1999.0 * MIN_SECONDS_PER_RUN * 0.999);
         }
     }
 
@@ -325,7 +329,7 @@ mod tests {
     fn linear_costs_come_from_two_runs_and_are_never_negative() {
         let l = Linear::from_runs(0.010, 0.030, 8);
         assert!((l.per_step - 0.005).abs() < 1e-12 && (l.fixed - 0.0).abs() < 1e-12);
-        assert!((l.at(100) - 0.5).abs() < 1e-9);
+        assert!((l.at(100) - 0.5 - MIN_SECONDS_PER_RUN).abs() < 1e-9);
         let noisy = Linear::from_runs(0.030, 0.020, 8);
         assert_eq!(noisy.per_step, 0.0);
         assert_eq!(noisy.fixed, 0.030);
