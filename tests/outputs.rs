@@ -160,8 +160,15 @@ fn a_full_disk_keeps_the_previous_prediction_and_no_temporary_file() {
 fn a_closed_stderr_or_stdout_does_not_stop_training() {
     let dir = scratch("outputs-closed");
     let save = dir.join("model.safetensors");
-    for (closed, json) in [("stderr", false), ("stdout", true)] {
+    // The third run also prints the CPU backend's kernel profile to the closed stderr
+    // as the backend is dropped.
+    for (closed, json, profile) in [
+        ("stderr", false, "0"),
+        ("stdout", true, "0"),
+        ("stderr", false, "1"),
+    ] {
         let mut cmd = tensorfit_command();
+        cmd.env("TENSORFIT_PROFILE", profile);
         cmd.arg("train")
             .args(TINY_RUN)
             .args(["--steps", "12"])
@@ -178,7 +185,10 @@ fn a_closed_stderr_or_stdout_does_not_stop_training() {
             _ => drop(child.stdout.take()),
         }
         let status = child.wait().unwrap();
-        assert!(status.success(), "closed {closed}: {status}");
+        assert!(
+            status.success(),
+            "closed {closed} (profile {profile}): {status}"
+        );
         assert_eq!(Checkpoint::load(&save).unwrap().step, 12);
         std::fs::remove_file(&save).unwrap();
     }

@@ -56,7 +56,8 @@ impl fmt::Debug for CpuBackend {
 impl Drop for CpuBackend {
     fn drop(&mut self) {
         if let Some(times) = self.times.as_ref().filter(|t| !t.is_empty()) {
-            eprint!("{}", times.report());
+            // A closed stderr must not turn the report into a panic (in a drop, an abort).
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), times.report().as_bytes());
         }
     }
 }
