@@ -1,5 +1,6 @@
 //! Determinism: the same seed gives the same losses on the CPU, run after run, whatever
-//! the thread count (rayon's and matrixmultiply's).
+//! the thread count (`RAYON_NUM_THREADS` sizes the kernel pool, which runs every CPU
+//! kernel, the reference GEMM's row blocks included).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,8 +27,7 @@ fn losses_with(threads: &str) -> Vec<f64> {
                 "cpu",
                 "--json",
             ])
-            .env("RAYON_NUM_THREADS", threads)
-            .env("MATMUL_NUM_THREADS", threads),
+            .env("RAYON_NUM_THREADS", threads),
         &format!("train with {threads} threads"),
     );
     losses(&json(&out))

@@ -66,7 +66,8 @@ def cells(a):
     out = []
     for h, b, t, mode in itertools.product(ints(a.hidden), ints(a.batch), ints(a.length), a.modes.split(",")):
         tbptt = t if mode == "infer" or t <= a.untruncated_max else a.tbptt_long
-        out.append(dict(mode=mode, batch=b, seq_len=t, tbptt=tbptt, hidden=h))
+        if flops(mode, b, t, tbptt, h) <= a.max_gflop * 1e9:
+            out.append(dict(mode=mode, batch=b, seq_len=t, tbptt=tbptt, hidden=h))
     for spec in a.extra.split(";"):
         if spec:
             mode, b, t, tbptt, h = spec.split(",")
@@ -75,9 +76,12 @@ def cells(a):
                 out.append(cell)
     for c in out:
         work = flops(c["mode"], c["batch"], c["seq_len"], c["tbptt"], c["hidden"])
-        # Small cells: many runs; the largest (tens of seconds per run): one after warm-up.
+        # Small cells: many runs, and at least three rounds (a stall of a second on a
+        # shared machine must not decide a cell that takes a millisecond); the largest
+        # (tens of seconds per run): one run after warm-up.
         c["min_runs"] = 5 if work < 5e10 else 3 if work < 1e12 else 1
         c["min_seconds"] = a.min_seconds if work < 1e12 else 0.0
+        c["rounds"] = max(a.rounds, 3) if work < 5e10 else a.rounds
     return out
 
 
@@ -94,6 +98,8 @@ def main():
     p.add_argument("--extra", default="train,32,500,500,250;train,100,500,500,250",
                    help="more cells: mode,batch,length,tbptt,hidden;...")
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--max-gflop", type=float, default=float("inf"),
+                   help="leave out cells of more model GFLOP per run (the largest take a minute per run)")
     p.add_argument("--min-seconds", type=float, default=1.0)
     p.add_argument("--quick", action="store_true", help="hidden 250 only, lengths up to 200")
     p.add_argument("--json", help="also write every measurement to this file")
@@ -129,10 +135,10 @@ def main():
     for i, cell in enumerate(todo):
         got = {s.name: [] for s in servers}
         extra = {}
-        for r in range(a.rounds):
+        for r in range(cell["rounds"]):
             k = (i + r) % len(servers)
             for s in servers[k:] + servers[:k]:
-                answer = s.ask(cell)
+                answer = s.ask({k: v for k, v in cell.items() if k != "rounds"})
                 if "error" in answer:
                     got[s.name].append(None)
                     extra.setdefault("errors", []).append(f"{s.name}: {answer['error']}")
