@@ -179,10 +179,7 @@ pub fn estimate_seconds(
     gflops: f64,
     costs: Option<&ProgramCosts>,
 ) -> f64 {
-    let runs = match job {
-        Job::Train { batch, seq_len, .. } => opts.train_programs(batch, seq_len),
-        Job::Eval { batch, seq_len } => opts.eval_programs(batch, seq_len),
-    };
+    let runs = opts.step_programs(job);
     if let Some(costs) = costs {
         return runs.iter().map(|k| costs.run(k)).sum();
     }
@@ -190,18 +187,7 @@ pub fn estimate_seconds(
         DeviceKind::Cpu => 50e-6,
         DeviceKind::Wgpu | DeviceKind::Cuda => 300e-6,
     };
-    let flops: f64 = runs
-        .iter()
-        .map(|k| {
-            let forward = cfg.lstm_forward_flops(k.batch, k.steps);
-            match (k.kind, k.recompute) {
-                (ProgramKind::Train, None) => 3.0 * forward,
-                // Recomputation runs the segment's forward pass a second time.
-                (ProgramKind::Train, Some(_)) => 4.0 * forward,
-                _ => forward,
-            }
-        })
-        .sum();
+    let flops = opts.step_flops(cfg, job);
     flops / (gflops.max(1e-3) * 1e9) + runs.len() as f64 * per_run
 }
 

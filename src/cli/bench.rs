@@ -35,28 +35,18 @@ pub struct BenchArgs {
 pub fn run(a: BenchArgs) -> Result<Exit> {
     let cfg = a.model.config();
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
-    let (job, flops) = match a.mode {
-        JobMode::Train => {
-            let last = tbptt.min(a.seq_len);
-            let flops = 3.0 * cfg.lstm_forward_flops(a.batch, last)
-                + cfg.lstm_forward_flops(a.batch, a.seq_len.saturating_sub(last));
-            (
-                Job::Train {
-                    batch: a.batch,
-                    seq_len: a.seq_len,
-                    eval: None,
-                },
-                flops,
-            )
-        }
-        JobMode::Infer => (
-            Job::Eval {
-                batch: a.batch,
-                seq_len: a.seq_len,
-            },
-            cfg.lstm_forward_flops(a.batch, a.seq_len),
-        ),
+    let job = match a.mode {
+        JobMode::Train => Job::Train {
+            batch: a.batch,
+            seq_len: a.seq_len,
+            eval: None,
+        },
+        JobMode::Infer => Job::Eval {
+            batch: a.batch,
+            seq_len: a.seq_len,
+        },
     };
+    let flops = job.model_flops(&cfg, tbptt);
     let req = request(cfg.clone(), job, tbptt, 1e-3, &a.dev)?;
     let params = ParamStore::init(&cfg, 1)?;
     let (_, mut session) = begin(&req, &params, a.json)?;

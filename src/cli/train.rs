@@ -150,7 +150,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         Ok(())
     };
     let mut losses = Vec::new();
-    let flops = 3.0 * cfg.lstm_forward_flops(settings.batch, settings.tbptt.min(settings.seq_len));
+    let flops = req.job.model_flops(&cfg, settings.tbptt);
     if !a.json {
         errln!(
             "training ({} parameters): batch {}, length {}, tbptt {}, learning rate {}, steps {}..={last}{}{}",
