@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{Job, ParamStore, TemporalOrder};
+use tensorfit::nn::{ParamStore, TemporalOrder};
 
 use super::{begin, request, summary, DeviceArgs, Exit, JobMode, Model};
 
@@ -35,17 +35,7 @@ pub struct BenchArgs {
 pub fn run(a: BenchArgs) -> Result<Exit> {
     let cfg = a.model.config();
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
-    let job = match a.mode {
-        JobMode::Train => Job::Train {
-            batch: a.batch,
-            seq_len: a.seq_len,
-            eval: None,
-        },
-        JobMode::Infer => Job::Eval {
-            batch: a.batch,
-            seq_len: a.seq_len,
-        },
-    };
+    let job = a.mode.job(a.batch, a.seq_len);
     let flops = job.model_flops(&cfg, tbptt);
     let req = request(cfg.clone(), job, tbptt, 1e-3, &a.dev)?;
     let params = ParamStore::init(&cfg, 1)?;

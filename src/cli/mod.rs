@@ -90,6 +90,18 @@ pub enum JobMode {
 }
 
 impl JobMode {
+    /// The job of this mode on `[seq_len, batch]` inputs (training without evaluations).
+    pub fn job(self, batch: usize, seq_len: usize) -> Job {
+        match self {
+            JobMode::Train => Job::Train {
+                batch,
+                seq_len,
+                eval: None,
+            },
+            JobMode::Infer => Job::Eval { batch, seq_len },
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             JobMode::Train => "train",
