@@ -76,6 +76,11 @@ pub struct ProgramCosts {
 /// from looking free.
 const MIN_SECONDS_PER_RUN: f64 = 50e-6;
 
+/// The FLOP model's fixed cost of one program run (launches and host round trips), on
+/// the CPU and on a GPU, where no program was timed.
+const FLOP_MODEL_RUN_SECONDS_CPU: f64 = 50e-6;
+const FLOP_MODEL_RUN_SECONDS_GPU: f64 = 300e-6;
+
 /// Figures a measurement can give: seconds from a nanosecond to a day, and step counts.
 const SANE_FIGURES: std::ops::RangeInclusive<f64> = 1e-9..=1e5;
 
@@ -184,8 +189,8 @@ pub fn estimate_seconds(
         return runs.iter().map(|k| costs.run(k)).sum();
     }
     let per_run = match kind {
-        DeviceKind::Cpu => 50e-6,
-        DeviceKind::Wgpu | DeviceKind::Cuda => 300e-6,
+        DeviceKind::Cpu => FLOP_MODEL_RUN_SECONDS_CPU,
+        DeviceKind::Wgpu | DeviceKind::Cuda => FLOP_MODEL_RUN_SECONDS_GPU,
     };
     let flops = opts.step_flops(cfg, job);
     flops / (gflops.max(1e-3) * 1e9) + runs.len() as f64 * per_run

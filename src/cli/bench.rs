@@ -6,9 +6,11 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{ParamStore, TemporalOrder};
+use tensorfit::nn::{AdamConfig, ParamStore, TemporalOrder};
 
-use super::{begin, request, summary, DeviceArgs, Exit, JobMode, Model};
+use super::{
+    begin, request, summary, DeviceArgs, Exit, JobMode, Model, BENCH_DATA_SEED, UNTRAINED_SEED,
+};
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
@@ -37,10 +39,10 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
     let job = a.mode.job(a.batch, a.seq_len);
     let flops = job.model_flops(&cfg, tbptt);
-    let req = request(cfg.clone(), job, tbptt, 1e-3, &a.dev)?;
-    let params = ParamStore::init(&cfg, 1)?;
+    let req = request(cfg.clone(), job, tbptt, AdamConfig::default().lr, &a.dev)?;
+    let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
-    let data = TemporalOrder::new(5).batch(a.batch, a.seq_len)?;
+    let data = TemporalOrder::new(BENCH_DATA_SEED).batch(a.batch, a.seq_len)?;
     let train = a.mode == JobMode::Train;
     // Straight on the trainer: the timing is of the run, not of recovery snapshots.
     let mut once = || -> Result<()> {

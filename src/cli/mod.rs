@@ -149,6 +149,13 @@ impl DeviceArgs {
 }
 
 /// The session request for `job` with the device flags of `dev`.
+/// The seed of a model's parameters when no checkpoint gives them (bench, and eval or
+/// predict without `--checkpoint`).
+pub const UNTRAINED_SEED: u64 = 1;
+
+/// The seed of the data `bench` times.
+pub const BENCH_DATA_SEED: u64 = 5;
+
 pub fn request(
     cfg: ModelConfig,
     job: Job,
@@ -228,7 +235,7 @@ pub fn load_model(checkpoint: Option<&Path>, model: Model) -> Result<(ModelConfi
         }
         None => {
             let cfg = model.config();
-            let params = ParamStore::init(&cfg, 1)?;
+            let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
             Ok((cfg, params))
         }
     }
