@@ -100,3 +100,45 @@ impl Network {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::ParamKind;
+    use tensorfit_core::Activation;
+
+    #[test]
+    fn every_tensor_a_layer_declares_is_listed_once_in_table_order() {
+        // `map` must visit every field (struct literals are exhaustive), `items` lists
+        // them by hand: a field left out of `items` would get no leaf in the checkpoint
+        // and no optimizer update.
+        let net = Network::new(&ModelConfig {
+            input: 3,
+            hidden: 4,
+            layers: 2,
+            dense: 5,
+            classes: 3,
+            dense_activation: Activation::Relu,
+        });
+        let specs = net.specs();
+        let mut visited = Vec::new();
+        let _ = specs.map(|s| visited.push(s.name.clone()));
+        let listed: Vec<String> = specs.items().iter().map(|s| s.name.clone()).collect();
+        assert_eq!(listed, visited);
+        let mut unique = listed.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), listed.len(), "{listed:?}");
+        assert_eq!(listed[0], "lstm.weight_ih_l0");
+        assert_eq!(listed.last().map(String::as_str), Some("out.bias"));
+        let running = specs
+            .items()
+            .iter()
+            .filter(|s| s.kind == ParamKind::RunningStat)
+            .count();
+        assert_eq!(
+            running, 4,
+            "bn1 and bn2 each keep a running mean and variance"
+        );
+    }
+}
