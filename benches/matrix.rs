@@ -12,9 +12,9 @@
 //! `echo '{"mode":"train","batch":32,"seq_len":200,"tbptt":200,"hidden":250}' |
 //! cargo bench --bench matrix`.
 //!
-//! Model FLOPs are `ModelConfig::lstm_forward_flops` (Σ over layers 2·4·H·(I+H)·B·T); a
+//! Model FLOPs are `Job::model_flops`, the one formula (Σ over layers 2·4·H·(I+H)·B·T; a
 //! training step counts the truncated-BPTT window three times (forward, two backward
-//! GEMMs) and the steps before it once.
+//! GEMMs) and the steps before it once).
 
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
-use tensorfit::session::{decide, start, Request};
+use tensorfit::session::{decide, start, Choice, Request};
 
 /// One cell of the matrix.
 struct Cell {
@@ -70,15 +70,23 @@ impl Cell {
         }
     }
 
-    fn flops(&self) -> f64 {
-        let cfg = self.model();
+    fn job(&self) -> Job {
         if self.train {
-            let last = self.tbptt.min(self.seq_len);
-            3.0 * cfg.lstm_forward_flops(self.batch, last)
-                + cfg.lstm_forward_flops(self.batch, self.seq_len - last)
+            Job::Train {
+                batch: self.batch,
+                seq_len: self.seq_len,
+                eval: None,
+            }
         } else {
-            cfg.lstm_forward_flops(self.batch, self.seq_len)
+            Job::Eval {
+                batch: self.batch,
+                seq_len: self.seq_len,
+            }
         }
+    }
+
+    fn flops(&self) -> f64 {
+        self.job().model_flops(&self.model(), self.tbptt)
     }
 }
 
@@ -86,18 +94,7 @@ impl Cell {
 /// `min_runs` runs and `min_seconds` have passed; the median of the timed runs.
 fn run(cell: &Cell) -> Result<Value> {
     let cfg = cell.model();
-    let job = if cell.train {
-        Job::Train {
-            batch: cell.batch,
-            seq_len: cell.seq_len,
-            eval: None,
-        }
-    } else {
-        Job::Eval {
-            batch: cell.batch,
-            seq_len: cell.seq_len,
-        }
-    };
+    let job = cell.job();
     let req = Request {
         cfg: cfg.clone(),
         job,
@@ -109,7 +106,7 @@ fn run(cell: &Cell) -> Result<Value> {
         exclude: Vec::new(),
     };
     let decision = decide(&req)?;
-    let Some((candidate, ..)) = decision.chosen() else {
+    let Some(Choice { candidate, .. }) = decision.chosen() else {
         return Err(decision.nothing_fits().into());
     };
     let (estimated_ms, strategy) = (

@@ -78,6 +78,11 @@ pub struct ProgramCosts {
 /// this keeps plans of many short runs from looking as cheap as one long run.
 const MIN_SECONDS_PER_RUN: f64 = 50e-6;
 
+/// The FLOP model's fixed cost of one program run (launches and host round trips), on
+/// the CPU and on a GPU, where no program was timed.
+const FLOP_MODEL_RUN_SECONDS_CPU: f64 = 50e-6;
+const FLOP_MODEL_RUN_SECONDS_GPU: f64 = 300e-6;
+
 /// Figures a measurement can give: seconds from a nanosecond to a day, and step counts.
 const SANE_FIGURES: std::ops::RangeInclusive<f64> = 1e-9..=1e5;
 
@@ -181,29 +186,15 @@ pub fn estimate_seconds(
     gflops: f64,
     costs: Option<&ProgramCosts>,
 ) -> f64 {
-    let runs = match job {
-        Job::Train { batch, seq_len, .. } => opts.train_programs(batch, seq_len),
-        Job::Eval { batch, seq_len } => opts.eval_programs(batch, seq_len),
-    };
+    let runs = opts.step_programs(job);
     if let Some(costs) = costs {
         return runs.iter().map(|k| costs.run(k)).sum();
     }
     let per_run = match kind {
-        DeviceKind::Cpu => 50e-6,
-        DeviceKind::Wgpu | DeviceKind::Cuda => 300e-6,
+        DeviceKind::Cpu => FLOP_MODEL_RUN_SECONDS_CPU,
+        DeviceKind::Wgpu | DeviceKind::Cuda => FLOP_MODEL_RUN_SECONDS_GPU,
     };
-    let flops: f64 = runs
-        .iter()
-        .map(|k| {
-            let forward = cfg.lstm_forward_flops(k.batch, k.steps);
-            match (k.kind, k.recompute) {
-                (ProgramKind::Train, None) => 3.0 * forward,
-                // Recomputation runs the segment's forward pass a second time.
-                (ProgramKind::Train, Some(_)) => 4.0 * forward,
-                _ => forward,
-            }
-        })
-        .sum();
+    let flops = opts.step_flops(cfg, job);
     flops / (gflops.max(1e-3) * 1e9) + runs.len() as f64 * per_run
 }
 

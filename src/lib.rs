@@ -6,7 +6,9 @@
 //! - [`cpu`]: the reference backend (rayon + matrixmultiply);
 //! - [`nn`]: the seed model, Adam, the truncated-BPTT trainer, the built-in task;
 //! - [`plan`]: the memory planner and the device-choice policy;
-//! - [`devices`], [`calibrate`], [`session`]: discovery, throughput, choice and run;
+//! - [`devices`], [`calibrate`], [`strategy`], [`estimate`], [`decision`]: discovery,
+//!   throughput, strategies, time estimates and the choice; [`session`], [`recovery`]: the
+//!   run on the chosen device and its moves when that device fails;
 //! - [`checkpoint_dir`]: a training run's checkpoint directory, locked while in use.
 //!
 //! The `tensorfit` binary (`src/main.rs`, one module per subcommand in `src/cli/`) is the
@@ -16,10 +18,12 @@
 
 pub mod calibrate;
 pub mod checkpoint_dir;
+pub mod decision;
 pub mod devices;
 pub mod estimate;
 pub mod faults;
 pub mod host_budget;
+pub mod recovery;
 pub mod session;
 pub mod strategy;
 

@@ -17,7 +17,7 @@ use anyhow::Result;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion};
 use tensorfit::core::Backend;
-use tensorfit::nn::{Batch, ModelConfig, ParamStore, TemporalOrder, TrainOptions, Trainer};
+use tensorfit::nn::{Batch, Job, ModelConfig, ParamStore, TemporalOrder, TrainOptions, Trainer};
 
 fn trainer(backend: Box<dyn Backend>, chunk: usize) -> Result<Trainer> {
     let cfg = ModelConfig::seed();
@@ -88,6 +88,15 @@ fn try_seed_benches(
     open: impl Fn() -> Result<Box<dyn Backend>>,
 ) -> Result<()> {
     let cfg = ModelConfig::seed();
+    let train_b32_t50 = Job::Train {
+        batch: 32,
+        seq_len: 50,
+        eval: None,
+    };
+    let infer_b100_t200 = Job::Eval {
+        batch: 100,
+        seq_len: 200,
+    };
     let mut group = c.benchmark_group(name);
     group.sample_size(10);
     workload(
@@ -95,7 +104,7 @@ fn try_seed_benches(
         open()?,
         (32, 50),
         ("train_step_b32_t50", "train step B=32 T=50"),
-        3.0 * cfg.lstm_forward_flops(32, 50),
+        train_b32_t50.model_flops(&cfg, 50),
         |tr, b| tr.train_step(&b.x, &b.labels).map(|r| r.loss),
     )?;
     workload(
@@ -103,7 +112,7 @@ fn try_seed_benches(
         open()?,
         (100, 200),
         ("inference_b100_t200", "inference B=100 T=200"),
-        cfg.lstm_forward_flops(100, 200),
+        infer_b100_t200.model_flops(&cfg, 200),
         |tr, b| tr.evaluate(&b.x, &b.labels).map(|r| r.loss),
     )?;
     group.finish();

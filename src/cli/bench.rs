@@ -6,9 +6,11 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{Job, ParamStore, TemporalOrder};
+use tensorfit::nn::{AdamConfig, ParamStore, TemporalOrder};
 
-use super::{begin, request, summary, DeviceArgs, Exit, JobMode, Model};
+use super::{
+    begin, request, summary, DeviceArgs, Exit, JobMode, Model, BENCH_DATA_SEED, UNTRAINED_SEED,
+};
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
@@ -35,32 +37,12 @@ pub struct BenchArgs {
 pub fn run(a: BenchArgs) -> Result<Exit> {
     let cfg = a.model.config();
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
-    let (job, flops) = match a.mode {
-        JobMode::Train => {
-            let last = tbptt.min(a.seq_len);
-            let flops = 3.0 * cfg.lstm_forward_flops(a.batch, last)
-                + cfg.lstm_forward_flops(a.batch, a.seq_len.saturating_sub(last));
-            (
-                Job::Train {
-                    batch: a.batch,
-                    seq_len: a.seq_len,
-                    eval: None,
-                },
-                flops,
-            )
-        }
-        JobMode::Infer => (
-            Job::Eval {
-                batch: a.batch,
-                seq_len: a.seq_len,
-            },
-            cfg.lstm_forward_flops(a.batch, a.seq_len),
-        ),
-    };
-    let req = request(cfg.clone(), job, tbptt, 1e-3, &a.dev)?;
-    let params = ParamStore::init(&cfg, 1)?;
+    let job = a.mode.job(a.batch, a.seq_len);
+    let flops = job.model_flops(&cfg, tbptt);
+    let req = request(cfg.clone(), job, tbptt, AdamConfig::default().lr, &a.dev)?;
+    let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
-    let data = TemporalOrder::new(5).batch(a.batch, a.seq_len)?;
+    let data = TemporalOrder::new(BENCH_DATA_SEED).batch(a.batch, a.seq_len)?;
     let train = a.mode == JobMode::Train;
     // Straight on the trainer: the timing is of the run, not of recovery snapshots.
     let mut once = || -> Result<()> {

@@ -90,6 +90,18 @@ pub enum JobMode {
 }
 
 impl JobMode {
+    /// The job of this mode on `[seq_len, batch]` inputs (training without evaluations).
+    pub fn job(self, batch: usize, seq_len: usize) -> Job {
+        match self {
+            JobMode::Train => Job::Train {
+                batch,
+                seq_len,
+                eval: None,
+            },
+            JobMode::Infer => Job::Eval { batch, seq_len },
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             JobMode::Train => "train",
@@ -137,6 +149,13 @@ impl DeviceArgs {
 }
 
 /// The session request for `job` with the device flags of `dev`.
+/// The seed of a model's parameters when no checkpoint gives them (bench, and eval or
+/// predict without `--checkpoint`).
+pub const UNTRAINED_SEED: u64 = 1;
+
+/// The seed of the data `bench` times.
+pub const BENCH_DATA_SEED: u64 = 5;
+
 pub fn request(
     cfg: ModelConfig,
     job: Job,
@@ -216,7 +235,7 @@ pub fn load_model(checkpoint: Option<&Path>, model: Model) -> Result<(ModelConfi
         }
         None => {
             let cfg = model.config();
-            let params = ParamStore::init(&cfg, 1)?;
+            let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
             Ok((cfg, params))
         }
     }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use tensorfit::nn::Job;
 use tensorfit::plan::format_bytes;
-use tensorfit::session::{decide, format_seconds};
+use tensorfit::session::{decide, format_seconds, Choice};
 
 use super::{request, DeviceArgs, Exit, JobMode, Model};
 
@@ -53,7 +53,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         outln!("{}", decision.to_json());
     } else {
         out!("{}", decision.table());
-        if let Some((_, plan, _, _)) = decision.chosen() {
+        if let Some(Choice { plan, .. }) = decision.chosen() {
             outln!("\nplan of the choice:");
             out!("{}", plan.table(if a.full { usize::MAX } else { 12 }));
         } else if decision.candidates.iter().any(|c| c.fits) {

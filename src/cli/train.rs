@@ -78,6 +78,12 @@ pub struct TrainArgs {
     pub given: Vec<String>,
 }
 
+/// The training data's stream starts at `seed · DATA_SEED_MULTIPLIER + 1`, and the
+/// held-out set's at `seed ^ HELD_OUT_SEED_XOR`: two streams of one seed that do not
+/// overlap the parameters' (`seed` itself).
+const DATA_SEED_MULTIPLIER: u64 = 0x9E37_79B9;
+const HELD_OUT_SEED_XOR: u64 = 0xE7A1;
+
 pub fn run(a: TrainArgs) -> Result<Exit> {
     if a.steps == 0 {
         bail!("--steps must be at least 1");
@@ -131,14 +137,19 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         .as_ref()
         .and_then(|(_, ck)| ck.extra.get(DATA_POSITION)?.parse().ok());
     let mut data = TemporalOrder::new(
-        position.unwrap_or(settings.seed.wrapping_mul(0x9E37_79B9).wrapping_add(1)),
+        position.unwrap_or(
+            settings
+                .seed
+                .wrapping_mul(DATA_SEED_MULTIPLIER)
+                .wrapping_add(1),
+        ),
     );
     if let Some((_, ck)) = &resumed {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
     }
     // The optimizer state is on the device now; only the file's name is still needed.
     let resumed = resumed.map(|(file, _)| file);
-    let held_out = TemporalOrder::new(settings.seed ^ 0xE7A1)
+    let held_out = TemporalOrder::new(settings.seed ^ HELD_OUT_SEED_XOR)
         .batch(settings.eval_batch, settings.seq_len)
         .context("making the held-out set")?;
     let save = |session: &mut Session, data: &TemporalOrder, path: &Path| -> Result<()> {
@@ -150,7 +161,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         Ok(())
     };
     let mut losses = Vec::new();
-    let flops = 3.0 * cfg.lstm_forward_flops(settings.batch, settings.tbptt.min(settings.seq_len));
+    let flops = req.job.model_flops(&cfg, settings.tbptt);
     if !a.json {
         errln!(
             "training ({} parameters): batch {}, length {}, tbptt {}, learning rate {}, steps {}..={last}{}{}",

@@ -538,6 +538,32 @@ impl LstmDims {
     pub fn state(&self) -> Shape {
         Shape::from([self.batch, self.hidden])
     }
+
+    /// Rows of the whole sequence, `T·B`.
+    pub fn rows(&self) -> usize {
+        self.steps * self.batch
+    }
+
+    /// Width of one row of gates, `4H` (i, f, g, o).
+    pub fn gate_width(&self) -> usize {
+        4 * self.hidden
+    }
+
+    /// Elements of one step's state, `B·H`.
+    pub fn step_state(&self) -> usize {
+        self.batch * self.hidden
+    }
+
+    /// Elements of one step's gates, `B·4H`.
+    pub fn step_gates(&self) -> usize {
+        self.batch * self.gate_width()
+    }
+
+    /// Whether nothing flows through the layer (no steps, or no units): the final state
+    /// is the initial one and the weights get no gradient.
+    pub fn is_empty(&self) -> bool {
+        self.steps == 0 || self.step_state() == 0
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@ use serde_json::json;
 use tensorfit_core::{Activation, Error, Result};
 
 use crate::atomic_file::write_atomic;
-use crate::config::{ModelConfig, ParamKind, ParamSpec};
+use crate::config::ModelConfig;
+use crate::layers::{ParamKind, ParamSpec};
 use crate::params::ParamStore;
 use crate::safetensors_file::SafetensorsFile;
 

@@ -5,7 +5,10 @@
 //! → softmax. Parameter names and shapes are PyTorch's (`lstm.weight_ih_l{k}`, ...), so
 //! checkpoints load into `torch.nn.LSTM` unchanged.
 
-use tensorfit_core::{Activation, Error, Result, Shape};
+use tensorfit_core::{Activation, Error, Result};
+
+use crate::layers::{ParamKind, ParamSpec, Tensors};
+use crate::network::Network;
 
 /// Shape of the stacked-LSTM classifier. Plain data: build graphs from it with
 /// [`crate::model`].
@@ -23,21 +26,6 @@ pub struct ModelConfig {
     pub classes: usize,
     /// Nonlinearity of the dense layer.
     pub dense_activation: Activation,
-}
-
-/// Whether a tensor is trained by the optimizer or is a running statistic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamKind {
-    Trainable,
-    RunningStat,
-}
-
-/// Name, shape and kind of one model tensor.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParamSpec {
-    pub name: String,
-    pub shape: Shape,
-    pub kind: ParamKind,
 }
 
 /// Largest size accepted for any one dimension: far beyond any real model, small enough
@@ -100,79 +88,20 @@ impl ModelConfig {
         Ok(())
     }
 
-    /// Every model tensor in a fixed order (LSTM layers, bn1, dense, bn2, out).
+    /// The model as typed layers.
+    pub fn network(&self) -> Network {
+        Network::new(self)
+    }
+
+    /// Every model tensor in the network's fixed order (LSTM layers, bn1, dense, bn2,
+    /// out), with PyTorch's names.
     pub fn param_specs(&self) -> Vec<ParamSpec> {
-        let (h, g) = (self.hidden, 4 * self.hidden);
-        let mut v = Vec::new();
-        let mut push = |name: String, shape: Shape, kind| v.push(ParamSpec { name, shape, kind });
-        for k in 0..self.layers {
-            let inp = if k == 0 { self.input } else { h };
-            push(
-                format!("lstm.weight_ih_l{k}"),
-                Shape::from([g, inp]),
-                ParamKind::Trainable,
-            );
-            push(
-                format!("lstm.weight_hh_l{k}"),
-                Shape::from([g, h]),
-                ParamKind::Trainable,
-            );
-            push(
-                format!("lstm.bias_ih_l{k}"),
-                Shape::from([g]),
-                ParamKind::Trainable,
-            );
-            push(
-                format!("lstm.bias_hh_l{k}"),
-                Shape::from([g]),
-                ParamKind::Trainable,
-            );
-        }
-        let bn = |push: &mut dyn FnMut(String, Shape, ParamKind), name: &str, c: usize| {
-            push(
-                format!("{name}.weight"),
-                Shape::from([c]),
-                ParamKind::Trainable,
-            );
-            push(
-                format!("{name}.bias"),
-                Shape::from([c]),
-                ParamKind::Trainable,
-            );
-            push(
-                format!("{name}.running_mean"),
-                Shape::from([c]),
-                ParamKind::RunningStat,
-            );
-            push(
-                format!("{name}.running_var"),
-                Shape::from([c]),
-                ParamKind::RunningStat,
-            );
-        };
-        bn(&mut push, "bn1", h);
-        push(
-            "dense.weight".into(),
-            Shape::from([self.dense, h]),
-            ParamKind::Trainable,
-        );
-        push(
-            "dense.bias".into(),
-            Shape::from([self.dense]),
-            ParamKind::Trainable,
-        );
-        bn(&mut push, "bn2", self.dense);
-        push(
-            "out.weight".into(),
-            Shape::from([self.classes, self.dense]),
-            ParamKind::Trainable,
-        );
-        push(
-            "out.bias".into(),
-            Shape::from([self.classes]),
-            ParamKind::Trainable,
-        );
-        v
+        self.network()
+            .specs()
+            .items()
+            .into_iter()
+            .cloned()
+            .collect()
     }
 
     /// Number of trainable parameters.
@@ -184,19 +113,16 @@ impl ModelConfig {
             .sum()
     }
 
-    /// Forward FLOPs of the LSTM stack: Σ over layers 2·4·H·(I+H)·B·T (the convention the
-    /// benchmarks report against; the head is negligible). A training step counts 3×.
+    /// Forward FLOPs of the LSTM stack over `steps` steps of `batch` sequences
+    /// ([`crate::layers::Lstm::forward_flops`]; the head is negligible). A training step counts
+    /// [`TRAIN_FLOPS_PER_FORWARD`] times this.
     pub fn lstm_forward_flops(&self, batch: usize, steps: usize) -> f64 {
-        (0..self.layers)
-            .map(|k| {
-                let i = if k == 0 { self.input } else { self.hidden };
-                2.0 * 4.0 * self.hidden as f64 * (i + self.hidden) as f64
-            })
-            .sum::<f64>()
-            * batch as f64
-            * steps as f64
+        self.network().lstm.forward_flops(batch, steps)
     }
 }
+
+/// A training step's FLOPs in forward passes: forward, and backward at twice its cost.
+pub const TRAIN_FLOPS_PER_FORWARD: f64 = 3.0;
 
 #[cfg(test)]
 mod tests {
@@ -212,7 +138,9 @@ mod tests {
         // The seed network's figures: a training step at B=32, T=50 is three forward
         // passes' worth; inference at B=100, T=200 is one.
         let s = ModelConfig::seed();
-        assert!((3.0 * s.lstm_forward_flops(32, 50) / 1e9 - 13.46).abs() < 0.01);
+        assert!(
+            (TRAIN_FLOPS_PER_FORWARD * s.lstm_forward_flops(32, 50) / 1e9 - 13.46).abs() < 0.01
+        );
         assert!((s.lstm_forward_flops(100, 200) / 1e9 - 56.08).abs() < 0.01);
     }
 

@@ -1,7 +1,9 @@
 //! tensorfit-nn: the models and the training loop.
 //!
 //! [`ModelConfig`] describes the stacked-LSTM classifier (with the `seed` preset);
-//! [`model`] builds its graphs; [`AdamConfig`] appends PyTorch's Adam as update nodes;
+//! [`Network`] is it as typed [`layers`], each owning its tensors (PyTorch's names), its
+//! forward builder and its carried state; [`model`] builds its graphs; [`programs`] the
+//! graphs a run is made of, named by [`ProgramKey`]s; [`AdamConfig`] appends PyTorch's Adam as update nodes;
 //! [`Trainer`] runs truncated BPTT on any [`tensorfit_core::Backend`]; [`TemporalOrder`]
 //! is the built-in task; [`ParamStore`] moves weights in and out (safetensors, PyTorch's
 //! names).
@@ -12,22 +14,29 @@ pub mod adam;
 pub mod atomic_file;
 pub mod checkpoint;
 pub mod config;
+pub mod layers;
 pub mod model;
+pub mod network;
+pub mod options;
 pub mod params;
 pub mod programs;
 mod recompute;
 pub mod run_settings;
 pub mod safetensors_file;
 pub mod task;
+mod train_graph;
 pub mod trainer;
 
 pub use adam::AdamConfig;
 pub use checkpoint::Checkpoint;
-pub use config::{ModelConfig, ParamKind, ParamSpec};
+pub use config::{ModelConfig, TRAIN_FLOPS_PER_FORWARD};
+pub use layers::{Init, ParamKind, ParamSpec};
 pub use model::Mode;
+pub use network::Network;
+pub use options::{Job, ProgramKey, ProgramKind, TrainOptions};
 pub use params::ParamStore;
-pub use programs::{Program, ProgramKey, ProgramKind};
+pub use programs::{PersistentKey, Program};
 pub use run_settings::RunSettings;
 pub use task::{Batch, TemporalOrder};
 pub use tensorfit_core::Rng;
-pub use trainer::{argmax, EvalReport, Job, StepReport, TrainOptions, Trainer};
+pub use trainer::{argmax, EvalReport, StepReport, Trainer};

@@ -10,7 +10,8 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use tensorfit_core::{Error, HostTensor, Result, Shape};
 
-use crate::config::{ModelConfig, ParamKind};
+use crate::config::ModelConfig;
+use crate::layers::Init;
 use crate::safetensors_file::SafetensorsFile;
 use tensorfit_core::Rng;
 
@@ -25,37 +26,20 @@ impl ParamStore {
         ParamStore::default()
     }
 
-    /// PyTorch's default initialisation, from `seed`: LSTM and Dense weights and biases
-    /// uniform in ±1/√fan (fan = hidden size for the LSTM, input size for Dense),
-    /// BatchNorm weight 1, bias 0, running mean 0, running variance 1.
+    /// Every tensor at its layer's initialisation ([`Init`]), the uniform ones drawn
+    /// from `seed` in table order: PyTorch's defaults (LSTM and Dense weights and biases
+    /// uniform in ±1/√fan, BatchNorm weight 1, bias 0, running mean 0, running variance 1).
     pub fn init(cfg: &ModelConfig, seed: u64) -> Result<Self> {
         cfg.validate()?;
         let mut rng = Rng::new(seed);
         let mut store = ParamStore::new();
         for spec in cfg.param_specs() {
             let n = spec.shape.numel();
-            let data = if spec.name.starts_with("lstm.") {
-                let k = 1.0 / (cfg.hidden as f32).sqrt();
-                (0..n).map(|_| rng.uniform_range(-k, k)).collect()
-            } else if spec.name.ends_with(".running_var") {
-                vec![1.0; n]
-            } else if spec.kind == ParamKind::RunningStat {
-                vec![0.0; n]
-            } else if spec.name.starts_with("bn") {
-                let v = if spec.name.ends_with(".weight") {
-                    1.0
-                } else {
-                    0.0
-                };
-                vec![v; n]
-            } else {
-                let fan_in = if spec.name.starts_with("dense.") {
-                    cfg.hidden
-                } else {
-                    cfg.dense
-                };
-                let k = 1.0 / (fan_in as f32).sqrt();
-                (0..n).map(|_| rng.uniform_range(-k, k)).collect()
+            let data = match spec.init {
+                Init::Uniform { bound } => {
+                    (0..n).map(|_| rng.uniform_range(-bound, bound)).collect()
+                }
+                Init::Constant(v) => vec![v; n],
             };
             store.insert(&spec.name, HostTensor::new(spec.shape, data)?);
         }

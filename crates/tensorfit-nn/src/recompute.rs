@@ -14,14 +14,14 @@
 //! the LSTM stack's backward is written here by hand, because the recomputed forward
 //! nodes must come between backward nodes.
 
-use std::collections::HashMap;
-
-use tensorfit_core::args::{BinaryInputs, FillInputs, LstmBackwardInputs, LstmForwardOutputs};
+use tensorfit_core::args::{BinaryInputs, FillInputs, LstmForwardOutputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
 use crate::config::ModelConfig;
-use crate::model::{find, head, input_shape, leaves, lstm_layer, Mode, Named};
-use crate::programs::{carry_chunks, loss_grad_seed, no_gradient, TrainGraph};
+use crate::layers::{Lstm, LstmGrads, LstmWeights, Tensors};
+use crate::model::{carried, head, Leaves, Mode};
+use crate::options::carry_chunks;
+use crate::train_graph::{loss_grad_seed, no_gradient, TrainGraph};
 
 fn zeros(g: &mut Graph, name: &str, shape: Shape) -> Result<TensorId> {
     let fill = Op::Fill { value: 0.0, shape };
@@ -35,14 +35,14 @@ fn stack_over(
     prefix: &str,
     x: TensorId,
     border: &[(TensorId, TensorId)],
-    params: &Named,
+    weights: &[LstmWeights<TensorId>],
     keep: bool,
 ) -> Result<Vec<(TensorId, LstmForwardOutputs<TensorId>)>> {
     let mut input = x;
     let mut layers = Vec::with_capacity(border.len());
-    for (l, &(h0, c0)) in border.iter().enumerate() {
+    for (l, (&state, w)) in border.iter().zip(weights).enumerate() {
         let name = format!("{prefix}.lstm_l{l}");
-        let outs = lstm_layer(g, &name, input, h0, c0, params, l, keep)?;
+        let outs = Lstm::layer(g, &name, input, state, w, keep)?;
         layers.push((input, outs));
         input = outs.y;
     }
@@ -58,42 +58,40 @@ pub(crate) fn train_graph(
     segment: usize,
 ) -> Result<TrainGraph> {
     cfg.validate()?;
+    let net = cfg.network();
     let layers = cfg.layers;
-    let state_shape = Shape::from([batch, cfg.hidden]);
+    let state_shape = net.lstm.state_shape(batch);
     let mut g = Graph::new();
-    let (params, running) = leaves(&mut g, cfg);
+    let leaves = Leaves::add(&mut g, &net);
+    let weights = &leaves.ids.lstm;
     let lens = carry_chunks(steps, segment);
     let xs: Vec<(TensorId, usize)> = lens
         .iter()
         .enumerate()
-        .map(|(k, &s)| (g.input(&format!("x.{k}"), input_shape(cfg, batch, s)), s))
+        .map(|(k, &s)| {
+            (
+                g.input(&format!("x.{k}"), net.lstm.input_shape(batch, s)),
+                s,
+            )
+        })
         .collect();
 
     // Forward, keeping only the state at each sub-segment border: border[k][l] is the
     // (h, c) entering sub-segment k at layer l.
     let mut border: Vec<Vec<(TensorId, TensorId)>> = vec![(0..layers)
-        .map(|l| {
-            (
-                g.state(&format!("state.h_l{l}"), state_shape.clone()),
-                g.state(&format!("state.c_l{l}"), state_shape.clone()),
-            )
-        })
+        .map(|l| net.lstm.state_leaves(&mut g, l, batch))
         .collect()];
     for (k, &(x, _)) in xs.iter().enumerate() {
-        let seg = stack_over(&mut g, &format!("seg{k}"), x, &border[k], &params, false)?;
+        let seg = stack_over(&mut g, &format!("seg{k}"), x, &border[k], weights, false)?;
         border.push(seg.iter().map(|(_, outs)| (outs.h_n, outs.c_n)).collect());
     }
     // The top layer's last output is its final h.
     let last = border[xs.len()][layers - 1].0;
-    let h = head(&mut g, cfg, last, batch, &params, &running, Mode::Train)?;
+    let h = head(&mut g, &net, &leaves.ids, last, batch, Mode::Train)?;
 
     // The head by autodiff, with the gradient of `last` as one more result.
     let one = loss_grad_seed(&mut g)?;
-    let head_params: Vec<&(String, TensorId)> = params
-        .iter()
-        .filter(|(n, _)| !n.starts_with("lstm."))
-        .collect();
-    let mut wrt: Vec<TensorId> = head_params.iter().map(|(_, t)| *t).collect();
+    let mut wrt: Vec<TensorId> = leaves.head.iter().map(|(_, t)| *t).collect();
     wrt.push(last);
     let head_grads = backward(&mut g, &[(h.loss, one)], &wrt)?;
     let dlast = head_grads
@@ -118,82 +116,80 @@ pub(crate) fn train_graph(
             state_shape.clone(),
         )?);
     }
-    let mut acc: HashMap<String, TensorId> = HashMap::new();
+    // Each layer's weight gradients, summed over the sub-segments.
+    let mut acc: Vec<Option<LstmGrads<TensorId>>> = vec![None; layers];
     for (k, &(x, len)) in xs.iter().enumerate().rev() {
         let prefix = format!("seg{k}.recompute");
-        let kept = stack_over(&mut g, &prefix, x, &border[k], &params, true)?;
+        let kept = stack_over(&mut g, &prefix, x, &border[k], weights, true)?;
         let mut dy = zeros(
             &mut g,
             &format!("seg{k}.zeros.dy"),
             Shape::from([len, batch, cfg.hidden]),
         )?;
         for l in (0..layers).rev() {
-            let (input, outs) = kept[l];
-            let (h0, c0) = border[k][l];
-            let w = |n: &str| find(&params, &format!("lstm.{n}_l{l}"));
+            let (input, outs) = &kept[l];
             let name = format!("seg{k}.lstm_l{l}.grad");
-            let inputs = LstmBackwardInputs {
-                x: input,
-                h0,
-                c0,
-                w_ih: w("weight_ih"),
-                w_hh: w("weight_hh"),
-                y: outs.y,
-                gates: outs.gates,
-                cells: outs
-                    .cells
-                    .ok_or_else(|| Error::Graph(format!("{name}: the forward kept no cells")))?,
-                dy,
-                dh_n: dh[l],
-                dc_n: dc[l],
-            };
-            let grads = g.apply(&name, Op::LstmBackward { input_grad: l > 0 }, inputs)?;
-            dh[l] = grads.dh0;
-            dc[l] = grads.dc0;
-            for (name, t) in [
-                ("weight_ih", grads.dw_ih),
-                ("weight_hh", grads.dw_hh),
-                ("bias", grads.db),
-            ] {
-                let key = format!("lstm.{name}_l{l}");
-                let sum = match acc.get(&key) {
-                    Some(&prev) => {
+            let (d, grads) = Lstm::layer_backward(
+                &mut g,
+                &name,
+                *input,
+                border[k][l],
+                &weights[l],
+                outs,
+                (dy, dh[l], dc[l]),
+                l > 0,
+            )?;
+            dh[l] = d.dh0;
+            dc[l] = d.dc0;
+            acc[l] = Some(match acc[l] {
+                None => grads,
+                Some(prev) => {
+                    let mut sum = |what: &str, a: TensorId, b: TensorId| -> Result<TensorId> {
                         let add = Op::Binary(BinaryOp::Add);
-                        let inputs = BinaryInputs { a: prev, b: t };
-                        g.apply(&format!("grad_sum.{key}.seg{k}"), add, inputs)?.out
+                        let name = format!("grad_sum.lstm.{what}_l{l}.seg{k}");
+                        Ok(g.apply(&name, add, BinaryInputs { a, b })?.out)
+                    };
+                    LstmGrads {
+                        w_ih: sum("weight_ih", prev.w_ih, grads.w_ih)?,
+                        w_hh: sum("weight_hh", prev.w_hh, grads.w_hh)?,
+                        bias: sum("bias", prev.bias, grads.bias)?,
                     }
-                    None => t,
-                };
-                acc.insert(key, sum);
-            }
-            if let Some(dx) = grads.dx {
+                }
+            });
+            if let Some(dx) = d.dx {
                 dy = dx;
             }
         }
     }
     g.set_phase(None);
 
-    let mut grads = Vec::with_capacity(params.len());
-    let mut head_iter = head_grads.iter();
-    for (name, _) in &params {
-        let grad = if let Some(rest) = name.strip_prefix("lstm.") {
-            // Both bias vectors share one gradient.
-            let key = match rest.split_once("_l") {
-                Some(("bias_ih" | "bias_hh", layer)) => format!("lstm.bias_l{layer}"),
-                _ => name.clone(),
-            };
-            acc.get(&key).copied()
-        } else {
-            head_iter.next().copied().flatten()
-        };
+    // In table order: the LSTM stack's gradients, then the head's.
+    let mut grads: Vec<TensorId> = acc
+        .iter()
+        .flatten()
+        .flat_map(|a| {
+            a.per_weight()
+                .items()
+                .into_iter()
+                .copied()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if grads.len() != leaves.lstm.len() {
+        return Err(Error::Graph(format!(
+            "{steps} steps gave no sub-segment to differentiate"
+        )));
+    }
+    for (grad, (name, _)) in head_grads.iter().zip(&leaves.head) {
         grads.push(grad.ok_or_else(|| no_gradient(name))?);
     }
+    let params = leaves.params();
     Ok(TrainGraph {
         graph: g,
         xs,
         head: h,
         params,
-        running,
         grads,
+        carried: carried(border[0].iter().copied()),
     })
 }

@@ -22,132 +22,12 @@ use tensorfit_core::{
     Result, Shape, TensorView,
 };
 
-use crate::adam::AdamConfig;
 use crate::checkpoint::Checkpoint;
-use crate::config::{ModelConfig, ParamKind};
+use crate::config::ModelConfig;
+use crate::layers::{Lstm, ParamKind, StatePart};
+use crate::options::{micro_batches, ProgramKey, TrainOptions};
 use crate::params::ParamStore;
-use crate::programs::{
-    carry_chunks, micro_batches, persistent_key, Program, ProgramKey, ProgramKind,
-};
-
-/// How to train and evaluate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TrainOptions {
-    /// Truncated-BPTT length: gradients flow through at most this many final steps.
-    pub tbptt: usize,
-    /// Longest chunk of time steps run at once where only inference runs (the carried
-    /// part of training, and evaluation): the streaming length.
-    pub chunk: usize,
-    /// Evaluate in micro-batches of this many sequences (`None`: the whole batch).
-    pub micro_batch: Option<usize>,
-    /// Recompute the training segment's activations in sub-segments of this many steps
-    /// during backward, instead of keeping them (`None`: keep them).
-    pub recompute: Option<usize>,
-    pub adam: AdamConfig,
-}
-
-impl Default for TrainOptions {
-    fn default() -> Self {
-        TrainOptions {
-            tbptt: 50,
-            chunk: 50,
-            micro_batch: None,
-            recompute: None,
-            adam: AdamConfig::default(),
-        }
-    }
-}
-
-impl TrainOptions {
-    pub fn validate(&self) -> Result<()> {
-        self.adam.validate()?;
-        if self.tbptt == 0
-            || self.chunk == 0
-            || self.micro_batch == Some(0)
-            || self.recompute == Some(0)
-        {
-            return Err(Error::input(
-                "tbptt, chunk, micro-batch and recompute lengths must be at least 1",
-            ));
-        }
-        Ok(())
-    }
-
-    /// The programs one training step on `[steps, batch]` runs, in order.
-    pub fn train_programs(&self, batch: usize, steps: usize) -> Vec<ProgramKey> {
-        let last = self.tbptt.min(steps);
-        let mut keys: Vec<ProgramKey> = carry_chunks(steps - last, self.chunk)
-            .into_iter()
-            .map(|s| key(ProgramKind::Carry, batch, s))
-            .collect();
-        keys.push(ProgramKey {
-            recompute: self.recompute.filter(|&r| r < last),
-            ..key(ProgramKind::Train, batch, last)
-        });
-        keys
-    }
-
-    /// The programs one evaluation of `[steps, batch]` runs, in order.
-    pub fn eval_programs(&self, batch: usize, steps: usize) -> Vec<ProgramKey> {
-        let last = self.chunk.min(steps);
-        let mut keys = Vec::new();
-        for m in micro_batches(batch, self.micro_batch) {
-            keys.extend(
-                carry_chunks(steps - last, self.chunk)
-                    .into_iter()
-                    .map(|s| key(ProgramKind::Carry, m, s)),
-            );
-            keys.push(key(ProgramKind::Eval, m, last));
-        }
-        keys
-    }
-}
-
-/// What a run will do, so that every program it needs can be planned before it starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Job {
-    /// Training steps on `[seq_len, batch]` minibatches, with evaluations on
-    /// `[eval_seq_len, eval_batch]` if `eval` is given.
-    Train {
-        batch: usize,
-        seq_len: usize,
-        eval: Option<(usize, usize)>,
-    },
-    /// Evaluation (or prediction) of `[seq_len, batch]` inputs.
-    Eval { batch: usize, seq_len: usize },
-}
-
-impl TrainOptions {
-    /// Every distinct program `job` runs, each once, in a stable order.
-    pub fn job_programs(&self, job: Job) -> Vec<ProgramKey> {
-        let mut keys = match job {
-            Job::Train {
-                batch,
-                seq_len,
-                eval,
-            } => {
-                let mut k = self.train_programs(batch, seq_len);
-                if let Some((b, t)) = eval {
-                    k.extend(self.eval_programs(b, t));
-                }
-                k
-            }
-            Job::Eval { batch, seq_len } => self.eval_programs(batch, seq_len),
-        };
-        keys.sort();
-        keys.dedup();
-        keys
-    }
-}
-
-fn key(kind: ProgramKind, batch: usize, steps: usize) -> ProgramKey {
-    ProgramKey {
-        kind,
-        batch,
-        steps,
-        recompute: None,
-    }
-}
+use crate::programs::{PersistentKey, Program};
 
 /// What one training step produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,8 +60,10 @@ pub struct Trainer {
     backend: Box<dyn Backend>,
     cfg: ModelConfig,
     opts: TrainOptions,
+    /// The LSTM stack, whose carried state the trainer zeroes and reads.
+    lstm: Lstm,
     /// Device views of everything that outlives a run, by persistent key.
-    persistent: HashMap<String, TensorView>,
+    persistent: HashMap<PersistentKey, TensorView>,
     /// The planner's layout and the arenas allocated for it.
     layout: Option<(Layout, Vec<BufferId>)>,
     programs: HashMap<ProgramKey, Loaded>,
@@ -213,7 +95,7 @@ impl Trainer {
         let mut t = Trainer::empty(backend, cfg, params, opts)?;
         for (name, p) in params.iter() {
             let view = upload(t.backend.as_mut(), p)?;
-            t.persistent.insert(name.clone(), view);
+            t.persistent.insert(PersistentKey::named(name), view);
         }
         Ok(t)
     }
@@ -231,9 +113,10 @@ impl Trainer {
         let buffers = allocate_all(t.backend.as_mut(), &layout.arena_bytes)?;
         t.layout = Some((layout, buffers));
         for (name, p) in params.iter() {
-            let view = t.planned_view(name, &p.shape)?;
+            let key = PersistentKey::named(name);
+            let view = t.planned_view(&key, &p.shape)?;
             t.backend.write(&view, &p.data)?;
-            t.persistent.insert(name.clone(), view);
+            t.persistent.insert(key, view);
         }
         Ok(t)
     }
@@ -249,6 +132,7 @@ impl Trainer {
         params.check_against(&cfg)?;
         Ok(Trainer {
             backend,
+            lstm: cfg.network().lstm,
             cfg,
             opts,
             persistent: HashMap::new(),
@@ -394,12 +278,10 @@ impl Trainer {
             return Err(Error::Graph("a run needs at least one program".into()));
         };
         let batch = last.batch;
-        for k in 0..self.cfg.layers {
-            for s in ["h", "c"] {
-                let key = persistent_key(&format!("state.{s}_l{k}"), batch);
-                let view = self.persistent_view(&key, Shape::from([batch, self.cfg.hidden]))?;
-                self.backend.write(&view, &vec![0.0; view.len()])?;
-            }
+        for slot in self.lstm.state_slots() {
+            let key = PersistentKey::Carried { slot, batch };
+            let view = self.persistent_view(&key, self.lstm.state_shape(batch))?;
+            self.backend.write(&view, &vec![0.0; view.len()])?;
         }
         let row = batch * self.cfg.input;
         let mut t = 0;
@@ -440,7 +322,8 @@ impl Trainer {
     pub fn parameters(&mut self) -> Result<ParamStore> {
         let mut out = ParamStore::new();
         for spec in self.cfg.param_specs() {
-            let view = self.persistent_view(&spec.name, spec.shape.clone())?;
+            let key = PersistentKey::named(&spec.name);
+            let view = self.persistent_view(&key, spec.shape.clone())?;
             out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
         }
         Ok(out)
@@ -475,7 +358,7 @@ impl Trainer {
     /// time cost more than the copy.
     pub fn checkpoint_into(&mut self, ck: &mut Checkpoint) -> Result<()> {
         for (name, t) in ck.params.iter_mut().chain(ck.optimizer.iter_mut()) {
-            match self.persistent.get(name.as_str()) {
+            match self.persistent.get(&PersistentKey::named(name)) {
                 Some(view) if view.shape == t.shape => self.backend.read(view, &mut t.data)?,
                 // Adam's moments before the first step.
                 None => t.data.fill(0.0),
@@ -494,7 +377,7 @@ impl Trainer {
     /// Restores Adam's moments and the step counter from a checkpoint's values.
     pub fn restore_optimizer(&mut self, optimizer: &ParamStore, step: u64) -> Result<()> {
         for (name, t) in optimizer.iter() {
-            let view = self.persistent_view(name, t.shape.clone())?;
+            let view = self.persistent_view(&PersistentKey::named(name), t.shape.clone())?;
             if view.shape != t.shape {
                 return Err(Error::input(format!(
                     "`{name}` has shape {}, expected {}",
@@ -525,20 +408,15 @@ impl Trainer {
     /// Downloads the LSTM state carried into the last segment for batch size `batch`:
     /// (h, c), each `[layers, B, H]`.
     pub fn carried_state(&mut self, batch: usize) -> Result<(HostTensor, HostTensor)> {
-        let mut hs = Vec::new();
-        let mut cs = Vec::new();
-        let shape = Shape::from([batch, self.cfg.hidden]);
-        for k in 0..self.cfg.layers {
-            let h = self.persistent_view(
-                &persistent_key(&format!("state.h_l{k}"), batch),
-                shape.clone(),
-            )?;
-            let c = self.persistent_view(
-                &persistent_key(&format!("state.c_l{k}"), batch),
-                shape.clone(),
-            )?;
-            hs.extend(download(self.backend.as_mut(), &h)?.data);
-            cs.extend(download(self.backend.as_mut(), &c)?.data);
+        let (mut hs, mut cs) = (Vec::new(), Vec::new());
+        for slot in self.lstm.state_slots() {
+            let key = PersistentKey::Carried { slot, batch };
+            let view = self.persistent_view(&key, self.lstm.state_shape(batch))?;
+            let data = download(self.backend.as_mut(), &view)?.data;
+            match slot.part {
+                StatePart::H => hs.extend(data),
+                StatePart::C => cs.extend(data),
+            }
         }
         let shape = Shape::from([self.cfg.layers, batch, self.cfg.hidden]);
         Ok((
@@ -593,7 +471,7 @@ impl Trainer {
 
     /// The view of persistent tensor `key`: from the layout if planned, else a new
     /// zero-filled buffer the first time (optimizer moments start at zero, as in PyTorch).
-    fn persistent_view(&mut self, key: &str, shape: Shape) -> Result<TensorView> {
+    fn persistent_view(&mut self, key: &PersistentKey, shape: Shape) -> Result<TensorView> {
         if let Some(v) = self.persistent.get(key) {
             return Ok(v.clone());
         }
@@ -602,18 +480,18 @@ impl Trainer {
         } else {
             upload(self.backend.as_mut(), &HostTensor::zeros(shape))?
         };
-        self.persistent.insert(key.to_string(), view.clone());
+        self.persistent.insert(key.clone(), view.clone());
         Ok(view)
     }
 
-    fn planned_view(&self, key: &str, shape: &Shape) -> Result<TensorView> {
+    fn planned_view(&self, key: &PersistentKey, shape: &Shape) -> Result<TensorView> {
         let (layout, buffers) = self
             .layout
             .as_ref()
             .ok_or_else(|| Error::Graph("no layout".into()))?;
         let &(arena, offset) = layout
             .persistent
-            .get(key)
+            .get(&key.to_string())
             .ok_or_else(|| Error::Graph(format!("`{key}` is not in the memory plan")))?;
         Ok(TensorView::at(buffers[arena], offset, shape.clone()))
     }

@@ -38,16 +38,9 @@ pub fn lstm_forward(
     inp: &LstmForwardInputs,
     out: &LstmForwardOutputs,
 ) -> Result<()> {
-    let LstmDims {
-        steps,
-        batch,
-        input,
-        hidden,
-    } = d;
-    let rows = steps * batch;
-    let step_h = batch * hidden;
-    let step_g = batch * 4 * hidden;
-    if steps == 0 || step_h == 0 {
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, step_h, step_g) = (d.rows(), d.step_state(), d.step_gates());
+    if d.is_empty() {
         g.copy(out.h_n, inp.h0, step_h)?;
         return g.copy(out.c_n, inp.c0, step_h);
     }
@@ -130,23 +123,16 @@ pub fn lstm_backward(
     inp: &LstmBackwardInputs,
     out: &LstmBackwardOutputs,
 ) -> Result<()> {
-    let LstmDims {
-        steps,
-        batch,
-        input,
-        hidden,
-    } = d;
-    let rows = steps * batch;
-    let step_h = batch * hidden;
-    let step_g = batch * 4 * hidden;
-    let h4 = 4 * hidden;
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, step_h, step_g) = (d.rows(), d.step_state(), d.step_gates());
+    let h4 = d.gate_width();
 
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
     // and c_t from step t+1 (or from h_n and c_n).
     let (dh, dc) = (out.dh0, out.dc0);
     g.copy(dh, inp.dh_n, step_h)?;
     g.copy(dc, inp.dc_n, step_h)?;
-    if steps == 0 || step_h == 0 {
+    if d.is_empty() {
         // Nothing flows through the layer: the weights get no gradient.
         g.fill(out.dw_ih, 0.0, h4 * input)?;
         g.fill(out.dw_hh, 0.0, h4 * hidden)?;

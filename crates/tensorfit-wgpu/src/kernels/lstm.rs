@@ -79,14 +79,9 @@ pub(crate) fn lstm_forward(
     const K: &str = "lstm_forward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let LstmDims {
-        steps,
-        batch,
-        input,
-        hidden,
-    } = d;
-    let (rows, h4, step_h) = (steps * batch, 4 * hidden, batch * hidden);
-    if steps == 0 || step_h == 0 {
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, h4, step_h) = (d.rows(), d.gate_width(), d.step_state());
+    if d.is_empty() {
         copy_range(l, inp.h0, 0, out.h_n);
         copy_range(l, inp.c0, 0, out.c_n);
         return Ok(());
@@ -169,19 +164,14 @@ pub(crate) fn lstm_backward(
     const K: &str = "lstm_backward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let LstmDims {
-        steps,
-        batch,
-        input,
-        hidden,
-    } = d;
-    let (rows, h4, step_h) = (steps * batch, 4 * hidden, batch * hidden);
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, h4) = (d.rows(), d.gate_width());
 
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
     // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
     copy_range(l, inp.dh_n, 0, out.dh0);
     copy_range(l, inp.dc_n, 0, out.dc0);
-    if steps == 0 || step_h == 0 {
+    if d.is_empty() {
         // Nothing flows through the layer: the weights get no gradient.
         for g in [out.dw_ih, out.dw_hh, out.db] {
             fill(l, 0.0, g);

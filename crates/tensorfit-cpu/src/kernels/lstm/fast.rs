@@ -19,8 +19,8 @@ use rayon::prelude::*;
 use tensorfit_core::{LstmDims, Result};
 
 use super::{
-    no_gradient_flows, weight_gradients, LstmBackwardInputs, LstmBackwardOutputs,
-    LstmForwardInputs, LstmForwardOutputs, WeightGrads,
+    backward_begins, forward_begins, forward_ends, weight_gradients, BackwardStart,
+    LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
 };
 use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
@@ -99,32 +99,13 @@ pub(crate) fn forward(
     token: Token,
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
-    out: LstmForwardOutputs<'_>,
+    mut out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
-    let LstmDims {
-        steps,
-        batch,
-        input,
-        hidden,
-    } = d;
-    let LstmForwardOutputs {
-        y,
-        h_n,
-        c_n,
-        gates,
-        mut cells,
-    } = out;
-    // Elements of one step's state and one step's gates.
-    let step_h = batch * hidden;
-    let step_g = batch * 4 * hidden;
-
-    // c_n is the running cell state when the cells are not kept: on entry to step t it
-    // holds c_{t-1}.
-    h_n.copy_from_slice(inp.h0);
-    c_n.copy_from_slice(inp.c0);
-    if steps == 0 || step_h == 0 {
+    if !forward_begins(d, inp, &mut out) {
         return Ok(());
     }
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (step_h, step_g) = (d.step_state(), d.step_gates());
 
     // 1. The input projection (both biases included): each thread projects its own
     // rows, a run of `project_ahead` steps at a time, just before the recurrence reaches
@@ -136,16 +117,16 @@ pub(crate) fn forward(
     // batch rows for the whole sequence. w_hhᵀ is packed once, here.
     let w_hh_t = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, true);
     let part = rows_per_part(batch, hidden);
-    let gate_parts = split_steps(gates, step_g, part * 4 * hidden);
-    let y_parts = split_steps(y, step_h, part * hidden);
-    let cell_parts: Vec<Option<Vec<&mut [f32]>>> = match cells.as_deref_mut() {
+    let gate_parts = split_steps(out.gates, step_g, part * 4 * hidden);
+    let y_parts = split_steps(out.y, step_h, part * hidden);
+    let cell_parts: Vec<Option<Vec<&mut [f32]>>> = match out.cells.as_deref_mut() {
         Some(cells) => split_steps(cells, step_h, part * hidden)
             .into_iter()
             .map(Some)
             .collect(),
         None => (0..gate_parts.len()).map(|_| None).collect(),
     };
-    let c_n_parts: Vec<&mut [f32]> = c_n.chunks_mut(part * hidden).collect();
+    let c_n_parts: Vec<&mut [f32]> = out.c_n.chunks_mut(part * hidden).collect();
     let work: Vec<_> = gate_parts
         .into_iter()
         .zip(y_parts)
@@ -204,12 +185,7 @@ pub(crate) fn forward(
             )
         })?;
 
-    // 3. The final state.
-    let last = (steps - 1) * step_h..steps * step_h;
-    h_n.copy_from_slice(&y[last.clone()]);
-    if let Some(cells) = cells {
-        c_n.copy_from_slice(&cells[last]);
-    }
+    forward_ends(d, out);
     Ok(())
 }
 
@@ -301,37 +277,16 @@ pub(crate) fn backward(
     inp: &LstmBackwardInputs<'_>,
     out: LstmBackwardOutputs<'_>,
 ) -> Result<()> {
-    let LstmDims {
-        steps,
-        batch,
-        hidden,
-        ..
-    } = d;
-    let LstmBackwardOutputs {
+    let Some(BackwardStart {
         dgates,
-        dh0,
-        dc0,
-        dw_ih,
-        dw_hh,
-        db,
-        dx,
-    } = out;
-    let step_h = batch * hidden;
-    let step_g = batch * 4 * hidden;
-
-    // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
-    // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
-    let (dh, dc) = (dh0, dc0);
-    dh.copy_from_slice(inp.dh_n);
-    dc.copy_from_slice(inp.dc_n);
-    if steps == 0 || step_h == 0 {
-        return no_gradient_flows(WeightGrads {
-            dw_ih,
-            dw_hh,
-            db,
-            dx,
-        });
-    }
+        dh,
+        dc,
+        grads,
+    }) = backward_begins(d, inp, out)
+    else {
+        return Ok(());
+    };
+    let (steps, batch, hidden, step_g) = (d.steps, d.batch, d.hidden, d.step_gates());
 
     // 1. Backwards through time: per step one fused pass and one GEMM, each thread over
     // its own batch rows for the whole sequence. w_hh is packed once, here.
@@ -381,17 +336,7 @@ pub(crate) fn backward(
             )
         })?;
     // 2. The weight gradients over all steps at once.
-    weight_gradients(
-        d,
-        inp,
-        dgates,
-        WeightGrads {
-            dw_ih,
-            dw_hh,
-            db,
-            dx,
-        },
-    )
+    weight_gradients(d, inp, dgates, grads)
 }
 
 /// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated

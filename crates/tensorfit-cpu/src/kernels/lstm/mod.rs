@@ -105,40 +105,45 @@ pub fn backward_on(
     }
 }
 
+/// What both forward paths do first: the final state starts as the initial one (`c_n` is
+/// the running cell state when the cells are not kept: on entry to step t it holds
+/// c_{t-1}). False when no step runs, which leaves it at that.
+fn forward_begins(
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    out: &mut LstmForwardOutputs<'_>,
+) -> bool {
+    out.h_n.copy_from_slice(inp.h0);
+    out.c_n.copy_from_slice(inp.c0);
+    !d.is_empty()
+}
+
+/// What both forward paths do last: the final state is the last step's.
+fn forward_ends(d: LstmDims, out: LstmForwardOutputs<'_>) {
+    let last = (d.steps - 1) * d.step_state()..d.steps * d.step_state();
+    out.h_n.copy_from_slice(&out.y[last.clone()]);
+    if let Some(cells) = out.cells {
+        out.c_n.copy_from_slice(&cells[last]);
+    }
+}
+
 /// The reference forward, on slices of checked lengths.
 fn forward_steps(
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
-    out: LstmForwardOutputs<'_>,
+    mut out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
-    let LstmDims {
-        steps,
-        batch,
-        input,
-        hidden,
-    } = d;
-    let LstmForwardOutputs {
-        y,
-        h_n,
-        c_n,
-        gates,
-        mut cells,
-    } = out;
-    let (rows, h4) = (steps * batch, 4 * hidden);
-    let (step_h, step_g) = (batch * hidden, batch * h4);
-    // c_n is the running cell state when the cells are not kept: on entry to step t it
-    // holds c_{t-1}.
-    h_n.copy_from_slice(inp.h0);
-    c_n.copy_from_slice(inp.c0);
-    if steps == 0 || step_h == 0 {
+    if !forward_begins(d, inp, &mut out) {
         return Ok(());
     }
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, h4, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
 
     // 1. The input projection of every step, and both biases.
     let w_ih = mat(inp.w_ih, h4, input)?;
-    let all_gates = &mut mat_mut(gates, rows, h4)?;
+    let all_gates = &mut mat_mut(out.gates, rows, h4)?;
     gemm(1.0, mat(inp.x, rows, input)?, w_ih.t(), 0.0, all_gates)?;
-    for row in gates.chunks_exact_mut(h4) {
+    for row in out.gates.chunks_exact_mut(h4) {
         for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
             *g += b_ih + b_hh;
         }
@@ -147,18 +152,18 @@ fn forward_steps(
     // 2. The recurrence: per step one GEMM and one fused pass.
     let w_hh = mat(inp.w_hh, h4, hidden)?;
     for t in 0..steps {
-        let (y_before, y_from_t) = y.split_at_mut(t * step_h);
+        let (y_before, y_from_t) = out.y.split_at_mut(t * step_h);
         let h_prev = if t == 0 {
             inp.h0
         } else {
             &y_before[(t - 1) * step_h..]
         };
-        let gates_t = &mut gates[t * step_g..(t + 1) * step_g];
+        let gates_t = &mut out.gates[t * step_g..(t + 1) * step_g];
         // gates[t] += h_{t-1} · w_hhᵀ
         let acc = &mut mat_mut(gates_t, batch, h4)?;
         gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 1.0, acc)?;
         // The cell state: c_{t-1} on entry to the pass, c_t after it.
-        let c_t: &mut [f32] = match cells.as_deref_mut() {
+        let c_t: &mut [f32] = match out.cells.as_deref_mut() {
             Some(cells) => {
                 let (c_before, c_from_t) = cells.split_at_mut(t * step_h);
                 let c_t = &mut c_from_t[..step_h];
@@ -170,17 +175,12 @@ fn forward_steps(
                 c_t.copy_from_slice(c_prev);
                 c_t
             }
-            None => &mut *c_n,
+            None => &mut *out.c_n,
         };
         cell_forward(gates_t, c_t, &mut y_from_t[..step_h], hidden);
     }
 
-    // 3. The final state.
-    let last = (steps - 1) * step_h..;
-    h_n.copy_from_slice(&y[last.clone()]);
-    if let Some(cells) = cells {
-        c_n.copy_from_slice(&cells[last]);
-    }
+    forward_ends(d, out);
     Ok(())
 }
 
@@ -208,18 +208,23 @@ fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize
     }
 }
 
-/// The reference backward, on slices of checked lengths.
-fn backward_steps(
+/// A backward's outputs once [`backward_begins`] has set them up.
+pub(crate) struct BackwardStart<'a> {
+    pub dgates: &'a mut [f32],
+    /// The running gradients: on entry to step t, those arriving at h_t from step t+1
+    /// (or from h_n) and at c_t from step t+1 (or from c_n). They end as dh0 and dc0.
+    pub dh: &'a mut [f32],
+    pub dc: &'a mut [f32],
+    pub grads: WeightGrads<'a>,
+}
+
+/// What both backward paths do first: the running gradients start as those of the final
+/// state. `None` when nothing flows through the layer, with the weights' gradients zero.
+fn backward_begins<'a>(
     d: LstmDims,
     inp: &LstmBackwardInputs<'_>,
-    out: LstmBackwardOutputs<'_>,
-) -> Result<()> {
-    let LstmDims {
-        steps,
-        batch,
-        hidden,
-        ..
-    } = d;
+    out: LstmBackwardOutputs<'a>,
+) -> Option<BackwardStart<'a>> {
     let LstmBackwardOutputs {
         dgates,
         dh0,
@@ -229,20 +234,42 @@ fn backward_steps(
         db,
         dx,
     } = out;
-    let h4 = 4 * hidden;
-    // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
-    // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
-    let (dh, dc) = (dh0, dc0);
-    dh.copy_from_slice(inp.dh_n);
-    dc.copy_from_slice(inp.dc_n);
-    if steps == 0 || batch * hidden == 0 {
-        return no_gradient_flows(WeightGrads {
-            dw_ih,
-            dw_hh,
-            db,
-            dx,
-        });
+    dh0.copy_from_slice(inp.dh_n);
+    dc0.copy_from_slice(inp.dc_n);
+    let grads = WeightGrads {
+        dw_ih,
+        dw_hh,
+        db,
+        dx,
+    };
+    if d.is_empty() {
+        grads.zero();
+        return None;
     }
+    Some(BackwardStart {
+        dgates,
+        dh: dh0,
+        dc: dc0,
+        grads,
+    })
+}
+
+/// The reference backward, on slices of checked lengths.
+fn backward_steps(
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    out: LstmBackwardOutputs<'_>,
+) -> Result<()> {
+    let Some(BackwardStart {
+        dgates,
+        dh,
+        dc,
+        grads,
+    }) = backward_begins(d, inp, out)
+    else {
+        return Ok(());
+    };
+    let (steps, batch, hidden, h4) = (d.steps, d.batch, d.hidden, d.gate_width());
 
     // 1. Backwards through time: per step one fused pass and one GEMM.
     let w_hh = mat(inp.w_hh, h4, hidden)?;
@@ -268,17 +295,7 @@ fn backward_steps(
     }
 
     // 2. The weight gradients over all steps at once.
-    weight_gradients(
-        d,
-        inp,
-        dgates,
-        WeightGrads {
-            dw_ih,
-            dw_hh,
-            db,
-            dx,
-        },
-    )
+    weight_gradients(d, inp, dgates, grads)
 }
 
 /// One step's fused backward pass over all rows. `saved` holds the step's activated
@@ -337,15 +354,16 @@ pub(crate) struct WeightGrads<'a> {
     pub dx: Option<&'a mut [f32]>,
 }
 
-/// When nothing flows through the layer (no steps, or no units): zero gradients.
-pub(crate) fn no_gradient_flows(g: WeightGrads<'_>) -> Result<()> {
-    for grad in [g.dw_ih, g.dw_hh, g.db] {
-        grad.fill(0.0);
+impl WeightGrads<'_> {
+    /// When nothing flows through the layer (no steps, or no units): zero gradients.
+    fn zero(self) {
+        for grad in [self.dw_ih, self.dw_hh, self.db] {
+            grad.fill(0.0);
+        }
+        if let Some(dx) = self.dx {
+            dx.fill(0.0);
+        }
     }
-    if let Some(dx) = g.dx {
-        dx.fill(0.0);
-    }
-    Ok(())
 }
 
 /// The weight gradients from every step's `dgates` `[T, B, 4H]`, one GEMM each over all
@@ -357,14 +375,8 @@ pub(crate) fn weight_gradients(
     dgates: &[f32],
     g: WeightGrads<'_>,
 ) -> Result<()> {
-    let LstmDims {
-        steps,
-        batch,
-        input,
-        hidden,
-    } = d;
-    let (rows, h4) = (steps * batch, 4 * hidden);
-    let step_g = batch * h4;
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, h4, step_g) = (d.rows(), d.gate_width(), d.step_gates());
     let dgates_all = mat(dgates, rows, h4)?;
     gemm(
         1.0,

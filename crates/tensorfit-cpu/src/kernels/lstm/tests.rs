@@ -2,6 +2,7 @@
 //! reference.
 
 use super::*;
+use tensorfit_core::args::Args;
 use tensorfit_testing::{assert_close, Rng, TestRng};
 
 fn sigmoid64(x: f64) -> f64 {
@@ -10,11 +11,7 @@ fn sigmoid64(x: f64) -> f64 {
 
 /// The LSTM equations one element at a time, in f64, with no GEMM and no fusion:
 /// returns (y, h_n, c_n, activated gates, cells).
-#[allow(clippy::type_complexity)]
-fn naive_forward(
-    d: LstmDims,
-    p: &LstmForwardInputs<'_>,
-) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+fn naive_forward(d: LstmDims, p: &LstmForwardInputs<'_>) -> [Vec<f64>; 5] {
     let (tt, b, n_in, h) = (d.steps, d.batch, d.input, d.hidden);
     let mut hs: Vec<f64> = p.h0.iter().map(|&v| v as f64).collect();
     let mut cs: Vec<f64> = p.c0.iter().map(|&v| v as f64).collect();
@@ -56,7 +53,7 @@ fn naive_forward(
         cells.extend(&c_new);
         (hs, cs) = (h_new, c_new);
     }
-    (y, hs, cs, gates, cells)
+    [y, hs, cs, gates, cells]
 }
 
 type Forward = fn(LstmDims, &LstmForwardInputs<'_>, LstmForwardOutputs<'_>) -> Result<()>;
@@ -78,6 +75,47 @@ const FORWARDS: [(&str, Forward); 4] = [
     ("forward_reference", forward_reference),
 ];
 
+/// A layer's random inputs (`w_hh` scaled by `recurrent_scale`, to keep long runs away
+/// from saturation).
+struct Layer {
+    x: Vec<f32>,
+    h0: Vec<f32>,
+    c0: Vec<f32>,
+    w_ih: Vec<f32>,
+    w_hh: Vec<f32>,
+    b_ih: Vec<f32>,
+    b_hh: Vec<f32>,
+}
+
+impl Layer {
+    fn random(rng: &mut Rng, d: LstmDims, recurrent_scale: f32) -> Layer {
+        let (bh, h4) = (d.step_state(), d.gate_width());
+        Layer {
+            x: rng.signed_vec(d.rows() * d.input),
+            h0: rng.signed_vec(bh),
+            c0: rng.signed_vec(bh),
+            w_ih: rng.signed_vec(h4 * d.input),
+            w_hh: (rng.signed_vec(h4 * d.hidden).iter())
+                .map(|v| v * recurrent_scale)
+                .collect(),
+            b_ih: rng.signed_vec(h4),
+            b_hh: rng.signed_vec(h4),
+        }
+    }
+
+    fn inputs(&self) -> LstmForwardInputs<'_> {
+        LstmForwardInputs {
+            x: &self.x,
+            h0: &self.h0,
+            c0: &self.c0,
+            w_ih: &self.w_ih,
+            w_hh: &self.w_hh,
+            b_ih: &self.b_ih,
+            b_hh: &self.b_hh,
+        }
+    }
+}
+
 #[test]
 fn forward_matches_naive_per_element_lstm() {
     let mut rng = Rng::new(11);
@@ -88,43 +126,19 @@ fn forward_matches_naive_per_element_lstm() {
             input: if round == 0 { 0 } else { rng.range(1, 6) },
             hidden: rng.range(1, 40), // blocks of LANES units and a padded rest
         };
-        let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
-        let x = rng.signed_vec(rows * d.input);
-        let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
-        let (w_ih, w_hh) = (rng.signed_vec(h4 * d.input), rng.signed_vec(h4 * d.hidden));
-        let (b_ih, b_hh) = (rng.signed_vec(h4), rng.signed_vec(h4));
-        let inp = LstmForwardInputs {
-            x: &x,
-            h0: &h0,
-            c0: &c0,
-            w_ih: &w_ih,
-            w_hh: &w_hh,
-            b_ih: &b_ih,
-            b_hh: &b_hh,
-        };
-        let (y0, hn0, cn0, g0, cells0) = naive_forward(d, &inp);
+        let layer = Layer::random(&mut rng, d, 1.0);
+        let inp = layer.inputs();
+        let want = naive_forward(d, &inp);
         for ((name, forward), keep) in FORWARDS.into_iter().zip([true, false, true, false]) {
-            let mut y = vec![f32::NAN; rows * d.hidden];
-            let (mut h_n, mut c_n) = (vec![f32::NAN; bh], vec![f32::NAN; bh]);
-            let mut gates = vec![f32::NAN; rows * h4];
-            let mut cells = vec![f32::NAN; rows * d.hidden];
-            let out = LstmForwardOutputs {
-                y: &mut y,
-                h_n: &mut h_n,
-                c_n: &mut c_n,
-                gates: &mut gates,
-                cells: keep.then_some(&mut cells[..]),
-            };
-            forward(d, &inp, out).unwrap();
-            let what = |t: &str| format!("{name} round {round} {d:?} keep {keep}: {t}");
-            let (atol, rtol) = (1e-5, 1e-4);
-            assert_close(&what("y"), &y, &y0, atol, rtol);
-            assert_close(&what("h_n"), &h_n, &hn0, atol, rtol);
-            assert_close(&what("c_n"), &c_n, &cn0, atol, rtol);
-            if keep {
-                // (Without `keep`, the gates are scratch: `Op::output_is_scratch`.)
-                assert_close(&what("gates"), &gates, &g0, atol, rtol);
-                assert_close(&what("cells"), &cells, &cells0, atol, rtol);
+            let got = run_forward(&forward, d, &inp, keep);
+            // Without `keep` the gates are scratch (`Op::output_is_scratch`).
+            let compared = if keep { 5 } else { 3 };
+            for k in 0..compared {
+                let what = format!(
+                    "{name} round {round} {d:?} keep {keep}: {}",
+                    FORWARD_OUTPUTS[k]
+                );
+                assert_close(&what, &got[k], &want[k], 1e-5, 1e-4);
             }
         }
     }
@@ -140,39 +154,12 @@ fn wide_steps_take_the_parallel_path_and_agree() {
         input: 3,
         hidden: 256,
     };
-    assert!(d.batch * 4 * d.hidden >= PARALLEL_MIN_ELEMENTS);
-    let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
-    let x = rng.signed_vec(rows * d.input);
-    let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
-    let w_ih = rng.signed_vec(h4 * d.input);
-    let w_hh: Vec<f32> = rng
-        .signed_vec(h4 * d.hidden)
-        .iter()
-        .map(|v| v * 0.1)
-        .collect();
-    let (b_ih, b_hh) = (rng.signed_vec(h4), rng.signed_vec(h4));
-    let inp = LstmForwardInputs {
-        x: &x,
-        h0: &h0,
-        c0: &c0,
-        w_ih: &w_ih,
-        w_hh: &w_hh,
-        b_ih: &b_ih,
-        b_hh: &b_hh,
-    };
-    let (y0, ..) = naive_forward(d, &inp);
+    assert!(d.step_gates() >= PARALLEL_MIN_ELEMENTS);
+    let layer = Layer::random(&mut rng, d, 0.1);
+    let inp = layer.inputs();
+    let [y0, ..] = naive_forward(d, &inp);
     for (name, forward) in FORWARDS {
-        let mut y = vec![0.0; rows * d.hidden];
-        let (mut h_n, mut c_n) = (vec![0.0; bh], vec![0.0; bh]);
-        let mut gates = vec![0.0; rows * h4];
-        let out = LstmForwardOutputs {
-            y: &mut y,
-            h_n: &mut h_n,
-            c_n: &mut c_n,
-            gates: &mut gates,
-            cells: None,
-        };
-        forward(d, &inp, out).unwrap();
+        let [y, ..] = run_forward(&forward, d, &inp, false);
         assert_close(name, &y, &y0, 1e-5, 1e-4);
     }
 }
@@ -206,22 +193,27 @@ fn wrong_lengths_are_errors() {
     assert!(lstm_forward(d, &inp, out).is_err());
 }
 
-/// Which implementation a test runs.
-#[derive(Clone, Copy)]
-enum Path {
-    Fast(Token),
-    Reference,
-}
+/// A forward or backward kernel.
+type RunForward = dyn Fn(LstmDims, &LstmForwardInputs<'_>, LstmForwardOutputs<'_>) -> Result<()>;
+type RunBackward = dyn Fn(LstmDims, &LstmBackwardInputs<'_>, LstmBackwardOutputs<'_>) -> Result<()>;
 
-/// Runs the forward of `path` on `inp`, keeping the cells or not: (y, h_n, c_n,
-/// gates, cells).
-fn run_forward(path: Path, d: LstmDims, inp: &LstmForwardInputs<'_>, keep: bool) -> [Vec<f32>; 5] {
-    let (rows, state) = (d.steps * d.batch, d.batch * d.hidden);
+/// The names of what [`run_forward`] returns.
+const FORWARD_OUTPUTS: [&str; 5] = ["y", "h_n", "c_n", "gates", "cells"];
+
+/// Runs `forward` on `inp`, keeping the cells or not: (y, h_n, c_n, gates, cells), every
+/// element NaN until the kernel writes it.
+fn run_forward(
+    forward: &RunForward,
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    keep: bool,
+) -> [Vec<f32>; 5] {
+    let (rows, state) = (d.rows(), d.step_state());
     let [mut y, mut h_n, mut c_n, mut gates, mut cells] = [
         vec![f32::NAN; rows * d.hidden],
         vec![f32::NAN; state],
         vec![f32::NAN; state],
-        vec![f32::NAN; rows * 4 * d.hidden],
+        vec![f32::NAN; rows * d.gate_width()],
         vec![f32::NAN; rows * d.hidden],
     ];
     let out = LstmForwardOutputs {
@@ -231,22 +223,18 @@ fn run_forward(path: Path, d: LstmDims, inp: &LstmForwardInputs<'_>, keep: bool)
         gates: &mut gates,
         cells: keep.then_some(&mut cells[..]),
     };
-    match path {
-        Path::Fast(token) => fast::forward(token, d, inp, out),
-        Path::Reference => forward_on(None, d, inp, out),
-    }
-    .unwrap();
+    forward(d, inp, out).unwrap();
     [y, h_n, c_n, gates, cells]
 }
 
-/// Runs the backward of `path`: (dgates, dh0, dc0, dw_ih, dw_hh, db, dx).
+/// Runs `backward`: (dgates, dh0, dc0, dw_ih, dw_hh, db, dx).
 fn run_backward(
-    path: Path,
+    backward: &RunBackward,
     d: LstmDims,
     inp: &LstmBackwardInputs<'_>,
     input_grad: bool,
 ) -> [Vec<f32>; 7] {
-    let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
+    let (rows, h4, state) = (d.rows(), d.gate_width(), d.step_state());
     let mut g = [
         vec![f32::NAN; rows * h4],
         vec![f32::NAN; state],
@@ -256,21 +244,12 @@ fn run_backward(
         vec![f32::NAN; h4],
         vec![f32::NAN; rows * d.input],
     ];
-    let [dgates, dh0, dc0, dw_ih, dw_hh, db, dx] = &mut g;
-    let out = LstmBackwardOutputs {
-        dgates,
-        dh0,
-        dc0,
-        dw_ih,
-        dw_hh,
-        db,
-        dx: input_grad.then_some(&mut dx[..]),
-    };
-    match path {
-        Path::Fast(token) => fast::backward(token, d, inp, out),
-        Path::Reference => backward_on(None, d, inp, out),
+    let mut outs: Vec<&mut [f32]> = g.iter_mut().map(|v| &mut v[..]).collect();
+    if !input_grad {
+        outs.pop(); // dx, the optional last output
     }
-    .unwrap();
+    let out = LstmBackwardOutputs::from_vec("outputs", outs).unwrap();
+    backward(d, inp, out).unwrap();
     g
 }
 
@@ -284,6 +263,9 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
         eprintln!("skipped: this CPU has no AVX-512, so the fast path cannot run");
         return;
     };
+    let fast_forward: &RunForward = &move |d, i, o| fast::forward(token, d, i, o);
+    let fast_backward: &RunBackward = &move |d, i, o| fast::backward(token, d, i, o);
+    let reference_backward: &RunBackward = &|d, i, o| backward_on(None, d, i, o);
     let mut rng = Rng::new(21);
     for round in 0..6 {
         let d = LstmDims {
@@ -293,49 +275,31 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
             input: rng.range(1, 7),
             hidden: if round == 0 { 130 } else { rng.range(1, 40) },
         };
-        let (rows, bh, h4) = (d.steps * d.batch, d.batch * d.hidden, 4 * d.hidden);
-        let x = rng.signed_vec(rows * d.input);
-        let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
-        let w_ih = rng.signed_vec(h4 * d.input);
-        let w_hh: Vec<f32> = rng
-            .signed_vec(h4 * d.hidden)
-            .iter()
-            .map(|v| v * 0.3)
-            .collect();
-        let (b_ih, b_hh) = (rng.signed_vec(h4), rng.signed_vec(h4));
-        let inp = LstmForwardInputs {
-            x: &x,
-            h0: &h0,
-            c0: &c0,
-            w_ih: &w_ih,
-            w_hh: &w_hh,
-            b_ih: &b_ih,
-            b_hh: &b_hh,
-        };
+        let layer = Layer::random(&mut rng, d, 0.3);
+        let inp = layer.inputs();
         let (atol, rtol) = (1e-5, 1e-4);
         for keep in [true, false] {
-            let fast = run_forward(Path::Fast(token), d, &inp, keep);
-            let want = run_forward(Path::Reference, d, &inp, keep);
+            let fast = run_forward(fast_forward, d, &inp, keep);
+            let want = run_forward(&forward_reference, d, &inp, keep);
             // Without cells the gates are scratch (`Op::output_is_scratch`).
             let compared = if keep { 5 } else { 3 };
-            let names = ["y", "h_n", "c_n", "gates", "cells"];
             for k in 0..compared {
-                let what = format!("round {round} {d:?} keep {keep}: {}", names[k]);
+                let what = format!("round {round} {d:?} keep {keep}: {}", FORWARD_OUTPUTS[k]);
                 assert_close(&what, &fast[k], &f64s(&want[k]), atol, rtol);
             }
         }
-        let [y, _, _, gates, cells] = run_forward(Path::Reference, d, &inp, true);
+        let [y, _, _, gates, cells] = run_forward(&forward_reference, d, &inp, true);
         let (dy, dh_n, dc_n) = (
-            rng.signed_vec(rows * d.hidden),
-            rng.signed_vec(bh),
-            rng.signed_vec(bh),
+            rng.signed_vec(d.rows() * d.hidden),
+            rng.signed_vec(d.step_state()),
+            rng.signed_vec(d.step_state()),
         );
         let inp = LstmBackwardInputs {
-            x: &x,
-            h0: &h0,
-            c0: &c0,
-            w_ih: &w_ih,
-            w_hh: &w_hh,
+            x: inp.x,
+            h0: inp.h0,
+            c0: inp.c0,
+            w_ih: inp.w_ih,
+            w_hh: inp.w_hh,
             y: &y,
             gates: &gates,
             cells: &cells,
@@ -344,8 +308,8 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
             dc_n: &dc_n,
         };
         for input_grad in [true, false] {
-            let fast = run_backward(Path::Fast(token), d, &inp, input_grad);
-            let want = run_backward(Path::Reference, d, &inp, input_grad);
+            let fast = run_backward(fast_backward, d, &inp, input_grad);
+            let want = run_backward(reference_backward, d, &inp, input_grad);
             let names = ["dgates", "dh0", "dc0", "dw_ih", "dw_hh", "db", "dx"];
             let compared = if input_grad { 7 } else { 6 };
             for k in 0..compared {

@@ -1,0 +1,119 @@
+//! Fully connected layers: [`Dense`] is PyTorch's `nn.Linear` followed by an activation;
+//! [`SoftmaxOutput`] is the output layer, a linear map to class scores with softmax
+//! cross-entropy.
+
+use tensorfit_core::args::{
+    ActivationInputs, BinaryInputs, MatMulInputs, SoftmaxCrossEntropyInputs,
+    SoftmaxCrossEntropyOutputs,
+};
+use tensorfit_core::{Activation, BinaryOp, Graph, Op, Result, TensorId};
+
+use super::{Init, ParamSpec, Tensors};
+
+/// `activation(x · Wᵀ + b)` from `input` to `output` features, registered as `name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dense {
+    pub name: String,
+    pub input: usize,
+    pub output: usize,
+    pub activation: Activation,
+}
+
+/// A linear map's tensors, in PyTorch's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinearTensors<T> {
+    /// `[output, input]`.
+    pub weight: T,
+    /// `[output]`.
+    pub bias: T,
+}
+
+impl<T> LinearTensors<T> {
+    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> LinearTensors<U> {
+        LinearTensors {
+            weight: f(&self.weight),
+            bias: f(&self.bias),
+        }
+    }
+}
+
+impl<T> Tensors<T> for LinearTensors<T> {
+    fn items(&self) -> Vec<&T> {
+        vec![&self.weight, &self.bias]
+    }
+}
+
+impl Dense {
+    /// The table: weight and bias uniform in ±1/√input.
+    pub fn specs(&self) -> LinearTensors<ParamSpec> {
+        let (name, init) = (&self.name, Init::fan(self.input));
+        LinearTensors {
+            weight: ParamSpec::trainable(format!("{name}.weight"), [self.output, self.input], init),
+            bias: ParamSpec::trainable(format!("{name}.bias"), [self.output], init),
+        }
+    }
+
+    /// `x` `[B, input]` through the layer.
+    pub fn forward(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        t: &LinearTensors<TensorId>,
+    ) -> Result<TensorId> {
+        let name = &self.name;
+        let matmul = Op::MatMul {
+            trans_a: false,
+            trans_b: true,
+        };
+        let inputs = MatMulInputs { a: x, b: t.weight };
+        let xw = g.apply(&format!("{name}.matmul"), matmul, inputs)?.c;
+        let add = Op::Binary(BinaryOp::Add);
+        let inputs = BinaryInputs { a: xw, b: t.bias };
+        let y = g.apply(&format!("{name}.bias_add"), add, inputs)?.out;
+        match self.activation {
+            Activation::Identity => Ok(y),
+            f => {
+                let op = Op::Activation(f);
+                let inputs = ActivationInputs { x: y };
+                Ok(g.apply(&format!("{name}.activation"), op, inputs)?.y)
+            }
+        }
+    }
+}
+
+/// The output layer: `input` features to `classes` scores, softmax, and the mean
+/// cross-entropy against class labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SoftmaxOutput {
+    pub linear: Dense,
+}
+
+impl SoftmaxOutput {
+    pub fn new(name: &str, input: usize, classes: usize) -> Self {
+        SoftmaxOutput {
+            linear: Dense {
+                name: name.to_string(),
+                input,
+                output: classes,
+                activation: Activation::Identity,
+            },
+        }
+    }
+
+    pub fn specs(&self) -> LinearTensors<ParamSpec> {
+        self.linear.specs()
+    }
+
+    /// Loss and probabilities of `x` `[B, input]` against `labels` `[B]` (node `loss`).
+    pub fn forward(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        t: &LinearTensors<TensorId>,
+        labels: TensorId,
+    ) -> Result<SoftmaxCrossEntropyOutputs<TensorId>> {
+        let logits = self.linear.forward(g, x, t)?;
+        let inputs = SoftmaxCrossEntropyInputs { logits, labels };
+        g.apply("loss", Op::SoftmaxCrossEntropy, inputs)
+    }
+}

@@ -1,0 +1,275 @@
+//! A stack of LSTM layers, PyTorch's `nn.LSTM(input, hidden, num_layers)` registered as
+//! `lstm`: its weights (`lstm.weight_ih_l{k}`, ...), the (h, c) it carries between
+//! chunks of a sequence (`state.h_l{k}`, `state.c_l{k}`), and its forward and backward
+//! nodes. Every one of those names is made here and nowhere else.
+
+use tensorfit_core::args::{
+    LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
+};
+use tensorfit_core::{Error, Graph, Op, Result, Shape, TensorId};
+
+use super::{Init, ParamSpec, Tensors};
+
+/// The name the stack is registered under, as in a PyTorch module (`self.lstm`).
+const MODULE: &str = "lstm";
+
+/// `layers` stacked LSTM layers of `hidden` units over `input` features per step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lstm {
+    pub input: usize,
+    pub hidden: usize,
+    pub layers: usize,
+}
+
+/// One layer's weights, in PyTorch's order (gates i, f, g, o in each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LstmWeights<T> {
+    /// `[4H, input]` (`input` = H above the first layer).
+    pub w_ih: T,
+    /// `[4H, H]`.
+    pub w_hh: T,
+    pub b_ih: T,
+    pub b_hh: T,
+}
+
+impl<T> LstmWeights<T> {
+    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> LstmWeights<U> {
+        LstmWeights {
+            w_ih: f(&self.w_ih),
+            w_hh: f(&self.w_hh),
+            b_ih: f(&self.b_ih),
+            b_hh: f(&self.b_hh),
+        }
+    }
+}
+
+impl<T> Tensors<T> for LstmWeights<T> {
+    fn items(&self) -> Vec<&T> {
+        vec![&self.w_ih, &self.w_hh, &self.b_ih, &self.b_hh]
+    }
+}
+
+/// One layer's weight gradients as the backward op gives them: both bias vectors share
+/// one gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LstmGrads<T> {
+    pub w_ih: T,
+    pub w_hh: T,
+    pub bias: T,
+}
+
+impl<T: Copy> LstmGrads<T> {
+    /// The gradient of each weight.
+    pub fn per_weight(&self) -> LstmWeights<T> {
+        LstmWeights {
+            w_ih: self.w_ih,
+            w_hh: self.w_hh,
+            b_ih: self.bias,
+            b_hh: self.bias,
+        }
+    }
+}
+
+/// PyTorch's name of parameter `what` (`weight_ih`, `bias_hh`, ...) of layer `k`.
+fn param_name(what: &str, k: usize) -> String {
+    format!("{MODULE}.{what}_l{k}")
+}
+
+/// The two halves of an LSTM layer's carried state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StatePart {
+    H,
+    C,
+}
+
+/// One carried state tensor: a layer's h or c, `[B, H]`. Its shape depends on the batch,
+/// so unlike a parameter one copy is kept per batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StateSlot {
+    pub layer: usize,
+    pub part: StatePart,
+}
+
+impl StateSlot {
+    /// The tensor's name in a graph: `state.h_l{k}` or `state.c_l{k}`.
+    pub fn name(&self) -> String {
+        let part = match self.part {
+            StatePart::H => "h",
+            StatePart::C => "c",
+        };
+        format!("state.{part}_l{}", self.layer)
+    }
+}
+
+/// The LSTM stack over a sequence: its input, each layer's initial state leaves and final
+/// state, and the top layer's output sequence.
+#[derive(Debug, Clone)]
+pub struct LstmStack {
+    /// `[T, B, input]`, written by the host.
+    pub x: TensorId,
+    /// Initial state of each layer, persistent ([`StateSlot`]).
+    pub h0: Vec<TensorId>,
+    pub c0: Vec<TensorId>,
+    /// Final state of each layer.
+    pub h_n: Vec<TensorId>,
+    pub c_n: Vec<TensorId>,
+    /// Output sequence of the top layer, `[T, B, H]`.
+    pub y: TensorId,
+}
+
+impl Lstm {
+    /// The weight table: per layer, PyTorch's names and shapes, uniform in ±1/√H.
+    pub fn specs(&self) -> Vec<LstmWeights<ParamSpec>> {
+        let (h, gates) = (self.hidden, 4 * self.hidden);
+        let init = Init::fan(h);
+        (0..self.layers)
+            .map(|k| {
+                let input = if k == 0 { self.input } else { h };
+                let spec = |what: &str, shape: Shape| {
+                    ParamSpec::trainable(param_name(what, k), shape, init)
+                };
+                LstmWeights {
+                    w_ih: spec("weight_ih", Shape::from([gates, input])),
+                    w_hh: spec("weight_hh", Shape::from([gates, h])),
+                    b_ih: spec("bias_ih", Shape::from([gates])),
+                    b_hh: spec("bias_hh", Shape::from([gates])),
+                }
+            })
+            .collect()
+    }
+
+    /// Every carried state tensor, layer by layer, h before c.
+    pub fn state_slots(&self) -> Vec<StateSlot> {
+        (0..self.layers)
+            .flat_map(|layer| [StatePart::H, StatePart::C].map(|part| StateSlot { layer, part }))
+            .collect()
+    }
+
+    /// The shape of the input over `steps` steps of `batch` sequences (time-major).
+    pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
+        Shape::from([steps, batch, self.input])
+    }
+
+    /// The shape of one carried state tensor at batch size `batch`.
+    pub fn state_shape(&self, batch: usize) -> Shape {
+        Shape::from([batch, self.hidden])
+    }
+
+    /// Layer `k`'s initial (h, c) as persistent leaves of `g`.
+    pub fn state_leaves(&self, g: &mut Graph, k: usize, batch: usize) -> (TensorId, TensorId) {
+        let [h, c] = [StatePart::H, StatePart::C].map(|part| {
+            g.state(
+                &StateSlot { layer: k, part }.name(),
+                self.state_shape(batch),
+            )
+        });
+        (h, c)
+    }
+
+    /// Forward FLOPs over `steps` steps of `batch` sequences: Σ over layers
+    /// 2·4·H·(I+H)·B·T (the convention the benchmarks report against).
+    pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
+        (0..self.layers)
+            .map(|k| {
+                let i = if k == 0 { self.input } else { self.hidden };
+                2.0 * 4.0 * self.hidden as f64 * (i + self.hidden) as f64
+            })
+            .sum::<f64>()
+            * batch as f64
+            * steps as f64
+    }
+
+    /// One layer over `x` from (`h0`, `c0`). With `keep` it keeps what backward needs.
+    pub fn layer(
+        g: &mut Graph,
+        name: &str,
+        x: TensorId,
+        (h0, c0): (TensorId, TensorId),
+        w: &LstmWeights<TensorId>,
+        keep: bool,
+    ) -> Result<LstmForwardOutputs<TensorId>> {
+        let inputs = LstmForwardInputs {
+            x,
+            h0,
+            c0,
+            w_ih: w.w_ih,
+            w_hh: w.w_hh,
+            b_ih: w.b_ih,
+            b_hh: w.b_hh,
+        };
+        let op = Op::LstmForward {
+            keep_for_backward: keep,
+        };
+        g.apply(name, op, inputs)
+    }
+
+    /// The backward of one layer's forward `fwd` (which kept its cells) over `x` from
+    /// (`h0`, `c0`), given the gradients of its outputs; `input_grad`: also the gradient
+    /// of `x`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_backward(
+        g: &mut Graph,
+        name: &str,
+        x: TensorId,
+        (h0, c0): (TensorId, TensorId),
+        w: &LstmWeights<TensorId>,
+        fwd: &LstmForwardOutputs<TensorId>,
+        (dy, dh_n, dc_n): (TensorId, TensorId, TensorId),
+        input_grad: bool,
+    ) -> Result<(LstmBackwardOutputs<TensorId>, LstmGrads<TensorId>)> {
+        let cells = fwd
+            .cells
+            .ok_or_else(|| Error::Graph(format!("{name}: the forward kept no cells")))?;
+        let inputs = LstmBackwardInputs {
+            x,
+            h0,
+            c0,
+            w_ih: w.w_ih,
+            w_hh: w.w_hh,
+            y: fwd.y,
+            gates: fwd.gates,
+            cells,
+            dy,
+            dh_n,
+            dc_n,
+        };
+        let outs = g.apply(name, Op::LstmBackward { input_grad }, inputs)?;
+        let grads = LstmGrads {
+            w_ih: outs.dw_ih,
+            w_hh: outs.dw_hh,
+            bias: outs.db,
+        };
+        Ok((outs, grads))
+    }
+
+    /// The whole stack over a `[steps, batch, input]` input it adds (`x`), each layer
+    /// from its carried state (layer `k`'s node is `lstm_l{k}`).
+    pub fn stack(
+        &self,
+        g: &mut Graph,
+        weights: &[LstmWeights<TensorId>],
+        batch: usize,
+        steps: usize,
+        keep: bool,
+    ) -> Result<LstmStack> {
+        let x = g.input("x", self.input_shape(batch, steps));
+        let mut stack = LstmStack {
+            x,
+            h0: Vec::new(),
+            c0: Vec::new(),
+            h_n: Vec::new(),
+            c_n: Vec::new(),
+            y: x,
+        };
+        for (k, w) in weights.iter().enumerate() {
+            let state = self.state_leaves(g, k, batch);
+            let outs = Lstm::layer(g, &format!("lstm_l{k}"), stack.y, state, w, keep)?;
+            stack.h0.push(state.0);
+            stack.c0.push(state.1);
+            stack.y = outs.y;
+            stack.h_n.push(outs.h_n);
+            stack.c_n.push(outs.c_n);
+        }
+        Ok(stack)
+    }
+}

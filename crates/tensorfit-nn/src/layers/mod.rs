@@ -1,0 +1,92 @@
+//! The model's layers as types. Each layer owns three facts and nothing else holds them:
+//! its tensors (PyTorch's names, shapes, kinds and initialisation, in one table per
+//! layer), its forward builder, and for a recurrent layer its carried state.
+//!
+//! A layer's tensors are a named struct generic in what it holds
+//! ([`LstmWeights<T>`](lstm::LstmWeights), [`BatchNormTensors<T>`](batchnorm::BatchNormTensors),
+//! [`LinearTensors<T>`](dense::LinearTensors)): with `T` = [`ParamSpec`] it is the table,
+//! with `T` = [`TensorId`] it is the layer's leaves on a graph (`specs.map(|s| s.leaf(g))`),
+//! so a builder reaches a weight by field, never by looking a name up.
+//!
+//! A new layer is a new file here: its struct, its tensors struct implementing
+//! [`Tensors`], and a forward builder; the model ([`crate::model`]) places it.
+
+pub mod batchnorm;
+pub mod dense;
+pub mod lstm;
+
+use tensorfit_core::{Graph, Shape, TensorId};
+
+pub use batchnorm::{BatchNorm, BatchNormTensors, BatchStats};
+pub use dense::{Dense, LinearTensors, SoftmaxOutput};
+pub use lstm::{Lstm, LstmGrads, LstmWeights, StatePart, StateSlot};
+
+/// Whether a tensor is trained by the optimizer or is a running statistic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    Trainable,
+    RunningStat,
+}
+
+/// A tensor's starting value (PyTorch's defaults).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Init {
+    /// Uniform in `[-bound, bound]`, drawn from the model's generator in table order.
+    Uniform { bound: f32 },
+    /// Every element `value`.
+    Constant(f32),
+}
+
+impl Init {
+    /// PyTorch's `±1/√fan` (`fan`: the hidden size for recurrent layers, the input
+    /// features for linear ones).
+    pub fn fan(fan: usize) -> Init {
+        Init::Uniform {
+            bound: 1.0 / (fan as f32).sqrt(),
+        }
+    }
+}
+
+/// Name, shape, kind and initialisation of one model tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamSpec {
+    pub name: String,
+    pub shape: Shape,
+    pub kind: ParamKind,
+    pub init: Init,
+}
+
+impl ParamSpec {
+    pub fn trainable(name: String, shape: impl Into<Shape>, init: Init) -> Self {
+        ParamSpec {
+            name,
+            shape: shape.into(),
+            kind: ParamKind::Trainable,
+            init,
+        }
+    }
+
+    pub fn running(name: String, shape: impl Into<Shape>, init: Init) -> Self {
+        ParamSpec {
+            name,
+            shape: shape.into(),
+            kind: ParamKind::RunningStat,
+            init,
+        }
+    }
+
+    /// Adds this tensor to `g` as a parameter or as state, by its kind.
+    pub fn leaf(&self, g: &mut Graph) -> TensorId {
+        match self.kind {
+            ParamKind::Trainable => g.parameter(&self.name, self.shape.clone()),
+            ParamKind::RunningStat => g.state(&self.name, self.shape.clone()),
+        }
+    }
+}
+
+/// A layer's named tensors, generic in what is held for each (specs in the layer's table,
+/// ids on a graph, gradients); each such struct also has an inherent `map`.
+pub trait Tensors<T> {
+    /// The items in table order (the order of leaves, checkpoints and Adam's updates).
+    fn items(&self) -> Vec<&T>;
+}

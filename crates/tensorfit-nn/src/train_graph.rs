@@ -1,0 +1,64 @@
+//! A training segment's graph before the optimizer is appended: forward, loss, and the
+//! gradient of every parameter. Built here by autodiff, or with recomputation partly by
+//! hand ([`crate::recompute`]).
+
+use tensorfit_core::args::FillInputs;
+use tensorfit_core::{backward, Error, Graph, Op, Result, Shape, TensorId};
+
+use crate::config::ModelConfig;
+use crate::layers::StateSlot;
+use crate::model::{classifier, Head, Mode, Named};
+
+#[derive(Debug)]
+pub(crate) struct TrainGraph {
+    pub graph: Graph,
+    /// One input per sub-segment, in time order, with its length.
+    pub xs: Vec<(TensorId, usize)>,
+    pub head: Head,
+    /// Every trainable parameter by name, in table order.
+    pub params: Named,
+    /// Gradient of every parameter, in `params` order.
+    pub grads: Vec<TensorId>,
+    /// The carried state leaves.
+    pub carried: Vec<(TensorId, StateSlot)>,
+}
+
+/// The seed of the loss's gradient: a `[1]` tensor of ones.
+pub(crate) fn loss_grad_seed(g: &mut Graph) -> Result<TensorId> {
+    let seed = Op::Fill {
+        value: 1.0,
+        shape: Shape::from([1]),
+    };
+    Ok(g.apply("loss.grad_seed", seed, FillInputs::default())?.out)
+}
+
+/// The error for a parameter the loss does not reach.
+pub(crate) fn no_gradient(name: &str) -> Error {
+    Error::Graph(format!("the loss does not depend on parameter `{name}`"))
+}
+
+/// The whole segment differentiated by autodiff, keeping its activations for backward.
+pub(crate) fn train_graph(cfg: &ModelConfig, batch: usize, steps: usize) -> Result<TrainGraph> {
+    let mut g = Graph::new();
+    let c = classifier(&mut g, cfg, batch, steps, Mode::Train)?;
+    let one = loss_grad_seed(&mut g)?;
+    let wrt: Vec<TensorId> = c.params.iter().map(|(_, t)| *t).collect();
+    let grads = backward(&mut g, &[(c.loss, one)], &wrt)?
+        .into_iter()
+        .zip(&c.params)
+        .map(|(grad, (name, _))| grad.ok_or_else(|| no_gradient(name)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(TrainGraph {
+        graph: g,
+        xs: vec![(c.stack.x, steps)],
+        carried: c.stack.carried(),
+        head: Head {
+            labels: c.labels,
+            loss: c.loss,
+            probs: c.probs,
+            batch_stats: c.batch_stats,
+        },
+        params: c.params,
+        grads,
+    })
+}
