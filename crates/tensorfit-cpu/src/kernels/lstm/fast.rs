@@ -19,8 +19,8 @@ use rayon::prelude::*;
 use tensorfit_core::{LstmDims, Result};
 
 use super::{
-    backward_begins, forward_begins, forward_ends, weight_gradients, BackwardStart,
-    LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
+    backward_begins, forward_begins, forward_ends, weight_gradients, LstmBackwardInputs,
+    LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
 };
 use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
@@ -277,13 +277,7 @@ pub(crate) fn backward(
     inp: &LstmBackwardInputs<'_>,
     out: LstmBackwardOutputs<'_>,
 ) -> Result<()> {
-    let Some(BackwardStart {
-        dgates,
-        dh,
-        dc,
-        grads,
-    }) = backward_begins(d, inp, out)
-    else {
+    let Some(start) = backward_begins(d, inp, out) else {
         return Ok(());
     };
     let (steps, batch, hidden, step_g) = (d.steps, d.batch, d.hidden, d.step_gates());
@@ -292,12 +286,14 @@ pub(crate) fn backward(
     // its own batch rows for the whole sequence. w_hh is packed once, here.
     let w_hh = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, false);
     let part = rows_per_part(batch, hidden);
-    let dgate_parts = split_steps(dgates, step_g, part * 4 * hidden);
+    let dgate_parts = split_steps(start.dgates, step_g, part * 4 * hidden);
     let work: Vec<_> = dgate_parts
         .into_iter()
         .zip(
-            dh.chunks_mut(part * hidden)
-                .zip(dc.chunks_mut(part * hidden)),
+            start
+                .dh
+                .chunks_mut(part * hidden)
+                .zip(start.dc.chunks_mut(part * hidden)),
         )
         .enumerate()
         .collect();
@@ -336,7 +332,7 @@ pub(crate) fn backward(
             )
         })?;
     // 2. The weight gradients over all steps at once.
-    weight_gradients(d, inp, dgates, grads)
+    weight_gradients(d, inp, start.dgates, start.grads)
 }
 
 /// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated
