@@ -8,16 +8,7 @@ mod common;
 
 use serde_json::Value;
 
-use common::{json, succeed, tensorfit_command};
-
-fn plan_json(args: &[&str]) -> Value {
-    let mut all = vec!["plan", "--json"];
-    all.extend_from_slice(args);
-    json(&succeed(
-        tensorfit_command().args(&all),
-        &format!("{all:?}"),
-    ))
-}
+use common::{plan_json, succeed, tensorfit_command};
 
 fn candidates<'a>(v: &'a Value, device: &str) -> Vec<&'a Value> {
     v["candidates"]

@@ -5,18 +5,7 @@
 
 mod common;
 
-use serde_json::Value;
-
-use common::{json, succeed, tensorfit_command};
-
-fn plan_json(args: &[&str]) -> Value {
-    let mut all = vec!["plan", "--json"];
-    all.extend_from_slice(args);
-    json(&succeed(
-        tensorfit_command().args(&all),
-        &format!("{all:?}"),
-    ))
-}
+use common::{plan_json, succeed, tensorfit_command};
 
 #[test]
 fn the_largest_batch_fits_and_one_more_does_not_on_a_plain_plan() {
