@@ -8,8 +8,9 @@
 //! it scales with (the driver reserves each resident thread's stack). The model is a line
 //! through two published measurements of a bare context with lazy module loading
 //! (llama.cpp PR 23604, 2026: an RTX 4060 Ti, 34 SMs, 107 MiB; an RTX PRO 6000, 188 SMs,
-//! 555 MiB): 8 MiB plus 2.9 MiB per SM. It also covers our own kernel modules, which are
-//! a few hundred KiB.
+//! 555 MiB): 8 MiB plus 2.9 MiB per SM. Not modelled separately: our own kernel modules
+//! and the cuBLAS kernels loaded at warm-up, which the backend's measurement includes.
+//! Nobody has yet compared this estimate with the backend's measurement on a real GPU.
 
 use tensorfit_core::{DeviceInfo, DeviceKind};
 
