@@ -17,9 +17,9 @@ use tensorfit_plan::{
 };
 
 use crate::calibrate::throughput_gflops;
-use crate::devices::{discover, open, MemoryCaps};
+use crate::devices::{discover, open_device, DeviceStatus, MemoryCaps};
 use crate::estimate::{estimate_seconds, ProgramCosts};
-use crate::host_budget::{device_info, HostNeed};
+use crate::host_budget::{seen_by_job, HostNeed};
 use crate::strategy::{check_job, strategies, Strategy};
 
 /// What to plan and run.
@@ -83,12 +83,20 @@ pub struct Decision {
 
 /// Plans `req` on every device present (or the one asked for) and chooses.
 pub fn decide(req: &Request) -> Result<Decision> {
+    decide_on(req, discover(&req.caps))
+}
+
+/// Plans `req` on the devices `found` (those present, or assumed ones: see `assume.rs`)
+/// and chooses.
+pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
     let host = HostNeed::of(&req.cfg, req.job);
-    let found = discover(&req.caps);
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
-    host.check(req.margin)?;
+    // Devices that are not here do not run on this host.
+    if found.iter().any(|d| d.assumed.is_none()) {
+        host.check(req.margin)?;
+    }
     let mut candidates = Vec::new();
     let mut plans = Vec::new();
     let mut unavailable = Vec::new();
@@ -107,13 +115,25 @@ pub fn decide(req: &Request) -> Result<Decision> {
                 continue;
             }
         };
-        // Throughput does not depend on a memory cap, and a tiny cap must not stop the
-        // measurement.
-        let open_uncapped = || open(dev.kind, &MemoryCaps::default());
-        let gflops = throughput_gflops(&info, open_uncapped)?;
-        let costs = ProgramCosts::for_job(dev.kind, &info.name, &req.cfg, req.job, open_uncapped)?;
-        let speed = Speed { gflops, costs };
-        for (candidate, plan, options) in plan_device(req, &dev.id, &info, &speed, &host)? {
+        let speed = match &dev.assumed {
+            // Nothing to measure: the published peak, or no estimate (NaN).
+            Some(a) => Speed {
+                gflops: a.peak_gflops.unwrap_or(f64::NAN),
+                costs: None,
+            },
+            None => {
+                // Throughput does not depend on a memory cap, and a tiny cap must not
+                // stop the measurement.
+                let open_uncapped = || open_device(dev.kind, dev.index, &MemoryCaps::default());
+                let gflops = throughput_gflops(&info, open_uncapped)?;
+                let costs =
+                    ProgramCosts::for_job(dev.kind, &info.name, &req.cfg, req.job, open_uncapped)?;
+                Speed { gflops, costs }
+            }
+        };
+        let assumed = dev.assumed.is_some();
+        for (candidate, plan, options) in plan_device(req, &dev.id, &info, &speed, &host, assumed)?
+        {
             candidates.push(candidate);
             plans.push(Planned {
                 plan,
@@ -157,7 +177,8 @@ pub struct Choice<'a> {
 /// A device's row before it is kept: the candidate, its plan and options.
 type Row = (Candidate, MemoryPlan, TrainOptions);
 
-/// What the time estimates of one device come from (see `estimate.rs`).
+/// What the time estimates of one device come from (see `estimate.rs`); a `gflops` of
+/// NaN means none (an assumed device without a published peak).
 struct Speed {
     gflops: f64,
     costs: Option<ProgramCosts>,
@@ -165,27 +186,33 @@ struct Speed {
 
 /// The rows one device contributes: its fastest plan (to show why it was rejected, if it
 /// was) and the fastest plan that fits, or else the smallest plan found. A device whose
-/// memory is host memory has the job's host bytes (`host`) taken off its free memory.
+/// memory is host memory has the job's host bytes (`host`) taken off its free memory
+/// (an `assumed` one, off its own).
 fn plan_device(
     req: &Request,
     id: &str,
     info: &DeviceInfo,
     speed: &Speed,
     host: &HostNeed,
+    assumed: bool,
 ) -> Result<Vec<Row>> {
-    let seen = |s: &Strategy| device_info(info, host.with_strategy(&req.cfg, req.job, s));
+    let seen = |s: &Strategy| seen_by_job(info, host.with_strategy(&req.cfg, req.job, s), assumed);
     let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
         .into_iter()
         .map(|s| {
             let o = s.options(req);
-            let t = estimate_seconds(
-                &req.cfg,
-                &o,
-                req.job,
-                info.kind,
-                speed.gflops,
-                speed.costs.as_ref(),
-            );
+            let t = if speed.gflops.is_nan() {
+                f64::NAN
+            } else {
+                estimate_seconds(
+                    &req.cfg,
+                    &o,
+                    req.job,
+                    info.kind,
+                    speed.gflops,
+                    speed.costs.as_ref(),
+                )
+            };
             (s, o, t)
         })
         .collect();
@@ -315,15 +342,21 @@ impl Decision {
     /// The candidates as a table a person reads, one line each, then the choice.
     pub fn table(&self) -> String {
         let mut s = String::new();
+        // Assumed devices have long ids (`a100-80gb (assumed)`).
+        let w = (self.candidates.iter().map(|c| c.device.len()))
+            .chain(self.unavailable.iter().map(|(d, _)| d.len()))
+            .max()
+            .unwrap_or(0)
+            .max(8);
         let _ = writeln!(
             s,
-            "{:<8} {:>10} {:>10}  {:<4} {:<40} {:>10}  why",
+            "{:<w$} {:>10} {:>10}  {:<4} {:<40} {:>10}  why",
             "device", "usable", "needs", "fits", "strategy", "est. time"
         );
         for c in &self.candidates {
             let _ = writeln!(
                 s,
-                "{:<8} {:>10} {:>10}  {:<4} {:<40} {:>10}  {}",
+                "{:<w$} {:>10} {:>10}  {:<4} {:<40} {:>10}  {}",
                 c.device,
                 format_bytes(c.capacity_bytes),
                 format_bytes(c.estimated_peak_bytes),
@@ -334,7 +367,7 @@ impl Decision {
             );
         }
         for (d, why) in &self.unavailable {
-            let _ = writeln!(s, "{d:<8} unavailable: {why}");
+            let _ = writeln!(s, "{d:<w$} unavailable: {why}");
         }
         match self.chosen() {
             Some(Choice {
@@ -361,7 +394,9 @@ impl Decision {
 }
 
 pub fn format_seconds(s: f64) -> String {
-    if s < 1.0 {
+    if s.is_nan() {
+        "none".into()
+    } else if s < 1.0 {
         format!("{:.0} ms", s * 1e3)
     } else {
         format!("{s:.1} s")

@@ -11,6 +11,10 @@ use tensorfit_core::{Backend, DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::CpuBackend;
 use tensorfit_plan::parse_size;
 
+pub use tensorfit_cuda::GpuModel;
+
+use crate::assume::Assumed;
+
 /// User caps on device memory (`--device-memory wgpu=1.67GiB`), by kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoryCaps(pub HashMap<DeviceKind, u64>);
@@ -55,49 +59,166 @@ pub fn parse_kind(text: &str) -> Result<DeviceKind> {
 /// One device and whether it can be used.
 #[derive(Debug, Clone)]
 pub struct DeviceStatus {
-    /// `cpu`, `wgpu:0`, `cuda:0`.
+    /// `cpu`, `wgpu:0`, `cuda:1`; for an assumed device, the `--assume` entry.
     pub id: String,
     pub kind: DeviceKind,
+    /// Which device of its kind (`cuda:1` is 1): what [`open_device`] takes.
+    pub index: usize,
     /// The device's figures, or why it cannot be used.
     pub info: std::result::Result<DeviceInfo, String>,
+    /// Set for a device that is not here, planned as if it were (`--assume`).
+    pub assumed: Option<Assumed>,
 }
 
-/// Every device kind with its status, fastest kinds first.
+/// Every device with its status, fastest kinds first: every CUDA GPU the driver sees
+/// (`cuda:0`, `cuda:1`, ...), every usable wgpu adapter in order of preference, the CPU.
+/// A kind with no device is one row saying why.
 pub fn discover(caps: &MemoryCaps) -> Vec<DeviceStatus> {
-    [DeviceKind::Cuda, DeviceKind::Wgpu, DeviceKind::Cpu]
-        .into_iter()
-        .map(|kind| DeviceStatus {
-            id: device_id(kind),
-            kind,
-            info: open(kind, caps).map(|b| b.info()).map_err(|e| match e {
+    let counts = [
+        (DeviceKind::Cuda, tensorfit_cuda::device_count()),
+        (
+            DeviceKind::Wgpu,
+            tensorfit_wgpu::WgpuBackend::adapter_count(),
+        ),
+        (DeviceKind::Cpu, Ok(1)),
+    ];
+    statuses(&counts, |kind, index| {
+        open_device(kind, index, caps)
+            .map(|b| b.info())
+            .map_err(|e| match e {
                 Error::Backend { message, .. } => message,
                 other => other.to_string(),
-            }),
-        })
-        .collect()
+            })
+    })
 }
 
-fn device_id(kind: DeviceKind) -> String {
+/// The statuses of `counts` devices of each kind (or, where counting failed, one row
+/// with the reason), each opened by `info`.
+pub fn statuses(
+    counts: &[(DeviceKind, std::result::Result<usize, String>)],
+    info: impl Fn(DeviceKind, usize) -> std::result::Result<DeviceInfo, String>,
+) -> Vec<DeviceStatus> {
+    let mut out = Vec::new();
+    for (kind, count) in counts {
+        let status = |index: usize, info: std::result::Result<DeviceInfo, String>| DeviceStatus {
+            id: device_id(*kind, index),
+            kind: *kind,
+            index,
+            info,
+            assumed: None,
+        };
+        match count {
+            Ok(n) if *n > 0 => out.extend((0..*n).map(|i| status(i, info(*kind, i)))),
+            Ok(_) => out.push(status(0, Err("no device of this kind".into()))),
+            Err(why) => out.push(status(0, Err(why.clone()))),
+        }
+    }
+    out
+}
+
+/// `cpu`, `wgpu:1`, `cuda:0`.
+pub fn device_id(kind: DeviceKind, index: usize) -> String {
     match kind {
         DeviceKind::Cpu => "cpu".into(),
-        other => format!("{}:0", other.name()),
+        other => format!("{}:{index}", other.name()),
     }
 }
 
-/// Opens the backend of `kind`, with the user's cap if any.
+/// The kind and index of a device id made by [`device_id`].
+pub fn parse_id(id: &str) -> Option<(DeviceKind, usize)> {
+    match id.split_once(':') {
+        None => (id == "cpu").then_some((DeviceKind::Cpu, 0)),
+        Some((kind, index)) => Some((parse_kind(kind).ok()?, index.parse().ok()?)),
+    }
+}
+
+/// Opens the first device of `kind`, with the user's cap if any.
 pub fn open(kind: DeviceKind, caps: &MemoryCaps) -> Result<Box<dyn Backend>> {
+    open_device(kind, 0, caps)
+}
+
+/// Opens device `index` of `kind` (`cuda:1` is CUDA device 1), with the user's cap on
+/// that kind if any.
+pub fn open_device(kind: DeviceKind, index: usize, caps: &MemoryCaps) -> Result<Box<dyn Backend>> {
     match kind {
         DeviceKind::Cpu => Ok(Box::new(match caps.get(kind) {
             Some(cap) => CpuBackend::with_capacity_cap(cap),
             None => CpuBackend::new(),
         })),
-        DeviceKind::Wgpu => Ok(Box::new(match caps.get(kind) {
-            Some(cap) => tensorfit_wgpu::WgpuBackend::with_capacity_cap(cap)?,
-            None => tensorfit_wgpu::WgpuBackend::new()?,
-        })),
-        DeviceKind::Cuda => Ok(Box::new(tensorfit_cuda::CudaBackend::open(
-            0,
+        DeviceKind::Wgpu => Ok(Box::new(tensorfit_wgpu::WgpuBackend::open(
+            index,
             caps.get(kind),
         )?)),
+        DeviceKind::Cuda => Ok(Box::new(tensorfit_cuda::CudaBackend::open(
+            index,
+            caps.get(kind),
+        )?)),
+    }
+}
+
+/// The figures the backend of `kind` would report for an idle device of `total_bytes`
+/// that is not here (see `assume.rs`); `gpu` sizes a CUDA context.
+pub fn assumed_info(kind: DeviceKind, name: String, total_bytes: u64, gpu: GpuModel) -> DeviceInfo {
+    match kind {
+        DeviceKind::Cpu => tensorfit_cpu::assumed_info(name, total_bytes),
+        DeviceKind::Wgpu => tensorfit_wgpu::assumed_info(name, total_bytes),
+        DeviceKind::Cuda => tensorfit_cuda::assumed_info(name, total_bytes, gpu),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake(kind: DeviceKind, index: usize) -> std::result::Result<DeviceInfo, String> {
+        Ok(assumed_info(
+            kind,
+            format!("fake {index}"),
+            (index as u64 + 1) << 30,
+            GpuModel {
+                sms: 10,
+                compute_capability: (8, 0),
+            },
+        ))
+    }
+
+    #[test]
+    fn every_device_of_a_kind_gets_its_own_id_and_index() {
+        let counts = [
+            (DeviceKind::Cuda, Ok(2)),
+            (DeviceKind::Wgpu, Ok(3)),
+            (DeviceKind::Cpu, Ok(1)),
+        ];
+        let found = statuses(&counts, fake);
+        let ids: Vec<&str> = found.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["cuda:0", "cuda:1", "wgpu:0", "wgpu:1", "wgpu:2", "cpu"]
+        );
+        for d in &found {
+            assert_eq!(parse_id(&d.id), Some((d.kind, d.index)));
+            assert_eq!(d.info.as_ref().unwrap().name, format!("fake {}", d.index));
+        }
+    }
+
+    #[test]
+    fn a_kind_that_cannot_be_counted_is_one_row_with_the_reason() {
+        let counts = [
+            (
+                DeviceKind::Cuda,
+                Err("no CUDA driver found (libcuda.so)".to_string()),
+            ),
+            (DeviceKind::Wgpu, Ok(0)),
+        ];
+        let found = statuses(&counts, fake);
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].id, "cuda:0");
+        assert_eq!(
+            found[0].info.as_ref().unwrap_err(),
+            "no CUDA driver found (libcuda.so)"
+        );
+        assert!(found[1].info.is_err());
+        assert_eq!(parse_id("cuda:x"), None);
+        assert_eq!(parse_id("gpu"), None);
     }
 }

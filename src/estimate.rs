@@ -143,7 +143,7 @@ impl ProgramCosts {
     /// Seconds of one program run.
     fn run(&self, key: &ProgramKey) -> f64 {
         let infer = self.infer_at(key.batch);
-        let seconds = match key.kind {
+        match key.kind {
             ProgramKind::Carry | ProgramKind::Eval => infer.at(key.steps),
             ProgramKind::Train => {
                 let train = self.train.unwrap_or(infer).at(key.steps);
@@ -153,8 +153,7 @@ impl ProgramCosts {
                     None => train,
                 }
             }
-        };
-        seconds
+        }
     }
 
     /// Inference costs at `rows` sequences: measured at the job's batch and at one,

@@ -119,3 +119,28 @@ pub fn device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
         ..info.clone()
     }
 }
+
+/// As [`device_info`] for a device that is not here: its own memory, not this host's,
+/// holds the job's host bytes where its memory is host memory.
+pub fn assumed_device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
+    if info.kind != DeviceKind::Cpu && !info.software {
+        return info.clone();
+    }
+    DeviceInfo {
+        free_bytes: Some(
+            info.free_bytes
+                .unwrap_or(info.total_bytes)
+                .saturating_sub(host_bytes),
+        ),
+        ..info.clone()
+    }
+}
+
+/// `info` as seen by a job holding `host_bytes` on the host: [`device_info`] for a device
+/// that is here, [`assumed_device_info`] for one that is `assumed`.
+pub fn seen_by_job(info: &DeviceInfo, host_bytes: u64, assumed: bool) -> DeviceInfo {
+    match assumed {
+        true => assumed_device_info(info, host_bytes),
+        false => device_info(info, host_bytes),
+    }
+}

@@ -16,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod assume;
 pub mod calibrate;
 pub mod checkpoint_dir;
 pub mod decision;
@@ -23,6 +24,7 @@ pub mod devices;
 pub mod estimate;
 pub mod faults;
 pub mod host_budget;
+pub mod max_job;
 pub mod recovery;
 pub mod session;
 pub mod strategy;

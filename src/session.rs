@@ -4,12 +4,12 @@
 //! there; the [`Session`]'s training steps and evaluations then survive the device
 //! failing ([`crate::recovery`]).
 
-use tensorfit_core::{HostTensor, Result};
+use tensorfit_core::{Error, HostTensor, Result};
 use tensorfit_nn::{Checkpoint, EvalReport, ParamStore, StepReport, Trainer};
 use tensorfit_plan::MemoryPlan;
 
-pub use crate::decision::{decide, format_seconds, plan_job, Choice, Decision, Request};
-use crate::devices::open;
+pub use crate::decision::{decide, decide_on, format_seconds, plan_job, Choice, Decision, Request};
+use crate::devices::{open_device, parse_id};
 pub use crate::recovery::Fallback;
 pub use crate::strategy::{strategies, Strategy};
 
@@ -35,7 +35,13 @@ pub struct Session {
 /// Opens the chosen device and allocates the chosen plan's arenas there.
 pub fn start(req: &Request, decision: &Decision, params: &ParamStore) -> Result<Session> {
     let choice = decision.chosen().ok_or_else(|| decision.nothing_fits())?;
-    let backend = open(choice.device.kind, &req.caps)?;
+    let id = &choice.candidate.device;
+    let (kind, index) = parse_id(id).ok_or_else(|| {
+        Error::input(format!(
+            "{id} is not a device here: it can be planned, not run"
+        ))
+    })?;
+    let backend = open_device(kind, index, &req.caps)?;
     start_on(req, decision, params, backend)
 }
 

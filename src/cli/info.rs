@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use serde_json::json;
-use tensorfit::devices::{discover, open, MemoryCaps};
+use tensorfit::devices::{discover, open_device, MemoryCaps};
 use tensorfit::nn::ParamKind;
 use tensorfit::plan::format_bytes;
 
@@ -16,7 +16,7 @@ pub fn devices(caps: &CapArgs, json_out: bool) -> Result<Exit> {
         match d.info {
             Ok(info) => {
                 let gflops = tensorfit::calibrate::throughput_gflops(&info, || {
-                    open(d.kind, &MemoryCaps::default())
+                    open_device(d.kind, d.index, &MemoryCaps::default())
                 })
                 .ok();
                 if json_out {
@@ -48,7 +48,7 @@ pub fn devices(caps: &CapArgs, json_out: bool) -> Result<Exit> {
                 if json_out {
                     rows.push(json!({"device": d.id, "kind": d.kind.name(), "available": false, "reason": why}));
                 } else {
-                    outln!("{:<7} unavailable — {why}", d.kind.name());
+                    outln!("{:<7} unavailable — {why}", d.id);
                 }
             }
         }

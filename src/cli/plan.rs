@@ -1,12 +1,20 @@
-//! `tensorfit plan`: the memory plan of a job on every device, and the choice.
+//! `tensorfit plan`: the memory plan of a job on every device (or on devices that are
+//! not here, `--assume`), and the choice; the largest batch or length that fits
+//! (`--max-batch`, `--max-seq-len`); a picture of the chosen plan (`--plot`).
 
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{bail, Context as _, Result};
 use clap::Args;
+use serde_json::json;
+use tensorfit::assume;
+use tensorfit::devices::{discover, DeviceStatus};
+use tensorfit::max_job::{largest_jobs, Dim};
+use tensorfit::nn::atomic_file::{check_writable, write_atomic};
 use tensorfit::nn::Job;
 use tensorfit::plan::format_bytes;
-use tensorfit::session::{decide, format_seconds, Choice};
+use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
 
 use super::{request, DeviceArgs, Exit, JobMode, Model};
 
@@ -25,6 +33,20 @@ pub struct PlanArgs {
     tbptt: usize,
     #[command(flatten)]
     dev: DeviceArgs,
+    /// Plan for a device that is not here instead of those present (repeatable): a
+    /// preset (gtx750, t4, a100-40gb, a100-80gb, h100, h200) or KIND=SIZE such as
+    /// cuda=2GiB, wgpu=1.67GiB, cpu=64GB.
+    #[arg(long, value_name = "PRESET|KIND=SIZE")]
+    assume: Vec<String>,
+    /// Find the largest batch that fits each device under each strategy (planning only).
+    #[arg(long, conflicts_with = "max_seq_len")]
+    max_batch: bool,
+    /// Find the largest sequence length that fits each device under each strategy.
+    #[arg(long)]
+    max_seq_len: bool,
+    /// Draw the chosen plan (every tensor over the schedule, per arena) as an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
     /// Also list every tensor of the chosen plan.
     #[arg(long)]
     full: bool,
@@ -46,13 +68,51 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         },
     };
     let req = request(cfg, job, a.tbptt, 1e-3, &a.dev)?;
+    let assumed = assume::parse(&a.assume)?;
+    // Before any planning: a picture that cannot be written is refused at once.
+    if let Some(path) = &a.plot {
+        check_writable(path).context("--plot")?;
+    }
+    let found = if assumed.is_empty() {
+        discover(&req.caps)
+    } else {
+        assumed.clone()
+    };
+    let dim = match (a.max_batch, a.max_seq_len) {
+        (true, _) => Some(Dim::Batch),
+        (_, true) => Some(Dim::SeqLen),
+        _ => None,
+    };
+    if let Some(dim) = dim {
+        if a.plot.is_some() {
+            bail!("--plot draws one plan; it does not go with --max-batch or --max-seq-len");
+        }
+        return largest(&req, &found, dim, a.json);
+    }
     let t = Instant::now();
-    let decision = decide(&req)?;
+    let decision = decide_on(&req, found)?;
     let secs = t.elapsed().as_secs_f64();
+    if let Some(path) = &a.plot {
+        plot(&decision, a.mode.name(), path)?;
+    }
     if a.json {
-        outln!("{}", decision.to_json());
+        let mut v = decision.to_json();
+        v["assumed"] = assumed
+            .iter()
+            .filter_map(|d| d.assumed.as_ref().map(|x| (d, x)))
+            .map(|(d, x)| json!({"device": d.id, "peak_gflops": x.peak_gflops, "description": x.describe(d)}))
+            .collect();
+        if let Some(Choice { plan, .. }) = decision.chosen() {
+            v["plan"] = plan.to_json();
+        }
+        outln!("{v}");
     } else {
         out!("{}", decision.table());
+        for d in &assumed {
+            if let Some(x) = &d.assumed {
+                outln!("{}", x.describe(d));
+            }
+        }
         if let Some(Choice { plan, .. }) = decision.chosen() {
             outln!("\nplan of the choice:");
             out!("{}", plan.table(if a.full { usize::MAX } else { 12 }));
@@ -81,4 +141,93 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     } else {
         Exit::Success
     })
+}
+
+/// Writes the chosen plan's picture to `path` (atomically); says so on stderr.
+fn plot(decision: &Decision, mode: &str, path: &Path) -> Result<()> {
+    let Some(Choice {
+        candidate: c,
+        plan,
+        device: info,
+        ..
+    }) = decision.chosen()
+    else {
+        bail!(
+            "--plot {}: nothing fits, so there is no plan to draw",
+            path.display()
+        );
+    };
+    let title = format!("{mode}: {} on {} ({})", c.strategy, c.device, info.name);
+    write_atomic(path, plan.svg(&title).as_bytes()).context("--plot")?;
+    errln!(
+        "wrote {} (the plan of {} on {})",
+        path.display(),
+        c.strategy,
+        c.device
+    );
+    Ok(())
+}
+
+/// `--max-batch` / `--max-seq-len`: the table (or JSON) of the largest sizes.
+fn largest(req: &Request, found: &[DeviceStatus], dim: Dim, json_out: bool) -> Result<Exit> {
+    let t = Instant::now();
+    let (rows, unavailable) = largest_jobs(req, found, dim)?;
+    if json_out {
+        outln!(
+            "{}",
+            json!({
+                "dimension": dim.name(),
+                "rows": rows.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
+                "unavailable": unavailable.iter().map(|(d, w)| json!({"device": d, "reason": w})).collect::<Vec<_>>(),
+            })
+        );
+        return Ok(Exit::Success);
+    }
+    let w = rows
+        .iter()
+        .map(|r| r.device.len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    outln!(
+        "{:<w$} {:>14} {:>10} {:>10}  strategy",
+        "device",
+        format!("largest {}", dim.name()),
+        "needs",
+        "usable"
+    );
+    for r in rows.iter().filter(|r| r.frontier) {
+        let largest = match (r.largest, r.at_limit) {
+            (None, _) => "none".to_string(),
+            (Some(n), true) => format!("{n}+"),
+            (Some(n), false) => n.to_string(),
+        };
+        outln!(
+            "{:<w$} {:>14} {:>10} {:>10}  {}",
+            r.device,
+            largest,
+            if r.largest.is_some() {
+                format_bytes(r.peak_bytes)
+            } else {
+                "-".into()
+            },
+            format_bytes(r.capacity_bytes),
+            r.strategy
+        );
+    }
+    for (d, why) in &unavailable {
+        outln!("{d:<w$} unavailable: {why}");
+    }
+    for d in found {
+        if let Some(x) = &d.assumed {
+            outln!("{}", x.describe(d));
+        }
+    }
+    outln!(
+        "each row: a strategy that fits a larger {} than every row above it on that device ({} strategies planned; --json lists all); N+ means the search stopped at its bound (N), not at memory; micro-batches are not searched (the device then holds one micro-batch); planned in {}",
+        dim.name(),
+        rows.len(),
+        format_seconds(t.elapsed().as_secs_f64())
+    );
+    Ok(Exit::Success)
 }

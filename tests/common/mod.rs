@@ -214,3 +214,13 @@ pub fn names_in(dir: &std::path::Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Runs `tensorfit plan --json` with `args`, requires success, and parses the output.
+pub fn plan_json(args: &[&str]) -> Value {
+    let mut all = vec!["plan", "--json"];
+    all.extend_from_slice(args);
+    json(&succeed(
+        tensorfit_command().args(&all),
+        &format!("{all:?}"),
+    ))
+}

@@ -162,20 +162,13 @@ impl Backend for CpuBackend {
     fn info(&self) -> DeviceInfo {
         let (total, free) = self.ledger.capacity(self.device());
         DeviceInfo {
-            kind: DeviceKind::Cpu,
-            name: cpu_model_name(),
-            total_bytes: total,
             free_bytes: free,
             capacity_source: if self.ledger.cap_binds(self.mem_total) {
                 "user cap".to_string()
             } else {
                 host_memory::source().to_string()
             },
-            software: false,
-            // A Vec<f32> holds at most isize::MAX bytes.
-            max_buffer_bytes: isize::MAX as u64,
-            alignment_bytes: DType::F32.size_bytes() as u64,
-            overhead_bytes: 0,
+            ..assumed_info(cpu_model_name(), total)
         }
     }
 
@@ -206,4 +199,23 @@ fn cpu_model_name() -> String {
         })
         .map(|m| format!("{m} ({} threads)", threads::kernel_threads()))
         .unwrap_or_else(|| "cpu".to_string())
+}
+
+/// The [`DeviceInfo`] this backend reports on a machine with `total_bytes` of memory
+/// named `name`, all of it free: also the figures of a machine that is not here
+/// (`tensorfit plan --assume cpu=64GiB`).
+pub fn assumed_info(name: String, total_bytes: u64) -> DeviceInfo {
+    DeviceInfo {
+        kind: DeviceKind::Cpu,
+        name,
+        total_bytes,
+        free_bytes: Some(total_bytes),
+        capacity_source: "assumed".into(),
+        software: false,
+        // A Vec<f32> holds at most isize::MAX bytes.
+        max_buffer_bytes: isize::MAX as u64,
+        alignment_bytes: DType::F32.size_bytes() as u64,
+        // Buffers are the process's own memory; the backend holds nothing else.
+        overhead_bytes: 0,
+    }
 }

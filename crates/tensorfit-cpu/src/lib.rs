@@ -31,7 +31,7 @@ mod profile;
 mod regions;
 pub mod threads;
 
-pub use backend::CpuBackend;
+pub use backend::{assumed_info, CpuBackend};
 
 use tensorfit_core::Error;
 

@@ -145,10 +145,11 @@ impl CudaBackend {
 
         let ptx = kernels::compile_all(arch)?;
         let kernels = Kernels::load(&mut device, &ptx)?;
-        // cuBLAS's own default: 32 MiB from Hopper on, 4 MiB before.
-        let workspace = if cc.0 >= 9 { 32 << 20 } else { 4 << 20 };
+        let workspace = crate::assumed::cublas_workspace_bytes(cc) as usize;
         let blas = Blas::new(&device, workspace)?;
-        let status = device.alloc_zeroed(8).map_err(describe)?;
+        let status = device
+            .alloc_zeroed(crate::assumed::STATUS_BYTES as usize)
+            .map_err(describe)?;
         warm_up(&device, &blas, &kernels, status.ptr())?;
         device.synchronize().map_err(describe)?;
 

@@ -168,9 +168,8 @@ impl Drop for DeviceMemory {
     }
 }
 
-/// The UUID of device `ordinal`, read before any context exists (to find the device in
-/// NVML). Call only after [`check`] succeeded.
-pub fn device_uuid(ordinal: usize) -> Result<[u8; 16], String> {
+/// How many GPUs the driver sees (initialising it); call [`check`] first.
+pub fn device_count() -> Result<usize, String> {
     result::init().map_err(|e| match e.0 {
         sys::CUresult::CUDA_ERROR_NO_DEVICE => {
             "the CUDA driver is installed but sees no GPU".to_string()
@@ -179,7 +178,14 @@ pub fn device_uuid(ordinal: usize) -> Result<[u8; 16], String> {
     })?;
     let count = result::device::get_count()
         .map_err(|e| format!("cuDeviceGetCount failed: {}", describe(e)))?;
-    if ordinal >= count.max(0) as usize {
+    Ok(count.max(0) as usize)
+}
+
+/// The UUID of device `ordinal`, read before any context exists (to find the device in
+/// NVML). Call only after [`check`] succeeded.
+pub fn device_uuid(ordinal: usize) -> Result<[u8; 16], String> {
+    let count = device_count()?;
+    if ordinal >= count {
         return Err(format!(
             "no CUDA device {ordinal}: the driver sees {count} device(s)"
         ));

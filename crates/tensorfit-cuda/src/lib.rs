@@ -18,6 +18,7 @@
 //! libraries (`driver`, `blas`, `nvrtc`, `nvml`) allow it, each block with a `// SAFETY:`
 //! line stating its invariant.
 
+pub mod assumed;
 pub mod backend;
 #[allow(unsafe_code)]
 mod blas;
@@ -29,6 +30,7 @@ mod nvml;
 #[allow(unsafe_code)]
 mod nvrtc;
 
+pub use assumed::{assumed_info, GpuModel};
 pub use backend::CudaBackend;
 pub use nvrtc::{select_arch, NvrtcInfo};
 
@@ -51,6 +53,16 @@ pub fn probe() -> Result<DeviceInfo, String> {
         Err(Error::Backend { message, .. }) => Err(message),
         Err(other) => Err(other.to_string()),
     }
+}
+
+/// How many GPUs the CUDA driver sees (`cuda:0`, `cuda:1`, ...), or why CUDA cannot be
+/// used here (no driver, a driver too old, no GPU). Never panics.
+pub fn device_count() -> Result<usize, String> {
+    std::panic::catch_unwind(|| {
+        driver::check()?;
+        driver::device_count()
+    })
+    .unwrap_or_else(|_| Err("the CUDA driver failed while counting devices".into()))
 }
 
 /// The NVRTC library on this machine (version and target architectures), or why there is

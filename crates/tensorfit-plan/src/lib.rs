@@ -4,9 +4,9 @@
 //! [`liveness`] reads each tensor's lifetime off a scheduled graph; [`arena`] places
 //! tensors at offsets so that tensors alive at the same time never share bytes;
 //! [`MemoryPlan`] is the result for a whole run (persistent tensors, shared scratch
-//! arenas, backend overhead), printable as a table and as JSON; [`policy`] compares plans
-//! with device capacities and picks the fastest that fits. No backend code is here: the
-//! planner is testable anywhere.
+//! arenas, backend overhead), printable as a table, as JSON and as a picture ([`svg`]);
+//! [`policy`] compares plans with device capacities and picks the fastest that fits. No
+//! backend code is here: the planner is testable anywhere.
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +15,7 @@ pub mod liveness;
 pub mod memory;
 pub mod policy;
 pub mod size;
+pub mod svg;
 
 pub use liveness::{liveness, Category, Lifetime, Liveness};
 pub use memory::{Entry, Limits, MemoryPlan, ProgramPlan, ProgramSpec};

@@ -65,6 +65,9 @@ pub struct Entry {
     pub category: Category,
     pub arena: usize,
     pub offset_bytes: u64,
+    /// Schedule positions of its first and last use in its program (a persistent
+    /// tensor: `None`, alive the whole run).
+    pub uses: Option<(usize, usize)>,
 }
 
 impl Entry {
@@ -87,8 +90,13 @@ pub struct ProgramPlan {
     /// of the plan (persistent ones included), so it indexes the plan's buffers directly.
     pub placement: Placement,
     pub entries: Vec<Entry>,
-    /// Most bytes of non-persistent tensors alive at once, and their categories then.
+    /// Nodes in the program's schedule (positions run `0..=steps`, the last being the
+    /// host reading its outputs).
+    pub steps: usize,
+    /// Most bytes of non-persistent tensors alive at once, the schedule position where
+    /// that happens first, and their categories then.
     pub live_peak_bytes: u64,
+    pub live_peak_step: usize,
     pub live_peak_by_category: Vec<(Category, u64)>,
 }
 
@@ -185,6 +193,7 @@ impl MemoryPlan {
                 category: *category,
                 arena: spot.arena,
                 offset_bytes: spot.offset,
+                uses: None,
             })
             .collect();
 
@@ -235,10 +244,11 @@ impl MemoryPlan {
                     category: l.category,
                     arena,
                     offset_bytes: spot.offset,
+                    uses: Some((l.start, l.end)),
                 });
             }
             // Sweep the schedule for the moment with the most live bytes.
-            let mut best = (0u64, vec![0u64; Category::ALL.len()]);
+            let mut best = (0u64, vec![0u64; Category::ALL.len()], 0usize);
             for step in 0..=live.steps {
                 let mut by = vec![0u64; Category::ALL.len()];
                 for l in live
@@ -250,14 +260,16 @@ impl MemoryPlan {
                 }
                 let total: u64 = by.iter().sum();
                 if total > best.0 {
-                    best = (total, by);
+                    best = (total, by, step);
                 }
             }
             plans.push(ProgramPlan {
                 name: p.name.clone(),
                 placement,
                 entries,
+                steps: live.steps,
                 live_peak_bytes: best.0,
+                live_peak_step: best.2,
                 live_peak_by_category: Category::ALL.iter().copied().zip(best.1).collect(),
             });
         }

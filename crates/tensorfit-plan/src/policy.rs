@@ -101,7 +101,8 @@ impl Candidate {
     }
 }
 
-/// Picks the fastest fitting candidate, filling in every candidate's reason. A software
+/// Picks the fastest fitting candidate (a time of NaN, no estimate, counts as slowest;
+/// equal times go to the smaller plan), filling in every candidate's reason. A software
 /// device is chosen only when `allow_software` (the user asked for it): a software GPU
 /// is far slower than the CPU it runs on, and takes its memory from the same host.
 /// Returns the index, or `None` if nothing fits.
@@ -127,6 +128,9 @@ pub fn choose(candidates: &mut [Candidate], allow_software: bool) -> Option<usiz
     for (i, c) in candidates.iter_mut().enumerate() {
         if i == best {
             c.reason = "chosen: fastest plan that fits".into();
+        } else if usable(c) && (c.estimated_seconds.is_nan() || best_secs.is_nan()) {
+            // Devices that are not here may have no time estimate (NaN, ordered last).
+            c.reason = format!("fits; no time estimate to compare, {best_dev} preferred");
         } else if usable(c) {
             c.reason = format!(
                 "fits, but slower (estimated {:.3} s vs {:.3} s on {best_dev})",

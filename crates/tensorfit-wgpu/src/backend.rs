@@ -64,7 +64,14 @@ impl WgpuBackend {
     /// it is the only one; `TENSORFIT_WGPU_ADAPTER` picks one by name. Fails (without
     /// panicking) when there is none.
     pub fn new() -> Result<Self> {
-        let ctx = context::open()?;
+        Self::open(0, None)
+    }
+
+    /// Opens the `index`-th usable adapter in order of preference (`wgpu:{index}`; see
+    /// [`WgpuBackend::adapter_count`]), refusing to hold more than `cap` bytes at once if
+    /// a cap is given.
+    pub fn open(index: usize, cap: Option<u64>) -> Result<Self> {
+        let ctx = context::open(index)?;
         let limits = Limits {
             binding_bytes: ctx.limits.max_storage_buffer_binding_size,
             align: u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(ELEM),
@@ -75,16 +82,19 @@ impl WgpuBackend {
         Ok(WgpuBackend {
             ctx,
             rec,
-            buffers: Ledger::new("wgpu", None),
+            buffers: Ledger::new("wgpu", cap),
         })
     }
 
     /// A backend that refuses to hold more than `bytes` at once (to rehearse a smaller
     /// device, or to leave memory to other programs).
     pub fn with_capacity_cap(bytes: u64) -> Result<Self> {
-        let mut b = Self::new()?;
-        b.buffers.set_cap(Some(bytes));
-        Ok(b)
+        Self::open(0, Some(bytes))
+    }
+
+    /// How many adapters can be opened (`wgpu:0` .. `wgpu:{n-1}`), or why none can.
+    pub fn adapter_count() -> std::result::Result<usize, String> {
+        context::usable_count()
     }
 
     /// Every adapter wgpu can see, for device listings.

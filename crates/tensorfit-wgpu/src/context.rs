@@ -138,8 +138,9 @@ pub fn adapters() -> Vec<AdapterSummary> {
         .collect()
 }
 
-/// Picks an adapter (see the module documentation) and opens a device on it.
-pub(crate) fn open() -> Result<Context> {
+/// The usable adapters in order of preference (see the module documentation), or why
+/// there is none.
+fn ranked() -> std::result::Result<Vec<wgpu::Adapter>, String> {
     let (instance, backends) = instance();
     let mut found: Vec<wgpu::Adapter> = pollster::block_on(instance.enumerate_adapters(backends));
     let seen: Vec<String> = found.iter().map(|a| a.get_info().name).collect();
@@ -149,18 +150,36 @@ pub(crate) fn open() -> Result<Context> {
         let want = want.to_lowercase();
         found.retain(|a| a.get_info().name.to_lowercase().contains(&want));
     }
+    // A stable sort: adapters of one type keep wgpu's order, so indices are repeatable.
     found.sort_by_key(|a| rank(a.get_info().device_type));
-    let Some(adapter) = found.into_iter().next() else {
-        return Err(backend_error(match (wanted, seen.is_empty()) {
-            (_, true) => format!(
-                "no GPU adapter found (wgpu backends {backends:?}); install a Vulkan driver \
-                 (on Debian: mesa-vulkan-drivers libvulkan1)"
-            ),
-            (Some(w), false) => {
-                format!("no usable adapter matches {ADAPTER_ENV}={w}; adapters: {seen:?}")
-            }
-            (None, false) => format!("no adapter with compute shaders among {seen:?}"),
-        }));
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    Err(match (wanted, seen.is_empty()) {
+        (_, true) => format!(
+            "no GPU adapter found (wgpu backends {backends:?}); install a Vulkan driver \
+             (on Debian: mesa-vulkan-drivers libvulkan1)"
+        ),
+        (Some(w), false) => {
+            format!("no usable adapter matches {ADAPTER_ENV}={w}; adapters: {seen:?}")
+        }
+        (None, false) => format!("no adapter with compute shaders among {seen:?}"),
+    })
+}
+
+/// How many adapters tensorfit can use (`wgpu:0` is the preferred one), or why none.
+pub fn usable_count() -> std::result::Result<usize, String> {
+    ranked().map(|found| found.len())
+}
+
+/// Opens a device on the `index`-th usable adapter in order of preference.
+pub(crate) fn open(index: usize) -> Result<Context> {
+    let found = ranked().map_err(backend_error)?;
+    let count = found.len();
+    let Some(adapter) = found.into_iter().nth(index) else {
+        return Err(backend_error(format!(
+            "no wgpu adapter {index}: {count} usable adapter(s)"
+        )));
     };
     let info = adapter.get_info();
     let limits = adapter.limits();

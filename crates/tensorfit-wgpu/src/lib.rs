@@ -29,6 +29,7 @@
 
 #![deny(unsafe_code)]
 
+mod assumed;
 mod backend;
 mod capacity;
 mod context;
@@ -39,6 +40,7 @@ mod shaders;
 mod vk_memory;
 mod window;
 
+pub use assumed::assumed_info;
 pub use backend::WgpuBackend;
 pub use context::AdapterSummary;
 

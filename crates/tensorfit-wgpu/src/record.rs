@@ -27,6 +27,19 @@ use crate::window::{window, Limits, Operand};
 
 /// Slots in the parameter ring (launches between two submissions at most).
 const RING_SLOTS: usize = 4096;
+/// One launch's parameter slot: the parameter words, padded to the device's uniform
+/// offset alignment.
+fn slot_bytes(uniform_align: u32) -> u64 {
+    let align = u64::from(uniform_align).max(4);
+    (PARAM_WORDS as u64 * 4).div_ceil(align) * align
+}
+
+/// Bytes of the parameter ring on a device with this uniform offset alignment: the
+/// memory the backend holds besides the planned arenas.
+pub(crate) fn ring_bytes(uniform_align: u32) -> u64 {
+    slot_bytes(uniform_align) * RING_SLOTS as u64
+}
+
 /// Bind groups kept before the cache is cleared (a run reuses far fewer).
 const MAX_CACHED_GROUPS: usize = 16_384;
 
@@ -61,11 +74,10 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     pub fn new(ctx: &Context, limits: Limits) -> Self {
-        let align = u64::from(ctx.limits.min_uniform_buffer_offset_alignment).max(4);
-        let slot_bytes = (PARAM_WORDS as u64 * 4).div_ceil(align) * align;
+        let slot_bytes = slot_bytes(ctx.limits.min_uniform_buffer_offset_alignment);
         let ring = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("tensorfit parameter ring"),
-            size: slot_bytes * RING_SLOTS as u64,
+            size: ring_bytes(ctx.limits.min_uniform_buffer_offset_alignment),
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
