@@ -219,7 +219,7 @@ fn plan_device(
     // The last strategy saves the most memory; if even it does not fit, plan only the
     // fastest (to show the gap) and it. Its plan is kept for the loop below.
     let most_saving = options.last().cloned();
-    options.sort_by(|a, b| a.2.total_cmp(&b.2));
+    sort_by_estimate(&mut options);
     let mut saving_plan = None;
     if let Some(last) = most_saving {
         let plan = plan_job(&req.cfg, &last.1, req.job, Limits::from(info));
@@ -400,5 +400,48 @@ pub fn format_seconds(s: f64) -> String {
         format!("{:.0} ms", s * 1e3)
     } else {
         format!("{s:.1} s")
+    }
+}
+
+/// Orders strategies by estimated time, keeping the plainer one (earlier in
+/// `strategies`' order) first where two estimates differ only by rounding: a saving
+/// strategy does the same work as the plain one plus overheads, and a sum of many runs'
+/// estimates can come out an ulp below the one run it splits.
+fn sort_by_estimate<T>(options: &mut [(Strategy, T, f64)]) {
+    let scale = options
+        .iter()
+        .map(|o| o.2.abs())
+        .filter(|t| t.is_finite())
+        .fold(0.0f64, f64::max);
+    let key = |t: f64| {
+        if t.is_finite() && scale > 0.0 {
+            (t / (scale * 1e-9)).round()
+        } else {
+            t
+        }
+    };
+    // A stable sort: equal keys keep their order.
+    options.sort_by(|a, b| key(a.2).total_cmp(&key(b.2)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saving_strategy_an_ulp_cheaper_than_the_plain_one_stays_behind_it() {
+        let s = |chunk| Strategy {
+            chunk,
+            micro_batch: None,
+            recompute: None,
+        };
+        let mut options = vec![
+            (s(2000), (), 1.0),
+            (s(250), (), 1.0 - 1e-15),
+            (s(100), (), 0.9),
+        ];
+        sort_by_estimate(&mut options);
+        let order: Vec<usize> = options.iter().map(|o| o.0.chunk).collect();
+        assert_eq!(order, [100, 2000, 250]);
     }
 }
