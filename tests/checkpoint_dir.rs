@@ -13,7 +13,7 @@ use std::process::{Child, Output, Stdio};
 
 use tensorfit::nn::Checkpoint;
 
-use common::{names_in, scratch, tensorfit_command, SmallDisk, TINY_RUN};
+use common::{long_training, names_in, scratch, tensorfit_command, SmallDisk, TINY_RUN};
 
 fn train(dir: &Path, extra: &[&str]) -> Output {
     tensorfit_command()
@@ -109,17 +109,7 @@ impl Drop for Running {
 
 /// A trainer on `dir` that runs until killed, once training has started.
 fn running_trainer(dir: &Path) -> Running {
-    let mut child = tensorfit_command()
-        .arg("train")
-        .args(TINY_RUN)
-        .args([
-            "--steps",
-            "1000000",
-            "--checkpoint-every",
-            "1",
-            "--checkpoint-dir",
-        ])
-        .arg(dir)
+    let mut child = long_training(dir, "1")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

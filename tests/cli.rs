@@ -11,7 +11,7 @@ use serde_json::Value;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::ParamStore;
 
-use common::{json, scratch, succeed, tensorfit_command};
+use common::{job, json, plan_json, scratch, succeed, tensorfit_command};
 
 fn tensorfit(args: &[&str]) -> Output {
     tensorfit_command()
@@ -32,20 +32,12 @@ fn ok_json(args: &[&str]) -> Value {
 
 #[test]
 fn plan_json_has_every_candidate_field_and_streams_the_seed_case() {
-    let v = ok_json(&[
-        "plan",
-        "--mode",
+    let v = plan_json(&job(
         "infer",
-        "--batch",
         "100",
-        "--seq-len",
         "2000",
-        "--device",
-        "cpu",
-        "--device-memory",
-        "cpu=336MB",
-        "--json",
-    ]);
+        &["--device", "cpu", "--device-memory", "cpu=336MB"],
+    ));
     let keys = [
         "device",
         "kind",
@@ -72,19 +64,13 @@ fn plan_json_has_every_candidate_field_and_streams_the_seed_case() {
 
 #[test]
 fn nothing_fits_exits_nonzero_and_names_the_smallest_plan() {
-    let out = tensorfit(&[
-        "plan",
-        "--mode",
+    let plan = job(
         "train",
-        "--batch",
         "100",
-        "--seq-len",
         "2000",
-        "--device",
-        "cpu",
-        "--device-memory",
-        "cpu=1MiB",
-    ]);
+        &["--device", "cpu", "--device-memory", "cpu=1MiB"],
+    );
+    let out = tensorfit(&[&["plan"], &plan[..]].concat());
     assert_eq!(out.status.code(), Some(2));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -34,19 +34,19 @@ fn auto_never_chooses_the_software_gpu_when_the_cpu_is_capped() {
     if !wgpu_present() {
         return;
     }
-    let args = [
-        "plan",
-        "--mode",
-        "infer",
+    let capped = [
         "--batch",
         "4",
         "--seq-len",
         "10",
         "--device-memory",
         "cpu=1KB",
-        "--json",
     ];
-    let out = tensorfit_command().args(args).output().unwrap();
+    let out = tensorfit_command()
+        .args(["plan", "--mode", "infer", "--json"])
+        .args(capped)
+        .output()
+        .unwrap();
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -67,15 +67,7 @@ fn auto_never_chooses_the_software_gpu_when_the_cpu_is_capped() {
             .contains("--device wgpu"),
         "{software}"
     );
-    let e = refused(&[
-        "eval",
-        "--batch",
-        "4",
-        "--seq-len",
-        "10",
-        "--device-memory",
-        "cpu=1KB",
-    ]);
+    let e = refused(&[&["eval"], &capped[..]].concat());
     assert!(
         e.contains("software device") && e.contains("--device wgpu"),
         "{e}"

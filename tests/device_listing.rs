@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{json, succeed, tensorfit_command};
+use common::{job, json, plan_json, succeed, tensorfit_command};
 
 #[test]
 fn every_device_has_its_own_id_numbered_from_zero_within_its_kind() {
@@ -46,19 +46,7 @@ fn every_device_has_its_own_id_numbered_from_zero_within_its_kind() {
         return;
     }
     // Every available device is planned under its id.
-    let plan = json(&succeed(
-        tensorfit_command().args([
-            "plan",
-            "--mode",
-            "infer",
-            "--batch",
-            "4",
-            "--seq-len",
-            "20",
-            "--json",
-        ]),
-        "plan --json",
-    ));
+    let plan = plan_json(&job("infer", "4", "20", &[]));
     let planned: BTreeSet<&str> = plan["candidates"]
         .as_array()
         .unwrap()

@@ -28,6 +28,20 @@ fn fails(args: &[&str]) -> String {
     err
 }
 
+/// `predict` of `input` by the checkpoint `ck` into `output`, which must fail; returns
+/// stderr.
+fn predict_fails(ck: &Path, input: &Path, output: &Path) -> String {
+    fails(&[
+        "predict",
+        "--checkpoint",
+        s(ck),
+        "--input",
+        s(input),
+        "--output",
+        s(output),
+    ])
+}
+
 /// A small model's checkpoint and a matching input of 3 sequences, written in `dir`.
 fn checkpoint_and_input(dir: &Path) -> (PathBuf, PathBuf) {
     let ck = dir.join("model.safetensors");
@@ -74,15 +88,7 @@ fn a_prediction_output_that_cannot_be_written_is_refused_before_the_run() {
     let dir = scratch("outputs-predict-missing");
     let (ck, input) = checkpoint_and_input(&dir);
     let out = dir.join("nosuchdir").join("probs.safetensors");
-    let err = fails(&[
-        "predict",
-        "--checkpoint",
-        s(&ck),
-        "--input",
-        s(&input),
-        "--output",
-        s(&out),
-    ]);
+    let err = predict_fails(&ck, &input, &out);
     assert!(
         err.contains("--output") && err.contains("does not exist"),
         "{err}"
@@ -102,15 +108,7 @@ fn predict_refuses_to_overwrite_its_input_or_its_checkpoint() {
         .join("outputs-same")
         .join("model.safetensors");
     for (output, flag) in [(&input_again, "--input"), (&ck_again, "--checkpoint")] {
-        let err = fails(&[
-            "predict",
-            "--checkpoint",
-            s(&ck),
-            "--input",
-            s(&input),
-            "--output",
-            s(output),
-        ]);
+        let err = predict_fails(&ck, &input, output);
         assert!(err.contains(&format!("is the {flag} file")), "{err}");
     }
     assert_eq!(

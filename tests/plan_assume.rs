@@ -8,7 +8,7 @@ mod common;
 
 use serde_json::Value;
 
-use common::{plan_json, succeed, tensorfit_command};
+use common::{job, plan_json, succeed, tensorfit_command};
 
 fn candidates<'a>(v: &'a Value, device: &str) -> Vec<&'a Value> {
     v["candidates"]
@@ -21,16 +21,7 @@ fn candidates<'a>(v: &'a Value, device: &str) -> Vec<&'a Value> {
 
 #[test]
 fn a_preset_is_planned_with_its_published_memory_less_its_backends_own() {
-    let v = plan_json(&[
-        "--mode",
-        "infer",
-        "--batch",
-        "100",
-        "--seq-len",
-        "2000",
-        "--assume",
-        "h100",
-    ]);
+    let v = plan_json(&job("infer", "100", "2000", &["--assume", "h100"]));
     let h100 = candidates(&v, "h100 (assumed)");
     assert!(!h100.is_empty(), "{v}");
     let c = h100[0];
@@ -61,16 +52,7 @@ fn a_preset_is_planned_with_its_published_memory_less_its_backends_own() {
 
 #[test]
 fn the_seed_users_card_is_a_wgpu_device_of_two_gibibytes() {
-    let v = plan_json(&[
-        "--mode",
-        "infer",
-        "--batch",
-        "100",
-        "--seq-len",
-        "2000",
-        "--assume",
-        "gtx750",
-    ]);
+    let v = plan_json(&job("infer", "100", "2000", &["--assume", "gtx750"]));
     let c = candidates(&v, "gtx750 (assumed)")[0];
     assert_eq!(c["kind"], "wgpu");
     assert!(c["fits"].as_bool().unwrap(), "1.12 GiB fits in 2 GiB: {c}");
@@ -79,55 +61,36 @@ fn the_seed_users_card_is_a_wgpu_device_of_two_gibibytes() {
 
 #[test]
 fn a_kind_and_size_has_no_time_estimate_and_says_so() {
+    let flags = job("infer", "10", "100", &["--assume", "cuda=2GiB"]);
     let out = succeed(
-        tensorfit_command().args([
-            "plan",
-            "--mode",
-            "infer",
-            "--batch",
-            "10",
-            "--seq-len",
-            "100",
-            "--assume",
-            "cuda=2GiB",
-        ]),
+        tensorfit_command().arg("plan").args(&flags),
         "plan --assume cuda=2GiB",
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("cuda=2gib (assumed)"), "{text}");
     assert!(text.contains("no time estimate"), "{text}");
-    let v = plan_json(&[
-        "--mode",
-        "infer",
-        "--batch",
-        "10",
-        "--seq-len",
-        "100",
-        "--assume",
-        "cuda=2GiB",
-    ]);
+    let v = plan_json(&flags);
     assert!(v["chosen"]["estimated_seconds"].is_null(), "{v}");
 }
 
 #[test]
 fn several_devices_of_one_kind_are_each_planned_and_the_choice_considers_each() {
     // Training at batch 400 needs more than a T4's 16 GiB whole, and fits an A100 80GB.
-    let v = plan_json(&[
-        "--mode",
+    let v = plan_json(&job(
         "train",
-        "--batch",
         "400",
-        "--seq-len",
         "2000",
-        "--tbptt",
-        "2000",
-        "--assume",
-        "t4",
-        "--assume",
-        "a100-80gb",
-        "--assume",
-        "t4",
-    ]);
+        &[
+            "--tbptt",
+            "2000",
+            "--assume",
+            "t4",
+            "--assume",
+            "a100-80gb",
+            "--assume",
+            "t4",
+        ],
+    ));
     for d in ["t4 (assumed)", "a100-80gb (assumed)", "t4#2 (assumed)"] {
         assert!(!candidates(&v, d).is_empty(), "{d} planned: {v}");
         assert!(candidates(&v, d).iter().all(|c| c["kind"] == "cuda"));

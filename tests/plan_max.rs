@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{plan_json, succeed, tensorfit_command};
+use common::{job, plan_json, succeed, tensorfit_command};
 
 #[test]
 fn the_largest_batch_fits_and_one_more_does_not_on_a_plain_plan() {
@@ -45,20 +45,12 @@ fn the_largest_batch_fits_and_one_more_does_not_on_a_plain_plan() {
 #[test]
 fn the_largest_length_table_names_each_device_and_strategy() {
     let out = succeed(
-        tensorfit_command().args([
-            "plan",
-            "--mode",
+        tensorfit_command().arg("plan").args(job(
             "infer",
-            "--batch",
             "100",
-            "--seq-len",
             "200",
-            "--assume",
-            "gtx750",
-            "--assume",
-            "t4",
-            "--max-seq-len",
-        ]),
+            &["--assume", "gtx750", "--assume", "t4", "--max-seq-len"],
+        )),
         "plan --max-seq-len",
     );
     let text = String::from_utf8_lossy(&out.stdout);
@@ -71,17 +63,12 @@ fn the_largest_length_table_names_each_device_and_strategy() {
 
 #[test]
 fn a_device_too_small_for_any_job_says_none() {
-    let v = plan_json(&[
-        "--mode",
+    let v = plan_json(&job(
         "infer",
-        "--batch",
         "4",
-        "--seq-len",
         "50",
-        "--assume",
-        "cpu=1MiB",
-        "--max-batch",
-    ]);
+        &["--assume", "cpu=1MiB", "--max-batch"],
+    ));
     let rows = v["rows"].as_array().unwrap();
     assert!(rows.iter().all(|r| r["largest"].is_null()), "{v}");
 }

@@ -13,22 +13,12 @@ use std::time::Duration;
 
 use tensorfit::nn::Checkpoint;
 
-use common::{json, losses, scratch, succeed, tensorfit_command, TINY_RUN};
+use common::{json, long_training, losses, scratch, succeed, tensorfit_command, TINY_RUN};
 
 /// A training run of a million steps with `extra` flags that checkpoints into `dir`
 /// every 5 steps, once it has written its first checkpoint; stdout and stderr are piped.
 fn long_run(dir: &Path, extra: &[&str]) -> Child {
-    let mut child = tensorfit_command()
-        .arg("train")
-        .args(TINY_RUN)
-        .args([
-            "--steps",
-            "1000000",
-            "--checkpoint-every",
-            "5",
-            "--checkpoint-dir",
-        ])
-        .arg(dir)
+    let mut child = long_training(dir, "5")
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

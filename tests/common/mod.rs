@@ -224,3 +224,27 @@ pub fn plan_json(args: &[&str]) -> Value {
         &format!("{all:?}"),
     ))
 }
+
+/// The flags of a job: `--mode`, `--batch` and `--seq-len`, then `extra`.
+pub fn job<'a>(mode: &'a str, batch: &'a str, seq_len: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["--mode", mode, "--batch", batch, "--seq-len", seq_len];
+    v.extend_from_slice(extra);
+    v
+}
+
+/// `tensorfit train` of the tiny run for a million steps, checkpointing into `dir` every
+/// `every` steps (not started; the caller adds flags and pipes).
+pub fn long_training(dir: &std::path::Path, every: &str) -> Command {
+    let mut c = tensorfit_command();
+    c.arg("train")
+        .args(TINY_RUN)
+        .args([
+            "--steps",
+            "1000000",
+            "--checkpoint-every",
+            every,
+            "--checkpoint-dir",
+        ])
+        .arg(dir);
+    c
+}
