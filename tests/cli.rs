@@ -30,6 +30,15 @@ fn ok_json(args: &[&str]) -> Value {
     json(&ok(args))
 }
 
+/// The keys every run's `--json` output has (train and eval).
+const RUN_KEYS: [&str; 5] = [
+    "device",
+    "strategy",
+    "estimated_peak_bytes",
+    "measured_peak_bytes",
+    "loss",
+];
+
 #[test]
 fn plan_json_has_every_candidate_field_and_streams_the_seed_case() {
     let v = plan_json(&job(
@@ -118,13 +127,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
         ok(&[&["train"], first, &rest].concat())
     };
     let v = json(&train(&["--steps", "3"]));
-    for k in [
-        "device",
-        "strategy",
-        "estimated_peak_bytes",
-        "measured_peak_bytes",
-        "loss",
-    ] {
+    for k in RUN_KEYS {
         assert!(v.get(k).is_some(), "train --json lacks `{k}`: {v}");
     }
     assert_eq!(v["estimated_peak_bytes"], v["measured_peak_bytes"]);
@@ -139,14 +142,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
         "10",
         "--json",
     ]);
-    for k in [
-        "device",
-        "strategy",
-        "estimated_peak_bytes",
-        "measured_peak_bytes",
-        "loss",
-        "accuracy",
-    ] {
+    for k in RUN_KEYS.iter().chain(&["accuracy"]) {
         assert!(v.get(k).is_some(), "eval --json lacks `{k}`: {v}");
     }
 
