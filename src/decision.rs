@@ -128,9 +128,15 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
                 let gflops = throughput_gflops(&info, open_uncapped)?;
                 // Measuring needs memory of its own: where it fails (a nearly full
                 // machine, a recovery after running out), the FLOP model estimates.
-                let costs =
-                    ProgramCosts::for_job(dev.kind, &info.name, &req.cfg, req.job, open_uncapped)
-                        .unwrap_or(None);
+                let costs = ProgramCosts::for_job(
+                    dev.kind,
+                    &info.name,
+                    &req.cfg,
+                    req.job,
+                    gflops,
+                    open_uncapped,
+                )
+                .unwrap_or(None);
                 Speed { gflops, costs }
             }
         };

@@ -83,6 +83,10 @@ const MIN_SECONDS_PER_RUN: f64 = 50e-6;
 const FLOP_MODEL_RUN_SECONDS_CPU: f64 = 50e-6;
 const FLOP_MODEL_RUN_SECONDS_GPU: f64 = 300e-6;
 
+/// The longest a plan may spend measuring one shape (by the FLOP model, which is
+/// optimistic, so the real time can be a few times longer, once per build and shape).
+const MAX_MEASURE_SECONDS: f64 = 2.0;
+
 /// Figures a measurement can give: seconds from a nanosecond to a day, and step counts.
 const SANE_FIGURES: std::ops::RangeInclusive<f64> = 1e-9..=1e5;
 
@@ -94,6 +98,7 @@ impl ProgramCosts {
         device_name: &str,
         cfg: &ModelConfig,
         job: Job,
+        gflops: f64,
         open: impl Fn() -> Result<Box<dyn Backend>>,
     ) -> Result<Option<ProgramCosts>> {
         if kind != DeviceKind::Cpu {
@@ -103,6 +108,22 @@ impl ProgramCosts {
             Job::Train { batch, seq_len, .. } => (batch, seq_len, true),
             Job::Eval { batch, seq_len } => (batch, seq_len, false),
         };
+        // A plan must not become a benchmark: where even the shortest measurement (its
+        // warm-up and one timed run of each length) would take longer than
+        // MAX_MEASURE_SECONDS by the FLOP model, the FLOP model estimates instead.
+        let probe = ProgramKey {
+            kind: if train {
+                ProgramKind::Train
+            } else {
+                ProgramKind::Eval
+            },
+            batch,
+            steps: 2 * (SHORT + 2 * SHORT),
+            recompute: None,
+        };
+        if probe.flops(cfg) / (gflops.max(1e-3) * 1e9) > MAX_MEASURE_SECONDS {
+            return Ok(None);
+        }
         // The longest run worth measuring for this job, as a power of two (few keys).
         let longest = steps.next_power_of_two().clamp(2 * SHORT, LONG_MAX);
         let model = format!(
@@ -313,6 +334,28 @@ mod tests {
             // Chunks of one step: 2000 runs, each paying at least the fixed cost.
             assert!(at(None, 1) >= whole + 1999.0 * MIN_SECONDS_PER_RUN * 0.999);
         }
+    }
+
+    #[test]
+    fn a_shape_too_large_to_measure_quickly_is_left_to_the_flop_model() {
+        // 100,000 sequences of the seed network: seconds per measured step. The backend
+        // is never opened (opening would fail the call).
+        let job = Job::Eval {
+            batch: 100_000,
+            seq_len: 2000,
+        };
+        let open = || -> Result<Box<dyn Backend>> {
+            Err(tensorfit_core::Error::input("measured although too large"))
+        };
+        let costs = ProgramCosts::for_job(
+            DeviceKind::Cpu,
+            "test cpu",
+            &ModelConfig::seed(),
+            job,
+            100.0,
+            open,
+        );
+        assert_eq!(costs.ok(), Some(None));
     }
 
     #[test]
