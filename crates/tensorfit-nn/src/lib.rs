@@ -14,6 +14,7 @@ pub mod adam;
 pub mod atomic_file;
 pub mod checkpoint;
 pub mod config;
+pub mod description;
 pub mod layers;
 pub mod model;
 pub mod network;
@@ -30,6 +31,10 @@ pub mod trainer;
 pub use adam::AdamConfig;
 pub use checkpoint::Checkpoint;
 pub use config::{ModelConfig, TRAIN_FLOPS_PER_FORWARD};
+pub use description::{
+    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
+    RecurrentSpec,
+};
 pub use layers::{Init, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use network::Network;

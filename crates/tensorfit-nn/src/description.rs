@@ -1,0 +1,169 @@
+//! A model as users describe it: input, recurrent stack, head and loss, as plain data.
+//!
+//! A description is written in TOML (`tensorfit train --model my.toml`) or built in code;
+//! the preset [`ModelDescription::seed`] is the network of the seed report. The file
+//! format, one table per part:
+//!
+//! ```toml
+//! [input]
+//! kind = "dense"          # "dense": `features` f32 per step; "tokens": ids in 0..vocab
+//! features = 152
+//! # kind = "tokens"
+//! # vocab = 65
+//! # embedding = 32        # tokens through nn.Embedding(vocab, 32); without it, exact
+//! #                       # one-hot into the first recurrent layer, never materialised
+//!
+//! [recurrent]
+//! cell = "lstm"           # or "gru" (PyTorch's gate orders and parameter names)
+//! hidden = 250
+//! layers = 3
+//!
+//! [head]
+//! on = "last"             # the last step (classification) or "every_step" (tagging, LMs)
+//! layers = [              # applied in order, then the output layer `out` the loss implies
+//!   { kind = "batchnorm", name = "bn1" },
+//!   { kind = "dense", units = 100, activation = "tanh", name = "dense" },
+//!   { kind = "batchnorm", name = "bn2" },
+//! ]
+//!
+//! [loss]
+//! kind = "cross_entropy"  # softmax cross-entropy over `classes`, or "mse" over `outputs`
+//! classes = 6
+//! ```
+//!
+//! A head layer without a `name` is called `head.{i}` (its index in `layers`), as
+//! `nn.Sequential` would name it.
+
+use tensorfit_core::Activation;
+
+/// A whole model: what comes in, the recurrent stack, the head and the loss.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelDescription {
+    pub input: InputSpec,
+    pub recurrent: RecurrentSpec,
+    pub head: HeadSpec,
+    pub loss: LossSpec,
+}
+
+/// What a time step of a sequence is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputSpec {
+    /// `features` f32 values per step.
+    Dense { features: usize },
+    /// One token id in `0..vocab` per step. With `embedding: Some(dim)` the ids pass
+    /// through `nn.Embedding(vocab, dim)` (registered as `embedding`); with `None` they
+    /// are an exact one-hot input of width `vocab` to the first recurrent layer, computed
+    /// as a gather of its input weights' columns and never materialised.
+    Tokens {
+        vocab: usize,
+        embedding: Option<usize>,
+    },
+}
+
+/// The recurrent cell of every layer of the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cell {
+    /// `torch.nn.LSTM`: gates (i, f, g, o), state (h, c), registered as `lstm`.
+    Lstm,
+    /// `torch.nn.GRU`: gates (r, z, n) with `b_hn` inside the reset product, state h,
+    /// registered as `gru`.
+    Gru,
+}
+
+/// `layers` stacked recurrent layers of `hidden` units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecurrentSpec {
+    pub cell: Cell,
+    pub hidden: usize,
+    pub layers: usize,
+}
+
+/// Which steps of the top recurrent layer the head reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HeadOn {
+    /// The last step: one output per sequence (sequence classification, regression).
+    LastStep,
+    /// Every step: one output per step (language models, tagging; DL4J's
+    /// `RnnOutputLayer`).
+    EveryStep,
+}
+
+/// One layer of the head, by its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadLayerKind {
+    /// `nn.BatchNorm1d` over the features (PyTorch's eps 1e-5 and momentum 0.1).
+    BatchNorm,
+    /// `nn.Linear` followed by `activation`.
+    Dense {
+        units: usize,
+        activation: Activation,
+    },
+}
+
+/// A head layer and the name its tensors are registered under (`bn1.weight`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadLayer {
+    pub name: String,
+    pub kind: HeadLayerKind,
+}
+
+/// The layers between the recurrent stack and the output layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadSpec {
+    pub on: HeadOn,
+    pub layers: Vec<HeadLayer>,
+}
+
+/// The loss, which also fixes the output layer `out` (a linear layer to its width).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossSpec {
+    /// Softmax cross-entropy over `classes` (labels are class ids).
+    SoftmaxCrossEntropy { classes: usize },
+    /// Mean squared error over `outputs` f32 targets (regression).
+    MeanSquaredError { outputs: usize },
+}
+
+impl LossSpec {
+    /// The width of the output layer.
+    pub fn outputs(&self) -> usize {
+        match *self {
+            LossSpec::SoftmaxCrossEntropy { classes } => classes,
+            LossSpec::MeanSquaredError { outputs } => outputs,
+        }
+    }
+}
+
+impl ModelDescription {
+    /// The network of the seed report: 152 one-hot features, 3 × LSTM 250, BatchNorm
+    /// `bn1`, Dense `dense` 100 (tanh), BatchNorm `bn2`, softmax over 6 classes: 1,434,406
+    /// trainable parameters with PyTorch's two LSTM bias vectors.
+    pub fn seed() -> Self {
+        let layer = |name: &str, kind| HeadLayer {
+            name: name.to_string(),
+            kind,
+        };
+        ModelDescription {
+            input: InputSpec::Dense { features: 152 },
+            recurrent: RecurrentSpec {
+                cell: Cell::Lstm,
+                hidden: 250,
+                layers: 3,
+            },
+            head: HeadSpec {
+                on: HeadOn::LastStep,
+                layers: vec![
+                    layer("bn1", HeadLayerKind::BatchNorm),
+                    layer(
+                        "dense",
+                        HeadLayerKind::Dense {
+                            units: 100,
+                            activation: Activation::Tanh,
+                        },
+                    ),
+                    layer("bn2", HeadLayerKind::BatchNorm),
+                ],
+            },
+            loss: LossSpec::SoftmaxCrossEntropy { classes: 6 },
+        }
+    }
+}
