@@ -205,7 +205,9 @@ fn plan_device(
     host: &HostNeed,
     assumed: bool,
 ) -> Result<Vec<Row>> {
-    let seen = |s: &Strategy| seen_by_job(info, host.with_strategy(&req.cfg, req.job, s), assumed);
+    // What the device has once the job's host bytes are out (the same for every strategy:
+    // micro-batches read their sequences in place).
+    let seen = seen_by_job(info, host.bytes(), assumed);
     let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
         .into_iter()
         .map(|s| {
@@ -234,7 +236,7 @@ fn plan_device(
         let plan = plan_job(&req.cfg, &last.1, req.job, Limits::from(info));
         let fits = plan
             .as_ref()
-            .is_ok_and(|p| p.peak_bytes() <= usable_bytes(&seen(&last.0), req.margin));
+            .is_ok_and(|p| p.peak_bytes() <= usable_bytes(&seen, req.margin));
         saving_plan = Some((last.0, plan));
         if !fits {
             let fastest = options.first().cloned();
@@ -258,7 +260,7 @@ fn plan_device(
         };
         let c = Candidate::new(
             id.to_string(),
-            &seen(&s),
+            &seen,
             req.margin,
             s.describe(req.job),
             plan.peak_bytes(),

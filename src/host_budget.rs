@@ -2,7 +2,7 @@
 //!
 //! A device plan counts device memory. On the host the process also holds its inputs
 //! (training: one minibatch at a time and the held-out set; evaluation and prediction:
-//! the whole input, and a micro-batch's copy of its sequences), copies of the training
+//! the whole input, which micro-batches read in place), copies of the training
 //! state (the snapshot taken before every step so that a failed device can be left
 //! without losing it; while a checkpoint is written, the checkpoint and its serialized
 //! bytes), and its own baseline (code, libraries, a GPU driver), which the host already
@@ -18,8 +18,6 @@ use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::host_memory;
 use tensorfit_nn::{Job, ModelConfig, ParamKind};
 use tensorfit_plan::format_bytes;
-
-use crate::strategy::{inference_dims, Strategy};
 
 /// The host bytes of a job outside its device plan, before any strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,15 +67,6 @@ impl HostNeed {
 
     pub fn bytes(&self) -> u64 {
         self.inputs.saturating_add(self.state)
-    }
-
-    /// These bytes plus what `strategy` adds: a micro-batch's copy of its sequences.
-    pub fn with_strategy(&self, cfg: &ModelConfig, job: Job, strategy: &Strategy) -> u64 {
-        let (_, steps) = inference_dims(job);
-        let copy = strategy
-            .micro_batch
-            .map_or(0, |m| sequence_bytes(cfg, m, steps));
-        self.bytes().saturating_add(copy)
     }
 
     /// Refuses a job whose host bytes exceed what the host has for this process, less

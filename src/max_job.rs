@@ -152,7 +152,7 @@ fn probe(
         return Ok(Probe::Refused);
     }
     let host = HostNeed::of(&req.cfg, job);
-    let seen = seen_by_job(info, host.with_strategy(&req.cfg, job, s), assumed);
+    let seen = seen_by_job(info, host.bytes(), assumed);
     let capacity = usable_bytes(&seen, req.margin);
     let plan = match plan_job(&req.cfg, &s.options(req), job, Limits::from(info)) {
         Ok(p) => p,

@@ -396,7 +396,7 @@ impl<T> LstmForwardOutputs<T> {
             ("y", &self.y, rows * d.hidden),
             ("h_n", &self.h_n, state),
             ("c_n", &self.c_n, state),
-            ("gates", &self.gates, rows * 4 * d.hidden),
+            ("gates", &self.gates, d.gates(self.cells.is_some()).numel()),
         ];
         e.extend(self.cells.as_ref().map(|c| ("cells", c, rows * d.hidden)));
         e

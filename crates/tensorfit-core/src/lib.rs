@@ -32,7 +32,7 @@ pub use exec::{Executable, Layout, Placement};
 pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
 pub use kernels::{dispatch, OpCall, OpKernels};
 pub use ledger::{Capacity, Ledger};
-pub use op::{sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op};
+pub use op::{sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op, LSTM_SCRATCH_STEPS};
 pub use rng::Rng;
 pub use schedule::schedule;
 pub use shape::{DType, Shape};

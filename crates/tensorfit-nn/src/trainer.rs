@@ -15,6 +15,7 @@
 //! the plan says; without one, each tensor gets its own buffer.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use tensorfit_core::exec::allocate_all;
 use tensorfit_core::{
@@ -210,7 +211,8 @@ impl Trainer {
             .checked_add(1)
             .ok_or_else(|| Error::input(format!("the step counter cannot pass {}", self.step)))?;
         let scalars = self.opts.adam.scalars(next);
-        let (loss, probs) = self.run_sequence(&keys, x, labels, Some(&scalars))?;
+        let rows = 0..labels.len();
+        let (loss, probs) = self.run_sequence(&keys, x, rows, labels, Some(&scalars))?;
         self.step = next;
         self.last_train = keys.last().copied();
         if !loss.is_finite() {
@@ -234,15 +236,11 @@ impl Trainer {
         let mut loss_sum = 0.0f64;
         let mut start = 0;
         for m in micro_batches(batch, self.opts.micro_batch) {
-            // Only a true micro-batch needs a copy of its sequences.
-            let part = if m == batch {
-                std::borrow::Cow::Borrowed(x)
-            } else {
-                std::borrow::Cow::Owned(slice_batch(x, start, m)?)
-            };
-            // One micro-batch: its own chunks, then its evaluation program.
+            // One micro-batch: its own chunks, then its evaluation program, reading its
+            // sequences out of `x` in place (no host copy of them).
             let keys = self.opts.eval_programs(m, steps);
-            let (loss, p) = self.run_sequence(&keys, &part, &labels[start..start + m], None)?;
+            let rows = start..start + m;
+            let (loss, p) = self.run_sequence(&keys, x, rows, &labels[start..start + m], None)?;
             loss_sum += loss as f64 * m as f64;
             probs.extend(p.data);
             start += m;
@@ -266,11 +264,13 @@ impl Trainer {
     }
 
     /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
-    /// `x`, then the final program over the last steps; returns its loss and probabilities.
+    /// sequences `rows` of `x`, then the final program over the last steps; returns its
+    /// loss and probabilities.
     fn run_sequence(
         &mut self,
         keys: &[ProgramKey],
         x: &HostTensor,
+        rows: Range<usize>,
         labels: &[f32],
         scalars: Option<&[f32]>,
     ) -> Result<(f32, HostTensor)> {
@@ -283,15 +283,13 @@ impl Trainer {
             let view = self.persistent_view(&key, self.lstm.state_shape(batch))?;
             self.backend.write(&view, &vec![0.0; view.len()])?;
         }
-        let row = batch * self.cfg.input;
         let mut t = 0;
         for &key in keys {
             self.ensure_program(key)?;
             let p = &self.programs[&key];
             let backend = self.backend.as_mut();
             for &(input, len) in &p.ids.xs {
-                p.exe
-                    .write(backend, input, &x.data[t * row..(t + len) * row])?;
+                write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
                 t += len;
             }
             if key != *last {
@@ -527,14 +525,32 @@ impl Trainer {
 }
 
 /// Sequences `start..start + len` of a `[T, B, F]` batch.
-fn slice_batch(x: &HostTensor, start: usize, len: usize) -> Result<HostTensor> {
+/// Writes steps `steps` of sequences `rows` of `x` `[T, B, F]` into `view`
+/// `[steps.len(), rows.len(), F]`: one write when `rows` is the whole batch (the steps are
+/// then contiguous in `x`), else one per step, so that a micro-batch never needs a host
+/// copy of its sequences.
+fn write_steps(
+    backend: &mut dyn Backend,
+    view: &TensorView,
+    x: &HostTensor,
+    steps: Range<usize>,
+    rows: Range<usize>,
+) -> Result<()> {
     let d = x.shape.dims();
-    let (steps, batch, f) = (d[0], d[1], d[2]);
-    let mut data = Vec::with_capacity(steps * len * f);
-    for t in 0..steps {
-        data.extend_from_slice(&x.data[(t * batch + start) * f..(t * batch + start + len) * f]);
+    let (batch, f) = (d[1], d[2]);
+    if rows.len() == batch {
+        return backend.write(
+            view,
+            &x.data[steps.start * batch * f..steps.end * batch * f],
+        );
     }
-    HostTensor::new([steps, len, f], data)
+    let step = rows.len() * f;
+    for (u, t) in steps.enumerate() {
+        let part = TensorView::at(view.buffer, view.offset + u * step, Shape::from([step]));
+        let from = (t * batch + rows.start) * f;
+        backend.write(&part, &x.data[from..from + step])?;
+    }
+    Ok(())
 }
 
 fn upload(backend: &mut dyn Backend, t: &HostTensor) -> Result<TensorView> {

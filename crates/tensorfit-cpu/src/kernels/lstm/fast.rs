@@ -139,12 +139,12 @@ pub(crate) fn forward(
             let state = p * part * hidden..(p * part * hidden + c_run.len());
             let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
             let m = c_run.len() / hidden;
-            let ahead = project_ahead(m, steps);
             // Where step `u`'s gates are formed: their own step when they are kept for
             // the backward, else (scratch, see `Op::output_is_scratch`) the slots of the
             // first `ahead` steps in turn, which stay in L2 instead of streaming the whole
-            // tensor out to memory.
+            // tensor out to memory (the op holds `g.len()` steps then).
             let reuse = cs.is_none();
+            let ahead = project_ahead(m, steps).min(g.len());
             let slot = move |u: usize| if reuse { u % ahead } else { u };
             vectorize(
                 Some(token),

@@ -6,7 +6,9 @@
 //! cuDNN's structure is kept visible here because it is where the speed comes from, and
 //! a GPU kernel can be compared with this code step by step:
 //! - **forward**: the input projection of *all* steps is one GEMM,
-//!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`, plus both biases; then per step `t`, one GEMM
+//!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`, plus both biases (when the gates are not kept
+//!   for the backward, one GEMM per chunk of `LstmDims::gate_steps` steps, into the few
+//!   steps of gates the op then holds); then per step `t`, one GEMM
 //!   accumulates the recurrent term, `gates[t] += h_{t-1} · w_hhᵀ`, and one fused pass
 //!   over `[B, 4H]` applies the nonlinearities in place (storing the *activated* gates
 //!   σ(i), σ(f), tanh(g), σ(o)) and updates the cell and hidden state.
@@ -137,28 +139,40 @@ fn forward_steps(
         return Ok(());
     }
     let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h4, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
-
-    // 1. The input projection of every step, and both biases.
+    let (h4, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
+    // Steps of gates held: all of them when kept for the backward, else a few reused in
+    // turn (`LstmDims::gate_steps`); the inputs are projected that many steps at a time.
+    let chunk = d.gate_steps(out.cells.is_some());
     let w_ih = mat(inp.w_ih, h4, input)?;
-    let all_gates = &mut mat_mut(out.gates, rows, h4)?;
-    gemm(1.0, mat(inp.x, rows, input)?, w_ih.t(), 0.0, all_gates)?;
-    for row in out.gates.chunks_exact_mut(h4) {
-        for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
-            *g += b_ih + b_hh;
-        }
-    }
-
-    // 2. The recurrence: per step one GEMM and one fused pass.
     let w_hh = mat(inp.w_hh, h4, hidden)?;
     for t in 0..steps {
+        let slot = t % chunk;
+        if slot == 0 {
+            // 1. The input projection of the chunk's steps, and both biases.
+            let n = chunk.min(steps - t) * batch;
+            let x = &inp.x[t * batch * input..][..n * input];
+            let g = &mut out.gates[..n * h4];
+            gemm(
+                1.0,
+                mat(x, n, input)?,
+                w_ih.t(),
+                0.0,
+                &mut mat_mut(g, n, h4)?,
+            )?;
+            for row in g.chunks_exact_mut(h4) {
+                for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
+                    *g += b_ih + b_hh;
+                }
+            }
+        }
+        // 2. The recurrence: per step one GEMM and one fused pass.
         let (y_before, y_from_t) = out.y.split_at_mut(t * step_h);
         let h_prev = if t == 0 {
             inp.h0
         } else {
             &y_before[(t - 1) * step_h..]
         };
-        let gates_t = &mut out.gates[t * step_g..(t + 1) * step_g];
+        let gates_t = &mut out.gates[slot * step_g..(slot + 1) * step_g];
         // gates[t] += h_{t-1} · w_hhᵀ
         let acc = &mut mat_mut(gates_t, batch, h4)?;
         gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 1.0, acc)?;
