@@ -1,0 +1,286 @@
+//! MPI ranks through rsmpi, with every collective bounded in time.
+//!
+//! Why raw non-blocking calls rather than rsmpi's blocking ones: a blocking `MPI_Allreduce`
+//! waits forever for a rank that hangs. Here each collective is started non-blocking
+//! (`MPI_Ireduce`, `MPI_Ibcast`, `MPI_Ibarrier`) on buffers this communicator owns and
+//! polled with `MPI_Test` against a deadline. MPI cannot cancel a started collective, so
+//! on timeout the staging buffers are leaked (MPI may still write into them: never into
+//! the caller's memory), the communicator is marked broken, and dropping it skips
+//! `MPI_Finalize` (which would wait for the lost rank too). The caller reports the error
+//! and exits non-zero; `mpirun` then stops the other ranks.
+//!
+//! Why reduce-then-broadcast rather than one `MPI_Iallreduce`: MPI lets an all-reduce sum
+//! in a different order on different ranks, so the ranks' weights could drift apart by
+//! rounding; rank 0's one sum, broadcast, is the same bytes everywhere.
+//!
+//! The one module of the crate allowed `unsafe`: every block states its invariant in a
+//! `// SAFETY:` line.
+use std::ffi::c_int;
+use std::time::{Duration, Instant};
+
+use mpi::collective::SystemOperation;
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::traits::{Communicator as _, Equivalence};
+
+use crate::{Communicator, DistError};
+
+/// How many times a wait yields the core before it sleeps between polls: a collective on
+/// one host usually completes within that, and later polls should leave the core to the
+/// other ranks.
+const SPINS: u32 = 1000;
+const POLL_SLEEP: Duration = Duration::from_micros(200);
+
+/// `MPI_COMM_WORLD` of this process, through rsmpi.
+pub struct MpiCommunicator {
+    /// Finalises MPI when dropped (skipped when broken).
+    universe: Option<mpi::environment::Universe>,
+    comm: ffi::MPI_Comm,
+    rank: usize,
+    size: usize,
+    timeout: Duration,
+    /// Staging buffers the non-blocking calls read and write.
+    send: Vec<f32>,
+    recv: Vec<f32>,
+    bytes: Vec<u8>,
+    /// Set when a collective timed out.
+    broken: bool,
+}
+
+impl std::fmt::Debug for MpiCommunicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiCommunicator")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("timeout", &self.timeout)
+            .field("broken", &self.broken)
+            .finish()
+    }
+}
+
+impl MpiCommunicator {
+    /// Initialises MPI (once per process) and takes its world.
+    pub fn init(timeout: Duration) -> Result<Self, DistError> {
+        let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+            .ok_or_else(|| DistError::Init("MPI was already initialised in this process".into()))?;
+        let world = universe.world();
+        Ok(MpiCommunicator {
+            comm: world.as_raw(),
+            rank: world.rank() as usize,
+            size: world.size() as usize,
+            universe: Some(universe),
+            timeout,
+            send: Vec::new(),
+            recv: Vec::new(),
+            bytes: Vec::new(),
+            broken: false,
+        })
+    }
+
+    fn usable(&self, op: &'static str) -> Result<(), DistError> {
+        if self.broken {
+            Err(DistError::Broken {
+                op,
+                rank: self.rank,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn root(&self, op: &'static str, root: usize) -> Result<c_int, DistError> {
+        if root < self.size {
+            Ok(root as c_int)
+        } else {
+            Err(DistError::BadRoot {
+                op,
+                root,
+                size: self.size,
+            })
+        }
+    }
+
+    fn check(&self, op: &'static str, code: c_int) -> Result<(), DistError> {
+        if code == ffi::MPI_SUCCESS as c_int {
+            Ok(())
+        } else {
+            Err(DistError::Mpi {
+                op,
+                rank: self.rank,
+                code,
+            })
+        }
+    }
+
+    /// Polls `request` until it completes or `start + timeout` passes.
+    fn wait(
+        &mut self,
+        op: &'static str,
+        len: usize,
+        request: &mut ffi::MPI_Request,
+        start: Instant,
+    ) -> Result<(), DistError> {
+        let mut polls = 0u32;
+        loop {
+            let mut done: c_int = 0;
+            // SAFETY: `request` came from a non-blocking call that succeeded and has not
+            // completed yet (MPI_Test sets it to MPI_REQUEST_NULL when it does, and this
+            // loop stops then); `done` is valid for a write; MPI_STATUS_IGNORE is allowed.
+            let code = unsafe { ffi::MPI_Test(request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+            self.check(op, code)?;
+            if done != 0 {
+                return Ok(());
+            }
+            if start.elapsed() > self.timeout {
+                self.fail();
+                return Err(DistError::Timeout {
+                    op: format!("{op} of {len} values"),
+                    rank: self.rank,
+                    size: self.size,
+                    timeout: self.timeout,
+                });
+            }
+            polls += 1;
+            if polls < SPINS {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(POLL_SLEEP);
+            }
+        }
+    }
+
+    /// After a timeout: the pending request may still write into the staging buffers,
+    /// so they are leaked rather than freed, and MPI is not finalised.
+    fn fail(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.send));
+        std::mem::forget(std::mem::take(&mut self.recv));
+        std::mem::forget(std::mem::take(&mut self.bytes));
+        self.broken = true;
+    }
+
+    /// Broadcasts `root`'s `count` elements of type `T` at `buf` (a staging buffer).
+    fn ibcast<T: Equivalence>(
+        &mut self,
+        op: &'static str,
+        buf: *mut T,
+        len: usize,
+        root: c_int,
+        start: Instant,
+    ) -> Result<(), DistError> {
+        let count = count(op, len)?;
+        let mut request = null_request();
+        // SAFETY: `buf` is a staging buffer of this communicator holding `count` elements
+        // of `T`, which `T::equivalent_datatype()` describes; it is neither touched nor
+        // freed until the request completes (`fail` leaks it otherwise); `comm` is
+        // MPI_COMM_WORLD of the live universe.
+        let code = unsafe {
+            ffi::MPI_Ibcast(
+                buf.cast(),
+                count,
+                T::equivalent_datatype().as_raw(),
+                root,
+                self.comm,
+                &mut request,
+            )
+        };
+        self.check(op, code)?;
+        self.wait(op, len, &mut request, start)
+    }
+}
+
+impl Communicator for MpiCommunicator {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn all_reduce_sum(&mut self, data: &mut [f32]) -> Result<(), DistError> {
+        const OP: &str = "all_reduce_sum";
+        self.usable(OP)?;
+        let count = count(OP, data.len())?;
+        let start = Instant::now();
+        self.send.clear();
+        self.send.extend_from_slice(data);
+        self.recv.clear();
+        self.recv.resize(data.len(), 0.0);
+        let mut request = null_request();
+        // SAFETY: `send` and `recv` hold `count` f32s (MPI_FLOAT) and are neither touched
+        // nor freed until the request completes (`fail` leaks them otherwise); the sum
+        // operation and MPI_COMM_WORLD are rsmpi's handles of the live universe.
+        let code = unsafe {
+            ffi::MPI_Ireduce(
+                self.send.as_ptr().cast(),
+                self.recv.as_mut_ptr().cast(),
+                count,
+                f32::equivalent_datatype().as_raw(),
+                SystemOperation::sum().as_raw(),
+                0,
+                self.comm,
+                &mut request,
+            )
+        };
+        self.check(OP, code)?;
+        self.wait(OP, data.len(), &mut request, start)?;
+        let recv = self.recv.as_mut_ptr();
+        self.ibcast(OP, recv, data.len(), 0, start)?;
+        data.copy_from_slice(&self.recv);
+        Ok(())
+    }
+
+    fn broadcast_bytes(&mut self, data: &mut [u8], root: usize) -> Result<(), DistError> {
+        const OP: &str = "broadcast";
+        self.usable(OP)?;
+        let root = self.root(OP, root)?;
+        self.bytes.clear();
+        self.bytes.extend_from_slice(data);
+        let buf = self.bytes.as_mut_ptr();
+        self.ibcast(OP, buf, data.len(), root, Instant::now())?;
+        data.copy_from_slice(&self.bytes);
+        Ok(())
+    }
+
+    fn broadcast_f32(&mut self, data: &mut [f32], root: usize) -> Result<(), DistError> {
+        const OP: &str = "broadcast";
+        self.usable(OP)?;
+        let root = self.root(OP, root)?;
+        self.recv.clear();
+        self.recv.extend_from_slice(data);
+        let buf = self.recv.as_mut_ptr();
+        self.ibcast(OP, buf, data.len(), root, Instant::now())?;
+        data.copy_from_slice(&self.recv);
+        Ok(())
+    }
+
+    fn barrier(&mut self) -> Result<(), DistError> {
+        const OP: &str = "barrier";
+        self.usable(OP)?;
+        let start = Instant::now();
+        let mut request = null_request();
+        // SAFETY: a barrier has no buffers; `comm` is MPI_COMM_WORLD of the live universe.
+        let code = unsafe { ffi::MPI_Ibarrier(self.comm, &mut request) };
+        self.check(OP, code)?;
+        self.wait(OP, 0, &mut request, start)
+    }
+}
+
+impl Drop for MpiCommunicator {
+    fn drop(&mut self) {
+        if self.broken {
+            // MPI_Finalize would wait for the collective that never completed.
+            std::mem::forget(self.universe.take());
+        }
+    }
+}
+
+/// A buffer length as MPI's element count.
+fn count(op: &'static str, len: usize) -> Result<c_int, DistError> {
+    c_int::try_from(len).map_err(|_| DistError::TooLarge { op, len })
+}
+
+fn null_request() -> ffi::MPI_Request {
+    // SAFETY: reads a constant rsmpi's C shim initialises (MPI_REQUEST_NULL).
+    unsafe { ffi::RSMPI_REQUEST_NULL }
+}
