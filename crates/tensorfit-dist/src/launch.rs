@@ -13,12 +13,19 @@ pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(300);
 /// then MPICH's / Slurm's PMI.
 const SIZE_VARIABLES: [&str; 2] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"];
 
+/// The variables launchers set to a rank's index among the ranks of its own host: Open
+/// MPI's, then MPICH's.
+const LOCAL_RANK_VARIABLES: [&str; 2] = ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"];
+
 /// A launcher's word that this process is one of `size` ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Launch {
     /// The variable that said so.
     pub var: &'static str,
     pub size: usize,
+    /// This rank's index among the ranks on its host, when the launcher says: the GPU
+    /// ordinal a rank takes when a host's GPUs are shared out (`cuda:{local_rank}`).
+    pub local_rank: Option<usize>,
 }
 
 /// The launch this process's environment describes, if any.
@@ -36,7 +43,14 @@ fn launcher_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>,
                     var,
                     value: value.clone(),
                 })?;
-            return Ok(Some(Launch { var, size }));
+            let local_rank = LOCAL_RANK_VARIABLES
+                .iter()
+                .find_map(|var| get(var)?.trim().parse().ok());
+            return Ok(Some(Launch {
+                var,
+                size,
+                local_rank,
+            }));
         }
     }
     Ok(None)
@@ -64,7 +78,7 @@ fn choose(
             collective_timeout,
         )?)),
         #[cfg(not(feature = "mpi"))]
-        Some(Launch { var, size }) => {
+        Some(Launch { var, size, .. }) => {
             let _ = collective_timeout;
             if size > 1 {
                 Err(DistError::NotBuiltWithMpi { var, size })
@@ -92,17 +106,23 @@ mod tests {
     fn open_mpi_and_pmi_launches_are_recognised_and_a_plain_start_is_not() {
         assert_eq!(launcher_from(env(&[])).unwrap(), None);
         assert_eq!(
-            launcher_from(env(&[("OMPI_COMM_WORLD_SIZE", "3")])).unwrap(),
+            launcher_from(env(&[
+                ("OMPI_COMM_WORLD_SIZE", "3"),
+                ("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+            ]))
+            .unwrap(),
             Some(Launch {
                 var: "OMPI_COMM_WORLD_SIZE",
-                size: 3
+                size: 3,
+                local_rank: Some(1)
             })
         );
         assert_eq!(
             launcher_from(env(&[("PMI_SIZE", "2")])).unwrap(),
             Some(Launch {
                 var: "PMI_SIZE",
-                size: 2
+                size: 2,
+                local_rank: None
             })
         );
     }
@@ -125,6 +145,7 @@ mod tests {
         let launch = Launch {
             var: "OMPI_COMM_WORLD_SIZE",
             size: 2,
+            local_rank: None,
         };
         let err = choose(Some(launch), DEFAULT_COLLECTIVE_TIMEOUT).unwrap_err();
         let message = err.to_string();

@@ -113,6 +113,20 @@ mod tests {
         }
     }
 
+    /// On a machine with a GPU and `libnccl.so` (`TENSORFIT_REQUIRE=nccl` makes its
+    /// absence a failure): the library loads and makes a unique id.
+    #[test]
+    fn where_nccl_is_present_it_makes_a_unique_id() {
+        match version() {
+            Ok(v) => {
+                let id = unique_id(&mut Solo, 0).unwrap();
+                assert!(id.0.iter().any(|&b| b != 0), "NCCL {v} made an all-zero id");
+                println!("nccl: version {v}, unique id made");
+            }
+            Err(e) => tensorfit_testing::skip("unique id", "nccl", &e.to_string()),
+        }
+    }
+
     #[test]
     fn roots_id_reaches_the_caller_and_its_failure_is_an_error() {
         let made = std::array::from_fn(|i| i as u8);

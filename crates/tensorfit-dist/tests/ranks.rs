@@ -65,7 +65,8 @@ fn launch(test: &str, ranks: usize, args: &[&str], limit: Duration) -> Option<Ru
     let out = read(child.stdout.take().map(|p| Box::new(p) as _));
     let err = read(child.stderr.take().map(|p| Box::new(p) as _));
     let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for mpirun") {
+        let waited = child.try_wait();
+        if let Some(status) = waited.unwrap_or_else(|e| panic!("{test}: waiting for mpirun: {e}")) {
             break status;
         }
         if start.elapsed() > limit {
