@@ -134,10 +134,11 @@ impl MpiCommunicator {
                 });
             }
             // Open MPI progresses a non-blocking collective only inside MPI calls, one
-            // step per call: sleeping between polls made a 5.7 MB all-reduce on 2 ranks
-            // ~3× slower (docs/distributed.md). Spinning is what its blocking calls do;
-            // yielding lets another rank on the same core run.
-            std::thread::yield_now();
+            // step per call, so the wait spins as MPI's blocking calls do. Sleeping
+            // between polls made a 5.7 MB average ~3x slower on 2 ranks; yielding
+            // (sched_yield) starved ranks that mpirun had bound to busy cores — the same
+            // average took over a minute at load 20 (docs/distributed.md).
+            std::hint::spin_loop();
         }
     }
 
