@@ -2,9 +2,8 @@
 use crate::DistError;
 
 /// Host-side collectives among the ranks of one run. Every rank calls the same
-/// collectives in the same order with buffers of the same length; the results are
-/// bitwise identical on every rank (the MPI implementation reduces to rank 0 and
-/// broadcasts, so no rank sees a different summation order).
+/// collectives in the same order with buffers of the same length, and gets bitwise
+/// identical results (for MPI, see `mpi_comm.rs` on why and how far that holds).
 pub trait Communicator: std::fmt::Debug {
     /// This process's rank, `0..size()`.
     fn rank(&self) -> usize;

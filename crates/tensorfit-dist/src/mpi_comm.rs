@@ -2,18 +2,22 @@
 //!
 //! Why raw non-blocking calls rather than rsmpi's blocking ones: a blocking `MPI_Allreduce`
 //! waits forever for a rank that hangs. Here each collective is started non-blocking
-//! (`MPI_Ireduce`, `MPI_Ibcast`, `MPI_Ibarrier`) on buffers this communicator owns and
+//! (`MPI_Iallreduce`, `MPI_Ibcast`, `MPI_Ibarrier`) on buffers this communicator owns and
 //! polled with `MPI_Test` against a deadline. MPI cannot cancel a started collective, so
 //! on timeout the staging buffers are leaked (MPI may still write into them: never into
 //! the caller's memory), the communicator is marked broken, and dropping it skips
 //! `MPI_Finalize` (which would wait for the lost rank too). The caller reports the error
 //! and exits non-zero; `mpirun` then stops the other ranks.
 //!
-//! Why reduce-then-broadcast rather than one `MPI_Iallreduce`: MPI lets an all-reduce sum
-//! in a different order on different ranks, so the ranks' weights could drift apart by
-//! rounding; rank 0's one sum, broadcast, is the same bytes everywhere.
+//! Every rank gets the same bytes from `MPI_Iallreduce`'s sum in practice: IEEE addition
+//! is commutative, and Open MPI's algorithms (ring, recursive doubling, with the extra
+//! ranks of a non-power-of-two folded in first) combine identical partial sums on both
+//! sides of each exchange. MPI only advises it, so the rank tests compare a hash of the
+//! results across 2 and 3 ranks. (Reducing to rank 0 and broadcasting would guarantee it,
+//! but Open MPI's pipelined `MPI_Ireduce` + `MPI_Ibcast` made a 5.7 MB average ~8x slower
+//! on 2 ranks: docs/distributed.md.)
 //!
-//! The one module of the crate allowed `unsafe`: every block states its invariant in a
+//! One of the crate's two modules allowed `unsafe`: every block states its invariant in a
 //! `// SAFETY:` line.
 use std::ffi::c_int;
 use std::time::{Duration, Instant};
@@ -204,21 +208,18 @@ impl Communicator for MpiCommunicator {
         // nor freed until the request completes (`fail` leaks them otherwise); the sum
         // operation and MPI_COMM_WORLD are rsmpi's handles of the live universe.
         let code = unsafe {
-            ffi::MPI_Ireduce(
+            ffi::MPI_Iallreduce(
                 self.send.as_ptr().cast(),
                 self.recv.as_mut_ptr().cast(),
                 count,
                 f32::equivalent_datatype().as_raw(),
                 SystemOperation::sum().as_raw(),
-                0,
                 self.comm,
                 &mut request,
             )
         };
         self.check(OP, code)?;
         self.wait(OP, data.len(), &mut request, start)?;
-        let recv = self.recv.as_mut_ptr();
-        self.ibcast(OP, recv, data.len(), 0, start)?;
         data.copy_from_slice(&self.recv);
         Ok(())
     }

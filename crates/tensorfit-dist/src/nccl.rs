@@ -5,7 +5,7 @@
 //! panic when it is missing, so [`version`] checks the CUDA driver (through
 //! tensorfit-cuda, the one place that knows how) and the library before the first call.
 //!
-//! One of the crate's modules allowed `unsafe`: every block states its invariant in a
+//! One of the crate's two modules allowed `unsafe`: every block states its invariant in a
 //! `// SAFETY:` line.
 use crate::{Communicator, DistError};
 

@@ -6,7 +6,7 @@
 //! - `collectives`: all-reduce (a buffer and a large one), broadcasts of bytes and f32
 //!   from a non-zero root, barrier;
 //! - `gradients`: [`GradientBucket::average`] equals the mean of every rank's gradients,
-//!   bitwise the same on every rank;
+//!   bitwise the same on every rank (small and large buffers);
 //! - `sync-batch-norm`: a batch split unevenly over the ranks gives the statistics and
 //!   the input gradient of BatchNorm over the whole batch;
 //! - `nccl-id`: a made-up NCCL id, and a failure to make one, reach every rank;
@@ -117,8 +117,15 @@ fn collectives(comm: &mut dyn Communicator) -> Result<()> {
 
 fn gradients(comm: &mut dyn Communicator) -> Result<()> {
     let (rank, size) = (comm.rank(), comm.size());
-    let sizes = vec![7, 1000, 1];
-    let offsets: Vec<usize> = [0, 7, 1007].to_vec();
+    // A large gradient too: MPI picks another algorithm for large buffers (a ring).
+    let sizes = vec![7, 1000, 1, 300_000];
+    let offsets: Vec<usize> = sizes
+        .iter()
+        .scan(0, |at, &n| {
+            *at += n;
+            Some(*at - n)
+        })
+        .collect();
     let mut grads: Vec<Vec<f32>> = sizes
         .iter()
         .zip(&offsets)
