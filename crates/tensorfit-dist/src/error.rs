@@ -42,7 +42,8 @@ pub enum DistError {
     #[error("rank {rank}: {op} called after an earlier collective timed out; the communicator is unusable")]
     Broken { op: &'static str, rank: usize },
 
-    /// An MPI call returned an error code (with errors set to return rather than abort).
+    /// An MPI call returned an error code (Open MPI's default error handler ends the job
+    /// with its own message first; this is for handlers that return).
     #[error("rank {rank}: {op} failed in MPI (error code {code})")]
     Mpi {
         op: &'static str,

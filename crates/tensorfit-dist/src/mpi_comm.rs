@@ -124,7 +124,11 @@ impl MpiCommunicator {
             // completed yet (MPI_Test sets it to MPI_REQUEST_NULL when it does, and this
             // loop stops then); `done` is valid for a write; MPI_STATUS_IGNORE is allowed.
             let code = unsafe { ffi::MPI_Test(request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
-            self.check(op, code)?;
+            if let Err(e) = self.check(op, code) {
+                // The request may still be pending: its buffers must outlive it.
+                self.fail();
+                return Err(e);
+            }
             if done != 0 {
                 return Ok(());
             }
@@ -146,8 +150,8 @@ impl MpiCommunicator {
         }
     }
 
-    /// After a timeout: the pending request may still write into the staging buffers,
-    /// so they are leaked rather than freed, and MPI is not finalised.
+    /// After a timeout (or a failed poll): the pending request may still write into the
+    /// staging buffers, so they are leaked rather than freed, and MPI is not finalised.
     fn fail(&mut self) {
         std::mem::forget(std::mem::take(&mut self.send));
         std::mem::forget(std::mem::take(&mut self.recv));
@@ -155,16 +159,22 @@ impl MpiCommunicator {
         self.broken = true;
     }
 
-    /// Broadcasts `root`'s `count` elements of type `T` at `buf` (a staging buffer).
-    fn ibcast<T: Equivalence>(
+    /// Broadcasts `root`'s `data` through the staging buffer `stage` picks.
+    fn broadcast<T: Equivalence + Copy>(
         &mut self,
-        op: &'static str,
-        buf: *mut T,
-        len: usize,
-        root: c_int,
-        start: Instant,
+        data: &mut [T],
+        root: usize,
+        stage: fn(&mut Self) -> &mut Vec<T>,
     ) -> Result<(), DistError> {
-        let count = count(op, len)?;
+        const OP: &str = "broadcast";
+        self.usable(OP)?;
+        let root = self.root(OP, root)?;
+        let count = count(OP, data.len())?;
+        let start = Instant::now();
+        let staged = stage(self);
+        staged.clear();
+        staged.extend_from_slice(data);
+        let buf = staged.as_mut_ptr();
         let mut request = null_request();
         // SAFETY: `buf` is a staging buffer of this communicator holding `count` elements
         // of `T`, which `T::equivalent_datatype()` describes; it is neither touched nor
@@ -180,8 +190,10 @@ impl MpiCommunicator {
                 &mut request,
             )
         };
-        self.check(op, code)?;
-        self.wait(op, len, &mut request, start)
+        self.check(OP, code)?;
+        self.wait(OP, data.len(), &mut request, start)?;
+        data.copy_from_slice(stage(self));
+        Ok(())
     }
 }
 
@@ -225,27 +237,11 @@ impl Communicator for MpiCommunicator {
     }
 
     fn broadcast_bytes(&mut self, data: &mut [u8], root: usize) -> Result<(), DistError> {
-        const OP: &str = "broadcast";
-        self.usable(OP)?;
-        let root = self.root(OP, root)?;
-        self.bytes.clear();
-        self.bytes.extend_from_slice(data);
-        let buf = self.bytes.as_mut_ptr();
-        self.ibcast(OP, buf, data.len(), root, Instant::now())?;
-        data.copy_from_slice(&self.bytes);
-        Ok(())
+        self.broadcast(data, root, |c| &mut c.bytes)
     }
 
     fn broadcast_f32(&mut self, data: &mut [f32], root: usize) -> Result<(), DistError> {
-        const OP: &str = "broadcast";
-        self.usable(OP)?;
-        let root = self.root(OP, root)?;
-        self.recv.clear();
-        self.recv.extend_from_slice(data);
-        let buf = self.recv.as_mut_ptr();
-        self.ibcast(OP, buf, data.len(), root, Instant::now())?;
-        data.copy_from_slice(&self.recv);
-        Ok(())
+        self.broadcast(data, root, |c| &mut c.recv)
     }
 
     fn barrier(&mut self) -> Result<(), DistError> {
