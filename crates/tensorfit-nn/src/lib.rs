@@ -15,6 +15,7 @@ pub mod atomic_file;
 pub mod checkpoint;
 pub mod config;
 pub mod description;
+pub mod description_toml;
 pub mod layers;
 pub mod model;
 pub mod network;
@@ -35,6 +36,7 @@ pub use description::{
     Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
     RecurrentSpec,
 };
+pub use description_toml::DescriptionError;
 pub use layers::{Init, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use network::Network;

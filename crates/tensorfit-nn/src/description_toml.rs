@@ -1,0 +1,538 @@
+//! Model description files: [`ModelDescription::from_toml`] reads the TOML format that
+//! [`crate::description`] documents, [`ModelDescription::to_toml`] writes it back.
+//!
+//! Reading checks the file's shape and values, not whether the model makes sense as a
+//! whole (that is `ModelDescription::validate`'s): every key is known, every value has
+//! its type, sizes are whole numbers of at least 1, `kind`/`cell`/`on`/`activation` name
+//! one of their accepted values, keys fit their kind (`embedding` only with token input,
+//! `classes` only with cross-entropy, ...), and head layer names are distinct. Each
+//! failure is a [`DescriptionError`] naming the file, the line and column, and the key
+//! path (`head.layers[2].units`); no input makes it panic (`tests/fuzz.rs`).
+//!
+//! A `[training]` table is refused with its own message: training settings are
+//! `tensorfit train` flags, not part of the model (a checkpoint carries the model alone).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::ops::Range;
+use std::path::Path;
+
+use tensorfit_core::Activation;
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use crate::description::{
+    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
+    RecurrentSpec,
+};
+
+/// Largest description file read: a description is a few dozen lines.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The spelling of each cell in a file.
+const CELLS: [(&str, Cell); 2] = [("lstm", Cell::Lstm), ("gru", Cell::Gru)];
+/// The spelling of each `head.on`.
+const HEAD_ON: [(&str, HeadOn); 2] = [("last", HeadOn::LastStep), ("every_step", HeadOn::EveryStep)];
+/// Every activation a dense head layer takes, spelt as [`Activation::name`].
+const ACTIVATIONS: [Activation; 4] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::Tanh,
+    Activation::Sigmoid,
+];
+/// Names the network gives its other layers (see [`crate::description`]); a head layer
+/// named so would share their tensors' names.
+const RESERVED_NAMES: [&str; 4] = ["lstm", "gru", "embedding", "out"];
+
+/// A description file that cannot be read, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}:{line}:{column}: {message}")]
+pub struct DescriptionError {
+    /// The file as the caller named it.
+    pub path: String,
+    /// 1-based line and column (in characters) of the offending key or value.
+    pub line: usize,
+    pub column: usize,
+    /// The key path (`head.layers[2].units`); empty for TOML syntax errors.
+    pub key: String,
+    /// What is wrong, starting with the key when there is one.
+    pub message: String,
+}
+
+impl From<DescriptionError> for tensorfit_core::Error {
+    fn from(e: DescriptionError) -> Self {
+        tensorfit_core::Error::File {
+            path: e.path,
+            message: format!("line {}, column {}: {}", e.line, e.column, e.message),
+        }
+    }
+}
+
+impl ModelDescription {
+    /// Reads a description file (at most 1 MiB of UTF-8 TOML).
+    pub fn load(path: &Path) -> Result<ModelDescription, DescriptionError> {
+        let at_start = |message: String| DescriptionError {
+            path: path.display().to_string(),
+            line: 1,
+            column: 1,
+            key: String::new(),
+            message,
+        };
+        let file = std::fs::File::open(path).map_err(|e| at_start(e.to_string()))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| at_start(e.to_string()))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(at_start(format!(
+                "larger than {MAX_FILE_BYTES} bytes; a model description is a few dozen lines"
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let valid = e.as_bytes().get(..e.utf8_error().valid_up_to()).unwrap_or(&[]);
+            let (line, column) = line_column(&String::from_utf8_lossy(valid), usize::MAX);
+            DescriptionError {
+                line,
+                column,
+                ..at_start("not UTF-8 text (TOML files are UTF-8)".into())
+            }
+        })?;
+        ModelDescription::from_toml(&text, path)
+    }
+
+    /// Parses `text`, the contents of the description file `path` (used in errors).
+    pub fn from_toml(text: &str, path: &Path) -> Result<ModelDescription, DescriptionError> {
+        let file = Source { text, path };
+        let doc = DeTable::parse(text).map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start);
+            file.error(at, "", format!("not valid TOML: {}", e.message().trim_end()))
+        })?;
+        let root = Table {
+            file,
+            table: doc.get_ref(),
+            span: doc.span(),
+            path: String::new(),
+        };
+        if let Some((key, _)) = root.table.get_key_value("training") {
+            return Err(file.error(
+                key.span().start,
+                "training",
+                "`[training]` is not part of a model description: give training settings as \
+                 `tensorfit train` flags"
+                    .into(),
+            ));
+        }
+        root.known_keys(&["input", "recurrent", "head", "loss"])?;
+        Ok(ModelDescription {
+            input: input(&root.table_at("input")?)?,
+            recurrent: recurrent(&root.table_at("recurrent")?)?,
+            head: head(&root.table_at("head")?)?,
+            loss: loss(&root.table_at("loss")?)?,
+        })
+    }
+}
+
+fn input(t: &Table) -> Result<InputSpec, DescriptionError> {
+    match t.choice("kind", &[("dense", false), ("tokens", true)])? {
+        false => {
+            t.known_keys(&["kind", "features"])?;
+            Ok(InputSpec::Dense {
+                features: t.size("features")?,
+            })
+        }
+        true => {
+            t.known_keys(&["kind", "vocab", "embedding"])?;
+            Ok(InputSpec::Tokens {
+                vocab: t.size("vocab")?,
+                embedding: t.optional_size("embedding")?,
+            })
+        }
+    }
+}
+
+fn recurrent(t: &Table) -> Result<RecurrentSpec, DescriptionError> {
+    t.known_keys(&["cell", "hidden", "layers"])?;
+    Ok(RecurrentSpec {
+        cell: t.choice("cell", &CELLS)?,
+        hidden: t.size("hidden")?,
+        layers: t.size("layers")?,
+    })
+}
+
+fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
+    t.known_keys(&["on", "layers"])?;
+    let on = t.choice("on", &HEAD_ON)?;
+    let mut layers = Vec::new();
+    // Where each name was first given, for duplicates.
+    let mut named: HashMap<String, (String, usize)> = HashMap::new();
+    let entries = match t.table.get("layers") {
+        None => &[][..],
+        Some(v) => match v.get_ref() {
+            DeValue::Array(a) => a.as_ref(),
+            other => return Err(t.wrong_type("layers", v, "an array of tables", other)),
+        },
+    };
+    for (i, entry) in entries.iter().enumerate() {
+        let path = format!("{}.layers[{i}]", t.path);
+        let DeValue::Table(table) = entry.get_ref() else {
+            return Err(t.file.error(
+                entry.span().start,
+                &path,
+                format!(
+                    "`{path}` must be a table like {{ kind = \"dense\", units = 100 }}, \
+                     not {}",
+                    entry.get_ref().type_str()
+                ),
+            ));
+        };
+        let layer = Table {
+            file: t.file,
+            table,
+            span: entry.span(),
+            path,
+        };
+        let kind = match layer.choice("kind", &[("batchnorm", false), ("dense", true)])? {
+            false => {
+                layer.known_keys(&["kind", "name"])?;
+                HeadLayerKind::BatchNorm
+            }
+            true => {
+                layer.known_keys(&["kind", "units", "activation", "name"])?;
+                let activation = match layer.table.get("activation") {
+                    None => Activation::Identity,
+                    Some(_) => layer.choice("activation", &ACTIVATIONS.map(|a| (a.name(), a)))?,
+                };
+                HeadLayerKind::Dense {
+                    units: layer.size("units")?,
+                    activation,
+                }
+            }
+        };
+        let name = match layer.table.get("name") {
+            None => default_head_name(i),
+            Some(v) => layer_name(&layer, v, &named)?,
+        };
+        let line = t.file.line_column(layer.span.start).0;
+        named.insert(name.clone(), (layer.path.clone(), line));
+        layers.push(HeadLayer { name, kind });
+    }
+    Ok(HeadSpec { on, layers })
+}
+
+/// A given head layer name: dot-separated words of ASCII letters, digits and `_` (as
+/// PyTorch module paths are), not another layer's.
+fn layer_name(
+    layer: &Table,
+    v: &Spanned<DeValue>,
+    named: &HashMap<String, (String, usize)>,
+) -> Result<String, DescriptionError> {
+    let key = layer.key("name");
+    let at = v.span().start;
+    let DeValue::String(name) = v.get_ref() else {
+        return Err(layer.wrong_type("name", v, "a string", v.get_ref()));
+    };
+    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !name.split('.').all(word) {
+        return Err(layer.file.error(
+            at,
+            &key,
+            format!(
+                "`{key}` = {name:?}: a name is words of letters, digits and `_` joined by `.` \
+                 (its tensors are `{name}.weight`, ...)"
+            ),
+        ));
+    }
+    if RESERVED_NAMES.contains(&name.as_ref()) {
+        return Err(layer.file.error(
+            at,
+            &key,
+            format!(
+                "`{key}` = {name:?} is the name of another part of the network \
+                 ({} are taken)",
+                RESERVED_NAMES.join(", ")
+            ),
+        ));
+    }
+    if let Some((other, line)) = named.get(name.as_ref()) {
+        return Err(layer.file.error(
+            at,
+            &key,
+            format!("`{key}` = {name:?} is also the name of `{other}` (line {line})"),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// A head layer's name when none is given: its index, as `nn.Sequential` names it.
+fn default_head_name(index: usize) -> String {
+    format!("head.{index}")
+}
+
+fn loss(t: &Table) -> Result<LossSpec, DescriptionError> {
+    match t.choice("kind", &[("cross_entropy", false), ("mse", true)])? {
+        false => {
+            t.known_keys(&["kind", "classes"])?;
+            Ok(LossSpec::SoftmaxCrossEntropy {
+                classes: t.size("classes")?,
+            })
+        }
+        true => {
+            t.known_keys(&["kind", "outputs"])?;
+            Ok(LossSpec::MeanSquaredError {
+                outputs: t.size("outputs")?,
+            })
+        }
+    }
+}
+
+impl ModelDescription {
+    /// The description as a file that [`ModelDescription::from_toml`] reads back to it
+    /// (head layers named `head.{i}` are written without their name).
+    pub fn to_toml(&self) -> String {
+        let mut s = String::from("[input]\n");
+        match self.input {
+            InputSpec::Dense { features } => {
+                s += &format!("kind = \"dense\"\nfeatures = {features}\n");
+            }
+            InputSpec::Tokens { vocab, embedding } => {
+                s += &format!("kind = \"tokens\"\nvocab = {vocab}\n");
+                if let Some(dim) = embedding {
+                    s += &format!("embedding = {dim}\n");
+                }
+            }
+        }
+        let r = &self.recurrent;
+        s += &format!(
+            "\n[recurrent]\ncell = \"{}\"\nhidden = {}\nlayers = {}\n",
+            spelling(&CELLS, r.cell),
+            r.hidden,
+            r.layers
+        );
+        s += &format!("\n[head]\non = \"{}\"\n", spelling(&HEAD_ON, self.head.on));
+        if !self.head.layers.is_empty() {
+            s += "layers = [\n";
+            for (i, layer) in self.head.layers.iter().enumerate() {
+                s += &match layer.kind {
+                    HeadLayerKind::BatchNorm => "  { kind = \"batchnorm\"".to_string(),
+                    HeadLayerKind::Dense { units, activation } => format!(
+                        "  {{ kind = \"dense\", units = {units}, activation = \"{}\"",
+                        activation.name()
+                    ),
+                };
+                if layer.name != default_head_name(i) {
+                    s += &format!(", name = {}", toml_string(&layer.name));
+                }
+                s += " },\n";
+            }
+            s += "]\n";
+        }
+        s += &match self.loss {
+            LossSpec::SoftmaxCrossEntropy { classes } => {
+                format!("\n[loss]\nkind = \"cross_entropy\"\nclasses = {classes}\n")
+            }
+            LossSpec::MeanSquaredError { outputs } => {
+                format!("\n[loss]\nkind = \"mse\"\noutputs = {outputs}\n")
+            }
+        };
+        s
+    }
+}
+
+/// How `value` is spelt in a file (every value is in its table).
+fn spelling<T: PartialEq>(choices: &[(&'static str, T)], value: T) -> &'static str {
+    choices
+        .iter()
+        .find(|(_, c)| *c == value)
+        .map_or("", |(name, _)| name)
+}
+
+/// `s` as a TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out += "\\\"",
+            '\\' => out += "\\\\",
+            c if c.is_control() => out += &format!("\\u{:04X}", c as u32),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The text being parsed and its file name.
+#[derive(Clone, Copy)]
+struct Source<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+impl Source<'_> {
+    fn line_column(&self, at: usize) -> (usize, usize) {
+        line_column(self.text, at)
+    }
+
+    fn error(&self, at: usize, key: &str, message: String) -> DescriptionError {
+        let (line, column) = self.line_column(at);
+        DescriptionError {
+            path: self.path.display().to_string(),
+            line,
+            column,
+            key: key.to_string(),
+            message,
+        }
+    }
+}
+
+/// 1-based line and character column of byte offset `at` in `text` (clamped to its end).
+fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (
+        before.matches('\n').count() + 1,
+        before[line_start..].chars().count() + 1,
+    )
+}
+
+/// A table of the file with its key path (`head.layers[2]`) and span.
+struct Table<'a> {
+    file: Source<'a>,
+    table: &'a DeTable<'a>,
+    span: Range<usize>,
+    path: String,
+}
+
+impl<'a> Table<'a> {
+    /// The key path of `key` in this table.
+    fn key(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        }
+    }
+
+    fn known_keys(&self, known: &[&str]) -> Result<(), DescriptionError> {
+        match self
+            .table
+            .iter()
+            .find(|(k, _)| !known.contains(&k.get_ref().as_ref()))
+        {
+            None => Ok(()),
+            Some((k, _)) => {
+                let key = self.key(k.get_ref());
+                let message = format!(
+                    "unknown key `{key}`; {} takes {}",
+                    self.described(),
+                    quoted(known)
+                );
+                Err(self.file.error(k.span().start, &key, message))
+            }
+        }
+    }
+
+    /// This table in words, for messages.
+    fn described(&self) -> String {
+        let kind = self.table.get("kind").and_then(|k| k.get_ref().as_str());
+        match kind {
+            _ if self.path.is_empty() => "a model description".into(),
+            Some(kind) => format!("`{}` of kind {kind:?}", self.path),
+            None => format!("`{}`", self.path),
+        }
+    }
+
+    fn required(&self, key: &str) -> Result<&'a Spanned<DeValue<'a>>, DescriptionError> {
+        self.table.get(key).ok_or_else(|| {
+            let path = self.key(key);
+            let message = format!("missing key `{path}` in {}", self.described());
+            self.file.error(self.span.start, &path, message)
+        })
+    }
+
+    fn table_at(&self, key: &str) -> Result<Table<'a>, DescriptionError> {
+        let v = self.required(key)?;
+        match v.get_ref() {
+            DeValue::Table(table) => Ok(Table {
+                file: self.file,
+                table,
+                span: v.span(),
+                path: self.key(key),
+            }),
+            other => Err(self.wrong_type(key, v, "a table", other)),
+        }
+    }
+
+    fn wrong_type(
+        &self,
+        key: &str,
+        v: &Spanned<DeValue>,
+        wanted: &str,
+        got: &DeValue,
+    ) -> DescriptionError {
+        let path = self.key(key);
+        let message = format!("`{path}` must be {wanted}, not {}", got.type_str());
+        self.file.error(v.span().start, &path, message)
+    }
+
+    /// The string value of `key`, which must be one of `choices` (listed if not).
+    fn choice<T: Copy>(&self, key: &str, choices: &[(&str, T)]) -> Result<T, DescriptionError> {
+        let v = self.required(key)?;
+        let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+        let DeValue::String(s) = v.get_ref() else {
+            let wanted = format!("a string, one of {}", quoted(&names));
+            return Err(self.wrong_type(key, v, &wanted, v.get_ref()));
+        };
+        choices
+            .iter()
+            .find(|(n, _)| n == s)
+            .map(|(_, c)| *c)
+            .ok_or_else(|| {
+                let path = self.key(key);
+                let message = format!(
+                    "`{path}` = {s:?} is not one of {}",
+                    quoted(&names)
+                );
+                self.file.error(v.span().start, &path, message)
+            })
+    }
+
+    /// A size: a whole number of at least 1.
+    fn size(&self, key: &str) -> Result<usize, DescriptionError> {
+        let v = self.required(key)?;
+        self.size_value(key, v)
+    }
+
+    fn optional_size(&self, key: &str) -> Result<Option<usize>, DescriptionError> {
+        self.table
+            .get(key)
+            .map(|v| self.size_value(key, v))
+            .transpose()
+    }
+
+    fn size_value(&self, key: &str, v: &Spanned<DeValue>) -> Result<usize, DescriptionError> {
+        let path = self.key(key);
+        let fail = |why: String| self.file.error(v.span().start, &path, format!("`{path}` {why}"));
+        let DeValue::Integer(i) = v.get_ref() else {
+            return Err(self.wrong_type(key, v, "a whole number of at least 1", v.get_ref()));
+        };
+        match i64::from_str_radix(i.as_str(), i.radix()) {
+            Ok(n) if n < 1 => Err(fail(format!("must be at least 1, got {n}"))),
+            Ok(n) => usize::try_from(n).map_err(|_| fail(format!("= {n} is too large"))),
+            Err(_) => Err(fail(format!("= {i} is too large"))),
+        }
+    }
+}
+
+/// `"a", "b" or "c"`.
+fn quoted(names: &[&str]) -> String {
+    let q: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    match q.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => q.join(""),
+    }
+}
