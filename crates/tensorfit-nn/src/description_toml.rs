@@ -32,7 +32,10 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 /// The spelling of each cell in a file.
 const CELLS: [(&str, Cell); 2] = [("lstm", Cell::Lstm), ("gru", Cell::Gru)];
 /// The spelling of each `head.on`.
-const HEAD_ON: [(&str, HeadOn); 2] = [("last", HeadOn::LastStep), ("every_step", HeadOn::EveryStep)];
+const HEAD_ON: [(&str, HeadOn); 2] = [
+    ("last", HeadOn::LastStep),
+    ("every_step", HeadOn::EveryStep),
+];
 /// Every activation a dense head layer takes, spelt as [`Activation::name`].
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -59,11 +62,18 @@ pub struct DescriptionError {
     pub message: String,
 }
 
-impl From<DescriptionError> for tensorfit_core::Error {
-    fn from(e: DescriptionError) -> Self {
+// Not `From`: a second `From<_> for tensorfit_core::Error` leaves `?` in closures
+// whose error type was inferred from the only one (src/calibrate.rs) ambiguous.
+impl DescriptionError {
+    /// As the libraries' error: [`tensorfit_core::Error::File`], still naming the line,
+    /// column and key.
+    pub fn into_error(self) -> tensorfit_core::Error {
         tensorfit_core::Error::File {
-            path: e.path,
-            message: format!("line {}, column {}: {}", e.line, e.column, e.message),
+            path: self.path,
+            message: format!(
+                "line {}, column {}: {}",
+                self.line, self.column, self.message
+            ),
         }
     }
 }
@@ -89,7 +99,10 @@ impl ModelDescription {
             )));
         }
         let text = String::from_utf8(bytes).map_err(|e| {
-            let valid = e.as_bytes().get(..e.utf8_error().valid_up_to()).unwrap_or(&[]);
+            let valid = e
+                .as_bytes()
+                .get(..e.utf8_error().valid_up_to())
+                .unwrap_or(&[]);
             let (line, column) = line_column(&String::from_utf8_lossy(valid), usize::MAX);
             DescriptionError {
                 line,
@@ -105,7 +118,11 @@ impl ModelDescription {
         let file = Source { text, path };
         let doc = DeTable::parse(text).map_err(|e| {
             let at = e.span().map_or(0, |s| s.start);
-            file.error(at, "", format!("not valid TOML: {}", e.message().trim_end()))
+            file.error(
+                at,
+                "",
+                format!("not valid TOML: {}", e.message().trim_end()),
+            )
         })?;
         let root = Table {
             file,
@@ -493,10 +510,7 @@ impl<'a> Table<'a> {
             .map(|(_, c)| *c)
             .ok_or_else(|| {
                 let path = self.key(key);
-                let message = format!(
-                    "`{path}` = {s:?} is not one of {}",
-                    quoted(&names)
-                );
+                let message = format!("`{path}` = {s:?} is not one of {}", quoted(&names));
                 self.file.error(v.span().start, &path, message)
             })
     }
@@ -516,7 +530,10 @@ impl<'a> Table<'a> {
 
     fn size_value(&self, key: &str, v: &Spanned<DeValue>) -> Result<usize, DescriptionError> {
         let path = self.key(key);
-        let fail = |why: String| self.file.error(v.span().start, &path, format!("`{path}` {why}"));
+        let fail = |why: String| {
+            self.file
+                .error(v.span().start, &path, format!("`{path}` {why}"))
+        };
         let DeValue::Integer(i) = v.get_ref() else {
             return Err(self.wrong_type(key, v, "a whole number of at least 1", v.get_ref()));
         };

@@ -116,7 +116,10 @@ fn head_layers_may_be_written_as_an_array_of_tables_and_default_to_none() {
 #[test]
 fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
     let base = ModelDescription::seed().to_toml();
-    assert_eq!(base.lines().nth(13), Some("  { kind = \"dense\", units = 100, activation = \"tanh\", name = \"dense\" },"));
+    assert_eq!(
+        base.lines().nth(13),
+        Some("  { kind = \"dense\", units = 100, activation = \"tanh\", name = \"dense\" },")
+    );
     // (edit from, edit to, line, key, words the message must hold)
     let cases: &[(&str, &str, usize, &str, &str)] = &[
         ("features = 152", "features = 0", 3, "input.features", "`input.features` must be at least 1, got 0"),
@@ -150,10 +153,15 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         ("classes = 6\n", "classes = 6\n\n[training]\nlr = 0.01\n", 22, "training", "`[training]` is not part of a model description"),
         ("classes = 6", "classes = ", 20, "", "not valid TOML"),
     ];
-    let not_an_array = seed_without_head_layers().replace("on = \"last\"", "on = \"last\"\nlayers = \"bn1\"");
+    let not_an_array =
+        seed_without_head_layers().replace("on = \"last\"", "on = \"last\"\nlayers = \"bn1\"");
     let e = parse(&not_an_array).unwrap_err();
     assert_eq!((e.line, e.key.as_str()), (12, "head.layers"), "{e}");
-    assert!(e.message.contains("`head.layers` must be an array of tables, not string"), "{e}");
+    assert!(
+        e.message
+            .contains("`head.layers` must be an array of tables, not string"),
+        "{e}"
+    );
     for &(from, to, line, key, words) in cases {
         assert!(base.contains(from), "the base has no {from:?}");
         let text = base.replacen(from, to, 1);
@@ -162,7 +170,10 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         assert_eq!((e.line, e.key.as_str()), (line, key), "{e}\n{text}");
         assert!(e.message.contains(words), "{e}");
         assert_eq!(e.path, "my.toml");
-        assert!(e.to_string().starts_with(&format!("my.toml:{line}:")), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("my.toml:{line}:")),
+            "{e}"
+        );
     }
 }
 
@@ -175,7 +186,11 @@ fn columns_count_characters_from_one() {
     let e = parse(&base.replace("hidden = 250", "hidden = 0 # größe")).unwrap_err();
     assert_eq!(e.column, 10);
     let e = parse(&base.replace("name = \"bn1\" }", "name = \"bé\" , x = 1 }")).unwrap_err();
-    assert_eq!((e.line, e.column, e.key.as_str()), (13, 39, "head.layers[0].x"), "{e}");
+    assert_eq!(
+        (e.line, e.column, e.key.as_str()),
+        (13, 39, "head.layers[0].x"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -192,7 +207,7 @@ fn files_that_are_not_descriptions_fail_with_their_name() {
     let e = ModelDescription::load(Path::new("/dev/zero")).unwrap_err();
     assert!(e.message.contains("larger than"), "{e}");
     // Into the libraries' error, still naming file, line and key.
-    let core: tensorfit_core::Error = parse("[input]\nkind = 3\n").unwrap_err().into();
+    let core = parse("[input]\nkind = 3\n").unwrap_err().into_error();
     assert_eq!(
         core.to_string(),
         "my.toml: line 2, column 8: `input.kind` must be a string, one of \"dense\" or \"tokens\", not integer"
@@ -202,7 +217,8 @@ fn files_that_are_not_descriptions_fail_with_their_name() {
 fn description() -> impl Strategy<Value = ModelDescription> {
     let size = 1usize..5000;
     let input = prop_oneof![
-        size.clone().prop_map(|features| InputSpec::Dense { features }),
+        size.clone()
+            .prop_map(|features| InputSpec::Dense { features }),
         (size.clone(), proptest::option::of(size.clone()))
             .prop_map(|(vocab, embedding)| InputSpec::Tokens { vocab, embedding }),
     ];
@@ -215,25 +231,29 @@ fn description() -> impl Strategy<Value = ModelDescription> {
     ];
     let kind = prop_oneof![
         Just(HeadLayerKind::BatchNorm),
-        (size.clone(), activation).prop_map(|(units, activation)| HeadLayerKind::Dense {
-            units,
-            activation
-        }),
+        (size.clone(), activation)
+            .prop_map(|(units, activation)| HeadLayerKind::Dense { units, activation }),
     ];
     // Given names are distinct (`n{i}`), or the default `head.{i}`.
     let layers = proptest::collection::vec((kind, any::<bool>()), 0..5).prop_map(|ls| {
         ls.into_iter()
             .enumerate()
             .map(|(i, (kind, named))| HeadLayer {
-                name: if named { format!("n{i}.x_{i}") } else { format!("head.{i}") },
+                name: if named {
+                    format!("n{i}.x_{i}")
+                } else {
+                    format!("head.{i}")
+                },
                 kind,
             })
             .collect()
     });
     let on = prop_oneof![Just(HeadOn::LastStep), Just(HeadOn::EveryStep)];
     let loss = prop_oneof![
-        size.clone().prop_map(|classes| LossSpec::SoftmaxCrossEntropy { classes }),
-        size.clone().prop_map(|outputs| LossSpec::MeanSquaredError { outputs }),
+        size.clone()
+            .prop_map(|classes| LossSpec::SoftmaxCrossEntropy { classes }),
+        size.clone()
+            .prop_map(|outputs| LossSpec::MeanSquaredError { outputs }),
     ];
     (input, cell, size.clone(), size, on, layers, loss).prop_map(
         |(input, cell, hidden, n, on, layers, loss)| ModelDescription {

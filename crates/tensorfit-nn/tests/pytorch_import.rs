@@ -66,10 +66,7 @@ fn f16_bf16_and_f64_state_dicts_import_rounded_to_nearest_like_pytorch() {
             .for_each(|(_, t)| t.data.iter_mut().for_each(|v| *v = f(*v)));
         s
     };
-    assert_eq!(
-        import("f16"),
-        rounded(|v| half::f16::from_f32(v).to_f32())
-    );
+    assert_eq!(import("f16"), rounded(|v| half::f16::from_f32(v).to_f32()));
     assert_eq!(
         import("bf16"),
         rounded(|v| half::bf16::from_f32(v).to_f32())
@@ -123,11 +120,17 @@ fn integer_tensors_and_files_that_are_not_safetensors_are_errors_naming_them() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("ints.safetensors"), "{e}");
-    assert!(e.contains("`w` has dtype I64; F32, F16, BF16 and F64 are read"), "{e}");
+    assert!(
+        e.contains("`w` has dtype I64; F32, F16, BF16 and F64 are read"),
+        "{e}"
+    );
     let text = dir.join("state_dict.pt");
     std::fs::write(&text, b"PK\x03\x04 a torch.save zip, not safetensors").unwrap();
     let e = import_state_dict(&[spec], &text).unwrap_err().to_string();
-    assert!(e.starts_with(&format!("{}: not a valid safetensors file", text.display())), "{e}");
+    assert!(
+        e.starts_with(&format!("{}: not a valid safetensors file", text.display())),
+        "{e}"
+    );
 }
 
 /// A Python with torch and safetensors: `$TENSORFIT_PYTHON`, else `~/torchvenv/bin/python`
