@@ -22,11 +22,15 @@ BatchNorm1d(D) `bn2` -> Linear(D, C) `out`, as tensorfit's `ModelConfig` names i
                       tensor equals the one in STATE_DICT; prints "loaded back: N tensors equal".
 """
 
+import os
 import sys
 
 import torch
 from torch import nn
 from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), *[os.pardir] * 4, "tools"))
+from make_reference import perturb_batchnorm  # noqa: E402
 
 SMALL = dict(F=10, H=8, D=5, C=6)
 SEED = dict(F=152, H=250, D=100, C=6)
@@ -44,16 +48,13 @@ class Seed(nn.Module):
 
 
 def build(sizes):
+    """The model as tools/make_reference.py starts it: the same seed, construction order
+    and BatchNorm perturbation, so the small f32 state dict equals its `init.*` tensors."""
     torch.manual_seed(0)
     model = Seed(**sizes)
-    with torch.no_grad():
-        for bn in (model.bn1, model.bn2):
-            n = bn.num_features
-            bn.weight.copy_(1 + 0.1 * torch.randn(n))
-            bn.bias.copy_(0.1 * torch.randn(n))
-            bn.running_mean.copy_(0.1 * torch.randn(n))
-            bn.running_var.copy_(1 + 0.1 * torch.rand(n))
-            bn.num_batches_tracked.fill_(7)
+    perturb_batchnorm(model)
+    for bn in (model.bn1, model.bn2):
+        bn.num_batches_tracked.fill_(7)
     return model
 
 
