@@ -162,6 +162,19 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
             .contains("`head.layers` must be an array of tables, not string"),
         "{e}"
     );
+    // A default name (`head.{i}`) taken by a name given earlier.
+    let taken = base
+        .replace("name = \"bn1\"", "name = \"head.2\"")
+        .replace(", name = \"bn2\"", "");
+    let e = parse(&taken).unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (15, "head.layers[2].name"), "{e}");
+    assert!(
+        e.message.contains(
+            "`head.layers[2]` is named \"head.2\" by default, and that is also the name of \
+             `head.layers[0]` (line 13)"
+        ),
+        "{e}"
+    );
     for &(from, to, line, key, words) in cases {
         assert!(base.contains(from), "the base has no {from:?}");
         let text = base.replacen(from, to, 1);

@@ -229,10 +229,20 @@ fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
                 }
             }
         };
-        let name = match layer.table.get("name") {
-            None => default_head_name(i),
-            Some(v) => layer_name(&layer, v, &named)?,
+        let (name, at) = match layer.table.get("name") {
+            None => (default_head_name(i), layer.span.start),
+            Some(v) => (layer_name(&layer, v)?, v.span().start),
         };
+        if let Some((other, line)) = named.get(&name) {
+            let key = layer.key("name");
+            let given = if layer.table.contains_key("name") {
+                format!("`{key}` = {name:?}")
+            } else {
+                format!("`{}` is named {name:?} by default, and that", layer.path)
+            };
+            let message = format!("{given} is also the name of `{other}` (line {line})");
+            return Err(t.file.error(at, &key, message));
+        }
         let line = t.file.line_column(layer.span.start).0;
         named.insert(name.clone(), (layer.path.clone(), line));
         layers.push(HeadLayer { name, kind });
@@ -241,12 +251,8 @@ fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
 }
 
 /// A given head layer name: dot-separated words of ASCII letters, digits and `_` (as
-/// PyTorch module paths are), not another layer's.
-fn layer_name(
-    layer: &Table,
-    v: &Spanned<DeValue>,
-    named: &HashMap<String, (String, usize)>,
-) -> Result<String, DescriptionError> {
+/// PyTorch module paths are), not the name of a layer outside the head.
+fn layer_name(layer: &Table, v: &Spanned<DeValue>) -> Result<String, DescriptionError> {
     let key = layer.key("name");
     let at = v.span().start;
     let DeValue::String(name) = v.get_ref() else {
@@ -272,13 +278,6 @@ fn layer_name(
                  ({} are taken)",
                 RESERVED_NAMES.join(", ")
             ),
-        ));
-    }
-    if let Some((other, line)) = named.get(name.as_ref()) {
-        return Err(layer.file.error(
-            at,
-            &key,
-            format!("`{key}` = {name:?} is also the name of `{other}` (line {line})"),
         ));
     }
     Ok(name.to_string())
