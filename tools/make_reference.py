@@ -213,9 +213,10 @@ def train_step(model, opt, x, labels, prefix, record):
     return loss.item()
 
 
-def build(record):
-    torch.manual_seed(0)
-    model = Seed()
+def perturb_batchnorm(model):
+    """Moves both BatchNorm layers off their 1/0 start (bn1 then bn2), so that tests see
+    their weights and running statistics used (crates/tensorfit-nn/tests/data/state_dicts.py
+    builds its state dicts the same way)."""
     with torch.no_grad():
         for bn in (model.bn1, model.bn2):
             n = bn.num_features
@@ -223,6 +224,12 @@ def build(record):
             bn.bias.copy_(0.1 * torch.randn(n))
             bn.running_mean.copy_(0.1 * torch.randn(n))
             bn.running_var.copy_(1 + 0.1 * torch.rand(n))
+
+
+def build(record):
+    torch.manual_seed(0)
+    model = Seed()
+    perturb_batchnorm(model)
     for name, t in state_tensors(model).items():
         record[f"init.{name}"] = t
 

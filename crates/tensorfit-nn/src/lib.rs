@@ -15,12 +15,14 @@ pub mod atomic_file;
 pub mod checkpoint;
 pub mod config;
 pub mod description;
+pub mod description_toml;
 pub mod layers;
 pub mod model;
 pub mod network;
 pub mod options;
 pub mod params;
 pub mod programs;
+pub mod pytorch_import;
 mod recompute;
 pub mod run_settings;
 pub mod safetensors_file;
@@ -35,12 +37,14 @@ pub use description::{
     Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
     RecurrentSpec,
 };
+pub use description_toml::DescriptionError;
 pub use layers::{Init, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use network::Network;
 pub use options::{Job, ProgramKey, ProgramKind, TrainOptions};
 pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};
+pub use pytorch_import::import_state_dict;
 pub use run_settings::RunSettings;
 pub use task::{Batch, TemporalOrder};
 pub use tensorfit_core::Rng;
