@@ -11,18 +11,19 @@ use tensorfit::core::args::FillInputs;
 use tensorfit::core::{backward, Activation, Executable, Graph, Op, Shape, TensorId};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::model::{classifier, Mode};
-use tensorfit::nn::{ModelConfig, ParamStore, Rng};
+use tensorfit::nn::{SeedShape, ParamStore, Rng};
 
 #[test]
 fn seed_shaped_network_gradients_match_finite_differences() {
-    let cfg = ModelConfig {
-        input: 6,
+    let shape = SeedShape {
+        features: 6,
         hidden: 5,
         layers: 3,
         dense: 4,
         classes: 3,
-        dense_activation: Activation::Tanh,
+        activation: Activation::Tanh,
     };
+    let cfg = shape.description();
     let (batch, steps) = (4, 5);
     let mut g = Graph::new();
     let c = classifier(&mut g, &cfg, batch, steps, Mode::Train).unwrap();
@@ -32,7 +33,7 @@ fn seed_shaped_network_gradients_match_finite_differences() {
     };
     let one = g.apply("seed", fill, FillInputs::default()).unwrap().out;
     let mut wrt: Vec<(String, TensorId)> = c.params.clone();
-    for k in 0..cfg.layers {
+    for k in 0..shape.layers {
         wrt.push((format!("h0_l{k}"), c.stack.h0[k]));
         wrt.push((format!("c0_l{k}"), c.stack.c0[k]));
     }
@@ -54,7 +55,7 @@ fn seed_shaped_network_gradients_match_finite_differences() {
         exe.write(&mut backend, *t, &v).unwrap();
         values.insert(*t, v);
     }
-    let x: Vec<f32> = (0..steps * batch * cfg.input)
+    let x: Vec<f32> = (0..steps * batch * shape.features)
         .map(|_| rng.normal())
         .collect();
     exe.write(&mut backend, c.stack.x, &x).unwrap();

@@ -3,30 +3,36 @@
 //! Tensors keep PyTorch's names (`lstm.weight_ih_l0`, `bn1.running_mean`, ...), so
 //! `safetensors.torch.load_file` reads a checkpoint directly and the `lstm.*` tensors
 //! (prefix removed) load into `torch.nn.LSTM`. Adam's moments are `adam.m.<name>` and
-//! `adam.v.<name>`. The metadata holds the format version, the model configuration as
-//! JSON, the step and a checksum of every tensor's bytes. Files are written through
+//! `adam.v.<name>`. The metadata holds the format version, the model description as
+//! JSON ([`description_json`]), the step and a checksum of every tensor's bytes. Files are written through
 //! [`crate::atomic_file`], so a crash never leaves a half-written checkpoint under the
 //! real name.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde_json::json;
-use tensorfit_core::{Activation, Error, Result};
+use tensorfit_core::{Error, Result};
 
 use crate::atomic_file::write_atomic;
-use crate::config::ModelConfig;
+use crate::description::ModelDescription;
+use crate::description_json;
 use crate::layers::{ParamKind, ParamSpec};
 use crate::params::ParamStore;
 use crate::safetensors_file::SafetensorsFile;
 
 /// The format this version writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 keeps the model description (`model`); version 1 kept the fixed
+/// classifier's sizes (`config`).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The metadata key of the model description.
+const MODEL_KEY: &str = "model";
 
 /// Everything needed to continue training or to run a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Checkpoint {
-    pub config: ModelConfig,
+    /// The model the tensors belong to.
+    pub config: ModelDescription,
     /// Model tensors: parameters and running statistics.
     pub params: ParamStore,
     /// `adam.m.<name>` and `adam.v.<name>` for every trainable parameter (empty for a
@@ -36,55 +42,6 @@ pub struct Checkpoint {
     pub step: u64,
     /// Extra key/value pairs kept with the checkpoint (data-generator state, ...).
     pub extra: HashMap<String, String>,
-}
-
-fn activation_from(name: &str) -> Result<Activation> {
-    match name {
-        "identity" => Ok(Activation::Identity),
-        "relu" => Ok(Activation::Relu),
-        "tanh" => Ok(Activation::Tanh),
-        "sigmoid" => Ok(Activation::Sigmoid),
-        other => Err(Error::input(format!(
-            "unknown dense activation `{other}` (identity, relu, tanh, sigmoid)"
-        ))),
-    }
-}
-
-/// The configuration as JSON text.
-pub fn config_to_json(c: &ModelConfig) -> String {
-    json!({
-        "input": c.input, "hidden": c.hidden, "layers": c.layers, "dense": c.dense,
-        "classes": c.classes, "dense_activation": c.dense_activation.name(),
-    })
-    .to_string()
-}
-
-/// Parses and validates a configuration written by [`config_to_json`].
-pub fn config_from_json(text: &str) -> Result<ModelConfig> {
-    let v: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| Error::input(format!("model configuration: {e}")))?;
-    let field = |k: &str| -> Result<usize> {
-        v.get(k)
-            .and_then(|x| x.as_u64())
-            .and_then(|x| usize::try_from(x).ok())
-            .ok_or_else(|| {
-                Error::input(format!("model configuration: `{k}` must be a whole number"))
-            })
-    };
-    let act = v
-        .get("dense_activation")
-        .and_then(|x| x.as_str())
-        .ok_or_else(|| Error::input("model configuration: `dense_activation` missing"))?;
-    let c = ModelConfig {
-        input: field("input")?,
-        hidden: field("hidden")?,
-        layers: field("layers")?,
-        dense: field("dense")?,
-        classes: field("classes")?,
-        dense_activation: activation_from(act)?,
-    };
-    c.validate()?;
-    Ok(c)
 }
 
 /// FNV-1a over every tensor's name and bytes, in name order (the store's own order).
@@ -114,7 +71,7 @@ impl Checkpoint {
         let mut meta = self.extra.clone();
         meta.insert("format".into(), "tensorfit-checkpoint".into());
         meta.insert("format_version".into(), FORMAT_VERSION.to_string());
-        meta.insert("config".into(), config_to_json(&self.config));
+        meta.insert(MODEL_KEY.into(), description_json::to_json(&self.config));
         meta.insert("step".into(), self.step.to_string());
         meta.insert("checksum".into(), format!("{:016x}", checksum(&all)));
         all.to_safetensors("", meta)
@@ -149,7 +106,7 @@ impl Checkpoint {
                 "checkpoint checksum mismatch (stored {want}, computed {got}): the file is corrupted"
             )));
         }
-        let config = config_from_json(get("config")?)?;
+        let config = description_json::from_json(get(MODEL_KEY)?)?;
         let step: u64 = get("step")?
             .parse()
             .map_err(|_| Error::input("checkpoint step is not a number"))?;
@@ -164,7 +121,7 @@ impl Checkpoint {
         }
         params.check_against(&config)?;
         let trainable: Vec<ParamSpec> = config
-            .param_specs()
+            .param_specs()?
             .into_iter()
             .filter(|s| s.kind == ParamKind::Trainable)
             .collect();
@@ -191,7 +148,7 @@ impl Checkpoint {
         let extra = meta
             .into_iter()
             .filter(|(k, _)| {
-                !["format", "format_version", "config", "step", "checksum"].contains(&k.as_str())
+                !["format", "format_version", MODEL_KEY, "step", "checksum"].contains(&k.as_str())
             })
             .collect();
         Ok(Checkpoint {
@@ -226,15 +183,16 @@ impl Checkpoint {
 mod tests {
     use super::*;
 
-    fn small() -> ModelConfig {
-        ModelConfig {
-            input: 5,
+    fn small() -> ModelDescription {
+        crate::seed_shape::SeedShape {
+            features: 5,
             hidden: 4,
             layers: 2,
             dense: 3,
             classes: 3,
-            dense_activation: Activation::Relu,
+            activation: tensorfit_core::Activation::Relu,
         }
+        .description()
     }
 
     #[test]
@@ -282,17 +240,20 @@ mod tests {
     }
 
     #[test]
-    fn bad_configs_are_rejected() {
-        assert!(config_from_json("{").is_err());
-        assert!(config_from_json(
-            r#"{"input":0,"hidden":4,"layers":1,"dense":2,"classes":2,"dense_activation":"tanh"}"#
-        )
-        .is_err());
-        assert!(config_from_json(
-            r#"{"input":3,"hidden":4,"layers":1,"dense":2,"classes":2,"dense_activation":"swish"}"#
-        )
-        .is_err());
-        let c = small();
-        assert_eq!(config_from_json(&config_to_json(&c)).unwrap(), c);
+    fn a_checkpoint_of_another_format_version_is_refused_naming_both() {
+        let cfg = small();
+        let ck = Checkpoint {
+            config: cfg.clone(),
+            params: ParamStore::init(&cfg, 1).unwrap(),
+            optimizer: ParamStore::new(),
+            step: 0,
+            extra: HashMap::new(),
+        };
+        let bytes = ck.to_bytes().unwrap();
+        let (all, mut meta) = ParamStore::from_safetensors(&bytes, "").unwrap();
+        meta.insert("format_version".into(), "1".into());
+        let old = all.to_safetensors("", meta).unwrap();
+        let e = Checkpoint::from_bytes(&old).unwrap_err().to_string();
+        assert!(e.contains("version 1") && e.contains("version 2"), "{e}");
     }
 }
