@@ -1,7 +1,7 @@
 //! The seed network at a small size, through the trainer, on a device and on the CPU.
 
 use tensorfit::core::{Activation, Backend, HostTensor};
-use tensorfit::nn::{ModelDescription, SeedShape, ParamStore, Rng, TemporalOrder, Trainer};
+use tensorfit::nn::{ModelDescription, ParamStore, Rng, SeedShape, TemporalOrder, Trainer};
 
 use crate::common::{task_model, train_options};
 use crate::{reference, Checks, CURVE_TOL, SEED_TOL};

@@ -28,7 +28,9 @@ pub enum DescriptionError {
         max: usize,
     },
     /// The whole model is larger than any device.
-    #[error("the model would have {parameters} parameters; at most {MAX_PARAMETERS} are supported")]
+    #[error(
+        "the model would have {parameters} parameters; at most {MAX_PARAMETERS} are supported"
+    )]
     TooManyParameters { parameters: u128 },
     /// A head layer's name used twice: two layers would share tensor names.
     #[error("`{field}`: the name `{name}` is used by an earlier head layer")]
@@ -88,8 +90,11 @@ impl ModelDescription {
         size("recurrent.layers", self.recurrent.layers, 1, MAX_LAYERS)?;
         let mut names: Vec<&str> = Vec::new();
         for (i, layer) in self.head.layers.iter().enumerate() {
-            if let HeadLayerKind::Dense { units, .. } = layer.kind {
-                size(&format!("head.layers[{i}].units"), units, 1, MAX_DIM)?;
+            match layer.kind {
+                HeadLayerKind::BatchNorm => {}
+                HeadLayerKind::Dense { units, .. } => {
+                    size(&format!("head.layers[{i}].units"), units, 1, MAX_DIM)?
+                }
             }
             if names.contains(&layer.name.as_str()) || layer.name == crate::network::OUTPUT {
                 return Err(DescriptionError::DuplicateName {
@@ -101,9 +106,7 @@ impl ModelDescription {
         }
         match self.loss {
             // One class would make every loss zero: nothing to learn.
-            LossSpec::SoftmaxCrossEntropy { classes } => {
-                size("loss.classes", classes, 2, MAX_DIM)?
-            }
+            LossSpec::SoftmaxCrossEntropy { classes } => size("loss.classes", classes, 2, MAX_DIM)?,
             LossSpec::MeanSquaredError { outputs } => size("loss.outputs", outputs, 1, MAX_DIM)?,
         }
         let parameters = self.parameter_bound();
@@ -138,12 +141,10 @@ impl ModelDescription {
             InputSpec::Dense { features } => features,
             InputSpec::Tokens { vocab, embedding } => vocab + embedding.unwrap_or(0),
         } as u128;
-        let (h, l) = (
-            self.recurrent.hidden as u128,
-            self.recurrent.layers as u128,
-        );
+        let (h, l) = (self.recurrent.hidden as u128, self.recurrent.layers as u128);
         let gates = 4;
-        let stack = gates * h * (input + h) + 2 * gates * h + (l - 1) * (gates * h * 2 * h + 2 * gates * h);
+        let stack =
+            gates * h * (input + h) + 2 * gates * h + (l - 1) * (gates * h * 2 * h + 2 * gates * h);
         let mut width = h;
         let mut head = 0;
         for layer in &self.head.layers {
@@ -191,7 +192,10 @@ mod tests {
         };
         assert_eq!(field_of(&d), "head.layers[1].units");
         let e = d.validate().unwrap_err().to_string();
-        assert!(e.contains("head.layers[1].units") && e.contains("= 0"), "{e}");
+        assert!(
+            e.contains("head.layers[1].units") && e.contains("= 0"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -105,9 +105,7 @@ impl<'a> Table<'a> {
         self.get(key)?
             .as_u64()
             .and_then(|x| usize::try_from(x).ok())
-            .ok_or_else(|| {
-                Error::input(format!("`{}` must be a whole number", self.field(key)))
-            })
+            .ok_or_else(|| Error::input(format!("`{}` must be a whole number", self.field(key))))
     }
 
     fn text(&self, key: &str) -> Result<&'a str> {
@@ -127,8 +125,8 @@ impl<'a> Table<'a> {
 /// Parses and validates a description written by [`to_json`]; errors name the key
 /// (`model.head.layers[1].units`).
 pub fn from_json(text: &str) -> Result<ModelDescription> {
-    let v: Value = serde_json::from_str(text)
-        .map_err(|e| Error::input(format!("model description: {e}")))?;
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| Error::input(format!("model description: {e}")))?;
     let top = Table::of("model".into(), &v)?;
     let t = top.table("input")?;
     let input = match t.text("kind")? {
@@ -220,10 +218,18 @@ mod tests {
     fn bad_json_is_refused_naming_the_key() {
         let good = to_json(&ModelDescription::seed());
         for (from, to, key) in [
-            ("\"units\":100", "\"units\":-1", "model.head.layers[1].units"),
+            (
+                "\"units\":100",
+                "\"units\":-1",
+                "model.head.layers[1].units",
+            ),
             ("\"tanh\"", "\"swish\"", "model.head.layers[1].activation"),
             ("\"hidden\":250", "\"hidden\":0", "recurrent.hidden"),
-            ("\"cell\":\"lstm\"", "\"cell\":\"rnn\"", "model.recurrent.cell"),
+            (
+                "\"cell\":\"lstm\"",
+                "\"cell\":\"rnn\"",
+                "model.recurrent.cell",
+            ),
             ("\"classes\":6", "\"classes\":1", "loss.classes"),
         ] {
             assert!(good.contains(from), "{from} in {good}");

@@ -1,9 +1,11 @@
 //! What a [`ModelDescription`] comes to: its network, its table of tensors, its parameter
 //! count and its FLOPs.
 
+use std::fmt;
+
 use tensorfit_core::Result;
 
-use crate::description::{InputSpec, ModelDescription};
+use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription};
 use crate::layers::{ParamKind, ParamSpec, Tensors};
 use crate::network::Network;
 
@@ -28,7 +30,13 @@ impl ModelDescription {
     /// Every model tensor in the network's fixed order (recurrent layers, the head's
     /// layers, `out`), with PyTorch's names.
     pub fn param_specs(&self) -> Result<Vec<ParamSpec>> {
-        Ok(self.network()?.specs().items().into_iter().cloned().collect())
+        Ok(self
+            .network()?
+            .specs()
+            .items()
+            .into_iter()
+            .cloned()
+            .collect())
     }
 
     /// Number of trainable parameters.
@@ -49,6 +57,45 @@ impl ModelDescription {
     }
 }
 
+/// One line for messages: `dense 152 → 3 × lstm 250 → last step: bn1, dense 100 tanh,
+/// bn2 → cross_entropy 6`.
+impl fmt::Display for ModelDescription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.input {
+            InputSpec::Dense { features } => write!(f, "dense {features}")?,
+            InputSpec::Tokens { vocab, embedding } => {
+                write!(f, "tokens {vocab}")?;
+                if let Some(dim) = embedding {
+                    write!(f, " → embedding {dim}")?;
+                }
+            }
+        }
+        let cell = match self.recurrent.cell {
+            Cell::Lstm => "lstm",
+            Cell::Gru => "gru",
+        };
+        let on = match self.head.on {
+            HeadOn::LastStep => "last step",
+            HeadOn::EveryStep => "every step",
+        };
+        let (r, mut sep) = (self.recurrent, ":");
+        write!(f, " → {} × {cell} {} → {on}", r.layers, r.hidden)?;
+        for layer in &self.head.layers {
+            match layer.kind {
+                HeadLayerKind::BatchNorm => write!(f, "{sep} {}", layer.name)?,
+                HeadLayerKind::Dense { units, activation } => {
+                    write!(f, "{sep} {} {units} {}", layer.name, activation.name())?
+                }
+            }
+            sep = ",";
+        }
+        match self.loss {
+            LossSpec::SoftmaxCrossEntropy { classes } => write!(f, " → cross_entropy {classes}"),
+            LossSpec::MeanSquaredError { outputs } => write!(f, " → mse {outputs}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +106,14 @@ mod tests {
         assert_eq!(
             ModelDescription::seed().trainable_parameters().unwrap(),
             1_434_406
+        );
+    }
+
+    #[test]
+    fn a_description_prints_as_one_line_naming_every_part() {
+        assert_eq!(
+            ModelDescription::seed().to_string(),
+            "dense 152 → 3 × lstm 250 → last step: bn1, dense 100 tanh, bn2 → cross_entropy 6"
         );
     }
 

@@ -314,7 +314,10 @@ impl Trainer {
             Some(pr) => p.exe.read(backend, pr)?,
             None => Vec::new(),
         };
-        Ok((loss, HostTensor::new([batch, self.model.loss.outputs()], probs)?))
+        Ok((
+            loss,
+            HostTensor::new([batch, self.model.loss.outputs()], probs)?,
+        ))
     }
 
     /// Downloads parameters and running statistics.

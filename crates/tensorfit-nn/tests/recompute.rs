@@ -7,7 +7,7 @@
 
 use tensorfit_core::{Activation, HostTensor};
 use tensorfit_cpu::CpuBackend;
-use tensorfit_nn::{AdamConfig, SeedShape, ParamStore, Rng, TrainOptions, Trainer};
+use tensorfit_nn::{AdamConfig, ParamStore, Rng, SeedShape, TrainOptions, Trainer};
 
 fn max_abs(v: &[f32]) -> f32 {
     v.iter().fold(0.0f32, |m, x| m.max(x.abs()))
