@@ -183,8 +183,9 @@ impl Checkpoint {
 mod tests {
     use super::*;
 
-    fn small() -> ModelDescription {
-        crate::seed_shape::SeedShape {
+    /// An untrained checkpoint of a small model, step 0, no optimizer state.
+    fn small() -> Checkpoint {
+        let config = crate::seed_shape::SeedShape {
             features: 5,
             hidden: 4,
             layers: 2,
@@ -192,18 +193,22 @@ mod tests {
             classes: 3,
             activation: tensorfit_core::Activation::Relu,
         }
-        .description()
+        .description();
+        Checkpoint {
+            params: ParamStore::init(&config, 3).unwrap(),
+            config,
+            optimizer: ParamStore::new(),
+            step: 0,
+            extra: HashMap::new(),
+        }
     }
 
     #[test]
     fn round_trips_and_detects_corruption() {
-        let cfg = small();
         let ck = Checkpoint {
-            config: cfg.clone(),
-            params: ParamStore::init(&cfg, 3).unwrap(),
-            optimizer: ParamStore::new(),
             step: 7,
             extra: HashMap::from([("data_rng".to_string(), "42".to_string())]),
+            ..small()
         };
         let bytes = ck.to_bytes().unwrap();
         assert_eq!(Checkpoint::from_bytes(&bytes).unwrap(), ck);
@@ -221,17 +226,10 @@ mod tests {
 
     #[test]
     fn atomic_save_then_load() {
-        let cfg = small();
         let dir = std::env::temp_dir().join(format!("tensorfit-ck-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("model.safetensors");
-        let ck = Checkpoint {
-            config: cfg.clone(),
-            params: ParamStore::init(&cfg, 1).unwrap(),
-            optimizer: ParamStore::new(),
-            step: 0,
-            extra: HashMap::new(),
-        };
+        let ck = small();
         ck.save(&path).unwrap();
         assert_eq!(Checkpoint::load(&path).unwrap(), ck);
         let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
@@ -241,15 +239,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_of_another_format_version_is_refused_naming_both() {
-        let cfg = small();
-        let ck = Checkpoint {
-            config: cfg.clone(),
-            params: ParamStore::init(&cfg, 1).unwrap(),
-            optimizer: ParamStore::new(),
-            step: 0,
-            extra: HashMap::new(),
-        };
-        let bytes = ck.to_bytes().unwrap();
+        let bytes = small().to_bytes().unwrap();
         let (all, mut meta) = ParamStore::from_safetensors(&bytes, "").unwrap();
         meta.insert("format_version".into(), "1".into());
         let old = all.to_safetensors("", meta).unwrap();

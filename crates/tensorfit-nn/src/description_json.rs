@@ -17,6 +17,16 @@ const ACTIVATIONS: [Activation; 4] = [
     Activation::Sigmoid,
 ];
 
+impl Cell {
+    /// The cell as the description file and its JSON spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cell::Lstm => "lstm",
+            Cell::Gru => "gru",
+        }
+    }
+}
+
 /// The activation called `name`, or an error naming `field` and the choices.
 pub fn activation_named(field: &str, name: &str) -> Result<Activation> {
     ACTIVATIONS
@@ -38,10 +48,6 @@ pub fn to_json(d: &ModelDescription) -> String {
         InputSpec::Tokens { vocab, embedding } => {
             json!({"kind": "tokens", "vocab": vocab, "embedding": embedding})
         }
-    };
-    let cell = match d.recurrent.cell {
-        Cell::Lstm => "lstm",
-        Cell::Gru => "gru",
     };
     let on = match d.head.on {
         HeadOn::LastStep => "last",
@@ -66,7 +72,7 @@ pub fn to_json(d: &ModelDescription) -> String {
     };
     json!({
         "input": input,
-        "recurrent": {"cell": cell, "hidden": d.recurrent.hidden, "layers": d.recurrent.layers},
+        "recurrent": {"cell": d.recurrent.cell.name(), "hidden": d.recurrent.hidden, "layers": d.recurrent.layers},
         "head": {"on": on, "layers": layers},
         "loss": loss,
     })
@@ -143,11 +149,11 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
         other => return Err(t.unknown("kind", other, "\"dense\" or \"tokens\"")),
     };
     let t = top.table("recurrent")?;
-    let cell = match t.text("cell")? {
-        "lstm" => Cell::Lstm,
-        "gru" => Cell::Gru,
-        other => return Err(t.unknown("cell", other, "\"lstm\" or \"gru\"")),
-    };
+    let cell = t.text("cell")?;
+    let cell = [Cell::Lstm, Cell::Gru]
+        .into_iter()
+        .find(|c| c.name() == cell)
+        .ok_or_else(|| t.unknown("cell", cell, "\"lstm\" or \"gru\""))?;
     let recurrent = RecurrentSpec {
         cell,
         hidden: t.size("hidden")?,

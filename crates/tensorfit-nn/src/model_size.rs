@@ -5,7 +5,7 @@ use std::fmt;
 
 use tensorfit_core::Result;
 
-use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription};
+use crate::description::{HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription};
 use crate::layers::{ParamKind, ParamSpec, Tensors};
 use crate::network::Network;
 
@@ -70,16 +70,12 @@ impl fmt::Display for ModelDescription {
                 }
             }
         }
-        let cell = match self.recurrent.cell {
-            Cell::Lstm => "lstm",
-            Cell::Gru => "gru",
-        };
         let on = match self.head.on {
             HeadOn::LastStep => "last step",
             HeadOn::EveryStep => "every step",
         };
         let (r, mut sep) = (self.recurrent, ":");
-        write!(f, " → {} × {cell} {} → {on}", r.layers, r.hidden)?;
+        write!(f, " → {} × {} {} → {on}", r.layers, r.cell.name(), r.hidden)?;
         for layer in &self.head.layers {
             match layer.kind {
                 HeadLayerKind::BatchNorm => write!(f, "{sep} {}", layer.name)?,

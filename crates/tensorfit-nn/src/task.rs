@@ -156,6 +156,21 @@ mod tests {
     }
 
     #[test]
+    fn the_task_fits_the_seed_and_names_what_differs_in_another_model() {
+        TemporalOrder::fits(&ModelDescription::seed()).unwrap();
+        let mut d = ModelDescription::seed();
+        d.loss = LossSpec::SoftmaxCrossEntropy { classes: 5 };
+        let e = TemporalOrder::fits(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("6 classes") && e.contains("cross_entropy 5"),
+            "{e}"
+        );
+        let mut d = ModelDescription::seed();
+        d.head.on = HeadOn::EveryStep;
+        assert!(TemporalOrder::fits(&d).is_err());
+    }
+
+    #[test]
     fn too_short_or_empty_is_an_error() {
         assert!(TemporalOrder::new(0).batch(4, 3).is_err());
         assert!(TemporalOrder::new(0).batch(0, 10).is_err());
