@@ -4,7 +4,8 @@
 //! `safetensors.torch.load_file` reads a checkpoint directly and the `lstm.*` tensors
 //! (prefix removed) load into `torch.nn.LSTM`. Adam's moments are `adam.m.<name>` and
 //! `adam.v.<name>`. The metadata holds the format version, the model description as
-//! JSON ([`description_json`]), the step and a checksum of every tensor's bytes. Files are written through
+//! JSON ([`description_json`]; version 1 files hold the seed-shaped classifier's sizes
+//! instead, and still load), the step and a checksum of every tensor's bytes. Files are written through
 //! [`crate::atomic_file`], so a crash never leaves a half-written checkpoint under the
 //! real name.
 
@@ -27,6 +28,8 @@ pub const FORMAT_VERSION: u32 = 2;
 
 /// The metadata key of the model description.
 const MODEL_KEY: &str = "model";
+/// The metadata key of version 1's classifier sizes.
+const V1_CONFIG_KEY: &str = "config";
 
 /// Everything needed to continue training or to run a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,9 +97,9 @@ impl Checkpoint {
         let version: u32 = get("format_version")?
             .parse()
             .map_err(|_| Error::input("checkpoint format_version is not a number"))?;
-        if version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&version) {
             return Err(Error::input(format!(
-                "checkpoint format version {version}; this tensorfit reads version {FORMAT_VERSION}"
+                "checkpoint format version {version}; this tensorfit reads versions 1 to {FORMAT_VERSION}"
             )));
         }
         let want = get("checksum")?;
@@ -106,7 +109,10 @@ impl Checkpoint {
                 "checkpoint checksum mismatch (stored {want}, computed {got}): the file is corrupted"
             )));
         }
-        let config = description_json::from_json(get(MODEL_KEY)?)?;
+        let config = match version {
+            1 => description_json::from_v1_json(get(V1_CONFIG_KEY)?)?,
+            _ => description_json::from_json(get(MODEL_KEY)?)?,
+        };
         let step: u64 = get("step")?
             .parse()
             .map_err(|_| Error::input("checkpoint step is not a number"))?;
@@ -148,7 +154,15 @@ impl Checkpoint {
         let extra = meta
             .into_iter()
             .filter(|(k, _)| {
-                !["format", "format_version", MODEL_KEY, "step", "checksum"].contains(&k.as_str())
+                ![
+                    "format",
+                    "format_version",
+                    MODEL_KEY,
+                    V1_CONFIG_KEY,
+                    "step",
+                    "checksum",
+                ]
+                .contains(&k.as_str())
             })
             .collect();
         Ok(Checkpoint {
@@ -237,13 +251,34 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// `ck`'s bytes with its metadata changed by `edit`.
+    fn with_metadata(ck: &Checkpoint, edit: impl FnOnce(&mut HashMap<String, String>)) -> Vec<u8> {
+        let (all, mut meta) = ParamStore::from_safetensors(&ck.to_bytes().unwrap(), "").unwrap();
+        edit(&mut meta);
+        all.to_safetensors("", meta).unwrap()
+    }
+
     #[test]
-    fn a_checkpoint_of_another_format_version_is_refused_naming_both() {
-        let bytes = small().to_bytes().unwrap();
-        let (all, mut meta) = ParamStore::from_safetensors(&bytes, "").unwrap();
-        meta.insert("format_version".into(), "1".into());
-        let old = all.to_safetensors("", meta).unwrap();
-        let e = Checkpoint::from_bytes(&old).unwrap_err().to_string();
-        assert!(e.contains("version 1") && e.contains("version 2"), "{e}");
+    fn a_checkpoint_of_format_version_1_loads_as_the_seed_shape_it_describes() {
+        let ck = small();
+        let old = with_metadata(&ck, |meta| {
+            meta.remove("model");
+            meta.insert("format_version".into(), "1".into());
+            meta.insert(
+                "config".into(),
+                r#"{"classes":3,"dense":3,"dense_activation":"relu","hidden":4,"input":5,"layers":2}"#
+                    .into(),
+            );
+        });
+        assert_eq!(Checkpoint::from_bytes(&old).unwrap(), ck);
+    }
+
+    #[test]
+    fn a_checkpoint_of_a_later_format_version_is_refused_naming_both() {
+        let newer = with_metadata(&small(), |meta| {
+            meta.insert("format_version".into(), "3".into());
+        });
+        let e = Checkpoint::from_bytes(&newer).unwrap_err().to_string();
+        assert!(e.contains("version 3") && e.contains("1 to 2"), "{e}");
     }
 }

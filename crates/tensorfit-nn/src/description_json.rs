@@ -8,6 +8,7 @@ use crate::description::{
     Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
     RecurrentSpec,
 };
+use crate::seed_shape::SeedShape;
 
 /// Every activation a dense layer may name.
 const ACTIVATIONS: [Activation; 4] = [
@@ -203,10 +204,28 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
     Ok(d)
 }
 
+/// The description of a format-1 checkpoint's `config`: the seed-shaped classifier's
+/// sizes (`input`, `hidden`, `layers`, `dense`, `classes`, `dense_activation`).
+pub fn from_v1_json(text: &str) -> Result<ModelDescription> {
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| Error::input(format!("model configuration: {e}")))?;
+    let t = Table::of("config".into(), &v)?;
+    let d = SeedShape {
+        features: t.size("input")?,
+        hidden: t.size("hidden")?,
+        layers: t.size("layers")?,
+        dense: t.size("dense")?,
+        classes: t.size("classes")?,
+        activation: activation_named(&t.field("dense_activation"), t.text("dense_activation")?)?,
+    }
+    .description();
+    d.validate()?;
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seed_shape::SeedShape;
 
     #[test]
     fn a_description_survives_json_unchanged() {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tensorfit_core::Activation;
-use tensorfit_nn::description_json::{from_json, to_json};
+use tensorfit_nn::description_json::{from_json, from_v1_json, to_json};
 use tensorfit_nn::{Checkpoint, ModelDescription, ParamStore, SeedShape};
 
 fn valid() -> Vec<u8> {
@@ -105,7 +105,9 @@ fn configuration_parser_survives_random_text() {
         20_000,
         proptest::collection::vec(any::<u8>(), 0..200),
         |b| {
-            let _ = from_json(&String::from_utf8_lossy(b));
+            let text = String::from_utf8_lossy(b);
+            let _ = from_json(&text);
+            let _ = from_v1_json(&text);
         },
     );
     let good = to_json(&ModelDescription::seed());
