@@ -16,7 +16,7 @@
 
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::host_memory;
-use tensorfit_nn::{Job, ModelConfig, ParamKind};
+use tensorfit_nn::{Job, ModelDescription, ParamKind};
 use tensorfit_plan::format_bytes;
 
 /// The host bytes of a job outside its device plan, before any strategy.
@@ -29,15 +29,15 @@ pub struct HostNeed {
 }
 
 /// Bytes of `batch` sequences of `steps` inputs with their labels.
-fn sequence_bytes(cfg: &ModelConfig, batch: usize, steps: usize) -> u64 {
-    let values = batch as u128 * steps as u128 * cfg.input as u128 + batch as u128;
+fn sequence_bytes(cfg: &ModelDescription, batch: usize, steps: usize) -> u64 {
+    let values = batch as u128 * steps as u128 * cfg.input_features() as u128 + batch as u128;
     u64::try_from(values * 4).unwrap_or(u64::MAX)
 }
 
 impl HostNeed {
-    pub fn of(cfg: &ModelConfig, job: Job) -> HostNeed {
+    pub fn of(cfg: &ModelDescription, job: Job) -> Result<HostNeed> {
         let (mut values, mut trainable) = (0u64, 0u64);
-        for spec in cfg.param_specs() {
+        for spec in cfg.param_specs()? {
             let n = spec.shape.numel() as u64;
             values += n;
             if spec.kind == ParamKind::Trainable {
@@ -46,7 +46,7 @@ impl HostNeed {
         }
         // A checkpoint: the model and Adam's two moments.
         let checkpoint = (values + 2 * trainable) * 4;
-        match job {
+        Ok(match job {
             Job::Train {
                 batch,
                 seq_len,
@@ -62,7 +62,7 @@ impl HostNeed {
                 inputs: sequence_bytes(cfg, batch, seq_len),
                 state: checkpoint,
             },
-        }
+        })
     }
 
     pub fn bytes(&self) -> u64 {

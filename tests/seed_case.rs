@@ -14,14 +14,14 @@ mod common;
 
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{Job, ModelDescription, ParamStore, TemporalOrder};
 use tensorfit::plan::parse_size;
 use tensorfit::session::{decide, start};
 
 use common::request;
 
 fn run(cap: &str) -> (String, u64, u64, Vec<f32>, f32) {
-    let cfg = ModelConfig::seed();
+    let cfg = ModelDescription::seed();
     let job = Job::Eval {
         batch: 100,
         seq_len: 2000,

@@ -24,7 +24,7 @@ use tensorfit_core::{
 };
 
 use crate::checkpoint::Checkpoint;
-use crate::config::ModelConfig;
+use crate::description::ModelDescription;
 use crate::layers::{Lstm, ParamKind, StatePart};
 use crate::options::{micro_batches, ProgramKey, TrainOptions};
 use crate::params::ParamStore;
@@ -59,7 +59,7 @@ struct Loaded {
 /// Trains and evaluates one model on one backend. See the module documentation.
 pub struct Trainer {
     backend: Box<dyn Backend>,
-    cfg: ModelConfig,
+    model: ModelDescription,
     opts: TrainOptions,
     /// The LSTM stack, whose carried state the trainer zeroes and reads.
     lstm: Lstm,
@@ -76,7 +76,7 @@ impl std::fmt::Debug for Trainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Trainer")
             .field("backend", &self.backend.name())
-            .field("cfg", &self.cfg)
+            .field("model", &self.model)
             .field("opts", &self.opts)
             .field("planned", &self.layout.is_some())
             .field("step", &self.step)
@@ -85,15 +85,15 @@ impl std::fmt::Debug for Trainer {
 }
 
 impl Trainer {
-    /// Uploads `params` (which must match `cfg`) to `backend`; every tensor gets its own
+    /// Uploads `params` (which must match `model`) to `backend`; every tensor gets its own
     /// buffer as it is first needed.
     pub fn new(
         backend: Box<dyn Backend>,
-        cfg: ModelConfig,
+        model: ModelDescription,
         params: &ParamStore,
         opts: TrainOptions,
     ) -> Result<Self> {
-        let mut t = Trainer::empty(backend, cfg, params, opts)?;
+        let mut t = Trainer::empty(backend, model, params, opts)?;
         for (name, p) in params.iter() {
             let view = upload(t.backend.as_mut(), p)?;
             t.persistent.insert(PersistentKey::named(name), view);
@@ -105,12 +105,12 @@ impl Trainer {
     /// it gives them. Only the programs in the layout can run.
     pub fn with_layout(
         backend: Box<dyn Backend>,
-        cfg: ModelConfig,
+        model: ModelDescription,
         params: &ParamStore,
         opts: TrainOptions,
         layout: Layout,
     ) -> Result<Self> {
-        let mut t = Trainer::empty(backend, cfg, params, opts)?;
+        let mut t = Trainer::empty(backend, model, params, opts)?;
         let buffers = allocate_all(t.backend.as_mut(), &layout.arena_bytes)?;
         t.layout = Some((layout, buffers));
         for (name, p) in params.iter() {
@@ -124,17 +124,16 @@ impl Trainer {
 
     fn empty(
         backend: Box<dyn Backend>,
-        cfg: ModelConfig,
+        model: ModelDescription,
         params: &ParamStore,
         opts: TrainOptions,
     ) -> Result<Self> {
-        cfg.validate()?;
         opts.validate()?;
-        params.check_against(&cfg)?;
+        params.check_against(&model)?;
         Ok(Trainer {
             backend,
-            lstm: cfg.network().lstm,
-            cfg,
+            lstm: model.network()?.lstm,
+            model,
             opts,
             persistent: HashMap::new(),
             layout: None,
@@ -144,8 +143,8 @@ impl Trainer {
         })
     }
 
-    pub fn config(&self) -> &ModelConfig {
-        &self.cfg
+    pub fn model(&self) -> &ModelDescription {
+        &self.model
     }
 
     pub fn options(&self) -> &TrainOptions {
@@ -231,7 +230,7 @@ impl Trainer {
     /// Runs the model in inference form (running statistics) over whole sequences.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
         let (steps, batch) = self.check_batch(x, labels)?;
-        let classes = self.cfg.classes;
+        let classes = self.model.loss.outputs();
         let mut probs = Vec::with_capacity(batch * classes);
         let mut loss_sum = 0.0f64;
         let mut start = 0;
@@ -313,13 +312,16 @@ impl Trainer {
             Some(pr) => p.exe.read(backend, pr)?,
             None => Vec::new(),
         };
-        Ok((loss, HostTensor::new([batch, self.cfg.classes], probs)?))
+        Ok((
+            loss,
+            HostTensor::new([batch, self.model.loss.outputs()], probs)?,
+        ))
     }
 
     /// Downloads parameters and running statistics.
     pub fn parameters(&mut self) -> Result<ParamStore> {
         let mut out = ParamStore::new();
-        for spec in self.cfg.param_specs() {
+        for spec in self.model.param_specs()? {
             let key = PersistentKey::named(&spec.name);
             let view = self.persistent_view(&key, spec.shape.clone())?;
             out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
@@ -331,7 +333,7 @@ impl Trainer {
     /// `adam.m.<name>`, `adam.v.<name>`; zeros before the first step), step.
     pub fn checkpoint(&mut self) -> Result<Checkpoint> {
         let (mut params, mut optimizer) = (ParamStore::new(), ParamStore::new());
-        for spec in self.cfg.param_specs() {
+        for spec in self.model.param_specs()? {
             if spec.kind == ParamKind::Trainable {
                 for m in ["m", "v"] {
                     let name = format!("adam.{m}.{}", spec.name);
@@ -341,7 +343,7 @@ impl Trainer {
             params.insert(&spec.name, HostTensor::zeros(spec.shape));
         }
         let mut ck = Checkpoint {
-            config: self.cfg.clone(),
+            config: self.model.clone(),
             params,
             optimizer,
             step: self.step,
@@ -416,7 +418,7 @@ impl Trainer {
                 StatePart::C => cs.extend(data),
             }
         }
-        let shape = Shape::from([self.cfg.layers, batch, self.cfg.hidden]);
+        let shape = Shape::from([self.lstm.layers, batch, self.lstm.hidden]);
         Ok((
             HostTensor::new(shape.clone(), hs)?,
             HostTensor::new(shape, cs)?,
@@ -425,10 +427,11 @@ impl Trainer {
 
     fn check_batch(&self, x: &HostTensor, labels: &[f32]) -> Result<(usize, usize)> {
         let d = x.shape.dims();
-        if d.len() != 3 || d[2] != self.cfg.input {
+        let features = self.model.input_features();
+        if d.len() != 3 || d[2] != features {
             return Err(Error::input(format!(
-                "input has shape {}, expected [time, batch, {}]",
-                x.shape, self.cfg.input
+                "input has shape {}, expected [time, batch, {features}]",
+                x.shape
             )));
         }
         let (steps, batch) = (d[0], d[1]);
@@ -439,7 +442,7 @@ impl Trainer {
             )));
         }
         if let Some(i) = x.data.iter().position(|v| !v.is_finite()) {
-            let f = self.cfg.input;
+            let f = features;
             return Err(Error::input(format!(
                 "input contains {} at time {}, sequence {}, feature {}",
                 x.data[i],
@@ -454,14 +457,14 @@ impl Trainer {
                 labels.len()
             )));
         }
+        let classes = self.model.loss.outputs();
         if let Some((i, l)) = labels
             .iter()
             .enumerate()
-            .find(|(_, &l)| !(l >= 0.0 && l < self.cfg.classes as f32 && l.fract() == 0.0))
+            .find(|(_, &l)| !(l >= 0.0 && l < classes as f32 && l.fract() == 0.0))
         {
             return Err(Error::input(format!(
-                "label {i} is {l}, expected a class index in 0..{}",
-                self.cfg.classes
+                "label {i} is {l}, expected a class index in 0..{classes}"
             )));
         }
         Ok((steps, batch))
@@ -498,7 +501,7 @@ impl Trainer {
         if self.programs.contains_key(&key) {
             return Ok(());
         }
-        let mut ids = Program::build(&self.cfg, &self.opts.adam, key)?;
+        let mut ids = Program::build(&self.model, &self.opts.adam, key)?;
         let mut bound = HashMap::new();
         for (t, k) in &ids.persistent {
             let shape = ids.graph.shape(*t).clone();

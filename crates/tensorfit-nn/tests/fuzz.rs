@@ -13,18 +13,19 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tensorfit_core::Activation;
-use tensorfit_nn::checkpoint::{config_from_json, config_to_json};
-use tensorfit_nn::{Checkpoint, ModelConfig, ModelDescription, ParamStore};
+use tensorfit_nn::description_json::{from_json, from_v1_json, to_json};
+use tensorfit_nn::{Checkpoint, ModelDescription, ParamStore, SeedShape};
 
 fn valid() -> Vec<u8> {
-    let cfg = ModelConfig {
-        input: 5,
+    let cfg = SeedShape {
+        features: 5,
         hidden: 3,
         layers: 2,
         dense: 2,
         classes: 3,
-        dense_activation: Activation::Tanh,
-    };
+        activation: Activation::Tanh,
+    }
+    .description();
     Checkpoint {
         params: ParamStore::init(&cfg, 1).unwrap(),
         optimizer: ParamStore::new(),
@@ -106,10 +107,12 @@ fn configuration_parser_survives_random_text() {
         20_000,
         proptest::collection::vec(any::<u8>(), 0..200),
         |b| {
-            let _ = config_from_json(&String::from_utf8_lossy(b));
+            let text = String::from_utf8_lossy(b);
+            let _ = from_json(&text);
+            let _ = from_v1_json(&text);
         },
     );
-    let good = config_to_json(&ModelConfig::seed());
+    let good = to_json(&ModelDescription::seed());
     let fields =
         proptest::collection::vec((0..good.len(), any::<u8>()), 1..6).prop_map(move |edits| {
             let mut b = good.clone().into_bytes();
@@ -119,7 +122,7 @@ fn configuration_parser_survives_random_text() {
             b
         });
     run("mutated configurations", 20_000, fields, |b| {
-        let _ = config_from_json(&String::from_utf8_lossy(b));
+        let _ = from_json(&String::from_utf8_lossy(b));
     });
 }
 
