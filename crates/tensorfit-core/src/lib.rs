@@ -24,6 +24,7 @@ pub mod rng;
 pub mod schedule;
 pub mod shape;
 pub mod tensor;
+pub mod tokens;
 
 pub use autodiff::backward;
 pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, MemoryInfo, TensorView};

@@ -127,6 +127,13 @@ pub enum Op {
     ///
     /// Inputs: `x` `[T, B, I]`, `h0` `[B, H]`, `c0` `[B, H]`, `w_ih` `[4H, I]`,
     /// `w_hh` `[4H, H]`, `b_ih` `[4H]`, `b_hh` `[4H]`.
+    ///
+    /// **Token input**: `x` may instead be `[T, B]` token ids (f32 holding whole numbers,
+    /// see [`crate::tokens`]) with `w_ih` `[4H, V]` over a vocabulary of `V`: the exact
+    /// result of the one-hot input, which is never materialised: the input projection is
+    /// the gather `gates[t, b, :] = w_ih[:, x[t, b]]`. The kind is read off `x`'s rank
+    /// ([`LstmDims::tokens`]) rather than kept as an attribute, so it cannot disagree
+    /// with the shapes.
     /// Outputs: `y` `[T, B, H]` (every `h_t`), `h_n` `[B, H]`, `c_n` `[B, H]`,
     /// `gates` `[T, B, 4H]` (activated: σ(i), σ(f), tanh(g), σ(o)), and, if
     /// `keep_for_backward`, `cells` `[T, B, H]` (every `c_t`).
@@ -146,10 +153,22 @@ pub enum Op {
     /// Outputs: `dgates` `[T, B, 4H]` (pre-activation gate gradients; working space),
     /// `dh0`, `dc0` `[B, H]`, `dw_ih` `[4H, I]`, `dw_hh` `[4H, H]`, `db` `[4H]` (the
     /// gradient of both `b_ih` and `b_hh`), and, if `input_grad`, `dx` `[T, B, I]`.
+    /// With token input, `dw_ih` is the scatter-add of the gate gradients into the columns
+    /// of the ids seen, and there is no `dx` (`input_grad` is an error).
     ///
     /// Kernels step backwards in time with one GEMM and one fused pass per step, then form
     /// the weight gradients over all steps with one GEMM each.
     LstmBackward { input_grad: bool },
+
+    /// `nn.Embedding`: rows of a table picked by token ids. Inputs `table` `[V, E]`, `ids`
+    /// `[N]` (f32 holding whole numbers, see [`crate::tokens`]); output `out` `[N, E]`,
+    /// `out[n] = table[ids[n]]`.
+    Embedding,
+
+    /// Gradient of [`Op::Embedding`]. Inputs `ids` `[N]`, `dout` `[N, E]`; output `dtable`
+    /// `[vocab, E]`, the scatter-add `dtable[v] = Σ_{n: ids[n] = v} dout[n]`, summed in
+    /// the order of `n` on every backend (deterministic).
+    EmbeddingBackward { vocab: usize },
 
     /// Batch normalisation over the batch of a `[B, C]` input.
     ///
@@ -202,6 +221,8 @@ impl Op {
             Op::ScatterTime { .. } => "scatter_time",
             Op::LstmForward { .. } => "lstm_forward",
             Op::LstmBackward { .. } => "lstm_backward",
+            Op::Embedding => "embedding",
+            Op::EmbeddingBackward { .. } => "embedding_backward",
             Op::BatchNorm { .. } => "batchnorm_forward",
             Op::BatchNormBackward { .. } => "batchnorm_backward",
             Op::BatchNormStatsUpdate { .. } => "batchnorm_stats_update",
@@ -239,6 +260,8 @@ impl Op {
             Op::ScatterTime { .. } => ScatterTimeOutputs::<()>::NAMES,
             Op::LstmForward { .. } => LstmForwardOutputs::<()>::NAMES,
             Op::LstmBackward { .. } => LstmBackwardOutputs::<()>::NAMES,
+            Op::Embedding => EmbeddingOutputs::<()>::NAMES,
+            Op::EmbeddingBackward { .. } => EmbeddingBackwardOutputs::<()>::NAMES,
             Op::BatchNorm { .. } => BatchNormOutputs::<()>::NAMES,
             Op::BatchNormBackward { .. } => BatchNormBackwardOutputs::<()>::NAMES,
             Op::BatchNormStatsUpdate { .. } => StatsUpdateTargets::<()>::NAMES,
@@ -356,6 +379,9 @@ impl Op {
             Op::LstmBackward { input_grad } => {
                 let i: LstmBackwardInputs<&Shape> = named(list)?;
                 let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
+                if l.tokens && *input_grad {
+                    return Err("token ids x have no gradient (input_grad must be false)".into());
+                }
                 same(i.y, &l.seq(l.hidden), "y")?;
                 same(i.gates, &l.seq(4 * l.hidden), "gates")?;
                 same(i.cells, &l.seq(l.hidden), "cells")?;
@@ -372,6 +398,23 @@ impl Op {
                     dx: input_grad.then(|| l.seq(l.input)),
                 };
                 Ok(outputs.into_vec())
+            }
+            Op::Embedding => {
+                let EmbeddingInputs { table, ids } = named(list)?;
+                rank(table, 2, "table")?;
+                rank(ids, 1, "ids")?;
+                let out = Shape::from([ids.dim(0), table.dim(1)]);
+                Ok(EmbeddingOutputs { out }.into_vec())
+            }
+            Op::EmbeddingBackward { vocab } => {
+                let EmbeddingBackwardInputs { ids, dout } = named(list)?;
+                rank(ids, 1, "ids")?;
+                rank(dout, 2, "dout")?;
+                if dout.dim(0) != ids.dim(0) {
+                    return Err(format!("dout {dout} must have one row per id of {ids}"));
+                }
+                let dtable = Shape::from([*vocab, dout.dim(1)]);
+                Ok(EmbeddingBackwardOutputs { dtable }.into_vec())
             }
             Op::BatchNorm { training, .. } => {
                 let want = if *training { 3 } else { 5 };
@@ -492,8 +535,11 @@ pub struct AdamParams {
 pub struct LstmDims {
     pub steps: usize,
     pub batch: usize,
+    /// Features per step, or with token input the vocabulary (`w_ih`'s columns).
     pub input: usize,
     pub hidden: usize,
+    /// Token input: `x` is `[T, B]` ids, not `[T, B, I]` features.
+    pub tokens: bool,
 }
 
 impl LstmDims {
@@ -505,27 +551,48 @@ impl LstmDims {
         w_ih: &Shape,
         w_hh: &Shape,
     ) -> Result<Self, String> {
-        if x.rank() != 3 {
-            return Err(format!("x must be [T, B, I], got {x}"));
+        if x.rank() != 3 && x.rank() != 2 {
+            return Err(format!(
+                "x must be [T, B, I] features or [T, B] token ids, got {x}"
+            ));
         }
         if w_hh.rank() != 2 || w_hh.dim(0) != 4 * w_hh.dim(1) {
             return Err(format!("w_hh must be [4H, H], got {w_hh}"));
         }
-        let d = LstmDims::of(x, w_hh);
+        if w_ih.rank() != 2 {
+            return Err(format!("w_ih must be [4H, I], got {w_ih}"));
+        }
+        let d = LstmDims::of(x, w_ih, w_hh);
+        if !d.tokens && x.dim(2) != d.input {
+            return Err(format!(
+                "x {x} must have {} features, as w_ih {w_ih}",
+                d.input
+            ));
+        }
         same(h0, &d.state(), "h0")?;
         same(c0, &d.state(), "c0")?;
         same(w_ih, &Shape::from([4 * d.hidden, d.input]), "w_ih")?;
         Ok(d)
     }
 
-    /// The dimensions of `x` `[T, B, I]` and `w_hh` `[4H, H]`, unchecked (for shapes
-    /// [`LstmDims::checked`] has accepted).
-    pub fn of(x: &Shape, w_hh: &Shape) -> Self {
+    /// The dimensions of `x` `[T, B, I]` (or `[T, B]` ids), `w_ih` `[4H, I]` and `w_hh`
+    /// `[4H, H]`, unchecked (for shapes [`LstmDims::checked`] has accepted).
+    pub fn of(x: &Shape, w_ih: &Shape, w_hh: &Shape) -> Self {
         LstmDims {
             steps: x.dim(0),
             batch: x.dim(1),
-            input: x.dim(2),
+            input: w_ih.dim(1),
             hidden: w_hh.dim(1),
+            tokens: x.rank() == 2,
+        }
+    }
+
+    /// Elements of `x`: `T·B·I`, or `T·B` ids.
+    pub fn x_len(&self) -> usize {
+        if self.tokens {
+            self.rows()
+        } else {
+            self.rows() * self.input
         }
     }
 

@@ -17,15 +17,22 @@
 //!   steps, so they are formed after the loop with one GEMM each over all `T·B` rows
 //!   ([`weight_gradients`], shared with the fast path).
 //!
+//! On token input (`d.tokens`: `x` holds `[T, B]` ids, `w_ih` is `[4H, V]`) the input
+//! projection is the gather of `w_ih`'s columns ([`input_projection`]) and `dw_ih` the
+//! scatter-add of the gate gradients into the columns of the ids seen, with
+//! `gather.rs`'s pieces: the same sums as the one-hot GEMMs, without the zeros.
+//!
 //! Gate order is PyTorch's (i, f, g, o): row `r` of `gates[t]` holds `[i | f | g | o]`,
 //! each block `H` wide. The nonlinearities are `fastmath`'s (no library calls, so the
 //! compiler vectorises the row loops), with separate multiplies and adds.
 
 use rayon::prelude::*;
+use tensorfit_core::tokens::check_ids;
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
 use super::fastmath::{self, Separate};
+use super::gather::{gather, scatter_add, Table};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
@@ -85,6 +92,7 @@ pub fn forward_on(
     out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
+    check_tokens(d, inp.x)?;
     match token {
         Some(token) => fast::forward(token, d, inp, out),
         None => forward_steps(d, inp, out),
@@ -99,10 +107,20 @@ pub fn backward_on(
     out: LstmBackwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
+    check_tokens(d, inp.x)?;
     match token {
         Some(token) => fast::backward(token, d, inp, out),
         None => backward_steps(d, inp, out),
     }
+}
+
+/// On token input, every id of `x` must name a column of `w_ih` (see
+/// `tensorfit_core::tokens`).
+fn check_tokens(d: LstmDims, x: &[f32]) -> Result<()> {
+    if d.tokens {
+        check_ids("x", x, d.input, d.batch)?;
+    }
+    Ok(())
 }
 
 /// What both forward paths do first: the final state starts as the initial one (`c_n` is
@@ -136,13 +154,11 @@ fn forward_steps(
     if !forward_begins(d, inp, &mut out) {
         return Ok(());
     }
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h4, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
+    let (h4, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
 
     // 1. The input projection of every step, and both biases.
-    let w_ih = mat(inp.w_ih, h4, input)?;
-    let all_gates = &mut mat_mut(out.gates, rows, h4)?;
-    gemm(1.0, mat(inp.x, rows, input)?, w_ih.t(), 0.0, all_gates)?;
+    input_projection(d, inp.x, inp.w_ih, out.gates)?;
     for row in out.gates.chunks_exact_mut(h4) {
         for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
             *g += b_ih + b_hh;
@@ -182,6 +198,28 @@ fn forward_steps(
 
     forward_ends(d, out);
     Ok(())
+}
+
+/// `gates = x · w_ihᵀ` over all `T·B` rows: one GEMM, or on token input the gather of
+/// `w_ih`'s columns.
+fn input_projection(d: LstmDims, x: &[f32], w_ih: &[f32], gates: &mut [f32]) -> Result<()> {
+    let (rows, h4) = (d.rows(), d.gate_width());
+    if d.tokens {
+        return gather(w_ih, token_table(d), ("x", x, d.batch), gates);
+    }
+    let w_ih = mat(w_ih, h4, d.input)?;
+    gemm(
+        1.0,
+        mat(x, rows, d.input)?,
+        w_ih.t(),
+        0.0,
+        &mut mat_mut(gates, rows, h4)?,
+    )
+}
+
+/// `w_ih` `[4H, V]` of a layer on token input: token `v`'s gate inputs are column `v`.
+pub(crate) fn token_table(d: LstmDims) -> Table {
+    Table::columns(d.gate_width(), d.input)
 }
 
 /// One step's fused pass over all rows: `gates_t` `[B, 4H]` (pre-activations on entry,
@@ -368,7 +406,8 @@ impl WeightGrads<'_> {
 
 /// The weight gradients from every step's `dgates` `[T, B, 4H]`, one GEMM each over all
 /// `T·B` rows: `dw_ih = dgatesᵀ · x`, `dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}`, `db` the column
-/// sums of `dgates` (the gradient of `b_ih` and of `b_hh` alike), `dx = dgates · w_ih`.
+/// sums of `dgates` (the gradient of `b_ih` and of `b_hh` alike), `dx = dgates · w_ih`;
+/// on token input `dw_ih` is the scatter-add of `dgates` into the ids' columns.
 pub(crate) fn weight_gradients(
     d: LstmDims,
     inp: &LstmBackwardInputs<'_>,
@@ -378,13 +417,17 @@ pub(crate) fn weight_gradients(
     let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
     let (rows, h4, step_g) = (d.rows(), d.gate_width(), d.step_gates());
     let dgates_all = mat(dgates, rows, h4)?;
-    gemm(
-        1.0,
-        dgates_all.t(),
-        mat(inp.x, rows, input)?,
-        0.0,
-        &mut mat_mut(g.dw_ih, h4, input)?,
-    )?;
+    if d.tokens {
+        scatter_add(token_table(d), ("x", inp.x, batch), dgates, g.dw_ih)?;
+    } else {
+        gemm(
+            1.0,
+            dgates_all.t(),
+            mat(inp.x, rows, input)?,
+            0.0,
+            &mut mat_mut(g.dw_ih, h4, input)?,
+        )?;
+    }
     // Step 0 against h0, steps 1.. against y[0..T-1].
     let mut dw_hh = mat_mut(g.dw_hh, h4, hidden)?;
     let dgates_0 = mat(&dgates[..step_g], batch, h4)?;

@@ -1,0 +1,78 @@
+//! Token ids: the one reading of an id stored as `f32` (as class labels are), and the one
+//! check of a batch of ids against a vocabulary.
+//!
+//! Ids reach the [`Op::Embedding`](crate::Op::Embedding) and token-input
+//! [`Op::LstmForward`](crate::Op::LstmForward) ops as `f32` holding whole numbers. An id
+//! that is not a whole number in `0..vocab` is user input gone wrong, and gets
+//! [`Error::TokenOutOfRange`] naming its position:
+//! - the CPU kernels check every id of a call with [`check_ids`] before reading anything;
+//! - the GPU kernels (wgpu, CUDA) cannot return an error from inside a launch: they never
+//!   read outside the table, treat such an id as a row of zeros in the forward and skip it
+//!   in the backward. The host checks every batch of ids once, with [`check_ids`], where
+//!   it uploads the batch, so a GPU never sees one in a run.
+
+use crate::error::{Error, Result};
+
+/// The row of the table that `value` names, if it is a whole number in `0..vocab`.
+pub fn token_index(value: f32, vocab: usize) -> Option<usize> {
+    let whole = value.fract() == 0.0 && value >= 0.0;
+    (whole && (value as f64) < vocab as f64).then_some(value as usize)
+}
+
+/// Checks every id of `ids` (the tensor called `what`) against `vocab`; the first bad one
+/// is an error naming its position. `batch` is the number of ids per time step for a
+/// `[T, B]` tensor (the position is then given as step and batch row), or 0 for a flat
+/// `[N]` list.
+pub fn check_ids(what: &str, ids: &[f32], vocab: usize, batch: usize) -> Result<()> {
+    match ids.iter().position(|&v| token_index(v, vocab).is_none()) {
+        None => Ok(()),
+        Some(n) => {
+            let position = match batch {
+                0 => format!("[{n}]"),
+                b => format!(
+                    "[{}, {}] (step {}, batch row {})",
+                    n / b,
+                    n % b,
+                    n / b,
+                    n % b
+                ),
+            };
+            Err(Error::TokenOutOfRange {
+                tensor: what.to_string(),
+                position,
+                value: ids[n],
+                vocab,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_whole_numbers_inside_the_vocabulary_name_a_row() {
+        assert_eq!(token_index(0.0, 3), Some(0));
+        assert_eq!(token_index(2.0, 3), Some(2));
+        for bad in [3.0, -1.0, 0.5, f32::NAN, f32::INFINITY, 1e30] {
+            assert_eq!(token_index(bad, 3), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_bad_id_is_an_error_naming_its_step_and_batch_row() {
+        check_ids("ids", &[0.0, 1.0, 2.0], 3, 0).unwrap();
+        let err = check_ids("input", &[0.0, 1.0, 2.0, 7.0], 3, 2).unwrap_err();
+        assert!(matches!(err, Error::TokenOutOfRange { value, vocab: 3, .. } if value == 7.0));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("`input`") && msg.contains("step 1, batch row 1"),
+            "{msg}"
+        );
+        let flat = check_ids("ids", &[0.0, -2.0], 3, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(flat.contains("[1]"), "{flat}");
+    }
+}
