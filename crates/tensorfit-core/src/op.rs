@@ -587,6 +587,11 @@ impl LstmDims {
         }
     }
 
+    /// Where token `v`'s gate inputs lie in `w_ih` `[4H, V]` on token input: column `v`.
+    pub fn token_table(&self) -> crate::tokens::Table {
+        crate::tokens::Table::columns(self.gate_width(), self.input)
+    }
+
     /// Elements of `x`: `T·B·I`, or `T·B` ids.
     pub fn x_len(&self) -> usize {
         if self.tokens {

@@ -1,5 +1,7 @@
-//! Token ids: the one reading of an id stored as `f32` (as class labels are), and the one
-//! check of a batch of ids against a vocabulary.
+//! Token ids: the one reading of an id stored as `f32` (as class labels are), the one
+//! check of a batch of ids against a vocabulary, and the one description of where a
+//! token's vector lies in a table ([`Table`]), which every backend's gather and
+//! scatter-add kernels share.
 //!
 //! Ids reach the [`Op::Embedding`](crate::Op::Embedding) and token-input
 //! [`Op::LstmForward`](crate::Op::LstmForward) ops as `f32` holding whole numbers. An id
@@ -12,6 +14,61 @@
 //!   it uploads the batch, so a GPU never sees one in a run.
 
 use crate::error::{Error, Result};
+
+/// Where the vector of each token lies in a table of `vocab` tokens × `width` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Table {
+    pub vocab: usize,
+    pub width: usize,
+    /// `[width, vocab]`: token `v` is column `v` (else `[vocab, width]`, row `v`).
+    pub by_column: bool,
+}
+
+impl Table {
+    /// `[vocab, width]`, token `v` is row `v` (`nn.Embedding`'s weight).
+    pub fn rows(vocab: usize, width: usize) -> Self {
+        Table {
+            vocab,
+            width,
+            by_column: false,
+        }
+    }
+
+    /// `[width, vocab]`, token `v` is column `v` (a recurrent layer's `w_ih` on token
+    /// input, `[4H, V]` for an LSTM).
+    pub fn columns(width: usize, vocab: usize) -> Self {
+        Table {
+            vocab,
+            width,
+            by_column: true,
+        }
+    }
+
+    /// Where element `e` of token `v`'s vector lies.
+    pub fn at(&self, v: usize, e: usize) -> usize {
+        let (v_stride, e_stride) = self.strides();
+        v * v_stride + e * e_stride
+    }
+
+    /// The distances between neighbouring tokens and between neighbouring elements of a
+    /// vector.
+    pub fn strides(&self) -> (usize, usize) {
+        if self.by_column {
+            (1, self.vocab)
+        } else {
+            (self.width, 1)
+        }
+    }
+
+    /// Elements of the table.
+    pub fn len(&self) -> usize {
+        self.vocab * self.width
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// The row of the table that `value` names, if it is a whole number in `0..vocab`.
 pub fn token_index(value: f32, vocab: usize) -> Option<usize> {

@@ -21,8 +21,8 @@
 use std::collections::HashMap;
 
 use tensorfit_core::args::{
-    ActivationInputs, BatchNormInputs, BinaryInputs, LstmForwardInputs, LstmForwardOutputs,
-    MatMulInputs, MeanVar, SliceTimeInputs, SoftmaxCrossEntropyInputs,
+    ActivationInputs, BatchNormInputs, BinaryInputs, EmbeddingInputs, LstmForwardInputs,
+    LstmForwardOutputs, MatMulInputs, MeanVar, SliceTimeInputs, SoftmaxCrossEntropyInputs,
 };
 use tensorfit_core::{backward, Activation, BinaryOp, Executable, Graph, Op, Shape, TensorId};
 use tensorfit_cpu::CpuBackend;
@@ -426,5 +426,49 @@ fn a_small_classifier_end_to_end() {
         .apply("ce", Op::SoftmaxCrossEntropy, inputs)
         .unwrap();
     c.outputs.push(loss.loss);
+    c.run(&mut rng);
+}
+
+#[test]
+fn embedding_with_repeated_ids() {
+    // Ids 1 and 3 repeat: their rows' gradients are sums (the scatter-add).
+    let mut rng = Rng::new(14);
+    let mut c = Case::new("embedding");
+    let table = c.random("table", &[5, 3], &mut rng);
+    let ids = c.leaf("ids", &[6], vec![1.0, 3.0, 1.0, 0.0, 3.0, 1.0], false);
+    let inputs = EmbeddingInputs { table, ids };
+    let out = c.graph.apply("emb", Op::Embedding, inputs).unwrap();
+    c.outputs.push(out.out);
+    c.run(&mut rng);
+}
+
+#[test]
+fn lstm_on_token_ids_all_outputs() {
+    // x holds ids [T, B] = [3, 2] over a vocabulary of 4, one repeated: w_ih's gradient
+    // is the scatter-add of the gate gradients into the columns of the ids seen.
+    let mut rng = Rng::new(15);
+    let (t, b, v, h) = (3, 2, 4, 3);
+    let mut c = Case::new("lstm on tokens");
+    let x = c.leaf("x", &[t, b], vec![2.0, 0.0, 2.0, 3.0, 0.0, 2.0], false);
+    let h0 = c.random("h0", &[b, h], &mut rng);
+    let c0 = c.random("c0", &[b, h], &mut rng);
+    let w_ih = c.random("w_ih", &[4 * h, v], &mut rng);
+    let w_hh = c.random("w_hh", &[4 * h, h], &mut rng);
+    let b_ih = c.random("b_ih", &[4 * h], &mut rng);
+    let b_hh = c.random("b_hh", &[4 * h], &mut rng);
+    let inputs = LstmForwardInputs {
+        x,
+        h0,
+        c0,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+    };
+    let op = Op::LstmForward {
+        keep_for_backward: true,
+    };
+    let out = c.graph.apply("lstm", op, inputs).unwrap();
+    c.outputs.extend([out.y, out.h_n, out.c_n]);
     c.run(&mut rng);
 }

@@ -3,65 +3,17 @@
 //! input projection (`lstm/`: the gates of token `v` are column `v` of `w_ih`, gathered
 //! forward and scatter-added backward, instead of a GEMM with a one-hot `x`).
 //!
-//! A [`Table`] says where token `v`'s vector lies: a row of `[V, E]` (`nn.Embedding`'s
+//! A `Table` (`tensorfit_core::tokens`) says where token `v`'s vector lies: a row of `[V, E]` (`nn.Embedding`'s
 //! weight) or a column of `[E, V]` (a recurrent layer's `w_ih`), so one gather and one
 //! scatter serve both. Ids are checked first ([`tensorfit_core::tokens::check_ids`]): an
 //! id outside the vocabulary is an error naming its position, never a read outside the
 //! table. The scatter-add sums in the order of the ids, so its result is the same on
 //! every run.
 
-use tensorfit_core::tokens::{check_ids, token_index};
+use tensorfit_core::tokens::{check_ids, token_index, Table};
 use tensorfit_core::Result;
 
 use super::check_len;
-
-/// Where the vector of each token lies in a table of `vocab` tokens × `width` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Table {
-    pub vocab: usize,
-    pub width: usize,
-    /// `[width, vocab]`: token `v` is column `v` (else `[vocab, width]`, row `v`).
-    pub by_column: bool,
-}
-
-impl Table {
-    /// `[vocab, width]`, token `v` is row `v` (`nn.Embedding`'s weight).
-    pub fn rows(vocab: usize, width: usize) -> Self {
-        Table {
-            vocab,
-            width,
-            by_column: false,
-        }
-    }
-
-    /// `[width, vocab]`, token `v` is column `v` (a recurrent layer's `w_ih` on token
-    /// input, `[4H, V]` for an LSTM).
-    pub fn columns(width: usize, vocab: usize) -> Self {
-        Table {
-            vocab,
-            width,
-            by_column: true,
-        }
-    }
-
-    /// Where element `e` of token `v`'s vector lies.
-    pub fn at(&self, v: usize, e: usize) -> usize {
-        if self.by_column {
-            e * self.vocab + v
-        } else {
-            v * self.width + e
-        }
-    }
-
-    /// Elements of the table.
-    pub fn len(&self) -> usize {
-        self.vocab * self.width
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 /// `out[n, :] = table's vector of ids[n]`, `out` `[N, width]`. `what` names the ids in
 /// errors; `batch` is their batch size for `[T, B]` ids, 0 for a flat list (see

@@ -20,6 +20,7 @@
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
+use super::gather::{gather, scatter_add};
 use super::gemm::gemm;
 use super::{int, Gpu};
 use super::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
@@ -46,17 +47,14 @@ pub fn lstm_forward(
     }
     let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
 
-    // 1. The input projection of every step at once (the biases come in the fused pass).
-    gemm(
-        g,
-        (false, true),
-        (rows, 4 * hidden, input),
-        1.0,
-        inp.x,
-        inp.w_ih,
-        0.0,
-        out.gates,
-    )?;
+    // 1. The input projection of every step at once (the biases come in the fused pass);
+    // on token input the gather of w_ih's columns.
+    if d.tokens {
+        gather(g, inp.w_ih, d.token_table(), inp.x, out.gates, rows)?;
+    } else {
+        let mnk = (rows, 4 * hidden, input);
+        gemm(g, (false, true), mnk, 1.0, inp.x, inp.w_ih, 0.0, out.gates)?;
+    }
 
     // 2. The recurrence: one GEMM and one fused kernel per step.
     let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
@@ -183,17 +181,23 @@ pub fn lstm_backward(
     }
 
     // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows.
-    gemm(
-        g,
-        (true, false),
-        (h4, input, rows),
-        1.0,
-        out.dgates,
-        inp.x,
-        0.0,
-        out.dw_ih,
-    )?;
+    // dw_ih = dgatesᵀ · x over all T·B rows (on token input, the scatter-add of dgates
+    // into the columns of the ids).
+    if d.tokens {
+        scatter_add(g, d.token_table(), inp.x, out.dgates, out.dw_ih, rows)?;
+    } else {
+        let mnk = (h4, input, rows);
+        gemm(
+            g,
+            (true, false),
+            mnk,
+            1.0,
+            out.dgates,
+            inp.x,
+            0.0,
+            out.dw_ih,
+        )?;
+    }
     // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
     gemm(
         g,

@@ -10,6 +10,9 @@
 //!   gradient, `dh = dgates[t] · w_hh`; the weight gradients are GEMMs over all `T·B`
 //!   rows after the loop, and the bias gradient their column sums.
 //!
+//! On token input (`d.tokens`) the input projection is the gather of `w_ih`'s columns
+//! and `dw_ih` their scatter-add (`gather.rs`, shared with `embedding`).
+//!
 //! All of it is recorded into one command stream: no step waits for the host. A step's
 //! fused pass is cut into blocks of batch rows only when a step is larger than one
 //! binding holds.
@@ -19,6 +22,7 @@ use std::ops::Range;
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::{check_len, copy_range, fill, sum_rows};
+use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, Mat};
 use super::{word, Launches};
 use crate::shaders::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
@@ -91,14 +95,13 @@ pub(crate) fn lstm_forward(
     let w_hh = Mat::new(inp.w_hh, h4, hidden);
 
     // 1. The input projection of every step at once (the biases join in the fused pass).
-    let w_ih = Mat::new(inp.w_ih, h4, input);
-    gemm(
-        l,
-        (Mat::new(inp.x, rows, input), false),
-        (w_ih, true),
-        gates,
-        false,
-    )?;
+    if d.tokens {
+        gather(l, inp.w_ih, d.token_table(), inp.x, out.gates)?;
+    } else {
+        let w_ih = Mat::new(inp.w_ih, h4, input);
+        let x = Mat::new(inp.x, rows, input);
+        gemm(l, (x, false), (w_ih, true), gates, false)?;
+    }
 
     // 2. The recurrence: one GEMM and one fused pass per step.
     for t in 0..steps {
@@ -225,15 +228,15 @@ pub(crate) fn lstm_backward(
     }
 
     // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows.
-    let x = Mat::new(inp.x, rows, input);
-    gemm(
-        l,
-        (dgates, true),
-        (x, false),
-        Mat::new(out.dw_ih, h4, input),
-        false,
-    )?;
+    // dw_ih = dgatesᵀ · x over all T·B rows (on token input, the scatter-add of dgates
+    // into the columns of the ids).
+    if d.tokens {
+        scatter_add(l, d.token_table(), inp.x, out.dgates, out.dw_ih)?;
+    } else {
+        let x = Mat::new(inp.x, rows, input);
+        let dw_ih = Mat::new(out.dw_ih, h4, input);
+        gemm(l, (dgates, true), (x, false), dw_ih, false)?;
+    }
     // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
     let dw_hh = Mat::new(out.dw_hh, h4, hidden);
     let h0 = Mat::new(inp.h0, batch, hidden);

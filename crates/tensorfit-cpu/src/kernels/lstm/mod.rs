@@ -32,7 +32,7 @@ use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
 use super::fastmath::{self, Separate};
-use super::gather::{gather, scatter_add, Table};
+use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
@@ -205,7 +205,7 @@ fn forward_steps(
 fn input_projection(d: LstmDims, x: &[f32], w_ih: &[f32], gates: &mut [f32]) -> Result<()> {
     let (rows, h4) = (d.rows(), d.gate_width());
     if d.tokens {
-        return gather(w_ih, token_table(d), ("x", x, d.batch), gates);
+        return gather(w_ih, d.token_table(), ("x", x, d.batch), gates);
     }
     let w_ih = mat(w_ih, h4, d.input)?;
     gemm(
@@ -215,11 +215,6 @@ fn input_projection(d: LstmDims, x: &[f32], w_ih: &[f32], gates: &mut [f32]) -> 
         0.0,
         &mut mat_mut(gates, rows, h4)?,
     )
-}
-
-/// `w_ih` `[4H, V]` of a layer on token input: token `v`'s gate inputs are column `v`.
-pub(crate) fn token_table(d: LstmDims) -> Table {
-    Table::columns(d.gate_width(), d.input)
 }
 
 /// One step's fused pass over all rows: `gates_t` `[B, 4H]` (pre-activations on entry,
@@ -418,7 +413,7 @@ pub(crate) fn weight_gradients(
     let (rows, h4, step_g) = (d.rows(), d.gate_width(), d.step_gates());
     let dgates_all = mat(dgates, rows, h4)?;
     if d.tokens {
-        scatter_add(token_table(d), ("x", inp.x, batch), dgates, g.dw_ih)?;
+        scatter_add(d.token_table(), ("x", inp.x, batch), dgates, g.dw_ih)?;
     } else {
         gemm(
             1.0,
