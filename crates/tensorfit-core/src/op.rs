@@ -161,13 +161,14 @@ pub enum Op {
     LstmBackward { input_grad: bool },
 
     /// `nn.Embedding`: rows of a table picked by token ids. Inputs `table` `[V, E]`, `ids`
-    /// `[N]` (f32 holding whole numbers, see [`crate::tokens`]); output `out` `[N, E]`,
-    /// `out[n] = table[ids[n]]`.
+    /// of any shape `[..]` (f32 holding whole numbers, see [`crate::tokens`]; `[T, B]` for a
+    /// sequence); output `out` `[.., E]`, `out[n] = table[ids[n]]` for every id `n` in
+    /// order.
     Embedding,
 
-    /// Gradient of [`Op::Embedding`]. Inputs `ids` `[N]`, `dout` `[N, E]`; output `dtable`
-    /// `[vocab, E]`, the scatter-add `dtable[v] = Σ_{n: ids[n] = v} dout[n]`, summed in
-    /// the order of `n` on every backend (deterministic).
+    /// Gradient of [`Op::Embedding`]. Inputs `ids` `[..]`, `dout` `[.., E]`; output
+    /// `dtable` `[vocab, E]`, the scatter-add `dtable[v] = Σ_{n: ids[n] = v} dout[n]`,
+    /// summed in the order of `n` on every backend (deterministic).
     EmbeddingBackward { vocab: usize },
 
     /// Batch normalisation over the batch of a `[B, C]` input.
@@ -402,18 +403,14 @@ impl Op {
             Op::Embedding => {
                 let EmbeddingInputs { table, ids } = named(list)?;
                 rank(table, 2, "table")?;
-                rank(ids, 1, "ids")?;
-                let out = Shape::from([ids.dim(0), table.dim(1)]);
+                let out = with_width(ids, table.dim(1));
                 Ok(EmbeddingOutputs { out }.into_vec())
             }
             Op::EmbeddingBackward { vocab } => {
                 let EmbeddingBackwardInputs { ids, dout } = named(list)?;
-                rank(ids, 1, "ids")?;
-                rank(dout, 2, "dout")?;
-                if dout.dim(0) != ids.dim(0) {
-                    return Err(format!("dout {dout} must have one row per id of {ids}"));
-                }
-                let dtable = Shape::from([*vocab, dout.dim(1)]);
+                let width = dout.0.last().copied().unwrap_or(0);
+                same(dout, &with_width(ids, width), "dout (one row per id)")?;
+                let dtable = Shape::from([*vocab, width]);
                 Ok(EmbeddingBackwardOutputs { dtable }.into_vec())
             }
             Op::BatchNorm { training, .. } => {
@@ -503,6 +500,13 @@ impl Op {
 /// The input shapes by name.
 fn named<'s, A: Args<&'s Shape>>(list: Vec<&'s Shape>) -> Result<A, String> {
     A::from_vec("inputs", list)
+}
+
+/// `ids`'s shape with one more dimension of `width` (a vector per id).
+fn with_width(ids: &Shape, width: usize) -> Shape {
+    let mut dims = ids.0.clone();
+    dims.push(width);
+    Shape(dims)
 }
 
 fn rank(s: &Shape, r: usize, what: &str) -> Result<(), String> {

@@ -7,8 +7,8 @@
 
 use crate::config::ModelConfig;
 use crate::layers::{
-    BatchNorm, BatchNormTensors, Dense, LinearTensors, Lstm, LstmWeights, ParamSpec, SoftmaxOutput,
-    Tensors,
+    BatchNorm, BatchNormTensors, Dense, LinearTensors, Lstm, LstmInput, LstmWeights, ParamSpec,
+    SoftmaxOutput, Tensors,
 };
 
 /// The classifier's layers, in order.
@@ -76,6 +76,7 @@ impl Network {
                 input: cfg.input,
                 hidden: cfg.hidden,
                 layers: cfg.layers,
+                input_kind: LstmInput::Features,
             },
             bn1: batchnorm("bn1", cfg.hidden),
             dense: Dense {

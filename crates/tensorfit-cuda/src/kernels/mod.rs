@@ -460,7 +460,7 @@ impl<'g> OpKernels for Gpu<'g> {
         i: EmbeddingBackwardInputs<DevPtr>,
         o: EmbeddingBackwardOutputs<DevPtr>,
     ) -> Result<()> {
-        let t = Table::rows(vocab, s.dout.dim(1));
+        let t = Table::rows(vocab, s.dout.0.last().copied().unwrap_or(0));
         gather::scatter_add(self, t, i.ids, i.dout, o.dtable, s.ids.numel())
     }
 
