@@ -46,6 +46,16 @@ pub(crate) fn token_cases(r: &mut Rng, v: &mut Vec<Case>) {
         let op = Op::EmbeddingBackward { vocab };
         v.push(case(format!("embedding_backward {name}"), op, inputs));
     }
+    // A sequence of ids `[T, B]` gives `[T, B, E]`.
+    let inputs = vec![r.tensor(&[9, 4], 1.0), ids(r, &[3, 5], 9)];
+    v.push(case(
+        "embedding of a [3, 5] sequence",
+        Op::Embedding,
+        inputs,
+    ));
+    let inputs = vec![ids(r, &[3, 5], 9), r.tensor(&[3, 5, 4], 1.0)];
+    let op = Op::EmbeddingBackward { vocab: 9 };
+    v.push(case("embedding_backward of a [3, 5] sequence", op, inputs));
     for (t, b, vocab, h) in LSTM_SIZES {
         let [forward, backward] = lstm_pair(r, (t, b, vocab, h));
         let name = format!("T{t} B{b} V{vocab} H{h}");

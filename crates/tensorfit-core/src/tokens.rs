@@ -7,11 +7,14 @@
 //! [`Op::LstmForward`](crate::Op::LstmForward) ops as `f32` holding whole numbers. An id
 //! that is not a whole number in `0..vocab` is user input gone wrong, and gets
 //! [`Error::TokenOutOfRange`] naming its position:
-//! - the CPU kernels check every id of a call with [`check_ids`] before reading anything;
-//! - the GPU kernels (wgpu, CUDA) cannot return an error from inside a launch: they never
-//!   read outside the table, treat such an id as a row of zeros in the forward and skip it
-//!   in the backward. The host checks every batch of ids once, with [`check_ids`], where
-//!   it uploads the batch, so a GPU never sees one in a run.
+//! - the CPU kernels check every id of a call with [`check_ids`] before reading anything,
+//!   and return that error;
+//! - a GPU kernel cannot return an error from inside a launch. Both GPU backends never
+//!   read outside the table: such an id gives a vector of zeros forward and is skipped
+//!   backward. CUDA also leaves its position in the backend's status word, reported as an
+//!   `Error::Input` at the next synchronize or read; wgpu has no such word, so the host
+//!   must call [`check_ids`] on every batch of ids where it uploads it (the network's
+//!   token input does not exist yet; whoever wires it adds that call there).
 
 use crate::error::{Error, Result};
 
@@ -86,13 +89,7 @@ pub fn check_ids(what: &str, ids: &[f32], vocab: usize, batch: usize) -> Result<
         Some(n) => {
             let position = match batch {
                 0 => format!("[{n}]"),
-                b => format!(
-                    "[{}, {}] (step {}, batch row {})",
-                    n / b,
-                    n % b,
-                    n / b,
-                    n % b
-                ),
+                b => format!("step {}, batch row {}", n / b, n % b),
             };
             Err(Error::TokenOutOfRange {
                 tensor: what.to_string(),

@@ -8,8 +8,8 @@
 // columns col0..col0+cols of the [N, width] side, and only the tokens v0..v1 of the table
 // (the host cuts the table so its window fits a binding). An id that is not a whole
 // number in 0..vocab reads nothing: the launch with `zero_bad` 1 writes it as zeros
-// (gather), and the scatter skips it. The host checks ids before they are uploaded (see
-// tensorfit_core::tokens), so a run never has one.
+// (gather), and the scatter skips it; nothing reports it from here, so the host checks
+// the ids it uploads (see tensorfit_core::tokens).
 
 struct GatherParams {
     table_base: u32, ids_base: u32, side_base: u32,
