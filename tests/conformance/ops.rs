@@ -273,19 +273,25 @@ fn lstm_cases(r: &mut Rng, v: &mut Vec<Case>) {
         }
         for input_grad in [true, false] {
             let mut inputs = params.to_vec();
-            inputs.extend([
-                r.tensor(&[t, b, h], 1.0),
-                r.between(&[t, b, 4 * h], 0.0, 1.0),
-                r.tensor(&[t, b, h], 2.0),
-                r.tensor(&[t, b, h], 1.0),
-                r.tensor(&[b, h], 1.0),
-                r.tensor(&[b, h], 1.0),
-            ]);
+            inputs.extend(lstm_backward_rest(r, (t, b, h)));
             let op = Op::LstmBackward { input_grad };
             let name = format!("lstm_backward T{t} B{b} I{i} H{h} dx {input_grad}");
             v.push(case(name, op, inputs));
         }
     }
+}
+
+/// Random inputs of `lstm_backward` after the first five: the forward's `y`, `gates`
+/// (activated, in (0, 1)) and `cells`, and the gradients `dy`, `dh_n`, `dc_n`.
+pub(crate) fn lstm_backward_rest(r: &mut Rng, (t, b, h): (usize, usize, usize)) -> [HostTensor; 6] {
+    [
+        r.tensor(&[t, b, h], 1.0),
+        r.between(&[t, b, 4 * h], 0.0, 1.0),
+        r.tensor(&[t, b, h], 2.0),
+        r.tensor(&[t, b, h], 1.0),
+        r.tensor(&[b, h], 1.0),
+        r.tensor(&[b, h], 1.0),
+    ]
 }
 
 fn batchnorm_cases(r: &mut Rng, v: &mut Vec<Case>) {

@@ -6,7 +6,7 @@
 use tensorfit::core::{Backend, HostTensor, Op, Shape};
 use tensorfit_testing::{Rng, TestRng};
 
-use crate::ops::{case, run, Case, Tensors};
+use crate::ops::{case, lstm_backward_rest, run, Case, Tensors};
 use crate::{Checks, OP_TOL};
 
 /// Ids of `shape` drawn from `0..vocab` (small vocabularies repeat ids, so the
@@ -89,14 +89,7 @@ fn lstm_pair(r: &mut Rng, (t, b, vocab, h): (usize, usize, usize, usize)) -> [Ve
     let mut forward = params.clone();
     forward.extend([r.tensor(&[4 * h], 0.5), r.tensor(&[4 * h], 0.5)]);
     let mut backward = params;
-    backward.extend([
-        r.tensor(&[t, b, h], 1.0),
-        r.between(&[t, b, 4 * h], 0.0, 1.0),
-        r.tensor(&[t, b, h], 2.0),
-        r.tensor(&[t, b, h], 1.0),
-        r.tensor(&[b, h], 1.0),
-        r.tensor(&[b, h], 1.0),
-    ]);
+    backward.extend(lstm_backward_rest(r, (t, b, h)));
     [forward, backward]
 }
 

@@ -282,6 +282,18 @@ fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, LstmForwardOutputs<TensorId>
     let (t, b, i, h) = (3, 2, 3, 4);
     let mut c = Case::new("lstm");
     let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), x_grad);
+    let out = lstm_on(&mut c, x, (b, i, h), rng);
+    (c, out)
+}
+
+/// An LSTM layer of `h` units over `x` (`i` features, or token ids over a vocabulary of
+/// `i`) for a batch of `b`, with random state and weights to check against.
+fn lstm_on(
+    c: &mut Case,
+    x: TensorId,
+    (b, i, h): (usize, usize, usize),
+    rng: &mut Rng,
+) -> LstmForwardOutputs<TensorId> {
     let h0 = c.random("h0", &[b, h], rng);
     let c0 = c.random("c0", &[b, h], rng);
     let w_ih = c.random("w_ih", &[4 * h, i], rng);
@@ -300,8 +312,7 @@ fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, LstmForwardOutputs<TensorId>
     let op = Op::LstmForward {
         keep_for_backward: true,
     };
-    let outs = c.graph.apply("lstm", op, inputs).unwrap();
-    (c, outs)
+    c.graph.apply("lstm", op, inputs).unwrap()
 }
 
 #[test]
@@ -450,25 +461,7 @@ fn lstm_on_token_ids_all_outputs() {
     let (t, b, v, h) = (3, 2, 4, 3);
     let mut c = Case::new("lstm on tokens");
     let x = c.leaf("x", &[t, b], vec![2.0, 0.0, 2.0, 3.0, 0.0, 2.0], false);
-    let h0 = c.random("h0", &[b, h], &mut rng);
-    let c0 = c.random("c0", &[b, h], &mut rng);
-    let w_ih = c.random("w_ih", &[4 * h, v], &mut rng);
-    let w_hh = c.random("w_hh", &[4 * h, h], &mut rng);
-    let b_ih = c.random("b_ih", &[4 * h], &mut rng);
-    let b_hh = c.random("b_hh", &[4 * h], &mut rng);
-    let inputs = LstmForwardInputs {
-        x,
-        h0,
-        c0,
-        w_ih,
-        w_hh,
-        b_ih,
-        b_hh,
-    };
-    let op = Op::LstmForward {
-        keep_for_backward: true,
-    };
-    let out = c.graph.apply("lstm", op, inputs).unwrap();
+    let out = lstm_on(&mut c, x, (b, v, h), &mut rng);
     c.outputs.extend([out.y, out.h_n, out.c_n]);
     c.run(&mut rng);
 }

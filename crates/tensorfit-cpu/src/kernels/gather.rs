@@ -59,7 +59,7 @@ pub fn scatter_add(
 
 /// `nn.Embedding`: `out[n] = table[ids[n]]`, `table` `[V, E]`.
 pub fn embedding(table: &[f32], vocab: usize, ids: &[f32], out: &mut [f32]) -> Result<()> {
-    let width = if vocab == 0 { 0 } else { table.len() / vocab };
+    let width = table.len().checked_div(vocab).unwrap_or(0);
     gather(table, Table::rows(vocab, width), ("ids", ids, 0), out)
 }
 
@@ -70,7 +70,7 @@ pub fn embedding_backward(
     dout: &[f32],
     dtable: &mut [f32],
 ) -> Result<()> {
-    let width = if vocab == 0 { 0 } else { dtable.len() / vocab };
+    let width = dtable.len().checked_div(vocab).unwrap_or(0);
     scatter_add(Table::rows(vocab, width), ("ids", ids, 0), dout, dtable)
 }
 

@@ -59,7 +59,7 @@ pub(crate) fn embedding(
     ids: Region,
     out: Region,
 ) -> Result<()> {
-    let width = if vocab == 0 { 0 } else { table.len / vocab };
+    let width = table.len.checked_div(vocab).unwrap_or(0);
     gather(l, table, Table::rows(vocab, width), ids, out)
 }
 
@@ -71,7 +71,7 @@ pub(crate) fn embedding_backward(
     dout: Region,
     dtable: Region,
 ) -> Result<()> {
-    let width = if vocab == 0 { 0 } else { dtable.len / vocab };
+    let width = dtable.len.checked_div(vocab).unwrap_or(0);
     scatter_add(l, Table::rows(vocab, width), ids, dout, dtable)
 }
 

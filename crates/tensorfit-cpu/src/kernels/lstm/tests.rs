@@ -256,6 +256,39 @@ fn run_backward(
     g
 }
 
+/// What a backward reads besides the forward's inputs: the reference forward's `y`,
+/// `gates`, `cells` (kept), and random gradients `dy`, `dh_n`, `dc_n`.
+fn saved_for_backward(rng: &mut Rng, d: LstmDims, inp: &LstmForwardInputs<'_>) -> [Vec<f32>; 6] {
+    let [y, _, _, gates, cells] = run_forward(&forward_reference, d, inp, true);
+    let dy = rng.signed_vec(d.rows() * d.hidden);
+    let (dh_n, dc_n) = (
+        rng.signed_vec(d.step_state()),
+        rng.signed_vec(d.step_state()),
+    );
+    [y, gates, cells, dy, dh_n, dc_n]
+}
+
+/// The backward's inputs: the forward's `inp` and what [`saved_for_backward`] made.
+fn backward_inputs<'a>(
+    inp: &LstmForwardInputs<'a>,
+    saved: &'a [Vec<f32>; 6],
+) -> LstmBackwardInputs<'a> {
+    let [y, gates, cells, dy, dh_n, dc_n] = saved;
+    LstmBackwardInputs {
+        x: inp.x,
+        h0: inp.h0,
+        c0: inp.c0,
+        w_ih: inp.w_ih,
+        w_hh: inp.w_hh,
+        y,
+        gates,
+        cells,
+        dy,
+        dh_n,
+        dc_n,
+    }
+}
+
 fn f64s(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
 }
@@ -292,25 +325,8 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
                 assert_close(&what, &fast[k], &f64s(&want[k]), atol, rtol);
             }
         }
-        let [y, _, _, gates, cells] = run_forward(&forward_reference, d, &inp, true);
-        let (dy, dh_n, dc_n) = (
-            rng.signed_vec(d.rows() * d.hidden),
-            rng.signed_vec(d.step_state()),
-            rng.signed_vec(d.step_state()),
-        );
-        let inp = LstmBackwardInputs {
-            x: inp.x,
-            h0: inp.h0,
-            c0: inp.c0,
-            w_ih: inp.w_ih,
-            w_hh: inp.w_hh,
-            y: &y,
-            gates: &gates,
-            cells: &cells,
-            dy: &dy,
-            dh_n: &dh_n,
-            dc_n: &dc_n,
-        };
+        let saved = saved_for_backward(&mut rng, d, &inp);
+        let inp = backward_inputs(&inp, &saved);
         for input_grad in [true, false] {
             let fast = run_backward(fast_backward, d, &inp, input_grad);
             let want = run_backward(reference_backward, d, &inp, input_grad);
@@ -365,25 +381,8 @@ fn token_input_gives_what_the_one_hot_input_gives_forward_and_backward() {
                 }
             }
         }
-        let [y, _, _, gates, cells] = run_forward(&forward_reference, dense, &hot, true);
-        let (dy, dh_n, dc_n) = (
-            rng.signed_vec(dense.rows() * dense.hidden),
-            rng.signed_vec(dense.step_state()),
-            rng.signed_vec(dense.step_state()),
-        );
-        let hot = LstmBackwardInputs {
-            x: hot.x,
-            h0: hot.h0,
-            c0: hot.c0,
-            w_ih: hot.w_ih,
-            w_hh: hot.w_hh,
-            y: &y,
-            gates: &gates,
-            cells: &cells,
-            dy: &dy,
-            dh_n: &dh_n,
-            dc_n: &dc_n,
-        };
+        let saved = saved_for_backward(&mut rng, dense, &hot);
+        let hot = backward_inputs(&hot, &saved);
         let by_id = LstmBackwardInputs { x: &ids, ..hot };
         let reference: &RunBackward = &|d, i, o| backward_on(None, d, i, o);
         let want = run_backward(reference, dense, &hot, false);
