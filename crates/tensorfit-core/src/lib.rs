@@ -19,6 +19,7 @@ pub mod exec;
 pub mod graph;
 pub mod kernels;
 pub mod ledger;
+pub mod lstm_dims;
 pub mod op;
 pub mod rng;
 pub mod schedule;
