@@ -15,7 +15,7 @@ use tensorfit_testing::{Rng, TestRng};
 use crate::{reference, Checks, OP_TOL};
 
 /// Test tensors drawn from the project's generator.
-trait Tensors {
+pub(crate) trait Tensors {
     fn tensor(&mut self, shape: &[usize], scale: f32) -> HostTensor;
     /// Values in (lo, hi).
     fn between(&mut self, shape: &[usize], lo: f32, hi: f32) -> HostTensor;
@@ -46,14 +46,14 @@ impl Tensors for Rng {
 }
 
 /// One op call: its inputs, and for update ops the targets' values before the update.
-struct Case {
+pub(crate) struct Case {
     name: String,
     op: Op,
     inputs: Vec<HostTensor>,
     targets: Vec<HostTensor>,
 }
 
-fn case(name: impl Into<String>, op: Op, inputs: Vec<HostTensor>) -> Case {
+pub(crate) fn case(name: impl Into<String>, op: Op, inputs: Vec<HostTensor>) -> Case {
     Case {
         name: name.into(),
         op,
@@ -82,9 +82,11 @@ fn variant(op: &Op) -> usize {
         Op::SoftmaxCrossEntropyBackward => 14,
         Op::Adam(_) => 15,
         Op::Copy => 16,
+        Op::Embedding => 17,
+        Op::EmbeddingBackward { .. } => 18,
     }
 }
-const VARIANTS: usize = 17;
+const VARIANTS: usize = 19;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -240,6 +242,7 @@ fn cases() -> Vec<Case> {
     let mut c = case("copy", Op::Copy, vec![r.tensor(&[19, 3], 1.0)]);
     c.targets = vec![r.tensor(&[19, 3], 1.0)];
     v.push(c);
+    crate::tokens::token_cases(&mut r, &mut v);
     v
 }
 
@@ -272,19 +275,25 @@ fn lstm_cases(r: &mut Rng, v: &mut Vec<Case>) {
         }
         for input_grad in [true, false] {
             let mut inputs = params.to_vec();
-            inputs.extend([
-                r.tensor(&[t, b, h], 1.0),
-                r.between(&[t, b, 4 * h], 0.0, 1.0),
-                r.tensor(&[t, b, h], 2.0),
-                r.tensor(&[t, b, h], 1.0),
-                r.tensor(&[b, h], 1.0),
-                r.tensor(&[b, h], 1.0),
-            ]);
+            inputs.extend(lstm_backward_rest(r, (t, b, h)));
             let op = Op::LstmBackward { input_grad };
             let name = format!("lstm_backward T{t} B{b} I{i} H{h} dx {input_grad}");
             v.push(case(name, op, inputs));
         }
     }
+}
+
+/// Random inputs of `lstm_backward` after the first five: the forward's `y`, `gates`
+/// (activated, in (0, 1)) and `cells`, and the gradients `dy`, `dh_n`, `dc_n`.
+pub(crate) fn lstm_backward_rest(r: &mut Rng, (t, b, h): (usize, usize, usize)) -> [HostTensor; 6] {
+    [
+        r.tensor(&[t, b, h], 1.0),
+        r.between(&[t, b, 4 * h], 0.0, 1.0),
+        r.tensor(&[t, b, h], 2.0),
+        r.tensor(&[t, b, h], 1.0),
+        r.tensor(&[b, h], 1.0),
+        r.tensor(&[b, h], 1.0),
+    ]
 }
 
 fn batchnorm_cases(r: &mut Rng, v: &mut Vec<Case>) {
@@ -340,7 +349,7 @@ fn softmax(logits: &HostTensor, k: usize) -> HostTensor {
 }
 
 /// Runs one case on `backend`; returns every output (update ops: every target).
-fn run(backend: &mut dyn Backend, c: &Case) -> Result<Vec<Vec<f32>>, Error> {
+pub(crate) fn run(backend: &mut dyn Backend, c: &Case) -> Result<Vec<Vec<f32>>, Error> {
     let in_shapes: Vec<&Shape> = c.inputs.iter().map(|t| &t.shape).collect();
     let out_shapes = if c.op.is_update() {
         c.targets.iter().map(|t| t.shape.clone()).collect()

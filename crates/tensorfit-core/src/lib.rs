@@ -19,11 +19,13 @@ pub mod exec;
 pub mod graph;
 pub mod kernels;
 pub mod ledger;
+pub mod lstm_dims;
 pub mod op;
 pub mod rng;
 pub mod schedule;
 pub mod shape;
 pub mod tensor;
+pub mod tokens;
 
 pub use autodiff::backward;
 pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, MemoryInfo, TensorView};

@@ -8,8 +8,8 @@
 
 use crate::description::{HeadLayerKind, HeadOn, InputSpec, ModelDescription};
 use crate::layers::{
-    BatchNorm, Dense, HeadPart, HeadPartTensors, LinearTensors, Lstm, LstmWeights, OutputLayer,
-    ParamSpec, Tensors,
+    BatchNorm, Dense, HeadPart, HeadPartTensors, LinearTensors, Lstm, LstmInput, LstmWeights,
+    OutputLayer, ParamSpec, Tensors,
 };
 
 /// The name the output layer is registered under.
@@ -68,9 +68,18 @@ impl Network {
     /// ([`ModelDescription::network`] checks first).
     pub(crate) fn new(d: &ModelDescription) -> Network {
         let hidden = d.recurrent.hidden;
-        let input = match d.input {
-            InputSpec::Dense { features } => features,
-            InputSpec::Tokens { vocab, embedding } => embedding.unwrap_or(vocab),
+        // What the first recurrent layer reads: features, the output of an embedding, or
+        // token ids directly (exact one-hot, a gather of its input weights' columns).
+        let (input, input_kind) = match d.input {
+            InputSpec::Dense { features } => (features, LstmInput::Features),
+            InputSpec::Tokens {
+                embedding: Some(dim),
+                ..
+            } => (dim, LstmInput::Features),
+            InputSpec::Tokens {
+                vocab,
+                embedding: None,
+            } => (vocab, LstmInput::Tokens),
         };
         let mut width = hidden;
         let mut head = Vec::with_capacity(d.head.layers.len());
@@ -96,6 +105,7 @@ impl Network {
                 input,
                 hidden,
                 layers: d.recurrent.layers,
+                input_kind,
             },
             head_on: d.head.on,
             head,

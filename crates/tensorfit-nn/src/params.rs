@@ -39,6 +39,7 @@ impl ParamStore {
                     (0..n).map(|_| rng.uniform_range(-bound, bound)).collect()
                 }
                 Init::Constant(v) => vec![v; n],
+                Init::Normal { std } => (0..n).map(|_| rng.normal() * std).collect(),
             };
             store.insert(&spec.name, HostTensor::new(spec.shape, data)?);
         }

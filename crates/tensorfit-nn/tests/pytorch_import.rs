@@ -16,7 +16,8 @@ use std::process::Command;
 use safetensors::tensor::{Dtype, TensorView};
 use tensorfit_core::{Activation, HostTensor, Shape};
 use tensorfit_nn::{
-    import_state_dict, Checkpoint, Init, ModelConfig, ParamKind, ParamSpec, ParamStore,
+    import_state_dict, Checkpoint, Init, ModelDescription, ParamKind, ParamSpec, ParamStore,
+    SeedShape,
 };
 
 fn data(name: &str) -> PathBuf {
@@ -25,20 +26,24 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn small() -> ModelConfig {
-    ModelConfig {
-        input: 10,
+fn small_shape() -> SeedShape {
+    SeedShape {
+        features: 10,
         hidden: 8,
         layers: 3,
         dense: 5,
         classes: 6,
-        dense_activation: Activation::Tanh,
+        activation: Activation::Tanh,
     }
+}
+
+fn small() -> ModelDescription {
+    small_shape().description()
 }
 
 fn import(dtype: &str) -> ParamStore {
     let path = data(&format!("seed_small_state_dict_{dtype}.safetensors"));
-    import_state_dict(&small().param_specs(), &path).unwrap()
+    import_state_dict(&small().param_specs().unwrap(), &path).unwrap()
 }
 
 fn scratch() -> PathBuf {
@@ -80,12 +85,13 @@ fn f16_bf16_and_f64_state_dicts_import_rounded_to_nearest_like_pytorch() {
 fn a_state_dict_that_does_not_fit_names_every_missing_extra_and_misshapen_tensor() {
     // Two LSTM layers (the file has three), five classes (the file has six), and a
     // tensor the file lacks.
-    let cfg = ModelConfig {
+    let cfg = SeedShape {
         layers: 2,
         classes: 5,
-        ..small()
-    };
-    let mut specs = cfg.param_specs();
+        ..small_shape()
+    }
+    .description();
+    let mut specs = cfg.param_specs().unwrap();
     specs.push(ParamSpec::trainable(
         "embedding.weight".into(),
         [65, 10],
@@ -173,12 +179,12 @@ fn the_seed_network_goes_from_pytorch_into_a_checkpoint_and_back_into_pytorch() 
     let dir = scratch();
     let state_dict = dir.join("seed_state_dict.safetensors");
     python(&py, &[Path::new("write-seed"), &state_dict]);
-    let cfg = ModelConfig::seed();
-    let tensors = cfg.param_specs().len();
-    let params = import_state_dict(&cfg.param_specs(), &state_dict).unwrap();
+    let cfg = ModelDescription::seed();
+    let tensors = cfg.param_specs().unwrap().len();
+    let params = import_state_dict(&cfg.param_specs().unwrap(), &state_dict).unwrap();
     // Adam's moments are in every training checkpoint; the Python side leaves them out.
     let mut optimizer = ParamStore::new();
-    for spec in cfg.param_specs() {
+    for spec in cfg.param_specs().unwrap() {
         if spec.kind == ParamKind::Trainable {
             for moment in ["m", "v"] {
                 let zeros = HostTensor::zeros(Shape::new(spec.shape.dims()));

@@ -21,6 +21,7 @@
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
+use super::gather::{gather, scatter_add};
 use super::gemm::gemm;
 use super::{int, Gpu};
 use super::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
@@ -49,16 +50,22 @@ pub fn lstm_forward(
     // Steps of gates held: all when kept for the backward, else a few in turn.
     let chunk = d.gate_steps(out.cells.is_some());
 
+    let x_step = d.x_len() / steps;
     let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
     for t in 0..steps {
         let slot = t % chunk;
         if slot == 0 {
             // 1. The input projection of the chunk's steps (the biases come in the fused
             // pass).
+            // On token input, the gather of w_ih's columns.
             let n = chunk.min(steps - t) * batch;
-            let x = inp.x.add(t * batch * input);
-            let dims = (n, 4 * hidden, input);
-            gemm(g, (false, true), dims, 1.0, x, inp.w_ih, 0.0, out.gates)?;
+            let x = inp.x.add(t * x_step);
+            if d.tokens {
+                gather(g, inp.w_ih, d.token_table(), x, out.gates, n)?;
+            } else {
+                let mnk = (n, 4 * hidden, input);
+                gemm(g, (false, true), mnk, 1.0, x, inp.w_ih, 0.0, out.gates)?;
+            }
         }
         // 2. The recurrence: one GEMM and one fused kernel per step.
         let h_prev = if t == 0 {
@@ -183,17 +190,23 @@ pub fn lstm_backward(
     }
 
     // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows.
-    gemm(
-        g,
-        (true, false),
-        (h4, input, rows),
-        1.0,
-        out.dgates,
-        inp.x,
-        0.0,
-        out.dw_ih,
-    )?;
+    // dw_ih = dgatesᵀ · x over all T·B rows (on token input, the scatter-add of dgates
+    // into the columns of the ids).
+    if d.tokens {
+        scatter_add(g, d.token_table(), inp.x, out.dgates, out.dw_ih, rows)?;
+    } else {
+        let mnk = (h4, input, rows);
+        gemm(
+            g,
+            (true, false),
+            mnk,
+            1.0,
+            out.dgates,
+            inp.x,
+            0.0,
+            out.dw_ih,
+        )?;
+    }
     // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
     gemm(
         g,

@@ -11,6 +11,9 @@
 //!   gradient, `dh = dgates[t] · w_hh`; the weight gradients are GEMMs over all `T·B`
 //!   rows after the loop, and the bias gradient their column sums.
 //!
+//! On token input (`d.tokens`) the input projection is the gather of `w_ih`'s columns
+//! and `dw_ih` their scatter-add (`gather.rs`, shared with `embedding`).
+//!
 //! All of it is recorded into one command stream: no step waits for the host. A step's
 //! fused pass is cut into blocks of batch rows only when a step is larger than one
 //! binding holds.
@@ -20,6 +23,7 @@ use std::ops::Range;
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::{check_len, copy_range, fill, sum_rows};
+use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, Mat};
 use super::{word, Launches};
 use crate::shaders::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
@@ -96,14 +100,27 @@ pub(crate) fn lstm_forward(
     let w_ih = Mat::new(inp.w_ih, h4, input);
     let w_hh = Mat::new(inp.w_hh, h4, hidden);
 
+    let x_step = d.x_len() / steps;
     for t in 0..steps {
         let slot = t % chunk;
         if slot == 0 {
             // 1. The input projection of the chunk's steps (the biases join in the fused
             // pass).
+            // On token input, the gather of w_ih's columns.
             let n = chunk.min(steps - t) * batch;
-            let x = Mat::new(inp.x, rows, input).rows(t * batch, n);
-            gemm(l, (x, false), (w_ih, true), gates.rows(0, n), false)?;
+            if d.tokens {
+                let ids = inp.x.slice(t * x_step..t * x_step + n);
+                gather(
+                    l,
+                    inp.w_ih,
+                    d.token_table(),
+                    ids,
+                    out.gates.slice(0..n * h4),
+                )?;
+            } else {
+                let x = Mat::new(inp.x, rows, input).rows(t * batch, n);
+                gemm(l, (x, false), (w_ih, true), gates.rows(0, n), false)?;
+            }
         }
         // 2. The recurrence: one GEMM and one fused pass per step.
         let h_prev = if t == 0 {
@@ -229,15 +246,15 @@ pub(crate) fn lstm_backward(
     }
 
     // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows.
-    let x = Mat::new(inp.x, rows, input);
-    gemm(
-        l,
-        (dgates, true),
-        (x, false),
-        Mat::new(out.dw_ih, h4, input),
-        false,
-    )?;
+    // dw_ih = dgatesᵀ · x over all T·B rows (on token input, the scatter-add of dgates
+    // into the columns of the ids).
+    if d.tokens {
+        scatter_add(l, d.token_table(), inp.x, out.dgates, out.dw_ih)?;
+    } else {
+        let x = Mat::new(inp.x, rows, input);
+        let dw_ih = Mat::new(out.dw_ih, h4, input);
+        gemm(l, (dgates, true), (x, false), dw_ih, false)?;
+    }
     // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
     let dw_hh = Mat::new(out.dw_hh, h4, hidden);
     let h0 = Mat::new(inp.h0, batch, hidden);
