@@ -105,7 +105,9 @@ pub fn epoch_order(
     let lengths = source.lengths();
     let mut batches = Vec::with_capacity(order.len().div_ceil(settings.batch));
     for group in order.chunks_mut(settings.batch * settings.group) {
-        group.sort_by_key(|&i| lengths[i]);
+        if settings.group > 1 {
+            group.sort_by_key(|&i| lengths[i]);
+        }
         batches.extend(group.chunks(settings.batch).map(<[usize]>::to_vec));
     }
     if settings.shuffle {
