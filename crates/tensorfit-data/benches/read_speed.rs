@@ -17,10 +17,16 @@ use tensorfit_data::{BatchSettings, Batches, LongCsv, ReadSettings, Source, Tens
 mod generate;
 
 fn main() -> Result<()> {
-    let mb: u64 = std::env::var("TENSORFIT_DATA_BENCH_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let mb: u64 = std::env::var("TENSORFIT_DATA_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let dir = tempfile::tempdir()?;
-    let settings = ReadSettings { classes: Some(6), ..ReadSettings::default() };
+    let settings = ReadSettings {
+        classes: Some(6),
+        ..ReadSettings::default()
+    };
     if only.as_deref().is_none_or(|o| o == "csv") {
         let path = dir.path().join("long.csv");
         let size = generate::long_csv(&path, mb << 20)?;
@@ -43,7 +49,11 @@ fn main() -> Result<()> {
 
 fn epoch(name: &str, source: Arc<dyn Source>, size: u64) -> Result<()> {
     let all: Vec<usize> = (0..source.lengths().len()).collect();
-    let settings = BatchSettings { batch: 32, read_ahead: 4, ..BatchSettings::default() };
+    let settings = BatchSettings {
+        batch: 32,
+        read_ahead: 4,
+        ..BatchSettings::default()
+    };
     let t = Instant::now();
     let mut steps = 0;
     for batch in Batches::start(source, &all, 0, &settings)? {

@@ -1,6 +1,9 @@
 //! Every format's example in examples/data (written by examples/data/make.py) reads as the
 //! data set it holds, and the formats that hold the same sequences read them alike.
 
+// Helpers outside #[test] functions unwrap too: a failure is the test's failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -2,6 +2,9 @@
 //! similar lengths and pad only to their longest; the reader runs ahead a bounded number
 //! of batches; a text's windows come in stream order with the state carried.
 
+// Helpers outside #[test] functions unwrap too: a failure is the test's failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

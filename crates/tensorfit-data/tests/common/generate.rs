@@ -1,4 +1,6 @@
 //! Large generated data files for the speed bench and the memory check: written a row at
+// Each user (the bench, the memory check) uses part of this module.
+#![allow(dead_code)]
 //! a time (nothing of the file is held in memory), from a fixed seed.
 
 use std::fs::File;
