@@ -117,6 +117,9 @@ impl ReadSettings {
     /// The length a sequence of `len` steps is read at, or the error that refuses it.
     pub(crate) fn admit(&self, len: usize, place: impl FnOnce() -> Place) -> Result<usize> {
         match self.max_seq_len {
+            Some(0) => Err(DataError::Settings(
+                "the maximum sequence length is at least 1".into(),
+            )),
             Some(max) if len > max => match self.too_long {
                 TooLong::Cut => Ok(max),
                 TooLong::Refuse => Err(DataError::TooLong {

@@ -57,17 +57,22 @@ fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
     }
 }
 
-/// Splits sequences `0..n` into (training, validation): `val_fraction` of them, chosen
-/// from `seed`, validate; both lists in file order.
-pub fn split(n: usize, val_fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>)> {
+/// How many of `n` items validate at `val_fraction` (checked to be in [0, 1)).
+pub(crate) fn val_count(n: u64, val_fraction: f64) -> Result<u64> {
     if !(0.0..1.0).contains(&val_fraction) {
         return Err(DataError::Settings(format!(
             "a validation fraction is at least 0 and below 1, not {val_fraction}"
         )));
     }
+    Ok((n as f64 * val_fraction).round() as u64)
+}
+
+/// Splits sequences `0..n` into (training, validation): `val_fraction` of them, chosen
+/// from `seed`, validate; both lists in file order.
+pub fn split(n: usize, val_fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>)> {
+    let val = val_count(n as u64, val_fraction)? as usize;
     let mut order: Vec<usize> = (0..n).collect();
     shuffle(&mut order, &mut Rng::new(seed ^ SPLIT_SALT));
-    let val = (n as f64 * val_fraction).round() as usize;
     let (mut val, mut train) = (order[..val].to_vec(), order[val..].to_vec());
     if train.is_empty() {
         return Err(DataError::Settings(format!(

@@ -99,6 +99,13 @@ impl CharCorpus {
         })
     }
 
+    /// Character ranges (training, validation): the last `val_fraction` of the corpus
+    /// validates. Cut each into [`CharWindows`](crate::CharWindows).
+    pub fn split(&self, val_fraction: f64) -> Result<((u64, u64), (u64, u64))> {
+        let cut = self.chars - crate::pipeline::val_count(self.chars, val_fraction)?;
+        Ok(((0, cut), (cut, self.chars)))
+    }
+
     /// The vocabulary of the characters this corpus has.
     pub fn vocab(&self) -> CharVocab {
         CharVocab::new(self.seen.clone())

@@ -448,3 +448,14 @@ fn a_truncated_tensor_file_is_refused_with_the_reason() {
         "{m}"
     );
 }
+
+#[test]
+fn a_maximum_length_of_zero_is_refused_as_a_setting() {
+    let settings = ReadSettings {
+        max_seq_len: Some(0),
+        too_long: TooLong::Cut,
+        ..ReadSettings::default()
+    };
+    let (err, m) = dl4j_error(&[("0.csv", "1\n")], &[("0.csv", "0\n")], &settings);
+    assert!(matches!(err, DataError::Settings(_)), "{m}");
+}

@@ -152,6 +152,17 @@ fn a_corpus_becomes_a_vocabulary_and_windows_whose_targets_are_the_next_characte
 }
 
 #[test]
+fn a_corpus_splits_into_training_and_validation_ranges_of_characters() {
+    let corpus = CharCorpus::open(&example("corpus.txt")).unwrap();
+    let (train, val) = corpus.split(0.25).unwrap();
+    assert_eq!(train.0, 0);
+    assert_eq!(train.1, val.0);
+    assert_eq!(val.1, corpus.chars);
+    assert_eq!(val.1 - val.0, (corpus.chars as f64 * 0.25).round() as u64);
+    assert!(corpus.split(1.0).is_err());
+}
+
+#[test]
 fn a_character_vocabulary_survives_its_json_and_maps_unknown_characters_to_zero() {
     let vocab = CharCorpus::open(&example("corpus.txt")).unwrap().vocab();
     let back = CharVocab::from_json(&vocab.to_json()).unwrap();
