@@ -9,6 +9,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
+use std::hash::{Hash, Hasher};
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -59,33 +60,32 @@ impl LongCsv {
             if number == 1 && is_header(line) {
                 continue;
             }
-            let row: Vec<&str> = fields(line).collect();
+            let count = field_count(line);
             match width {
-                Some(w) if w != row.len() => {
+                Some(w) if w != count => {
                     return Err(DataError::Ragged {
                         place: Place::line(path, number),
-                        found: row.len(),
+                        found: count,
                         expected: w,
                     })
                 }
-                None if row.len() < 4 => {
+                None if count < 4 => {
                     return Err(DataError::format(
                         Place::line(path, number),
-                        format!(
-                            "{} fields; a row is sequence,step,f1,...,fk,label (k >= 1)",
-                            row.len()
-                        ),
+                        format!("{count} fields; a row is sequence,step,f1,...,fk,label (k >= 1)"),
                     ))
                 }
-                _ => width = Some(row.len()),
+                _ => width = Some(count),
             }
+            let mut row = fields(line);
+            let (id, step) = (row.next().unwrap_or(""), row.next().unwrap_or(""));
             let at = |column: usize| move || Place::field(path, number, column);
-            let id = row[0];
             if open.as_ref().is_none_or(|o| o.id != id) {
                 if let Some(done) = open.take() {
                     scan.close(path, done, settings)?;
                 }
-                if !seen.insert(id.to_string()) {
+                // Hashes, not ids, are kept; a hash seen before is checked against the ids.
+                if !seen.insert(hash(id)) && scan.ids.iter().any(|known| known == id) {
                     return Err(DataError::format(
                         Place::field(path, number, 1),
                         format!("sequence `{id}` appears again after other sequences (the rows of a sequence must be together)"),
@@ -103,22 +103,21 @@ impl LongCsv {
                 });
             }
             let Some(seq) = open.as_mut() else { continue };
-            let step = row[1];
             if step.parse::<usize>().ok() != Some(seq.span.rows) {
                 return Err(DataError::format(
                     at(2)(),
                     format!("step `{step}` where {} was expected (the rows of a sequence in step order from 0)", seq.span.rows),
                 ));
             }
-            for (i, text) in row[2..row.len() - 1].iter().enumerate() {
+            for (i, text) in row.by_ref().take(count - 3).enumerate() {
                 parse_value(text, at(i + 3))?;
             }
-            let text = row[row.len() - 1];
+            let text = row.next().unwrap_or("");
             seq.last_labelled = !text.is_empty();
             if text.is_empty() {
                 seq.unlabelled += 1;
             } else {
-                if let Label::Class(c) = parse_label(text, settings, at(row.len()))? {
+                if let Label::Class(c) = parse_label(text, settings, at(count))? {
                     largest = largest.max(Some(c));
                 }
             }
@@ -215,6 +214,17 @@ impl Scan {
     }
 }
 
+fn hash(id: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish()
+}
+
+/// Fields of a CSV line (commas + 1).
+fn field_count(line: &str) -> usize {
+    line.bytes().filter(|&b| b == b',').count() + 1
+}
+
 fn describe(per: LabelsPer) -> &'static str {
     match per {
         LabelsPer::Sequence => "on the last row only",
@@ -270,27 +280,34 @@ impl Reader for LongCsvReader {
         let mut lines = Lines::new(BufReader::new(&mut self.file), path, span.offset, span.line);
         let mut x = Vec::with_capacity(len * s.features);
         let mut labels = LabelColumn::default();
-        for row in 0..span.rows {
+        // A cut sequence with a label per step ends at its cut; one labelled on its last
+        // row is read to that row.
+        let rows = match s.dataset.labels_per {
+            LabelsPer::Step => len,
+            LabelsPer::Sequence => span.rows,
+        };
+        for row in 0..rows {
             let Some((number, _, line)) = lines.next_nonblank()? else {
                 return Err(DataError::format(
                     Place::line(path, span.line),
                     "the file changed since it was scanned (ends early)",
                 ));
             };
-            let row_fields: Vec<&str> = fields(line).collect();
-            let last = row_fields.len() - 1;
-            if row < len {
-                for (i, text) in row_fields[2..last].iter().enumerate() {
+            let mut row_fields = fields(line).skip(2);
+            let width = s.features;
+            for (i, text) in row_fields.by_ref().take(width).enumerate() {
+                if row < len {
                     x.push(parse_value(text, || Place::field(path, number, i + 3))?);
                 }
             }
+            let label = row_fields.next().unwrap_or("");
             let keep = match s.dataset.labels_per {
                 LabelsPer::Step => row < len,
                 LabelsPer::Sequence => row + 1 == span.rows,
             };
             if keep {
-                let at = || Place::field(path, number, last + 1);
-                labels.push(parse_label(row_fields[last], &s.settings, at)?);
+                let at = || Place::field(path, number, width + 3);
+                labels.push(parse_label(label, &s.settings, at)?);
             }
         }
         Ok(Example {

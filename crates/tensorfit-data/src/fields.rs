@@ -13,7 +13,8 @@ use crate::error::{DataError, Place, Result};
 pub(crate) struct Lines<'p, R> {
     reader: R,
     path: &'p Path,
-    buf: Vec<u8>,
+    /// The current line, checked as UTF-8 once.
+    buf: String,
     /// Number of the line last read.
     line: usize,
     /// Byte offset of the line last read.
@@ -28,7 +29,7 @@ impl<'p, R: BufRead> Lines<'p, R> {
         Lines {
             reader,
             path,
-            buf: Vec::with_capacity(256),
+            buf: String::with_capacity(256),
             line: line.saturating_sub(1),
             offset,
             next_offset: offset,
@@ -56,10 +57,12 @@ impl<'p, R: BufRead> Lines<'p, R> {
 
     /// Reads the next line into `buf` and checks it is UTF-8; false at the end.
     fn advance(&mut self) -> Result<bool> {
-        self.buf.clear();
+        // The line's bytes go into the String's own buffer, checked once and kept.
+        let mut bytes = std::mem::take(&mut self.buf).into_bytes();
+        bytes.clear();
         let n = self
             .reader
-            .read_until(b'\n', &mut self.buf)
+            .read_until(b'\n', &mut bytes)
             .map_err(DataError::io(self.path))?;
         if n == 0 {
             return Ok(false);
@@ -67,23 +70,25 @@ impl<'p, R: BufRead> Lines<'p, R> {
         self.line += 1;
         self.offset = self.next_offset;
         self.next_offset += n as u64;
-        while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
-            self.buf.pop();
+        while matches!(bytes.last(), Some(b'\n' | b'\r')) {
+            bytes.pop();
         }
-        match std::str::from_utf8(&self.buf) {
-            Ok(_) => Ok(true),
+        match String::from_utf8(bytes) {
+            Ok(text) => {
+                self.buf = text;
+                Ok(true)
+            }
             Err(e) => Err(DataError::InvalidUtf8 {
                 place: Place {
-                    byte: Some(self.offset + e.valid_up_to() as u64),
+                    byte: Some(self.offset + e.utf8_error().valid_up_to() as u64),
                     ..Place::line(self.path, self.line)
                 },
             }),
         }
     }
 
-    /// The current line, checked as UTF-8 by `advance`.
     fn text(&self) -> &str {
-        std::str::from_utf8(&self.buf).unwrap_or_default()
+        &self.buf
     }
 }
 

@@ -210,3 +210,25 @@ fn a_validation_tsv_uses_the_training_vocabularies() {
     });
     assert_eq!(ids(&e.inputs)[3], 0, "`!` is not in the training texts");
 }
+
+#[test]
+fn a_long_csv_cut_to_a_maximum_keeps_the_first_steps_and_the_sequence_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.csv");
+    std::fs::write(&path, "a,0,1.0,\na,1,2.0,\na,2,3.0,2\nb,0,4.0,1\n").unwrap();
+    let settings = ReadSettings {
+        max_seq_len: Some(2),
+        too_long: tensorfit_data::TooLong::Cut,
+        ..ReadSettings::default()
+    };
+    let s = LongCsv::open(&path, &settings).unwrap();
+    assert_eq!(s.lengths(), &[2, 1]);
+    assert_eq!(s.dataset().labels_per, LabelsPer::Sequence);
+    let e = s.reader().unwrap().read(0).unwrap();
+    assert_eq!(f32s(&e.inputs), &[1.0, 2.0]);
+    assert_eq!(
+        ids(&e.labels),
+        &[2],
+        "the label of the last row, past the cut"
+    );
+}
