@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::dataset::{Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Source, Values};
 use crate::error::{DataError, Place, Result};
@@ -20,10 +21,10 @@ use crate::fields::{fields, is_header, parse_label, parse_value, LabelColumn, Li
 #[derive(Debug, Clone)]
 pub struct CsvSequenceDir {
     dataset: Dataset,
-    lengths: Vec<usize>,
+    lengths: Arc<[usize]>,
     /// (feature file, label file) of each sequence, ordered by number.
-    files: Vec<(PathBuf, PathBuf)>,
-    numbers: Vec<u64>,
+    files: Arc<[(PathBuf, PathBuf)]>,
+    numbers: Arc<[u64]>,
     features: usize,
     settings: ReadSettings,
 }
@@ -112,8 +113,8 @@ impl CsvSequenceDir {
         );
         Ok(CsvSequenceDir {
             dataset,
-            lengths,
-            files,
+            lengths: lengths.into(),
+            files: files.into(),
             numbers: feature_files.keys().copied().collect(),
             features: features_per_step,
             settings: settings.clone(),

@@ -12,6 +12,7 @@ use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::dataset::{Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Source};
 use crate::error::{DataError, Place, Result};
@@ -27,13 +28,13 @@ struct Span {
 }
 
 /// A scanned long CSV.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LongCsv {
     path: PathBuf,
     dataset: Dataset,
-    lengths: Vec<usize>,
-    spans: Vec<Span>,
-    ids: Vec<String>,
+    lengths: Arc<[usize]>,
+    spans: Arc<[Span]>,
+    ids: Arc<[String]>,
     features: usize,
     settings: ReadSettings,
 }
@@ -143,9 +144,9 @@ impl LongCsv {
         Ok(LongCsv {
             path: path.to_path_buf(),
             dataset,
-            lengths: scan.lengths,
-            spans: scan.spans,
-            ids: scan.ids,
+            lengths: scan.lengths.into(),
+            spans: scan.spans.into(),
+            ids: scan.ids.into(),
             features: width - 3,
             settings: settings.clone(),
         })
@@ -244,23 +245,9 @@ impl Source for LongCsv {
     fn reader(&self) -> Result<Box<dyn Reader>> {
         let file = File::open(&self.path).map_err(DataError::io(&self.path))?;
         Ok(Box::new(LongCsvReader {
-            source: self.clone_index(),
+            source: self.clone(),
             file,
         }))
-    }
-}
-
-impl LongCsv {
-    fn clone_index(&self) -> LongCsv {
-        LongCsv {
-            path: self.path.clone(),
-            dataset: self.dataset.clone(),
-            lengths: self.lengths.clone(),
-            spans: self.spans.clone(),
-            ids: Vec::new(),
-            features: self.features,
-            settings: self.settings.clone(),
-        }
     }
 }
 

@@ -6,6 +6,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::arrays::{arrays, Array};
 use crate::dataset::{
@@ -20,7 +21,7 @@ pub struct TensorData {
     inputs: Array,
     labels: Array,
     dataset: Dataset,
-    lengths: Vec<usize>,
+    lengths: Arc<[usize]>,
     /// Steps per sequence in the file (T).
     steps: usize,
     /// Values per step (F; 1 for tokens).
@@ -134,7 +135,7 @@ impl TensorData {
             inputs,
             labels,
             dataset,
-            lengths,
+            lengths: lengths.into(),
             steps,
             width,
         })

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::dataset::{
     Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Source, Targets, Values,
@@ -20,9 +21,9 @@ use crate::vocab::{CharVocab, LabelVocab};
 pub struct TsvData {
     path: PathBuf,
     dataset: Dataset,
-    lengths: Vec<usize>,
+    lengths: Arc<[usize]>,
     /// Byte offset and number of each line.
-    lines: Vec<(u64, usize)>,
+    lines: Arc<[(u64, usize)]>,
     chars: CharVocab,
     labels: LabelVocab,
 }
@@ -78,8 +79,8 @@ impl TsvData {
         Ok(TsvData {
             path: path.to_path_buf(),
             dataset,
-            lengths,
-            lines: index,
+            lengths: lengths.into(),
+            lines: index.into(),
             chars,
             labels,
         })

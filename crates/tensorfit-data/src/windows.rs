@@ -7,6 +7,8 @@
 //! window `k` of stream `s`, so batches taken in order hold window `k` of every stream,
 //! and the recurrent state of a row can be carried into the next batch.
 
+use std::sync::Arc;
+
 use crate::dataset::{Dataset, Example, Inputs, LabelsPer, Reader, Source, Targets, Values};
 use crate::error::{DataError, Result};
 use crate::text::{CharCorpus, CharCursor};
@@ -18,7 +20,7 @@ pub struct CharWindows {
     corpus: CharCorpus,
     vocab: CharVocab,
     dataset: Dataset,
-    lengths: Vec<usize>,
+    lengths: Arc<[usize]>,
     /// First character of each stream.
     starts: Vec<u64>,
     window: usize,
@@ -61,7 +63,7 @@ impl CharWindows {
             corpus: corpus.clone(),
             vocab: vocab.clone(),
             dataset,
-            lengths,
+            lengths: lengths.into(),
             starts: (0..streams as u64).map(|s| from + s * per_stream).collect(),
             window,
         })
