@@ -13,15 +13,14 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::dataset::{Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Source, Values};
+use crate::dataset::{Example, Inputs, LabelsPer, ReadSettings, Reader, Scanned, Source, Values};
 use crate::error::{DataError, Place, Result};
 use crate::fields::{fields, is_header, parse_label, parse_value, LabelColumn, Lines};
 
 /// A scanned pair of feature and label directories.
 #[derive(Debug, Clone)]
 pub struct CsvSequenceDir {
-    dataset: Dataset,
-    lengths: Arc<[usize]>,
+    scanned: Scanned,
     /// (feature file, label file) of each sequence, ordered by number.
     files: Arc<[(PathBuf, PathBuf)]>,
     numbers: Arc<[u64]>,
@@ -103,17 +102,16 @@ impl CsvSequenceDir {
                 })
             }
         };
-        let dataset = Dataset::new(
+        let scanned = Scanned::new(
             Inputs::Dense {
                 features: features_per_step,
             },
             settings.targets(largest),
             labels_per,
-            &lengths,
+            lengths,
         );
         Ok(CsvSequenceDir {
-            dataset,
-            lengths: lengths.into(),
+            scanned,
             files: files.into(),
             numbers: feature_files.keys().copied().collect(),
             features: features_per_step,
@@ -128,12 +126,8 @@ impl CsvSequenceDir {
 }
 
 impl Source for CsvSequenceDir {
-    fn dataset(&self) -> &Dataset {
-        &self.dataset
-    }
-
-    fn lengths(&self) -> &[usize] {
-        &self.lengths
+    fn scanned(&self) -> &Scanned {
+        &self.scanned
     }
 
     fn reader(&self) -> Result<Box<dyn Reader>> {
@@ -143,12 +137,12 @@ impl Source for CsvSequenceDir {
 
 impl Reader for CsvSequenceDir {
     fn read(&mut self, index: usize) -> Result<Example> {
-        let len = self.lengths[index];
+        let len = self.scanned.lengths[index];
         let (feature_path, label_path) = &self.files[index];
         let features = self.features;
         let mut x = Vec::with_capacity(len * features);
         parse_steps(feature_path, Some((features, feature_path)), len, &mut x)?;
-        let keep = match self.dataset.labels_per {
+        let keep = match self.scanned.dataset.labels_per {
             LabelsPer::Sequence => 1,
             LabelsPer::Step => len,
         };

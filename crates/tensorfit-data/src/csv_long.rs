@@ -14,7 +14,7 @@ use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::dataset::{Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Source};
+use crate::dataset::{Example, Inputs, LabelsPer, ReadSettings, Reader, Scanned, Source};
 use crate::error::{DataError, Place, Result};
 use crate::fields::{fields, is_header, parse_label, parse_value, Label, LabelColumn, Lines};
 
@@ -31,8 +31,7 @@ struct Span {
 #[derive(Debug, Clone)]
 pub struct LongCsv {
     path: PathBuf,
-    dataset: Dataset,
-    lengths: Arc<[usize]>,
+    scanned: Scanned,
     spans: Arc<[Span]>,
     ids: Arc<[String]>,
     features: usize,
@@ -133,18 +132,17 @@ impl LongCsv {
                 what: "no rows",
             });
         };
-        let dataset = Dataset::new(
+        let scanned = Scanned::new(
             Inputs::Dense {
                 features: width - 3,
             },
             settings.targets(largest),
             per,
-            &scan.lengths,
+            scan.lengths,
         );
         Ok(LongCsv {
             path: path.to_path_buf(),
-            dataset,
-            lengths: scan.lengths.into(),
+            scanned,
             spans: scan.spans.into(),
             ids: scan.ids.into(),
             features: width - 3,
@@ -234,12 +232,8 @@ fn describe(per: LabelsPer) -> &'static str {
 }
 
 impl Source for LongCsv {
-    fn dataset(&self) -> &Dataset {
-        &self.dataset
-    }
-
-    fn lengths(&self) -> &[usize] {
-        &self.lengths
+    fn scanned(&self) -> &Scanned {
+        &self.scanned
     }
 
     fn reader(&self) -> Result<Box<dyn Reader>> {
@@ -260,7 +254,7 @@ struct LongCsvReader {
 impl Reader for LongCsvReader {
     fn read(&mut self, index: usize) -> Result<Example> {
         let s = &self.source;
-        let (span, len, path) = (s.spans[index], s.lengths[index], s.path.as_path());
+        let (span, len, path) = (s.spans[index], s.scanned.lengths[index], s.path.as_path());
         self.file
             .seek(SeekFrom::Start(span.offset))
             .map_err(DataError::io(path))?;
@@ -269,7 +263,7 @@ impl Reader for LongCsvReader {
         let mut labels = LabelColumn::default();
         // A cut sequence with a label per step ends at its cut; one labelled on its last
         // row is read to that row.
-        let rows = match s.dataset.labels_per {
+        let rows = match s.scanned.dataset.labels_per {
             LabelsPer::Step => len,
             LabelsPer::Sequence => span.rows,
         };
@@ -288,7 +282,7 @@ impl Reader for LongCsvReader {
                 }
             }
             let label = row_fields.next().unwrap_or("");
-            let keep = match s.dataset.labels_per {
+            let keep = match s.scanned.dataset.labels_per {
                 LabelsPer::Step => row < len,
                 LabelsPer::Sequence => row + 1 == span.rows,
             };

@@ -2,6 +2,8 @@
 //! every reader takes ([`ReadSettings`]) and the interface every format implements
 //! ([`Source`]: the result of a scan; [`Reader`]: reads one sequence on demand).
 
+use std::sync::Arc;
+
 use crate::error::{DataError, Place, Result};
 
 /// The inputs of every step.
@@ -44,12 +46,7 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    pub(crate) fn new(
-        inputs: Inputs,
-        targets: Targets,
-        labels_per: LabelsPer,
-        lengths: &[usize],
-    ) -> Dataset {
+    fn new(inputs: Inputs, targets: Targets, labels_per: LabelsPer, lengths: &[usize]) -> Dataset {
         Dataset {
             inputs,
             targets,
@@ -57,6 +54,28 @@ impl Dataset {
             sequences: lengths.len(),
             max_len: lengths.iter().copied().max().unwrap_or(0),
             total_steps: lengths.iter().map(|&l| l as u64).sum(),
+        }
+    }
+}
+
+/// What a scan finds: the description and each sequence's length (in file order, after
+/// any cut), shared by a source and its readers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scanned {
+    pub dataset: Dataset,
+    pub lengths: Arc<[usize]>,
+}
+
+impl Scanned {
+    pub(crate) fn new(
+        inputs: Inputs,
+        targets: Targets,
+        labels_per: LabelsPer,
+        lengths: Vec<usize>,
+    ) -> Scanned {
+        Scanned {
+            dataset: Dataset::new(inputs, targets, labels_per, &lengths),
+            lengths: lengths.into(),
         }
     }
 }
@@ -147,9 +166,14 @@ impl ReadSettings {
 
 /// A scanned data set: its description and the length of each sequence.
 pub trait Source: Send + Sync + std::fmt::Debug {
-    fn dataset(&self) -> &Dataset;
+    fn scanned(&self) -> &Scanned;
+    fn dataset(&self) -> &Dataset {
+        &self.scanned().dataset
+    }
     /// Steps of each sequence, in file order (after any cut).
-    fn lengths(&self) -> &[usize];
+    fn lengths(&self) -> &[usize] {
+        &self.scanned().lengths
+    }
     /// A reader of this source's sequences (its own file handles).
     fn reader(&self) -> Result<Box<dyn Reader>>;
     /// For windows of a long text: the number of parallel streams. Their batches are

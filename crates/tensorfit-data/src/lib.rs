@@ -39,7 +39,8 @@ pub use batch::{max_batch_bytes, Batch, BatchInputs};
 pub use csv_dir::CsvSequenceDir;
 pub use csv_long::LongCsv;
 pub use dataset::{
-    Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Source, Targets, TooLong, Values,
+    Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Scanned, Source, Targets, TooLong,
+    Values,
 };
 pub use error::{DataError, Place, Result};
 pub use pipeline::{epoch_order, split, BatchSettings, Batches};

@@ -6,11 +6,10 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::arrays::{arrays, Array};
 use crate::dataset::{
-    Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Source, Targets, Values,
+    Example, Inputs, LabelsPer, ReadSettings, Reader, Scanned, Source, Targets, Values,
 };
 use crate::error::{DataError, Place, Result};
 
@@ -20,8 +19,7 @@ pub struct TensorData {
     path: PathBuf,
     inputs: Array,
     labels: Array,
-    dataset: Dataset,
-    lengths: Arc<[usize]>,
+    scanned: Scanned,
     /// Steps per sequence in the file (T).
     steps: usize,
     /// Values per step (F; 1 for tokens).
@@ -124,18 +122,17 @@ impl TensorData {
         } else {
             Inputs::Dense { features: width }
         };
-        let dataset = Dataset::new(
+        let scanned = Scanned::new(
             input_kind,
             settings.targets(largest_label),
             labels_per,
-            &lengths,
+            lengths,
         );
         Ok(TensorData {
             path: path.to_path_buf(),
             inputs,
             labels,
-            dataset,
-            lengths: lengths.into(),
+            scanned,
             steps,
             width,
         })
@@ -244,12 +241,8 @@ fn read_labels(
 }
 
 impl Source for TensorData {
-    fn dataset(&self) -> &Dataset {
-        &self.dataset
-    }
-
-    fn lengths(&self) -> &[usize] {
-        &self.lengths
+    fn scanned(&self) -> &Scanned {
+        &self.scanned
     }
 
     fn reader(&self) -> Result<Box<dyn Reader>> {
@@ -272,7 +265,7 @@ struct TensorReader {
 impl Reader for TensorReader {
     fn read(&mut self, index: usize) -> Result<Example> {
         let d = &self.data;
-        let len = d.lengths[index];
+        let len = d.scanned.lengths[index];
         let inputs = read_values(
             &d.inputs,
             &mut self.file,
@@ -280,9 +273,9 @@ impl Reader for TensorReader {
             len * d.width,
             &mut self.buf,
         )?;
-        let (start, count) = label_range(d.dataset.labels_per, index, d.steps, len);
+        let (start, count) = label_range(d.scanned.dataset.labels_per, index, d.steps, len);
         let settings = ReadSettings {
-            regression: d.dataset.targets == Targets::Values,
+            regression: d.scanned.dataset.targets == Targets::Values,
             ..ReadSettings::default()
         };
         let labels = read_labels(

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::dataset::{
-    Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Source, Targets, Values,
+    Example, Inputs, LabelsPer, ReadSettings, Reader, Scanned, Source, Targets, Values,
 };
 use crate::error::{DataError, Place, Result};
 use crate::fields::Lines;
@@ -20,8 +20,7 @@ use crate::vocab::{CharVocab, LabelVocab};
 #[derive(Debug, Clone)]
 pub struct TsvData {
     path: PathBuf,
-    dataset: Dataset,
-    lengths: Arc<[usize]>,
+    scanned: Scanned,
     /// Byte offset and number of each line.
     lines: Arc<[(u64, usize)]>,
     chars: CharVocab,
@@ -68,18 +67,17 @@ impl TsvData {
             Some((c, l)) => (c.clone(), l.clone()),
             None => (CharVocab::new(chars), LabelVocab::new(labels)),
         };
-        let dataset = Dataset::new(
+        let scanned = Scanned::new(
             Inputs::Tokens { vocab: chars.len() },
             Targets::Classes {
                 classes: labels.len(),
             },
             LabelsPer::Sequence,
-            &lengths,
+            lengths,
         );
         Ok(TsvData {
             path: path.to_path_buf(),
-            dataset,
-            lengths: lengths.into(),
+            scanned,
             lines: index.into(),
             chars,
             labels,
@@ -113,12 +111,8 @@ fn split<'l>(line: &'l str, path: &Path, number: usize) -> Result<(&'l str, &'l 
 }
 
 impl Source for TsvData {
-    fn dataset(&self) -> &Dataset {
-        &self.dataset
-    }
-
-    fn lengths(&self) -> &[usize] {
-        &self.lengths
+    fn scanned(&self) -> &Scanned {
+        &self.scanned
     }
 
     fn reader(&self) -> Result<Box<dyn Reader>> {
@@ -140,7 +134,7 @@ impl Reader for TsvReader {
     fn read(&mut self, index: usize) -> Result<Example> {
         let d = &self.data;
         let (offset, number) = d.lines[index];
-        let len = d.lengths[index];
+        let len = d.scanned.lengths[index];
         self.file
             .seek(SeekFrom::Start(offset))
             .map_err(DataError::io(&d.path))?;

@@ -7,9 +7,7 @@
 //! window `k` of stream `s`, so batches taken in order hold window `k` of every stream,
 //! and the recurrent state of a row can be carried into the next batch.
 
-use std::sync::Arc;
-
-use crate::dataset::{Dataset, Example, Inputs, LabelsPer, Reader, Source, Targets, Values};
+use crate::dataset::{Example, Inputs, LabelsPer, Reader, Scanned, Source, Targets, Values};
 use crate::error::{DataError, Result};
 use crate::text::{CharCorpus, CharCursor};
 use crate::vocab::CharVocab;
@@ -19,8 +17,7 @@ use crate::vocab::CharVocab;
 pub struct CharWindows {
     corpus: CharCorpus,
     vocab: CharVocab,
-    dataset: Dataset,
-    lengths: Arc<[usize]>,
+    scanned: Scanned,
     /// First character of each stream.
     starts: Vec<u64>,
     window: usize,
@@ -51,19 +48,18 @@ impl CharWindows {
             )));
         }
         let lengths = vec![window; windows * streams];
-        let dataset = Dataset::new(
+        let scanned = Scanned::new(
             Inputs::Tokens { vocab: vocab.len() },
             Targets::Classes {
                 classes: vocab.len(),
             },
             LabelsPer::Step,
-            &lengths,
+            lengths,
         );
         Ok(CharWindows {
             corpus: corpus.clone(),
             vocab: vocab.clone(),
-            dataset,
-            lengths: lengths.into(),
+            scanned,
             starts: (0..streams as u64).map(|s| from + s * per_stream).collect(),
             window,
         })
@@ -81,12 +77,8 @@ impl CharWindows {
 }
 
 impl Source for CharWindows {
-    fn dataset(&self) -> &Dataset {
-        &self.dataset
-    }
-
-    fn lengths(&self) -> &[usize] {
-        &self.lengths
+    fn scanned(&self) -> &Scanned {
+        &self.scanned
     }
 
     fn streams(&self) -> Option<usize> {

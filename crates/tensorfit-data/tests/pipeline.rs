@@ -148,29 +148,33 @@ fn the_reader_holds_no_more_than_its_read_ahead() {
         read_ahead: 3,
         ..settings(4)
     };
-    let bound = (settings.read_ahead + 1) * max_batch_bytes(s.dataset(), 4);
+    let per_batch = max_batch_bytes(s.dataset(), 4);
+    let bound = (settings.read_ahead + 1) * per_batch;
     let source: Arc<dyn Source> = Arc::new(s);
     let mut batches = Batches::start(source, &(0..400).collect::<Vec<_>>(), 0, &settings).unwrap();
-    let mut seen = 0;
+    let (mut seen, mut most) = (0, 0);
     while let Some(b) = batches.next() {
         // Give the reader time to fill its channel, then look.
         std::thread::sleep(std::time::Duration::from_millis(2));
+        let in_flight = batches.bytes_in_flight();
         assert!(
-            batches.bytes_in_flight() <= bound,
-            "{} bytes in flight, bound {bound}",
-            batches.bytes_in_flight()
+            in_flight <= bound,
+            "{in_flight} bytes in flight, bound {bound}"
         );
-        assert!(b.unwrap().bytes() <= max_batch_bytes(batches_dataset(), 4));
+        most = most.max(in_flight);
+        assert_eq!(
+            b.unwrap().bytes(),
+            per_batch,
+            "every sequence is as long as the longest"
+        );
         seen += 1;
     }
     assert_eq!(seen, 100);
+    assert!(
+        most > per_batch,
+        "the reader ran more than one batch ahead at some point"
+    );
     assert_eq!(batches.bytes_in_flight(), 0);
-}
-
-fn batches_dataset() -> &'static tensorfit_data::Dataset {
-    use std::sync::OnceLock;
-    static D: OnceLock<tensorfit_data::Dataset> = OnceLock::new();
-    D.get_or_init(|| FakeSource::new(vec![50; 400]).dataset().clone())
 }
 
 #[test]
@@ -240,8 +244,7 @@ fn text_windows_come_in_stream_order_and_continue_the_previous_batch() {
 /// A source of zeros with the given lengths (one class label each), that can fail.
 #[derive(Debug, Clone)]
 struct FakeSource {
-    dataset: tensorfit_data::Dataset,
-    lengths: Vec<usize>,
+    scanned: tensorfit_data::Scanned,
     fail_at: Option<usize>,
 }
 
@@ -255,20 +258,20 @@ impl FakeSource {
             max_len: lengths.iter().copied().max().unwrap_or(0),
             total_steps: lengths.iter().map(|&l| l as u64).sum(),
         };
-        FakeSource {
+        let scanned = tensorfit_data::Scanned {
             dataset,
-            lengths,
+            lengths: lengths.into(),
+        };
+        FakeSource {
+            scanned,
             fail_at: None,
         }
     }
 }
 
 impl Source for FakeSource {
-    fn dataset(&self) -> &tensorfit_data::Dataset {
-        &self.dataset
-    }
-    fn lengths(&self) -> &[usize] {
-        &self.lengths
+    fn scanned(&self) -> &tensorfit_data::Scanned {
+        &self.scanned
     }
     fn reader(&self) -> tensorfit_data::Result<Box<dyn tensorfit_data::Reader>> {
         Ok(Box::new(self.clone()))
@@ -282,7 +285,7 @@ impl tensorfit_data::Reader for FakeSource {
                 "sequence {index} failed"
             )));
         }
-        let len = self.lengths[index];
+        let len = self.scanned.lengths[index];
         Ok(tensorfit_data::Example {
             len,
             inputs: Values::F32(vec![0.0; len * 2]),
