@@ -85,6 +85,8 @@ pub fn split(n: usize, val_fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<
 }
 
 /// The batches of epoch `epoch` over `indices` of `source`, as lists of sequence indices.
+/// For the windows of a text ([`Source::streams`]) `indices` are all of them in order
+/// (`0..n`): they are batched in that order, window k of every stream in batch k.
 pub fn epoch_order(
     source: &dyn Source,
     indices: &[usize],

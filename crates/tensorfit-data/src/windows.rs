@@ -38,6 +38,13 @@ impl CharWindows {
                 "windows need a batch and a window of at least 1".into(),
             ));
         }
+        if from > to || to > corpus.chars {
+            return Err(DataError::Settings(format!(
+                "characters {from}..{to} are not a range of {}, which has {}",
+                corpus.path.display(),
+                corpus.chars
+            )));
+        }
         let per_stream = to.saturating_sub(from) / streams as u64;
         let windows = (per_stream.saturating_sub(1) / window as u64) as usize;
         if windows == 0 {

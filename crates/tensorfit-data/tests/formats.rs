@@ -149,6 +149,7 @@ fn a_corpus_becomes_a_vocabulary_and_windows_whose_targets_are_the_next_characte
         }
     }
     assert_eq!(windows.position(9), (1, 2));
+    assert!(CharWindows::new(&corpus, &vocab, (0, corpus.chars + 1), 4, 10).is_err());
 }
 
 #[test]
