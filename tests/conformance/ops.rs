@@ -14,6 +14,9 @@ use tensorfit_testing::{Rng, TestRng};
 
 use crate::{reference, Checks, OP_TOL};
 
+#[path = "gru_cases.rs"]
+mod gru_cases;
+
 /// Test tensors drawn from the project's generator.
 trait Tensors {
     fn tensor(&mut self, shape: &[usize], scale: f32) -> HostTensor;
@@ -82,9 +85,11 @@ fn variant(op: &Op) -> usize {
         Op::SoftmaxCrossEntropyBackward => 14,
         Op::Adam(_) => 15,
         Op::Copy => 16,
+        Op::GruForward { .. } => 17,
+        Op::GruBackward { .. } => 18,
     }
 }
-const VARIANTS: usize = 17;
+const VARIANTS: usize = 19;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -190,6 +195,7 @@ fn cases() -> Vec<Case> {
         ));
     }
     lstm_cases(&mut r, &mut v);
+    gru_cases::gru_cases(&mut r, &mut v);
     batchnorm_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);
