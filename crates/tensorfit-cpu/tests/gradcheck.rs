@@ -22,8 +22,8 @@ use std::collections::HashMap;
 
 use tensorfit_core::args::{
     ActivationInputs, BatchNormInputs, BinaryInputs, GruForwardInputs, GruForwardOutputs,
-    LstmForwardInputs, LstmForwardOutputs,
-    MatMulInputs, MeanVar, SliceTimeInputs, SoftmaxCrossEntropyInputs,
+    LstmForwardInputs, LstmForwardOutputs, MatMulInputs, MeanVar, SliceTimeInputs,
+    SoftmaxCrossEntropyInputs,
 };
 use tensorfit_core::{backward, Activation, BinaryOp, Executable, Graph, Op, Shape, TensorId};
 use tensorfit_cpu::CpuBackend;

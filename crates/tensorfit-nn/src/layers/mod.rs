@@ -13,12 +13,14 @@
 
 pub mod batchnorm;
 pub mod dense;
+pub mod gru;
 pub mod lstm;
 
 use tensorfit_core::{Graph, Shape, TensorId};
 
 pub use batchnorm::{BatchNorm, BatchNormTensors, BatchStats};
 pub use dense::{Dense, LinearTensors, SoftmaxOutput};
+pub use gru::{Gru, GruStack, GruWeights};
 pub use lstm::{Lstm, LstmGrads, LstmWeights, StatePart, StateSlot};
 
 /// Whether a tensor is trained by the optimizer or is a running statistic.
