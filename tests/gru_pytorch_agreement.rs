@@ -100,10 +100,10 @@ fn a_two_layer_gru_matches_pytorch_forward_and_backward() {
     }
     exe.write(&mut be, stack.x, &tensor("x").data).unwrap();
     exe.write(&mut be, dy, &tensor("dy").data).unwrap();
-    for k in 0..gru.layers {
-        exe.write(&mut be, stack.h0[k], layer_block(tensor("h0"), k))
+    for (k, (&h0, &dh)) in stack.h0.iter().zip(&dh_n).enumerate() {
+        exe.write(&mut be, h0, layer_block(tensor("h0"), k))
             .unwrap();
-        exe.write(&mut be, dh_n[k], layer_block(tensor("dh_n"), k))
+        exe.write(&mut be, dh, layer_block(tensor("dh_n"), k))
             .unwrap();
     }
     exe.run(&mut be).unwrap();

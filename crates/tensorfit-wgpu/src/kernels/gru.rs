@@ -17,8 +17,9 @@ use std::ops::Range;
 
 use tensorfit_core::{args, GruDims, Result};
 
-use super::elementwise::{check_len, copy_range, fill, sum_rows};
+use super::elementwise::{copy_range, fill, sum_rows};
 use super::gemm::{gemm, Mat};
+use super::lstm::check_lengths;
 use super::{word, Launches};
 use crate::shaders::{GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
@@ -28,14 +29,6 @@ type ForwardInputs = args::GruForwardInputs<Region>;
 type ForwardOutputs = args::GruForwardOutputs<Region>;
 type BackwardInputs = args::GruBackwardInputs<Region>;
 type BackwardOutputs = args::GruBackwardOutputs<Region>;
-
-/// Checks every region against the length the layer needs.
-fn check_lengths(kernel: &str, expected: args::Expected<'_, Region>) -> Result<()> {
-    for (what, r, want) in expected {
-        check_len(kernel, what, *r, want)?;
-    }
-    Ok(())
-}
 
 /// What one launch of a fused pass covers, batch rows `rows` of step `t`, as element
 /// ranges (region-relative) of each kind of tensor.

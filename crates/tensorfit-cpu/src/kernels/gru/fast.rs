@@ -15,7 +15,7 @@
 //! Nothing is allocated inside the time loops.
 
 use rayon::prelude::*;
-use tensorfit_core::{GruDims, Result};
+use tensorfit_core::GruDims;
 
 use super::{
     cell_backward, cell_forward, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs,
@@ -34,7 +34,7 @@ pub(super) fn forward(
     d: GruDims,
     inp: &GruForwardInputs<'_>,
     out: &mut GruForwardOutputs<'_>,
-) -> Result<()> {
+) {
     let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
     let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
 
@@ -75,7 +75,6 @@ pub(super) fn forward(
                 },
             )
         });
-    Ok(())
 }
 
 /// The backward pass through time, for a layer that is not empty: fills `dgates`,
@@ -85,7 +84,7 @@ pub(super) fn backward(
     d: GruDims,
     inp: &GruBackwardInputs<'_>,
     out: &mut GruBackwardOutputs<'_>,
-) -> Result<()> {
+) {
     let (steps, batch, hidden, h3) = (d.steps, d.batch, d.hidden, d.gate_width());
     let step_g = d.step_gates();
     let w_hh = PackedB::new(MatRef::row_major(inp.w_hh, h3, hidden));
@@ -130,5 +129,4 @@ pub(super) fn backward(
                 },
             )
         });
-    Ok(())
 }
