@@ -1,9 +1,21 @@
-//! The sizes of a GRU layer ([`GruDims`]) and the lengths of the GRU ops' tensors, which
-//! every backend's kernels check and read their offsets from.
+//! The sizes of a GRU layer ([`GruDims`]), the shapes and lengths of the GRU ops'
+//! tensors, which every backend's kernels check and read their offsets from.
+//!
+//! [`Op::GruForward`](crate::Op::GruForward) is PyTorch's `nn.GRU` layer:
+//! `r = σ(x W_irᵀ + b_ir + h W_hrᵀ + b_hr)`, `z = σ(x W_izᵀ + b_iz + h W_hzᵀ + b_hz)`,
+//! `n = tanh(x W_inᵀ + b_in + r ∘ (h W_hnᵀ + b_hn))`, `h_t = (1 − z) ∘ n + z ∘ h_{t-1}`.
+//! Kernels compute the input projection of all steps as one GEMM into `gates`, then per
+//! step one GEMM `h_{t-1} W_hhᵀ` into `hidden[t]` and one fused pass. `hidden` keeps the
+//! recurrent projections because the backward needs their n block (`b_hn` sits inside
+//! the reset product). [`Op::GruBackward`](crate::Op::GruBackward) steps backwards with
+//! one fused pass and one GEMM per step; its `dgates` and `dhidden` (the gradients at
+//! `x W_ihᵀ + b_ih` and at `h W_hhᵀ + b_hh`) differ only in the n block, by the factor r,
+//! and give the weight gradients with one GEMM each over all steps.
 
 use crate::args::{
-    Expected, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs, GruForwardOutputs,
+    Args, Expected, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs, GruForwardOutputs,
 };
+use crate::op::same;
 use crate::shape::Shape;
 
 /// Sizes of a GRU layer read off its inputs `x, h0, w_ih, w_hh, ...`.
@@ -16,6 +28,46 @@ pub struct GruDims {
 }
 
 impl GruDims {
+    /// [`Op::GruForward`](crate::Op::GruForward)'s output shapes, its inputs checked.
+    pub(crate) fn forward_shapes(i: GruForwardInputs<&Shape>) -> Result<Vec<Shape>, String> {
+        let l = GruDims::checked(i.x, i.h0, i.w_ih, i.w_hh)?;
+        let gates = Shape::from([l.gate_width()]);
+        same(i.b_ih, &gates, "b_ih")?;
+        same(i.b_hh, &gates, "b_hh")?;
+        let outputs = GruForwardOutputs {
+            y: l.seq(l.hidden),
+            h_n: l.state(),
+            gates: l.seq(l.gate_width()),
+            hidden: l.seq(l.gate_width()),
+        };
+        Ok(outputs.into_vec())
+    }
+
+    /// [`Op::GruBackward`](crate::Op::GruBackward)'s output shapes, its inputs checked.
+    pub(crate) fn backward_shapes(
+        i: GruBackwardInputs<&Shape>,
+        input_grad: bool,
+    ) -> Result<Vec<Shape>, String> {
+        let l = GruDims::checked(i.x, i.h0, i.w_ih, i.w_hh)?;
+        let g = l.gate_width();
+        same(i.y, &l.seq(l.hidden), "y")?;
+        same(i.gates, &l.seq(g), "gates")?;
+        same(i.hidden, &l.seq(g), "hidden")?;
+        same(i.dy, &l.seq(l.hidden), "dy")?;
+        same(i.dh_n, &l.state(), "dh_n")?;
+        let outputs = GruBackwardOutputs {
+            dgates: l.seq(g),
+            dhidden: l.seq(g),
+            dh0: l.state(),
+            dw_ih: Shape::from([g, l.input]),
+            dw_hh: Shape::from([g, l.hidden]),
+            db_ih: Shape::from([g]),
+            db_hh: Shape::from([g]),
+            dx: input_grad.then(|| l.seq(l.input)),
+        };
+        Ok(outputs.into_vec())
+    }
+
     /// Reads and checks the dimensions from a layer's `x`, `h0`, `w_ih`, `w_hh`.
     pub fn checked(x: &Shape, h0: &Shape, w_ih: &Shape, w_hh: &Shape) -> Result<Self, String> {
         if x.rank() != 3 {
@@ -25,15 +77,8 @@ impl GruDims {
             return Err(format!("w_hh must be [3H, H], got {w_hh}"));
         }
         let d = GruDims::of(x, w_hh);
-        let expect = |s: &Shape, want: Shape, what: &str| {
-            if *s == want {
-                Ok(())
-            } else {
-                Err(format!("{what} must have shape {want}, got {s}"))
-            }
-        };
-        expect(h0, d.state(), "h0")?;
-        expect(w_ih, Shape::from([d.gate_width(), d.input]), "w_ih")?;
+        same(h0, &d.state(), "h0")?;
+        same(w_ih, &Shape::from([d.gate_width(), d.input]), "w_ih")?;
         Ok(d)
     }
 
@@ -156,5 +201,18 @@ impl<T> GruBackwardOutputs<T> {
         ];
         e.extend(self.dx.as_ref().map(|dx| ("dx", dx, rows * d.input)));
         e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Op;
+
+    #[test]
+    fn the_gates_and_hidden_projections_of_a_gru_that_keeps_nothing_are_scratch() {
+        let forward = |keep_for_backward| Op::GruForward { keep_for_backward };
+        assert!(forward(false).output_is_scratch(2) && forward(false).output_is_scratch(3));
+        assert!(!forward(false).output_is_scratch(0) && !forward(false).output_is_scratch(1));
+        assert!((0..4).all(|k| !forward(true).output_is_scratch(k)));
     }
 }

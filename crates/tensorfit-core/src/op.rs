@@ -152,33 +152,18 @@ pub enum Op {
     /// the weight gradients over all steps with one GEMM each.
     LstmBackward { input_grad: bool },
 
-    /// A whole GRU layer over a sequence, as PyTorch's `nn.GRU` (gate order r, z, n):
-    /// `r = σ(x W_irᵀ + b_ir + h W_hrᵀ + b_hr)`, `z = σ(x W_izᵀ + b_iz + h W_hzᵀ + b_hz)`,
-    /// `n = tanh(x W_inᵀ + b_in + r ∘ (h W_hnᵀ + b_hn))`, `h_t = (1 − z) ∘ n + z ∘ h_{t-1}`.
-    ///
-    /// Inputs: `x` `[T, B, I]`, `h0` `[B, H]`, `w_ih` `[3H, I]`, `w_hh` `[3H, H]`,
-    /// `b_ih` `[3H]`, `b_hh` `[3H]`.
-    /// Outputs: `y` `[T, B, H]` (every `h_t`), `h_n` `[B, H]`, `gates` `[T, B, 3H]`
-    /// (activated: r, z, n) and `hidden` `[T, B, 3H]` (`h_{t-1} W_hhᵀ + b_hh`, whose n
-    /// block the backward needs: `b_hn` sits inside the reset product).
-    ///
-    /// Kernels compute the input projection of all steps as one GEMM into `gates`, then per
-    /// step one GEMM `h_{t-1} W_hhᵀ` into `hidden[t]` and one fused pass. Without
-    /// `keep_for_backward`, `gates` and `hidden` are working space whose contents
-    /// afterwards are unspecified ([`Op::output_is_scratch`]).
+    /// A whole GRU layer over a sequence, as PyTorch's `nn.GRU` (gates r, z, n; `b_hn`
+    /// inside the reset product). Inputs `x` `[T, B, I]`, `h0` `[B, H]`, `w_ih` `[3H, I]`,
+    /// `w_hh` `[3H, H]`, `b_ih`, `b_hh` `[3H]`. Outputs `y` `[T, B, H]`, `h_n` `[B, H]`,
+    /// `gates` `[T, B, 3H]` (activated r, z, n) and `hidden` `[T, B, 3H]`
+    /// (`h_{t-1} W_hhᵀ + b_hh`), working space without `keep_for_backward`
+    /// ([`Op::output_is_scratch`]). Equations and kernel structure: [`crate::gru`].
     GruForward { keep_for_backward: bool },
 
-    /// Gradient of [`Op::GruForward`] (with `keep_for_backward`).
-    ///
-    /// Inputs: `x`, `h0`, `w_ih`, `w_hh`, `y`, `gates`, `hidden` (as in the forward),
-    /// `dy` `[T, B, H]`, `dh_n` `[B, H]`.
-    /// Outputs: `dgates` `[T, B, 3H]` (gradients at `x W_ihᵀ + b_ih`) and `dhidden`
-    /// `[T, B, 3H]` (at `h W_hhᵀ + b_hh`; they differ in the n block by the factor r),
-    /// both working space, `dh0` `[B, H]`, `dw_ih` `[3H, I]`, `dw_hh` `[3H, H]`,
-    /// `db_ih`, `db_hh` `[3H]`, and, if `input_grad`, `dx` `[T, B, I]`.
-    ///
-    /// Kernels step backwards in time with one fused pass and one GEMM per step, then form
-    /// the weight gradients over all steps with one GEMM each.
+    /// Gradient of [`Op::GruForward`] (with `keep_for_backward`). Inputs `x`, `h0`, `w_ih`,
+    /// `w_hh`, `y`, `gates`, `hidden`, `dy` `[T, B, H]`, `dh_n` `[B, H]`. Outputs `dgates`,
+    /// `dhidden` `[T, B, 3H]` (gradients at both projections; working space), `dh0`,
+    /// `dw_ih`, `dw_hh`, `db_ih`, `db_hh` (the two biases apart), and, if `input_grad`, `dx`.
     GruBackward { input_grad: bool },
 
     /// Batch normalisation over the batch of a `[B, C]` input.
@@ -411,41 +396,8 @@ impl Op {
                 };
                 Ok(outputs.into_vec())
             }
-            Op::GruForward { .. } => {
-                let i: GruForwardInputs<&Shape> = named(list)?;
-                let l = GruDims::checked(i.x, i.h0, i.w_ih, i.w_hh)?;
-                let b = Shape::from([l.gate_width()]);
-                same(i.b_ih, &b, "b_ih")?;
-                same(i.b_hh, &b, "b_hh")?;
-                let outputs = GruForwardOutputs {
-                    y: l.seq(l.hidden),
-                    h_n: l.state(),
-                    gates: l.seq(l.gate_width()),
-                    hidden: l.seq(l.gate_width()),
-                };
-                Ok(outputs.into_vec())
-            }
-            Op::GruBackward { input_grad } => {
-                let i: GruBackwardInputs<&Shape> = named(list)?;
-                let l = GruDims::checked(i.x, i.h0, i.w_ih, i.w_hh)?;
-                same(i.y, &l.seq(l.hidden), "y")?;
-                same(i.gates, &l.seq(l.gate_width()), "gates")?;
-                same(i.hidden, &l.seq(l.gate_width()), "hidden")?;
-                same(i.dy, &l.seq(l.hidden), "dy")?;
-                same(i.dh_n, &l.state(), "dh_n")?;
-                let g = l.gate_width();
-                let outputs = GruBackwardOutputs {
-                    dgates: l.seq(g),
-                    dhidden: l.seq(g),
-                    dh0: l.state(),
-                    dw_ih: Shape::from([g, l.input]),
-                    dw_hh: Shape::from([g, l.hidden]),
-                    db_ih: Shape::from([g]),
-                    db_hh: Shape::from([g]),
-                    dx: input_grad.then(|| l.seq(l.input)),
-                };
-                Ok(outputs.into_vec())
-            }
+            Op::GruForward { .. } => GruDims::forward_shapes(named(list)?),
+            &Op::GruBackward { input_grad } => GruDims::backward_shapes(named(list)?, input_grad),
             Op::BatchNorm { training, .. } => {
                 let want = if *training { 3 } else { 5 };
                 if list.len() != want {
@@ -543,7 +495,7 @@ fn rank(s: &Shape, r: usize, what: &str) -> Result<(), String> {
     }
 }
 
-fn same(s: &Shape, want: &Shape, what: &str) -> Result<(), String> {
+pub(crate) fn same(s: &Shape, want: &Shape, what: &str) -> Result<(), String> {
     if s == want {
         Ok(())
     } else {
@@ -650,13 +602,5 @@ mod tests {
         assert!(!forward(true).output_is_scratch(3));
         assert!((0..5).all(|k| k == 3 || !forward(false).output_is_scratch(k)));
         assert!(!Op::Copy.output_is_scratch(0));
-    }
-
-    #[test]
-    fn the_gates_and_hidden_projections_of_a_gru_that_keeps_nothing_are_scratch() {
-        let forward = |keep_for_backward| Op::GruForward { keep_for_backward };
-        assert!(forward(false).output_is_scratch(2) && forward(false).output_is_scratch(3));
-        assert!(!forward(false).output_is_scratch(0) && !forward(false).output_is_scratch(1));
-        assert!((0..4).all(|k| !forward(true).output_is_scratch(k)));
     }
 }
