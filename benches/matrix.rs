@@ -23,7 +23,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{AdamConfig, Job, ModelDescription, ParamStore, SeedShape, TemporalOrder};
 use tensorfit::session::{decide, start, Choice, Request};
 
 /// One cell of the matrix.
@@ -63,11 +63,12 @@ impl Cell {
         })
     }
 
-    fn model(&self) -> ModelConfig {
-        ModelConfig {
+    fn model(&self) -> ModelDescription {
+        SeedShape {
             hidden: self.hidden,
-            ..ModelConfig::seed()
+            ..SeedShape::SEED
         }
+        .description()
     }
 
     fn job(&self) -> Job {

@@ -3,12 +3,12 @@
 //! per coarse op, not per time step, so planning time does not grow with the length.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tensorfit::nn::{Job, ModelConfig, TrainOptions};
+use tensorfit::nn::{Job, ModelDescription, TrainOptions};
 use tensorfit::plan::Limits;
 use tensorfit::session::plan_job;
 
 fn bench(c: &mut Criterion) {
-    let cfg = ModelConfig::seed();
+    let cfg = ModelDescription::seed();
     let limits = Limits {
         max_buffer_bytes: 1 << 31,
         alignment_bytes: 256,

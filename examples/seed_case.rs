@@ -8,12 +8,12 @@
 use anyhow::{bail, Result};
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{AdamConfig, Job, ModelDescription, ParamStore, TemporalOrder};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide, start, Request};
 
 fn main() -> Result<()> {
-    let cfg = ModelConfig::seed();
+    let cfg = ModelDescription::seed();
     let params = ParamStore::init(&cfg, 1)?;
     let data = TemporalOrder::new(3).batch(100, 2000)?;
     for cap in ["1.67GiB", "336MB"] {

@@ -4,10 +4,12 @@
 
 use anyhow::Result;
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::{AdamConfig, ModelConfig, ParamStore, TemporalOrder, TrainOptions, Trainer};
+use tensorfit::nn::{
+    AdamConfig, ModelDescription, ParamStore, TemporalOrder, TrainOptions, Trainer,
+};
 
 fn main() -> Result<()> {
-    let cfg = ModelConfig::seed();
+    let cfg = ModelDescription::seed();
     let params = ParamStore::init(&cfg, 1)?;
     let opts = TrainOptions {
         tbptt: 30,

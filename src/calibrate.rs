@@ -150,7 +150,7 @@ fn measure(backend: &mut dyn Backend) -> Result<f64> {
         trans_b: true,
     };
     let mut best = f64::INFINITY;
-    let result = (|| {
+    let result: Result<()> = (|| {
         for i in 0..4 {
             let t = Instant::now();
             backend.execute(&op, &views[..2], &views[2..])?;

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
-use tensorfit_nn::{AdamConfig, Job, ModelConfig, Program, TrainOptions};
+use tensorfit_nn::{AdamConfig, Job, ModelDescription, Program, TrainOptions};
 use tensorfit_plan::{
     choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
 };
@@ -25,7 +25,7 @@ use crate::strategy::{check_job, strategies, Strategy};
 /// What to plan and run.
 #[derive(Debug, Clone)]
 pub struct Request {
-    pub cfg: ModelConfig,
+    pub cfg: ModelDescription,
     pub job: Job,
     /// Truncated-BPTT length for training.
     pub tbptt: usize,
@@ -41,7 +41,7 @@ pub struct Request {
 
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
 pub fn plan_job(
-    cfg: &ModelConfig,
+    cfg: &ModelDescription,
     opts: &TrainOptions,
     job: Job,
     limits: Limits,
@@ -91,7 +91,7 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(&req.cfg, req.job);
+    let host = HostNeed::of(&req.cfg, req.job)?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {
@@ -205,7 +205,9 @@ fn plan_device(
     host: &HostNeed,
     assumed: bool,
 ) -> Result<Vec<Row>> {
-    let seen = |s: &Strategy| seen_by_job(info, host.with_strategy(&req.cfg, req.job, s), assumed);
+    // What the device has once the job's host bytes are out (the same for every strategy:
+    // micro-batches read their sequences in place).
+    let seen = seen_by_job(info, host.bytes(), assumed);
     let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
         .into_iter()
         .map(|s| {
@@ -234,7 +236,7 @@ fn plan_device(
         let plan = plan_job(&req.cfg, &last.1, req.job, Limits::from(info));
         let fits = plan
             .as_ref()
-            .is_ok_and(|p| p.peak_bytes() <= usable_bytes(&seen(&last.0), req.margin));
+            .is_ok_and(|p| p.peak_bytes() <= usable_bytes(&seen, req.margin));
         saving_plan = Some((last.0, plan));
         if !fits {
             let fastest = options.first().cloned();
@@ -258,7 +260,7 @@ fn plan_device(
         };
         let c = Candidate::new(
             id.to_string(),
-            &seen(&s),
+            &seen,
             req.margin,
             s.describe(req.job),
             plan.peak_bytes(),

@@ -20,7 +20,9 @@
 use std::time::Instant;
 
 use tensorfit_core::{Backend, DeviceKind, HostTensor, Result};
-use tensorfit_nn::{Job, ModelConfig, ParamStore, ProgramKey, ProgramKind, TrainOptions, Trainer};
+use tensorfit_nn::{
+    Job, ModelDescription, ParamStore, ProgramKey, ProgramKind, TrainOptions, Trainer,
+};
 
 use crate::calibrate::cached_figures;
 
@@ -96,7 +98,7 @@ impl ProgramCosts {
     pub fn for_job(
         kind: DeviceKind,
         device_name: &str,
-        cfg: &ModelConfig,
+        cfg: &ModelDescription,
         job: Job,
         gflops: f64,
         open: impl Fn() -> Result<Box<dyn Backend>>,
@@ -127,14 +129,10 @@ impl ProgramCosts {
         // The longest run worth measuring for this job, as a power of two (few keys).
         let longest = steps.next_power_of_two().clamp(2 * SHORT, LONG_MAX);
         let model = format!(
-            "{}:{}:{}x{}:{}:{}:{:?}",
+            "{}:{}:{}",
             kind.name(),
             device_name,
-            cfg.input,
-            cfg.hidden,
-            cfg.layers,
-            cfg.dense,
-            cfg.dense_activation
+            tensorfit_nn::description_json::to_json(cfg)
         );
         let measured = |batch: usize, train: bool| -> Result<Linear> {
             let what = if train { "train" } else { "infer" };
@@ -199,7 +197,7 @@ impl ProgramCosts {
 /// the sum over the program runs, from `costs` where measured, else FLOPs over `gflops`
 /// (the device's GEMM throughput) plus a fixed cost per run.
 pub fn estimate_seconds(
-    cfg: &ModelConfig,
+    cfg: &ModelDescription,
     opts: &TrainOptions,
     job: Job,
     kind: DeviceKind,
@@ -225,7 +223,7 @@ pub fn estimate_seconds(
 /// each counts.
 fn measure(
     backend: Box<dyn Backend>,
-    cfg: &ModelConfig,
+    cfg: &ModelDescription,
     batch: usize,
     longest: usize,
     train: bool,
@@ -237,11 +235,13 @@ fn measure(
     };
     let params = ParamStore::init(cfg, 1)?;
     let mut trainer = Trainer::new(backend, cfg.clone(), &params, opts)?;
-    let labels: Vec<f32> = (0..batch).map(|b| (b % cfg.classes) as f32).collect();
+    let classes = cfg.loss.outputs();
+    let labels: Vec<f32> = (0..batch).map(|b| (b % classes) as f32).collect();
+    let features = cfg.input_features();
     let input = |steps: usize| -> Result<HostTensor> {
-        let n = steps * batch * cfg.input;
+        let n = steps * batch * features;
         let data = (0..n).map(|i| ((i % 17) as f32 - 8.0) / 8.0).collect();
-        HostTensor::new([steps, batch, cfg.input], data)
+        HostTensor::new([steps, batch, features], data)
     };
     let mut once = |x: &HostTensor| -> Result<f64> {
         let t = Instant::now();
@@ -299,7 +299,7 @@ mod tests {
             batch: 100,
             seq_len: 2000,
         };
-        let cfg = ModelConfig::seed();
+        let cfg = ModelDescription::seed();
         // A measurement at one row that came out as nothing (noise), and a plausible one.
         for one in [
             Linear {
@@ -350,7 +350,7 @@ mod tests {
         let costs = ProgramCosts::for_job(
             DeviceKind::Cpu,
             "test cpu",
-            &ModelConfig::seed(),
+            &ModelDescription::seed(),
             job,
             100.0,
             open,

@@ -2,7 +2,7 @@
 //!
 //! A device plan counts device memory. On the host the process also holds its inputs
 //! (training: one minibatch at a time and the held-out set; evaluation and prediction:
-//! the whole input, and a micro-batch's copy of its sequences), copies of the training
+//! the whole input, which micro-batches read in place), copies of the training
 //! state (the snapshot taken before every step so that a failed device can be left
 //! without losing it; while a checkpoint is written, the checkpoint and its serialized
 //! bytes), and its own baseline (code, libraries, a GPU driver), which the host already
@@ -16,10 +16,8 @@
 
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::host_memory;
-use tensorfit_nn::{Job, ModelConfig, ParamKind};
+use tensorfit_nn::{Job, ModelDescription, ParamKind};
 use tensorfit_plan::format_bytes;
-
-use crate::strategy::{inference_dims, Strategy};
 
 /// The host bytes of a job outside its device plan, before any strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,15 +29,15 @@ pub struct HostNeed {
 }
 
 /// Bytes of `batch` sequences of `steps` inputs with their labels.
-fn sequence_bytes(cfg: &ModelConfig, batch: usize, steps: usize) -> u64 {
-    let values = batch as u128 * steps as u128 * cfg.input as u128 + batch as u128;
+fn sequence_bytes(cfg: &ModelDescription, batch: usize, steps: usize) -> u64 {
+    let values = batch as u128 * steps as u128 * cfg.input_features() as u128 + batch as u128;
     u64::try_from(values * 4).unwrap_or(u64::MAX)
 }
 
 impl HostNeed {
-    pub fn of(cfg: &ModelConfig, job: Job) -> HostNeed {
+    pub fn of(cfg: &ModelDescription, job: Job) -> Result<HostNeed> {
         let (mut values, mut trainable) = (0u64, 0u64);
-        for spec in cfg.param_specs() {
+        for spec in cfg.param_specs()? {
             let n = spec.shape.numel() as u64;
             values += n;
             if spec.kind == ParamKind::Trainable {
@@ -48,7 +46,7 @@ impl HostNeed {
         }
         // A checkpoint: the model and Adam's two moments.
         let checkpoint = (values + 2 * trainable) * 4;
-        match job {
+        Ok(match job {
             Job::Train {
                 batch,
                 seq_len,
@@ -64,20 +62,11 @@ impl HostNeed {
                 inputs: sequence_bytes(cfg, batch, seq_len),
                 state: checkpoint,
             },
-        }
+        })
     }
 
     pub fn bytes(&self) -> u64 {
         self.inputs.saturating_add(self.state)
-    }
-
-    /// These bytes plus what `strategy` adds: a micro-batch's copy of its sequences.
-    pub fn with_strategy(&self, cfg: &ModelConfig, job: Job, strategy: &Strategy) -> u64 {
-        let (_, steps) = inference_dims(job);
-        let copy = strategy
-            .micro_batch
-            .map_or(0, |m| sequence_bytes(cfg, m, steps));
-        self.bytes().saturating_add(copy)
     }
 
     /// Refuses a job whose host bytes exceed what the host has for this process, less

@@ -151,8 +151,8 @@ fn probe(
     if n > SEARCH_LIMIT || check_job(&req.cfg, job, req.tbptt).is_err() {
         return Ok(Probe::Refused);
     }
-    let host = HostNeed::of(&req.cfg, job);
-    let seen = seen_by_job(info, host.with_strategy(&req.cfg, job, s), assumed);
+    let host = HostNeed::of(&req.cfg, job)?;
+    let seen = seen_by_job(info, host.bytes(), assumed);
     let capacity = usable_bytes(&seen, req.margin);
     let plan = match plan_job(&req.cfg, &s.options(req), job, Limits::from(info)) {
         Ok(p) => p,
@@ -275,11 +275,11 @@ pub fn largest_jobs(
 mod tests {
     use super::*;
     use crate::assume;
-    use tensorfit_nn::{AdamConfig, ModelConfig};
+    use tensorfit_nn::{AdamConfig, ModelDescription};
 
     fn request(job: Job) -> Request {
         Request {
-            cfg: ModelConfig::seed(),
+            cfg: ModelDescription::seed(),
             job,
             tbptt: 50,
             adam: AdamConfig::default(),

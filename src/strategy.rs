@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use tensorfit_core::{Error, Result};
-use tensorfit_nn::{Job, ModelConfig, TrainOptions};
+use tensorfit_nn::{Job, ModelDescription, TrainOptions};
 
 use crate::session::Request;
 
@@ -124,7 +124,7 @@ pub fn strategies(job: Job, tbptt: usize) -> Vec<Strategy> {
 const MAX_JOB_ELEMENTS: u128 = 1 << 40;
 
 /// Refuses impossible sizes before anything is planned or allocated.
-pub(crate) fn check_job(cfg: &ModelConfig, job: Job, tbptt: usize) -> Result<()> {
+pub(crate) fn check_job(cfg: &ModelDescription, job: Job, tbptt: usize) -> Result<()> {
     let mut dims = vec![inference_dims(job)];
     if let Job::Train { batch, seq_len, .. } = job {
         dims.push((batch, seq_len));
@@ -135,11 +135,11 @@ pub(crate) fn check_job(cfg: &ModelConfig, job: Job, tbptt: usize) -> Result<()>
                 "batch {batch} × length {steps}: batch must be at least 1 and length at least 1"
             )));
         }
-        let elements = batch as u128 * steps as u128 * cfg.input.max(cfg.hidden) as u128;
+        let width = cfg.input_features().max(cfg.recurrent.hidden);
+        let elements = batch as u128 * steps as u128 * width as u128;
         if elements > MAX_JOB_ELEMENTS {
             return Err(Error::input(format!(
-                "batch {batch} × length {steps} × width {} is {elements} values per sequence batch: more than any device holds",
-                cfg.input.max(cfg.hidden)
+                "batch {batch} × length {steps} × width {width} is {elements} values per sequence batch: more than any device holds"
             )));
         }
     }

@@ -99,9 +99,9 @@ fn broken_checkpoints_are_refused_with_the_reason() {
     assert!(e.contains("dense.bias") && e.contains("shape"), "{e}");
 
     let mut bad_config = small_checkpoint();
-    bad_config.config.hidden = 0;
+    bad_config.config.recurrent.hidden = 0;
     let e = eval_checkpoint("config.safetensors", &bad_config);
-    assert!(e.contains("hidden"), "{e}");
+    assert!(e.contains("recurrent.hidden"), "{e}");
 
     // A tensor of another dtype.
     let data = vec![0u8; 8 * 4];
@@ -297,4 +297,18 @@ fn messages_name_the_flag_that_is_wrong() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("nothing fits"), "{text}");
     assert!(!text.contains("micro-batches of"), "{text}");
+}
+
+#[test]
+fn resuming_with_another_model_names_both_descriptions() {
+    let ck = write(
+        "other_model.safetensors",
+        &small_checkpoint().to_bytes().unwrap(),
+    );
+    let e = fails(&["train", "--resume", &ck, "--model", "seed"]);
+    assert!(
+        e.contains("--model seed (dense 152 → 3 × lstm 250")
+            && e.contains("(dense 152 → 3 × lstm 8 → last step: bn1, dense 4 tanh, bn2"),
+        "{e}"
+    );
 }

@@ -141,7 +141,7 @@ fn the_cpu_reports_the_limit_of_a_cgroup_above_its_own() {
 }
 
 #[test]
-fn the_seed_case_evaluation_streams_in_400_mb_and_is_never_killed_in_150_mb() {
+fn the_seed_case_evaluation_is_split_in_400_mb_and_never_killed_in_150_mb() {
     let eval = ["eval", "--batch", "100", "--seq-len", "2000", "--json"];
     let Some(group) = LimitedCgroup::create("eval400", 400 * MB) else {
         return;
@@ -150,7 +150,12 @@ fn the_seed_case_evaluation_streams_in_400_mb_and_is_never_killed_in_150_mb() {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "400 MB: {:?}: {err}", out.status);
     let v = json(&out);
-    assert!(v["strategy"].as_str().unwrap().contains("streamed"), "{v}");
+    // Split in time chunks or in micro-batches, whichever is estimated faster.
+    let strategy = v["strategy"].as_str().unwrap();
+    assert!(
+        strategy.contains("streamed") || strategy.contains("micro-batches"),
+        "{v}"
+    );
     assert_eq!(group.oom_kills(), 0);
     drop(group);
 

@@ -1,6 +1,6 @@
-//! Finite-difference check of the whole seed-shaped network at a small size: the
-//! gradients that autodiff and the CPU kernels compute for every parameter and for the
-//! initial LSTM state agree with central differences of the loss.
+//! Finite-difference check of whole networks at a small size (the seed's shape, and heads
+//! of other layers): the gradients that autodiff and the CPU kernels compute for every
+//! parameter and for the initial LSTM state agree with central differences of the loss.
 
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,28 +11,64 @@ use tensorfit::core::args::FillInputs;
 use tensorfit::core::{backward, Activation, Executable, Graph, Op, Shape, TensorId};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::model::{classifier, Mode};
-use tensorfit::nn::{ModelConfig, ParamStore, Rng};
+use tensorfit::nn::{HeadLayer, HeadLayerKind, ModelDescription, ParamStore, Rng, SeedShape};
 
 #[test]
 fn seed_shaped_network_gradients_match_finite_differences() {
-    let cfg = ModelConfig {
-        input: 6,
+    let shape = SeedShape {
+        features: 6,
         hidden: 5,
         layers: 3,
         dense: 4,
         classes: 3,
-        dense_activation: Activation::Tanh,
+        activation: Activation::Tanh,
     };
+    gradients_match_finite_differences(&shape.description());
+}
+
+#[test]
+fn a_head_of_other_layers_gets_gradients_that_match_finite_differences() {
+    let dense = |name: &str, units, activation| HeadLayer {
+        name: name.into(),
+        kind: HeadLayerKind::Dense { units, activation },
+    };
+    let mut cfg = SeedShape {
+        features: 6,
+        hidden: 5,
+        layers: 2,
+        dense: 4,
+        classes: 3,
+        activation: Activation::Tanh,
+    }
+    .description();
+    cfg.head.layers = vec![
+        dense("a", 7, Activation::Sigmoid),
+        HeadLayer {
+            name: "norm".into(),
+            kind: HeadLayerKind::BatchNorm,
+        },
+        dense("b", 4, Activation::Identity),
+    ];
+    gradients_match_finite_differences(&cfg);
+    // No head layers at all: the output layer reads the top LSTM layer directly.
+    cfg.head.layers.clear();
+    gradients_match_finite_differences(&cfg);
+}
+
+/// Autodiff's gradient of every parameter and of the initial state of `cfg` at B=4,
+/// T=5 against central differences of the loss (at least 100 coordinates).
+fn gradients_match_finite_differences(cfg: &ModelDescription) {
+    let features = cfg.input_features();
     let (batch, steps) = (4, 5);
     let mut g = Graph::new();
-    let c = classifier(&mut g, &cfg, batch, steps, Mode::Train).unwrap();
+    let c = classifier(&mut g, cfg, batch, steps, Mode::Train).unwrap();
     let fill = Op::Fill {
         value: 1.0,
         shape: Shape::from([1]),
     };
     let one = g.apply("seed", fill, FillInputs::default()).unwrap().out;
     let mut wrt: Vec<(String, TensorId)> = c.params.clone();
-    for k in 0..cfg.layers {
+    for k in 0..cfg.recurrent.layers {
         wrt.push((format!("h0_l{k}"), c.stack.h0[k]));
         wrt.push((format!("c0_l{k}"), c.stack.c0[k]));
     }
@@ -42,7 +78,7 @@ fn seed_shaped_network_gradients_match_finite_differences() {
     let mut backend = CpuBackend::new();
     let exe = Executable::new(g, &mut backend, HashMap::new()).unwrap();
     let mut rng = Rng::new(11);
-    let init = ParamStore::init(&cfg, 5).unwrap();
+    let init = ParamStore::init(cfg, 5).unwrap();
     let mut values: HashMap<TensorId, Vec<f32>> = HashMap::new();
     for (name, t) in &wrt {
         let v = match init.get(name) {
@@ -54,7 +90,7 @@ fn seed_shaped_network_gradients_match_finite_differences() {
         exe.write(&mut backend, *t, &v).unwrap();
         values.insert(*t, v);
     }
-    let x: Vec<f32> = (0..steps * batch * cfg.input)
+    let x: Vec<f32> = (0..steps * batch * features)
         .map(|_| rng.normal())
         .collect();
     exe.write(&mut backend, c.stack.x, &x).unwrap();
@@ -98,5 +134,5 @@ fn seed_shaped_network_gradients_match_finite_differences() {
             checked += 1;
         }
     }
-    assert!(checked > 150, "checked {checked} coordinates");
+    assert!(checked > 100, "checked {checked} coordinates");
 }

@@ -1,15 +1,15 @@
 //! The plan is the allocation: on the CPU backend (and on wgpu where a Vulkan driver is
 //! present), the measured peak of a planned run equals the planner's estimate within 2%,
 //! for training and inference at several batch sizes, sequence lengths and
-//! truncated-BPTT lengths. Prints a table of the figures.
+//! truncated-BPTT lengths, for the seed's head and another. Prints a table of the figures.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use tensorfit::core::DeviceKind;
+use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ParamStore, TemporalOrder};
+use tensorfit::nn::{HeadLayer, HeadLayerKind, Job, ParamStore, TemporalOrder};
 use tensorfit::session::{decide, start};
 
 use common::{request, task_model, wgpu_present};
@@ -29,6 +29,23 @@ fn measured_peak_matches_the_plan_within_two_percent_on_wgpu() {
     check_device(DeviceKind::Wgpu);
 }
 
+/// A head unlike the seed's: Dense 24 (relu), BatchNorm, Dense 12 (sigmoid), Dense 12.
+fn other_head() -> Vec<HeadLayer> {
+    let dense = |name: &str, units, activation| HeadLayer {
+        name: name.into(),
+        kind: HeadLayerKind::Dense { units, activation },
+    };
+    vec![
+        dense("a", 24, Activation::Relu),
+        HeadLayer {
+            name: "norm".into(),
+            kind: HeadLayerKind::BatchNorm,
+        },
+        dense("b", 12, Activation::Sigmoid),
+        dense("c", 12, Activation::Identity),
+    ]
+}
+
 fn check_device(device: DeviceKind) {
     let cases = [
         ("train", 64, 8, 40, 10),
@@ -39,13 +56,18 @@ fn check_device(device: DeviceKind) {
         ("infer", 96, 16, 120, 120),
         ("infer-capped", 64, 64, 300, 300),
         ("train-capped", 64, 16, 200, 200),
+        ("train-head", 64, 8, 40, 10),
+        ("infer-head", 32, 16, 60, 60),
     ];
     println!(
         "{:<5} {:<14} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
         "dev", "job", "hidden", "B", "T", "L", "estimated", "measured", "ratio"
     );
     for (kind, hidden, batch, steps, tbptt) in cases {
-        let cfg = task_model(hidden, 3, 16);
+        let mut cfg = task_model(hidden, 3, 16);
+        if kind.ends_with("-head") {
+            cfg.head.layers = other_head();
+        }
         let job = if kind.starts_with("train") {
             Job::Train {
                 batch,

@@ -27,7 +27,7 @@ use std::path::Path;
 use common::{assert_close, max_abs, train_options};
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::{ModelConfig, ParamStore, TrainOptions, Trainer};
+use tensorfit::nn::{ModelDescription, ParamStore, SeedShape, TrainOptions, Trainer};
 
 const FILE: &str = "tests/data/seed_small_reference.safetensors";
 
@@ -40,16 +40,17 @@ fn meta_usize(meta: &HashMap<String, String>, k: &str) -> usize {
     meta[k].parse().unwrap()
 }
 
-fn config(meta: &HashMap<String, String>) -> ModelConfig {
+fn config(meta: &HashMap<String, String>) -> ModelDescription {
     assert_eq!(meta["dense_activation"], "tanh");
-    ModelConfig {
-        input: meta_usize(meta, "input"),
+    SeedShape {
+        features: meta_usize(meta, "input"),
         hidden: meta_usize(meta, "hidden"),
         layers: meta_usize(meta, "layers"),
         dense: meta_usize(meta, "dense"),
         classes: meta_usize(meta, "classes"),
-        dense_activation: Activation::Tanh,
+        activation: Activation::Tanh,
     }
+    .description()
 }
 
 fn options(meta: &HashMap<String, String>) -> TrainOptions {
@@ -136,7 +137,7 @@ fn gradients_are_as_exact_as_pytorch() {
             .unwrap();
         assert_eq!(
             trainer.carried_state(batch).unwrap().0.shape.dims(),
-            &[cfg.layers, batch, cfg.hidden]
+            &[cfg.recurrent.layers, batch, cfg.recurrent.hidden]
         );
         let grads = trainer.gradients().unwrap();
         for (name, g) in grads.iter() {

@@ -17,10 +17,12 @@ use anyhow::Result;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion};
 use tensorfit::core::Backend;
-use tensorfit::nn::{Batch, Job, ModelConfig, ParamStore, TemporalOrder, TrainOptions, Trainer};
+use tensorfit::nn::{
+    Batch, Job, ModelDescription, ParamStore, TemporalOrder, TrainOptions, Trainer,
+};
 
 fn trainer(backend: Box<dyn Backend>, chunk: usize) -> Result<Trainer> {
-    let cfg = ModelConfig::seed();
+    let cfg = ModelDescription::seed();
     let opts = TrainOptions {
         tbptt: chunk,
         chunk,
@@ -87,7 +89,7 @@ fn try_seed_benches(
     name: &str,
     open: impl Fn() -> Result<Box<dyn Backend>>,
 ) -> Result<()> {
-    let cfg = ModelConfig::seed();
+    let cfg = ModelDescription::seed();
     let train_b32_t50 = Job::Train {
         batch: 32,
         seq_len: 50,

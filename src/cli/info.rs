@@ -63,7 +63,7 @@ pub fn devices(caps: &CapArgs, json_out: bool) -> Result<Exit> {
 pub fn model(model: Model) -> Result<Exit> {
     let cfg = model.config();
     outln!("{:<24} {:>12} {:>10}  kind", "tensor", "shape", "count");
-    for spec in cfg.param_specs() {
+    for spec in cfg.param_specs()? {
         let kind = match spec.kind {
             ParamKind::Trainable => "trainable",
             ParamKind::RunningStat => "running statistic",
@@ -75,6 +75,6 @@ pub fn model(model: Model) -> Result<Exit> {
             spec.shape.numel()
         );
     }
-    outln!("trainable parameters: {}", cfg.trainable_parameters());
+    outln!("trainable parameters: {}", cfg.trainable_parameters()?);
     Ok(Exit::Success)
 }

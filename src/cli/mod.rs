@@ -22,7 +22,7 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{AdamConfig, Job, ModelDescription, ParamStore, TemporalOrder};
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, start, Decision, Request, Session};
 
@@ -61,9 +61,9 @@ impl Model {
         }
     }
 
-    pub fn config(self) -> ModelConfig {
+    pub fn config(self) -> ModelDescription {
         match self {
-            Model::Seed => ModelConfig::seed(),
+            Model::Seed => ModelDescription::seed(),
         }
     }
 }
@@ -157,7 +157,7 @@ pub const UNTRAINED_SEED: u64 = 1;
 pub const BENCH_DATA_SEED: u64 = 5;
 
 pub fn request(
-    cfg: ModelConfig,
+    cfg: ModelDescription,
     job: Job,
     tbptt: usize,
     lr: f32,
@@ -219,15 +219,15 @@ pub fn print_memory(s: &Session) {
 }
 
 /// Refuses a model the built-in task cannot feed.
-pub fn check_task(cfg: &ModelConfig) -> Result<()> {
-    if cfg.input != TemporalOrder::FEATURES || cfg.classes != TemporalOrder::CLASSES {
-        bail!("the built-in task needs a model with 152 inputs and 6 classes");
-    }
-    Ok(())
+pub fn check_task(cfg: &ModelDescription) -> Result<()> {
+    Ok(TemporalOrder::fits(cfg)?)
 }
 
 /// The model of a checkpoint, or the preset with untrained weights.
-pub fn load_model(checkpoint: Option<&Path>, model: Model) -> Result<(ModelConfig, ParamStore)> {
+pub fn load_model(
+    checkpoint: Option<&Path>,
+    model: Model,
+) -> Result<(ModelDescription, ParamStore)> {
     match checkpoint {
         Some(p) => {
             let ck = tensorfit::nn::Checkpoint::load(&checkpoint_path(p))?;

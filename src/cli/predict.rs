@@ -46,10 +46,10 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
         .tensor("input")
         .with_context(|| format!("{} has no tensor `input`", a.input.display()))?;
     let d = entry.shape.clone();
-    if d.len() != 3 || d[2] != cfg.input || d[0] == 0 || d[1] == 0 {
+    let features = cfg.input_features();
+    if d.len() != 3 || d[2] != features || d[0] == 0 || d[1] == 0 {
         bail!(
-            "`input` has shape {d:?}, expected [batch, time, {}] with batch and time ≥ 1",
-            cfg.input
+            "`input` has shape {d:?}, expected [batch, time, {features}] with batch and time ≥ 1"
         );
     }
     let (batch, steps, f) = (d[0], d[1], d[2]);

@@ -165,7 +165,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     if !a.json {
         errln!(
             "training ({} parameters): batch {}, length {}, tbptt {}, learning rate {}, steps {}..={last}{}{}",
-            cfg.trainable_parameters(),
+            cfg.trainable_parameters()?,
             settings.batch,
             settings.seq_len,
             settings.tbptt,

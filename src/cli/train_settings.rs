@@ -29,13 +29,11 @@ pub fn resolve(a: &TrainArgs, resumed: Option<(&Path, &Checkpoint)>) -> Result<R
     let typed = |id: &str| a.given.iter().any(|g| g == id);
     if typed("model") && a.model.config() != ck.config {
         bail!(
-            "--model {} is not the model of the run in {} ({} inputs, {} × LSTM {}, {} classes); a resumed run keeps its model",
+            "--model {} ({}) is not the model of the run in {} ({}); a resumed run keeps its model",
             a.model.name(),
+            a.model.config(),
             path.display(),
-            ck.config.input,
-            ck.config.layers,
-            ck.config.hidden,
-            ck.config.classes
+            ck.config
         );
     }
     let settings = match RunSettings::load(&ck.extra)? {

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, TemporalOrder, TrainOptions};
+use tensorfit::nn::{AdamConfig, Job, ModelDescription, SeedShape, TemporalOrder, TrainOptions};
 use tensorfit::session::Request;
 
 /// The closeness rule of the whole project (`tensorfit_testing::ratio`):
@@ -25,15 +25,16 @@ pub fn max_abs(v: &[f32]) -> f32 {
 
 /// A scaled-down seed network for the built-in temporal-order task (152 features in,
 /// 6 classes out, tanh dense layer).
-pub fn task_model(hidden: usize, layers: usize, dense: usize) -> ModelConfig {
-    ModelConfig {
-        input: TemporalOrder::FEATURES,
+pub fn task_model(hidden: usize, layers: usize, dense: usize) -> ModelDescription {
+    SeedShape {
+        features: TemporalOrder::FEATURES,
         hidden,
         layers,
         dense,
         classes: TemporalOrder::CLASSES,
-        dense_activation: Activation::Tanh,
+        activation: Activation::Tanh,
     }
+    .description()
 }
 
 /// Training options with whole truncated-BPTT chunks and Adam at learning rate `lr`.
@@ -51,7 +52,7 @@ pub fn train_options(tbptt: usize, lr: f32) -> TrainOptions {
 
 /// A session request on one device, with default Adam, a 10% margin and nothing excluded.
 pub fn request(
-    cfg: &ModelConfig,
+    cfg: &ModelDescription,
     job: Job,
     tbptt: usize,
     device: DeviceKind,
@@ -85,9 +86,12 @@ pub const TINY_RUN: [&str; 8] = [
 /// An untrained checkpoint of a small model with the seed network's input and classes
 /// (LSTM 8, Dense 4), no optimizer state, step 0.
 pub fn small_checkpoint() -> tensorfit::nn::Checkpoint {
-    let mut cfg = ModelConfig::seed();
-    cfg.hidden = 8;
-    cfg.dense = 4;
+    let cfg = SeedShape {
+        hidden: 8,
+        dense: 4,
+        ..SeedShape::SEED
+    }
+    .description();
     tensorfit::nn::Checkpoint {
         params: tensorfit::nn::ParamStore::init(&cfg, 1).expect("a valid model"),
         config: cfg,

@@ -18,7 +18,7 @@ use crate::{reference, Checks, OP_TOL};
 mod gru_cases;
 
 /// Test tensors drawn from the project's generator.
-trait Tensors {
+pub(crate) trait Tensors {
     fn tensor(&mut self, shape: &[usize], scale: f32) -> HostTensor;
     /// Values in (lo, hi).
     fn between(&mut self, shape: &[usize], lo: f32, hi: f32) -> HostTensor;
@@ -49,14 +49,14 @@ impl Tensors for Rng {
 }
 
 /// One op call: its inputs, and for update ops the targets' values before the update.
-struct Case {
+pub(crate) struct Case {
     name: String,
     op: Op,
     inputs: Vec<HostTensor>,
     targets: Vec<HostTensor>,
 }
 
-fn case(name: impl Into<String>, op: Op, inputs: Vec<HostTensor>) -> Case {
+pub(crate) fn case(name: impl Into<String>, op: Op, inputs: Vec<HostTensor>) -> Case {
     Case {
         name: name.into(),
         op,
@@ -85,11 +85,13 @@ fn variant(op: &Op) -> usize {
         Op::SoftmaxCrossEntropyBackward => 14,
         Op::Adam(_) => 15,
         Op::Copy => 16,
-        Op::GruForward { .. } => 17,
-        Op::GruBackward { .. } => 18,
+        Op::Embedding => 17,
+        Op::EmbeddingBackward { .. } => 18,
+        Op::GruForward { .. } => 19,
+        Op::GruBackward { .. } => 20,
     }
 }
-const VARIANTS: usize = 19;
+const VARIANTS: usize = 21;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -246,11 +248,14 @@ fn cases() -> Vec<Case> {
     let mut c = case("copy", Op::Copy, vec![r.tensor(&[19, 3], 1.0)]);
     c.targets = vec![r.tensor(&[19, 3], 1.0)];
     v.push(c);
+    crate::tokens::token_cases(&mut r, &mut v);
     v
 }
 
 fn lstm_cases(r: &mut Rng, v: &mut Vec<Case>) {
-    let mut dims = vec![(4, 20, 17, 33), (1, 1, 1, 1), (3, 5, 0, 4)];
+    // T = 37: an inference pass holds gates for LSTM_SCRATCH_STEPS steps and projects
+    // its inputs in chunks of that many, the last one short.
+    let mut dims = vec![(4, 20, 17, 33), (1, 1, 1, 1), (3, 5, 0, 4), (37, 3, 5, 7)];
     for _ in 0..3 {
         dims.push((r.range(1, 6), r.range(1, 5), r.range(1, 7), r.range(1, 9)));
     }
@@ -276,19 +281,25 @@ fn lstm_cases(r: &mut Rng, v: &mut Vec<Case>) {
         }
         for input_grad in [true, false] {
             let mut inputs = params.to_vec();
-            inputs.extend([
-                r.tensor(&[t, b, h], 1.0),
-                r.between(&[t, b, 4 * h], 0.0, 1.0),
-                r.tensor(&[t, b, h], 2.0),
-                r.tensor(&[t, b, h], 1.0),
-                r.tensor(&[b, h], 1.0),
-                r.tensor(&[b, h], 1.0),
-            ]);
+            inputs.extend(lstm_backward_rest(r, (t, b, h)));
             let op = Op::LstmBackward { input_grad };
             let name = format!("lstm_backward T{t} B{b} I{i} H{h} dx {input_grad}");
             v.push(case(name, op, inputs));
         }
     }
+}
+
+/// Random inputs of `lstm_backward` after the first five: the forward's `y`, `gates`
+/// (activated, in (0, 1)) and `cells`, and the gradients `dy`, `dh_n`, `dc_n`.
+pub(crate) fn lstm_backward_rest(r: &mut Rng, (t, b, h): (usize, usize, usize)) -> [HostTensor; 6] {
+    [
+        r.tensor(&[t, b, h], 1.0),
+        r.between(&[t, b, 4 * h], 0.0, 1.0),
+        r.tensor(&[t, b, h], 2.0),
+        r.tensor(&[t, b, h], 1.0),
+        r.tensor(&[b, h], 1.0),
+        r.tensor(&[b, h], 1.0),
+    ]
 }
 
 fn batchnorm_cases(r: &mut Rng, v: &mut Vec<Case>) {
@@ -344,7 +355,7 @@ fn softmax(logits: &HostTensor, k: usize) -> HostTensor {
 }
 
 /// Runs one case on `backend`; returns every output (update ops: every target).
-fn run(backend: &mut dyn Backend, c: &Case) -> Result<Vec<Vec<f32>>, Error> {
+pub(crate) fn run(backend: &mut dyn Backend, c: &Case) -> Result<Vec<Vec<f32>>, Error> {
     let in_shapes: Vec<&Shape> = c.inputs.iter().map(|t| &t.shape).collect();
     let out_shapes = if c.op.is_update() {
         c.targets.iter().map(|t| t.shape.clone()).collect()

@@ -1,14 +1,14 @@
 //! The seed network at a small size, through the trainer, on a device and on the CPU.
 
 use tensorfit::core::{Activation, Backend, HostTensor};
-use tensorfit::nn::{ModelConfig, ParamStore, Rng, TemporalOrder, Trainer};
+use tensorfit::nn::{ModelDescription, ParamStore, Rng, SeedShape, TemporalOrder, Trainer};
 
 use crate::common::{task_model, train_options};
 use crate::{reference, Checks, CURVE_TOL, SEED_TOL};
 
 type Open = fn() -> Result<Box<dyn Backend>, String>;
 
-fn trainer(backend: Box<dyn Backend>, cfg: &ModelConfig, tbptt: usize, lr: f32) -> Trainer {
+fn trainer(backend: Box<dyn Backend>, cfg: &ModelDescription, tbptt: usize, lr: f32) -> Trainer {
     let params = ParamStore::init(cfg, 7).unwrap();
     Trainer::new(backend, cfg.clone(), &params, train_options(tbptt, lr)).unwrap()
 }
@@ -24,27 +24,28 @@ fn compare_stores(checks: &mut Checks, what: &str, got: &ParamStore, want: &Para
 /// F=10, H=8, 3 layers, dense 5, 6 classes, B=16, T=9, truncated BPTT 3 (the first six
 /// steps only carry the state): two training steps and an evaluation.
 pub fn small_network(open: Open, checks: &mut Checks) {
-    let cfg = ModelConfig {
-        input: 10,
+    let shape = SeedShape {
+        features: 10,
         hidden: 8,
         layers: 3,
         dense: 5,
         classes: 6,
-        dense_activation: Activation::Tanh,
+        activation: Activation::Tanh,
     };
+    let cfg = shape.description();
     let (batch, steps, tbptt) = (16, 9, 3);
     let mut cpu = trainer(reference(), &cfg, tbptt, 1e-2);
     let mut dev = trainer(open().unwrap(), &cfg, tbptt, 1e-2);
     let mut rng = Rng::new(11);
     let mut data = || {
-        let x: Vec<f32> = (0..steps * batch * cfg.input)
+        let x: Vec<f32> = (0..steps * batch * shape.features)
             .map(|_| rng.normal())
             .collect();
         let labels: Vec<f32> = (0..batch)
-            .map(|_| rng.int_inclusive(0, cfg.classes - 1) as f32)
+            .map(|_| rng.int_inclusive(0, shape.classes - 1) as f32)
             .collect();
         (
-            HostTensor::new([steps, batch, cfg.input], x).unwrap(),
+            HostTensor::new([steps, batch, shape.features], x).unwrap(),
             labels,
         )
     };

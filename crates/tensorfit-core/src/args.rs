@@ -206,6 +206,20 @@ signature! {
 }
 
 signature! {
+    /// [`Op::Embedding`](crate::Op::Embedding): `table` `[V, E]`, `ids` `[N]`.
+    EmbeddingInputs { table, ids }
+    /// [`Op::Embedding`](crate::Op::Embedding): `out` `[N, E]`.
+    -> EmbeddingOutputs { out }
+}
+
+signature! {
+    /// [`Op::EmbeddingBackward`](crate::Op::EmbeddingBackward): `ids` `[N]`, `dout` `[N, E]`.
+    EmbeddingBackwardInputs { ids, dout }
+    /// [`Op::EmbeddingBackward`](crate::Op::EmbeddingBackward): `dtable` `[V, E]`.
+    -> EmbeddingBackwardOutputs { dtable }
+}
+
+signature! {
     /// [`Op::BatchNormBackward`](crate::Op::BatchNormBackward): `x` `[B, C]`, `gamma`, the `mean` and `var` `[C]` the
     /// forward used, and `dy` `[B, C]`.
     BatchNormBackwardInputs { x, gamma, mean, var, dy }
@@ -383,14 +397,14 @@ impl<R, W> BatchNormStats<R, W> {
 impl LstmForwardInputs<&Shape> {
     /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
     pub fn dims(&self) -> LstmDims {
-        LstmDims::of(self.x, self.w_hh)
+        LstmDims::of(self.x, self.w_ih, self.w_hh)
     }
 }
 
 impl LstmBackwardInputs<&Shape> {
     /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
     pub fn dims(&self) -> LstmDims {
-        LstmDims::of(self.x, self.w_hh)
+        LstmDims::of(self.x, self.w_ih, self.w_hh)
     }
 }
 
@@ -416,7 +430,7 @@ impl<T> LstmForwardOutputs<T> {
             ("y", &self.y, rows * d.hidden),
             ("h_n", &self.h_n, state),
             ("c_n", &self.c_n, state),
-            ("gates", &self.gates, rows * 4 * d.hidden),
+            ("gates", &self.gates, d.gates(self.cells.is_some()).numel()),
         ];
         e.extend(self.cells.as_ref().map(|c| ("cells", c, rows * d.hidden)));
         e
@@ -457,9 +471,9 @@ impl<T> LstmBackwardOutputs<T> {
 
 /// The first five inputs of both LSTM ops, `x, h0, c0, w_ih, w_hh`, with their lengths.
 fn layer_inputs<T>(d: LstmDims, [x, h0, c0, w_ih, w_hh]: [&T; 5]) -> Expected<'_, T> {
-    let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
+    let (h4, state) = (4 * d.hidden, d.batch * d.hidden);
     vec![
-        ("x", x, rows * d.input),
+        ("x", x, d.x_len()),
         ("h0", h0, state),
         ("c0", c0, state),
         ("w_ih", w_ih, h4 * d.input),

@@ -294,6 +294,21 @@ fn vjp(
             };
             Ok(grads.into_vec())
         }
+        Op::Embedding => {
+            let (x, _, _, g) = named!(EmbeddingInputs);
+            let vocab = graph.shape(x.table).dim(0);
+            let inputs = EmbeddingBackwardInputs {
+                ids: x.ids,
+                dout: main(g.out)?,
+            };
+            let op = Op::EmbeddingBackward { vocab };
+            let d = graph.apply(&name("grad"), op, inputs)?;
+            let grads = EmbeddingInputs {
+                table: Some(d.dtable),
+                ids: None,
+            };
+            Ok(grads.into_vec())
+        }
         &Op::BatchNorm { eps, training } => {
             let (x, _, out, g) = named!(BatchNormInputs);
             if g.batch.is_some_and(|s| s.mean.is_some() || s.var.is_some()) {
@@ -348,6 +363,7 @@ fn vjp(
         | Op::ScatterTime { .. }
         | Op::LstmBackward { .. }
         | Op::GruBackward { .. }
+        | Op::EmbeddingBackward { .. }
         | Op::BatchNormBackward { .. }
         | Op::SoftmaxCrossEntropyBackward
         | Op::BatchNormStatsUpdate { .. }

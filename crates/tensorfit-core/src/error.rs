@@ -46,6 +46,15 @@ pub enum Error {
     #[error("invalid input: {0}")]
     Input(String),
 
+    /// A token id that is not a whole number in `0..vocab` (see [`crate::tokens`]).
+    #[error("token id {value} at {position} of `{tensor}` is outside the vocabulary of {vocab} (ids are whole numbers 0..{vocab})")]
+    TokenOutOfRange {
+        tensor: String,
+        position: String,
+        value: f32,
+        vocab: usize,
+    },
+
     /// A file that could not be read, written or parsed.
     #[error("{path}: {message}")]
     File { path: String, message: String },

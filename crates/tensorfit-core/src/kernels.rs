@@ -125,6 +125,22 @@ pub trait OpKernels {
         o: GruBackwardOutputs<Self::Out>,
     ) -> Result<()>;
 
+    fn embedding(
+        &mut self,
+        s: EmbeddingInputs<&Shape>,
+        i: EmbeddingInputs<Self::In>,
+        o: EmbeddingOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `vocab` is the table's rows (the op's attribute).
+    fn embedding_backward(
+        &mut self,
+        vocab: usize,
+        s: EmbeddingBackwardInputs<&Shape>,
+        i: EmbeddingBackwardInputs<Self::In>,
+        o: EmbeddingBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
     /// Training when `o.batch` is present (and `i.running` absent), inference otherwise;
     /// [`BatchNormStats::of`] gives the kernel its statistics.
     fn batchnorm_forward(
@@ -290,6 +306,14 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         Op::GruBackward { .. } => {
             let (s, i, o) = named!(GruBackwardInputs);
             k.gru_backward(s.dims(), i, o)
+        }
+        Op::Embedding => {
+            let (s, i, o) = named!(EmbeddingInputs);
+            k.embedding(s, i, o)
+        }
+        Op::EmbeddingBackward { vocab } => {
+            let (s, i, o) = named!(EmbeddingBackwardInputs);
+            k.embedding_backward(*vocab, s, i, o)
         }
         Op::BatchNorm { eps, .. } => {
             let (s, i, o) = named!(BatchNormInputs);

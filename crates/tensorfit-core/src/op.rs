@@ -16,6 +16,7 @@
 
 use crate::args::*;
 use crate::gru::GruDims;
+pub use crate::lstm_dims::{LstmDims, LSTM_SCRATCH_STEPS};
 use crate::shape::Shape;
 
 /// Pointwise nonlinearity.
@@ -128,16 +129,25 @@ pub enum Op {
     ///
     /// Inputs: `x` `[T, B, I]`, `h0` `[B, H]`, `c0` `[B, H]`, `w_ih` `[4H, I]`,
     /// `w_hh` `[4H, H]`, `b_ih` `[4H]`, `b_hh` `[4H]`.
+    ///
+    /// **Token input**: `x` may instead be `[T, B]` token ids (f32 holding whole numbers,
+    /// see [`crate::tokens`]) with `w_ih` `[4H, V]` over a vocabulary of `V`: the exact
+    /// result of the one-hot input, which is never materialised: the input projection is
+    /// the gather `gates[t, b, :] = w_ih[:, x[t, b]]`. The kind is read off `x`'s rank
+    /// ([`LstmDims::tokens`]) rather than kept as an attribute, so it cannot disagree
+    /// with the shapes.
     /// Outputs: `y` `[T, B, H]` (every `h_t`), `h_n` `[B, H]`, `c_n` `[B, H]`,
     /// `gates` `[T, B, 4H]` (activated: σ(i), σ(f), tanh(g), σ(o)), and, if
     /// `keep_for_backward`, `cells` `[T, B, H]` (every `c_t`).
     ///
-    /// Kernels compute the input projection of all steps as one GEMM into `gates`, then per
-    /// step one GEMM `h_{t-1} W_hhᵀ` accumulated into `gates[t]` and one fused pass for the
-    /// nonlinearities and the cell update. Without `keep_for_backward`, `gates` is only
-    /// that working space and dies at once: its contents afterwards are unspecified
-    /// ([`Op::output_is_scratch`]), so a kernel may reuse a few steps of it instead of
-    /// writing all of them (the CPU backend's fast path does, see docs/cpu-performance.md).
+    /// Kernels project the inputs of a chunk of steps with one GEMM into `gates`, then per
+    /// step one GEMM `h_{t-1} W_hhᵀ` accumulated into the step's gates and one fused pass
+    /// for the nonlinearities and the cell update. With `keep_for_backward` the chunk is
+    /// the whole sequence and `gates` is `[T, B, 4H]`. Without it, `gates` is only that
+    /// working space and dies at once ([`Op::output_is_scratch`]): it holds
+    /// [`LstmDims::gate_steps`] steps (at most [`LSTM_SCRATCH_STEPS`]), step `t` in slot
+    /// `t mod` that count, so an inference pass does not hold a `[T, B, 4H]` tensor it
+    /// only needs a few steps of.
     LstmForward { keep_for_backward: bool },
 
     /// Gradient of [`Op::LstmForward`] (with `keep_for_backward`).
@@ -147,6 +157,8 @@ pub enum Op {
     /// Outputs: `dgates` `[T, B, 4H]` (pre-activation gate gradients; working space),
     /// `dh0`, `dc0` `[B, H]`, `dw_ih` `[4H, I]`, `dw_hh` `[4H, H]`, `db` `[4H]` (the
     /// gradient of both `b_ih` and `b_hh`), and, if `input_grad`, `dx` `[T, B, I]`.
+    /// With token input, `dw_ih` is the scatter-add of the gate gradients into the columns
+    /// of the ids seen, and there is no `dx` (`input_grad` is an error).
     ///
     /// Kernels step backwards in time with one GEMM and one fused pass per step, then form
     /// the weight gradients over all steps with one GEMM each.
@@ -165,6 +177,17 @@ pub enum Op {
     /// `dhidden` `[T, B, 3H]` (gradients at both projections; working space), `dh0`,
     /// `dw_ih`, `dw_hh`, `db_ih`, `db_hh` (the two biases apart), and, if `input_grad`, `dx`.
     GruBackward { input_grad: bool },
+
+    /// `nn.Embedding`: rows of a table picked by token ids. Inputs `table` `[V, E]`, `ids`
+    /// of any shape `[..]` (f32 holding whole numbers, see [`crate::tokens`]; `[T, B]` for a
+    /// sequence); output `out` `[.., E]`, `out[n] = table[ids[n]]` for every id `n` in
+    /// order.
+    Embedding,
+
+    /// Gradient of [`Op::Embedding`]. Inputs `ids` `[..]`, `dout` `[.., E]`; output
+    /// `dtable` `[vocab, E]`, the scatter-add `dtable[v] = Σ_{n: ids[n] = v} dout[n]`,
+    /// summed in the order of `n` on every backend (deterministic).
+    EmbeddingBackward { vocab: usize },
 
     /// Batch normalisation over the batch of a `[B, C]` input.
     ///
@@ -219,6 +242,8 @@ impl Op {
             Op::LstmBackward { .. } => "lstm_backward",
             Op::GruForward { .. } => "gru_forward",
             Op::GruBackward { .. } => "gru_backward",
+            Op::Embedding => "embedding",
+            Op::EmbeddingBackward { .. } => "embedding_backward",
             Op::BatchNorm { .. } => "batchnorm_forward",
             Op::BatchNormBackward { .. } => "batchnorm_backward",
             Op::BatchNormStatsUpdate { .. } => "batchnorm_stats_update",
@@ -262,6 +287,8 @@ impl Op {
             Op::LstmBackward { .. } => LstmBackwardOutputs::<()>::NAMES,
             Op::GruForward { .. } => GruForwardOutputs::<()>::NAMES,
             Op::GruBackward { .. } => GruBackwardOutputs::<()>::NAMES,
+            Op::Embedding => EmbeddingOutputs::<()>::NAMES,
+            Op::EmbeddingBackward { .. } => EmbeddingBackwardOutputs::<()>::NAMES,
             Op::BatchNorm { .. } => BatchNormOutputs::<()>::NAMES,
             Op::BatchNormBackward { .. } => BatchNormBackwardOutputs::<()>::NAMES,
             Op::BatchNormStatsUpdate { .. } => StatsUpdateTargets::<()>::NAMES,
@@ -371,7 +398,7 @@ impl Op {
                     y: l.seq(l.hidden),
                     h_n: l.state(),
                     c_n: l.state(),
-                    gates: l.seq(4 * l.hidden),
+                    gates: l.gates(*keep_for_backward),
                     cells: keep_for_backward.then(|| l.seq(l.hidden)),
                 };
                 Ok(outputs.into_vec())
@@ -379,6 +406,9 @@ impl Op {
             Op::LstmBackward { input_grad } => {
                 let i: LstmBackwardInputs<&Shape> = named(list)?;
                 let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
+                if l.tokens && *input_grad {
+                    return Err("token ids x have no gradient (input_grad must be false)".into());
+                }
                 same(i.y, &l.seq(l.hidden), "y")?;
                 same(i.gates, &l.seq(4 * l.hidden), "gates")?;
                 same(i.cells, &l.seq(l.hidden), "cells")?;
@@ -398,6 +428,19 @@ impl Op {
             }
             Op::GruForward { .. } => GruDims::forward_shapes(named(list)?),
             &Op::GruBackward { input_grad } => GruDims::backward_shapes(named(list)?, input_grad),
+            Op::Embedding => {
+                let EmbeddingInputs { table, ids } = named(list)?;
+                rank(table, 2, "table")?;
+                let out = with_width(ids, table.dim(1));
+                Ok(EmbeddingOutputs { out }.into_vec())
+            }
+            Op::EmbeddingBackward { vocab } => {
+                let EmbeddingBackwardInputs { ids, dout } = named(list)?;
+                let width = dout.0.last().copied().unwrap_or(0);
+                same(dout, &with_width(ids, width), "dout (one row per id)")?;
+                let dtable = Shape::from([*vocab, width]);
+                Ok(EmbeddingBackwardOutputs { dtable }.into_vec())
+            }
             Op::BatchNorm { training, .. } => {
                 let want = if *training { 3 } else { 5 };
                 if list.len() != want {
@@ -487,6 +530,13 @@ fn named<'s, A: Args<&'s Shape>>(list: Vec<&'s Shape>) -> Result<A, String> {
     A::from_vec("inputs", list)
 }
 
+/// `ids`'s shape with one more dimension of `width` (a vector per id).
+fn with_width(ids: &Shape, width: usize) -> Shape {
+    let mut dims = ids.0.clone();
+    dims.push(width);
+    Shape(dims)
+}
+
 fn rank(s: &Shape, r: usize, what: &str) -> Result<(), String> {
     if s.rank() == r {
         Ok(())
@@ -510,85 +560,6 @@ pub struct AdamParams {
     pub beta2: f32,
     pub eps: f32,
     pub weight_decay: f32,
-}
-
-/// Sizes of an LSTM layer read off its inputs `x, h0, c0, w_ih, w_hh, ...`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LstmDims {
-    pub steps: usize,
-    pub batch: usize,
-    pub input: usize,
-    pub hidden: usize,
-}
-
-impl LstmDims {
-    /// Reads and checks the dimensions from a layer's `x`, `h0`, `c0`, `w_ih`, `w_hh`.
-    pub fn checked(
-        x: &Shape,
-        h0: &Shape,
-        c0: &Shape,
-        w_ih: &Shape,
-        w_hh: &Shape,
-    ) -> Result<Self, String> {
-        if x.rank() != 3 {
-            return Err(format!("x must be [T, B, I], got {x}"));
-        }
-        if w_hh.rank() != 2 || w_hh.dim(0) != 4 * w_hh.dim(1) {
-            return Err(format!("w_hh must be [4H, H], got {w_hh}"));
-        }
-        let d = LstmDims::of(x, w_hh);
-        same(h0, &d.state(), "h0")?;
-        same(c0, &d.state(), "c0")?;
-        same(w_ih, &Shape::from([4 * d.hidden, d.input]), "w_ih")?;
-        Ok(d)
-    }
-
-    /// The dimensions of `x` `[T, B, I]` and `w_hh` `[4H, H]`, unchecked (for shapes
-    /// [`LstmDims::checked`] has accepted).
-    pub fn of(x: &Shape, w_hh: &Shape) -> Self {
-        LstmDims {
-            steps: x.dim(0),
-            batch: x.dim(1),
-            input: x.dim(2),
-            hidden: w_hh.dim(1),
-        }
-    }
-
-    /// `[T, B, width]`.
-    pub fn seq(&self, width: usize) -> Shape {
-        Shape::from([self.steps, self.batch, width])
-    }
-
-    /// `[B, H]`.
-    pub fn state(&self) -> Shape {
-        Shape::from([self.batch, self.hidden])
-    }
-
-    /// Rows of the whole sequence, `T·B`.
-    pub fn rows(&self) -> usize {
-        self.steps * self.batch
-    }
-
-    /// Width of one row of gates, `4H` (i, f, g, o).
-    pub fn gate_width(&self) -> usize {
-        4 * self.hidden
-    }
-
-    /// Elements of one step's state, `B·H`.
-    pub fn step_state(&self) -> usize {
-        self.batch * self.hidden
-    }
-
-    /// Elements of one step's gates, `B·4H`.
-    pub fn step_gates(&self) -> usize {
-        self.batch * self.gate_width()
-    }
-
-    /// Whether nothing flows through the layer (no steps, or no units): the final state
-    /// is the initial one and the weights get no gradient.
-    pub fn is_empty(&self) -> bool {
-        self.steps == 0 || self.step_state() == 0
-    }
 }
 
 #[cfg(test)]

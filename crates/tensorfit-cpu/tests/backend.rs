@@ -87,6 +87,7 @@ fn lstm_in_one_arena_equals_separate_buffers() {
         batch: 2,
         input: 3,
         hidden: 4,
+        tokens: false,
     };
     let (t, b, i, h) = (d.steps, d.batch, d.input, d.hidden);
     let input_shapes: [&[usize]; 7] = [

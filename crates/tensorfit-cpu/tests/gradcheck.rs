@@ -21,9 +21,9 @@
 use std::collections::HashMap;
 
 use tensorfit_core::args::{
-    ActivationInputs, BatchNormInputs, BinaryInputs, GruForwardInputs, GruForwardOutputs,
-    LstmForwardInputs, LstmForwardOutputs, MatMulInputs, MeanVar, SliceTimeInputs,
-    SoftmaxCrossEntropyInputs,
+    ActivationInputs, BatchNormInputs, BinaryInputs, EmbeddingInputs, GruForwardInputs,
+    GruForwardOutputs, LstmForwardInputs, LstmForwardOutputs, MatMulInputs, MeanVar,
+    SliceTimeInputs, SoftmaxCrossEntropyInputs,
 };
 use tensorfit_core::{backward, Activation, BinaryOp, Executable, Graph, Op, Shape, TensorId};
 use tensorfit_cpu::CpuBackend;
@@ -283,6 +283,18 @@ fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, LstmForwardOutputs<TensorId>
     let (t, b, i, h) = (3, 2, 3, 4);
     let mut c = Case::new("lstm");
     let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), x_grad);
+    let out = lstm_on(&mut c, x, (b, i, h), rng);
+    (c, out)
+}
+
+/// An LSTM layer of `h` units over `x` (`i` features, or token ids over a vocabulary of
+/// `i`) for a batch of `b`, with random state and weights to check against.
+fn lstm_on(
+    c: &mut Case,
+    x: TensorId,
+    (b, i, h): (usize, usize, usize),
+    rng: &mut Rng,
+) -> LstmForwardOutputs<TensorId> {
     let h0 = c.random("h0", &[b, h], rng);
     let c0 = c.random("c0", &[b, h], rng);
     let w_ih = c.random("w_ih", &[4 * h, i], rng);
@@ -301,8 +313,7 @@ fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, LstmForwardOutputs<TensorId>
     let op = Op::LstmForward {
         keep_for_backward: true,
     };
-    let outs = c.graph.apply("lstm", op, inputs).unwrap();
-    (c, outs)
+    c.graph.apply("lstm", op, inputs).unwrap()
 }
 
 #[test]
@@ -465,5 +476,31 @@ fn a_small_classifier_end_to_end() {
         .apply("ce", Op::SoftmaxCrossEntropy, inputs)
         .unwrap();
     c.outputs.push(loss.loss);
+    c.run(&mut rng);
+}
+
+#[test]
+fn embedding_with_repeated_ids() {
+    // Ids 1 and 3 repeat: their rows' gradients are sums (the scatter-add).
+    let mut rng = Rng::new(14);
+    let mut c = Case::new("embedding");
+    let table = c.random("table", &[5, 3], &mut rng);
+    let ids = c.leaf("ids", &[6], vec![1.0, 3.0, 1.0, 0.0, 3.0, 1.0], false);
+    let inputs = EmbeddingInputs { table, ids };
+    let out = c.graph.apply("emb", Op::Embedding, inputs).unwrap();
+    c.outputs.push(out.out);
+    c.run(&mut rng);
+}
+
+#[test]
+fn lstm_on_token_ids_all_outputs() {
+    // x holds ids [T, B] = [3, 2] over a vocabulary of 4, one repeated: w_ih's gradient
+    // is the scatter-add of the gate gradients into the columns of the ids seen.
+    let mut rng = Rng::new(15);
+    let (t, b, v, h) = (3, 2, 4, 3);
+    let mut c = Case::new("lstm on tokens");
+    let x = c.leaf("x", &[t, b], vec![2.0, 0.0, 2.0, 3.0, 0.0, 2.0], false);
+    let out = lstm_on(&mut c, x, (b, v, h), &mut rng);
+    c.outputs.extend([out.y, out.h_n, out.c_n]);
     c.run(&mut rng);
 }

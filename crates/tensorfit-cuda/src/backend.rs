@@ -245,10 +245,12 @@ impl CudaBackend {
         self.device
             .write_i32(self.status.ptr(), &[0, 0])
             .map_err(|e| device_error("clearing the status word", e))?;
-        Err(Error::Input(format!(
-            "label of row {} is not a class index (found by softmax cross-entropy on the GPU)",
-            word[1]
-        )))
+        let (code, at) = (word[0], word[1]);
+        // The codes of common.cuh: 2 a bad token id, 1 a bad label.
+        Err(Error::Input(match code {
+            2 => format!("token id at position {at} (of the flat list of ids) is not a whole number inside the vocabulary (found by a gather on the GPU)"),
+            _ => format!("label of row {at} is not a class index (found by softmax cross-entropy on the GPU)"),
+        }))
     }
 }
 

@@ -3,30 +3,39 @@
 //! Tensors keep PyTorch's names (`lstm.weight_ih_l0`, `bn1.running_mean`, ...), so
 //! `safetensors.torch.load_file` reads a checkpoint directly and the `lstm.*` tensors
 //! (prefix removed) load into `torch.nn.LSTM`. Adam's moments are `adam.m.<name>` and
-//! `adam.v.<name>`. The metadata holds the format version, the model configuration as
-//! JSON, the step and a checksum of every tensor's bytes. Files are written through
+//! `adam.v.<name>`. The metadata holds the format version, the model description as
+//! JSON ([`description_json`]; version 1 files hold the seed-shaped classifier's sizes
+//! instead, and still load), the step and a checksum of every tensor's bytes. Files are written through
 //! [`crate::atomic_file`], so a crash never leaves a half-written checkpoint under the
 //! real name.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde_json::json;
-use tensorfit_core::{Activation, Error, Result};
+use tensorfit_core::{Error, Result};
 
 use crate::atomic_file::write_atomic;
-use crate::config::ModelConfig;
+use crate::description::ModelDescription;
+use crate::description_json;
 use crate::layers::{ParamKind, ParamSpec};
 use crate::params::ParamStore;
 use crate::safetensors_file::SafetensorsFile;
 
 /// The format this version writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 keeps the model description (`model`); version 1 kept the fixed
+/// classifier's sizes (`config`).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The metadata key of the model description.
+const MODEL_KEY: &str = "model";
+/// The metadata key of version 1's classifier sizes.
+const V1_CONFIG_KEY: &str = "config";
 
 /// Everything needed to continue training or to run a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Checkpoint {
-    pub config: ModelConfig,
+    /// The model the tensors belong to.
+    pub config: ModelDescription,
     /// Model tensors: parameters and running statistics.
     pub params: ParamStore,
     /// `adam.m.<name>` and `adam.v.<name>` for every trainable parameter (empty for a
@@ -36,55 +45,6 @@ pub struct Checkpoint {
     pub step: u64,
     /// Extra key/value pairs kept with the checkpoint (data-generator state, ...).
     pub extra: HashMap<String, String>,
-}
-
-fn activation_from(name: &str) -> Result<Activation> {
-    match name {
-        "identity" => Ok(Activation::Identity),
-        "relu" => Ok(Activation::Relu),
-        "tanh" => Ok(Activation::Tanh),
-        "sigmoid" => Ok(Activation::Sigmoid),
-        other => Err(Error::input(format!(
-            "unknown dense activation `{other}` (identity, relu, tanh, sigmoid)"
-        ))),
-    }
-}
-
-/// The configuration as JSON text.
-pub fn config_to_json(c: &ModelConfig) -> String {
-    json!({
-        "input": c.input, "hidden": c.hidden, "layers": c.layers, "dense": c.dense,
-        "classes": c.classes, "dense_activation": c.dense_activation.name(),
-    })
-    .to_string()
-}
-
-/// Parses and validates a configuration written by [`config_to_json`].
-pub fn config_from_json(text: &str) -> Result<ModelConfig> {
-    let v: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| Error::input(format!("model configuration: {e}")))?;
-    let field = |k: &str| -> Result<usize> {
-        v.get(k)
-            .and_then(|x| x.as_u64())
-            .and_then(|x| usize::try_from(x).ok())
-            .ok_or_else(|| {
-                Error::input(format!("model configuration: `{k}` must be a whole number"))
-            })
-    };
-    let act = v
-        .get("dense_activation")
-        .and_then(|x| x.as_str())
-        .ok_or_else(|| Error::input("model configuration: `dense_activation` missing"))?;
-    let c = ModelConfig {
-        input: field("input")?,
-        hidden: field("hidden")?,
-        layers: field("layers")?,
-        dense: field("dense")?,
-        classes: field("classes")?,
-        dense_activation: activation_from(act)?,
-    };
-    c.validate()?;
-    Ok(c)
 }
 
 /// FNV-1a over every tensor's name and bytes, in name order (the store's own order).
@@ -114,7 +74,7 @@ impl Checkpoint {
         let mut meta = self.extra.clone();
         meta.insert("format".into(), "tensorfit-checkpoint".into());
         meta.insert("format_version".into(), FORMAT_VERSION.to_string());
-        meta.insert("config".into(), config_to_json(&self.config));
+        meta.insert(MODEL_KEY.into(), description_json::to_json(&self.config));
         meta.insert("step".into(), self.step.to_string());
         meta.insert("checksum".into(), format!("{:016x}", checksum(&all)));
         all.to_safetensors("", meta)
@@ -137,9 +97,9 @@ impl Checkpoint {
         let version: u32 = get("format_version")?
             .parse()
             .map_err(|_| Error::input("checkpoint format_version is not a number"))?;
-        if version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&version) {
             return Err(Error::input(format!(
-                "checkpoint format version {version}; this tensorfit reads version {FORMAT_VERSION}"
+                "checkpoint format version {version}; this tensorfit reads versions 1 to {FORMAT_VERSION}"
             )));
         }
         let want = get("checksum")?;
@@ -149,7 +109,10 @@ impl Checkpoint {
                 "checkpoint checksum mismatch (stored {want}, computed {got}): the file is corrupted"
             )));
         }
-        let config = config_from_json(get("config")?)?;
+        let config = match version {
+            1 => description_json::from_v1_json(get(V1_CONFIG_KEY)?)?,
+            _ => description_json::from_json(get(MODEL_KEY)?)?,
+        };
         let step: u64 = get("step")?
             .parse()
             .map_err(|_| Error::input("checkpoint step is not a number"))?;
@@ -164,7 +127,7 @@ impl Checkpoint {
         }
         params.check_against(&config)?;
         let trainable: Vec<ParamSpec> = config
-            .param_specs()
+            .param_specs()?
             .into_iter()
             .filter(|s| s.kind == ParamKind::Trainable)
             .collect();
@@ -191,7 +154,15 @@ impl Checkpoint {
         let extra = meta
             .into_iter()
             .filter(|(k, _)| {
-                !["format", "format_version", "config", "step", "checksum"].contains(&k.as_str())
+                ![
+                    "format",
+                    "format_version",
+                    MODEL_KEY,
+                    V1_CONFIG_KEY,
+                    "step",
+                    "checksum",
+                ]
+                .contains(&k.as_str())
             })
             .collect();
         Ok(Checkpoint {
@@ -226,26 +197,32 @@ impl Checkpoint {
 mod tests {
     use super::*;
 
-    fn small() -> ModelConfig {
-        ModelConfig {
-            input: 5,
+    /// An untrained checkpoint of a small model, step 0, no optimizer state.
+    fn small() -> Checkpoint {
+        let config = crate::seed_shape::SeedShape {
+            features: 5,
             hidden: 4,
             layers: 2,
             dense: 3,
             classes: 3,
-            dense_activation: Activation::Relu,
+            activation: tensorfit_core::Activation::Relu,
+        }
+        .description();
+        Checkpoint {
+            params: ParamStore::init(&config, 3).unwrap(),
+            config,
+            optimizer: ParamStore::new(),
+            step: 0,
+            extra: HashMap::new(),
         }
     }
 
     #[test]
     fn round_trips_and_detects_corruption() {
-        let cfg = small();
         let ck = Checkpoint {
-            config: cfg.clone(),
-            params: ParamStore::init(&cfg, 3).unwrap(),
-            optimizer: ParamStore::new(),
             step: 7,
             extra: HashMap::from([("data_rng".to_string(), "42".to_string())]),
+            ..small()
         };
         let bytes = ck.to_bytes().unwrap();
         assert_eq!(Checkpoint::from_bytes(&bytes).unwrap(), ck);
@@ -263,17 +240,10 @@ mod tests {
 
     #[test]
     fn atomic_save_then_load() {
-        let cfg = small();
         let dir = std::env::temp_dir().join(format!("tensorfit-ck-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("model.safetensors");
-        let ck = Checkpoint {
-            config: cfg.clone(),
-            params: ParamStore::init(&cfg, 1).unwrap(),
-            optimizer: ParamStore::new(),
-            step: 0,
-            extra: HashMap::new(),
-        };
+        let ck = small();
         ck.save(&path).unwrap();
         assert_eq!(Checkpoint::load(&path).unwrap(), ck);
         let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
@@ -281,18 +251,34 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// `ck`'s bytes with its metadata changed by `edit`.
+    fn with_metadata(ck: &Checkpoint, edit: impl FnOnce(&mut HashMap<String, String>)) -> Vec<u8> {
+        let (all, mut meta) = ParamStore::from_safetensors(&ck.to_bytes().unwrap(), "").unwrap();
+        edit(&mut meta);
+        all.to_safetensors("", meta).unwrap()
+    }
+
     #[test]
-    fn bad_configs_are_rejected() {
-        assert!(config_from_json("{").is_err());
-        assert!(config_from_json(
-            r#"{"input":0,"hidden":4,"layers":1,"dense":2,"classes":2,"dense_activation":"tanh"}"#
-        )
-        .is_err());
-        assert!(config_from_json(
-            r#"{"input":3,"hidden":4,"layers":1,"dense":2,"classes":2,"dense_activation":"swish"}"#
-        )
-        .is_err());
-        let c = small();
-        assert_eq!(config_from_json(&config_to_json(&c)).unwrap(), c);
+    fn a_checkpoint_of_format_version_1_loads_as_the_seed_shape_it_describes() {
+        let ck = small();
+        let old = with_metadata(&ck, |meta| {
+            meta.remove("model");
+            meta.insert("format_version".into(), "1".into());
+            meta.insert(
+                "config".into(),
+                r#"{"classes":3,"dense":3,"dense_activation":"relu","hidden":4,"input":5,"layers":2}"#
+                    .into(),
+            );
+        });
+        assert_eq!(Checkpoint::from_bytes(&old).unwrap(), ck);
+    }
+
+    #[test]
+    fn a_checkpoint_of_a_later_format_version_is_refused_naming_both() {
+        let newer = with_metadata(&small(), |meta| {
+            meta.insert("format_version".into(), "3".into());
+        });
+        let e = Checkpoint::from_bytes(&newer).unwrap_err().to_string();
+        assert!(e.contains("version 3") && e.contains("1 to 2"), "{e}");
     }
 }

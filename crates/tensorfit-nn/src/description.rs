@@ -138,32 +138,6 @@ impl ModelDescription {
     /// `bn1`, Dense `dense` 100 (tanh), BatchNorm `bn2`, softmax over 6 classes: 1,434,406
     /// trainable parameters with PyTorch's two LSTM bias vectors.
     pub fn seed() -> Self {
-        let layer = |name: &str, kind| HeadLayer {
-            name: name.to_string(),
-            kind,
-        };
-        ModelDescription {
-            input: InputSpec::Dense { features: 152 },
-            recurrent: RecurrentSpec {
-                cell: Cell::Lstm,
-                hidden: 250,
-                layers: 3,
-            },
-            head: HeadSpec {
-                on: HeadOn::LastStep,
-                layers: vec![
-                    layer("bn1", HeadLayerKind::BatchNorm),
-                    layer(
-                        "dense",
-                        HeadLayerKind::Dense {
-                            units: 100,
-                            activation: Activation::Tanh,
-                        },
-                    ),
-                    layer("bn2", HeadLayerKind::BatchNorm),
-                ],
-            },
-            loss: LossSpec::SoftmaxCrossEntropy { classes: 6 },
-        }
+        crate::seed_shape::SeedShape::SEED.description()
     }
 }

@@ -1,7 +1,7 @@
 //! tensorfit-nn: the models and the training loop.
 //!
-//! [`ModelConfig`] describes the stacked-LSTM classifier (with the `seed` preset);
-//! [`Network`] is it as typed [`layers`], each owning its tensors (PyTorch's names), its
+//! [`ModelDescription`] is a user's model (with the `seed` preset), checked by
+//! [`ModelDescription::validate`]; [`Network`] is it as typed [`layers`], each owning its tensors (PyTorch's names), its
 //! forward builder and its carried state; [`model`] builds its graphs; [`programs`] the
 //! graphs a run is made of, named by [`ProgramKey`]s; [`AdamConfig`] appends PyTorch's Adam as update nodes;
 //! [`Trainer`] runs truncated BPTT on any [`tensorfit_core::Backend`]; [`TemporalOrder`]
@@ -13,35 +13,44 @@
 pub mod adam;
 pub mod atomic_file;
 pub mod checkpoint;
-pub mod config;
 pub mod description;
+pub mod description_check;
+pub mod description_json;
+pub mod description_toml;
 pub mod layers;
 pub mod model;
+pub mod model_size;
 pub mod network;
 pub mod options;
 pub mod params;
 pub mod programs;
+pub mod pytorch_import;
 mod recompute;
 pub mod run_settings;
 pub mod safetensors_file;
+pub mod seed_shape;
 pub mod task;
 mod train_graph;
 pub mod trainer;
 
 pub use adam::AdamConfig;
 pub use checkpoint::Checkpoint;
-pub use config::{ModelConfig, TRAIN_FLOPS_PER_FORWARD};
 pub use description::{
     Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
     RecurrentSpec,
 };
+pub use description_check::InvalidDescription;
+pub use description_toml::DescriptionError;
 pub use layers::{Init, ParamKind, ParamSpec};
 pub use model::Mode;
+pub use model_size::TRAIN_FLOPS_PER_FORWARD;
 pub use network::Network;
 pub use options::{Job, ProgramKey, ProgramKind, TrainOptions};
 pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};
+pub use pytorch_import::import_state_dict;
 pub use run_settings::RunSettings;
+pub use seed_shape::SeedShape;
 pub use task::{Batch, TemporalOrder};
 pub use tensorfit_core::Rng;
 pub use trainer::{argmax, EvalReport, StepReport, Trainer};

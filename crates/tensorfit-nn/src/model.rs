@@ -1,4 +1,4 @@
-//! Graph builders for the stacked-LSTM classifier.
+//! Graph builders for a described model.
 //!
 //! Each function adds nodes to a [`Graph`] and returns the ids a caller needs. The same
 //! builders serve training, evaluation and the finite-difference tests, so what is
@@ -9,7 +9,7 @@
 use tensorfit_core::args::{CopyInputs, CopyTargets, SliceTimeInputs};
 use tensorfit_core::{Graph, Op, Result, TensorId};
 
-use crate::config::ModelConfig;
+use crate::description::ModelDescription;
 pub use crate::layers::lstm::LstmStack;
 use crate::layers::{BatchStats, ParamKind, ParamSpec, StateSlot};
 use crate::network::{Network, NetworkTensors};
@@ -102,14 +102,18 @@ pub struct Classifier {
 /// A graph that only advances the LSTM state over a chunk of the sequence: the layers
 /// in inference form, then a copy of each final state into the persistent initial state,
 /// so the next chunk continues where this one stopped.
-pub fn carry_graph(cfg: &ModelConfig, batch: usize, steps: usize) -> Result<(Graph, LstmStack)> {
-    let net = cfg.network();
+pub fn carry_graph(
+    model: &ModelDescription,
+    batch: usize,
+    steps: usize,
+) -> Result<(Graph, LstmStack)> {
+    let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
     let stack = net
         .lstm
         .stack(&mut g, &leaves.ids.lstm, batch, steps, false)?;
-    for k in 0..cfg.layers {
+    for k in 0..net.lstm.layers {
         for (what, src, dst) in [
             ("h", stack.h_n[k], stack.h0[k]),
             ("c", stack.c_n[k], stack.c0[k]),
@@ -121,17 +125,16 @@ pub fn carry_graph(cfg: &ModelConfig, batch: usize, steps: usize) -> Result<(Gra
     Ok((g, stack))
 }
 
-/// The whole classifier over a `[steps, batch, input]` chunk: LSTM stack, last step,
-/// BatchNorm, Dense + activation, BatchNorm, output layer, softmax cross-entropy.
+/// The whole model over a `[steps, batch, input]` chunk: LSTM stack, last step, the
+/// head's layers, output layer and loss.
 pub fn classifier(
     g: &mut Graph,
-    cfg: &ModelConfig,
+    model: &ModelDescription,
     batch: usize,
     steps: usize,
     mode: Mode,
 ) -> Result<Classifier> {
-    cfg.validate()?;
-    let net = cfg.network();
+    let net = model.network()?;
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
     let stack = net.lstm.stack(g, &leaves.ids.lstm, batch, steps, keep)?;
@@ -160,8 +163,8 @@ pub(crate) struct Head {
     pub batch_stats: Vec<BatchStats>,
 }
 
-/// BatchNorm, Dense + activation, BatchNorm, output layer and softmax cross-entropy over
-/// the top layer's last step `last` `[B, H]`.
+/// The head's layers, the output layer and the loss over the top layer's last step
+/// `last` `[B, H]`.
 pub(crate) fn head(
     g: &mut Graph,
     net: &Network,
@@ -172,14 +175,15 @@ pub(crate) fn head(
 ) -> Result<Head> {
     let labels = g.input("labels", [batch]);
     let mut batch_stats = Vec::new();
-    let h = net.bn1.forward(g, last, &ids.bn1, mode, &mut batch_stats)?;
-    let h = net.dense.forward(g, h, &ids.dense)?;
-    let h = net.bn2.forward(g, h, &ids.bn2, mode, &mut batch_stats)?;
+    let mut h = last;
+    for (part, t) in net.head.iter().zip(&ids.head) {
+        h = part.forward(g, h, t, mode, &mut batch_stats)?;
+    }
     let outs = net.out.forward(g, h, &ids.out, labels)?;
     Ok(Head {
         labels,
         loss: outs.loss,
-        probs: outs.probs,
+        probs: outs.prediction,
         batch_stats,
     })
 }

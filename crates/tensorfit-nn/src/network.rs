@@ -1,33 +1,35 @@
-//! The stacked-LSTM classifier as typed layers, and the table of its tensors.
+//! A described model as typed layers, and the table of its tensors.
 //!
-//! [`Network`] places the layers (LSTM stack, BatchNorm `bn1`, Dense `dense`, BatchNorm
-//! `bn2`, softmax output `out`); [`NetworkTensors`] holds one item per tensor, by layer
-//! and field, in one fixed order: the order of graph leaves, of checkpoints' parameter
-//! lists and of Adam's updates. Its names are PyTorch's, made by each layer.
+//! [`Network`] places the layers (the LSTM stack, the head's layers in the description's
+//! order, the output layer `out` the loss sizes); [`NetworkTensors`] holds one item per
+//! tensor, by layer and field, in one fixed order: the order of graph leaves, of
+//! checkpoints' parameter lists and of Adam's updates. Its names are PyTorch's, made by
+//! each layer.
 
-use crate::config::ModelConfig;
+use crate::description::{HeadLayerKind, HeadOn, InputSpec, ModelDescription};
 use crate::layers::{
-    BatchNorm, BatchNormTensors, Dense, LinearTensors, Lstm, LstmWeights, ParamSpec, SoftmaxOutput,
-    Tensors,
+    BatchNorm, Dense, HeadPart, HeadPartTensors, LinearTensors, Lstm, LstmInput, LstmWeights,
+    OutputLayer, ParamSpec, Tensors,
 };
 
-/// The classifier's layers, in order.
+/// The name the output layer is registered under.
+pub const OUTPUT: &str = "out";
+
+/// The model's layers, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Network {
     pub lstm: Lstm,
-    pub bn1: BatchNorm,
-    pub dense: Dense,
-    pub bn2: BatchNorm,
-    pub out: SoftmaxOutput,
+    /// Which steps of the top layer the head reads.
+    pub head_on: HeadOn,
+    pub head: Vec<HeadPart>,
+    pub out: OutputLayer,
 }
 
 /// One item per tensor of the [`Network`], by layer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NetworkTensors<T> {
     pub lstm: Vec<LstmWeights<T>>,
-    pub bn1: BatchNormTensors<T>,
-    pub dense: LinearTensors<T>,
-    pub bn2: BatchNormTensors<T>,
+    pub head: Vec<HeadPartTensors<T>>,
     pub out: LinearTensors<T>,
 }
 
@@ -35,9 +37,7 @@ impl<T> NetworkTensors<T> {
     pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> NetworkTensors<U> {
         NetworkTensors {
             lstm: self.lstm.iter().map(|w| w.map(&mut f)).collect(),
-            bn1: self.bn1.map(&mut f),
-            dense: self.dense.map(&mut f),
-            bn2: self.bn2.map(&mut f),
+            head: self.head.iter().map(|p| p.map(&mut f)).collect(),
             out: self.out.map(&mut f),
         }
     }
@@ -47,11 +47,9 @@ impl<T> NetworkTensors<T> {
         self.lstm.iter().flat_map(|w| w.items()).collect()
     }
 
-    /// The items of the layers after the LSTM stack.
+    /// The items of the layers after the LSTM stack: the head's, then `out`'s.
     pub fn head_items(&self) -> Vec<&T> {
-        let mut v = self.bn1.items();
-        v.extend(self.dense.items());
-        v.extend(self.bn2.items());
+        let mut v: Vec<&T> = self.head.iter().flat_map(|p| p.items()).collect();
         v.extend(self.out.items());
         v
     }
@@ -66,26 +64,52 @@ impl<T> Tensors<T> for NetworkTensors<T> {
 }
 
 impl Network {
-    pub fn new(cfg: &ModelConfig) -> Network {
-        let batchnorm = |name: &str, features| BatchNorm {
-            name: name.to_string(),
-            features,
+    /// The layers of `d`, which [`ModelDescription::validate`] has accepted
+    /// ([`ModelDescription::network`] checks first).
+    pub(crate) fn new(d: &ModelDescription) -> Network {
+        let hidden = d.recurrent.hidden;
+        // What the first recurrent layer reads: features, the output of an embedding, or
+        // token ids directly (exact one-hot, a gather of its input weights' columns).
+        let (input, input_kind) = match d.input {
+            InputSpec::Dense { features } => (features, LstmInput::Features),
+            InputSpec::Tokens {
+                embedding: Some(dim),
+                ..
+            } => (dim, LstmInput::Features),
+            InputSpec::Tokens {
+                vocab,
+                embedding: None,
+            } => (vocab, LstmInput::Tokens),
         };
+        let mut width = hidden;
+        let mut head = Vec::with_capacity(d.head.layers.len());
+        for layer in &d.head.layers {
+            let name = layer.name.clone();
+            let part = match layer.kind {
+                HeadLayerKind::BatchNorm => HeadPart::BatchNorm(BatchNorm {
+                    name,
+                    features: width,
+                }),
+                HeadLayerKind::Dense { units, activation } => HeadPart::Dense(Dense {
+                    name,
+                    input: width,
+                    output: units,
+                    activation,
+                }),
+            };
+            width = part.output(width);
+            head.push(part);
+        }
         Network {
             lstm: Lstm {
-                input: cfg.input,
-                hidden: cfg.hidden,
-                layers: cfg.layers,
+                input,
+                hidden,
+                layers: d.recurrent.layers,
+                input_kind,
             },
-            bn1: batchnorm("bn1", cfg.hidden),
-            dense: Dense {
-                name: "dense".to_string(),
-                input: cfg.hidden,
-                output: cfg.dense,
-                activation: cfg.dense_activation,
-            },
-            bn2: batchnorm("bn2", cfg.dense),
-            out: SoftmaxOutput::new("out", cfg.dense, cfg.classes),
+            head_on: d.head.on,
+            head,
+            out: OutputLayer::new(OUTPUT, width, d.loss),
         }
     }
 
@@ -93,9 +117,7 @@ impl Network {
     pub fn specs(&self) -> NetworkTensors<ParamSpec> {
         NetworkTensors {
             lstm: self.lstm.specs(),
-            bn1: self.bn1.specs(),
-            dense: self.dense.specs(),
-            bn2: self.bn2.specs(),
+            head: self.head.iter().map(HeadPart::specs).collect(),
             out: self.out.specs(),
         }
     }
@@ -105,6 +127,7 @@ impl Network {
 mod tests {
     use super::*;
     use crate::layers::ParamKind;
+    use crate::seed_shape::SeedShape;
     use tensorfit_core::Activation;
 
     #[test]
@@ -112,15 +135,16 @@ mod tests {
         // `map` must visit every field (struct literals are exhaustive), `items` lists
         // them by hand: a field left out of `items` would get no leaf in the checkpoint
         // and no optimizer update.
-        let net = Network::new(&ModelConfig {
-            input: 3,
+        let d = SeedShape {
+            features: 3,
             hidden: 4,
             layers: 2,
             dense: 5,
             classes: 3,
-            dense_activation: Activation::Relu,
-        });
-        let specs = net.specs();
+            activation: Activation::Relu,
+        }
+        .description();
+        let specs = d.network().unwrap().specs();
         let mut visited = Vec::new();
         let _ = specs.map(|s| visited.push(s.name.clone()));
         let listed: Vec<String> = specs.items().iter().map(|s| s.name.clone()).collect();
@@ -139,6 +163,53 @@ mod tests {
         assert_eq!(
             running, 4,
             "bn1 and bn2 each keep a running mean and variance"
+        );
+    }
+
+    #[test]
+    fn a_head_of_any_layers_chains_their_widths_into_the_output_layer() {
+        let mut d = ModelDescription::seed();
+        d.head.layers.clear();
+        let net = d.network().unwrap();
+        assert!(net.head.is_empty());
+        assert_eq!((net.out.linear.input, net.out.linear.output), (250, 6));
+        // Dense 250→40, BatchNorm(40), Dense 40→7, out 7→6.
+        let dense = |name: &str, units| crate::description::HeadLayer {
+            name: name.into(),
+            kind: HeadLayerKind::Dense {
+                units,
+                activation: Activation::Relu,
+            },
+        };
+        d.head.layers = vec![
+            dense("a", 40),
+            crate::description::HeadLayer {
+                name: "n".into(),
+                kind: HeadLayerKind::BatchNorm,
+            },
+            dense("b", 7),
+        ];
+        let net = d.network().unwrap();
+        let names: Vec<String> = net
+            .specs()
+            .head_items()
+            .iter()
+            .map(|s| format!("{}{}", s.name, s.shape))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "a.weight[40, 250]",
+                "a.bias[40]",
+                "n.weight[40]",
+                "n.bias[40]",
+                "n.running_mean[40]",
+                "n.running_var[40]",
+                "b.weight[7, 40]",
+                "b.bias[7]",
+                "out.weight[6, 7]",
+                "out.bias[6]"
+            ]
         );
     }
 }

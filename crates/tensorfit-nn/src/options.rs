@@ -7,7 +7,8 @@ use std::fmt;
 use tensorfit_core::{Error, Result};
 
 use crate::adam::AdamConfig;
-use crate::config::{ModelConfig, TRAIN_FLOPS_PER_FORWARD};
+use crate::description::ModelDescription;
+use crate::model_size::TRAIN_FLOPS_PER_FORWARD;
 
 /// What a program does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,10 +48,10 @@ impl fmt::Display for ProgramKey {
 
 impl ProgramKey {
     /// The FLOPs one run of this program executes: the LSTM stack's forward
-    /// ([`ModelConfig::lstm_forward_flops`]), [`TRAIN_FLOPS_PER_FORWARD`] times that to
+    /// ([`ModelDescription::lstm_forward_flops`]), [`TRAIN_FLOPS_PER_FORWARD`] times that to
     /// train, and one forward more when the training segment is recomputed.
-    pub fn flops(&self, cfg: &ModelConfig) -> f64 {
-        let forward = cfg.lstm_forward_flops(self.batch, self.steps);
+    pub fn flops(&self, model: &ModelDescription) -> f64 {
+        let forward = model.lstm_forward_flops(self.batch, self.steps);
         match (self.kind, self.recompute) {
             (ProgramKind::Train, None) => TRAIN_FLOPS_PER_FORWARD * forward,
             (ProgramKind::Train, Some(_)) => (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward,
@@ -150,12 +151,12 @@ impl Job {
     /// The model FLOPs of one training step (truncated BPTT `tbptt`) or one evaluation:
     /// [`TrainOptions::step_flops`] of the whole-sequence run, whatever strategy runs it.
     /// The figure GFLOP/s are reported against.
-    pub fn model_flops(&self, cfg: &ModelConfig, tbptt: usize) -> f64 {
+    pub fn model_flops(&self, model: &ModelDescription, tbptt: usize) -> f64 {
         let opts = TrainOptions {
             tbptt,
             ..TrainOptions::default()
         };
-        opts.step_flops(cfg, *self)
+        opts.step_flops(model, *self)
     }
 }
 
@@ -170,8 +171,8 @@ impl TrainOptions {
 
     /// The FLOPs one training step (or one evaluation) of `job` executes. With no
     /// recomputation this is the job's model FLOPs, the figure benchmarks report.
-    pub fn step_flops(&self, cfg: &ModelConfig, job: Job) -> f64 {
-        self.step_programs(job).iter().map(|k| k.flops(cfg)).sum()
+    pub fn step_flops(&self, model: &ModelDescription, job: Job) -> f64 {
+        self.step_programs(job).iter().map(|k| k.flops(model)).sum()
     }
 
     /// Every distinct program `job` runs, each once, in a stable order.

@@ -10,7 +10,7 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use tensorfit_core::{Error, HostTensor, Result, Shape};
 
-use crate::config::ModelConfig;
+use crate::description::ModelDescription;
 use crate::layers::Init;
 use crate::safetensors_file::SafetensorsFile;
 use tensorfit_core::Rng;
@@ -29,17 +29,17 @@ impl ParamStore {
     /// Every tensor at its layer's initialisation ([`Init`]), the uniform ones drawn
     /// from `seed` in table order: PyTorch's defaults (LSTM and Dense weights and biases
     /// uniform in ±1/√fan, BatchNorm weight 1, bias 0, running mean 0, running variance 1).
-    pub fn init(cfg: &ModelConfig, seed: u64) -> Result<Self> {
-        cfg.validate()?;
+    pub fn init(model: &ModelDescription, seed: u64) -> Result<Self> {
         let mut rng = Rng::new(seed);
         let mut store = ParamStore::new();
-        for spec in cfg.param_specs() {
+        for spec in model.param_specs()? {
             let n = spec.shape.numel();
             let data = match spec.init {
                 Init::Uniform { bound } => {
                     (0..n).map(|_| rng.uniform_range(-bound, bound)).collect()
                 }
                 Init::Constant(v) => vec![v; n],
+                Init::Normal { std } => (0..n).map(|_| rng.normal() * std).collect(),
             };
             store.insert(&spec.name, HostTensor::new(spec.shape, data)?);
         }
@@ -76,9 +76,9 @@ impl ParamStore {
         self.tensors.is_empty()
     }
 
-    /// Checks that this store has exactly the tensors of `cfg` with the right shapes.
-    pub fn check_against(&self, cfg: &ModelConfig) -> Result<()> {
-        let specs = cfg.param_specs();
+    /// Checks that this store has exactly the tensors of `model` with the right shapes.
+    pub fn check_against(&self, model: &ModelDescription) -> Result<()> {
+        let specs = model.param_specs()?;
         for spec in &specs {
             let t = self.require(&spec.name)?;
             if t.shape != spec.shape {

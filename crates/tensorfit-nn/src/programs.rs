@@ -12,7 +12,7 @@ use std::fmt;
 use tensorfit_core::{Graph, Result, Role, TensorId};
 
 use crate::adam::AdamConfig;
-use crate::config::ModelConfig;
+use crate::description::ModelDescription;
 use crate::layers::{BatchNorm, StateSlot};
 use crate::model::{carry_graph, classifier, Mode};
 use crate::options::{ProgramKey, ProgramKind};
@@ -65,8 +65,8 @@ pub struct Program {
 }
 
 impl Program {
-    /// Builds the program `key` for `cfg`.
-    pub fn build(cfg: &ModelConfig, adam: &AdamConfig, key: ProgramKey) -> Result<Program> {
+    /// Builds the program `key` for `model`.
+    pub fn build(model: &ModelDescription, adam: &AdamConfig, key: ProgramKey) -> Result<Program> {
         let ProgramKey {
             kind,
             batch,
@@ -75,13 +75,13 @@ impl Program {
         } = key;
         let (mut p, carried) = match (kind, recompute) {
             (ProgramKind::Carry, _) => {
-                let (graph, stack) = carry_graph(cfg, batch, steps)?;
+                let (graph, stack) = carry_graph(model, batch, steps)?;
                 let p = Program::bare(key, graph, vec![(stack.x, steps)]);
                 (p, stack.carried())
             }
             (ProgramKind::Eval, _) => {
                 let mut g = Graph::new();
-                let c = classifier(&mut g, cfg, batch, steps, Mode::Infer)?;
+                let c = classifier(&mut g, model, batch, steps, Mode::Infer)?;
                 let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
                 p.labels = Some(c.labels);
                 p.loss = Some(c.loss);
@@ -90,8 +90,8 @@ impl Program {
             }
             (ProgramKind::Train, _) => {
                 let mut t = match recompute {
-                    None => train_graph(cfg, batch, steps)?,
-                    Some(segment) => recompute::train_graph(cfg, batch, steps, segment)?,
+                    None => train_graph(model, batch, steps)?,
+                    Some(segment) => recompute::train_graph(model, batch, steps, segment)?,
                 };
                 let carried = std::mem::take(&mut t.carried);
                 (Program::training(key, adam, t)?, carried)

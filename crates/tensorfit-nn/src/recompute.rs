@@ -10,14 +10,14 @@
 //! from `L` steps to `S`; the price is one more forward pass. The gradients are those of
 //! the unsplit segment (only the order of the weight-gradient sums changes).
 //!
-//! The head (BatchNorm, Dense, BatchNorm, output) is differentiated by autodiff as usual;
+//! The head (its layers, the output layer and the loss) is differentiated by autodiff as usual;
 //! the LSTM stack's backward is written here by hand, because the recomputed forward
 //! nodes must come between backward nodes.
 
 use tensorfit_core::args::{BinaryInputs, FillInputs, LstmForwardOutputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
-use crate::config::ModelConfig;
+use crate::description::ModelDescription;
 use crate::layers::{Lstm, LstmGrads, LstmWeights, Tensors};
 use crate::model::{carried, head, Leaves, Mode};
 use crate::options::carry_chunks;
@@ -52,14 +52,13 @@ fn stack_over(
 /// Builds forward, loss and backward of one `steps`-step training segment recomputing
 /// sub-segments of at most `segment` steps.
 pub(crate) fn train_graph(
-    cfg: &ModelConfig,
+    model: &ModelDescription,
     batch: usize,
     steps: usize,
     segment: usize,
 ) -> Result<TrainGraph> {
-    cfg.validate()?;
-    let net = cfg.network();
-    let layers = cfg.layers;
+    let net = model.network()?;
+    let layers = net.lstm.layers;
     let state_shape = net.lstm.state_shape(batch);
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
@@ -124,7 +123,7 @@ pub(crate) fn train_graph(
         let mut dy = zeros(
             &mut g,
             &format!("seg{k}.zeros.dy"),
-            Shape::from([len, batch, cfg.hidden]),
+            Shape::from([len, batch, net.lstm.hidden]),
         )?;
         for l in (0..layers).rev() {
             let (input, outs) = &kept[l];

@@ -14,6 +14,8 @@
 
 use tensorfit_core::{Error, HostTensor, Result};
 
+use crate::description::{HeadOn, InputSpec, LossSpec, ModelDescription};
+
 use tensorfit_core::Rng;
 
 /// One minibatch: `x` `[T, B, features]` one-hot, `labels` `[B]` class indices.
@@ -41,6 +43,29 @@ impl TemporalOrder {
         TemporalOrder {
             rng: Rng::new(seed),
         }
+    }
+
+    /// Whether `model` can learn this task: dense input of [`Self::FEATURES`], a head
+    /// on the last step and softmax cross-entropy over [`Self::CLASSES`]; the error says
+    /// what differs.
+    pub fn fits(model: &ModelDescription) -> Result<()> {
+        let fits = model.input
+            == (InputSpec::Dense {
+                features: Self::FEATURES,
+            })
+            && model.head.on == HeadOn::LastStep
+            && model.loss
+                == (LossSpec::SoftmaxCrossEntropy {
+                    classes: Self::CLASSES,
+                });
+        if fits {
+            return Ok(());
+        }
+        Err(Error::input(format!(
+            "the built-in temporal-order task needs dense input of {} features, a head on the last step and cross-entropy over {} classes; the model is {model}",
+            Self::FEATURES,
+            Self::CLASSES
+        )))
     }
 
     /// The generator's state, to resume the same stream later.
@@ -128,6 +153,21 @@ mod tests {
             .map(|&l| l as u32)
             .collect();
         assert_eq!(classes.len(), 6);
+    }
+
+    #[test]
+    fn the_task_fits_the_seed_and_names_what_differs_in_another_model() {
+        TemporalOrder::fits(&ModelDescription::seed()).unwrap();
+        let mut d = ModelDescription::seed();
+        d.loss = LossSpec::SoftmaxCrossEntropy { classes: 5 };
+        let e = TemporalOrder::fits(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("6 classes") && e.contains("cross_entropy 5"),
+            "{e}"
+        );
+        let mut d = ModelDescription::seed();
+        d.head.on = HeadOn::EveryStep;
+        assert!(TemporalOrder::fits(&d).is_err());
     }
 
     #[test]

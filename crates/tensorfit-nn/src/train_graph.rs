@@ -5,7 +5,7 @@
 use tensorfit_core::args::FillInputs;
 use tensorfit_core::{backward, Error, Graph, Op, Result, Shape, TensorId};
 
-use crate::config::ModelConfig;
+use crate::description::ModelDescription;
 use crate::layers::StateSlot;
 use crate::model::{classifier, Head, Mode, Named};
 
@@ -38,9 +38,13 @@ pub(crate) fn no_gradient(name: &str) -> Error {
 }
 
 /// The whole segment differentiated by autodiff, keeping its activations for backward.
-pub(crate) fn train_graph(cfg: &ModelConfig, batch: usize, steps: usize) -> Result<TrainGraph> {
+pub(crate) fn train_graph(
+    model: &ModelDescription,
+    batch: usize,
+    steps: usize,
+) -> Result<TrainGraph> {
     let mut g = Graph::new();
-    let c = classifier(&mut g, cfg, batch, steps, Mode::Train)?;
+    let c = classifier(&mut g, model, batch, steps, Mode::Train)?;
     let one = loss_grad_seed(&mut g)?;
     let wrt: Vec<TensorId> = c.params.iter().map(|(_, t)| *t).collect();
     let grads = backward(&mut g, &[(c.loss, one)], &wrt)?

@@ -15,6 +15,7 @@
 //! the plan says; without one, each tensor gets its own buffer.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use tensorfit_core::exec::allocate_all;
 use tensorfit_core::{
@@ -23,7 +24,7 @@ use tensorfit_core::{
 };
 
 use crate::checkpoint::Checkpoint;
-use crate::config::ModelConfig;
+use crate::description::ModelDescription;
 use crate::layers::{Lstm, ParamKind, StatePart};
 use crate::options::{micro_batches, ProgramKey, TrainOptions};
 use crate::params::ParamStore;
@@ -58,7 +59,7 @@ struct Loaded {
 /// Trains and evaluates one model on one backend. See the module documentation.
 pub struct Trainer {
     backend: Box<dyn Backend>,
-    cfg: ModelConfig,
+    model: ModelDescription,
     opts: TrainOptions,
     /// The LSTM stack, whose carried state the trainer zeroes and reads.
     lstm: Lstm,
@@ -75,7 +76,7 @@ impl std::fmt::Debug for Trainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Trainer")
             .field("backend", &self.backend.name())
-            .field("cfg", &self.cfg)
+            .field("model", &self.model)
             .field("opts", &self.opts)
             .field("planned", &self.layout.is_some())
             .field("step", &self.step)
@@ -84,15 +85,15 @@ impl std::fmt::Debug for Trainer {
 }
 
 impl Trainer {
-    /// Uploads `params` (which must match `cfg`) to `backend`; every tensor gets its own
+    /// Uploads `params` (which must match `model`) to `backend`; every tensor gets its own
     /// buffer as it is first needed.
     pub fn new(
         backend: Box<dyn Backend>,
-        cfg: ModelConfig,
+        model: ModelDescription,
         params: &ParamStore,
         opts: TrainOptions,
     ) -> Result<Self> {
-        let mut t = Trainer::empty(backend, cfg, params, opts)?;
+        let mut t = Trainer::empty(backend, model, params, opts)?;
         for (name, p) in params.iter() {
             let view = upload(t.backend.as_mut(), p)?;
             t.persistent.insert(PersistentKey::named(name), view);
@@ -104,12 +105,12 @@ impl Trainer {
     /// it gives them. Only the programs in the layout can run.
     pub fn with_layout(
         backend: Box<dyn Backend>,
-        cfg: ModelConfig,
+        model: ModelDescription,
         params: &ParamStore,
         opts: TrainOptions,
         layout: Layout,
     ) -> Result<Self> {
-        let mut t = Trainer::empty(backend, cfg, params, opts)?;
+        let mut t = Trainer::empty(backend, model, params, opts)?;
         let buffers = allocate_all(t.backend.as_mut(), &layout.arena_bytes)?;
         t.layout = Some((layout, buffers));
         for (name, p) in params.iter() {
@@ -123,17 +124,16 @@ impl Trainer {
 
     fn empty(
         backend: Box<dyn Backend>,
-        cfg: ModelConfig,
+        model: ModelDescription,
         params: &ParamStore,
         opts: TrainOptions,
     ) -> Result<Self> {
-        cfg.validate()?;
         opts.validate()?;
-        params.check_against(&cfg)?;
+        params.check_against(&model)?;
         Ok(Trainer {
             backend,
-            lstm: cfg.network().lstm,
-            cfg,
+            lstm: model.network()?.lstm,
+            model,
             opts,
             persistent: HashMap::new(),
             layout: None,
@@ -143,8 +143,8 @@ impl Trainer {
         })
     }
 
-    pub fn config(&self) -> &ModelConfig {
-        &self.cfg
+    pub fn model(&self) -> &ModelDescription {
+        &self.model
     }
 
     pub fn options(&self) -> &TrainOptions {
@@ -210,7 +210,8 @@ impl Trainer {
             .checked_add(1)
             .ok_or_else(|| Error::input(format!("the step counter cannot pass {}", self.step)))?;
         let scalars = self.opts.adam.scalars(next);
-        let (loss, probs) = self.run_sequence(&keys, x, labels, Some(&scalars))?;
+        let rows = 0..labels.len();
+        let (loss, probs) = self.run_sequence(&keys, x, rows, labels, Some(&scalars))?;
         self.step = next;
         self.last_train = keys.last().copied();
         if !loss.is_finite() {
@@ -229,20 +230,16 @@ impl Trainer {
     /// Runs the model in inference form (running statistics) over whole sequences.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
         let (steps, batch) = self.check_batch(x, labels)?;
-        let classes = self.cfg.classes;
+        let classes = self.model.loss.outputs();
         let mut probs = Vec::with_capacity(batch * classes);
         let mut loss_sum = 0.0f64;
         let mut start = 0;
         for m in micro_batches(batch, self.opts.micro_batch) {
-            // Only a true micro-batch needs a copy of its sequences.
-            let part = if m == batch {
-                std::borrow::Cow::Borrowed(x)
-            } else {
-                std::borrow::Cow::Owned(slice_batch(x, start, m)?)
-            };
-            // One micro-batch: its own chunks, then its evaluation program.
+            // One micro-batch: its own chunks, then its evaluation program, reading its
+            // sequences out of `x` in place (no host copy of them).
             let keys = self.opts.eval_programs(m, steps);
-            let (loss, p) = self.run_sequence(&keys, &part, &labels[start..start + m], None)?;
+            let rows = start..start + m;
+            let (loss, p) = self.run_sequence(&keys, x, rows, &labels[start..start + m], None)?;
             loss_sum += loss as f64 * m as f64;
             probs.extend(p.data);
             start += m;
@@ -266,11 +263,13 @@ impl Trainer {
     }
 
     /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
-    /// `x`, then the final program over the last steps; returns its loss and probabilities.
+    /// sequences `rows` of `x`, then the final program over the last steps; returns its
+    /// loss and probabilities.
     fn run_sequence(
         &mut self,
         keys: &[ProgramKey],
         x: &HostTensor,
+        rows: Range<usize>,
         labels: &[f32],
         scalars: Option<&[f32]>,
     ) -> Result<(f32, HostTensor)> {
@@ -283,15 +282,13 @@ impl Trainer {
             let view = self.persistent_view(&key, self.lstm.state_shape(batch))?;
             self.backend.write(&view, &vec![0.0; view.len()])?;
         }
-        let row = batch * self.cfg.input;
         let mut t = 0;
         for &key in keys {
             self.ensure_program(key)?;
             let p = &self.programs[&key];
             let backend = self.backend.as_mut();
             for &(input, len) in &p.ids.xs {
-                p.exe
-                    .write(backend, input, &x.data[t * row..(t + len) * row])?;
+                write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
                 t += len;
             }
             if key != *last {
@@ -315,13 +312,16 @@ impl Trainer {
             Some(pr) => p.exe.read(backend, pr)?,
             None => Vec::new(),
         };
-        Ok((loss, HostTensor::new([batch, self.cfg.classes], probs)?))
+        Ok((
+            loss,
+            HostTensor::new([batch, self.model.loss.outputs()], probs)?,
+        ))
     }
 
     /// Downloads parameters and running statistics.
     pub fn parameters(&mut self) -> Result<ParamStore> {
         let mut out = ParamStore::new();
-        for spec in self.cfg.param_specs() {
+        for spec in self.model.param_specs()? {
             let key = PersistentKey::named(&spec.name);
             let view = self.persistent_view(&key, spec.shape.clone())?;
             out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
@@ -333,7 +333,7 @@ impl Trainer {
     /// `adam.m.<name>`, `adam.v.<name>`; zeros before the first step), step.
     pub fn checkpoint(&mut self) -> Result<Checkpoint> {
         let (mut params, mut optimizer) = (ParamStore::new(), ParamStore::new());
-        for spec in self.cfg.param_specs() {
+        for spec in self.model.param_specs()? {
             if spec.kind == ParamKind::Trainable {
                 for m in ["m", "v"] {
                     let name = format!("adam.{m}.{}", spec.name);
@@ -343,7 +343,7 @@ impl Trainer {
             params.insert(&spec.name, HostTensor::zeros(spec.shape));
         }
         let mut ck = Checkpoint {
-            config: self.cfg.clone(),
+            config: self.model.clone(),
             params,
             optimizer,
             step: self.step,
@@ -418,7 +418,7 @@ impl Trainer {
                 StatePart::C => cs.extend(data),
             }
         }
-        let shape = Shape::from([self.cfg.layers, batch, self.cfg.hidden]);
+        let shape = Shape::from([self.lstm.layers, batch, self.lstm.hidden]);
         Ok((
             HostTensor::new(shape.clone(), hs)?,
             HostTensor::new(shape, cs)?,
@@ -427,10 +427,11 @@ impl Trainer {
 
     fn check_batch(&self, x: &HostTensor, labels: &[f32]) -> Result<(usize, usize)> {
         let d = x.shape.dims();
-        if d.len() != 3 || d[2] != self.cfg.input {
+        let features = self.model.input_features();
+        if d.len() != 3 || d[2] != features {
             return Err(Error::input(format!(
-                "input has shape {}, expected [time, batch, {}]",
-                x.shape, self.cfg.input
+                "input has shape {}, expected [time, batch, {features}]",
+                x.shape
             )));
         }
         let (steps, batch) = (d[0], d[1]);
@@ -441,7 +442,7 @@ impl Trainer {
             )));
         }
         if let Some(i) = x.data.iter().position(|v| !v.is_finite()) {
-            let f = self.cfg.input;
+            let f = features;
             return Err(Error::input(format!(
                 "input contains {} at time {}, sequence {}, feature {}",
                 x.data[i],
@@ -456,14 +457,14 @@ impl Trainer {
                 labels.len()
             )));
         }
+        let classes = self.model.loss.outputs();
         if let Some((i, l)) = labels
             .iter()
             .enumerate()
-            .find(|(_, &l)| !(l >= 0.0 && l < self.cfg.classes as f32 && l.fract() == 0.0))
+            .find(|(_, &l)| !(l >= 0.0 && l < classes as f32 && l.fract() == 0.0))
         {
             return Err(Error::input(format!(
-                "label {i} is {l}, expected a class index in 0..{}",
-                self.cfg.classes
+                "label {i} is {l}, expected a class index in 0..{classes}"
             )));
         }
         Ok((steps, batch))
@@ -500,7 +501,7 @@ impl Trainer {
         if self.programs.contains_key(&key) {
             return Ok(());
         }
-        let mut ids = Program::build(&self.cfg, &self.opts.adam, key)?;
+        let mut ids = Program::build(&self.model, &self.opts.adam, key)?;
         let mut bound = HashMap::new();
         for (t, k) in &ids.persistent {
             let shape = ids.graph.shape(*t).clone();
@@ -527,14 +528,32 @@ impl Trainer {
 }
 
 /// Sequences `start..start + len` of a `[T, B, F]` batch.
-fn slice_batch(x: &HostTensor, start: usize, len: usize) -> Result<HostTensor> {
+/// Writes steps `steps` of sequences `rows` of `x` `[T, B, F]` into `view`
+/// `[steps.len(), rows.len(), F]`: one write when `rows` is the whole batch (the steps are
+/// then contiguous in `x`), else one per step, so that a micro-batch never needs a host
+/// copy of its sequences.
+fn write_steps(
+    backend: &mut dyn Backend,
+    view: &TensorView,
+    x: &HostTensor,
+    steps: Range<usize>,
+    rows: Range<usize>,
+) -> Result<()> {
     let d = x.shape.dims();
-    let (steps, batch, f) = (d[0], d[1], d[2]);
-    let mut data = Vec::with_capacity(steps * len * f);
-    for t in 0..steps {
-        data.extend_from_slice(&x.data[(t * batch + start) * f..(t * batch + start + len) * f]);
+    let (batch, f) = (d[1], d[2]);
+    if rows.len() == batch {
+        return backend.write(
+            view,
+            &x.data[steps.start * batch * f..steps.end * batch * f],
+        );
     }
-    HostTensor::new([steps, len, f], data)
+    let step = rows.len() * f;
+    for (u, t) in steps.enumerate() {
+        let part = TensorView::at(view.buffer, view.offset + u * step, Shape::from([step]));
+        let from = (t * batch + rows.start) * f;
+        backend.write(&part, &x.data[from..from + step])?;
+    }
+    Ok(())
 }
 
 fn upload(backend: &mut dyn Backend, t: &HostTensor) -> Result<TensorView> {

@@ -7,7 +7,7 @@
 
 use tensorfit_core::{Activation, HostTensor};
 use tensorfit_cpu::CpuBackend;
-use tensorfit_nn::{AdamConfig, ModelConfig, ParamStore, Rng, TrainOptions, Trainer};
+use tensorfit_nn::{AdamConfig, ParamStore, Rng, SeedShape, TrainOptions, Trainer};
 
 fn max_abs(v: &[f32]) -> f32 {
     v.iter().fold(0.0f32, |m, x| m.max(x.abs()))
@@ -25,24 +25,25 @@ fn close(what: &str, a: &[f32], b: &[f32]) {
 
 #[test]
 fn recomputed_segments_match_the_plain_step() {
-    let cfg = ModelConfig {
-        input: 7,
+    let shape = SeedShape {
+        features: 7,
         hidden: 6,
         layers: 3,
         dense: 5,
         classes: 4,
-        dense_activation: Activation::Tanh,
+        activation: Activation::Tanh,
     };
+    let cfg = shape.description();
     let (batch, steps) = (6, 12);
     let mut rng = Rng::new(9);
     let x = HostTensor::new(
-        [steps + 4, batch, cfg.input],
-        (0..(steps + 4) * batch * cfg.input)
+        [steps + 4, batch, shape.features],
+        (0..(steps + 4) * batch * shape.features)
             .map(|_| rng.normal())
             .collect(),
     )
     .unwrap();
-    let labels: Vec<f32> = (0..batch).map(|b| (b % cfg.classes) as f32).collect();
+    let labels: Vec<f32> = (0..batch).map(|b| (b % shape.classes) as f32).collect();
     let params = ParamStore::init(&cfg, 4).unwrap();
     let trainer = |recompute| {
         let opts = TrainOptions {

@@ -17,11 +17,12 @@ pub(crate) enum Shader {
     Batchnorm,
     Softmax,
     Adam,
+    Gather,
 }
 
 impl Shader {
     #[cfg(test)]
-    pub const ALL: [Shader; 7] = [
+    pub const ALL: [Shader; 8] = [
         Shader::Gemm,
         Shader::Elementwise,
         Shader::Lstm,
@@ -29,6 +30,7 @@ impl Shader {
         Shader::Batchnorm,
         Shader::Softmax,
         Shader::Adam,
+        Shader::Gather,
     ];
 
     pub fn file(self) -> &'static str {
@@ -40,6 +42,7 @@ impl Shader {
             Shader::Batchnorm => "batchnorm.wgsl",
             Shader::Softmax => "softmax.wgsl",
             Shader::Adam => "adam.wgsl",
+            Shader::Gather => "gather.wgsl",
         }
     }
 
@@ -73,6 +76,10 @@ impl Shader {
             Shader::Adam => concat!(
                 include_str!("shaders/common.wgsl"),
                 include_str!("shaders/adam.wgsl")
+            ),
+            Shader::Gather => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/gather.wgsl")
             ),
         }
     }
@@ -134,6 +141,8 @@ kernels! {
     SOFTMAX_CROSS_ENTROPY_FORWARD = Softmax::"softmax_cross_entropy_forward", 4, WG;
     SOFTMAX_CROSS_ENTROPY_BACKWARD = Softmax::"softmax_cross_entropy_backward", 4, WG;
     ADAM_UPDATE = Adam::"adam_update", 5, WG;
+    GATHER = Gather::"gather", 3, WG;
+    SCATTER_ADD = Gather::"scatter_add", 3, COLUMN_WG;
 }
 
 #[cfg(test)]

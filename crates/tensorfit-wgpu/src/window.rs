@@ -44,6 +44,15 @@ pub(crate) struct Region {
 }
 
 impl Region {
+    /// Elements `range` of this region, as a region of its own.
+    pub fn slice(self, range: Range<usize>) -> Self {
+        Region {
+            offset: self.offset + range.start,
+            len: range.len(),
+            ..self
+        }
+    }
+
     pub fn of(view: &TensorView) -> Self {
         Region {
             buffer: view.buffer,

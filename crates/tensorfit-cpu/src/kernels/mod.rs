@@ -12,6 +12,7 @@ pub mod adam;
 pub mod batchnorm;
 pub mod elementwise;
 pub mod fastmath;
+pub mod gather;
 pub mod gemm;
 pub mod gemm_fast;
 pub mod gru;
@@ -170,6 +171,25 @@ impl<'a> OpKernels for HostKernels<'a> {
         o: GruBackwardOutputs<Self::Out>,
     ) -> Result<()> {
         gru::gru_backward(d, &i, o)
+    }
+
+    fn embedding(
+        &mut self,
+        s: EmbeddingInputs<&Shape>,
+        i: EmbeddingInputs<Self::In>,
+        o: EmbeddingOutputs<Self::Out>,
+    ) -> Result<()> {
+        gather::embedding(i.table, s.table.dim(0), i.ids, o.out)
+    }
+
+    fn embedding_backward(
+        &mut self,
+        vocab: usize,
+        _: EmbeddingBackwardInputs<&Shape>,
+        i: EmbeddingBackwardInputs<Self::In>,
+        o: EmbeddingBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        gather::embedding_backward(vocab, i.ids, i.dout, o.dtable)
     }
 
     fn batchnorm_forward(

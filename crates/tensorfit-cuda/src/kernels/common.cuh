@@ -25,6 +25,7 @@ __device__ __forceinline__ float sigmoid_f(float x) {
 // the row. The host reads the word at the next synchronize or read and turns it into an
 // error, so bad user data costs no host round trip on the fast path.
 #define STATUS_BAD_LABEL 1
+#define STATUS_BAD_TOKEN 2
 
 __device__ __forceinline__ void report(int* status, int code, int row) {
     if (atomicCAS(status, 0, code) == 0) {

@@ -2,7 +2,8 @@
 //! sequence per call, organised the way cuDNN organises it, step for step like the CPU
 //! reference (`tensorfit-cpu/src/kernels/lstm/mod.rs`), which is what they are tested against:
 //! - **forward**: one cuBLAS GEMM projects the input of *all* steps,
-//!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`; then per step `t` one GEMM accumulates the
+//!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ` (one per chunk of `LstmDims::gate_steps` steps
+//!   when the gates are not kept for the backward: the op then holds only that many); then per step `t` one GEMM accumulates the
 //!   recurrent term, `gates[t] += h_{t-1} · w_hhᵀ` (beta = 1), and one fused kernel,
 //!   `lstm_forward_cell`, adds both biases, applies the nonlinearities in place and updates
 //!   the cell and hidden state. (The CPU adds the biases to every row after the projection;
@@ -20,6 +21,7 @@
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
+use super::gather::{gather, scatter_add};
 use super::gemm::gemm;
 use super::{int, Gpu};
 use super::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
@@ -39,34 +41,39 @@ pub fn lstm_forward(
     out: &LstmForwardOutputs,
 ) -> Result<()> {
     let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, step_h, step_g) = (d.rows(), d.step_state(), d.step_gates());
+    let (step_h, step_g) = (d.step_state(), d.step_gates());
     if d.is_empty() {
         g.copy(out.h_n, inp.h0, step_h)?;
         return g.copy(out.c_n, inp.c0, step_h);
     }
     let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
+    // Steps of gates held: all when kept for the backward, else a few in turn.
+    let chunk = d.gate_steps(out.cells.is_some());
 
-    // 1. The input projection of every step at once (the biases come in the fused pass).
-    gemm(
-        g,
-        (false, true),
-        (rows, 4 * hidden, input),
-        1.0,
-        inp.x,
-        inp.w_ih,
-        0.0,
-        out.gates,
-    )?;
-
-    // 2. The recurrence: one GEMM and one fused kernel per step.
+    let x_step = d.x_len() / steps;
     let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
     for t in 0..steps {
+        let slot = t % chunk;
+        if slot == 0 {
+            // 1. The input projection of the chunk's steps (the biases come in the fused
+            // pass).
+            // On token input, the gather of w_ih's columns.
+            let n = chunk.min(steps - t) * batch;
+            let x = inp.x.add(t * x_step);
+            if d.tokens {
+                gather(g, inp.w_ih, d.token_table(), x, out.gates, n)?;
+            } else {
+                let mnk = (n, 4 * hidden, input);
+                gemm(g, (false, true), mnk, 1.0, x, inp.w_ih, 0.0, out.gates)?;
+            }
+        }
+        // 2. The recurrence: one GEMM and one fused kernel per step.
         let h_prev = if t == 0 {
             inp.h0
         } else {
             out.y.add((t - 1) * step_h)
         };
-        let gates_t = out.gates.add(t * step_g);
+        let gates_t = out.gates.add(slot * step_g);
         // gates[t] += h_{t-1} · w_hhᵀ
         gemm(
             g,
@@ -183,17 +190,23 @@ pub fn lstm_backward(
     }
 
     // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows.
-    gemm(
-        g,
-        (true, false),
-        (h4, input, rows),
-        1.0,
-        out.dgates,
-        inp.x,
-        0.0,
-        out.dw_ih,
-    )?;
+    // dw_ih = dgatesᵀ · x over all T·B rows (on token input, the scatter-add of dgates
+    // into the columns of the ids).
+    if d.tokens {
+        scatter_add(g, d.token_table(), inp.x, out.dgates, out.dw_ih, rows)?;
+    } else {
+        let mnk = (h4, input, rows);
+        gemm(
+            g,
+            (true, false),
+            mnk,
+            1.0,
+            out.dgates,
+            inp.x,
+            0.0,
+            out.dw_ih,
+        )?;
+    }
     // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
     gemm(
         g,

@@ -17,6 +17,7 @@
 pub mod adam;
 pub mod batchnorm;
 pub mod elementwise;
+pub mod gather;
 pub mod gemm;
 pub mod gru;
 pub mod lstm;
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
+use tensorfit_core::tokens::Table;
 use tensorfit_core::{
     Activation, AdamParams, BinaryOp, Error, GruDims, LstmDims, OpKernels, Result, Shape,
 };
@@ -72,9 +74,11 @@ pub const BATCHNORM_STATS_UPDATE: &str = "batchnorm_stats_update";
 pub const SOFTMAX_CROSS_ENTROPY_FORWARD: &str = "softmax_cross_entropy_forward";
 pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward";
 pub const ADAM_UPDATE: &str = "adam_update";
+pub const GATHER: &str = "gather";
+pub const SCATTER_ADD: &str = "scatter_add";
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 6] = [
+pub const SOURCES: [KernelSource; 7] = [
     KernelSource {
         file: "elementwise.cu",
         code: include_str!("elementwise.cu"),
@@ -117,6 +121,11 @@ pub const SOURCES: [KernelSource; 6] = [
         file: "adam.cu",
         code: include_str!("adam.cu"),
         kernels: &[ADAM_UPDATE],
+    },
+    KernelSource {
+        file: "gather.cu",
+        code: include_str!("gather.cu"),
+        kernels: &[GATHER, SCATTER_ADD],
     },
 ];
 
@@ -460,6 +469,27 @@ impl<'g> OpKernels for Gpu<'g> {
         o: GruBackwardOutputs<DevPtr>,
     ) -> Result<()> {
         gru::gru_backward(self, d, &i, &o)
+    }
+
+    fn embedding(
+        &mut self,
+        s: EmbeddingInputs<&Shape>,
+        i: EmbeddingInputs<DevPtr>,
+        o: EmbeddingOutputs<DevPtr>,
+    ) -> Result<()> {
+        let t = Table::rows(s.table.dim(0), s.table.dim(1));
+        gather::gather(self, i.table, t, i.ids, o.out, s.ids.numel())
+    }
+
+    fn embedding_backward(
+        &mut self,
+        vocab: usize,
+        s: EmbeddingBackwardInputs<&Shape>,
+        i: EmbeddingBackwardInputs<DevPtr>,
+        o: EmbeddingBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        let t = Table::rows(vocab, s.dout.0.last().copied().unwrap_or(0));
+        gather::scatter_add(self, t, i.ids, i.dout, o.dtable, s.ids.numel())
     }
 
     fn batchnorm_forward(

@@ -1,14 +1,13 @@
 //! Fully connected layers: [`Dense`] is PyTorch's `nn.Linear` followed by an activation;
-//! [`SoftmaxOutput`] is the output layer, a linear map to class scores with softmax
-//! cross-entropy.
+//! [`OutputLayer`] is the output layer, a linear map to the loss's width and the loss.
 
 use tensorfit_core::args::{
     ActivationInputs, BinaryInputs, MatMulInputs, SoftmaxCrossEntropyInputs,
-    SoftmaxCrossEntropyOutputs,
 };
-use tensorfit_core::{Activation, BinaryOp, Graph, Op, Result, TensorId};
+use tensorfit_core::{Activation, BinaryOp, Error, Graph, Op, Result, TensorId};
 
 use super::{Init, ParamSpec, Tensors};
+use crate::description::LossSpec;
 
 /// `activation(x · Wᵀ + b)` from `input` to `output` features, registered as `name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,22 +80,34 @@ impl Dense {
     }
 }
 
-/// The output layer: `input` features to `classes` scores, softmax, and the mean
-/// cross-entropy against class labels.
+/// The output layer `out`: a linear map from `input` features to the loss's width, then
+/// the loss.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SoftmaxOutput {
+pub struct OutputLayer {
     pub linear: Dense,
+    pub loss: LossSpec,
 }
 
-impl SoftmaxOutput {
-    pub fn new(name: &str, input: usize, classes: usize) -> Self {
-        SoftmaxOutput {
+/// The loss node's results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LossOutputs {
+    /// The mean loss, `[1]`.
+    pub loss: TensorId,
+    /// What the model predicts per row: softmax probabilities for cross-entropy.
+    pub prediction: TensorId,
+}
+
+impl OutputLayer {
+    /// The layer registered as `name`, sized by `loss`.
+    pub fn new(name: &str, input: usize, loss: LossSpec) -> Self {
+        OutputLayer {
             linear: Dense {
                 name: name.to_string(),
                 input,
-                output: classes,
+                output: loss.outputs(),
                 activation: Activation::Identity,
             },
+            loss,
         }
     }
 
@@ -104,16 +115,31 @@ impl SoftmaxOutput {
         self.linear.specs()
     }
 
-    /// Loss and probabilities of `x` `[B, input]` against `labels` `[B]` (node `loss`).
+    /// Loss and prediction of `x` `[rows, input]` against `targets` (node `loss`): class
+    /// ids `[rows]` for cross-entropy.
     pub fn forward(
         &self,
         g: &mut Graph,
         x: TensorId,
         t: &LinearTensors<TensorId>,
-        labels: TensorId,
-    ) -> Result<SoftmaxCrossEntropyOutputs<TensorId>> {
+        targets: TensorId,
+    ) -> Result<LossOutputs> {
         let logits = self.linear.forward(g, x, t)?;
-        let inputs = SoftmaxCrossEntropyInputs { logits, labels };
-        g.apply("loss", Op::SoftmaxCrossEntropy, inputs)
+        match self.loss {
+            LossSpec::SoftmaxCrossEntropy { .. } => {
+                let inputs = SoftmaxCrossEntropyInputs {
+                    logits,
+                    labels: targets,
+                };
+                let outs = g.apply("loss", Op::SoftmaxCrossEntropy, inputs)?;
+                Ok(LossOutputs {
+                    loss: outs.loss,
+                    prediction: outs.probs,
+                })
+            }
+            LossSpec::MeanSquaredError { .. } => Err(Error::Graph(
+                "the mean-squared-error loss is not built in this version".into(),
+            )),
+        }
     }
 }

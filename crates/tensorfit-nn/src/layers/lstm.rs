@@ -2,6 +2,10 @@
 //! `lstm`: its weights (`lstm.weight_ih_l{k}`, ...), the (h, c) it carries between
 //! chunks of a sequence (`state.h_l{k}`, `state.c_l{k}`), and its forward and backward
 //! nodes. Every one of those names is made here and nowhere else.
+//!
+//! The first layer reads features (`[T, B, input]`) or, with [`LstmInput::Tokens`], token
+//! ids (`[T, B]`) as the exact one-hot input of width `input` (the vocabulary), which the
+//! LSTM op computes as a gather of `weight_ih_l0`'s columns without materialising it.
 
 use tensorfit_core::args::{
     LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
@@ -13,12 +17,24 @@ use super::{Init, ParamSpec, Tensors};
 /// The name the stack is registered under, as in a PyTorch module (`self.lstm`).
 const MODULE: &str = "lstm";
 
-/// `layers` stacked LSTM layers of `hidden` units over `input` features per step.
+/// `layers` stacked LSTM layers of `hidden` units over `input` features per step (or a
+/// vocabulary of `input` tokens, by `input_kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lstm {
     pub input: usize,
     pub hidden: usize,
     pub layers: usize,
+    pub input_kind: LstmInput,
+}
+
+/// What the first layer reads at each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LstmInput {
+    /// `input` f32 features.
+    #[default]
+    Features,
+    /// One token id in `0..input`, the exact one-hot input never materialised.
+    Tokens,
 }
 
 /// One layer's weights, in PyTorch's order (gates i, f, g, o in each).
@@ -105,7 +121,7 @@ impl StateSlot {
 /// state, and the top layer's output sequence.
 #[derive(Debug, Clone)]
 pub struct LstmStack {
-    /// `[T, B, input]`, written by the host.
+    /// `[T, B, input]` features or `[T, B]` token ids, written by the host.
     pub x: TensorId,
     /// Initial state of each layer, persistent ([`StateSlot`]).
     pub h0: Vec<TensorId>,
@@ -145,9 +161,13 @@ impl Lstm {
             .collect()
     }
 
-    /// The shape of the input over `steps` steps of `batch` sequences (time-major).
+    /// The shape of the input over `steps` steps of `batch` sequences (time-major):
+    /// `[T, B, input]` features, or `[T, B]` token ids.
     pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
-        Shape::from([steps, batch, self.input])
+        match self.input_kind {
+            LstmInput::Features => Shape::from([steps, batch, self.input]),
+            LstmInput::Tokens => Shape::from([steps, batch]),
+        }
     }
 
     /// The shape of one carried state tensor at batch size `batch`.
@@ -167,11 +187,16 @@ impl Lstm {
     }
 
     /// Forward FLOPs over `steps` steps of `batch` sequences: Σ over layers
-    /// 2·4·H·(I+H)·B·T (the convention the benchmarks report against).
+    /// 2·4·H·(I+H)·B·T (the convention the benchmarks report against); on token input
+    /// the first layer's input projection is a gather, with no multiply-adds (I = 0).
     pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
         (0..self.layers)
             .map(|k| {
-                let i = if k == 0 { self.input } else { self.hidden };
+                let i = match (k, self.input_kind) {
+                    (0, LstmInput::Features) => self.input,
+                    (0, LstmInput::Tokens) => 0,
+                    _ => self.hidden,
+                };
                 2.0 * 4.0 * self.hidden as f64 * (i + self.hidden) as f64
             })
             .sum::<f64>()
@@ -242,7 +267,7 @@ impl Lstm {
         Ok((outs, grads))
     }
 
-    /// The whole stack over a `[steps, batch, input]` input it adds (`x`), each layer
+    /// The whole stack over the input it adds (`x`, of [`Lstm::input_shape`]), each layer
     /// from its carried state (layer `k`'s node is `lstm_l{k}`).
     pub fn stack(
         &self,
@@ -271,5 +296,37 @@ impl Lstm {
             stack.c_n.push(outs.c_n);
         }
         Ok(stack)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_on_token_ids_reads_t_by_b_ids_and_gives_the_same_shapes() {
+        let dense = Lstm {
+            input: 152,
+            hidden: 8,
+            layers: 2,
+            input_kind: LstmInput::Features,
+        };
+        let tokens = Lstm {
+            input_kind: LstmInput::Tokens,
+            ..dense
+        };
+        assert_eq!(tokens.input_shape(4, 9), Shape::from([9, 4]));
+        assert_eq!(tokens.specs(), dense.specs(), "same weights, same names");
+        let mut g = Graph::new();
+        let w: Vec<_> = tokens
+            .specs()
+            .iter()
+            .map(|s| s.map(|p| p.leaf(&mut g)))
+            .collect();
+        let stack = tokens.stack(&mut g, &w, 4, 9, true).unwrap();
+        assert_eq!(g.shape(stack.x), &Shape::from([9, 4]));
+        assert_eq!(g.shape(stack.y), &Shape::from([9, 4, 8]));
+        let gemm_free = dense.forward_flops(4, 9) - tokens.forward_flops(4, 9);
+        assert_eq!(gemm_free, 2.0 * 4.0 * 8.0 * 152.0 * 4.0 * 9.0);
     }
 }

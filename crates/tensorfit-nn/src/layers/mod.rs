@@ -13,15 +13,19 @@
 
 pub mod batchnorm;
 pub mod dense;
+pub mod embedding;
 pub mod gru;
+pub mod head;
 pub mod lstm;
 
 use tensorfit_core::{Graph, Shape, TensorId};
 
 pub use batchnorm::{BatchNorm, BatchNormTensors, BatchStats};
-pub use dense::{Dense, LinearTensors, SoftmaxOutput};
+pub use dense::{Dense, LinearTensors, OutputLayer};
+pub use embedding::{Embedding, EmbeddingTensors};
 pub use gru::{Gru, GruStack, GruWeights};
-pub use lstm::{Lstm, LstmGrads, LstmWeights, StatePart, StateSlot};
+pub use head::{HeadPart, HeadPartTensors};
+pub use lstm::{Lstm, LstmGrads, LstmInput, LstmWeights, StatePart, StateSlot};
 
 /// Whether a tensor is trained by the optimizer or is a running statistic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +41,8 @@ pub enum Init {
     Uniform { bound: f32 },
     /// Every element `value`.
     Constant(f32),
+    /// Normal with mean 0 and standard deviation `std`, drawn like `Uniform`.
+    Normal { std: f32 },
 }
 
 impl Init {

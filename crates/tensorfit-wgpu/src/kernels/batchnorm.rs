@@ -16,7 +16,7 @@ use crate::shaders::{
     BATCHNORM_BACKWARD, BATCHNORM_BACKWARD_SUMS, BATCHNORM_FORWARD, BATCHNORM_FORWARD_VAR,
     BATCHNORM_STATS_UPDATE,
 };
-use crate::window::{rects, Operand, Region, LOOP_BUDGET};
+use crate::window::{rects, Operand, Rect, Region, LOOP_BUDGET};
 
 /// Where the statistics of [`batchnorm_forward`] come from (see `tensorfit_core::args`).
 type Stats = args::BatchNormStats<Region, Region>;
@@ -41,6 +41,25 @@ fn batch_and_channels(kernel: &str, x: Region, gamma: Region) -> Result<(usize, 
         )));
     }
     Ok((x.len / channels, channels))
+}
+
+/// How a launch over block `r` of a `[B, C]` input sees a tensor: its rows of a `[B, C]`
+/// tensor, or its channels of a `[C]` one.
+enum Part {
+    Rows(Region),
+    Cols(Region),
+}
+use Part::{Cols, Rows};
+
+/// The operands of a launch over block `r`, in the order given.
+fn block_operands<const N: usize>(r: &Rect, channels: usize, parts: [Part; N]) -> Vec<Operand> {
+    parts
+        .into_iter()
+        .map(|p| match p {
+            Rows(t) => Operand::part(t, r.touched(channels)),
+            Cols(t) => Operand::part(t, r.cols.clone()),
+        })
+        .collect()
 }
 
 /// `y = (x - mean) / sqrt(var + eps) · gamma + beta` for `x` `[B, C]`.
@@ -83,16 +102,15 @@ pub(crate) fn batchnorm_forward(
         }
     };
     for r in &blocks {
-        let touched = r.touched(channels);
-        let per_channel = |s: Region| Operand::part(s, r.cols.clone());
-        let ops = vec![
-            Operand::part(x, touched.clone()),
-            per_channel(gamma),
-            per_channel(beta),
-            per_channel(mean),
-            per_channel(var),
-            Operand::part(y, touched),
+        let parts = [
+            Rows(x),
+            Cols(gamma),
+            Cols(beta),
+            Cols(mean),
+            Cols(var),
+            Rows(y),
         ];
+        let ops = block_operands(r, channels, parts);
         let mut values = block_values(r, channels);
         values.push(bits(eps));
         l.push(&BATCHNORM_FORWARD, ops, values, r.len());
@@ -141,33 +159,31 @@ pub(crate) fn batchnorm_backward(
         fill(l, 0.0, dbeta);
     }
     for r in &blocks {
-        let touched = r.touched(channels);
-        let per_channel = |s: Region| Operand::part(s, r.cols.clone());
-        let ops = vec![
-            Operand::part(x, touched.clone()),
-            per_channel(mean),
-            per_channel(var),
-            Operand::part(dy, touched),
-            per_channel(dgamma),
-            per_channel(dbeta),
+        let parts = [
+            Rows(x),
+            Cols(mean),
+            Cols(var),
+            Rows(dy),
+            Cols(dgamma),
+            Cols(dbeta),
         ];
+        let ops = block_operands(r, channels, parts);
         let mut values = block_values(r, channels);
         values.extend([u32::from(r.rows.start > 0), bits(eps)]);
         l.push(&BATCHNORM_BACKWARD_SUMS, ops, values, r.cols.len());
     }
     for r in &blocks {
-        let touched = r.touched(channels);
-        let per_channel = |s: Region| Operand::part(s, r.cols.clone());
-        let ops = vec![
-            Operand::part(x, touched.clone()),
-            per_channel(gamma),
-            per_channel(mean),
-            per_channel(var),
-            Operand::part(dy, touched.clone()),
-            per_channel(dgamma),
-            per_channel(dbeta),
-            Operand::part(dx, touched),
+        let parts = [
+            Rows(x),
+            Cols(gamma),
+            Cols(mean),
+            Cols(var),
+            Rows(dy),
+            Cols(dgamma),
+            Cols(dbeta),
+            Rows(dx),
         ];
+        let ops = block_operands(r, channels, parts);
         let mut values = block_values(r, channels);
         values.extend([u32::from(training), word(batch), bits(eps)]);
         l.push(&BATCHNORM_BACKWARD, ops, values, r.len());

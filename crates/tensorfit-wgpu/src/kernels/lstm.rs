@@ -2,13 +2,17 @@
 //! sequence per op, organised exactly as tensorfit-cpu's kernels/lstm/mod.rs (cuDNN's
 //! structure), with the fused per-step passes in shaders/lstm.wgsl:
 //! - **forward**: the input projection of all steps is one GEMM,
-//!   `gates[T·B, 4H] = x · w_ihᵀ`; then per step `t`, one GEMM accumulates the recurrent
+//!   `gates[T·B, 4H] = x · w_ihᵀ` (one per chunk of `LstmDims::gate_steps` steps when the
+//!   gates are not kept for the backward: the op then holds only that many); then per step `t`, one GEMM accumulates the recurrent
 //!   term, `gates[t] += h_{t-1} · w_hhᵀ`, and one `lstm_forward_cell` launch adds both
 //!   biases, applies the nonlinearities in place and updates the cell and hidden state;
 //! - **backward**: per step, from `t = T-1` down to 0, one `lstm_backward_cell` launch
 //!   forms `dgates[t]` and carries the cell gradient, and one GEMM carries the hidden
 //!   gradient, `dh = dgates[t] · w_hh`; the weight gradients are GEMMs over all `T·B`
 //!   rows after the loop, and the bias gradient their column sums.
+//!
+//! On token input (`d.tokens`) the input projection is the gather of `w_ih`'s columns
+//! and `dw_ih` their scatter-add (`gather.rs`, shared with `embedding`).
 //!
 //! All of it is recorded into one command stream: no step waits for the host. A step's
 //! fused pass is cut into blocks of batch rows only when a step is larger than one
@@ -19,6 +23,7 @@ use std::ops::Range;
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::{check_len, copy_range, fill, sum_rows};
+use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, Mat};
 use super::{word, Launches};
 use crate::shaders::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
@@ -47,19 +52,21 @@ struct StepBlock {
     seq: Range<usize>,
     /// Of the same rows at step `t - 1` (for `t > 0`).
     prev_seq: Range<usize>,
-    /// Of the `[T, B, 4H]` gates (and dgates) at step `t`.
+    /// Of the gates (and dgates) at their slot for step `t`.
     gates: Range<usize>,
 }
 
 impl StepBlock {
-    fn new(d: LstmDims, t: usize, rows: &Range<usize>) -> Self {
+    /// The block of step `t`, whose gates are held in slot `slot` (`t` itself when every
+    /// step's gates are held).
+    fn new(d: LstmDims, t: usize, slot: usize, rows: &Range<usize>) -> Self {
         let (h, h4) = (d.hidden, 4 * d.hidden);
         let state = rows.start * h..rows.end * h;
         let at_step = |t: usize| {
             let step = t * d.batch * h;
             step + state.start..step + state.end
         };
-        let first_row = t * d.batch + rows.start;
+        let first_row = slot * d.batch + rows.start;
         StepBlock {
             seq: at_step(t),
             prev_seq: at_step(t.saturating_sub(1)),
@@ -87,31 +94,45 @@ pub(crate) fn lstm_forward(
         return Ok(());
     }
     let blocks = row_chunks(batch, h4, l.span(), K)?;
-    let gates = Mat::new(out.gates, rows, h4);
+    // Steps of gates held: all when kept for the backward, else a few in turn.
+    let chunk = d.gate_steps(out.cells.is_some());
+    let gates = Mat::new(out.gates, chunk * batch, h4);
+    let w_ih = Mat::new(inp.w_ih, h4, input);
     let w_hh = Mat::new(inp.w_hh, h4, hidden);
 
-    // 1. The input projection of every step at once (the biases join in the fused pass).
-    let w_ih = Mat::new(inp.w_ih, h4, input);
-    gemm(
-        l,
-        (Mat::new(inp.x, rows, input), false),
-        (w_ih, true),
-        gates,
-        false,
-    )?;
-
-    // 2. The recurrence: one GEMM and one fused pass per step.
+    let x_step = d.x_len() / steps;
     for t in 0..steps {
+        let slot = t % chunk;
+        if slot == 0 {
+            // 1. The input projection of the chunk's steps (the biases join in the fused
+            // pass).
+            // On token input, the gather of w_ih's columns.
+            let n = chunk.min(steps - t) * batch;
+            if d.tokens {
+                let ids = inp.x.slice(t * x_step..t * x_step + n);
+                gather(
+                    l,
+                    inp.w_ih,
+                    d.token_table(),
+                    ids,
+                    out.gates.slice(0..n * h4),
+                )?;
+            } else {
+                let x = Mat::new(inp.x, rows, input).rows(t * batch, n);
+                gemm(l, (x, false), (w_ih, true), gates.rows(0, n), false)?;
+            }
+        }
+        // 2. The recurrence: one GEMM and one fused pass per step.
         let h_prev = if t == 0 {
             Mat::new(inp.h0, batch, hidden)
         } else {
             Mat::new(out.y, rows, hidden).rows((t - 1) * batch, batch)
         };
-        let gates_t = gates.rows(t * batch, batch);
+        let gates_t = gates.rows(slot * batch, batch);
         gemm(l, (h_prev, false), (w_hh, true), gates_t, true)?;
 
         for b in &blocks {
-            let at = StepBlock::new(d, t, b);
+            let at = StepBlock::new(d, t, slot, b);
             // Where c_{t-1} is read and c_t written: c0 then the kept cells, or the
             // running state c_n, updated in place (and c_prev unread), when the cells are
             // not kept.
@@ -189,7 +210,7 @@ pub(crate) fn lstm_backward(
     // 1. Backwards through time: one fused pass and one GEMM per step.
     for t in (0..steps).rev() {
         for b in &blocks {
-            let at = StepBlock::new(d, t, b);
+            let at = StepBlock::new(d, t, t, b);
             let (c_prev, c_prev_at) = if t == 0 {
                 (inp.c0, at.state.clone())
             } else {
@@ -225,15 +246,15 @@ pub(crate) fn lstm_backward(
     }
 
     // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows.
-    let x = Mat::new(inp.x, rows, input);
-    gemm(
-        l,
-        (dgates, true),
-        (x, false),
-        Mat::new(out.dw_ih, h4, input),
-        false,
-    )?;
+    // dw_ih = dgatesᵀ · x over all T·B rows (on token input, the scatter-add of dgates
+    // into the columns of the ids).
+    if d.tokens {
+        scatter_add(l, d.token_table(), inp.x, out.dgates, out.dw_ih)?;
+    } else {
+        let x = Mat::new(inp.x, rows, input);
+        let dw_ih = Mat::new(out.dw_ih, h4, input);
+        gemm(l, (dgates, true), (x, false), dw_ih, false)?;
+    }
     // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
     let dw_hh = Mat::new(out.dw_hh, h4, hidden);
     let h0 = Mat::new(inp.h0, batch, hidden);

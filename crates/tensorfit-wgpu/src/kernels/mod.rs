@@ -11,6 +11,7 @@
 pub(crate) mod adam;
 pub(crate) mod batchnorm;
 pub(crate) mod elementwise;
+pub(crate) mod gather;
 pub(crate) mod gemm;
 pub(crate) mod gru;
 pub(crate) mod lstm;
@@ -218,6 +219,25 @@ impl OpKernels for Launches {
         o: GruBackwardOutputs<Region>,
     ) -> Result<()> {
         gru::gru_backward(self, d, &i, &o)
+    }
+
+    fn embedding(
+        &mut self,
+        s: EmbeddingInputs<&Shape>,
+        i: EmbeddingInputs<Region>,
+        o: EmbeddingOutputs<Region>,
+    ) -> Result<()> {
+        gather::embedding(self, i.table, s.table.dim(0), i.ids, o.out)
+    }
+
+    fn embedding_backward(
+        &mut self,
+        vocab: usize,
+        _: EmbeddingBackwardInputs<&Shape>,
+        i: EmbeddingBackwardInputs<Region>,
+        o: EmbeddingBackwardOutputs<Region>,
+    ) -> Result<()> {
+        gather::embedding_backward(self, vocab, i.ids, i.dout, o.dtable)
     }
 
     fn batchnorm_forward(

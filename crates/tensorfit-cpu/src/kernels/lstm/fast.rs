@@ -9,6 +9,8 @@
 //! - each thread projects the inputs of its own rows itself, a run of steps at a time
 //!   ([`project_ahead`]), with the packed micro-kernels of `gemm_fast/` (`w_ihᵀ` and
 //!   `w_hhᵀ` are packed once per call), instead of one GEMM over all steps up front;
+//! - on token input, the projection of a row is a copy of one row of `w_ihᵀ` with both
+//!   biases added, formed once per call ([`Projection::Tokens`]);
 //! - the gate passes run [`LANES`] units at a time through `fastmath` with fused
 //!   multiply-adds, compiled for AVX-512 inside `gemm_fast::vectorize`; without cells
 //!   to keep, the gates of a few steps are reused as scratch (`Op::output_is_scratch`).
@@ -26,6 +28,7 @@ use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
 use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use crate::kernels::PARALLEL_MIN_ELEMENTS;
+use tensorfit_core::tokens::token_index;
 
 /// The recurrent weight as the right operand of the per-step GEMM, packed once per call
 /// (see `gemm_fast/`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
@@ -51,6 +54,51 @@ impl Recurrent {
         let a = MatRef::row_major(a, m, k);
         gemm_packed_serial(self.token, a, &self.packed, beta, None, c);
         Ok(())
+    }
+}
+
+/// The input projection with both biases, prepared once per call: `w_ihᵀ` packed for the
+/// GEMM of dense input, or on token input the table `[V, 4H]` whose row `v` is
+/// `w_ih[:, v] + b_ih + b_hh` (the ids have been checked by `lstm::forward_on`).
+enum Projection {
+    Dense { w_ih_t: PackedB, bias: Vec<f32> },
+    Tokens(Vec<f32>),
+}
+
+impl Projection {
+    fn new(d: LstmDims, inp: &LstmForwardInputs<'_>) -> Self {
+        let h4 = d.gate_width();
+        let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
+        if !d.tokens {
+            let w_ih_t = PackedB::new(MatRef::row_major(inp.w_ih, h4, d.input).t());
+            return Projection::Dense { w_ih_t, bias };
+        }
+        let mut table = vec![0.0; d.input * h4];
+        for (v, row) in table.chunks_exact_mut(h4).enumerate() {
+            for (j, (t, b)) in row.iter_mut().zip(&bias).enumerate() {
+                *t = inp.w_ih[j * d.input + v] + b;
+            }
+        }
+        Projection::Tokens(table)
+    }
+
+    /// `gates = x · w_ihᵀ + b_ih + b_hh` for the `m` rows of `x` (`m·I` features or `m`
+    /// ids).
+    fn project(&self, token: Token, x: &[f32], m: usize, gates: &mut [f32]) {
+        match self {
+            Projection::Dense { w_ih_t, bias } => {
+                let x = MatRef::row_major(x, m, w_ih_t.k());
+                gemm_packed_serial(token, x, w_ih_t, 0.0, Some(bias), gates);
+            }
+            Projection::Tokens(table) => {
+                let h4 = gates.len() / m.max(1);
+                let vocab = table.len() / h4.max(1);
+                for (row, &id) in gates.chunks_exact_mut(h4.max(1)).zip(x) {
+                    let v = token_index(id, vocab).unwrap_or_default();
+                    row.copy_from_slice(&table[v * h4..(v + 1) * h4]);
+                }
+            }
+        }
     }
 }
 
@@ -104,14 +152,15 @@ pub(crate) fn forward(
     if !forward_begins(d, inp, &mut out) {
         return Ok(());
     }
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (step_h, step_g) = (d.step_state(), d.step_gates());
+    // Elements of `x` per batch row of a step.
+    let per_row = d.x_len() / d.rows();
 
     // 1. The input projection (both biases included): each thread projects its own
     // rows, a run of `project_ahead` steps at a time, just before the recurrence reaches
     // them (the same sums, in the same order, as one GEMM over every step).
-    let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
-    let w_ih_t = PackedB::new(MatRef::row_major(inp.w_ih, 4 * hidden, input).t());
+    let projection = Projection::new(d, inp);
 
     // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
     // batch rows for the whole sequence. w_hhᵀ is packed once, here.
@@ -139,12 +188,12 @@ pub(crate) fn forward(
             let state = p * part * hidden..(p * part * hidden + c_run.len());
             let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
             let m = c_run.len() / hidden;
-            let ahead = project_ahead(m, steps);
             // Where step `u`'s gates are formed: their own step when they are kept for
             // the backward, else (scratch, see `Op::output_is_scratch`) the slots of the
             // first `ahead` steps in turn, which stay in L2 instead of streaming the whole
-            // tensor out to memory.
+            // tensor out to memory (the op holds `g.len()` steps then).
             let reuse = cs.is_none();
+            let ahead = project_ahead(m, steps).min(g.len());
             let slot = move |u: usize| if reuse { u % ahead } else { u };
             vectorize(
                 Some(token),
@@ -157,11 +206,9 @@ pub(crate) fn forward(
                         if t % ahead == 0 {
                             let r0 = p * part;
                             for u in t..steps.min(t + ahead) {
-                                let x_u =
-                                    &inp.x[(u * batch + r0) * input..(u * batch + r0 + m) * input];
-                                let x_u = MatRef::row_major(x_u, m, input);
-                                let g_u = &mut *g[slot(u)];
-                                gemm_packed_serial(token, x_u, &w_ih_t, 0.0, Some(&bias), g_u);
+                                let first = (u * batch + r0) * per_row;
+                                let x_u = &inp.x[first..first + m * per_row];
+                                projection.project(token, x_u, m, &mut *g[slot(u)]);
                             }
                         }
                         let gates_t = &mut *g[slot(t)];

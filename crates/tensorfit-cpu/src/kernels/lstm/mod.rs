@@ -6,7 +6,9 @@
 //! cuDNN's structure is kept visible here because it is where the speed comes from, and
 //! a GPU kernel can be compared with this code step by step:
 //! - **forward**: the input projection of *all* steps is one GEMM,
-//!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`, plus both biases; then per step `t`, one GEMM
+//!   `gates[T·B, 4H] = x[T·B, I] · w_ihᵀ`, plus both biases (when the gates are not kept
+//!   for the backward, one GEMM per chunk of `LstmDims::gate_steps` steps, into the few
+//!   steps of gates the op then holds); then per step `t`, one GEMM
 //!   accumulates the recurrent term, `gates[t] += h_{t-1} · w_hhᵀ`, and one fused pass
 //!   over `[B, 4H]` applies the nonlinearities in place (storing the *activated* gates
 //!   σ(i), σ(f), tanh(g), σ(o)) and updates the cell and hidden state.
@@ -17,15 +19,22 @@
 //!   steps, so they are formed after the loop with one GEMM each over all `T·B` rows
 //!   ([`weight_gradients`], shared with the fast path).
 //!
+//! On token input (`d.tokens`: `x` holds `[T, B]` ids, `w_ih` is `[4H, V]`) the input
+//! projection is the gather of `w_ih`'s columns ([`input_projection`]) and `dw_ih` the
+//! scatter-add of the gate gradients into the columns of the ids seen, with
+//! `gather.rs`'s pieces: the same sums as the one-hot GEMMs, without the zeros.
+//!
 //! Gate order is PyTorch's (i, f, g, o): row `r` of `gates[t]` holds `[i | f | g | o]`,
 //! each block `H` wide. The nonlinearities are `fastmath`'s (no library calls, so the
 //! compiler vectorises the row loops), with separate multiplies and adds.
 
 use rayon::prelude::*;
+use tensorfit_core::tokens::check_ids;
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
 use super::fastmath::{self, Separate};
+use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
@@ -86,6 +95,7 @@ pub fn forward_on(
     out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
+    check_tokens(d, inp.x)?;
     match token {
         Some(token) => fast::forward(token, d, inp, out),
         None => forward_steps(d, inp, out),
@@ -100,10 +110,20 @@ pub fn backward_on(
     out: LstmBackwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
+    check_tokens(d, inp.x)?;
     match token {
         Some(token) => fast::backward(token, d, inp, out),
         None => backward_steps(d, inp, out),
     }
+}
+
+/// On token input, every id of `x` must name a column of `w_ih` (see
+/// `tensorfit_core::tokens`).
+fn check_tokens(d: LstmDims, x: &[f32]) -> Result<()> {
+    if d.tokens {
+        check_ids("x", x, d.input, d.batch)?;
+    }
+    Ok(())
 }
 
 /// What both forward paths do first: the final state starts as the initial one (`c_n` is
@@ -137,29 +157,38 @@ fn forward_steps(
     if !forward_begins(d, inp, &mut out) {
         return Ok(());
     }
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h4, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
-
-    // 1. The input projection of every step, and both biases.
-    let w_ih = mat(inp.w_ih, h4, input)?;
-    let all_gates = &mut mat_mut(out.gates, rows, h4)?;
-    gemm(1.0, mat(inp.x, rows, input)?, w_ih.t(), 0.0, all_gates)?;
-    for row in out.gates.chunks_exact_mut(h4) {
-        for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
-            *g += b_ih + b_hh;
-        }
-    }
-
-    // 2. The recurrence: per step one GEMM and one fused pass.
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
+    let (h4, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
+    // Steps of gates held: all of them when kept for the backward, else a few reused in
+    // turn (`LstmDims::gate_steps`); the inputs are projected that many steps at a time.
+    let chunk = d.gate_steps(out.cells.is_some());
+    let x_step = d.x_len() / steps;
     let w_hh = mat(inp.w_hh, h4, hidden)?;
     for t in 0..steps {
+        let slot = t % chunk;
+        if slot == 0 {
+            // 1. The input projection of the chunk's steps, and both biases.
+            let part = LstmDims {
+                steps: chunk.min(steps - t),
+                ..d
+            };
+            let x = &inp.x[t * x_step..][..part.x_len()];
+            let g = &mut out.gates[..part.rows() * h4];
+            input_projection(part, x, inp.w_ih, g)?;
+            for row in g.chunks_exact_mut(h4) {
+                for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
+                    *g += b_ih + b_hh;
+                }
+            }
+        }
+        // 2. The recurrence: per step one GEMM and one fused pass.
         let (y_before, y_from_t) = out.y.split_at_mut(t * step_h);
         let h_prev = if t == 0 {
             inp.h0
         } else {
             &y_before[(t - 1) * step_h..]
         };
-        let gates_t = &mut out.gates[t * step_g..(t + 1) * step_g];
+        let gates_t = &mut out.gates[slot * step_g..(slot + 1) * step_g];
         // gates[t] += h_{t-1} · w_hhᵀ
         let acc = &mut mat_mut(gates_t, batch, h4)?;
         gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 1.0, acc)?;
@@ -183,6 +212,23 @@ fn forward_steps(
 
     forward_ends(d, out);
     Ok(())
+}
+
+/// `gates = x · w_ihᵀ` over all `T·B` rows: one GEMM, or on token input the gather of
+/// `w_ih`'s columns.
+fn input_projection(d: LstmDims, x: &[f32], w_ih: &[f32], gates: &mut [f32]) -> Result<()> {
+    let (rows, h4) = (d.rows(), d.gate_width());
+    if d.tokens {
+        return gather(w_ih, d.token_table(), ("x", x, d.batch), gates);
+    }
+    let w_ih = mat(w_ih, h4, d.input)?;
+    gemm(
+        1.0,
+        mat(x, rows, d.input)?,
+        w_ih.t(),
+        0.0,
+        &mut mat_mut(gates, rows, h4)?,
+    )
 }
 
 /// One step's fused pass over all rows: `gates_t` `[B, 4H]` (pre-activations on entry,
@@ -369,7 +415,8 @@ impl WeightGrads<'_> {
 
 /// The weight gradients from every step's `dgates` `[T, B, 4H]`, one GEMM each over all
 /// `T·B` rows: `dw_ih = dgatesᵀ · x`, `dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}`, `db` the column
-/// sums of `dgates` (the gradient of `b_ih` and of `b_hh` alike), `dx = dgates · w_ih`.
+/// sums of `dgates` (the gradient of `b_ih` and of `b_hh` alike), `dx = dgates · w_ih`;
+/// on token input `dw_ih` is the scatter-add of `dgates` into the ids' columns.
 pub(crate) fn weight_gradients(
     d: LstmDims,
     inp: &LstmBackwardInputs<'_>,
@@ -379,13 +426,17 @@ pub(crate) fn weight_gradients(
     let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
     let (rows, h4, step_g) = (d.rows(), d.gate_width(), d.step_gates());
     let dgates_all = mat(dgates, rows, h4)?;
-    gemm(
-        1.0,
-        dgates_all.t(),
-        mat(inp.x, rows, input)?,
-        0.0,
-        &mut mat_mut(g.dw_ih, h4, input)?,
-    )?;
+    if d.tokens {
+        scatter_add(d.token_table(), ("x", inp.x, batch), dgates, g.dw_ih)?;
+    } else {
+        gemm(
+            1.0,
+            dgates_all.t(),
+            mat(inp.x, rows, input)?,
+            0.0,
+            &mut mat_mut(g.dw_ih, h4, input)?,
+        )?;
+    }
     // Step 0 against h0, steps 1.. against y[0..T-1].
     let mut dw_hh = mat_mut(g.dw_hh, h4, hidden)?;
     let dgates_0 = mat(&dgates[..step_g], batch, h4)?;

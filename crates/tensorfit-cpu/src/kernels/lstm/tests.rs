@@ -3,6 +3,7 @@
 
 use super::*;
 use tensorfit_core::args::Args;
+use tensorfit_core::LSTM_SCRATCH_STEPS;
 use tensorfit_testing::{assert_close, Rng, TestRng};
 
 fn sigmoid64(x: f64) -> f64 {
@@ -91,7 +92,7 @@ impl Layer {
     fn random(rng: &mut Rng, d: LstmDims, recurrent_scale: f32) -> Layer {
         let (bh, h4) = (d.step_state(), d.gate_width());
         Layer {
-            x: rng.signed_vec(d.rows() * d.input),
+            x: rng.signed_vec(d.x_len()),
             h0: rng.signed_vec(bh),
             c0: rng.signed_vec(bh),
             w_ih: rng.signed_vec(h4 * d.input),
@@ -121,10 +122,17 @@ fn forward_matches_naive_per_element_lstm() {
     let mut rng = Rng::new(11);
     for round in 0..8 {
         let d = LstmDims {
-            steps: rng.range(1, 5),
+            // Some rounds run longer than the LSTM_SCRATCH_STEPS steps of gates an
+            // inference pass holds, so its chunked input projection is covered.
+            steps: if round % 3 == 2 {
+                rng.range(LSTM_SCRATCH_STEPS + 1, 3 * LSTM_SCRATCH_STEPS)
+            } else {
+                rng.range(1, 5)
+            },
             batch: rng.range(1, 4),
             input: if round == 0 { 0 } else { rng.range(1, 6) },
             hidden: rng.range(1, 40), // blocks of LANES units and a padded rest
+            tokens: false,
         };
         let layer = Layer::random(&mut rng, d, 1.0);
         let inp = layer.inputs();
@@ -153,6 +161,7 @@ fn wide_steps_take_the_parallel_path_and_agree() {
         batch: 16,
         input: 3,
         hidden: 256,
+        tokens: false,
     };
     assert!(d.step_gates() >= PARALLEL_MIN_ELEMENTS);
     let layer = Layer::random(&mut rng, d, 0.1);
@@ -171,6 +180,7 @@ fn wrong_lengths_are_errors() {
         batch: 1,
         input: 1,
         hidden: 1,
+        tokens: false,
     };
     let v = [0.0f32; 8];
     let inp = LstmForwardInputs {
@@ -213,7 +223,7 @@ fn run_forward(
         vec![f32::NAN; rows * d.hidden],
         vec![f32::NAN; state],
         vec![f32::NAN; state],
-        vec![f32::NAN; rows * d.gate_width()],
+        vec![f32::NAN; d.gates(keep).numel()],
         vec![f32::NAN; rows * d.hidden],
     ];
     let out = LstmForwardOutputs {
@@ -253,6 +263,39 @@ fn run_backward(
     g
 }
 
+/// What a backward reads besides the forward's inputs: the reference forward's `y`,
+/// `gates`, `cells` (kept), and random gradients `dy`, `dh_n`, `dc_n`.
+fn saved_for_backward(rng: &mut Rng, d: LstmDims, inp: &LstmForwardInputs<'_>) -> [Vec<f32>; 6] {
+    let [y, _, _, gates, cells] = run_forward(&forward_reference, d, inp, true);
+    let dy = rng.signed_vec(d.rows() * d.hidden);
+    let (dh_n, dc_n) = (
+        rng.signed_vec(d.step_state()),
+        rng.signed_vec(d.step_state()),
+    );
+    [y, gates, cells, dy, dh_n, dc_n]
+}
+
+/// The backward's inputs: the forward's `inp` and what [`saved_for_backward`] made.
+fn backward_inputs<'a>(
+    inp: &LstmForwardInputs<'a>,
+    saved: &'a [Vec<f32>; 6],
+) -> LstmBackwardInputs<'a> {
+    let [y, gates, cells, dy, dh_n, dc_n] = saved;
+    LstmBackwardInputs {
+        x: inp.x,
+        h0: inp.h0,
+        c0: inp.c0,
+        w_ih: inp.w_ih,
+        w_hh: inp.w_hh,
+        y,
+        gates,
+        cells,
+        dy,
+        dh_n,
+        dc_n,
+    }
+}
+
 fn f64s(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
 }
@@ -274,6 +317,7 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
             batch: if round == 0 { 32 } else { rng.range(1, 9) },
             input: rng.range(1, 7),
             hidden: if round == 0 { 130 } else { rng.range(1, 40) },
+            tokens: false,
         };
         let layer = Layer::random(&mut rng, d, 0.3);
         let inp = layer.inputs();
@@ -288,25 +332,8 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
                 assert_close(&what, &fast[k], &f64s(&want[k]), atol, rtol);
             }
         }
-        let [y, _, _, gates, cells] = run_forward(&forward_reference, d, &inp, true);
-        let (dy, dh_n, dc_n) = (
-            rng.signed_vec(d.rows() * d.hidden),
-            rng.signed_vec(d.step_state()),
-            rng.signed_vec(d.step_state()),
-        );
-        let inp = LstmBackwardInputs {
-            x: inp.x,
-            h0: inp.h0,
-            c0: inp.c0,
-            w_ih: inp.w_ih,
-            w_hh: inp.w_hh,
-            y: &y,
-            gates: &gates,
-            cells: &cells,
-            dy: &dy,
-            dh_n: &dh_n,
-            dc_n: &dc_n,
-        };
+        let saved = saved_for_backward(&mut rng, d, &inp);
+        let inp = backward_inputs(&inp, &saved);
         for input_grad in [true, false] {
             let fast = run_backward(fast_backward, d, &inp, input_grad);
             let want = run_backward(reference_backward, d, &inp, input_grad);
@@ -318,4 +345,83 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
             }
         }
     }
+}
+
+#[test]
+fn token_input_gives_what_the_one_hot_input_gives_forward_and_backward() {
+    let mut rng = Rng::new(31);
+    for round in 0..4 {
+        let dense = LstmDims {
+            steps: rng.range(1, 6),
+            // Round 0 is wide enough for the fast path to split the rows across threads.
+            batch: if round == 0 { 32 } else { rng.range(1, 7) },
+            input: rng.range(1, 12), // the vocabulary
+            hidden: if round == 0 { 130 } else { rng.range(1, 40) },
+            tokens: false,
+        };
+        let tokens = LstmDims {
+            tokens: true,
+            ..dense
+        };
+        let mut layer = Layer::random(&mut rng, dense, 0.3);
+        let ids: Vec<f32> = (0..dense.rows())
+            .map(|_| rng.range(0, dense.input - 1) as f32)
+            .collect();
+        layer.x = vec![0.0; dense.rows() * dense.input];
+        for (row, &id) in layer.x.chunks_exact_mut(dense.input).zip(&ids) {
+            row[id as usize] = 1.0;
+        }
+        let hot = layer.inputs();
+        let by_id = LstmForwardInputs { x: &ids, ..hot };
+        let what = |path: &str, k: &str| format!("round {round} {dense:?} {path}: {k}");
+        for keep in [true, false] {
+            let want = run_forward(&forward_reference, dense, &hot, keep);
+            let compared = if keep { 5 } else { 3 };
+            for (path, run) in [
+                ("reference", forward_reference as Forward),
+                ("backend", lstm_forward),
+            ] {
+                let got = run_forward(&run, tokens, &by_id, keep);
+                for k in 0..compared {
+                    let what = what(path, FORWARD_OUTPUTS[k]);
+                    assert_close(&what, &got[k], &f64s(&want[k]), 1e-6, 1e-5);
+                }
+            }
+        }
+        let saved = saved_for_backward(&mut rng, dense, &hot);
+        let hot = backward_inputs(&hot, &saved);
+        let by_id = LstmBackwardInputs { x: &ids, ..hot };
+        let reference: &RunBackward = &|d, i, o| backward_on(None, d, i, o);
+        let want = run_backward(reference, dense, &hot, false);
+        for (path, run) in [("reference", reference), ("backend", &lstm_backward)] {
+            let got = run_backward(run, tokens, &by_id, false);
+            let names = ["dgates", "dh0", "dc0", "dw_ih", "dw_hh", "db"];
+            for (k, name) in names.iter().enumerate() {
+                assert_close(&what(path, name), &got[k], &f64s(&want[k]), 1e-5, 1e-4);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_token_id_outside_the_vocabulary_is_an_error_naming_step_and_row() {
+    let d = LstmDims {
+        steps: 2,
+        batch: 2,
+        input: 3,
+        hidden: 1,
+        tokens: true,
+    };
+    let mut layer = Layer::random(&mut Rng::new(1), d, 1.0);
+    layer.x = vec![0.0, 2.0, 1.0, 3.0];
+    let (mut y, mut hn, mut cn, mut g) = ([0.0; 4], [0.0; 2], [0.0; 2], [0.0; 16]);
+    let out = LstmForwardOutputs {
+        y: &mut y,
+        h_n: &mut hn,
+        c_n: &mut cn,
+        gates: &mut g,
+        cells: None,
+    };
+    let err = lstm_forward(d, &layer.inputs(), out).unwrap_err();
+    assert!(err.to_string().contains("step 1, batch row 1"), "{err}");
 }

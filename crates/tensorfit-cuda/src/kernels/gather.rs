@@ -1,0 +1,56 @@
+//! Gathers and scatter-adds of a table's token vectors (kernels in `gather.cu`): the ops
+//! `embedding` and `embedding_backward`, and the input projection of a recurrent layer on
+//! token input (`lstm.rs`), as in tensorfit-cpu's kernels/gather.rs. Where a token's
+//! vector lies is a [`Table`](tensorfit_core::tokens::Table), shared with every backend.
+//!
+//! A bad id (not a whole number in `[0, vocab)`) reads nothing and is left in the status
+//! word; the backend reports it as an error naming its position at the next
+//! `synchronize` or `read`.
+
+use tensorfit_core::tokens::Table;
+use tensorfit_core::Result;
+
+use super::{count, int, Gpu, GATHER, SCATTER_ADD};
+use crate::driver::{Arg, DevPtr};
+
+/// The arguments both kernels take after their three tensors.
+fn shape_args(g: &Gpu<'_>, t: Table, n: usize) -> Result<Vec<Arg>> {
+    let (v_stride, e_stride) = t.strides();
+    Ok(vec![
+        Arg::Ptr(g.status),
+        Arg::I64(count(n)),
+        Arg::I32(int("width", t.width)?),
+        Arg::I32(int("vocab", t.vocab)?),
+        Arg::I64(count(v_stride)),
+        Arg::I64(count(e_stride)),
+    ])
+}
+
+/// `out[r, :] = the vector of token ids[r]` for `n` ids.
+pub fn gather(
+    g: &Gpu<'_>,
+    table: DevPtr,
+    t: Table,
+    ids: DevPtr,
+    out: DevPtr,
+    n: usize,
+) -> Result<()> {
+    let mut args = vec![Arg::Ptr(table), Arg::Ptr(ids), Arg::Ptr(out)];
+    args.extend(shape_args(g, t, n)?);
+    g.launch_1d(GATHER, count(n) * count(t.width), &args)
+}
+
+/// `dtable = Σ_r (the vector of ids[r]) += dout[r, :]` from zero, in the order of `r`.
+pub fn scatter_add(
+    g: &Gpu<'_>,
+    t: Table,
+    ids: DevPtr,
+    dout: DevPtr,
+    dtable: DevPtr,
+    n: usize,
+) -> Result<()> {
+    g.fill(dtable, 0.0, t.len())?;
+    let mut args = vec![Arg::Ptr(dtable), Arg::Ptr(ids), Arg::Ptr(dout)];
+    args.extend(shape_args(g, t, n)?);
+    g.launch_1d(SCATTER_ADD, count(t.width), &args)
+}

@@ -1,0 +1,333 @@
+//! The arrays of a tensor file, located without reading their data: a safetensors
+//! header, an `.npy` header, or the `.npy` members of an `.npz` (a zip). Each array is
+//! its dtype, shape and where its bytes are: a byte offset in the file (read by seeking,
+//! so a file larger than memory streams), or, for a member np.savez_compressed deflated,
+//! the inflated bytes in memory.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{DataError, Place, Result};
+
+/// Element types read from tensor files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+impl DType {
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::I8 | DType::U8 => 1,
+            DType::I16 | DType::U16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64)
+    }
+
+    fn from_safetensors(name: &str) -> Option<DType> {
+        Some(match name {
+            "F32" => DType::F32,
+            "F64" => DType::F64,
+            "I8" => DType::I8,
+            "I16" => DType::I16,
+            "I32" => DType::I32,
+            "I64" => DType::I64,
+            "U8" => DType::U8,
+            "U16" => DType::U16,
+            "U32" => DType::U32,
+            "U64" => DType::U64,
+            _ => return None,
+        })
+    }
+
+    /// A numpy `descr` (`<f4`, `|u1`, ...); big-endian arrays are not read.
+    fn from_numpy(descr: &str) -> Option<DType> {
+        let (order, code) = descr.split_at(1.min(descr.len()));
+        if !matches!(order, "<" | "|") {
+            return None;
+        }
+        Some(match code {
+            "f4" => DType::F32,
+            "f8" => DType::F64,
+            "i1" => DType::I8,
+            "i2" => DType::I16,
+            "i4" => DType::I32,
+            "i8" => DType::I64,
+            "u1" => DType::U8,
+            "u2" => DType::U16,
+            "u4" => DType::U32,
+            "u8" => DType::U64,
+            _ => return None,
+        })
+    }
+
+    /// Element `i` of little-endian `bytes` as f64 (exact for every integer dtype up to
+    /// 2^53 and for both float dtypes).
+    pub fn get(self, bytes: &[u8], i: usize) -> f64 {
+        let n = self.size_bytes();
+        let b = &bytes[i * n..(i + 1) * n];
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(b);
+        match self {
+            DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+            DType::F64 => f64::from_le_bytes(w),
+            DType::I8 => b[0] as i8 as f64,
+            DType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
+            DType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+            DType::I64 => i64::from_le_bytes(w) as f64,
+            DType::U8 => b[0] as f64,
+            DType::U16 => u16::from_le_bytes([b[0], b[1]]) as f64,
+            DType::U32 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+            DType::U64 => u64::from_le_bytes(w) as f64,
+        }
+    }
+}
+
+/// Where an array's bytes are.
+#[derive(Debug, Clone)]
+pub enum Storage {
+    /// At this byte offset of the file.
+    File { offset: u64 },
+    /// Inflated into memory (a compressed `.npz` member), from this byte offset.
+    Memory { bytes: Arc<Vec<u8>>, offset: usize },
+}
+
+/// One array of a tensor file.
+#[derive(Debug, Clone)]
+pub struct Array {
+    pub file: PathBuf,
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub storage: Storage,
+}
+
+impl Array {
+    pub(crate) fn in_file(
+        path: &Path,
+        name: &str,
+        dtype: DType,
+        shape: Vec<usize>,
+        offset: u64,
+    ) -> Array {
+        Array {
+            file: path.to_path_buf(),
+            name: name.to_string(),
+            dtype,
+            shape,
+            storage: Storage::File { offset },
+        }
+    }
+
+    /// Reads elements `start..start + count` into `buf` (as little-endian bytes).
+    pub fn read(
+        &self,
+        file: &mut File,
+        start: usize,
+        count: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        let size = self.dtype.size_bytes();
+        buf.resize(count * size, 0);
+        match &self.storage {
+            Storage::File { offset } => {
+                let at = offset + (start * size) as u64;
+                file.seek(SeekFrom::Start(at))
+                    .map_err(DataError::io(&self.file))?;
+                file.read_exact(buf).map_err(DataError::io(&self.file))
+            }
+            Storage::Memory { bytes, offset } => {
+                let from = offset + start * size;
+                buf.copy_from_slice(&bytes[from..from + count * size]);
+                Ok(())
+            }
+        }
+    }
+
+    /// The file offset of element `i` (for error messages; 0 in memory).
+    pub fn byte_of(&self, i: usize) -> u64 {
+        match self.storage {
+            Storage::File { offset } => offset + (i * self.dtype.size_bytes()) as u64,
+            Storage::Memory { .. } => 0,
+        }
+    }
+}
+
+/// The arrays of `path` by name: a safetensors file (`.safetensors`), an `.npy` (one array,
+/// named by the file's stem) or an `.npz` (arrays named by their members, `.npy` removed).
+pub fn arrays(path: &Path) -> Result<BTreeMap<String, Array>> {
+    let mut file = File::open(path).map_err(DataError::io(path))?;
+    let len = file.metadata().map_err(DataError::io(path))?.len();
+    if len == 0 {
+        return Err(DataError::Empty {
+            path: path.to_path_buf(),
+            what: "no bytes",
+        });
+    }
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("npy") => {
+            let name = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("")
+                .to_string();
+            let (dtype, shape, offset) = npy_header(path, &mut file, 0, len, &name)?;
+            let array = Array::in_file(path, &name, dtype, shape, offset);
+            Ok(BTreeMap::from([(name, array)]))
+        }
+        Some("npz") => crate::zip::npz_arrays(path, &mut file, len),
+        _ => safetensors_arrays(path, &mut file, len),
+    }
+}
+
+fn safetensors_arrays(path: &Path, file: &mut File, len: u64) -> Result<BTreeMap<String, Array>> {
+    let bad = |m: String| {
+        DataError::format(
+            Place::file(path),
+            format!("not a valid safetensors file ({m})"),
+        )
+    };
+    let mut prefix = [0u8; 8];
+    file.read_exact(&mut prefix)
+        .map_err(|_| bad("shorter than its 8-byte header length".into()))?;
+    let n = u64::from_le_bytes(prefix);
+    if n > 100_000_000 || 8 + n > len {
+        return Err(bad(format!("header length {n} in a file of {len} bytes")));
+    }
+    let mut head = vec![0u8; n as usize];
+    file.read_exact(&mut head).map_err(DataError::io(path))?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&head).map_err(|e| bad(format!("header: {e}")))?;
+    let entries = json
+        .as_object()
+        .ok_or_else(|| bad("header is not a JSON object".into()))?;
+    let mut out = BTreeMap::new();
+    for (name, entry) in entries {
+        if name == "__metadata__" {
+            continue;
+        }
+        let dtype_name = entry["dtype"].as_str().unwrap_or("");
+        let dtype = DType::from_safetensors(dtype_name).ok_or_else(|| {
+            bad(format!(
+                "tensor `{name}` has dtype `{dtype_name}`, which is not read"
+            ))
+        })?;
+        let numbers = |key: &str| -> Option<Vec<usize>> {
+            entry[key]
+                .as_array()?
+                .iter()
+                .map(|v| v.as_u64().map(|v| v as usize))
+                .collect()
+        };
+        let (Some(shape), Some(offsets)) = (numbers("shape"), numbers("data_offsets")) else {
+            return Err(bad(format!("tensor `{name}` has no shape or data_offsets")));
+        };
+        let bytes = shape.iter().product::<usize>() * dtype.size_bytes();
+        let (begin, end) = (
+            offsets.first().copied().unwrap_or(0),
+            offsets.get(1).copied().unwrap_or(0),
+        );
+        if end < begin || end - begin != bytes || 8 + n + end as u64 > len {
+            return Err(bad(format!("tensor `{name}`: bytes {begin}..{end} do not hold shape {shape:?} in a file of {len} bytes")));
+        }
+        let array = Array::in_file(path, name, dtype, shape, 8 + n + begin as u64);
+        out.insert(name.clone(), array);
+    }
+    Ok(out)
+}
+
+/// The dtype, shape and data offset of the `.npy` array whose header starts at `start`
+/// in `file` (the file `path`; the array's bytes end at `end`).
+pub(crate) fn npy_header(
+    path: &Path,
+    file: &mut (impl Read + Seek),
+    start: u64,
+    end: u64,
+    name: &str,
+) -> Result<(DType, Vec<usize>, u64)> {
+    let bad = |m: &str| {
+        DataError::format(
+            Place::byte(path, start),
+            format!("`{name}` is not a valid .npy array ({m})"),
+        )
+    };
+    file.seek(SeekFrom::Start(start))
+        .map_err(DataError::io(path))?;
+    let mut magic = [0u8; 10];
+    file.read_exact(&mut magic)
+        .map_err(|_| bad("shorter than its magic string"))?;
+    if &magic[..6] != b"\x93NUMPY" {
+        return Err(bad("no \\x93NUMPY magic string"));
+    }
+    let (header_len, fixed) = if magic[6] == 1 {
+        (u16::from_le_bytes([magic[8], magic[9]]) as usize, 10)
+    } else {
+        let mut two = [0u8; 2];
+        file.read_exact(&mut two).map_err(DataError::io(path))?;
+        (
+            u32::from_le_bytes([magic[8], magic[9], two[0], two[1]]) as usize,
+            12,
+        )
+    };
+    if start + (fixed + header_len) as u64 > end {
+        return Err(bad("header longer than the array"));
+    }
+    let mut header = vec![0u8; header_len];
+    file.read_exact(&mut header).map_err(DataError::io(path))?;
+    let header = String::from_utf8_lossy(&header);
+    let value = |key: &str| -> Option<&str> {
+        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+        let rest = header[at..].trim_start().strip_prefix(':')?.trim_start();
+        let stop = if rest.starts_with('(') {
+            rest.find(')')? + 1
+        } else {
+            rest.find([',', '}'])?
+        };
+        Some(rest[..stop].trim())
+    };
+    let descr = value("descr").unwrap_or("").trim_matches(['\'', '"']);
+    let dtype = DType::from_numpy(descr).ok_or_else(|| {
+        bad(&format!(
+            "dtype `{descr}` is not read; save little-endian numbers"
+        ))
+    })?;
+    if value("fortran_order") != Some("False") {
+        return Err(bad(
+            "Fortran order; save a C-ordered array (np.ascontiguousarray)",
+        ));
+    }
+    let shape: Vec<usize> = value("shape")
+        .ok_or_else(|| bad("no shape"))?
+        .trim_matches(['(', ')'])
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad("unreadable shape"))?;
+    let offset = start + (fixed + header_len) as u64;
+    let bytes = shape.iter().product::<usize>() * dtype.size_bytes();
+    if offset + bytes as u64 > end {
+        return Err(bad(&format!(
+            "truncated: shape {shape:?} needs {bytes} bytes"
+        )));
+    }
+    Ok((dtype, shape, offset))
+}

@@ -1,0 +1,173 @@
+//! The errors of reading users' data: each names the place (file, and where known the
+//! line and column, or the byte offset) so that a user can open the file and fix it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where in a file something was found. Lines and columns count from 1 (as editors do);
+/// a byte offset counts from 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub byte: Option<u64>,
+}
+
+impl Place {
+    /// The file as a whole.
+    pub fn file(file: &Path) -> Place {
+        Place {
+            file: file.to_path_buf(),
+            line: None,
+            column: None,
+            byte: None,
+        }
+    }
+
+    /// A line of a text file.
+    pub fn line(file: &Path, line: usize) -> Place {
+        Place {
+            line: Some(line),
+            ..Place::file(file)
+        }
+    }
+
+    /// A field of a line (column = the field's 1-based number).
+    pub fn field(file: &Path, line: usize, column: usize) -> Place {
+        Place {
+            column: Some(column),
+            ..Place::line(file, line)
+        }
+    }
+
+    /// A byte offset in a file.
+    pub fn byte(file: &Path, byte: u64) -> Place {
+        Place {
+            byte: Some(byte),
+            ..Place::file(file)
+        }
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        if let Some(byte) = self.byte {
+            write!(f, " (byte {byte})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A file or directory that cannot be read as data, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("{place}: {found} fields where the file's first row has {expected}")]
+    Ragged {
+        place: Place,
+        found: usize,
+        expected: usize,
+    },
+
+    #[error("{place}: `{text}` is not a number")]
+    NotANumber { place: Place, text: String },
+
+    #[error("{place}: {value} is not a finite number (NaN and infinities cannot be trained on)")]
+    NotFinite { place: Place, value: String },
+
+    #[error("{place}: label {label} is out of range ({})", class_range(*classes))]
+    LabelOutOfRange {
+        place: Place,
+        label: String,
+        /// The number of classes, where the user gave it.
+        classes: Option<usize>,
+    },
+
+    #[error("{place}: {message}")]
+    LabelKind { place: Place, message: String },
+
+    #[error("{}: is empty ({what})", path.display())]
+    Empty { path: PathBuf, what: &'static str },
+
+    #[error("{}: has no matching label file {}", features.display(), labels.display())]
+    MissingLabels { features: PathBuf, labels: PathBuf },
+
+    #[error("{}: has no matching feature file {}", labels.display(), features.display())]
+    MissingFeatures { labels: PathBuf, features: PathBuf },
+
+    #[error("{place}: {found} features per step where {} has {expected}", first.display())]
+    FeatureCount {
+        place: Place,
+        found: usize,
+        expected: usize,
+        first: PathBuf,
+    },
+
+    #[error("{place}: invalid UTF-8")]
+    InvalidUtf8 { place: Place },
+
+    #[error("{place}: sequence of {len} steps is longer than the maximum of {max} (cut long sequences instead, or raise the maximum)")]
+    TooLong {
+        place: Place,
+        len: usize,
+        max: usize,
+    },
+
+    /// A file whose structure is wrong for its format (header, dtype, shape, order).
+    #[error("{place}: {message}")]
+    Format { place: Place, message: String },
+
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Settings that cannot be used with this data (batch of 0, fraction over 1, ...).
+    #[error("{0}")]
+    Settings(String),
+
+    /// The background reader stopped without a word (it panicked).
+    #[error("the background data reader stopped unexpectedly")]
+    ReaderStopped,
+}
+
+impl DataError {
+    pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataError + '_ {
+        move |source| DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub(crate) fn format(place: Place, message: impl Into<String>) -> DataError {
+        DataError::Format {
+            place,
+            message: message.into(),
+        }
+    }
+}
+
+fn class_range(classes: Option<usize>) -> String {
+    match classes {
+        Some(n) => format!("{n} classes: ids 0 to {}", n.saturating_sub(1)),
+        None => "a class id is a whole number from 0".to_string(),
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = DataError> = std::result::Result<T, E>;
+
+impl From<DataError> for tensorfit_core::Error {
+    fn from(e: DataError) -> Self {
+        tensorfit_core::Error::Input(e.to_string())
+    }
+}

@@ -1,0 +1,189 @@
+//! Reading numeric CSV line by line: lines with their number and byte offset (checked as
+//! UTF-8), split into fields, and each field parsed as a finite f32 or a label.
+
+use std::io::BufRead;
+use std::path::Path;
+
+use crate::dataset::ReadSettings;
+use crate::error::{DataError, Place, Result};
+
+/// The lines of a text file, one at a time, with their 1-based number and the byte offset
+/// of their start. Only the current line is held.
+#[derive(Debug)]
+pub(crate) struct Lines<'p, R> {
+    reader: R,
+    path: &'p Path,
+    /// The current line, checked as UTF-8 once.
+    buf: String,
+    /// Number of the line last read.
+    line: usize,
+    /// Byte offset of the line last read.
+    offset: u64,
+    next_offset: u64,
+}
+
+impl<'p, R: BufRead> Lines<'p, R> {
+    /// Lines of `reader` (the file `path`), whose first byte is at `offset` and first line
+    /// is number `line`.
+    pub fn new(reader: R, path: &'p Path, offset: u64, line: usize) -> Self {
+        Lines {
+            reader,
+            path,
+            buf: String::with_capacity(256),
+            line: line.saturating_sub(1),
+            offset,
+            next_offset: offset,
+        }
+    }
+
+    /// The next line (without its line ending) with its number and byte offset, `None`
+    /// at the end of the file.
+    pub fn next_line(&mut self) -> Result<Option<(usize, u64, &str)>> {
+        if !self.advance()? {
+            return Ok(None);
+        }
+        Ok(Some((self.line, self.offset, self.text())))
+    }
+
+    /// The next line that is not blank, as [`Lines::next_line`].
+    pub fn next_nonblank(&mut self) -> Result<Option<(usize, u64, &str)>> {
+        while self.advance()? {
+            if !self.text().trim().is_empty() {
+                return Ok(Some((self.line, self.offset, self.text())));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads the next line into `buf` and checks it is UTF-8; false at the end.
+    fn advance(&mut self) -> Result<bool> {
+        // The line's bytes go into the String's own buffer, checked once and kept.
+        let mut bytes = std::mem::take(&mut self.buf).into_bytes();
+        bytes.clear();
+        let n = self
+            .reader
+            .read_until(b'\n', &mut bytes)
+            .map_err(DataError::io(self.path))?;
+        if n == 0 {
+            return Ok(false);
+        }
+        self.line += 1;
+        self.offset = self.next_offset;
+        self.next_offset += n as u64;
+        while matches!(bytes.last(), Some(b'\n' | b'\r')) {
+            bytes.pop();
+        }
+        match String::from_utf8(bytes) {
+            Ok(text) => {
+                self.buf = text;
+                Ok(true)
+            }
+            Err(e) => Err(DataError::InvalidUtf8 {
+                place: Place {
+                    byte: Some(self.offset + e.utf8_error().valid_up_to() as u64),
+                    ..Place::line(self.path, self.line)
+                },
+            }),
+        }
+    }
+
+    fn text(&self) -> &str {
+        &self.buf
+    }
+}
+
+/// The comma-separated fields of a line, trimmed.
+pub(crate) fn fields(line: &str) -> impl Iterator<Item = &str> {
+    line.split(',').map(str::trim)
+}
+
+/// True when no field of `line` is a number: a header row.
+pub(crate) fn is_header(line: &str) -> bool {
+    fields(line).all(|f| f.parse::<f64>().is_err())
+}
+
+/// `text` as a finite f32.
+pub(crate) fn parse_value(text: &str, place: impl FnOnce() -> Place) -> Result<f32> {
+    match text.parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(_) => Err(DataError::NotFinite {
+            place: place(),
+            value: text.to_string(),
+        }),
+        Err(_) => Err(DataError::NotANumber {
+            place: place(),
+            text: text.to_string(),
+        }),
+    }
+}
+
+/// A label as read from a file: a class id or a target value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Label {
+    Class(u32),
+    Value(f32),
+}
+
+/// `text` as a label under `settings` (a class id below `settings.classes`, or a finite
+/// f32 target for regression).
+pub(crate) fn parse_label(
+    text: &str,
+    settings: &ReadSettings,
+    place: impl Fn() -> Place,
+) -> Result<Label> {
+    if settings.regression {
+        return parse_value(text, place).map(Label::Value);
+    }
+    let out_of_range = |classes| DataError::LabelOutOfRange {
+        place: place(),
+        label: text.to_string(),
+        classes,
+    };
+    match text.parse::<u32>() {
+        Ok(id) => match settings.classes {
+            Some(classes) if id as usize >= classes => Err(out_of_range(Some(classes))),
+            _ => Ok(Label::Class(id)),
+        },
+        Err(_) if text.parse::<i64>().is_ok() => {
+            Err(out_of_range(settings.classes))
+        }
+        Err(_) if text.parse::<f64>().is_ok() => Err(DataError::LabelKind {
+            place: place(),
+            message: format!(
+                "label `{text}` is not a class id (a whole number from 0); f32 targets are read as regression"
+            ),
+        }),
+        Err(_) => Err(DataError::NotANumber {
+            place: place(),
+            text: text.to_string(),
+        }),
+    }
+}
+
+/// Labels of one sequence, collected as read.
+#[derive(Debug, Default)]
+pub(crate) struct LabelColumn {
+    pub classes: Vec<u32>,
+    pub values: Vec<f32>,
+}
+
+impl LabelColumn {
+    pub fn push(&mut self, label: Label) {
+        match label {
+            Label::Class(c) => self.classes.push(c),
+            Label::Value(v) => self.values.push(v),
+        }
+    }
+
+    pub fn largest(&self) -> Option<u32> {
+        self.classes.iter().copied().max()
+    }
+
+    pub fn into_values(self, regression: bool) -> crate::dataset::Values {
+        if regression {
+            crate::dataset::Values::F32(self.values)
+        } else {
+            crate::dataset::Values::Ids(self.classes)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! tensorfit-data: users' files turned into batches.
+//!
+//! A format's reader first *scans* its file (checking every value, so bad data fails
+//! before training starts with the file, line and column, and keeping only an index of
+//! offsets and lengths, so a file larger than memory streams) and becomes a [`Source`]:
+//! a [`Dataset`] description and each sequence's length. A [`Reader`] of the source reads
+//! one sequence on demand. [`split`] divides the sequences into training and validation,
+//! and [`Batches`] reads an epoch's batches on a background thread a bounded number
+//! ahead: shuffled from (seed, epoch), grouped by length, padded only to the longest
+//! sequence of each batch, time-major.
+//!
+//! Formats (by example in `docs/data.md`): safetensors, `.npy`/`.npz` ([`TensorData`]);
+//! DL4J's directories of numbered CSV files ([`CsvSequenceDir`]); one long CSV
+//! ([`LongCsv`]); a text corpus for a character language model ([`CharCorpus`],
+//! [`CharWindows`]); a TSV of `label<TAB>text` lines ([`TsvData`]).
+//!
+//! What this crate does not do: know about models, devices or plans. The planner takes
+//! its host figures from [`max_batch_bytes`] and [`BatchSettings::read_ahead`].
+
+mod arrays;
+mod batch;
+mod csv_dir;
+mod csv_long;
+mod dataset;
+mod error;
+mod fields;
+mod pipeline;
+mod tensors;
+mod text;
+mod tsv;
+mod vocab;
+mod windows;
+mod zip;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use batch::{max_batch_bytes, Batch, BatchInputs};
+pub use csv_dir::CsvSequenceDir;
+pub use csv_long::LongCsv;
+pub use dataset::{
+    Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Scanned, Source, Targets, TooLong,
+    Values,
+};
+pub use error::{DataError, Place, Result};
+pub use pipeline::{epoch_order, split, BatchSettings, Batches};
+pub use tensors::TensorData;
+pub use text::CharCorpus;
+pub use tsv::TsvData;
+pub use vocab::{CharVocab, LabelVocab};
+pub use windows::CharWindows;
+
+/// What [`open`] found at a path.
+#[derive(Debug)]
+pub enum Opened {
+    /// Sequences with their labels.
+    Sequences(Arc<dyn Source>),
+    /// A text corpus: cut it into [`CharWindows`] for a language model.
+    Corpus(CharCorpus),
+}
+
+/// Opens `path` by its form: a directory holding `features/` and `labels/` (DL4J's
+/// layout); `.safetensors`, `.npy`, `.npz` (tensors); `.csv` (one long CSV); `.tsv`
+/// (`label<TAB>text`); anything else is a text corpus.
+pub fn open(path: &Path, settings: &ReadSettings) -> Result<Opened> {
+    if path.is_dir() {
+        let source = CsvSequenceDir::open(&path.join("features"), &path.join("labels"), settings)?;
+        return Ok(Opened::Sequences(Arc::new(source)));
+    }
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let source: Arc<dyn Source> = match ext {
+        "safetensors" | "npy" | "npz" => Arc::new(TensorData::open(path, settings)?),
+        "csv" => Arc::new(LongCsv::open(path, settings)?),
+        "tsv" => Arc::new(TsvData::open(path, settings, None)?),
+        _ => return Ok(Opened::Corpus(CharCorpus::open(path)?)),
+    };
+    Ok(Opened::Sequences(source))
+}

@@ -1,0 +1,233 @@
+//! From a scanned source to batches: the train/validation split, each epoch's order
+//! (shuffled from the seed and the epoch, sequences of similar lengths batched together)
+//! and the background reader that builds batches a bounded number ahead.
+//!
+//! Host memory: the reader holds at most `read_ahead` finished batches in its channel and
+//! one more it is building or waiting to send; the consumer holds the one it is using.
+//! So at most `read_ahead + 2` batches exist at once, each at most
+//! [`max_batch_bytes`](crate::max_batch_bytes); [`Batches::bytes_in_flight`] is the exact
+//! figure of those built and not yet handed over.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use tensorfit_core::Rng;
+
+use crate::batch::Batch;
+use crate::dataset::Source;
+use crate::error::{DataError, Result};
+
+/// Mixed into the seed for the split, so that it differs from the epochs' orders.
+const SPLIT_SALT: u64 = 0x5EED_0000_5B11_7000;
+/// Mixed with the epoch number into the seed of an epoch's order.
+const EPOCH_STRIDE: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// How batches are made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSettings {
+    /// Sequences per batch (for the windows of a text, its number of streams decides).
+    pub batch: usize,
+    pub seed: u64,
+    /// Shuffle each epoch (training); `false`: file order (evaluation, prediction).
+    pub shuffle: bool,
+    /// Batches grouped by length: the shuffled order is cut into groups of this many
+    /// batches, each group sorted by length before it is cut into batches. 1: no grouping.
+    pub group: usize,
+    /// Finished batches the background reader may hold.
+    pub read_ahead: usize,
+}
+
+impl Default for BatchSettings {
+    fn default() -> Self {
+        BatchSettings {
+            batch: 32,
+            seed: 0,
+            shuffle: true,
+            group: 50,
+            read_ahead: 2,
+        }
+    }
+}
+
+fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
+    for i in (1..items.len()).rev() {
+        items.swap(i, rng.int_inclusive(0, i));
+    }
+}
+
+/// How many of `n` items validate at `val_fraction` (checked to be in [0, 1)).
+pub(crate) fn val_count(n: u64, val_fraction: f64) -> Result<u64> {
+    if !(0.0..1.0).contains(&val_fraction) {
+        return Err(DataError::Settings(format!(
+            "a validation fraction is at least 0 and below 1, not {val_fraction}"
+        )));
+    }
+    Ok((n as f64 * val_fraction).round() as u64)
+}
+
+/// Splits sequences `0..n` into (training, validation): `val_fraction` of them, chosen
+/// from `seed`, validate; both lists in file order.
+pub fn split(n: usize, val_fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>)> {
+    let val = val_count(n as u64, val_fraction)? as usize;
+    let mut order: Vec<usize> = (0..n).collect();
+    shuffle(&mut order, &mut Rng::new(seed ^ SPLIT_SALT));
+    let (mut val, mut train) = (order[..val].to_vec(), order[val..].to_vec());
+    if train.is_empty() {
+        return Err(DataError::Settings(format!(
+            "{n} sequences leave none to train on with a validation fraction of {val_fraction}"
+        )));
+    }
+    val.sort_unstable();
+    train.sort_unstable();
+    Ok((train, val))
+}
+
+/// The batches of epoch `epoch` over `indices` of `source`, as lists of sequence indices.
+/// For the windows of a text ([`Source::streams`]) `indices` are all of them in order
+/// (`0..n`): they are batched in that order, window k of every stream in batch k.
+pub fn epoch_order(
+    source: &dyn Source,
+    indices: &[usize],
+    epoch: u64,
+    settings: &BatchSettings,
+) -> Result<Vec<Vec<usize>>> {
+    if settings.batch == 0 || settings.group == 0 {
+        return Err(DataError::Settings("batch and group are at least 1".into()));
+    }
+    if let Some(streams) = source.streams() {
+        // Windows of a text: in order, window k of every stream in batch k.
+        return Ok(indices
+            .chunks(streams)
+            .filter(|c| c.len() == streams)
+            .map(<[usize]>::to_vec)
+            .collect());
+    }
+    let mut order = indices.to_vec();
+    let mut rng = Rng::new(settings.seed.wrapping_add(epoch.wrapping_mul(EPOCH_STRIDE)));
+    if settings.shuffle {
+        shuffle(&mut order, &mut rng);
+    }
+    let lengths = source.lengths();
+    let mut batches = Vec::with_capacity(order.len().div_ceil(settings.batch));
+    for group in order.chunks_mut(settings.batch * settings.group) {
+        if settings.group > 1 {
+            group.sort_by_key(|&i| lengths[i]);
+        }
+        batches.extend(group.chunks(settings.batch).map(<[usize]>::to_vec));
+    }
+    if settings.shuffle {
+        shuffle(&mut batches, &mut rng);
+    }
+    Ok(batches)
+}
+
+/// Batches read by a background thread, a bounded number ahead; an iterator of
+/// `Result<Batch>` that ends after the epoch's last batch or its first error.
+#[derive(Debug)]
+pub struct Batches {
+    /// `None` once dropped (which stops the reader).
+    rx: Option<Receiver<Result<Batch>>>,
+    in_flight: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+    batches: usize,
+}
+
+impl Batches {
+    /// Starts reading epoch `epoch` of `indices` of `source`.
+    pub fn start(
+        source: Arc<dyn Source>,
+        indices: &[usize],
+        epoch: u64,
+        settings: &BatchSettings,
+    ) -> Result<Batches> {
+        let order = epoch_order(source.as_ref(), indices, epoch, settings)?;
+        let mut reader = source.reader()?;
+        let continues = source.streams().is_some();
+        let (tx, rx) = sync_channel(settings.read_ahead);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let batches = order.len();
+        let (counter, stopped) = (in_flight.clone(), stop.clone());
+        let handle = std::thread::Builder::new()
+            .name("tensorfit-data".into())
+            .spawn(move || {
+                for (k, batch) in order.into_iter().enumerate() {
+                    if stopped.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let built = batch
+                        .into_iter()
+                        .map(|i| reader.read(i).map(|e| (i, e)))
+                        .collect::<Result<Vec<_>>>()
+                        .and_then(|examples| {
+                            Batch::assemble(source.dataset(), examples, continues && k > 0)
+                        });
+                    let failed = built.is_err();
+                    if let Ok(b) = &built {
+                        counter.fetch_add(b.bytes(), Ordering::SeqCst);
+                    }
+                    if tx.send(built).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| {
+                DataError::Settings(format!("cannot start the data reader thread: {e}"))
+            })?;
+        Ok(Batches {
+            rx: Some(rx),
+            in_flight,
+            stop,
+            handle: Some(handle),
+            batches,
+        })
+    }
+
+    /// Batches of the epoch.
+    pub fn len(&self) -> usize {
+        self.batches
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batches == 0
+    }
+
+    /// Bytes of the batches built and not yet returned by `next` (at most
+    /// `read_ahead + 1` batches).
+    pub fn bytes_in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        match self.rx.as_ref()?.recv() {
+            Ok(built) => {
+                if let Ok(b) = &built {
+                    self.in_flight.fetch_sub(b.bytes(), Ordering::SeqCst);
+                }
+                Some(built)
+            }
+            Err(_) => {
+                let handle = self.handle.take()?;
+                handle.join().err().map(|_| Err(DataError::ReaderStopped))
+            }
+        }
+    }
+}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        // The reader stops before its next batch, or when its next send fails.
+        self.stop.store(true, Ordering::Relaxed);
+        self.rx = None;
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The `.npy` members of an `.npz`, which is a zip: the end-of-central-directory record
+//! (zip64 where numpy wrote it), then each member's central-directory entry and local
+//! header, which give where its bytes start. Stored members (np.savez) are read in place;
+//! deflated ones (np.savez_compressed) are inflated into memory.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::arrays::{npy_header, Array, Storage};
+use crate::error::{DataError, Place, Result};
+
+const EOCD: u64 = 0x0605_4b50;
+const EOCD64_LOCATOR: u64 = 0x0706_4b50;
+const CENTRAL: u64 = 0x0201_4b50;
+const LOCAL: u64 = 0x0403_4b50;
+
+fn u16_at(b: &[u8], i: usize) -> u64 {
+    u16::from_le_bytes([b[i], b[i + 1]]) as u64
+}
+
+fn u32_at(b: &[u8], i: usize) -> u64 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as u64
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[i..i + 8]);
+    u64::from_le_bytes(w)
+}
+
+fn read_at(path: &Path, file: &mut File, at: u64, n: usize) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; n];
+    file.seek(SeekFrom::Start(at))
+        .map_err(DataError::io(path))?;
+    file.read_exact(&mut buf).map_err(|_| {
+        DataError::format(
+            Place::byte(path, at),
+            "not a valid .npz (zip) file: truncated",
+        )
+    })?;
+    Ok(buf)
+}
+
+/// The arrays of the `.npz` at `path` (`len` bytes), named by member without `.npy`.
+pub(crate) fn npz_arrays(
+    path: &Path,
+    file: &mut File,
+    len: u64,
+) -> Result<BTreeMap<String, Array>> {
+    let bad = |at: u64, m: &str| {
+        DataError::format(
+            Place::byte(path, at),
+            format!("not a valid .npz (zip) file: {m}"),
+        )
+    };
+    // The end record is 22 bytes plus a comment of up to 65535.
+    let tail_len = len.min(22 + 65_535);
+    let tail = read_at(path, file, len - tail_len, tail_len as usize)?;
+    let eocd = (0..tail.len().saturating_sub(21))
+        .rev()
+        .find(|&i| u32_at(&tail, i) == EOCD)
+        .ok_or_else(|| bad(len, "no end-of-central-directory record"))?;
+    let (mut count, mut dir_at) = (u16_at(&tail, eocd + 10), u32_at(&tail, eocd + 16));
+    if (count == 0xFFFF || dir_at == 0xFFFF_FFFF)
+        && eocd >= 20
+        && u32_at(&tail, eocd - 20) == EOCD64_LOCATOR
+    {
+        let record_at = u64_at(&tail, eocd - 20 + 8);
+        let record = read_at(path, file, record_at, 56)?;
+        count = u64_at(&record, 32);
+        dir_at = u64_at(&record, 48);
+    }
+    let mut arrays = BTreeMap::new();
+    let mut at = dir_at;
+    for _ in 0..count {
+        let entry = read_at(path, file, at, 46)?;
+        if u32_at(&entry, 0) != CENTRAL {
+            return Err(bad(at, "broken central directory"));
+        }
+        let method = u16_at(&entry, 10);
+        let (mut packed, mut size, mut local_at) =
+            (u32_at(&entry, 20), u32_at(&entry, 24), u32_at(&entry, 42));
+        let (name_len, extra_len, comment_len) =
+            (u16_at(&entry, 28), u16_at(&entry, 30), u16_at(&entry, 32));
+        let rest = read_at(path, file, at + 46, (name_len + extra_len) as usize)?;
+        let member = String::from_utf8_lossy(&rest[..name_len as usize]).to_string();
+        // Zip64 extra field: the 64-bit values of the fields set to 0xFFFFFFFF, in order.
+        let mut extra = &rest[name_len as usize..];
+        while extra.len() >= 4 {
+            let (tag, n) = (u16_at(extra, 0), u16_at(extra, 2) as usize);
+            let body = &extra[4..(4 + n).min(extra.len())];
+            if tag == 1 {
+                let mut i = 0;
+                for field in [&mut size, &mut packed, &mut local_at] {
+                    if *field == 0xFFFF_FFFF && i + 8 <= body.len() {
+                        *field = u64_at(body, i);
+                        i += 8;
+                    }
+                }
+            }
+            extra = &extra[(4 + n).min(extra.len())..];
+        }
+        at += 46 + name_len + extra_len + comment_len;
+        let Some(name) = member.strip_suffix(".npy") else {
+            continue;
+        };
+        let local = read_at(path, file, local_at, 30)?;
+        if u32_at(&local, 0) != LOCAL {
+            return Err(bad(
+                local_at,
+                &format!("member `{member}` has no local header"),
+            ));
+        }
+        let data_at = local_at + 30 + u16_at(&local, 26) + u16_at(&local, 28);
+        let array = match method {
+            0 => {
+                let (dtype, shape, offset) = npy_header(path, file, data_at, data_at + size, name)?;
+                Array::in_file(path, name, dtype, shape, offset)
+            }
+            8 => inflated(path, file, data_at, packed, size, name)?,
+            m => return Err(bad(local_at, &format!("member `{member}` uses compression method {m}; np.savez and np.savez_compressed write 0 and 8"))),
+        };
+        arrays.insert(name.to_string(), array);
+    }
+    if arrays.is_empty() {
+        return Err(DataError::Empty {
+            path: path.to_path_buf(),
+            what: "no .npy members",
+        });
+    }
+    Ok(arrays)
+}
+
+/// A deflated member, inflated into memory and read as an `.npy`.
+fn inflated(
+    path: &Path,
+    file: &mut File,
+    at: u64,
+    packed: u64,
+    size: u64,
+    name: &str,
+) -> Result<Array> {
+    file.seek(SeekFrom::Start(at))
+        .map_err(DataError::io(path))?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(size as usize).map_err(|_| {
+        DataError::format(Place::byte(path, at), format!("member `{name}` inflates to {size} bytes, more than this process can hold; save it with np.savez (uncompressed) to stream it"))
+    })?;
+    flate2::read::DeflateDecoder::new(file.take(packed))
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            DataError::format(
+                Place::byte(path, at),
+                format!("member `{name}` does not inflate: {e}"),
+            )
+        })?;
+    let mut cursor = std::io::Cursor::new(&bytes);
+    let (dtype, shape, offset) = npy_header(path, &mut cursor, 0, size, name)?;
+    Ok(Array {
+        file: path.to_path_buf(),
+        name: name.to_string(),
+        dtype,
+        shape,
+        storage: Storage::Memory {
+            bytes: Arc::new(bytes),
+            offset: offset as usize,
+        },
+    })
+}

@@ -1,0 +1,3 @@
+//! Helpers shared by this crate's integration tests and its bench.
+
+pub mod generate;

@@ -1,0 +1,33 @@
+//! tensorfit-dist: the communication layer of data-parallel training.
+//!
+//! - [`Communicator`]: rank, size and the host collectives a training step needs
+//!   (all-reduce sum, broadcast, barrier), with [`Solo`] for one process and, with the
+//!   `mpi` feature, MPI ranks through rsmpi whose every collective is bounded in time
+//!   (a rank that dies or hangs ends the run with [`DistError::Timeout`], not a hang);
+//! - [`world`]: the communicator a launch asks for (`mpirun` sets `OMPI_COMM_WORLD_SIZE`),
+//!   refusing a multi-rank launch of a binary built without MPI;
+//! - [`GradientBucket`]: gradients averaged over ranks, identical on every rank;
+//! - [`sync_batch_stats`] / [`sync_backward_sums`]: BatchNorm over the global batch, as
+//!   PyTorch's `SyncBatchNorm`;
+//! - [`nccl`]: whether NCCL can be used here, and its unique id shared over MPI.
+//!
+//! `docs/distributed.md` says how to run it and what is not yet connected.
+
+mod communicator;
+mod error;
+mod gradients;
+mod launch;
+#[cfg(feature = "mpi")]
+#[allow(unsafe_code)]
+mod mpi_comm;
+#[allow(unsafe_code)]
+pub mod nccl;
+mod sync_batch_norm;
+
+pub use communicator::{Communicator, Solo};
+pub use error::DistError;
+pub use gradients::{bucket_bytes, GradientBucket};
+pub use launch::{launcher, world, Launch, DEFAULT_COLLECTIVE_TIMEOUT};
+#[cfg(feature = "mpi")]
+pub use mpi_comm::MpiCommunicator;
+pub use sync_batch_norm::{sync_backward_sums, sync_batch_stats, BatchStats};

@@ -1,0 +1,211 @@
+//! The communicator across real MPI ranks: `mpirun -np 2` and `-np 3` (an uneven split)
+//! run `tensorfit-dist-check`, whose every rank compares its results with what one process
+//! computes (see that program for each scenario). Needs the `mpi` feature and `mpirun`
+//! (Open MPI); without either each test prints why it skips, and fails when
+//! `TENSORFIT_REQUIRE` names `mpi` (as CI does).
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHECK: &str = env!("CARGO_BIN_EXE_tensorfit-dist-check");
+
+/// What a launch printed and how it ended.
+struct Run {
+    ok: bool,
+    output: String,
+    took: Duration,
+}
+
+/// `mpirun` on PATH.
+fn mpirun() -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("mpirun"))
+        .find(|p| p.is_file())
+}
+
+/// Why MPI tests cannot run here, if they cannot.
+fn unavailable() -> Option<&'static str> {
+    if !cfg!(feature = "mpi") {
+        Some("built without the `mpi` feature (cargo test -p tensorfit-dist --features mpi)")
+    } else if mpirun().is_none() {
+        Some("no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)")
+    } else {
+        None
+    }
+}
+
+/// Runs `tensorfit-dist-check args` on `ranks` ranks, killing the launch after `limit`
+/// (a test must never hang); `None` when MPI is unavailable (the skip is printed).
+fn launch(test: &str, ranks: usize, args: &[&str], limit: Duration) -> Option<Run> {
+    if let Some(why) = unavailable() {
+        tensorfit_testing::skip(test, "mpi", why);
+        return None;
+    }
+    let mpirun = mpirun()?;
+    let start = Instant::now();
+    let mut child = Command::new(mpirun)
+        .args(["--oversubscribe", "-np", &ranks.to_string(), CHECK])
+        .args(args)
+        // Open MPI refuses to start as root without these (containers, CI).
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{test}: mpirun did not start: {e}"));
+    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let out = read(child.stdout.take().map(|p| Box::new(p) as _));
+    let err = read(child.stderr.take().map(|p| Box::new(p) as _));
+    let status = loop {
+        let waited = child.try_wait();
+        if let Some(status) = waited.unwrap_or_else(|e| panic!("{test}: waiting for mpirun: {e}")) {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{test}: mpirun -np {ranks} {args:?} still ran after {limit:?}\n{}{}",
+                out.join().unwrap_or_default(),
+                err.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let output = out.join().unwrap_or_default() + &err.join().unwrap_or_default();
+    Some(Run {
+        ok: status.success(),
+        output,
+        took: start.elapsed(),
+    })
+}
+
+/// Runs `scenario` on 2 and on 3 ranks and expects every rank to report success.
+fn every_rank_passes(test: &str, scenario: &str) {
+    for ranks in [2, 3] {
+        let Some(run) = launch(test, ranks, &[scenario], Duration::from_secs(120)) else {
+            return;
+        };
+        assert!(run.ok, "{test} on {ranks} ranks failed:\n{}", run.output);
+        for rank in 0..ranks {
+            let line = format!("rank {rank}/{ranks}: {scenario} ok");
+            assert!(
+                run.output.contains(&line),
+                "{test}: no `{line}` in\n{}",
+                run.output
+            );
+        }
+        println!(
+            "{test}: {ranks} ranks ok in {:.1} s",
+            run.took.as_secs_f64()
+        );
+    }
+}
+
+#[test]
+fn all_reduce_broadcast_and_barrier_agree_on_every_rank() {
+    every_rank_passes("collectives", "collectives");
+}
+
+#[test]
+fn averaged_gradients_are_the_mean_and_identical_on_every_rank() {
+    every_rank_passes("gradients", "gradients");
+}
+
+#[test]
+fn sync_batch_norm_over_shards_equals_batch_norm_over_the_whole_batch() {
+    every_rank_passes("sync-batch-norm", "sync-batch-norm");
+}
+
+#[test]
+fn an_nccl_id_and_its_failure_reach_every_rank() {
+    every_rank_passes("nccl-id", "nccl-id");
+}
+
+/// The bound a lost rank must be detected within: the timeout plus start-up and
+/// shut-down on a loaded 2-core machine.
+const TIMEOUT_S: u64 = 2;
+const BOUND: Duration = Duration::from_secs(30);
+
+#[test]
+fn a_rank_that_stops_responding_ends_the_others_with_a_timeout_error() {
+    let test = "hang";
+    let timeout = TIMEOUT_S.to_string();
+    let args = ["hang", "--collective-timeout", &timeout];
+    let Some(run) = launch(test, 2, &args, BOUND) else {
+        return;
+    };
+    assert!(!run.ok, "{test}: the run succeeded:\n{}", run.output);
+    let want = format!(
+        "rank 0/2: error: all_reduce_sum of 1000 values did not complete within {TIMEOUT_S} s \
+         on rank 0 of 2: another rank stopped responding"
+    );
+    assert!(
+        run.output.contains(&want),
+        "{test}: no `{want}` in\n{}",
+        run.output
+    );
+    println!("{test}: ended in {:.1} s", run.took.as_secs_f64());
+}
+
+#[test]
+fn a_rank_that_exits_mid_run_ends_the_others() {
+    let test = "exit";
+    for ranks in [2, 3] {
+        // A timeout longer than the bound: mpirun itself must end the survivors.
+        let Some(run) = launch(test, ranks, &["exit", "--collective-timeout", "600"], BOUND) else {
+            return;
+        };
+        assert!(!run.ok, "{test}: the run succeeded:\n{}", run.output);
+        assert!(
+            !run.output.contains(": exit ok"),
+            "{test}: a rank reported success:\n{}",
+            run.output
+        );
+        println!(
+            "{test}: {ranks} ranks ended in {:.1} s",
+            run.took.as_secs_f64()
+        );
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn a_build_without_mpi_refuses_to_run_as_one_of_several_ranks() {
+    let out = Command::new(CHECK)
+        .arg("collectives")
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .output()
+        .expect("running tensorfit-dist-check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("this binary was built without MPI: rebuild with `--features mpi`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn one_process_without_a_launcher_is_a_world_of_one() {
+    let out = Command::new(CHECK)
+        .arg("gradients")
+        .env_remove("OMPI_COMM_WORLD_SIZE")
+        .env_remove("PMI_SIZE")
+        .output()
+        .expect("running tensorfit-dist-check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("rank 0/1: gradients ok"), "{stdout}");
+}

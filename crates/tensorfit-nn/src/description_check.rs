@@ -1,0 +1,250 @@
+//! The checks a [`ModelDescription`] must pass before a network is built from it.
+//!
+//! Each error names the field as the description file spells it (`recurrent.hidden`,
+//! `head.layers[2].units`, `loss.classes`), so a file parser can add the line it came from
+//! ([`InvalidDescription::field`]).
+
+use tensorfit_core::Error;
+
+use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription};
+
+/// Largest size accepted for any one dimension: far beyond any real model, small enough
+/// that products of a few of them cannot overflow.
+pub const MAX_DIM: usize = 1 << 24;
+/// Most stacked recurrent layers accepted.
+pub const MAX_LAYERS: usize = 1024;
+/// Most parameters accepted (2^36: 256 GiB of f32, beyond any device).
+pub const MAX_PARAMETERS: u128 = 1 << 36;
+
+/// Why a description cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidDescription {
+    /// A size outside `min..=max`.
+    #[error("`{field}` = {value}: must be between {min} and {max}")]
+    Size {
+        field: String,
+        value: usize,
+        min: usize,
+        max: usize,
+    },
+    /// The whole model is larger than any device.
+    #[error(
+        "the model would have {parameters} parameters; at most {MAX_PARAMETERS} are supported"
+    )]
+    TooManyParameters { parameters: u128 },
+    /// A head layer's name used twice: two layers would share tensor names.
+    #[error("`{field}`: the name `{name}` is used by an earlier head layer")]
+    DuplicateName { field: String, name: String },
+    /// A valid description this build cannot run yet.
+    #[error("`{field}` = {what}: not supported by this build of tensorfit")]
+    Unsupported { field: String, what: &'static str },
+}
+
+impl InvalidDescription {
+    /// The field the error is about, as the description file spells it (`None` for the
+    /// parameter count, which is the whole model's).
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            InvalidDescription::Size { field, .. }
+            | InvalidDescription::DuplicateName { field, .. }
+            | InvalidDescription::Unsupported { field, .. } => Some(field),
+            InvalidDescription::TooManyParameters { .. } => None,
+        }
+    }
+}
+
+impl From<InvalidDescription> for Error {
+    fn from(e: InvalidDescription) -> Error {
+        Error::input(format!("model description: {e}"))
+    }
+}
+
+fn size(field: &str, value: usize, min: usize, max: usize) -> Result<(), InvalidDescription> {
+    if (min..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(InvalidDescription::Size {
+        field: field.to_string(),
+        value,
+        min,
+        max,
+    })
+}
+
+fn unsupported(field: &str, what: &'static str) -> InvalidDescription {
+    InvalidDescription::Unsupported {
+        field: field.to_string(),
+        what,
+    }
+}
+
+impl ModelDescription {
+    /// Checks every size, the head's names and the loss, then the parameter count; the
+    /// error names the field.
+    pub fn validate(&self) -> Result<(), InvalidDescription> {
+        self.supported_by_this_build()?;
+        if let InputSpec::Dense { features } = self.input {
+            size("input.features", features, 1, MAX_DIM)?;
+        }
+        size("recurrent.hidden", self.recurrent.hidden, 1, MAX_DIM)?;
+        size("recurrent.layers", self.recurrent.layers, 1, MAX_LAYERS)?;
+        let mut names: Vec<&str> = Vec::new();
+        for (i, layer) in self.head.layers.iter().enumerate() {
+            match layer.kind {
+                HeadLayerKind::BatchNorm => {}
+                HeadLayerKind::Dense { units, .. } => {
+                    size(&format!("head.layers[{i}].units"), units, 1, MAX_DIM)?
+                }
+            }
+            if names.contains(&layer.name.as_str()) || layer.name == crate::network::OUTPUT {
+                return Err(InvalidDescription::DuplicateName {
+                    field: format!("head.layers[{i}].name"),
+                    name: layer.name.clone(),
+                });
+            }
+            names.push(&layer.name);
+        }
+        match self.loss {
+            // One class would make every loss zero: nothing to learn.
+            LossSpec::SoftmaxCrossEntropy { classes } => size("loss.classes", classes, 2, MAX_DIM)?,
+            LossSpec::MeanSquaredError { outputs } => size("loss.outputs", outputs, 1, MAX_DIM)?,
+        }
+        let parameters = self.parameter_bound();
+        if parameters > MAX_PARAMETERS {
+            return Err(InvalidDescription::TooManyParameters { parameters });
+        }
+        Ok(())
+    }
+
+    /// The one place that refuses what the description can say but this build cannot
+    /// run: remove each arm as its layers are wired into [`crate::network::Network`].
+    fn supported_by_this_build(&self) -> Result<(), InvalidDescription> {
+        if let InputSpec::Tokens { .. } = self.input {
+            return Err(unsupported("input.kind", "\"tokens\""));
+        }
+        if self.recurrent.cell == Cell::Gru {
+            return Err(unsupported("recurrent.cell", "\"gru\""));
+        }
+        if self.head.on == HeadOn::EveryStep {
+            return Err(unsupported("head.on", "\"every_step\""));
+        }
+        if let LossSpec::MeanSquaredError { .. } = self.loss {
+            return Err(unsupported("loss.kind", "\"mse\""));
+        }
+        Ok(())
+    }
+
+    /// An upper bound of the trainable parameters in u128, so an absurd description is
+    /// refused instead of overflowing (exact for the LSTM stack and the dense layers).
+    fn parameter_bound(&self) -> u128 {
+        let input = match self.input {
+            InputSpec::Dense { features } => features,
+            InputSpec::Tokens { vocab, embedding } => vocab + embedding.unwrap_or(0),
+        } as u128;
+        let (h, l) = (self.recurrent.hidden as u128, self.recurrent.layers as u128);
+        let gates = 4;
+        let stack =
+            gates * h * (input + h) + 2 * gates * h + (l - 1) * (gates * h * 2 * h + 2 * gates * h);
+        let mut width = h;
+        let mut head = 0;
+        for layer in &self.head.layers {
+            match layer.kind {
+                HeadLayerKind::BatchNorm => head += 2 * width,
+                HeadLayerKind::Dense { units, .. } => {
+                    head += (width + 1) * units as u128;
+                    width = units as u128;
+                }
+            }
+        }
+        stack + head + (width + 1) * self.loss.outputs() as u128
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(d: &ModelDescription) -> String {
+        d.validate()
+            .unwrap_err()
+            .field()
+            .unwrap_or("(none)")
+            .to_string()
+    }
+
+    #[test]
+    fn the_seed_preset_is_valid() {
+        ModelDescription::seed().validate().unwrap();
+    }
+
+    #[test]
+    fn zero_sizes_are_rejected_naming_the_field() {
+        let mut d = ModelDescription::seed();
+        d.recurrent.hidden = 0;
+        assert_eq!(field_of(&d), "recurrent.hidden");
+        let mut d = ModelDescription::seed();
+        d.input = InputSpec::Dense { features: 0 };
+        assert_eq!(field_of(&d), "input.features");
+        let mut d = ModelDescription::seed();
+        d.head.layers[1].kind = HeadLayerKind::Dense {
+            units: 0,
+            activation: tensorfit_core::Activation::Tanh,
+        };
+        assert_eq!(field_of(&d), "head.layers[1].units");
+        let e = d.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("head.layers[1].units") && e.contains("= 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_loss_with_one_class_does_not_fit_the_head() {
+        let mut d = ModelDescription::seed();
+        d.loss = LossSpec::SoftmaxCrossEntropy { classes: 1 };
+        assert_eq!(field_of(&d), "loss.classes");
+    }
+
+    #[test]
+    fn a_head_name_used_twice_or_taken_by_the_output_is_rejected() {
+        let mut d = ModelDescription::seed();
+        d.head.layers[2].name = "bn1".into();
+        assert_eq!(field_of(&d), "head.layers[2].name");
+        let mut d = ModelDescription::seed();
+        d.head.layers[0].name = "out".into();
+        assert_eq!(field_of(&d), "head.layers[0].name");
+    }
+
+    #[test]
+    fn too_many_parameters_are_refused_before_anything_is_built() {
+        let mut d = ModelDescription::seed();
+        d.recurrent.hidden = MAX_DIM;
+        d.recurrent.layers = 8;
+        let e = d.validate().unwrap_err();
+        assert!(
+            matches!(e, InvalidDescription::TooManyParameters { .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn what_this_build_cannot_run_yet_is_refused_as_unsupported() {
+        let mut d = ModelDescription::seed();
+        d.recurrent.cell = Cell::Gru;
+        assert_eq!(field_of(&d), "recurrent.cell");
+        let mut d = ModelDescription::seed();
+        d.input = InputSpec::Tokens {
+            vocab: 65,
+            embedding: Some(16),
+        };
+        assert_eq!(field_of(&d), "input.kind");
+        let e = d.validate().unwrap_err().to_string();
+        assert!(e.contains("not supported by this build"), "{e}");
+        let mut d = ModelDescription::seed();
+        d.head.on = HeadOn::EveryStep;
+        assert_eq!(field_of(&d), "head.on");
+        let mut d = ModelDescription::seed();
+        d.loss = LossSpec::MeanSquaredError { outputs: 1 };
+        assert_eq!(field_of(&d), "loss.kind");
+    }
+}

@@ -1,0 +1,267 @@
+//! A [`ModelDescription`] as JSON, the form a checkpoint keeps it in: the same tables and
+//! keys as the description file (`input`, `recurrent`, `head`, `loss`).
+
+use serde_json::{json, Map, Value};
+use tensorfit_core::{Activation, Error, Result};
+
+use crate::description::{
+    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
+    RecurrentSpec,
+};
+use crate::seed_shape::SeedShape;
+
+/// Every activation a dense layer may name.
+const ACTIVATIONS: [Activation; 4] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::Tanh,
+    Activation::Sigmoid,
+];
+
+impl Cell {
+    /// The cell as the description file and its JSON spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cell::Lstm => "lstm",
+            Cell::Gru => "gru",
+        }
+    }
+}
+
+/// The activation called `name`, or an error naming `field` and the choices.
+pub fn activation_named(field: &str, name: &str) -> Result<Activation> {
+    ACTIVATIONS
+        .into_iter()
+        .find(|a| a.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = ACTIVATIONS.iter().map(|a| a.name()).collect();
+            Error::input(format!(
+                "`{field}` = \"{name}\": expected one of {}",
+                names.join(", ")
+            ))
+        })
+}
+
+/// The description as JSON text.
+pub fn to_json(d: &ModelDescription) -> String {
+    let input = match d.input {
+        InputSpec::Dense { features } => json!({"kind": "dense", "features": features}),
+        InputSpec::Tokens { vocab, embedding } => {
+            json!({"kind": "tokens", "vocab": vocab, "embedding": embedding})
+        }
+    };
+    let on = match d.head.on {
+        HeadOn::LastStep => "last",
+        HeadOn::EveryStep => "every_step",
+    };
+    let layers: Vec<Value> = d
+        .head
+        .layers
+        .iter()
+        .map(|l| match l.kind {
+            HeadLayerKind::BatchNorm => json!({"kind": "batchnorm", "name": l.name}),
+            HeadLayerKind::Dense { units, activation } => json!({
+                "kind": "dense", "units": units, "activation": activation.name(), "name": l.name,
+            }),
+        })
+        .collect();
+    let loss = match d.loss {
+        LossSpec::SoftmaxCrossEntropy { classes } => {
+            json!({"kind": "cross_entropy", "classes": classes})
+        }
+        LossSpec::MeanSquaredError { outputs } => json!({"kind": "mse", "outputs": outputs}),
+    };
+    json!({
+        "input": input,
+        "recurrent": {"cell": d.recurrent.cell.name(), "hidden": d.recurrent.hidden, "layers": d.recurrent.layers},
+        "head": {"on": on, "layers": layers},
+        "loss": loss,
+    })
+    .to_string()
+}
+
+/// A JSON table and the path of keys that leads to it, for messages.
+struct Table<'a> {
+    path: String,
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Table<'a> {
+    fn of(path: String, v: &'a Value) -> Result<Table<'a>> {
+        let map = v
+            .as_object()
+            .ok_or_else(|| Error::input(format!("`{path}` must be a table")))?;
+        Ok(Table { path, map })
+    }
+
+    fn field(&self, key: &str) -> String {
+        format!("{}.{key}", self.path)
+    }
+
+    fn get(&self, key: &str) -> Result<&'a Value> {
+        self.map
+            .get(key)
+            .ok_or_else(|| Error::input(format!("`{}` is missing", self.field(key))))
+    }
+
+    fn table(&self, key: &str) -> Result<Table<'a>> {
+        Table::of(self.field(key), self.get(key)?)
+    }
+
+    fn size(&self, key: &str) -> Result<usize> {
+        self.get(key)?
+            .as_u64()
+            .and_then(|x| usize::try_from(x).ok())
+            .ok_or_else(|| Error::input(format!("`{}` must be a whole number", self.field(key))))
+    }
+
+    fn text(&self, key: &str) -> Result<&'a str> {
+        self.get(key)?
+            .as_str()
+            .ok_or_else(|| Error::input(format!("`{}` must be a string", self.field(key))))
+    }
+
+    fn unknown(&self, key: &str, value: &str, expected: &str) -> Error {
+        Error::input(format!(
+            "`{}` = \"{value}\": expected {expected}",
+            self.field(key)
+        ))
+    }
+}
+
+/// Parses and validates a description written by [`to_json`]; errors name the key
+/// (`model.head.layers[1].units`).
+pub fn from_json(text: &str) -> Result<ModelDescription> {
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| Error::input(format!("model description: {e}")))?;
+    let top = Table::of("model".into(), &v)?;
+    let t = top.table("input")?;
+    let input = match t.text("kind")? {
+        "dense" => InputSpec::Dense {
+            features: t.size("features")?,
+        },
+        "tokens" => InputSpec::Tokens {
+            vocab: t.size("vocab")?,
+            embedding: match t.get("embedding")? {
+                Value::Null => None,
+                _ => Some(t.size("embedding")?),
+            },
+        },
+        other => return Err(t.unknown("kind", other, "\"dense\" or \"tokens\"")),
+    };
+    let t = top.table("recurrent")?;
+    let cell = t.text("cell")?;
+    let cell = [Cell::Lstm, Cell::Gru]
+        .into_iter()
+        .find(|c| c.name() == cell)
+        .ok_or_else(|| t.unknown("cell", cell, "\"lstm\" or \"gru\""))?;
+    let recurrent = RecurrentSpec {
+        cell,
+        hidden: t.size("hidden")?,
+        layers: t.size("layers")?,
+    };
+    let t = top.table("head")?;
+    let on = match t.text("on")? {
+        "last" => HeadOn::LastStep,
+        "every_step" => HeadOn::EveryStep,
+        other => return Err(t.unknown("on", other, "\"last\" or \"every_step\"")),
+    };
+    let list = t
+        .get("layers")?
+        .as_array()
+        .ok_or_else(|| Error::input(format!("`{}` must be a list", t.field("layers"))))?;
+    let mut layers = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let l = Table::of(format!("{}[{i}]", t.field("layers")), item)?;
+        let kind = match l.text("kind")? {
+            "batchnorm" => HeadLayerKind::BatchNorm,
+            "dense" => HeadLayerKind::Dense {
+                units: l.size("units")?,
+                activation: activation_named(&l.field("activation"), l.text("activation")?)?,
+            },
+            other => return Err(l.unknown("kind", other, "\"batchnorm\" or \"dense\"")),
+        };
+        let name = l.text("name")?.to_string();
+        layers.push(HeadLayer { name, kind });
+    }
+    let t = top.table("loss")?;
+    let loss = match t.text("kind")? {
+        "cross_entropy" => LossSpec::SoftmaxCrossEntropy {
+            classes: t.size("classes")?,
+        },
+        "mse" => LossSpec::MeanSquaredError {
+            outputs: t.size("outputs")?,
+        },
+        other => return Err(t.unknown("kind", other, "\"cross_entropy\" or \"mse\"")),
+    };
+    let d = ModelDescription {
+        input,
+        recurrent,
+        head: HeadSpec { on, layers },
+        loss,
+    };
+    d.validate()?;
+    Ok(d)
+}
+
+/// The description of a format-1 checkpoint's `config`: the seed-shaped classifier's
+/// sizes (`input`, `hidden`, `layers`, `dense`, `classes`, `dense_activation`).
+pub fn from_v1_json(text: &str) -> Result<ModelDescription> {
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| Error::input(format!("model configuration: {e}")))?;
+    let t = Table::of("config".into(), &v)?;
+    let d = SeedShape {
+        features: t.size("input")?,
+        hidden: t.size("hidden")?,
+        layers: t.size("layers")?,
+        dense: t.size("dense")?,
+        classes: t.size("classes")?,
+        activation: activation_named(&t.field("dense_activation"), t.text("dense_activation")?)?,
+    }
+    .description();
+    d.validate()?;
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_description_survives_json_unchanged() {
+        let mut d = SeedShape {
+            activation: Activation::Relu,
+            ..SeedShape::SEED
+        }
+        .description();
+        assert_eq!(from_json(&to_json(&d)).unwrap(), d);
+        d.head.layers.remove(1);
+        assert_eq!(from_json(&to_json(&d)).unwrap(), d);
+    }
+
+    #[test]
+    fn bad_json_is_refused_naming_the_key() {
+        let good = to_json(&ModelDescription::seed());
+        for (from, to, key) in [
+            (
+                "\"units\":100",
+                "\"units\":-1",
+                "model.head.layers[1].units",
+            ),
+            ("\"tanh\"", "\"swish\"", "model.head.layers[1].activation"),
+            ("\"hidden\":250", "\"hidden\":0", "recurrent.hidden"),
+            (
+                "\"cell\":\"lstm\"",
+                "\"cell\":\"rnn\"",
+                "model.recurrent.cell",
+            ),
+            ("\"classes\":6", "\"classes\":1", "loss.classes"),
+        ] {
+            assert!(good.contains(from), "{from} in {good}");
+            let e = from_json(&good.replace(from, to)).unwrap_err().to_string();
+            assert!(e.contains(key), "{from} -> {to}: {e}");
+        }
+        assert!(from_json("{").is_err());
+        assert!(from_json("[]").is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! Model description files: [`ModelDescription::from_toml`] reads the TOML format that
+//! [`crate::description`] documents, [`ModelDescription::to_toml`] writes it back.
+//!
+//! Reading checks the file's shape and values, not whether the model makes sense as a
+//! whole (that is `ModelDescription::validate`'s): every key is known, every value has
+//! its type, sizes are whole numbers of at least 1, `kind`/`cell`/`on`/`activation` name
+//! one of their accepted values, keys fit their kind (`embedding` only with token input,
+//! `classes` only with cross-entropy, ...), and head layer names are distinct. Each
+//! failure is a [`DescriptionError`] naming the file, the line and column, and the key
+//! path (`head.layers[2].units`); no input makes it panic (`tests/fuzz.rs`).
+//!
+//! A `[training]` table is refused with its own message: training settings are
+//! `tensorfit train` flags, not part of the model (a checkpoint carries the model alone).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+
+use tensorfit_core::Activation;
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+mod table;
+mod write;
+
+use table::{line_column, Source, Table};
+
+use crate::description::{
+    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
+    RecurrentSpec,
+};
+
+/// Largest description file read: a description is a few dozen lines.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The spelling of each cell in a file.
+const CELLS: [(&str, Cell); 2] = [("lstm", Cell::Lstm), ("gru", Cell::Gru)];
+/// The spelling of each `head.on`.
+const HEAD_ON: [(&str, HeadOn); 2] = [
+    ("last", HeadOn::LastStep),
+    ("every_step", HeadOn::EveryStep),
+];
+/// Every activation a dense head layer takes, spelt as [`Activation::name`].
+const ACTIVATIONS: [Activation; 4] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::Tanh,
+    Activation::Sigmoid,
+];
+/// Names the network gives its other layers (see [`crate::description`]); a head layer
+/// named so would share their tensors' names.
+const RESERVED_NAMES: [&str; 4] = ["lstm", "gru", "embedding", "out"];
+
+/// A description file that cannot be read, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}:{line}:{column}: {message}")]
+pub struct DescriptionError {
+    /// The file as the caller named it.
+    pub path: String,
+    /// 1-based line and column (in characters) of the offending key or value.
+    pub line: usize,
+    pub column: usize,
+    /// The key path (`head.layers[2].units`); empty for TOML syntax errors.
+    pub key: String,
+    /// What is wrong, starting with the key when there is one.
+    pub message: String,
+}
+
+// Not `From`: a second `From<_> for tensorfit_core::Error` leaves `?` in closures
+// whose error type was inferred from the only one (src/calibrate.rs) ambiguous.
+impl DescriptionError {
+    /// As the libraries' error: [`tensorfit_core::Error::File`], still naming the line,
+    /// column and key.
+    pub fn into_error(self) -> tensorfit_core::Error {
+        tensorfit_core::Error::File {
+            path: self.path,
+            message: format!(
+                "line {}, column {}: {}",
+                self.line, self.column, self.message
+            ),
+        }
+    }
+}
+
+impl ModelDescription {
+    /// Reads a description file (at most 1 MiB of UTF-8 TOML).
+    pub fn load(path: &Path) -> Result<ModelDescription, DescriptionError> {
+        let at_start = |message: String| DescriptionError {
+            path: path.display().to_string(),
+            line: 1,
+            column: 1,
+            key: String::new(),
+            message,
+        };
+        let file = std::fs::File::open(path).map_err(|e| at_start(e.to_string()))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| at_start(e.to_string()))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(at_start(format!(
+                "larger than {MAX_FILE_BYTES} bytes; a model description is a few dozen lines"
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let valid = e
+                .as_bytes()
+                .get(..e.utf8_error().valid_up_to())
+                .unwrap_or(&[]);
+            let (line, column) = line_column(&String::from_utf8_lossy(valid), usize::MAX);
+            DescriptionError {
+                line,
+                column,
+                ..at_start("not UTF-8 text (TOML files are UTF-8)".into())
+            }
+        })?;
+        ModelDescription::from_toml(&text, path)
+    }
+
+    /// Parses `text`, the contents of the description file `path` (used in errors).
+    pub fn from_toml(text: &str, path: &Path) -> Result<ModelDescription, DescriptionError> {
+        let file = Source { text, path };
+        let doc = DeTable::parse(text).map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start);
+            file.error(
+                at,
+                "",
+                format!("not valid TOML: {}", e.message().trim_end()),
+            )
+        })?;
+        let root = Table {
+            file,
+            table: doc.get_ref(),
+            span: doc.span(),
+            path: String::new(),
+        };
+        if let Some((key, _)) = root.table.get_key_value("training") {
+            return Err(file.error(
+                key.span().start,
+                "training",
+                "`[training]` is not part of a model description: give training settings as \
+                 `tensorfit train` flags"
+                    .into(),
+            ));
+        }
+        root.known_keys(&["input", "recurrent", "head", "loss"])?;
+        Ok(ModelDescription {
+            input: input(&root.table_at("input")?)?,
+            recurrent: recurrent(&root.table_at("recurrent")?)?,
+            head: head(&root.table_at("head")?)?,
+            loss: loss(&root.table_at("loss")?)?,
+        })
+    }
+}
+
+fn input(t: &Table) -> Result<InputSpec, DescriptionError> {
+    match t.choice("kind", &[("dense", false), ("tokens", true)])? {
+        false => {
+            t.known_keys(&["kind", "features"])?;
+            Ok(InputSpec::Dense {
+                features: t.size("features")?,
+            })
+        }
+        true => {
+            t.known_keys(&["kind", "vocab", "embedding"])?;
+            Ok(InputSpec::Tokens {
+                vocab: t.size("vocab")?,
+                embedding: t.optional_size("embedding")?,
+            })
+        }
+    }
+}
+
+fn recurrent(t: &Table) -> Result<RecurrentSpec, DescriptionError> {
+    t.known_keys(&["cell", "hidden", "layers"])?;
+    Ok(RecurrentSpec {
+        cell: t.choice("cell", &CELLS)?,
+        hidden: t.size("hidden")?,
+        layers: t.size("layers")?,
+    })
+}
+
+fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
+    t.known_keys(&["on", "layers"])?;
+    let on = t.choice("on", &HEAD_ON)?;
+    let mut layers = Vec::new();
+    // Where each name was first given, for duplicates.
+    let mut named: HashMap<String, (String, usize)> = HashMap::new();
+    let entries = match t.table.get("layers") {
+        None => &[][..],
+        Some(v) => match v.get_ref() {
+            DeValue::Array(a) => a.as_ref(),
+            other => return Err(t.wrong_type("layers", v, "an array of tables", other)),
+        },
+    };
+    for (i, entry) in entries.iter().enumerate() {
+        let path = format!("{}.layers[{i}]", t.path);
+        let DeValue::Table(table) = entry.get_ref() else {
+            return Err(t.file.error(
+                entry.span().start,
+                &path,
+                format!(
+                    "`{path}` must be a table like {{ kind = \"dense\", units = 100 }}, \
+                     not {}",
+                    entry.get_ref().type_str()
+                ),
+            ));
+        };
+        let layer = Table {
+            file: t.file,
+            table,
+            span: entry.span(),
+            path,
+        };
+        let kind = match layer.choice("kind", &[("batchnorm", false), ("dense", true)])? {
+            false => {
+                layer.known_keys(&["kind", "name"])?;
+                HeadLayerKind::BatchNorm
+            }
+            true => {
+                layer.known_keys(&["kind", "units", "activation", "name"])?;
+                let activation = match layer.table.get("activation") {
+                    None => Activation::Identity,
+                    Some(_) => layer.choice("activation", &ACTIVATIONS.map(|a| (a.name(), a)))?,
+                };
+                HeadLayerKind::Dense {
+                    units: layer.size("units")?,
+                    activation,
+                }
+            }
+        };
+        let (name, at) = match layer.table.get("name") {
+            None => (default_head_name(i), layer.span.start),
+            Some(v) => (layer_name(&layer, v)?, v.span().start),
+        };
+        if let Some((other, line)) = named.get(&name) {
+            let key = layer.key("name");
+            let given = if layer.table.contains_key("name") {
+                format!("`{key}` = {name:?}")
+            } else {
+                format!("`{}` is named {name:?} by default, and that", layer.path)
+            };
+            let message = format!("{given} is also the name of `{other}` (line {line})");
+            return Err(t.file.error(at, &key, message));
+        }
+        let line = t.file.line_column(layer.span.start).0;
+        named.insert(name.clone(), (layer.path.clone(), line));
+        layers.push(HeadLayer { name, kind });
+    }
+    Ok(HeadSpec { on, layers })
+}
+
+/// A given head layer name: dot-separated words of ASCII letters, digits and `_` (as
+/// PyTorch module paths are), not the name of a layer outside the head.
+fn layer_name(layer: &Table, v: &Spanned<DeValue>) -> Result<String, DescriptionError> {
+    let key = layer.key("name");
+    let at = v.span().start;
+    let DeValue::String(name) = v.get_ref() else {
+        return Err(layer.wrong_type("name", v, "a string", v.get_ref()));
+    };
+    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !name.split('.').all(word) {
+        return Err(layer.file.error(
+            at,
+            &key,
+            format!(
+                "`{key}` = {name:?}: a name is words of letters, digits and `_` joined by `.` \
+                 (its tensors are `{name}.weight`, ...)"
+            ),
+        ));
+    }
+    if RESERVED_NAMES.contains(&name.as_ref()) {
+        return Err(layer.file.error(
+            at,
+            &key,
+            format!(
+                "`{key}` = {name:?} is the name of another part of the network \
+                 ({} are taken)",
+                RESERVED_NAMES.join(", ")
+            ),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// A head layer's name when none is given: its index, as `nn.Sequential` names it.
+fn default_head_name(index: usize) -> String {
+    format!("head.{index}")
+}
+
+fn loss(t: &Table) -> Result<LossSpec, DescriptionError> {
+    match t.choice("kind", &[("cross_entropy", false), ("mse", true)])? {
+        false => {
+            t.known_keys(&["kind", "classes"])?;
+            Ok(LossSpec::SoftmaxCrossEntropy {
+                classes: t.size("classes")?,
+            })
+        }
+        true => {
+            t.known_keys(&["kind", "outputs"])?;
+            Ok(LossSpec::MeanSquaredError {
+                outputs: t.size("outputs")?,
+            })
+        }
+    }
+}

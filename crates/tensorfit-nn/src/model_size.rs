@@ -1,0 +1,131 @@
+//! What a [`ModelDescription`] comes to: its network, its table of tensors, its parameter
+//! count and its FLOPs.
+
+use std::fmt;
+
+use tensorfit_core::Result;
+
+use crate::description::{HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription};
+use crate::layers::{ParamKind, ParamSpec, Tensors};
+use crate::network::Network;
+
+/// A training step's FLOPs in forward passes: forward, and backward at twice its cost.
+pub const TRAIN_FLOPS_PER_FORWARD: f64 = 3.0;
+
+impl ModelDescription {
+    /// The model as typed layers, after [`ModelDescription::validate`].
+    pub fn network(&self) -> Result<Network> {
+        self.validate()?;
+        Ok(Network::new(self))
+    }
+
+    /// Features per step of the input sequence.
+    pub fn input_features(&self) -> usize {
+        match self.input {
+            InputSpec::Dense { features } => features,
+            InputSpec::Tokens { vocab, .. } => vocab,
+        }
+    }
+
+    /// Every model tensor in the network's fixed order (recurrent layers, the head's
+    /// layers, `out`), with PyTorch's names.
+    pub fn param_specs(&self) -> Result<Vec<ParamSpec>> {
+        Ok(self
+            .network()?
+            .specs()
+            .items()
+            .into_iter()
+            .cloned()
+            .collect())
+    }
+
+    /// Number of trainable parameters.
+    pub fn trainable_parameters(&self) -> Result<usize> {
+        Ok(self
+            .param_specs()?
+            .iter()
+            .filter(|p| p.kind == ParamKind::Trainable)
+            .map(|p| p.shape.numel())
+            .sum())
+    }
+
+    /// Forward FLOPs of the recurrent stack over `steps` steps of `batch` sequences
+    /// ([`crate::layers::Lstm::forward_flops`]; the head is negligible). A training step
+    /// counts [`TRAIN_FLOPS_PER_FORWARD`] times this.
+    pub fn lstm_forward_flops(&self, batch: usize, steps: usize) -> f64 {
+        Network::new(self).lstm.forward_flops(batch, steps)
+    }
+}
+
+/// One line for messages: `dense 152 → 3 × lstm 250 → last step: bn1, dense 100 tanh,
+/// bn2 → cross_entropy 6`.
+impl fmt::Display for ModelDescription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.input {
+            InputSpec::Dense { features } => write!(f, "dense {features}")?,
+            InputSpec::Tokens { vocab, embedding } => {
+                write!(f, "tokens {vocab}")?;
+                if let Some(dim) = embedding {
+                    write!(f, " → embedding {dim}")?;
+                }
+            }
+        }
+        let on = match self.head.on {
+            HeadOn::LastStep => "last step",
+            HeadOn::EveryStep => "every step",
+        };
+        let (r, mut sep) = (self.recurrent, ":");
+        write!(f, " → {} × {} {} → {on}", r.layers, r.cell.name(), r.hidden)?;
+        for layer in &self.head.layers {
+            match layer.kind {
+                HeadLayerKind::BatchNorm => write!(f, "{sep} {}", layer.name)?,
+                HeadLayerKind::Dense { units, activation } => {
+                    write!(f, "{sep} {} {units} {}", layer.name, activation.name())?
+                }
+            }
+            sep = ",";
+        }
+        match self.loss {
+            LossSpec::SoftmaxCrossEntropy { classes } => write!(f, " → cross_entropy {classes}"),
+            LossSpec::MeanSquaredError { outputs } => write!(f, " → mse {outputs}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seed_shape::SeedShape;
+
+    #[test]
+    fn seed_parameter_count_matches_pytorch_layout() {
+        assert_eq!(
+            ModelDescription::seed().trainable_parameters().unwrap(),
+            1_434_406
+        );
+    }
+
+    #[test]
+    fn a_description_prints_as_one_line_naming_every_part() {
+        assert_eq!(
+            ModelDescription::seed().to_string(),
+            "dense 152 → 3 × lstm 250 → last step: bn1, dense 100 tanh, bn2 → cross_entropy 6"
+        );
+    }
+
+    #[test]
+    fn the_seed_preset_is_the_seed_shape() {
+        assert_eq!(ModelDescription::seed(), SeedShape::SEED.description());
+    }
+
+    #[test]
+    fn seed_flops_match_the_reference_figures() {
+        // The seed network's figures: a training step at B=32, T=50 is three forward
+        // passes' worth; inference at B=100, T=200 is one.
+        let s = ModelDescription::seed();
+        assert!(
+            (TRAIN_FLOPS_PER_FORWARD * s.lstm_forward_flops(32, 50) / 1e9 - 13.46).abs() < 0.01
+        );
+        assert!((s.lstm_forward_flops(100, 200) / 1e9 - 56.08).abs() < 0.01);
+    }
+}

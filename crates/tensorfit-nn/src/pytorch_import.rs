@@ -1,0 +1,117 @@
+//! PyTorch weights in: a model's tensors from a `state_dict` saved by
+//! `safetensors.torch.save_file(model.state_dict(), path)`.
+//!
+//! tensorfit names its tensors as PyTorch does (`lstm.weight_ih_l0`, `bn1.running_mean`,
+//! `out.weight`, ...), so a state dict of the same network needs no renaming: each tensor
+//! the model expects is looked up by name and shape. F32 is read as it is; F16, BF16 and
+//! F64 are converted to f32 (rounded to nearest; F64 values beyond f32's range become
+//! infinite). BatchNorm's `num_batches_tracked` counters are ignored: tensorfit's
+//! BatchNorm uses a fixed momentum and never reads them. Anything else that does not fit
+//! (a missing tensor, one the model does not have, a shape or dtype that differs) is
+//! reported all at once, in one error naming every such tensor, so a user fixes the
+//! export in one go.
+//!
+//! The way back needs no code here: a tensorfit checkpoint is a safetensors file with the
+//! same names, plus Adam's moments under `adam.`, which `load_state_dict` is given
+//! without (README, "Describe your model").
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use tensorfit_core::{Error, HostTensor, Result, Shape};
+
+use crate::layers::ParamSpec;
+use crate::params::ParamStore;
+use crate::safetensors_file::SafetensorsFile;
+
+/// The last name segment of PyTorch's BatchNorm step counters, which are not imported.
+pub const IGNORED_SUFFIX: &str = "num_batches_tracked";
+
+/// Reads the tensors `specs` names from the PyTorch state dict at `path`.
+///
+/// Returns every tensor in `specs` as f32 with its spec's shape, or one
+/// [`Error::File`] listing every missing, extra, misshapen and non-float tensor.
+pub fn import_state_dict(specs: &[ParamSpec], path: &Path) -> Result<ParamStore> {
+    let file_error = |message: String| Error::File {
+        path: path.display().to_string(),
+        message,
+    };
+    let bytes = SafetensorsFile::open(path)?.into_bytes()?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| file_error(format!("not a valid safetensors file ({e})")))?;
+    let wanted: BTreeSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let mut problems = Vec::new();
+    let mut extra: Vec<String> = st
+        .names()
+        .into_iter()
+        .filter(|n| !wanted.contains(n) && n.rsplit('.').next() != Some(IGNORED_SUFFIX))
+        .map(|n| format!("`{n}`"))
+        .collect();
+    extra.sort();
+    let mut missing = Vec::new();
+    let mut store = ParamStore::new();
+    for spec in specs {
+        let view = match st.tensor(&spec.name) {
+            Ok(view) => view,
+            Err(_) => {
+                missing.push(format!("`{}` {}", spec.name, spec.shape));
+                continue;
+            }
+        };
+        let shape = Shape::new(view.shape());
+        if shape != spec.shape {
+            problems.push(format!(
+                "`{}` is {shape} in the file, the model needs {}",
+                spec.name, spec.shape
+            ));
+            continue;
+        }
+        match to_f32(&view) {
+            Some(data) => store.insert(&spec.name, HostTensor::new(shape, data)?),
+            None => problems.push(format!(
+                "`{}` has dtype {:?}; F32, F16, BF16 and F64 are read",
+                spec.name,
+                view.dtype()
+            )),
+        }
+    }
+    if !missing.is_empty() {
+        problems.push(format!("missing: {}", missing.join(", ")));
+    }
+    if !extra.is_empty() {
+        problems.push(format!("not in the model: {}", extra.join(", ")));
+    }
+    if problems.is_empty() {
+        Ok(store)
+    } else {
+        Err(file_error(format!(
+            "the state dict does not fit the model:\n  {}",
+            problems.join("\n  ")
+        )))
+    }
+}
+
+/// The tensor's values as f32, for the floating-point dtypes PyTorch saves.
+fn to_f32(view: &TensorView) -> Option<Vec<f32>> {
+    let data = view.data();
+    Some(match view.dtype() {
+        Dtype::F32 => data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        Dtype::F16 => data
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        Dtype::BF16 => data
+            .chunks_exact(2)
+            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        Dtype::F64 => data
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32)
+            .collect(),
+        _ => return None,
+    })
+}
