@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generate the PyTorch reference data for tensorfit's small "seed" network.
+"""Generate the PyTorch reference data for tensorfit's small "seed" network (and, in a
+second file, for a small GRU: see tools/gru_reference.py).
 
 What it produces
 ----------------
@@ -97,6 +98,8 @@ import sys
 import torch
 from torch import nn
 from safetensors.torch import load_file
+
+import gru_reference
 
 # Sizes of the scaled-down seed network.
 F = 10  # input features
@@ -353,6 +356,11 @@ def build_tokens():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=DEFAULT_OUT, help="output safetensors path")
+    ap.add_argument(
+        "--gru-out",
+        default=gru_reference.DEFAULT_OUT,
+        help="output path of the GRU reference (see tools/gru_reference.py)",
+    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)
@@ -393,6 +401,14 @@ def main(argv=None):
     print(f"step2 loss: {losses[1]:.7f}")
     print(f"tensors: {len(record)}")
     print(f"wrote {out} ({os.path.getsize(out)} bytes)")
+
+    # The GRU reference, in its own file (its contents: tools/gru_reference.py).
+    gru_record, gru_metadata = gru_reference.build()
+    gru_out = os.path.normpath(args.gru_out)
+    write_safetensors(gru_out, gru_record, gru_metadata)
+    back = load_file(gru_out)
+    assert all(torch.equal(back[k], v) for k, v in gru_record.items()), gru_out
+    print(f"wrote {gru_out} ({os.path.getsize(gru_out)} bytes)")
     return 0
 
 

@@ -14,6 +14,9 @@ use tensorfit_testing::{Rng, TestRng};
 
 use crate::{reference, Checks, OP_TOL};
 
+#[path = "gru_cases.rs"]
+mod gru_cases;
+
 /// Test tensors drawn from the project's generator.
 pub(crate) trait Tensors {
     fn tensor(&mut self, shape: &[usize], scale: f32) -> HostTensor;
@@ -84,9 +87,11 @@ fn variant(op: &Op) -> usize {
         Op::Copy => 16,
         Op::Embedding => 17,
         Op::EmbeddingBackward { .. } => 18,
+        Op::GruForward { .. } => 19,
+        Op::GruBackward { .. } => 20,
     }
 }
-const VARIANTS: usize = 19;
+const VARIANTS: usize = 21;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -192,6 +197,7 @@ fn cases() -> Vec<Case> {
         ));
     }
     lstm_cases(&mut r, &mut v);
+    gru_cases::gru_cases(&mut r, &mut v);
     batchnorm_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);

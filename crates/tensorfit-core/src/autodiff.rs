@@ -263,6 +263,37 @@ fn vjp(
             };
             Ok(grads.into_vec())
         }
+        Op::GruForward { keep_for_backward } => {
+            if !keep_for_backward {
+                return Err(Error::Graph(format!(
+                    "GRU `{}` was built for inference (keep_for_backward = false) and cannot be differentiated",
+                    node.name
+                )));
+            }
+            let (x, need, out, g) = named!(GruForwardInputs);
+            let inputs = GruBackwardInputs {
+                x: x.x,
+                h0: x.h0,
+                w_ih: x.w_ih,
+                w_hh: x.w_hh,
+                y: out.y,
+                gates: out.gates,
+                hidden: out.hidden,
+                dy: grad_or_zeros(graph, out.y, g.y)?,
+                dh_n: grad_or_zeros(graph, out.h_n, g.h_n)?,
+            };
+            let op = Op::GruBackward { input_grad: need.x };
+            let d = graph.apply(&name("grad"), op, inputs)?;
+            let grads = GruForwardInputs {
+                x: d.dx,
+                h0: Some(d.dh0),
+                w_ih: Some(d.dw_ih),
+                w_hh: Some(d.dw_hh),
+                b_ih: Some(d.db_ih),
+                b_hh: Some(d.db_hh),
+            };
+            Ok(grads.into_vec())
+        }
         Op::Embedding => {
             let (x, _, _, g) = named!(EmbeddingInputs);
             let vocab = graph.shape(x.table).dim(0);
@@ -331,6 +362,7 @@ fn vjp(
         | Op::Fill { .. }
         | Op::ScatterTime { .. }
         | Op::LstmBackward { .. }
+        | Op::GruBackward { .. }
         | Op::EmbeddingBackward { .. }
         | Op::BatchNormBackward { .. }
         | Op::SoftmaxCrossEntropyBackward

@@ -11,14 +11,15 @@
 //! `BackendStorage`; a new op is a compile error here until it has a method, and in every
 //! backend until it implements it.
 //!
-//! Every method gets the op's attributes, the input shapes by name (`s`; the LSTM methods
-//! get the layer's [`LstmDims`] instead), the inputs and the outputs (for update ops: the
+//! Every method gets the op's attributes, the input shapes by name (`s`; the LSTM and GRU
+//! methods get the layer's [`LstmDims`] or [`GruDims`] instead), the inputs and the outputs (for update ops: the
 //! targets, read and overwritten). `dispatch` is generic, not a trait object: the
 //! [`crate::Backend`] trait above it stays object-safe.
 
 use crate::args::*;
 use crate::backend::TensorView;
 use crate::error::{Error, Result};
+use crate::gru::GruDims;
 use crate::op::{Activation, AdamParams, BinaryOp, LstmDims, Op};
 use crate::shape::Shape;
 
@@ -107,6 +108,21 @@ pub trait OpKernels {
         d: LstmDims,
         i: LstmBackwardInputs<Self::In>,
         o: LstmBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn gru_forward(
+        &mut self,
+        d: GruDims,
+        i: GruForwardInputs<Self::In>,
+        o: GruForwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `o.dx` is present when the input gradient is wanted.
+    fn gru_backward(
+        &mut self,
+        d: GruDims,
+        i: GruBackwardInputs<Self::In>,
+        o: GruBackwardOutputs<Self::Out>,
     ) -> Result<()>;
 
     fn embedding(
@@ -282,6 +298,14 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         Op::LstmBackward { .. } => {
             let (s, i, o) = named!(LstmBackwardInputs);
             k.lstm_backward(s.dims(), i, o)
+        }
+        Op::GruForward { .. } => {
+            let (s, i, o) = named!(GruForwardInputs);
+            k.gru_forward(s.dims(), i, o)
+        }
+        Op::GruBackward { .. } => {
+            let (s, i, o) = named!(GruBackwardInputs);
+            k.gru_backward(s.dims(), i, o)
         }
         Op::Embedding => {
             let (s, i, o) = named!(EmbeddingInputs);

@@ -17,6 +17,7 @@ pub mod backend;
 pub mod error;
 pub mod exec;
 pub mod graph;
+pub mod gru;
 pub mod kernels;
 pub mod ledger;
 pub mod lstm_dims;
@@ -32,6 +33,7 @@ pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, MemoryInfo, TensorV
 pub use error::{Error, Result};
 pub use exec::{Executable, Layout, Placement};
 pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
+pub use gru::GruDims;
 pub use kernels::{dispatch, OpCall, OpKernels};
 pub use ledger::{Capacity, Ledger};
 pub use op::{sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op, LSTM_SCRATCH_STEPS};

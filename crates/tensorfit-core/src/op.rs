@@ -15,6 +15,7 @@
 //!   schedule runs an update after every other reader of its targets.
 
 use crate::args::*;
+use crate::gru::GruDims;
 pub use crate::lstm_dims::{LstmDims, LSTM_SCRATCH_STEPS};
 use crate::shape::Shape;
 
@@ -163,6 +164,20 @@ pub enum Op {
     /// the weight gradients over all steps with one GEMM each.
     LstmBackward { input_grad: bool },
 
+    /// A whole GRU layer over a sequence, as PyTorch's `nn.GRU` (gates r, z, n; `b_hn`
+    /// inside the reset product). Inputs `x` `[T, B, I]`, `h0` `[B, H]`, `w_ih` `[3H, I]`,
+    /// `w_hh` `[3H, H]`, `b_ih`, `b_hh` `[3H]`. Outputs `y` `[T, B, H]`, `h_n` `[B, H]`,
+    /// `gates` `[T, B, 3H]` (activated r, z, n) and `hidden` `[T, B, 3H]`
+    /// (`h_{t-1} W_hhᵀ + b_hh`), working space without `keep_for_backward`
+    /// ([`Op::output_is_scratch`]). Equations and kernel structure: [`crate::gru`].
+    GruForward { keep_for_backward: bool },
+
+    /// Gradient of [`Op::GruForward`] (with `keep_for_backward`). Inputs `x`, `h0`, `w_ih`,
+    /// `w_hh`, `y`, `gates`, `hidden`, `dy` `[T, B, H]`, `dh_n` `[B, H]`. Outputs `dgates`,
+    /// `dhidden` `[T, B, 3H]` (gradients at both projections; working space), `dh0`,
+    /// `dw_ih`, `dw_hh`, `db_ih`, `db_hh` (the two biases apart), and, if `input_grad`, `dx`.
+    GruBackward { input_grad: bool },
+
     /// `nn.Embedding`: rows of a table picked by token ids. Inputs `table` `[V, E]`, `ids`
     /// of any shape `[..]` (f32 holding whole numbers, see [`crate::tokens`]; `[T, B]` for a
     /// sequence); output `out` `[.., E]`, `out[n] = table[ids[n]]` for every id `n` in
@@ -225,6 +240,8 @@ impl Op {
             Op::ScatterTime { .. } => "scatter_time",
             Op::LstmForward { .. } => "lstm_forward",
             Op::LstmBackward { .. } => "lstm_backward",
+            Op::GruForward { .. } => "gru_forward",
+            Op::GruBackward { .. } => "gru_backward",
             Op::Embedding => "embedding",
             Op::EmbeddingBackward { .. } => "embedding_backward",
             Op::BatchNorm { .. } => "batchnorm_forward",
@@ -239,15 +256,19 @@ impl Op {
 
     /// True when output `index` is working space whose contents after the op are
     /// unspecified (backends need not agree on them, and nothing may read them): the
-    /// gates of an LSTM forward that keeps nothing for the backward.
+    /// gates of an LSTM forward, and the gates and hidden projections of a GRU forward,
+    /// that keep nothing for the backward.
     pub fn output_is_scratch(&self, index: usize) -> bool {
-        let keeps_nothing = matches!(
-            self,
+        let label = self.output_labels().get(index);
+        match self {
             Op::LstmForward {
-                keep_for_backward: false
-            }
-        );
-        keeps_nothing && self.output_labels().get(index) == Some(&"gates")
+                keep_for_backward: false,
+            } => label == Some(&"gates"),
+            Op::GruForward {
+                keep_for_backward: false,
+            } => matches!(label, Some(&"gates" | &"hidden")),
+            _ => false,
+        }
     }
 
     /// Names of the outputs (targets of update ops) in order, as the op's outputs struct
@@ -264,6 +285,8 @@ impl Op {
             Op::ScatterTime { .. } => ScatterTimeOutputs::<()>::NAMES,
             Op::LstmForward { .. } => LstmForwardOutputs::<()>::NAMES,
             Op::LstmBackward { .. } => LstmBackwardOutputs::<()>::NAMES,
+            Op::GruForward { .. } => GruForwardOutputs::<()>::NAMES,
+            Op::GruBackward { .. } => GruBackwardOutputs::<()>::NAMES,
             Op::Embedding => EmbeddingOutputs::<()>::NAMES,
             Op::EmbeddingBackward { .. } => EmbeddingBackwardOutputs::<()>::NAMES,
             Op::BatchNorm { .. } => BatchNormOutputs::<()>::NAMES,
@@ -403,6 +426,8 @@ impl Op {
                 };
                 Ok(outputs.into_vec())
             }
+            Op::GruForward { .. } => GruDims::forward_shapes(named(list)?),
+            &Op::GruBackward { input_grad } => GruDims::backward_shapes(named(list)?, input_grad),
             Op::Embedding => {
                 let EmbeddingInputs { table, ids } = named(list)?;
                 rank(table, 2, "table")?;

@@ -21,8 +21,9 @@
 use std::collections::HashMap;
 
 use tensorfit_core::args::{
-    ActivationInputs, BatchNormInputs, BinaryInputs, EmbeddingInputs, LstmForwardInputs,
-    LstmForwardOutputs, MatMulInputs, MeanVar, SliceTimeInputs, SoftmaxCrossEntropyInputs,
+    ActivationInputs, BatchNormInputs, BinaryInputs, EmbeddingInputs, GruForwardInputs,
+    GruForwardOutputs, LstmForwardInputs, LstmForwardOutputs, MatMulInputs, MeanVar,
+    SliceTimeInputs, SoftmaxCrossEntropyInputs,
 };
 use tensorfit_core::{backward, Activation, BinaryOp, Executable, Graph, Op, Shape, TensorId};
 use tensorfit_cpu::CpuBackend;
@@ -342,6 +343,44 @@ fn lstm_last_step_through_slice_time() {
         .graph
         .apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x: out.y });
     c.outputs.push(last.unwrap().out);
+    c.run(&mut rng);
+}
+
+/// A GRU layer with T=3, B=2, I=3, H=4; returns the case and its forward outputs.
+fn gru_case(rng: &mut Rng, x_grad: bool) -> (Case, GruForwardOutputs<TensorId>) {
+    let (t, b, i, h) = (3, 2, 3, 4);
+    let mut c = Case::new("gru");
+    let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), x_grad);
+    let inputs = GruForwardInputs {
+        x,
+        h0: c.random("h0", &[b, h], rng),
+        w_ih: c.random("w_ih", &[3 * h, i], rng),
+        w_hh: c.random("w_hh", &[3 * h, h], rng),
+        b_ih: c.random("b_ih", &[3 * h], rng),
+        b_hh: c.random("b_hh", &[3 * h], rng),
+    };
+    let op = Op::GruForward {
+        keep_for_backward: true,
+    };
+    let outs = c.graph.apply("gru", op, inputs).unwrap();
+    (c, outs)
+}
+
+#[test]
+fn gru_forward_all_inputs_both_outputs_and_both_biases_apart() {
+    let mut rng = Rng::new(16);
+    let (mut c, out) = gru_case(&mut rng, true);
+    c.outputs.extend([out.y, out.h_n]);
+    c.run(&mut rng);
+}
+
+#[test]
+fn gru_forward_without_input_gradient_and_only_the_final_state() {
+    // x is not differentiated (GruBackward { input_grad: false }) and only h_n is seeded,
+    // so y's gradient is Fill zeros.
+    let mut rng = Rng::new(17);
+    let (mut c, out) = gru_case(&mut rng, false);
+    c.outputs.push(out.h_n);
     c.run(&mut rng);
 }
 

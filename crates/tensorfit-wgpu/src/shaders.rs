@@ -13,6 +13,7 @@ pub(crate) enum Shader {
     Gemm,
     Elementwise,
     Lstm,
+    Gru,
     Batchnorm,
     Softmax,
     Adam,
@@ -21,10 +22,11 @@ pub(crate) enum Shader {
 
 impl Shader {
     #[cfg(test)]
-    pub const ALL: [Shader; 7] = [
+    pub const ALL: [Shader; 8] = [
         Shader::Gemm,
         Shader::Elementwise,
         Shader::Lstm,
+        Shader::Gru,
         Shader::Batchnorm,
         Shader::Softmax,
         Shader::Adam,
@@ -36,6 +38,7 @@ impl Shader {
             Shader::Gemm => "gemm.wgsl",
             Shader::Elementwise => "elementwise.wgsl",
             Shader::Lstm => "lstm.wgsl",
+            Shader::Gru => "gru.wgsl",
             Shader::Batchnorm => "batchnorm.wgsl",
             Shader::Softmax => "softmax.wgsl",
             Shader::Adam => "adam.wgsl",
@@ -57,6 +60,10 @@ impl Shader {
             Shader::Lstm => concat!(
                 include_str!("shaders/common.wgsl"),
                 include_str!("shaders/lstm.wgsl")
+            ),
+            Shader::Gru => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/gru.wgsl")
             ),
             Shader::Batchnorm => concat!(
                 include_str!("shaders/common.wgsl"),
@@ -124,6 +131,8 @@ kernels! {
     COPY = Elementwise::"copy", 2, WG;
     LSTM_FORWARD_CELL = Lstm::"lstm_forward_cell", 6, WG;
     LSTM_BACKWARD_CELL = Lstm::"lstm_backward_cell", 7, WG;
+    GRU_FORWARD_CELL = Gru::"gru_forward_cell", 6, WG;
+    GRU_BACKWARD_CELL = Gru::"gru_backward_cell", 7, WG;
     BATCHNORM_FORWARD_VAR = Batchnorm::"batchnorm_forward_var", 3, COLUMN_WG;
     BATCHNORM_FORWARD = Batchnorm::"batchnorm_forward", 6, WG;
     BATCHNORM_BACKWARD_SUMS = Batchnorm::"batchnorm_backward_sums", 6, COLUMN_WG;

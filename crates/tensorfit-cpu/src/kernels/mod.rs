@@ -15,6 +15,7 @@ pub mod fastmath;
 pub mod gather;
 pub mod gemm;
 pub mod gemm_fast;
+pub mod gru;
 pub mod lstm;
 pub mod softmax;
 
@@ -22,7 +23,9 @@ use std::marker::PhantomData;
 
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
-use tensorfit_core::{Activation, AdamParams, BinaryOp, LstmDims, OpKernels, Result, Shape};
+use tensorfit_core::{
+    Activation, AdamParams, BinaryOp, GruDims, LstmDims, OpKernels, Result, Shape,
+};
 
 use crate::backend_error;
 
@@ -150,6 +153,24 @@ impl<'a> OpKernels for HostKernels<'a> {
         o: LstmBackwardOutputs<Self::Out>,
     ) -> Result<()> {
         lstm::lstm_backward(d, &i, o)
+    }
+
+    fn gru_forward(
+        &mut self,
+        d: GruDims,
+        i: GruForwardInputs<Self::In>,
+        o: GruForwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        gru::gru_forward(d, &i, o)
+    }
+
+    fn gru_backward(
+        &mut self,
+        d: GruDims,
+        i: GruBackwardInputs<Self::In>,
+        o: GruBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        gru::gru_backward(d, &i, o)
     }
 
     fn embedding(

@@ -1,4 +1,4 @@
-//! The kernels of the CUDA backend: CUDA C sources under this folder (`lstm.cu`,
+//! The kernels of the CUDA backend: CUDA C sources under this folder (`lstm.cu`, `gru.cu`,
 //! `elementwise.cu`, `batchnorm.cu`, `softmax.cu`, `adam.cu`), and one Rust file per op
 //! family with a launcher per [`tensorfit_core::Op`], named as `Op::name` names it in every
 //! backend (`lstm_forward` in `lstm.rs` here, in the CPU's `kernels/lstm/mod.rs` and in wgpu's
@@ -19,6 +19,7 @@ pub mod batchnorm;
 pub mod elementwise;
 pub mod gather;
 pub mod gemm;
+pub mod gru;
 pub mod lstm;
 pub mod softmax;
 
@@ -28,7 +29,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::tokens::Table;
-use tensorfit_core::{Activation, AdamParams, BinaryOp, Error, LstmDims, OpKernels, Result, Shape};
+use tensorfit_core::{
+    Activation, AdamParams, BinaryOp, Error, GruDims, LstmDims, OpKernels, Result, Shape,
+};
 
 use crate::backend_error;
 use crate::blas::Blas;
@@ -62,6 +65,8 @@ pub const ACTIVATION_BACKWARD: &str = "activation_backward";
 pub const SUM_TO_SHAPE: &str = "sum_to_shape";
 pub const LSTM_FORWARD_CELL: &str = "lstm_forward_cell";
 pub const LSTM_BACKWARD_CELL: &str = "lstm_backward_cell";
+pub const GRU_FORWARD_CELL: &str = "gru_forward_cell";
+pub const GRU_BACKWARD_CELL: &str = "gru_backward_cell";
 pub const BATCHNORM_FORWARD_STATS: &str = "batchnorm_forward_stats";
 pub const BATCHNORM_FORWARD_APPLY: &str = "batchnorm_forward_apply";
 pub const BATCHNORM_BACKWARD: &str = "batchnorm_backward";
@@ -73,7 +78,7 @@ pub const GATHER: &str = "gather";
 pub const SCATTER_ADD: &str = "scatter_add";
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 6] = [
+pub const SOURCES: [KernelSource; 7] = [
     KernelSource {
         file: "elementwise.cu",
         code: include_str!("elementwise.cu"),
@@ -88,6 +93,11 @@ pub const SOURCES: [KernelSource; 6] = [
         file: "lstm.cu",
         code: include_str!("lstm.cu"),
         kernels: &[LSTM_FORWARD_CELL, LSTM_BACKWARD_CELL],
+    },
+    KernelSource {
+        file: "gru.cu",
+        code: include_str!("gru.cu"),
+        kernels: &[GRU_FORWARD_CELL, GRU_BACKWARD_CELL],
     },
     KernelSource {
         file: "batchnorm.cu",
@@ -441,6 +451,24 @@ impl<'g> OpKernels for Gpu<'g> {
         o: LstmBackwardOutputs<DevPtr>,
     ) -> Result<()> {
         lstm::lstm_backward(self, d, &i, &o)
+    }
+
+    fn gru_forward(
+        &mut self,
+        d: GruDims,
+        i: GruForwardInputs<DevPtr>,
+        o: GruForwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        gru::gru_forward(self, d, &i, &o)
+    }
+
+    fn gru_backward(
+        &mut self,
+        d: GruDims,
+        i: GruBackwardInputs<DevPtr>,
+        o: GruBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        gru::gru_backward(self, d, &i, &o)
     }
 
     fn embedding(

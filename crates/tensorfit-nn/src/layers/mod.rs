@@ -14,6 +14,7 @@
 pub mod batchnorm;
 pub mod dense;
 pub mod embedding;
+pub mod gru;
 pub mod head;
 pub mod lstm;
 
@@ -22,6 +23,7 @@ use tensorfit_core::{Graph, Shape, TensorId};
 pub use batchnorm::{BatchNorm, BatchNormTensors, BatchStats};
 pub use dense::{Dense, LinearTensors, OutputLayer};
 pub use embedding::{Embedding, EmbeddingTensors};
+pub use gru::{Gru, GruStack, GruWeights};
 pub use head::{HeadPart, HeadPartTensors};
 pub use lstm::{Lstm, LstmGrads, LstmInput, LstmWeights, StatePart, StateSlot};
 

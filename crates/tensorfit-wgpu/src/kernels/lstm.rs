@@ -35,8 +35,8 @@ type ForwardOutputs = args::LstmForwardOutputs<Region>;
 type BackwardInputs = args::LstmBackwardInputs<Region>;
 type BackwardOutputs = args::LstmBackwardOutputs<Region>;
 
-/// Checks every region against the length the layer needs.
-fn check_lengths(kernel: &str, expected: args::Expected<'_, Region>) -> Result<()> {
+/// Checks every region against the length the layer needs (the GRU's too).
+pub(crate) fn check_lengths(kernel: &str, expected: args::Expected<'_, Region>) -> Result<()> {
     for (what, r, want) in expected {
         check_len(kernel, what, *r, want)?;
     }

@@ -13,14 +13,15 @@ pub(crate) mod batchnorm;
 pub(crate) mod elementwise;
 pub(crate) mod gather;
 pub(crate) mod gemm;
+pub(crate) mod gru;
 pub(crate) mod lstm;
 pub(crate) mod softmax;
 
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::{
-    dispatch, Activation, AdamParams, BinaryOp, LstmDims, OpCall, OpKernels, Result, Shape,
-    TensorView,
+    dispatch, Activation, AdamParams, BinaryOp, GruDims, LstmDims, OpCall, OpKernels, Result,
+    Shape, TensorView,
 };
 
 use crate::backend_error;
@@ -200,6 +201,24 @@ impl OpKernels for Launches {
         o: LstmBackwardOutputs<Region>,
     ) -> Result<()> {
         lstm::lstm_backward(self, d, &i, &o)
+    }
+
+    fn gru_forward(
+        &mut self,
+        d: GruDims,
+        i: GruForwardInputs<Region>,
+        o: GruForwardOutputs<Region>,
+    ) -> Result<()> {
+        gru::gru_forward(self, d, &i, &o)
+    }
+
+    fn gru_backward(
+        &mut self,
+        d: GruDims,
+        i: GruBackwardInputs<Region>,
+        o: GruBackwardOutputs<Region>,
+    ) -> Result<()> {
+        gru::gru_backward(self, d, &i, &o)
     }
 
     fn embedding(

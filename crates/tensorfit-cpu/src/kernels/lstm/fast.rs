@@ -118,9 +118,9 @@ fn project_ahead(rows: usize, steps: usize) -> usize {
 }
 
 /// Batch rows per thread: the time loop runs on every thread at once, each over its own
-/// rows for all steps (rows of an LSTM never exchange data), so there is no barrier per
-/// step. One part when the layer is too small to be worth splitting.
-fn rows_per_part(batch: usize, hidden: usize) -> usize {
+/// rows for all steps (rows of an LSTM or GRU never exchange data), so there is no
+/// barrier per step. One part when the layer is too small to be worth splitting.
+pub(crate) fn rows_per_part(batch: usize, hidden: usize) -> usize {
     let threads = rayon::current_num_threads().max(1);
     if batch * 4 * hidden < PARALLEL_MIN_ELEMENTS {
         batch.max(1)
@@ -131,7 +131,7 @@ fn rows_per_part(batch: usize, hidden: usize) -> usize {
 
 /// `buf` `[T, B, width]` split into parts of `rows` batch rows: `out[p][t]` is part
 /// `p`'s rows of step `t`.
-fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<&mut [f32]>> {
+pub(crate) fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<&mut [f32]>> {
     let parts = step.div_ceil(part.max(1));
     let mut out: Vec<Vec<&mut [f32]>> = (0..parts).map(|_| Vec::new()).collect();
     for step_slice in buf.chunks_mut(step.max(1)) {

@@ -39,7 +39,7 @@ use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
-mod fast;
+pub(crate) mod fast;
 
 /// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).
 pub type LstmForwardInputs<'a> = args::LstmForwardInputs<&'a [f32]>;
@@ -50,8 +50,9 @@ pub type LstmBackwardInputs<'a> = args::LstmBackwardInputs<&'a [f32]>;
 /// The outputs of [`lstm_backward`] (see [`args::LstmBackwardOutputs`]).
 pub type LstmBackwardOutputs<'a> = args::LstmBackwardOutputs<&'a mut [f32]>;
 
-/// Checks every input and output slice against the length the layer needs.
-fn check_lengths(
+/// Checks every input and output slice against the length the layer needs (the GRU's
+/// too).
+pub(crate) fn check_lengths(
     kernel: &str,
     inputs: args::Expected<'_, &[f32]>,
     outputs: args::Expected<'_, &mut [f32]>,

@@ -1,0 +1,218 @@
+//! The sizes of a GRU layer ([`GruDims`]), the shapes and lengths of the GRU ops'
+//! tensors, which every backend's kernels check and read their offsets from.
+//!
+//! [`Op::GruForward`](crate::Op::GruForward) is PyTorch's `nn.GRU` layer:
+//! `r = σ(x W_irᵀ + b_ir + h W_hrᵀ + b_hr)`, `z = σ(x W_izᵀ + b_iz + h W_hzᵀ + b_hz)`,
+//! `n = tanh(x W_inᵀ + b_in + r ∘ (h W_hnᵀ + b_hn))`, `h_t = (1 − z) ∘ n + z ∘ h_{t-1}`.
+//! Kernels compute the input projection of all steps as one GEMM into `gates`, then per
+//! step one GEMM `h_{t-1} W_hhᵀ` into `hidden[t]` and one fused pass. `hidden` keeps the
+//! recurrent projections because the backward needs their n block (`b_hn` sits inside
+//! the reset product). [`Op::GruBackward`](crate::Op::GruBackward) steps backwards with
+//! one fused pass and one GEMM per step; its `dgates` and `dhidden` (the gradients at
+//! `x W_ihᵀ + b_ih` and at `h W_hhᵀ + b_hh`) differ only in the n block, by the factor r,
+//! and give the weight gradients with one GEMM each over all steps.
+
+use crate::args::{
+    Args, Expected, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs, GruForwardOutputs,
+};
+use crate::op::same;
+use crate::shape::Shape;
+
+/// Sizes of a GRU layer read off its inputs `x, h0, w_ih, w_hh, ...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GruDims {
+    pub steps: usize,
+    pub batch: usize,
+    pub input: usize,
+    pub hidden: usize,
+}
+
+impl GruDims {
+    /// [`Op::GruForward`](crate::Op::GruForward)'s output shapes, its inputs checked.
+    pub(crate) fn forward_shapes(i: GruForwardInputs<&Shape>) -> Result<Vec<Shape>, String> {
+        let l = GruDims::checked(i.x, i.h0, i.w_ih, i.w_hh)?;
+        let gates = Shape::from([l.gate_width()]);
+        same(i.b_ih, &gates, "b_ih")?;
+        same(i.b_hh, &gates, "b_hh")?;
+        let outputs = GruForwardOutputs {
+            y: l.seq(l.hidden),
+            h_n: l.state(),
+            gates: l.seq(l.gate_width()),
+            hidden: l.seq(l.gate_width()),
+        };
+        Ok(outputs.into_vec())
+    }
+
+    /// [`Op::GruBackward`](crate::Op::GruBackward)'s output shapes, its inputs checked.
+    pub(crate) fn backward_shapes(
+        i: GruBackwardInputs<&Shape>,
+        input_grad: bool,
+    ) -> Result<Vec<Shape>, String> {
+        let l = GruDims::checked(i.x, i.h0, i.w_ih, i.w_hh)?;
+        let g = l.gate_width();
+        same(i.y, &l.seq(l.hidden), "y")?;
+        same(i.gates, &l.seq(g), "gates")?;
+        same(i.hidden, &l.seq(g), "hidden")?;
+        same(i.dy, &l.seq(l.hidden), "dy")?;
+        same(i.dh_n, &l.state(), "dh_n")?;
+        let outputs = GruBackwardOutputs {
+            dgates: l.seq(g),
+            dhidden: l.seq(g),
+            dh0: l.state(),
+            dw_ih: Shape::from([g, l.input]),
+            dw_hh: Shape::from([g, l.hidden]),
+            db_ih: Shape::from([g]),
+            db_hh: Shape::from([g]),
+            dx: input_grad.then(|| l.seq(l.input)),
+        };
+        Ok(outputs.into_vec())
+    }
+
+    /// Reads and checks the dimensions from a layer's `x`, `h0`, `w_ih`, `w_hh`.
+    pub fn checked(x: &Shape, h0: &Shape, w_ih: &Shape, w_hh: &Shape) -> Result<Self, String> {
+        if x.rank() != 3 {
+            return Err(format!("x must be [T, B, I], got {x}"));
+        }
+        if w_hh.rank() != 2 || w_hh.dim(0) != 3 * w_hh.dim(1) {
+            return Err(format!("w_hh must be [3H, H], got {w_hh}"));
+        }
+        let d = GruDims::of(x, w_hh);
+        same(h0, &d.state(), "h0")?;
+        same(w_ih, &Shape::from([d.gate_width(), d.input]), "w_ih")?;
+        Ok(d)
+    }
+
+    /// The dimensions of `x` `[T, B, I]` and `w_hh` `[3H, H]`, unchecked (for shapes
+    /// [`GruDims::checked`] has accepted).
+    pub fn of(x: &Shape, w_hh: &Shape) -> Self {
+        GruDims {
+            steps: x.dim(0),
+            batch: x.dim(1),
+            input: x.dim(2),
+            hidden: w_hh.dim(1),
+        }
+    }
+
+    /// `[T, B, width]`.
+    pub fn seq(&self, width: usize) -> Shape {
+        Shape::from([self.steps, self.batch, width])
+    }
+
+    /// `[B, H]`.
+    pub fn state(&self) -> Shape {
+        Shape::from([self.batch, self.hidden])
+    }
+
+    /// Rows of the whole sequence, `T·B`.
+    pub fn rows(&self) -> usize {
+        self.steps * self.batch
+    }
+
+    /// Width of one row of gates, `3H` (r, z, n).
+    pub fn gate_width(&self) -> usize {
+        3 * self.hidden
+    }
+
+    /// Elements of one step's state, `B·H`.
+    pub fn step_state(&self) -> usize {
+        self.batch * self.hidden
+    }
+
+    /// Elements of one step's gates, `B·3H`.
+    pub fn step_gates(&self) -> usize {
+        self.batch * self.gate_width()
+    }
+
+    /// Whether nothing flows through the layer (no steps, or no units): the final state
+    /// is the initial one and the weights get no gradient.
+    pub fn is_empty(&self) -> bool {
+        self.steps == 0 || self.step_state() == 0
+    }
+}
+
+impl GruForwardInputs<&Shape> {
+    /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
+    pub fn dims(&self) -> GruDims {
+        GruDims::of(self.x, self.w_hh)
+    }
+}
+
+impl GruBackwardInputs<&Shape> {
+    /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
+    pub fn dims(&self) -> GruDims {
+        GruDims::of(self.x, self.w_hh)
+    }
+}
+
+impl<T> GruForwardInputs<T> {
+    pub fn expected(&self, d: GruDims) -> Expected<'_, T> {
+        let g = d.gate_width();
+        vec![
+            ("x", &self.x, d.rows() * d.input),
+            ("h0", &self.h0, d.step_state()),
+            ("w_ih", &self.w_ih, g * d.input),
+            ("w_hh", &self.w_hh, g * d.hidden),
+            ("b_ih", &self.b_ih, g),
+            ("b_hh", &self.b_hh, g),
+        ]
+    }
+}
+
+impl<T> GruForwardOutputs<T> {
+    pub fn expected(&self, d: GruDims) -> Expected<'_, T> {
+        let rows = d.rows();
+        vec![
+            ("y", &self.y, rows * d.hidden),
+            ("h_n", &self.h_n, d.step_state()),
+            ("gates", &self.gates, rows * d.gate_width()),
+            ("hidden", &self.hidden, rows * d.gate_width()),
+        ]
+    }
+}
+
+impl<T> GruBackwardInputs<T> {
+    pub fn expected(&self, d: GruDims) -> Expected<'_, T> {
+        let (rows, g) = (d.rows(), d.gate_width());
+        vec![
+            ("x", &self.x, rows * d.input),
+            ("h0", &self.h0, d.step_state()),
+            ("w_ih", &self.w_ih, g * d.input),
+            ("w_hh", &self.w_hh, g * d.hidden),
+            ("y", &self.y, rows * d.hidden),
+            ("gates", &self.gates, rows * g),
+            ("hidden", &self.hidden, rows * g),
+            ("dy", &self.dy, rows * d.hidden),
+            ("dh_n", &self.dh_n, d.step_state()),
+        ]
+    }
+}
+
+impl<T> GruBackwardOutputs<T> {
+    pub fn expected(&self, d: GruDims) -> Expected<'_, T> {
+        let (rows, g) = (d.rows(), d.gate_width());
+        let mut e = vec![
+            ("dgates", &self.dgates, rows * g),
+            ("dhidden", &self.dhidden, rows * g),
+            ("dh0", &self.dh0, d.step_state()),
+            ("dw_ih", &self.dw_ih, g * d.input),
+            ("dw_hh", &self.dw_hh, g * d.hidden),
+            ("db_ih", &self.db_ih, g),
+            ("db_hh", &self.db_hh, g),
+        ];
+        e.extend(self.dx.as_ref().map(|dx| ("dx", dx, rows * d.input)));
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Op;
+
+    #[test]
+    fn the_gates_and_hidden_projections_of_a_gru_that_keeps_nothing_are_scratch() {
+        let forward = |keep_for_backward| Op::GruForward { keep_for_backward };
+        assert!(forward(false).output_is_scratch(2) && forward(false).output_is_scratch(3));
+        assert!(!forward(false).output_is_scratch(0) && !forward(false).output_is_scratch(1));
+        assert!((0..4).all(|k| !forward(true).output_is_scratch(k)));
+    }
+}

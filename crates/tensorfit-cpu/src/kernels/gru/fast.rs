@@ -1,0 +1,132 @@
+//! The AVX-512 fast path of the GRU kernels, beside the reference in `mod.rs` (which it
+//! is tested against, in `tests.rs`) and chosen by `gru::gru_forward`/`gru_backward` when
+//! the CPU has AVX-512 (`gemm_fast::simd`).
+//!
+//! It computes what the reference computes, with the same structure, and the schedule of
+//! the LSTM's fast path (`lstm/fast.rs`):
+//! - the input projection of all steps is one GEMM with the packed micro-kernels of
+//!   `gemm_fast/`, split across threads by rows;
+//! - the time loop runs on every thread at once, each over its own batch rows for all
+//!   steps (rows of a GRU never exchange data), so there is no barrier per step: per
+//!   step one serial packed GEMM (`w_hhᵀ` forward, `w_hh` backward, packed once per call)
+//!   and one fused pass, compiled for AVX-512 inside `gemm_fast::vectorize` with fused
+//!   multiply-adds.
+//!
+//! Nothing is allocated inside the time loops.
+
+use rayon::prelude::*;
+use tensorfit_core::GruDims;
+
+use super::{
+    cell_backward, cell_forward, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs,
+    GruForwardOutputs, StepSaved,
+};
+use crate::kernels::fastmath::Fused;
+use crate::kernels::gemm_fast::{
+    gemm_packed, gemm_packed_serial, vectorize, MatRef, PackedB, Token,
+};
+use crate::kernels::lstm::fast::{rows_per_part, split_steps};
+
+/// The forward pass, for a layer that is not empty (the lengths have been checked by
+/// `gru::forward_on`).
+pub(super) fn forward(
+    token: Token,
+    d: GruDims,
+    inp: &GruForwardInputs<'_>,
+    out: &mut GruForwardOutputs<'_>,
+) {
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
+
+    // 1. The input projection of every step, with b_ih.
+    let w_ih_t = PackedB::new(MatRef::row_major(inp.w_ih, h3, input).t());
+    let x = MatRef::row_major(inp.x, d.rows(), input);
+    gemm_packed(token, x, &w_ih_t, 0.0, Some(inp.b_ih), out.gates);
+
+    // 2. The recurrence, each thread over its own batch rows for the whole sequence.
+    let w_hh_t = PackedB::new(MatRef::row_major(inp.w_hh, h3, hidden).t());
+    let part = rows_per_part(batch, hidden);
+    let gate_parts = split_steps(out.gates, step_g, part * h3);
+    let hidden_parts = split_steps(out.hidden, step_g, part * h3);
+    let y_parts = split_steps(out.y, step_h, part * hidden);
+    let work: Vec<_> = gate_parts
+        .into_iter()
+        .zip(hidden_parts)
+        .zip(y_parts)
+        .enumerate()
+        .collect();
+    work.into_par_iter()
+        .for_each(|(p, ((mut g, mut hh), mut ys))| {
+            let rows = p * part * hidden..p * part * hidden + ys[0].len();
+            let h0 = &inp.h0[rows];
+            let m = h0.len() / hidden;
+            vectorize(
+                Some(token),
+                #[inline(always)]
+                || {
+                    for t in 0..steps {
+                        let (y_before, y_from_t) = ys.split_at_mut(t);
+                        let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
+                        // hidden[t] = h_{t-1} · w_hhᵀ + b_hh
+                        let a = MatRef::row_major(h_prev, m, hidden);
+                        gemm_packed_serial(token, a, &w_hh_t, 0.0, Some(inp.b_hh), hh[t]);
+                        cell_forward::<Fused>(g[t], hh[t], h_prev, y_from_t[0], hidden);
+                    }
+                },
+            )
+        });
+}
+
+/// The backward pass through time, for a layer that is not empty: fills `dgates`,
+/// `dhidden` and `dh0` (the lengths have been checked by `gru::backward_on`).
+pub(super) fn backward(
+    token: Token,
+    d: GruDims,
+    inp: &GruBackwardInputs<'_>,
+    out: &mut GruBackwardOutputs<'_>,
+) {
+    let (steps, batch, hidden, h3) = (d.steps, d.batch, d.hidden, d.gate_width());
+    let step_g = d.step_gates();
+    let w_hh = PackedB::new(MatRef::row_major(inp.w_hh, h3, hidden));
+    let part = rows_per_part(batch, hidden);
+    let dgate_parts = split_steps(out.dgates, step_g, part * h3);
+    let dhidden_parts = split_steps(out.dhidden, step_g, part * h3);
+    let work: Vec<_> = dgate_parts
+        .into_iter()
+        .zip(dhidden_parts)
+        .zip(out.dh0.chunks_mut(part * hidden))
+        .enumerate()
+        .collect();
+    work.into_par_iter()
+        .for_each(|(p, ((mut dg, mut dhh), dh))| {
+            let m = dh.len() / hidden;
+            let (r0, r1) = (p * part, p * part + m);
+            vectorize(
+                Some(token),
+                #[inline(always)]
+                || {
+                    for t in (0..steps).rev() {
+                        // This part's rows of step t (and t-1) in a `[T, B, width]` tensor.
+                        let at = |width: usize, t: usize| {
+                            (t * batch + r0) * width..(t * batch + r1) * width
+                        };
+                        let saved = StepSaved {
+                            gates: &inp.gates[at(h3, t)],
+                            hidden: &inp.hidden[at(h3, t)],
+                            h_prev: if t == 0 {
+                                &inp.h0[r0 * hidden..r1 * hidden]
+                            } else {
+                                &inp.y[at(hidden, t - 1)]
+                            },
+                            dy: &inp.dy[at(hidden, t)],
+                            units: hidden,
+                        };
+                        cell_backward(&saved, dh, dg[t], dhh[t]);
+                        // dh += dhidden[t] · w_hh
+                        let a = MatRef::row_major(dhh[t], m, h3);
+                        gemm_packed_serial(token, a, &w_hh, 1.0, None, dh);
+                    }
+                },
+            )
+        });
+}

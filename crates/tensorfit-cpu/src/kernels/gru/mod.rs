@@ -1,0 +1,318 @@
+//! The GRU kernels, `gru_forward` and `gru_backward`: a whole layer over a whole sequence
+//! per call, PyTorch's `nn.GRU` (gate order r, z, n; `b_hn` inside the reset product),
+//! organised as the LSTM kernels beside them are. This file is the readable reference
+//! every GPU GRU kernel is tested against; `fast.rs` beside it is the AVX-512 fast path,
+//! tested against this one and chosen where the CPU has AVX-512.
+//! - **forward**: the input projection of *all* steps is one GEMM,
+//!   `gates[T·B, 3H] = x · w_ihᵀ + b_ih`; then per step `t`, one GEMM forms the recurrent
+//!   projection `hidden[t] = h_{t-1} · w_hhᵀ + b_hh`, and one fused pass over `[B, H]`
+//!   applies `r = σ(g_r + h_r)`, `z = σ(g_z + h_z)`, `n = tanh(g_n + r·h_n)`,
+//!   `h_t = (1 − z)·n + z·h_{t-1}`, storing the activated r, z, n in `gates[t]`.
+//! - **backward**: per step, from `t = T-1` down to 0, one fused pass turns the gradient
+//!   arriving at `h_t` into the gradients at both projections (`dgates[t]`,
+//!   `dhidden[t]`, equal but for the n block, which `dhidden` has times r) and leaves
+//!   `dh = dh_total·z`, then one GEMM adds the rest of the gradient at `h_{t-1}`:
+//!   `dh += dhidden[t] · w_hh`. The weight gradients are formed after the loop with one
+//!   GEMM each over all `T·B` rows ([`weight_gradients`], shared with the fast path).
+
+use tensorfit_core::{args, GruDims, Result};
+
+use super::elementwise::sum_to_shape;
+use super::fastmath::{self, MulAdd, Separate};
+use super::gemm::{gemm, mat, mat_mut};
+use super::gemm_fast::{self, Token};
+use super::lstm::check_lengths;
+
+mod fast;
+
+/// The inputs of [`gru_forward`] (see [`args::GruForwardInputs`]).
+pub type GruForwardInputs<'a> = args::GruForwardInputs<&'a [f32]>;
+/// The outputs of [`gru_forward`] (see [`args::GruForwardOutputs`]).
+pub type GruForwardOutputs<'a> = args::GruForwardOutputs<&'a mut [f32]>;
+/// The inputs of [`gru_backward`] (see [`args::GruBackwardInputs`]).
+pub type GruBackwardInputs<'a> = args::GruBackwardInputs<&'a [f32]>;
+/// The outputs of [`gru_backward`] (see [`args::GruBackwardOutputs`]).
+pub type GruBackwardOutputs<'a> = args::GruBackwardOutputs<&'a mut [f32]>;
+
+/// Runs a GRU layer over a sequence: the fast path where the CPU has AVX-512, else the
+/// reference.
+pub fn gru_forward(
+    d: GruDims,
+    inp: &GruForwardInputs<'_>,
+    out: GruForwardOutputs<'_>,
+) -> Result<()> {
+    forward_on(gemm_fast::simd(), d, inp, out)
+}
+
+/// The gradient of [`gru_forward`]: the fast path where the CPU has AVX-512, else the
+/// reference.
+pub fn gru_backward(
+    d: GruDims,
+    inp: &GruBackwardInputs<'_>,
+    out: GruBackwardOutputs<'_>,
+) -> Result<()> {
+    backward_on(gemm_fast::simd(), d, inp, out)
+}
+
+/// [`gru_forward`] on the fast path of `token`, or on the reference without one.
+pub fn forward_on(
+    token: Option<Token>,
+    d: GruDims,
+    inp: &GruForwardInputs<'_>,
+    mut out: GruForwardOutputs<'_>,
+) -> Result<()> {
+    check_lengths("gru_forward", inp.expected(d), out.expected(d))?;
+    // The final state starts as the initial one, which is where it stays without steps.
+    out.h_n.copy_from_slice(inp.h0);
+    if d.is_empty() {
+        return Ok(());
+    }
+    match token {
+        Some(token) => fast::forward(token, d, inp, &mut out),
+        None => forward_steps(d, inp, &mut out)?,
+    }
+    let last = (d.steps - 1) * d.step_state();
+    out.h_n.copy_from_slice(&out.y[last..]);
+    Ok(())
+}
+
+/// [`gru_backward`] on the fast path of `token`, or on the reference without one.
+pub fn backward_on(
+    token: Option<Token>,
+    d: GruDims,
+    inp: &GruBackwardInputs<'_>,
+    mut out: GruBackwardOutputs<'_>,
+) -> Result<()> {
+    check_lengths("gru_backward", inp.expected(d), out.expected(d))?;
+    // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
+    out.dh0.copy_from_slice(inp.dh_n);
+    if d.is_empty() {
+        // Nothing flows through the layer: the weights get no gradient.
+        for g in [
+            &mut *out.dw_ih,
+            &mut *out.dw_hh,
+            &mut *out.db_ih,
+            &mut *out.db_hh,
+        ] {
+            g.fill(0.0);
+        }
+        if let Some(dx) = out.dx.as_deref_mut() {
+            dx.fill(0.0);
+        }
+        return Ok(());
+    }
+    match token {
+        Some(token) => fast::backward(token, d, inp, &mut out),
+        None => backward_steps(d, inp, &mut out)?,
+    }
+    weight_gradients(d, inp, out)
+}
+
+/// The previous state of step `t` of `[T, B, H]` outputs `y`, as a range of `y`, or `None`
+/// for step 0 (whose previous state is `h0`).
+fn previous(d: GruDims, t: usize) -> Option<std::ops::Range<usize>> {
+    (t > 0).then(|| (t - 1) * d.step_state()..t * d.step_state())
+}
+
+/// The reference forward, on slices of checked lengths, for a layer that is not empty.
+fn forward_steps(
+    d: GruDims,
+    inp: &GruForwardInputs<'_>,
+    out: &mut GruForwardOutputs<'_>,
+) -> Result<()> {
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, h3, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
+
+    // 1. The input projection of every step, with b_ih.
+    let w_ih = mat(inp.w_ih, h3, input)?;
+    gemm(
+        1.0,
+        mat(inp.x, rows, input)?,
+        w_ih.t(),
+        0.0,
+        &mut mat_mut(out.gates, rows, h3)?,
+    )?;
+    add_rows(out.gates, inp.b_ih);
+
+    // 2. The recurrence: per step one GEMM and one fused pass.
+    let w_hh = mat(inp.w_hh, h3, hidden)?;
+    for t in 0..steps {
+        let (y_before, y_from_t) = out.y.split_at_mut(t * step_h);
+        let h_prev = match previous(d, t) {
+            Some(range) => &y_before[range],
+            None => inp.h0,
+        };
+        let hidden_t = &mut out.hidden[t * step_g..(t + 1) * step_g];
+        // hidden[t] = h_{t-1} · w_hhᵀ + b_hh
+        let acc = &mut mat_mut(hidden_t, batch, h3)?;
+        gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 0.0, acc)?;
+        add_rows(hidden_t, inp.b_hh);
+        let gates_t = &mut out.gates[t * step_g..(t + 1) * step_g];
+        cell_forward::<Separate>(gates_t, hidden_t, h_prev, &mut y_from_t[..step_h], hidden);
+    }
+    Ok(())
+}
+
+/// Adds `bias` `[W]` to every row of `rows` `[·, W]`.
+fn add_rows(rows: &mut [f32], bias: &[f32]) {
+    for row in rows.chunks_exact_mut(bias.len()) {
+        for (v, b) in row.iter_mut().zip(bias) {
+            *v += b;
+        }
+    }
+}
+
+/// One step's fused pass over some rows: `gates_t` `[rows, 3H]` (the input projections
+/// on entry, the activated r, z, n on exit), `hidden_t` `[rows, 3H]` (the recurrent
+/// projections), `h_prev` (h_{t-1}) and `h` (h_t), `[rows, H]`. `M` says whether
+/// multiply-adds are fused (the fast path) or not (the reference).
+#[inline(always)]
+fn cell_forward<M: MulAdd>(
+    gates_t: &mut [f32],
+    hidden_t: &[f32],
+    h_prev: &[f32],
+    h: &mut [f32],
+    hidden: usize,
+) {
+    let rows = gates_t
+        .chunks_mut(3 * hidden)
+        .zip(hidden_t.chunks(3 * hidden));
+    let states = h_prev.chunks(hidden).zip(h.chunks_mut(hidden));
+    for ((g, hh), (h_prev, h)) in rows.zip(states) {
+        let (g_r, rest) = g.split_at_mut(hidden);
+        let (g_z, g_n) = rest.split_at_mut(hidden);
+        let (h_r, rest) = hh.split_at(hidden);
+        let (h_z, h_n) = rest.split_at(hidden);
+        let units = g_r.iter_mut().zip(g_z.iter_mut()).zip(g_n.iter_mut());
+        let recurrent = h_r.iter().zip(h_z).zip(h_n);
+        let state = h_prev.iter().zip(h.iter_mut());
+        for (((r, z), n), (((hr, hz), hn), (hp, h))) in units.zip(recurrent.zip(state)) {
+            let reset = fastmath::sigmoid::<M>(*r + hr);
+            let update = fastmath::sigmoid::<M>(*z + hz);
+            let new = fastmath::tanh::<M>(M::mul_add(reset, *hn, *n));
+            (*r, *z, *n) = (reset, update, new);
+            // (1 − z)·n + z·h_{t-1}
+            *h = M::mul_add(update, hp - new, new);
+        }
+    }
+}
+
+/// The reference backward, on slices of checked lengths, for a layer that is not empty:
+/// fills `dgates`, `dhidden` and `dh0`.
+fn backward_steps(
+    d: GruDims,
+    inp: &GruBackwardInputs<'_>,
+    out: &mut GruBackwardOutputs<'_>,
+) -> Result<()> {
+    let (steps, batch, hidden, h3) = (d.steps, d.batch, d.hidden, d.gate_width());
+    let (step_h, step_g) = (d.step_state(), d.step_gates());
+    let w_hh = mat(inp.w_hh, h3, hidden)?;
+    for t in (0..steps).rev() {
+        let saved = StepSaved {
+            gates: &inp.gates[t * step_g..(t + 1) * step_g],
+            hidden: &inp.hidden[t * step_g..(t + 1) * step_g],
+            h_prev: previous(d, t).map_or(inp.h0, |range| &inp.y[range]),
+            dy: &inp.dy[t * step_h..(t + 1) * step_h],
+            units: hidden,
+        };
+        let dgates_t = &mut out.dgates[t * step_g..(t + 1) * step_g];
+        let dhidden_t = &mut out.dhidden[t * step_g..(t + 1) * step_g];
+        cell_backward(&saved, out.dh0, dgates_t, dhidden_t);
+        // dh += dhidden[t] · w_hh: the rest of the gradient arriving at h_{t-1}.
+        let dhidden_t = mat(dhidden_t, batch, h3)?;
+        gemm(
+            1.0,
+            dhidden_t,
+            w_hh,
+            1.0,
+            &mut mat_mut(out.dh0, batch, hidden)?,
+        )?;
+    }
+    Ok(())
+}
+
+/// What one backward step reads, for some rows: the activated `gates` and the recurrent
+/// projections `hidden` `[rows, 3H]`, `h_prev` (h_{t-1}) and the gradient `dy` arriving at
+/// y_t from outside, `[rows, H]`.
+pub(crate) struct StepSaved<'a> {
+    pub gates: &'a [f32],
+    pub hidden: &'a [f32],
+    pub h_prev: &'a [f32],
+    pub dy: &'a [f32],
+    pub units: usize,
+}
+
+/// One step's fused backward pass over the rows of `s`. `dh` holds the gradient arriving
+/// at h_t from step t+1 on entry, and its part that flows to h_{t-1} directly, `dh·z`, on
+/// exit. With `dh_total = dy + dh`: `dn = dh_total·(1 − z)·(1 − n²)`,
+/// `dz = dh_total·(h_{t-1} − n)·z·(1 − z)`, `dr = dn·h_n·r·(1 − r)`; `dgates` gets
+/// (dr, dz, dn) and `dhidden` (dr, dz, dn·r).
+#[inline(always)]
+fn cell_backward(s: &StepSaved<'_>, dh: &mut [f32], dgates_t: &mut [f32], dhidden_t: &mut [f32]) {
+    let hidden = s.units;
+    let grads = dgates_t
+        .chunks_mut(3 * hidden)
+        .zip(dhidden_t.chunks_mut(3 * hidden));
+    for (r, (dg, dhh)) in grads.enumerate() {
+        let state = r * hidden..(r + 1) * hidden;
+        let g = &s.gates[r * 3 * hidden..(r + 1) * 3 * hidden];
+        let hh = &s.hidden[r * 3 * hidden..(r + 1) * 3 * hidden];
+        let (h_prev, dy, dh) = (
+            &s.h_prev[state.clone()],
+            &s.dy[state.clone()],
+            &mut dh[state],
+        );
+        for j in 0..hidden {
+            let (jz, jn) = (hidden + j, 2 * hidden + j);
+            let (reset, update, new) = (g[j], g[jz], g[jn]);
+            let dh_total = dy[j] + dh[j];
+            let d_new = dh_total * (1.0 - update) * (1.0 - new * new);
+            let d_update = dh_total * (h_prev[j] - new) * update * (1.0 - update);
+            let d_reset = d_new * hh[jn] * reset * (1.0 - reset);
+            (dg[j], dg[jz], dg[jn]) = (d_reset, d_update, d_new);
+            (dhh[j], dhh[jz], dhh[jn]) = (d_reset, d_update, d_new * reset);
+            dh[j] = dh_total * update;
+        }
+    }
+}
+
+/// The weight gradients from every step's `dgates` and `dhidden` `[T, B, 3H]`, one GEMM
+/// each over all `T·B` rows: `dw_ih = dgatesᵀ · x`, `dw_hh = Σ_t dhidden[t]ᵀ · h_{t-1}`,
+/// `db_ih` and `db_hh` their column sums, `dx = dgates · w_ih`.
+fn weight_gradients(
+    d: GruDims,
+    inp: &GruBackwardInputs<'_>,
+    out: GruBackwardOutputs<'_>,
+) -> Result<()> {
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, h3, step_g) = (d.rows(), d.gate_width(), d.step_gates());
+    let dgates = mat(out.dgates, rows, h3)?;
+    let x = mat(inp.x, rows, input)?;
+    gemm(1.0, dgates.t(), x, 0.0, &mut mat_mut(out.dw_ih, h3, input)?)?;
+    // Step 0 against h0, steps 1.. against y[0..T-1].
+    let mut dw_hh = mat_mut(out.dw_hh, h3, hidden)?;
+    let dhidden_0 = mat(&out.dhidden[..step_g], batch, h3)?;
+    gemm(
+        1.0,
+        dhidden_0.t(),
+        mat(inp.h0, batch, hidden)?,
+        0.0,
+        &mut dw_hh,
+    )?;
+    if steps > 1 {
+        let later = (steps - 1) * batch;
+        let dhidden_rest = mat(&out.dhidden[step_g..], later, h3)?;
+        let h_prev = mat(&inp.y[..later * hidden], later, hidden)?;
+        gemm(1.0, dhidden_rest.t(), h_prev, 1.0, &mut dw_hh)?;
+    }
+    sum_to_shape(out.dgates, out.db_ih)?;
+    sum_to_shape(out.dhidden, out.db_hh)?;
+    if let Some(dx) = out.dx {
+        let w_ih = mat(inp.w_ih, h3, input)?;
+        gemm(1.0, dgates, w_ih, 0.0, &mut mat_mut(dx, rows, input)?)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

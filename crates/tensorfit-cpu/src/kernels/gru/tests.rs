@@ -1,0 +1,273 @@
+//! The GRU kernels against a per-element f64 GRU (forward) and its central differences
+//! (backward), and the fast path against the reference.
+
+use super::*;
+use tensorfit_testing::{assert_close, Rng, TestRng};
+
+fn sigmoid64(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// A layer's random inputs, in f64 for the naive GRU and f32 for the kernels.
+struct Layer {
+    d: GruDims,
+    /// x, h0, w_ih, w_hh, b_ih, b_hh.
+    tensors: [Vec<f32>; 6],
+}
+
+impl Layer {
+    fn random(rng: &mut Rng, d: GruDims) -> Layer {
+        let h3 = d.gate_width();
+        let sizes = [
+            d.rows() * d.input,
+            d.step_state(),
+            h3 * d.input,
+            h3 * d.hidden,
+            h3,
+            h3,
+        ];
+        Layer {
+            d,
+            tensors: sizes.map(|n| rng.signed_vec(n)),
+        }
+    }
+
+    fn inputs(&self) -> GruForwardInputs<'_> {
+        let [x, h0, w_ih, w_hh, b_ih, b_hh] = &self.tensors;
+        GruForwardInputs {
+            x,
+            h0,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+        }
+    }
+
+    /// The GRU equations one element at a time, in f64, with no GEMM and no fusion, on
+    /// the tensors `t`: returns (y, h_n).
+    fn naive(&self, t: &[Vec<f64>; 6]) -> (Vec<f64>, Vec<f64>) {
+        let GruDims {
+            steps,
+            batch,
+            input,
+            hidden: h,
+        } = self.d;
+        let [x, h0, w_ih, w_hh, b_ih, b_hh] = t;
+        let mut hs = h0.clone();
+        let mut y = Vec::new();
+        for s in 0..steps {
+            let mut h_new = vec![0.0; batch * h];
+            for r in 0..batch {
+                let proj = |k: usize| {
+                    let mut gi = b_ih[k];
+                    for q in 0..input {
+                        gi += x[(s * batch + r) * input + q] * w_ih[k * input + q];
+                    }
+                    let mut gh = b_hh[k];
+                    for q in 0..h {
+                        gh += hs[r * h + q] * w_hh[k * h + q];
+                    }
+                    (gi, gh)
+                };
+                for j in 0..h {
+                    let ((ir, hr), (iz, hz), (i_n, h_n)) = (proj(j), proj(h + j), proj(2 * h + j));
+                    let reset = sigmoid64(ir + hr);
+                    let update = sigmoid64(iz + hz);
+                    let new = (i_n + reset * h_n).tanh();
+                    h_new[r * h + j] = (1.0 - update) * new + update * hs[r * h + j];
+                }
+            }
+            y.extend(&h_new);
+            hs = h_new;
+        }
+        (y, hs)
+    }
+
+    fn wide(&self) -> [Vec<f64>; 6] {
+        self.tensors
+            .clone()
+            .map(|v| v.iter().map(|&a| a as f64).collect())
+    }
+}
+
+/// The forward's outputs y, h_n, gates, hidden from `token`'s path.
+fn run_forward(token: Option<Token>, layer: &Layer) -> [Vec<f32>; 4] {
+    let d = layer.d;
+    let (seq, state, gates) = (
+        d.rows() * d.hidden,
+        d.step_state(),
+        d.rows() * d.gate_width(),
+    );
+    let mut o = [seq, state, gates, gates].map(|n| vec![f32::NAN; n]);
+    let [y, h_n, g, hidden] = &mut o;
+    let out = GruForwardOutputs {
+        y,
+        h_n,
+        gates: g,
+        hidden,
+    };
+    forward_on(token, d, &layer.inputs(), out).unwrap();
+    o
+}
+
+/// The backward's gradients dx, dh0, dw_ih, dw_hh, db_ih, db_hh from `token`'s path, for
+/// the loss `Σ dy·y + Σ dh_n·h_n`.
+fn run_backward(token: Option<Token>, layer: &Layer, dy: &[f32], dh_n: &[f32]) -> [Vec<f32>; 6] {
+    let d = layer.d;
+    let [y, _, gates, hidden] = run_forward(token, layer);
+    let [x, h0, w_ih, w_hh, ..] = &layer.tensors;
+    let inp = GruBackwardInputs {
+        x,
+        h0,
+        w_ih,
+        w_hh,
+        y: &y,
+        gates: &gates,
+        hidden: &hidden,
+        dy,
+        dh_n,
+    };
+    let h3 = d.gate_width();
+    let sizes = [
+        d.rows() * d.input,
+        d.step_state(),
+        h3 * d.input,
+        h3 * d.hidden,
+        h3,
+        h3,
+    ];
+    let mut g = sizes.map(|n| vec![f32::NAN; n]);
+    let (mut dgates, mut dhidden) = (vec![f32::NAN; d.rows() * h3], vec![f32::NAN; d.rows() * h3]);
+    let [dx, dh0, dw_ih, dw_hh, db_ih, db_hh] = &mut g;
+    let out = GruBackwardOutputs {
+        dgates: &mut dgates,
+        dhidden: &mut dhidden,
+        dh0,
+        dw_ih,
+        dw_hh,
+        db_ih,
+        db_hh,
+        dx: Some(dx),
+    };
+    backward_on(token, d, &inp, out).unwrap();
+    g
+}
+
+fn random_dims(rng: &mut Rng, round: usize) -> GruDims {
+    GruDims {
+        steps: rng.range(1, 5),
+        batch: rng.range(1, 4),
+        input: if round == 0 { 0 } else { rng.range(1, 6) },
+        hidden: rng.range(1, 20),
+    }
+}
+
+#[test]
+fn forward_matches_naive_per_element_gru() {
+    let mut rng = Rng::new(21);
+    for round in 0..8 {
+        let d = random_dims(&mut rng, round);
+        let layer = Layer::random(&mut rng, d);
+        let (y, h_n) = layer.naive(&layer.wide());
+        let [got_y, got_h_n, ..] = run_forward(None, &layer);
+        let what = format!("round {round} {:?}", layer.d);
+        assert_close(&format!("{what}: y"), &got_y, &y, 1e-5, 1e-4);
+        assert_close(&format!("{what}: h_n"), &got_h_n, &h_n, 1e-5, 1e-4);
+    }
+}
+
+#[test]
+fn backward_matches_central_differences_of_the_naive_gru() {
+    let mut rng = Rng::new(22);
+    for round in 0..6 {
+        let d = random_dims(&mut rng, round);
+        let layer = Layer::random(&mut rng, d);
+        let d = layer.d;
+        let dy = rng.signed_vec(d.rows() * d.hidden);
+        let dh_n = rng.signed_vec(d.step_state());
+        let loss = |t: &[Vec<f64>; 6]| {
+            let (y, h_n) = layer.naive(t);
+            let dot =
+                |a: &[f64], b: &[f32]| a.iter().zip(b).map(|(a, &b)| a * b as f64).sum::<f64>();
+            dot(&y, &dy) + dot(&h_n, &dh_n)
+        };
+        let got = run_backward(None, &layer, &dy, &dh_n);
+        let names = ["dx", "dh0", "dw_ih", "dw_hh", "db_ih", "db_hh"];
+        for (k, name) in names.iter().enumerate() {
+            let want: Vec<f64> = (0..layer.tensors[k].len())
+                .map(|e| {
+                    let eps = 1e-6;
+                    let mut t = layer.wide();
+                    t[k][e] += eps;
+                    let up = loss(&t);
+                    t[k][e] -= 2.0 * eps;
+                    (up - loss(&t)) / (2.0 * eps)
+                })
+                .collect();
+            let what = format!("round {round} {d:?}: {name}");
+            assert_close(&what, &got[k], &want, 1e-4, 1e-3);
+        }
+    }
+}
+
+#[test]
+fn the_fast_path_agrees_with_the_reference() {
+    let Some(token) = gemm_fast::simd() else {
+        eprintln!("the_fast_path_agrees_with_the_reference: skipped, this CPU has no AVX-512");
+        return;
+    };
+    let mut rng = Rng::new(23);
+    // Small layers, and one whose steps are wide enough to split across threads.
+    let mut dims: Vec<GruDims> = (0..6).map(|round| random_dims(&mut rng, round)).collect();
+    dims.push(GruDims {
+        steps: 3,
+        batch: 29,
+        input: 7,
+        hidden: 250,
+    });
+    for d in dims {
+        let layer = Layer::random(&mut rng, d);
+        let want = run_forward(None, &layer);
+        let got = run_forward(Some(token), &layer);
+        for (k, name) in ["y", "h_n", "gates", "hidden"].iter().enumerate() {
+            assert_close(&format!("{d:?}: {name}"), &got[k], &want[k], 1e-5, 1e-4);
+        }
+        let dy = rng.signed_vec(d.rows() * d.hidden);
+        let dh_n = rng.signed_vec(d.step_state());
+        let want = run_backward(None, &layer, &dy, &dh_n);
+        let got = run_backward(Some(token), &layer, &dy, &dh_n);
+        let names = ["dx", "dh0", "dw_ih", "dw_hh", "db_ih", "db_hh"];
+        for (k, name) in names.iter().enumerate() {
+            assert_close(&format!("{d:?}: {name}"), &got[k], &want[k], 1e-4, 1e-4);
+        }
+    }
+}
+
+#[test]
+fn wrong_lengths_are_errors_that_name_the_tensor() {
+    let d = GruDims {
+        steps: 2,
+        batch: 1,
+        input: 1,
+        hidden: 1,
+    };
+    let v = [0.0f32; 8];
+    let inp = GruForwardInputs {
+        x: &v[..1], // should be 2
+        h0: &v[..1],
+        w_ih: &v[..3],
+        w_hh: &v[..3],
+        b_ih: &v[..3],
+        b_hh: &v[..3],
+    };
+    let (mut y, mut h_n, mut g, mut hh) = ([0.0; 2], [0.0], [0.0; 6], [0.0; 6]);
+    let out = GruForwardOutputs {
+        y: &mut y,
+        h_n: &mut h_n,
+        gates: &mut g,
+        hidden: &mut hh,
+    };
+    let e = gru_forward(d, &inp, out).unwrap_err().to_string();
+    assert!(e.contains("gru_forward") && e.contains("`x`"), "{e}");
+}

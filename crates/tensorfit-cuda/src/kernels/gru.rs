@@ -1,0 +1,191 @@
+//! The GRU launchers, `gru_forward` and `gru_backward`: a whole layer over a whole
+//! sequence per call, step for step like the CPU reference
+//! (`tensorfit-cpu/src/kernels/gru/mod.rs`), which is what they are tested against:
+//! - **forward**: one cuBLAS GEMM projects the input of *all* steps,
+//!   `gates[T·B, 3H] = x · w_ihᵀ`; then per step `t` one GEMM forms the recurrent
+//!   projection `hidden[t] = h_{t-1} · w_hhᵀ`, and one fused kernel, `gru_forward_cell`,
+//!   adds both biases, applies the nonlinearities and writes h_t.
+//! - **backward**: per step, from `t = T-1` down to 0, one fused kernel,
+//!   `gru_backward_cell`, forms `dgates[t]`, `dhidden[t]` and `dh = dh_total·z`, and one
+//!   GEMM adds the rest of the gradient at `h_{t-1}`: `dh += dhidden[t] · w_hh`. Then each
+//!   weight gradient is one GEMM over all `T·B` rows, and each bias gradient a column sum.
+//!
+//! Nothing crosses to the host inside the time loops; the running gradient lives in the
+//! op's own output `dh0`.
+
+use tensorfit_core::{args, GruDims, Result};
+
+use super::elementwise::sum_to_shape;
+use super::gemm::gemm;
+use super::{int, Gpu};
+use super::{GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
+use crate::driver::{Arg, DevPtr};
+
+/// The op's tensors by name (see `tensorfit_core::args`), as device addresses.
+type GruForwardInputs = args::GruForwardInputs<DevPtr>;
+type GruForwardOutputs = args::GruForwardOutputs<DevPtr>;
+type GruBackwardInputs = args::GruBackwardInputs<DevPtr>;
+type GruBackwardOutputs = args::GruBackwardOutputs<DevPtr>;
+
+/// Runs a GRU layer over a sequence (see the module documentation for the structure).
+pub fn gru_forward(
+    g: &Gpu<'_>,
+    d: GruDims,
+    inp: &GruForwardInputs,
+    out: &GruForwardOutputs,
+) -> Result<()> {
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, h3, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
+    if d.is_empty() {
+        return g.copy(out.h_n, inp.h0, step_h);
+    }
+    let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
+
+    // 1. The input projection of every step at once (the biases come in the fused pass).
+    let projection = (rows, h3, input);
+    gemm(
+        g,
+        (false, true),
+        projection,
+        1.0,
+        inp.x,
+        inp.w_ih,
+        0.0,
+        out.gates,
+    )?;
+
+    // 2. The recurrence: one GEMM and one fused kernel per step.
+    let cell = g.kernels_fn(GRU_FORWARD_CELL)?;
+    for t in 0..steps {
+        let h_prev = match t {
+            0 => inp.h0,
+            _ => out.y.add((t - 1) * step_h),
+        };
+        let hidden_t = out.hidden.add(t * step_g);
+        // hidden[t] = h_{t-1} · w_hhᵀ
+        let recurrent = (batch, h3, hidden);
+        gemm(
+            g,
+            (false, true),
+            recurrent,
+            1.0,
+            h_prev,
+            inp.w_hh,
+            0.0,
+            hidden_t,
+        )?;
+        let args = [
+            Arg::Ptr(out.gates.add(t * step_g)),
+            Arg::Ptr(hidden_t),
+            Arg::Ptr(inp.b_ih),
+            Arg::Ptr(inp.b_hh),
+            Arg::Ptr(h_prev),
+            Arg::Ptr(out.y.add(t * step_h)),
+            Arg::I32(b),
+            Arg::I32(h),
+        ];
+        g.launch_fn(cell, GRU_FORWARD_CELL, step_h as i64, &args)?;
+    }
+
+    // 3. The final state.
+    g.copy(out.h_n, out.y.add((steps - 1) * step_h), step_h)
+}
+
+/// The gradient of [`gru_forward`]; see the module documentation.
+pub fn gru_backward(
+    g: &Gpu<'_>,
+    d: GruDims,
+    inp: &GruBackwardInputs,
+    out: &GruBackwardOutputs,
+) -> Result<()> {
+    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (rows, h3, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
+
+    // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
+    let dh = out.dh0;
+    g.copy(dh, inp.dh_n, step_h)?;
+    if d.is_empty() {
+        // Nothing flows through the layer: the weights get no gradient.
+        g.fill(out.dw_ih, 0.0, h3 * input)?;
+        g.fill(out.dw_hh, 0.0, h3 * hidden)?;
+        g.fill(out.db_ih, 0.0, h3)?;
+        g.fill(out.db_hh, 0.0, h3)?;
+        if let Some(dx) = out.dx {
+            g.fill(dx, 0.0, rows * input)?;
+        }
+        return Ok(());
+    }
+    let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
+
+    // 1. Backwards through time: one fused kernel and one GEMM per step.
+    let cell = g.kernels_fn(GRU_BACKWARD_CELL)?;
+    for t in (0..steps).rev() {
+        let dhidden_t = out.dhidden.add(t * step_g);
+        let h_prev = match t {
+            0 => inp.h0,
+            _ => inp.y.add((t - 1) * step_h),
+        };
+        let args = [
+            Arg::Ptr(inp.gates.add(t * step_g)),
+            Arg::Ptr(inp.hidden.add(t * step_g)),
+            Arg::Ptr(h_prev),
+            Arg::Ptr(inp.dy.add(t * step_h)),
+            Arg::Ptr(dh),
+            Arg::Ptr(out.dgates.add(t * step_g)),
+            Arg::Ptr(dhidden_t),
+            Arg::I32(b),
+            Arg::I32(h),
+        ];
+        g.launch_fn(cell, GRU_BACKWARD_CELL, step_h as i64, &args)?;
+        // dh += dhidden[t] · w_hh: the rest of the gradient arriving at h_{t-1}.
+        let carry = (batch, hidden, h3);
+        gemm(g, (false, false), carry, 1.0, dhidden_t, inp.w_hh, 1.0, dh)?;
+    }
+
+    // 2. Weight gradients over all steps at once: dw_ih = dgatesᵀ · x, and
+    // dw_hh = Σ_t dhidden[t]ᵀ · h_{t-1} (step 0 against h0, steps 1.. against y[0..T-1]).
+    let over_rows = (h3, input, rows);
+    gemm(
+        g,
+        (true, false),
+        over_rows,
+        1.0,
+        out.dgates,
+        inp.x,
+        0.0,
+        out.dw_ih,
+    )?;
+    let first = (h3, hidden, batch);
+    gemm(
+        g,
+        (true, false),
+        first,
+        1.0,
+        out.dhidden,
+        inp.h0,
+        0.0,
+        out.dw_hh,
+    )?;
+    if steps > 1 {
+        let later = (h3, hidden, (steps - 1) * batch);
+        let rest = out.dhidden.add(step_g);
+        gemm(g, (true, false), later, 1.0, rest, inp.y, 1.0, out.dw_hh)?;
+    }
+    sum_to_shape(g, out.dgates, out.db_ih, rows, h3)?;
+    sum_to_shape(g, out.dhidden, out.db_hh, rows, h3)?;
+    // dx = dgates · w_ih over all T·B rows.
+    if let Some(dx) = out.dx {
+        let input_grad = (rows, input, h3);
+        gemm(
+            g,
+            (false, false),
+            input_grad,
+            1.0,
+            out.dgates,
+            inp.w_ih,
+            0.0,
+            dx,
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! A stack of GRU layers, PyTorch's `nn.GRU(input, hidden, num_layers)` registered as
+//! `gru`: its weights (`gru.weight_ih_l{k}`, ...), the h it carries between chunks of a
+//! sequence (`state.h_l{k}`, the LSTM's slot names, h only), and its forward and backward
+//! nodes. A sibling of [`Lstm`](super::Lstm) with the same methods, so that the network
+//! calls either through one match.
+
+use tensorfit_core::args::{
+    GruBackwardInputs, GruBackwardOutputs, GruForwardInputs, GruForwardOutputs,
+};
+use tensorfit_core::{Graph, Op, Result, Shape, TensorId};
+
+use super::{Init, ParamSpec, StatePart, StateSlot, Tensors};
+
+/// The name the stack is registered under, as in a PyTorch module (`self.gru`).
+const MODULE: &str = "gru";
+
+/// `layers` stacked GRU layers of `hidden` units over `input` features per step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gru {
+    pub input: usize,
+    pub hidden: usize,
+    pub layers: usize,
+}
+
+/// One layer's weights, in PyTorch's order (gates r, z, n in each). Also one layer's
+/// weight gradients: unlike the LSTM's, the two biases get different ones (`b_hn` sits
+/// inside the reset product).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GruWeights<T> {
+    /// `[3H, input]` (`input` = H above the first layer).
+    pub w_ih: T,
+    /// `[3H, H]`.
+    pub w_hh: T,
+    pub b_ih: T,
+    pub b_hh: T,
+}
+
+impl<T> GruWeights<T> {
+    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> GruWeights<U> {
+        GruWeights {
+            w_ih: f(&self.w_ih),
+            w_hh: f(&self.w_hh),
+            b_ih: f(&self.b_ih),
+            b_hh: f(&self.b_hh),
+        }
+    }
+}
+
+impl<T> Tensors<T> for GruWeights<T> {
+    fn items(&self) -> Vec<&T> {
+        vec![&self.w_ih, &self.w_hh, &self.b_ih, &self.b_hh]
+    }
+}
+
+/// PyTorch's name of parameter `what` (`weight_ih`, `bias_hh`, ...) of layer `k`.
+fn param_name(what: &str, k: usize) -> String {
+    format!("{MODULE}.{what}_l{k}")
+}
+
+/// The GRU stack over a sequence: its input, each layer's initial state leaf and final
+/// state, and the top layer's output sequence.
+#[derive(Debug, Clone)]
+pub struct GruStack {
+    /// `[T, B, input]`, written by the host.
+    pub x: TensorId,
+    /// Initial state of each layer, persistent ([`StateSlot`]).
+    pub h0: Vec<TensorId>,
+    /// Final state of each layer.
+    pub h_n: Vec<TensorId>,
+    /// Output sequence of the top layer, `[T, B, H]`.
+    pub y: TensorId,
+}
+
+impl Gru {
+    /// The weight table: per layer, PyTorch's names and shapes, uniform in ±1/√H.
+    pub fn specs(&self) -> Vec<GruWeights<ParamSpec>> {
+        let (h, gates) = (self.hidden, 3 * self.hidden);
+        let init = Init::fan(h);
+        (0..self.layers)
+            .map(|k| {
+                let input = if k == 0 { self.input } else { h };
+                let spec = |what: &str, shape: Shape| {
+                    ParamSpec::trainable(param_name(what, k), shape, init)
+                };
+                GruWeights {
+                    w_ih: spec("weight_ih", Shape::from([gates, input])),
+                    w_hh: spec("weight_hh", Shape::from([gates, h])),
+                    b_ih: spec("bias_ih", Shape::from([gates])),
+                    b_hh: spec("bias_hh", Shape::from([gates])),
+                }
+            })
+            .collect()
+    }
+
+    /// Every carried state tensor, layer by layer: each layer's h.
+    pub fn state_slots(&self) -> Vec<StateSlot> {
+        (0..self.layers)
+            .map(|layer| StateSlot {
+                layer,
+                part: StatePart::H,
+            })
+            .collect()
+    }
+
+    /// The shape of the input over `steps` steps of `batch` sequences (time-major).
+    pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
+        Shape::from([steps, batch, self.input])
+    }
+
+    /// The shape of one carried state tensor at batch size `batch`.
+    pub fn state_shape(&self, batch: usize) -> Shape {
+        Shape::from([batch, self.hidden])
+    }
+
+    /// Layer `k`'s initial h as a persistent leaf of `g`.
+    pub fn state_leaves(&self, g: &mut Graph, k: usize, batch: usize) -> TensorId {
+        let slot = StateSlot {
+            layer: k,
+            part: StatePart::H,
+        };
+        g.state(&slot.name(), self.state_shape(batch))
+    }
+
+    /// Forward FLOPs over `steps` steps of `batch` sequences: Σ over layers
+    /// 2·3·H·(I+H)·B·T (the LSTM's convention, with three gates).
+    pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
+        (0..self.layers)
+            .map(|k| {
+                let i = if k == 0 { self.input } else { self.hidden };
+                2.0 * 3.0 * self.hidden as f64 * (i + self.hidden) as f64
+            })
+            .sum::<f64>()
+            * batch as f64
+            * steps as f64
+    }
+
+    /// One layer over `x` from `h0`. With `keep` it keeps what backward needs.
+    pub fn layer(
+        g: &mut Graph,
+        name: &str,
+        x: TensorId,
+        h0: TensorId,
+        w: &GruWeights<TensorId>,
+        keep: bool,
+    ) -> Result<GruForwardOutputs<TensorId>> {
+        let inputs = GruForwardInputs {
+            x,
+            h0,
+            w_ih: w.w_ih,
+            w_hh: w.w_hh,
+            b_ih: w.b_ih,
+            b_hh: w.b_hh,
+        };
+        let op = Op::GruForward {
+            keep_for_backward: keep,
+        };
+        g.apply(name, op, inputs)
+    }
+
+    /// The backward of one layer's forward `fwd` (built with `keep`) over `x` from `h0`,
+    /// given the gradients of its outputs; `input_grad`: also the gradient of `x`.
+    /// Returns the op's outputs and the gradient of each weight.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_backward(
+        g: &mut Graph,
+        name: &str,
+        x: TensorId,
+        h0: TensorId,
+        w: &GruWeights<TensorId>,
+        fwd: &GruForwardOutputs<TensorId>,
+        (dy, dh_n): (TensorId, TensorId),
+        input_grad: bool,
+    ) -> Result<(GruBackwardOutputs<TensorId>, GruWeights<TensorId>)> {
+        let inputs = GruBackwardInputs {
+            x,
+            h0,
+            w_ih: w.w_ih,
+            w_hh: w.w_hh,
+            y: fwd.y,
+            gates: fwd.gates,
+            hidden: fwd.hidden,
+            dy,
+            dh_n,
+        };
+        let outs = g.apply(name, Op::GruBackward { input_grad }, inputs)?;
+        let grads = GruWeights {
+            w_ih: outs.dw_ih,
+            w_hh: outs.dw_hh,
+            b_ih: outs.db_ih,
+            b_hh: outs.db_hh,
+        };
+        Ok((outs, grads))
+    }
+
+    /// The whole stack over a `[steps, batch, input]` input it adds (`x`), each layer
+    /// from its carried state (layer `k`'s node is `gru_l{k}`).
+    pub fn stack(
+        &self,
+        g: &mut Graph,
+        weights: &[GruWeights<TensorId>],
+        batch: usize,
+        steps: usize,
+        keep: bool,
+    ) -> Result<GruStack> {
+        let x = g.input("x", self.input_shape(batch, steps));
+        let mut stack = GruStack {
+            x,
+            h0: Vec::new(),
+            h_n: Vec::new(),
+            y: x,
+        };
+        for (k, w) in weights.iter().enumerate() {
+            let h0 = self.state_leaves(g, k, batch);
+            let outs = Gru::layer(g, &format!("gru_l{k}"), stack.y, h0, w, keep)?;
+            stack.h0.push(h0);
+            stack.y = outs.y;
+            stack.h_n.push(outs.h_n);
+        }
+        Ok(stack)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRU: Gru = Gru {
+        input: 7,
+        hidden: 5,
+        layers: 2,
+    };
+
+    #[test]
+    fn the_weights_have_pytorch_names_and_shapes() {
+        let specs = GRU.specs();
+        let table: Vec<(String, Shape)> = specs
+            .iter()
+            .flat_map(|w| {
+                w.items()
+                    .into_iter()
+                    .map(|s| (s.name.clone(), s.shape.clone()))
+            })
+            .collect();
+        let want = [
+            ("gru.weight_ih_l0", vec![15, 7]),
+            ("gru.weight_hh_l0", vec![15, 5]),
+            ("gru.bias_ih_l0", vec![15]),
+            ("gru.bias_hh_l0", vec![15]),
+            ("gru.weight_ih_l1", vec![15, 5]),
+            ("gru.weight_hh_l1", vec![15, 5]),
+            ("gru.bias_ih_l1", vec![15]),
+            ("gru.bias_hh_l1", vec![15]),
+        ];
+        let want: Vec<(String, Shape)> = want
+            .into_iter()
+            .map(|(n, s)| (n.to_string(), Shape::new(&s)))
+            .collect();
+        assert_eq!(table, want);
+    }
+
+    #[test]
+    fn each_layer_carries_only_its_h() {
+        let names: Vec<String> = GRU.state_slots().iter().map(StateSlot::name).collect();
+        assert_eq!(names, ["state.h_l0", "state.h_l1"]);
+    }
+
+    #[test]
+    fn the_stack_feeds_each_layer_the_one_below_and_names_its_nodes() {
+        let mut g = Graph::new();
+        let weights: Vec<GruWeights<TensorId>> = GRU
+            .specs()
+            .iter()
+            .map(|w| w.map(|s| g.input(&s.name, s.shape.clone())))
+            .collect();
+        let stack = GRU.stack(&mut g, &weights, 3, 4, true).unwrap();
+        assert_eq!(g.shape(stack.x), &Shape::new(&[4, 3, 7]));
+        assert_eq!(g.shape(stack.y), &Shape::new(&[4, 3, 5]));
+        assert_eq!((stack.h0.len(), stack.h_n.len()), (2, 2));
+        assert!(stack
+            .h_n
+            .iter()
+            .all(|&h| g.shape(h) == &Shape::new(&[3, 5])));
+    }
+
+    #[test]
+    fn forward_flops_count_three_gates_per_layer() {
+        // Layer 0: 2·3·5·(7+5) = 360, layer 1: 2·3·5·(5+5) = 300, per row and step.
+        assert_eq!(GRU.forward_flops(3, 4), 660.0 * 12.0);
+    }
+}

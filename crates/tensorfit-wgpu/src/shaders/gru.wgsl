@@ -1,0 +1,120 @@
+// gru.wgsl: the fused per-step kernels of the GRU, mirroring tensorfit-cpu's
+// kernels/gru/mod.rs (`cell_forward`, `cell_backward`). Conventions: common.wgsl.
+//
+// The host (kernels/gru.rs) keeps the LSTM's structure: `gru_forward` is one GEMM for the
+// input projection of all steps, then per step one GEMM (hidden[t] = h_{t-1} · w_hhᵀ) and
+// one launch of `gru_forward_cell`; `gru_backward` is per step one launch of
+// `gru_backward_cell` and one GEMM (dh += dhidden[t] · w_hh), then the weight gradients
+// as GEMMs over all steps. Gate order is PyTorch's (r, z, n): a row of gates holds
+// [r | z | n], each `hidden` wide. One invocation per (batch row, unit); a launch covers
+// `rows` batch rows, starting at the offsets given (region-relative elements).
+
+// ---- gru_forward_cell: adds b_ih to the input projections in gates[t] and b_hh to the
+// recurrent ones in hidden[t] (which keeps them so), then stores r = σ(g_r + h_r),
+// z = σ(g_z + h_z), n = tanh(g_n + r·h_n) in gates[t] and h_t = (1 − z)·n + z·h_{t-1}.
+
+struct CellForwardParams {
+    gates_base: u32, hidden_base: u32, h_prev_base: u32, y_base: u32, b_ih_base: u32,
+    b_hh_base: u32,
+    rows: u32, units: u32,
+    gates_off: u32, h_prev_off: u32, y_off: u32,
+}
+
+@group(0) @binding(0) var<uniform> fwd_p: CellForwardParams;
+@group(0) @binding(1) var<storage, read_write> fwd_gates: array<f32>;
+@group(0) @binding(2) var<storage, read_write> fwd_hidden: array<f32>;
+@group(0) @binding(3) var<storage, read_write> fwd_h_prev: array<f32>;
+@group(0) @binding(4) var<storage, read_write> fwd_y: array<f32>;
+@group(0) @binding(5) var<storage, read_write> fwd_b_ih: array<f32>;
+@group(0) @binding(6) var<storage, read_write> fwd_b_hh: array<f32>;
+
+// The input projection of gate element `at` (unit `k` of the row), with its bias.
+fn input_projection(p: CellForwardParams, at: u32, k: u32) -> f32 {
+    return fwd_gates[p.gates_base + at] + fwd_b_ih[p.b_ih_base + k];
+}
+
+// The recurrent projection of gate element `at` with its bias, written back.
+fn recurrent_projection(p: CellForwardParams, at: u32, k: u32) -> f32 {
+    let v = fwd_hidden[p.hidden_base + at] + fwd_b_hh[p.b_hh_base + k];
+    fwd_hidden[p.hidden_base + at] = v;
+    return v;
+}
+
+@compute @workgroup_size(WG)
+fn gru_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = fwd_p;
+    let idx = flat_index(wid, nwg, lid);
+    if (idx >= p.rows * p.units) {
+        return;
+    }
+    let h = p.units;
+    let r = idx / h;
+    let j = idx % h;
+    let g = p.gates_off + r * 3u * h;
+    let reset = sigmoid_f(input_projection(p, g + j, j) + recurrent_projection(p, g + j, j));
+    let update = sigmoid_f(input_projection(p, g + h + j, h + j)
+        + recurrent_projection(p, g + h + j, h + j));
+    let cand = tanh_f(input_projection(p, g + 2u * h + j, 2u * h + j)
+        + reset * recurrent_projection(p, g + 2u * h + j, 2u * h + j));
+    fwd_gates[p.gates_base + g + j] = reset;
+    fwd_gates[p.gates_base + g + h + j] = update;
+    fwd_gates[p.gates_base + g + 2u * h + j] = cand;
+    let s = r * h + j;
+    let h_prev = fwd_h_prev[p.h_prev_base + p.h_prev_off + s];
+    fwd_y[p.y_base + p.y_off + s] = (1.0 - update) * cand + update * h_prev;
+}
+
+// ---- gru_backward_cell: from the activated gates r, z, n of step t, the recurrent
+// projections hidden[t], h_{t-1}, the gradient dy arriving at y_t from outside and dh
+// arriving at h_t from step t+1, writes the gradients at both projections and leaves
+// dh = dh_total·z (the GEMM after it adds dhidden[t] · w_hh). With dh_total = dy + dh:
+// dn = dh_total·(1 − z)·(1 − n²), dz = dh_total·(h_{t-1} − n)·z·(1 − z),
+// dr = dn·h_n·r·(1 − r); dgates gets (dr, dz, dn), dhidden (dr, dz, dn·r).
+
+struct CellBackwardParams {
+    gates_base: u32, hidden_base: u32, h_prev_base: u32, dy_base: u32, dh_base: u32,
+    dgates_base: u32, dhidden_base: u32,
+    rows: u32, units: u32,
+    gates_off: u32, h_prev_off: u32, step_off: u32, state_off: u32,
+}
+
+@group(0) @binding(0) var<uniform> bwd_p: CellBackwardParams;
+@group(0) @binding(1) var<storage, read_write> bwd_gates: array<f32>;
+@group(0) @binding(2) var<storage, read_write> bwd_hidden: array<f32>;
+@group(0) @binding(3) var<storage, read_write> bwd_h_prev: array<f32>;
+@group(0) @binding(4) var<storage, read_write> bwd_dy: array<f32>;
+@group(0) @binding(5) var<storage, read_write> bwd_dh: array<f32>;
+@group(0) @binding(6) var<storage, read_write> bwd_dgates: array<f32>;
+@group(0) @binding(7) var<storage, read_write> bwd_dhidden: array<f32>;
+
+@compute @workgroup_size(WG)
+fn gru_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = bwd_p;
+    let idx = flat_index(wid, nwg, lid);
+    if (idx >= p.rows * p.units) {
+        return;
+    }
+    let h = p.units;
+    let r = idx / h;
+    let j = idx % h;
+    let g = p.gates_off + r * 3u * h;
+    let reset = bwd_gates[p.gates_base + g + j];
+    let update = bwd_gates[p.gates_base + g + h + j];
+    let cand = bwd_gates[p.gates_base + g + 2u * h + j];
+    let h_n = bwd_hidden[p.hidden_base + g + 2u * h + j];
+    let s = r * h + j;
+    let h_prev = bwd_h_prev[p.h_prev_base + p.h_prev_off + s];
+    let dh_total = bwd_dy[p.dy_base + p.step_off + s] + bwd_dh[p.dh_base + p.state_off + s];
+    let d_new = dh_total * (1.0 - update) * (1.0 - cand * cand);
+    let d_update = dh_total * (h_prev - cand) * update * (1.0 - update);
+    let d_reset = d_new * h_n * reset * (1.0 - reset);
+    bwd_dgates[p.dgates_base + g + j] = d_reset;
+    bwd_dgates[p.dgates_base + g + h + j] = d_update;
+    bwd_dgates[p.dgates_base + g + 2u * h + j] = d_new;
+    bwd_dhidden[p.dhidden_base + g + j] = d_reset;
+    bwd_dhidden[p.dhidden_base + g + h + j] = d_update;
+    bwd_dhidden[p.dhidden_base + g + 2u * h + j] = d_new * reset;
+    bwd_dh[p.dh_base + p.state_off + s] = dh_total * update;
+}

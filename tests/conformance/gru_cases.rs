@@ -1,0 +1,44 @@
+//! The GRU ops' cases of the conformance suite (`ops.rs`): odd sizes, an empty input, and
+//! steps wide enough that a 1 KiB binding splits them into several launches.
+
+use tensorfit::core::Op;
+
+use super::{case, Case, Tensors};
+use tensorfit_testing::{Rng, TestRng};
+
+pub(super) fn gru_cases(r: &mut Rng, v: &mut Vec<Case>) {
+    let mut dims = vec![(4, 20, 17, 33), (1, 1, 1, 1), (3, 5, 0, 4)];
+    for _ in 0..3 {
+        dims.push((r.range(1, 6), r.range(1, 5), r.range(1, 7), r.range(1, 9)));
+    }
+    for (t, b, i, h) in dims {
+        let params = [
+            r.tensor(&[t, b, i], 1.0),
+            r.tensor(&[b, h], 1.0),
+            r.tensor(&[3 * h, i], 0.5),
+            r.tensor(&[3 * h, h], 0.5),
+        ];
+        for keep in [true, false] {
+            let mut inputs = params.to_vec();
+            inputs.extend([r.tensor(&[3 * h], 0.5), r.tensor(&[3 * h], 0.5)]);
+            let op = Op::GruForward {
+                keep_for_backward: keep,
+            };
+            let name = format!("gru_forward T{t} B{b} I{i} H{h} keep {keep}");
+            v.push(case(name, op, inputs));
+        }
+        for input_grad in [true, false] {
+            let mut inputs = params.to_vec();
+            inputs.extend([
+                r.tensor(&[t, b, h], 1.0),
+                r.between(&[t, b, 3 * h], 0.0, 1.0),
+                r.tensor(&[t, b, 3 * h], 1.0),
+                r.tensor(&[t, b, h], 1.0),
+                r.tensor(&[b, h], 1.0),
+            ]);
+            let op = Op::GruBackward { input_grad };
+            let name = format!("gru_backward T{t} B{b} I{i} H{h} dx {input_grad}");
+            v.push(case(name, op, inputs));
+        }
+    }
+}
