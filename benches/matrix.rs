@@ -23,7 +23,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{Job, ModelConfig, OptimConfig, ParamStore, TemporalOrder};
 use tensorfit::session::{decide, start, Choice, Request};
 
 /// One cell of the matrix.
@@ -99,7 +99,7 @@ fn run(cell: &Cell) -> Result<Value> {
         cfg: cfg.clone(),
         job,
         tbptt: cell.tbptt,
-        adam: AdamConfig::default(),
+        optim: OptimConfig::default(),
         margin: 0.1,
         device: Some(DeviceKind::Cpu),
         caps: MemoryCaps::default(),

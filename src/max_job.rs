@@ -275,14 +275,14 @@ pub fn largest_jobs(
 mod tests {
     use super::*;
     use crate::assume;
-    use tensorfit_nn::{AdamConfig, ModelConfig};
+    use tensorfit_nn::{ModelConfig, OptimConfig};
 
     fn request(job: Job) -> Request {
         Request {
             cfg: ModelConfig::seed(),
             job,
             tbptt: 50,
-            adam: AdamConfig::default(),
+            optim: OptimConfig::default(),
             margin: 0.1,
             device: None,
             caps: Default::default(),

@@ -13,6 +13,7 @@ use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings, TemporalOrder};
 use tensorfit::session::Session;
 
 use super::interrupt::{Interrupts, Signal};
+use super::optim_args::{self, OptimArgs};
 use super::{
     begin, check_task, print_memory, request, summary, train_settings, DeviceArgs, Exit, Model,
 };
@@ -39,9 +40,11 @@ pub struct TrainArgs {
     /// Optimizer steps.
     #[arg(long, default_value_t = 200)]
     pub(super) steps: u64,
-    /// Adam learning rate.
+    /// Learning rate (the schedule's base rate).
     #[arg(long, default_value_t = 1e-3)]
     pub(super) lr: f32,
+    #[command(flatten)]
+    pub(super) optim: OptimArgs,
     /// Seed for initialisation and data.
     #[arg(long, default_value_t = 1)]
     pub(super) seed: u64,
@@ -124,7 +127,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         seq_len: settings.seq_len,
         eval: Some((settings.eval_batch, settings.seq_len)),
     };
-    let req = request(cfg.clone(), job, settings.tbptt, settings.lr, &a.dev)?;
+    let optim = optim_args::build(&a.optim.settings(settings.lr), last)?;
+    let req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
@@ -227,14 +231,21 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
         let eval_now = step == last || (settings.eval_every > 0 && step % settings.eval_every == 0);
         if eval_now {
-            last_eval = Some(session.evaluate(&held_out.x, &held_out.labels)?);
+            let e = session.evaluate(&held_out.x, &held_out.labels)?;
+            // The held-out loss is the metric reduce-on-plateau watches.
+            session.trainer.observe(e.loss as f64);
+            last_eval = Some(e);
         }
         if a.json {
             continue;
         }
+        let norm = report
+            .grad_norm
+            .map_or(String::new(), |n| format!("  grad norm {n:.3}"));
         let line = format!(
-            "step {step:>5}/{last}  loss {:.4}  {ms:.0} ms/step  {:.1} GFLOP/s",
+            "step {step:>5}/{last}  loss {:.4}  lr {:.3e}{norm}  {ms:.0} ms/step  {:.1} GFLOP/s",
             report.loss,
+            report.lr,
             flops / ms / 1e6
         );
         match (&last_eval, eval_now) {

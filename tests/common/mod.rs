@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelConfig, TemporalOrder, TrainOptions};
+use tensorfit::nn::{Job, ModelConfig, OptimConfig, TemporalOrder, TrainOptions};
 use tensorfit::session::Request;
 
 /// The closeness rule of the whole project (`tensorfit_testing::ratio`):
@@ -41,10 +41,7 @@ pub fn train_options(tbptt: usize, lr: f32) -> TrainOptions {
     TrainOptions {
         tbptt,
         chunk: tbptt,
-        adam: AdamConfig {
-            lr,
-            ..AdamConfig::default()
-        },
+        optim: OptimConfig::adam(lr),
         ..TrainOptions::default()
     }
 }
@@ -61,7 +58,7 @@ pub fn request(
         cfg: cfg.clone(),
         job,
         tbptt,
-        adam: AdamConfig::default(),
+        optim: OptimConfig::default(),
         margin: 0.1,
         device: Some(device),
         caps,

@@ -3,14 +3,13 @@
 //! [`ModelConfig`] describes the stacked-LSTM classifier (with the `seed` preset);
 //! [`Network`] is it as typed [`layers`], each owning its tensors (PyTorch's names), its
 //! forward builder and its carried state; [`model`] builds its graphs; [`programs`] the
-//! graphs a run is made of, named by [`ProgramKey`]s; [`AdamConfig`] appends PyTorch's Adam as update nodes;
+//! graphs a run is made of, named by [`ProgramKey`]s; [`optim`] appends PyTorch's optimizers (Adam, AdamW, SGD), gradient clipping and learning-rate schedules;
 //! [`Trainer`] runs truncated BPTT on any [`tensorfit_core::Backend`]; [`TemporalOrder`]
 //! is the built-in task; [`ParamStore`] moves weights in and out (safetensors, PyTorch's
 //! names).
 
 #![forbid(unsafe_code)]
 
-pub mod adam;
 pub mod atomic_file;
 pub mod checkpoint;
 pub mod config;
@@ -18,6 +17,7 @@ pub mod description;
 pub mod layers;
 pub mod model;
 pub mod network;
+pub mod optim;
 pub mod options;
 pub mod params;
 pub mod programs;
@@ -28,7 +28,6 @@ pub mod task;
 mod train_graph;
 pub mod trainer;
 
-pub use adam::AdamConfig;
 pub use checkpoint::Checkpoint;
 pub use config::{ModelConfig, TRAIN_FLOPS_PER_FORWARD};
 pub use description::{
@@ -38,6 +37,7 @@ pub use description::{
 pub use layers::{Init, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use network::Network;
+pub use optim::{AdamConfig, Clip, OptimConfig, OptimSettings, Optimizer, Schedule, SgdConfig};
 pub use options::{Job, ProgramKey, ProgramKind, TrainOptions};
 pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};

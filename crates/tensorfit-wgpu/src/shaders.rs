@@ -16,17 +16,19 @@ pub(crate) enum Shader {
     Batchnorm,
     Softmax,
     Adam,
+    Optim,
 }
 
 impl Shader {
     #[cfg(test)]
-    pub const ALL: [Shader; 6] = [
+    pub const ALL: [Shader; 7] = [
         Shader::Gemm,
         Shader::Elementwise,
         Shader::Lstm,
         Shader::Batchnorm,
         Shader::Softmax,
         Shader::Adam,
+        Shader::Optim,
     ];
 
     pub fn file(self) -> &'static str {
@@ -37,6 +39,7 @@ impl Shader {
             Shader::Batchnorm => "batchnorm.wgsl",
             Shader::Softmax => "softmax.wgsl",
             Shader::Adam => "adam.wgsl",
+            Shader::Optim => "optim.wgsl",
         }
     }
 
@@ -67,6 +70,10 @@ impl Shader {
                 include_str!("shaders/common.wgsl"),
                 include_str!("shaders/adam.wgsl")
             ),
+            Shader::Optim => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/optim.wgsl")
+            ),
         }
     }
 }
@@ -83,7 +90,7 @@ pub(crate) struct Kernel {
 }
 
 /// Invocations per workgroup of the one-dimensional kernels (common.wgsl's `WG`).
-const WG: u32 = 256;
+pub(crate) const WG: u32 = 256;
 /// Invocations per workgroup of the column reductions (common.wgsl's `COLUMN_WG`).
 const COLUMN_WG: u32 = 64;
 /// The 8 × 8 tiles of `matmul`.
@@ -125,6 +132,9 @@ kernels! {
     SOFTMAX_CROSS_ENTROPY_FORWARD = Softmax::"softmax_cross_entropy_forward", 4, WG;
     SOFTMAX_CROSS_ENTROPY_BACKWARD = Softmax::"softmax_cross_entropy_backward", 4, WG;
     ADAM_UPDATE = Adam::"adam_update", 5, WG;
+    SGD_UPDATE = Optim::"sgd_update", 4, WG;
+    SUM_SQUARES = Optim::"sum_squares", 2, WG;
+    CLIP_GRAD = Optim::"clip_grad", 3, WG;
 }
 
 #[cfg(test)]

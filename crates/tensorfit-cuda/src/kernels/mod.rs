@@ -1,5 +1,5 @@
 //! The kernels of the CUDA backend: CUDA C sources under this folder (`lstm.cu`,
-//! `elementwise.cu`, `batchnorm.cu`, `softmax.cu`, `adam.cu`), and one Rust file per op
+//! `elementwise.cu`, `batchnorm.cu`, `softmax.cu`, `adam.cu`, `optim.cu`), and one Rust file per op
 //! family with a launcher per [`tensorfit_core::Op`], named as `Op::name` names it in every
 //! backend (`lstm_forward` in `lstm.rs` here, in the CPU's `kernels/lstm/mod.rs` and in wgpu's
 //! `shaders/lstm.wgsl`).
@@ -19,6 +19,7 @@ pub mod batchnorm;
 pub mod elementwise;
 pub mod gemm;
 pub mod lstm;
+pub mod optim;
 pub mod softmax;
 
 use std::collections::HashMap;
@@ -26,7 +27,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
-use tensorfit_core::{Activation, AdamParams, BinaryOp, Error, LstmDims, OpKernels, Result, Shape};
+use tensorfit_core::{
+    Activation, AdamParams, BinaryOp, Error, LstmDims, OpKernels, Result, SgdParams, Shape,
+};
 
 use crate::backend_error;
 use crate::blas::Blas;
@@ -67,9 +70,12 @@ pub const BATCHNORM_STATS_UPDATE: &str = "batchnorm_stats_update";
 pub const SOFTMAX_CROSS_ENTROPY_FORWARD: &str = "softmax_cross_entropy_forward";
 pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward";
 pub const ADAM_UPDATE: &str = "adam_update";
+pub const SGD_UPDATE: &str = "sgd_update";
+pub const SUM_SQUARES: &str = "sum_squares";
+pub const CLIP_GRAD: &str = "clip_grad";
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 5] = [
+pub const SOURCES: [KernelSource; 6] = [
     KernelSource {
         file: "elementwise.cu",
         code: include_str!("elementwise.cu"),
@@ -107,6 +113,11 @@ pub const SOURCES: [KernelSource; 5] = [
         file: "adam.cu",
         code: include_str!("adam.cu"),
         kernels: &[ADAM_UPDATE],
+    },
+    KernelSource {
+        file: "optim.cu",
+        code: include_str!("optim.cu"),
+        kernels: &[SGD_UPDATE, SUM_SQUARES, CLIP_GRAD],
     },
 ];
 
@@ -498,6 +509,37 @@ impl<'g> OpKernels for Gpu<'g> {
         o: AdamTargets<DevPtr>,
     ) -> Result<()> {
         adam::adam_update(self, p, &i, &o, s.grad.numel())
+    }
+
+    fn sgd_update(
+        &mut self,
+        p: SgdParams,
+        s: SgdInputs<&Shape>,
+        i: SgdInputs<DevPtr>,
+        o: SgdTargets<DevPtr>,
+    ) -> Result<()> {
+        optim::sgd_update(self, p, &i, &o, s.grad.numel())
+    }
+
+    fn sum_squares(
+        &mut self,
+        s: SumSquaresInputs<&Shape>,
+        i: SumSquaresInputs<DevPtr>,
+        o: SumSquaresOutputs<DevPtr>,
+    ) -> Result<()> {
+        optim::sum_squares(self, i.x, o.total, s.x.numel())
+    }
+
+    fn clip_grad(
+        &mut self,
+        max_norm: f32,
+        value: f32,
+        s: ClipGradInputs<&Shape>,
+        i: ClipGradInputs<DevPtr>,
+        o: ClipGradOutputs<DevPtr>,
+    ) -> Result<()> {
+        let n = s.x.numel();
+        optim::clip_grad(self, [max_norm, value], [i.x, i.total_sq, o.y], n)
     }
 
     fn copy(
