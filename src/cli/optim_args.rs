@@ -2,10 +2,13 @@
 //! [`OptimSettings`] (whose field names are these flags in snake_case, as the model
 //! description's `[training]` keys are).
 
-use anyhow::{anyhow, Result};
-use clap::Args;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, Command};
+use tensorfit::nn::optim::schedule::Decay;
 use tensorfit::nn::optim::OptimConfig;
-use tensorfit::nn::OptimSettings;
+use tensorfit::nn::{Checkpoint, OptimSettings};
 
 #[derive(Args, Clone, Debug)]
 pub struct OptimArgs {
@@ -14,21 +17,21 @@ pub struct OptimArgs {
     #[arg(long, default_value = "adam")]
     pub optimizer: String,
     /// SGD's momentum, in [0, 1).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
     pub momentum: f32,
     /// SGD's Nesterov momentum (needs --momentum above 0).
     #[arg(long)]
     pub nesterov: bool,
     /// Weight decay: an L2 term for adam and sgd (default 0), decoupled for adamw
     /// (default 0.01).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub weight_decay: Option<f32>,
     /// Clip the global 2-norm of all gradients to this (clip_grad_norm_); the norm
     /// before clipping is reported each step.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub clip_norm: Option<f32>,
     /// Clip every gradient element to ±this (clip_grad_value_; after --clip-norm).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub clip_value: Option<f32>,
     /// Learning-rate schedule, stepped every optimizer step: none, step (--step-size,
     /// --gamma 0.1), exponential (--gamma), cosine (--t-max, default the steps after
@@ -40,35 +43,35 @@ pub struct OptimArgs {
     #[arg(long)]
     pub step_size: Option<u64>,
     /// step, exponential: the decay factor.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub gamma: Option<f64>,
     /// cosine: half period in steps.
     #[arg(long)]
     pub t_max: Option<u64>,
     /// cosine: the lowest learning rate.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
     pub eta_min: f64,
     /// plateau: factor the learning rate is multiplied by.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.1)]
     pub factor: f64,
     /// plateau: evaluations without improvement before a reduction.
     #[arg(long, default_value_t = 10)]
     pub patience: u64,
     /// plateau: relative improvement that counts.
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1e-4)]
     pub threshold: f64,
     /// plateau: evaluations to wait after a reduction.
     #[arg(long, default_value_t = 0)]
     pub cooldown: u64,
     /// plateau: the lowest learning rate.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
     pub min_lr: f64,
     /// Linear warm-up over this many steps before the schedule (LinearLR then the
     /// schedule, as SequentialLR).
     #[arg(long, default_value_t = 0)]
     pub warmup_steps: u64,
     /// The warm-up's first learning-rate factor, in (0, 1].
-    #[arg(long, default_value_t = 1.0 / 3.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0 / 3.0)]
     pub warmup_start_factor: f64,
 }
 
@@ -99,9 +102,46 @@ impl OptimArgs {
     }
 }
 
-/// Builds the configuration of a run of `steps` optimizer steps, with an error naming
-/// the flag of a bad value.
-pub fn build(s: &OptimSettings, steps: u64) -> Result<OptimConfig> {
-    s.build(Some(steps))
-        .map_err(|e| anyhow!("{} {}", e.flag(), e.message))
+/// This run's optimizer settings and configuration: a new run's from its flags (a run
+/// of `last` steps); a resumed run's from its checkpoint, refusing typed optimizer flags.
+/// The stored settings hold the cosine schedule's period as resolved at the start, so
+/// that a resumed run (whose `last` differs) keeps it.
+pub fn resolve(
+    a: &OptimArgs,
+    given: &[String],
+    lr: f32,
+    last: u64,
+    resumed: Option<(&Path, &Checkpoint)>,
+) -> Result<(OptimSettings, OptimConfig)> {
+    let stored = match resumed {
+        Some((path, ck)) => OptimSettings::load(&ck.extra)?.map(|s| (path, s)),
+        None => None,
+    };
+    let mut settings = match stored {
+        Some((path, s)) => {
+            let ids = OptimArgs::augment_args(Command::new("train"));
+            let typed: Vec<String> = ids
+                .get_arguments()
+                .map(|arg| arg.get_id().as_str())
+                .filter(|id| given.iter().any(|g| g == id))
+                .map(|id| format!("--{}", id.replace('_', "-")))
+                .collect();
+            if !typed.is_empty() {
+                bail!(
+                    "a resumed run keeps the optimizer, clipping and schedule it was started with, stored in {}: drop {}",
+                    path.display(),
+                    typed.join(", ")
+                );
+            }
+            s
+        }
+        None => a.settings(lr),
+    };
+    let optim = settings
+        .build(Some(last))
+        .map_err(|e| anyhow!("{} {}", e.flag(), e.message))?;
+    if let Decay::Cosine { t_max, .. } = optim.schedule.decay {
+        settings.t_max = Some(t_max);
+    }
+    Ok((settings, optim))
 }

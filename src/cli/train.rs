@@ -17,6 +17,7 @@ use super::optim_args::{self, OptimArgs};
 use super::{
     begin, check_task, print_memory, request, summary, train_settings, DeviceArgs, Exit, Model,
 };
+use tensorfit::nn::optim::ScheduleState;
 
 /// The checkpoint metadata key of the data generator's position.
 const DATA_POSITION: &str = "data_rng";
@@ -127,7 +128,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         seq_len: settings.seq_len,
         eval: Some((settings.eval_batch, settings.seq_len)),
     };
-    let optim = optim_args::build(&a.optim.settings(settings.lr), last)?;
+    let resumed_ck = resumed.as_ref().map(|(p, ck)| (p.as_path(), ck));
+    let (optim_settings, optim) =
+        optim_args::resolve(&a.optim, &a.given, settings.lr, last, resumed_ck)?;
     let req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
@@ -150,6 +153,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     );
     if let Some((_, ck)) = &resumed {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
+        if let Some(state) = ScheduleState::load(&ck.extra)? {
+            session.trainer.restore_schedule(state);
+        }
     }
     // The optimizer state is on the device now; only the file's name is still needed.
     let resumed = resumed.map(|(file, _)| file);
@@ -161,10 +167,14 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         ck.extra
             .insert(DATA_POSITION.into(), data.rng_state().to_string());
         settings.store(&mut ck.extra);
+        optim_settings.store(&mut ck.extra);
+        session.trainer.schedule_state().store(&mut ck.extra);
         ck.save(path)?;
         Ok(())
     };
     let mut losses = Vec::new();
+    // Per step, for --json: the learning rate used and the gradient norm (when clipping).
+    let (mut lrs, mut grad_norms) = (Vec::new(), Vec::new());
     let flops = req.job.model_flops(&cfg, settings.tbptt);
     if !a.json {
         errln!(
@@ -214,6 +224,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         last_loss = report.loss;
         if a.json {
             losses.push(report.loss);
+            lrs.push(report.lr);
+            grad_norms.extend(report.grad_norm);
         }
         // Checkpoints between steps; the last one is written after the loop.
         if let Some(dir) = ck_dir
@@ -300,6 +312,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         out["steps"] = json!(done);
         out["step"] = json!(step);
         out["losses"] = json!(losses);
+        out["lrs"] = json!(lrs);
+        out["grad_norms"] = json!(grad_norms);
         out["seconds"] = json!(secs);
         out["interrupted"] = json!(interrupted.map(Signal::name));
         outln!("{out}");

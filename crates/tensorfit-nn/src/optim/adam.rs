@@ -90,8 +90,8 @@ impl AdamConfig {
         });
         for ((name, p), &grad) in params.iter().zip(grads) {
             let shape = g.shape(*p).clone();
-            let m = g.state(&format!("adam.m.{name}"), shape.clone());
-            let v = g.state(&format!("adam.v.{name}"), shape);
+            let mut state = |s: &str| g.state(&format!("{s}.{name}"), shape.clone());
+            let (m, v) = (state(super::ADAM_STATES[0]), state(super::ADAM_STATES[1]));
             g.update(
                 &format!("adam.{name}"),
                 op.clone(),

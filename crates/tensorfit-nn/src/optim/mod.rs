@@ -9,6 +9,7 @@
 
 pub mod adam;
 pub mod clip;
+mod persist;
 pub mod schedule;
 pub mod settings;
 pub mod sgd;
@@ -20,6 +21,11 @@ pub use clip::Clip;
 pub use schedule::{Schedule, ScheduleState};
 pub use settings::{InvalidSetting, OptimSettings};
 pub use sgd::SgdConfig;
+
+/// The names of Adam's (and AdamW's) state tensors, before `.<parameter>`.
+pub const ADAM_STATES: &[&str] = &["adam.m", "adam.v"];
+/// The name of SGD's state tensor, before `.<parameter>`.
+pub const SGD_STATES: &[&str] = &["sgd.momentum"];
 
 /// Which optimizer, with its hyperparameters. Each `Default` is PyTorch's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,12 +72,11 @@ impl Optimizer {
 
     /// The names of the state tensors of parameter `param` (`adam.m.<param>`, ...).
     pub fn state_names(&self, param: &str) -> Vec<String> {
-        match self {
-            Optimizer::Adam(_) | Optimizer::AdamW(_) => {
-                vec![format!("adam.m.{param}"), format!("adam.v.{param}")]
-            }
-            Optimizer::Sgd(_) => vec![format!("sgd.momentum.{param}")],
-        }
+        let states = match self {
+            Optimizer::Adam(_) | Optimizer::AdamW(_) => ADAM_STATES,
+            Optimizer::Sgd(_) => SGD_STATES,
+        };
+        states.iter().map(|s| format!("{s}.{param}")).collect()
     }
 
     /// The host scalars of step `t` (1-based) at learning rate `lr`.

@@ -84,7 +84,7 @@ impl SgdConfig {
         });
         for ((name, p), &grad) in params.iter().zip(grads) {
             let shape = g.shape(*p).clone();
-            let buf = g.state(&format!("sgd.momentum.{name}"), shape);
+            let buf = g.state(&format!("{}.{name}", super::SGD_STATES[0]), shape);
             g.update(
                 &format!("sgd.{name}"),
                 op.clone(),
