@@ -44,8 +44,10 @@ pub struct TrainArgs {
     /// Learning rate (the schedule's base rate).
     #[arg(long, default_value_t = 1e-3)]
     pub(super) lr: f32,
+    /// Optimizer, clipping and schedule (boxed: they would make `Command`'s variants
+    /// very unequal in size).
     #[command(flatten)]
-    pub(super) optim: OptimArgs,
+    pub(super) optim: Box<OptimArgs>,
     /// Seed for initialisation and data.
     #[arg(long, default_value_t = 1)]
     pub(super) seed: u64,

@@ -43,38 +43,29 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// Checks the parameters ([`super::OptimSettings::validate`] names the bad key; this
+    /// guards configurations built in code).
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::input(format!("learning-rate schedule: {m}")));
-        if self.warmup_steps > 0
-            && !(self.warmup_start_factor > 0.0 && self.warmup_start_factor <= 1.0)
-        {
-            return bad(format!(
-                "the warm-up start factor must be in (0, 1], got {}",
-                self.warmup_start_factor
-            ));
-        }
-        match self.decay {
-            Decay::None => Ok(()),
-            Decay::Step { step_size, gamma } if step_size == 0 || !(gamma > 0.0) => {
-                bad(format!("step needs step_size >= 1 and gamma > 0, got {step_size}, {gamma}"))
-            }
-            Decay::Exponential { gamma } if !(gamma > 0.0) => {
-                bad(format!("exponential needs gamma > 0, got {gamma}"))
-            }
-            Decay::Cosine { t_max, eta_min } if t_max == 0 || !(eta_min >= 0.0) => {
-                bad(format!("cosine needs t_max >= 1 and eta_min >= 0, got {t_max}, {eta_min}"))
-            }
+        let decay_ok = match self.decay {
+            Decay::None => true,
+            Decay::Step { step_size, gamma } => step_size > 0 && gamma > 0.0 && gamma.is_finite(),
+            Decay::Exponential { gamma } => gamma > 0.0 && gamma.is_finite(),
+            Decay::Cosine { t_max, eta_min } => t_max > 0 && eta_min >= 0.0,
             Decay::Plateau {
                 factor,
                 threshold,
                 min_lr,
                 ..
-            } if !(factor > 0.0 && factor < 1.0) || !(threshold >= 0.0) || !(min_lr >= 0.0) => {
-                bad(format!(
-                    "plateau needs 0 < factor < 1, threshold >= 0 and min_lr >= 0, got {factor}, {threshold}, {min_lr}"
-                ))
-            }
-            _ => Ok(()),
+            } => factor > 0.0 && factor < 1.0 && threshold >= 0.0 && min_lr >= 0.0,
+        };
+        let f = self.warmup_start_factor;
+        let warmup_ok = self.warmup_steps == 0 || (f > 0.0 && f <= 1.0);
+        if decay_ok && warmup_ok {
+            Ok(())
+        } else {
+            Err(Error::input(format!(
+                "invalid learning-rate schedule {self:?}: need step_size, t_max >= 1, gamma > 0, 0 < factor < 1, eta_min, threshold, min_lr >= 0, 0 < warmup_start_factor <= 1"
+            )))
         }
     }
 
