@@ -109,71 +109,51 @@ fn five_steps_agree(run_name: &str, optim: OptimConfig) {
     }
 }
 
+/// Only the optimizer, no clipping or schedule.
+fn only(optimizer: Optimizer) -> OptimConfig {
+    OptimConfig {
+        optimizer,
+        ..OptimConfig::default()
+    }
+}
+
+const ADAM: AdamConfig = AdamConfig {
+    lr: 0.01,
+    beta1: 0.9,
+    beta2: 0.999,
+    eps: 1e-8,
+    weight_decay: 0.1,
+};
+
 #[test]
 fn adam_with_l2_weight_decay_agrees_with_pytorch_over_five_steps() {
-    let adam = AdamConfig {
-        lr: 0.01,
-        weight_decay: 0.1,
-        ..AdamConfig::default()
-    };
-    let optimizer = Optimizer::Adam(adam);
-    five_steps_agree(
-        "adam",
-        OptimConfig {
-            optimizer,
-            ..OptimConfig::default()
-        },
-    );
+    five_steps_agree("adam", only(Optimizer::Adam(ADAM)));
 }
 
 #[test]
 fn adamw_with_decoupled_weight_decay_agrees_with_pytorch_over_five_steps() {
-    let adam = AdamConfig {
-        lr: 0.01,
-        weight_decay: 0.1,
-        ..AdamConfig::default()
-    };
-    let optimizer = Optimizer::AdamW(adam);
-    five_steps_agree(
-        "adamw",
-        OptimConfig {
-            optimizer,
-            ..OptimConfig::default()
-        },
-    );
+    five_steps_agree("adamw", only(Optimizer::AdamW(ADAM)));
 }
 
 #[test]
 fn plain_sgd_agrees_with_pytorch_over_five_steps() {
-    let optimizer = Optimizer::Sgd(SgdConfig {
+    let sgd = SgdConfig {
         lr: 0.1,
         ..SgdConfig::default()
-    });
-    five_steps_agree(
-        "sgd",
-        OptimConfig {
-            optimizer,
-            ..OptimConfig::default()
-        },
-    );
+    };
+    five_steps_agree("sgd", only(Optimizer::Sgd(sgd)));
 }
 
 #[test]
 fn sgd_with_momentum_dampening_and_weight_decay_agrees_with_pytorch_over_five_steps() {
-    let optimizer = Optimizer::Sgd(SgdConfig {
+    let sgd = SgdConfig {
         lr: 0.1,
         momentum: 0.9,
         dampening: 0.5,
         weight_decay: 0.01,
         ..SgdConfig::default()
-    });
-    five_steps_agree(
-        "sgd_damp",
-        OptimConfig {
-            optimizer,
-            ..OptimConfig::default()
-        },
-    );
+    };
+    five_steps_agree("sgd_damp", only(Optimizer::Sgd(sgd)));
 }
 
 #[test]

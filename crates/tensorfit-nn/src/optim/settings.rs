@@ -291,114 +291,38 @@ impl OptimSettings {
 mod tests {
     use super::*;
 
-    fn key_of(s: OptimSettings, steps: Option<u64>) -> &'static str {
-        s.validate(steps).unwrap_err().key
-    }
-
     #[test]
     fn each_bad_value_is_reported_under_its_own_key() {
-        let d = OptimSettings::default;
-        let sgd = || OptimSettings {
-            optimizer: "sgd".into(),
-            ..d()
+        let with = |f: &dyn Fn(&mut OptimSettings)| {
+            let mut s = OptimSettings::default();
+            f(&mut s);
+            s
         };
-        assert_eq!(
-            key_of(
-                OptimSettings {
-                    clip_norm: Some(-1.0),
-                    ..d()
-                },
-                None
-            ),
-            "clip_norm"
-        );
-        assert_eq!(
-            key_of(
-                OptimSettings {
-                    clip_value: Some(0.0),
-                    ..d()
-                },
-                None
-            ),
-            "clip_value"
-        );
-        assert_eq!(
-            key_of(
-                OptimSettings {
-                    momentum: 1.0,
-                    ..sgd()
-                },
-                None
-            ),
-            "momentum"
-        );
-        assert_eq!(
-            key_of(
-                OptimSettings {
-                    momentum: -0.1,
-                    ..sgd()
-                },
-                None
-            ),
-            "momentum"
-        );
-        assert_eq!(
-            key_of(
-                OptimSettings {
-                    nesterov: true,
-                    ..sgd()
-                },
-                None
-            ),
-            "nesterov"
-        );
-        assert_eq!(
-            key_of(
-                OptimSettings {
-                    schedule: "linear".into(),
-                    ..d()
-                },
-                None
-            ),
-            "schedule"
-        );
-        assert_eq!(
-            key_of(
-                OptimSettings {
-                    warmup_steps: 11,
-                    ..d()
-                },
-                Some(10)
-            ),
-            "warmup_steps"
-        );
-        assert_eq!(key_of(OptimSettings { lr: 0.0, ..d() }, None), "lr");
-        assert_eq!(
-            key_of(
-                OptimSettings {
-                    optimizer: "lbfgs".into(),
-                    ..d()
-                },
-                None
-            ),
-            "optimizer"
-        );
-        assert_eq!(
-            key_of(
-                OptimSettings {
-                    schedule: "exponential".into(),
-                    ..d()
-                },
-                None
-            ),
-            "gamma"
-        );
-        let e = OptimSettings {
-            clip_norm: Some(-1.0),
-            ..d()
+        // SGD with the given momentum and Nesterov setting.
+        let sgd = |momentum: f32, nesterov: bool| OptimSettings {
+            optimizer: "sgd".into(),
+            momentum,
+            nesterov,
+            ..OptimSettings::default()
+        };
+        let cases: [(OptimSettings, &str); 10] = [
+            (with(&|s| s.clip_norm = Some(-1.0)), "clip_norm"),
+            (with(&|s| s.clip_value = Some(0.0)), "clip_value"),
+            (sgd(1.0, false), "momentum"),
+            (sgd(-0.1, false), "momentum"),
+            (sgd(0.0, true), "nesterov"),
+            (with(&|s| s.schedule = "linear".into()), "schedule"),
+            (with(&|s| s.warmup_steps = 11), "warmup_steps"),
+            (with(&|s| s.lr = 0.0), "lr"),
+            (with(&|s| s.optimizer = "lbfgs".into()), "optimizer"),
+            (with(&|s| s.schedule = "exponential".into()), "gamma"),
+        ];
+        for (s, key) in cases {
+            assert_eq!(s.validate(Some(10)).unwrap_err().key, key, "{s:?}");
         }
-        .validate(None)
-        .unwrap_err();
+        let e = with(&|s| s.clip_norm = Some(-1.0))
+            .validate(None)
+            .unwrap_err();
         assert_eq!(e.flag(), "--clip-norm");
         assert!(e.to_string().contains("-1"), "{e}");
     }
