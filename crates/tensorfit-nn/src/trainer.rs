@@ -3,7 +3,7 @@
 //! A minibatch is a `[T, B, F]` sequence with one label per sequence (the class is read
 //! at the last step). With a truncated-BPTT length `L`, the first `T - L` steps only
 //! advance the LSTM state (inference-form layers, no activations kept), in chunks of at
-//! most `chunk` steps; the last `L` steps run forward, backward and Adam from that
+//! most `chunk` steps; the last `L` steps run forward, backward and the optimizer from that
 //! carried state. Gradients therefore stop at the segment border, and training memory
 //! depends on `L`, not `T`. This is what a PyTorch user does with `h.detach()` between
 //! segments. Evaluation streams the same way, optionally in micro-batches.
@@ -218,22 +218,16 @@ impl Trainer {
             .step
             .checked_add(1)
             .ok_or_else(|| Error::input(format!("the step counter cannot pass {}", self.step)))?;
-        let optim = &self.opts.optim;
-        let lr = self
-            .schedule
-            .lr(&optim.schedule, optim.optimizer.lr(), next);
-        let scalars = optim.optimizer.scalars(next, lr);
+        let o = &self.opts.optim;
+        let lr = self.schedule.lr(&o.schedule, o.optimizer.lr(), next);
+        let scalars = o.optimizer.scalars(next, lr);
         let (loss, probs) = self.run_sequence(&keys, x, labels, Some(&scalars))?;
         self.step = next;
         self.last_train = keys.last().copied();
         let p = &self.programs[&keys[keys.len() - 1]];
-        let grad_norm = match p.ids.grad_norm_sq {
-            Some(t) => p
-                .exe
-                .read(self.backend.as_mut(), t)?
-                .first()
-                .map(|s| s.sqrt()),
-            None => None,
+        let norm_sq = match p.ids.grad_norm_sq {
+            Some(t) => p.exe.read(self.backend.as_mut(), t)?,
+            None => Vec::new(),
         };
         if !loss.is_finite() {
             return Err(Error::input(format!(
@@ -245,7 +239,7 @@ impl Trainer {
             step: self.step,
             loss,
             lr,
-            grad_norm,
+            grad_norm: norm_sq.first().map(|s| s.sqrt()),
             probs,
         })
     }
