@@ -8,7 +8,7 @@
 use anyhow::{bail, Result};
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelDescription, ParamStore, TemporalOrder};
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide, start, Request};
 
@@ -24,7 +24,7 @@ fn main() -> Result<()> {
                 seq_len: 2000,
             },
             tbptt: 50,
-            adam: AdamConfig::default(),
+            optim: OptimConfig::default(),
             margin: 0.1,
             device: Some(DeviceKind::Cpu),
             caps: MemoryCaps::parse(&[format!("cpu={cap}")])?,

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
-    AdamConfig, ModelDescription, ParamStore, TemporalOrder, TrainOptions, Trainer,
+    ModelDescription, OptimConfig, ParamStore, TemporalOrder, TrainOptions, Trainer,
 };
 
 fn main() -> Result<()> {
@@ -14,10 +14,7 @@ fn main() -> Result<()> {
     let opts = TrainOptions {
         tbptt: 30,
         chunk: 30,
-        adam: AdamConfig {
-            lr: 2e-3,
-            ..AdamConfig::default()
-        },
+        optim: OptimConfig::adam(2e-3),
         ..TrainOptions::default()
     };
     let mut trainer = Trainer::new(Box::new(CpuBackend::new()), cfg, &params, opts)?;

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
-use tensorfit_nn::{AdamConfig, Job, ModelDescription, Program, TrainOptions};
+use tensorfit_nn::{Job, ModelDescription, OptimConfig, Program, TrainOptions};
 use tensorfit_plan::{
     choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
 };
@@ -29,7 +29,8 @@ pub struct Request {
     pub job: Job,
     /// Truncated-BPTT length for training.
     pub tbptt: usize,
-    pub adam: AdamConfig,
+    /// Optimizer, clipping and schedule for training.
+    pub optim: OptimConfig,
     /// Fraction of free memory kept unused (0.1 = 10%).
     pub margin: f64,
     /// `None`: choose automatically.
@@ -49,7 +50,7 @@ pub fn plan_job(
     let programs: Vec<Program> = opts
         .job_programs(job)
         .into_iter()
-        .map(|k| Program::build(cfg, &opts.adam, k))
+        .map(|k| Program::build(cfg, &opts.optim, k))
         .collect::<Result<_>>()?;
     let specs: Vec<ProgramSpec<'_>> = programs
         .iter()

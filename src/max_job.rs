@@ -275,14 +275,14 @@ pub fn largest_jobs(
 mod tests {
     use super::*;
     use crate::assume;
-    use tensorfit_nn::{AdamConfig, ModelDescription};
+    use tensorfit_nn::{ModelDescription, OptimConfig};
 
     fn request(job: Job) -> Request {
         Request {
             cfg: ModelDescription::seed(),
             job,
             tbptt: 50,
-            adam: AdamConfig::default(),
+            optim: OptimConfig::default(),
             margin: 0.1,
             device: None,
             caps: Default::default(),

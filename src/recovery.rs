@@ -90,6 +90,8 @@ impl Session {
         let mut next = start(&req, &decision, &snapshot.params)?;
         next.trainer
             .restore_optimizer(&snapshot.optimizer, snapshot.step)?;
+        // Reduce-on-plateau's state changes only between steps: the failed step left it.
+        next.trainer.restore_schedule(self.trainer.schedule_state());
         let fallback = Fallback {
             step: snapshot.step + 1,
             from: format!("{} ({})", self.device, self.strategy),

@@ -51,7 +51,7 @@ impl Strategy {
             chunk: self.chunk,
             micro_batch: self.micro_batch,
             recompute: self.recompute,
-            adam: req.adam,
+            optim: req.optim,
         }
     }
 }

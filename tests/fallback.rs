@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
 use tensorfit::faults::{Faults, FaultyBackend};
-use tensorfit::nn::{AdamConfig, Batch, Job, ParamStore, TemporalOrder};
+use tensorfit::nn::{Batch, Job, OptimConfig, ParamStore, TemporalOrder};
 use tensorfit::session::{decide, start, start_on, Request, Session};
 
 use common::{max_abs, task_model, wgpu_present};
@@ -26,10 +26,7 @@ fn request(device: DeviceKind) -> Request {
         eval: None,
     };
     Request {
-        adam: AdamConfig {
-            lr: 0.005,
-            ..AdamConfig::default()
-        },
+        optim: OptimConfig::adam(0.005),
         ..common::request(
             &task_model(32, 2, 16),
             job,

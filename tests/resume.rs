@@ -64,6 +64,63 @@ fn resuming_gives_exactly_the_uninterrupted_losses() {
 }
 
 #[test]
+fn sgd_with_nesterov_cosine_and_clipping_resumes_bit_identically() {
+    let optim = [
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "0.05",
+        "--momentum",
+        "0.9",
+        "--nesterov",
+        "--schedule",
+        "cosine",
+        "--t-max",
+        "6",
+        "--warmup-steps",
+        "2",
+        "--clip-norm",
+        "0.5",
+    ];
+    let dir = scratch("exact-sgd");
+    let whole_file = dir.join("whole.safetensors");
+    let mut args = optim.to_vec();
+    args.extend(["--steps", "6", "--save", whole_file.to_str().unwrap()]);
+    let whole = train("uninterrupted", &args);
+    let ck_dir = dir.join("run");
+    let ck_s = ck_dir.to_str().unwrap();
+    let mut args = optim.to_vec();
+    args.extend(["--steps", "3", "--checkpoint-dir", ck_s]);
+    let first = train("first half", &args);
+    let second = train("resumed", &["--steps", "3", "--resume", ck_s]);
+    for key in ["losses", "lrs", "grad_norms"] {
+        let values = |v: &Value| v[key].as_array().unwrap().clone();
+        let resumed: Vec<Value> = values(&first).into_iter().chain(values(&second)).collect();
+        assert_eq!(resumed, values(&whole), "{key} after resuming");
+    }
+    assert_eq!(
+        values_len(&whole, "grad_norms"),
+        6,
+        "a norm is reported every step"
+    );
+    let a = Checkpoint::load(&whole_file).unwrap();
+    let b = Checkpoint::load(&ck_dir.join("checkpoint.safetensors")).unwrap();
+    assert!(b
+        .optimizer
+        .iter()
+        .all(|(n, _)| n.starts_with("sgd.momentum.")));
+    assert_eq!(
+        (a.params, a.optimizer),
+        (b.params, b.optimizer),
+        "bit-identical weights and momentum"
+    );
+}
+
+fn values_len(v: &Value, key: &str) -> usize {
+    v[key].as_array().map_or(0, Vec::len)
+}
+
+#[test]
 fn killed_at_random_moments_the_latest_checkpoint_always_resumes() {
     let dir = scratch("killed");
     let dir_s = dir.to_str().unwrap();

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{AdamConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{OptimConfig, ParamStore, TemporalOrder};
 
 use super::{
     begin, request, summary, DeviceArgs, Exit, JobMode, Model, BENCH_DATA_SEED, UNTRAINED_SEED,
@@ -39,7 +39,7 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
     let job = a.mode.job(a.batch, a.seq_len);
     let flops = job.model_flops(&cfg, tbptt);
-    let req = request(cfg.clone(), job, tbptt, AdamConfig::default().lr, &a.dev)?;
+    let req = request(cfg.clone(), job, tbptt, OptimConfig::default(), &a.dev)?;
     let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
     let data = TemporalOrder::new(BENCH_DATA_SEED).batch(a.batch, a.seq_len)?;

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{AdamConfig, Job, TemporalOrder};
+use tensorfit::nn::{Job, OptimConfig, TemporalOrder};
 use tensorfit::session::format_seconds;
 
 use super::{
@@ -43,7 +43,7 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         batch: a.batch,
         seq_len: a.seq_len,
     };
-    let req = request(cfg, job, a.seq_len, AdamConfig::default().lr, &a.dev)?;
+    let req = request(cfg, job, a.seq_len, OptimConfig::default(), &a.dev)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
     let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
     let t = Instant::now();

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod eval;
 pub mod info;
 mod interrupt;
+mod optim_args;
 pub mod plan;
 pub mod predict;
 pub mod train;
@@ -22,7 +23,7 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelDescription, ParamStore, TemporalOrder};
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, start, Decision, Request, Session};
 
@@ -160,7 +161,7 @@ pub fn request(
     cfg: ModelDescription,
     job: Job,
     tbptt: usize,
-    lr: f32,
+    optim: OptimConfig,
     dev: &DeviceArgs,
 ) -> Result<Request> {
     if !(0.0..1.0).contains(&dev.margin) {
@@ -170,10 +171,7 @@ pub fn request(
         cfg,
         job,
         tbptt,
-        adam: AdamConfig {
-            lr,
-            ..AdamConfig::default()
-        },
+        optim,
         margin: dev.margin,
         device: dev.kind(),
         caps: dev.caps.caps()?,

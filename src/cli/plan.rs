@@ -12,7 +12,7 @@ use tensorfit::assume;
 use tensorfit::devices::{discover, DeviceStatus};
 use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
-use tensorfit::nn::Job;
+use tensorfit::nn::{Job, OptimConfig};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
 
@@ -67,7 +67,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
             seq_len: a.seq_len,
         },
     };
-    let req = request(cfg, job, a.tbptt, 1e-3, &a.dev)?;
+    let req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
     let assumed = assume::parse(&a.assume)?;
     // Before any planning: a picture that cannot be written is refused at once.
     if let Some(path) = &a.plot {

@@ -7,7 +7,7 @@ use clap::Args;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::atomic_file::{check_writable, same_file, write_atomic};
 use tensorfit::nn::safetensors_file::SafetensorsFile;
-use tensorfit::nn::{AdamConfig, Job, ParamStore};
+use tensorfit::nn::{Job, OptimConfig, ParamStore};
 use tensorfit::plan::format_bytes;
 
 use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, Model};
@@ -57,7 +57,7 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
         batch,
         seq_len: steps,
     };
-    let req = request(cfg, job, steps, AdamConfig::default().lr, &a.dev)?;
+    let req = request(cfg, job, steps, OptimConfig::default(), &a.dev)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
     drop(params);
     // The one host copy of the input, time-major [time, batch, F], filled a sequence step

@@ -13,9 +13,11 @@ use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings, TemporalOrder};
 use tensorfit::session::Session;
 
 use super::interrupt::{Interrupts, Signal};
+use super::optim_args::{self, OptimArgs};
 use super::{
     begin, check_task, print_memory, request, summary, train_settings, DeviceArgs, Exit, Model,
 };
+use tensorfit::nn::optim::ScheduleState;
 
 /// The checkpoint metadata key of the data generator's position.
 const DATA_POSITION: &str = "data_rng";
@@ -39,9 +41,13 @@ pub struct TrainArgs {
     /// Optimizer steps.
     #[arg(long, default_value_t = 200)]
     pub(super) steps: u64,
-    /// Adam learning rate.
+    /// Learning rate (the schedule's base rate).
     #[arg(long, default_value_t = 1e-3)]
     pub(super) lr: f32,
+    /// Optimizer, clipping and schedule (boxed: they would make `Command`'s variants
+    /// very unequal in size).
+    #[command(flatten)]
+    pub(super) optim: Box<OptimArgs>,
     /// Seed for initialisation and data.
     #[arg(long, default_value_t = 1)]
     pub(super) seed: u64,
@@ -124,7 +130,10 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         seq_len: settings.seq_len,
         eval: Some((settings.eval_batch, settings.seq_len)),
     };
-    let req = request(cfg.clone(), job, settings.tbptt, settings.lr, &a.dev)?;
+    let resumed_ck = resumed.as_ref().map(|(p, ck)| (p.as_path(), ck));
+    let (optim_settings, optim) =
+        optim_args::resolve(&a.optim, &a.given, settings.lr, last, resumed_ck)?;
+    let req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
@@ -146,6 +155,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     );
     if let Some((_, ck)) = &resumed {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
+        if let Some(state) = ScheduleState::load(&ck.extra)? {
+            session.trainer.restore_schedule(state);
+        }
     }
     // The optimizer state is on the device now; only the file's name is still needed.
     let resumed = resumed.map(|(file, _)| file);
@@ -157,10 +169,14 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         ck.extra
             .insert(DATA_POSITION.into(), data.rng_state().to_string());
         settings.store(&mut ck.extra);
+        optim_settings.store(&mut ck.extra);
+        session.trainer.schedule_state().store(&mut ck.extra);
         ck.save(path)?;
         Ok(())
     };
     let mut losses = Vec::new();
+    // Per step, for --json: the learning rate used and the gradient norm (when clipping).
+    let (mut lrs, mut grad_norms) = (Vec::new(), Vec::new());
     let flops = req.job.model_flops(&cfg, settings.tbptt);
     if !a.json {
         errln!(
@@ -210,6 +226,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         last_loss = report.loss;
         if a.json {
             losses.push(report.loss);
+            lrs.push(report.lr);
+            grad_norms.extend(report.grad_norm);
         }
         // Checkpoints between steps; the last one is written after the loop.
         if let Some(dir) = ck_dir
@@ -227,14 +245,21 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
         let eval_now = step == last || (settings.eval_every > 0 && step % settings.eval_every == 0);
         if eval_now {
-            last_eval = Some(session.evaluate(&held_out.x, &held_out.labels)?);
+            let e = session.evaluate(&held_out.x, &held_out.labels)?;
+            // The held-out loss is the metric reduce-on-plateau watches.
+            session.trainer.observe(e.loss as f64);
+            last_eval = Some(e);
         }
         if a.json {
             continue;
         }
+        let norm = report
+            .grad_norm
+            .map_or(String::new(), |n| format!("  grad norm {n:.3}"));
         let line = format!(
-            "step {step:>5}/{last}  loss {:.4}  {ms:.0} ms/step  {:.1} GFLOP/s",
+            "step {step:>5}/{last}  loss {:.4}  lr {:.3e}{norm}  {ms:.0} ms/step  {:.1} GFLOP/s",
             report.loss,
+            report.lr,
             flops / ms / 1e6
         );
         match (&last_eval, eval_now) {
@@ -289,6 +314,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         out["steps"] = json!(done);
         out["step"] = json!(step);
         out["losses"] = json!(losses);
+        out["lrs"] = json!(lrs);
+        out["grad_norms"] = json!(grad_norms);
         out["seconds"] = json!(secs);
         out["interrupted"] = json!(interrupted.map(Signal::name));
         outln!("{out}");

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{AdamConfig, Job, ModelDescription, SeedShape, TemporalOrder, TrainOptions};
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, SeedShape, TemporalOrder, TrainOptions};
 use tensorfit::session::Request;
 
 /// The closeness rule of the whole project (`tensorfit_testing::ratio`):
@@ -42,10 +42,7 @@ pub fn train_options(tbptt: usize, lr: f32) -> TrainOptions {
     TrainOptions {
         tbptt,
         chunk: tbptt,
-        adam: AdamConfig {
-            lr,
-            ..AdamConfig::default()
-        },
+        optim: OptimConfig::adam(lr),
         ..TrainOptions::default()
     }
 }
@@ -62,7 +59,7 @@ pub fn request(
         cfg: cfg.clone(),
         job,
         tbptt,
-        adam: AdamConfig::default(),
+        optim: OptimConfig::default(),
         margin: 0.1,
         device: Some(device),
         caps,

@@ -7,7 +7,7 @@
 //! until it has a case, and the test asserts that every variant ran.
 
 use tensorfit::core::{
-    Activation, AdamParams, Backend, BinaryOp, Error, HostTensor, Op, Shape, TensorView,
+    Activation, AdamParams, Backend, BinaryOp, Error, HostTensor, Op, SgdParams, Shape, TensorView,
 };
 
 use tensorfit_testing::{Rng, TestRng};
@@ -89,9 +89,12 @@ fn variant(op: &Op) -> usize {
         Op::EmbeddingBackward { .. } => 18,
         Op::GruForward { .. } => 19,
         Op::GruBackward { .. } => 20,
+        Op::Sgd(_) => 21,
+        Op::SumSquares => 22,
+        Op::ClipGrad { .. } => 23,
     }
 }
-const VARIANTS: usize = 21;
+const VARIANTS: usize = 24;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -218,12 +221,9 @@ fn cases() -> Vec<Case> {
         ));
     }
     for (n, wd) in [(257, 0.01), (5, 0.0)] {
-        let adam = tensorfit::nn::AdamConfig {
-            lr: 1e-2,
-            weight_decay: wd,
-            ..Default::default()
-        };
-        let s = adam.scalars(3);
+        let adam = tensorfit::nn::AdamConfig::default();
+        // AdamW's decay factor 0.999 as the third scalar.
+        let s = adam.scalars(3, 1e-2, 0.1);
         let op = Op::Adam(AdamParams {
             beta1: adam.beta1,
             beta2: adam.beta2,
@@ -235,7 +235,7 @@ fn cases() -> Vec<Case> {
             op,
             vec![
                 r.tensor(&[n], 0.1),
-                HostTensor::new([2], s.to_vec()).unwrap(),
+                HostTensor::new([3], s.to_vec()).unwrap(),
             ],
         );
         c.targets = vec![
@@ -245,6 +245,7 @@ fn cases() -> Vec<Case> {
         ];
         v.push(c);
     }
+    optim_cases(&mut r, &mut v);
     let mut c = case("copy", Op::Copy, vec![r.tensor(&[19, 3], 1.0)]);
     c.targets = vec![r.tensor(&[19, 3], 1.0)];
     v.push(c);
@@ -430,4 +431,51 @@ pub fn run_all(device: &mut dyn Backend, checks: &mut Checks) {
         missing.is_empty(),
         "op variants without a case: {missing:?}"
     );
+}
+
+/// SGD (plain, momentum with dampening's weight, Nesterov) and clipping (by norm, by
+/// value, both), at sizes that split into several launches with 1 KiB bindings.
+fn optim_cases(r: &mut Rng, v: &mut Vec<Case>) {
+    for (n, momentum, nesterov, weight) in [
+        (5, 0.0, false, 1.0),
+        (1000, 0.9, false, 0.7),
+        (257, 0.9, true, 1.0),
+    ] {
+        let op = Op::Sgd(SgdParams {
+            momentum,
+            nesterov,
+            weight_decay: 0.01,
+        });
+        let scalars = HostTensor::new([2], vec![0.05, weight]).unwrap();
+        let mut c = case(
+            format!("sgd {n} m={momentum} nesterov={nesterov}"),
+            op,
+            vec![r.tensor(&[n], 0.1), scalars],
+        );
+        c.targets = vec![r.tensor(&[n], 1.0), r.tensor(&[n], 0.1)];
+        v.push(c);
+    }
+    for shape in [vec![1], vec![37, 29], vec![3000]] {
+        v.push(case(
+            format!("sum_squares {shape:?}"),
+            Op::SumSquares,
+            vec![r.tensor(&shape, 1.0)],
+        ));
+    }
+    for (max_norm, value, total) in [
+        (1.0, f32::INFINITY, 40.0),
+        (100.0, f32::INFINITY, 40.0),
+        (f32::INFINITY, 0.3, 0.0),
+        (2.0, 0.05, 9.0),
+    ] {
+        let inputs = vec![
+            r.tensor(&[700], 1.0),
+            HostTensor::new([1], vec![total]).unwrap(),
+        ];
+        v.push(case(
+            format!("clip_grad norm {max_norm} value {value}"),
+            Op::ClipGrad { max_norm, value },
+            inputs,
+        ));
+    }
 }

@@ -256,6 +256,27 @@ signature! {
 }
 
 signature! {
+    /// [`Op::Sgd`](crate::Op::Sgd): the gradient `grad` and the host-written `scalars` `[2]`.
+    SgdInputs { grad, scalars }
+    /// [`Op::Sgd`](crate::Op::Sgd) targets: `param` and its momentum buffer `buf`.
+    -> SgdTargets { param, buf }
+}
+
+signature! {
+    /// [`Op::SumSquares`](crate::Op::SumSquares): `x` of any shape.
+    SumSquaresInputs { x }
+    /// [`Op::SumSquares`](crate::Op::SumSquares): `total` `[1]`.
+    -> SumSquaresOutputs { total }
+}
+
+signature! {
+    /// [`Op::ClipGrad`](crate::Op::ClipGrad): `x` and the squared global norm `total_sq` `[1]`.
+    ClipGradInputs { x, total_sq }
+    /// [`Op::ClipGrad`](crate::Op::ClipGrad): `y` of `x`'s shape.
+    -> ClipGradOutputs { y }
+}
+
+signature! {
     /// [`Op::Copy`](crate::Op::Copy): `src`.
     CopyInputs { src }
     /// [`Op::Copy`](crate::Op::Copy) target: `dst`, of `src`'s shape.

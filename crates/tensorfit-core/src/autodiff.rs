@@ -368,6 +368,9 @@ fn vjp(
         | Op::SoftmaxCrossEntropyBackward
         | Op::BatchNormStatsUpdate { .. }
         | Op::Adam(_)
+        | Op::Sgd(_)
+        | Op::SumSquares
+        | Op::ClipGrad { .. }
         | Op::Copy => Err(Error::Graph(format!(
             "node `{}`: {} has no gradient (it is a backward or update op)",
             node.name,

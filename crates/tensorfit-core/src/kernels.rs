@@ -20,7 +20,7 @@ use crate::args::*;
 use crate::backend::TensorView;
 use crate::error::{Error, Result};
 use crate::gru::GruDims;
-use crate::op::{Activation, AdamParams, BinaryOp, LstmDims, Op};
+use crate::op::{Activation, AdamParams, BinaryOp, LstmDims, Op, SgdParams};
 use crate::shape::Shape;
 
 /// The kernels of one backend, one method per [`Op`] variant, named as `Op::name` names
@@ -191,6 +191,30 @@ pub trait OpKernels {
         o: AdamTargets<Self::Out>,
     ) -> Result<()>;
 
+    fn sgd_update(
+        &mut self,
+        p: SgdParams,
+        s: SgdInputs<&Shape>,
+        i: SgdInputs<Self::In>,
+        o: SgdTargets<Self::Out>,
+    ) -> Result<()>;
+
+    fn sum_squares(
+        &mut self,
+        s: SumSquaresInputs<&Shape>,
+        i: SumSquaresInputs<Self::In>,
+        o: SumSquaresOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn clip_grad(
+        &mut self,
+        max_norm: f32,
+        value: f32,
+        s: ClipGradInputs<&Shape>,
+        i: ClipGradInputs<Self::In>,
+        o: ClipGradOutputs<Self::Out>,
+    ) -> Result<()>;
+
     fn copy(
         &mut self,
         s: CopyInputs<&Shape>,
@@ -338,6 +362,18 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         Op::Adam(p) => {
             let (s, i, o) = named!(AdamInputs);
             k.adam_update(*p, s, i, o)
+        }
+        Op::Sgd(p) => {
+            let (s, i, o) = named!(SgdInputs);
+            k.sgd_update(*p, s, i, o)
+        }
+        Op::SumSquares => {
+            let (s, i, o) = named!(SumSquaresInputs);
+            k.sum_squares(s, i, o)
+        }
+        Op::ClipGrad { max_norm, value } => {
+            let (s, i, o) = named!(ClipGradInputs);
+            k.clip_grad(*max_norm, *value, s, i, o)
         }
         Op::Copy => {
             let (s, i, o) = named!(CopyInputs);

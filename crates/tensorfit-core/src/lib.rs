@@ -22,6 +22,7 @@ pub mod kernels;
 pub mod ledger;
 pub mod lstm_dims;
 pub mod op;
+mod optim_op;
 pub mod rng;
 pub mod schedule;
 pub mod shape;
@@ -36,7 +37,9 @@ pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
 pub use gru::GruDims;
 pub use kernels::{dispatch, OpCall, OpKernels};
 pub use ledger::{Capacity, Ledger};
-pub use op::{sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op, LSTM_SCRATCH_STEPS};
+pub use op::{
+    sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op, SgdParams, LSTM_SCRATCH_STEPS,
+};
 pub use rng::Rng;
 pub use schedule::schedule;
 pub use shape::{DType, Shape};

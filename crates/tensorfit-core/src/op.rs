@@ -9,7 +9,7 @@
 //! - tensors are row-major and contiguous, `f32`;
 //! - sequences are time-major, `[T, B, F]` (PyTorch's `nn.LSTM` default), so that one time
 //!   step is one contiguous `[B, F]` block;
-//! - an op writes only its outputs. *Update ops* (`Adam`, `BatchNormStatsUpdate`, `Copy`)
+//! - an op writes only its outputs. *Update ops* (`Adam`, `Sgd`, `BatchNormStatsUpdate`, `Copy`)
 //!   are the exception: their outputs are existing tensors (parameters, optimizer state,
 //!   running statistics, carried state) which they read and overwrite in place. The
 //!   schedule runs an update after every other reader of its targets.
@@ -17,6 +17,8 @@
 use crate::args::*;
 use crate::gru::GruDims;
 pub use crate::lstm_dims::{LstmDims, LSTM_SCRATCH_STEPS};
+use crate::optim_op::optim_shapes;
+pub use crate::optim_op::{AdamParams, SgdParams};
 use crate::shape::Shape;
 
 /// Pointwise nonlinearity.
@@ -214,12 +216,29 @@ pub enum Op {
     /// `dlogits = (probs - onehot(labels)) · dloss / B`.
     SoftmaxCrossEntropyBackward,
 
-    /// Update op: one Adam step with PyTorch's formula. Inputs `grad`, `scalars` `[2]` =
-    /// (`lr / (1 - β1^t)`, `sqrt(1 - β2^t)`), written by the host each step; targets
-    /// `param`, `m`, `v`:
-    /// `g = grad + weight_decay · param`, `m = β1 m + (1-β1) g`, `v = β2 v + (1-β2) g²`,
+    /// Update op: one Adam step with PyTorch's formula. Inputs `grad`, `scalars` `[3]` =
+    /// (`lr / (1 - β1^t)`, `sqrt(1 - β2^t)`, `1 - lr · decoupled decay`), written by the
+    /// host each step; targets `param`, `m`, `v`:
+    /// `g = grad + weight_decay · param`, `param *= scalars[2]` (AdamW's decay; 1 for
+    /// Adam), `m = β1 m + (1-β1) g`, `v = β2 v + (1-β2) g²`,
     /// `param -= scalars[0] · m / (sqrt(v) / scalars[1] + eps)`.
     Adam(AdamParams),
+
+    /// Update op: one SGD step with PyTorch's formula. Inputs `grad`, `scalars` `[2]` =
+    /// (`lr`, the gradient's weight in the buffer: 1 on the first step or without
+    /// momentum, `1 - dampening` after), written by the host each step; targets `param`,
+    /// `buf`: `g = grad + weight_decay · param`, `buf = momentum · buf + scalars[1] · g`,
+    /// `d = g + momentum · buf` if `nesterov` else `buf`, `param -= scalars[0] · d`.
+    Sgd(SgdParams),
+
+    /// Input `x` of any shape; output `total` `[1]` = `Σ x²` (one gradient's share of
+    /// the global norm that [`Op::ClipGrad`] clips by).
+    SumSquares,
+
+    /// Inputs `x`, `total_sq` `[1]` (the squared global norm); output `y` =
+    /// `clamp(x · min(1, max_norm / (sqrt(total_sq) + 1e-6)), -value, value)`:
+    /// PyTorch's `clip_grad_norm_` then `clip_grad_value_`; `+inf` turns either off.
+    ClipGrad { max_norm: f32, value: f32 },
 
     /// Update op: input `src`; target `dst` of the same shape gets a copy (carries an LSTM's
     /// final state into the next segment's initial state without a host round trip).
@@ -250,6 +269,9 @@ impl Op {
             Op::SoftmaxCrossEntropy => "softmax_cross_entropy_forward",
             Op::SoftmaxCrossEntropyBackward => "softmax_cross_entropy_backward",
             Op::Adam(_) => "adam_update",
+            Op::Sgd(_) => "sgd_update",
+            Op::SumSquares => "sum_squares",
+            Op::ClipGrad { .. } => "clip_grad",
             Op::Copy => "copy",
         }
     }
@@ -295,6 +317,9 @@ impl Op {
             Op::SoftmaxCrossEntropy => SoftmaxCrossEntropyOutputs::<()>::NAMES,
             Op::SoftmaxCrossEntropyBackward => SoftmaxCrossEntropyBackwardOutputs::<()>::NAMES,
             Op::Adam(_) => AdamTargets::<()>::NAMES,
+            Op::Sgd(_) => SgdTargets::<()>::NAMES,
+            Op::SumSquares => SumSquaresOutputs::<()>::NAMES,
+            Op::ClipGrad { .. } => ClipGradOutputs::<()>::NAMES,
             Op::Copy => CopyTargets::<()>::NAMES,
         }
     }
@@ -303,7 +328,7 @@ impl Op {
     pub fn is_update(&self) -> bool {
         matches!(
             self,
-            Op::Adam(_) | Op::BatchNormStatsUpdate { .. } | Op::Copy
+            Op::Adam(_) | Op::Sgd(_) | Op::BatchNormStatsUpdate { .. } | Op::Copy
         )
     }
 
@@ -509,7 +534,7 @@ impl Op {
             }
             Op::Adam(_) => {
                 let AdamInputs { grad, scalars } = named(list)?;
-                same(scalars, &Shape::from([2]), "scalars")?;
+                same(scalars, &Shape::from([3]), "scalars")?;
                 let targets = AdamTargets {
                     param: grad.clone(),
                     m: grad.clone(),
@@ -517,6 +542,7 @@ impl Op {
                 };
                 Ok(targets.into_vec())
             }
+            Op::Sgd(_) | Op::SumSquares | Op::ClipGrad { .. } => optim_shapes(self, list),
             Op::Copy => {
                 let CopyInputs { src } = named(list)?;
                 Ok(CopyTargets { dst: src.clone() }.into_vec())
@@ -526,7 +552,7 @@ impl Op {
 }
 
 /// The input shapes by name.
-fn named<'s, A: Args<&'s Shape>>(list: Vec<&'s Shape>) -> Result<A, String> {
+pub(crate) fn named<'s, A: Args<&'s Shape>>(list: Vec<&'s Shape>) -> Result<A, String> {
     A::from_vec("inputs", list)
 }
 
@@ -551,15 +577,6 @@ pub(crate) fn same(s: &Shape, want: &Shape, what: &str) -> Result<(), String> {
     } else {
         Err(format!("{what} must have shape {want}, got {s}"))
     }
-}
-
-/// The constant hyper-parameters of [`Op::Adam`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AdamParams {
-    pub beta1: f32,
-    pub beta2: f32,
-    pub eps: f32,
-    pub weight_decay: f32,
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ fn updates_run_after_every_reader_of_their_target() {
     let mut g = Graph::new();
     let p = g.parameter("p", [4]);
     let grad = g.input("grad", [4]);
-    let scalars = g.input("scalars", [2]);
+    let scalars = g.input("scalars", [3]);
     let m = g.state("m", [4]);
     let v = g.state("v", [4]);
     let adam = Op::Adam(AdamParams {

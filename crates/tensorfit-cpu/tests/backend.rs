@@ -136,7 +136,7 @@ fn matmul_of_a_tensor_with_its_own_transpose_in_one_arena() {
 fn adam_update_in_one_arena_equals_separate_buffers() {
     // An update op: the targets are read and written through the same slices.
     let n = 7;
-    let inputs = vec![values(1, n), vec![0.01, 0.3]];
+    let inputs = vec![values(1, n), vec![0.01, 0.3, 0.999]];
     let op = Op::Adam(AdamParams {
         beta1: 0.9,
         beta2: 0.99,
@@ -145,7 +145,7 @@ fn adam_update_in_one_arena_equals_separate_buffers() {
     });
     // The targets start at zero in both runs (fresh buffers).
     let (separate, shared) =
-        run_separate_and_shared(&op, &[&[n], &[2]], &inputs, &[&[n], &[n], &[n]]);
+        run_separate_and_shared(&op, &[&[n], &[3]], &inputs, &[&[n], &[n], &[n]]);
     assert_eq!(separate, shared);
     assert!(separate[1].iter().all(|&m| m != 0.0));
 }

@@ -2,8 +2,10 @@
 //!
 //! Tensors keep PyTorch's names (`lstm.weight_ih_l0`, `bn1.running_mean`, ...), so
 //! `safetensors.torch.load_file` reads a checkpoint directly and the `lstm.*` tensors
-//! (prefix removed) load into `torch.nn.LSTM`. Adam's moments are `adam.m.<name>` and
-//! `adam.v.<name>`. The metadata holds the format version, the model description as
+//! (prefix removed) load into `torch.nn.LSTM`. The optimizer's state is Adam's (and
+//! AdamW's) moments `adam.m.<name>` and `adam.v.<name>`, or SGD's `sgd.momentum.<name>`;
+//! the optimizer's settings and the schedule's state are metadata
+//! ([`crate::optim`]'s `persist`). The metadata holds the format version, the model description as
 //! JSON ([`description_json`]; version 1 files hold the seed-shaped classifier's sizes
 //! instead, and still load), the step and a checksum of every tensor's bytes. Files are written through
 //! [`crate::atomic_file`], so a crash never leaves a half-written checkpoint under the
@@ -18,6 +20,7 @@ use crate::atomic_file::write_atomic;
 use crate::description::ModelDescription;
 use crate::description_json;
 use crate::layers::{ParamKind, ParamSpec};
+use crate::optim::{ADAM_STATES, SGD_STATES};
 use crate::params::ParamStore;
 use crate::safetensors_file::SafetensorsFile;
 
@@ -38,13 +41,24 @@ pub struct Checkpoint {
     pub config: ModelDescription,
     /// Model tensors: parameters and running statistics.
     pub params: ParamStore,
-    /// `adam.m.<name>` and `adam.v.<name>` for every trainable parameter (empty for a
-    /// model saved without optimizer state).
+    /// The optimizer's state tensors of every trainable parameter, `adam.m.<name>` and
+    /// `adam.v.<name>` or `sgd.momentum.<name>` (empty for a model saved without
+    /// optimizer state).
     pub optimizer: ParamStore,
     /// Optimizer steps taken.
     pub step: u64,
     /// Extra key/value pairs kept with the checkpoint (data-generator state, ...).
     pub extra: HashMap<String, String>,
+}
+
+/// The state names of the optimizer whose state tensor `name` is, if it is one.
+fn is_state_of(name: &str) -> Option<&'static [&'static str]> {
+    [ADAM_STATES, SGD_STATES].into_iter().find(|states| {
+        states.iter().any(|s| {
+            name.strip_prefix(s)
+                .is_some_and(|rest| rest.starts_with('.'))
+        })
+    })
 }
 
 /// FNV-1a over every tensor's name and bytes, in name order (the store's own order).
@@ -119,7 +133,7 @@ impl Checkpoint {
         let mut params = ParamStore::new();
         let mut optimizer = ParamStore::new();
         for (n, t) in all.iter() {
-            if n.starts_with("adam.") {
+            if is_state_of(n).is_some() {
                 optimizer.insert(n, t.clone());
             } else {
                 params.insert(n, t.clone());
@@ -131,22 +145,27 @@ impl Checkpoint {
             .into_iter()
             .filter(|s| s.kind == ParamKind::Trainable)
             .collect();
+        // One optimizer's state, for every trainable parameter, or none at all.
+        let states = optimizer
+            .iter()
+            .find_map(|(n, _)| is_state_of(n))
+            .unwrap_or(&[]);
         for spec in &trainable {
-            for m in ["m", "v"] {
-                let name = format!("adam.{m}.{}", spec.name);
-                if let Some(t) = optimizer.get(&name) {
-                    if t.shape != spec.shape {
+            for state in states {
+                let name = format!("{state}.{}", spec.name);
+                match optimizer.get(&name) {
+                    Some(t) if t.shape != spec.shape => {
                         return Err(Error::input(format!(
                             "tensor `{name}` has shape {}, the model needs {}",
                             t.shape, spec.shape
-                        )));
+                        )))
                     }
-                } else if !optimizer.is_empty() {
-                    return Err(Error::input(format!("tensor `{name}` is missing")));
+                    Some(_) => {}
+                    None => return Err(Error::input(format!("tensor `{name}` is missing"))),
                 }
             }
         }
-        if optimizer.len() > 2 * trainable.len() {
+        if optimizer.len() > states.len() * trainable.len() {
             return Err(Error::input(
                 "checkpoint has optimizer tensors that are not part of this model",
             ));

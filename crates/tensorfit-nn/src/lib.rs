@@ -3,14 +3,13 @@
 //! [`ModelDescription`] is a user's model (with the `seed` preset), checked by
 //! [`ModelDescription::validate`]; [`Network`] is it as typed [`layers`], each owning its tensors (PyTorch's names), its
 //! forward builder and its carried state; [`model`] builds its graphs; [`programs`] the
-//! graphs a run is made of, named by [`ProgramKey`]s; [`AdamConfig`] appends PyTorch's Adam as update nodes;
+//! graphs a run is made of, named by [`ProgramKey`]s; [`optim`] appends PyTorch's optimizers (Adam, AdamW, SGD), gradient clipping and learning-rate schedules;
 //! [`Trainer`] runs truncated BPTT on any [`tensorfit_core::Backend`]; [`TemporalOrder`]
 //! is the built-in task; [`ParamStore`] moves weights in and out (safetensors, PyTorch's
 //! names).
 
 #![forbid(unsafe_code)]
 
-pub mod adam;
 pub mod atomic_file;
 pub mod checkpoint;
 pub mod description;
@@ -21,6 +20,7 @@ pub mod layers;
 pub mod model;
 pub mod model_size;
 pub mod network;
+pub mod optim;
 pub mod options;
 pub mod params;
 pub mod programs;
@@ -33,7 +33,6 @@ pub mod task;
 mod train_graph;
 pub mod trainer;
 
-pub use adam::AdamConfig;
 pub use checkpoint::Checkpoint;
 pub use description::{
     Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
@@ -45,6 +44,7 @@ pub use layers::{Init, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use model_size::TRAIN_FLOPS_PER_FORWARD;
 pub use network::Network;
+pub use optim::{AdamConfig, Clip, OptimConfig, OptimSettings, Optimizer, Schedule, SgdConfig};
 pub use options::{Job, ProgramKey, ProgramKind, TrainOptions};
 pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};

@@ -6,16 +6,17 @@ use std::fmt;
 
 use tensorfit_core::{Error, Result};
 
-use crate::adam::AdamConfig;
 use crate::description::ModelDescription;
 use crate::model_size::TRAIN_FLOPS_PER_FORWARD;
+use crate::optim::OptimConfig;
 
 /// What a program does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProgramKind {
     /// Advances the carried LSTM state over a chunk (no gradients, no head).
     Carry,
-    /// The last truncated-BPTT segment: forward, backward, Adam, running statistics.
+    /// The last truncated-BPTT segment: forward, backward, clipping, the optimizer,
+    /// running statistics.
     Train,
     /// The last evaluation chunk: forward in inference form, loss and probabilities.
     Eval,
@@ -73,7 +74,8 @@ pub struct TrainOptions {
     /// Recompute the training segment's activations in sub-segments of this many steps
     /// during backward, instead of keeping them (`None`: keep them).
     pub recompute: Option<usize>,
-    pub adam: AdamConfig,
+    /// Optimizer, gradient clipping and learning-rate schedule.
+    pub optim: OptimConfig,
 }
 
 impl Default for TrainOptions {
@@ -83,14 +85,14 @@ impl Default for TrainOptions {
             chunk: 50,
             micro_batch: None,
             recompute: None,
-            adam: AdamConfig::default(),
+            optim: OptimConfig::default(),
         }
     }
 }
 
 impl TrainOptions {
     pub fn validate(&self) -> Result<()> {
-        self.adam.validate()?;
+        self.optim.validate()?;
         if self.tbptt == 0
             || self.chunk == 0
             || self.micro_batch == Some(0)

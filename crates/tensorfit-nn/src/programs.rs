@@ -1,7 +1,7 @@
 //! The programs a run is made of.
 //!
 //! A *program* is one graph with fixed shapes: a training segment (forward, backward,
-//! Adam, running statistics), a chunk that only advances the LSTM state, or an
+//! the optimizer, running statistics), a chunk that only advances the LSTM state, or an
 //! evaluation chunk; [`ProgramKey`] names one and [`crate::options`] says which a call
 //! runs. The trainer runs them; the planner plans them. Both get them from here, so what
 //! is planned is exactly what runs.
@@ -11,10 +11,10 @@ use std::fmt;
 
 use tensorfit_core::{Graph, Result, Role, TensorId};
 
-use crate::adam::AdamConfig;
 use crate::description::ModelDescription;
 use crate::layers::{BatchNorm, StateSlot};
 use crate::model::{carry_graph, classifier, Mode};
+use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
 use crate::train_graph::{train_graph, TrainGraph};
@@ -56,8 +56,10 @@ pub struct Program {
     pub labels: Option<TensorId>,
     pub loss: Option<TensorId>,
     pub probs: Option<TensorId>,
-    /// `adam.scalars`, written each step.
+    /// The optimizer's scalars (`adam.scalars`, `sgd.scalars`), written each step.
     pub scalars: Option<TensorId>,
+    /// The squared global gradient norm, read after each step when clipping by norm.
+    pub grad_norm_sq: Option<TensorId>,
     /// (parameter name, gradient) in training programs.
     pub grads: Vec<(String, TensorId)>,
     /// Every parameter and state leaf with the key all programs share it under.
@@ -66,7 +68,11 @@ pub struct Program {
 
 impl Program {
     /// Builds the program `key` for `model`.
-    pub fn build(model: &ModelDescription, adam: &AdamConfig, key: ProgramKey) -> Result<Program> {
+    pub fn build(
+        model: &ModelDescription,
+        optim: &OptimConfig,
+        key: ProgramKey,
+    ) -> Result<Program> {
         let ProgramKey {
             kind,
             batch,
@@ -94,7 +100,7 @@ impl Program {
                     Some(segment) => recompute::train_graph(model, batch, steps, segment)?,
                 };
                 let carried = std::mem::take(&mut t.carried);
-                (Program::training(key, adam, t)?, carried)
+                (Program::training(key, optim, t)?, carried)
             }
         };
         let carried: HashMap<TensorId, StateSlot> = carried.into_iter().collect();
@@ -116,8 +122,9 @@ impl Program {
         Ok(p)
     }
 
-    /// A training program: `t` with Adam and the running-statistics updates appended.
-    fn training(key: ProgramKey, adam: &AdamConfig, t: TrainGraph) -> Result<Program> {
+    /// A training program: `t` with clipping, the optimizer and the running-statistics
+    /// updates appended.
+    fn training(key: ProgramKey, optim: &OptimConfig, t: TrainGraph) -> Result<Program> {
         let TrainGraph {
             mut graph,
             xs,
@@ -126,7 +133,7 @@ impl Program {
             grads,
             ..
         } = t;
-        let scalars = adam.append_updates(&mut graph, &params, &grads)?;
+        let update = optim.append(&mut graph, &params, &grads)?;
         let unbias = key.batch as f32 / (key.batch as f32 - 1.0);
         for stats in &head.batch_stats {
             BatchNorm::stats_update(&mut graph, stats, unbias)?;
@@ -135,7 +142,8 @@ impl Program {
         p.labels = Some(head.labels);
         p.loss = Some(head.loss);
         p.probs = Some(head.probs);
-        p.scalars = Some(scalars);
+        p.scalars = Some(update.scalars);
+        p.grad_norm_sq = update.grad_norm_sq;
         p.grads = params.into_iter().map(|(n, _)| n).zip(grads).collect();
         Ok(p)
     }
@@ -149,6 +157,7 @@ impl Program {
             loss: None,
             probs: None,
             scalars: None,
+            grad_norm_sq: None,
             grads: Vec::new(),
             persistent: Vec::new(),
         }
@@ -156,7 +165,8 @@ impl Program {
 
     /// Tensors the host reads after a run (they must outlive it).
     pub fn outputs(&self) -> Vec<TensorId> {
-        let mut v: Vec<TensorId> = [self.loss, self.probs].into_iter().flatten().collect();
+        let read = [self.loss, self.probs, self.grad_norm_sq];
+        let mut v: Vec<TensorId> = read.into_iter().flatten().collect();
         v.extend(self.grads.iter().map(|(_, g)| *g));
         v
     }

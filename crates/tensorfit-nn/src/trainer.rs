@@ -3,7 +3,7 @@
 //! A minibatch is a `[T, B, F]` sequence with one label per sequence (the class is read
 //! at the last step). With a truncated-BPTT length `L`, the first `T - L` steps only
 //! advance the LSTM state (inference-form layers, no activations kept), in chunks of at
-//! most `chunk` steps; the last `L` steps run forward, backward and Adam from that
+//! most `chunk` steps; the last `L` steps run forward, backward and the optimizer from that
 //! carried state. Gradients therefore stop at the segment border, and training memory
 //! depends on `L`, not `T`. This is what a PyTorch user does with `h.detach()` between
 //! segments. Evaluation streams the same way, optionally in micro-batches.
@@ -26,6 +26,7 @@ use tensorfit_core::{
 use crate::checkpoint::Checkpoint;
 use crate::description::ModelDescription;
 use crate::layers::{Lstm, ParamKind, StatePart};
+use crate::optim::ScheduleState;
 use crate::options::{micro_batches, ProgramKey, TrainOptions};
 use crate::params::ParamStore;
 use crate::programs::{PersistentKey, Program};
@@ -36,6 +37,11 @@ pub struct StepReport {
     /// 1-based count of optimizer steps taken so far.
     pub step: u64,
     pub loss: f32,
+    /// The learning rate the step used (after the schedule).
+    pub lr: f64,
+    /// The global gradient norm before clipping (`clip_grad_norm_`'s return value), when
+    /// clipping by norm.
+    pub grad_norm: Option<f32>,
     /// Softmax probabilities `[B, classes]` before the update.
     pub probs: HostTensor,
 }
@@ -70,6 +76,8 @@ pub struct Trainer {
     programs: HashMap<ProgramKey, Loaded>,
     last_train: Option<ProgramKey>,
     step: u64,
+    /// The learning-rate schedule's state (reduce-on-plateau's).
+    schedule: ScheduleState,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -131,6 +139,7 @@ impl Trainer {
         opts.validate()?;
         params.check_against(&model)?;
         Ok(Trainer {
+            schedule: ScheduleState::new(opts.optim.optimizer.lr()),
             backend,
             lstm: model.network()?.lstm,
             model,
@@ -209,11 +218,18 @@ impl Trainer {
             .step
             .checked_add(1)
             .ok_or_else(|| Error::input(format!("the step counter cannot pass {}", self.step)))?;
-        let scalars = self.opts.adam.scalars(next);
+        let o = &self.opts.optim;
+        let lr = self.schedule.lr(&o.schedule, o.optimizer.lr(), next);
+        let scalars = o.optimizer.scalars(next, lr);
         let rows = 0..labels.len();
         let (loss, probs) = self.run_sequence(&keys, x, rows, labels, Some(&scalars))?;
         self.step = next;
         self.last_train = keys.last().copied();
+        let p = &self.programs[&keys[keys.len() - 1]];
+        let norm_sq = match p.ids.grad_norm_sq {
+            Some(t) => p.exe.read(self.backend.as_mut(), t)?,
+            None => Vec::new(),
+        };
         if !loss.is_finite() {
             return Err(Error::input(format!(
                 "the loss became {loss} at step {}: lower the learning rate or check the data for NaN/Inf",
@@ -223,8 +239,27 @@ impl Trainer {
         Ok(StepReport {
             step: self.step,
             loss,
+            lr,
+            grad_norm: norm_sq.first().map(|s| s.sqrt()),
             probs,
         })
+    }
+
+    /// Reports a validation metric (lower is better) to the learning-rate schedule:
+    /// reduce-on-plateau's step; nothing for the other schedules. Returns whether the
+    /// learning rate was reduced.
+    pub fn observe(&mut self, metric: f64) -> bool {
+        self.schedule.observe(&self.opts.optim.schedule, metric)
+    }
+
+    /// The learning-rate schedule's state, for checkpoints.
+    pub fn schedule_state(&self) -> ScheduleState {
+        self.schedule
+    }
+
+    /// Restores the schedule's state from a checkpoint.
+    pub fn restore_schedule(&mut self, state: ScheduleState) {
+        self.schedule = state;
     }
 
     /// Runs the model in inference form (running statistics) over whole sequences.
@@ -330,13 +365,13 @@ impl Trainer {
     }
 
     /// Everything needed to continue later: model, optimizer state (Adam's moments
-    /// `adam.m.<name>`, `adam.v.<name>`; zeros before the first step), step.
+    /// `adam.m.<name>`, `adam.v.<name>`, SGD's `sgd.momentum.<name>`; zeros before the
+    /// first step), step.
     pub fn checkpoint(&mut self) -> Result<Checkpoint> {
         let (mut params, mut optimizer) = (ParamStore::new(), ParamStore::new());
         for spec in self.model.param_specs()? {
             if spec.kind == ParamKind::Trainable {
-                for m in ["m", "v"] {
-                    let name = format!("adam.{m}.{}", spec.name);
+                for name in self.opts.optim.optimizer.state_names(&spec.name) {
                     optimizer.insert(&name, HostTensor::zeros(spec.shape.clone()));
                 }
             }
@@ -360,7 +395,7 @@ impl Trainer {
         for (name, t) in ck.params.iter_mut().chain(ck.optimizer.iter_mut()) {
             match self.persistent.get(&PersistentKey::named(name)) {
                 Some(view) if view.shape == t.shape => self.backend.read(view, &mut t.data)?,
-                // Adam's moments before the first step.
+                // The optimizer's state before the first step.
                 None => t.data.fill(0.0),
                 Some(view) => {
                     return Err(Error::input(format!(
@@ -374,7 +409,7 @@ impl Trainer {
         Ok(())
     }
 
-    /// Restores Adam's moments and the step counter from a checkpoint's values.
+    /// Restores the optimizer's state and the step counter from a checkpoint's values.
     pub fn restore_optimizer(&mut self, optimizer: &ParamStore, step: u64) -> Result<()> {
         for (name, t) in optimizer.iter() {
             let view = self.persistent_view(&PersistentKey::named(name), t.shape.clone())?;
@@ -501,7 +536,7 @@ impl Trainer {
         if self.programs.contains_key(&key) {
             return Ok(());
         }
-        let mut ids = Program::build(&self.model, &self.opts.adam, key)?;
+        let mut ids = Program::build(&self.model, &self.opts.optim, key)?;
         let mut bound = HashMap::new();
         for (t, k) in &ids.persistent {
             let shape = ids.graph.shape(*t).clone();

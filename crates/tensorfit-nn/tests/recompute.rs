@@ -7,7 +7,7 @@
 
 use tensorfit_core::{Activation, HostTensor};
 use tensorfit_cpu::CpuBackend;
-use tensorfit_nn::{AdamConfig, ParamStore, Rng, SeedShape, TrainOptions, Trainer};
+use tensorfit_nn::{OptimConfig, ParamStore, Rng, SeedShape, TrainOptions, Trainer};
 
 fn max_abs(v: &[f32]) -> f32 {
     v.iter().fold(0.0f32, |m, x| m.max(x.abs()))
@@ -51,10 +51,7 @@ fn recomputed_segments_match_the_plain_step() {
             chunk: 3,
             micro_batch: None,
             recompute,
-            adam: AdamConfig {
-                lr: 0.01,
-                ..AdamConfig::default()
-            },
+            optim: OptimConfig::adam(0.01),
         };
         Trainer::new(Box::new(CpuBackend::new()), cfg.clone(), &params, opts).unwrap()
     };

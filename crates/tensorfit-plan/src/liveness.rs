@@ -101,7 +101,11 @@ pub fn liveness(graph: &Graph, outputs: &[TensorId]) -> Result<Liveness> {
                 read_in_backward[t.0] = true;
             }
         }
-        if let Op::Adam(_) = node.op {
+        // The gradients an update reads (clipped or not), and the state it keeps.
+        if let Op::ClipGrad { .. } = node.op {
+            adam_grad[node.inputs[0].0] = true;
+        }
+        if let Op::Adam(_) | Op::Sgd(_) = node.op {
             adam_grad[node.inputs[0].0] = true;
             for &t in &node.outputs[1..] {
                 adam_state[t.0] = true;

@@ -18,11 +18,12 @@ pub(crate) enum Shader {
     Softmax,
     Adam,
     Gather,
+    Optim,
 }
 
 impl Shader {
     #[cfg(test)]
-    pub const ALL: [Shader; 8] = [
+    pub const ALL: [Shader; 9] = [
         Shader::Gemm,
         Shader::Elementwise,
         Shader::Lstm,
@@ -31,6 +32,7 @@ impl Shader {
         Shader::Softmax,
         Shader::Adam,
         Shader::Gather,
+        Shader::Optim,
     ];
 
     pub fn file(self) -> &'static str {
@@ -43,6 +45,7 @@ impl Shader {
             Shader::Softmax => "softmax.wgsl",
             Shader::Adam => "adam.wgsl",
             Shader::Gather => "gather.wgsl",
+            Shader::Optim => "optim.wgsl",
         }
     }
 
@@ -81,6 +84,10 @@ impl Shader {
                 include_str!("shaders/common.wgsl"),
                 include_str!("shaders/gather.wgsl")
             ),
+            Shader::Optim => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/optim.wgsl")
+            ),
         }
     }
 }
@@ -97,7 +104,7 @@ pub(crate) struct Kernel {
 }
 
 /// Invocations per workgroup of the one-dimensional kernels (common.wgsl's `WG`).
-const WG: u32 = 256;
+pub(crate) const WG: u32 = 256;
 /// Invocations per workgroup of the column reductions (common.wgsl's `COLUMN_WG`).
 const COLUMN_WG: u32 = 64;
 /// The 8 × 8 tiles of `matmul`.
@@ -143,6 +150,9 @@ kernels! {
     ADAM_UPDATE = Adam::"adam_update", 5, WG;
     GATHER = Gather::"gather", 3, WG;
     SCATTER_ADD = Gather::"scatter_add", 3, COLUMN_WG;
+    SGD_UPDATE = Optim::"sgd_update", 4, WG;
+    SUM_SQUARES = Optim::"sum_squares", 2, WG;
+    CLIP_GRAD = Optim::"clip_grad", 3, WG;
 }
 
 #[cfg(test)]

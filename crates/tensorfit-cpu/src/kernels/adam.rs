@@ -1,10 +1,10 @@
 //! The optimizer step: `adam_update`, one Adam step with PyTorch's formula.
 //!
 //! The bias corrections depend on the step count, which the host knows; it folds them
-//! into two scalars written to the device each step (`lr / (1 - β1^t)` and
+//! into scalars written to the device each step (`lr / (1 - β1^t)` and
 //! `sqrt(1 - β2^t)`), so the kernel needs no counter and the graph stays the same from
-//! step to step. Weight decay is L2 added to the gradient (PyTorch's `Adam`, not
-//! `AdamW`).
+//! step to step. `weight_decay` is L2 added to the gradient (PyTorch's `Adam`); AdamW's
+//! decoupled decay is the third scalar, `1 - lr·decay`, which scales the parameter.
 
 use rayon::prelude::*;
 use tensorfit_core::{AdamParams, Result};
@@ -18,8 +18,8 @@ const CHUNK: usize = 1 << 14;
 /// One task's `((param, grad), (m, v))`.
 type Chunk<'a> = ((&'a mut [f32], &'a [f32]), (&'a mut [f32], &'a mut [f32]));
 
-/// Update op: with `(s0, s1) = scalars`,
-/// `g = grad + weight_decay·param`, `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`,
+/// Update op: with `(s0, s1, s2) = scalars`,
+/// `g = grad + weight_decay·param`, `param *= s2`, `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`,
 /// `param -= s0 · m / (sqrt(v)/s1 + eps)`. Large tensors are split across threads, and
 /// on AVX-512 the loop runs with 16 lanes (the same operations, so the same bits).
 pub fn adam_update(
@@ -31,12 +31,12 @@ pub fn adam_update(
     v: &mut [f32],
 ) -> Result<()> {
     const K: &str = "adam_update";
-    check_len(K, "scalars", scalars, 2)?;
+    check_len(K, "scalars", scalars, 3)?;
     check_len(K, "param", param, grad.len())?;
     check_len(K, "m", m, grad.len())?;
     check_len(K, "v", v, grad.len())?;
     let token = gemm_fast::simd();
-    let (step_size, bias2_sqrt) = (scalars[0], scalars[1]);
+    let (step_size, bias2_sqrt, decay) = (scalars[0], scalars[1], scalars[2]);
     let update = |((w, dw), (m, v)): Chunk<'_>| {
         vectorize(
             token,
@@ -45,6 +45,7 @@ pub fn adam_update(
                 let state = m.iter_mut().zip(v.iter_mut());
                 for ((w, &dw), (m, v)) in w.iter_mut().zip(dw).zip(state) {
                     let g = dw + p.weight_decay * *w;
+                    *w *= decay;
                     *m = p.beta1 * *m + (1.0 - p.beta1) * g;
                     *v = p.beta2 * *v + (1.0 - p.beta2) * g * g;
                     *w -= step_size * *m / (v.sqrt() / bias2_sqrt + p.eps);
@@ -75,7 +76,7 @@ mod tests {
             eps: 1e-8,
             weight_decay: 0.5,
         };
-        let s = [0.1 / (1.0 - 0.9f32), (1.0 - 0.999f32).sqrt()];
+        let s = [0.1 / (1.0 - 0.9f32), (1.0 - 0.999f32).sqrt(), 1.0];
         let (mut w, mut m, mut v) = ([2.0f32, -1.0], [0.0; 2], [0.0; 2]);
         adam_update(p, &[0.3, 0.0], &s, &mut w, &mut m, &mut v).unwrap();
         // g = [0.3 + 1.0, 0 - 0.5]; the first step moves each weight by lr·sign(g).
@@ -88,5 +89,21 @@ mod tests {
             (w[0] - 1.9).abs() < 1e-5 && (w[1] + 0.9).abs() < 1e-5,
             "{w:?}"
         );
+    }
+
+    #[test]
+    fn the_decay_scalar_shrinks_the_weight_before_the_step_as_adamw_does() {
+        // AdamW, lr 0.1, decay 0.5: the weight is first scaled by 1 - 0.05, then moves by
+        // lr·sign(g) on the first step.
+        let p = AdamParams {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        };
+        let s = [0.1 / (1.0 - 0.9f32), (1.0 - 0.999f32).sqrt(), 0.95];
+        let (mut w, mut m, mut v) = ([2.0f32], [0.0; 1], [0.0; 1]);
+        adam_update(p, &[0.3], &s, &mut w, &mut m, &mut v).unwrap();
+        assert!((w[0] - (2.0 * 0.95 - 0.1)).abs() < 1e-5, "{w:?}");
     }
 }

@@ -17,6 +17,7 @@ pub mod gemm;
 pub mod gemm_fast;
 pub mod gru;
 pub mod lstm;
+pub mod optim;
 pub mod softmax;
 
 use std::marker::PhantomData;
@@ -24,7 +25,7 @@ use std::marker::PhantomData;
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::{
-    Activation, AdamParams, BinaryOp, GruDims, LstmDims, OpKernels, Result, Shape,
+    Activation, AdamParams, BinaryOp, GruDims, LstmDims, OpKernels, Result, SgdParams, Shape,
 };
 
 use crate::backend_error;
@@ -259,6 +260,36 @@ impl<'a> OpKernels for HostKernels<'a> {
         o: AdamTargets<Self::Out>,
     ) -> Result<()> {
         adam::adam_update(p, i.grad, i.scalars, o.param, o.m, o.v)
+    }
+
+    fn sgd_update(
+        &mut self,
+        p: SgdParams,
+        _: SgdInputs<&Shape>,
+        i: SgdInputs<Self::In>,
+        o: SgdTargets<Self::Out>,
+    ) -> Result<()> {
+        optim::sgd_update(p, i.grad, i.scalars, o.param, o.buf)
+    }
+
+    fn sum_squares(
+        &mut self,
+        _: SumSquaresInputs<&Shape>,
+        i: SumSquaresInputs<Self::In>,
+        o: SumSquaresOutputs<Self::Out>,
+    ) -> Result<()> {
+        optim::sum_squares(i.x, o.total)
+    }
+
+    fn clip_grad(
+        &mut self,
+        max_norm: f32,
+        value: f32,
+        _: ClipGradInputs<&Shape>,
+        i: ClipGradInputs<Self::In>,
+        o: ClipGradOutputs<Self::Out>,
+    ) -> Result<()> {
+        optim::clip_grad(max_norm, value, i.x, i.total_sq, o.y)
     }
 
     fn copy(

@@ -1,5 +1,5 @@
 //! The kernels of the CUDA backend: CUDA C sources under this folder (`lstm.cu`, `gru.cu`,
-//! `elementwise.cu`, `batchnorm.cu`, `softmax.cu`, `adam.cu`), and one Rust file per op
+//! `elementwise.cu`, `batchnorm.cu`, `softmax.cu`, `adam.cu`, `optim.cu`, `gather.cu`), and one Rust file per op
 //! family with a launcher per [`tensorfit_core::Op`], named as `Op::name` names it in every
 //! backend (`lstm_forward` in `lstm.rs` here, in the CPU's `kernels/lstm/mod.rs` and in wgpu's
 //! `shaders/lstm.wgsl`).
@@ -21,6 +21,7 @@ pub mod gather;
 pub mod gemm;
 pub mod gru;
 pub mod lstm;
+pub mod optim;
 pub mod softmax;
 
 use std::collections::HashMap;
@@ -30,7 +31,7 @@ use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::tokens::Table;
 use tensorfit_core::{
-    Activation, AdamParams, BinaryOp, Error, GruDims, LstmDims, OpKernels, Result, Shape,
+    Activation, AdamParams, BinaryOp, Error, GruDims, LstmDims, OpKernels, Result, SgdParams, Shape,
 };
 
 use crate::backend_error;
@@ -76,9 +77,12 @@ pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward
 pub const ADAM_UPDATE: &str = "adam_update";
 pub const GATHER: &str = "gather";
 pub const SCATTER_ADD: &str = "scatter_add";
+pub const SGD_UPDATE: &str = "sgd_update";
+pub const SUM_SQUARES: &str = "sum_squares";
+pub const CLIP_GRAD: &str = "clip_grad";
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 7] = [
+pub const SOURCES: [KernelSource; 8] = [
     KernelSource {
         file: "elementwise.cu",
         code: include_str!("elementwise.cu"),
@@ -126,6 +130,11 @@ pub const SOURCES: [KernelSource; 7] = [
         file: "gather.cu",
         code: include_str!("gather.cu"),
         kernels: &[GATHER, SCATTER_ADD],
+    },
+    KernelSource {
+        file: "optim.cu",
+        code: include_str!("optim.cu"),
+        kernels: &[SGD_UPDATE, SUM_SQUARES, CLIP_GRAD],
     },
 ];
 
@@ -556,6 +565,37 @@ impl<'g> OpKernels for Gpu<'g> {
         o: AdamTargets<DevPtr>,
     ) -> Result<()> {
         adam::adam_update(self, p, &i, &o, s.grad.numel())
+    }
+
+    fn sgd_update(
+        &mut self,
+        p: SgdParams,
+        s: SgdInputs<&Shape>,
+        i: SgdInputs<DevPtr>,
+        o: SgdTargets<DevPtr>,
+    ) -> Result<()> {
+        optim::sgd_update(self, p, &i, &o, s.grad.numel())
+    }
+
+    fn sum_squares(
+        &mut self,
+        s: SumSquaresInputs<&Shape>,
+        i: SumSquaresInputs<DevPtr>,
+        o: SumSquaresOutputs<DevPtr>,
+    ) -> Result<()> {
+        optim::sum_squares(self, i.x, o.total, s.x.numel())
+    }
+
+    fn clip_grad(
+        &mut self,
+        max_norm: f32,
+        value: f32,
+        s: ClipGradInputs<&Shape>,
+        i: ClipGradInputs<DevPtr>,
+        o: ClipGradOutputs<DevPtr>,
+    ) -> Result<()> {
+        let n = s.x.numel();
+        optim::clip_grad(self, [max_norm, value], [i.x, i.total_sq, o.y], n)
     }
 
     fn copy(

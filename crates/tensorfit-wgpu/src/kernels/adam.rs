@@ -1,7 +1,7 @@
 //! The optimizer step: `adam_update`, one Adam step with PyTorch's formula
 //! (shaders/adam.wgsl).
 //!
-//! As on the CPU, the bias corrections arrive as two scalars the host writes to the
+//! As on the CPU, the bias corrections (and AdamW's decay factor) arrive as scalars the host writes to the
 //! device each step, so the kernel needs no step counter and the graph is the same every
 //! step. Elementwise, in chunks of at most one binding.
 
@@ -12,8 +12,8 @@ use super::{bits, word, Launches};
 use crate::shaders::ADAM_UPDATE;
 use crate::window::{chunks, Operand, Region};
 
-/// Update op: with `(s0, s1) = scalars`,
-/// `g = grad + weight_decay·param`, `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`,
+/// Update op: with `(s0, s1, s2) = scalars`,
+/// `g = grad + weight_decay·param`, `param *= s2`, `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`,
 /// `param -= s0 · m / (sqrt(v)/s1 + eps)`.
 pub(crate) fn adam_update(
     l: &mut Launches,
@@ -23,7 +23,7 @@ pub(crate) fn adam_update(
     [param, m, v]: [Region; 3],
 ) -> Result<()> {
     const K: &str = "adam_update";
-    check_len(K, "scalars", scalars, 2)?;
+    check_len(K, "scalars", scalars, 3)?;
     check_len(K, "param", param, grad.len)?;
     check_len(K, "m", m, grad.len)?;
     check_len(K, "v", v, grad.len)?;

@@ -15,13 +15,14 @@ pub(crate) mod gather;
 pub(crate) mod gemm;
 pub(crate) mod gru;
 pub(crate) mod lstm;
+pub(crate) mod optim;
 pub(crate) mod softmax;
 
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::{
     dispatch, Activation, AdamParams, BinaryOp, GruDims, LstmDims, OpCall, OpKernels, Result,
-    Shape, TensorView,
+    SgdParams, Shape, TensorView,
 };
 
 use crate::backend_error;
@@ -301,6 +302,36 @@ impl OpKernels for Launches {
         o: AdamTargets<Region>,
     ) -> Result<()> {
         adam::adam_update(self, p, i.grad, i.scalars, [o.param, o.m, o.v])
+    }
+
+    fn sgd_update(
+        &mut self,
+        p: SgdParams,
+        _: SgdInputs<&Shape>,
+        i: SgdInputs<Region>,
+        o: SgdTargets<Region>,
+    ) -> Result<()> {
+        optim::sgd_update(self, p, i.grad, i.scalars, [o.param, o.buf])
+    }
+
+    fn sum_squares(
+        &mut self,
+        _: SumSquaresInputs<&Shape>,
+        i: SumSquaresInputs<Region>,
+        o: SumSquaresOutputs<Region>,
+    ) -> Result<()> {
+        optim::sum_squares(self, i.x, o.total)
+    }
+
+    fn clip_grad(
+        &mut self,
+        max_norm: f32,
+        value: f32,
+        _: ClipGradInputs<&Shape>,
+        i: ClipGradInputs<Region>,
+        o: ClipGradOutputs<Region>,
+    ) -> Result<()> {
+        optim::clip_grad(self, max_norm, value, i.x, i.total_sq, o.y)
     }
 
     fn copy(

@@ -1,8 +1,8 @@
 // adam.wgsl: one Adam step with PyTorch's formula, `adam_update`, mirroring
 // tensorfit-cpu's kernels/adam.rs. Conventions: common.wgsl.
 //
-// With (s0, s1) = scalars, written by the host each step (lr / (1 - β1^t), sqrt(1 - β2^t)):
-// g = grad + weight_decay·param, m = β1·m + (1-β1)·g, v = β2·v + (1-β2)·g²,
+// With (s0, s1, s2) = scalars, written by the host each step (lr / (1 - β1^t),
+// sqrt(1 - β2^t), 1 - lr·decoupled decay): g = grad + weight_decay·param, param *= s2, m = β1·m + (1-β1)·g, v = β2·v + (1-β2)·g²,
 // param -= s0 · m / (sqrt(v)/s1 + eps), on elements off..off+n.
 
 struct AdamParams {
@@ -28,8 +28,9 @@ fn adam_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     let e = p.off + i;
     let step_size = adam_scalars[p.scalars_base];
     let bias2_sqrt = adam_scalars[p.scalars_base + 1u];
-    let w = adam_param[p.param_base + e];
-    let g = adam_grad[p.grad_base + e] + p.weight_decay * w;
+    let w0 = adam_param[p.param_base + e];
+    let g = adam_grad[p.grad_base + e] + p.weight_decay * w0;
+    let w = w0 * adam_scalars[p.scalars_base + 2u];
     let m = p.beta1 * adam_m[p.m_base + e] + (1.0 - p.beta1) * g;
     let v = p.beta2 * adam_v[p.v_base + e] + (1.0 - p.beta2) * g * g;
     adam_m[p.m_base + e] = m;
