@@ -7,6 +7,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use tensorfit::core::{Activation, HostTensor};
 use tensorfit::nn::{import_state_dict, Checkpoint, ParamStore, SeedShape};
@@ -38,22 +39,29 @@ fn small_model(name: &str) -> (tensorfit::nn::ModelDescription, PathBuf) {
     (d, path)
 }
 
+/// `tensorfit import --model MODEL --weights WEIGHTS --output OUTPUT`.
+fn import(model: &Path, weights: &Path, output: &Path) -> Command {
+    let mut c = tensorfit_command();
+    c.arg("import").arg("--model").arg(model);
+    c.arg("--weights").arg(weights).arg("--output").arg(output);
+    c
+}
+
+/// Runs `c`, requires exit status 1, and returns the error output.
+fn refused(mut c: Command) -> String {
+    let out = c.output().expect("the binary runs");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "must be refused: {err}");
+    err
+}
+
 #[test]
 fn import_writes_a_checkpoint_of_the_state_dict_with_fresh_optimizer_state() {
     let (model, file) = small_model("small_each_dtype.toml");
     for dtype in ["f32", "f16", "bf16", "f64"] {
         let out = scratch("import").join(format!("imported_{dtype}.safetensors"));
         let weights = state_dict(dtype);
-        succeed(
-            tensorfit_command()
-                .args(["import", "--model"])
-                .arg(&file)
-                .arg("--weights")
-                .arg(&weights)
-                .arg("--output")
-                .arg(&out),
-            dtype,
-        );
+        succeed(&mut import(&file, &weights, &out), dtype);
         let ck = Checkpoint::load(&out).unwrap();
         assert_eq!(ck.config, model);
         assert_eq!((ck.step, ck.optimizer.len()), (0, 0));
@@ -70,16 +78,7 @@ fn predict_runs_an_imported_checkpoint_without_a_model_flag() {
     let (_, file) = small_model("small_predict.toml");
     let dir = scratch("import");
     let ck = dir.join("for_predict.safetensors");
-    succeed(
-        tensorfit_command()
-            .args(["import", "--model"])
-            .arg(&file)
-            .arg("--weights")
-            .arg(state_dict("f32"))
-            .arg("--output")
-            .arg(&ck),
-        "import",
-    );
+    succeed(&mut import(&file, &state_dict("f32"), &ck), "import");
     let (batch, steps) = (2, 5);
     let data: Vec<f32> = (0..batch * steps * 10)
         .map(|i| ((i % 7) as f32 - 3.0) / 3.0)
@@ -114,15 +113,7 @@ fn predict_runs_an_imported_checkpoint_without_a_model_flag() {
 #[test]
 fn a_state_dict_of_another_model_is_refused_naming_every_tensor_and_nothing_is_written() {
     let out = scratch("import").join("never.safetensors");
-    let o = tensorfit_command()
-        .args(["import", "--model", "seed", "--weights"])
-        .arg(state_dict("f32"))
-        .arg("--output")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = refused(import(Path::new("seed"), &state_dict("f32"), &out));
     assert!(
         err.contains("the state dict does not fit the model"),
         "{err}"
@@ -141,16 +132,7 @@ fn import_refuses_to_write_over_its_own_weights() {
     let (_, file) = small_model("small_same_file.toml");
     let copy = scratch("import").join("weights_copy.safetensors");
     std::fs::copy(state_dict("f32"), &copy).unwrap();
-    let o = tensorfit_command()
-        .args(["import", "--model"])
-        .arg(&file)
-        .arg("--weights")
-        .arg(&copy)
-        .arg("--output")
-        .arg(&copy)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(import(&file, &copy, &copy));
     assert!(err.contains("is the --weights file"), "{err}");
     assert_eq!(
         std::fs::read(&copy).unwrap(),

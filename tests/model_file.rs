@@ -7,39 +7,11 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Output;
-
 use serde_json::Value;
+use std::path::PathBuf;
 use tensorfit::nn::Checkpoint;
 
-use common::{json, scratch, succeed, task_model, tensorfit_command};
-
-fn tensorfit(args: &[&str]) -> Output {
-    tensorfit_command()
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn ok_json(args: &[&str]) -> Value {
-    json(&succeed(
-        tensorfit_command().args(args),
-        &format!("{args:?}"),
-    ))
-}
-
-/// Runs the CLI, requires exit status 1, and returns the error output.
-fn refused(args: &[&str]) -> String {
-    let out = tensorfit(args);
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{args:?} must be refused: {err}"
-    );
-    err
-}
+use common::{json, ok_json, refused, scratch, succeed, task_model, tensorfit_command};
 
 /// A small model of the built-in task (LSTM 8, Dense 4) with the `[training]` table
 /// `training` (none if empty), written to the scratch file `name`.
@@ -57,6 +29,18 @@ fn model_file(name: &str, training: &str) -> PathBuf {
 fn line_of(path: &PathBuf, start: &str) -> usize {
     let text = std::fs::read_to_string(path).unwrap();
     text.lines().position(|l| l.starts_with(start)).unwrap() + 1
+}
+
+/// The model file `NAME.toml` (a short run in its `[training]` table) and the
+/// checkpoint `NAME.safetensors` that `train --model NAME.toml --save` wrote.
+fn trained(name: &str) -> (String, String) {
+    let f = model_file(&format!("{name}.toml"), SHORT_RUN);
+    let ck = scratch("model-file").join(format!("{name}.safetensors"));
+    let (f, ck) = (f.to_str().unwrap(), ck.to_str().unwrap());
+    ok_json(&[
+        "train", "--model", f, "--device", "cpu", "--save", ck, "--json",
+    ]);
+    (f.to_string(), ck.to_string())
 }
 
 /// A short run: 4 sequences of 8 steps, one evaluation at the end, on the CPU.
@@ -317,13 +301,8 @@ fn model_prints_the_description_its_training_settings_and_its_tensors() {
 
 #[test]
 fn eval_and_predict_from_a_checkpoint_need_no_model_and_refuse_another() {
-    let f = model_file("saved.toml", SHORT_RUN);
-    let f = f.to_str().unwrap();
-    let ck = scratch("model-file").join("saved.safetensors");
-    let ck = ck.to_str().unwrap();
-    ok_json(&[
-        "train", "--model", f, "--device", "cpu", "--save", ck, "--json",
-    ]);
+    let (f, ck) = trained("saved");
+    let (f, ck) = (f.as_str(), ck.as_str());
     assert_eq!(
         Checkpoint::load(std::path::Path::new(ck)).unwrap().config,
         task_model(8, 2, 4)
@@ -367,13 +346,8 @@ fn eval_and_predict_from_a_checkpoint_need_no_model_and_refuse_another() {
 
 #[test]
 fn a_resumed_run_keeps_its_settings_and_does_not_use_the_files_training_table() {
-    let f = model_file("resume.toml", SHORT_RUN);
-    let f = f.to_str().unwrap();
-    let ck = scratch("model-file").join("resume.safetensors");
-    let ck = ck.to_str().unwrap();
-    ok_json(&[
-        "train", "--model", f, "--device", "cpu", "--save", ck, "--json",
-    ]);
+    let (_, ck) = trained("resume");
+    let ck = ck.as_str();
     let changed = model_file("resume-changed.toml", &format!("{SHORT_RUN}lr = 0.5\n"));
     let out = succeed(
         tensorfit_command().args([

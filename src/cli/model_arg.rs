@@ -62,18 +62,18 @@ impl ModelArg {
         }
     }
 
-    /// Refuses a model that is not `stored`, the model of the checkpoint `path`, naming
-    /// both; `what` says what that checkpoint is for.
+    /// Refuses `model` (this argument's) when it is not `stored`, the model of the
+    /// checkpoint `path`, naming both; `advice` ends the message.
     pub fn check_is(
         &self,
         model: &ModelDescription,
         path: &Path,
         stored: &ModelDescription,
-        what: &str,
+        advice: &str,
     ) -> Result<()> {
         if model != stored {
             bail!(
-                "--model {self} ({model}) is not the model of {} ({stored}); {what}",
+                "--model {self} ({model}) is not the model of {} ({stored}); {advice}",
                 path.display()
             );
         }

@@ -119,7 +119,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let described = a.model.load()?;
     let a = match &a.model {
         ModelArg::File(path) if a.resume.is_none() => {
-            training_file::apply(a.clone(), path, &described.training)?
+            training_file::apply(&a, path, &described.training)?
         }
         ModelArg::File(path) if !described.training.is_empty() => {
             errln!(

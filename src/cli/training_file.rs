@@ -38,7 +38,7 @@ pub fn keys() -> Vec<String> {
 
 /// `a` with the settings of `entries` (from the file `path`) under the flags typed on
 /// the command line. `a.argv` holds what was typed after `train`.
-pub fn apply(a: TrainArgs, path: &Path, entries: &[TrainingEntry]) -> Result<TrainArgs> {
+pub fn apply(a: &TrainArgs, path: &Path, entries: &[TrainingEntry]) -> Result<TrainArgs> {
     let command = TrainArgs::augment_args(Command::new("train")).args_override_self(true);
     let keys = keys();
     let mut flags: Vec<OsString> = Vec::new();
@@ -98,8 +98,8 @@ pub fn apply(a: TrainArgs, path: &Path, entries: &[TrainingEntry]) -> Result<Tra
         .try_get_matches_from(argv)
         .map_err(|e| anyhow!("{}", e.render().to_string().trim_end()))?;
     let mut merged = TrainArgs::from_arg_matches(&m)?;
-    merged.given = a.given;
-    merged.argv = a.argv;
+    merged.given = a.given.clone();
+    merged.argv = a.argv.clone();
     merged.from_file = from_file;
     Ok(merged)
 }
