@@ -244,12 +244,7 @@ fn plan_takes_a_description_file_and_plans_its_model() {
         "8",
         "--json",
     ]);
-    let peak = |v: &Value| {
-        v["chosen"]["estimated_peak_bytes"]
-            .as_u64()
-            .or_else(|| v["candidates"][0]["peak_bytes"].as_u64())
-    };
-    assert!(peak(&small).is_some(), "{small}");
+    let peak = |v: &Value| v["chosen"]["estimated_peak_bytes"].as_u64().unwrap();
     assert!(
         peak(&small) < peak(&seed),
         "the small model plans less memory: {small} vs {seed}"
