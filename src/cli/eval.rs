@@ -10,14 +10,15 @@ use tensorfit::nn::{Job, OptimConfig, TemporalOrder};
 use tensorfit::session::format_seconds;
 
 use super::{
-    begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit, Model,
+    begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit, ModelArg,
 };
 
 #[derive(Args, Clone, Debug)]
 pub struct EvalArgs {
-    /// Model preset, used when no checkpoint is given (then the weights are untrained).
-    #[arg(long, value_enum, default_value_t = Model::Seed, conflicts_with = "checkpoint")]
-    model: Model,
+    /// The model: a preset (seed, the default) or a model description file. Without
+    /// --checkpoint its weights are untrained; with one it must be the checkpoint's.
+    #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse)]
+    model: Option<ModelArg>,
     /// A checkpoint written by `tensorfit train --save`.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
@@ -37,7 +38,7 @@ pub struct EvalArgs {
 }
 
 pub fn run(a: EvalArgs) -> Result<Exit> {
-    let (cfg, params) = load_model(a.checkpoint.as_deref(), a.model)?;
+    let (cfg, params) = load_model(a.checkpoint.as_deref(), a.model.as_ref())?;
     check_task(&cfg)?;
     let job = Job::Eval {
         batch: a.batch,

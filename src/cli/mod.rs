@@ -7,13 +7,18 @@ mod out;
 
 pub mod bench;
 pub mod eval;
+pub mod import;
 pub mod info;
 mod interrupt;
+mod model_arg;
 mod optim_args;
 pub mod plan;
 pub mod predict;
 pub mod train;
 mod train_settings;
+mod training_file;
+
+pub use model_arg::ModelArg;
 
 use std::path::Path;
 
@@ -224,18 +229,29 @@ pub fn check_task(cfg: &ModelDescription) -> Result<()> {
     Ok(TemporalOrder::fits(cfg)?)
 }
 
-/// The model of a checkpoint, or the preset with untrained weights.
+/// The model of a checkpoint (which `--model`, when given, must be), or `--model` (the
+/// seed preset by default) with untrained weights.
 pub fn load_model(
     checkpoint: Option<&Path>,
-    model: Model,
+    model: Option<&ModelArg>,
 ) -> Result<(ModelDescription, ParamStore)> {
     match checkpoint {
         Some(p) => {
-            let ck = tensorfit::nn::Checkpoint::load(&checkpoint_path(p))?;
+            let path = checkpoint_path(p);
+            let ck = tensorfit::nn::Checkpoint::load(&path)?;
+            if let Some(m) = model {
+                let described = m.load()?.model;
+                m.check_is(
+                    &described,
+                    &path,
+                    &ck.config,
+                    "drop --model to use the checkpoint's",
+                )?;
+            }
             Ok((ck.config, ck.params))
         }
         None => {
-            let cfg = model.config();
+            let cfg = model.cloned().unwrap_or_default().load()?.model;
             let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
             Ok((cfg, params))
         }

@@ -16,12 +16,13 @@ use tensorfit::nn::{Job, OptimConfig};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
 
-use super::{request, DeviceArgs, Exit, JobMode, Model};
+use super::{request, DeviceArgs, Exit, JobMode, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct PlanArgs {
-    #[arg(long, value_enum, default_value_t = Model::Seed)]
-    model: Model,
+    /// The model: a preset (seed) or a model description file.
+    #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse, default_value = "seed")]
+    model: ModelArg,
     #[arg(long, value_enum, default_value_t = JobMode::Train)]
     mode: JobMode,
     #[arg(long, default_value_t = 100)]
@@ -55,7 +56,7 @@ pub struct PlanArgs {
 }
 
 pub fn run(a: PlanArgs) -> Result<Exit> {
-    let cfg = a.model.config();
+    let cfg = a.model.load()?.model;
     let job = match a.mode {
         JobMode::Train => Job::Train {
             batch: a.batch,

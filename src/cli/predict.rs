@@ -10,13 +10,17 @@ use tensorfit::nn::safetensors_file::SafetensorsFile;
 use tensorfit::nn::{Job, OptimConfig, ParamStore};
 use tensorfit::plan::format_bytes;
 
-use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, Model};
+use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct PredictArgs {
-    /// A checkpoint written by `tensorfit train --save`.
+    /// A checkpoint written by `tensorfit train --save` or `tensorfit import`.
     #[arg(long)]
     checkpoint: PathBuf,
+    /// The model the checkpoint must hold (a preset or a description file); not needed,
+    /// the checkpoint carries its model.
+    #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse)]
+    model: Option<ModelArg>,
     /// safetensors file with a tensor `input` of shape [batch, time, features] (F32).
     #[arg(long)]
     input: PathBuf,
@@ -39,7 +43,7 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
             );
         }
     }
-    let (cfg, params) = load_model(Some(&a.checkpoint), Model::Seed)?;
+    let (cfg, params) = load_model(Some(&a.checkpoint), a.model.as_ref())?;
     // The header first: the shape is known (and checked) before any data is read.
     let mut input = SafetensorsFile::open(&a.input)?;
     let entry = input

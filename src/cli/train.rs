@@ -1,5 +1,6 @@
 //! `tensorfit train`: trains on the built-in task, with checkpoints and resume.
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -15,7 +16,8 @@ use tensorfit::session::Session;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::{
-    begin, check_task, print_memory, request, summary, train_settings, DeviceArgs, Exit, Model,
+    begin, check_task, print_memory, request, summary, train_settings, training_file, DeviceArgs,
+    Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -23,9 +25,10 @@ use tensorfit::nn::optim::ScheduleState;
 const DATA_POSITION: &str = "data_rng";
 #[derive(Args, Clone, Debug)]
 pub struct TrainArgs {
-    /// Model preset.
-    #[arg(long, value_enum, default_value_t = Model::Seed)]
-    pub(super) model: Model,
+    /// The model: a preset (seed) or a model description file, whose `[training]`
+    /// table gives defaults for the flags below (a typed flag wins).
+    #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse, default_value = "seed")]
+    pub(super) model: ModelArg,
     #[command(flatten)]
     pub(super) dev: DeviceArgs,
     /// Sequences per minibatch.
@@ -82,6 +85,28 @@ pub struct TrainArgs {
     /// The ids of the flags typed on the command line (filled in after parsing).
     #[arg(skip)]
     pub given: Vec<String>,
+    /// What was typed after `train` (filled in after parsing), parsed again under the
+    /// model file's `[training]` settings.
+    #[arg(skip)]
+    pub argv: Vec<OsString>,
+    /// The settings the model file gave, each with where (`FILE:LINE:COLUMN:
+    /// \`training.KEY\``).
+    #[arg(skip)]
+    pub from_file: Vec<(String, String)>,
+}
+
+impl TrainArgs {
+    /// Setting `id` as messages name it: the file's key where the model file gave it,
+    /// else its flag.
+    pub fn origin(&self, id: &str) -> String {
+        self.from_file
+            .iter()
+            .find(|(key, _)| key == id)
+            .map_or_else(
+                || format!("--{}", id.replace('_', "-")),
+                |(_, at)| at.clone(),
+            )
+    }
 }
 
 /// The training data's stream starts at `seed · DATA_SEED_MULTIPLIER + 1`, and the
@@ -91,8 +116,22 @@ const DATA_SEED_MULTIPLIER: u64 = 0x9E37_79B9;
 const HELD_OUT_SEED_XOR: u64 = 0xE7A1;
 
 pub fn run(a: TrainArgs) -> Result<Exit> {
+    let described = a.model.load()?;
+    let a = match &a.model {
+        ModelArg::File(path) if a.resume.is_none() => {
+            training_file::apply(&a, path, &described.training)?
+        }
+        ModelArg::File(path) if !described.training.is_empty() => {
+            errln!(
+                "note: a resumed run keeps the settings stored in its checkpoint; the `[training]` table of {} is not used",
+                path.display()
+            );
+            a
+        }
+        _ => a,
+    };
     if a.steps == 0 {
-        bail!("--steps must be at least 1");
+        bail!("{} must be at least 1", a.origin("steps"));
     }
     let mut resumed = match &a.resume {
         Some(p) => {
@@ -102,7 +141,11 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
         None => None,
     };
-    let settings = train_settings::resolve(&a, resumed.as_ref().map(|(p, ck)| (p.as_path(), ck)))?;
+    let settings = train_settings::resolve(
+        &a,
+        &described.model,
+        resumed.as_ref().map(|(p, ck)| (p.as_path(), ck)),
+    )?;
     let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
     let last = start.checked_add(a.steps).ok_or_else(|| {
         anyhow!(
@@ -114,7 +157,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     })?;
     let cfg = match &resumed {
         Some((_, ck)) => ck.config.clone(),
-        None => a.model.config(),
+        None => described.model,
     };
     check_task(&cfg)?;
     // Every output is checked before the first step: a run that cannot save is refused
@@ -132,7 +175,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     let resumed_ck = resumed.as_ref().map(|(p, ck)| (p.as_path(), ck));
     let (optim_settings, optim) =
-        optim_args::resolve(&a.optim, &a.given, settings.lr, last, resumed_ck)?;
+        optim_args::resolve(&a.optim, &a.given, settings.lr, last, resumed_ck, |id| {
+            a.origin(id)
+        })?;
     let req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.

@@ -1,6 +1,7 @@
 //! A model as users describe it: input, recurrent stack, head and loss, as plain data.
 //!
-//! A description is written in TOML (`tensorfit train --model my.toml`) or built in code;
+//! A description is written in TOML (`tensorfit train --model my.toml`; an optional
+//! `[training]` table there holds `train`'s settings, see `description_toml`) or built in code;
 //! the preset [`ModelDescription::seed`] is the network of the seed report. The file
 //! format, one table per part:
 //!

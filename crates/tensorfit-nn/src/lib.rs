@@ -39,7 +39,7 @@ pub use description::{
     RecurrentSpec,
 };
 pub use description_check::InvalidDescription;
-pub use description_toml::DescriptionError;
+pub use description_toml::{DescriptionError, DescriptionFile, TrainingEntry, TrainingValue};
 pub use layers::{Init, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use model_size::TRAIN_FLOPS_PER_FORWARD;
