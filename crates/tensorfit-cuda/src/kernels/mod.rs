@@ -21,6 +21,7 @@ pub mod gather;
 pub mod gemm;
 pub mod gru;
 pub mod lstm;
+pub mod mse;
 pub mod optim;
 pub mod softmax;
 
@@ -74,6 +75,8 @@ pub const BATCHNORM_BACKWARD: &str = "batchnorm_backward";
 pub const BATCHNORM_STATS_UPDATE: &str = "batchnorm_stats_update";
 pub const SOFTMAX_CROSS_ENTROPY_FORWARD: &str = "softmax_cross_entropy_forward";
 pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward";
+pub const MSE_LOSS_FORWARD: &str = "mse_loss_forward";
+pub const MSE_LOSS_BACKWARD: &str = "mse_loss_backward";
 pub const ADAM_UPDATE: &str = "adam_update";
 pub const GATHER: &str = "gather";
 pub const SCATTER_ADD: &str = "scatter_add";
@@ -82,7 +85,7 @@ pub const SUM_SQUARES: &str = "sum_squares";
 pub const CLIP_GRAD: &str = "clip_grad";
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 8] = [
+pub const SOURCES: [KernelSource; 9] = [
     KernelSource {
         file: "elementwise.cu",
         code: include_str!("elementwise.cu"),
@@ -120,6 +123,11 @@ pub const SOURCES: [KernelSource; 8] = [
             SOFTMAX_CROSS_ENTROPY_FORWARD,
             SOFTMAX_CROSS_ENTROPY_BACKWARD,
         ],
+    },
+    KernelSource {
+        file: "mse.cu",
+        code: include_str!("mse.cu"),
+        kernels: &[MSE_LOSS_FORWARD, MSE_LOSS_BACKWARD],
     },
     KernelSource {
         file: "adam.cu",
@@ -555,6 +563,24 @@ impl<'g> OpKernels for Gpu<'g> {
     ) -> Result<()> {
         let bk = (s.probs.dim(0), s.probs.dim(1));
         softmax::softmax_cross_entropy_backward(self, i.probs, i.labels, i.dloss, o.dlogits, bk)
+    }
+
+    fn mse_loss_forward(
+        &mut self,
+        s: MseLossInputs<&Shape>,
+        i: MseLossInputs<DevPtr>,
+        o: MseLossOutputs<DevPtr>,
+    ) -> Result<()> {
+        mse::mse_loss_forward(self, &i, o.loss, s.pred.numel())
+    }
+
+    fn mse_loss_backward(
+        &mut self,
+        s: MseLossBackwardInputs<&Shape>,
+        i: MseLossBackwardInputs<DevPtr>,
+        o: MseLossBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        mse::mse_loss_backward(self, &i, o.dpred, s.pred.numel())
     }
 
     fn adam_update(
