@@ -6,11 +6,12 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{Job, OptimConfig, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, Job, OptimConfig};
 use tensorfit::session::format_seconds;
 
 use super::{
-    begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit, Model,
+    accuracy_text, begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit,
+    Model,
 };
 
 #[derive(Args, Clone, Debug)]
@@ -43,9 +44,10 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         batch: a.batch,
         seq_len: a.seq_len,
     };
+    let mut task = BuiltinTask::for_model(&cfg, a.seed)?;
     let req = request(cfg, job, a.seq_len, OptimConfig::default(), &a.dev)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
-    let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
+    let data = task.batch(a.batch, a.seq_len)?;
     let t = Instant::now();
     let report = session.evaluate(&data.x, &data.labels)?;
     let secs = t.elapsed().as_secs_f64();
@@ -57,12 +59,12 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         outln!("{out}");
     } else {
         errln!(
-            "evaluated {} sequences of length {} in {}: loss {:.4}, accuracy {:.1}%",
+            "evaluated {} sequences of length {} in {}: loss {:.4}, {}",
             a.batch,
             a.seq_len,
             format_seconds(secs),
             report.loss,
-            100.0 * report.accuracy
+            accuracy_text(report.accuracy)
         );
         print_memory(&session);
     }

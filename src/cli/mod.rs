@@ -23,7 +23,7 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, start, Decision, Request, Session};
 
@@ -216,9 +216,19 @@ pub fn print_memory(s: &Session) {
     );
 }
 
-/// Refuses a model the built-in task cannot feed.
+/// A held-out result's quality for people: accuracy for a classifier; for a regression,
+/// whose loss is already the mean squared error, a word saying so.
+pub fn accuracy_text(accuracy: Option<f32>) -> String {
+    match accuracy {
+        Some(a) => format!("accuracy {:.1}%", 100.0 * a),
+        None => "(mse)".to_string(),
+    }
+}
+
+/// Refuses a model no built-in task can feed (temporal order for a classifier, running
+/// mean for a regression).
 pub fn check_task(cfg: &ModelDescription) -> Result<()> {
-    Ok(TemporalOrder::fits(cfg)?)
+    Ok(BuiltinTask::fits(cfg)?)
 }
 
 /// The model of a checkpoint, or the preset with untrained weights.
