@@ -10,7 +10,7 @@ use tensorfit::nn::{BuiltinTask, Job, OptimConfig};
 use tensorfit::session::format_seconds;
 
 use super::{
-    accuracy_text, begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit,
+    begin, check_task, load_model, print_memory, quality_text, request, summary, DeviceArgs, Exit,
     Model,
 };
 
@@ -59,12 +59,11 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         outln!("{out}");
     } else {
         errln!(
-            "evaluated {} sequences of length {} in {}: loss {:.4}, {}",
+            "evaluated {} sequences of length {} in {}: {}",
             a.batch,
             a.seq_len,
             format_seconds(secs),
-            report.loss,
-            accuracy_text(report.accuracy)
+            quality_text(report.loss, report.accuracy)
         );
         print_memory(&session);
     }

@@ -216,12 +216,12 @@ pub fn print_memory(s: &Session) {
     );
 }
 
-/// A held-out result's quality for people: accuracy for a classifier; for a regression,
-/// whose loss is already the mean squared error, a word saying so.
-pub fn accuracy_text(accuracy: Option<f32>) -> String {
+/// An evaluation's loss and accuracy for people; a regression has no accuracy, and its
+/// loss is the mean squared error.
+pub fn quality_text(loss: f32, accuracy: Option<f32>) -> String {
     match accuracy {
-        Some(a) => format!("accuracy {:.1}%", 100.0 * a),
-        None => "(mse)".to_string(),
+        Some(a) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
+        None => format!("loss (mse) {loss:.4}"),
     }
 }
 

@@ -15,7 +15,7 @@ use tensorfit::session::Session;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::{
-    accuracy_text, begin, check_task, print_memory, request, summary, train_settings, DeviceArgs,
+    begin, check_task, print_memory, quality_text, request, summary, train_settings, DeviceArgs,
     Exit, Model,
 };
 use tensorfit::nn::optim::ScheduleState;
@@ -266,10 +266,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         );
         match (&last_eval, eval_now) {
             (Some(e), true) => errln!(
-                "{}{line}  held-out loss {:.4} {}",
+                "{}{line}  held-out {}",
                 if tty { "\r" } else { "" },
-                e.loss,
-                accuracy_text(e.accuracy)
+                quality_text(e.loss, e.accuracy)
             ),
             _ if tty => err!("\r{line}"),
             _ if done % 10 == 0 => errln!("{line}"),
@@ -329,7 +328,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             ),
             None => errln!(
                 "done: {done} steps in {secs:.1} s; final loss {last_loss:.4}, held-out {}",
-                accuracy_text(accuracy)
+                quality_text(eval_loss, accuracy)
             ),
         }
         print_memory(&session);
