@@ -66,7 +66,7 @@ fn check_device(device: DeviceKind) {
         ("train-capped-mse", 64, 16, 200, 200),
     ];
     println!(
-        "{:<5} {:<14} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
+        "{:<5} {:<16} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
         "dev", "job", "hidden", "B", "T", "L", "estimated", "measured", "ratio"
     );
     for (kind, hidden, batch, steps, tbptt) in cases {
@@ -114,7 +114,7 @@ fn check_device(device: DeviceKind) {
         let est = s.plan.peak_bytes() as f64;
         let got = s.measured_peak_bytes() as f64;
         let ratio = got / est;
-        println!("{:<5} {kind:<14} {hidden:>6} {batch:>5} {steps:>5} {tbptt:>5} {est:>14} {got:>14} {ratio:>8.4}  {}", device.name(), s.strategy);
+        println!("{:<5} {kind:<16} {hidden:>6} {batch:>5} {steps:>5} {tbptt:>5} {est:>14} {got:>14} {ratio:>8.4}  {}", device.name(), s.strategy);
         assert!(
             (got - est).abs() / got <= 0.02,
             "{kind} B={batch} T={steps}: estimated {est}, measured {got}"
