@@ -20,7 +20,8 @@ use crate::loss_op::mse_shapes;
 pub use crate::lstm_dims::{LstmDims, LSTM_SCRATCH_STEPS};
 use crate::optim_op::optim_shapes;
 pub use crate::optim_op::{AdamParams, SgdParams};
-use crate::shape::Shape;
+pub(crate) use crate::shape::same;
+use crate::shape::{rank, Shape};
 
 /// Pointwise nonlinearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -575,22 +576,6 @@ fn with_width(ids: &Shape, width: usize) -> Shape {
     let mut dims = ids.0.clone();
     dims.push(width);
     Shape(dims)
-}
-
-fn rank(s: &Shape, r: usize, what: &str) -> Result<(), String> {
-    if s.rank() == r {
-        Ok(())
-    } else {
-        Err(format!("{what} must have rank {r}, got {s}"))
-    }
-}
-
-pub(crate) fn same(s: &Shape, want: &Shape, what: &str) -> Result<(), String> {
-    if s == want {
-        Ok(())
-    } else {
-        Err(format!("{what} must have shape {want}, got {s}"))
-    }
 }
 
 #[cfg(test)]
