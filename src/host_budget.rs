@@ -30,7 +30,8 @@ pub struct HostNeed {
 
 /// Bytes of `batch` sequences of `steps` inputs with their labels.
 fn sequence_bytes(cfg: &ModelDescription, batch: usize, steps: usize) -> u64 {
-    let values = batch as u128 * steps as u128 * cfg.input_features() as u128 + batch as u128;
+    let targets = batch as u128 * cfg.loss.targets_per_row() as u128;
+    let values = batch as u128 * steps as u128 * cfg.input_features() as u128 + targets;
     u64::try_from(values * 4).unwrap_or(u64::MAX)
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{OptimConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, OptimConfig, ParamStore};
 
 use super::{
     begin, request, summary, DeviceArgs, Exit, JobMode, ModelArg, BENCH_DATA_SEED, UNTRAINED_SEED,
@@ -43,7 +43,7 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
     let req = request(cfg.clone(), job, tbptt, OptimConfig::default(), &a.dev)?;
     let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
-    let data = TemporalOrder::new(BENCH_DATA_SEED).batch(a.batch, a.seq_len)?;
+    let data = BuiltinTask::for_model(&cfg, BENCH_DATA_SEED)?.batch(a.batch, a.seq_len)?;
     let train = a.mode == JobMode::Train;
     // Straight on the trainer: the timing is of the run, not of recovery snapshots.
     let mut once = || -> Result<()> {

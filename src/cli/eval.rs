@@ -6,11 +6,12 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{Job, OptimConfig, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, Job, OptimConfig};
 use tensorfit::session::format_seconds;
 
 use super::{
-    begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit, ModelArg,
+    begin, check_task, load_model, print_memory, quality_text, request, summary, DeviceArgs, Exit,
+    ModelArg,
 };
 
 #[derive(Args, Clone, Debug)]
@@ -44,9 +45,10 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         batch: a.batch,
         seq_len: a.seq_len,
     };
+    let mut task = BuiltinTask::for_model(&cfg, a.seed)?;
     let req = request(cfg, job, a.seq_len, OptimConfig::default(), &a.dev)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
-    let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
+    let data = task.batch(a.batch, a.seq_len)?;
     let t = Instant::now();
     let report = session.evaluate(&data.x, &data.labels)?;
     let secs = t.elapsed().as_secs_f64();
@@ -58,12 +60,11 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         outln!("{out}");
     } else {
         errln!(
-            "evaluated {} sequences of length {} in {}: loss {:.4}, accuracy {:.1}%",
+            "evaluated {} sequences of length {} in {}: {}",
             a.batch,
             a.seq_len,
             format_seconds(secs),
-            report.loss,
-            100.0 * report.accuracy
+            quality_text(report.loss, report.accuracy)
         );
         print_memory(&session);
     }

@@ -29,7 +29,7 @@ use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::cpu::host_memory;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, start, Decision, Request, Session};
 
@@ -224,9 +224,19 @@ pub fn print_memory(s: &Session) {
     );
 }
 
-/// Refuses a model the built-in task cannot feed.
+/// An evaluation's loss and accuracy for people; a regression has no accuracy, and its
+/// loss is the mean squared error.
+pub fn quality_text(loss: f32, accuracy: Option<f32>) -> String {
+    match accuracy {
+        Some(a) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
+        None => format!("loss (mse) {loss:.4}"),
+    }
+}
+
+/// Refuses a model no built-in task can feed (temporal order for a classifier, running
+/// mean for a regression).
 pub fn check_task(cfg: &ModelDescription) -> Result<()> {
-    Ok(TemporalOrder::fits(cfg)?)
+    Ok(BuiltinTask::fits(cfg)?)
 }
 
 /// The model of a checkpoint (which `--model`, when given, must be), or `--model` (the

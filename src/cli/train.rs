@@ -10,14 +10,14 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::nn::atomic_file::{check_writable, same_file};
-use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings};
 use tensorfit::session::Session;
 
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::{
-    begin, check_task, print_memory, request, summary, train_settings, training_file, DeviceArgs,
-    Exit, ModelArg,
+    begin, check_task, print_memory, quality_text, request, summary, train_settings, training_file,
+    DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -190,14 +190,15 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let position = resumed
         .as_ref()
         .and_then(|(_, ck)| ck.extra.get(DATA_POSITION)?.parse().ok());
-    let mut data = TemporalOrder::new(
+    let mut data = BuiltinTask::for_model(
+        &cfg,
         position.unwrap_or(
             settings
                 .seed
                 .wrapping_mul(DATA_SEED_MULTIPLIER)
                 .wrapping_add(1),
         ),
-    );
+    )?;
     if let Some((_, ck)) = &resumed {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
         if let Some(state) = ScheduleState::load(&ck.extra)? {
@@ -206,10 +207,10 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     }
     // The optimizer state is on the device now; only the file's name is still needed.
     let resumed = resumed.map(|(file, _)| file);
-    let held_out = TemporalOrder::new(settings.seed ^ HELD_OUT_SEED_XOR)
+    let held_out = BuiltinTask::for_model(&cfg, settings.seed ^ HELD_OUT_SEED_XOR)?
         .batch(settings.eval_batch, settings.seq_len)
         .context("making the held-out set")?;
-    let save = |session: &mut Session, data: &TemporalOrder, path: &Path| -> Result<()> {
+    let save = |session: &mut Session, data: &BuiltinTask, path: &Path| -> Result<()> {
         let mut ck = session.trainer.checkpoint()?;
         ck.extra
             .insert(DATA_POSITION.into(), data.rng_state().to_string());
@@ -309,10 +310,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         );
         match (&last_eval, eval_now) {
             (Some(e), true) => errln!(
-                "{}{line}  held-out loss {:.4} accuracy {:.1}%",
+                "{}{line}  held-out {}",
                 if tty { "\r" } else { "" },
-                e.loss,
-                100.0 * e.accuracy
+                quality_text(e.loss, e.accuracy)
             ),
             _ if tty => err!("\r{line}"),
             _ if done % 10 == 0 => errln!("{line}"),
@@ -349,7 +349,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     }
     let (eval_loss, accuracy) = last_eval
         .map(|e| (e.loss, e.accuracy))
-        .unwrap_or((f32::NAN, f32::NAN));
+        .unwrap_or((f32::NAN, Some(f32::NAN)));
     let secs = start_time.elapsed().as_secs_f64();
     if a.json {
         let mut out = summary(&session);
@@ -371,8 +371,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 signal.name()
             ),
             None => errln!(
-                "done: {done} steps in {secs:.1} s; final loss {last_loss:.4}, held-out accuracy {:.1}%",
-                100.0 * accuracy
+                "done: {done} steps in {secs:.1} s; final loss {last_loss:.4}, held-out {}",
+                quality_text(eval_loss, accuracy)
             ),
         }
         print_memory(&session);

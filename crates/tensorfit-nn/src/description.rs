@@ -132,6 +132,20 @@ impl LossSpec {
             LossSpec::MeanSquaredError { outputs } => outputs,
         }
     }
+
+    /// Target values per output row: one class id for cross-entropy, `outputs` f32
+    /// values for mean squared error.
+    pub fn targets_per_row(&self) -> usize {
+        match *self {
+            LossSpec::SoftmaxCrossEntropy { .. } => 1,
+            LossSpec::MeanSquaredError { outputs } => outputs,
+        }
+    }
+
+    /// Whether the model predicts classes (so accuracy means something).
+    pub fn is_classification(&self) -> bool {
+        matches!(self, LossSpec::SoftmaxCrossEntropy { .. })
+    }
 }
 
 impl ModelDescription {
