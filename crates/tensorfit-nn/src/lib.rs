@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod atomic_file;
+mod batch_input;
 pub mod checkpoint;
 pub mod description;
 pub mod description_check;
@@ -49,6 +50,7 @@ pub use options::{Job, ProgramKey, ProgramKind, TrainOptions};
 pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};
 pub use pytorch_import::import_state_dict;
+pub use recompute::recomputable;
 pub use run_settings::RunSettings;
 pub use seed_shape::SeedShape;
 pub use task::{Batch, TemporalOrder};

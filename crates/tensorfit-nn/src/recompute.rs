@@ -12,14 +12,17 @@
 //!
 //! The head (its layers, the output layer and the loss) is differentiated by autodiff as usual;
 //! the LSTM stack's backward is written here by hand, because the recomputed forward
-//! nodes must come between backward nodes.
+//! nodes must come between backward nodes. Only an LSTM stack reading the sequence
+//! directly is recomputed (a GRU stack or an embedding before the stack is refused here,
+//! and the planner does not offer it: [`recomputable`]).
 
 use tensorfit_core::args::{BinaryInputs, FillInputs, LstmForwardOutputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
 use crate::description::ModelDescription;
-use crate::layers::{Lstm, LstmGrads, LstmWeights, Tensors};
-use crate::model::{carried, head, Leaves, Mode};
+use crate::layers::{Lstm, LstmGrads, LstmWeights, Recurrent, RecurrentWeights, Tensors};
+use crate::model::{head, Leaves, Mode};
+use crate::network::Network;
 use crate::options::carry_chunks;
 use crate::train_graph::{loss_grad_seed, no_gradient, TrainGraph};
 
@@ -49,6 +52,21 @@ fn stack_over(
     Ok(layers)
 }
 
+/// The LSTM stack of `net` if this module can recompute it: no embedding before it.
+fn recomputed_lstm(net: &Network) -> Option<Lstm> {
+    match (&net.recurrent, &net.embedding) {
+        (Recurrent::Lstm(l), None) => Some(*l),
+        _ => None,
+    }
+}
+
+/// Whether training `model` can recompute activations in sub-segments.
+pub fn recomputable(model: &ModelDescription) -> bool {
+    model
+        .network()
+        .is_ok_and(|net| recomputed_lstm(&net).is_some())
+}
+
 /// Builds forward, loss and backward of one `steps`-step training segment recomputing
 /// sub-segments of at most `segment` steps.
 pub(crate) fn train_graph(
@@ -58,27 +76,30 @@ pub(crate) fn train_graph(
     segment: usize,
 ) -> Result<TrainGraph> {
     let net = model.network()?;
-    let layers = net.lstm.layers;
-    let state_shape = net.lstm.state_shape(batch);
+    let refused = || {
+        Error::input(format!(
+            "recomputation is built for LSTM stacks reading the sequence directly; the model is {model}"
+        ))
+    };
+    let lstm = recomputed_lstm(&net).ok_or_else(refused)?;
+    let layers = lstm.layers;
+    let state_shape = lstm.state_shape(batch);
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let weights = &leaves.ids.lstm;
+    let RecurrentWeights::Lstm(weights) = &leaves.ids.recurrent else {
+        return Err(refused());
+    };
     let lens = carry_chunks(steps, segment);
     let xs: Vec<(TensorId, usize)> = lens
         .iter()
         .enumerate()
-        .map(|(k, &s)| {
-            (
-                g.input(&format!("x.{k}"), net.lstm.input_shape(batch, s)),
-                s,
-            )
-        })
+        .map(|(k, &s)| (g.input(&format!("x.{k}"), lstm.input_shape(batch, s)), s))
         .collect();
 
     // Forward, keeping only the state at each sub-segment border: border[k][l] is the
     // (h, c) entering sub-segment k at layer l.
     let mut border: Vec<Vec<(TensorId, TensorId)>> = vec![(0..layers)
-        .map(|l| net.lstm.state_leaves(&mut g, l, batch))
+        .map(|l| lstm.state_leaves(&mut g, l, batch))
         .collect()];
     for (k, &(x, _)) in xs.iter().enumerate() {
         let seg = stack_over(&mut g, &format!("seg{k}"), x, &border[k], weights, false)?;
@@ -123,7 +144,7 @@ pub(crate) fn train_graph(
         let mut dy = zeros(
             &mut g,
             &format!("seg{k}.zeros.dy"),
-            Shape::from([len, batch, net.lstm.hidden]),
+            Shape::from([len, batch, lstm.hidden]),
         )?;
         for l in (0..layers).rev() {
             let (input, outs) = &kept[l];
@@ -174,7 +195,7 @@ pub(crate) fn train_graph(
                 .collect::<Vec<_>>()
         })
         .collect();
-    if grads.len() != leaves.lstm.len() {
+    if grads.len() != leaves.input.len() {
         return Err(Error::Graph(format!(
             "{steps} steps gave no sub-segment to differentiate"
         )));
@@ -189,6 +210,10 @@ pub(crate) fn train_graph(
         head: h,
         params,
         grads,
-        carried: carried(border[0].iter().copied()),
+        carried: border[0]
+            .iter()
+            .flat_map(|&(h, c)| [h, c])
+            .zip(lstm.state_slots())
+            .collect(),
     })
 }
