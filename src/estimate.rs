@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use tensorfit_core::{Backend, DeviceKind, HostTensor, Result};
 use tensorfit_nn::{
-    Job, InputSpec, ModelDescription, ParamStore, ProgramKey, ProgramKind, TrainOptions, Trainer,
+    InputSpec, Job, ModelDescription, ParamStore, ProgramKey, ProgramKind, TrainOptions, Trainer,
 };
 
 use crate::calibrate::cached_figures;
@@ -351,7 +351,10 @@ mod tests {
         };
         let backend = Box::new(tensorfit_cpu::CpuBackend::new());
         let figures = measure(backend, &cfg, 2, 2 * SHORT, false).unwrap();
-        assert!(figures.iter().all(|f| SANE_FIGURES.contains(f)), "{figures:?}");
+        assert!(
+            figures.iter().all(|f| SANE_FIGURES.contains(f)),
+            "{figures:?}"
+        );
     }
 
     #[test]
