@@ -50,7 +50,6 @@ pub use options::{Job, ProgramKey, ProgramKind, TrainOptions};
 pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};
 pub use pytorch_import::import_state_dict;
-pub use recompute::recomputable;
 pub use run_settings::RunSettings;
 pub use seed_shape::SeedShape;
 pub use task::{Batch, TemporalOrder};

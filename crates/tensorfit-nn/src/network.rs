@@ -165,7 +165,7 @@ impl Network {
     ) -> Result<RecurrentStack> {
         let x = g.input("x", self.input_shape(batch, steps));
         let input = match &ids.embedding {
-            Some(w) => Embedding::forward(g, x, w)?,
+            Some(w) => Embedding::forward(g, "embedding", x, w)?,
             None => x,
         };
         let mut stack = self

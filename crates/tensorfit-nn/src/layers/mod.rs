@@ -27,7 +27,7 @@ pub use embedding::{Embedding, EmbeddingTensors};
 pub use gru::{Gru, GruStack, GruWeights};
 pub use head::{HeadPart, HeadPartTensors};
 pub use lstm::{Lstm, LstmGrads, LstmInput, LstmWeights, StatePart, StateSlot};
-pub use recurrent::{Recurrent, RecurrentStack, RecurrentWeights};
+pub use recurrent::{LayerForward, LayerGrads, Recurrent, RecurrentStack, RecurrentWeights};
 
 /// Whether a tensor is trained by the optimizer or is a running statistic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,11 @@
 //! The recurrent stack of a network, LSTM or GRU layers ([`Recurrent`]), so that the graph
 //! builders, the trainer and the planner reach either cell through one type: its weight
 //! table, its carried state slots (the LSTM's h and c, the GRU's h), its FLOPs and its
-//! forward over a sequence. The cells themselves are in [`super::lstm`] and [`super::gru`].
+//! forward over a sequence, and one layer's forward and backward for the builders that
+//! place them by hand (recomputation). The cells themselves are in [`super::lstm`] and
+//! [`super::gru`].
 
+use tensorfit_core::args::{GruForwardOutputs, LstmForwardOutputs};
 use tensorfit_core::{Error, Graph, Result, Shape, TensorId};
 
 use super::{Gru, GruWeights, Lstm, LstmWeights, StateSlot, Tensors};
@@ -57,7 +60,139 @@ pub struct RecurrentStack {
     pub y: TensorId,
 }
 
+/// One layer's forward outputs, as its backward needs them.
+#[derive(Debug, Clone, Copy)]
+pub enum LayerForward {
+    Lstm(LstmForwardOutputs<TensorId>),
+    Gru(GruForwardOutputs<TensorId>),
+}
+
+impl LayerForward {
+    /// The layer's output sequence `[T, B, H]`.
+    pub fn y(&self) -> TensorId {
+        match self {
+            LayerForward::Lstm(o) => o.y,
+            LayerForward::Gru(o) => o.y,
+        }
+    }
+
+    /// The layer's final state in slot order: (h, c) or h.
+    pub fn finals(&self) -> Vec<TensorId> {
+        match self {
+            LayerForward::Lstm(o) => vec![o.h_n, o.c_n],
+            LayerForward::Gru(o) => vec![o.h_n],
+        }
+    }
+}
+
+/// What one layer's backward gives.
+#[derive(Debug, Clone)]
+pub struct LayerGrads {
+    /// The gradient of the layer's input, when asked for.
+    pub dx: Option<TensorId>,
+    /// The gradient of its initial state, in slot order.
+    pub dstate: Vec<TensorId>,
+    /// The gradient of each weight in table order (the LSTM's two biases share one).
+    pub weights: Vec<TensorId>,
+}
+
+fn other_cell() -> Error {
+    Error::Graph("the recurrent weights or state are of another cell than the stack".into())
+}
+
 impl Recurrent {
+    /// The node name of layer `k` (`lstm_l0`, `gru_l2`).
+    pub fn layer_name(&self, k: usize) -> String {
+        let cell = match self {
+            Recurrent::Lstm(_) => "lstm",
+            Recurrent::Gru(_) => "gru",
+        };
+        format!("{cell}_l{k}")
+    }
+
+    /// Layer `k`'s initial state as persistent leaves of `g`, in slot order.
+    pub fn state_leaves(&self, g: &mut Graph, k: usize, batch: usize) -> Vec<TensorId> {
+        match self {
+            Recurrent::Lstm(l) => {
+                let (h, c) = l.state_leaves(g, k, batch);
+                vec![h, c]
+            }
+            Recurrent::Gru(l) => vec![l.state_leaves(g, k, batch)],
+        }
+    }
+
+    /// Layer `k` over `x` from `state` (slot order); with `keep` it keeps what backward
+    /// needs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer(
+        &self,
+        g: &mut Graph,
+        name: &str,
+        k: usize,
+        x: TensorId,
+        state: &[TensorId],
+        weights: &RecurrentWeights<TensorId>,
+        keep: bool,
+    ) -> Result<LayerForward> {
+        match (weights, state) {
+            (RecurrentWeights::Lstm(w), &[h, c]) => {
+                let w = w.get(k).ok_or_else(other_cell)?;
+                Ok(LayerForward::Lstm(Lstm::layer(
+                    g,
+                    name,
+                    x,
+                    (h, c),
+                    w,
+                    keep,
+                )?))
+            }
+            (RecurrentWeights::Gru(w), &[h]) => {
+                let w = w.get(k).ok_or_else(other_cell)?;
+                Ok(LayerForward::Gru(Gru::layer(g, name, x, h, w, keep)?))
+            }
+            _ => Err(other_cell()),
+        }
+    }
+
+    /// The backward of layer `k`'s forward `fwd` (built with `keep`) over `x` from
+    /// `state`, given the gradients of its output `dy` and of its final state `dfinal`
+    /// (slot order); `input_grad`: also the gradient of `x`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_backward(
+        &self,
+        g: &mut Graph,
+        name: &str,
+        k: usize,
+        (x, state): (TensorId, &[TensorId]),
+        weights: &RecurrentWeights<TensorId>,
+        fwd: &LayerForward,
+        (dy, dfinal): (TensorId, &[TensorId]),
+        input_grad: bool,
+    ) -> Result<LayerGrads> {
+        match (weights, fwd, state, dfinal) {
+            (RecurrentWeights::Lstm(w), LayerForward::Lstm(f), &[h, c], &[dh, dc]) => {
+                let w = w.get(k).ok_or_else(other_cell)?;
+                let ds = (dy, dh, dc);
+                let (d, grads) = Lstm::layer_backward(g, name, x, (h, c), w, f, ds, input_grad)?;
+                Ok(LayerGrads {
+                    dx: d.dx,
+                    dstate: vec![d.dh0, d.dc0],
+                    weights: grads.per_weight().items().into_iter().copied().collect(),
+                })
+            }
+            (RecurrentWeights::Gru(w), LayerForward::Gru(f), &[h], &[dh]) => {
+                let w = w.get(k).ok_or_else(other_cell)?;
+                let (d, grads) = Gru::layer_backward(g, name, x, h, w, f, (dy, dh), input_grad)?;
+                Ok(LayerGrads {
+                    dx: d.dx,
+                    dstate: vec![d.dh0],
+                    weights: grads.items().into_iter().copied().collect(),
+                })
+            }
+            _ => Err(other_cell()),
+        }
+    }
+
     /// The weight table (PyTorch's names under `lstm.` or `gru.`).
     pub fn specs(&self) -> RecurrentWeights<super::ParamSpec> {
         match self {
