@@ -130,3 +130,32 @@ fn a_gru_carries_h_only_and_an_lstm_h_and_c() {
         assert!(h.data.iter().any(|&v| v != 0.0), "{cfg}");
     }
 }
+
+#[test]
+fn the_gru_classifier_example_loads_and_fits_a_fixed_batch() {
+    // `tensorfit train --model` is another helper's; the file is trained here through
+    // the library on one fixed batch of its shape, which it must come to fit.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/models/gru_classifier.toml");
+    let cfg = ModelDescription::load(&path).unwrap();
+    assert_eq!(cfg.recurrent.cell, Cell::Gru);
+    let (batch, steps, features) = (16, 10, cfg.input_features());
+    let classes = cfg.loss.outputs();
+    let mut rng = tensorfit::nn::Rng::new(5);
+    let data = (0..steps * batch * features)
+        .map(|_| rng.normal())
+        .collect();
+    let x = tensorfit::core::HostTensor::new([steps, batch, features], data).unwrap();
+    let labels: Vec<f32> = (0..batch).map(|b| (b % classes) as f32).collect();
+    let mut t = trainer(&cfg, &ParamStore::init(&cfg, 2).unwrap());
+    let first = t.train_step(&x, &labels).unwrap().loss;
+    for _ in 0..40 {
+        t.train_step(&x, &labels).unwrap();
+    }
+    let e = t.evaluate(&x, &labels).unwrap();
+    println!(
+        "{cfg}: first loss {first}, then evaluated {} (accuracy {})",
+        e.loss, e.accuracy
+    );
+    assert!(e.loss < first / 4.0 && e.accuracy == 1.0, "{first} → {e:?}");
+}
