@@ -29,21 +29,23 @@ fn seed_shaped_network_gradients_match_finite_differences() {
     gradients_match_finite_differences(&shape.description());
 }
 
+/// The seed's shape with two recurrent layers, for the variants.
+const TWO_LAYERS: SeedShape = SeedShape {
+    features: 6,
+    hidden: 5,
+    layers: 2,
+    dense: 4,
+    classes: 3,
+    activation: Activation::Tanh,
+};
+
 #[test]
 fn a_head_of_other_layers_gets_gradients_that_match_finite_differences() {
     let dense = |name: &str, units, activation| HeadLayer {
         name: name.into(),
         kind: HeadLayerKind::Dense { units, activation },
     };
-    let mut cfg = SeedShape {
-        features: 6,
-        hidden: 5,
-        layers: 2,
-        dense: 4,
-        classes: 3,
-        activation: Activation::Tanh,
-    }
-    .description();
+    let mut cfg = TWO_LAYERS.description();
     cfg.head.layers = vec![
         dense("a", 7, Activation::Sigmoid),
         HeadLayer {
@@ -60,15 +62,7 @@ fn a_head_of_other_layers_gets_gradients_that_match_finite_differences() {
 
 #[test]
 fn a_gru_stack_and_token_input_get_gradients_that_match_finite_differences() {
-    let shape = SeedShape {
-        features: 6,
-        hidden: 5,
-        layers: 2,
-        dense: 4,
-        classes: 3,
-        activation: Activation::Tanh,
-    };
-    let mut cfg = shape.description();
+    let mut cfg = TWO_LAYERS.description();
     cfg.recurrent.cell = Cell::Gru;
     gradients_match_finite_differences(&cfg);
     cfg.input = InputSpec::Tokens {
