@@ -69,6 +69,15 @@ impl HostNeed {
         self.inputs.saturating_add(self.state)
     }
 
+    /// The process's resident memory the plan predicts: what it holds now (`process`:
+    /// code, libraries, drivers, read before anything of the job is allocated), these
+    /// bytes, and the device plan's `device_peak` where device memory is host memory
+    /// (`device_is_host`: the CPU, a software GPU).
+    pub fn resident(&self, process: u64, device_peak: u64, device_is_host: bool) -> u64 {
+        let device = if device_is_host { device_peak } else { 0 };
+        process.saturating_add(self.bytes()).saturating_add(device)
+    }
+
     /// Refuses a job whose host bytes exceed what the host has for this process, less
     /// `margin` of it.
     pub fn check(&self, margin: f64) -> Result<()> {
@@ -92,10 +101,15 @@ impl HostNeed {
     }
 }
 
+/// Whether `info`'s memory is the host's (the CPU, a software GPU).
+pub fn memory_is_host(info: &DeviceInfo) -> bool {
+    info.kind == DeviceKind::Cpu || info.software
+}
+
 /// `info` as seen by a job that holds `host_bytes` on the host: a device whose memory is
 /// host memory (the CPU, a software GPU) has that much less free.
 pub fn device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
-    if info.kind != DeviceKind::Cpu && !info.software {
+    if !memory_is_host(info) {
         return info.clone();
     }
     let Some(available) = host_memory::available() else {
@@ -112,7 +126,7 @@ pub fn device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
 /// As [`device_info`] for a device that is not here: its own memory, not this host's,
 /// holds the job's host bytes where its memory is host memory.
 pub fn assumed_device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
-    if info.kind != DeviceKind::Cpu && !info.software {
+    if !memory_is_host(info) {
         return info.clone();
     }
     DeviceInfo {

@@ -22,6 +22,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
+use tensorfit::cpu::host_memory;
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
@@ -199,6 +200,8 @@ pub fn summary(s: &Session) -> serde_json::Value {
         "strategy": s.strategy,
         "estimated_peak_bytes": s.plan.peak_bytes(),
         "measured_peak_bytes": s.measured_peak_bytes(),
+        "planned_resident_bytes": s.planned_resident_bytes,
+        "peak_resident_bytes": host_memory::peak_resident(),
         "fallbacks": s.fallbacks.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
     })
 }

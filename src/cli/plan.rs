@@ -116,6 +116,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         if let Some(Choice { plan, .. }) = decision.chosen() {
             outln!("\nplan of the choice:");
             out!("{}", plan.table(if a.full { usize::MAX } else { 12 }));
+            out!("{}", decision.host_table());
         } else if decision.candidates.iter().any(|c| c.fits) {
             // Only a device that is used when asked for fits.
             outln!("\n{}", decision.nothing_fits());
