@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use tensorfit_core::{Backend, DeviceKind, HostTensor, Result};
 use tensorfit_nn::{
-    Job, ModelDescription, ParamStore, ProgramKey, ProgramKind, TrainOptions, Trainer,
+    InputSpec, Job, ModelDescription, ParamStore, ProgramKey, ProgramKind, TrainOptions, Trainer,
 };
 
 use crate::calibrate::cached_figures;
@@ -239,11 +239,16 @@ fn measure(
     let classes = cfg.loss.outputs();
     let targets = batch * cfg.loss.targets_per_row();
     let labels: Vec<f32> = (0..targets).map(|b| (b % classes) as f32).collect();
-    let features = cfg.input_features();
+    let net = cfg.network()?;
+    // Features in [-1, 1], or token ids cycling through the vocabulary.
+    let value = |i: usize| match cfg.input {
+        InputSpec::Dense { .. } => ((i % 17) as f32 - 8.0) / 8.0,
+        InputSpec::Tokens { vocab, .. } => (i % vocab) as f32,
+    };
     let input = |steps: usize| -> Result<HostTensor> {
-        let n = steps * batch * features;
-        let data = (0..n).map(|i| ((i % 17) as f32 - 8.0) / 8.0).collect();
-        HostTensor::new([steps, batch, features], data)
+        let shape = net.input_shape(batch, steps);
+        let data = (0..shape.numel()).map(value).collect();
+        HostTensor::new(shape, data)
     };
     let mut once = |x: &HostTensor| -> Result<f64> {
         let t = Instant::now();
@@ -336,6 +341,22 @@ mod tests {
             // Chunks of one step: 2000 runs, each paying at least the fixed cost.
             assert!(at(None, 1) >= whole + 1999.0 * MIN_SECONDS_PER_RUN * 0.999);
         }
+    }
+
+    #[test]
+    fn a_token_model_is_measured_on_token_ids() {
+        let mut cfg = ModelDescription::seed();
+        cfg.recurrent.hidden = 8;
+        cfg.input = InputSpec::Tokens {
+            vocab: 5,
+            embedding: Some(3),
+        };
+        let backend = Box::new(tensorfit_cpu::CpuBackend::new());
+        let figures = measure(backend, &cfg, 2, 2 * SHORT, false).unwrap();
+        assert!(
+            figures.iter().all(|f| SANE_FIGURES.contains(f)),
+            "{figures:?}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Finite-difference check of whole networks at a small size (the seed's shape, and heads
-//! of other layers): the gradients that autodiff and the CPU kernels compute for every
-//! parameter and for the initial LSTM state agree with central differences of the loss.
+//! of other layers, a GRU stack, token input): the gradients that autodiff and the CPU
+//! kernels compute for every parameter and for the initial recurrent state agree with
+//! central differences of the loss.
 
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,7 +12,9 @@ use tensorfit::core::args::FillInputs;
 use tensorfit::core::{backward, Activation, Executable, Graph, Op, Shape, TensorId};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::model::{classifier, Mode};
-use tensorfit::nn::{HeadLayer, HeadLayerKind, ModelDescription, ParamStore, Rng, SeedShape};
+use tensorfit::nn::{
+    Cell, HeadLayer, HeadLayerKind, InputSpec, ModelDescription, ParamStore, Rng, SeedShape,
+};
 
 #[test]
 fn seed_shaped_network_gradients_match_finite_differences() {
@@ -26,21 +29,23 @@ fn seed_shaped_network_gradients_match_finite_differences() {
     gradients_match_finite_differences(&shape.description());
 }
 
+/// The seed's shape with two recurrent layers, for the variants.
+const TWO_LAYERS: SeedShape = SeedShape {
+    features: 6,
+    hidden: 5,
+    layers: 2,
+    dense: 4,
+    classes: 3,
+    activation: Activation::Tanh,
+};
+
 #[test]
 fn a_head_of_other_layers_gets_gradients_that_match_finite_differences() {
     let dense = |name: &str, units, activation| HeadLayer {
         name: name.into(),
         kind: HeadLayerKind::Dense { units, activation },
     };
-    let mut cfg = SeedShape {
-        features: 6,
-        hidden: 5,
-        layers: 2,
-        dense: 4,
-        classes: 3,
-        activation: Activation::Tanh,
-    }
-    .description();
+    let mut cfg = TWO_LAYERS.description();
     cfg.head.layers = vec![
         dense("a", 7, Activation::Sigmoid),
         HeadLayer {
@@ -52,6 +57,24 @@ fn a_head_of_other_layers_gets_gradients_that_match_finite_differences() {
     gradients_match_finite_differences(&cfg);
     // No head layers at all: the output layer reads the top LSTM layer directly.
     cfg.head.layers.clear();
+    gradients_match_finite_differences(&cfg);
+}
+
+#[test]
+fn a_gru_stack_and_token_input_get_gradients_that_match_finite_differences() {
+    let mut cfg = TWO_LAYERS.description();
+    cfg.recurrent.cell = Cell::Gru;
+    gradients_match_finite_differences(&cfg);
+    cfg.input = InputSpec::Tokens {
+        vocab: 6,
+        embedding: Some(3),
+    };
+    gradients_match_finite_differences(&cfg);
+    cfg.recurrent.cell = Cell::Lstm;
+    cfg.input = InputSpec::Tokens {
+        vocab: 6,
+        embedding: None,
+    };
     gradients_match_finite_differences(&cfg);
 }
 
@@ -68,9 +91,8 @@ fn gradients_match_finite_differences(cfg: &ModelDescription) {
     };
     let one = g.apply("seed", fill, FillInputs::default()).unwrap().out;
     let mut wrt: Vec<(String, TensorId)> = c.params.clone();
-    for k in 0..cfg.recurrent.layers {
-        wrt.push((format!("h0_l{k}"), c.stack.h0[k]));
-        wrt.push((format!("c0_l{k}"), c.stack.c0[k]));
+    for &(t, slot) in &c.stack.carried {
+        wrt.push((slot.name(), t));
     }
     let ids: Vec<TensorId> = wrt.iter().map(|(_, t)| *t).collect();
     let grads = backward(&mut g, &[(c.loss, one)], &ids).unwrap();
@@ -90,9 +112,14 @@ fn gradients_match_finite_differences(cfg: &ModelDescription) {
         exe.write(&mut backend, *t, &v).unwrap();
         values.insert(*t, v);
     }
-    let x: Vec<f32> = (0..steps * batch * features)
-        .map(|_| rng.normal())
-        .collect();
+    let x: Vec<f32> = match cfg.input {
+        InputSpec::Dense { .. } => (0..steps * batch * features)
+            .map(|_| rng.normal())
+            .collect(),
+        InputSpec::Tokens { vocab, .. } => (0..steps * batch)
+            .map(|_| rng.int_inclusive(0, vocab - 1) as f32)
+            .collect(),
+    };
     exe.write(&mut backend, c.stack.x, &x).unwrap();
     exe.write(&mut backend, c.labels, &[0.0, 2.0, 1.0, 2.0])
         .unwrap();

@@ -1,8 +1,9 @@
 //! The plan is the allocation: on the CPU backend (and on wgpu where a Vulkan driver is
 //! present), the measured peak of a planned run equals the planner's estimate within 2%,
 //! for training and inference at several batch sizes, sequence lengths and
-//! truncated-BPTT lengths, for the seed's head and another, and for a regression (the
-//! mean-squared-error loss, f32 targets). Prints a table of the figures.
+//! truncated-BPTT lengths, for the seed's head and another, for a regression (the
+//! mean-squared-error loss, f32 targets), a GRU stack and token input (ids read directly by
+//! an LSTM, embedded ids into a GRU). Prints a table of the figures.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +12,8 @@ mod common;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    HeadLayer, HeadLayerKind, Job, LossSpec, ParamStore, RunningMean, TemporalOrder,
+    Cell, HeadLayer, HeadLayerKind, InputSpec, Job, LossSpec, ParamStore, RunningMean,
+    TemporalOrder,
 };
 use tensorfit::session::{decide, start};
 
@@ -64,9 +66,16 @@ fn check_device(device: DeviceKind) {
         ("train-mse", 64, 8, 40, 10),
         ("infer-mse", 32, 16, 60, 60),
         ("train-capped-mse", 64, 16, 200, 200),
+        ("train-gru", 64, 8, 40, 10),
+        ("train-capped-gru", 64, 16, 200, 200),
+        ("infer-gru", 32, 64, 200, 200),
+        ("train-ids", 64, 8, 40, 10),
+        ("infer-ids", 32, 16, 60, 60),
+        ("train-gru-embedded-ids", 32, 8, 40, 10),
+        ("infer-gru-embedded-ids", 32, 16, 60, 60),
     ];
     println!(
-        "{:<5} {:<16} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
+        "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
         "dev", "job", "hidden", "B", "T", "L", "estimated", "measured", "ratio"
     );
     for (kind, hidden, batch, steps, tbptt) in cases {
@@ -76,6 +85,15 @@ fn check_device(device: DeviceKind) {
         }
         if kind.ends_with("-mse") {
             cfg.loss = LossSpec::MeanSquaredError { outputs: 3 };
+        }
+        if kind.contains("-gru") {
+            cfg.recurrent.cell = Cell::Gru;
+        }
+        if kind.ends_with("-ids") {
+            cfg.input = InputSpec::Tokens {
+                vocab: TemporalOrder::FEATURES,
+                embedding: kind.contains("embedded").then_some(12),
+            };
         }
         let job = if kind.starts_with("train") {
             Job::Train {
@@ -104,7 +122,7 @@ fn check_device(device: DeviceKind) {
             let mut task = RunningMean::for_model(&cfg, 5).unwrap();
             task.batch(batch, steps).unwrap()
         } else {
-            TemporalOrder::new(5).batch(batch, steps).unwrap()
+            TemporalOrder::new(5).batch_for(&cfg, batch, steps).unwrap()
         };
         if kind.starts_with("train") {
             s.trainer.train_step(&data.x, &data.labels).unwrap();
@@ -114,7 +132,7 @@ fn check_device(device: DeviceKind) {
         let est = s.plan.peak_bytes() as f64;
         let got = s.measured_peak_bytes() as f64;
         let ratio = got / est;
-        println!("{:<5} {kind:<16} {hidden:>6} {batch:>5} {steps:>5} {tbptt:>5} {est:>14} {got:>14} {ratio:>8.4}  {}", device.name(), s.strategy);
+        println!("{:<5} {kind:<22} {hidden:>6} {batch:>5} {steps:>5} {tbptt:>5} {est:>14} {got:>14} {ratio:>8.4}  {}", device.name(), s.strategy);
         assert!(
             (got - est).abs() / got <= 0.02,
             "{kind} B={batch} T={steps}: estimated {est}, measured {got}"

@@ -60,7 +60,7 @@ fn agrees_with_pytorch(prefix: &str, embedding: bool) {
     let mut x = ids;
     if embedding {
         let w = emb.specs().map(|s| leaf(&mut g, s));
-        x = Embedding::forward(&mut g, ids, &w).unwrap();
+        x = Embedding::forward(&mut g, "embedding", ids, &w).unwrap();
     }
     let weights: Vec<_> = lstm
         .specs()

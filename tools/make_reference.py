@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Generate the PyTorch reference data for tensorfit's small "seed" network (and, in a
-second file, for a small GRU: see tools/gru_reference.py).
+"""Generate the PyTorch reference data for tensorfit's small "seed" network (and, in
+further files, the same network with a GRU stack, a small GRU layer: see
+tools/gru_reference.py, and token inputs).
 
 What it produces
 ----------------
@@ -38,6 +39,14 @@ One training step (truncated BPTT that carries the state)::
     y, _ = model.lstm(x[T-L:], (h.detach(), c.detach()))
     loss = CE(head(y[-1]), labels); loss.backward()
     <record>; opt.step(); opt.zero_grad()
+
+The same network with ``gru = nn.GRU(F=10, H=8, num_layers=3)`` in place of the LSTM
+(state h only, so no ``c_carry``; metadata ``cell = "gru"``), drawn and trained the same
+way but from ``torch.manual_seed(1)``, goes to
+``tests/data/seed_small_gru_reference.safetensors`` (``--seed-gru-out``). Seed 0 draws a
+GRU weight whose first gradient (2.5e-8) sits at Adam's eps, where float32 rounding of
+the gradient moves the update by 1e-4 (PyTorch's own float32 and float64 gradients
+differ by 3% there): no float32 engine could match that step to 1e-5.
 
 BatchNorm is only used (in train mode) in the last segment's head, so its
 running statistics update once per step.
@@ -122,14 +131,29 @@ DEFAULT_OUT = os.path.join(
 )
 
 
+SEED_GRU_OUT = os.path.join(os.path.dirname(DEFAULT_OUT), "seed_small_gru_reference.safetensors")
+
+
 class Seed(nn.Module):
-    def __init__(self):
+    """The scaled-down seed network with recurrent cell ``cell`` ("lstm" or "gru"),
+    registered under that name as tensorfit names it."""
+
+    def __init__(self, cell="lstm"):
         super().__init__()
-        self.lstm = nn.LSTM(F, H, num_layers=NUM_LAYERS)
+        self.cell = cell
+        rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
+        setattr(self, cell, rnn(F, H, num_layers=NUM_LAYERS))
         self.bn1 = nn.BatchNorm1d(H, eps=1e-5, momentum=0.1)
         self.dense = nn.Linear(H, D)
         self.bn2 = nn.BatchNorm1d(D, eps=1e-5, momentum=0.1)
         self.out = nn.Linear(D, C)
+
+    def rnn(self, x, state):
+        return getattr(self, self.cell)(x, state)
+
+    def zero_state(self, dtype=torch.float32):
+        h = torch.zeros(NUM_LAYERS, B, H, dtype=dtype)
+        return (h, h.clone()) if self.cell == "lstm" else h
 
     def head(self, h_last):
         return self.out(self.bn2(torch.tanh(self.dense(self.bn1(h_last)))))
@@ -184,30 +208,29 @@ def exact_gradients(model, x, labels):
     m64 = copy.deepcopy(model).double()
     m64.zero_grad()
     x64 = x.double()
-    h = torch.zeros(NUM_LAYERS, B, H, dtype=torch.float64)
-    c = torch.zeros(NUM_LAYERS, B, H, dtype=torch.float64)
+    state = m64.zero_state(torch.float64)
     with torch.no_grad():
         for s in range(0, T - L, L):
-            _, (h, c) = m64.lstm(x64[s : s + L], (h, c))
-    y, _ = m64.lstm(x64[T - L :], (h, c))
+            _, state = m64.rnn(x64[s : s + L], state)
+    y, _ = m64.rnn(x64[T - L :], state)
     nn.CrossEntropyLoss()(m64.head(y[-1]), labels).backward()
     return {n: p.grad.detach().float().contiguous() for n, p in m64.named_parameters()}
 
 
 def train_step(model, opt, x, labels, prefix, record):
     model.train()
-    h = torch.zeros(NUM_LAYERS, B, H)
-    c = torch.zeros(NUM_LAYERS, B, H)
+    state = model.zero_state()
     for s in range(0, T - L, L):
         with torch.no_grad():
-            _, (h, c) = model.lstm(x[s : s + L], (h, c))
-    h_carry, c_carry = h.detach(), c.detach()
+            _, state = model.rnn(x[s : s + L], state)
+    carry = state if model.cell == "lstm" else (state,)
+    carry = tuple(t.detach() for t in carry)
     # Sanity check: chunking the no-grad prefix must match one call over it.
     with torch.no_grad():
-        z = torch.zeros(NUM_LAYERS, B, H)
-        _, (h_full, c_full) = model.lstm(x[: T - L], (z, z))
-    assert torch.allclose(h_full, h_carry, atol=1e-6) and torch.allclose(c_full, c_carry, atol=1e-6)
-    y, _ = model.lstm(x[T - L :], (h_carry, c_carry))
+        _, full = model.rnn(x[: T - L], model.zero_state())
+    full = full if model.cell == "lstm" else (full,)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(full, carry))
+    y, _ = model.rnn(x[T - L :], carry if model.cell == "lstm" else carry[0])
     logits = model.head(y[-1])
     loss = nn.CrossEntropyLoss()(logits, labels)
     loss.backward()
@@ -216,8 +239,8 @@ def train_step(model, opt, x, labels, prefix, record):
     record[f"{prefix}.labels"] = labels.to(torch.float32)
     record[f"{prefix}.loss"] = loss.detach().reshape(1).clone()
     record[f"{prefix}.probs"] = torch.softmax(logits.detach(), dim=1).clone()
-    record[f"{prefix}.h_carry"] = h_carry.clone()
-    record[f"{prefix}.c_carry"] = c_carry.clone()
+    for part, t in zip(("h_carry", "c_carry"), carry):
+        record[f"{prefix}.{part}"] = t.clone()
     for name, p in model.named_parameters():
         record[f"{prefix}.grad.{name}"] = p.grad.detach().clone()
     for name, g in exact_gradients(model, x, labels).items():
@@ -243,9 +266,9 @@ def perturb_batchnorm(model):
             bn.running_var.copy_(1 + 0.1 * torch.rand(n))
 
 
-def build(record):
-    torch.manual_seed(0)
-    model = Seed()
+def build(record, cell, seed):
+    torch.manual_seed(seed)
+    model = Seed(cell)
     perturb_batchnorm(model)
     for name, t in state_tensors(model).items():
         record[f"init.{name}"] = t
@@ -263,7 +286,7 @@ def build(record):
 
     model.eval()
     with torch.no_grad():
-        y, _ = model.lstm(x1, (torch.zeros(NUM_LAYERS, B, H), torch.zeros(NUM_LAYERS, B, H)))
+        y, _ = model.rnn(x1, model.zero_state())
         record["eval.probs"] = torch.softmax(model.head(y[-1]), dim=1).clone()
     return model, losses
 
@@ -279,7 +302,8 @@ def verify(path, model, losses, record, metadata):
     state_names = list(state_tensors(model).keys())
     expect = {f"init.{n}" for n in state_names} | {"eval.probs"}
     for s in (1, 2):
-        expect |= {f"step{s}.{k}" for k in ("x", "labels", "loss", "probs", "h_carry", "c_carry")}
+        carried = ("h_carry", "c_carry") if model.cell == "lstm" else ("h_carry",)
+        expect |= {f"step{s}.{k}" for k in ("x", "labels", "loss", "probs") + carried}
         expect |= {f"step{s}.grad.{n}" for n in param_names}
         expect |= {f"step{s}.grad64.{n}" for n in param_names}
         expect |= {f"step{s}.after.{n}" for n in state_names}
@@ -289,8 +313,9 @@ def verify(path, model, losses, record, metadata):
     assert t["step2.labels"].shape == (B,)
     assert t["step1.loss"].shape == (1,)
     assert t["step1.h_carry"].shape == (NUM_LAYERS, B, H)
-    assert t["init.lstm.weight_ih_l0"].shape == (4 * H, F)
-    assert t["init.lstm.weight_hh_l2"].shape == (4 * H, H)
+    gates = {"lstm": 4, "gru": 3}[model.cell]
+    assert t[f"init.{model.cell}.weight_ih_l0"].shape == (gates * H, F)
+    assert t[f"init.{model.cell}.weight_hh_l2"].shape == (gates * H, H)
     assert t["step2.grad.out.weight"].shape == (C, D)
     assert t["eval.probs"].shape == (B, C)
     for s in (1, 2):
@@ -358,6 +383,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=DEFAULT_OUT, help="output safetensors path")
     ap.add_argument(
+        "--seed-gru-out",
+        default=SEED_GRU_OUT,
+        help="output path of the seed-shaped network with a GRU stack",
+    )
+    ap.add_argument(
         "--gru-out",
         default=gru_reference.DEFAULT_OUT,
         help="output path of the GRU reference (see tools/gru_reference.py)",
@@ -368,40 +398,9 @@ def main(argv=None):
     torch.use_deterministic_algorithms(True)
     torch.set_default_dtype(torch.float32)
 
-    record = {}
-    model, losses = build(record)
-    record = {k: v.to(torch.float32).contiguous() for k, v in record.items()}
-
-    metadata = {
-        "input": str(F),
-        "hidden": str(H),
-        "layers": str(NUM_LAYERS),
-        "dense": str(D),
-        "classes": str(C),
-        "batch": str(B),
-        "steps": str(T),
-        "tbptt": str(L),
-        "lr": str(LR),
-        "dense_activation": "tanh",
-        "torch_version": torch.__version__,
-        "description": (
-            "tensorfit reference: 3-layer LSTM(10->8) + BN + Linear(8->5) + tanh + BN + "
-            "Linear(5->6), CrossEntropy, Adam(lr=0.01); two truncated-BPTT training steps "
-            "(T=9, L=3, state carried), manual_seed(0), float32 CPU; "
-            "generated by tools/make_reference.py"
-        ),
-    }
-
-    out = os.path.normpath(args.out)
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    write_safetensors(out, record, metadata)
-
-    verify(out, model, losses, record, metadata)
+    for cell, seed, path in (("lstm", 0, args.out), ("gru", 1, args.seed_gru_out)):
+        write_seed(cell, seed, path)
     build_tokens()
-    print(f"step1 loss: {losses[0]:.7f}")
-    print(f"step2 loss: {losses[1]:.7f}")
-    print(f"tensors: {len(record)}")
-    print(f"wrote {out} ({os.path.getsize(out)} bytes)")
 
     # The GRU reference, in its own file (its contents: tools/gru_reference.py).
     gru_record, gru_metadata = gru_reference.build()
@@ -418,6 +417,47 @@ def main(argv=None):
     assert all(torch.equal(back[k], v) for k, v in mse_record.items())
     print(f"wrote {os.path.normpath(mse_reference.DEFAULT_OUT)} ({len(mse_record)} tensors)")
     return 0
+
+
+def write_seed(cell, seed, path):
+    """Builds, writes and verifies the seed-shaped network with recurrent cell `cell`,
+    from `torch.manual_seed(seed)`."""
+    record = {}
+    model, losses = build(record, cell, seed)
+    record = {k: v.to(torch.float32).contiguous() for k, v in record.items()}
+    name = {"lstm": "LSTM", "gru": "GRU"}[cell]
+    metadata = {
+        "input": str(F),
+        "hidden": str(H),
+        "layers": str(NUM_LAYERS),
+        "dense": str(D),
+        "classes": str(C),
+        "batch": str(B),
+        "steps": str(T),
+        "tbptt": str(L),
+        "lr": str(LR),
+        "dense_activation": "tanh",
+        "torch_version": torch.__version__,
+        "description": (
+            f"tensorfit reference: 3-layer {name}(10->8) + BN + Linear(8->5) + tanh + BN + "
+            "Linear(5->6), CrossEntropy, Adam(lr=0.01); two truncated-BPTT training steps "
+            f"(T=9, L=3, state carried), manual_seed({seed}), float32 CPU; "
+            "generated by tools/make_reference.py"
+        ),
+    }
+
+    if cell != "lstm":
+        # The LSTM file predates the key: its absence means "lstm".
+        metadata["cell"] = cell
+    out = os.path.normpath(path)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    write_safetensors(out, record, metadata)
+
+    verify(out, model, losses, record, metadata)
+    print(f"{cell} step1 loss: {losses[0]:.7f}")
+    print(f"{cell} step2 loss: {losses[1]:.7f}")
+    print(f"tensors: {len(record)}")
+    print(f"wrote {out} ({os.path.getsize(out)} bytes)")
 
 
 if __name__ == "__main__":

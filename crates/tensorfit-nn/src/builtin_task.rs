@@ -4,14 +4,18 @@
 
 use tensorfit_core::{Error, Result};
 
-use crate::description::ModelDescription;
+use crate::description::{InputSpec, ModelDescription};
 use crate::running_mean::RunningMean;
 use crate::task::{Batch, TemporalOrder};
 
 /// A built-in task's generator, chosen by the model's head and loss.
 #[derive(Debug, Clone)]
 pub enum BuiltinTask {
-    TemporalOrder(TemporalOrder),
+    /// The temporal-order task, as one-hot rows or (`tokens`) as token ids.
+    TemporalOrder {
+        task: TemporalOrder,
+        tokens: bool,
+    },
     RunningMean(RunningMean),
 }
 
@@ -20,7 +24,12 @@ impl BuiltinTask {
     /// says what each task needs.
     pub fn for_model(model: &ModelDescription, seed: u64) -> Result<Self> {
         let classifier = match TemporalOrder::fits(model) {
-            Ok(()) => return Ok(BuiltinTask::TemporalOrder(TemporalOrder::new(seed))),
+            Ok(()) => {
+                return Ok(BuiltinTask::TemporalOrder {
+                    task: TemporalOrder::new(seed),
+                    tokens: matches!(model.input, InputSpec::Tokens { .. }),
+                })
+            }
             Err(e) => e,
         };
         match RunningMean::for_model(model, seed) {
@@ -39,7 +48,7 @@ impl BuiltinTask {
     /// The shortest sequence the task makes.
     pub fn min_steps(&self) -> usize {
         match self {
-            BuiltinTask::TemporalOrder(_) => TemporalOrder::MIN_STEPS,
+            BuiltinTask::TemporalOrder { .. } => TemporalOrder::MIN_STEPS,
             BuiltinTask::RunningMean(_) => RunningMean::WINDOW,
         }
     }
@@ -47,7 +56,11 @@ impl BuiltinTask {
     /// A minibatch of `batch` sequences of `steps` steps.
     pub fn batch(&mut self, batch: usize, steps: usize) -> Result<Batch> {
         match self {
-            BuiltinTask::TemporalOrder(t) => t.batch(batch, steps),
+            BuiltinTask::TemporalOrder {
+                task,
+                tokens: false,
+            } => task.batch(batch, steps),
+            BuiltinTask::TemporalOrder { task, tokens: true } => task.token_batch(batch, steps),
             BuiltinTask::RunningMean(t) => t.batch(batch, steps),
         }
     }
@@ -56,7 +69,7 @@ impl BuiltinTask {
     /// it as the seed).
     pub fn rng_state(&self) -> u64 {
         match self {
-            BuiltinTask::TemporalOrder(t) => t.rng_state(),
+            BuiltinTask::TemporalOrder { task, .. } => task.rng_state(),
             BuiltinTask::RunningMean(t) => t.rng_state(),
         }
     }
@@ -71,7 +84,7 @@ mod tests {
     fn the_seed_gets_temporal_order_and_a_regression_gets_running_mean() {
         let seed = ModelDescription::seed();
         let task = BuiltinTask::for_model(&seed, 1).unwrap();
-        assert!(matches!(task, BuiltinTask::TemporalOrder(_)));
+        assert!(matches!(task, BuiltinTask::TemporalOrder { .. }));
         let mut reg = ModelDescription::seed();
         reg.loss = LossSpec::MeanSquaredError { outputs: 2 };
         let mut task = BuiltinTask::for_model(&reg, 1).unwrap();

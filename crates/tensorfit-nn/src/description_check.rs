@@ -83,8 +83,14 @@ impl ModelDescription {
     /// error names the field.
     pub fn validate(&self) -> Result<(), InvalidDescription> {
         self.supported_by_this_build()?;
-        if let InputSpec::Dense { features } = self.input {
-            size("input.features", features, 1, MAX_DIM)?;
+        match self.input {
+            InputSpec::Dense { features } => size("input.features", features, 1, MAX_DIM)?,
+            InputSpec::Tokens { vocab, embedding } => {
+                size("input.vocab", vocab, 1, MAX_DIM)?;
+                if let Some(dim) = embedding {
+                    size("input.embedding", dim, 1, MAX_DIM)?;
+                }
+            }
         }
         size("recurrent.hidden", self.recurrent.hidden, 1, MAX_DIM)?;
         size("recurrent.layers", self.recurrent.layers, 1, MAX_LAYERS)?;
@@ -119,11 +125,18 @@ impl ModelDescription {
     /// The one place that refuses what the description can say but this build cannot
     /// run: remove each arm as its layers are wired into [`crate::network::Network`].
     fn supported_by_this_build(&self) -> Result<(), InvalidDescription> {
-        if let InputSpec::Tokens { .. } = self.input {
-            return Err(unsupported("input.kind", "\"tokens\""));
-        }
-        if self.recurrent.cell == Cell::Gru {
-            return Err(unsupported("recurrent.cell", "\"gru\""));
+        // The GRU ops read features only: token ids reach a GRU through an embedding.
+        if let (
+            InputSpec::Tokens {
+                embedding: None, ..
+            },
+            Cell::Gru,
+        ) = (self.input, self.recurrent.cell)
+        {
+            return Err(unsupported(
+                "input.embedding",
+                "none with cell \"gru\" (give the tokens an embedding)",
+            ));
         }
         if self.head.on == HeadOn::EveryStep {
             return Err(unsupported("head.on", "\"every_step\""));
@@ -131,17 +144,25 @@ impl ModelDescription {
         Ok(())
     }
 
-    /// An upper bound of the trainable parameters in u128, so an absurd description is
-    /// refused instead of overflowing (exact for the LSTM stack and the dense layers).
+    /// The trainable parameters in u128, so an absurd description is refused instead of
+    /// overflowing.
     fn parameter_bound(&self) -> u128 {
-        let input = match self.input {
-            InputSpec::Dense { features } => features,
-            InputSpec::Tokens { vocab, embedding } => vocab + embedding.unwrap_or(0),
-        } as u128;
+        let (input, embedding) = match self.input {
+            InputSpec::Dense { features } => (features as u128, 0),
+            InputSpec::Tokens { vocab, embedding } => match embedding {
+                Some(dim) => (dim as u128, vocab as u128 * dim as u128),
+                None => (vocab as u128, 0),
+            },
+        };
         let (h, l) = (self.recurrent.hidden as u128, self.recurrent.layers as u128);
-        let gates = 4;
-        let stack =
-            gates * h * (input + h) + 2 * gates * h + (l - 1) * (gates * h * 2 * h + 2 * gates * h);
+        let gates = match self.recurrent.cell {
+            Cell::Lstm => 4,
+            Cell::Gru => 3,
+        };
+        let stack = embedding
+            + gates * h * (input + h)
+            + 2 * gates * h
+            + (l - 1) * (gates * h * 2 * h + 2 * gates * h);
         let mut width = h;
         let mut head = 0;
         for layer in &self.head.layers {
@@ -213,6 +234,33 @@ mod tests {
     }
 
     #[test]
+    fn the_parameter_bound_is_the_exact_count_for_every_cell_and_input() {
+        let mut d = ModelDescription::seed();
+        for (cell, input) in [
+            (Cell::Lstm, InputSpec::Dense { features: 9 }),
+            (
+                Cell::Lstm,
+                InputSpec::Tokens {
+                    vocab: 11,
+                    embedding: None,
+                },
+            ),
+            (
+                Cell::Gru,
+                InputSpec::Tokens {
+                    vocab: 11,
+                    embedding: Some(5),
+                },
+            ),
+            (Cell::Gru, InputSpec::Dense { features: 9 }),
+        ] {
+            (d.recurrent.cell, d.input) = (cell, input);
+            let exact = d.trainable_parameters().unwrap() as u128;
+            assert_eq!(d.parameter_bound(), exact, "{d}");
+        }
+    }
+
+    #[test]
     fn too_many_parameters_are_refused_before_anything_is_built() {
         let mut d = ModelDescription::seed();
         d.recurrent.hidden = MAX_DIM;
@@ -228,15 +276,22 @@ mod tests {
     fn what_this_build_cannot_run_yet_is_refused_as_unsupported() {
         let mut d = ModelDescription::seed();
         d.recurrent.cell = Cell::Gru;
-        assert_eq!(field_of(&d), "recurrent.cell");
-        let mut d = ModelDescription::seed();
+        d.validate().unwrap();
         d.input = InputSpec::Tokens {
             vocab: 65,
             embedding: Some(16),
         };
-        assert_eq!(field_of(&d), "input.kind");
+        d.validate().unwrap();
+        d.input = InputSpec::Tokens {
+            vocab: 65,
+            embedding: None,
+        };
+        assert_eq!(field_of(&d), "input.embedding");
         let e = d.validate().unwrap_err().to_string();
-        assert!(e.contains("not supported by this build"), "{e}");
+        assert!(
+            e.contains("not supported by this build") && e.contains("embedding"),
+            "{e}"
+        );
         let mut d = ModelDescription::seed();
         d.head.on = HeadOn::EveryStep;
         assert_eq!(field_of(&d), "head.on");

@@ -11,7 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod atomic_file;
-mod batch_check;
+mod batch_input;
 pub mod builtin_task;
 pub mod checkpoint;
 pub mod description;

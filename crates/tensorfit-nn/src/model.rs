@@ -2,16 +2,16 @@
 //!
 //! Each function adds nodes to a [`Graph`] and returns the ids a caller needs. The same
 //! builders serve training, evaluation and the finite-difference tests, so what is
-//! checked is what runs. Sequences are time-major (`[T, B, F]`), as in PyTorch's
-//! `nn.LSTM`. The layers themselves are in [`crate::layers`], placed by
+//! checked is what runs. Sequences are time-major (`[T, B, F]`, or `[T, B]` token ids), as
+//! in PyTorch's `nn.LSTM` and `nn.GRU`. The layers themselves are in [`crate::layers`], placed by
 //! [`crate::network::Network`].
 
 use tensorfit_core::args::{CopyInputs, CopyTargets, SliceTimeInputs};
 use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use crate::description::{LossSpec, ModelDescription};
-pub use crate::layers::lstm::LstmStack;
-use crate::layers::{BatchStats, ParamKind, ParamSpec, StateSlot};
+pub use crate::layers::RecurrentStack;
+use crate::layers::{BatchStats, ParamKind, ParamSpec};
 use crate::network::{Network, NetworkTensors};
 
 /// Tensors by name (PyTorch's parameter names).
@@ -28,8 +28,9 @@ pub enum Mode {
 #[derive(Debug, Clone)]
 pub(crate) struct Leaves {
     pub ids: NetworkTensors<TensorId>,
-    /// The LSTM stack's trainable parameters, then the head's, by name, in table order.
-    pub lstm: Named,
+    /// The input side's trainable parameters (embedding, recurrent stack), then the
+    /// head's, by name, in table order.
+    pub input: Named,
     pub head: Named,
 }
 
@@ -47,7 +48,7 @@ impl Leaves {
                 .collect()
         };
         Leaves {
-            lstm: trainable(specs.lstm_items(), ids.lstm_items()),
+            input: trainable(specs.input_items(), ids.input_items()),
             head: trainable(specs.head_items(), ids.head_items()),
             ids,
         }
@@ -55,38 +56,14 @@ impl Leaves {
 
     /// Every trainable parameter by name, in table order.
     pub fn params(&self) -> Named {
-        self.lstm.iter().chain(&self.head).cloned().collect()
+        self.input.iter().chain(&self.head).cloned().collect()
     }
-}
-
-impl LstmStack {
-    /// The carried state leaves with their slots.
-    pub fn carried(&self) -> Vec<(TensorId, StateSlot)> {
-        carried(self.h0.iter().copied().zip(self.c0.iter().copied()))
-    }
-}
-
-/// Layer by layer (h, c) leaves with their slots.
-pub(crate) fn carried(
-    state: impl IntoIterator<Item = (TensorId, TensorId)>,
-) -> Vec<(TensorId, StateSlot)> {
-    use crate::layers::StatePart::{C, H};
-    state
-        .into_iter()
-        .enumerate()
-        .flat_map(|(layer, (h, c))| {
-            [
-                (h, StateSlot { layer, part: H }),
-                (c, StateSlot { layer, part: C }),
-            ]
-        })
-        .collect()
 }
 
 /// The whole classifier.
 #[derive(Debug, Clone)]
 pub struct Classifier {
-    pub stack: LstmStack,
+    pub stack: RecurrentStack,
     /// `[B]`, class indices as f32.
     pub labels: TensorId,
     /// Mean cross-entropy, `[1]`.
@@ -99,34 +76,28 @@ pub struct Classifier {
     pub batch_stats: Vec<BatchStats>,
 }
 
-/// A graph that only advances the LSTM state over a chunk of the sequence: the layers
-/// in inference form, then a copy of each final state into the persistent initial state,
-/// so the next chunk continues where this one stopped.
+/// A graph that only advances the recurrent state over a chunk of the sequence: the
+/// layers in inference form, then a copy of each final state into the persistent initial
+/// state, so the next chunk continues where this one stopped.
 pub fn carry_graph(
     model: &ModelDescription,
     batch: usize,
     steps: usize,
-) -> Result<(Graph, LstmStack)> {
+) -> Result<(Graph, RecurrentStack)> {
     let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let stack = net
-        .lstm
-        .stack(&mut g, &leaves.ids.lstm, batch, steps, false)?;
-    for k in 0..net.lstm.layers {
-        for (what, src, dst) in [
-            ("h", stack.h_n[k], stack.h0[k]),
-            ("c", stack.c_n[k], stack.c0[k]),
-        ] {
-            let name = format!("carry_{what}_l{k}");
-            g.update(&name, Op::Copy, CopyInputs { src }, CopyTargets { dst })?;
-        }
+    let stack = net.stack(&mut g, &leaves.ids, batch, steps, false)?;
+    for (&(dst, slot), &src) in stack.carried.iter().zip(&stack.finals) {
+        // `state.h_l0` is carried by `carry_h_l0`.
+        let name = slot.name().replacen("state.", "carry_", 1);
+        g.update(&name, Op::Copy, CopyInputs { src }, CopyTargets { dst })?;
     }
     Ok((g, stack))
 }
 
-/// The whole model over a `[steps, batch, input]` chunk: LSTM stack, last step, the
-/// head's layers, output layer and loss.
+/// The whole model over a chunk of `steps` steps: embedding if any, recurrent stack,
+/// last step, the head's layers, output layer and loss.
 pub fn classifier(
     g: &mut Graph,
     model: &ModelDescription,
@@ -137,7 +108,7 @@ pub fn classifier(
     let net = model.network()?;
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
-    let stack = net.lstm.stack(g, &leaves.ids.lstm, batch, steps, keep)?;
+    let stack = net.stack(g, &leaves.ids, batch, steps, keep)?;
     let last = g.apply(
         "last_step",
         Op::SliceTime { t: steps - 1 },

@@ -19,11 +19,11 @@ impl ModelDescription {
         Ok(Network::new(self))
     }
 
-    /// Features per step of the input sequence.
+    /// Values per step and sequence of the input: `features`, or one token id.
     pub fn input_features(&self) -> usize {
         match self.input {
             InputSpec::Dense { features } => features,
-            InputSpec::Tokens { vocab, .. } => vocab,
+            InputSpec::Tokens { .. } => 1,
         }
     }
 
@@ -50,10 +50,11 @@ impl ModelDescription {
     }
 
     /// Forward FLOPs of the recurrent stack over `steps` steps of `batch` sequences
-    /// ([`crate::layers::Lstm::forward_flops`]; the head is negligible). A training step
-    /// counts [`TRAIN_FLOPS_PER_FORWARD`] times this.
-    pub fn lstm_forward_flops(&self, batch: usize, steps: usize) -> f64 {
-        Network::new(self).lstm.forward_flops(batch, steps)
+    /// ([`crate::layers::Lstm::forward_flops`], [`crate::layers::Gru::forward_flops`]; the
+    /// embedding and the head are negligible). A training step counts
+    /// [`TRAIN_FLOPS_PER_FORWARD`] times this.
+    pub fn recurrent_forward_flops(&self, batch: usize, steps: usize) -> f64 {
+        Network::new(self).recurrent.forward_flops(batch, steps)
     }
 }
 
@@ -124,8 +125,9 @@ mod tests {
         // passes' worth; inference at B=100, T=200 is one.
         let s = ModelDescription::seed();
         assert!(
-            (TRAIN_FLOPS_PER_FORWARD * s.lstm_forward_flops(32, 50) / 1e9 - 13.46).abs() < 0.01
+            (TRAIN_FLOPS_PER_FORWARD * s.recurrent_forward_flops(32, 50) / 1e9 - 13.46).abs()
+                < 0.01
         );
-        assert!((s.lstm_forward_flops(100, 200) / 1e9 - 56.08).abs() < 0.01);
+        assert!((s.recurrent_forward_flops(100, 200) / 1e9 - 56.08).abs() < 0.01);
     }
 }

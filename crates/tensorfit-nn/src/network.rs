@@ -1,15 +1,17 @@
 //! A described model as typed layers, and the table of its tensors.
 //!
-//! [`Network`] places the layers (the LSTM stack, the head's layers in the description's
-//! order, the output layer `out` the loss sizes); [`NetworkTensors`] holds one item per
+//! [`Network`] places the layers (the token embedding if any, the recurrent stack, the
+//! head's layers in the description's order, the output layer `out` the loss sizes); [`NetworkTensors`] holds one item per
 //! tensor, by layer and field, in one fixed order: the order of graph leaves, of
 //! checkpoints' parameter lists and of Adam's updates. Its names are PyTorch's, made by
 //! each layer.
 
-use crate::description::{HeadLayerKind, HeadOn, InputSpec, ModelDescription};
+use tensorfit_core::{Graph, Result, Shape, TensorId};
+
+use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription};
 use crate::layers::{
-    BatchNorm, Dense, HeadPart, HeadPartTensors, LinearTensors, Lstm, LstmInput, LstmWeights,
-    OutputLayer, ParamSpec, Tensors,
+    BatchNorm, Dense, Embedding, EmbeddingTensors, Gru, HeadPart, HeadPartTensors, LinearTensors,
+    Lstm, LstmInput, OutputLayer, ParamSpec, Recurrent, RecurrentStack, RecurrentWeights, Tensors,
 };
 
 /// The name the output layer is registered under.
@@ -18,7 +20,9 @@ pub const OUTPUT: &str = "out";
 /// The model's layers, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Network {
-    pub lstm: Lstm,
+    /// The token embedding before the stack (`embedding.weight`), if the input has one.
+    pub embedding: Option<Embedding>,
+    pub recurrent: Recurrent,
     /// Which steps of the top layer the head reads.
     pub head_on: HeadOn,
     pub head: Vec<HeadPart>,
@@ -28,7 +32,8 @@ pub struct Network {
 /// One item per tensor of the [`Network`], by layer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NetworkTensors<T> {
-    pub lstm: Vec<LstmWeights<T>>,
+    pub embedding: Option<EmbeddingTensors<T>>,
+    pub recurrent: RecurrentWeights<T>,
     pub head: Vec<HeadPartTensors<T>>,
     pub out: LinearTensors<T>,
 }
@@ -36,18 +41,22 @@ pub struct NetworkTensors<T> {
 impl<T> NetworkTensors<T> {
     pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> NetworkTensors<U> {
         NetworkTensors {
-            lstm: self.lstm.iter().map(|w| w.map(&mut f)).collect(),
+            embedding: self.embedding.as_ref().map(|e| e.map(&mut f)),
+            recurrent: self.recurrent.map(&mut f),
             head: self.head.iter().map(|p| p.map(&mut f)).collect(),
             out: self.out.map(&mut f),
         }
     }
 
-    /// The LSTM stack's items, layer by layer.
-    pub fn lstm_items(&self) -> Vec<&T> {
-        self.lstm.iter().flat_map(|w| w.items()).collect()
+    /// The items of the input side: the embedding's, then the recurrent stack's, layer
+    /// by layer.
+    pub fn input_items(&self) -> Vec<&T> {
+        let mut v: Vec<&T> = self.embedding.iter().flat_map(|e| e.items()).collect();
+        v.extend(self.recurrent.items());
+        v
     }
 
-    /// The items of the layers after the LSTM stack: the head's, then `out`'s.
+    /// The items of the layers after the recurrent stack: the head's, then `out`'s.
     pub fn head_items(&self) -> Vec<&T> {
         let mut v: Vec<&T> = self.head.iter().flat_map(|p| p.items()).collect();
         v.extend(self.out.items());
@@ -57,7 +66,7 @@ impl<T> NetworkTensors<T> {
 
 impl<T> Tensors<T> for NetworkTensors<T> {
     fn items(&self) -> Vec<&T> {
-        let mut v = self.lstm_items();
+        let mut v = self.input_items();
         v.extend(self.head_items());
         v
     }
@@ -70,16 +79,32 @@ impl Network {
         let hidden = d.recurrent.hidden;
         // What the first recurrent layer reads: features, the output of an embedding, or
         // token ids directly (exact one-hot, a gather of its input weights' columns).
-        let (input, input_kind) = match d.input {
-            InputSpec::Dense { features } => (features, LstmInput::Features),
+        let (input, input_kind, embedding) = match d.input {
+            InputSpec::Dense { features } => (features, LstmInput::Features, None),
             InputSpec::Tokens {
+                vocab,
                 embedding: Some(dim),
-                ..
-            } => (dim, LstmInput::Features),
+            } => (dim, LstmInput::Features, Some(Embedding { vocab, dim })),
             InputSpec::Tokens {
                 vocab,
                 embedding: None,
-            } => (vocab, LstmInput::Tokens),
+            } => (vocab, LstmInput::Tokens, None),
+        };
+        let layers = d.recurrent.layers;
+        // A GRU on ids without an embedding is refused by `validate` (the GRU ops read
+        // features only).
+        let recurrent = match d.recurrent.cell {
+            Cell::Lstm => Recurrent::Lstm(Lstm {
+                input,
+                hidden,
+                layers,
+                input_kind,
+            }),
+            Cell::Gru => Recurrent::Gru(Gru {
+                input,
+                hidden,
+                layers,
+            }),
         };
         let mut width = hidden;
         let mut head = Vec::with_capacity(d.head.layers.len());
@@ -101,12 +126,8 @@ impl Network {
             head.push(part);
         }
         Network {
-            lstm: Lstm {
-                input,
-                hidden,
-                layers: d.recurrent.layers,
-                input_kind,
-            },
+            embedding,
+            recurrent,
             head_on: d.head.on,
             head,
             out: OutputLayer::new(OUTPUT, width, d.loss),
@@ -116,10 +137,42 @@ impl Network {
     /// The table of every tensor.
     pub fn specs(&self) -> NetworkTensors<ParamSpec> {
         NetworkTensors {
-            lstm: self.lstm.specs(),
+            embedding: self.embedding.map(|e| e.specs()),
+            recurrent: self.recurrent.specs(),
             head: self.head.iter().map(HeadPart::specs).collect(),
             out: self.out.specs(),
         }
+    }
+
+    /// The shape of the sequence the host writes: `[T, B]` token ids, or the first
+    /// recurrent layer's input.
+    pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
+        match self.embedding {
+            Some(_) => Shape::from([steps, batch]),
+            None => self.recurrent.input_shape(batch, steps),
+        }
+    }
+
+    /// The input side over a sequence it adds (`x`, of [`Network::input_shape`]): the
+    /// embedding if any, then the recurrent stack from its carried state.
+    pub fn stack(
+        &self,
+        g: &mut Graph,
+        ids: &NetworkTensors<TensorId>,
+        batch: usize,
+        steps: usize,
+        keep: bool,
+    ) -> Result<RecurrentStack> {
+        let x = g.input("x", self.input_shape(batch, steps));
+        let input = match &ids.embedding {
+            Some(w) => Embedding::forward(g, "embedding", x, w)?,
+            None => x,
+        };
+        let mut stack = self
+            .recurrent
+            .stack_over(g, input, &ids.recurrent, batch, keep)?;
+        stack.x = x;
+        Ok(stack)
     }
 }
 

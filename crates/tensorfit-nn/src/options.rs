@@ -49,10 +49,10 @@ impl fmt::Display for ProgramKey {
 
 impl ProgramKey {
     /// The FLOPs one run of this program executes: the LSTM stack's forward
-    /// ([`ModelDescription::lstm_forward_flops`]), [`TRAIN_FLOPS_PER_FORWARD`] times that to
+    /// ([`ModelDescription::recurrent_forward_flops`]), [`TRAIN_FLOPS_PER_FORWARD`] times that to
     /// train, and one forward more when the training segment is recomputed.
     pub fn flops(&self, model: &ModelDescription) -> f64 {
-        let forward = model.lstm_forward_flops(self.batch, self.steps);
+        let forward = model.recurrent_forward_flops(self.batch, self.steps);
         match (self.kind, self.recompute) {
             (ProgramKind::Train, None) => TRAIN_FLOPS_PER_FORWARD * forward,
             (ProgramKind::Train, Some(_)) => (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward,

@@ -83,7 +83,7 @@ impl Program {
             (ProgramKind::Carry, _) => {
                 let (graph, stack) = carry_graph(model, batch, steps)?;
                 let p = Program::bare(key, graph, vec![(stack.x, steps)]);
-                (p, stack.carried())
+                (p, stack.carried)
             }
             (ProgramKind::Eval, _) => {
                 let mut g = Graph::new();
@@ -92,7 +92,7 @@ impl Program {
                 p.labels = Some(c.labels);
                 p.loss = Some(c.loss);
                 p.probs = Some(c.probs);
-                (p, c.stack.carried())
+                (p, c.stack.carried)
             }
             (ProgramKind::Train, _) => {
                 let mut t = match recompute {

@@ -3,23 +3,27 @@
 //! A training segment of `L` steps normally keeps, for every layer and step, the gates,
 //! the cell state and the output for backward. With recomputation (Chen et al. 2016;
 //! Gruslys et al. 2016, memory-efficient BPTT) the segment is split into sub-segments of
-//! `S` steps: the forward pass keeps only the (h, c) at each sub-segment border, and the
-//! backward pass, from the last sub-segment to the first, runs that sub-segment's forward
-//! again (this time keeping its activations), then its backward, handing the state
-//! gradients (dh, dc) to the sub-segment before it. Memory for saved activations drops
-//! from `L` steps to `S`; the price is one more forward pass. The gradients are those of
-//! the unsplit segment (only the order of the weight-gradient sums changes).
+//! `S` steps: the forward pass keeps only the carried state (h, c for the LSTM, h for
+//! the GRU) at each sub-segment border, and the backward pass, from the last sub-segment
+//! to the first, runs that sub-segment's forward again (this time keeping its
+//! activations), then its backward, handing the state gradients to the sub-segment
+//! before it. Memory for saved activations drops from `L` steps to `S`; the price is one
+//! more forward pass. The gradients are those of the unsplit segment (only the order of
+//! the weight-gradient sums changes).
 //!
-//! The head (its layers, the output layer and the loss) is differentiated by autodiff as usual;
-//! the LSTM stack's backward is written here by hand, because the recomputed forward
-//! nodes must come between backward nodes.
+//! The head (its layers, the output layer and the loss) is differentiated by autodiff as
+//! usual; the input side (an embedding if any, the recurrent stack) is differentiated here
+//! by hand, because the recomputed forward nodes must come between backward nodes. An
+//! embedding is looked up again in each recomputed sub-segment (a gather: cheaper than
+//! keeping its output), and its gradient comes from the first layer's input gradient.
 
-use tensorfit_core::args::{BinaryInputs, FillInputs, LstmForwardOutputs};
+use tensorfit_core::args::{BinaryInputs, FillInputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
 use crate::description::ModelDescription;
-use crate::layers::{Lstm, LstmGrads, LstmWeights, Tensors};
-use crate::model::{carried, head, Leaves, Mode};
+use crate::layers::{Embedding, LayerForward};
+use crate::model::{head, Leaves, Mode, Named};
+use crate::network::{Network, NetworkTensors};
 use crate::options::carry_chunks;
 use crate::train_graph::{loss_grad_seed, no_gradient, TrainGraph};
 
@@ -28,25 +32,53 @@ fn zeros(g: &mut Graph, name: &str, shape: Shape) -> Result<TensorId> {
     Ok(g.apply(name, fill, FillInputs::default())?.out)
 }
 
-/// The LSTM stack over one sub-segment, from the state `border` entering it (per layer):
-/// each layer's input and its outputs.
+/// The input side over one sub-segment `x`, from the state `border` entering it (per
+/// layer, slot order): the embedding's output if any, then each layer's input and its
+/// outputs.
 fn stack_over(
     g: &mut Graph,
     prefix: &str,
-    x: TensorId,
-    border: &[(TensorId, TensorId)],
-    weights: &[LstmWeights<TensorId>],
+    net: &Network,
+    (x, border): (TensorId, &[Vec<TensorId>]),
+    ids: &NetworkTensors<TensorId>,
     keep: bool,
-) -> Result<Vec<(TensorId, LstmForwardOutputs<TensorId>)>> {
-    let mut input = x;
+) -> Result<Vec<(TensorId, LayerForward)>> {
+    let mut input = match &ids.embedding {
+        Some(w) => Embedding::forward(g, &format!("{prefix}.embedding"), x, w)?,
+        None => x,
+    };
     let mut layers = Vec::with_capacity(border.len());
-    for (l, (&state, w)) in border.iter().zip(weights).enumerate() {
-        let name = format!("{prefix}.lstm_l{l}");
-        let outs = Lstm::layer(g, &name, input, state, w, keep)?;
+    for (l, state) in border.iter().enumerate() {
+        let name = format!("{prefix}.{}", net.recurrent.layer_name(l));
+        let outs = net
+            .recurrent
+            .layer(g, &name, l, input, state, &ids.recurrent, keep)?;
         layers.push((input, outs));
-        input = outs.y;
+        input = outs.y();
     }
     Ok(layers)
+}
+
+/// `prev + next` for each pair, named after the parameters `names`; a pair equal to the
+/// one before it (the LSTM's shared bias gradient) reuses that sum.
+fn sum_grads(
+    g: &mut Graph,
+    names: &Named,
+    seg: usize,
+    prev: &[TensorId],
+    next: &[TensorId],
+) -> Result<Vec<TensorId>> {
+    let mut out: Vec<TensorId> = Vec::with_capacity(prev.len());
+    for (i, ((a, b), (name, _))) in prev.iter().zip(next).zip(names).enumerate() {
+        if i > 0 && (prev[i - 1], next[i - 1]) == (*a, *b) {
+            out.push(out[i - 1]);
+            continue;
+        }
+        let add = Op::Binary(BinaryOp::Add);
+        let node = format!("grad_sum.{name}.seg{seg}");
+        out.push(g.apply(&node, add, BinaryInputs { a: *a, b: *b })?.out);
+    }
+    Ok(out)
 }
 
 /// Builds forward, loss and backward of one `steps`-step training segment recomputing
@@ -58,123 +90,112 @@ pub(crate) fn train_graph(
     segment: usize,
 ) -> Result<TrainGraph> {
     let net = model.network()?;
-    let layers = net.lstm.layers;
-    let state_shape = net.lstm.state_shape(batch);
+    let rec = &net.recurrent;
+    let layers = rec.layers();
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let weights = &leaves.ids.lstm;
+    let ids = &leaves.ids;
     let lens = carry_chunks(steps, segment);
     let xs: Vec<(TensorId, usize)> = lens
         .iter()
         .enumerate()
-        .map(|(k, &s)| {
-            (
-                g.input(&format!("x.{k}"), net.lstm.input_shape(batch, s)),
-                s,
-            )
-        })
+        .map(|(k, &s)| (g.input(&format!("x.{k}"), net.input_shape(batch, s)), s))
         .collect();
 
     // Forward, keeping only the state at each sub-segment border: border[k][l] is the
-    // (h, c) entering sub-segment k at layer l.
-    let mut border: Vec<Vec<(TensorId, TensorId)>> = vec![(0..layers)
-        .map(|l| net.lstm.state_leaves(&mut g, l, batch))
+    // state entering sub-segment k at layer l.
+    let mut border: Vec<Vec<Vec<TensorId>>> = vec![(0..layers)
+        .map(|l| rec.state_leaves(&mut g, l, batch))
         .collect()];
     for (k, &(x, _)) in xs.iter().enumerate() {
-        let seg = stack_over(&mut g, &format!("seg{k}"), x, &border[k], weights, false)?;
-        border.push(seg.iter().map(|(_, outs)| (outs.h_n, outs.c_n)).collect());
+        let seg = stack_over(
+            &mut g,
+            &format!("seg{k}"),
+            &net,
+            (x, &border[k]),
+            ids,
+            false,
+        )?;
+        border.push(seg.iter().map(|(_, outs)| outs.finals()).collect());
     }
     // The top layer's last output is its final h.
-    let last = border[xs.len()][layers - 1].0;
-    let h = head(&mut g, &net, &leaves.ids, last, batch, Mode::Train)?;
+    let last = border[xs.len()][layers - 1][0];
+    let h = head(&mut g, &net, ids, last, batch, Mode::Train)?;
 
     // The head by autodiff, with the gradient of `last` as one more result.
     let one = loss_grad_seed(&mut g)?;
     let mut wrt: Vec<TensorId> = leaves.head.iter().map(|(_, t)| *t).collect();
     wrt.push(last);
     let head_grads = backward(&mut g, &[(h.loss, one)], &wrt)?;
-    let dlast = head_grads
-        .last()
-        .copied()
-        .flatten()
-        .ok_or_else(|| Error::Graph("the loss does not depend on the LSTM output".into()))?;
+    let dlast =
+        head_grads.last().copied().flatten().ok_or_else(|| {
+            Error::Graph("the loss does not depend on the recurrent output".into())
+        })?;
 
-    // The LSTM stack, sub-segment by sub-segment from the last, recomputing each.
+    // The input side, sub-segment by sub-segment from the last, recomputing each. The
+    // gradient arriving at each layer's final state: dlast at the top layer's h, zeros
+    // elsewhere.
     g.set_phase(Some(Phase::Backward));
-    let mut dh: Vec<TensorId> = Vec::with_capacity(layers);
-    let mut dc: Vec<TensorId> = Vec::with_capacity(layers);
-    for l in 0..layers {
-        dh.push(if l == layers - 1 {
-            dlast
-        } else {
-            zeros(&mut g, &format!("zeros.dh_l{l}"), state_shape.clone())?
-        });
-        dc.push(zeros(
-            &mut g,
-            &format!("zeros.dc_l{l}"),
-            state_shape.clone(),
-        )?);
+    let mut dstate: Vec<Vec<TensorId>> = Vec::with_capacity(layers);
+    for (l, slots) in border[0].iter().enumerate() {
+        let mut d = Vec::with_capacity(slots.len());
+        for s in 0..slots.len() {
+            d.push(if l == layers - 1 && s == 0 {
+                dlast
+            } else {
+                let part = if s == 0 { "h" } else { "c" };
+                zeros(
+                    &mut g,
+                    &format!("zeros.d{part}_l{l}"),
+                    rec.state_shape(batch),
+                )?
+            });
+        }
+        dstate.push(d);
     }
-    // Each layer's weight gradients, summed over the sub-segments.
-    let mut acc: Vec<Option<LstmGrads<TensorId>>> = vec![None; layers];
+    // The input side's parameter gradients in table order, summed over the sub-segments.
+    let mut acc: Option<Vec<TensorId>> = None;
     for (k, &(x, len)) in xs.iter().enumerate().rev() {
         let prefix = format!("seg{k}.recompute");
-        let kept = stack_over(&mut g, &prefix, x, &border[k], weights, true)?;
-        let mut dy = zeros(
-            &mut g,
-            &format!("seg{k}.zeros.dy"),
-            Shape::from([len, batch, net.lstm.hidden]),
-        )?;
+        let kept = stack_over(&mut g, &prefix, &net, (x, &border[k]), ids, true)?;
+        let hidden = Shape::from([len, batch, rec.hidden()]);
+        let mut dy = zeros(&mut g, &format!("seg{k}.zeros.dy"), hidden)?;
+        let mut grads: Vec<Vec<TensorId>> = vec![Vec::new(); layers];
         for l in (0..layers).rev() {
             let (input, outs) = &kept[l];
-            let name = format!("seg{k}.lstm_l{l}.grad");
-            let (d, grads) = Lstm::layer_backward(
+            let name = format!("seg{k}.{}.grad", rec.layer_name(l));
+            let input_grad = l > 0 || net.embedding.is_some();
+            let d = rec.layer_backward(
                 &mut g,
                 &name,
-                *input,
-                border[k][l],
-                &weights[l],
+                l,
+                (*input, &border[k][l]),
+                &ids.recurrent,
                 outs,
-                (dy, dh[l], dc[l]),
-                l > 0,
+                (dy, &dstate[l]),
+                input_grad,
             )?;
-            dh[l] = d.dh0;
-            dc[l] = d.dc0;
-            acc[l] = Some(match acc[l] {
-                None => grads,
-                Some(prev) => {
-                    let mut sum = |what: &str, a: TensorId, b: TensorId| -> Result<TensorId> {
-                        let add = Op::Binary(BinaryOp::Add);
-                        let name = format!("grad_sum.lstm.{what}_l{l}.seg{k}");
-                        Ok(g.apply(&name, add, BinaryInputs { a, b })?.out)
-                    };
-                    LstmGrads {
-                        w_ih: sum("weight_ih", prev.w_ih, grads.w_ih)?,
-                        w_hh: sum("weight_hh", prev.w_hh, grads.w_hh)?,
-                        bias: sum("bias", prev.bias, grads.bias)?,
-                    }
-                }
-            });
+            dstate[l] = d.dstate;
+            grads[l] = d.weights;
             if let Some(dx) = d.dx {
                 dy = dx;
             }
         }
+        let mut seg_grads: Vec<TensorId> = Vec::new();
+        if let (Some(e), Some(_)) = (&net.embedding, &ids.embedding) {
+            seg_grads.push(e.backward(&mut g, &format!("seg{k}.embedding.grad"), x, dy)?);
+        }
+        seg_grads.extend(grads.into_iter().flatten());
+        acc = Some(match acc {
+            None => seg_grads,
+            Some(prev) => sum_grads(&mut g, &leaves.input, k, &prev, &seg_grads)?,
+        });
     }
     g.set_phase(None);
 
-    // In table order: the LSTM stack's gradients, then the head's.
-    let mut grads: Vec<TensorId> = acc
-        .iter()
-        .flatten()
-        .flat_map(|a| {
-            a.per_weight()
-                .items()
-                .into_iter()
-                .copied()
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    if grads.len() != leaves.lstm.len() {
+    // In table order: the input side's gradients, then the head's.
+    let mut grads = acc.unwrap_or_default();
+    if grads.len() != leaves.input.len() {
         return Err(Error::Graph(format!(
             "{steps} steps gave no sub-segment to differentiate"
         )));
@@ -182,13 +203,13 @@ pub(crate) fn train_graph(
     for (grad, (name, _)) in head_grads.iter().zip(&leaves.head) {
         grads.push(grad.ok_or_else(|| no_gradient(name))?);
     }
-    let params = leaves.params();
+    let carried = border[0].iter().flatten().copied().zip(rec.state_slots());
     Ok(TrainGraph {
         graph: g,
         xs,
         head: h,
-        params,
+        params: leaves.params(),
         grads,
-        carried: carried(border[0].iter().copied()),
+        carried: carried.collect(),
     })
 }

@@ -6,7 +6,8 @@
 //! {X, Y} in a later window (50–60%). The class is the pair, 3 × 2 = 6 classes, so the
 //! network must remember which marker came early while reading everything after it.
 //! Symbols are one-hot over 152 features, the seed network's input width: 0–2 are the
-//! first markers, 3–4 the second markers, 5–151 the distractors.
+//! first markers, 3–4 the second markers, 5–151 the distractors. A model on token input
+//! with a vocabulary of 152 gets the same symbols as ids ([`TemporalOrder::batch_for`]).
 //!
 //! With truncated BPTT, only the last `L` steps receive a gradient: to learn this task,
 //! `L` must reach back to the first marker (a user-visible consequence of truncation,
@@ -18,7 +19,8 @@ use crate::description::{HeadOn, InputSpec, LossSpec, ModelDescription};
 
 use tensorfit_core::Rng;
 
-/// One minibatch: `x` `[T, B, features]` one-hot, `labels` `[B]` class indices.
+/// One minibatch: `x` `[T, B, features]` one-hot (or `[T, B]` token ids), `labels` `[B]`
+/// class indices.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     pub x: HostTensor,
@@ -45,14 +47,15 @@ impl TemporalOrder {
         }
     }
 
-    /// Whether `model` can learn this task: dense input of [`Self::FEATURES`], a head
-    /// on the last step and softmax cross-entropy over [`Self::CLASSES`]; the error says
-    /// what differs.
+    /// Whether `model` can learn this task: dense input of [`Self::FEATURES`] or tokens
+    /// of a vocabulary that size, a head on the last step and softmax cross-entropy over
+    /// [`Self::CLASSES`]; the error says what differs.
     pub fn fits(model: &ModelDescription) -> Result<()> {
-        let fits = model.input
-            == (InputSpec::Dense {
-                features: Self::FEATURES,
-            })
+        let input = match model.input {
+            InputSpec::Dense { features } => features,
+            InputSpec::Tokens { vocab, .. } => vocab,
+        };
+        let fits = input == Self::FEATURES
             && model.head.on == HeadOn::LastStep
             && model.loss
                 == (LossSpec::SoftmaxCrossEntropy {
@@ -62,7 +65,7 @@ impl TemporalOrder {
             return Ok(());
         }
         Err(Error::input(format!(
-            "the built-in temporal-order task needs dense input of {} features, a head on the last step and cross-entropy over {} classes; the model is {model}",
+            "the built-in temporal-order task needs dense input of {0} features or tokens of a vocabulary of {0}, a head on the last step and cross-entropy over {1} classes; the model is {model}",
             Self::FEATURES,
             Self::CLASSES
         )))
@@ -73,8 +76,49 @@ impl TemporalOrder {
         self.rng.state()
     }
 
-    /// A minibatch of `batch` sequences of `steps` symbols.
+    /// A minibatch of `batch` sequences of `steps` symbols in the form `model` reads:
+    /// one-hot rows for dense input, token ids for token input (after [`Self::fits`]).
+    pub fn batch_for(
+        &mut self,
+        model: &ModelDescription,
+        batch: usize,
+        steps: usize,
+    ) -> Result<Batch> {
+        Self::fits(model)?;
+        match model.input {
+            InputSpec::Dense { .. } => self.batch(batch, steps),
+            InputSpec::Tokens { .. } => self.token_batch(batch, steps),
+        }
+    }
+
+    /// A minibatch of `batch` sequences of `steps` symbols as token ids, `x` `[T, B]`:
+    /// the symbols [`Self::batch`] would give from the same state.
+    pub fn token_batch(&mut self, batch: usize, steps: usize) -> Result<Batch> {
+        let (symbols, labels) = self.symbols(batch, steps)?;
+        let ids = symbols.into_iter().map(|s| s as f32).collect();
+        Ok(Batch {
+            x: HostTensor::new([steps, batch], ids)?,
+            labels,
+        })
+    }
+
+    /// A minibatch of `batch` sequences of `steps` symbols, one-hot.
     pub fn batch(&mut self, batch: usize, steps: usize) -> Result<Batch> {
+        let (symbols, labels) = self.symbols(batch, steps)?;
+        let f = Self::FEATURES;
+        let mut x = vec![0.0f32; symbols.len() * f];
+        for (row, &symbol) in symbols.iter().enumerate() {
+            x[row * f + symbol] = 1.0;
+        }
+        Ok(Batch {
+            x: HostTensor::new([steps, batch, f], x)?,
+            labels,
+        })
+    }
+
+    /// The symbols of `batch` sequences of `steps` steps, time-major (`[T, B]`), and
+    /// their labels.
+    fn symbols(&mut self, batch: usize, steps: usize) -> Result<(Vec<usize>, Vec<f32>)> {
         if steps < Self::MIN_STEPS {
             return Err(Error::input(format!(
                 "the temporal-order task needs sequences of at least {} steps, got {steps}",
@@ -89,7 +133,7 @@ impl TemporalOrder {
             .checked_mul(batch)
             .and_then(|n| n.checked_mul(f))
             .ok_or_else(|| Error::input(format!("batch {batch} × length {steps} is too large")))?;
-        let mut x = vec![0.0f32; numel];
+        let mut symbols = vec![0usize; numel / f];
         let mut labels = Vec::with_capacity(batch);
         // Marker windows: [10%, 20%] and [50%, 60%] of the length, kept apart and in range.
         let w1 = (steps / 10, (steps / 5).max(steps / 10));
@@ -108,14 +152,11 @@ impl TemporalOrder {
                 } else {
                     self.rng.int_inclusive(5, f - 1)
                 };
-                x[(t * batch + b) * f + symbol] = 1.0;
+                symbols[t * batch + b] = symbol;
             }
             labels.push((first * 2 + second) as f32);
         }
-        Ok(Batch {
-            x: HostTensor::new([steps, batch, f], x)?,
-            labels,
-        })
+        Ok((symbols, labels))
     }
 }
 
@@ -168,6 +209,29 @@ mod tests {
         let mut d = ModelDescription::seed();
         d.head.on = HeadOn::EveryStep;
         assert!(TemporalOrder::fits(&d).is_err());
+    }
+
+    #[test]
+    fn a_token_model_gets_the_same_symbols_as_ids() {
+        let mut d = ModelDescription::seed();
+        d.input = InputSpec::Tokens {
+            vocab: TemporalOrder::FEATURES,
+            embedding: None,
+        };
+        let ids = TemporalOrder::new(4).batch_for(&d, 8, 20).unwrap();
+        let hot = TemporalOrder::new(4).batch(8, 20).unwrap();
+        assert_eq!(ids.x.shape.dims(), [20, 8]);
+        assert_eq!(ids.labels, hot.labels);
+        let f = TemporalOrder::FEATURES;
+        for (row, &id) in ids.x.data.iter().enumerate() {
+            assert_eq!(hot.x.data[row * f + id as usize], 1.0, "row {row}");
+        }
+        d.input = InputSpec::Tokens {
+            vocab: 65,
+            embedding: Some(8),
+        };
+        let e = TemporalOrder::fits(&d).unwrap_err().to_string();
+        assert!(e.contains("vocabulary of 152"), "{e}");
     }
 
     #[test]

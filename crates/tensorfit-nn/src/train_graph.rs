@@ -55,7 +55,7 @@ pub(crate) fn train_graph(
     Ok(TrainGraph {
         graph: g,
         xs: vec![(c.stack.x, steps)],
-        carried: c.stack.carried(),
+        carried: c.stack.carried,
         head: Head {
             labels: c.labels,
             loss: c.loss,

@@ -1,8 +1,9 @@
 //! The truncated-BPTT trainer: runs the classifier's programs on one backend.
 //!
-//! A minibatch is a `[T, B, F]` sequence with one label per sequence (the class is read
+//! A minibatch is a `[T, B, F]` sequence (`[T, B]` token ids for token input) with one
+//! label per sequence (the class is read
 //! at the last step). With a truncated-BPTT length `L`, the first `T - L` steps only
-//! advance the LSTM state (inference-form layers, no activations kept), in chunks of at
+//! advance the recurrent state (inference-form layers, no activations kept), in chunks of at
 //! most `chunk` steps; the last `L` steps run forward, backward and the optimizer from that
 //! carried state. Gradients therefore stop at the segment border, and training memory
 //! depends on `L`, not `T`. This is what a PyTorch user does with `h.detach()` between
@@ -23,10 +24,10 @@ use tensorfit_core::{
     Result, Shape, TensorView,
 };
 
-use crate::batch_check::check_batch;
+use crate::batch_input::{check_batch, write_steps};
 use crate::checkpoint::Checkpoint;
 use crate::description::ModelDescription;
-use crate::layers::{Lstm, ParamKind, StatePart};
+use crate::layers::{ParamKind, Recurrent, StatePart};
 use crate::optim::ScheduleState;
 use crate::options::{micro_batches, ProgramKey, TrainOptions};
 use crate::params::ParamStore;
@@ -73,8 +74,8 @@ pub struct Trainer {
     backend: Box<dyn Backend>,
     model: ModelDescription,
     opts: TrainOptions,
-    /// The LSTM stack, whose carried state the trainer zeroes and reads.
-    lstm: Lstm,
+    /// The recurrent stack, whose carried state the trainer zeroes and reads.
+    recurrent: Recurrent,
     /// Device views of everything that outlives a run, by persistent key.
     persistent: HashMap<PersistentKey, TensorView>,
     /// The planner's layout and the arenas allocated for it.
@@ -147,7 +148,7 @@ impl Trainer {
         Ok(Trainer {
             schedule: ScheduleState::new(opts.optim.optimizer.lr()),
             backend,
-            lstm: model.network()?.lstm,
+            recurrent: model.network()?.recurrent,
             model,
             opts,
             persistent: HashMap::new(),
@@ -325,9 +326,9 @@ impl Trainer {
             return Err(Error::Graph("a run needs at least one program".into()));
         };
         let batch = last.batch;
-        for slot in self.lstm.state_slots() {
+        for slot in self.recurrent.state_slots() {
             let key = PersistentKey::Carried { slot, batch };
-            let view = self.persistent_view(&key, self.lstm.state_shape(batch))?;
+            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
             self.backend.write(&view, &vec![0.0; view.len()])?;
         }
         let mut t = 0;
@@ -453,24 +454,26 @@ impl Trainer {
         Ok(out)
     }
 
-    /// Downloads the LSTM state carried into the last segment for batch size `batch`:
-    /// (h, c), each `[layers, B, H]`.
+    /// Downloads the recurrent state carried into the last segment for batch size
+    /// `batch`: (h, c), h `[layers, B, H]`, c the same for an LSTM stack and `[0, B, H]`
+    /// for a GRU stack (which carries h only).
     pub fn carried_state(&mut self, batch: usize) -> Result<(HostTensor, HostTensor)> {
         let (mut hs, mut cs) = (Vec::new(), Vec::new());
-        for slot in self.lstm.state_slots() {
+        for slot in self.recurrent.state_slots() {
             let key = PersistentKey::Carried { slot, batch };
-            let view = self.persistent_view(&key, self.lstm.state_shape(batch))?;
+            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
             let data = download(self.backend.as_mut(), &view)?.data;
             match slot.part {
-                StatePart::H => hs.extend(data),
-                StatePart::C => cs.extend(data),
+                StatePart::H => hs.push(data),
+                StatePart::C => cs.push(data),
             }
         }
-        let shape = Shape::from([self.lstm.layers, batch, self.lstm.hidden]);
-        Ok((
-            HostTensor::new(shape.clone(), hs)?,
-            HostTensor::new(shape, cs)?,
-        ))
+        let hidden = self.recurrent.hidden();
+        let stacked = |parts: Vec<Vec<f32>>| {
+            let shape = Shape::from([parts.len(), batch, hidden]);
+            HostTensor::new(shape, parts.concat())
+        };
+        Ok((stacked(hs)?, stacked(cs)?))
     }
 
     /// The view of persistent tensor `key`: from the layout if planned, else a new
@@ -528,35 +531,6 @@ impl Trainer {
         self.programs.insert(key, Loaded { ids, exe });
         Ok(())
     }
-}
-
-/// Sequences `start..start + len` of a `[T, B, F]` batch.
-/// Writes steps `steps` of sequences `rows` of `x` `[T, B, F]` into `view`
-/// `[steps.len(), rows.len(), F]`: one write when `rows` is the whole batch (the steps are
-/// then contiguous in `x`), else one per step, so that a micro-batch never needs a host
-/// copy of its sequences.
-fn write_steps(
-    backend: &mut dyn Backend,
-    view: &TensorView,
-    x: &HostTensor,
-    steps: Range<usize>,
-    rows: Range<usize>,
-) -> Result<()> {
-    let d = x.shape.dims();
-    let (batch, f) = (d[1], d[2]);
-    if rows.len() == batch {
-        return backend.write(
-            view,
-            &x.data[steps.start * batch * f..steps.end * batch * f],
-        );
-    }
-    let step = rows.len() * f;
-    for (u, t) in steps.enumerate() {
-        let part = TensorView::at(view.buffer, view.offset + u * step, Shape::from([step]));
-        let from = (t * batch + rows.start) * f;
-        backend.write(&part, &x.data[from..from + step])?;
-    }
-    Ok(())
 }
 
 fn upload(backend: &mut dyn Backend, t: &HostTensor) -> Result<TensorView> {

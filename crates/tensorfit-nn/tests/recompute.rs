@@ -1,13 +1,17 @@
 //! Activation recomputation gives the gradients and updates of the plain training step:
 //! the same loss, every gradient within 1e-5 of its tensor's scale, and the same
-//! parameters after two Adam steps.
+//! parameters after two Adam steps; for an LSTM and a GRU stack, on features, token ids
+//! and embedded token ids.
 
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tensorfit_core::{Activation, HostTensor};
 use tensorfit_cpu::CpuBackend;
-use tensorfit_nn::{OptimConfig, ParamStore, Rng, SeedShape, TrainOptions, Trainer};
+use tensorfit_nn::{
+    Cell, InputSpec, ModelDescription, OptimConfig, ParamStore, Rng, SeedShape, TrainOptions,
+    Trainer,
+};
 
 fn max_abs(v: &[f32]) -> f32 {
     v.iter().fold(0.0f32, |m, x| m.max(x.abs()))
@@ -23,25 +27,62 @@ fn close(what: &str, a: &[f32], b: &[f32]) {
     }
 }
 
+const SHAPE: SeedShape = SeedShape {
+    features: 7,
+    hidden: 6,
+    layers: 3,
+    dense: 5,
+    classes: 4,
+    activation: Activation::Tanh,
+};
+
 #[test]
 fn recomputed_segments_match_the_plain_step() {
-    let shape = SeedShape {
-        features: 7,
-        hidden: 6,
-        layers: 3,
-        dense: 5,
-        classes: 4,
-        activation: Activation::Tanh,
-    };
-    let cfg = shape.description();
+    recomputed_segments_match(SHAPE.description());
+}
+
+#[test]
+fn recomputed_gru_segments_match_the_plain_step() {
+    let mut cfg = SHAPE.description();
+    cfg.recurrent.cell = Cell::Gru;
+    recomputed_segments_match(cfg);
+}
+
+#[test]
+fn recomputed_segments_on_token_ids_match_the_plain_step() {
+    for (cell, embedding) in [
+        (Cell::Lstm, None),
+        (Cell::Lstm, Some(4)),
+        (Cell::Gru, Some(4)),
+    ] {
+        let mut cfg = SHAPE.description();
+        cfg.recurrent.cell = cell;
+        cfg.input = InputSpec::Tokens {
+            vocab: SHAPE.features,
+            embedding,
+        };
+        recomputed_segments_match(cfg);
+    }
+}
+
+fn recomputed_segments_match(cfg: ModelDescription) {
+    let shape = SHAPE;
     let (batch, steps) = (6, 12);
     let mut rng = Rng::new(9);
-    let x = HostTensor::new(
-        [steps + 4, batch, shape.features],
-        (0..(steps + 4) * batch * shape.features)
-            .map(|_| rng.normal())
-            .collect(),
-    )
+    let x = match cfg.input {
+        InputSpec::Dense { features } => HostTensor::new(
+            [steps + 4, batch, features],
+            (0..(steps + 4) * batch * features)
+                .map(|_| rng.normal())
+                .collect(),
+        ),
+        InputSpec::Tokens { vocab, .. } => HostTensor::new(
+            [steps + 4, batch],
+            (0..(steps + 4) * batch)
+                .map(|_| rng.int_inclusive(0, vocab - 1) as f32)
+                .collect(),
+        ),
+    }
     .unwrap();
     let labels: Vec<f32> = (0..batch).map(|b| (b % shape.classes) as f32).collect();
     let params = ParamStore::init(&cfg, 4).unwrap();
@@ -63,7 +104,7 @@ fn recomputed_segments_match_the_plain_step() {
             let a = reference.train_step(&x, &labels).unwrap();
             let b = re.train_step(&x, &labels).unwrap();
             close(
-                &format!("segment {segment} step {step} loss"),
+                &format!("{cfg}: segment {segment} step {step} loss"),
                 &[b.loss],
                 &[a.loss],
             );
@@ -71,7 +112,7 @@ fn recomputed_segments_match_the_plain_step() {
             assert_eq!(ga.len(), gb.len());
             for (name, t) in ga.iter() {
                 close(
-                    &format!("segment {segment} step {step} grad {name}"),
+                    &format!("{cfg}: segment {segment} step {step} grad {name}"),
                     &gb.get(name).unwrap().data,
                     &t.data,
                 );
@@ -80,7 +121,7 @@ fn recomputed_segments_match_the_plain_step() {
         let (pa, pb) = (reference.parameters().unwrap(), re.parameters().unwrap());
         for (name, t) in pa.iter() {
             close(
-                &format!("segment {segment} param {name}"),
+                &format!("{cfg}: segment {segment} param {name}"),
                 &pb.get(name).unwrap().data,
                 &t.data,
             );

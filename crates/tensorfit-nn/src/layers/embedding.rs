@@ -7,7 +7,7 @@
 //! Ids are f32 holding whole numbers in `0..vocab` (as class labels are); one outside the
 //! vocabulary is an error naming its position (see `tensorfit_core::tokens`).
 
-use tensorfit_core::args::EmbeddingInputs;
+use tensorfit_core::args::{EmbeddingBackwardInputs, EmbeddingInputs};
 use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use super::{Init, ParamSpec, Tensors};
@@ -54,9 +54,10 @@ impl Embedding {
     }
 
     /// The vectors of `ids` (`[T, B]` for a sequence): `[.., dim]`, as the dense input of
-    /// the layer above.
+    /// the layer above; the node is called `name` (`embedding` in a plain forward).
     pub fn forward(
         g: &mut Graph,
+        name: &str,
         ids: TensorId,
         w: &EmbeddingTensors<TensorId>,
     ) -> Result<TensorId> {
@@ -64,7 +65,21 @@ impl Embedding {
             table: w.weight,
             ids,
         };
-        Ok(g.apply(MODULE, Op::Embedding, inputs)?.out)
+        Ok(g.apply(name, Op::Embedding, inputs)?.out)
+    }
+
+    /// The gradient of the table given the gradient `dout` of the vectors of `ids`
+    /// (where autodiff does not build it: recomputed segments).
+    pub fn backward(
+        &self,
+        g: &mut Graph,
+        name: &str,
+        ids: TensorId,
+        dout: TensorId,
+    ) -> Result<TensorId> {
+        let op = Op::EmbeddingBackward { vocab: self.vocab };
+        let inputs = EmbeddingBackwardInputs { ids, dout };
+        Ok(g.apply(name, op, inputs)?.dtable)
     }
 }
 
@@ -87,7 +102,7 @@ mod tests {
         let mut g = Graph::new();
         let w = layer.specs().map(|s| s.leaf(&mut g));
         let ids = g.input("x", [5, 2]);
-        let out = Embedding::forward(&mut g, ids, &w).unwrap();
+        let out = Embedding::forward(&mut g, "embedding", ids, &w).unwrap();
         assert_eq!(g.shape(out), &Shape::from([5, 2, 3]));
     }
 }

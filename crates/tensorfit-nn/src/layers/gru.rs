@@ -203,6 +203,19 @@ impl Gru {
         keep: bool,
     ) -> Result<GruStack> {
         let x = g.input("x", self.input_shape(batch, steps));
+        self.stack_over(g, x, weights, batch, keep)
+    }
+
+    /// The whole stack over `x` `[steps, batch, input]` (added by the caller, or the
+    /// output of a layer before it), each layer from its carried state.
+    pub fn stack_over(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        weights: &[GruWeights<TensorId>],
+        batch: usize,
+        keep: bool,
+    ) -> Result<GruStack> {
         let mut stack = GruStack {
             x,
             h0: Vec::new(),

@@ -278,6 +278,19 @@ impl Lstm {
         keep: bool,
     ) -> Result<LstmStack> {
         let x = g.input("x", self.input_shape(batch, steps));
+        self.stack_over(g, x, weights, batch, keep)
+    }
+
+    /// The whole stack over `x` (of [`Lstm::input_shape`], or the output of a layer
+    /// before it), each layer from its carried state.
+    pub fn stack_over(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        weights: &[LstmWeights<TensorId>],
+        batch: usize,
+        keep: bool,
+    ) -> Result<LstmStack> {
         let mut stack = LstmStack {
             x,
             h0: Vec::new(),

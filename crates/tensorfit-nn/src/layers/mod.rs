@@ -17,6 +17,7 @@ pub mod embedding;
 pub mod gru;
 pub mod head;
 pub mod lstm;
+pub mod recurrent;
 
 use tensorfit_core::{Graph, Shape, TensorId};
 
@@ -26,6 +27,7 @@ pub use embedding::{Embedding, EmbeddingTensors};
 pub use gru::{Gru, GruStack, GruWeights};
 pub use head::{HeadPart, HeadPartTensors};
 pub use lstm::{Lstm, LstmGrads, LstmInput, LstmWeights, StatePart, StateSlot};
+pub use recurrent::{LayerForward, LayerGrads, Recurrent, RecurrentStack, RecurrentWeights};
 
 /// Whether a tensor is trained by the optimizer or is a running statistic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,335 @@
+//! The recurrent stack of a network, LSTM or GRU layers ([`Recurrent`]), so that the graph
+//! builders, the trainer and the planner reach either cell through one type: its weight
+//! table, its carried state slots (the LSTM's h and c, the GRU's h), its FLOPs and its
+//! forward over a sequence, and one layer's forward and backward for the builders that
+//! place them by hand (recomputation). The cells themselves are in [`super::lstm`] and
+//! [`super::gru`].
+
+use tensorfit_core::args::{GruForwardOutputs, LstmForwardOutputs};
+use tensorfit_core::{Error, Graph, Result, Shape, TensorId};
+
+use super::{Gru, GruWeights, Lstm, LstmWeights, StateSlot, Tensors};
+
+/// The layers of the recurrent stack, by cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recurrent {
+    Lstm(Lstm),
+    Gru(Gru),
+}
+
+/// One item per tensor of the stack, layer by layer, by cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecurrentWeights<T> {
+    Lstm(Vec<LstmWeights<T>>),
+    Gru(Vec<GruWeights<T>>),
+}
+
+impl<T> RecurrentWeights<T> {
+    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> RecurrentWeights<U> {
+        match self {
+            RecurrentWeights::Lstm(w) => {
+                RecurrentWeights::Lstm(w.iter().map(|l| l.map(&mut f)).collect())
+            }
+            RecurrentWeights::Gru(w) => {
+                RecurrentWeights::Gru(w.iter().map(|l| l.map(&mut f)).collect())
+            }
+        }
+    }
+}
+
+impl<T> Tensors<T> for RecurrentWeights<T> {
+    fn items(&self) -> Vec<&T> {
+        match self {
+            RecurrentWeights::Lstm(w) => w.iter().flat_map(|l| l.items()).collect(),
+            RecurrentWeights::Gru(w) => w.iter().flat_map(|l| l.items()).collect(),
+        }
+    }
+}
+
+/// The stack over a sequence: its carried state leaves, their final values, the top
+/// layer's output.
+#[derive(Debug, Clone)]
+pub struct RecurrentStack {
+    /// The sequence the host writes (`[T, B, F]` features or `[T, B]` token ids).
+    pub x: TensorId,
+    /// Each carried state leaf with its slot, in [`Recurrent::state_slots`] order.
+    pub carried: Vec<(TensorId, StateSlot)>,
+    /// The final value of each carried state, in the same order.
+    pub finals: Vec<TensorId>,
+    /// Output sequence of the top layer, `[T, B, H]`.
+    pub y: TensorId,
+}
+
+/// One layer's forward outputs, as its backward needs them.
+#[derive(Debug, Clone, Copy)]
+pub enum LayerForward {
+    Lstm(LstmForwardOutputs<TensorId>),
+    Gru(GruForwardOutputs<TensorId>),
+}
+
+impl LayerForward {
+    /// The layer's output sequence `[T, B, H]`.
+    pub fn y(&self) -> TensorId {
+        match self {
+            LayerForward::Lstm(o) => o.y,
+            LayerForward::Gru(o) => o.y,
+        }
+    }
+
+    /// The layer's final state in slot order: (h, c) or h.
+    pub fn finals(&self) -> Vec<TensorId> {
+        match self {
+            LayerForward::Lstm(o) => vec![o.h_n, o.c_n],
+            LayerForward::Gru(o) => vec![o.h_n],
+        }
+    }
+}
+
+/// What one layer's backward gives.
+#[derive(Debug, Clone)]
+pub struct LayerGrads {
+    /// The gradient of the layer's input, when asked for.
+    pub dx: Option<TensorId>,
+    /// The gradient of its initial state, in slot order.
+    pub dstate: Vec<TensorId>,
+    /// The gradient of each weight in table order (the LSTM's two biases share one).
+    pub weights: Vec<TensorId>,
+}
+
+fn other_cell() -> Error {
+    Error::Graph("the recurrent weights or state are of another cell than the stack".into())
+}
+
+impl Recurrent {
+    /// The node name of layer `k` (`lstm_l0`, `gru_l2`).
+    pub fn layer_name(&self, k: usize) -> String {
+        let cell = match self {
+            Recurrent::Lstm(_) => "lstm",
+            Recurrent::Gru(_) => "gru",
+        };
+        format!("{cell}_l{k}")
+    }
+
+    /// Layer `k`'s initial state as persistent leaves of `g`, in slot order.
+    pub fn state_leaves(&self, g: &mut Graph, k: usize, batch: usize) -> Vec<TensorId> {
+        match self {
+            Recurrent::Lstm(l) => {
+                let (h, c) = l.state_leaves(g, k, batch);
+                vec![h, c]
+            }
+            Recurrent::Gru(l) => vec![l.state_leaves(g, k, batch)],
+        }
+    }
+
+    /// Layer `k` over `x` from `state` (slot order); with `keep` it keeps what backward
+    /// needs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer(
+        &self,
+        g: &mut Graph,
+        name: &str,
+        k: usize,
+        x: TensorId,
+        state: &[TensorId],
+        weights: &RecurrentWeights<TensorId>,
+        keep: bool,
+    ) -> Result<LayerForward> {
+        match (weights, state) {
+            (RecurrentWeights::Lstm(w), &[h, c]) => {
+                let w = w.get(k).ok_or_else(other_cell)?;
+                Ok(LayerForward::Lstm(Lstm::layer(
+                    g,
+                    name,
+                    x,
+                    (h, c),
+                    w,
+                    keep,
+                )?))
+            }
+            (RecurrentWeights::Gru(w), &[h]) => {
+                let w = w.get(k).ok_or_else(other_cell)?;
+                Ok(LayerForward::Gru(Gru::layer(g, name, x, h, w, keep)?))
+            }
+            _ => Err(other_cell()),
+        }
+    }
+
+    /// The backward of layer `k`'s forward `fwd` (built with `keep`) over `x` from
+    /// `state`, given the gradients of its output `dy` and of its final state `dfinal`
+    /// (slot order); `input_grad`: also the gradient of `x`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_backward(
+        &self,
+        g: &mut Graph,
+        name: &str,
+        k: usize,
+        (x, state): (TensorId, &[TensorId]),
+        weights: &RecurrentWeights<TensorId>,
+        fwd: &LayerForward,
+        (dy, dfinal): (TensorId, &[TensorId]),
+        input_grad: bool,
+    ) -> Result<LayerGrads> {
+        match (weights, fwd, state, dfinal) {
+            (RecurrentWeights::Lstm(w), LayerForward::Lstm(f), &[h, c], &[dh, dc]) => {
+                let w = w.get(k).ok_or_else(other_cell)?;
+                let ds = (dy, dh, dc);
+                let (d, grads) = Lstm::layer_backward(g, name, x, (h, c), w, f, ds, input_grad)?;
+                Ok(LayerGrads {
+                    dx: d.dx,
+                    dstate: vec![d.dh0, d.dc0],
+                    weights: grads.per_weight().items().into_iter().copied().collect(),
+                })
+            }
+            (RecurrentWeights::Gru(w), LayerForward::Gru(f), &[h], &[dh]) => {
+                let w = w.get(k).ok_or_else(other_cell)?;
+                let (d, grads) = Gru::layer_backward(g, name, x, h, w, f, (dy, dh), input_grad)?;
+                Ok(LayerGrads {
+                    dx: d.dx,
+                    dstate: vec![d.dh0],
+                    weights: grads.items().into_iter().copied().collect(),
+                })
+            }
+            _ => Err(other_cell()),
+        }
+    }
+
+    /// The weight table (PyTorch's names under `lstm.` or `gru.`).
+    pub fn specs(&self) -> RecurrentWeights<super::ParamSpec> {
+        match self {
+            Recurrent::Lstm(l) => RecurrentWeights::Lstm(l.specs()),
+            Recurrent::Gru(l) => RecurrentWeights::Gru(l.specs()),
+        }
+    }
+
+    pub fn layers(&self) -> usize {
+        match self {
+            Recurrent::Lstm(l) => l.layers,
+            Recurrent::Gru(l) => l.layers,
+        }
+    }
+
+    pub fn hidden(&self) -> usize {
+        match self {
+            Recurrent::Lstm(l) => l.hidden,
+            Recurrent::Gru(l) => l.hidden,
+        }
+    }
+
+    /// Every carried state tensor, layer by layer.
+    pub fn state_slots(&self) -> Vec<StateSlot> {
+        match self {
+            Recurrent::Lstm(l) => l.state_slots(),
+            Recurrent::Gru(l) => l.state_slots(),
+        }
+    }
+
+    /// The shape of one carried state tensor at batch size `batch`.
+    pub fn state_shape(&self, batch: usize) -> Shape {
+        Shape::from([batch, self.hidden()])
+    }
+
+    /// The shape of the first layer's input over `steps` steps of `batch` sequences.
+    pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
+        match self {
+            Recurrent::Lstm(l) => l.input_shape(batch, steps),
+            Recurrent::Gru(l) => l.input_shape(batch, steps),
+        }
+    }
+
+    /// Forward FLOPs over `steps` steps of `batch` sequences (each cell's convention).
+    pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
+        match self {
+            Recurrent::Lstm(l) => l.forward_flops(batch, steps),
+            Recurrent::Gru(l) => l.forward_flops(batch, steps),
+        }
+    }
+
+    /// The whole stack over `x` (of [`Recurrent::input_shape`]), each layer from its
+    /// carried state; with `keep` the layers keep what backward needs.
+    pub fn stack_over(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        weights: &RecurrentWeights<TensorId>,
+        batch: usize,
+        keep: bool,
+    ) -> Result<RecurrentStack> {
+        let slots = self.state_slots();
+        let (leaves, finals, y) = match (self, weights) {
+            (Recurrent::Lstm(l), RecurrentWeights::Lstm(w)) => {
+                let s = l.stack_over(g, x, w, batch, keep)?;
+                let pairs = |a: &[TensorId], b: &[TensorId]| -> Vec<TensorId> {
+                    a.iter().zip(b).flat_map(|(&h, &c)| [h, c]).collect()
+                };
+                (pairs(&s.h0, &s.c0), pairs(&s.h_n, &s.c_n), s.y)
+            }
+            (Recurrent::Gru(l), RecurrentWeights::Gru(w)) => {
+                let s = l.stack_over(g, x, w, batch, keep)?;
+                (s.h0, s.h_n, s.y)
+            }
+            _ => {
+                return Err(Error::Graph(
+                    "the recurrent weights are of another cell than the stack".into(),
+                ))
+            }
+        };
+        Ok(RecurrentStack {
+            x,
+            carried: leaves.into_iter().zip(slots).collect(),
+            finals,
+            y,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::LstmInput;
+
+    #[test]
+    fn both_cells_pair_each_carried_state_leaf_with_its_final_value_by_slot() {
+        let lstm = Recurrent::Lstm(Lstm {
+            input: 3,
+            hidden: 4,
+            layers: 2,
+            input_kind: LstmInput::Features,
+        });
+        let gru = Recurrent::Gru(Gru {
+            input: 3,
+            hidden: 4,
+            layers: 2,
+        });
+        for (stack, slots) in [(lstm, 4), (gru, 2)] {
+            let mut g = Graph::new();
+            let w = stack.specs().map(|s| s.leaf(&mut g));
+            let x = g.input("x", stack.input_shape(5, 6));
+            let s = stack.stack_over(&mut g, x, &w, 5, false).unwrap();
+            assert_eq!((s.carried.len(), s.finals.len()), (slots, slots));
+            for (&(leaf, slot), &last) in s.carried.iter().zip(&s.finals) {
+                assert_eq!(g.tensor(leaf).name, slot.name());
+                assert_eq!(g.shape(last), &Shape::from([5, 4]));
+            }
+            assert_eq!(g.shape(s.y), &Shape::from([6, 5, 4]));
+        }
+    }
+
+    #[test]
+    fn weights_of_the_other_cell_are_an_error() {
+        let gru = Recurrent::Gru(Gru {
+            input: 3,
+            hidden: 4,
+            layers: 1,
+        });
+        let lstm = Recurrent::Lstm(Lstm {
+            input: 3,
+            hidden: 4,
+            layers: 1,
+            input_kind: LstmInput::Features,
+        });
+        let mut g = Graph::new();
+        let w = lstm.specs().map(|s| s.leaf(&mut g));
+        let x = g.input("x", gru.input_shape(2, 2));
+        assert!(gru.stack_over(&mut g, x, &w, 2, false).is_err());
+    }
+}
