@@ -248,6 +248,7 @@ fn vjp(
                 dy: grad_or_zeros(graph, out.y, g.y)?,
                 dh_n: grad_or_zeros(graph, out.h_n, g.h_n)?,
                 dc_n: grad_or_zeros(graph, out.c_n, g.c_n)?,
+                lengths: x.lengths,
             };
             let op = Op::LstmBackward { input_grad: need.x };
             let d = graph.apply(&name("grad"), op, inputs)?;
@@ -260,6 +261,8 @@ fn vjp(
                 w_hh: Some(d.dw_hh),
                 b_ih: Some(d.db),
                 b_hh: Some(d.db),
+                // The lengths are data: no gradient.
+                lengths: x.lengths.map(|_| None),
             };
             Ok(grads.into_vec())
         }

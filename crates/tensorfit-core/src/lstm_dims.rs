@@ -107,6 +107,14 @@ impl LstmDims {
         Shape::from([self.steps, self.batch, width])
     }
 
+    /// The optional `lengths` input must be `[B]`.
+    pub fn check_lengths(&self, lengths: Option<&Shape>) -> Result<(), String> {
+        match lengths {
+            Some(l) => same(l, &Shape::from([self.batch]), "lengths"),
+            None => Ok(()),
+        }
+    }
+
     /// `[B, H]`.
     pub fn state(&self) -> Shape {
         Shape::from([self.batch, self.hidden])

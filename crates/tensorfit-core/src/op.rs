@@ -138,6 +138,12 @@ pub enum Op {
     /// the gather `gates[t, b, :] = w_ih[:, x[t, b]]`. The kind is read off `x`'s rank
     /// ([`LstmDims::tokens`]) rather than kept as an attribute, so it cannot disagree
     /// with the shapes.
+    /// **Lengths**: with the optional input `lengths` `[B]` (f32 holding whole numbers in
+    /// `0..=T`, as labels are), row `b` is a sequence of `lengths[b]` steps padded to `T`
+    /// (PyTorch's `pack_padded_sequence`): for `t ≥ lengths[b]` its state carries
+    /// unchanged and `y[t, b] = 0`, so `h_n`, `c_n` are each sequence's state at its own
+    /// end; the backward is the mirror (no gradient reaches the padding). Values past
+    /// the end in `gates` and `cells` are working space.
     /// Outputs: `y` `[T, B, H]` (every `h_t`), `h_n` `[B, H]`, `c_n` `[B, H]`,
     /// `gates` `[T, B, 4H]` (activated: σ(i), σ(f), tanh(g), σ(o)), and, if
     /// `keep_for_backward`, `cells` `[T, B, H]` (every `c_t`).
@@ -155,7 +161,9 @@ pub enum Op {
     /// Gradient of [`Op::LstmForward`] (with `keep_for_backward`).
     ///
     /// Inputs: `x`, `h0`, `c0`, `w_ih`, `w_hh`, `y`, `gates`, `cells` (as in the forward),
-    /// `dy` `[T, B, H]`, `dh_n` `[B, H]`, `dc_n` `[B, H]`.
+    /// `dy` `[T, B, H]`, `dh_n` `[B, H]`, `dc_n` `[B, H]`, and the forward's `lengths`
+    /// `[B]` if it had them (then `dgates` is zero past each sequence's end and `dh_n`,
+    /// `dc_n` enter at its last step).
     /// Outputs: `dgates` `[T, B, 4H]` (pre-activation gate gradients; working space),
     /// `dh0`, `dc0` `[B, H]`, `dw_ih` `[4H, I]`, `dw_hh` `[4H, H]`, `db` `[4H]` (the
     /// gradient of both `b_ih` and `b_hh`), and, if `input_grad`, `dx` `[T, B, I]`.
@@ -419,6 +427,7 @@ impl Op {
                 let b = Shape::from([4 * l.hidden]);
                 same(i.b_ih, &b, "b_ih")?;
                 same(i.b_hh, &b, "b_hh")?;
+                l.check_lengths(i.lengths)?;
                 let outputs = LstmForwardOutputs {
                     y: l.seq(l.hidden),
                     h_n: l.state(),
@@ -440,6 +449,7 @@ impl Op {
                 same(i.dy, &l.seq(l.hidden), "dy")?;
                 same(i.dh_n, &l.state(), "dh_n")?;
                 same(i.dc_n, &l.state(), "dc_n")?;
+                l.check_lengths(i.lengths)?;
                 let outputs = LstmBackwardOutputs {
                     dgates: l.seq(4 * l.hidden),
                     dh0: l.state(),

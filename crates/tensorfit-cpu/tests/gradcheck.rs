@@ -283,7 +283,7 @@ fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, LstmForwardOutputs<TensorId>
     let (t, b, i, h) = (3, 2, 3, 4);
     let mut c = Case::new("lstm");
     let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), x_grad);
-    let out = lstm_on(&mut c, x, (b, i, h), rng);
+    let out = lstm_on(&mut c, x, (b, i, h), None, rng);
     (c, out)
 }
 
@@ -293,6 +293,7 @@ fn lstm_on(
     c: &mut Case,
     x: TensorId,
     (b, i, h): (usize, usize, usize),
+    lengths: Option<TensorId>,
     rng: &mut Rng,
 ) -> LstmForwardOutputs<TensorId> {
     let h0 = c.random("h0", &[b, h], rng);
@@ -309,11 +310,26 @@ fn lstm_on(
         w_hh,
         b_ih,
         b_hh,
+        lengths,
     };
     let op = Op::LstmForward {
         keep_for_backward: true,
     };
     c.graph.apply("lstm", op, inputs).unwrap()
+}
+
+#[test]
+fn lstm_over_a_padded_batch_with_lengths_from_zero_to_all_steps() {
+    // Sequences of 3, 0, 1 and 2 of T = 3 steps: the padding carries the state, gets no
+    // gradient, and h_n, c_n are each row's own last state.
+    let mut rng = Rng::new(21);
+    let (t, b, i, h) = (3, 4, 3, 4);
+    let mut c = Case::new("lstm_lengths");
+    let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), true);
+    let lengths = c.leaf("lengths", &[b], vec![3.0, 0.0, 1.0, 2.0], false);
+    let out = lstm_on(&mut c, x, (b, i, h), Some(lengths), &mut rng);
+    c.outputs.extend([out.y, out.h_n, out.c_n]);
+    c.run(&mut rng);
 }
 
 #[test]
@@ -500,7 +516,7 @@ fn lstm_on_token_ids_all_outputs() {
     let (t, b, v, h) = (3, 2, 4, 3);
     let mut c = Case::new("lstm on tokens");
     let x = c.leaf("x", &[t, b], vec![2.0, 0.0, 2.0, 3.0, 0.0, 2.0], false);
-    let out = lstm_on(&mut c, x, (b, v, h), &mut rng);
+    let out = lstm_on(&mut c, x, (b, v, h), None, &mut rng);
     c.outputs.extend([out.y, out.h_n, out.c_n]);
     c.run(&mut rng);
 }

@@ -16,6 +16,7 @@ pub mod gather;
 pub mod gemm;
 pub mod gemm_fast;
 pub mod gru;
+pub mod last_step;
 pub mod lstm;
 pub mod optim;
 pub mod softmax;

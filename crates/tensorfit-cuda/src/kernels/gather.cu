@@ -42,3 +42,18 @@ extern "C" __global__ void scatter_add(float* table, const float* ids, const flo
         }
     }
 }
+
+// Each row's own last step of a padded batch (see tensorfit_core::seq_lengths):
+// out[b, :] = x[L - 1, b, :] for L = lengths[b] in 1..=steps; other rows are left as they
+// are (h0 for an LSTM's h_n; zeros for a head's input). x is [steps, batch, width].
+extern "C" __global__ void gather_last_steps(const float* lengths, const float* x, float* out,
+                                             int steps, int batch, int width) {
+    GRID_STRIDE(idx, (i64)batch * width) {
+        i64 b = idx / width;
+        float len = lengths[b];
+        if (len >= 1.0f && len <= (float)steps) {
+            i64 t = (i64)len - 1;
+            out[idx] = x[(t * batch) * width + idx];
+        }
+    }
+}

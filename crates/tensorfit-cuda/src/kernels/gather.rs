@@ -10,7 +10,7 @@
 use tensorfit_core::tokens::Table;
 use tensorfit_core::Result;
 
-use super::{count, int, Gpu, GATHER, SCATTER_ADD};
+use super::{count, int, Gpu, GATHER, GATHER_LAST_STEPS, SCATTER_ADD};
 use crate::driver::{Arg, DevPtr};
 
 /// The arguments both kernels take after their three tensors.
@@ -53,4 +53,25 @@ pub fn scatter_add(
     let mut args = vec![Arg::Ptr(dtable), Arg::Ptr(ids), Arg::Ptr(dout)];
     args.extend(shape_args(g, t, n)?);
     g.launch_1d(SCATTER_ADD, count(t.width), &args)
+}
+
+/// `out[b] = x[lengths[b] - 1, b]` (`x` `[steps, batch, width]`) for every row of a
+/// non-empty sequence; other rows keep what `out` held (see
+/// `tensorfit_core::seq_lengths`).
+pub fn gather_last_steps(
+    g: &Gpu<'_>,
+    lengths: DevPtr,
+    x: DevPtr,
+    out: DevPtr,
+    (steps, batch, width): (usize, usize, usize),
+) -> Result<()> {
+    let args = [
+        Arg::Ptr(lengths),
+        Arg::Ptr(x),
+        Arg::Ptr(out),
+        Arg::I32(int("steps", steps)?),
+        Arg::I32(int("batch", batch)?),
+        Arg::I32(int("width", width)?),
+    ];
+    g.launch_1d(GATHER_LAST_STEPS, count(batch) * count(width), &args)
 }

@@ -77,6 +77,7 @@ pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward
 pub const ADAM_UPDATE: &str = "adam_update";
 pub const GATHER: &str = "gather";
 pub const SCATTER_ADD: &str = "scatter_add";
+pub const GATHER_LAST_STEPS: &str = "gather_last_steps";
 pub const SGD_UPDATE: &str = "sgd_update";
 pub const SUM_SQUARES: &str = "sum_squares";
 pub const CLIP_GRAD: &str = "clip_grad";
@@ -129,7 +130,7 @@ pub const SOURCES: [KernelSource; 8] = [
     KernelSource {
         file: "gather.cu",
         code: include_str!("gather.cu"),
-        kernels: &[GATHER, SCATTER_ADD],
+        kernels: &[GATHER, SCATTER_ADD, GATHER_LAST_STEPS],
     },
     KernelSource {
         file: "optim.cu",

@@ -221,6 +221,7 @@ impl Lstm {
             w_hh: w.w_hh,
             b_ih: w.b_ih,
             b_hh: w.b_hh,
+            lengths: None,
         };
         let op = Op::LstmForward {
             keep_for_backward: keep,
@@ -257,6 +258,7 @@ impl Lstm {
             dy,
             dh_n,
             dc_n,
+            lengths: None,
         };
         let outs = g.apply(name, Op::LstmBackward { input_grad }, inputs)?;
         let grads = LstmGrads {
