@@ -153,15 +153,17 @@ signature! {
 }
 
 signature! {
-    /// [`Op::SliceTime`](crate::Op::SliceTime): `x` `[T, B, F]`.
-    SliceTimeInputs { x }
+    /// [`Op::SliceTime`](crate::Op::SliceTime): `x` `[T, B, F]`, and optionally each
+    /// sequence's length `lengths` `[B]`.
+    SliceTimeInputs { x; lengths }
     /// [`Op::SliceTime`](crate::Op::SliceTime): `out` `[B, F]`.
     -> SliceTimeOutputs { out }
 }
 
 signature! {
-    /// [`Op::ScatterTime`](crate::Op::ScatterTime): `x` `[B, F]`.
-    ScatterTimeInputs { x }
+    /// [`Op::ScatterTime`](crate::Op::ScatterTime): `x` `[B, F]`, and optionally each
+    /// sequence's length `lengths` `[B]`.
+    ScatterTimeInputs { x; lengths }
     /// [`Op::ScatterTime`](crate::Op::ScatterTime): `out` `[steps, B, F]`.
     -> ScatterTimeOutputs { out }
 }

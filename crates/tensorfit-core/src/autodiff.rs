@@ -221,9 +221,16 @@ fn vjp(
             let (x, _, _, g) = named!(SliceTimeInputs);
             let steps = graph.shape(x.x).dim(0);
             let op = Op::ScatterTime { t: *t, steps };
-            let inputs = ScatterTimeInputs { x: main(g.out)? };
+            let inputs = ScatterTimeInputs {
+                x: main(g.out)?,
+                lengths: x.lengths,
+            };
             let dx = graph.apply(&name("grad"), op, inputs)?;
-            Ok(SliceTimeInputs { x: Some(dx.out) }.into_vec())
+            let grads = SliceTimeInputs {
+                x: Some(dx.out),
+                lengths: x.lengths.map(|_| None),
+            };
+            Ok(grads.into_vec())
         }
         Op::LstmForward { keep_for_backward } => {
             if !keep_for_backward {

@@ -2,7 +2,7 @@
 //! backend's LSTM kernels use instead of working them out again (and whether the layer
 //! reads token ids).
 
-use crate::op::same;
+use crate::op::{rows_of, same};
 use crate::shape::Shape;
 
 /// Steps of gates an LSTM forward that keeps nothing for backward holds (see
@@ -109,10 +109,7 @@ impl LstmDims {
 
     /// The optional `lengths` input must be `[B]`.
     pub fn check_lengths(&self, lengths: Option<&Shape>) -> Result<(), String> {
-        match lengths {
-            Some(l) => same(l, &Shape::from([self.batch]), "lengths"),
-            None => Ok(()),
-        }
+        rows_of(lengths, self.batch)
     }
 
     /// `[B, H]`.

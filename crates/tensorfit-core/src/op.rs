@@ -119,10 +119,14 @@ pub enum Op {
     Fill { value: f32, shape: Shape },
 
     /// Input `x` `[T, B, F]`; output `x[t]` `[B, F]` (for example the last time step).
+    /// With the optional input `lengths` `[B]` (see [`crate::seq_lengths`]), row `b` reads
+    /// step `min(t, lengths[b] - 1)` instead, its own last step for `t = T - 1`, and is
+    /// zero for an empty sequence.
     SliceTime { t: usize },
 
     /// Input `x` `[B, F]`; output `[steps, B, F]`, zero except `out[t] = x`. The gradient
-    /// of `SliceTime`.
+    /// of `SliceTime`; with `lengths`, row `b` goes to step `min(t, lengths[b] - 1)`
+    /// (nowhere for an empty sequence).
     ScatterTime { t: usize, steps: usize },
 
     /// A whole LSTM layer over a sequence, with PyTorch's gate order (i, f, g, o):
@@ -143,7 +147,7 @@ pub enum Op {
     /// (PyTorch's `pack_padded_sequence`): for `t ≥ lengths[b]` its state carries
     /// unchanged and `y[t, b] = 0`, so `h_n`, `c_n` are each sequence's state at its own
     /// end; the backward is the mirror (no gradient reaches the padding). Values past
-    /// the end in `gates` and `cells` are working space.
+    /// the end, `gates` are zero and `cells` carry the last state.
     /// Outputs: `y` `[T, B, H]` (every `h_t`), `h_n` `[B, H]`, `c_n` `[B, H]`,
     /// `gates` `[T, B, 4H]` (activated: σ(i), σ(f), tanh(g), σ(o)), and, if
     /// `keep_for_backward`, `cells` `[T, B, H]` (every `c_t`).
@@ -404,8 +408,9 @@ impl Op {
                 Ok(FillOutputs { out: shape.clone() }.into_vec())
             }
             Op::SliceTime { t } => {
-                let SliceTimeInputs { x } = named(list)?;
+                let SliceTimeInputs { x, lengths } = named(list)?;
                 rank(x, 3, "x")?;
+                rows_of(lengths, x.dim(1))?;
                 if *t >= x.dim(0) {
                     return Err(format!("time step {t} outside {x}"));
                 }
@@ -413,8 +418,9 @@ impl Op {
                 Ok(SliceTimeOutputs { out }.into_vec())
             }
             Op::ScatterTime { t, steps } => {
-                let ScatterTimeInputs { x } = named(list)?;
+                let ScatterTimeInputs { x, lengths } = named(list)?;
                 rank(x, 2, "x")?;
+                rows_of(lengths, x.dim(0))?;
                 if t >= steps {
                     return Err(format!("time step {t} outside {steps} steps"));
                 }
@@ -578,6 +584,14 @@ fn rank(s: &Shape, r: usize, what: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{what} must have rank {r}, got {s}"))
+    }
+}
+
+/// The optional `lengths` of a padded batch must be `[B]`.
+pub(crate) fn rows_of(lengths: Option<&Shape>, batch: usize) -> Result<(), String> {
+    match lengths {
+        Some(l) => same(l, &Shape::from([batch]), "lengths"),
+        None => Ok(()),
     }
 }
 

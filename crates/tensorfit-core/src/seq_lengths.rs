@@ -5,7 +5,8 @@
 //! A recurrent op given `lengths` `[B]` treats row `b` as a sequence of `L = lengths[b]`
 //! steps padded to `T` (PyTorch's `pack_padded_sequence`). The kernels keep their
 //! per-step passes, skipping the rows past their end ([`past_end`]):
-//! - forward, step `t ≥ L`: the cell state carries (`c_t = c_{t-1}`) and `y[t, b] = 0`;
+//! - forward, step `t ≥ L`: the cell state carries (`c_t = c_{t-1}`), `y[t, b] = 0` and
+//!   the stored gates are zero;
 //!   after the loop `h_n[b] = y[L - 1, b]` (step [`last_step`]; `h0` for `L = 0`).
 //!   `c_n` needs nothing more: the carried state is the row's own.
 //! - backward, step `t ≥ L`: `dgates[t, b] = 0` and both running gradients carry. The
@@ -28,6 +29,13 @@ pub fn past_end(t: usize, length: f32) -> bool {
 /// The step a sequence of `length` steps ends at, `length - 1`; none for an empty one.
 pub fn last_step(length: f32) -> Option<usize> {
     (length >= 1.0).then(|| length as usize - 1)
+}
+
+/// The step of a sequence of `length` steps that a read of step `t` finds: `t`, or its
+/// last step if it ends before `t`; none for an empty sequence (`Op::SliceTime` and
+/// `Op::ScatterTime` with lengths).
+pub fn step_at(t: usize, length: f32) -> Option<usize> {
+    last_step(length).map(|last| last.min(t))
 }
 
 /// Each batch row's length, or none (every row runs every step): what a host kernel

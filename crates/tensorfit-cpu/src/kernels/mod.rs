@@ -125,7 +125,10 @@ impl<'a> OpKernels for HostKernels<'a> {
         i: SliceTimeInputs<Self::In>,
         o: SliceTimeOutputs<Self::Out>,
     ) -> Result<()> {
-        elementwise::slice_time(t, i.x, o.out)
+        match i.lengths {
+            Some(lengths) => last_step::slice_time(t, lengths, i.x, o.out),
+            None => elementwise::slice_time(t, i.x, o.out),
+        }
     }
 
     fn scatter_time(
@@ -136,7 +139,10 @@ impl<'a> OpKernels for HostKernels<'a> {
         i: ScatterTimeInputs<Self::In>,
         o: ScatterTimeOutputs<Self::Out>,
     ) -> Result<()> {
-        elementwise::scatter_time(t, i.x, o.out)
+        match i.lengths {
+            Some(lengths) => last_step::scatter_time(t, lengths, i.x, o.out),
+            None => elementwise::scatter_time(t, i.x, o.out),
+        }
     }
 
     fn lstm_forward(

@@ -12,7 +12,7 @@
 // sigma(i), sigma(f), tanh(g), sigma(o). c_prev and c_t may be the same buffer (the
 // running cell state when cells are not kept): each thread reads its element before
 // writing it. With `lengths` (else null), a row past its end at step t (t >= lengths[r])
-// carries its cell state and gets h_t = 0 (see tensorfit_core::seq_lengths).
+// carries its cell state and gets h_t = 0 and zero gates (see tensorfit_core::seq_lengths).
 extern "C" __global__ void lstm_forward_cell(float* gates_t, const float* b_ih,
                                              const float* b_hh, const float* c_prev,
                                              float* c_t, float* h_t, const float* lengths,
@@ -21,12 +21,13 @@ extern "C" __global__ void lstm_forward_cell(float* gates_t, const float* b_ih,
     GRID_STRIDE(idx, n) {
         int r = (int)(idx / hidden);
         int j = (int)(idx - (i64)r * hidden);
+        float* g = gates_t + (i64)r * 4 * hidden;
         if (lengths != nullptr && (float)t >= lengths[r]) {
+            g[j] = g[hidden + j] = g[2 * hidden + j] = g[3 * hidden + j] = 0.0f;
             c_t[idx] = c_prev[idx];
             h_t[idx] = 0.0f;
             continue;
         }
-        float* g = gates_t + (i64)r * 4 * hidden;
         int kf = hidden + j, kg = 2 * hidden + j, ko = 3 * hidden + j;
         float ig = sigmoid_f(g[j] + (b_ih[j] + b_hh[j]));
         float fg = sigmoid_f(g[kf] + (b_ih[kf] + b_hh[kf]));

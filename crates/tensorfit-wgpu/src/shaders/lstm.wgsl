@@ -16,7 +16,7 @@
 // is 1 (the running state c_n when the cells are not kept).
 // With `masked` = 1, `lengths` holds each row's sequence length (see
 // tensorfit_core::seq_lengths): a row past its end at step `t` carries its cell state and
-// gets y = 0, and a row whose sequence ends at `t` writes its h into `h_n`. With
+// gets y = 0 and zero gates, and a row whose sequence ends at `t` writes its h into `h_n`. With
 // `masked` = 0 neither binding is read.
 
 struct CellForwardParams {
@@ -53,10 +53,15 @@ fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let r = idx / h;
     let j = idx % h;
     let s = r * h + j;
+    let g = p.gates_off + r * 4u * h;
     var len = 0.0;
     if (p.masked == 1u) {
         len = fwd_lengths[p.lengths_base + p.first_row + r];
         if (f32(p.t) >= len) {
+            fwd_gates[p.gates_base + g + j] = 0.0;
+            fwd_gates[p.gates_base + g + h + j] = 0.0;
+            fwd_gates[p.gates_base + g + 2u * h + j] = 0.0;
+            fwd_gates[p.gates_base + g + 3u * h + j] = 0.0;
             var c_prev: f32;
             if (p.prev_in_c == 1u) {
                 c_prev = fwd_c[p.c_base + p.c_off + s];
@@ -68,7 +73,6 @@ fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
             return;
         }
     }
-    let g = p.gates_off + r * 4u * h;
     let i_gate = sigmoid_f(pre_activation(p, g + j, j));
     let f_gate = sigmoid_f(pre_activation(p, g + h + j, h + j));
     let g_gate = tanh_f(pre_activation(p, g + 2u * h + j, 2u * h + j));

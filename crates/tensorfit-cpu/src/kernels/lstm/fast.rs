@@ -241,7 +241,7 @@ pub(crate) fn forward(
 /// One step's fused pass over one thread's rows: `gates_t` `[rows, 4H]` (pre-activations
 /// on entry, activated gates on exit), `c` `[rows, H]` (c_{t-1} on entry, c_t on exit)
 /// and `h` `[rows, H]` (h_t). A row past its end at step `t` keeps its cell state and
-/// gets `h = 0`.
+/// gets `h = 0` and zero gates.
 #[inline(always)]
 fn cell_forward(
     gates_t: &mut [f32],
@@ -253,6 +253,7 @@ fn cell_forward(
     let states = c.chunks_mut(hidden).zip(h.chunks_mut(hidden));
     for (r, (g, (c, h))) in gates_t.chunks_mut(4 * hidden).zip(states).enumerate() {
         if lengths.past_end(t, r) {
+            g.fill(0.0);
             h.fill(0.0);
         } else {
             cell_forward_row(g, c, h, hidden);

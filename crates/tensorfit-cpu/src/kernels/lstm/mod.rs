@@ -38,7 +38,7 @@ use super::fastmath::{self, Separate};
 use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
-use super::last_step::gather_last_steps;
+use super::last_step::gather_steps;
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
 pub(crate) mod fast;
@@ -158,7 +158,7 @@ fn forward_begins(
 fn forward_ends(d: LstmDims, lengths: Option<&[f32]>, out: LstmForwardOutputs<'_>) {
     let last = (d.steps - 1) * d.step_state()..d.steps * d.step_state();
     match lengths {
-        Some(l) => gather_last_steps(l, out.y, out.h_n),
+        Some(l) => gather_steps(d.steps - 1, l, out.y, out.h_n),
         None => out.h_n.copy_from_slice(&out.y[last.clone()]),
     }
     if let Some(cells) = out.cells {
@@ -252,7 +252,7 @@ fn input_projection(d: LstmDims, x: &[f32], w_ih: &[f32], gates: &mut [f32]) -> 
 
 /// One step's fused pass over all rows: `gates_t` `[B, 4H]` (pre-activations on entry,
 /// activated gates on exit), `c` `[B, H]` (c_{t-1} on entry, c_t on exit), `h` (h_t).
-/// A row past its end at step `t` keeps its cell state and gets `h = 0`.
+/// A row past its end at step `t` keeps its cell state and gets `h = 0` and zero gates.
 fn cell_forward(
     gates_t: &mut [f32],
     c: &mut [f32],
@@ -262,6 +262,7 @@ fn cell_forward(
 ) {
     let row = |(r, ((g, c), h)): (usize, ((&mut [f32], &mut [f32]), &mut [f32]))| {
         if lengths.past_end(t, r) {
+            g.fill(0.0);
             h.fill(0.0);
             return;
         }

@@ -44,9 +44,7 @@ impl Layer {
 /// Random lengths in `0..=T`, with an empty and a full sequence among them when there
 /// are rows enough.
 fn random_lengths(rng: &mut Rng, d: LstmDims) -> Vec<f32> {
-    let mut l: Vec<f32> = (0..d.batch)
-        .map(|_| rng.range(0, d.steps) as f32)
-        .collect();
+    let mut l: Vec<f32> = (0..d.batch).map(|_| rng.range(0, d.steps) as f32).collect();
     if d.batch >= 2 {
         (l[0], l[d.batch - 1]) = (0.0, d.steps as f32);
     }
