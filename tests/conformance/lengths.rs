@@ -1,4 +1,5 @@
-//! Padded batches in the suite: cases of the LSTM ops with per-sequence `lengths`
+//! Padded batches in the suite: cases of the LSTM ops and of `slice_time` /
+//! `scatter_time` (each row at its own step) with per-sequence `lengths`
 //! (added to `ops::cases`, so every device runs them against the CPU). The lengths are
 //! random in `0..=T` with an empty and a full sequence in every batch of two rows or more.
 
@@ -17,6 +18,23 @@ fn lengths(r: &mut Rng, t: usize, b: usize) -> HostTensor {
 }
 
 pub(crate) fn length_cases(r: &mut Rng, v: &mut Vec<Case>) {
+    // [T, B, F]: small; a step of more rows than a 1 KiB binding holds (split by rows).
+    for (t, b, f) in [(5, 4, 3), (6, 40, 9)] {
+        let lengths = lengths(r, t, b);
+        for step in [t - 1, 1] {
+            let inputs = vec![r.tensor(&[t, b, f], 1.0), lengths.clone()];
+            let name = format!("slice_time {step} of [{t}, {b}, {f}] at lengths");
+            v.push(case(name, Op::SliceTime { t: step }, inputs));
+            let inputs = vec![r.tensor(&[b, f], 1.0), lengths.clone()];
+            let op = Op::ScatterTime { t: step, steps: t };
+            let name = format!("scatter_time {step} of [{t}, {b}, {f}] at lengths");
+            v.push(case(name, op, inputs));
+        }
+    }
+    lstm_cases(r, v);
+}
+
+fn lstm_cases(r: &mut Rng, v: &mut Vec<Case>) {
     // Rows split into several launches where bindings are small; T = 37 runs past the
     // steps of gates an inference pass holds; one row alone.
     for (t, b, i, h) in [(4, 20, 17, 33), (37, 3, 5, 7), (5, 6, 3, 4), (3, 1, 2, 5)] {

@@ -23,6 +23,7 @@ fn lstm_inputs(
         w_hh,
         b_ih,
         b_hh,
+        lengths: None,
     }
 }
 
@@ -55,7 +56,11 @@ fn shape_errors_name_the_node_and_op() {
         .unwrap_err();
     assert!(e.to_string().contains("bias"));
     let e = g
-        .apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x })
+        .apply(
+            "last",
+            Op::SliceTime { t: 2 },
+            SliceTimeInputs { x, lengths: None },
+        )
         .unwrap_err();
     assert!(e.to_string().contains("time step 2"), "{e}");
 }

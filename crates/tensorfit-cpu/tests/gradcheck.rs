@@ -270,9 +270,11 @@ fn slice_time() {
     for t in [0, 2, 3] {
         let mut c = Case::new("slice_time");
         let x = c.random("x", &[4, 2, 3], &mut rng);
-        let out = c
-            .graph
-            .apply("step", Op::SliceTime { t }, SliceTimeInputs { x });
+        let out = c.graph.apply(
+            "step",
+            Op::SliceTime { t },
+            SliceTimeInputs { x, lengths: None },
+        );
         c.outputs.push(out.unwrap().out);
         c.run(&mut rng);
     }
@@ -333,6 +335,24 @@ fn lstm_over_a_padded_batch_with_lengths_from_zero_to_all_steps() {
 }
 
 #[test]
+fn lstm_last_steps_of_a_padded_batch_through_slice_time_at_lengths() {
+    // The classifier's use on a padded batch: each row's own last step.
+    let mut rng = Rng::new(22);
+    let (t, b, i, h) = (3, 4, 3, 4);
+    let mut c = Case::new("lstm_last_steps");
+    let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), true);
+    let lengths = c.leaf("lengths", &[b], vec![2.0, 3.0, 0.0, 1.0], false);
+    let out = lstm_on(&mut c, x, (b, i, h), Some(lengths), &mut rng);
+    let x = SliceTimeInputs {
+        x: out.y,
+        lengths: Some(lengths),
+    };
+    let last = c.graph.apply("last", Op::SliceTime { t: t - 1 }, x);
+    c.outputs.push(last.unwrap().out);
+    c.run(&mut rng);
+}
+
+#[test]
 fn lstm_forward_all_inputs_all_outputs() {
     let mut rng = Rng::new(6);
     let (mut c, out) = lstm_case(&mut rng, true);
@@ -355,9 +375,11 @@ fn lstm_last_step_through_slice_time() {
     // The classifier's use: only the last time step of y is read.
     let mut rng = Rng::new(8);
     let (mut c, out) = lstm_case(&mut rng, true);
-    let last = c
-        .graph
-        .apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x: out.y });
+    let x = SliceTimeInputs {
+        x: out.y,
+        lengths: None,
+    };
+    let last = c.graph.apply("last", Op::SliceTime { t: 2 }, x);
     c.outputs.push(last.unwrap().out);
     c.run(&mut rng);
 }
@@ -468,7 +490,14 @@ fn a_small_classifier_end_to_end() {
     let mut rng = Rng::new(12);
     let (mut c, out) = lstm_case(&mut rng, true);
     let g = &mut c.graph;
-    let last = g.apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x: out.y });
+    let last = g.apply(
+        "last",
+        Op::SliceTime { t: 2 },
+        SliceTimeInputs {
+            x: out.y,
+            lengths: None,
+        },
+    );
     let last = last.unwrap().out;
     let w = c.random("w", &[4, 3], &mut rng);
     let bias = c.random("bias", &[3], &mut rng);

@@ -134,14 +134,32 @@ pub fn classifier(
     steps: usize,
     mode: Mode,
 ) -> Result<Classifier> {
+    classifier_at_lengths(g, model, (batch, steps), mode, false)
+}
+
+/// [`classifier`], over a padded batch when `padded`: the graph has the input `lengths`
+/// `[B]` ([`LstmStack::lengths`]), the layers stop at each sequence's end, and the head
+/// reads each sequence's own last step.
+pub fn classifier_at_lengths(
+    g: &mut Graph,
+    model: &ModelDescription,
+    (batch, steps): (usize, usize),
+    mode: Mode,
+    padded: bool,
+) -> Result<Classifier> {
     let net = model.network()?;
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
-    let stack = net.lstm.stack(g, &leaves.ids.lstm, batch, steps, keep)?;
+    let stack = net
+        .lstm
+        .stack_at_lengths(g, &leaves.ids.lstm, (batch, steps), keep, padded)?;
     let last = g.apply(
         "last_step",
         Op::SliceTime { t: steps - 1 },
-        SliceTimeInputs { x: stack.y },
+        SliceTimeInputs {
+            x: stack.y,
+            lengths: stack.lengths,
+        },
     )?;
     let h = head(g, &net, &leaves.ids, last.out, batch, mode)?;
     Ok(Classifier {

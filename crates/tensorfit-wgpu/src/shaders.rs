@@ -136,6 +136,7 @@ kernels! {
     FILL = Elementwise::"fill", 1, WG;
     SCATTER_TIME = Elementwise::"scatter_time", 2, WG;
     COPY = Elementwise::"copy", 2, WG;
+    COPY_ROWS_AT_STEP = Elementwise::"copy_rows_at_step", 3, WG;
     LSTM_FORWARD_CELL = Lstm::"lstm_forward_cell", 8, WG;
     LSTM_BACKWARD_CELL = Lstm::"lstm_backward_cell", 8, WG;
     GRU_FORWARD_CELL = Gru::"gru_forward_cell", 6, WG;

@@ -10,7 +10,7 @@
 use tensorfit_core::tokens::Table;
 use tensorfit_core::Result;
 
-use super::{count, int, Gpu, GATHER, GATHER_LAST_STEPS, SCATTER_ADD};
+use super::{count, int, Gpu, GATHER, GATHER_STEPS, SCATTER_ADD, SCATTER_STEPS};
 use crate::driver::{Arg, DevPtr};
 
 /// The arguments both kernels take after their three tensors.
@@ -55,23 +55,46 @@ pub fn scatter_add(
     g.launch_1d(SCATTER_ADD, count(t.width), &args)
 }
 
-/// `out[b] = x[lengths[b] - 1, b]` (`x` `[steps, batch, width]`) for every row of a
-/// non-empty sequence; other rows keep what `out` held (see
-/// `tensorfit_core::seq_lengths`).
-pub fn gather_last_steps(
+/// `out[b] = x[s, b]` with `s = step_at(t, lengths[b])` (`x` `[steps, batch, width]`;
+/// see `tensorfit_core::seq_lengths`); rows of empty sequences keep what `out` held.
+pub fn gather_steps(
     g: &Gpu<'_>,
     lengths: DevPtr,
     x: DevPtr,
     out: DevPtr,
-    (steps, batch, width): (usize, usize, usize),
+    dims: (usize, usize, usize, usize),
+) -> Result<()> {
+    launch_steps(g, GATHER_STEPS, [lengths, x, out], dims)
+}
+
+/// The gradient of [`gather_steps`] into a zeroed `out` `[steps, batch, width]`:
+/// `out[s, b] = x[b]`.
+pub fn scatter_steps(
+    g: &Gpu<'_>,
+    lengths: DevPtr,
+    x: DevPtr,
+    out: DevPtr,
+    dims: (usize, usize, usize, usize),
+) -> Result<()> {
+    launch_steps(g, SCATTER_STEPS, [lengths, x, out], dims)
+}
+
+/// One launch of `kernel` over `batch · width` elements; `dims` is (t, steps, batch,
+/// width).
+fn launch_steps(
+    g: &Gpu<'_>,
+    kernel: &str,
+    [lengths, x, out]: [DevPtr; 3],
+    (t, steps, batch, width): (usize, usize, usize, usize),
 ) -> Result<()> {
     let args = [
         Arg::Ptr(lengths),
         Arg::Ptr(x),
         Arg::Ptr(out),
+        Arg::I32(int("step", t)?),
         Arg::I32(int("steps", steps)?),
         Arg::I32(int("batch", batch)?),
         Arg::I32(int("width", width)?),
     ];
-    g.launch_1d(GATHER_LAST_STEPS, count(batch) * count(width), &args)
+    g.launch_1d(kernel, count(batch) * count(width), &args)
 }

@@ -21,7 +21,7 @@
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
-use super::gather::{gather, gather_last_steps, scatter_add};
+use super::gather::{gather, gather_steps, scatter_add};
 use super::gemm::gemm;
 use super::{int, Gpu};
 use super::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
@@ -124,7 +124,7 @@ pub fn lstm_forward(
     match inp.lengths {
         Some(l) => {
             g.copy(out.h_n, inp.h0, step_h)?;
-            gather_last_steps(g, l, out.y, out.h_n, (steps, batch, hidden))?;
+            gather_steps(g, l, out.y, out.h_n, (steps - 1, steps, batch, hidden))?;
         }
         None => g.copy(out.h_n, out.y.add(last), step_h)?,
     }

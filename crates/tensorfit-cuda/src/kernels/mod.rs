@@ -77,7 +77,8 @@ pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward
 pub const ADAM_UPDATE: &str = "adam_update";
 pub const GATHER: &str = "gather";
 pub const SCATTER_ADD: &str = "scatter_add";
-pub const GATHER_LAST_STEPS: &str = "gather_last_steps";
+pub const GATHER_STEPS: &str = "gather_steps";
+pub const SCATTER_STEPS: &str = "scatter_steps";
 pub const SGD_UPDATE: &str = "sgd_update";
 pub const SUM_SQUARES: &str = "sum_squares";
 pub const CLIP_GRAD: &str = "clip_grad";
@@ -130,7 +131,7 @@ pub const SOURCES: [KernelSource; 8] = [
     KernelSource {
         file: "gather.cu",
         code: include_str!("gather.cu"),
-        kernels: &[GATHER, SCATTER_ADD, GATHER_LAST_STEPS],
+        kernels: &[GATHER, SCATTER_ADD, GATHER_STEPS, SCATTER_STEPS],
     },
     KernelSource {
         file: "optim.cu",
@@ -431,7 +432,14 @@ impl<'g> OpKernels for Gpu<'g> {
         o: SliceTimeOutputs<DevPtr>,
     ) -> Result<()> {
         let step = s.x.dim(1) * s.x.dim(2);
-        elementwise::slice_time(self, t, i.x, o.out, step)
+        match i.lengths {
+            Some(lengths) => {
+                let dims = (t, s.x.dim(0), s.x.dim(1), s.x.dim(2));
+                Gpu::fill(self, o.out, 0.0, step)?;
+                gather::gather_steps(self, lengths, i.x, o.out, dims)
+            }
+            None => elementwise::slice_time(self, t, i.x, o.out, step),
+        }
     }
 
     fn scatter_time(
@@ -442,7 +450,14 @@ impl<'g> OpKernels for Gpu<'g> {
         i: ScatterTimeInputs<DevPtr>,
         o: ScatterTimeOutputs<DevPtr>,
     ) -> Result<()> {
-        elementwise::scatter_time(self, t, i.x, o.out, s.x.numel(), steps)
+        match i.lengths {
+            Some(lengths) => {
+                let dims = (t, steps, s.x.dim(0), s.x.dim(1));
+                Gpu::fill(self, o.out, 0.0, steps * s.x.numel())?;
+                gather::scatter_steps(self, lengths, i.x, o.out, dims)
+            }
+            None => elementwise::scatter_time(self, t, i.x, o.out, s.x.numel(), steps),
+        }
     }
 
     fn lstm_forward(
