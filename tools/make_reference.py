@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Generate the PyTorch reference data for tensorfit's small "seed" network (and, in a
-second file, for a small GRU: see tools/gru_reference.py).
+second file, for a small GRU: see tools/gru_reference.py; in a third, a padded batch:
+see tools/padded_reference.py).
 
 What it produces
 ----------------
@@ -100,6 +101,7 @@ from torch import nn
 from safetensors.torch import load_file
 
 import gru_reference
+import padded_reference
 
 # Sizes of the scaled-down seed network.
 F = 10  # input features
@@ -409,6 +411,14 @@ def main(argv=None):
     back = load_file(gru_out)
     assert all(torch.equal(back[k], v) for k, v in gru_record.items()), gru_out
     print(f"wrote {gru_out} ({os.path.getsize(gru_out)} bytes)")
+
+    # A padded batch through pack_padded_sequence (contents: tools/padded_reference.py).
+    padded_record, padded_metadata = padded_reference.build()
+    padded_out = os.path.normpath(padded_reference.DEFAULT_OUT)
+    write_safetensors(padded_out, padded_record, padded_metadata)
+    back = load_file(padded_out)
+    assert all(torch.equal(back[k], v) for k, v in padded_record.items()), padded_out
+    print(f"wrote {padded_out} ({os.path.getsize(padded_out)} bytes)")
     return 0
 
 
