@@ -250,6 +250,9 @@ fn input_projection(d: LstmDims, x: &[f32], w_ih: &[f32], gates: &mut [f32]) -> 
     )
 }
 
+/// One row's gates, cell state and hidden state, as the fused pass walks them.
+type GatesCellHidden<'a> = ((&'a mut [f32], &'a mut [f32]), &'a mut [f32]);
+
 /// One step's fused pass over all rows: `gates_t` `[B, 4H]` (pre-activations on entry,
 /// activated gates on exit), `c` `[B, H]` (c_{t-1} on entry, c_t on exit), `h` (h_t).
 /// A row past its end at step `t` keeps its cell state and gets `h = 0` and zero gates.
@@ -260,7 +263,7 @@ fn cell_forward(
     hidden: usize,
     (t, lengths): (usize, RowLengths<'_>),
 ) {
-    let row = |(r, ((g, c), h)): (usize, ((&mut [f32], &mut [f32]), &mut [f32]))| {
+    let row = |(r, ((g, c), h)): (usize, GatesCellHidden<'_>)| {
         if lengths.past_end(t, r) {
             g.fill(0.0);
             h.fill(0.0);
