@@ -2,17 +2,22 @@
 //! backend): each row gets what its sequence alone at its own length gets — the class
 //! probabilities, and, since the loss is the batch mean, the loss and every gradient
 //! (parameters and initial state) are the mean of the sequences' own. The head has no
-//! BatchNorm here: in training BatchNorm mixes the rows of a batch, padded or not.
+//! BatchNorm here: in training BatchNorm mixes the rows of a batch, padded or not. And the
+//! padded graph runs inside the arenas its memory plan lays out, giving what it gives
+//! unplanned (the `lengths` input lives as long as every layer and the head read it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 
 use tensorfit::core::args::FillInputs;
-use tensorfit::core::{backward, Activation, Executable, Graph, Op, Shape, TensorId};
+use tensorfit::core::{
+    backward, Activation, Backend, Executable, Graph, Op, Shape, TensorId, TensorView,
+};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::model::{classifier_at_lengths, Mode};
 use tensorfit::nn::{HeadLayer, HeadLayerKind, ModelDescription, ParamStore, Rng, SeedShape};
+use tensorfit::plan::{Limits, MemoryPlan, ProgramSpec};
 use tensorfit_testing::assert_close;
 
 /// What one run gives: probabilities `[B, classes]`, the loss, and the gradient of every
@@ -32,7 +37,55 @@ struct Batch {
     state: Vec<(Vec<f32>, Vec<f32>)>,
 }
 
-fn run(cfg: &ModelDescription, b: &Batch, lengths: Option<&[f32]>) -> Run {
+/// How a run's tensors get their memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Memory {
+    /// The executable allocates each tensor.
+    Own,
+    /// Bound into the arenas of the graph's memory plan.
+    Planned,
+}
+
+/// The executable of `g` on `be`, its memory as `memory` says; `persistent` names the
+/// parameter and state tensors, `outputs` what the host reads.
+fn executable(
+    g: Graph,
+    be: &mut CpuBackend,
+    memory: Memory,
+    persistent: Vec<(TensorId, String)>,
+    outputs: Vec<TensorId>,
+) -> Executable {
+    if memory == Memory::Own {
+        return Executable::new(g, be, HashMap::new()).unwrap();
+    }
+    let spec = ProgramSpec {
+        name: "train".to_string(),
+        graph: &g,
+        outputs,
+        persistent: persistent.clone(),
+    };
+    let limits = Limits {
+        max_buffer_bytes: 1 << 40,
+        alignment_bytes: 64,
+        overhead_bytes: 0,
+    };
+    let layout = MemoryPlan::new(&[spec], limits).unwrap().layout();
+    let buffers: Vec<_> = (layout.arena_bytes.iter())
+        .map(|&b| be.allocate(b).unwrap())
+        .collect();
+    let bound = persistent
+        .iter()
+        .map(|(t, key)| {
+            let (arena, offset) = layout.persistent[key];
+            let view = TensorView::at(buffers[arena], offset, g.shape(*t).clone());
+            (*t, view)
+        })
+        .collect();
+    let placement = &layout.programs["train"];
+    Executable::in_buffers(g, bound, placement, &buffers).unwrap()
+}
+
+fn run(cfg: &ModelDescription, b: &Batch, lengths: Option<&[f32]>, memory: Memory) -> Run {
     let mut g = Graph::new();
     let dims = (b.batch, b.steps);
     let c = classifier_at_lengths(&mut g, cfg, dims, Mode::Train, lengths.is_some()).unwrap();
@@ -48,9 +101,14 @@ fn run(cfg: &ModelDescription, b: &Batch, lengths: Option<&[f32]>) -> Run {
     }
     let ids: Vec<TensorId> = wrt.iter().map(|(_, t)| *t).collect();
     let grads = backward(&mut g, &[(c.loss, one)], &ids).unwrap();
+    let mut persistent: Vec<(TensorId, String)> =
+        c.params.iter().map(|(n, t)| (*t, n.clone())).collect();
+    persistent.extend(wrt[c.params.len()..].iter().map(|(n, t)| (*t, n.clone())));
+    let mut outputs = vec![c.probs, c.loss];
+    outputs.extend(grads.iter().map(|g| g.unwrap()));
 
     let mut backend = CpuBackend::new();
-    let exe = Executable::new(g, &mut backend, HashMap::new()).unwrap();
+    let exe = executable(g, &mut backend, memory, persistent, outputs);
     let init = ParamStore::init(cfg, 5).unwrap();
     for (name, t) in &c.params {
         exe.write(&mut backend, *t, &init.get(name).unwrap().data)
@@ -114,7 +172,10 @@ fn a_padded_batch_gives_each_sequence_what_it_gives_alone() {
             .map(|_| (normals(batch * h), normals(batch * h)))
             .collect(),
     };
-    let all = run(&cfg, &padded, Some(&lengths));
+    let all = run(&cfg, &padded, Some(&lengths), Memory::Own);
+    let planned = run(&cfg, &padded, Some(&lengths), Memory::Planned);
+    assert_eq!(planned.probs, all.probs, "planned: probs");
+    assert_eq!(planned.grads, all.grads, "planned: gradients");
 
     let mut mean: HashMap<String, Vec<f64>> = HashMap::new();
     let mut mean_loss = 0.0;
@@ -131,7 +192,7 @@ fn a_padded_batch_gives_each_sequence_what_it_gives_alone() {
                 .map(|(h0, c0)| (row(h0, r, h), row(c0, r, h)))
                 .collect(),
         };
-        let one = run(&cfg, &alone, None);
+        let one = run(&cfg, &alone, None, Memory::Own);
         let what = format!("row {r} (length {len})");
         assert_close(
             &what,

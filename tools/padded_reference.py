@@ -107,19 +107,27 @@ def build():
     return record, metadata
 
 
-def main():
-    # Imported here: make_reference imports this module for `build`.
-    from make_reference import write_safetensors
+def write(write_safetensors):
+    """Builds the record and writes it (with make_reference's writer), checking it reads
+    back the same; returns the path."""
     from safetensors.torch import load_file
 
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
     record, metadata = build()
     out = os.path.normpath(DEFAULT_OUT)
     write_safetensors(out, record, metadata)
     back = load_file(out)
     assert all(torch.equal(back[k], v) for k, v in record.items()), out
     print(f"wrote {out} ({len(record)} tensors, loss {record['loss'][0]:.7f})")
+    return out
+
+
+def main():
+    # Imported here: make_reference imports this module.
+    from make_reference import write_safetensors
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    write(write_safetensors)
     return 0
 
 

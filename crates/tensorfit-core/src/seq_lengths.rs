@@ -6,8 +6,8 @@
 //! steps padded to `T` (PyTorch's `pack_padded_sequence`). The kernels keep their
 //! per-step passes, skipping the rows past their end ([`past_end`]):
 //! - forward, step `t ≥ L`: the cell state carries (`c_t = c_{t-1}`), `y[t, b] = 0` and
-//!   the stored gates are zero;
-//!   after the loop `h_n[b] = y[L - 1, b]` (step [`last_step`]; `h0` for `L = 0`).
+//!   the stored gates are zero. `h_n[b] = y[L - 1, b]` (step [`last_step`]; `h0` for
+//!   `L = 0`): the CPU and CUDA gather it after the loop, wgpu writes it at that step.
 //!   `c_n` needs nothing more: the carried state is the row's own.
 //! - backward, step `t ≥ L`: `dgates[t, b] = 0` and both running gradients carry. The
 //!   running `dh` of a row inside its sequence is read, then zeroed, and the step's GEMM
@@ -15,9 +15,10 @@
 //!   step reads it, and `dh0 = dh_n` for `L = 0`, with no extra pass.
 //!
 //! The CPU kernels check every length with [`check_lengths`] and return
-//! [`Error::Input`] naming the row; a GPU kernel cannot return an error from a launch:
-//! it reads a length as a number of steps as it is (a length above `T` runs every step
-//! and reads `h_n` from outside `y`'s rows, so the GPU gathers skip it and leave `h0`).
+//! [`Error::Input`] naming the row. A GPU kernel cannot return an error from a launch: it
+//! reads a length as it is, so the host must check the lengths it uploads (the data
+//! pipeline, once it passes them). There, a length above `T` runs every step and leaves
+//! `h_n` at `h0`, and `SliceTime` reads zeros for it.
 
 use crate::error::{Error, Result};
 

@@ -10,7 +10,7 @@
 use tensorfit_core::tokens::Table;
 use tensorfit_core::Result;
 
-use super::{count, int, Gpu, GATHER, GATHER_STEPS, SCATTER_ADD, SCATTER_STEPS};
+use super::{count, int, Gpu, GATHER, SCATTER_ADD};
 use crate::driver::{Arg, DevPtr};
 
 /// The arguments both kernels take after their three tensors.
@@ -55,33 +55,13 @@ pub fn scatter_add(
     g.launch_1d(SCATTER_ADD, count(t.width), &args)
 }
 
-/// `out[b] = x[s, b]` with `s = step_at(t, lengths[b])` (`x` `[steps, batch, width]`;
-/// see `tensorfit_core::seq_lengths`); rows of empty sequences keep what `out` held.
-pub fn gather_steps(
-    g: &Gpu<'_>,
-    lengths: DevPtr,
-    x: DevPtr,
-    out: DevPtr,
-    dims: (usize, usize, usize, usize),
-) -> Result<()> {
-    launch_steps(g, GATHER_STEPS, [lengths, x, out], dims)
-}
-
-/// The gradient of [`gather_steps`] into a zeroed `out` `[steps, batch, width]`:
-/// `out[s, b] = x[b]`.
-pub fn scatter_steps(
-    g: &Gpu<'_>,
-    lengths: DevPtr,
-    x: DevPtr,
-    out: DevPtr,
-    dims: (usize, usize, usize, usize),
-) -> Result<()> {
-    launch_steps(g, SCATTER_STEPS, [lengths, x, out], dims)
-}
-
-/// One launch of `kernel` over `batch · width` elements; `dims` is (t, steps, batch,
-/// width).
-fn launch_steps(
+/// Each row of a padded batch at its own step (see `tensorfit_core::seq_lengths`), one
+/// launch of `kernel` over `batch · width` elements: `GATHER_STEPS`, `out[b] = x[s, b]`
+/// with `s = step_at(t, lengths[b])` (rows of empty sequences keep what `out` held), or
+/// `SCATTER_STEPS`, its gradient into a zeroed `out`: `out[s, b] = x[b]`. The `[steps,
+/// batch, width]` side is `x` for the gather and `out` for the scatter; `dims` is (t,
+/// steps, batch, width).
+pub fn steps_at_lengths(
     g: &Gpu<'_>,
     kernel: &str,
     [lengths, x, out]: [DevPtr; 3],

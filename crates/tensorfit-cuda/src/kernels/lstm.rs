@@ -21,10 +21,10 @@
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
-use super::gather::{gather, gather_steps, scatter_add};
+use super::gather::{gather, scatter_add, steps_at_lengths};
 use super::gemm::gemm;
 use super::{int, Gpu};
-use super::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
+use super::{GATHER_STEPS, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
 
 /// The op's tensors by name (see `tensorfit_core::args`), as device addresses.
@@ -124,7 +124,8 @@ pub fn lstm_forward(
     match inp.lengths {
         Some(l) => {
             g.copy(out.h_n, inp.h0, step_h)?;
-            gather_steps(g, l, out.y, out.h_n, (steps - 1, steps, batch, hidden))?;
+            let dims = (steps - 1, steps, batch, hidden);
+            steps_at_lengths(g, GATHER_STEPS, [l, out.y, out.h_n], dims)?;
         }
         None => g.copy(out.h_n, out.y.add(last), step_h)?,
     }

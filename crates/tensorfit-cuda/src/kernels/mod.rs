@@ -436,7 +436,7 @@ impl<'g> OpKernels for Gpu<'g> {
             Some(lengths) => {
                 let dims = (t, s.x.dim(0), s.x.dim(1), s.x.dim(2));
                 Gpu::fill(self, o.out, 0.0, step)?;
-                gather::gather_steps(self, lengths, i.x, o.out, dims)
+                gather::steps_at_lengths(self, GATHER_STEPS, [lengths, i.x, o.out], dims)
             }
             None => elementwise::slice_time(self, t, i.x, o.out, step),
         }
@@ -454,7 +454,7 @@ impl<'g> OpKernels for Gpu<'g> {
             Some(lengths) => {
                 let dims = (t, steps, s.x.dim(0), s.x.dim(1));
                 Gpu::fill(self, o.out, 0.0, steps * s.x.numel())?;
-                gather::scatter_steps(self, lengths, i.x, o.out, dims)
+                gather::steps_at_lengths(self, SCATTER_STEPS, [lengths, i.x, o.out], dims)
             }
             None => elementwise::scatter_time(self, t, i.x, o.out, s.x.numel(), steps),
         }

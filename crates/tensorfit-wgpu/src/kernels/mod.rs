@@ -182,7 +182,7 @@ impl OpKernels for Launches {
                     batch,
                     width,
                 };
-                steps::slice_time(self, n, i.x, lengths, o.out)
+                steps::at_lengths(self, n, [i.x, lengths, o.out], false)
             }
             None => elementwise::slice_time(self, t, i.x, o.out),
         }
@@ -205,7 +205,7 @@ impl OpKernels for Launches {
                     batch,
                     width,
                 };
-                steps::scatter_time(self, n, i.x, lengths, o.out)
+                steps::at_lengths(self, n, [i.x, lengths, o.out], true)
             }
             None => elementwise::scatter_time(self, t, i.x, o.out),
         }

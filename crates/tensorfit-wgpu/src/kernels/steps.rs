@@ -21,28 +21,17 @@ pub(crate) struct Steps {
     pub width: usize,
 }
 
-/// `out[b] = x[step_at(t, lengths[b]), b]`, zero for empty sequences.
-pub(crate) fn slice_time(
+/// With `scatter` false (`slice_time`): `out[b] = x[step_at(t, lengths[b]), b]`, zero
+/// for empty sequences; with `scatter` (`scatter_time`, its gradient): `out` `[T, B, F]`
+/// zero except `out[step_at(t, lengths[b]), b] = x[b]`.
+pub(crate) fn at_lengths(
     l: &mut Launches,
     n: Steps,
-    x: Region,
-    lengths: Region,
-    out: Region,
+    [x, lengths, out]: [Region; 3],
+    scatter: bool,
 ) -> Result<()> {
     fill(l, 0.0, out);
-    copy_rows(l, n, lengths, (x, true), (out, false))
-}
-
-/// `out` `[T, B, F]` zero except `out[step_at(t, lengths[b]), b] = x[b]`.
-pub(crate) fn scatter_time(
-    l: &mut Launches,
-    n: Steps,
-    x: Region,
-    lengths: Region,
-    out: Region,
-) -> Result<()> {
-    fill(l, 0.0, out);
-    copy_rows(l, n, lengths, (x, false), (out, true))
+    copy_rows(l, n, lengths, (x, !scatter), (out, scatter))
 }
 
 /// Copies each row from `src` to `dst` at its own step; the side marked `true` is the
