@@ -9,6 +9,7 @@
 //! time-major `[T, B, F]`.
 
 pub mod adam;
+pub mod at_lengths;
 pub mod batchnorm;
 pub mod elementwise;
 pub mod fastmath;
@@ -16,7 +17,6 @@ pub mod gather;
 pub mod gemm;
 pub mod gemm_fast;
 pub mod gru;
-pub mod last_step;
 pub mod lstm;
 pub mod optim;
 pub mod softmax;
@@ -126,7 +126,7 @@ impl<'a> OpKernels for HostKernels<'a> {
         o: SliceTimeOutputs<Self::Out>,
     ) -> Result<()> {
         match i.lengths {
-            Some(lengths) => last_step::slice_time(t, lengths, i.x, o.out),
+            Some(lengths) => at_lengths::slice_time(t, lengths, i.x, o.out),
             None => elementwise::slice_time(t, i.x, o.out),
         }
     }
@@ -140,7 +140,7 @@ impl<'a> OpKernels for HostKernels<'a> {
         o: ScatterTimeOutputs<Self::Out>,
     ) -> Result<()> {
         match i.lengths {
-            Some(lengths) => last_step::scatter_time(t, lengths, i.x, o.out),
+            Some(lengths) => at_lengths::scatter_time(t, lengths, i.x, o.out),
             None => elementwise::scatter_time(t, i.x, o.out),
         }
     }

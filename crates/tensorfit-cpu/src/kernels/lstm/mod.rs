@@ -33,12 +33,12 @@ use tensorfit_core::seq_lengths::{self, RowLengths};
 use tensorfit_core::tokens::check_ids;
 use tensorfit_core::{args, LstmDims, Result};
 
+use super::at_lengths::gather_steps;
 use super::elementwise::sum_to_shape;
 use super::fastmath::{self, Separate};
 use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
-use super::last_step::gather_steps;
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
 pub(crate) mod fast;
