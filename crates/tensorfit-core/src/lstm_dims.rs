@@ -2,7 +2,7 @@
 //! backend's LSTM kernels use instead of working them out again (and whether the layer
 //! reads token ids).
 
-use crate::op::{rows_of, same};
+use crate::op::same;
 use crate::shape::Shape;
 
 /// Steps of gates an LSTM forward that keeps nothing for backward holds (see
@@ -105,11 +105,6 @@ impl LstmDims {
     /// `[T, B, width]`.
     pub fn seq(&self, width: usize) -> Shape {
         Shape::from([self.steps, self.batch, width])
-    }
-
-    /// The optional `lengths` input must be `[B]`.
-    pub fn check_lengths(&self, lengths: Option<&Shape>) -> Result<(), String> {
-        rows_of(lengths, self.batch)
     }
 
     /// `[B, H]`.

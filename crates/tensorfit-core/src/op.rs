@@ -19,7 +19,7 @@ use crate::gru::GruDims;
 pub use crate::lstm_dims::{LstmDims, LSTM_SCRATCH_STEPS};
 use crate::optim_op::optim_shapes;
 pub use crate::optim_op::{AdamParams, SgdParams};
-use crate::shape::Shape;
+use crate::{seq_lengths::check_shape, shape::Shape};
 
 /// Pointwise nonlinearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,14 +119,11 @@ pub enum Op {
     Fill { value: f32, shape: Shape },
 
     /// Input `x` `[T, B, F]`; output `x[t]` `[B, F]` (for example the last time step).
-    /// With the optional input `lengths` `[B]` (see [`crate::seq_lengths`]), row `b` reads
-    /// step `min(t, lengths[b] - 1)` instead, its own last step for `t = T - 1`, and is
-    /// zero for an empty sequence.
+    /// With `lengths` `[B]` ([`crate::seq_lengths`]), row `b` reads step `min(t, L_b - 1)`.
     SliceTime { t: usize },
 
     /// Input `x` `[B, F]`; output `[steps, B, F]`, zero except `out[t] = x`. The gradient
-    /// of `SliceTime`; with `lengths`, row `b` goes to step `min(t, lengths[b] - 1)`
-    /// (nowhere for an empty sequence).
+    /// of `SliceTime` (with `lengths`, each row at the step `SliceTime` reads it from).
     ScatterTime { t: usize, steps: usize },
 
     /// A whole LSTM layer over a sequence, with PyTorch's gate order (i, f, g, o):
@@ -142,12 +139,7 @@ pub enum Op {
     /// the gather `gates[t, b, :] = w_ih[:, x[t, b]]`. The kind is read off `x`'s rank
     /// ([`LstmDims::tokens`]) rather than kept as an attribute, so it cannot disagree
     /// with the shapes.
-    /// **Lengths**: with the optional input `lengths` `[B]` (f32 holding whole numbers in
-    /// `0..=T`, as labels are), row `b` is a sequence of `lengths[b]` steps padded to `T`
-    /// (PyTorch's `pack_padded_sequence`): for `t ≥ lengths[b]` its state carries
-    /// unchanged and `y[t, b] = 0`, so `h_n`, `c_n` are each sequence's state at its own
-    /// end; the backward is the mirror (no gradient reaches the padding). Values past
-    /// the end, `gates` are zero and `cells` carry the last state.
+    /// **Lengths**: optional `lengths` `[B]`, each row stopping at its own: [`crate::seq_lengths`].
     /// Outputs: `y` `[T, B, H]` (every `h_t`), `h_n` `[B, H]`, `c_n` `[B, H]`,
     /// `gates` `[T, B, 4H]` (activated: σ(i), σ(f), tanh(g), σ(o)), and, if
     /// `keep_for_backward`, `cells` `[T, B, H]` (every `c_t`).
@@ -165,9 +157,7 @@ pub enum Op {
     /// Gradient of [`Op::LstmForward`] (with `keep_for_backward`).
     ///
     /// Inputs: `x`, `h0`, `c0`, `w_ih`, `w_hh`, `y`, `gates`, `cells` (as in the forward),
-    /// `dy` `[T, B, H]`, `dh_n` `[B, H]`, `dc_n` `[B, H]`, and the forward's `lengths`
-    /// `[B]` if it had them (then `dgates` is zero past each sequence's end and `dh_n`,
-    /// `dc_n` enter at its last step).
+    /// `dy` `[T, B, H]`, `dh_n`, `dc_n` `[B, H]`, and the forward's `lengths` if it had them.
     /// Outputs: `dgates` `[T, B, 4H]` (pre-activation gate gradients; working space),
     /// `dh0`, `dc0` `[B, H]`, `dw_ih` `[4H, I]`, `dw_hh` `[4H, H]`, `db` `[4H]` (the
     /// gradient of both `b_ih` and `b_hh`), and, if `input_grad`, `dx` `[T, B, I]`.
@@ -410,7 +400,7 @@ impl Op {
             Op::SliceTime { t } => {
                 let SliceTimeInputs { x, lengths } = named(list)?;
                 rank(x, 3, "x")?;
-                rows_of(lengths, x.dim(1))?;
+                check_shape(lengths, x.dim(1))?;
                 if *t >= x.dim(0) {
                     return Err(format!("time step {t} outside {x}"));
                 }
@@ -420,7 +410,7 @@ impl Op {
             Op::ScatterTime { t, steps } => {
                 let ScatterTimeInputs { x, lengths } = named(list)?;
                 rank(x, 2, "x")?;
-                rows_of(lengths, x.dim(0))?;
+                check_shape(lengths, x.dim(0))?;
                 if t >= steps {
                     return Err(format!("time step {t} outside {steps} steps"));
                 }
@@ -433,7 +423,7 @@ impl Op {
                 let b = Shape::from([4 * l.hidden]);
                 same(i.b_ih, &b, "b_ih")?;
                 same(i.b_hh, &b, "b_hh")?;
-                l.check_lengths(i.lengths)?;
+                check_shape(i.lengths, l.batch)?;
                 let outputs = LstmForwardOutputs {
                     y: l.seq(l.hidden),
                     h_n: l.state(),
@@ -455,7 +445,7 @@ impl Op {
                 same(i.dy, &l.seq(l.hidden), "dy")?;
                 same(i.dh_n, &l.state(), "dh_n")?;
                 same(i.dc_n, &l.state(), "dc_n")?;
-                l.check_lengths(i.lengths)?;
+                check_shape(i.lengths, l.batch)?;
                 let outputs = LstmBackwardOutputs {
                     dgates: l.seq(4 * l.hidden),
                     dh0: l.state(),
@@ -584,14 +574,6 @@ fn rank(s: &Shape, r: usize, what: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{what} must have rank {r}, got {s}"))
-    }
-}
-
-/// The optional `lengths` of a padded batch must be `[B]`.
-pub(crate) fn rows_of(lengths: Option<&Shape>, batch: usize) -> Result<(), String> {
-    match lengths {
-        Some(l) => same(l, &Shape::from([batch]), "lengths"),
-        None => Ok(()),
     }
 }
 

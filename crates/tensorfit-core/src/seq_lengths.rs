@@ -21,6 +21,8 @@
 //! `h_n` at `h0`, and `SliceTime` reads zeros for it.
 
 use crate::error::{Error, Result};
+use crate::op::same;
+use crate::shape::Shape;
 
 /// Whether step `t` lies past the end of a sequence of `length` steps.
 pub fn past_end(t: usize, length: f32) -> bool {
@@ -53,6 +55,17 @@ impl<'a> RowLengths<'a> {
     /// The lengths of rows `rows` only (row 0 of the result is `rows.start`).
     pub fn rows(&self, rows: std::ops::Range<usize>) -> RowLengths<'a> {
         RowLengths(self.0.map(|l| &l[rows]))
+    }
+}
+
+/// An op's optional `lengths` must be `[B]` (checked when the graph is built).
+pub(crate) fn check_shape(
+    lengths: Option<&Shape>,
+    batch: usize,
+) -> std::result::Result<(), String> {
+    match lengths {
+        Some(l) => same(l, &Shape::from([batch]), "lengths"),
+        None => Ok(()),
     }
 }
 
