@@ -76,7 +76,16 @@ fn time(w: &Workload, iters: usize) -> Result<f64> {
     leaves.extend(&stack.h0);
     if w.train {
         let op = Op::SliceTime { t: w.steps - 1 };
-        let last = g.apply("last", op, SliceTimeInputs { x: stack.y })?.out;
+        let last = g
+            .apply(
+                "last",
+                op,
+                SliceTimeInputs {
+                    x: stack.y,
+                    lengths: None,
+                },
+            )?
+            .out;
         let upstream = g.input("upstream", gru.state_shape(w.batch));
         leaves.push(upstream);
         backward(&mut g, &[(last, upstream)], &wrt)?;

@@ -38,6 +38,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "conformance/lengths.rs"]
+mod lengths;
 #[path = "conformance/ops.rs"]
 mod ops;
 #[path = "conformance/seed.rs"]

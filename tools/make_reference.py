@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generate the PyTorch reference data for tensorfit's small "seed" network (and, in
 further files, the same network with a GRU stack, a small GRU layer: see
-tools/gru_reference.py, and token inputs).
+tools/gru_reference.py, token inputs, a padded batch: see tools/padded_reference.py, and
+a regression: see tools/mse_reference.py).
 
 What it produces
 ----------------
@@ -110,6 +111,7 @@ from safetensors.torch import load_file
 
 import gru_reference
 import mse_reference
+import padded_reference
 
 # Sizes of the scaled-down seed network.
 F = 10  # input features
@@ -416,6 +418,9 @@ def main(argv=None):
     back = load_file(mse_reference.DEFAULT_OUT)
     assert all(torch.equal(back[k], v) for k, v in mse_record.items())
     print(f"wrote {os.path.normpath(mse_reference.DEFAULT_OUT)} ({len(mse_record)} tensors)")
+
+    # A padded batch through pack_padded_sequence (contents: tools/padded_reference.py).
+    padded_reference.write(write_safetensors)
     return 0
 
 

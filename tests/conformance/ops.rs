@@ -255,6 +255,7 @@ fn cases() -> Vec<Case> {
     c.targets = vec![r.tensor(&[19, 3], 1.0)];
     v.push(c);
     crate::tokens::token_cases(&mut r, &mut v);
+    crate::lengths::length_cases(&mut r, &mut v);
     v
 }
 

@@ -153,23 +153,26 @@ signature! {
 }
 
 signature! {
-    /// [`Op::SliceTime`](crate::Op::SliceTime): `x` `[T, B, F]`.
-    SliceTimeInputs { x }
+    /// [`Op::SliceTime`](crate::Op::SliceTime): `x` `[T, B, F]`, and optionally each
+    /// sequence's length `lengths` `[B]`.
+    SliceTimeInputs { x; lengths }
     /// [`Op::SliceTime`](crate::Op::SliceTime): `out` `[B, F]`.
     -> SliceTimeOutputs { out }
 }
 
 signature! {
-    /// [`Op::ScatterTime`](crate::Op::ScatterTime): `x` `[B, F]`.
-    ScatterTimeInputs { x }
+    /// [`Op::ScatterTime`](crate::Op::ScatterTime): `x` `[B, F]`, and optionally each
+    /// sequence's length `lengths` `[B]`.
+    ScatterTimeInputs { x; lengths }
     /// [`Op::ScatterTime`](crate::Op::ScatterTime): `out` `[steps, B, F]`.
     -> ScatterTimeOutputs { out }
 }
 
 signature! {
     /// [`Op::LstmForward`](crate::Op::LstmForward): `x` `[T, B, I]`, `h0`, `c0` `[B, H]`, `w_ih` `[4H, I]`,
-    /// `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`.
-    LstmForwardInputs { x, h0, c0, w_ih, w_hh, b_ih, b_hh }
+    /// `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`, and optionally each sequence's length
+    /// `lengths` `[B]` (f32 holding whole numbers in `0..=T`).
+    LstmForwardInputs { x, h0, c0, w_ih, w_hh, b_ih, b_hh; lengths }
     /// [`Op::LstmForward`](crate::Op::LstmForward): `y` `[T, B, H]`, `h_n`, `c_n` `[B, H]`, `gates` `[T, B, 4H]`
     /// (activated), and `cells` `[T, B, H]` when kept for backward.
     -> LstmForwardOutputs { y, h_n, c_n, gates; cells }
@@ -177,8 +180,9 @@ signature! {
 
 signature! {
     /// [`Op::LstmBackward`](crate::Op::LstmBackward): the forward's `x`, `h0`, `c0`, `w_ih`, `w_hh`, its outputs `y`,
-    /// `gates`, `cells`, and the gradients arriving at `y`, `h_n` and `c_n`.
-    LstmBackwardInputs { x, h0, c0, w_ih, w_hh, y, gates, cells, dy, dh_n, dc_n }
+    /// `gates`, `cells`, the gradients arriving at `y`, `h_n` and `c_n`, and the forward's
+    /// `lengths` if it had them.
+    LstmBackwardInputs { x, h0, c0, w_ih, w_hh, y, gates, cells, dy, dh_n, dc_n; lengths }
     /// [`Op::LstmBackward`](crate::Op::LstmBackward): `dgates` `[T, B, 4H]` (pre-activation), `dh0`, `dc0` `[B, H]`,
     /// `dw_ih` `[4H, I]`, `dw_hh` `[4H, H]`, `db` `[4H]`, and `dx` `[T, B, I]` when the
     /// input gradient is wanted.
@@ -454,6 +458,7 @@ impl<T> LstmForwardInputs<T> {
             ("b_ih", &self.b_ih, 4 * d.hidden),
             ("b_hh", &self.b_hh, 4 * d.hidden),
         ]);
+        e.extend(self.lengths.as_ref().map(|l| ("lengths", l, d.batch)));
         e
     }
 }
@@ -484,6 +489,7 @@ impl<T> LstmBackwardInputs<T> {
             ("dh_n", &self.dh_n, state),
             ("dc_n", &self.dc_n, state),
         ]);
+        e.extend(self.lengths.as_ref().map(|l| ("lengths", l, d.batch)));
         e
     }
 }

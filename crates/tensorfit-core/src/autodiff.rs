@@ -221,9 +221,16 @@ fn vjp(
             let (x, _, _, g) = named!(SliceTimeInputs);
             let steps = graph.shape(x.x).dim(0);
             let op = Op::ScatterTime { t: *t, steps };
-            let inputs = ScatterTimeInputs { x: main(g.out)? };
+            let inputs = ScatterTimeInputs {
+                x: main(g.out)?,
+                lengths: x.lengths,
+            };
             let dx = graph.apply(&name("grad"), op, inputs)?;
-            Ok(SliceTimeInputs { x: Some(dx.out) }.into_vec())
+            let grads = SliceTimeInputs {
+                x: Some(dx.out),
+                lengths: x.lengths.map(|_| None),
+            };
+            Ok(grads.into_vec())
         }
         Op::LstmForward { keep_for_backward } => {
             if !keep_for_backward {
@@ -248,6 +255,7 @@ fn vjp(
                 dy: grad_or_zeros(graph, out.y, g.y)?,
                 dh_n: grad_or_zeros(graph, out.h_n, g.h_n)?,
                 dc_n: grad_or_zeros(graph, out.c_n, g.c_n)?,
+                lengths: x.lengths,
             };
             let op = Op::LstmBackward { input_grad: need.x };
             let d = graph.apply(&name("grad"), op, inputs)?;
@@ -260,6 +268,8 @@ fn vjp(
                 w_hh: Some(d.dw_hh),
                 b_ih: Some(d.db),
                 b_hh: Some(d.db),
+                // The lengths are data: no gradient.
+                lengths: x.lengths.map(|_| None),
             };
             Ok(grads.into_vec())
         }

@@ -26,6 +26,7 @@ pub mod op;
 mod optim_op;
 pub mod rng;
 pub mod schedule;
+pub mod seq_lengths;
 pub mod shape;
 pub mod tensor;
 pub mod tokens;

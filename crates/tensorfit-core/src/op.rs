@@ -20,6 +20,7 @@ use crate::loss_op::mse_shapes;
 pub use crate::lstm_dims::{LstmDims, LSTM_SCRATCH_STEPS};
 use crate::optim_op::optim_shapes;
 pub use crate::optim_op::{AdamParams, SgdParams};
+use crate::seq_lengths::check_shape;
 pub(crate) use crate::shape::same;
 use crate::shape::{rank, Shape};
 
@@ -121,10 +122,11 @@ pub enum Op {
     Fill { value: f32, shape: Shape },
 
     /// Input `x` `[T, B, F]`; output `x[t]` `[B, F]` (for example the last time step).
+    /// With `lengths` `[B]` ([`crate::seq_lengths`]), row `b` reads step `min(t, L_b - 1)`.
     SliceTime { t: usize },
 
     /// Input `x` `[B, F]`; output `[steps, B, F]`, zero except `out[t] = x`. The gradient
-    /// of `SliceTime`.
+    /// of `SliceTime` (with `lengths`, each row at the step `SliceTime` reads it from).
     ScatterTime { t: usize, steps: usize },
 
     /// A whole LSTM layer over a sequence, with PyTorch's gate order (i, f, g, o):
@@ -140,6 +142,7 @@ pub enum Op {
     /// the gather `gates[t, b, :] = w_ih[:, x[t, b]]`. The kind is read off `x`'s rank
     /// ([`LstmDims::tokens`]) rather than kept as an attribute, so it cannot disagree
     /// with the shapes.
+    /// **Lengths**: optional `lengths` `[B]`, each row stopping at its own: [`crate::seq_lengths`].
     /// Outputs: `y` `[T, B, H]` (every `h_t`), `h_n` `[B, H]`, `c_n` `[B, H]`,
     /// `gates` `[T, B, 4H]` (activated: σ(i), σ(f), tanh(g), σ(o)), and, if
     /// `keep_for_backward`, `cells` `[T, B, H]` (every `c_t`).
@@ -157,7 +160,7 @@ pub enum Op {
     /// Gradient of [`Op::LstmForward`] (with `keep_for_backward`).
     ///
     /// Inputs: `x`, `h0`, `c0`, `w_ih`, `w_hh`, `y`, `gates`, `cells` (as in the forward),
-    /// `dy` `[T, B, H]`, `dh_n` `[B, H]`, `dc_n` `[B, H]`.
+    /// `dy` `[T, B, H]`, `dh_n`, `dc_n` `[B, H]`, and the forward's `lengths` if it had them.
     /// Outputs: `dgates` `[T, B, 4H]` (pre-activation gate gradients; working space),
     /// `dh0`, `dc0` `[B, H]`, `dw_ih` `[4H, I]`, `dw_hh` `[4H, H]`, `db` `[4H]` (the
     /// gradient of both `b_ih` and `b_hh`), and, if `input_grad`, `dx` `[T, B, I]`.
@@ -410,8 +413,9 @@ impl Op {
                 Ok(FillOutputs { out: shape.clone() }.into_vec())
             }
             Op::SliceTime { t } => {
-                let SliceTimeInputs { x } = named(list)?;
+                let SliceTimeInputs { x, lengths } = named(list)?;
                 rank(x, 3, "x")?;
+                check_shape(lengths, x.dim(1))?;
                 if *t >= x.dim(0) {
                     return Err(format!("time step {t} outside {x}"));
                 }
@@ -419,8 +423,9 @@ impl Op {
                 Ok(SliceTimeOutputs { out }.into_vec())
             }
             Op::ScatterTime { t, steps } => {
-                let ScatterTimeInputs { x } = named(list)?;
+                let ScatterTimeInputs { x, lengths } = named(list)?;
                 rank(x, 2, "x")?;
+                check_shape(lengths, x.dim(0))?;
                 if t >= steps {
                     return Err(format!("time step {t} outside {steps} steps"));
                 }
@@ -433,6 +438,7 @@ impl Op {
                 let b = Shape::from([4 * l.hidden]);
                 same(i.b_ih, &b, "b_ih")?;
                 same(i.b_hh, &b, "b_hh")?;
+                check_shape(i.lengths, l.batch)?;
                 let outputs = LstmForwardOutputs {
                     y: l.seq(l.hidden),
                     h_n: l.state(),
@@ -454,6 +460,7 @@ impl Op {
                 same(i.dy, &l.seq(l.hidden), "dy")?;
                 same(i.dh_n, &l.state(), "dh_n")?;
                 same(i.dc_n, &l.state(), "dc_n")?;
+                check_shape(i.lengths, l.batch)?;
                 let outputs = LstmBackwardOutputs {
                     dgates: l.seq(4 * l.hidden),
                     dh0: l.state(),

@@ -23,6 +23,7 @@ fn lstm_inputs(
         w_hh,
         b_ih,
         b_hh,
+        lengths: None,
     }
 }
 
@@ -55,7 +56,11 @@ fn shape_errors_name_the_node_and_op() {
         .unwrap_err();
     assert!(e.to_string().contains("bias"));
     let e = g
-        .apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x })
+        .apply(
+            "last",
+            Op::SliceTime { t: 2 },
+            SliceTimeInputs { x, lengths: None },
+        )
         .unwrap_err();
     assert!(e.to_string().contains("time step 2"), "{e}");
 }
@@ -81,8 +86,24 @@ fn lstm_shapes_are_checked_with_the_input_name() {
     assert_eq!(g.shape(outs.y), &Shape::from([5, 2, 4]));
     assert_eq!(g.shape(outs.gates), &Shape::from([5, 2, 16]));
     assert_eq!(g.tensor(outs.h_n).name, "l0.h_n");
-    let e = g.apply("l1", keep, lstm_inputs(layer, bad, b)).unwrap_err();
+    let e = g
+        .apply("l1", keep.clone(), lstm_inputs(layer, bad, b))
+        .unwrap_err();
     assert!(e.to_string().contains("b_ih"), "{e}");
+    // Lengths are one per batch row.
+    let lengths = g.input("lengths", [2]);
+    let padded = LstmForwardInputs {
+        lengths: Some(lengths),
+        ..lstm_inputs(layer, b, b)
+    };
+    g.apply("l2", keep.clone(), padded).unwrap();
+    let three = g.input("three_lengths", [3]);
+    let wrong = LstmForwardInputs {
+        lengths: Some(three),
+        ..lstm_inputs(layer, b, b)
+    };
+    let e = g.apply("l3", keep, wrong).unwrap_err();
+    assert!(e.to_string().contains("lengths must have shape [2]"), "{e}");
 }
 
 #[test]

@@ -270,9 +270,11 @@ fn slice_time() {
     for t in [0, 2, 3] {
         let mut c = Case::new("slice_time");
         let x = c.random("x", &[4, 2, 3], &mut rng);
-        let out = c
-            .graph
-            .apply("step", Op::SliceTime { t }, SliceTimeInputs { x });
+        let out = c.graph.apply(
+            "step",
+            Op::SliceTime { t },
+            SliceTimeInputs { x, lengths: None },
+        );
         c.outputs.push(out.unwrap().out);
         c.run(&mut rng);
     }
@@ -283,7 +285,7 @@ fn lstm_case(rng: &mut Rng, x_grad: bool) -> (Case, LstmForwardOutputs<TensorId>
     let (t, b, i, h) = (3, 2, 3, 4);
     let mut c = Case::new("lstm");
     let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), x_grad);
-    let out = lstm_on(&mut c, x, (b, i, h), rng);
+    let out = lstm_on(&mut c, x, (b, i, h), None, rng);
     (c, out)
 }
 
@@ -293,6 +295,7 @@ fn lstm_on(
     c: &mut Case,
     x: TensorId,
     (b, i, h): (usize, usize, usize),
+    lengths: Option<TensorId>,
     rng: &mut Rng,
 ) -> LstmForwardOutputs<TensorId> {
     let h0 = c.random("h0", &[b, h], rng);
@@ -309,11 +312,44 @@ fn lstm_on(
         w_hh,
         b_ih,
         b_hh,
+        lengths,
     };
     let op = Op::LstmForward {
         keep_for_backward: true,
     };
     c.graph.apply("lstm", op, inputs).unwrap()
+}
+
+#[test]
+fn lstm_over_a_padded_batch_with_lengths_from_zero_to_all_steps() {
+    // Sequences of 3, 0, 1 and 2 of T = 3 steps: the padding carries the state, gets no
+    // gradient, and h_n, c_n are each row's own last state.
+    let mut rng = Rng::new(21);
+    let (t, b, i, h) = (3, 4, 3, 4);
+    let mut c = Case::new("lstm_lengths");
+    let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), true);
+    let lengths = c.leaf("lengths", &[b], vec![3.0, 0.0, 1.0, 2.0], false);
+    let out = lstm_on(&mut c, x, (b, i, h), Some(lengths), &mut rng);
+    c.outputs.extend([out.y, out.h_n, out.c_n]);
+    c.run(&mut rng);
+}
+
+#[test]
+fn lstm_last_steps_of_a_padded_batch_through_slice_time_at_lengths() {
+    // The classifier's use on a padded batch: each row's own last step.
+    let mut rng = Rng::new(22);
+    let (t, b, i, h) = (3, 4, 3, 4);
+    let mut c = Case::new("lstm_last_steps");
+    let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), true);
+    let lengths = c.leaf("lengths", &[b], vec![2.0, 3.0, 0.0, 1.0], false);
+    let out = lstm_on(&mut c, x, (b, i, h), Some(lengths), &mut rng);
+    let x = SliceTimeInputs {
+        x: out.y,
+        lengths: Some(lengths),
+    };
+    let last = c.graph.apply("last", Op::SliceTime { t: t - 1 }, x);
+    c.outputs.push(last.unwrap().out);
+    c.run(&mut rng);
 }
 
 #[test]
@@ -339,9 +375,11 @@ fn lstm_last_step_through_slice_time() {
     // The classifier's use: only the last time step of y is read.
     let mut rng = Rng::new(8);
     let (mut c, out) = lstm_case(&mut rng, true);
-    let last = c
-        .graph
-        .apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x: out.y });
+    let x = SliceTimeInputs {
+        x: out.y,
+        lengths: None,
+    };
+    let last = c.graph.apply("last", Op::SliceTime { t: 2 }, x);
     c.outputs.push(last.unwrap().out);
     c.run(&mut rng);
 }
@@ -466,7 +504,14 @@ fn a_small_classifier_end_to_end() {
     let mut rng = Rng::new(12);
     let (mut c, out) = lstm_case(&mut rng, true);
     let g = &mut c.graph;
-    let last = g.apply("last", Op::SliceTime { t: 2 }, SliceTimeInputs { x: out.y });
+    let last = g.apply(
+        "last",
+        Op::SliceTime { t: 2 },
+        SliceTimeInputs {
+            x: out.y,
+            lengths: None,
+        },
+    );
     let last = last.unwrap().out;
     let w = c.random("w", &[4, 3], &mut rng);
     let bias = c.random("bias", &[3], &mut rng);
@@ -514,7 +559,7 @@ fn lstm_on_token_ids_all_outputs() {
     let (t, b, v, h) = (3, 2, 4, 3);
     let mut c = Case::new("lstm on tokens");
     let x = c.leaf("x", &[t, b], vec![2.0, 0.0, 2.0, 3.0, 0.0, 2.0], false);
-    let out = lstm_on(&mut c, x, (b, v, h), &mut rng);
+    let out = lstm_on(&mut c, x, (b, v, h), None, &mut rng);
     c.outputs.extend([out.y, out.h_n, out.c_n]);
     c.run(&mut rng);
 }

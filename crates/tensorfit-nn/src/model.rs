@@ -87,7 +87,7 @@ pub fn carry_graph(
     let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let stack = net.stack(&mut g, &leaves.ids, batch, steps, false)?;
+    let stack = net.stack(&mut g, &leaves.ids, (batch, steps), false, false)?;
     for (&(dst, slot), &src) in stack.carried.iter().zip(&stack.finals) {
         // `state.h_l0` is carried by `carry_h_l0`.
         let name = slot.name().replacen("state.", "carry_", 1);
@@ -105,14 +105,30 @@ pub fn classifier(
     steps: usize,
     mode: Mode,
 ) -> Result<Classifier> {
+    classifier_at_lengths(g, model, (batch, steps), mode, false)
+}
+
+/// [`classifier`], over a padded batch when `padded`: the graph has the input `lengths`
+/// `[B]` ([`RecurrentStack::lengths`]), the layers stop at each sequence's end, and the head
+/// reads each sequence's own last step.
+pub fn classifier_at_lengths(
+    g: &mut Graph,
+    model: &ModelDescription,
+    (batch, steps): (usize, usize),
+    mode: Mode,
+    padded: bool,
+) -> Result<Classifier> {
     let net = model.network()?;
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
-    let stack = net.stack(g, &leaves.ids, batch, steps, keep)?;
+    let stack = net.stack(g, &leaves.ids, (batch, steps), keep, padded)?;
     let last = g.apply(
         "last_step",
         Op::SliceTime { t: steps - 1 },
-        SliceTimeInputs { x: stack.y },
+        SliceTimeInputs {
+            x: stack.y,
+            lengths: stack.lengths,
+        },
     )?;
     let h = head(g, &net, &leaves.ids, last.out, batch, mode)?;
     Ok(Classifier {

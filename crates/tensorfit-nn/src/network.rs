@@ -153,24 +153,26 @@ impl Network {
         }
     }
 
-    /// The input side over a sequence it adds (`x`, of [`Network::input_shape`]): the
-    /// embedding if any, then the recurrent stack from its carried state.
+    /// The input side over a sequence it adds (`x`, of [`Network::input_shape`], and with
+    /// `padded` the sequences' `lengths` `[B]`): the embedding if any, then the recurrent
+    /// stack from its carried state.
     pub fn stack(
         &self,
         g: &mut Graph,
         ids: &NetworkTensors<TensorId>,
-        batch: usize,
-        steps: usize,
+        (batch, steps): (usize, usize),
         keep: bool,
+        padded: bool,
     ) -> Result<RecurrentStack> {
         let x = g.input("x", self.input_shape(batch, steps));
+        let lengths = padded.then(|| g.input("lengths", [batch]));
         let input = match &ids.embedding {
             Some(w) => Embedding::forward(g, "embedding", x, w)?,
             None => x,
         };
-        let mut stack = self
-            .recurrent
-            .stack_over(g, input, &ids.recurrent, batch, keep)?;
+        let mut stack =
+            self.recurrent
+                .stack_over(g, (input, lengths), &ids.recurrent, batch, keep)?;
         stack.x = x;
         Ok(stack)
     }

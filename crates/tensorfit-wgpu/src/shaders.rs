@@ -143,8 +143,9 @@ kernels! {
     FILL = Elementwise::"fill", 1, WG;
     SCATTER_TIME = Elementwise::"scatter_time", 2, WG;
     COPY = Elementwise::"copy", 2, WG;
-    LSTM_FORWARD_CELL = Lstm::"lstm_forward_cell", 6, WG;
-    LSTM_BACKWARD_CELL = Lstm::"lstm_backward_cell", 7, WG;
+    COPY_ROWS_AT_STEP = Elementwise::"copy_rows_at_step", 3, WG;
+    LSTM_FORWARD_CELL = Lstm::"lstm_forward_cell", 8, WG;
+    LSTM_BACKWARD_CELL = Lstm::"lstm_backward_cell", 8, WG;
     GRU_FORWARD_CELL = Gru::"gru_forward_cell", 6, WG;
     GRU_BACKWARD_CELL = Gru::"gru_backward_cell", 7, WG;
     BATCHNORM_FORWARD_VAR = Batchnorm::"batchnorm_forward_var", 3, COLUMN_WG;

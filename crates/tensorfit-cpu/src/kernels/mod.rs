@@ -9,6 +9,7 @@
 //! time-major `[T, B, F]`.
 
 pub mod adam;
+pub mod at_lengths;
 pub mod batchnorm;
 pub mod elementwise;
 pub mod fastmath;
@@ -125,7 +126,10 @@ impl<'a> OpKernels for HostKernels<'a> {
         i: SliceTimeInputs<Self::In>,
         o: SliceTimeOutputs<Self::Out>,
     ) -> Result<()> {
-        elementwise::slice_time(t, i.x, o.out)
+        match i.lengths {
+            Some(lengths) => at_lengths::slice_time(t, lengths, i.x, o.out),
+            None => elementwise::slice_time(t, i.x, o.out),
+        }
     }
 
     fn scatter_time(
@@ -136,7 +140,10 @@ impl<'a> OpKernels for HostKernels<'a> {
         i: ScatterTimeInputs<Self::In>,
         o: ScatterTimeOutputs<Self::Out>,
     ) -> Result<()> {
-        elementwise::scatter_time(t, i.x, o.out)
+        match i.lengths {
+            Some(lengths) => at_lengths::scatter_time(t, lengths, i.x, o.out),
+            None => elementwise::scatter_time(t, i.x, o.out),
+        }
     }
 
     fn lstm_forward(

@@ -42,3 +42,30 @@ extern "C" __global__ void scatter_add(float* table, const float* ids, const flo
         }
     }
 }
+
+// Each row's own step of a padded batch (see tensorfit_core::seq_lengths::step_at): row b
+// of a [steps, batch, width] sequence at step min(t, L - 1), L = lengths[b] in 1..=steps.
+__device__ __forceinline__ i64 step_at(int t, float len, int steps) {
+    if (len < 1.0f || len > (float)steps) return -1;
+    i64 last = (i64)len - 1;
+    return last < t ? last : t;
+}
+
+// out[b, :] = x[step_at(b), b, :]; rows of empty sequences are left as they are (h0 for an
+// LSTM's h_n; zeros for slice_time, which fills them first).
+extern "C" __global__ void gather_steps(const float* lengths, const float* x, float* out, int t,
+                                        int steps, int batch, int width) {
+    GRID_STRIDE(idx, (i64)batch * width) {
+        i64 s = step_at(t, lengths[idx / width], steps);
+        if (s >= 0) out[idx] = x[s * batch * width + idx];
+    }
+}
+
+// The gradient of gather_steps over a zeroed out: out[step_at(b), b, :] = x[b, :].
+extern "C" __global__ void scatter_steps(const float* lengths, const float* x, float* out, int t,
+                                         int steps, int batch, int width) {
+    GRID_STRIDE(idx, (i64)batch * width) {
+        i64 s = step_at(t, lengths[idx / width], steps);
+        if (s >= 0) out[s * batch * width + idx] = x[idx];
+    }
+}

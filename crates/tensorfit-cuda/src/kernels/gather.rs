@@ -54,3 +54,27 @@ pub fn scatter_add(
     args.extend(shape_args(g, t, n)?);
     g.launch_1d(SCATTER_ADD, count(t.width), &args)
 }
+
+/// Each row of a padded batch at its own step (see `tensorfit_core::seq_lengths`), one
+/// launch of `kernel` over `batch · width` elements: `GATHER_STEPS`, `out[b] = x[s, b]`
+/// with `s = step_at(t, lengths[b])` (rows of empty sequences keep what `out` held), or
+/// `SCATTER_STEPS`, its gradient into a zeroed `out`: `out[s, b] = x[b]`. The `[steps,
+/// batch, width]` side is `x` for the gather and `out` for the scatter; `dims` is (t,
+/// steps, batch, width).
+pub fn steps_at_lengths(
+    g: &Gpu<'_>,
+    kernel: &str,
+    [lengths, x, out]: [DevPtr; 3],
+    (t, steps, batch, width): (usize, usize, usize, usize),
+) -> Result<()> {
+    let args = [
+        Arg::Ptr(lengths),
+        Arg::Ptr(x),
+        Arg::Ptr(out),
+        Arg::I32(int("step", t)?),
+        Arg::I32(int("steps", steps)?),
+        Arg::I32(int("batch", batch)?),
+        Arg::I32(int("width", width)?),
+    ];
+    g.launch_1d(kernel, count(batch) * count(width), &args)
+}

@@ -11,15 +11,23 @@
 // which saves a pass over the whole sequence); on exit the activated gates
 // sigma(i), sigma(f), tanh(g), sigma(o). c_prev and c_t may be the same buffer (the
 // running cell state when cells are not kept): each thread reads its element before
-// writing it.
+// writing it. With `lengths` (else null), a row past its end at step t (t >= lengths[r])
+// carries its cell state and gets h_t = 0 and zero gates (see tensorfit_core::seq_lengths).
 extern "C" __global__ void lstm_forward_cell(float* gates_t, const float* b_ih,
                                              const float* b_hh, const float* c_prev,
-                                             float* c_t, float* h_t, int batch, int hidden) {
+                                             float* c_t, float* h_t, const float* lengths,
+                                             int t, int batch, int hidden) {
     i64 n = (i64)batch * hidden;
     GRID_STRIDE(idx, n) {
         int r = (int)(idx / hidden);
         int j = (int)(idx - (i64)r * hidden);
         float* g = gates_t + (i64)r * 4 * hidden;
+        if (lengths != nullptr && (float)t >= lengths[r]) {
+            g[j] = g[hidden + j] = g[2 * hidden + j] = g[3 * hidden + j] = 0.0f;
+            c_t[idx] = c_prev[idx];
+            h_t[idx] = 0.0f;
+            continue;
+        }
         int kf = hidden + j, kg = 2 * hidden + j, ko = 3 * hidden + j;
         float ig = sigmoid_f(g[j] + (b_ih[j] + b_hh[j]));
         float fg = sigmoid_f(g[kf] + (b_ih[kf] + b_hh[kf]));
@@ -40,16 +48,24 @@ extern "C" __global__ void lstm_forward_cell(float* gates_t, const float* b_ih,
 // and at c_{t-1} on exit. Writes the pre-activation gate gradients dgates_t [B, 4H].
 // With tc = tanh(c_t): do = dh_total tc, dc += dh_total o (1 - tc^2), di = dc g,
 // df = dc c_{t-1}, dg = dc i, each times its activation's derivative; dc *= f.
+// With `lengths` (else null): a row past its end at step t gets zero dgates and keeps dc
+// and dh; a row inside its sequence reads dh, then zeroes it for the step's GEMM to add
+// dgates_t w_hh to (see tensorfit_core::seq_lengths).
 extern "C" __global__ void lstm_backward_cell(const float* gates_t, const float* c_t,
                                               const float* c_prev, const float* dy_t,
-                                              const float* dh, float* dc, float* dgates_t,
-                                              int batch, int hidden) {
+                                              float* dh, float* dc, float* dgates_t,
+                                              const float* lengths, int t, int batch,
+                                              int hidden) {
     i64 n = (i64)batch * hidden;
     GRID_STRIDE(idx, n) {
         int r = (int)(idx / hidden);
         int j = (int)(idx - (i64)r * hidden);
         const float* g = gates_t + (i64)r * 4 * hidden;
         float* d = dgates_t + (i64)r * 4 * hidden;
+        if (lengths != nullptr && (float)t >= lengths[r]) {
+            d[j] = d[hidden + j] = d[2 * hidden + j] = d[3 * hidden + j] = 0.0f;
+            continue;
+        }
         float ig = g[j], fg = g[hidden + j], gg = g[2 * hidden + j], og = g[3 * hidden + j];
         float tc = tanhf(c_t[idx]);
         float dh_total = dy_t[idx] + dh[idx];
@@ -59,5 +75,6 @@ extern "C" __global__ void lstm_backward_cell(const float* gates_t, const float*
         d[2 * hidden + j] = dct * ig * (1.0f - gg * gg);
         d[3 * hidden + j] = dh_total * tc * og * (1.0f - og);
         dc[idx] = dct * fg;
+        if (lengths != nullptr) dh[idx] = 0.0f;
     }
 }

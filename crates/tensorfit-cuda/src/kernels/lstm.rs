@@ -21,10 +21,10 @@
 use tensorfit_core::{args, LstmDims, Result};
 
 use super::elementwise::sum_to_shape;
-use super::gather::{gather, scatter_add};
+use super::gather::{gather, scatter_add, steps_at_lengths};
 use super::gemm::gemm;
 use super::{int, Gpu};
-use super::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
+use super::{GATHER_STEPS, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
 
 /// The op's tensors by name (see `tensorfit_core::args`), as device addresses.
@@ -51,6 +51,8 @@ pub fn lstm_forward(
     let chunk = d.gate_steps(out.cells.is_some());
 
     let x_step = d.x_len() / steps;
+    // No lengths: a null pointer, which the kernel reads as every row running every step.
+    let lengths = inp.lengths.unwrap_or(DevPtr(0));
     let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
     for t in 0..steps {
         let slot = t % chunk;
@@ -108,15 +110,25 @@ pub fn lstm_forward(
                 Arg::Ptr(c_prev),
                 Arg::Ptr(c_t),
                 Arg::Ptr(out.y.add(t * step_h)),
+                Arg::Ptr(lengths),
+                Arg::I32(int("step", t)?),
                 Arg::I32(b),
                 Arg::I32(h),
             ],
         )?;
     }
 
-    // 3. The final state.
+    // 3. The final state: with lengths, each row's at its own last step (h0 for an
+    // empty sequence); the cells carried past the end already hold c_n.
     let last = (steps - 1) * step_h;
-    g.copy(out.h_n, out.y.add(last), step_h)?;
+    match inp.lengths {
+        Some(l) => {
+            g.copy(out.h_n, inp.h0, step_h)?;
+            let dims = (steps - 1, steps, batch, hidden);
+            steps_at_lengths(g, GATHER_STEPS, [l, out.y, out.h_n], dims)?;
+        }
+        None => g.copy(out.h_n, out.y.add(last), step_h)?,
+    }
     if let Some(cells) = out.cells {
         g.copy(out.c_n, cells.add(last), step_h)?;
     }
@@ -153,6 +165,9 @@ pub fn lstm_backward(
 
     // 1. Backwards through time: one fused kernel and one GEMM per step.
     let cell = g.kernels_fn(LSTM_BACKWARD_CELL)?;
+    let lengths = inp.lengths.unwrap_or(DevPtr(0));
+    // With lengths the GEMM adds to the dh that padded rows carry (see the kernel).
+    let beta = if inp.lengths.is_some() { 1.0 } else { 0.0 };
     for t in (0..steps).rev() {
         let dgates_t = out.dgates.add(t * step_g);
         let c_prev = if t == 0 {
@@ -172,6 +187,8 @@ pub fn lstm_backward(
                 Arg::Ptr(dh),
                 Arg::Ptr(dc),
                 Arg::Ptr(dgates_t),
+                Arg::Ptr(lengths),
+                Arg::I32(int("step", t)?),
                 Arg::I32(b),
                 Arg::I32(h),
             ],
@@ -184,7 +201,7 @@ pub fn lstm_backward(
             1.0,
             dgates_t,
             inp.w_hh,
-            0.0,
+            beta,
             dh,
         )?;
     }

@@ -334,7 +334,14 @@ impl<'g> OpKernels for Gpu<'g> {
         o: SliceTimeOutputs<DevPtr>,
     ) -> Result<()> {
         let step = s.x.dim(1) * s.x.dim(2);
-        elementwise::slice_time(self, t, i.x, o.out, step)
+        match i.lengths {
+            Some(lengths) => {
+                let dims = (t, s.x.dim(0), s.x.dim(1), s.x.dim(2));
+                Gpu::fill(self, o.out, 0.0, step)?;
+                gather::steps_at_lengths(self, GATHER_STEPS, [lengths, i.x, o.out], dims)
+            }
+            None => elementwise::slice_time(self, t, i.x, o.out, step),
+        }
     }
 
     fn scatter_time(
@@ -345,7 +352,14 @@ impl<'g> OpKernels for Gpu<'g> {
         i: ScatterTimeInputs<DevPtr>,
         o: ScatterTimeOutputs<DevPtr>,
     ) -> Result<()> {
-        elementwise::scatter_time(self, t, i.x, o.out, s.x.numel(), steps)
+        match i.lengths {
+            Some(lengths) => {
+                let dims = (t, steps, s.x.dim(0), s.x.dim(1));
+                Gpu::fill(self, o.out, 0.0, steps * s.x.numel())?;
+                gather::steps_at_lengths(self, SCATTER_STEPS, [lengths, i.x, o.out], dims)
+            }
+            None => elementwise::scatter_time(self, t, i.x, o.out, s.x.numel(), steps),
+        }
     }
 
     fn lstm_forward(

@@ -42,6 +42,8 @@ pub const MSE_LOSS_BACKWARD: &str = "mse_loss_backward";
 pub const ADAM_UPDATE: &str = "adam_update";
 pub const GATHER: &str = "gather";
 pub const SCATTER_ADD: &str = "scatter_add";
+pub const GATHER_STEPS: &str = "gather_steps";
+pub const SCATTER_STEPS: &str = "scatter_steps";
 pub const SGD_UPDATE: &str = "sgd_update";
 pub const SUM_SQUARES: &str = "sum_squares";
 pub const CLIP_GRAD: &str = "clip_grad";
@@ -99,7 +101,7 @@ pub const SOURCES: [KernelSource; 9] = [
     KernelSource {
         file: "gather.cu",
         code: include_str!("gather.cu"),
-        kernels: &[GATHER, SCATTER_ADD],
+        kernels: &[GATHER, SCATTER_ADD, GATHER_STEPS, SCATTER_STEPS],
     },
     KernelSource {
         file: "optim.cu",

@@ -129,8 +129,12 @@ pub struct LstmStack {
     /// Final state of each layer.
     pub h_n: Vec<TensorId>,
     pub c_n: Vec<TensorId>,
-    /// Output sequence of the top layer, `[T, B, H]`.
+    /// Output sequence of the top layer, `[T, B, H]` (zero past each sequence's end
+    /// with `lengths`).
     pub y: TensorId,
+    /// Each sequence's length `[B]` for a padded batch, written by the host (see
+    /// `tensorfit_core::seq_lengths`); every layer stops at it.
+    pub lengths: Option<TensorId>,
 }
 
 impl Lstm {
@@ -209,6 +213,19 @@ impl Lstm {
         g: &mut Graph,
         name: &str,
         x: TensorId,
+        state: (TensorId, TensorId),
+        w: &LstmWeights<TensorId>,
+        keep: bool,
+    ) -> Result<LstmForwardOutputs<TensorId>> {
+        Lstm::layer_at_lengths(g, name, (x, None), state, w, keep)
+    }
+
+    /// [`Lstm::layer`] over a padded batch: each sequence of `x` stops at its length in
+    /// `lengths` `[B]`, if given.
+    pub fn layer_at_lengths(
+        g: &mut Graph,
+        name: &str,
+        (x, lengths): (TensorId, Option<TensorId>),
         (h0, c0): (TensorId, TensorId),
         w: &LstmWeights<TensorId>,
         keep: bool,
@@ -221,6 +238,7 @@ impl Lstm {
             w_hh: w.w_hh,
             b_ih: w.b_ih,
             b_hh: w.b_hh,
+            lengths,
         };
         let op = Op::LstmForward {
             keep_for_backward: keep,
@@ -257,6 +275,7 @@ impl Lstm {
             dy,
             dh_n,
             dc_n,
+            lengths: None,
         };
         let outs = g.apply(name, Op::LstmBackward { input_grad }, inputs)?;
         let grads = LstmGrads {
@@ -277,16 +296,31 @@ impl Lstm {
         steps: usize,
         keep: bool,
     ) -> Result<LstmStack> {
+        self.stack_at_lengths(g, weights, (batch, steps), keep, false)
+    }
+
+    /// [`Lstm::stack`], over a padded batch when `padded`: it adds the input `lengths`
+    /// `[B]` too, and every layer stops at each sequence's length.
+    pub fn stack_at_lengths(
+        &self,
+        g: &mut Graph,
+        weights: &[LstmWeights<TensorId>],
+        (batch, steps): (usize, usize),
+        keep: bool,
+        padded: bool,
+    ) -> Result<LstmStack> {
         let x = g.input("x", self.input_shape(batch, steps));
-        self.stack_over(g, x, weights, batch, keep)
+        let lengths = padded.then(|| g.input("lengths", [batch]));
+        self.stack_over(g, (x, lengths), weights, batch, keep)
     }
 
     /// The whole stack over `x` (of [`Lstm::input_shape`], or the output of a layer
-    /// before it), each layer from its carried state.
+    /// before it), each layer from its carried state and, with `lengths` `[B]`, stopping
+    /// at each sequence's end.
     pub fn stack_over(
         &self,
         g: &mut Graph,
-        x: TensorId,
+        (x, lengths): (TensorId, Option<TensorId>),
         weights: &[LstmWeights<TensorId>],
         batch: usize,
         keep: bool,
@@ -298,10 +332,13 @@ impl Lstm {
             h_n: Vec::new(),
             c_n: Vec::new(),
             y: x,
+            lengths,
         };
         for (k, w) in weights.iter().enumerate() {
             let state = self.state_leaves(g, k, batch);
-            let outs = Lstm::layer(g, &format!("lstm_l{k}"), stack.y, state, w, keep)?;
+            let name = format!("lstm_l{k}");
+            let input = (stack.y, lengths);
+            let outs = Lstm::layer_at_lengths(g, &name, input, state, w, keep)?;
             stack.h0.push(state.0);
             stack.c0.push(state.1);
             stack.y = outs.y;

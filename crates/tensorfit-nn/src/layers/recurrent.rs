@@ -8,7 +8,7 @@
 use tensorfit_core::args::{GruForwardOutputs, LstmForwardOutputs};
 use tensorfit_core::{Error, Graph, Result, Shape, TensorId};
 
-use super::{Gru, GruWeights, Lstm, LstmWeights, StateSlot, Tensors};
+use super::{Gru, GruWeights, Lstm, LstmWeights, StatePart, StateSlot, Tensors};
 
 /// The layers of the recurrent stack, by cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +58,28 @@ pub struct RecurrentStack {
     pub finals: Vec<TensorId>,
     /// Output sequence of the top layer, `[T, B, H]`.
     pub y: TensorId,
+    /// Each sequence's length `[B]` for a padded batch (see [`LstmStack::lengths`]).
+    pub lengths: Option<TensorId>,
+}
+
+impl RecurrentStack {
+    /// The initial leaves of one part of the carried state (`h` or `c`), layer by layer.
+    pub fn initial(&self, part: StatePart) -> Vec<TensorId> {
+        self.of_part(part).map(|(leaf, _)| leaf).collect()
+    }
+
+    /// The final values of one part of the carried state, layer by layer.
+    pub fn last(&self, part: StatePart) -> Vec<TensorId> {
+        self.of_part(part).map(|(_, last)| last).collect()
+    }
+
+    fn of_part(&self, part: StatePart) -> impl Iterator<Item = (TensorId, TensorId)> + '_ {
+        self.carried
+            .iter()
+            .zip(&self.finals)
+            .filter(move |((_, slot), _)| slot.part == part)
+            .map(|((leaf, _), last)| (*leaf, *last))
+    }
 }
 
 /// One layer's forward outputs, as its backward needs them.
@@ -245,11 +267,12 @@ impl Recurrent {
     }
 
     /// The whole stack over `x` (of [`Recurrent::input_shape`]), each layer from its
-    /// carried state; with `keep` the layers keep what backward needs.
+    /// carried state; with `keep` the layers keep what backward needs; with `lengths`
+    /// `[B]` (a padded batch; LSTM only so far) each sequence stops at its end.
     pub fn stack_over(
         &self,
         g: &mut Graph,
-        x: TensorId,
+        (x, lengths): (TensorId, Option<TensorId>),
         weights: &RecurrentWeights<TensorId>,
         batch: usize,
         keep: bool,
@@ -257,11 +280,16 @@ impl Recurrent {
         let slots = self.state_slots();
         let (leaves, finals, y) = match (self, weights) {
             (Recurrent::Lstm(l), RecurrentWeights::Lstm(w)) => {
-                let s = l.stack_over(g, x, w, batch, keep)?;
+                let s = l.stack_over(g, (x, lengths), w, batch, keep)?;
                 let pairs = |a: &[TensorId], b: &[TensorId]| -> Vec<TensorId> {
                     a.iter().zip(b).flat_map(|(&h, &c)| [h, c]).collect()
                 };
                 (pairs(&s.h0, &s.c0), pairs(&s.h_n, &s.c_n), s.y)
+            }
+            (Recurrent::Gru(_), _) if lengths.is_some() => {
+                return Err(Error::input(
+                    "padded batches (sequence lengths) are supported by the LSTM only so far",
+                ))
             }
             (Recurrent::Gru(l), RecurrentWeights::Gru(w)) => {
                 let s = l.stack_over(g, x, w, batch, keep)?;
@@ -278,6 +306,7 @@ impl Recurrent {
             carried: leaves.into_iter().zip(slots).collect(),
             finals,
             y,
+            lengths,
         })
     }
 }
@@ -304,7 +333,7 @@ mod tests {
             let mut g = Graph::new();
             let w = stack.specs().map(|s| s.leaf(&mut g));
             let x = g.input("x", stack.input_shape(5, 6));
-            let s = stack.stack_over(&mut g, x, &w, 5, false).unwrap();
+            let s = stack.stack_over(&mut g, (x, None), &w, 5, false).unwrap();
             assert_eq!((s.carried.len(), s.finals.len()), (slots, slots));
             for (&(leaf, slot), &last) in s.carried.iter().zip(&s.finals) {
                 assert_eq!(g.tensor(leaf).name, slot.name());
@@ -330,6 +359,6 @@ mod tests {
         let mut g = Graph::new();
         let w = lstm.specs().map(|s| s.leaf(&mut g));
         let x = g.input("x", gru.input_shape(2, 2));
-        assert!(gru.stack_over(&mut g, x, &w, 2, false).is_err());
+        assert!(gru.stack_over(&mut g, (x, None), &w, 2, false).is_err());
     }
 }

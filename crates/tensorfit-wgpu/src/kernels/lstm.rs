@@ -76,6 +76,15 @@ impl StepBlock {
     }
 }
 
+/// The lengths of batch rows `rows`, or, without lengths, `unread` (a region the
+/// kernel's `masked = 0` leaves alone, bound only because every binding needs one).
+fn lengths_operand(lengths: Option<Region>, rows: &Range<usize>, unread: Region) -> Operand {
+    match lengths {
+        Some(l) => Operand::part(l, rows.clone()),
+        None => Operand::part(unread, 0..1),
+    }
+}
+
 /// Runs an LSTM layer over a sequence (see the module documentation).
 pub(crate) fn lstm_forward(
     l: &mut Launches,
@@ -101,6 +110,10 @@ pub(crate) fn lstm_forward(
     let w_hh = Mat::new(inp.w_hh, h4, hidden);
 
     let x_step = d.x_len() / steps;
+    // With lengths, a row's h_n is written at its own last step (h0 if it has none).
+    if inp.lengths.is_some() {
+        copy_range(l, inp.h0, 0, out.h_n);
+    }
     for t in 0..steps {
         let slot = t % chunk;
         if slot == 0 {
@@ -153,6 +166,10 @@ pub(crate) fn lstm_forward(
                 word(c_at.start),
                 word(at.seq.start),
                 prev_in_c,
+                word(usize::from(inp.lengths.is_some())),
+                word(t),
+                word(b.start),
+                word(at.state.start),
             ];
             let ops = vec![
                 Operand::part(out.gates, at.gates),
@@ -161,14 +178,19 @@ pub(crate) fn lstm_forward(
                 Operand::part(out.y, at.seq),
                 Operand::whole(inp.b_ih),
                 Operand::whole(inp.b_hh),
+                lengths_operand(inp.lengths, b, inp.b_ih),
+                Operand::part(out.h_n, at.state),
             ];
             l.push(&LSTM_FORWARD_CELL, ops, values, b.len() * hidden);
         }
     }
 
-    // 3. The final state.
+    // 3. The final state (with lengths, h_n is written already; the cells carried past
+    // each sequence's end hold its c_n).
     let last = (steps - 1) * step_h;
-    copy_range(l, out.y, last, out.h_n);
+    if inp.lengths.is_none() {
+        copy_range(l, out.y, last, out.h_n);
+    }
     if let Some(cells) = out.cells {
         copy_range(l, cells, last, out.c_n);
     }
@@ -223,6 +245,9 @@ pub(crate) fn lstm_backward(
                 word(at.seq.start),
                 word(c_prev_at.start),
                 word(at.state.start),
+                word(usize::from(inp.lengths.is_some())),
+                word(t),
+                word(b.start),
             ];
             let ops = vec![
                 Operand::part(inp.gates, at.gates.clone()),
@@ -232,16 +257,18 @@ pub(crate) fn lstm_backward(
                 Operand::part(out.dh0, at.state.clone()),
                 Operand::part(out.dc0, at.state),
                 Operand::part(out.dgates, at.gates),
+                lengths_operand(inp.lengths, b, inp.gates),
             ];
             l.push(&LSTM_BACKWARD_CELL, ops, values, b.len() * hidden);
         }
-        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
+        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1} (with lengths, added to
+        // the dh_n that padded rows carry; see the kernel).
         gemm(
             l,
             (dgates.rows(t * batch, batch), false),
             (w_hh, false),
             dh,
-            false,
+            inp.lengths.is_some(),
         )?;
     }
 

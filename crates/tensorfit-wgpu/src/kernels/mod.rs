@@ -18,6 +18,7 @@ pub(crate) mod lstm;
 pub(crate) mod mse;
 pub(crate) mod optim;
 pub(crate) mod softmax;
+pub(crate) mod steps;
 
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
@@ -169,22 +170,46 @@ impl OpKernels for Launches {
     fn slice_time(
         &mut self,
         t: usize,
-        _: SliceTimeInputs<&Shape>,
+        s: SliceTimeInputs<&Shape>,
         i: SliceTimeInputs<Region>,
         o: SliceTimeOutputs<Region>,
     ) -> Result<()> {
-        elementwise::slice_time(self, t, i.x, o.out)
+        match i.lengths {
+            Some(lengths) => {
+                let (steps, batch, width) = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+                let n = steps::Steps {
+                    t,
+                    steps,
+                    batch,
+                    width,
+                };
+                steps::at_lengths(self, n, [i.x, lengths, o.out], false)
+            }
+            None => elementwise::slice_time(self, t, i.x, o.out),
+        }
     }
 
     fn scatter_time(
         &mut self,
         t: usize,
-        _: usize,
-        _: ScatterTimeInputs<&Shape>,
+        steps: usize,
+        s: ScatterTimeInputs<&Shape>,
         i: ScatterTimeInputs<Region>,
         o: ScatterTimeOutputs<Region>,
     ) -> Result<()> {
-        elementwise::scatter_time(self, t, i.x, o.out)
+        match i.lengths {
+            Some(lengths) => {
+                let (batch, width) = (s.x.dim(0), s.x.dim(1));
+                let n = steps::Steps {
+                    t,
+                    steps,
+                    batch,
+                    width,
+                };
+                steps::at_lengths(self, n, [i.x, lengths, o.out], true)
+            }
+            None => elementwise::scatter_time(self, t, i.x, o.out),
+        }
     }
 
     fn lstm_forward(

@@ -1,6 +1,7 @@
 // elementwise.wgsl: the elementwise kernels and the small data-movement ops, mirroring
 // tensorfit-cpu's kernels/elementwise.rs: binary, activation_forward, activation_backward,
-// sum_to_shape, fill, copy (also slice_time's kernel), scatter_time. Conventions:
+// sum_to_shape, fill, copy (also slice_time's kernel), scatter_time, copy_rows_at_step
+// (slice_time and scatter_time with lengths). Conventions:
 // common.wgsl.
 
 // Activation codes: 0 identity, 1 relu, 2 tanh, 3 sigmoid.
@@ -202,4 +203,36 @@ fn scatter_time(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         v = scatter_x[p.x_base + e - p.block];
     }
     scatter_out[p.out_base + e] = v;
+}
+
+// ---- copy_rows_at_step: for a padded batch (see tensorfit_core::seq_lengths::step_at),
+// copies row r of `src` to `dst` where the row's step min(t, L - 1) (L = lengths[r] in
+// 1..=steps) is `s`: slice_time with lengths (src is x at step s), scatter_time with
+// lengths (dst is out at step s). One launch per step and block of rows; rows of other
+// steps and of empty sequences are left alone.
+
+struct StepRowsParams {
+    src_base: u32, dst_base: u32, lengths_base: u32,
+    src_off: u32, dst_off: u32, first_row: u32, rows: u32, width: u32,
+    t: u32, s: u32, steps: u32,
+}
+
+@group(0) @binding(0) var<uniform> sr_p: StepRowsParams;
+@group(0) @binding(1) var<storage, read_write> sr_src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> sr_dst: array<f32>;
+@group(0) @binding(3) var<storage, read_write> sr_lengths: array<f32>;
+
+@compute @workgroup_size(WG)
+fn copy_rows_at_step(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = sr_p;
+    let i = flat_index(wid, nwg, lid);
+    if (i >= p.rows * p.width) {
+        return;
+    }
+    let len = sr_lengths[p.lengths_base + p.first_row + i / p.width];
+    if (len < 1.0 || len > f32(p.steps) || min(u32(len) - 1u, p.t) != p.s) {
+        return;
+    }
+    sr_dst[p.dst_base + p.dst_off + i] = sr_src[p.src_base + p.src_off + i];
 }

@@ -14,11 +14,17 @@
 // and hidden state: c = σ(f)·c_prev + σ(i)·tanh(g), h = σ(o)·tanh(c).
 // c_prev is read from `c_prev` (c0 or cells[t-1]), or from `c` itself when `prev_in_c`
 // is 1 (the running state c_n when the cells are not kept).
+// With `masked` = 1, `lengths` holds each row's sequence length (see
+// tensorfit_core::seq_lengths): a row past its end at step `t` carries its cell state and
+// gets y = 0 and zero gates, and a row whose sequence ends at `t` writes its h into `h_n`. With
+// `masked` = 0 neither binding is read.
 
 struct CellForwardParams {
     gates_base: u32, c_prev_base: u32, c_base: u32, y_base: u32, b_ih_base: u32, b_hh_base: u32,
+    lengths_base: u32, h_n_base: u32,
     rows: u32, hidden: u32,
     gates_off: u32, c_prev_off: u32, c_off: u32, y_off: u32, prev_in_c: u32,
+    masked: u32, t: u32, first_row: u32, h_n_off: u32,
 }
 
 @group(0) @binding(0) var<uniform> fwd_p: CellForwardParams;
@@ -28,6 +34,8 @@ struct CellForwardParams {
 @group(0) @binding(4) var<storage, read_write> fwd_y: array<f32>;
 @group(0) @binding(5) var<storage, read_write> fwd_b_ih: array<f32>;
 @group(0) @binding(6) var<storage, read_write> fwd_b_hh: array<f32>;
+@group(0) @binding(7) var<storage, read_write> fwd_lengths: array<f32>;
+@group(0) @binding(8) var<storage, read_write> fwd_h_n: array<f32>;
 
 fn pre_activation(p: CellForwardParams, at: u32, unit: u32) -> f32 {
     return fwd_gates[p.gates_base + at] + (fwd_b_ih[p.b_ih_base + unit] + fwd_b_hh[p.b_hh_base + unit]);
@@ -44,7 +52,27 @@ fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let h = p.hidden;
     let r = idx / h;
     let j = idx % h;
+    let s = r * h + j;
     let g = p.gates_off + r * 4u * h;
+    var len = 0.0;
+    if (p.masked == 1u) {
+        len = fwd_lengths[p.lengths_base + p.first_row + r];
+        if (f32(p.t) >= len) {
+            fwd_gates[p.gates_base + g + j] = 0.0;
+            fwd_gates[p.gates_base + g + h + j] = 0.0;
+            fwd_gates[p.gates_base + g + 2u * h + j] = 0.0;
+            fwd_gates[p.gates_base + g + 3u * h + j] = 0.0;
+            var c_prev: f32;
+            if (p.prev_in_c == 1u) {
+                c_prev = fwd_c[p.c_base + p.c_off + s];
+            } else {
+                c_prev = fwd_c_prev[p.c_prev_base + p.c_prev_off + s];
+            }
+            fwd_c[p.c_base + p.c_off + s] = c_prev;
+            fwd_y[p.y_base + p.y_off + s] = 0.0;
+            return;
+        }
+    }
     let i_gate = sigmoid_f(pre_activation(p, g + j, j));
     let f_gate = sigmoid_f(pre_activation(p, g + h + j, h + j));
     let g_gate = tanh_f(pre_activation(p, g + 2u * h + j, 2u * h + j));
@@ -53,7 +81,6 @@ fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     fwd_gates[p.gates_base + g + h + j] = f_gate;
     fwd_gates[p.gates_base + g + 2u * h + j] = g_gate;
     fwd_gates[p.gates_base + g + 3u * h + j] = o_gate;
-    let s = r * h + j;
     var c_prev: f32;
     if (p.prev_in_c == 1u) {
         c_prev = fwd_c[p.c_base + p.c_off + s];
@@ -62,7 +89,11 @@ fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     }
     let c = f_gate * c_prev + i_gate * g_gate;
     fwd_c[p.c_base + p.c_off + s] = c;
-    fwd_y[p.y_base + p.y_off + s] = o_gate * tanh_f(c);
+    let h_t = o_gate * tanh_f(c);
+    fwd_y[p.y_base + p.y_off + s] = h_t;
+    if (p.masked == 1u && f32(p.t + 1u) == len) {
+        fwd_h_n[p.h_n_base + p.h_n_off + s] = h_t;
+    }
 }
 
 // ---- lstm_backward_cell: from the activated gates of step t, c_t, c_{t-1}, the gradient
@@ -71,12 +102,16 @@ fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
 // gradient at c_{t-1}. With tc = tanh(c_t) and dh_total = dy + dh:
 // do = dh_total·tc, dc += dh_total·o·(1 - tc²), di = dc·g, df = dc·c_{t-1}, dg = dc·i,
 // each times its gate's derivative written with the gate's output; then dc = dc·f.
+// With `masked` = 1 (see tensorfit_core::seq_lengths): a row past its end at step `t`
+// gets zero dgates and keeps dc and dh; a row inside its sequence reads dh, then zeroes
+// it, for the step's GEMM to add dgates[t] · w_hh to.
 
 struct CellBackwardParams {
     gates_base: u32, c_base: u32, c_prev_base: u32, dy_base: u32, dh_base: u32, dc_base: u32,
-    dgates_base: u32,
+    dgates_base: u32, lengths_base: u32,
     rows: u32, hidden: u32,
     gates_off: u32, step_off: u32, c_prev_off: u32, state_off: u32,
+    masked: u32, t: u32, first_row: u32,
 }
 
 @group(0) @binding(0) var<uniform> bwd_p: CellBackwardParams;
@@ -87,6 +122,7 @@ struct CellBackwardParams {
 @group(0) @binding(5) var<storage, read_write> bwd_dh: array<f32>;
 @group(0) @binding(6) var<storage, read_write> bwd_dc: array<f32>;
 @group(0) @binding(7) var<storage, read_write> bwd_dgates: array<f32>;
+@group(0) @binding(8) var<storage, read_write> bwd_lengths: array<f32>;
 
 @compute @workgroup_size(WG)
 fn lstm_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -100,6 +136,13 @@ fn lstm_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     let r = idx / h;
     let j = idx % h;
     let g = p.gates_off + r * 4u * h;
+    if (p.masked == 1u && f32(p.t) >= bwd_lengths[p.lengths_base + p.first_row + r]) {
+        bwd_dgates[p.dgates_base + g + j] = 0.0;
+        bwd_dgates[p.dgates_base + g + h + j] = 0.0;
+        bwd_dgates[p.dgates_base + g + 2u * h + j] = 0.0;
+        bwd_dgates[p.dgates_base + g + 3u * h + j] = 0.0;
+        return;
+    }
     let i_gate = bwd_gates[p.gates_base + g + j];
     let f_gate = bwd_gates[p.gates_base + g + h + j];
     let g_gate = bwd_gates[p.gates_base + g + 2u * h + j];
@@ -114,4 +157,7 @@ fn lstm_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     bwd_dgates[p.dgates_base + g + 2u * h + j] = dc * i_gate * (1.0 - g_gate * g_gate);
     bwd_dgates[p.dgates_base + g + 3u * h + j] = dh_total * tc * o_gate * (1.0 - o_gate);
     bwd_dc[p.dc_base + p.state_off + s] = dc * f_gate;
+    if (p.masked == 1u) {
+        bwd_dh[p.dh_base + p.state_off + s] = 0.0;
+    }
 }

@@ -18,11 +18,12 @@
 //! Nothing is allocated inside the time loops.
 
 use rayon::prelude::*;
+use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::{LstmDims, Result};
 
 use super::{
-    backward_begins, forward_begins, forward_ends, weight_gradients, LstmBackwardInputs,
-    LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
+    backward_begins, forward_begins, forward_ends, hold_padded_dh, weight_gradients,
+    LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
 };
 use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
@@ -188,6 +189,7 @@ pub(crate) fn forward(
             let state = p * part * hidden..(p * part * hidden + c_run.len());
             let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
             let m = c_run.len() / hidden;
+            let lengths = RowLengths(inp.lengths).rows(p * part..p * part + m);
             // Where step `u`'s gates are formed: their own step when they are kept for
             // the backward, else (scratch, see `Op::output_is_scratch`) the slots of the
             // first `ahead` steps in turn, which stay in L2 instead of streaming the whole
@@ -225,25 +227,37 @@ pub(crate) fn forward(
                             }
                             None => &mut *c_run,
                         };
-                        cell_forward(gates_t, c_t, h_t, hidden);
+                        cell_forward(gates_t, c_t, h_t, hidden, (t, lengths));
                     }
                     Ok(())
                 },
             )
         })?;
 
-    forward_ends(d, out);
+    forward_ends(d, inp.lengths, out);
     Ok(())
 }
 
 /// One step's fused pass over one thread's rows: `gates_t` `[rows, 4H]` (pre-activations
 /// on entry, activated gates on exit), `c` `[rows, H]` (c_{t-1} on entry, c_t on exit)
-/// and `h` `[rows, H]` (h_t).
+/// and `h` `[rows, H]` (h_t). A row past its end at step `t` keeps its cell state and
+/// gets `h = 0` and zero gates.
 #[inline(always)]
-fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
+fn cell_forward(
+    gates_t: &mut [f32],
+    c: &mut [f32],
+    h: &mut [f32],
+    hidden: usize,
+    (t, lengths): (usize, RowLengths<'_>),
+) {
     let states = c.chunks_mut(hidden).zip(h.chunks_mut(hidden));
-    for (g, (c, h)) in gates_t.chunks_mut(4 * hidden).zip(states) {
-        cell_forward_row(g, c, h, hidden);
+    for (r, (g, (c, h))) in gates_t.chunks_mut(4 * hidden).zip(states).enumerate() {
+        if lengths.past_end(t, r) {
+            g.fill(0.0);
+            h.fill(0.0);
+        } else {
+            cell_forward_row(g, c, h, hidden);
+        }
     }
 }
 
@@ -348,6 +362,7 @@ pub(crate) fn backward(
         .try_for_each(|(p, (mut dg, (dh, dc)))| {
             let m = dh.len() / hidden;
             let (r0, r1) = (p * part, p * part + m);
+            let lengths = RowLengths(inp.lengths).rows(r0..r1);
             vectorize(
                 Some(token),
                 #[inline(always)]
@@ -370,9 +385,11 @@ pub(crate) fn backward(
                             hidden,
                         };
                         let dgates_t = &mut *dg[t];
-                        cell_backward(&saved, dc, dgates_t);
-                        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
-                        w_hh.gemm_rows(dgates_t, m, 0.0, dh)?;
+                        cell_backward(&saved, dc, dgates_t, (t, lengths));
+                        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1} (added,
+                        // with lengths, to the dh_n that padded rows carry).
+                        let beta = hold_padded_dh(lengths, t, dh, hidden);
+                        w_hh.gemm_rows(dgates_t, m, beta, dh)?;
                     }
                     Ok(())
                 },
@@ -396,12 +413,21 @@ struct StepSaved<'a> {
 
 /// One step's fused backward pass over one thread's rows: writes `dgates_t`
 /// `[rows, 4H]` and replaces `dc` (the gradient at c_t on entry) by the gradient at
-/// c_{t-1}.
+/// c_{t-1}. A row past its end at step `t` gets zero `dgates` and keeps its `dc`.
 #[inline(always)]
-fn cell_backward(s: &StepSaved<'_>, dc: &mut [f32], dgates_t: &mut [f32]) {
+fn cell_backward(
+    s: &StepSaved<'_>,
+    dc: &mut [f32],
+    dgates_t: &mut [f32],
+    (t, lengths): (usize, RowLengths<'_>),
+) {
     let h = s.hidden;
     for (r, (dg, dc)) in dgates_t.chunks_mut(4 * h).zip(dc.chunks_mut(h)).enumerate() {
-        cell_backward_row(s, r, dc, dg);
+        if lengths.past_end(t, r) {
+            dg.fill(0.0);
+        } else {
+            cell_backward_row(s, r, dc, dg);
+        }
     }
 }
 

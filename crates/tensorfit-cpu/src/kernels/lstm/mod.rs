@@ -29,9 +29,11 @@
 //! compiler vectorises the row loops), with separate multiplies and adds.
 
 use rayon::prelude::*;
+use tensorfit_core::seq_lengths::{self, RowLengths};
 use tensorfit_core::tokens::check_ids;
 use tensorfit_core::{args, LstmDims, Result};
 
+use super::at_lengths::gather_steps;
 use super::elementwise::sum_to_shape;
 use super::fastmath::{self, Separate};
 use super::gather::{gather, scatter_add};
@@ -96,6 +98,7 @@ pub fn forward_on(
 ) -> Result<()> {
     check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
     check_tokens(d, inp.x)?;
+    check_steps(d, inp.lengths)?;
     match token {
         Some(token) => fast::forward(token, d, inp, out),
         None => forward_steps(d, inp, out),
@@ -111,6 +114,7 @@ pub fn backward_on(
 ) -> Result<()> {
     check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
     check_tokens(d, inp.x)?;
+    check_steps(d, inp.lengths)?;
     match token {
         Some(token) => fast::backward(token, d, inp, out),
         None => backward_steps(d, inp, out),
@@ -126,6 +130,15 @@ fn check_tokens(d: LstmDims, x: &[f32]) -> Result<()> {
     Ok(())
 }
 
+/// Every sequence length, if given, must be a whole number of steps in `0..=T` (see
+/// `tensorfit_core::seq_lengths`).
+fn check_steps(d: LstmDims, lengths: Option<&[f32]>) -> Result<()> {
+    match lengths {
+        Some(l) => seq_lengths::check_lengths("lengths", l, d.steps),
+        None => Ok(()),
+    }
+}
+
 /// What both forward paths do first: the final state starts as the initial one (`c_n` is
 /// the running cell state when the cells are not kept: on entry to step t it holds
 /// c_{t-1}). False when no step runs, which leaves it at that.
@@ -139,10 +152,15 @@ fn forward_begins(
     !d.is_empty()
 }
 
-/// What both forward paths do last: the final state is the last step's.
-fn forward_ends(d: LstmDims, out: LstmForwardOutputs<'_>) {
+/// What both forward paths do last: the final state is the last step's, or with
+/// `lengths` each row's at its own last step (`h0` for an empty sequence; the cells
+/// carried past the end already hold it).
+fn forward_ends(d: LstmDims, lengths: Option<&[f32]>, out: LstmForwardOutputs<'_>) {
     let last = (d.steps - 1) * d.step_state()..d.steps * d.step_state();
-    out.h_n.copy_from_slice(&out.y[last.clone()]);
+    match lengths {
+        Some(l) => gather_steps(d.steps - 1, l, out.y, out.h_n),
+        None => out.h_n.copy_from_slice(&out.y[last.clone()]),
+    }
     if let Some(cells) = out.cells {
         out.c_n.copy_from_slice(&cells[last]);
     }
@@ -207,10 +225,11 @@ fn forward_steps(
             }
             None => &mut *out.c_n,
         };
-        cell_forward(gates_t, c_t, &mut y_from_t[..step_h], hidden);
+        let rows = RowLengths(inp.lengths);
+        cell_forward(gates_t, c_t, &mut y_from_t[..step_h], hidden, (t, rows));
     }
 
-    forward_ends(d, out);
+    forward_ends(d, inp.lengths, out);
     Ok(())
 }
 
@@ -231,10 +250,25 @@ fn input_projection(d: LstmDims, x: &[f32], w_ih: &[f32], gates: &mut [f32]) -> 
     )
 }
 
+/// One row's gates, cell state and hidden state, as the fused pass walks them.
+type GatesCellHidden<'a> = ((&'a mut [f32], &'a mut [f32]), &'a mut [f32]);
+
 /// One step's fused pass over all rows: `gates_t` `[B, 4H]` (pre-activations on entry,
 /// activated gates on exit), `c` `[B, H]` (c_{t-1} on entry, c_t on exit), `h` (h_t).
-fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
-    let row = |((g, c), h): ((&mut [f32], &mut [f32]), &mut [f32])| {
+/// A row past its end at step `t` keeps its cell state and gets `h = 0` and zero gates.
+fn cell_forward(
+    gates_t: &mut [f32],
+    c: &mut [f32],
+    h: &mut [f32],
+    hidden: usize,
+    (t, lengths): (usize, RowLengths<'_>),
+) {
+    let row = |(r, ((g, c), h)): (usize, GatesCellHidden<'_>)| {
+        if lengths.past_end(t, r) {
+            g.fill(0.0);
+            h.fill(0.0);
+            return;
+        }
         let (i, rest) = g.split_at_mut(hidden);
         let (f, rest) = rest.split_at_mut(hidden);
         let (g, o) = rest.split_at_mut(hidden);
@@ -246,12 +280,12 @@ fn cell_forward(gates_t: &mut [f32], c: &mut [f32], h: &mut [f32], hidden: usize
     };
     if gates_t.len() < PARALLEL_MIN_ELEMENTS {
         let rows = gates_t.chunks_mut(4 * hidden).zip(c.chunks_mut(hidden));
-        rows.zip(h.chunks_mut(hidden)).for_each(row);
+        rows.zip(h.chunks_mut(hidden)).enumerate().for_each(row);
     } else {
         let rows = gates_t
             .par_chunks_mut(4 * hidden)
             .zip(c.par_chunks_mut(hidden));
-        rows.zip(h.par_chunks_mut(hidden)).for_each(row);
+        rows.zip(h.par_chunks_mut(hidden)).enumerate().for_each(row);
     }
 }
 
@@ -335,14 +369,33 @@ fn backward_steps(
             &inp.dy[at(hidden, t)],
         ];
         let dgates_t = &mut dgates[at(h4, t)];
-        cell_backward(saved, dh, dc, dgates_t, hidden);
-        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
+        let rows = RowLengths(inp.lengths);
+        cell_backward(saved, dh, dc, dgates_t, hidden, (t, rows));
+        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1} (added, with lengths,
+        // to the dh_n that padded rows carry).
         let dgates_t = mat(dgates_t, batch, h4)?;
-        gemm(1.0, dgates_t, w_hh, 0.0, &mut mat_mut(dh, batch, hidden)?)?;
+        let beta = hold_padded_dh(rows, t, dh, hidden);
+        gemm(1.0, dgates_t, w_hh, beta, &mut mat_mut(dh, batch, hidden)?)?;
     }
 
     // 2. The weight gradients over all steps at once.
     weight_gradients(d, inp, dgates, grads)
+}
+
+/// Before step `t`'s GEMM `dh = dgates[t] · w_hh`: with lengths, zeroes the running
+/// `dh` of the rows inside their sequence (read by the step already) and returns the
+/// GEMM's β = 1, so that padded rows, whose `dgates` are zero, carry their `dh_n` to
+/// their last step (see `tensorfit_core::seq_lengths`); β = 0 without.
+pub(crate) fn hold_padded_dh(rows: RowLengths<'_>, t: usize, dh: &mut [f32], hidden: usize) -> f32 {
+    if rows.0.is_none() {
+        return 0.0;
+    }
+    for (r, dh) in dh.chunks_mut(hidden).enumerate() {
+        if !rows.past_end(t, r) {
+            dh.fill(0.0);
+        }
+    }
+    1.0
 }
 
 /// One step's fused backward pass over all rows. `saved` holds the step's activated
@@ -352,16 +405,22 @@ fn backward_steps(
 /// `tc = tanh(c_t)`: `dh_total = dy + dh`, `do = dh_total·tc`,
 /// `dc += dh_total·o·(1 - tc²)`, `di = dc·g`, `df = dc·c_{t-1}`, `dg = dc·i`; the
 /// pre-activation gradients are those times σ' or tanh' written with the outputs;
-/// finally `dc = dc·f` flows to c_{t-1}.
+/// finally `dc = dc·f` flows to c_{t-1}. A row past its end at step `t` gets zero
+/// `dgates` and keeps its `dc`.
 fn cell_backward(
     [gates, c, c_prev, dy]: [&[f32]; 4],
     dh: &[f32],
     dc: &mut [f32],
     dgates_t: &mut [f32],
     hidden: usize,
+    (t, lengths): (usize, RowLengths<'_>),
 ) {
     let per_row = dgates_t.chunks_mut(4 * hidden).zip(dc.chunks_mut(hidden));
     for (r, (dg, dc)) in per_row.enumerate() {
+        if lengths.past_end(t, r) {
+            dg.fill(0.0);
+            continue;
+        }
         let state = r * hidden..(r + 1) * hidden;
         let (c, c_prev) = (&c[state.clone()], &c_prev[state.clone()]);
         let (dy, dh) = (&dy[state.clone()], &dh[state]);

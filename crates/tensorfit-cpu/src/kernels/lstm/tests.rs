@@ -113,6 +113,7 @@ impl Layer {
             w_hh: &self.w_hh,
             b_ih: &self.b_ih,
             b_hh: &self.b_hh,
+            lengths: None,
         }
     }
 }
@@ -191,6 +192,7 @@ fn wrong_lengths_are_errors() {
         w_hh: &v[..4],
         b_ih: &v[..4],
         b_hh: &v[..4],
+        lengths: None,
     };
     let (mut y, mut hn, mut cn, mut g) = ([0.0; 2], [0.0], [0.0], [0.0; 8]);
     let out = LstmForwardOutputs {
@@ -293,6 +295,7 @@ fn backward_inputs<'a>(
         dy,
         dh_n,
         dc_n,
+        lengths: inp.lengths,
     }
 }
 
@@ -425,3 +428,5 @@ fn a_token_id_outside_the_vocabulary_is_an_error_naming_step_and_row() {
     let err = lstm_forward(d, &layer.inputs(), out).unwrap_err();
     assert!(err.to_string().contains("step 1, batch row 1"), "{err}");
 }
+
+mod lengths;

@@ -1,0 +1,142 @@
+//! What per-sequence lengths cost a 3-layer LSTM stack (input 152, the seed's) in
+//! training on the CPU backend: the forward that keeps what backward needs, the read of
+//! the last step, and the backward of `sum(last · R)` to every weight, as one program,
+//! in three variants built side by side and timed in turns (so the machine's drift hits
+//! all three alike):
+//! - `none`: no lengths (the op without its optional input);
+//! - `full`: lengths given, every one `T` (the masking checks run, nothing is masked);
+//! - `ragged`: lengths drawn uniformly from `10..=T`, each row's own last step read.
+//!
+//! Prints one JSON line per variant: `{"variant", "batch", "steps", "hidden", "ms"}`,
+//! `ms` the median of `--rounds` turns after two warm-ups.
+//!
+//!   cargo bench --bench masking_cpu -- --rounds 15 --shape 32:100:250
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use tensorfit::core::args::SliceTimeInputs;
+use tensorfit::core::{backward, Backend, Executable, Graph, Op, Rng, TensorId};
+use tensorfit::cpu::CpuBackend;
+use tensorfit::nn::layers::{Lstm, LstmInput};
+
+const INPUT: usize = 152;
+const LAYERS: usize = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Variant {
+    None,
+    Full,
+    Ragged,
+}
+
+/// The training program of one variant, its inputs written.
+fn program(
+    v: Variant,
+    batch: usize,
+    steps: usize,
+    hidden: usize,
+) -> Result<(Executable, CpuBackend)> {
+    let lstm = Lstm {
+        input: INPUT,
+        hidden,
+        layers: LAYERS,
+        input_kind: LstmInput::Features,
+    };
+    let mut g = Graph::new();
+    let weights: Vec<_> = (lstm.specs().iter())
+        .map(|spec| spec.map(|s| g.input(&s.name, s.shape.clone())))
+        .collect();
+    let padded = v != Variant::None;
+    let stack = lstm.stack_at_lengths(&mut g, &weights, (batch, steps), true, padded)?;
+    let mut leaves: Vec<TensorId> = weights
+        .iter()
+        .flat_map(|k| [k.w_ih, k.w_hh, k.b_ih, k.b_hh])
+        .collect();
+    let wrt = leaves.clone();
+    leaves.push(stack.x);
+    leaves.extend(stack.h0.iter().chain(&stack.c0));
+    let inputs = SliceTimeInputs {
+        x: stack.y,
+        lengths: stack.lengths,
+    };
+    let last = g.apply("last", Op::SliceTime { t: steps - 1 }, inputs)?.out;
+    let upstream = g.input("upstream", lstm.state_shape(batch));
+    leaves.push(upstream);
+    backward(&mut g, &[(last, upstream)], &wrt)?;
+    let shapes: Vec<usize> = leaves.iter().map(|&t| g.shape(t).numel()).collect();
+    let mut be = CpuBackend::new();
+    let exe = Executable::new(g, &mut be, HashMap::new())?;
+    let mut rng = Rng::new(7);
+    for (&t, &n) in leaves.iter().zip(&shapes) {
+        let values: Vec<f32> = (0..n).map(|_| rng.uniform_range(-0.06, 0.06)).collect();
+        exe.write(&mut be, t, &values)?;
+    }
+    if let Some(t) = stack.lengths {
+        let lengths: Vec<f32> = (0..batch)
+            .map(|_| match v {
+                Variant::Ragged => rng
+                    .uniform_range(10.0, steps as f32 + 1.0)
+                    .floor()
+                    .min(steps as f32),
+                _ => steps as f32,
+            })
+            .collect();
+        exe.write(&mut be, t, &lengths)?;
+    }
+    Ok((exe, be))
+}
+
+fn main() -> Result<()> {
+    let mut rounds = 15;
+    let mut shape = "32:100:250".to_string();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--rounds" => rounds = args.next().context("--rounds needs a count")?.parse()?,
+            "--shape" => shape = args.next().context("--shape needs batch:steps:hidden")?,
+            // cargo bench passes --bench to every bench binary.
+            "--bench" => {}
+            other => bail!("unknown argument `{other}`"),
+        }
+    }
+    let sizes: Vec<usize> = shape
+        .split(':')
+        .map(|v| {
+            v.parse()
+                .with_context(|| format!("--shape `{shape}`: `{v}`"))
+        })
+        .collect::<Result<_>>()?;
+    let [batch, steps, hidden] = sizes[..] else {
+        bail!("--shape `{shape}`: expected batch:steps:hidden");
+    };
+    if steps < 10 {
+        bail!("--shape `{shape}`: the ragged variant draws lengths from 10..=T, so T must be at least 10");
+    }
+    let variants = [Variant::None, Variant::Full, Variant::Ragged];
+    let mut programs = variants
+        .iter()
+        .map(|&v| program(v, batch, steps, hidden))
+        .collect::<Result<Vec<_>>>()?;
+    let mut ms = vec![Vec::new(); variants.len()];
+    for round in 0..rounds + 2 {
+        for ((exe, be), times) in programs.iter_mut().zip(&mut ms) {
+            let t0 = Instant::now();
+            exe.run(be)?;
+            be.synchronize()?;
+            if round >= 2 {
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    for (v, mut times) in variants.iter().zip(ms) {
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        println!(
+            "{{\"variant\": \"{}\", \"batch\": {batch}, \"steps\": {steps}, \"hidden\": {hidden}, \"ms\": {median:.3}}}",
+            format!("{v:?}").to_lowercase()
+        );
+    }
+    Ok(())
+}
