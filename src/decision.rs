@@ -38,6 +38,9 @@ pub struct Request {
     pub caps: MemoryCaps,
     /// Devices not to use (set after a device was lost).
     pub exclude: Vec<DeviceKind>,
+    /// Host bytes of the batches a file reader holds ahead (`HostNeed::read_ahead`); 0
+    /// when the inputs are made in memory.
+    pub read_ahead_bytes: u64,
 }
 
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
@@ -92,7 +95,7 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(&req.cfg, req.job)?;
+    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {

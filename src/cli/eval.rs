@@ -1,14 +1,17 @@
-//! `tensorfit eval`: a model on held-out sequences of the built-in task.
+//! `tensorfit eval`: a model on held-out sequences of the built-in task, or on every
+//! sequence of a data file (`--data`).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{Job, OptimConfig, TemporalOrder};
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
 use tensorfit::session::format_seconds;
 
+use super::data_args::DataArgs;
+use super::files_eval::{self, first_job};
 use super::{
     begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit, Model,
 };
@@ -23,21 +26,26 @@ pub struct EvalArgs {
     checkpoint: Option<PathBuf>,
     #[command(flatten)]
     dev: DeviceArgs,
-    /// Sequences to evaluate.
+    /// Sequences to evaluate (with --data: sequences per batch).
     #[arg(long, default_value_t = 100)]
     batch: usize,
     /// Time steps per sequence.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, conflicts_with = "data")]
     seq_len: usize,
     /// Seed of the held-out data.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, conflicts_with = "data")]
     seed: u64,
+    #[command(flatten)]
+    data: DataArgs,
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(a: EvalArgs) -> Result<Exit> {
     let (cfg, params) = load_model(a.checkpoint.as_deref(), a.model)?;
+    if a.data.path().is_some() {
+        return eval_files(&a, cfg, &params);
+    }
     check_task(&cfg)?;
     let job = Job::Eval {
         batch: a.batch,
@@ -63,6 +71,47 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
             format_seconds(secs),
             report.loss,
             100.0 * report.accuracy
+        );
+        print_memory(&session);
+    }
+    Ok(Exit::Success)
+}
+
+/// `eval --data`: every sequence of the file, in batches of one length.
+fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
+    let Some(files) = a.data.open(&cfg).context("--data")? else {
+        bail!("--data is missing");
+    };
+    let all: Vec<usize> = (0..files.dataset().sequences).collect();
+    let order = files.order(&all, a.batch, None)?;
+    let job = first_job(&files, &order);
+    let mut req = request(
+        cfg,
+        job,
+        files.dataset().max_len,
+        OptimConfig::default(),
+        &a.dev,
+    )?;
+    req.read_ahead_bytes = files.read_ahead_bytes(a.batch);
+    let (_, mut session) = begin(&req, params, a.json)?;
+    let t = Instant::now();
+    let scores = files_eval::eval(&mut session, &files, order)?;
+    let secs = t.elapsed().as_secs_f64();
+    if a.json {
+        let mut out = summary(&session);
+        out["loss"] = json!(scores.loss);
+        out["accuracy"] = json!(scores.accuracy);
+        out["sequences"] = json!(scores.sequences);
+        out["seconds"] = json!(secs);
+        outln!("{out}");
+    } else {
+        errln!(
+            "evaluated {} sequences of {} in {}: loss {:.4}, accuracy {:.1}%",
+            scores.sequences,
+            files.path.display(),
+            format_seconds(secs),
+            scores.loss,
+            100.0 * scores.accuracy
         );
         print_memory(&session);
     }

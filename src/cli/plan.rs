@@ -10,12 +10,14 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::assume;
 use tensorfit::devices::{discover, DeviceStatus};
+use tensorfit::host_budget::HostNeed;
 use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
 use tensorfit::nn::{Job, OptimConfig};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
 
+use super::data_args::{read_settings, DataSource};
 use super::{request, DeviceArgs, Exit, JobMode, Model};
 
 #[derive(Args, Clone, Debug)]
@@ -26,7 +28,7 @@ pub struct PlanArgs {
     mode: JobMode,
     #[arg(long, default_value_t = 100)]
     batch: usize,
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, conflicts_with = "data")]
     seq_len: usize,
     /// Truncated-BPTT length (training).
     #[arg(long, default_value_t = 50)]
@@ -52,22 +54,35 @@ pub struct PlanArgs {
     full: bool,
     #[arg(long)]
     json: bool,
+    /// With --data: the sequence length is the file's longest, and the batches its reader
+    /// holds ahead join the host memory (shown below the plan).
+    #[command(flatten)]
+    data: DataSource,
 }
 
 pub fn run(a: PlanArgs) -> Result<Exit> {
     let cfg = a.model.config();
+    let files = a
+        .data
+        .open(&cfg, &read_settings(&cfg, None, false))
+        .context("--data")?;
+    let seq_len = files.as_ref().map_or(a.seq_len, |f| f.dataset().max_len);
     let job = match a.mode {
         JobMode::Train => Job::Train {
             batch: a.batch,
-            seq_len: a.seq_len,
+            seq_len,
             eval: None,
         },
         JobMode::Infer => Job::Eval {
             batch: a.batch,
-            seq_len: a.seq_len,
+            seq_len,
         },
     };
-    let req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
+    let mut req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
+    if let Some(f) = &files {
+        req.read_ahead_bytes = f.read_ahead_bytes(a.batch);
+    }
+    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?;
     let assumed = assume::parse(&a.assume)?;
     // Before any planning: a picture that cannot be written is refused at once.
     if let Some(path) = &a.plot {
@@ -105,6 +120,14 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         if let Some(Choice { plan, .. }) = decision.chosen() {
             v["plan"] = plan.to_json();
         }
+        if files.is_some() {
+            v["host"] = json!({
+                "inputs_bytes": host.inputs,
+                "state_bytes": host.state,
+                "read_ahead_bytes": host.read_ahead,
+                "bytes": host.bytes(),
+            });
+        }
         outln!("{v}");
     } else {
         out!("{}", decision.table());
@@ -133,6 +156,19 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
             if a.mode == JobMode::Train {
                 outln!("training memory depends on --batch and --tbptt; gradient accumulation over micro-batches is not offered because the model has BatchNorm in training mode (it would change the batch statistics)");
             }
+        }
+        if let Some(f) = &files {
+            outln!(
+                "host memory outside the device: {} (input batch {}, copies of the training state {}, batches read ahead from {}: {}, {} + 2 batches of {} sequences of up to {} steps)",
+                format_bytes(host.bytes()),
+                format_bytes(host.inputs),
+                format_bytes(host.state),
+                f.path.display(),
+                format_bytes(host.read_ahead),
+                f.read_ahead,
+                a.batch,
+                seq_len
+            );
         }
         outln!("planned in {}", format_seconds(secs));
     }
