@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::data::split;
@@ -186,7 +187,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             a.fit.epochs
         );
     }
-    let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
     let mut step = 0u64;
     let mut watch = Watch {
@@ -199,7 +199,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         last: None,
         metrics,
         json: a.json,
-        tty,
+        bar: None,
         started,
     };
     let mut interrupted: Option<Signal> = None;
@@ -209,9 +209,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         } else {
             epoch_order(epoch)?
         };
-        let epoch_start = Instant::now();
+        watch.start_epoch(epoch + 1, a.fit.epochs, steps_per_epoch);
         let mut validated_at = None;
-        for (k, batch) in files.batches(order)?.enumerate() {
+        for batch in files.batches(order)? {
             if let Some(signal) = interrupts.received() {
                 interrupted = Some(signal);
                 break 'epochs;
@@ -234,21 +234,11 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             step += 1;
             watch.loss_sum += report.loss as f64;
             watch.loss_count += 1;
-            if !a.json {
-                let done = k as u64 + 1;
-                let eta = epoch_start.elapsed().as_secs_f64() / done as f64
-                    * (steps_per_epoch.saturating_sub(done)) as f64;
-                let line = format!(
-                    "epoch {}/{} step {done}/{steps_per_epoch}  loss {:.4}  ETA {eta:.0} s",
-                    epoch + 1,
-                    a.fit.epochs,
-                    report.loss
-                );
-                if tty {
-                    err!("\r{line}\x1b[K");
-                }
+            if let Some(bar) = &watch.bar {
+                bar.set_message(format!("loss {:.4}", report.loss));
+                bar.inc(1);
             }
-            if a.eval_every > 0 && step % a.eval_every == 0 {
+            if a.eval_every > 0 && step.is_multiple_of(a.eval_every) {
                 if let Some(v) = &val {
                     validated_at = Some(step);
                     let scores = validate(&mut session, v)?;
@@ -267,15 +257,20 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 }
             }
             Some(_) => {}
-            None if !a.json => errln!(
-                "{}epoch {}/{} done: train loss {:.4}",
-                if tty { "\r" } else { "" },
-                epoch + 1,
-                a.fit.epochs,
-                watch.take_train_loss()
-            ),
+            None if !a.json => {
+                let line = format!(
+                    "epoch {}/{} done: train loss {:.4}",
+                    epoch + 1,
+                    a.fit.epochs,
+                    watch.take_train_loss()
+                );
+                watch.say(&line);
+            }
             None => {}
         }
+    }
+    if let Some(bar) = &watch.bar {
+        bar.finish_and_clear();
     }
     // Without validation the outputs get the last state; with it they hold the best.
     let Watch {
@@ -366,11 +361,38 @@ struct Watch {
     last: Option<Scores>,
     metrics: Option<(PathBuf, File)>,
     json: bool,
-    tty: bool,
+    /// On a terminal: the epoch's progress bar with its ETA.
+    bar: Option<ProgressBar>,
     started: Instant,
 }
 
 impl Watch {
+    /// A new bar for epoch `epoch` of `epochs` when stderr is a terminal (and not --json).
+    fn start_epoch(&mut self, epoch: u64, epochs: u64, steps: u64) {
+        if let Some(old) = self.bar.take() {
+            old.finish_and_clear();
+        }
+        if self.json || !std::io::stderr().is_terminal() {
+            return;
+        }
+        let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "epoch {prefix} [{bar:30}] {pos}/{len} steps, ETA {eta}  {msg}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(format!("{epoch}/{epochs}"));
+        self.bar = Some(bar);
+    }
+
+    /// A line for people: above the bar on a terminal, on stderr otherwise.
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => errln!("{line}"),
+        }
+    }
+
     /// The mean training loss since the last call.
     fn take_train_loss(&mut self) -> f32 {
         let mean = self.loss_sum / self.loss_count.max(1) as f64;
@@ -413,13 +435,12 @@ impl Watch {
         if self.json {
             outln!("{line}");
         } else {
-            errln!(
-                "{}epoch {epoch} step {step}: train loss {train_loss:.4}, validation loss {:.4}, accuracy {:.1}%{}",
-                if self.tty { "\r" } else { "" },
+            self.say(&format!(
+                "epoch {epoch} step {step}: train loss {train_loss:.4}, validation loss {:.4}, accuracy {:.1}%{}",
                 scores.loss,
                 100.0 * scores.accuracy,
                 if improved { " (best so far: saved)" } else { "" }
-            );
+            ));
         }
         self.stopped_early = self.patience.is_some_and(|p| self.since_best >= p);
         Ok(self.stopped_early)
