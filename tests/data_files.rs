@@ -115,6 +115,22 @@ fn a_classifier_trains_from_safetensors_to_full_accuracy_on_its_sequences() {
     assert!(accuracy >= 0.99, "accuracy {accuracy}");
 }
 
+/// The ids (metadata) and probabilities [N, 3] of a file `predict --data` wrote.
+fn read_predictions(path: &Path) -> (Vec<String>, Vec<f32>) {
+    let bytes = std::fs::read(path).unwrap();
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let ids = serde_json::from_str(&meta.metadata().as_ref().unwrap()["ids"]).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let p = st.tensor("probabilities").unwrap();
+    assert_eq!(p.shape()[1], 3);
+    let values = p
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    (ids, values)
+}
+
 #[test]
 fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
     let dir = scratch("predict");
@@ -137,20 +153,11 @@ fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
         ]),
         "predict --data",
     );
-    let bytes = std::fs::read(&out).unwrap();
-    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
-    let ids: Vec<String> = serde_json::from_str(&meta.metadata().as_ref().unwrap()["ids"]).unwrap();
+    let (ids, values) = read_predictions(&out);
     // DL4J's files in the order of their numbers, each row its file's number.
     let want: Vec<String> = (0..12).map(|i| i.to_string()).collect();
     assert_eq!(ids, want);
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let p = st.tensor("probabilities").unwrap();
-    assert_eq!(p.shape(), [12, 3]);
-    let values: Vec<f32> = p
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect();
+    assert_eq!(values.len(), 12 * 3);
     for row in values.chunks(3) {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{row:?}");
     }
@@ -170,15 +177,7 @@ fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
         ]),
         "predict --data (safetensors)",
     );
-    let bytes2 = std::fs::read(&out2).unwrap();
-    let st2 = safetensors::SafeTensors::deserialize(&bytes2).unwrap();
-    let values2: Vec<f32> = st2
-        .tensor("probabilities")
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect();
+    let (_, values2) = read_predictions(&out2);
     common::assert_close("probabilities", &values2, &values, 1e-4, 1e-3);
 }
 

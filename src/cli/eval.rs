@@ -4,14 +4,14 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
 use tensorfit::session::format_seconds;
 
 use super::data_args::DataArgs;
-use super::files_eval::{self, first_job};
+use super::files_eval;
 use super::{
     begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit, Model,
 };
@@ -79,21 +79,8 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
 
 /// `eval --data`: every sequence of the file, in batches of one length.
 fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
-    let Some(files) = a.data.open(&cfg).context("--data")? else {
-        bail!("--data is missing");
-    };
-    let all: Vec<usize> = (0..files.dataset().sequences).collect();
-    let order = files.order(&all, a.batch, None)?;
-    let job = first_job(&files, &order);
-    let mut req = request(
-        cfg,
-        job,
-        files.dataset().max_len,
-        OptimConfig::default(),
-        &a.dev,
-    )?;
-    req.read_ahead_bytes = files.read_ahead_bytes(a.batch);
-    let (_, mut session) = begin(&req, params, a.json)?;
+    let (files, order, mut session) =
+        files_eval::start(&a.data, cfg, params, a.batch, &a.dev, a.json)?;
     let t = Instant::now();
     let scores = files_eval::eval(&mut session, &files, order)?;
     let secs = t.elapsed().as_secs_f64();

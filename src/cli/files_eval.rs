@@ -4,14 +4,15 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::atomic_file::write_atomic;
-use tensorfit::nn::{Job, ParamStore};
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::Session;
 
-use super::data_args::{trainer_inputs, Files};
+use super::data_args::{trainer_inputs, DataArgs, Files};
+use super::{begin, request, DeviceArgs};
 
 /// Mean loss and accuracy over a set of sequences.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,12 +57,40 @@ pub fn eval_job(batch: usize, seq_len: usize) -> Job {
 }
 
 /// The first batch's job of `order` (the session is planned for it first).
-pub fn first_job(files: &Files, order: &[Vec<usize>]) -> Job {
+fn first_job(files: &Files, order: &[Vec<usize>]) -> Job {
     let lengths = files.source.lengths();
     let (batch, steps) = order
         .first()
         .map_or((1, 1), |b| (b.len(), b.first().map_or(1, |&i| lengths[i])));
     eval_job(batch, steps)
+}
+
+/// Opens `--data` for `cfg` and starts the inference session of its first batch: the
+/// file, its batches (of one length each, file order within a length) and the session.
+pub fn start(
+    data: &DataArgs,
+    cfg: ModelDescription,
+    params: &ParamStore,
+    batch: usize,
+    dev: &DeviceArgs,
+    quiet: bool,
+) -> Result<(Files, Vec<Vec<usize>>, Session)> {
+    let Some(files) = data.open(&cfg).context("--data")? else {
+        bail!("--data is missing");
+    };
+    let all: Vec<usize> = (0..files.dataset().sequences).collect();
+    let order = files.order(&all, batch, None)?;
+    let max_len = files.dataset().max_len;
+    let mut req = request(
+        cfg,
+        first_job(&files, &order),
+        max_len,
+        OptimConfig::default(),
+        dev,
+    )?;
+    req.read_ahead_bytes = files.read_ahead_bytes(batch);
+    let (_, session) = begin(&req, params, quiet)?;
+    Ok((files, order, session))
 }
 
 /// `eval --data`: loss and accuracy over every sequence of the file.

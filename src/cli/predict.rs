@@ -13,7 +13,7 @@ use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::plan::format_bytes;
 
 use super::data_args::DataArgs;
-use super::files_eval::{self, first_job};
+use super::files_eval;
 use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, Model};
 
 #[derive(Args, Clone, Debug)]
@@ -120,21 +120,8 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
 
 /// `predict --data`: every sequence of the file, in batches of one length.
 fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
-    let Some(files) = a.data.open(&cfg).context("--data")? else {
-        bail!("--data is missing");
-    };
-    let all: Vec<usize> = (0..files.dataset().sequences).collect();
-    let order = files.order(&all, a.batch, None)?;
-    let job = first_job(&files, &order);
-    let mut req = request(
-        cfg,
-        job,
-        files.dataset().max_len,
-        OptimConfig::default(),
-        &a.dev,
-    )?;
-    req.read_ahead_bytes = files.read_ahead_bytes(a.batch);
-    let (_, mut session) = begin(&req, params, a.json)?;
+    let (files, order, mut session) =
+        files_eval::start(&a.data, cfg, params, a.batch, &a.dev, a.json)?;
     let scores = files_eval::predict(&mut session, &files, order, &a.output)?;
     if a.json {
         let mut out = summary(&session);
