@@ -174,7 +174,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     if !a.json {
         errln!(
-            "training ({} parameters) on {}: {} sequences ({} of them for validation{}), batch {}, {} epochs of {steps_per_epoch} steps, batches of one length each",
+            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps, batches of one length each",
             cfg.trainable_parameters()?,
             files.path.display(),
             train.len(),
