@@ -38,8 +38,8 @@ pub struct Request {
     pub caps: MemoryCaps,
     /// Devices not to use (set after a device was lost).
     pub exclude: Vec<DeviceKind>,
-    /// Host bytes of the batches a file reader holds ahead (`HostNeed::read_ahead`); 0
-    /// when the inputs are made in memory.
+    /// Host bytes of the batches a file reader holds besides the one in use
+    /// (`HostNeed::read_ahead`); 0 when the inputs are made in memory.
     pub read_ahead_bytes: u64,
 }
 

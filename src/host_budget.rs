@@ -27,8 +27,8 @@ pub struct HostNeed {
     pub inputs: u64,
     /// Copies of the training state (parameters, Adam's moments, running statistics).
     pub state: u64,
-    /// Batches read from files and not yet trained on: `(read_ahead + 2) ×
-    /// max_batch_bytes` (docs/data.md); 0 for inputs made in memory.
+    /// Batches read from files besides the one in use (which `inputs` counts): up to
+    /// `(read_ahead + 1) × max_batch_bytes` (docs/data.md); 0 for inputs made in memory.
     pub read_ahead: u64,
 }
 

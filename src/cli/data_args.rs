@@ -29,7 +29,7 @@ pub struct DataSource {
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
     /// Batches the background reader prepares ahead of the one in use; the host memory of
-    /// (N + 2) batches is part of the plan.
+    /// the N + 1 batches it may hold (one more it is building) is part of the plan.
     #[arg(long, value_name = "N", default_value_t = 2, requires = "data")]
     pub read_ahead: usize,
 }
@@ -188,11 +188,14 @@ impl Files {
         self.source.dataset()
     }
 
-    /// The host bytes of the batches of `batch` sequences its reader may hold: at most
-    /// `read_ahead + 2` batches exist at once (docs/data.md).
-    pub fn read_ahead_bytes(&self, batch: usize) -> u64 {
+    /// The host bytes of the batches of `batch` sequences its reader may hold besides the
+    /// one in use (which `HostNeed::inputs` counts): of the `read_ahead + 2` batches that
+    /// exist at once (docs/data.md), `read_ahead + 1`, and never more than the other
+    /// batches of an epoch of `batches`.
+    pub fn read_ahead_bytes(&self, batch: usize, batches: usize) -> u64 {
         let per_batch = max_batch_bytes(self.dataset(), batch) as u64;
-        per_batch.saturating_mul(self.read_ahead as u64 + 2)
+        let held = (self.read_ahead + 1).min(batches.saturating_sub(1));
+        per_batch.saturating_mul(held as u64)
     }
 
     /// The batches of `indices` of one length each, shuffled from `seed` when given, in

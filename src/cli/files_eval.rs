@@ -88,7 +88,7 @@ pub fn start(
         OptimConfig::default(),
         dev,
     )?;
-    req.read_ahead_bytes = files.read_ahead_bytes(batch);
+    req.read_ahead_bytes = files.read_ahead_bytes(batch, order.len());
     let (_, session) = begin(&req, params, quiet)?;
     Ok((files, order, session))
 }

@@ -141,9 +141,10 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             .and_then(|v| shape(&v.order, v.files.source.lengths())),
     };
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
-    req.read_ahead_bytes = files.read_ahead_bytes(a.batch).saturating_add(
+    // The validation reader starts while the training reader still holds its batches.
+    req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
         val.as_ref()
-            .map_or(0, |v| v.files.read_ahead_bytes(a.batch)),
+            .map_or(0, |v| v.files.read_ahead_bytes(a.batch, v.order.len() + 1)),
     );
     let params = match init {
         Some(p) => p,

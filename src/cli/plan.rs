@@ -79,8 +79,11 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         },
     };
     let mut req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
+    let mut batches = 0;
     if let Some(f) = &files {
-        req.read_ahead_bytes = f.read_ahead_bytes(a.batch);
+        let all: Vec<usize> = (0..f.dataset().sequences).collect();
+        batches = f.order(&all, a.batch, None)?.len();
+        req.read_ahead_bytes = f.read_ahead_bytes(a.batch, batches);
     }
     let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?;
     let assumed = assume::parse(&a.assume)?;
@@ -159,15 +162,15 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         }
         if let Some(f) = &files {
             outln!(
-                "host memory outside the device: {} (input batch {}, copies of the training state {}, batches read ahead from {}: {}, {} + 2 batches of {} sequences of up to {} steps)",
+                "host memory outside the device: {} (input batch {}, copies of the training state {}, batches read ahead from {}: {} of the {batches} batches of up to {} sequences of up to {} steps, --read-ahead {})",
                 format_bytes(host.bytes()),
                 format_bytes(host.inputs),
                 format_bytes(host.state),
                 f.path.display(),
                 format_bytes(host.read_ahead),
-                f.read_ahead,
                 a.batch,
-                seq_len
+                seq_len,
+                f.read_ahead
             );
         }
         outln!("planned in {}", format_seconds(secs));
