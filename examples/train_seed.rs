@@ -28,7 +28,7 @@ fn main() -> Result<()> {
             println!(
                 "step {step}: loss {:.4}, held-out accuracy {:.1}%",
                 r.loss,
-                100.0 * e.accuracy
+                100.0 * e.accuracy.unwrap_or(f32::NAN)
             );
         }
     }

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
+use tensorfit_cpu::host_memory;
 use tensorfit_nn::{Job, ModelDescription, OptimConfig, Program, TrainOptions};
 use tensorfit_plan::{
     choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
@@ -19,7 +20,7 @@ use tensorfit_plan::{
 use crate::calibrate::throughput_gflops;
 use crate::devices::{discover, open_device, DeviceStatus, MemoryCaps};
 use crate::estimate::{estimate_seconds, ProgramCosts};
-use crate::host_budget::{seen_by_job, HostNeed};
+use crate::host_budget::{memory_is_host, seen_by_job, HostNeed};
 use crate::strategy::{check_job, strategies, Strategy};
 
 /// What to plan and run.
@@ -83,6 +84,10 @@ pub struct Decision {
     plans: Vec<Planned>,
     /// What an estimated time is for: `training step` or `evaluation`.
     unit: &'static str,
+    /// The job's host bytes outside the device plan.
+    pub host: HostNeed,
+    /// This process's resident memory when it planned (code, libraries, drivers).
+    pub process_bytes: u64,
 }
 
 /// Plans `req` on every device present (or the one asked for) and chooses.
@@ -167,6 +172,8 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
         unavailable,
         plans,
         unit,
+        host,
+        process_bytes: host_memory::resident().unwrap_or(0),
     })
 }
 
@@ -346,8 +353,54 @@ impl Decision {
     }
 
     /// `{"candidates": [...], "chosen": {...} | null, "unavailable": [...]}`.
+    /// The process's resident memory the chosen plan predicts: this process before the
+    /// job, the job's host bytes, and the device plan where device memory is host memory.
+    pub fn planned_resident(&self) -> Option<u64> {
+        let c = self.chosen()?;
+        let device_is_host = memory_is_host(c.device);
+        Some(
+            self.host
+                .resident(self.process_bytes, c.plan.peak_bytes(), device_is_host),
+        )
+    }
+
+    /// The host section of the plan, as JSON.
+    pub fn host_json(&self) -> Value {
+        json!({
+            "inputs": self.host.inputs,
+            "state_copies": self.host.state,
+            "process": self.process_bytes,
+            "planned_resident": self.planned_resident(),
+        })
+    }
+
+    /// The host section of the plan, for people.
+    pub fn host_table(&self) -> String {
+        let h = &self.host;
+        let mut s = format!(
+            "host memory: input data {}, copies of the training state {}, this process {} before the job\n",
+            format_bytes(h.inputs),
+            format_bytes(h.state),
+            format_bytes(self.process_bytes)
+        );
+        if let (Some(c), Some(resident)) = (self.chosen(), self.planned_resident()) {
+            let with = if memory_is_host(c.device) {
+                " (the device plan included: its memory is host memory)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                "process resident memory{with}: {}",
+                format_bytes(resident)
+            );
+        }
+        s
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
+            "host": self.host_json(),
             "candidates": self.candidates.iter().map(Candidate::to_json).collect::<Vec<_>>(),
             "chosen": self.chosen.map(|i| self.candidates[i].to_json()),
             "unavailable": self.unavailable.iter().map(|(d, w)| json!({"device": d, "reason": w})).collect::<Vec<_>>(),

@@ -235,8 +235,10 @@ fn measure(
     };
     let params = ParamStore::init(cfg, 1)?;
     let mut trainer = Trainer::new(backend, cfg.clone(), &params, opts)?;
+    // Class ids cycling through the classes, or regression targets of that value.
     let classes = cfg.loss.outputs();
-    let labels: Vec<f32> = (0..batch).map(|b| (b % classes) as f32).collect();
+    let targets = batch * cfg.loss.targets_per_row();
+    let labels: Vec<f32> = (0..targets).map(|b| (b % classes) as f32).collect();
     let features = cfg.input_features();
     let input = |steps: usize| -> Result<HostTensor> {
         let n = steps * batch * features;

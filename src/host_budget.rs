@@ -34,7 +34,8 @@ pub struct HostNeed {
 
 /// Bytes of `batch` sequences of `steps` inputs with their labels.
 fn sequence_bytes(cfg: &ModelDescription, batch: usize, steps: usize) -> u64 {
-    let values = batch as u128 * steps as u128 * cfg.input_features() as u128 + batch as u128;
+    let targets = batch as u128 * cfg.loss.targets_per_row() as u128;
+    let values = batch as u128 * steps as u128 * cfg.input_features() as u128 + targets;
     u64::try_from(values * 4).unwrap_or(u64::MAX)
 }
 
@@ -78,6 +79,15 @@ impl HostNeed {
             .saturating_add(self.read_ahead)
     }
 
+    /// The process's resident memory the plan predicts: what it holds now (`process`:
+    /// code, libraries, drivers, read before anything of the job is allocated), these
+    /// bytes, and the device plan's `device_peak` where device memory is host memory
+    /// (`device_is_host`: the CPU, a software GPU).
+    pub fn resident(&self, process: u64, device_peak: u64, device_is_host: bool) -> u64 {
+        let device = if device_is_host { device_peak } else { 0 };
+        process.saturating_add(self.bytes()).saturating_add(device)
+    }
+
     /// Refuses a job whose host bytes exceed what the host has for this process, less
     /// `margin` of it.
     pub fn check(&self, margin: f64) -> Result<()> {
@@ -102,10 +112,15 @@ impl HostNeed {
     }
 }
 
+/// Whether `info`'s memory is the host's (the CPU, a software GPU).
+pub fn memory_is_host(info: &DeviceInfo) -> bool {
+    info.kind == DeviceKind::Cpu || info.software
+}
+
 /// `info` as seen by a job that holds `host_bytes` on the host: a device whose memory is
 /// host memory (the CPU, a software GPU) has that much less free.
 pub fn device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
-    if info.kind != DeviceKind::Cpu && !info.software {
+    if !memory_is_host(info) {
         return info.clone();
     }
     let Some(available) = host_memory::available() else {
@@ -122,7 +137,7 @@ pub fn device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
 /// As [`device_info`] for a device that is not here: its own memory, not this host's,
 /// holds the job's host bytes where its memory is host memory.
 pub fn assumed_device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
-    if info.kind != DeviceKind::Cpu && !info.software {
+    if !memory_is_host(info) {
         return info.clone();
     }
     DeviceInfo {

@@ -10,7 +10,7 @@ mod cli;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use cli::{bench, eval, info, plan, predict, train, CapArgs, Exit, Model};
+use cli::{bench, eval, import, info, plan, predict, train, CapArgs, Exit, ModelArg};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -43,12 +43,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print a model's parameters (PyTorch names, shapes, counts).
+    /// Print a model: its description, training settings and tensors (PyTorch names,
+    /// shapes, counts).
     Model {
-        /// Model preset.
-        #[arg(long, value_enum, default_value_t = Model::Seed)]
-        model: Model,
+        /// A preset (seed) or a model description file.
+        #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse, default_value = "seed")]
+        model: ModelArg,
+        /// Print JSON instead of TOML and a table.
+        #[arg(long)]
+        json: bool,
     },
+    /// Make a checkpoint from a PyTorch state dict (safetensors) of a model.
+    Import(import::ImportArgs),
 }
 
 /// The command line's subcommand; a bare `tensorfit` is `tensorfit train`. Training also
@@ -69,6 +75,10 @@ fn parse() -> Result<Command, clap::Error> {
     };
     if let (Command::Train(a), Some(m)) = (&mut command, train_matches) {
         a.given = typed_flags(&m);
+        // What follows `train`, parsed again under a model file's `[training]` settings.
+        if matches.subcommand_name() == Some("train") {
+            a.argv = std::env::args_os().skip(2).collect();
+        }
     }
     Ok(command)
 }
@@ -98,7 +108,8 @@ fn main() {
         Command::Plan(a) => plan::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Devices { caps, json } => info::devices(&caps, json),
-        Command::Model { model } => info::model(model),
+        Command::Model { model, json } => info::model(&model, json),
+        Command::Import(a) => import::run(a),
     };
     match exit {
         Ok(Exit::Success) => {}

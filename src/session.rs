@@ -30,6 +30,8 @@ pub struct Session {
     /// The host copy of the state taken before the last step, kept so the next snapshot
     /// reuses its memory.
     pub(crate) snapshot: Option<Checkpoint>,
+    /// The process's resident memory the plan predicts (see `Decision::host_json`).
+    pub planned_resident_bytes: u64,
 }
 
 /// Opens the chosen device and allocates the chosen plan's arenas there.
@@ -69,6 +71,7 @@ pub fn start_on(
         fallbacks: Vec::new(),
         req: req.clone(),
         snapshot: None,
+        planned_resident_bytes: decision.planned_resident().unwrap_or(0),
     })
 }
 

@@ -31,11 +31,13 @@ fn ok_json(args: &[&str]) -> Value {
 }
 
 /// The keys every run's `--json` output has (train and eval).
-const RUN_KEYS: [&str; 5] = [
+const RUN_KEYS: [&str; 7] = [
     "device",
     "strategy",
     "estimated_peak_bytes",
     "measured_peak_bytes",
+    "planned_resident_bytes",
+    "peak_resident_bytes",
     "loss",
 ];
 

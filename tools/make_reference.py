@@ -100,6 +100,7 @@ from torch import nn
 from safetensors.torch import load_file
 
 import gru_reference
+import mse_reference
 
 # Sizes of the scaled-down seed network.
 F = 10  # input features
@@ -409,6 +410,13 @@ def main(argv=None):
     back = load_file(gru_out)
     assert all(torch.equal(back[k], v) for k, v in gru_record.items()), gru_out
     print(f"wrote {gru_out} ({os.path.getsize(gru_out)} bytes)")
+
+    # The regression (MSE) reference, in its own file (its contents: tools/mse_reference.py).
+    mse_record, mse_metadata = mse_reference.build()
+    write_safetensors(mse_reference.DEFAULT_OUT, mse_record, mse_metadata)
+    back = load_file(mse_reference.DEFAULT_OUT)
+    assert all(torch.equal(back[k], v) for k, v in mse_record.items())
+    print(f"wrote {os.path.normpath(mse_reference.DEFAULT_OUT)} ({len(mse_record)} tensors)")
     return 0
 
 

@@ -6,16 +6,17 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{OptimConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, OptimConfig, ParamStore};
 
 use super::{
-    begin, request, summary, DeviceArgs, Exit, JobMode, Model, BENCH_DATA_SEED, UNTRAINED_SEED,
+    begin, request, summary, DeviceArgs, Exit, JobMode, ModelArg, BENCH_DATA_SEED, UNTRAINED_SEED,
 };
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
-    #[arg(long, value_enum, default_value_t = Model::Seed)]
-    model: Model,
+    /// The model: a preset (seed) or a model description file.
+    #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse, default_value = "seed")]
+    model: ModelArg,
     #[arg(long, value_enum, default_value_t = JobMode::Train)]
     mode: JobMode,
     #[arg(long, default_value_t = 32)]
@@ -35,14 +36,14 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> Result<Exit> {
-    let cfg = a.model.config();
+    let cfg = a.model.load()?.model;
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
     let job = a.mode.job(a.batch, a.seq_len);
     let flops = job.model_flops(&cfg, tbptt);
     let req = request(cfg.clone(), job, tbptt, OptimConfig::default(), &a.dev)?;
     let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
-    let data = TemporalOrder::new(BENCH_DATA_SEED).batch(a.batch, a.seq_len)?;
+    let data = BuiltinTask::for_model(&cfg, BENCH_DATA_SEED)?.batch(a.batch, a.seq_len)?;
     let train = a.mode == JobMode::Train;
     // Straight on the trainer: the timing is of the run, not of recovery snapshots.
     let mut once = || -> Result<()> {
@@ -79,7 +80,7 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
         }
         outln!(
             "{} {} batch {} length {}: median {median:.1} ms per {} ({:.1} model GFLOP/s) on {}, {}",
-            a.model.name(),
+            a.model,
             a.mode.name(),
             a.batch,
             a.seq_len,

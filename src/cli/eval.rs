@@ -7,20 +7,22 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::format_seconds;
 
 use super::data_args::DataArgs;
 use super::files_eval;
 use super::{
-    begin, check_task, load_model, print_memory, request, summary, DeviceArgs, Exit, Model,
+    begin, check_task, load_model, print_memory, quality_text, request, summary, DeviceArgs, Exit,
+    ModelArg,
 };
 
 #[derive(Args, Clone, Debug)]
 pub struct EvalArgs {
-    /// Model preset, used when no checkpoint is given (then the weights are untrained).
-    #[arg(long, value_enum, default_value_t = Model::Seed, conflicts_with = "checkpoint")]
-    model: Model,
+    /// The model: a preset (seed, the default) or a model description file. Without
+    /// --checkpoint its weights are untrained; with one it must be the checkpoint's.
+    #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse)]
+    model: Option<ModelArg>,
     /// A checkpoint written by `tensorfit train --save`.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
@@ -42,7 +44,7 @@ pub struct EvalArgs {
 }
 
 pub fn run(a: EvalArgs) -> Result<Exit> {
-    let (cfg, params) = load_model(a.checkpoint.as_deref(), a.model)?;
+    let (cfg, params) = load_model(a.checkpoint.as_deref(), a.model.as_ref())?;
     if a.data.path().is_some() {
         return eval_files(&a, cfg, &params);
     }
@@ -51,9 +53,10 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         batch: a.batch,
         seq_len: a.seq_len,
     };
+    let mut task = BuiltinTask::for_model(&cfg, a.seed)?;
     let req = request(cfg, job, a.seq_len, OptimConfig::default(), &a.dev)?;
     let (_, mut session) = begin(&req, &params, a.json)?;
-    let data = TemporalOrder::new(a.seed).batch(a.batch, a.seq_len)?;
+    let data = task.batch(a.batch, a.seq_len)?;
     let t = Instant::now();
     let report = session.evaluate(&data.x, &data.labels)?;
     let secs = t.elapsed().as_secs_f64();
@@ -65,12 +68,11 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         outln!("{out}");
     } else {
         errln!(
-            "evaluated {} sequences of length {} in {}: loss {:.4}, accuracy {:.1}%",
+            "evaluated {} sequences of length {} in {}: {}",
             a.batch,
             a.seq_len,
             format_seconds(secs),
-            report.loss,
-            100.0 * report.accuracy
+            quality_text(report.loss, report.accuracy)
         );
         print_memory(&session);
     }

@@ -59,7 +59,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             let ck = Checkpoint::load(&checkpoint_path(p)).context("--init")?;
             (ck.config, Some(ck.params))
         }
-        None => (a.model.config(), None),
+        None => (a.model.load()?.model, None),
     };
     let Some(files) = a.data.open(&cfg).context("--data")? else {
         bail!("--data is missing");
@@ -128,7 +128,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let first = epoch_order(0)?;
     let steps_per_epoch = first.len() as u64;
     let last = steps_per_epoch.saturating_mul(a.fit.epochs);
-    let (optim_settings, optim) = optim_args::resolve(&a.optim, &a.given, a.lr, last, None)?;
+    let (optim_settings, optim) =
+        optim_args::resolve(&a.optim, &a.given, a.lr, last, None, |id| a.origin(id))?;
     let lengths = files.source.lengths();
     let shape =
         |order: &[Vec<usize>], lengths: &[usize]| order.first().map(|b| (b.len(), lengths[b[0]]));

@@ -1,12 +1,12 @@
 //! `tensorfit devices` and `tensorfit model`: what the machine has, what a model holds.
 
 use anyhow::Result;
-use serde_json::json;
+use serde_json::{json, Value};
 use tensorfit::devices::{discover, open_device, MemoryCaps};
-use tensorfit::nn::ParamKind;
+use tensorfit::nn::{description_json, ParamKind, TrainingValue};
 use tensorfit::plan::format_bytes;
 
-use super::{CapArgs, Exit, Model};
+use super::{CapArgs, Exit, ModelArg};
 
 /// Each device, its memory and throughput, or why it is unavailable.
 pub fn devices(caps: &CapArgs, json_out: bool) -> Result<Exit> {
@@ -59,22 +59,73 @@ pub fn devices(caps: &CapArgs, json_out: bool) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// A model's parameters: PyTorch names, shapes, counts.
-pub fn model(model: Model) -> Result<Exit> {
-    let cfg = model.config();
-    outln!("{:<24} {:>12} {:>10}  kind", "tensor", "shape", "count");
-    for spec in cfg.param_specs()? {
-        let kind = match spec.kind {
-            ParamKind::Trainable => "trainable",
-            ParamKind::RunningStat => "running statistic",
-        };
+/// A model: its description (TOML, with the file's `[training]` table), then its
+/// tensors (PyTorch names, shapes, counts, kinds) and the trainable total; or all of it
+/// as one JSON object.
+pub fn model(model: &ModelArg, json_out: bool) -> Result<Exit> {
+    let file = model.load()?;
+    let cfg = &file.model;
+    let specs = cfg.param_specs()?;
+    let kind = |k: ParamKind| match k {
+        ParamKind::Trainable => "trainable",
+        ParamKind::RunningStat => "running statistic",
+    };
+    let trainable = cfg.trainable_parameters()?;
+    if json_out {
+        let training: serde_json::Map<String, Value> = file
+            .training
+            .iter()
+            .map(|e| (e.key.clone(), training_json(&e.value)))
+            .collect();
+        let parameters: Vec<Value> = specs
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name, "shape": p.shape.dims(), "count": p.shape.numel(),
+                    "kind": kind(p.kind),
+                })
+            })
+            .collect();
+        let description: Value = serde_json::from_str(&description_json::to_json(cfg))?;
         outln!(
-            "{:<24} {:>12} {:>10}  {kind}",
+            "{}",
+            json!({
+                "model": model.to_string(), "description": description, "toml": cfg.to_toml(),
+                "training": training, "parameters": parameters,
+                "trainable_parameters": trainable,
+            })
+        );
+        return Ok(Exit::Success);
+    }
+    outln!("# --model {model}\n{}", cfg.to_toml());
+    if !file.training.is_empty() {
+        outln!("[training]");
+        for e in &file.training {
+            outln!("{} = {}", e.key, e.value);
+        }
+        outln!();
+    }
+    outln!("{:<24} {:>12} {:>10}  kind", "tensor", "shape", "count");
+    for spec in &specs {
+        outln!(
+            "{:<24} {:>12} {:>10}  {}",
             spec.name,
             spec.shape.to_string(),
-            spec.shape.numel()
+            spec.shape.numel(),
+            kind(spec.kind)
         );
     }
-    outln!("trainable parameters: {}", cfg.trainable_parameters()?);
+    outln!("trainable parameters: {trainable}");
     Ok(Exit::Success)
+}
+
+/// A `[training]` value in JSON: a switch, a number, or a string.
+fn training_json(v: &TrainingValue) -> Value {
+    match v {
+        TrainingValue::Bool(b) => json!(b),
+        TrainingValue::Text(t) => match serde_json::from_str::<Value>(t) {
+            Ok(n @ Value::Number(_)) => n,
+            _ => json!(t),
+        },
+    }
 }

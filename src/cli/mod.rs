@@ -10,13 +10,18 @@ mod data_args;
 pub mod eval;
 mod files_eval;
 mod fit_files;
+pub mod import;
 pub mod info;
 mod interrupt;
+mod model_arg;
 mod optim_args;
 pub mod plan;
 pub mod predict;
 pub mod train;
 mod train_settings;
+mod training_file;
+
+pub use model_arg::ModelArg;
 
 use std::path::Path;
 
@@ -25,8 +30,9 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
+use tensorfit::cpu::host_memory;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, start, Decision, Request, Session};
 
@@ -203,6 +209,8 @@ pub fn summary(s: &Session) -> serde_json::Value {
         "strategy": s.strategy,
         "estimated_peak_bytes": s.plan.peak_bytes(),
         "measured_peak_bytes": s.measured_peak_bytes(),
+        "planned_resident_bytes": s.planned_resident_bytes,
+        "peak_resident_bytes": host_memory::peak_resident(),
         "fallbacks": s.fallbacks.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
     })
 }
@@ -220,23 +228,44 @@ pub fn print_memory(s: &Session) {
     );
 }
 
-/// Refuses a model the built-in task cannot feed.
-pub fn check_task(cfg: &ModelDescription) -> Result<()> {
-    Ok(TemporalOrder::fits(cfg)?)
+/// An evaluation's loss and accuracy for people; a regression has no accuracy, and its
+/// loss is the mean squared error.
+pub fn quality_text(loss: f32, accuracy: Option<f32>) -> String {
+    match accuracy {
+        Some(a) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
+        None => format!("loss (mse) {loss:.4}"),
+    }
 }
 
-/// The model of a checkpoint, or the preset with untrained weights.
+/// Refuses a model no built-in task can feed (temporal order for a classifier, running
+/// mean for a regression).
+pub fn check_task(cfg: &ModelDescription) -> Result<()> {
+    Ok(BuiltinTask::fits(cfg)?)
+}
+
+/// The model of a checkpoint (which `--model`, when given, must be), or `--model` (the
+/// seed preset by default) with untrained weights.
 pub fn load_model(
     checkpoint: Option<&Path>,
-    model: Model,
+    model: Option<&ModelArg>,
 ) -> Result<(ModelDescription, ParamStore)> {
     match checkpoint {
         Some(p) => {
-            let ck = tensorfit::nn::Checkpoint::load(&checkpoint_path(p))?;
+            let path = checkpoint_path(p);
+            let ck = tensorfit::nn::Checkpoint::load(&path)?;
+            if let Some(m) = model {
+                let described = m.load()?.model;
+                m.check_is(
+                    &described,
+                    &path,
+                    &ck.config,
+                    "drop --model to use the checkpoint's",
+                )?;
+            }
             Ok((ck.config, ck.params))
         }
         None => {
-            let cfg = model.config();
+            let cfg = model.cloned().unwrap_or_default().load()?.model;
             let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
             Ok((cfg, params))
         }

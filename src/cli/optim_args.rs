@@ -105,13 +105,15 @@ impl OptimArgs {
 /// This run's optimizer settings and configuration: a new run's from its flags (a run
 /// of `last` steps); a resumed run's from its checkpoint, refusing typed optimizer flags.
 /// The stored settings hold the cosine schedule's period as resolved at the start, so
-/// that a resumed run (whose `last` differs) keeps it.
+/// that a resumed run (whose `last` differs) keeps it. `name` says how errors name a
+/// setting (its flag, or the model file's key).
 pub fn resolve(
     a: &OptimArgs,
     given: &[String],
     lr: f32,
     last: u64,
     resumed: Option<(&Path, &Checkpoint)>,
+    name: impl Fn(&str) -> String,
 ) -> Result<(OptimSettings, OptimConfig)> {
     let stored = match resumed {
         Some((path, ck)) => OptimSettings::load(&ck.extra)?.map(|s| (path, s)),
@@ -139,7 +141,7 @@ pub fn resolve(
     };
     let optim = settings
         .build(Some(last))
-        .map_err(|e| anyhow!("{} {}", e.flag(), e.message))?;
+        .map_err(|e| anyhow!("{} {}", name(e.key), e.message))?;
     if let Decay::Cosine { t_max, .. } = optim.schedule.decay {
         settings.t_max = Some(t_max);
     }

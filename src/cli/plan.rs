@@ -18,12 +18,13 @@ use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
 
 use super::data_args::{read_settings, DataSource};
-use super::{request, DeviceArgs, Exit, JobMode, Model};
+use super::{request, DeviceArgs, Exit, JobMode, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct PlanArgs {
-    #[arg(long, value_enum, default_value_t = Model::Seed)]
-    model: Model,
+    /// The model: a preset (seed) or a model description file.
+    #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse, default_value = "seed")]
+    model: ModelArg,
     #[arg(long, value_enum, default_value_t = JobMode::Train)]
     mode: JobMode,
     #[arg(long, default_value_t = 100)]
@@ -61,7 +62,7 @@ pub struct PlanArgs {
 }
 
 pub fn run(a: PlanArgs) -> Result<Exit> {
-    let cfg = a.model.config();
+    let cfg = a.model.load()?.model;
     let files = a
         .data
         .open(&cfg, &read_settings(&cfg, None, false))
@@ -142,6 +143,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         if let Some(Choice { plan, .. }) = decision.chosen() {
             outln!("\nplan of the choice:");
             out!("{}", plan.table(if a.full { usize::MAX } else { 12 }));
+            out!("{}", decision.host_table());
         } else if decision.candidates.iter().any(|c| c.fits) {
             // Only a device that is used when asked for fits.
             outln!("\n{}", decision.nothing_fits());

@@ -14,13 +14,17 @@ use tensorfit::plan::format_bytes;
 
 use super::data_args::DataArgs;
 use super::files_eval;
-use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, Model};
+use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct PredictArgs {
-    /// A checkpoint written by `tensorfit train --save`.
+    /// A checkpoint written by `tensorfit train --save` or `tensorfit import`.
     #[arg(long)]
     checkpoint: PathBuf,
+    /// The model the checkpoint must hold (a preset or a description file); not needed,
+    /// the checkpoint carries its model.
+    #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse)]
+    model: Option<ModelArg>,
     /// safetensors file with a tensor `input` of shape [batch, time, features] (F32).
     #[arg(long, required_unless_present = "data", conflicts_with = "data")]
     input: Option<PathBuf>,
@@ -55,7 +59,7 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
             );
         }
     }
-    let (cfg, params) = load_model(Some(&a.checkpoint), Model::Seed)?;
+    let (cfg, params) = load_model(Some(&a.checkpoint), a.model.as_ref())?;
     let Some(input_path) = &a.input else {
         return predict_files(&a, cfg, &params);
     };

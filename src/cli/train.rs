@@ -1,6 +1,7 @@
 //! `tensorfit train`: trains on the built-in task, with checkpoints and resume; with
 //! `--data`, on the user's files (`fit_files`).
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -10,7 +11,7 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::nn::atomic_file::{check_writable, same_file};
-use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings, TemporalOrder};
+use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings};
 use tensorfit::session::Session;
 
 use super::data_args::{DataArgs, FitArgs};
@@ -18,7 +19,8 @@ use super::fit_files;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::{
-    begin, check_task, print_memory, request, summary, train_settings, DeviceArgs, Exit, Model,
+    begin, check_task, print_memory, quality_text, request, summary, train_settings, training_file,
+    DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -26,9 +28,10 @@ use tensorfit::nn::optim::ScheduleState;
 const DATA_POSITION: &str = "data_rng";
 #[derive(Args, Clone, Debug)]
 pub struct TrainArgs {
-    /// Model preset.
-    #[arg(long, value_enum, default_value_t = Model::Seed)]
-    pub(super) model: Model,
+    /// The model: a preset (seed) or a model description file, whose `[training]`
+    /// table gives defaults for the flags below (a typed flag wins).
+    #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse, default_value = "seed")]
+    pub(super) model: ModelArg,
     #[command(flatten)]
     pub(super) dev: DeviceArgs,
     /// Sequences per minibatch.
@@ -90,6 +93,28 @@ pub struct TrainArgs {
     /// The ids of the flags typed on the command line (filled in after parsing).
     #[arg(skip)]
     pub given: Vec<String>,
+    /// What was typed after `train` (filled in after parsing), parsed again under the
+    /// model file's `[training]` settings.
+    #[arg(skip)]
+    pub argv: Vec<OsString>,
+    /// The settings the model file gave, each with where (`FILE:LINE:COLUMN:
+    /// \`training.KEY\``).
+    #[arg(skip)]
+    pub from_file: Vec<(String, String)>,
+}
+
+impl TrainArgs {
+    /// Setting `id` as messages name it: the file's key where the model file gave it,
+    /// else its flag.
+    pub fn origin(&self, id: &str) -> String {
+        self.from_file
+            .iter()
+            .find(|(key, _)| key == id)
+            .map_or_else(
+                || format!("--{}", id.replace('_', "-")),
+                |(_, at)| at.clone(),
+            )
+    }
 }
 
 /// The training data's stream starts at `seed · DATA_SEED_MULTIPLIER + 1`, and the
@@ -99,11 +124,26 @@ const DATA_SEED_MULTIPLIER: u64 = 0x9E37_79B9;
 const HELD_OUT_SEED_XOR: u64 = 0xE7A1;
 
 pub fn run(a: TrainArgs) -> Result<Exit> {
+    let described = a.model.load()?;
+    let a = match &a.model {
+        ModelArg::File(path) if a.resume.is_none() => {
+            training_file::apply(&a, path, &described.training)?
+        }
+        ModelArg::File(path) if !described.training.is_empty() => {
+            errln!(
+                "note: a resumed run keeps the settings stored in its checkpoint; the `[training]` table of {} is not used",
+                path.display()
+            );
+            a
+        }
+        _ => a,
+    };
+    // The model file's `[training]` table applies to training from files too.
     if a.data.path().is_some() {
         return fit_files::run(a);
     }
     if a.steps == 0 {
-        bail!("--steps must be at least 1");
+        bail!("{} must be at least 1", a.origin("steps"));
     }
     let mut resumed = match &a.resume {
         Some(p) => {
@@ -113,7 +153,11 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
         None => None,
     };
-    let settings = train_settings::resolve(&a, resumed.as_ref().map(|(p, ck)| (p.as_path(), ck)))?;
+    let settings = train_settings::resolve(
+        &a,
+        &described.model,
+        resumed.as_ref().map(|(p, ck)| (p.as_path(), ck)),
+    )?;
     let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
     let last = start.checked_add(a.steps).ok_or_else(|| {
         anyhow!(
@@ -125,7 +169,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     })?;
     let cfg = match &resumed {
         Some((_, ck)) => ck.config.clone(),
-        None => a.model.config(),
+        None => described.model,
     };
     check_task(&cfg)?;
     // Every output is checked before the first step: a run that cannot save is refused
@@ -143,7 +187,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     let resumed_ck = resumed.as_ref().map(|(p, ck)| (p.as_path(), ck));
     let (optim_settings, optim) =
-        optim_args::resolve(&a.optim, &a.given, settings.lr, last, resumed_ck)?;
+        optim_args::resolve(&a.optim, &a.given, settings.lr, last, resumed_ck, |id| {
+            a.origin(id)
+        })?;
     let req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
@@ -156,14 +202,15 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let position = resumed
         .as_ref()
         .and_then(|(_, ck)| ck.extra.get(DATA_POSITION)?.parse().ok());
-    let mut data = TemporalOrder::new(
+    let mut data = BuiltinTask::for_model(
+        &cfg,
         position.unwrap_or(
             settings
                 .seed
                 .wrapping_mul(DATA_SEED_MULTIPLIER)
                 .wrapping_add(1),
         ),
-    );
+    )?;
     if let Some((_, ck)) = &resumed {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
         if let Some(state) = ScheduleState::load(&ck.extra)? {
@@ -172,10 +219,10 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     }
     // The optimizer state is on the device now; only the file's name is still needed.
     let resumed = resumed.map(|(file, _)| file);
-    let held_out = TemporalOrder::new(settings.seed ^ HELD_OUT_SEED_XOR)
+    let held_out = BuiltinTask::for_model(&cfg, settings.seed ^ HELD_OUT_SEED_XOR)?
         .batch(settings.eval_batch, settings.seq_len)
         .context("making the held-out set")?;
-    let save = |session: &mut Session, data: &TemporalOrder, path: &Path| -> Result<()> {
+    let save = |session: &mut Session, data: &BuiltinTask, path: &Path| -> Result<()> {
         let mut ck = session.trainer.checkpoint()?;
         ck.extra
             .insert(DATA_POSITION.into(), data.rng_state().to_string());
@@ -275,10 +322,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         );
         match (&last_eval, eval_now) {
             (Some(e), true) => errln!(
-                "{}{line}  held-out loss {:.4} accuracy {:.1}%",
+                "{}{line}  held-out {}",
                 if tty { "\r" } else { "" },
-                e.loss,
-                100.0 * e.accuracy
+                quality_text(e.loss, e.accuracy)
             ),
             _ if tty => err!("\r{line}"),
             _ if done % 10 == 0 => errln!("{line}"),
@@ -315,7 +361,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     }
     let (eval_loss, accuracy) = last_eval
         .map(|e| (e.loss, e.accuracy))
-        .unwrap_or((f32::NAN, f32::NAN));
+        .unwrap_or((f32::NAN, Some(f32::NAN)));
     let secs = start_time.elapsed().as_secs_f64();
     if a.json {
         let mut out = summary(&session);
@@ -337,8 +383,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 signal.name()
             ),
             None => errln!(
-                "done: {done} steps in {secs:.1} s; final loss {last_loss:.4}, held-out accuracy {:.1}%",
-                100.0 * accuracy
+                "done: {done} steps in {secs:.1} s; final loss {last_loss:.4}, held-out {}",
+                quality_text(eval_loss, accuracy)
             ),
         }
         print_memory(&session);

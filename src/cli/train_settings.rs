@@ -6,12 +6,17 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use tensorfit::nn::{Checkpoint, RunSettings, TemporalOrder};
+use tensorfit::nn::{Checkpoint, ModelDescription, RunSettings, TemporalOrder};
 
 use super::train::TrainArgs;
 
 /// This run's settings (see the module documentation).
-pub fn resolve(a: &TrainArgs, resumed: Option<(&Path, &Checkpoint)>) -> Result<RunSettings> {
+/// `model` is the model `--model` names.
+pub fn resolve(
+    a: &TrainArgs,
+    model: &ModelDescription,
+    resumed: Option<(&Path, &Checkpoint)>,
+) -> Result<RunSettings> {
     let from_flags = RunSettings {
         run_id: RunSettings::new_run_id(),
         batch: a.batch,
@@ -23,18 +28,13 @@ pub fn resolve(a: &TrainArgs, resumed: Option<(&Path, &Checkpoint)>) -> Result<R
         eval_batch: a.eval_batch,
     };
     let Some((path, ck)) = resumed else {
-        check(&from_flags)?;
+        check(a, &from_flags)?;
         return Ok(from_flags);
     };
     let typed = |id: &str| a.given.iter().any(|g| g == id);
-    if typed("model") && a.model.config() != ck.config {
-        bail!(
-            "--model {} ({}) is not the model of the run in {} ({}); a resumed run keeps its model",
-            a.model.name(),
-            a.model.config(),
-            path.display(),
-            ck.config
-        );
+    if typed("model") {
+        a.model
+            .check_is(model, path, &ck.config, "a resumed run keeps its model")?;
     }
     let settings = match RunSettings::load(&ck.extra)? {
         Some(stored) => stored,
@@ -110,30 +110,32 @@ pub fn resolve(a: &TrainArgs, resumed: Option<(&Path, &Checkpoint)>) -> Result<R
             if differing.len() == 1 { "that flag" } else { "those flags" }
         );
     }
-    check(&settings)?;
+    check(a, &settings)?;
     Ok(settings)
 }
 
-/// Refuses sizes the run cannot have, naming the flag.
-fn check(s: &RunSettings) -> Result<()> {
+/// Refuses sizes the run cannot have, naming the flag (or the model file's key).
+fn check(a: &TrainArgs, s: &RunSettings) -> Result<()> {
+    let name = |id: &str| a.origin(id);
     if s.batch == 0 {
-        bail!("--batch must be at least 1");
+        bail!("{} must be at least 1", name("batch"));
     }
     if s.seq_len < TemporalOrder::MIN_STEPS {
         bail!(
-            "--seq-len must be at least {} (the built-in task's shortest sequence), got {}",
+            "{} must be at least {} (the built-in task's shortest sequence), got {}",
+            name("seq_len"),
             TemporalOrder::MIN_STEPS,
             s.seq_len
         );
     }
     if s.tbptt == 0 {
-        bail!("--tbptt must be at least 1");
+        bail!("{} must be at least 1", name("tbptt"));
     }
     if s.eval_batch == 0 {
-        bail!("--eval-batch must be at least 1");
+        bail!("{} must be at least 1", name("eval_batch"));
     }
     if !(s.lr.is_finite() && s.lr > 0.0) {
-        bail!("--lr must be a positive number, got {}", s.lr);
+        bail!("{} must be a positive number, got {}", name("lr"), s.lr);
     }
     Ok(())
 }

@@ -147,6 +147,31 @@ pub fn json(out: &Output) -> Value {
     })
 }
 
+/// Runs the CLI with `args`, requires success, and parses its JSON output.
+pub fn ok_json(args: &[&str]) -> Value {
+    json(&succeed(
+        tensorfit_command().args(args),
+        &format!("{args:?}"),
+    ))
+}
+
+/// Runs the CLI with `args`, requires exit status 1 without a panic, and returns the
+/// error output.
+pub fn refused(args: &[&str]) -> String {
+    let out = tensorfit_command()
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{args:?} must be refused: {err}"
+    );
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    err
+}
+
 /// The per-step losses of a `train --json` run.
 pub fn losses(v: &Value) -> Vec<f64> {
     v["losses"]

@@ -16,6 +16,8 @@ use crate::{reference, Checks, OP_TOL};
 
 #[path = "gru_cases.rs"]
 mod gru_cases;
+#[path = "mse_cases.rs"]
+mod mse_cases;
 
 /// Test tensors drawn from the project's generator.
 pub(crate) trait Tensors {
@@ -92,9 +94,11 @@ fn variant(op: &Op) -> usize {
         Op::Sgd(_) => 21,
         Op::SumSquares => 22,
         Op::ClipGrad { .. } => 23,
+        Op::MseLoss => 24,
+        Op::MseLossBackward => 25,
     }
 }
-const VARIANTS: usize = 24;
+const VARIANTS: usize = 26;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -201,6 +205,7 @@ fn cases() -> Vec<Case> {
     }
     lstm_cases(&mut r, &mut v);
     gru_cases::gru_cases(&mut r, &mut v);
+    mse_cases::mse_cases(&mut r, &mut v);
     batchnorm_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);

@@ -249,6 +249,20 @@ signature! {
 }
 
 signature! {
+    /// [`Op::MseLoss`](crate::Op::MseLoss): `pred` and `target` of one shape.
+    MseLossInputs { pred, target }
+    /// [`Op::MseLoss`](crate::Op::MseLoss): the mean `loss` `[1]`.
+    -> MseLossOutputs { loss }
+}
+
+signature! {
+    /// [`Op::MseLossBackward`](crate::Op::MseLossBackward): `pred`, `target`, `dloss` `[1]`.
+    MseLossBackwardInputs { pred, target, dloss }
+    /// [`Op::MseLossBackward`](crate::Op::MseLossBackward): `dpred`, of `pred`'s shape.
+    -> MseLossBackwardOutputs { dpred }
+}
+
+signature! {
     /// [`Op::Adam`](crate::Op::Adam): the gradient `grad` and the host-written `scalars` `[2]`.
     AdamInputs { grad, scalars }
     /// [`Op::Adam`](crate::Op::Adam) targets: `param` and its moments `m`, `v`.

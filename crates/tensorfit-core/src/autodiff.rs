@@ -357,6 +357,20 @@ fn vjp(
             };
             Ok(grads.into_vec())
         }
+        Op::MseLoss => {
+            let (x, _, _, g) = named!(MseLossInputs);
+            let inputs = MseLossBackwardInputs {
+                pred: x.pred,
+                target: x.target,
+                dloss: main(g.loss)?,
+            };
+            let d = graph.apply(&name("grad"), Op::MseLossBackward, inputs)?;
+            let grads = MseLossInputs {
+                pred: Some(d.dpred),
+                target: None,
+            };
+            Ok(grads.into_vec())
+        }
         Op::ActivationBackward(_)
         | Op::SumToShape { .. }
         | Op::Fill { .. }
@@ -366,6 +380,7 @@ fn vjp(
         | Op::EmbeddingBackward { .. }
         | Op::BatchNormBackward { .. }
         | Op::SoftmaxCrossEntropyBackward
+        | Op::MseLossBackward
         | Op::BatchNormStatsUpdate { .. }
         | Op::Adam(_)
         | Op::Sgd(_)

@@ -183,6 +183,20 @@ pub trait OpKernels {
         o: SoftmaxCrossEntropyBackwardOutputs<Self::Out>,
     ) -> Result<()>;
 
+    fn mse_loss_forward(
+        &mut self,
+        s: MseLossInputs<&Shape>,
+        i: MseLossInputs<Self::In>,
+        o: MseLossOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn mse_loss_backward(
+        &mut self,
+        s: MseLossBackwardInputs<&Shape>,
+        i: MseLossBackwardInputs<Self::In>,
+        o: MseLossBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
     fn adam_update(
         &mut self,
         p: AdamParams,
@@ -358,6 +372,14 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         Op::SoftmaxCrossEntropyBackward => {
             let (s, i, o) = named!(SoftmaxCrossEntropyBackwardInputs);
             k.softmax_cross_entropy_backward(s, i, o)
+        }
+        Op::MseLoss => {
+            let (s, i, o) = named!(MseLossInputs);
+            k.mse_loss_forward(s, i, o)
+        }
+        Op::MseLossBackward => {
+            let (s, i, o) = named!(MseLossBackwardInputs);
+            k.mse_loss_backward(s, i, o)
         }
         Op::Adam(p) => {
             let (s, i, o) = named!(AdamInputs);

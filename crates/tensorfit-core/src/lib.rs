@@ -20,6 +20,7 @@ pub mod graph;
 pub mod gru;
 pub mod kernels;
 pub mod ledger;
+mod loss_op;
 pub mod lstm_dims;
 pub mod op;
 mod optim_op;

@@ -16,10 +16,12 @@
 
 use crate::args::*;
 use crate::gru::GruDims;
+use crate::loss_op::mse_shapes;
 pub use crate::lstm_dims::{LstmDims, LSTM_SCRATCH_STEPS};
 use crate::optim_op::optim_shapes;
 pub use crate::optim_op::{AdamParams, SgdParams};
-use crate::shape::Shape;
+pub(crate) use crate::shape::same;
+use crate::shape::{rank, Shape};
 
 /// Pointwise nonlinearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -216,6 +218,14 @@ pub enum Op {
     /// `dlogits = (probs - onehot(labels)) · dloss / B`.
     SoftmaxCrossEntropyBackward,
 
+    /// Inputs `pred`, `target` of one shape (`[B, K]`, or `[T, B, K]` per step); output
+    /// the mean squared error over all their elements, `loss` `[1]` (`nn.MSELoss()`).
+    MseLoss,
+
+    /// Inputs `pred`, `target`, `dloss` `[1]`; output
+    /// `dpred = 2 (pred - target) · dloss / numel`.
+    MseLossBackward,
+
     /// Update op: one Adam step with PyTorch's formula. Inputs `grad`, `scalars` `[3]` =
     /// (`lr / (1 - β1^t)`, `sqrt(1 - β2^t)`, `1 - lr · decoupled decay`), written by the
     /// host each step; targets `param`, `m`, `v`:
@@ -268,6 +278,8 @@ impl Op {
             Op::BatchNormStatsUpdate { .. } => "batchnorm_stats_update",
             Op::SoftmaxCrossEntropy => "softmax_cross_entropy_forward",
             Op::SoftmaxCrossEntropyBackward => "softmax_cross_entropy_backward",
+            Op::MseLoss => "mse_loss_forward",
+            Op::MseLossBackward => "mse_loss_backward",
             Op::Adam(_) => "adam_update",
             Op::Sgd(_) => "sgd_update",
             Op::SumSquares => "sum_squares",
@@ -316,6 +328,8 @@ impl Op {
             Op::BatchNormStatsUpdate { .. } => StatsUpdateTargets::<()>::NAMES,
             Op::SoftmaxCrossEntropy => SoftmaxCrossEntropyOutputs::<()>::NAMES,
             Op::SoftmaxCrossEntropyBackward => SoftmaxCrossEntropyBackwardOutputs::<()>::NAMES,
+            Op::MseLoss => MseLossOutputs::<()>::NAMES,
+            Op::MseLossBackward => MseLossBackwardOutputs::<()>::NAMES,
             Op::Adam(_) => AdamTargets::<()>::NAMES,
             Op::Sgd(_) => SgdTargets::<()>::NAMES,
             Op::SumSquares => SumSquaresOutputs::<()>::NAMES,
@@ -543,6 +557,7 @@ impl Op {
                 Ok(targets.into_vec())
             }
             Op::Sgd(_) | Op::SumSquares | Op::ClipGrad { .. } => optim_shapes(self, list),
+            Op::MseLoss | Op::MseLossBackward => mse_shapes(self, list),
             Op::Copy => {
                 let CopyInputs { src } = named(list)?;
                 Ok(CopyTargets { dst: src.clone() }.into_vec())
@@ -561,22 +576,6 @@ fn with_width(ids: &Shape, width: usize) -> Shape {
     let mut dims = ids.0.clone();
     dims.push(width);
     Shape(dims)
-}
-
-fn rank(s: &Shape, r: usize, what: &str) -> Result<(), String> {
-    if s.rank() == r {
-        Ok(())
-    } else {
-        Err(format!("{what} must have rank {r}, got {s}"))
-    }
-}
-
-pub(crate) fn same(s: &Shape, want: &Shape, what: &str) -> Result<(), String> {
-    if s == want {
-        Ok(())
-    } else {
-        Err(format!("{what} must have shape {want}, got {s}"))
-    }
 }
 
 #[cfg(test)]

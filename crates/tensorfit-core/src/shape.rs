@@ -93,3 +93,21 @@ impl<const N: usize> From<[usize; N]> for Shape {
         Shape(d.to_vec())
     }
 }
+
+/// Checks that `s` (called `what` in the message) has rank `r`.
+pub(crate) fn rank(s: &Shape, r: usize, what: &str) -> Result<(), String> {
+    if s.rank() == r {
+        Ok(())
+    } else {
+        Err(format!("{what} must have rank {r}, got {s}"))
+    }
+}
+
+/// Checks that `s` (called `what` in the message) is `want`.
+pub(crate) fn same(s: &Shape, want: &Shape, what: &str) -> Result<(), String> {
+    if s == want {
+        Ok(())
+    } else {
+        Err(format!("{what} must have shape {want}, got {s}"))
+    }
+}

@@ -39,6 +39,21 @@ pub fn source() -> String {
     }
 }
 
+/// What this process holds resident now (`VmRSS`): its code, libraries, drivers and
+/// every allocation it has touched.
+pub fn resident() -> Option<u64> {
+    status_bytes("VmRSS")
+}
+
+/// The most this process has held resident so far (`VmHWM`).
+pub fn peak_resident() -> Option<u64> {
+    status_bytes("VmHWM")
+}
+
+fn status_bytes(key: &str) -> Option<u64> {
+    kib_field(&fs::read_to_string("/proc/self/status").ok()?, key)
+}
+
 fn min_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -47,7 +62,11 @@ fn min_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 fn meminfo_bytes(key: &str) -> Option<u64> {
-    let text = fs::read_to_string("/proc/meminfo").ok()?;
+    kib_field(&fs::read_to_string("/proc/meminfo").ok()?, key)
+}
+
+/// The `key:  N kB` line of a /proc file, in bytes.
+fn kib_field(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|line| {
         let rest = line.strip_prefix(key)?.strip_prefix(':')?;
         let kib: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use tensorfit_core::args::{
     ActivationInputs, BatchNormInputs, BinaryInputs, EmbeddingInputs, GruForwardInputs,
-    GruForwardOutputs, LstmForwardInputs, LstmForwardOutputs, MatMulInputs, MeanVar,
+    GruForwardOutputs, LstmForwardInputs, LstmForwardOutputs, MatMulInputs, MeanVar, MseLossInputs,
     SliceTimeInputs, SoftmaxCrossEntropyInputs,
 };
 use tensorfit_core::{backward, Activation, BinaryOp, Executable, Graph, Op, Shape, TensorId};
@@ -441,6 +441,20 @@ fn softmax_cross_entropy() {
         .graph
         .apply("ce", Op::SoftmaxCrossEntropy, inputs)
         .unwrap();
+    c.outputs.push(outs.loss);
+    c.run(&mut rng);
+}
+
+#[test]
+fn mean_squared_error_over_every_step() {
+    // [T, B, K] predictions, as a head on every step gives them.
+    let mut rng = Rng::new(13);
+    let mut c = Case::new("mse");
+    let pred = c.random("pred", &[3, 2, 4], &mut rng);
+    let target = rng.normals(24, 1.0);
+    let target = c.leaf("target", &[3, 2, 4], target, false);
+    let inputs = MseLossInputs { pred, target };
+    let outs = c.graph.apply("mse", Op::MseLoss, inputs).unwrap();
     c.outputs.push(outs.loss);
     c.run(&mut rng);
 }

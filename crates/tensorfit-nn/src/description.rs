@@ -1,6 +1,7 @@
 //! A model as users describe it: input, recurrent stack, head and loss, as plain data.
 //!
-//! A description is written in TOML (`tensorfit train --model my.toml`) or built in code;
+//! A description is written in TOML (`tensorfit train --model my.toml`; an optional
+//! `[training]` table there holds `train`'s settings, see `description_toml`) or built in code;
 //! the preset [`ModelDescription::seed`] is the network of the seed report. The file
 //! format, one table per part:
 //!
@@ -130,6 +131,20 @@ impl LossSpec {
             LossSpec::SoftmaxCrossEntropy { classes } => classes,
             LossSpec::MeanSquaredError { outputs } => outputs,
         }
+    }
+
+    /// Target values per output row: one class id for cross-entropy, `outputs` f32
+    /// values for mean squared error.
+    pub fn targets_per_row(&self) -> usize {
+        match *self {
+            LossSpec::SoftmaxCrossEntropy { .. } => 1,
+            LossSpec::MeanSquaredError { outputs } => outputs,
+        }
+    }
+
+    /// Whether the model predicts classes (so accuracy means something).
+    pub fn is_classification(&self) -> bool {
+        matches!(self, LossSpec::SoftmaxCrossEntropy { .. })
     }
 }
 

@@ -128,9 +128,6 @@ impl ModelDescription {
         if self.head.on == HeadOn::EveryStep {
             return Err(unsupported("head.on", "\"every_step\""));
         }
-        if let LossSpec::MeanSquaredError { .. } = self.loss {
-            return Err(unsupported("loss.kind", "\"mse\""));
-        }
         Ok(())
     }
 
@@ -243,8 +240,5 @@ mod tests {
         let mut d = ModelDescription::seed();
         d.head.on = HeadOn::EveryStep;
         assert_eq!(field_of(&d), "head.on");
-        let mut d = ModelDescription::seed();
-        d.loss = LossSpec::MeanSquaredError { outputs: 1 };
-        assert_eq!(field_of(&d), "loss.kind");
     }
 }

@@ -11,6 +11,8 @@
 #![forbid(unsafe_code)]
 
 pub mod atomic_file;
+mod batch_check;
+pub mod builtin_task;
 pub mod checkpoint;
 pub mod description;
 pub mod description_check;
@@ -27,19 +29,21 @@ pub mod programs;
 pub mod pytorch_import;
 mod recompute;
 pub mod run_settings;
+pub mod running_mean;
 pub mod safetensors_file;
 pub mod seed_shape;
 pub mod task;
 mod train_graph;
 pub mod trainer;
 
+pub use builtin_task::BuiltinTask;
 pub use checkpoint::Checkpoint;
 pub use description::{
     Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
     RecurrentSpec,
 };
 pub use description_check::InvalidDescription;
-pub use description_toml::DescriptionError;
+pub use description_toml::{DescriptionError, DescriptionFile, TrainingEntry, TrainingValue};
 pub use layers::{Init, ParamKind, ParamSpec};
 pub use model::Mode;
 pub use model_size::TRAIN_FLOPS_PER_FORWARD;
@@ -50,6 +54,7 @@ pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};
 pub use pytorch_import::import_state_dict;
 pub use run_settings::RunSettings;
+pub use running_mean::RunningMean;
 pub use seed_shape::SeedShape;
 pub use task::{Batch, TemporalOrder};
 pub use tensorfit_core::Rng;

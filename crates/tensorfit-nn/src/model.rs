@@ -9,7 +9,7 @@
 use tensorfit_core::args::{CopyInputs, CopyTargets, SliceTimeInputs};
 use tensorfit_core::{Graph, Op, Result, TensorId};
 
-use crate::description::ModelDescription;
+use crate::description::{LossSpec, ModelDescription};
 pub use crate::layers::lstm::LstmStack;
 use crate::layers::{BatchStats, ParamKind, ParamSpec, StateSlot};
 use crate::network::{Network, NetworkTensors};
@@ -173,7 +173,10 @@ pub(crate) fn head(
     batch: usize,
     mode: Mode,
 ) -> Result<Head> {
-    let labels = g.input("labels", [batch]);
+    let labels = match net.out.loss {
+        LossSpec::SoftmaxCrossEntropy { .. } => g.input("labels", [batch]),
+        LossSpec::MeanSquaredError { outputs } => g.input("labels", [batch, outputs]),
+    };
     let mut batch_stats = Vec::new();
     let mut h = last;
     for (part, t) in net.head.iter().zip(&ids.head) {

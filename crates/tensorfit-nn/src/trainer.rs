@@ -23,6 +23,7 @@ use tensorfit_core::{
     Result, Shape, TensorView,
 };
 
+use crate::batch_check::check_batch;
 use crate::checkpoint::Checkpoint;
 use crate::description::ModelDescription;
 use crate::layers::{Lstm, ParamKind, StatePart};
@@ -49,8 +50,13 @@ pub struct StepReport {
 /// What an evaluation produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalReport {
+    /// The mean loss: cross-entropy, or the mean squared error for a regression.
     pub loss: f32,
-    pub accuracy: f32,
+    /// The fraction of rows whose most probable class is the label; `None` for a
+    /// regression.
+    pub accuracy: Option<f32>,
+    /// Softmax probabilities `[B, classes]`, or a regression's predictions
+    /// `[B, outputs]`.
     pub probs: HostTensor,
 }
 
@@ -210,9 +216,10 @@ impl Trainer {
         self.backend.memory()
     }
 
-    /// One optimizer step on a minibatch: `x` `[T, B, input]`, `labels` `[B]`.
+    /// One optimizer step on a minibatch: `x` `[T, B, input]`, `labels` `[B]` class ids
+    /// (cross-entropy) or `[B, outputs]` f32 targets (mean squared error).
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
-        let (steps, batch) = self.check_batch(x, labels)?;
+        let (steps, batch) = check_batch(&self.model, x, labels)?;
         let keys = self.opts.train_programs(batch, steps);
         let next = self
             .step
@@ -221,8 +228,7 @@ impl Trainer {
         let o = &self.opts.optim;
         let lr = self.schedule.lr(&o.schedule, o.optimizer.lr(), next);
         let scalars = o.optimizer.scalars(next, lr);
-        let rows = 0..labels.len();
-        let (loss, probs) = self.run_sequence(&keys, x, rows, labels, Some(&scalars))?;
+        let (loss, probs) = self.run_sequence(&keys, x, 0..batch, labels, Some(&scalars))?;
         self.step = next;
         self.last_train = keys.last().copied();
         let p = &self.programs[&keys[keys.len() - 1]];
@@ -264,8 +270,9 @@ impl Trainer {
 
     /// Runs the model in inference form (running statistics) over whole sequences.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
-        let (steps, batch) = self.check_batch(x, labels)?;
+        let (steps, batch) = check_batch(&self.model, x, labels)?;
         let classes = self.model.loss.outputs();
+        let per_row = self.model.loss.targets_per_row();
         let mut probs = Vec::with_capacity(batch * classes);
         let mut loss_sum = 0.0f64;
         let mut start = 0;
@@ -274,27 +281,33 @@ impl Trainer {
             // sequences out of `x` in place (no host copy of them).
             let keys = self.opts.eval_programs(m, steps);
             let rows = start..start + m;
-            let (loss, p) = self.run_sequence(&keys, x, rows, &labels[start..start + m], None)?;
+            let targets = &labels[start * per_row..(start + m) * per_row];
+            let (loss, p) = self.run_sequence(&keys, x, rows, targets, None)?;
             loss_sum += loss as f64 * m as f64;
             probs.extend(p.data);
             start += m;
         }
-        let correct = labels
-            .iter()
-            .enumerate()
-            .filter(|(b, &l)| argmax(&probs[b * classes..(b + 1) * classes]) == l as usize)
-            .count();
+        let accuracy = self.model.loss.is_classification().then(|| {
+            let correct = labels
+                .iter()
+                .enumerate()
+                .filter(|(b, &l)| argmax(&probs[b * classes..(b + 1) * classes]) == l as usize)
+                .count();
+            correct as f32 / batch as f32
+        });
         Ok(EvalReport {
             loss: (loss_sum / batch as f64) as f32,
-            accuracy: correct as f32 / batch as f32,
+            accuracy,
             probs: HostTensor::new([batch, classes], probs)?,
         })
     }
 
-    /// Class probabilities `[B, classes]` for `x` `[T, B, input]` (inference form).
+    /// Class probabilities `[B, classes]`, or a regression's predictions `[B, outputs]`,
+    /// for `x` `[T, B, input]` (inference form).
     pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
         let batch = x.shape.dims().get(1).copied().unwrap_or(0);
-        Ok(self.evaluate(x, &vec![0.0; batch])?.probs)
+        let targets = batch.saturating_mul(self.model.loss.targets_per_row());
+        Ok(self.evaluate(x, &vec![0.0; targets])?.probs)
     }
 
     /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
@@ -458,51 +471,6 @@ impl Trainer {
             HostTensor::new(shape.clone(), hs)?,
             HostTensor::new(shape, cs)?,
         ))
-    }
-
-    fn check_batch(&self, x: &HostTensor, labels: &[f32]) -> Result<(usize, usize)> {
-        let d = x.shape.dims();
-        let features = self.model.input_features();
-        if d.len() != 3 || d[2] != features {
-            return Err(Error::input(format!(
-                "input has shape {}, expected [time, batch, {features}]",
-                x.shape
-            )));
-        }
-        let (steps, batch) = (d[0], d[1]);
-        if steps == 0 || batch == 0 {
-            return Err(Error::input(format!(
-                "input has shape {}: time and batch must be at least 1",
-                x.shape
-            )));
-        }
-        if let Some(i) = x.data.iter().position(|v| !v.is_finite()) {
-            let f = features;
-            return Err(Error::input(format!(
-                "input contains {} at time {}, sequence {}, feature {}",
-                x.data[i],
-                i / (batch * f),
-                (i / f) % batch,
-                i % f
-            )));
-        }
-        if labels.len() != batch {
-            return Err(Error::input(format!(
-                "{} labels for a batch of {batch}",
-                labels.len()
-            )));
-        }
-        let classes = self.model.loss.outputs();
-        if let Some((i, l)) = labels
-            .iter()
-            .enumerate()
-            .find(|(_, &l)| !(l >= 0.0 && l < classes as f32 && l.fract() == 0.0))
-        {
-            return Err(Error::input(format!(
-                "label {i} is {l}, expected a class index in 0..{classes}"
-            )));
-        }
-        Ok((steps, batch))
     }
 
     /// The view of persistent tensor `key`: from the layout if planned, else a new

@@ -16,6 +16,7 @@ pub(crate) enum Shader {
     Gru,
     Batchnorm,
     Softmax,
+    Mse,
     Adam,
     Gather,
     Optim,
@@ -23,13 +24,14 @@ pub(crate) enum Shader {
 
 impl Shader {
     #[cfg(test)]
-    pub const ALL: [Shader; 9] = [
+    pub const ALL: [Shader; 10] = [
         Shader::Gemm,
         Shader::Elementwise,
         Shader::Lstm,
         Shader::Gru,
         Shader::Batchnorm,
         Shader::Softmax,
+        Shader::Mse,
         Shader::Adam,
         Shader::Gather,
         Shader::Optim,
@@ -43,6 +45,7 @@ impl Shader {
             Shader::Gru => "gru.wgsl",
             Shader::Batchnorm => "batchnorm.wgsl",
             Shader::Softmax => "softmax.wgsl",
+            Shader::Mse => "mse.wgsl",
             Shader::Adam => "adam.wgsl",
             Shader::Gather => "gather.wgsl",
             Shader::Optim => "optim.wgsl",
@@ -75,6 +78,10 @@ impl Shader {
             Shader::Softmax => concat!(
                 include_str!("shaders/common.wgsl"),
                 include_str!("shaders/softmax.wgsl")
+            ),
+            Shader::Mse => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/mse.wgsl")
             ),
             Shader::Adam => concat!(
                 include_str!("shaders/common.wgsl"),
@@ -147,6 +154,8 @@ kernels! {
     BATCHNORM_STATS_UPDATE = Batchnorm::"batchnorm_stats_update", 4, WG;
     SOFTMAX_CROSS_ENTROPY_FORWARD = Softmax::"softmax_cross_entropy_forward", 4, WG;
     SOFTMAX_CROSS_ENTROPY_BACKWARD = Softmax::"softmax_cross_entropy_backward", 4, WG;
+    MSE_LOSS_FORWARD = Mse::"mse_loss_forward", 3, WG;
+    MSE_LOSS_BACKWARD = Mse::"mse_loss_backward", 4, WG;
     ADAM_UPDATE = Adam::"adam_update", 5, WG;
     GATHER = Gather::"gather", 3, WG;
     SCATTER_ADD = Gather::"scatter_add", 3, COLUMN_WG;

@@ -17,6 +17,7 @@ pub mod gemm;
 pub mod gemm_fast;
 pub mod gru;
 pub mod lstm;
+pub mod mse;
 pub mod optim;
 pub mod softmax;
 
@@ -250,6 +251,24 @@ impl<'a> OpKernels for HostKernels<'a> {
         o: SoftmaxCrossEntropyBackwardOutputs<Self::Out>,
     ) -> Result<()> {
         softmax::softmax_cross_entropy_backward(i.probs, i.labels, i.dloss, o.dlogits)
+    }
+
+    fn mse_loss_forward(
+        &mut self,
+        _: MseLossInputs<&Shape>,
+        i: MseLossInputs<Self::In>,
+        o: MseLossOutputs<Self::Out>,
+    ) -> Result<()> {
+        mse::mse_loss_forward(i.pred, i.target, o.loss)
+    }
+
+    fn mse_loss_backward(
+        &mut self,
+        _: MseLossBackwardInputs<&Shape>,
+        i: MseLossBackwardInputs<Self::In>,
+        o: MseLossBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        mse::mse_loss_backward(i.pred, i.target, i.dloss, o.dpred)
     }
 
     fn adam_update(

@@ -21,8 +21,12 @@ pub mod gather;
 pub mod gemm;
 pub mod gru;
 pub mod lstm;
+pub mod mse;
 pub mod optim;
 pub mod softmax;
+mod sources;
+
+pub use sources::*;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -37,106 +41,6 @@ use tensorfit_core::{
 use crate::backend_error;
 use crate::blas::Blas;
 use crate::driver::{describe, Arg, DevPtr, Device, Function};
-
-/// Text prepended to every source: shared helpers (see `common.cuh`).
-pub const COMMON: &str = include_str!("common.cuh");
-
-/// One `.cu` file and the `extern "C"` kernels it defines.
-#[derive(Debug, Clone, Copy)]
-pub struct KernelSource {
-    pub file: &'static str,
-    pub code: &'static str,
-    pub kernels: &'static [&'static str],
-}
-
-impl KernelSource {
-    /// The translation unit NVRTC compiles: the common helpers, then the file, with a
-    /// `#line` so that NVRTC's messages point into the file itself.
-    pub fn translation_unit(&self) -> String {
-        format!("{COMMON}\n#line 1 \"{}\"\n{}", self.file, self.code)
-    }
-}
-
-/// The kernels, by the name each `.cu` file gives its `extern "C" __global__` function
-/// (launchers name them only through these, and the test below checks the table
-/// against the sources).
-pub const BINARY: &str = "binary";
-pub const ACTIVATION_FORWARD: &str = "activation_forward";
-pub const ACTIVATION_BACKWARD: &str = "activation_backward";
-pub const SUM_TO_SHAPE: &str = "sum_to_shape";
-pub const LSTM_FORWARD_CELL: &str = "lstm_forward_cell";
-pub const LSTM_BACKWARD_CELL: &str = "lstm_backward_cell";
-pub const GRU_FORWARD_CELL: &str = "gru_forward_cell";
-pub const GRU_BACKWARD_CELL: &str = "gru_backward_cell";
-pub const BATCHNORM_FORWARD_STATS: &str = "batchnorm_forward_stats";
-pub const BATCHNORM_FORWARD_APPLY: &str = "batchnorm_forward_apply";
-pub const BATCHNORM_BACKWARD: &str = "batchnorm_backward";
-pub const BATCHNORM_STATS_UPDATE: &str = "batchnorm_stats_update";
-pub const SOFTMAX_CROSS_ENTROPY_FORWARD: &str = "softmax_cross_entropy_forward";
-pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward";
-pub const ADAM_UPDATE: &str = "adam_update";
-pub const GATHER: &str = "gather";
-pub const SCATTER_ADD: &str = "scatter_add";
-pub const SGD_UPDATE: &str = "sgd_update";
-pub const SUM_SQUARES: &str = "sum_squares";
-pub const CLIP_GRAD: &str = "clip_grad";
-
-/// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 8] = [
-    KernelSource {
-        file: "elementwise.cu",
-        code: include_str!("elementwise.cu"),
-        kernels: &[
-            BINARY,
-            ACTIVATION_FORWARD,
-            ACTIVATION_BACKWARD,
-            SUM_TO_SHAPE,
-        ],
-    },
-    KernelSource {
-        file: "lstm.cu",
-        code: include_str!("lstm.cu"),
-        kernels: &[LSTM_FORWARD_CELL, LSTM_BACKWARD_CELL],
-    },
-    KernelSource {
-        file: "gru.cu",
-        code: include_str!("gru.cu"),
-        kernels: &[GRU_FORWARD_CELL, GRU_BACKWARD_CELL],
-    },
-    KernelSource {
-        file: "batchnorm.cu",
-        code: include_str!("batchnorm.cu"),
-        kernels: &[
-            BATCHNORM_FORWARD_STATS,
-            BATCHNORM_FORWARD_APPLY,
-            BATCHNORM_BACKWARD,
-            BATCHNORM_STATS_UPDATE,
-        ],
-    },
-    KernelSource {
-        file: "softmax.cu",
-        code: include_str!("softmax.cu"),
-        kernels: &[
-            SOFTMAX_CROSS_ENTROPY_FORWARD,
-            SOFTMAX_CROSS_ENTROPY_BACKWARD,
-        ],
-    },
-    KernelSource {
-        file: "adam.cu",
-        code: include_str!("adam.cu"),
-        kernels: &[ADAM_UPDATE],
-    },
-    KernelSource {
-        file: "gather.cu",
-        code: include_str!("gather.cu"),
-        kernels: &[GATHER, SCATTER_ADD],
-    },
-    KernelSource {
-        file: "optim.cu",
-        code: include_str!("optim.cu"),
-        kernels: &[SGD_UPDATE, SUM_SQUARES, CLIP_GRAD],
-    },
-];
 
 /// Compiles every source for `compute_{arch}` (in parallel: NVRTC is thread-safe), or
 /// returns the PTX compiled earlier in this process for the same architecture.
@@ -555,6 +459,24 @@ impl<'g> OpKernels for Gpu<'g> {
     ) -> Result<()> {
         let bk = (s.probs.dim(0), s.probs.dim(1));
         softmax::softmax_cross_entropy_backward(self, i.probs, i.labels, i.dloss, o.dlogits, bk)
+    }
+
+    fn mse_loss_forward(
+        &mut self,
+        s: MseLossInputs<&Shape>,
+        i: MseLossInputs<DevPtr>,
+        o: MseLossOutputs<DevPtr>,
+    ) -> Result<()> {
+        mse::mse_loss_forward(self, &i, o.loss, s.pred.numel())
+    }
+
+    fn mse_loss_backward(
+        &mut self,
+        s: MseLossBackwardInputs<&Shape>,
+        i: MseLossBackwardInputs<DevPtr>,
+        o: MseLossBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        mse::mse_loss_backward(self, &i, o.dpred, s.pred.numel())
     }
 
     fn adam_update(

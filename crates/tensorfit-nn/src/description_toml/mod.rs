@@ -9,8 +9,9 @@
 //! failure is a [`DescriptionError`] naming the file, the line and column, and the key
 //! path (`head.layers[2].units`); no input makes it panic (`tests/fuzz.rs`).
 //!
-//! A `[training]` table is refused with its own message: training settings are
-//! `tensorfit train` flags, not part of the model (a checkpoint carries the model alone).
+//! A `[training]` table is not part of the model (a checkpoint carries the model alone):
+//! [`DescriptionFile`] reads it as `tensorfit train` settings, whose keys and values the
+//! command line checks.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -20,8 +21,11 @@ use tensorfit_core::Activation;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+mod file;
 mod table;
 mod write;
+
+pub use file::{DescriptionFile, TrainingEntry, TrainingValue};
 
 use table::{line_column, Source, Table};
 
@@ -85,65 +89,20 @@ impl DescriptionError {
 impl ModelDescription {
     /// Reads a description file (at most 1 MiB of UTF-8 TOML).
     pub fn load(path: &Path) -> Result<ModelDescription, DescriptionError> {
-        let at_start = |message: String| DescriptionError {
-            path: path.display().to_string(),
-            line: 1,
-            column: 1,
-            key: String::new(),
-            message,
-        };
-        let file = std::fs::File::open(path).map_err(|e| at_start(e.to_string()))?;
-        let mut bytes = Vec::new();
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| at_start(e.to_string()))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(at_start(format!(
-                "larger than {MAX_FILE_BYTES} bytes; a model description is a few dozen lines"
-            )));
-        }
-        let text = String::from_utf8(bytes).map_err(|e| {
-            let valid = e
-                .as_bytes()
-                .get(..e.utf8_error().valid_up_to())
-                .unwrap_or(&[]);
-            let (line, column) = line_column(&String::from_utf8_lossy(valid), usize::MAX);
-            DescriptionError {
-                line,
-                column,
-                ..at_start("not UTF-8 text (TOML files are UTF-8)".into())
-            }
-        })?;
-        ModelDescription::from_toml(&text, path)
+        ModelDescription::from_toml(&read_text(path)?, path)
     }
 
     /// Parses `text`, the contents of the description file `path` (used in errors).
     pub fn from_toml(text: &str, path: &Path) -> Result<ModelDescription, DescriptionError> {
         let file = Source { text, path };
-        let doc = DeTable::parse(text).map_err(|e| {
-            let at = e.span().map_or(0, |s| s.start);
-            file.error(
-                at,
-                "",
-                format!("not valid TOML: {}", e.message().trim_end()),
-            )
-        })?;
+        let doc = parse(file)?;
         let root = Table {
             file,
             table: doc.get_ref(),
             span: doc.span(),
             path: String::new(),
         };
-        if let Some((key, _)) = root.table.get_key_value("training") {
-            return Err(file.error(
-                key.span().start,
-                "training",
-                "`[training]` is not part of a model description: give training settings as \
-                 `tensorfit train` flags"
-                    .into(),
-            ));
-        }
-        root.known_keys(&["input", "recurrent", "head", "loss"])?;
+        root.known_keys(&["input", "recurrent", "head", "loss", "training"])?;
         Ok(ModelDescription {
             input: input(&root.table_at("input")?)?,
             recurrent: recurrent(&root.table_at("recurrent")?)?,
@@ -151,6 +110,52 @@ impl ModelDescription {
             loss: loss(&root.table_at("loss")?)?,
         })
     }
+}
+
+/// The file's TOML document.
+fn parse(file: Source) -> Result<Spanned<DeTable>, DescriptionError> {
+    DeTable::parse(file.text).map_err(|e| {
+        let at = e.span().map_or(0, |s| s.start);
+        file.error(
+            at,
+            "",
+            format!("not valid TOML: {}", e.message().trim_end()),
+        )
+    })
+}
+
+/// The text of a description file (at most 1 MiB of UTF-8).
+fn read_text(path: &Path) -> Result<String, DescriptionError> {
+    let at_start = |message: String| DescriptionError {
+        path: path.display().to_string(),
+        line: 1,
+        column: 1,
+        key: String::new(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| at_start(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| at_start(e.to_string()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(at_start(format!(
+            "larger than {MAX_FILE_BYTES} bytes; a model description is a few dozen lines"
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = e
+            .as_bytes()
+            .get(..e.utf8_error().valid_up_to())
+            .unwrap_or(&[]);
+        let (line, column) = line_column(&String::from_utf8_lossy(valid), usize::MAX);
+        DescriptionError {
+            line,
+            column,
+            ..at_start("not UTF-8 text (TOML files are UTF-8)".into())
+        }
+    })?;
+    Ok(text)
 }
 
 fn input(t: &Table) -> Result<InputSpec, DescriptionError> {

@@ -2,9 +2,9 @@
 //! [`OutputLayer`] is the output layer, a linear map to the loss's width and the loss.
 
 use tensorfit_core::args::{
-    ActivationInputs, BinaryInputs, MatMulInputs, SoftmaxCrossEntropyInputs,
+    ActivationInputs, BinaryInputs, MatMulInputs, MseLossInputs, SoftmaxCrossEntropyInputs,
 };
-use tensorfit_core::{Activation, BinaryOp, Error, Graph, Op, Result, TensorId};
+use tensorfit_core::{Activation, BinaryOp, Graph, Op, Result, TensorId};
 
 use super::{Init, ParamSpec, Tensors};
 use crate::description::LossSpec;
@@ -93,7 +93,8 @@ pub struct OutputLayer {
 pub struct LossOutputs {
     /// The mean loss, `[1]`.
     pub loss: TensorId,
-    /// What the model predicts per row: softmax probabilities for cross-entropy.
+    /// What the model predicts per row: softmax probabilities for cross-entropy, the
+    /// output layer's values for mean squared error.
     pub prediction: TensorId,
 }
 
@@ -116,7 +117,8 @@ impl OutputLayer {
     }
 
     /// Loss and prediction of `x` `[rows, input]` against `targets` (node `loss`): class
-    /// ids `[rows]` for cross-entropy.
+    /// ids `[rows]` for cross-entropy, f32 values `[rows, outputs]` for mean squared
+    /// error.
     pub fn forward(
         &self,
         g: &mut Graph,
@@ -137,9 +139,17 @@ impl OutputLayer {
                     prediction: outs.probs,
                 })
             }
-            LossSpec::MeanSquaredError { .. } => Err(Error::Graph(
-                "the mean-squared-error loss is not built in this version".into(),
-            )),
+            LossSpec::MeanSquaredError { .. } => {
+                let inputs = MseLossInputs {
+                    pred: logits,
+                    target: targets,
+                };
+                let outs = g.apply("loss", Op::MseLoss, inputs)?;
+                Ok(LossOutputs {
+                    loss: outs.loss,
+                    prediction: logits,
+                })
+            }
         }
     }
 }

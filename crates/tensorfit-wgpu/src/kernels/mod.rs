@@ -15,6 +15,7 @@ pub(crate) mod gather;
 pub(crate) mod gemm;
 pub(crate) mod gru;
 pub(crate) mod lstm;
+pub(crate) mod mse;
 pub(crate) mod optim;
 pub(crate) mod softmax;
 
@@ -292,6 +293,24 @@ impl OpKernels for Launches {
         o: SoftmaxCrossEntropyBackwardOutputs<Region>,
     ) -> Result<()> {
         softmax::softmax_cross_entropy_backward(self, i.probs, i.labels, i.dloss, o.dlogits)
+    }
+
+    fn mse_loss_forward(
+        &mut self,
+        _: MseLossInputs<&Shape>,
+        i: MseLossInputs<Region>,
+        o: MseLossOutputs<Region>,
+    ) -> Result<()> {
+        mse::mse_loss_forward(self, i.pred, i.target, o.loss)
+    }
+
+    fn mse_loss_backward(
+        &mut self,
+        _: MseLossBackwardInputs<&Shape>,
+        i: MseLossBackwardInputs<Region>,
+        o: MseLossBackwardOutputs<Region>,
+    ) -> Result<()> {
+        mse::mse_loss_backward(self, i.pred, i.target, i.dloss, o.dpred)
     }
 
     fn adam_update(

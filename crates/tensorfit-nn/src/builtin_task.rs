@@ -1,0 +1,103 @@
+//! The built-in task that fits a model: [`TemporalOrder`] for the seed's classifier,
+//! [`RunningMean`] for a regression (the mean-squared-error loss), so the CLI trains
+//! either without a download.
+
+use tensorfit_core::{Error, Result};
+
+use crate::description::ModelDescription;
+use crate::running_mean::RunningMean;
+use crate::task::{Batch, TemporalOrder};
+
+/// A built-in task's generator, chosen by the model's head and loss.
+#[derive(Debug, Clone)]
+pub enum BuiltinTask {
+    TemporalOrder(TemporalOrder),
+    RunningMean(RunningMean),
+}
+
+impl BuiltinTask {
+    /// The task that fits `model`, its stream started (or resumed) at `seed`; the error
+    /// says what each task needs.
+    pub fn for_model(model: &ModelDescription, seed: u64) -> Result<Self> {
+        let classifier = match TemporalOrder::fits(model) {
+            Ok(()) => return Ok(BuiltinTask::TemporalOrder(TemporalOrder::new(seed))),
+            Err(e) => e,
+        };
+        match RunningMean::for_model(model, seed) {
+            Ok(task) => Ok(BuiltinTask::RunningMean(task)),
+            Err(regression) => Err(Error::input(format!(
+                "no built-in task fits: {classifier}; {regression}"
+            ))),
+        }
+    }
+
+    /// Whether a built-in task fits `model`; the error says what each needs.
+    pub fn fits(model: &ModelDescription) -> Result<()> {
+        Self::for_model(model, 0).map(|_| ())
+    }
+
+    /// The shortest sequence the task makes.
+    pub fn min_steps(&self) -> usize {
+        match self {
+            BuiltinTask::TemporalOrder(_) => TemporalOrder::MIN_STEPS,
+            BuiltinTask::RunningMean(_) => RunningMean::WINDOW,
+        }
+    }
+
+    /// A minibatch of `batch` sequences of `steps` steps.
+    pub fn batch(&mut self, batch: usize, steps: usize) -> Result<Batch> {
+        match self {
+            BuiltinTask::TemporalOrder(t) => t.batch(batch, steps),
+            BuiltinTask::RunningMean(t) => t.batch(batch, steps),
+        }
+    }
+
+    /// The generator's state, to resume the same stream later ([`Self::for_model`] with
+    /// it as the seed).
+    pub fn rng_state(&self) -> u64 {
+        match self {
+            BuiltinTask::TemporalOrder(t) => t.rng_state(),
+            BuiltinTask::RunningMean(t) => t.rng_state(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::description::{HeadOn, InputSpec, LossSpec};
+
+    #[test]
+    fn the_seed_gets_temporal_order_and_a_regression_gets_running_mean() {
+        let seed = ModelDescription::seed();
+        let task = BuiltinTask::for_model(&seed, 1).unwrap();
+        assert!(matches!(task, BuiltinTask::TemporalOrder(_)));
+        let mut reg = ModelDescription::seed();
+        reg.loss = LossSpec::MeanSquaredError { outputs: 2 };
+        let mut task = BuiltinTask::for_model(&reg, 1).unwrap();
+        assert!(matches!(task, BuiltinTask::RunningMean(_)));
+        assert_eq!(task.batch(3, 5).unwrap().labels.len(), 3 * 2);
+    }
+
+    #[test]
+    fn a_model_no_task_fits_is_refused_naming_both_tasks() {
+        let mut d = ModelDescription::seed();
+        d.head.on = HeadOn::EveryStep;
+        d.input = InputSpec::Dense { features: 3 };
+        let e = BuiltinTask::fits(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("temporal-order") && e.contains("running-mean"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_stream_resumes_from_its_state() {
+        let mut reg = ModelDescription::seed();
+        reg.loss = LossSpec::MeanSquaredError { outputs: 1 };
+        let mut a = BuiltinTask::for_model(&reg, 7).unwrap();
+        a.batch(2, 6).unwrap();
+        let mut b = BuiltinTask::for_model(&reg, a.rng_state()).unwrap();
+        assert_eq!(a.batch(2, 6).unwrap(), b.batch(2, 6).unwrap());
+    }
+}

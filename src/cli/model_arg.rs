@@ -1,0 +1,82 @@
+//! `--model seed|PATH`: a preset by its name, anything else a model description file
+//! (`examples/models/*.toml`), read with its `[training]` table.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use clap::ValueEnum;
+use tensorfit::nn::{DescriptionFile, ModelDescription};
+
+use super::Model;
+
+/// A model as `--model` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelArg {
+    Preset(Model),
+    File(PathBuf),
+}
+
+impl Default for ModelArg {
+    fn default() -> Self {
+        ModelArg::Preset(Model::Seed)
+    }
+}
+
+impl fmt::Display for ModelArg {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            ModelArg::Preset(m) => f.write_str(m.name()),
+            ModelArg::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+impl ModelArg {
+    /// `--model`'s value parser: a preset's name, or else a path.
+    pub fn parse(s: &str) -> Result<ModelArg, String> {
+        Ok(match Model::from_str(s, false) {
+            Ok(m) => ModelArg::Preset(m),
+            Err(_) => ModelArg::File(PathBuf::from(s)),
+        })
+    }
+
+    /// The model, and the file's training settings (none for a preset). A file that
+    /// cannot be read, or whose model is refused, is an error naming the file, line and
+    /// key.
+    pub fn load(&self) -> Result<DescriptionFile> {
+        match self {
+            ModelArg::Preset(m) => Ok(DescriptionFile {
+                model: m.config(),
+                training: Vec::new(),
+            }),
+            ModelArg::File(p) if !p.exists() => {
+                let presets: Vec<&str> = Model::value_variants().iter().map(|m| m.name()).collect();
+                bail!(
+                    "--model {}: no such file, and not a preset ({})",
+                    p.display(),
+                    presets.join(", ")
+                )
+            }
+            ModelArg::File(p) => Ok(DescriptionFile::load(p)?),
+        }
+    }
+
+    /// Refuses `model` (this argument's) when it is not `stored`, the model of the
+    /// checkpoint `path`, naming both; `advice` ends the message.
+    pub fn check_is(
+        &self,
+        model: &ModelDescription,
+        path: &Path,
+        stored: &ModelDescription,
+        advice: &str,
+    ) -> Result<()> {
+        if model != stored {
+            bail!(
+                "--model {self} ({model}) is not the model of {} ({stored}); {advice}",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+}

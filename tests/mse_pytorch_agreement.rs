@@ -1,0 +1,114 @@
+//! Agreement with PyTorch on a small regression (`nn.MSELoss()`): LSTM(5, 6) -> last
+//! step -> Linear(6, 4) -> tanh -> Linear(4, 3), two Adam steps on whole sequences, then
+//! inference: loss, predictions, every gradient and every parameter after each step.
+//!
+//! The reference file is made by `tools/make_reference.py` (its regression part,
+//! `tools/mse_reference.py`) with PyTorch on the CPU; this test needs no PyTorch.
+//! Tolerance: |a − b| ≤ 1e-5 · |b| + 1e-5 · max|reference tensor|, as in
+//! `pytorch_agreement.rs` (gradients here have no BatchNorm to amplify rounding, so
+//! PyTorch's float32 gradients are the reference).
+
+// Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use common::{assert_close, max_abs, train_options};
+use tensorfit::core::Activation;
+use tensorfit::cpu::CpuBackend;
+use tensorfit::nn::{
+    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
+    ParamStore, RecurrentSpec, Trainer,
+};
+
+const FILE: &str = "tests/data/mse_small_reference.safetensors";
+
+fn load(prefix: &str) -> (ParamStore, HashMap<String, String>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FILE);
+    ParamStore::load(&path, prefix).expect("reference file loads")
+}
+
+fn meta_usize(meta: &HashMap<String, String>, k: &str) -> usize {
+    meta[k].parse().unwrap()
+}
+
+fn description(meta: &HashMap<String, String>) -> ModelDescription {
+    ModelDescription {
+        input: InputSpec::Dense {
+            features: meta_usize(meta, "input"),
+        },
+        recurrent: RecurrentSpec {
+            cell: Cell::Lstm,
+            hidden: meta_usize(meta, "hidden"),
+            layers: 1,
+        },
+        head: HeadSpec {
+            on: HeadOn::LastStep,
+            layers: vec![HeadLayer {
+                name: "head.0".into(),
+                kind: HeadLayerKind::Dense {
+                    units: meta_usize(meta, "dense"),
+                    activation: Activation::Tanh,
+                },
+            }],
+        },
+        loss: LossSpec::MeanSquaredError {
+            outputs: meta_usize(meta, "outputs"),
+        },
+    }
+}
+
+fn check(what: &str, got: &[f32], want: &[f32]) {
+    let scale = max_abs(want);
+    assert_close(what, got, want, 1e-5 * scale, 1e-5);
+}
+
+#[test]
+fn mse_training_gradients_and_inference_match_pytorch() {
+    let (init, meta) = load("init.");
+    let cfg = description(&meta);
+    let opts = train_options(meta_usize(&meta, "steps"), meta["lr"].parse().unwrap());
+    let mut trainer = Trainer::new(Box::new(CpuBackend::new()), cfg, &init, opts).unwrap();
+    let mut compared = 0;
+    for s in 1..=2 {
+        let (r, _) = load(&format!("step{s}."));
+        let x = r.require("x").unwrap();
+        let targets = &r.require("targets").unwrap().data;
+        let report = trainer.train_step(x, targets).unwrap();
+        let want = |n: &str| r.require(n).unwrap().data.clone();
+        check(&format!("step{s} loss"), &[report.loss], &want("loss"));
+        check(&format!("step{s} pred"), &report.probs.data, &want("pred"));
+        for (name, g) in trainer.gradients().unwrap().iter() {
+            check(
+                &format!("step{s} grad {name}"),
+                &g.data,
+                &want(&format!("grad.{name}")),
+            );
+            compared += 1;
+        }
+        for (name, p) in trainer.parameters().unwrap().iter() {
+            check(
+                &format!("step{s} after {name}"),
+                &p.data,
+                &want(&format!("after.{name}")),
+            );
+            compared += 1;
+        }
+    }
+    // 4 LSTM tensors, head.0 and out's weight and bias: 8 gradients and 8 parameters.
+    assert_eq!(
+        compared,
+        2 * 16,
+        "every gradient and parameter was compared"
+    );
+    let (r, _) = load("step1.");
+    let (e, _) = load("eval.");
+    let report = trainer
+        .evaluate(r.require("x").unwrap(), &r.require("targets").unwrap().data)
+        .unwrap();
+    let want = &e.require("pred").unwrap().data;
+    check("eval pred", &report.probs.data, want);
+}
