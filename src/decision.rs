@@ -369,6 +369,7 @@ impl Decision {
         json!({
             "inputs": self.host.inputs,
             "state_copies": self.host.state,
+            "read_ahead": self.host.read_ahead,
             "process": self.process_bytes,
             "planned_resident": self.planned_resident(),
         })
@@ -377,8 +378,12 @@ impl Decision {
     /// The host section of the plan, for people.
     pub fn host_table(&self) -> String {
         let h = &self.host;
+        let read_ahead = match h.read_ahead {
+            0 => String::new(),
+            bytes => format!(", batches read ahead from files {}", format_bytes(bytes)),
+        };
         let mut s = format!(
-            "host memory: input data {}, copies of the training state {}, this process {} before the job\n",
+            "host memory: input data {}, copies of the training state {}{read_ahead}, this process {} before the job\n",
             format_bytes(h.inputs),
             format_bytes(h.state),
             format_bytes(self.process_bytes)

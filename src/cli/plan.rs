@@ -10,7 +10,6 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::assume;
 use tensorfit::devices::{discover, DeviceStatus};
-use tensorfit::host_budget::HostNeed;
 use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
 use tensorfit::nn::{Job, OptimConfig};
@@ -56,7 +55,7 @@ pub struct PlanArgs {
     #[arg(long)]
     json: bool,
     /// With --data: the sequence length is the file's longest, and the batches its reader
-    /// holds ahead join the host memory (shown below the plan).
+    /// holds ahead join the host memory (in the plan's host section).
     #[command(flatten)]
     data: DataSource,
 }
@@ -80,13 +79,11 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         },
     };
     let mut req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
-    let mut batches = 0;
     if let Some(f) = &files {
         let all: Vec<usize> = (0..f.dataset().sequences).collect();
-        batches = f.order(&all, a.batch, None)?.len();
+        let batches = f.order(&all, a.batch, None)?.len();
         req.read_ahead_bytes = f.read_ahead_bytes(a.batch, batches);
     }
-    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?;
     let assumed = assume::parse(&a.assume)?;
     // Before any planning: a picture that cannot be written is refused at once.
     if let Some(path) = &a.plot {
@@ -124,14 +121,6 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         if let Some(Choice { plan, .. }) = decision.chosen() {
             v["plan"] = plan.to_json();
         }
-        if files.is_some() {
-            v["host"] = json!({
-                "inputs_bytes": host.inputs,
-                "state_bytes": host.state,
-                "read_ahead_bytes": host.read_ahead,
-                "bytes": host.bytes(),
-            });
-        }
         outln!("{v}");
     } else {
         out!("{}", decision.table());
@@ -161,19 +150,6 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
             if a.mode == JobMode::Train {
                 outln!("training memory depends on --batch and --tbptt; gradient accumulation over micro-batches is not offered because the model has BatchNorm in training mode (it would change the batch statistics)");
             }
-        }
-        if let Some(f) = &files {
-            outln!(
-                "host memory outside the device: {} (input batch {}, copies of the training state {}, batches read ahead from {}: {} of the {batches} batches of up to {} sequences of up to {} steps, --read-ahead {})",
-                format_bytes(host.bytes()),
-                format_bytes(host.inputs),
-                format_bytes(host.state),
-                f.path.display(),
-                format_bytes(host.read_ahead),
-                a.batch,
-                seq_len,
-                f.read_ahead
-            );
         }
         outln!("planned in {}", format_seconds(secs));
     }
