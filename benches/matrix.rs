@@ -105,6 +105,7 @@ fn run(cell: &Cell) -> Result<Value> {
         device: Some(DeviceKind::Cpu),
         caps: MemoryCaps::default(),
         exclude: Vec::new(),
+        read_ahead_bytes: 0,
     };
     let decision = decide(&req)?;
     let Some(Choice { candidate, .. }) = decision.chosen() else {

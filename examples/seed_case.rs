@@ -29,6 +29,7 @@ fn main() -> Result<()> {
             device: Some(DeviceKind::Cpu),
             caps: MemoryCaps::parse(&[format!("cpu={cap}")])?,
             exclude: Vec::new(),
+            read_ahead_bytes: 0,
         };
         println!("== evaluation of 100 × 2000 under a {cap} cap");
         let decision = decide(&req)?;

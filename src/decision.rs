@@ -39,6 +39,9 @@ pub struct Request {
     pub caps: MemoryCaps,
     /// Devices not to use (set after a device was lost).
     pub exclude: Vec<DeviceKind>,
+    /// Host bytes of the batches a file reader holds besides the one in use
+    /// (`HostNeed::read_ahead`); 0 when the inputs are made in memory.
+    pub read_ahead_bytes: u64,
 }
 
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
@@ -97,7 +100,7 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(&req.cfg, req.job)?;
+    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {
@@ -366,6 +369,7 @@ impl Decision {
         json!({
             "inputs": self.host.inputs,
             "state_copies": self.host.state,
+            "read_ahead": self.host.read_ahead,
             "process": self.process_bytes,
             "planned_resident": self.planned_resident(),
         })
@@ -374,8 +378,12 @@ impl Decision {
     /// The host section of the plan, for people.
     pub fn host_table(&self) -> String {
         let h = &self.host;
+        let read_ahead = match h.read_ahead {
+            0 => String::new(),
+            bytes => format!(", batches read ahead from files {}", format_bytes(bytes)),
+        };
         let mut s = format!(
-            "host memory: input data {}, copies of the training state {}, this process {} before the job\n",
+            "host memory: input data {}, copies of the training state {}{read_ahead}, this process {} before the job\n",
             format_bytes(h.inputs),
             format_bytes(h.state),
             format_bytes(self.process_bytes)

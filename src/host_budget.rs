@@ -2,7 +2,8 @@
 //!
 //! A device plan counts device memory. On the host the process also holds its inputs
 //! (training: one minibatch at a time and the held-out set; evaluation and prediction:
-//! the whole input, which micro-batches read in place), copies of the training
+//! the whole input, which micro-batches read in place; reading files, the batches the
+//! background reader holds ahead: `Request::read_ahead_bytes`), copies of the training
 //! state (the snapshot taken before every step so that a failed device can be left
 //! without losing it; while a checkpoint is written, the checkpoint and its serialized
 //! bytes), and its own baseline (code, libraries, a GPU driver), which the host already
@@ -26,6 +27,9 @@ pub struct HostNeed {
     pub inputs: u64,
     /// Copies of the training state (parameters, Adam's moments, running statistics).
     pub state: u64,
+    /// Batches read from files besides the one in use (which `inputs` counts): up to
+    /// `(read_ahead + 1) × max_batch_bytes` (docs/data.md); 0 for inputs made in memory.
+    pub read_ahead: u64,
 }
 
 /// Bytes of `batch` sequences of `steps` inputs with their labels.
@@ -36,7 +40,8 @@ fn sequence_bytes(cfg: &ModelDescription, batch: usize, steps: usize) -> u64 {
 }
 
 impl HostNeed {
-    pub fn of(cfg: &ModelDescription, job: Job) -> Result<HostNeed> {
+    /// The host bytes of `job`, with `read_ahead` bytes of batches read from files.
+    pub fn of(cfg: &ModelDescription, job: Job, read_ahead: u64) -> Result<HostNeed> {
         let (mut values, mut trainable) = (0u64, 0u64);
         for spec in cfg.param_specs()? {
             let n = spec.shape.numel() as u64;
@@ -58,16 +63,20 @@ impl HostNeed {
                 // The snapshot, and a checkpoint being written: the state read back, its
                 // tensors gathered, their bytes, and the file's bytes.
                 state: 5 * checkpoint,
+                read_ahead,
             },
             Job::Eval { batch, seq_len } => HostNeed {
                 inputs: sequence_bytes(cfg, batch, seq_len),
                 state: checkpoint,
+                read_ahead,
             },
         })
     }
 
     pub fn bytes(&self) -> u64 {
-        self.inputs.saturating_add(self.state)
+        self.inputs
+            .saturating_add(self.state)
+            .saturating_add(self.read_ahead)
     }
 
     /// The process's resident memory the plan predicts: what it holds now (`process`:
@@ -90,10 +99,11 @@ impl HostNeed {
             return Ok(());
         }
         Err(Error::input(format!(
-            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}), and {} is usable ({} available from {}, {:.0}% margin kept): lower --batch or --seq-len",
+            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}, batches read ahead {}), and {} is usable ({} available from {}, {:.0}% margin kept): lower --batch, --seq-len or --read-ahead",
             format_bytes(self.bytes()),
             format_bytes(self.inputs),
             format_bytes(self.state),
+            format_bytes(self.read_ahead),
             format_bytes(usable),
             format_bytes(available),
             host_memory::source(),

@@ -5,10 +5,12 @@
 //! - [`core`]: graphs of coarse ops, autodiff, schedule, the `Backend` trait;
 //! - [`cpu`]: the reference backend (rayon + matrixmultiply);
 //! - [`nn`]: the seed model, Adam, the truncated-BPTT trainer, the built-in task;
+//! - [`data`]: users' files read into batches;
 //! - [`plan`]: the memory planner and the device-choice policy;
 //! - [`devices`], [`calibrate`], [`strategy`], [`estimate`], [`decision`]: discovery,
 //!   throughput, strategies, time estimates and the choice; [`session`], [`recovery`]: the
-//!   run on the chosen device and its moves when that device fails;
+//!   run on the chosen device and its moves when that device fails; [`job_switch`]: the
+//!   same run moved onto the plan of another batch size or sequence length;
 //! - [`checkpoint_dir`]: a training run's checkpoint directory, locked while in use.
 //!
 //! The `tensorfit` binary (`src/main.rs`, one module per subcommand in `src/cli/`) is the
@@ -24,6 +26,7 @@ pub mod devices;
 pub mod estimate;
 pub mod faults;
 pub mod host_budget;
+pub mod job_switch;
 pub mod max_job;
 pub mod recovery;
 pub mod session;
@@ -31,5 +34,6 @@ pub mod strategy;
 
 pub use tensorfit_core as core;
 pub use tensorfit_cpu as cpu;
+pub use tensorfit_data as data;
 pub use tensorfit_nn as nn;
 pub use tensorfit_plan as plan;

@@ -151,7 +151,7 @@ fn probe(
     if n > SEARCH_LIMIT || check_job(&req.cfg, job, req.tbptt).is_err() {
         return Ok(Probe::Refused);
     }
-    let host = HostNeed::of(&req.cfg, job)?;
+    let host = HostNeed::of(&req.cfg, job, req.read_ahead_bytes)?;
     let seen = seen_by_job(info, host.bytes(), assumed);
     let capacity = usable_bytes(&seen, req.margin);
     let plan = match plan_job(&req.cfg, &s.options(req), job, Limits::from(info)) {
@@ -287,6 +287,7 @@ mod tests {
             device: None,
             caps: Default::default(),
             exclude: Vec::new(),
+            read_ahead_bytes: 0,
         }
     }
 

@@ -9,7 +9,7 @@ use tensorfit_core::{Error, Result};
 use tensorfit_nn::{Checkpoint, Trainer};
 
 use crate::decision::decide;
-use crate::session::{start, Session};
+use crate::session::Session;
 
 /// A move to another plan or device after the device failed during a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,18 +87,14 @@ impl Session {
                 decision.nothing_fits()
             )));
         }
-        let mut next = start(&req, &decision, &snapshot.params)?;
-        next.trainer
-            .restore_optimizer(&snapshot.optimizer, snapshot.step)?;
-        // Reduce-on-plateau's state changes only between steps: the failed step left it.
-        next.trainer.restore_schedule(self.trainer.schedule_state());
+        // The failed step left the schedule's state as it was before it.
+        let mut next = self.restart(&req, &decision, snapshot)?;
         let fallback = Fallback {
             step: snapshot.step + 1,
             from: format!("{} ({})", self.device, self.strategy),
             to: format!("{} ({})", next.device, next.strategy),
             error: error.to_string(),
         };
-        next.fallbacks = std::mem::take(&mut self.fallbacks);
         next.fallbacks.push(fallback);
         *self = next;
         Ok(())

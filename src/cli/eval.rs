@@ -1,4 +1,5 @@
-//! `tensorfit eval`: a model on held-out sequences of the built-in task.
+//! `tensorfit eval`: a model on held-out sequences of the built-in task, or on every
+//! sequence of a data file (`--data`).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -6,9 +7,11 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{BuiltinTask, Job, OptimConfig};
+use tensorfit::nn::{BuiltinTask, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::format_seconds;
 
+use super::data_args::DataArgs;
+use super::files_eval;
 use super::{
     begin, check_task, load_model, print_memory, quality_text, request, summary, DeviceArgs, Exit,
     ModelArg,
@@ -25,21 +28,26 @@ pub struct EvalArgs {
     checkpoint: Option<PathBuf>,
     #[command(flatten)]
     dev: DeviceArgs,
-    /// Sequences to evaluate.
+    /// Sequences to evaluate (with --data: sequences per batch).
     #[arg(long, default_value_t = 100)]
     batch: usize,
     /// Time steps per sequence.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, conflicts_with = "data")]
     seq_len: usize,
     /// Seed of the held-out data.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, conflicts_with = "data")]
     seed: u64,
+    #[command(flatten)]
+    data: DataArgs,
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(a: EvalArgs) -> Result<Exit> {
     let (cfg, params) = load_model(a.checkpoint.as_deref(), a.model.as_ref())?;
+    if a.data.path().is_some() {
+        return eval_files(&a, cfg, &params);
+    }
     check_task(&cfg)?;
     let job = Job::Eval {
         batch: a.batch,
@@ -65,6 +73,34 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
             a.seq_len,
             format_seconds(secs),
             quality_text(report.loss, report.accuracy)
+        );
+        print_memory(&session);
+    }
+    Ok(Exit::Success)
+}
+
+/// `eval --data`: every sequence of the file, in batches of one length.
+fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
+    let (files, order, mut session) =
+        files_eval::start(&a.data, cfg, params, a.batch, &a.dev, a.json)?;
+    let t = Instant::now();
+    let scores = files_eval::eval(&mut session, &files, order)?;
+    let secs = t.elapsed().as_secs_f64();
+    if a.json {
+        let mut out = summary(&session);
+        out["loss"] = json!(scores.loss);
+        out["accuracy"] = json!(scores.accuracy);
+        out["sequences"] = json!(scores.sequences);
+        out["seconds"] = json!(secs);
+        outln!("{out}");
+    } else {
+        errln!(
+            "evaluated {} sequences of {} in {}: loss {:.4}, accuracy {:.1}%",
+            scores.sequences,
+            files.path.display(),
+            format_seconds(secs),
+            scores.loss,
+            100.0 * scores.accuracy
         );
         print_memory(&session);
     }

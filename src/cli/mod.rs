@@ -6,7 +6,10 @@
 mod out;
 
 pub mod bench;
+mod data_args;
 pub mod eval;
+mod files_eval;
+mod fit_files;
 pub mod import;
 pub mod info;
 mod interrupt;
@@ -182,6 +185,7 @@ pub fn request(
         device: dev.kind(),
         caps: dev.caps.caps()?,
         exclude: Vec::new(),
+        read_ahead_bytes: 0,
     })
 }
 

@@ -16,6 +16,7 @@ use tensorfit::nn::{Job, OptimConfig};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
 
+use super::data_args::{read_settings, DataSource};
 use super::{request, DeviceArgs, Exit, JobMode, ModelArg};
 
 #[derive(Args, Clone, Debug)]
@@ -27,7 +28,7 @@ pub struct PlanArgs {
     mode: JobMode,
     #[arg(long, default_value_t = 100)]
     batch: usize,
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, conflicts_with = "data")]
     seq_len: usize,
     /// Truncated-BPTT length (training).
     #[arg(long, default_value_t = 50)]
@@ -53,22 +54,36 @@ pub struct PlanArgs {
     full: bool,
     #[arg(long)]
     json: bool,
+    /// With --data: the sequence length is the file's longest, and the batches its reader
+    /// holds ahead join the host memory (in the plan's host section).
+    #[command(flatten)]
+    data: DataSource,
 }
 
 pub fn run(a: PlanArgs) -> Result<Exit> {
     let cfg = a.model.load()?.model;
+    let files = a
+        .data
+        .open(&cfg, &read_settings(&cfg, None, false))
+        .context("--data")?;
+    let seq_len = files.as_ref().map_or(a.seq_len, |f| f.dataset().max_len);
     let job = match a.mode {
         JobMode::Train => Job::Train {
             batch: a.batch,
-            seq_len: a.seq_len,
+            seq_len,
             eval: None,
         },
         JobMode::Infer => Job::Eval {
             batch: a.batch,
-            seq_len: a.seq_len,
+            seq_len,
         },
     };
-    let req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
+    let mut req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
+    if let Some(f) = &files {
+        let all: Vec<usize> = (0..f.dataset().sequences).collect();
+        let batches = f.order(&all, a.batch, None)?.len();
+        req.read_ahead_bytes = f.read_ahead_bytes(a.batch, batches);
+    }
     let assumed = assume::parse(&a.assume)?;
     // Before any planning: a picture that cannot be written is refused at once.
     if let Some(path) = &a.plot {

@@ -1,15 +1,19 @@
-//! `tensorfit predict`: a trained model on the user's own inputs.
+//! `tensorfit predict`: a trained model on the user's own inputs (a tensor `input`, or
+//! any data file with `--data`).
 
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use serde_json::json;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::atomic_file::{check_writable, same_file, write_atomic};
 use tensorfit::nn::safetensors_file::SafetensorsFile;
-use tensorfit::nn::{Job, OptimConfig, ParamStore};
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::plan::format_bytes;
 
+use super::data_args::DataArgs;
+use super::files_eval;
 use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, ModelArg};
 
 #[derive(Args, Clone, Debug)]
@@ -22,11 +26,18 @@ pub struct PredictArgs {
     #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse)]
     model: Option<ModelArg>,
     /// safetensors file with a tensor `input` of shape [batch, time, features] (F32).
-    #[arg(long)]
-    input: PathBuf,
-    /// Where to write the tensor `probabilities` [batch, classes].
+    #[arg(long, required_unless_present = "data", conflicts_with = "data")]
+    input: Option<PathBuf>,
+    /// Where to write the tensor `probabilities` [batch, classes] (with --data: one row
+    /// per sequence in file order, and the sequences' ids as a JSON list in the file's
+    /// metadata under `ids`).
     #[arg(long)]
     output: PathBuf,
+    /// With --data: sequences per batch.
+    #[arg(long, default_value_t = 100, requires = "data")]
+    batch: usize,
+    #[command(flatten)]
+    data: DataArgs,
     #[command(flatten)]
     dev: DeviceArgs,
     #[arg(long)]
@@ -35,7 +46,12 @@ pub struct PredictArgs {
 
 pub fn run(a: PredictArgs) -> Result<Exit> {
     check_writable(&a.output).context("--output")?;
-    for (flag, path) in [("--input", &a.input), ("--checkpoint", &a.checkpoint)] {
+    let inputs = [
+        ("--input", a.input.as_deref()),
+        ("--data", a.data.path()),
+        ("--checkpoint", Some(a.checkpoint.as_path())),
+    ];
+    for (flag, path) in inputs.into_iter().filter_map(|(f, p)| Some((f, p?))) {
         if same_file(&a.output, path) {
             bail!(
                 "--output {} is the {flag} file: writing the probabilities there would destroy it",
@@ -44,11 +60,14 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
         }
     }
     let (cfg, params) = load_model(Some(&a.checkpoint), a.model.as_ref())?;
+    let Some(input_path) = &a.input else {
+        return predict_files(&a, cfg, &params);
+    };
     // The header first: the shape is known (and checked) before any data is read.
-    let mut input = SafetensorsFile::open(&a.input)?;
+    let mut input = SafetensorsFile::open(input_path)?;
     let entry = input
         .tensor("input")
-        .with_context(|| format!("{} has no tensor `input`", a.input.display()))?;
+        .with_context(|| format!("{} has no tensor `input`", input_path.display()))?;
     let d = entry.shape.clone();
     let features = cfg.input_features();
     if d.len() != 3 || d[2] != features || d[0] == 0 || d[1] == 0 {
@@ -96,6 +115,27 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
     } else {
         errln!(
             "probabilities of {batch} sequences written to {}",
+            a.output.display()
+        );
+        print_memory(&session);
+    }
+    Ok(Exit::Success)
+}
+
+/// `predict --data`: every sequence of the file, in batches of one length.
+fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
+    let (files, order, mut session) =
+        files_eval::start(&a.data, cfg, params, a.batch, &a.dev, a.json)?;
+    let scores = files_eval::predict(&mut session, &files, order, &a.output)?;
+    if a.json {
+        let mut out = summary(&session);
+        out["sequences"] = json!(scores.sequences);
+        outln!("{out}");
+    } else {
+        errln!(
+            "probabilities of {} sequences of {} written to {}",
+            scores.sequences,
+            files.path.display(),
             a.output.display()
         );
         print_memory(&session);

@@ -1,4 +1,5 @@
-//! `tensorfit train`: trains on the built-in task, with checkpoints and resume.
+//! `tensorfit train`: trains on the built-in task, with checkpoints and resume; with
+//! `--data`, on the user's files (`fit_files`).
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -13,6 +14,8 @@ use tensorfit::nn::atomic_file::{check_writable, same_file};
 use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings};
 use tensorfit::session::Session;
 
+use super::data_args::{DataArgs, FitArgs};
+use super::fit_files;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::{
@@ -82,6 +85,11 @@ pub struct TrainArgs {
     /// Print one JSON object at the end instead of human output.
     #[arg(long)]
     pub(super) json: bool,
+    /// Your own data (boxed, as `optim`).
+    #[command(flatten)]
+    pub(super) data: Box<DataArgs>,
+    #[command(flatten)]
+    pub(super) fit: Box<FitArgs>,
     /// The ids of the flags typed on the command line (filled in after parsing).
     #[arg(skip)]
     pub given: Vec<String>,
@@ -130,6 +138,10 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
         _ => a,
     };
+    // The model file's `[training]` table applies to training from files too.
+    if a.data.path().is_some() {
+        return fit_files::run(a);
+    }
     if a.steps == 0 {
         bail!("{} must be at least 1", a.origin("steps"));
     }
@@ -389,7 +401,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
 /// The run's checkpoint directory, locked: `--checkpoint-dir`, or the directory resumed
 /// from. A checkpoint already there is replaced only if it is the one this run resumes
 /// from, an earlier checkpoint of this same run, or `--overwrite` says so.
-fn open_checkpoint_dir(
+pub(super) fn open_checkpoint_dir(
     a: &TrainArgs,
     resumed: Option<&(PathBuf, Checkpoint)>,
     settings: &RunSettings,

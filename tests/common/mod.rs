@@ -64,6 +64,7 @@ pub fn request(
         device: Some(device),
         caps,
         exclude: Vec::new(),
+        read_ahead_bytes: 0,
     }
 }
 

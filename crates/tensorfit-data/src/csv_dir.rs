@@ -130,6 +130,12 @@ impl Source for CsvSequenceDir {
         &self.scanned
     }
 
+    fn id(&self, index: usize) -> String {
+        self.numbers
+            .get(index)
+            .map_or_else(|| index.to_string(), u64::to_string)
+    }
+
     fn reader(&self) -> Result<Box<dyn Reader>> {
         Ok(Box::new(self.clone()))
     }

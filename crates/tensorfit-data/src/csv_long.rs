@@ -236,6 +236,13 @@ impl Source for LongCsv {
         &self.scanned
     }
 
+    fn id(&self, index: usize) -> String {
+        self.ids
+            .get(index)
+            .cloned()
+            .unwrap_or_else(|| index.to_string())
+    }
+
     fn reader(&self) -> Result<Box<dyn Reader>> {
         let file = File::open(&self.path).map_err(DataError::io(&self.path))?;
         Ok(Box::new(LongCsvReader {

@@ -174,6 +174,11 @@ pub trait Source: Send + Sync + std::fmt::Debug {
     fn lengths(&self) -> &[usize] {
         &self.scanned().lengths
     }
+    /// The id a user knows sequence `index` by (the number of a DL4J file, the first field
+    /// of a long CSV); by default its index in file order.
+    fn id(&self, index: usize) -> String {
+        index.to_string()
+    }
     /// A reader of this source's sequences (its own file handles).
     fn reader(&self) -> Result<Box<dyn Reader>>;
     /// For windows of a long text: the number of parallel streams. Their batches are

@@ -123,6 +123,45 @@ pub fn epoch_order(
     Ok(batches)
 }
 
+/// Batches in which every sequence has the same length (no padding at all), for models
+/// that cannot mask padded steps: `indices` grouped by their length in `lengths`, each
+/// group cut into batches of at most `batch`. With `shuffle: Some(seed)` the sequences of
+/// each length and the order of the lengths are shuffled from the seed; batches of one
+/// length stay together, so a run changes shape once per length, not once per batch.
+/// With `None`: lengths in increasing order, sequences in file order.
+pub fn same_length_batches(
+    lengths: &[usize],
+    indices: &[usize],
+    batch: usize,
+    shuffle_seed: Option<u64>,
+) -> Result<Vec<Vec<usize>>> {
+    if batch == 0 {
+        return Err(DataError::Settings("batch is at least 1".into()));
+    }
+    let mut by_length: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for &i in indices {
+        let len = *lengths.get(i).ok_or_else(|| {
+            DataError::Settings(format!(
+                "sequence {i} is not in the data ({} sequences)",
+                lengths.len()
+            ))
+        })?;
+        by_length.entry(len).or_default().push(i);
+    }
+    let mut groups: Vec<Vec<usize>> = by_length.into_values().collect();
+    if let Some(seed) = shuffle_seed {
+        let mut rng = Rng::new(seed);
+        for g in &mut groups {
+            shuffle(g, &mut rng);
+        }
+        shuffle(&mut groups, &mut rng);
+    }
+    Ok(groups
+        .iter()
+        .flat_map(|g| g.chunks(batch).map(<[usize]>::to_vec))
+        .collect())
+}
+
 /// Batches read by a background thread, a bounded number ahead; an iterator of
 /// `Result<Batch>` that ends after the epoch's last batch or its first error.
 #[derive(Debug)]
@@ -144,9 +183,19 @@ impl Batches {
         settings: &BatchSettings,
     ) -> Result<Batches> {
         let order = epoch_order(source.as_ref(), indices, epoch, settings)?;
+        Batches::in_order(source, order, settings.read_ahead)
+    }
+
+    /// Starts reading the batches `order` (lists of sequence indices) of `source`, in that
+    /// order, at most `read_ahead` finished batches ahead.
+    pub fn in_order(
+        source: Arc<dyn Source>,
+        order: Vec<Vec<usize>>,
+        read_ahead: usize,
+    ) -> Result<Batches> {
         let mut reader = source.reader()?;
         let continues = source.streams().is_some();
-        let (tx, rx) = sync_channel(settings.read_ahead);
+        let (tx, rx) = sync_channel(read_ahead);
         let in_flight = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let batches = order.len();

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tensorfit_data::{
-    epoch_order, max_batch_bytes, open, split, Batch, BatchInputs, BatchSettings, Batches,
-    CharCorpus, CharWindows, Opened, ReadSettings, Source, Values,
+    epoch_order, max_batch_bytes, open, same_length_batches, split, Batch, BatchInputs,
+    BatchSettings, Batches, CharCorpus, CharWindows, Opened, ReadSettings, Source, Values,
 };
 
 fn example(name: &str) -> PathBuf {
@@ -99,6 +99,39 @@ fn batches_group_similar_lengths_together() {
         "ungrouped batches span {} steps",
         spread(&ungrouped)
     );
+}
+
+#[test]
+fn same_length_batches_hold_one_length_each_cover_every_sequence_once_and_keep_lengths_together() {
+    let source = toy();
+    let lengths = source.lengths();
+    let all: Vec<usize> = (0..lengths.len()).collect();
+    for seed in [None, Some(1), Some(2)] {
+        let batches = same_length_batches(lengths, &all, 2, seed).unwrap();
+        let mut seen: Vec<usize> = batches.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, all);
+        let batch_lengths: Vec<usize> = batches.iter().map(|b| lengths[b[0]]).collect();
+        for (b, &len) in batches.iter().zip(&batch_lengths) {
+            assert!(
+                b.len() <= 2 && b.iter().all(|&i| lengths[i] == len),
+                "{b:?}"
+            );
+        }
+        // Each length's batches are consecutive: the shape changes once per length.
+        let mut changes = batch_lengths.clone();
+        changes.dedup();
+        let mut distinct = changes.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(changes.len(), distinct.len(), "{batch_lengths:?}");
+        if seed.is_none() {
+            assert!(batch_lengths.is_sorted());
+        }
+    }
+    let a = same_length_batches(lengths, &all, 2, Some(1)).unwrap();
+    assert_eq!(a, same_length_batches(lengths, &all, 2, Some(1)).unwrap());
+    assert_ne!(a, same_length_batches(lengths, &all, 2, None).unwrap());
 }
 
 #[test]

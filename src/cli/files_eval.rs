@@ -1,0 +1,127 @@
+//! Evaluation and prediction over data files (`eval --data`, `predict --data`, and the
+//! validations of `train --data`): every batch of one length, the session replanned when
+//! the shape changes.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use tensorfit::core::HostTensor;
+use tensorfit::nn::atomic_file::write_atomic;
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore};
+use tensorfit::session::Session;
+
+use super::data_args::{trainer_inputs, DataArgs, Files};
+use super::{begin, request, DeviceArgs};
+
+/// Mean loss and accuracy over a set of sequences.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scores {
+    pub loss: f32,
+    pub accuracy: f32,
+    pub sequences: usize,
+}
+
+/// Evaluates the batches `order` of `files`; each runs on the plan of `job(batch,
+/// steps)`. `each` sees every batch's sequence indices and probabilities [B, classes].
+pub fn evaluate(
+    session: &mut Session,
+    files: &Files,
+    order: Vec<Vec<usize>>,
+    job: impl Fn(usize, usize) -> Job,
+    mut each: impl FnMut(&[usize], &HostTensor),
+) -> Result<Scores> {
+    let (mut loss, mut correct, mut n) = (0f64, 0f64, 0usize);
+    for batch in files.batches(order)? {
+        let batch = batch?;
+        let (size, steps, ids) = (batch.size(), batch.steps, batch.ids.clone());
+        let (x, labels) = trainer_inputs(batch)?;
+        session.switch_job(job(size, steps))?;
+        let report = session.evaluate(&x, &labels)?;
+        loss += report.loss as f64 * size as f64;
+        // Files are read for classifiers only (`data_args::check_fits`).
+        correct += report.accuracy.unwrap_or(f32::NAN) as f64 * size as f64;
+        n += size;
+        each(&ids, &report.probs);
+    }
+    let n_f = n.max(1) as f64;
+    Ok(Scores {
+        loss: (loss / n_f) as f32,
+        accuracy: (correct / n_f) as f32,
+        sequences: n,
+    })
+}
+
+/// The inference job of one batch.
+pub fn eval_job(batch: usize, seq_len: usize) -> Job {
+    Job::Eval { batch, seq_len }
+}
+
+/// The first batch's job of `order` (the session is planned for it first).
+fn first_job(files: &Files, order: &[Vec<usize>]) -> Job {
+    let lengths = files.source.lengths();
+    let (batch, steps) = order
+        .first()
+        .map_or((1, 1), |b| (b.len(), b.first().map_or(1, |&i| lengths[i])));
+    eval_job(batch, steps)
+}
+
+/// Opens `--data` for `cfg` and starts the inference session of its first batch: the
+/// file, its batches (of one length each, file order within a length) and the session.
+pub fn start(
+    data: &DataArgs,
+    cfg: ModelDescription,
+    params: &ParamStore,
+    batch: usize,
+    dev: &DeviceArgs,
+    quiet: bool,
+) -> Result<(Files, Vec<Vec<usize>>, Session)> {
+    let Some(files) = data.open(&cfg).context("--data")? else {
+        bail!("--data is missing");
+    };
+    let all: Vec<usize> = (0..files.dataset().sequences).collect();
+    let order = files.order(&all, batch, None)?;
+    let max_len = files.dataset().max_len;
+    let mut req = request(
+        cfg,
+        first_job(&files, &order),
+        max_len,
+        OptimConfig::default(),
+        dev,
+    )?;
+    req.read_ahead_bytes = files.read_ahead_bytes(batch, order.len());
+    let (_, session) = begin(&req, params, quiet)?;
+    Ok((files, order, session))
+}
+
+/// `eval --data`: loss and accuracy over every sequence of the file.
+pub fn eval(session: &mut Session, files: &Files, order: Vec<Vec<usize>>) -> Result<Scores> {
+    evaluate(session, files, order, eval_job, |_, _| {})
+}
+
+/// `predict --data`: the probabilities of every sequence, written to `output` as the
+/// tensor `probabilities` [N, classes] in file order, with the sequences' ids (in the
+/// same order) in the file's metadata as a JSON list under `ids`.
+pub fn predict(
+    session: &mut Session,
+    files: &Files,
+    order: Vec<Vec<usize>>,
+    output: &Path,
+) -> Result<Scores> {
+    let n = files.dataset().sequences;
+    let classes = session.trainer.model().loss.outputs();
+    let mut rows = vec![0f32; n * classes];
+    let scores = evaluate(session, files, order, eval_job, |ids, probs| {
+        for (b, &i) in ids.iter().enumerate() {
+            rows[i * classes..(i + 1) * classes]
+                .copy_from_slice(&probs.data[b * classes..(b + 1) * classes]);
+        }
+    })?;
+    let ids: Vec<String> = (0..n).map(|i| files.source.id(i)).collect();
+    let mut out = ParamStore::new();
+    out.insert("probabilities", HostTensor::new([n, classes], rows)?);
+    let metadata = [("ids".to_string(), json!(ids).to_string())].into();
+    let bytes = out.to_safetensors("", metadata)?;
+    write_atomic(output, &bytes).context("--output")?;
+    Ok(scores)
+}

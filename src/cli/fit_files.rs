@@ -1,0 +1,450 @@
+//! `tensorfit train --data`: training from the user's files. Epochs of shuffled batches of
+//! one length each, read ahead on a background thread; validation every `--eval-every`
+//! steps and after every epoch; early stopping (`--stop-patience`) with the checkpoint outputs
+//! holding the best model validated; one JSON line per validation in
+//! `DIR/metrics.jsonl` (`--checkpoint-dir`) and on stdout with `--json`.
+
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::json;
+use tensorfit::checkpoint_dir::checkpoint_path;
+use tensorfit::data::split;
+use tensorfit::nn::atomic_file::check_writable;
+use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings};
+use tensorfit::session::Session;
+
+use super::data_args::{open_for, trainer_inputs, Files};
+use super::files_eval::{self, Scores};
+use super::interrupt::{Interrupts, Signal};
+use super::optim_args;
+use super::train::{open_checkpoint_dir, TrainArgs};
+use super::{begin, print_memory, request, summary, Exit};
+
+/// Mixed with the epoch's number into the seed of its order.
+const EPOCH_SEED_STRIDE: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Flags of the built-in task that the data decides instead.
+const TASK_FLAGS: [(&str, &str); 4] = [
+    ("steps", "--epochs"),
+    ("seq_len", "the data's lengths"),
+    ("eval_batch", "--batch"),
+    (
+        "resume",
+        "a new run, or --init to start from a checkpoint's weights",
+    ),
+];
+
+/// What is being validated on: a file and the sequences of it.
+struct Validation {
+    files: Files,
+    order: Vec<Vec<usize>>,
+}
+
+pub fn run(a: TrainArgs) -> Result<Exit> {
+    for (id, instead) in TASK_FLAGS {
+        if a.given.iter().any(|g| g == id) {
+            bail!(
+                "--{} is a flag of the built-in task; with --data use {instead}",
+                id.replace('_', "-")
+            );
+        }
+    }
+    let (cfg, init) = match &a.fit.init {
+        Some(p) => {
+            let ck = Checkpoint::load(&checkpoint_path(p)).context("--init")?;
+            (ck.config, Some(ck.params))
+        }
+        None => (a.model.load()?.model, None),
+    };
+    let Some(files) = a.data.open(&cfg).context("--data")? else {
+        bail!("--data is missing");
+    };
+    let n = files.dataset().sequences;
+    let (train, val) = match &a.fit.val {
+        Some(p) => {
+            let v = open_for(p, &cfg, &a.data.read_settings(&cfg), files.read_ahead)
+                .context("--val")?;
+            let all: Vec<usize> = (0..v.dataset().sequences).collect();
+            let order = v.order(&all, a.batch, None)?;
+            ((0..n).collect(), Some(Validation { files: v, order }))
+        }
+        None => {
+            let (train, val) = split(n, a.fit.val_fraction, a.seed).context("--val-fraction")?;
+            let v = (!val.is_empty())
+                .then(|| -> Result<Validation> {
+                    let order = files.order(&val, a.batch, None)?;
+                    Ok(Validation {
+                        files: files.clone(),
+                        order,
+                    })
+                })
+                .transpose()?;
+            (train, v)
+        }
+    };
+    if a.fit.stop_patience.is_some() && val.is_none() {
+        bail!("--stop-patience needs validation: a --val-fraction above 0, or --val");
+    }
+    if a.batch == 0 || a.fit.epochs == 0 {
+        bail!("--batch and --epochs must be at least 1");
+    }
+    let max_len = val
+        .as_ref()
+        .map_or(0, |v| v.files.dataset().max_len)
+        .max(files.dataset().max_len);
+    let settings = RunSettings {
+        run_id: RunSettings::new_run_id(),
+        batch: a.batch,
+        seq_len: max_len,
+        tbptt: a.tbptt.unwrap_or(max_len),
+        lr: a.lr,
+        seed: a.seed,
+        eval_every: a.eval_every,
+        eval_batch: a.batch,
+    };
+    if let Some(path) = &a.save {
+        check_writable(path).context("--save")?;
+    }
+    let ck_dir = open_checkpoint_dir(&a, None, &settings, 0)?;
+    let metrics = match &ck_dir {
+        Some(d) => {
+            let path = d.dir().join("metrics.jsonl");
+            let file = File::create(&path).with_context(|| format!("{}", path.display()))?;
+            Some((path, file))
+        }
+        None => None,
+    };
+    let interrupts = Interrupts::install()?;
+
+    let epoch_order = |epoch: u64| {
+        let seed = a.seed.wrapping_add(epoch.wrapping_mul(EPOCH_SEED_STRIDE));
+        files.order(&train, a.batch, Some(seed))
+    };
+    let first = epoch_order(0)?;
+    let steps_per_epoch = first.len() as u64;
+    let last = steps_per_epoch.saturating_mul(a.fit.epochs);
+    let (optim_settings, optim) =
+        optim_args::resolve(&a.optim, &a.given, a.lr, last, None, |id| a.origin(id))?;
+    let lengths = files.source.lengths();
+    let shape =
+        |order: &[Vec<usize>], lengths: &[usize]| order.first().map(|b| (b.len(), lengths[b[0]]));
+    let (batch0, steps0) = shape(&first, lengths).unwrap_or((a.batch, max_len));
+    let job = Job::Train {
+        batch: batch0,
+        seq_len: steps0,
+        eval: val
+            .as_ref()
+            .and_then(|v| shape(&v.order, v.files.source.lengths())),
+    };
+    let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
+    // The validation reader starts while the training reader still holds its batches.
+    req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
+        val.as_ref()
+            .map_or(0, |v| v.files.read_ahead_bytes(a.batch, v.order.len() + 1)),
+    );
+    let params = match init {
+        Some(p) => p,
+        None => ParamStore::init(&cfg, a.seed)?,
+    };
+    let (_, mut session) = begin(&req, &params, a.json)?;
+    drop(params);
+
+    let save = |session: &mut Session, path: &PathBuf| -> Result<()> {
+        let mut ck = session.trainer.checkpoint()?;
+        settings.store(&mut ck.extra);
+        optim_settings.store(&mut ck.extra);
+        session.trainer.schedule_state().store(&mut ck.extra);
+        ck.save(path)?;
+        Ok(())
+    };
+    let outputs: Vec<PathBuf> = ck_dir
+        .as_ref()
+        .map(|d| d.checkpoint_path())
+        .into_iter()
+        .chain(a.save.clone())
+        .collect();
+    let save_all = |session: &mut Session| -> Result<()> {
+        for p in &outputs {
+            save(session, p).with_context(|| format!("writing {}", p.display()))?;
+        }
+        Ok(())
+    };
+    if !a.json {
+        errln!(
+            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps, batches of one length each",
+            cfg.trainable_parameters()?,
+            files.path.display(),
+            train.len(),
+            val.as_ref().map_or(0, |v| v.order.iter().map(Vec::len).sum::<usize>()),
+            match &a.fit.val {
+                Some(p) => format!(", from {}", p.display()),
+                None => String::new(),
+            },
+            a.batch,
+            a.fit.epochs
+        );
+    }
+    let started = Instant::now();
+    let mut step = 0u64;
+    let mut watch = Watch {
+        loss_sum: 0.0,
+        loss_count: 0,
+        best: None,
+        since_best: 0,
+        patience: a.fit.stop_patience,
+        stopped_early: false,
+        last: None,
+        metrics,
+        json: a.json,
+        bar: None,
+        started,
+    };
+    let mut interrupted: Option<Signal> = None;
+    'epochs: for epoch in 0..a.fit.epochs {
+        let order = if epoch == 0 {
+            first.clone()
+        } else {
+            epoch_order(epoch)?
+        };
+        watch.start_epoch(epoch + 1, a.fit.epochs, steps_per_epoch);
+        let mut validated_at = None;
+        for batch in files.batches(order)? {
+            if let Some(signal) = interrupts.received() {
+                interrupted = Some(signal);
+                break 'epochs;
+            }
+            let batch = batch.with_context(|| format!("--data {}", files.path.display()))?;
+            let (b, t) = (batch.size(), batch.steps);
+            let (x, labels) = trainer_inputs(batch)?;
+            let eval = match session.job() {
+                Job::Train { eval, .. } => eval,
+                Job::Eval { .. } => None,
+            };
+            session.switch_job(Job::Train {
+                batch: b,
+                seq_len: t,
+                eval,
+            })?;
+            let report = session
+                .train_step(&x, &labels)
+                .with_context(|| format!("training step {}", step + 1))?;
+            step += 1;
+            watch.loss_sum += report.loss as f64;
+            watch.loss_count += 1;
+            if let Some(bar) = &watch.bar {
+                bar.set_message(format!("loss {:.4}", report.loss));
+                bar.inc(1);
+            }
+            if a.eval_every > 0 && step.is_multiple_of(a.eval_every) {
+                if let Some(v) = &val {
+                    validated_at = Some(step);
+                    let scores = validate(&mut session, v)?;
+                    if watch.validated(&mut session, scores, epoch + 1, step, &save_all)? {
+                        break 'epochs;
+                    }
+                }
+            }
+        }
+        // Every epoch ends with a validation (unless its last step just had one).
+        match &val {
+            Some(v) if validated_at != Some(step) => {
+                let scores = validate(&mut session, v)?;
+                if watch.validated(&mut session, scores, epoch + 1, step, &save_all)? {
+                    break;
+                }
+            }
+            Some(_) => {}
+            None if !a.json => {
+                let line = format!(
+                    "epoch {}/{} done: train loss {:.4}",
+                    epoch + 1,
+                    a.fit.epochs,
+                    watch.take_train_loss()
+                );
+                watch.say(&line);
+            }
+            None => {}
+        }
+    }
+    if let Some(bar) = &watch.bar {
+        bar.finish_and_clear();
+    }
+    // Without validation the outputs get the last state; with it they hold the best.
+    let Watch {
+        best,
+        since_best,
+        stopped_early,
+        last: last_scores,
+        metrics,
+        ..
+    } = watch;
+    if best.is_none() && step > 0 {
+        save_all(&mut session)?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut out = summary(&session);
+        out["steps"] = json!(step);
+        out["best_val_loss"] = json!(best.map(|b| b.0));
+        out["best_step"] = json!(best.map(|b| b.1));
+        out["val_accuracy"] = json!(last_scores.map(|s| s.accuracy));
+        out["stopped_early"] = json!(stopped_early);
+        out["seconds"] = json!(secs);
+        out["interrupted"] = json!(interrupted.map(Signal::name));
+        outln!("{out}");
+    } else {
+        match (interrupted, stopped_early) {
+            (Some(signal), _) => errln!("\nstopped by {} after step {step}", signal.name()),
+            (None, true) => errln!(
+                "stopped early after step {step}: {} validations without a lower loss",
+                since_best
+            ),
+            (None, false) => errln!("done: {step} steps in {secs:.1} s"),
+        }
+        if let Some((loss, at)) = best {
+            errln!("best validation loss {loss:.4} at step {at}");
+        }
+        print_memory(&session);
+        for p in &outputs {
+            errln!(
+                "checkpoint written to {} ({})",
+                p.display(),
+                if best.is_some() {
+                    "the best model validated"
+                } else {
+                    "the last step"
+                }
+            );
+        }
+        if let Some((p, _)) = &metrics {
+            errln!("metrics of every validation in {}", p.display());
+        }
+    }
+    Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
+}
+
+/// Loss and accuracy over the validation sequences, each batch planned with the current
+/// training shape.
+fn validate(session: &mut Session, v: &Validation) -> Result<Scores> {
+    let (batch, seq_len) = match session.job() {
+        Job::Train { batch, seq_len, .. } => (batch, seq_len),
+        Job::Eval { batch, seq_len } => (batch, seq_len),
+    };
+    files_eval::evaluate(
+        session,
+        &v.files,
+        v.order.clone(),
+        |b, t| Job::Train {
+            batch,
+            seq_len,
+            eval: Some((b, t)),
+        },
+        |_, _| {},
+    )
+    .context("validating")
+}
+
+/// What the run has seen since it started: the training loss since the last validation,
+/// the best validation, and where each validation's line goes.
+struct Watch {
+    loss_sum: f64,
+    loss_count: u64,
+    /// The lowest validation loss and its step.
+    best: Option<(f32, u64)>,
+    /// Validations since the best one.
+    since_best: u64,
+    patience: Option<u64>,
+    stopped_early: bool,
+    last: Option<Scores>,
+    metrics: Option<(PathBuf, File)>,
+    json: bool,
+    /// On a terminal: the epoch's progress bar with its ETA.
+    bar: Option<ProgressBar>,
+    started: Instant,
+}
+
+impl Watch {
+    /// A new bar for epoch `epoch` of `epochs` when stderr is a terminal (and not --json).
+    fn start_epoch(&mut self, epoch: u64, epochs: u64, steps: u64) {
+        if let Some(old) = self.bar.take() {
+            old.finish_and_clear();
+        }
+        if self.json || !std::io::stderr().is_terminal() {
+            return;
+        }
+        let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "epoch {prefix} [{bar:30}] {pos}/{len} steps, ETA {eta}  {msg}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(format!("{epoch}/{epochs}"));
+        self.bar = Some(bar);
+    }
+
+    /// A line for people: above the bar on a terminal, on stderr otherwise.
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => errln!("{line}"),
+        }
+    }
+
+    /// The mean training loss since the last call.
+    fn take_train_loss(&mut self) -> f32 {
+        let mean = self.loss_sum / self.loss_count.max(1) as f64;
+        (self.loss_sum, self.loss_count) = (0.0, 0);
+        mean as f32
+    }
+
+    /// Takes a validation's scores: saves the model when they are the best so far, tells
+    /// the schedule, writes the line (metrics.jsonl, and stdout with --json or stderr);
+    /// returns whether to stop early.
+    fn validated(
+        &mut self,
+        session: &mut Session,
+        scores: Scores,
+        epoch: u64,
+        step: u64,
+        save_all: &dyn Fn(&mut Session) -> Result<()>,
+    ) -> Result<bool> {
+        let train_loss = self.take_train_loss();
+        self.last = Some(scores);
+        let improved = self.best.is_none_or(|(l, _)| scores.loss < l);
+        if improved {
+            self.best = Some((scores.loss, step));
+            self.since_best = 0;
+            save_all(session)?;
+        } else {
+            self.since_best += 1;
+        }
+        session.trainer.observe(scores.loss as f64);
+        let line = json!({
+            "epoch": epoch, "step": step, "train_loss": train_loss,
+            "val_loss": scores.loss, "val_accuracy": scores.accuracy,
+            "best": improved, "seconds": self.started.elapsed().as_secs_f64(),
+        });
+        if let Some((path, file)) = &mut self.metrics {
+            writeln!(file, "{line}")
+                .and_then(|()| file.flush())
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        if self.json {
+            outln!("{line}");
+        } else {
+            self.say(&format!(
+                "epoch {epoch} step {step}: train loss {train_loss:.4}, validation loss {:.4}, accuracy {:.1}%{}",
+                scores.loss,
+                100.0 * scores.accuracy,
+                if improved { " (best so far: saved)" } else { "" }
+            ));
+        }
+        self.stopped_early = self.patience.is_some_and(|p| self.since_best >= p);
+        Ok(self.stopped_early)
+    }
+}

@@ -1,0 +1,393 @@
+//! `train`, `eval`, `predict` and `plan` on data files (`--data`): a classifier trains from
+//! DL4J's CSV layout and from safetensors; eval and predict read the same files; bad files
+//! exit 1 naming the file and line; early stopping keeps the best checkpoint; every
+//! validation is a line of metrics.jsonl; the read-ahead is in the plan.
+
+// Helpers outside #[test] functions unwrap too: a failure is the test's failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::{json, scratch, succeed, tensorfit_command};
+use serde_json::Value;
+use tensorfit::nn::{Checkpoint, ModelDescription, ParamStore};
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/data")
+        .join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// An untrained checkpoint of `examples/data/classify_model.toml` (3 features, 3
+/// classes) in `dir`.
+fn untrained(dir: &Path) -> PathBuf {
+    let cfg = ModelDescription::load(&example("classify_model.toml")).unwrap();
+    let ck = Checkpoint {
+        params: ParamStore::init(&cfg, 3).unwrap(),
+        config: cfg,
+        optimizer: ParamStore::new(),
+        step: 0,
+        extra: Default::default(),
+    };
+    let path = dir.join("untrained.safetensors");
+    ck.save(&path).unwrap();
+    path
+}
+
+fn run(args: &[&str]) -> Output {
+    tensorfit_command()
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// The JSON lines a `--json` run printed.
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// Trains the example model on `data` (every sequence, no validation) into `dir` and
+/// returns the accuracy `eval --data` then measures on the same file.
+fn train_then_eval(name: &str, data: &Path) -> f64 {
+    let dir = scratch(name);
+    let init = untrained(&dir);
+    let ck = dir.join("ck");
+    succeed(
+        tensorfit_command().args([
+            "train",
+            "--data",
+            s(data),
+            "--init",
+            s(&init),
+            "--val-fraction",
+            "0",
+            "--epochs",
+            "60",
+            "--batch",
+            "4",
+            "--lr",
+            "0.02",
+            "--device",
+            "cpu",
+            "--checkpoint-dir",
+            s(&ck),
+            "--json",
+        ]),
+        "train --data",
+    );
+    let out = succeed(
+        tensorfit_command().args([
+            "eval",
+            "--checkpoint",
+            s(&ck),
+            "--data",
+            s(data),
+            "--device",
+            "cpu",
+            "--json",
+        ]),
+        "eval --data",
+    );
+    let v = json(&out);
+    assert_eq!(v["sequences"], 12, "{v}");
+    v["accuracy"].as_f64().unwrap()
+}
+
+#[test]
+fn a_classifier_trains_from_the_dl4j_csv_layout_to_full_accuracy_on_its_sequences() {
+    let accuracy = train_then_eval("dl4j", &example("dl4j"));
+    assert!(accuracy >= 0.99, "accuracy {accuracy}");
+}
+
+#[test]
+fn a_classifier_trains_from_safetensors_to_full_accuracy_on_its_sequences() {
+    let accuracy = train_then_eval("safetensors", &example("classify.safetensors"));
+    assert!(accuracy >= 0.99, "accuracy {accuracy}");
+}
+
+/// The ids (metadata) and probabilities [N, 3] of a file `predict --data` wrote.
+fn read_predictions(path: &Path) -> (Vec<String>, Vec<f32>) {
+    let bytes = std::fs::read(path).unwrap();
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let ids = serde_json::from_str(&meta.metadata().as_ref().unwrap()["ids"]).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let p = st.tensor("probabilities").unwrap();
+    assert_eq!(p.shape()[1], 3);
+    let values = p
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    (ids, values)
+}
+
+#[test]
+fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
+    let dir = scratch("predict");
+    let init = untrained(&dir);
+    let out = dir.join("probs.safetensors");
+    let data = example("dl4j");
+    succeed(
+        tensorfit_command().args([
+            "predict",
+            "--checkpoint",
+            s(&init),
+            "--data",
+            s(&data),
+            "--batch",
+            "5",
+            "--output",
+            s(&out),
+            "--device",
+            "cpu",
+        ]),
+        "predict --data",
+    );
+    let (ids, values) = read_predictions(&out);
+    // DL4J's files in the order of their numbers, each row its file's number.
+    let want: Vec<String> = (0..12).map(|i| i.to_string()).collect();
+    assert_eq!(ids, want);
+    assert_eq!(values.len(), 12 * 3);
+    for row in values.chunks(3) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{row:?}");
+    }
+    // The same sequences from safetensors give the same probabilities, row for row.
+    let out2 = dir.join("probs2.safetensors");
+    succeed(
+        tensorfit_command().args([
+            "predict",
+            "--checkpoint",
+            s(&init),
+            "--data",
+            s(&example("classify.safetensors")),
+            "--output",
+            s(&out2),
+            "--device",
+            "cpu",
+        ]),
+        "predict --data (safetensors)",
+    );
+    let (_, values2) = read_predictions(&out2);
+    common::assert_close("probabilities", &values2, &values, 1e-4, 1e-3);
+}
+
+#[test]
+fn a_bad_file_of_each_format_exits_1_naming_the_file_and_line() {
+    let dir = scratch("bad");
+    let init = untrained(&dir);
+    // DL4J's layout with a word among the numbers.
+    let dl4j = dir.join("dl4j");
+    for sub in ["features", "labels"] {
+        std::fs::create_dir_all(dl4j.join(sub)).unwrap();
+        for i in 0..2 {
+            let from = example("dl4j").join(sub).join(format!("{i}.csv"));
+            std::fs::copy(from, dl4j.join(sub).join(format!("{i}.csv"))).unwrap();
+        }
+    }
+    std::fs::write(dl4j.join("features/1.csv"), "0.5,0.25,1\n0.5,abc,1\n").unwrap();
+    // A long CSV with a short row.
+    let csv = dir.join("seq.csv");
+    std::fs::write(
+        &csv,
+        "sequence,step,f1,f2,f3,label\ns0,0,1,2,3,0\ns0,1,1,2,0\n",
+    )
+    .unwrap();
+    // A tensor file whose labels are floats.
+    let st = dir.join("float_labels.safetensors");
+    let x = vec![0u8; 2 * 4 * 3 * 4];
+    let y: Vec<u8> = [0.5f32, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let tensors = [
+        (
+            "input",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2, 4, 3], &x)
+                .unwrap(),
+        ),
+        (
+            "labels",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2], &y).unwrap(),
+        ),
+    ];
+    std::fs::write(&st, safetensors::serialize(tensors, None).unwrap()).unwrap();
+    let cases = [
+        (
+            dl4j.clone(),
+            "features/1.csv:2:2: `abc` is not a number".to_string(),
+        ),
+        (csv.clone(), "seq.csv:3: 5 fields".to_string()),
+        (
+            st.clone(),
+            "float_labels.safetensors: `labels` holds F32 values".to_string(),
+        ),
+    ];
+    for (data, want) in cases {
+        for args in [
+            vec![
+                "eval",
+                "--checkpoint",
+                s(&init),
+                "--data",
+                s(&data),
+                "--device",
+                "cpu",
+            ],
+            vec![
+                "train",
+                "--init",
+                s(&init),
+                "--data",
+                s(&data),
+                "--device",
+                "cpu",
+            ],
+        ] {
+            let out = run(&args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&want),
+                "{args:?}: want `{want}` in: {stderr}"
+            );
+            assert!(!stderr.contains("panicked"), "{stderr}");
+        }
+    }
+}
+
+#[test]
+fn early_stopping_keeps_the_best_checkpoint_and_metrics_has_a_line_per_validation() {
+    let dir = scratch("early");
+    let init = untrained(&dir);
+    let ck = dir.join("ck");
+    let val = example("classify.npz");
+    let out = succeed(
+        tensorfit_command().args([
+            "train",
+            "--data",
+            s(&example("dl4j")),
+            "--val",
+            s(&val),
+            "--init",
+            s(&init),
+            "--epochs",
+            "40",
+            "--batch",
+            "4",
+            "--lr",
+            "0.3",
+            "--eval-every",
+            "3",
+            "--stop-patience",
+            "2",
+            "--device",
+            "cpu",
+            "--checkpoint-dir",
+            s(&ck),
+            "--json",
+        ]),
+        "train --data --stop-patience",
+    );
+    let mut lines = json_lines(&out);
+    let summary = lines.pop().unwrap();
+    assert_eq!(summary["stopped_early"], true, "{summary}");
+    let metrics: Vec<Value> = std::fs::read_to_string(ck.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        metrics, lines,
+        "metrics.jsonl holds the lines --json printed"
+    );
+    assert!(metrics.len() >= 3, "{metrics:?}");
+    let losses: Vec<f64> = metrics
+        .iter()
+        .map(|m| m["val_loss"].as_f64().unwrap())
+        .collect();
+    let (best_at, best) = losses
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.total_cmp(b.1))
+        .unwrap();
+    // Stopped after two validations in a row without a lower loss.
+    assert_eq!(best_at + 3, losses.len(), "{losses:?}");
+    assert_eq!(summary["best_step"], metrics[best_at]["step"]);
+    // The checkpoint is the best model: its step, and its validation loss.
+    let saved = Checkpoint::load(&ck.join("checkpoint.safetensors")).unwrap();
+    assert_eq!(Some(saved.step), metrics[best_at]["step"].as_u64());
+    let eval = json(&succeed(
+        tensorfit_command().args([
+            "eval",
+            "--checkpoint",
+            s(&ck),
+            "--data",
+            s(&val),
+            "--device",
+            "cpu",
+            "--json",
+        ]),
+        "eval of the kept checkpoint",
+    ));
+    let got = eval["loss"].as_f64().unwrap();
+    assert!(
+        (got - best).abs() < 1e-4,
+        "kept checkpoint's loss {got}, best {best}"
+    );
+}
+
+#[test]
+fn plan_with_data_counts_the_batches_read_ahead_in_the_host_memory() {
+    // The seed network's input (152 features), 24 sequences of 50 steps: 6 batches of 4.
+    let dir = scratch("plan");
+    let (n, t, f) = (24usize, 50usize, 152usize);
+    let x: Vec<u8> = (0..n * t * f)
+        .flat_map(|i| ((i % 7) as f32).to_le_bytes())
+        .collect();
+    let y: Vec<u8> = (0..n as i64).flat_map(|l| (l % 6).to_le_bytes()).collect();
+    let tensors = [
+        (
+            "input",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![n, t, f], &x)
+                .unwrap(),
+        ),
+        (
+            "labels",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![n], &y).unwrap(),
+        ),
+    ];
+    let path = dir.join("seed_like.safetensors");
+    std::fs::write(&path, safetensors::serialize(tensors, None).unwrap()).unwrap();
+    let plan = |read_ahead: &str| {
+        json(&succeed(
+            tensorfit_command().args([
+                "plan",
+                "--data",
+                s(&path),
+                "--read-ahead",
+                read_ahead,
+                "--batch",
+                "4",
+                "--device",
+                "cpu",
+                "--json",
+            ]),
+            "plan --data",
+        ))
+    };
+    // docs/data.md: a batch is (B·T·F + labels)·4 + B·16 bytes; besides the one in use
+    // the reader holds up to read_ahead + 1, never more than the other 5 batches.
+    let per_batch = ((4 * t * f + 4) * 4 + 4 * 16) as u64;
+    let read_ahead = |v: &Value| v["host"]["read_ahead"].as_u64().unwrap();
+    let (none, two, six) = (plan("0"), plan("2"), plan("6"));
+    assert_eq!(read_ahead(&none), per_batch, "{}", none["host"]);
+    assert_eq!(read_ahead(&two), 3 * per_batch);
+    assert_eq!(read_ahead(&six), 5 * per_batch);
+}
