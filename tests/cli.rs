@@ -42,7 +42,7 @@ const RUN_KEYS: [&str; 7] = [
 ];
 
 #[test]
-fn plan_json_has_every_candidate_field_and_streams_the_seed_case() {
+fn plan_json_has_every_candidate_field_and_splits_the_seed_case() {
     let v = plan_json(&job(
         "infer",
         "100",
@@ -65,9 +65,12 @@ fn plan_json_has_every_candidate_field_and_streams_the_seed_case() {
             assert!(c.get(k).is_some(), "candidate lacks `{k}`: {c}");
         }
     }
+    // Split in time chunks or in micro-batches: the two tie in estimated time at this
+    // shape, and the tie is broken by measured speeds that vary with the machine's load.
     let chosen = &v["chosen"];
+    let strategy = chosen["strategy"].as_str().unwrap();
     assert!(
-        chosen["strategy"].as_str().unwrap().contains("streamed"),
+        strategy.contains("streamed") || strategy.contains("micro-batches"),
         "{chosen}"
     );
     assert!(chosen["estimated_peak_bytes"].as_u64().unwrap() <= 336_000_000);
