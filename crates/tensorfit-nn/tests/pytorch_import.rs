@@ -40,9 +40,7 @@ fn import(dtype: &str) -> ParamStore {
 }
 
 fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tensorfit-import-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    tensorfit_testing::scratch_dir("import")
 }
 
 #[test]

@@ -7,11 +7,15 @@
 //!   reports many comparisons at once): `|got − want| ≤ atol + rtol·|want|`;
 //! - devices: which kinds `TENSORFIT_REQUIRE` demands ([`required`]), the skip rule
 //!   ([`skip`]: print why, or fail when the kind is required), and [`present`], which
-//!   opens each [`Device`] of a suite's list once to see that it can be.
+//!   opens each [`Device`] of a suite's list once to see that it can be;
+//! - [`scratch_dir`]: a test process's scratch directory, swept once the process ended.
 
 pub use tensorfit_core::Rng;
 
 use tensorfit_core::Backend;
+
+mod scratch;
+pub use scratch::scratch_dir;
 
 /// Test data drawn from [`Rng`].
 pub trait TestRng {
