@@ -11,6 +11,17 @@ use crate::shape::Shape;
 /// shape (B = 100, H = 250) 6.1 MiB per layer instead of 76 MiB at T = 200.
 pub const LSTM_SCRATCH_STEPS: usize = 16;
 
+/// Steps of gates a recurrent forward holds (the LSTM's and the GRU's `gate_steps`):
+/// all `steps` when they are kept for the backward, else at most
+/// [`LSTM_SCRATCH_STEPS`].
+pub fn scratch_steps(steps: usize, keep_for_backward: bool) -> usize {
+    if keep_for_backward {
+        steps
+    } else {
+        steps.min(LSTM_SCRATCH_STEPS)
+    }
+}
+
 /// Sizes of an LSTM layer read off its inputs `x, h0, c0, w_ih, w_hh, ...`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LstmDims {
@@ -86,11 +97,7 @@ impl LstmDims {
     /// backward, else at most [`LSTM_SCRATCH_STEPS`] reused in turn (step `t` in slot
     /// `t % gate_steps`). Kernels project the inputs this many steps at a time.
     pub fn gate_steps(&self, keep_for_backward: bool) -> usize {
-        if keep_for_backward {
-            self.steps
-        } else {
-            self.steps.min(LSTM_SCRATCH_STEPS)
-        }
+        scratch_steps(self.steps, keep_for_backward)
     }
 
     /// The forward's `gates`: `[gate_steps, B, 4H]`.

@@ -173,14 +173,14 @@ pub enum Op {
 
     /// A whole GRU layer over a sequence, as PyTorch's `nn.GRU` (gates r, z, n; `b_hn`
     /// inside the reset product). Inputs `x` `[T, B, I]`, `h0` `[B, H]`, `w_ih` `[3H, I]`,
-    /// `w_hh` `[3H, H]`, `b_ih`, `b_hh` `[3H]`. Outputs `y` `[T, B, H]`, `h_n` `[B, H]`,
-    /// `gates` `[T, B, 3H]` (activated r, z, n) and `hidden` `[T, B, 3H]`
-    /// (`h_{t-1} W_hhᵀ + b_hh`), working space without `keep_for_backward`
-    /// ([`Op::output_is_scratch`]). Equations and kernel structure: [`crate::gru`].
+    /// `w_hh` `[3H, H]`, `b_ih`, `b_hh` `[3H]`, optional `lengths` `[B]` (as the LSTM's).
+    /// Outputs `y` `[T, B, H]`, `h_n` `[B, H]`, `gates` (activated r, z, n) and `hidden`
+    /// (`h_{t-1} W_hhᵀ + b_hh`), `[T, B, 3H]`, or a few steps of working space without
+    /// `keep_for_backward` ([`Op::output_is_scratch`]). Equations, kernels: [`crate::gru`].
     GruForward { keep_for_backward: bool },
 
     /// Gradient of [`Op::GruForward`] (with `keep_for_backward`). Inputs `x`, `h0`, `w_ih`,
-    /// `w_hh`, `y`, `gates`, `hidden`, `dy` `[T, B, H]`, `dh_n` `[B, H]`. Outputs `dgates`,
+    /// `w_hh`, `y`, `gates`, `hidden`, `dy` `[T, B, H]`, `dh_n` `[B, H]`, `lengths`. `dgates`,
     /// `dhidden` `[T, B, 3H]` (gradients at both projections; working space), `dh0`,
     /// `dw_ih`, `dw_hh`, `db_ih`, `db_hh` (the two biases apart), and, if `input_grad`, `dx`.
     GruBackward { input_grad: bool },
@@ -472,7 +472,7 @@ impl Op {
                 };
                 Ok(outputs.into_vec())
             }
-            Op::GruForward { .. } => GruDims::forward_shapes(named(list)?),
+            &Op::GruForward { keep_for_backward: k } => GruDims::forward_shapes(named(list)?, k),
             &Op::GruBackward { input_grad } => GruDims::backward_shapes(named(list)?, input_grad),
             Op::Embedding => {
                 let EmbeddingInputs { table, ids } = named(list)?;

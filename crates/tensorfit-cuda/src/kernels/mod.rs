@@ -383,10 +383,11 @@ impl<'g> OpKernels for Gpu<'g> {
     fn gru_forward(
         &mut self,
         d: GruDims,
+        keep_for_backward: bool,
         i: GruForwardInputs<DevPtr>,
         o: GruForwardOutputs<DevPtr>,
     ) -> Result<()> {
-        gru::gru_forward(self, d, &i, &o)
+        gru::gru_forward(self, d, keep_for_backward, &i, &o)
     }
 
     fn gru_backward(

@@ -134,11 +134,12 @@ impl Gru {
             * steps as f64
     }
 
-    /// One layer over `x` from `h0`. With `keep` it keeps what backward needs.
+    /// One layer over `x` from `h0`, each sequence stopping at its length in `lengths`
+    /// `[B]` if given. With `keep` it keeps what backward needs.
     pub fn layer(
         g: &mut Graph,
         name: &str,
-        x: TensorId,
+        (x, lengths): (TensorId, Option<TensorId>),
         h0: TensorId,
         w: &GruWeights<TensorId>,
         keep: bool,
@@ -150,6 +151,7 @@ impl Gru {
             w_hh: w.w_hh,
             b_ih: w.b_ih,
             b_hh: w.b_hh,
+            lengths,
         };
         let op = Op::GruForward {
             keep_for_backward: keep,
@@ -181,6 +183,7 @@ impl Gru {
             hidden: fwd.hidden,
             dy,
             dh_n,
+            lengths: None,
         };
         let outs = g.apply(name, Op::GruBackward { input_grad }, inputs)?;
         let grads = GruWeights {
@@ -203,15 +206,16 @@ impl Gru {
         keep: bool,
     ) -> Result<GruStack> {
         let x = g.input("x", self.input_shape(batch, steps));
-        self.stack_over(g, x, weights, batch, keep)
+        self.stack_over(g, (x, None), weights, batch, keep)
     }
 
     /// The whole stack over `x` `[steps, batch, input]` (added by the caller, or the
-    /// output of a layer before it), each layer from its carried state.
+    /// output of a layer before it), each layer from its carried state and, with
+    /// `lengths` `[B]`, stopping at each sequence's end.
     pub fn stack_over(
         &self,
         g: &mut Graph,
-        x: TensorId,
+        (x, lengths): (TensorId, Option<TensorId>),
         weights: &[GruWeights<TensorId>],
         batch: usize,
         keep: bool,
@@ -224,7 +228,8 @@ impl Gru {
         };
         for (k, w) in weights.iter().enumerate() {
             let h0 = self.state_leaves(g, k, batch);
-            let outs = Gru::layer(g, &format!("gru_l{k}"), stack.y, h0, w, keep)?;
+            let input = (stack.y, lengths);
+            let outs = Gru::layer(g, &format!("gru_l{k}"), input, h0, w, keep)?;
             stack.h0.push(h0);
             stack.y = outs.y;
             stack.h_n.push(outs.h_n);

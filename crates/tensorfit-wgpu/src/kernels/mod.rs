@@ -233,10 +233,11 @@ impl OpKernels for Launches {
     fn gru_forward(
         &mut self,
         d: GruDims,
+        keep_for_backward: bool,
         i: GruForwardInputs<Region>,
         o: GruForwardOutputs<Region>,
     ) -> Result<()> {
-        gru::gru_forward(self, d, &i, &o)
+        gru::gru_forward(self, d, keep_for_backward, &i, &o)
     }
 
     fn gru_backward(
