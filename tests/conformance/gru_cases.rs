@@ -46,7 +46,11 @@ pub(super) fn gru_cases(r: &mut Rng, v: &mut Vec<Case>) {
             ]);
             inputs.extend(lengths.clone());
             let op = Op::GruBackward { input_grad };
-            v.push(case(format!("gru_backward {name} dx {input_grad}"), op, inputs));
+            v.push(case(
+                format!("gru_backward {name} dx {input_grad}"),
+                op,
+                inputs,
+            ));
         }
     }
 }

@@ -472,7 +472,9 @@ impl Op {
                 };
                 Ok(outputs.into_vec())
             }
-            &Op::GruForward { keep_for_backward: k } => GruDims::forward_shapes(named(list)?, k),
+            &Op::GruForward {
+                keep_for_backward: k,
+            } => GruDims::forward_shapes(named(list)?, k),
             &Op::GruBackward { input_grad } => GruDims::backward_shapes(named(list)?, input_grad),
             Op::Embedding => {
                 let EmbeddingInputs { table, ids } = named(list)?;

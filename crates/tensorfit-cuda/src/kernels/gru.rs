@@ -62,7 +62,16 @@ pub fn gru_forward(
             // pass).
             let n = held.min(steps - t) * batch;
             let x = inp.x.add(t * batch * input);
-            gemm(g, (false, true), (n, h3, input), 1.0, x, inp.w_ih, 0.0, out.gates)?;
+            gemm(
+                g,
+                (false, true),
+                (n, h3, input),
+                1.0,
+                x,
+                inp.w_ih,
+                0.0,
+                out.gates,
+            )?;
         }
         // 2. The recurrence: one GEMM and one fused kernel per step.
         let h_prev = match t {

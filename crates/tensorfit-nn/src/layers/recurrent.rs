@@ -170,7 +170,14 @@ impl Recurrent {
             }
             (RecurrentWeights::Gru(w), &[h]) => {
                 let w = w.get(k).ok_or_else(other_cell)?;
-                Ok(LayerForward::Gru(Gru::layer(g, name, (x, None), h, w, keep)?))
+                Ok(LayerForward::Gru(Gru::layer(
+                    g,
+                    name,
+                    (x, None),
+                    h,
+                    w,
+                    keep,
+                )?))
             }
             _ => Err(other_cell()),
         }

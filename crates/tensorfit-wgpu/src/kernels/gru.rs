@@ -52,7 +52,13 @@ struct StepBlock {
 impl StepBlock {
     /// The block of step `t`, whose gates are held in slot `slot` (`t` itself when every
     /// step's gates are held).
-    fn new(d: GruDims, (t, slot): (usize, usize), rows: &Range<usize>, h0: Region, y: Region) -> Self {
+    fn new(
+        d: GruDims,
+        (t, slot): (usize, usize),
+        rows: &Range<usize>,
+        h0: Region,
+        y: Region,
+    ) -> Self {
         let h = d.hidden;
         let state = rows.start * h..rows.end * h;
         let at_step = |t: usize| {

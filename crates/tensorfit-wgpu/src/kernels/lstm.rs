@@ -79,7 +79,11 @@ impl StepBlock {
 /// The lengths of batch rows `rows`, or, without lengths, `unread` (a region the
 /// kernel's `masked = 0` leaves alone, bound only because every binding needs one; the
 /// GRU's too).
-pub(crate) fn lengths_operand(lengths: Option<Region>, rows: &Range<usize>, unread: Region) -> Operand {
+pub(crate) fn lengths_operand(
+    lengths: Option<Region>,
+    rows: &Range<usize>,
+    unread: Region,
+) -> Operand {
     match lengths {
         Some(l) => Operand::part(l, rows.clone()),
         None => Operand::part(unread, 0..1),

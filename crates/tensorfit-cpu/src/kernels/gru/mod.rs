@@ -89,7 +89,9 @@ pub fn forward_on(
     // The final state: the last step's, or each row's at its own last step.
     match inp.lengths {
         Some(l) => gather_steps(d.steps - 1, l, out.y, out.h_n),
-        None => out.h_n.copy_from_slice(&out.y[(d.steps - 1) * d.step_state()..]),
+        None => out
+            .h_n
+            .copy_from_slice(&out.y[(d.steps - 1) * d.step_state()..]),
     }
     Ok(())
 }
@@ -160,7 +162,13 @@ fn forward_steps(
             let rows = held.min(steps - t) * batch;
             let x = &inp.x[t * batch * input..][..rows * input];
             let g = &mut out.gates[..rows * h3];
-            gemm(1.0, mat(x, rows, input)?, w_ih.t(), 0.0, &mut mat_mut(g, rows, h3)?)?;
+            gemm(
+                1.0,
+                mat(x, rows, input)?,
+                w_ih.t(),
+                0.0,
+                &mut mat_mut(g, rows, h3)?,
+            )?;
             add_rows(g, inp.b_ih);
         }
         // 2. The recurrence: per step one GEMM and one fused pass.

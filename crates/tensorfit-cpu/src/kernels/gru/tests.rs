@@ -117,11 +117,7 @@ impl Layer {
 /// The forward's outputs y, h_n, gates, hidden from `token`'s path.
 fn run_forward(token: Option<Token>, layer: &Layer, keep: bool) -> [Vec<f32>; 4] {
     let d = layer.d;
-    let (seq, state, gates) = (
-        d.rows() * d.hidden,
-        d.step_state(),
-        d.gates(keep).numel(),
-    );
+    let (seq, state, gates) = (d.rows() * d.hidden, d.step_state(), d.gates(keep).numel());
     let mut o = [seq, state, gates, gates].map(|n| vec![f32::NAN; n]);
     let [y, h_n, g, hidden] = &mut o;
     let out = GruForwardOutputs {
@@ -211,7 +207,10 @@ fn forward_matches_naive_per_element_gru() {
         let (y, h_n) = layer.naive(&layer.wide());
         for keep in [true, false] {
             let [got_y, got_h_n, ..] = run_forward(None, &layer, keep);
-            let what = format!("round {round} {:?} {:?} keep {keep}", layer.d, layer.lengths);
+            let what = format!(
+                "round {round} {:?} {:?} keep {keep}",
+                layer.d, layer.lengths
+            );
             assert_close(&format!("{what}: y"), &got_y, &y, 1e-5, 1e-4);
             assert_close(&format!("{what}: h_n"), &got_h_n, &h_n, 1e-5, 1e-4);
         }
@@ -342,6 +341,8 @@ fn a_length_outside_the_steps_is_an_error_naming_its_row() {
         gates: &mut g,
         hidden: &mut hh,
     };
-    let e = gru_forward(d, true, &layer.inputs(), out).unwrap_err().to_string();
+    let e = gru_forward(d, true, &layer.inputs(), out)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("batch row 1") && e.contains("`lengths`"), "{e}");
 }
