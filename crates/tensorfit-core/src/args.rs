@@ -14,7 +14,7 @@
 
 use std::marker::PhantomData;
 
-use crate::op::LstmDims;
+use crate::op::{LstmDims, RecurrentDims};
 use crate::shape::Shape;
 
 /// A struct of named tensors of one op, convertible to and from the node's list.

@@ -13,7 +13,7 @@
 //! and give the weight gradients with one GEMM each over all steps.
 //!
 //! A forward that keeps nothing for the backward holds only
-//! [`GruDims::gate_steps`] steps of `gates` and `hidden`, as the LSTM's does, and
+//! [`RecurrentDims::gate_steps`] steps of `gates` and `hidden`, as the LSTM's does, and
 //! projects its inputs that many steps at a time. With `lengths` `[B]` both ops follow
 //! [`crate::seq_lengths`]: past a row's end its `y`, gates and projections are zero and
 //! `h_n` is its state at its own last step; backward, its gradients are zero and `dh`
@@ -22,8 +22,8 @@
 use crate::args::{
     Args, Expected, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs, GruForwardOutputs,
 };
-use crate::lstm_dims::scratch_steps;
 use crate::op::same;
+use crate::recurrent_dims::RecurrentDims;
 use crate::seq_lengths::check_shape;
 use crate::shape::Shape;
 
@@ -106,58 +106,13 @@ impl GruDims {
             hidden: w_hh.dim(1),
         }
     }
+}
 
-    /// Steps of `gates` and `hidden` a forward pass holds: every step when they are kept
-    /// for the backward, else a few reused in turn (step `t` in slot `t % gate_steps`),
-    /// as the LSTM's ([`scratch_steps`]). Kernels project the inputs this many steps at a
-    /// time.
-    pub fn gate_steps(&self, keep_for_backward: bool) -> usize {
-        scratch_steps(self.steps, keep_for_backward)
-    }
+impl RecurrentDims for GruDims {
+    const GATES: usize = 3;
 
-    /// The forward's `gates` and `hidden`: `[gate_steps, B, 3H]` each.
-    pub fn gates(&self, keep_for_backward: bool) -> Shape {
-        Shape::from([
-            self.gate_steps(keep_for_backward),
-            self.batch,
-            self.gate_width(),
-        ])
-    }
-
-    /// `[T, B, width]`.
-    pub fn seq(&self, width: usize) -> Shape {
-        Shape::from([self.steps, self.batch, width])
-    }
-
-    /// `[B, H]`.
-    pub fn state(&self) -> Shape {
-        Shape::from([self.batch, self.hidden])
-    }
-
-    /// Rows of the whole sequence, `T·B`.
-    pub fn rows(&self) -> usize {
-        self.steps * self.batch
-    }
-
-    /// Width of one row of gates, `3H` (r, z, n).
-    pub fn gate_width(&self) -> usize {
-        3 * self.hidden
-    }
-
-    /// Elements of one step's state, `B·H`.
-    pub fn step_state(&self) -> usize {
-        self.batch * self.hidden
-    }
-
-    /// Elements of one step's gates, `B·3H`.
-    pub fn step_gates(&self) -> usize {
-        self.batch * self.gate_width()
-    }
-
-    /// Whether nothing flows through the layer (no steps, or no units): the final state
-    /// is the initial one and the weights get no gradient.
-    pub fn is_empty(&self) -> bool {
-        self.steps == 0 || self.step_state() == 0
+    fn sizes(&self) -> (usize, usize, usize) {
+        (self.steps, self.batch, self.hidden)
     }
 }
 
@@ -193,7 +148,7 @@ impl<T> GruForwardInputs<T> {
 
 impl<T> GruForwardOutputs<T> {
     /// With `keep_for_backward` false, `gates` and `hidden` hold
-    /// [`GruDims::gate_steps`] steps only.
+    /// [`RecurrentDims::gate_steps`] steps only.
     pub fn expected(&self, d: GruDims, keep_for_backward: bool) -> Expected<'_, T> {
         let held = d.gates(keep_for_backward).numel();
         vec![

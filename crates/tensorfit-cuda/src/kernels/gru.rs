@@ -18,7 +18,7 @@
 //! Nothing crosses to the host inside the time loops; the running gradient lives in the
 //! op's own output `dh0`.
 
-use tensorfit_core::{args, GruDims, Result};
+use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
 use super::elementwise::sum_to_shape;
 use super::gather::steps_at_lengths;

@@ -18,7 +18,7 @@
 //! own outputs (`c_n` forward when cells are not kept; `dh0` and `dc0` backward), so the
 //! layer needs no workspace of its own.
 
-use tensorfit_core::{args, LstmDims, Result};
+use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
 use super::elementwise::sum_to_shape;
 use super::gather::{gather, scatter_add, steps_at_lengths};

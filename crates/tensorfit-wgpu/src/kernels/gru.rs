@@ -21,7 +21,7 @@
 
 use std::ops::Range;
 
-use tensorfit_core::{args, GruDims, Result};
+use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
 use super::elementwise::{copy_range, fill, sum_rows};
 use super::gemm::{gemm, Mat};

@@ -20,7 +20,7 @@
 
 use std::ops::Range;
 
-use tensorfit_core::{args, LstmDims, Result};
+use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
 use super::elementwise::{check_len, copy_range, fill, sum_rows};
 use super::gather::{gather, scatter_add};

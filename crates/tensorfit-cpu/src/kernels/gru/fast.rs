@@ -17,7 +17,7 @@
 
 use rayon::prelude::*;
 use tensorfit_core::seq_lengths::RowLengths;
-use tensorfit_core::GruDims;
+use tensorfit_core::{GruDims, RecurrentDims};
 
 use super::{
     cell_backward, cell_forward, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs,

@@ -22,7 +22,7 @@
 //! `h_n` is gathered at its own last step.
 
 use tensorfit_core::seq_lengths::{self, RowLengths};
-use tensorfit_core::{args, GruDims, Result};
+use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
 use super::at_lengths::gather_steps;
 use super::elementwise::sum_to_shape;

@@ -31,7 +31,7 @@
 use rayon::prelude::*;
 use tensorfit_core::seq_lengths::{self, RowLengths};
 use tensorfit_core::tokens::check_ids;
-use tensorfit_core::{args, LstmDims, Result};
+use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
 use super::at_lengths::gather_steps;
 use super::elementwise::sum_to_shape;
