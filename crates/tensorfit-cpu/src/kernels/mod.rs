@@ -20,6 +20,7 @@ pub mod gru;
 pub mod lstm;
 pub mod mse;
 pub mod optim;
+mod recurrent;
 pub mod softmax;
 
 use std::marker::PhantomData;

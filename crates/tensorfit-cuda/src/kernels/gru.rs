@@ -23,6 +23,7 @@ use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 use super::elementwise::sum_to_shape;
 use super::gather::steps_at_lengths;
 use super::gemm::gemm;
+use super::recurrent::{hidden_weight_gradient, input_gradients};
 use super::{int, Gpu};
 use super::{GATHER_STEPS, GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
@@ -172,50 +173,12 @@ pub fn gru_backward(
         gemm(g, (false, false), carry, 1.0, dhidden_t, inp.w_hh, 1.0, dh)?;
     }
 
-    // 2. Weight gradients over all steps at once: dw_ih = dgatesᵀ · x, and
-    // dw_hh = Σ_t dhidden[t]ᵀ · h_{t-1} (step 0 against h0, steps 1.. against y[0..T-1]).
-    let over_rows = (h3, input, rows);
-    gemm(
-        g,
-        (true, false),
-        over_rows,
-        1.0,
-        out.dgates,
-        inp.x,
-        0.0,
-        out.dw_ih,
-    )?;
-    let first = (h3, hidden, batch);
-    gemm(
-        g,
-        (true, false),
-        first,
-        1.0,
-        out.dhidden,
-        inp.h0,
-        0.0,
-        out.dw_hh,
-    )?;
-    if steps > 1 {
-        let later = (h3, hidden, (steps - 1) * batch);
-        let rest = out.dhidden.add(step_g);
-        gemm(g, (true, false), later, 1.0, rest, inp.y, 1.0, out.dw_hh)?;
-    }
+    // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
+    // dgates, dw_hh from dhidden, the bias gradients their column sums.
+    let operands = (out.dgates, inp.x, inp.w_ih);
+    input_gradients(g, (&d, input), operands, (out.dw_ih, out.dx))?;
+    hidden_weight_gradient(g, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(g, out.dgates, out.db_ih, rows, h3)?;
     sum_to_shape(g, out.dhidden, out.db_hh, rows, h3)?;
-    // dx = dgates · w_ih over all T·B rows.
-    if let Some(dx) = out.dx {
-        let input_grad = (rows, input, h3);
-        gemm(
-            g,
-            (false, false),
-            input_grad,
-            1.0,
-            out.dgates,
-            inp.w_ih,
-            0.0,
-            dx,
-        )?;
-    }
     Ok(())
 }

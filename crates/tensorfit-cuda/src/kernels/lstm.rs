@@ -23,6 +23,7 @@ use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 use super::elementwise::sum_to_shape;
 use super::gather::{gather, scatter_add, steps_at_lengths};
 use super::gemm::gemm;
+use super::recurrent::{hidden_weight_gradient, input_gradients};
 use super::{int, Gpu};
 use super::{GATHER_STEPS, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
@@ -206,62 +207,17 @@ pub fn lstm_backward(
         )?;
     }
 
-    // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows (on token input, the scatter-add of dgates
-    // into the columns of the ids).
+    // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih = dgatesᵀ · x
+    // and dx = dgates · w_ih (on token input, the scatter-add of dgates into the columns
+    // of the ids), dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}, db = column sums of dgates (the
+    // gradient of b_ih and of b_hh alike).
     if d.tokens {
         scatter_add(g, d.token_table(), inp.x, out.dgates, out.dw_ih, rows)?;
     } else {
-        let mnk = (h4, input, rows);
-        gemm(
-            g,
-            (true, false),
-            mnk,
-            1.0,
-            out.dgates,
-            inp.x,
-            0.0,
-            out.dw_ih,
-        )?;
+        let operands = (out.dgates, inp.x, inp.w_ih);
+        input_gradients(g, (&d, input), operands, (out.dw_ih, out.dx))?;
     }
-    // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
-    gemm(
-        g,
-        (true, false),
-        (h4, hidden, batch),
-        1.0,
-        out.dgates,
-        inp.h0,
-        0.0,
-        out.dw_hh,
-    )?;
-    if steps > 1 {
-        let later = (steps - 1) * batch;
-        gemm(
-            g,
-            (true, false),
-            (h4, hidden, later),
-            1.0,
-            out.dgates.add(step_g),
-            inp.y,
-            1.0,
-            out.dw_hh,
-        )?;
-    }
-    // db = column sums of dgates (the gradient of b_ih and of b_hh alike).
+    hidden_weight_gradient(g, &d, out.dgates, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(g, out.dgates, out.db, rows, h4)?;
-    // dx = dgates · w_ih over all T·B rows.
-    if let Some(dx) = out.dx {
-        gemm(
-            g,
-            (false, false),
-            (rows, input, h4),
-            1.0,
-            out.dgates,
-            inp.w_ih,
-            0.0,
-            dx,
-        )?;
-    }
     Ok(())
 }

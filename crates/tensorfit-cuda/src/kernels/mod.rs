@@ -23,6 +23,7 @@ pub mod gru;
 pub mod lstm;
 pub mod mse;
 pub mod optim;
+pub mod recurrent;
 pub mod softmax;
 mod sources;
 

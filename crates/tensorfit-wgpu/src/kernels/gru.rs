@@ -26,6 +26,7 @@ use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 use super::elementwise::{copy_range, fill, sum_rows};
 use super::gemm::{gemm, Mat};
 use super::lstm::{check_lengths, lengths_operand};
+use super::recurrent::{hidden_weight_gradient, input_gradients};
 use super::{word, Launches};
 use crate::shaders::{GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
@@ -187,7 +188,6 @@ pub(crate) fn gru_backward(
         return Ok(());
     }
     let blocks = row_chunks(batch, h3, l.span(), K)?;
-    let dgates = Mat::new(out.dgates, rows, h3);
     let dhidden = Mat::new(out.dhidden, rows, h3);
     let w_hh = Mat::new(inp.w_hh, h3, hidden);
     let dh = Mat::new(out.dh0, batch, hidden);
@@ -225,42 +225,12 @@ pub(crate) fn gru_backward(
         gemm(l, (dhidden_t, false), (w_hh, false), dh, true)?;
     }
 
-    // 2. Weight gradients over all steps at once.
-    let x = Mat::new(inp.x, rows, input);
-    gemm(
-        l,
-        (dgates, true),
-        (x, false),
-        Mat::new(out.dw_ih, h3, input),
-        false,
-    )?;
-    // dw_hh = Σ_t dhidden[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
-    let dw_hh = Mat::new(out.dw_hh, h3, hidden);
-    let h0 = Mat::new(inp.h0, batch, hidden);
-    gemm(l, (dhidden.rows(0, batch), true), (h0, false), dw_hh, false)?;
-    if steps > 1 {
-        let later = (steps - 1) * batch;
-        let h_prev = Mat::new(inp.y, rows, hidden).rows(0, later);
-        gemm(
-            l,
-            (dhidden.rows(batch, later), true),
-            (h_prev, false),
-            dw_hh,
-            true,
-        )?;
-    }
+    // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
+    // dgates, dw_hh from dhidden, the bias gradients their column sums.
+    let operands = (out.dgates, inp.x, inp.w_ih);
+    input_gradients(l, (&d, input), operands, (out.dw_ih, out.dx))?;
+    hidden_weight_gradient(l, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_rows(l, out.dgates, rows, h3, out.db_ih, 1.0);
     sum_rows(l, out.dhidden, rows, h3, out.db_hh, 1.0);
-    // dx = dgates · w_ih over all T·B rows.
-    if let Some(dx) = out.dx {
-        let w_ih = Mat::new(inp.w_ih, h3, input);
-        gemm(
-            l,
-            (dgates, false),
-            (w_ih, false),
-            Mat::new(dx, rows, input),
-            false,
-        )?;
-    }
     Ok(())
 }

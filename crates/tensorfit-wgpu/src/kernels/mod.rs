@@ -17,6 +17,7 @@ pub(crate) mod gru;
 pub(crate) mod lstm;
 pub(crate) mod mse;
 pub(crate) mod optim;
+pub(crate) mod recurrent;
 pub(crate) mod softmax;
 pub(crate) mod steps;
 

@@ -30,6 +30,7 @@ use super::fastmath::{self, MulAdd, Separate};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::lstm::check_lengths;
+use super::recurrent::{hidden_weight_gradient, input_gradients};
 
 mod fast;
 
@@ -335,41 +336,18 @@ fn cell_backward(
 }
 
 /// The weight gradients from every step's `dgates` and `dhidden` `[T, B, 3H]`, one GEMM
-/// each over all `T·B` rows: `dw_ih = dgatesᵀ · x`, `dw_hh = Σ_t dhidden[t]ᵀ · h_{t-1}`,
-/// `db_ih` and `db_hh` their column sums, `dx = dgates · w_ih`.
+/// each over all `T·B` rows (`recurrent.rs`, shared with the LSTM): `dw_ih` and `dx` from
+/// `dgates`, `dw_hh` from `dhidden`; `db_ih` and `db_hh` their column sums.
 fn weight_gradients(
     d: GruDims,
     inp: &GruBackwardInputs<'_>,
     out: GruBackwardOutputs<'_>,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h3, step_g) = (d.rows(), d.gate_width(), d.step_gates());
-    let dgates = mat(out.dgates, rows, h3)?;
-    let x = mat(inp.x, rows, input)?;
-    gemm(1.0, dgates.t(), x, 0.0, &mut mat_mut(out.dw_ih, h3, input)?)?;
-    // Step 0 against h0, steps 1.. against y[0..T-1].
-    let mut dw_hh = mat_mut(out.dw_hh, h3, hidden)?;
-    let dhidden_0 = mat(&out.dhidden[..step_g], batch, h3)?;
-    gemm(
-        1.0,
-        dhidden_0.t(),
-        mat(inp.h0, batch, hidden)?,
-        0.0,
-        &mut dw_hh,
-    )?;
-    if steps > 1 {
-        let later = (steps - 1) * batch;
-        let dhidden_rest = mat(&out.dhidden[step_g..], later, h3)?;
-        let h_prev = mat(&inp.y[..later * hidden], later, hidden)?;
-        gemm(1.0, dhidden_rest.t(), h_prev, 1.0, &mut dw_hh)?;
-    }
+    let operands = (&*out.dgates, inp.x, inp.w_ih);
+    input_gradients(&d, d.input, operands, (out.dw_ih, out.dx))?;
+    hidden_weight_gradient(&d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(out.dgates, out.db_ih)?;
-    sum_to_shape(out.dhidden, out.db_hh)?;
-    if let Some(dx) = out.dx {
-        let w_ih = mat(inp.w_ih, h3, input)?;
-        gemm(1.0, dgates, w_ih, 0.0, &mut mat_mut(dx, rows, input)?)?;
-    }
-    Ok(())
+    sum_to_shape(out.dhidden, out.db_hh)
 }
 
 #[cfg(test)]

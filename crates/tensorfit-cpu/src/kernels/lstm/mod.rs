@@ -39,6 +39,7 @@ use super::fastmath::{self, Separate};
 use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
+use super::recurrent::{hidden_weight_gradient, input_gradients};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
 pub(crate) mod fast;
@@ -482,42 +483,14 @@ pub(crate) fn weight_gradients(
     dgates: &[f32],
     g: WeightGrads<'_>,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h4, step_g) = (d.rows(), d.gate_width(), d.step_gates());
-    let dgates_all = mat(dgates, rows, h4)?;
     if d.tokens {
-        scatter_add(d.token_table(), ("x", inp.x, batch), dgates, g.dw_ih)?;
+        scatter_add(d.token_table(), ("x", inp.x, d.batch), dgates, g.dw_ih)?;
     } else {
-        gemm(
-            1.0,
-            dgates_all.t(),
-            mat(inp.x, rows, input)?,
-            0.0,
-            &mut mat_mut(g.dw_ih, h4, input)?,
-        )?;
+        let operands = (dgates, inp.x, inp.w_ih);
+        input_gradients(&d, d.input, operands, (g.dw_ih, g.dx))?;
     }
-    // Step 0 against h0, steps 1.. against y[0..T-1].
-    let mut dw_hh = mat_mut(g.dw_hh, h4, hidden)?;
-    let dgates_0 = mat(&dgates[..step_g], batch, h4)?;
-    gemm(
-        1.0,
-        dgates_0.t(),
-        mat(inp.h0, batch, hidden)?,
-        0.0,
-        &mut dw_hh,
-    )?;
-    if steps > 1 {
-        let later = (steps - 1) * batch;
-        let dgates_rest = mat(&dgates[step_g..], later, h4)?;
-        let h_prev = mat(&inp.y[..later * hidden], later, hidden)?;
-        gemm(1.0, dgates_rest.t(), h_prev, 1.0, &mut dw_hh)?;
-    }
-    sum_to_shape(dgates, g.db)?;
-    if let Some(dx) = g.dx {
-        let w_ih = mat(inp.w_ih, h4, input)?;
-        gemm(1.0, dgates_all, w_ih, 0.0, &mut mat_mut(dx, rows, input)?)?;
-    }
-    Ok(())
+    hidden_weight_gradient(&d, dgates, (inp.h0, inp.y), g.dw_hh)?;
+    sum_to_shape(dgates, g.db)
 }
 
 #[cfg(test)]
