@@ -7,6 +7,14 @@ use tensorfit_core::{RecurrentDims, Result};
 
 use super::gemm::{gemm, mat, mat_mut};
 
+/// When nothing flows through the layer (no steps, or no units): zero weight gradients
+/// `grads` and input gradient `dx`.
+pub(crate) fn zero_gradients<const N: usize>(grads: [&mut [f32]; N], dx: Option<&mut [f32]>) {
+    for g in grads.into_iter().chain(dx) {
+        g.fill(0.0);
+    }
+}
+
 /// `dw_hh = Σ_t d_hh[t]ᵀ · h_{t-1}` over `d_hh` `[T, B, G·H]`: step 0 against `h0`, steps
 /// 1.. against `y[0..T-1]`.
 pub(crate) fn hidden_weight_gradient(

@@ -23,7 +23,7 @@ use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 use super::elementwise::sum_to_shape;
 use super::gather::steps_at_lengths;
 use super::gemm::gemm;
-use super::recurrent::{hidden_weight_gradient, input_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{int, Gpu};
 use super::{GATHER_STEPS, GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
@@ -133,15 +133,9 @@ pub fn gru_backward(
     let dh = out.dh0;
     g.copy(dh, inp.dh_n, step_h)?;
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        g.fill(out.dw_ih, 0.0, h3 * input)?;
-        g.fill(out.dw_hh, 0.0, h3 * hidden)?;
-        g.fill(out.db_ih, 0.0, h3)?;
-        g.fill(out.db_hh, 0.0, h3)?;
-        if let Some(dx) = out.dx {
-            g.fill(dx, 0.0, rows * input)?;
-        }
-        return Ok(());
+        let (w_ih, w_hh) = ((out.dw_ih, h3 * input), (out.dw_hh, h3 * hidden));
+        let grads = [w_ih, w_hh, (out.db_ih, h3), (out.db_hh, h3)];
+        return zero_gradients(g, &grads, out.dx.map(|dx| (dx, rows * input)));
     }
     let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
     let lengths = inp.lengths.unwrap_or(DevPtr(0));

@@ -23,7 +23,7 @@ use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 use super::elementwise::sum_to_shape;
 use super::gather::{gather, scatter_add, steps_at_lengths};
 use super::gemm::gemm;
-use super::recurrent::{hidden_weight_gradient, input_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{int, Gpu};
 use super::{GATHER_STEPS, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
@@ -153,14 +153,9 @@ pub fn lstm_backward(
     g.copy(dh, inp.dh_n, step_h)?;
     g.copy(dc, inp.dc_n, step_h)?;
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        g.fill(out.dw_ih, 0.0, h4 * input)?;
-        g.fill(out.dw_hh, 0.0, h4 * hidden)?;
-        g.fill(out.db, 0.0, h4)?;
-        if let Some(dx) = out.dx {
-            g.fill(dx, 0.0, rows * input)?;
-        }
-        return Ok(());
+        let (w_ih, w_hh) = ((out.dw_ih, h4 * input), (out.dw_hh, h4 * hidden));
+        let grads = [w_ih, w_hh, (out.db, h4)];
+        return zero_gradients(g, &grads, out.dx.map(|dx| (dx, rows * input)));
     }
     let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
 

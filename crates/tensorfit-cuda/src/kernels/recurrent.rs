@@ -10,6 +10,19 @@ use super::gemm::gemm;
 use super::Gpu;
 use crate::driver::DevPtr;
 
+/// When nothing flows through the layer (no steps, or no units): zero weight gradients
+/// `grads` and input gradient `dx`, each with its element count.
+pub fn zero_gradients(
+    g: &Gpu<'_>,
+    grads: &[(DevPtr, usize)],
+    dx: Option<(DevPtr, usize)>,
+) -> Result<()> {
+    for &(ptr, n) in grads.iter().chain(&dx) {
+        g.fill(ptr, 0.0, n)?;
+    }
+    Ok(())
+}
+
 /// `dw_hh = Σ_t d_hh[t]ᵀ · h_{t-1}` over `d_hh` `[T, B, G·H]`: step 0 against `h0`, steps
 /// 1.. against `y[0..T-1]`.
 pub fn hidden_weight_gradient(

@@ -23,10 +23,10 @@ use std::ops::Range;
 
 use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
-use super::elementwise::{copy_range, fill, sum_rows};
+use super::elementwise::{copy_range, sum_rows};
 use super::gemm::{gemm, Mat};
 use super::lstm::{check_lengths, lengths_operand};
-use super::recurrent::{hidden_weight_gradient, input_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{word, Launches};
 use crate::shaders::{GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
@@ -178,13 +178,8 @@ pub(crate) fn gru_backward(
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
     copy_range(l, inp.dh_n, 0, out.dh0);
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        for g in [out.dw_ih, out.dw_hh, out.db_ih, out.db_hh] {
-            fill(l, 0.0, g);
-        }
-        if let Some(dx) = out.dx {
-            fill(l, 0.0, dx);
-        }
+        let grads = [out.dw_ih, out.dw_hh, out.db_ih, out.db_hh];
+        zero_gradients(l, &grads, out.dx);
         return Ok(());
     }
     let blocks = row_chunks(batch, h3, l.span(), K)?;

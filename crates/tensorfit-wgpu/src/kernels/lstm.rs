@@ -22,10 +22,10 @@ use std::ops::Range;
 
 use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
-use super::elementwise::{check_len, copy_range, fill, sum_rows};
+use super::elementwise::{check_len, copy_range, sum_rows};
 use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, Mat};
-use super::recurrent::{hidden_weight_gradient, input_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{word, Launches};
 use crate::shaders::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
@@ -221,13 +221,7 @@ pub(crate) fn lstm_backward(
     copy_range(l, inp.dh_n, 0, out.dh0);
     copy_range(l, inp.dc_n, 0, out.dc0);
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        for g in [out.dw_ih, out.dw_hh, out.db] {
-            fill(l, 0.0, g);
-        }
-        if let Some(dx) = out.dx {
-            fill(l, 0.0, dx);
-        }
+        zero_gradients(l, &[out.dw_ih, out.dw_hh, out.db], out.dx);
         return Ok(());
     }
     let blocks = row_chunks(batch, h4, l.span(), K)?;

@@ -6,9 +6,18 @@
 
 use tensorfit_core::{RecurrentDims, Result};
 
+use super::elementwise::fill;
 use super::gemm::{gemm, Mat};
 use super::Launches;
 use crate::window::Region;
+
+/// When nothing flows through the layer (no steps, or no units): zero weight gradients
+/// `grads` and input gradient `dx`.
+pub(crate) fn zero_gradients(l: &mut Launches, grads: &[Region], dx: Option<Region>) {
+    for &g in grads.iter().chain(&dx) {
+        fill(l, 0.0, g);
+    }
+}
 
 /// `dw_hh = Σ_t d_hh[t]ᵀ · h_{t-1}` over `d_hh` `[T, B, G·H]`: step 0 against `h0`, steps
 /// 1.. against `y[0..T-1]`.

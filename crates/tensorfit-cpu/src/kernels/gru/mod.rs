@@ -30,7 +30,7 @@ use super::fastmath::{self, MulAdd, Separate};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::lstm::check_lengths;
-use super::recurrent::{hidden_weight_gradient, input_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 
 mod fast;
 
@@ -117,18 +117,15 @@ pub fn backward_on(
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
     out.dh0.copy_from_slice(inp.dh_n);
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        for g in [
-            &mut *out.dw_ih,
-            &mut *out.dw_hh,
-            &mut *out.db_ih,
-            &mut *out.db_hh,
-        ] {
-            g.fill(0.0);
-        }
-        if let Some(dx) = out.dx.as_deref_mut() {
-            dx.fill(0.0);
-        }
+        let GruBackwardOutputs {
+            dw_ih,
+            dw_hh,
+            db_ih,
+            db_hh,
+            dx,
+            ..
+        } = out;
+        zero_gradients([dw_ih, dw_hh, db_ih, db_hh], dx);
         return Ok(());
     }
     match token {

@@ -39,7 +39,7 @@ use super::fastmath::{self, Separate};
 use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
-use super::recurrent::{hidden_weight_gradient, input_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
 pub(crate) mod fast;
@@ -464,12 +464,7 @@ pub(crate) struct WeightGrads<'a> {
 impl WeightGrads<'_> {
     /// When nothing flows through the layer (no steps, or no units): zero gradients.
     fn zero(self) {
-        for grad in [self.dw_ih, self.dw_hh, self.db] {
-            grad.fill(0.0);
-        }
-        if let Some(dx) = self.dx {
-            dx.fill(0.0);
-        }
+        zero_gradients([self.dw_ih, self.dw_hh, self.db], self.dx);
     }
 }
 
