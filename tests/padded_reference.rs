@@ -41,7 +41,7 @@ fn matches_pytorch(file: &str) {
     let size = |k: &str| -> usize { meta[k].parse().unwrap() };
     let (batch, steps, hidden, layers) =
         (size("batch"), size("steps"), size("hidden"), size("layers"));
-    let lstm = !meta.get("cell").is_some_and(|c| c == "gru");
+    let lstm = meta.get("cell").is_none_or(|c| c != "gru");
     let mut cfg = SeedShape {
         features: size("input"),
         hidden,
