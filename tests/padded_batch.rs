@@ -1,5 +1,5 @@
 //! A padded batch through the whole classifier (`classifier_at_lengths`, on the CPU
-//! backend): each row gets what its sequence alone at its own length gets — the class
+//! backend), with LSTM and with GRU layers: each row gets what its sequence alone at its own length gets — the class
 //! probabilities, and, since the loss is the batch mean, the loss and every gradient
 //! (parameters and initial state) are the mean of the sequences' own. The head has no
 //! BatchNorm here: in training BatchNorm mixes the rows of a batch, padded or not. And the
@@ -15,27 +15,28 @@ use tensorfit::core::{
     backward, Activation, Backend, Executable, Graph, Op, Shape, TensorId, TensorView,
 };
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::StatePart;
 use tensorfit::nn::model::{classifier_at_lengths, Mode};
-use tensorfit::nn::{HeadLayer, HeadLayerKind, ModelDescription, ParamStore, Rng, SeedShape};
+use tensorfit::nn::{Cell, HeadLayer, HeadLayerKind, ModelDescription, ParamStore, Rng, SeedShape};
 use tensorfit::plan::{Limits, MemoryPlan, ProgramSpec};
 use tensorfit_testing::assert_close;
 
 /// What one run gives: probabilities `[B, classes]`, the loss, and the gradient of every
-/// parameter (by name) and of each layer's initial state (`h0_l{k}`, `c0_l{k}`).
+/// parameter (by name) and of each carried state tensor (by slot name, `state.h_l{k}`,
+/// ...).
 struct Run {
     probs: Vec<f32>,
     loss: f32,
     grads: HashMap<String, Vec<f32>>,
 }
 
-/// The inputs of a batch: `x` `[T, B, F]`, labels, each layer's initial (h, c) `[B, H]`.
+/// The inputs of a batch: `x` `[T, B, F]`, labels, each carried state tensor `[B, H]` in
+/// slot order (per layer h, c for an LSTM, h for a GRU).
 struct Batch {
     steps: usize,
     batch: usize,
     x: Vec<f32>,
     labels: Vec<f32>,
-    state: Vec<(Vec<f32>, Vec<f32>)>,
+    state: Vec<Vec<f32>>,
 }
 
 /// How a run's tensors get their memory.
@@ -96,12 +97,8 @@ fn run(cfg: &ModelDescription, b: &Batch, lengths: Option<&[f32]>, memory: Memor
     };
     let one = g.apply("seed", fill, FillInputs::default()).unwrap().out;
     let mut wrt: Vec<(String, TensorId)> = c.params.clone();
-    // The LSTM's carried state, per layer (h, c) in slot order.
-    let (h0, c0) = (c.stack.initial(StatePart::H), c.stack.initial(StatePart::C));
-    for k in 0..cfg.recurrent.layers {
-        wrt.push((format!("h0_l{k}"), h0[k]));
-        wrt.push((format!("c0_l{k}"), c0[k]));
-    }
+    let carried = c.stack.carried.iter();
+    wrt.extend(carried.map(|(leaf, slot)| (slot.name(), *leaf)));
     let ids: Vec<TensorId> = wrt.iter().map(|(_, t)| *t).collect();
     let grads = backward(&mut g, &[(c.loss, one)], &ids).unwrap();
     let mut persistent: Vec<(TensorId, String)> =
@@ -117,9 +114,8 @@ fn run(cfg: &ModelDescription, b: &Batch, lengths: Option<&[f32]>, memory: Memor
         exe.write(&mut backend, *t, &init.get(name).unwrap().data)
             .unwrap();
     }
-    for (k, (h, c_)) in b.state.iter().enumerate() {
-        exe.write(&mut backend, h0[k], h).unwrap();
-        exe.write(&mut backend, c0[k], c_).unwrap();
+    for ((leaf, _), v) in c.stack.carried.iter().zip(&b.state) {
+        exe.write(&mut backend, *leaf, v).unwrap();
     }
     exe.write(&mut backend, c.stack.x, &b.x).unwrap();
     exe.write(&mut backend, c.labels, &b.labels).unwrap();
@@ -146,6 +142,15 @@ fn row(v: &[f32], r: usize, w: usize) -> Vec<f32> {
 
 #[test]
 fn a_padded_batch_gives_each_sequence_what_it_gives_alone() {
+    padded_batch_against_each_sequence_alone(Cell::Lstm);
+}
+
+#[test]
+fn a_padded_batch_of_a_gru_gives_each_sequence_what_it_gives_alone() {
+    padded_batch_against_each_sequence_alone(Cell::Gru);
+}
+
+fn padded_batch_against_each_sequence_alone(cell: Cell) {
     let mut cfg = SeedShape {
         features: 3,
         hidden: 4,
@@ -162,6 +167,8 @@ fn a_padded_batch_gives_each_sequence_what_it_gives_alone() {
             activation: Activation::Tanh,
         },
     }];
+    cfg.recurrent.cell = cell;
+    let slots = cfg.network().unwrap().recurrent.state_slots().len();
     let (steps, batch, f, h, classes) = (5, 4, 3, 4, 3);
     let lengths = [5.0, 2.0, 1.0, 3.0];
     let mut rng = Rng::new(41);
@@ -171,9 +178,7 @@ fn a_padded_batch_gives_each_sequence_what_it_gives_alone() {
         batch,
         x: normals(steps * batch * f),
         labels: vec![0.0, 2.0, 1.0, 2.0],
-        state: (0..2)
-            .map(|_| (normals(batch * h), normals(batch * h)))
-            .collect(),
+        state: (0..slots).map(|_| normals(batch * h)).collect(),
     };
     let all = run(&cfg, &padded, Some(&lengths), Memory::Own);
     let planned = run(&cfg, &padded, Some(&lengths), Memory::Planned);
@@ -191,12 +196,10 @@ fn a_padded_batch_gives_each_sequence_what_it_gives_alone() {
                 .flat_map(|t| row(&padded.x, t * batch + r, f))
                 .collect(),
             labels: vec![padded.labels[r]],
-            state: (padded.state.iter())
-                .map(|(h0, c0)| (row(h0, r, h), row(c0, r, h)))
-                .collect(),
+            state: padded.state.iter().map(|s| row(s, r, h)).collect(),
         };
         let one = run(&cfg, &alone, None, Memory::Own);
-        let what = format!("row {r} (length {len})");
+        let what = format!("{cell:?} row {r} (length {len})");
         assert_close(
             &what,
             &row(&all.probs, r, classes),
@@ -206,7 +209,7 @@ fn a_padded_batch_gives_each_sequence_what_it_gives_alone() {
         );
         mean_loss += one.loss as f64 / batch as f64;
         for (name, g) in &one.grads {
-            if name.starts_with("h0_") || name.starts_with("c0_") {
+            if name.starts_with("state.") {
                 // The state's gradient is per row: the row's own, over the batch size.
                 let want: Vec<f64> = g.iter().map(|&v| v as f64 / batch as f64).collect();
                 assert_close(

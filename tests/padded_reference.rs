@@ -1,6 +1,6 @@
-//! A padded batch against PyTorch (`tests/data/padded_lstm_reference.safetensors`, made
-//! by `tools/padded_reference.py`): `pack_padded_sequence` → `nn.LSTM(4, 5,
-//! num_layers=2)` → `pad_packed_sequence`, the seed head (BatchNorm, Linear + tanh,
+//! A padded batch against PyTorch (`tests/data/padded_{lstm,gru}_reference.safetensors`,
+//! made by `tools/padded_reference.py`): `pack_padded_sequence` → `nn.LSTM(4, 5,
+//! num_layers=2)` (or `nn.GRU`) → `pad_packed_sequence`, the seed head (BatchNorm, Linear + tanh,
 //! BatchNorm, Linear) on each sequence's own last step, cross-entropy; B=4, T=6, lengths
 //! 6, 3, 1, 4, random initial state. Here: `classifier_at_lengths` in training mode on the
 //! CPU backend. Compared: the padded output `y` and the final state of each layer, the
@@ -21,18 +21,28 @@ use tensorfit::core::{backward, Activation, Executable, Graph, Op, Shape, Tensor
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::layers::StatePart;
 use tensorfit::nn::model::{classifier_at_lengths, Mode};
-use tensorfit::nn::{ParamStore, SeedShape};
-
-const FILE: &str = "tests/data/padded_lstm_reference.safetensors";
+use tensorfit::nn::{Cell, ParamStore, SeedShape};
 
 #[test]
 fn a_padded_batch_matches_pytorchs_packed_sequence() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FILE);
+    matches_pytorch("tests/data/padded_lstm_reference.safetensors");
+}
+
+#[test]
+fn a_padded_batch_of_a_gru_matches_pytorchs_packed_sequence() {
+    matches_pytorch("tests/data/padded_gru_reference.safetensors");
+}
+
+/// The reference `file`'s run, here; the cell is the file's `cell` (absent: LSTM, whose
+/// state has a `c` part too).
+fn matches_pytorch(file: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
     let (r, meta) = ParamStore::load(&path, "").expect("reference file loads");
     let size = |k: &str| -> usize { meta[k].parse().unwrap() };
     let (batch, steps, hidden, layers) =
         (size("batch"), size("steps"), size("hidden"), size("layers"));
-    let cfg = SeedShape {
+    let lstm = meta.get("cell").is_none_or(|c| c != "gru");
+    let mut cfg = SeedShape {
         features: size("input"),
         hidden,
         layers,
@@ -41,7 +51,14 @@ fn a_padded_batch_matches_pytorchs_packed_sequence() {
         activation: Activation::Tanh,
     }
     .description();
+    cfg.recurrent.cell = if lstm { Cell::Lstm } else { Cell::Gru };
     let data = |name: &str| r.require(name).unwrap().data.clone();
+    // The parts of the carried state: h, and c for an LSTM.
+    let parts: &[(StatePart, &str)] = if lstm {
+        &[(StatePart::H, "h"), (StatePart::C, "c")]
+    } else {
+        &[(StatePart::H, "h")]
+    };
 
     let mut g = Graph::new();
     let c = classifier_at_lengths(&mut g, &cfg, (batch, steps), Mode::Train, true).unwrap();
@@ -51,8 +68,8 @@ fn a_padded_batch_matches_pytorchs_packed_sequence() {
     };
     let one = g.apply("seed", fill, FillInputs::default()).unwrap().out;
     let mut wrt: Vec<TensorId> = c.params.iter().map(|(_, t)| *t).collect();
-    let (h0s, c0s) = (c.stack.initial(StatePart::H), c.stack.initial(StatePart::C));
-    wrt.extend(h0s.iter().chain(&c0s));
+    let initial: Vec<Vec<TensorId>> = parts.iter().map(|&(p, _)| c.stack.initial(p)).collect();
+    wrt.extend(initial.concat());
     let grads = backward(&mut g, &[(c.loss, one)], &wrt).unwrap();
     let mut be = CpuBackend::new();
     let exe = Executable::new(g, &mut be, HashMap::new()).unwrap();
@@ -61,11 +78,12 @@ fn a_padded_batch_matches_pytorchs_packed_sequence() {
             .unwrap();
     }
     let state = batch * hidden;
-    let (h0, c0) = (data("h0"), data("c0"));
-    for k in 0..layers {
-        let layer = k * state..(k + 1) * state;
-        exe.write(&mut be, h0s[k], &h0[layer.clone()]).unwrap();
-        exe.write(&mut be, c0s[k], &c0[layer]).unwrap();
+    for (leaves, (_, part)) in initial.iter().zip(parts) {
+        let values = data(&format!("{part}0"));
+        for (k, leaf) in leaves.iter().enumerate() {
+            exe.write(&mut be, *leaf, &values[k * state..(k + 1) * state])
+                .unwrap();
+        }
     }
     exe.write(&mut be, c.stack.x, &data("x")).unwrap();
     exe.write(&mut be, c.labels, &data("labels")).unwrap();
@@ -81,18 +99,15 @@ fn a_padded_batch_matches_pytorchs_packed_sequence() {
     let finals = |ids: &[TensorId], be: &mut CpuBackend| -> Vec<f32> {
         ids.iter().flat_map(|&t| read(t, be)).collect()
     };
-    check(
-        "h_n",
-        &finals(&c.stack.last(StatePart::H), &mut be),
-        &data("h_n"),
-        1e-5,
-    );
-    check(
-        "c_n",
-        &finals(&c.stack.last(StatePart::C), &mut be),
-        &data("c_n"),
-        1e-5,
-    );
+    for &(p, part) in parts {
+        let what = format!("{part}_n");
+        check(
+            &what,
+            &finals(&c.stack.last(p), &mut be),
+            &data(&what),
+            1e-5,
+        );
+    }
     check("probs", &read(c.probs, &mut be), &data("probs"), 1e-5);
     check("loss", &read(c.loss, &mut be), &data("loss"), 1e-5);
     let grads: Vec<Vec<f32>> = grads
@@ -108,7 +123,8 @@ fn a_padded_batch_matches_pytorchs_packed_sequence() {
             3e-5,
         );
     }
-    let (dh0, dc0) = state_grads.split_at(layers);
-    check("grad.h0", &dh0.concat(), &data("grad.h0"), 3e-5);
-    check("grad.c0", &dc0.concat(), &data("grad.c0"), 3e-5);
+    for (got, (_, part)) in state_grads.chunks(layers).zip(parts) {
+        let what = format!("grad.{part}0");
+        check(&what, &got.concat(), &data(&what), 3e-5);
+    }
 }

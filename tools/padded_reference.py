@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """PyTorch reference for a padded batch (per-sequence lengths) through a small seed-shaped
-classifier, written to ``tests/data/padded_lstm_reference.safetensors`` (read by
-``tests/padded_reference.rs``); ``tools/make_reference.py`` calls ``build`` too.
+classifier, with LSTM layers and with GRU layers, written to
+``tests/data/padded_{lstm,gru}_reference.safetensors`` (read by
+``tests/padded_reference.rs``); ``tools/make_reference.py`` calls ``write`` too.
 
 Model, as tools/make_reference.py's ``Seed`` but smaller::
 
-    lstm  = nn.LSTM(F=4, H=5, num_layers=2)            # input [T, B, F], time-major
+    lstm  = nn.LSTM(F=4, H=5, num_layers=2)            # or nn.GRU; input [T, B, F], time-major
     head(h_last) = out(bn2(tanh(dense(bn1(h_last)))))   # dense: Linear(5, 3), out: Linear(3, 3)
 
 The batch (B=4, T=6) is padded: sequence b has ``lengths[b]`` steps (6, 3, 1, 4), its
 steps past that are random values that must not matter. It goes through
-``pack_padded_sequence(x, lengths, enforce_sorted=False)`` → ``lstm`` from random
-(h0, c0) → ``pad_packed_sequence(total_length=T)`` (zero padding); ``h_last`` is each
+``pack_padded_sequence(x, lengths, enforce_sorted=False)`` → ``lstm`` (or ``gru``) from
+random (h0, c0) (h0 for the GRU) → ``pad_packed_sequence(total_length=T)`` (zero
+padding); ``h_last`` is each
 sequence's own last step, and the loss ``CrossEntropyLoss`` (mean) of the head in train
 mode (batch statistics). Stored (float32; lengths and labels as whole numbers)::
 
@@ -19,6 +21,7 @@ mode (batch statistics). Stored (float32; lengths and labels as whole numbers)::
     x [T, B, F], lengths [B], labels [B], h0, c0 [layers, B, H]
     y [T, B, H] (padded with zeros), h_n, c_n [layers, B, H], probs [B, C], loss [1]
     grad.<param>, grad.h0, grad.c0
+    (no c0, c_n, grad.c0 for the GRU; its metadata has cell = "gru")
 
 torch.manual_seed(2), float32 CPU, one thread, deterministic algorithms.
 """
@@ -33,19 +36,23 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 F, H, LAYERS, D, C, B, T = 4, 5, 2, 3, 3, 4, 6
 LENGTHS = [6, 3, 1, 4]
 
-DEFAULT_OUT = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)),
-    os.pardir,
-    "tests",
-    "data",
-    "padded_lstm_reference.safetensors",
-)
+def out_path(cell):
+    """Where the reference of `cell` ("lstm" or "gru") is written."""
+    return os.path.join(
+        os.path.dirname(os.path.abspath(__file__)),
+        os.pardir,
+        "tests",
+        "data",
+        f"padded_{cell}_reference.safetensors",
+    )
 
 
 class Small(nn.Module):
-    def __init__(self):
+    def __init__(self, cell):
         super().__init__()
-        self.lstm = nn.LSTM(F, H, num_layers=LAYERS)
+        # The attribute's name is the parameters' prefix, as tensorfit names them.
+        setattr(self, cell, {"lstm": nn.LSTM, "gru": nn.GRU}[cell](F, H, num_layers=LAYERS))
+        self.cell = cell
         self.bn1 = nn.BatchNorm1d(H)
         self.dense = nn.Linear(H, D)
         self.bn2 = nn.BatchNorm1d(D)
@@ -55,18 +62,21 @@ class Small(nn.Module):
         return self.out(self.bn2(torch.tanh(self.dense(self.bn1(h_last)))))
 
 
-def build():
-    """The record (name -> float32 tensor) and the metadata."""
+def build(cell="lstm"):
+    """The record (name -> float32 tensor) and the metadata, for `cell` layers."""
     torch.manual_seed(2)
-    model = Small().train()
+    model = Small(cell).train()
     record = {f"init.{n}": p.detach().clone() for n, p in model.named_parameters()}
     x = torch.randn(T, B, F)
     labels = torch.randint(0, C, (B,))
     h0 = torch.randn(LAYERS, B, H, requires_grad=True)
-    c0 = torch.randn(LAYERS, B, H, requires_grad=True)
+    c0 = torch.randn(LAYERS, B, H, requires_grad=True) if cell == "lstm" else None
     lengths = torch.tensor(LENGTHS)
     packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
-    out, (h_n, c_n) = model.lstm(packed, (h0, c0))
+    if cell == "lstm":
+        out, (h_n, c_n) = model.lstm(packed, (h0, c0))
+    else:
+        out, h_n = model.gru(packed, h0)
     y, _ = pad_packed_sequence(out, total_length=T)
     h_last = y[lengths - 1, torch.arange(B)]
     logits = model.head(h_last)
@@ -78,16 +88,15 @@ def build():
             "lengths": lengths.to(torch.float32),
             "labels": labels.to(torch.float32),
             "h0": h0.detach(),
-            "c0": c0.detach(),
             "y": y.detach(),
             "h_n": h_n.detach(),
-            "c_n": c_n.detach(),
             "probs": torch.softmax(logits, dim=1).detach(),
             "loss": loss.detach().reshape(1),
             "grad.h0": h0.grad,
-            "grad.c0": c0.grad,
         }
     )
+    if cell == "lstm":
+        record.update({"c0": c0.detach(), "c_n": c_n.detach(), "grad.c0": c0.grad})
     for n, p in model.named_parameters():
         record[f"grad.{n}"] = p.grad.detach().clone()
     record = {k: v.to(torch.float32).contiguous() for k, v in record.items()}
@@ -100,25 +109,29 @@ def build():
         "batch": str(B),
         "steps": str(T),
         "torch_version": torch.__version__,
-        "description": "tensorfit padded-batch reference: pack_padded_sequence -> LSTM(4, 5, 2 "
-        "layers) -> pad_packed_sequence, seed head on each sequence's last step, "
-        "CrossEntropy; manual_seed(2), float32 CPU; generated by tools/padded_reference.py",
+        "description": f"tensorfit padded-batch reference: pack_padded_sequence -> "
+        f"{cell.upper()}(4, 5, 2 layers) -> pad_packed_sequence, seed head on each sequence's "
+        "last step, CrossEntropy; manual_seed(2), float32 CPU; generated by "
+        "tools/padded_reference.py",
     }
+    if cell != "lstm":
+        # The LSTM file predates the key: its absence means "lstm".
+        metadata["cell"] = cell
     return record, metadata
 
 
 def write(write_safetensors):
-    """Builds the record and writes it (with make_reference's writer), checking it reads
-    back the same; returns the path."""
+    """Builds the records of both cells and writes them (with make_reference's writer),
+    checking each reads back the same."""
     from safetensors.torch import load_file
 
-    record, metadata = build()
-    out = os.path.normpath(DEFAULT_OUT)
-    write_safetensors(out, record, metadata)
-    back = load_file(out)
-    assert all(torch.equal(back[k], v) for k, v in record.items()), out
-    print(f"wrote {out} ({len(record)} tensors, loss {record['loss'][0]:.7f})")
-    return out
+    for cell in ("lstm", "gru"):
+        record, metadata = build(cell)
+        out = os.path.normpath(out_path(cell))
+        write_safetensors(out, record, metadata)
+        back = load_file(out)
+        assert all(torch.equal(back[k], v) for k, v in record.items()), out
+        print(f"wrote {out} ({len(record)} tensors, loss {record['loss'][0]:.7f})")
 
 
 def main():

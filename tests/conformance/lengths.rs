@@ -1,4 +1,5 @@
-//! Padded batches in the suite: cases of the LSTM ops and of `slice_time` /
+//! Padded batches in the suite: cases of the LSTM ops (the GRU's are in `gru_cases.rs`)
+//! and of `slice_time` /
 //! `scatter_time` (each row at its own step) with per-sequence `lengths`
 //! (added to `ops::cases`, so every device runs them against the CPU). The lengths are
 //! random in `0..=T` with an empty and a full sequence in every batch of two rows or more.
@@ -9,7 +10,7 @@ use tensorfit_testing::{Rng, TestRng};
 use crate::ops::{case, lstm_backward_rest, Case, Tensors};
 
 /// Lengths `[B]` in `0..=t`, the first row empty and the last full when `b ≥ 2`.
-fn lengths(r: &mut Rng, t: usize, b: usize) -> HostTensor {
+pub(crate) fn lengths(r: &mut Rng, t: usize, b: usize) -> HostTensor {
     let mut data: Vec<f32> = (0..b).map(|_| r.range(0, t) as f32).collect();
     if b >= 2 {
         (data[0], data[b - 1]) = (0.0, t as f32);

@@ -14,7 +14,7 @@
 
 use std::marker::PhantomData;
 
-use crate::op::LstmDims;
+use crate::op::{LstmDims, RecurrentDims};
 use crate::shape::Shape;
 
 /// A struct of named tensors of one op, convertible to and from the node's list.
@@ -191,8 +191,9 @@ signature! {
 
 signature! {
     /// [`Op::GruForward`](crate::Op::GruForward): `x` `[T, B, I]`, `h0` `[B, H]`, `w_ih` `[3H, I]`, `w_hh` `[3H, H]`,
-    /// `b_ih`, `b_hh` `[3H]`.
-    GruForwardInputs { x, h0, w_ih, w_hh, b_ih, b_hh }
+    /// `b_ih`, `b_hh` `[3H]`, and optionally each sequence's length `lengths` `[B]` (as the
+    /// LSTM's).
+    GruForwardInputs { x, h0, w_ih, w_hh, b_ih, b_hh; lengths }
     /// [`Op::GruForward`](crate::Op::GruForward): `y` `[T, B, H]`, `h_n` `[B, H]`, `gates` `[T, B, 3H]` (activated
     /// r, z, n) and `hidden` `[T, B, 3H]` (`h_{t-1} · w_hhᵀ + b_hh`).
     -> GruForwardOutputs { y, h_n, gates, hidden }
@@ -200,8 +201,9 @@ signature! {
 
 signature! {
     /// [`Op::GruBackward`](crate::Op::GruBackward): the forward's `x`, `h0`, `w_ih`, `w_hh`, its outputs `y`, `gates`,
-    /// `hidden`, and the gradients arriving at `y` and `h_n`.
-    GruBackwardInputs { x, h0, w_ih, w_hh, y, gates, hidden, dy, dh_n }
+    /// `hidden`, the gradients arriving at `y` and `h_n`, and the forward's `lengths` if it
+    /// had them.
+    GruBackwardInputs { x, h0, w_ih, w_hh, y, gates, hidden, dy, dh_n; lengths }
     /// [`Op::GruBackward`](crate::Op::GruBackward): `dgates` and `dhidden` `[T, B, 3H]` (the gradients at the input
     /// and the hidden pre-activations; working space), `dh0` `[B, H]`, `dw_ih` `[3H, I]`,
     /// `dw_hh` `[3H, H]`, `db_ih`, `db_hh` `[3H]`, and `dx` `[T, B, I]` when the input

@@ -291,6 +291,7 @@ fn vjp(
                 hidden: out.hidden,
                 dy: grad_or_zeros(graph, out.y, g.y)?,
                 dh_n: grad_or_zeros(graph, out.h_n, g.h_n)?,
+                lengths: x.lengths,
             };
             let op = Op::GruBackward { input_grad: need.x };
             let d = graph.apply(&name("grad"), op, inputs)?;
@@ -301,6 +302,8 @@ fn vjp(
                 w_hh: Some(d.dw_hh),
                 b_ih: Some(d.db_ih),
                 b_hh: Some(d.db_hh),
+                // The lengths are data: no gradient.
+                lengths: x.lengths.map(|_| None),
             };
             Ok(grads.into_vec())
         }

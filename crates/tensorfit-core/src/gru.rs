@@ -11,11 +11,20 @@
 //! one fused pass and one GEMM per step; its `dgates` and `dhidden` (the gradients at
 //! `x W_ihᵀ + b_ih` and at `h W_hhᵀ + b_hh`) differ only in the n block, by the factor r,
 //! and give the weight gradients with one GEMM each over all steps.
+//!
+//! A forward that keeps nothing for the backward holds only
+//! [`RecurrentDims::gate_steps`] steps of `gates` and `hidden`, as the LSTM's does, and
+//! projects its inputs that many steps at a time. With `lengths` `[B]` both ops follow
+//! [`crate::seq_lengths`]: past a row's end its `y`, gates and projections are zero and
+//! `h_n` is its state at its own last step; backward, its gradients are zero and `dh`
+//! carries (the GRU's step GEMM already adds to `dh`, so nothing else is needed).
 
 use crate::args::{
     Args, Expected, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs, GruForwardOutputs,
 };
 use crate::op::same;
+use crate::recurrent_dims::RecurrentDims;
+use crate::seq_lengths::check_shape;
 use crate::shape::Shape;
 
 /// Sizes of a GRU layer read off its inputs `x, h0, w_ih, w_hh, ...`.
@@ -29,16 +38,20 @@ pub struct GruDims {
 
 impl GruDims {
     /// [`Op::GruForward`](crate::Op::GruForward)'s output shapes, its inputs checked.
-    pub(crate) fn forward_shapes(i: GruForwardInputs<&Shape>) -> Result<Vec<Shape>, String> {
+    pub(crate) fn forward_shapes(
+        i: GruForwardInputs<&Shape>,
+        keep_for_backward: bool,
+    ) -> Result<Vec<Shape>, String> {
         let l = GruDims::checked(i.x, i.h0, i.w_ih, i.w_hh)?;
         let gates = Shape::from([l.gate_width()]);
         same(i.b_ih, &gates, "b_ih")?;
         same(i.b_hh, &gates, "b_hh")?;
+        check_shape(i.lengths, l.batch)?;
         let outputs = GruForwardOutputs {
             y: l.seq(l.hidden),
             h_n: l.state(),
-            gates: l.seq(l.gate_width()),
-            hidden: l.seq(l.gate_width()),
+            gates: l.gates(keep_for_backward),
+            hidden: l.gates(keep_for_backward),
         };
         Ok(outputs.into_vec())
     }
@@ -55,6 +68,7 @@ impl GruDims {
         same(i.hidden, &l.seq(g), "hidden")?;
         same(i.dy, &l.seq(l.hidden), "dy")?;
         same(i.dh_n, &l.state(), "dh_n")?;
+        check_shape(i.lengths, l.batch)?;
         let outputs = GruBackwardOutputs {
             dgates: l.seq(g),
             dhidden: l.seq(g),
@@ -92,41 +106,13 @@ impl GruDims {
             hidden: w_hh.dim(1),
         }
     }
+}
 
-    /// `[T, B, width]`.
-    pub fn seq(&self, width: usize) -> Shape {
-        Shape::from([self.steps, self.batch, width])
-    }
+impl RecurrentDims for GruDims {
+    const GATES: usize = 3;
 
-    /// `[B, H]`.
-    pub fn state(&self) -> Shape {
-        Shape::from([self.batch, self.hidden])
-    }
-
-    /// Rows of the whole sequence, `T·B`.
-    pub fn rows(&self) -> usize {
-        self.steps * self.batch
-    }
-
-    /// Width of one row of gates, `3H` (r, z, n).
-    pub fn gate_width(&self) -> usize {
-        3 * self.hidden
-    }
-
-    /// Elements of one step's state, `B·H`.
-    pub fn step_state(&self) -> usize {
-        self.batch * self.hidden
-    }
-
-    /// Elements of one step's gates, `B·3H`.
-    pub fn step_gates(&self) -> usize {
-        self.batch * self.gate_width()
-    }
-
-    /// Whether nothing flows through the layer (no steps, or no units): the final state
-    /// is the initial one and the weights get no gradient.
-    pub fn is_empty(&self) -> bool {
-        self.steps == 0 || self.step_state() == 0
+    fn sizes(&self) -> (usize, usize, usize) {
+        (self.steps, self.batch, self.hidden)
     }
 }
 
@@ -147,25 +133,29 @@ impl GruBackwardInputs<&Shape> {
 impl<T> GruForwardInputs<T> {
     pub fn expected(&self, d: GruDims) -> Expected<'_, T> {
         let g = d.gate_width();
-        vec![
+        let mut e = vec![
             ("x", &self.x, d.rows() * d.input),
             ("h0", &self.h0, d.step_state()),
             ("w_ih", &self.w_ih, g * d.input),
             ("w_hh", &self.w_hh, g * d.hidden),
             ("b_ih", &self.b_ih, g),
             ("b_hh", &self.b_hh, g),
-        ]
+        ];
+        e.extend(self.lengths.as_ref().map(|l| ("lengths", l, d.batch)));
+        e
     }
 }
 
 impl<T> GruForwardOutputs<T> {
-    pub fn expected(&self, d: GruDims) -> Expected<'_, T> {
-        let rows = d.rows();
+    /// With `keep_for_backward` false, `gates` and `hidden` hold
+    /// [`RecurrentDims::gate_steps`] steps only.
+    pub fn expected(&self, d: GruDims, keep_for_backward: bool) -> Expected<'_, T> {
+        let held = d.gates(keep_for_backward).numel();
         vec![
-            ("y", &self.y, rows * d.hidden),
+            ("y", &self.y, d.rows() * d.hidden),
             ("h_n", &self.h_n, d.step_state()),
-            ("gates", &self.gates, rows * d.gate_width()),
-            ("hidden", &self.hidden, rows * d.gate_width()),
+            ("gates", &self.gates, held),
+            ("hidden", &self.hidden, held),
         ]
     }
 }
@@ -173,7 +163,7 @@ impl<T> GruForwardOutputs<T> {
 impl<T> GruBackwardInputs<T> {
     pub fn expected(&self, d: GruDims) -> Expected<'_, T> {
         let (rows, g) = (d.rows(), d.gate_width());
-        vec![
+        let mut e = vec![
             ("x", &self.x, rows * d.input),
             ("h0", &self.h0, d.step_state()),
             ("w_ih", &self.w_ih, g * d.input),
@@ -183,7 +173,9 @@ impl<T> GruBackwardInputs<T> {
             ("hidden", &self.hidden, rows * g),
             ("dy", &self.dy, rows * d.hidden),
             ("dh_n", &self.dh_n, d.step_state()),
-        ]
+        ];
+        e.extend(self.lengths.as_ref().map(|l| ("lengths", l, d.batch)));
+        e
     }
 }
 

@@ -110,9 +110,11 @@ pub trait OpKernels {
         o: LstmBackwardOutputs<Self::Out>,
     ) -> Result<()>;
 
+    /// `o.gates` and `o.hidden` hold `d.gate_steps(keep_for_backward)` steps.
     fn gru_forward(
         &mut self,
         d: GruDims,
+        keep_for_backward: bool,
         i: GruForwardInputs<Self::In>,
         o: GruForwardOutputs<Self::Out>,
     ) -> Result<()>;
@@ -337,9 +339,9 @@ pub fn dispatch<K: OpKernels + ?Sized>(
             let (s, i, o) = named!(LstmBackwardInputs);
             k.lstm_backward(s.dims(), i, o)
         }
-        Op::GruForward { .. } => {
+        &Op::GruForward { keep_for_backward } => {
             let (s, i, o) = named!(GruForwardInputs);
-            k.gru_forward(s.dims(), i, o)
+            k.gru_forward(s.dims(), keep_for_backward, i, o)
         }
         Op::GruBackward { .. } => {
             let (s, i, o) = named!(GruBackwardInputs);

@@ -24,6 +24,7 @@ mod loss_op;
 pub mod lstm_dims;
 pub mod op;
 mod optim_op;
+pub mod recurrent_dims;
 pub mod rng;
 pub mod schedule;
 pub mod seq_lengths;
@@ -39,9 +40,8 @@ pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
 pub use gru::GruDims;
 pub use kernels::{dispatch, OpCall, OpKernels};
 pub use ledger::{Capacity, Ledger};
-pub use op::{
-    sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op, SgdParams, LSTM_SCRATCH_STEPS,
-};
+pub use op::{sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op, SgdParams};
+pub use recurrent_dims::{RecurrentDims, LSTM_SCRATCH_STEPS};
 pub use rng::Rng;
 pub use schedule::schedule;
 pub use shape::{DType, Shape};

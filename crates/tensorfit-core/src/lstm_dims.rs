@@ -1,15 +1,14 @@
 //! [`LstmDims`]: the sizes of an LSTM layer, read once off its inputs' shapes, which every
 //! backend's LSTM kernels use instead of working them out again (and whether the layer
-//! reads token ids).
+//! reads token ids). What every recurrent cell shares is [`RecurrentDims`]'s.
 
+use crate::args::{
+    Args, LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
+};
 use crate::op::same;
+use crate::recurrent_dims::RecurrentDims;
+use crate::seq_lengths::check_shape;
 use crate::shape::Shape;
-
-/// Steps of gates an LSTM forward that keeps nothing for backward holds (see
-/// [`LstmDims::gate_steps`]). Enough rows for an efficient input-projection GEMM (16 · B)
-/// and for the CPU fast path's runs of projected steps; at the seed network's inference
-/// shape (B = 100, H = 250) 6.1 MiB per layer instead of 76 MiB at T = 200.
-pub const LSTM_SCRATCH_STEPS: usize = 16;
 
 /// Sizes of an LSTM layer read off its inputs `x, h0, c0, w_ih, w_hh, ...`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +23,55 @@ pub struct LstmDims {
 }
 
 impl LstmDims {
+    /// [`Op::LstmForward`](crate::Op::LstmForward)'s output shapes, its inputs checked.
+    pub(crate) fn forward_shapes(
+        i: LstmForwardInputs<&Shape>,
+        keep_for_backward: bool,
+    ) -> Result<Vec<Shape>, String> {
+        let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
+        let b = Shape::from([l.gate_width()]);
+        same(i.b_ih, &b, "b_ih")?;
+        same(i.b_hh, &b, "b_hh")?;
+        check_shape(i.lengths, l.batch)?;
+        let outputs = LstmForwardOutputs {
+            y: l.seq(l.hidden),
+            h_n: l.state(),
+            c_n: l.state(),
+            gates: l.gates(keep_for_backward),
+            cells: keep_for_backward.then(|| l.seq(l.hidden)),
+        };
+        Ok(outputs.into_vec())
+    }
+
+    /// [`Op::LstmBackward`](crate::Op::LstmBackward)'s output shapes, its inputs checked.
+    pub(crate) fn backward_shapes(
+        i: LstmBackwardInputs<&Shape>,
+        input_grad: bool,
+    ) -> Result<Vec<Shape>, String> {
+        let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
+        if l.tokens && input_grad {
+            return Err("token ids x have no gradient (input_grad must be false)".into());
+        }
+        let g = l.gate_width();
+        same(i.y, &l.seq(l.hidden), "y")?;
+        same(i.gates, &l.seq(g), "gates")?;
+        same(i.cells, &l.seq(l.hidden), "cells")?;
+        same(i.dy, &l.seq(l.hidden), "dy")?;
+        same(i.dh_n, &l.state(), "dh_n")?;
+        same(i.dc_n, &l.state(), "dc_n")?;
+        check_shape(i.lengths, l.batch)?;
+        let outputs = LstmBackwardOutputs {
+            dgates: l.seq(g),
+            dh0: l.state(),
+            dc0: l.state(),
+            dw_ih: Shape::from([g, l.input]),
+            dw_hh: Shape::from([g, l.hidden]),
+            db: Shape::from([g]),
+            dx: input_grad.then(|| l.seq(l.input)),
+        };
+        Ok(outputs.into_vec())
+    }
+
     /// Reads and checks the dimensions from a layer's `x`, `h0`, `c0`, `w_ih`, `w_hh`.
     pub fn checked(
         x: &Shape,
@@ -81,60 +129,12 @@ impl LstmDims {
             self.rows() * self.input
         }
     }
+}
 
-    /// Steps of gates a forward pass holds: every step when they are kept for the
-    /// backward, else at most [`LSTM_SCRATCH_STEPS`] reused in turn (step `t` in slot
-    /// `t % gate_steps`). Kernels project the inputs this many steps at a time.
-    pub fn gate_steps(&self, keep_for_backward: bool) -> usize {
-        if keep_for_backward {
-            self.steps
-        } else {
-            self.steps.min(LSTM_SCRATCH_STEPS)
-        }
-    }
+impl RecurrentDims for LstmDims {
+    const GATES: usize = 4;
 
-    /// The forward's `gates`: `[gate_steps, B, 4H]`.
-    pub fn gates(&self, keep_for_backward: bool) -> Shape {
-        Shape::from([
-            self.gate_steps(keep_for_backward),
-            self.batch,
-            self.gate_width(),
-        ])
-    }
-
-    /// `[T, B, width]`.
-    pub fn seq(&self, width: usize) -> Shape {
-        Shape::from([self.steps, self.batch, width])
-    }
-
-    /// `[B, H]`.
-    pub fn state(&self) -> Shape {
-        Shape::from([self.batch, self.hidden])
-    }
-
-    /// Rows of the whole sequence, `T·B`.
-    pub fn rows(&self) -> usize {
-        self.steps * self.batch
-    }
-
-    /// Width of one row of gates, `4H` (i, f, g, o).
-    pub fn gate_width(&self) -> usize {
-        4 * self.hidden
-    }
-
-    /// Elements of one step's state, `B·H`.
-    pub fn step_state(&self) -> usize {
-        self.batch * self.hidden
-    }
-
-    /// Elements of one step's gates, `B·4H`.
-    pub fn step_gates(&self) -> usize {
-        self.batch * self.gate_width()
-    }
-
-    /// Whether nothing flows through the layer (no steps, or no units): the final state
-    /// is the initial one and the weights get no gradient.
-    pub fn is_empty(&self) -> bool {
-        self.steps == 0 || self.step_state() == 0
+    fn sizes(&self) -> (usize, usize, usize) {
+        (self.steps, self.batch, self.hidden)
     }
 }

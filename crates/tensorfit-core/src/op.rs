@@ -17,9 +17,10 @@
 use crate::args::*;
 use crate::gru::GruDims;
 use crate::loss_op::mse_shapes;
-pub use crate::lstm_dims::{LstmDims, LSTM_SCRATCH_STEPS};
+pub use crate::lstm_dims::LstmDims;
 use crate::optim_op::optim_shapes;
 pub use crate::optim_op::{AdamParams, SgdParams};
+pub use crate::recurrent_dims::{RecurrentDims, LSTM_SCRATCH_STEPS};
 use crate::seq_lengths::check_shape;
 pub(crate) use crate::shape::same;
 use crate::shape::{rank, Shape};
@@ -152,7 +153,7 @@ pub enum Op {
     /// for the nonlinearities and the cell update. With `keep_for_backward` the chunk is
     /// the whole sequence and `gates` is `[T, B, 4H]`. Without it, `gates` is only that
     /// working space and dies at once ([`Op::output_is_scratch`]): it holds
-    /// [`LstmDims::gate_steps`] steps (at most [`LSTM_SCRATCH_STEPS`]), step `t` in slot
+    /// [`RecurrentDims::gate_steps`] steps (at most [`LSTM_SCRATCH_STEPS`]), step `t` in slot
     /// `t mod` that count, so an inference pass does not hold a `[T, B, 4H]` tensor it
     /// only needs a few steps of.
     LstmForward { keep_for_backward: bool },
@@ -173,14 +174,14 @@ pub enum Op {
 
     /// A whole GRU layer over a sequence, as PyTorch's `nn.GRU` (gates r, z, n; `b_hn`
     /// inside the reset product). Inputs `x` `[T, B, I]`, `h0` `[B, H]`, `w_ih` `[3H, I]`,
-    /// `w_hh` `[3H, H]`, `b_ih`, `b_hh` `[3H]`. Outputs `y` `[T, B, H]`, `h_n` `[B, H]`,
-    /// `gates` `[T, B, 3H]` (activated r, z, n) and `hidden` `[T, B, 3H]`
-    /// (`h_{t-1} W_hhᵀ + b_hh`), working space without `keep_for_backward`
-    /// ([`Op::output_is_scratch`]). Equations and kernel structure: [`crate::gru`].
+    /// `w_hh` `[3H, H]`, `b_ih`, `b_hh` `[3H]`, optional `lengths` `[B]` (as the LSTM's).
+    /// Outputs `y` `[T, B, H]`, `h_n` `[B, H]`, `gates` (activated r, z, n) and `hidden`
+    /// (`h_{t-1} W_hhᵀ + b_hh`), `[T, B, 3H]`, or a few steps of working space without
+    /// `keep_for_backward` ([`Op::output_is_scratch`]). Equations, kernels: [`crate::gru`].
     GruForward { keep_for_backward: bool },
 
     /// Gradient of [`Op::GruForward`] (with `keep_for_backward`). Inputs `x`, `h0`, `w_ih`,
-    /// `w_hh`, `y`, `gates`, `hidden`, `dy` `[T, B, H]`, `dh_n` `[B, H]`. Outputs `dgates`,
+    /// `w_hh`, `y`, `gates`, `hidden`, `dy` `[T, B, H]`, `dh_n` `[B, H]`, `lengths`. `dgates`,
     /// `dhidden` `[T, B, 3H]` (gradients at both projections; working space), `dh0`,
     /// `dw_ih`, `dw_hh`, `db_ih`, `db_hh` (the two biases apart), and, if `input_grad`, `dx`.
     GruBackward { input_grad: bool },
@@ -432,47 +433,13 @@ impl Op {
                 let out = Shape::from([*steps, x.dim(0), x.dim(1)]);
                 Ok(ScatterTimeOutputs { out }.into_vec())
             }
-            Op::LstmForward { keep_for_backward } => {
-                let i: LstmForwardInputs<&Shape> = named(list)?;
-                let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
-                let b = Shape::from([4 * l.hidden]);
-                same(i.b_ih, &b, "b_ih")?;
-                same(i.b_hh, &b, "b_hh")?;
-                check_shape(i.lengths, l.batch)?;
-                let outputs = LstmForwardOutputs {
-                    y: l.seq(l.hidden),
-                    h_n: l.state(),
-                    c_n: l.state(),
-                    gates: l.gates(*keep_for_backward),
-                    cells: keep_for_backward.then(|| l.seq(l.hidden)),
-                };
-                Ok(outputs.into_vec())
+            &Op::LstmForward { keep_for_backward } => {
+                LstmDims::forward_shapes(named(list)?, keep_for_backward)
             }
-            Op::LstmBackward { input_grad } => {
-                let i: LstmBackwardInputs<&Shape> = named(list)?;
-                let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
-                if l.tokens && *input_grad {
-                    return Err("token ids x have no gradient (input_grad must be false)".into());
-                }
-                same(i.y, &l.seq(l.hidden), "y")?;
-                same(i.gates, &l.seq(4 * l.hidden), "gates")?;
-                same(i.cells, &l.seq(l.hidden), "cells")?;
-                same(i.dy, &l.seq(l.hidden), "dy")?;
-                same(i.dh_n, &l.state(), "dh_n")?;
-                same(i.dc_n, &l.state(), "dc_n")?;
-                check_shape(i.lengths, l.batch)?;
-                let outputs = LstmBackwardOutputs {
-                    dgates: l.seq(4 * l.hidden),
-                    dh0: l.state(),
-                    dc0: l.state(),
-                    dw_ih: Shape::from([4 * l.hidden, l.input]),
-                    dw_hh: Shape::from([4 * l.hidden, l.hidden]),
-                    db: Shape::from([4 * l.hidden]),
-                    dx: input_grad.then(|| l.seq(l.input)),
-                };
-                Ok(outputs.into_vec())
+            &Op::LstmBackward { input_grad } => LstmDims::backward_shapes(named(list)?, input_grad),
+            &Op::GruForward { keep_for_backward } => {
+                GruDims::forward_shapes(named(list)?, keep_for_backward)
             }
-            Op::GruForward { .. } => GruDims::forward_shapes(named(list)?),
             &Op::GruBackward { input_grad } => GruDims::backward_shapes(named(list)?, input_grad),
             Op::Embedding => {
                 let EmbeddingInputs { table, ids } = named(list)?;

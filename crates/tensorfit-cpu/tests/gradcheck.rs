@@ -384,11 +384,17 @@ fn lstm_last_step_through_slice_time() {
     c.run(&mut rng);
 }
 
-/// A GRU layer with T=3, B=2, I=3, H=4; returns the case and its forward outputs.
-fn gru_case(rng: &mut Rng, x_grad: bool) -> (Case, GruForwardOutputs<TensorId>) {
-    let (t, b, i, h) = (3, 2, 3, 4);
+/// A GRU layer with T=3, B=2 (or B = the number of `lengths`, which pads the batch),
+/// I=3, H=4; returns the case and its forward outputs.
+fn gru_case(
+    rng: &mut Rng,
+    x_grad: bool,
+    lengths: Option<&[f32]>,
+) -> (Case, GruForwardOutputs<TensorId>) {
+    let (t, b, i, h) = (3, lengths.map_or(2, <[f32]>::len), 3, 4);
     let mut c = Case::new("gru");
     let x = c.leaf("x", &[t, b, i], rng.normals(t * b * i, 0.5), x_grad);
+    let lengths = lengths.map(|l| c.leaf("lengths", &[b], l.to_vec(), false));
     let inputs = GruForwardInputs {
         x,
         h0: c.random("h0", &[b, h], rng),
@@ -396,6 +402,7 @@ fn gru_case(rng: &mut Rng, x_grad: bool) -> (Case, GruForwardOutputs<TensorId>) 
         w_hh: c.random("w_hh", &[3 * h, h], rng),
         b_ih: c.random("b_ih", &[3 * h], rng),
         b_hh: c.random("b_hh", &[3 * h], rng),
+        lengths,
     };
     let op = Op::GruForward {
         keep_for_backward: true,
@@ -407,7 +414,15 @@ fn gru_case(rng: &mut Rng, x_grad: bool) -> (Case, GruForwardOutputs<TensorId>) 
 #[test]
 fn gru_forward_all_inputs_both_outputs_and_both_biases_apart() {
     let mut rng = Rng::new(16);
-    let (mut c, out) = gru_case(&mut rng, true);
+    let (mut c, out) = gru_case(&mut rng, true, None);
+    c.outputs.extend([out.y, out.h_n]);
+    c.run(&mut rng);
+}
+
+#[test]
+fn gru_over_a_padded_batch_with_lengths_from_zero_to_all_steps() {
+    let mut rng = Rng::new(18);
+    let (mut c, out) = gru_case(&mut rng, true, Some(&[3.0, 0.0, 1.0, 2.0]));
     c.outputs.extend([out.y, out.h_n]);
     c.run(&mut rng);
 }
@@ -417,7 +432,7 @@ fn gru_forward_without_input_gradient_and_only_the_final_state() {
     // x is not differentiated (GruBackward { input_grad: false }) and only h_n is seeded,
     // so y's gradient is Fill zeros.
     let mut rng = Rng::new(17);
-    let (mut c, out) = gru_case(&mut rng, false);
+    let (mut c, out) = gru_case(&mut rng, false, None);
     c.outputs.push(out.h_n);
     c.run(&mut rng);
 }

@@ -146,8 +146,8 @@ kernels! {
     COPY_ROWS_AT_STEP = Elementwise::"copy_rows_at_step", 3, WG;
     LSTM_FORWARD_CELL = Lstm::"lstm_forward_cell", 8, WG;
     LSTM_BACKWARD_CELL = Lstm::"lstm_backward_cell", 8, WG;
-    GRU_FORWARD_CELL = Gru::"gru_forward_cell", 6, WG;
-    GRU_BACKWARD_CELL = Gru::"gru_backward_cell", 7, WG;
+    GRU_FORWARD_CELL = Gru::"gru_forward_cell", 8, WG;
+    GRU_BACKWARD_CELL = Gru::"gru_backward_cell", 8, WG;
     BATCHNORM_FORWARD_VAR = Batchnorm::"batchnorm_forward_var", 3, COLUMN_WG;
     BATCHNORM_FORWARD = Batchnorm::"batchnorm_forward", 6, WG;
     BATCHNORM_BACKWARD_SUMS = Batchnorm::"batchnorm_backward_sums", 6, COLUMN_WG;

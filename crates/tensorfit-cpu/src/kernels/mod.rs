@@ -20,6 +20,7 @@ pub mod gru;
 pub mod lstm;
 pub mod mse;
 pub mod optim;
+mod recurrent;
 pub mod softmax;
 
 use std::marker::PhantomData;
@@ -167,10 +168,11 @@ impl<'a> OpKernels for HostKernels<'a> {
     fn gru_forward(
         &mut self,
         d: GruDims,
+        keep_for_backward: bool,
         i: GruForwardInputs<Self::In>,
         o: GruForwardOutputs<Self::Out>,
     ) -> Result<()> {
-        gru::gru_forward(d, &i, o)
+        gru::gru_forward(d, keep_for_backward, &i, o)
     }
 
     fn gru_backward(

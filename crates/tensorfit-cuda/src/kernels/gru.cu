@@ -8,10 +8,13 @@
 
 // On entry gates_t [B, 3H] holds x_t W_ih^T and hidden_t [B, 3H] holds h_{t-1} W_hh^T;
 // the biases are added here (hidden_t keeps b_hh: the backward reads its n block). On
-// exit gates_t holds r, z, n and h_t = (1 - z) n + z h_{t-1}.
+// exit gates_t holds r, z, n and h_t = (1 - z) n + z h_{t-1}. With `lengths` (else null),
+// a row past its end at step t (t >= lengths[r]) gets zero gates, projections and h_t
+// (see tensorfit_core::seq_lengths).
 extern "C" __global__ void gru_forward_cell(float* gates_t, float* hidden_t, const float* b_ih,
                                             const float* b_hh, const float* h_prev, float* h_t,
-                                            int batch, int hidden) {
+                                            const float* lengths, int t, int batch,
+                                            int hidden) {
     i64 n = (i64)batch * hidden;
     GRID_STRIDE(idx, n) {
         int r = (int)(idx / hidden);
@@ -19,6 +22,11 @@ extern "C" __global__ void gru_forward_cell(float* gates_t, float* hidden_t, con
         float* g = gates_t + (i64)r * 3 * hidden;
         float* hh = hidden_t + (i64)r * 3 * hidden;
         int kz = hidden + j, kn = 2 * hidden + j;
+        if (lengths != nullptr && (float)t >= lengths[r]) {
+            g[j] = g[kz] = g[kn] = hh[j] = hh[kz] = hh[kn] = 0.0f;
+            h_t[idx] = 0.0f;
+            continue;
+        }
         hh[j] += b_hh[j];
         hh[kz] += b_hh[kz];
         hh[kn] += b_hh[kn];
@@ -36,10 +44,13 @@ extern "C" __global__ void gru_forward_cell(float* gates_t, float* hidden_t, con
 // on entry and dh_total z on exit (the GEMM after this adds dhidden_t W_hh); dy_t is the
 // gradient arriving at y_t from outside. With dh_total = dy + dh:
 // dn = dh_total (1 - z)(1 - n^2), dz = dh_total (h_{t-1} - n) z (1 - z),
-// dr = dn h_n r (1 - r); dgates_t gets (dr, dz, dn), dhidden_t (dr, dz, dn r).
+// dr = dn h_n r (1 - r); dgates_t gets (dr, dz, dn), dhidden_t (dr, dz, dn r). With
+// `lengths` (else null), a row past its end at step t gets zero gradients and keeps dh
+// (the GEMM after this adds nothing to it).
 extern "C" __global__ void gru_backward_cell(const float* gates_t, const float* hidden_t,
                                              const float* h_prev, const float* dy_t, float* dh,
-                                             float* dgates_t, float* dhidden_t, int batch,
+                                             float* dgates_t, float* dhidden_t,
+                                             const float* lengths, int t, int batch,
                                              int hidden) {
     i64 n = (i64)batch * hidden;
     GRID_STRIDE(idx, n) {
@@ -47,6 +58,11 @@ extern "C" __global__ void gru_backward_cell(const float* gates_t, const float* 
         int j = (int)(idx - (i64)r * hidden);
         i64 row = (i64)r * 3 * hidden;
         int kz = hidden + j, kn = 2 * hidden + j;
+        if (lengths != nullptr && (float)t >= lengths[r]) {
+            dgates_t[row + j] = dgates_t[row + kz] = dgates_t[row + kn] = 0.0f;
+            dhidden_t[row + j] = dhidden_t[row + kz] = dhidden_t[row + kn] = 0.0f;
+            continue;
+        }
         float reset = gates_t[row + j], update = gates_t[row + kz], cand = gates_t[row + kn];
         float dh_total = dy_t[idx] + dh[idx];
         float d_new = dh_total * (1.0f - update) * (1.0f - cand * cand);

@@ -2,7 +2,9 @@
 //! sequence per call, step for step like the CPU reference
 //! (`tensorfit-cpu/src/kernels/gru/mod.rs`), which is what they are tested against:
 //! - **forward**: one cuBLAS GEMM projects the input of *all* steps,
-//!   `gates[T·B, 3H] = x · w_ihᵀ`; then per step `t` one GEMM forms the recurrent
+//!   `gates[T·B, 3H] = x · w_ihᵀ` (one per chunk of `GruDims::gate_steps` steps when
+//!   nothing is kept for the backward: the op then holds only that many steps of `gates`
+//!   and `hidden`); then per step `t` one GEMM forms the recurrent
 //!   projection `hidden[t] = h_{t-1} · w_hhᵀ`, and one fused kernel, `gru_forward_cell`,
 //!   adds both biases, applies the nonlinearities and writes h_t.
 //! - **backward**: per step, from `t = T-1` down to 0, one fused kernel,
@@ -10,15 +12,20 @@
 //!   GEMM adds the rest of the gradient at `h_{t-1}`: `dh += dhidden[t] · w_hh`. Then each
 //!   weight gradient is one GEMM over all `T·B` rows, and each bias gradient a column sum.
 //!
+//! With `lengths` the fused kernels skip the rows past their end (see
+//! `tensorfit_core::seq_lengths`) and `h_n` is gathered at each row's own last step.
+//!
 //! Nothing crosses to the host inside the time loops; the running gradient lives in the
 //! op's own output `dh0`.
 
-use tensorfit_core::{args, GruDims, Result};
+use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
 use super::elementwise::sum_to_shape;
+use super::gather::steps_at_lengths;
 use super::gemm::gemm;
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{int, Gpu};
-use super::{GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
+use super::{GATHER_STEPS, GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
 
 /// The op's tensors by name (see `tensorfit_core::args`), as device addresses.
@@ -27,41 +34,52 @@ type GruForwardOutputs = args::GruForwardOutputs<DevPtr>;
 type GruBackwardInputs = args::GruBackwardInputs<DevPtr>;
 type GruBackwardOutputs = args::GruBackwardOutputs<DevPtr>;
 
-/// Runs a GRU layer over a sequence (see the module documentation for the structure).
+/// Runs a GRU layer over a sequence (see the module documentation for the structure);
+/// with `keep_for_backward` false, `gates` and `hidden` hold `d.gate_steps(false)` steps.
 pub fn gru_forward(
     g: &Gpu<'_>,
     d: GruDims,
+    keep_for_backward: bool,
     inp: &GruForwardInputs,
     out: &GruForwardOutputs,
 ) -> Result<()> {
     let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h3, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
+    let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
     if d.is_empty() {
         return g.copy(out.h_n, inp.h0, step_h);
     }
     let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
+    // Steps of gates and projections held: all when kept for the backward, else a few in
+    // turn.
+    let held = d.gate_steps(keep_for_backward);
+    // No lengths: a null pointer, which the kernel reads as every row running every step.
+    let lengths = inp.lengths.unwrap_or(DevPtr(0));
 
-    // 1. The input projection of every step at once (the biases come in the fused pass).
-    let projection = (rows, h3, input);
-    gemm(
-        g,
-        (false, true),
-        projection,
-        1.0,
-        inp.x,
-        inp.w_ih,
-        0.0,
-        out.gates,
-    )?;
-
-    // 2. The recurrence: one GEMM and one fused kernel per step.
     let cell = g.kernels_fn(GRU_FORWARD_CELL)?;
     for t in 0..steps {
+        let slot = t % held;
+        if slot == 0 {
+            // 1. The input projection of the chunk's steps (the biases come in the fused
+            // pass).
+            let n = held.min(steps - t) * batch;
+            let x = inp.x.add(t * batch * input);
+            gemm(
+                g,
+                (false, true),
+                (n, h3, input),
+                1.0,
+                x,
+                inp.w_ih,
+                0.0,
+                out.gates,
+            )?;
+        }
+        // 2. The recurrence: one GEMM and one fused kernel per step.
         let h_prev = match t {
             0 => inp.h0,
             _ => out.y.add((t - 1) * step_h),
         };
-        let hidden_t = out.hidden.add(t * step_g);
+        let hidden_t = out.hidden.add(slot * step_g);
         // hidden[t] = h_{t-1} · w_hhᵀ
         let recurrent = (batch, h3, hidden);
         gemm(
@@ -75,20 +93,30 @@ pub fn gru_forward(
             hidden_t,
         )?;
         let args = [
-            Arg::Ptr(out.gates.add(t * step_g)),
+            Arg::Ptr(out.gates.add(slot * step_g)),
             Arg::Ptr(hidden_t),
             Arg::Ptr(inp.b_ih),
             Arg::Ptr(inp.b_hh),
             Arg::Ptr(h_prev),
             Arg::Ptr(out.y.add(t * step_h)),
+            Arg::Ptr(lengths),
+            Arg::I32(int("step", t)?),
             Arg::I32(b),
             Arg::I32(h),
         ];
         g.launch_fn(cell, GRU_FORWARD_CELL, step_h as i64, &args)?;
     }
 
-    // 3. The final state.
-    g.copy(out.h_n, out.y.add((steps - 1) * step_h), step_h)
+    // 3. The final state: with lengths, each row's at its own last step (h0 for an
+    // empty sequence).
+    match inp.lengths {
+        Some(l) => {
+            g.copy(out.h_n, inp.h0, step_h)?;
+            let dims = (steps - 1, steps, batch, hidden);
+            steps_at_lengths(g, GATHER_STEPS, [l, out.y, out.h_n], dims)
+        }
+        None => g.copy(out.h_n, out.y.add((steps - 1) * step_h), step_h),
+    }
 }
 
 /// The gradient of [`gru_forward`]; see the module documentation.
@@ -105,17 +133,12 @@ pub fn gru_backward(
     let dh = out.dh0;
     g.copy(dh, inp.dh_n, step_h)?;
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        g.fill(out.dw_ih, 0.0, h3 * input)?;
-        g.fill(out.dw_hh, 0.0, h3 * hidden)?;
-        g.fill(out.db_ih, 0.0, h3)?;
-        g.fill(out.db_hh, 0.0, h3)?;
-        if let Some(dx) = out.dx {
-            g.fill(dx, 0.0, rows * input)?;
-        }
-        return Ok(());
+        let (w_ih, w_hh) = ((out.dw_ih, h3 * input), (out.dw_hh, h3 * hidden));
+        let grads = [w_ih, w_hh, (out.db_ih, h3), (out.db_hh, h3)];
+        return zero_gradients(g, &grads, out.dx.map(|dx| (dx, rows * input)));
     }
     let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
+    let lengths = inp.lengths.unwrap_or(DevPtr(0));
 
     // 1. Backwards through time: one fused kernel and one GEMM per step.
     let cell = g.kernels_fn(GRU_BACKWARD_CELL)?;
@@ -133,6 +156,8 @@ pub fn gru_backward(
             Arg::Ptr(dh),
             Arg::Ptr(out.dgates.add(t * step_g)),
             Arg::Ptr(dhidden_t),
+            Arg::Ptr(lengths),
+            Arg::I32(int("step", t)?),
             Arg::I32(b),
             Arg::I32(h),
         ];
@@ -142,50 +167,12 @@ pub fn gru_backward(
         gemm(g, (false, false), carry, 1.0, dhidden_t, inp.w_hh, 1.0, dh)?;
     }
 
-    // 2. Weight gradients over all steps at once: dw_ih = dgatesᵀ · x, and
-    // dw_hh = Σ_t dhidden[t]ᵀ · h_{t-1} (step 0 against h0, steps 1.. against y[0..T-1]).
-    let over_rows = (h3, input, rows);
-    gemm(
-        g,
-        (true, false),
-        over_rows,
-        1.0,
-        out.dgates,
-        inp.x,
-        0.0,
-        out.dw_ih,
-    )?;
-    let first = (h3, hidden, batch);
-    gemm(
-        g,
-        (true, false),
-        first,
-        1.0,
-        out.dhidden,
-        inp.h0,
-        0.0,
-        out.dw_hh,
-    )?;
-    if steps > 1 {
-        let later = (h3, hidden, (steps - 1) * batch);
-        let rest = out.dhidden.add(step_g);
-        gemm(g, (true, false), later, 1.0, rest, inp.y, 1.0, out.dw_hh)?;
-    }
+    // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
+    // dgates, dw_hh from dhidden, the bias gradients their column sums.
+    let operands = (out.dgates, inp.x, inp.w_ih);
+    input_gradients(g, (&d, input), operands, (out.dw_ih, out.dx))?;
+    hidden_weight_gradient(g, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(g, out.dgates, out.db_ih, rows, h3)?;
     sum_to_shape(g, out.dhidden, out.db_hh, rows, h3)?;
-    // dx = dgates · w_ih over all T·B rows.
-    if let Some(dx) = out.dx {
-        let input_grad = (rows, input, h3);
-        gemm(
-            g,
-            (false, false),
-            input_grad,
-            1.0,
-            out.dgates,
-            inp.w_ih,
-            0.0,
-            dx,
-        )?;
-    }
     Ok(())
 }

@@ -18,11 +18,12 @@
 //! own outputs (`c_n` forward when cells are not kept; `dh0` and `dc0` backward), so the
 //! layer needs no workspace of its own.
 
-use tensorfit_core::{args, LstmDims, Result};
+use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
 use super::elementwise::sum_to_shape;
 use super::gather::{gather, scatter_add, steps_at_lengths};
 use super::gemm::gemm;
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{int, Gpu};
 use super::{GATHER_STEPS, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
@@ -152,14 +153,9 @@ pub fn lstm_backward(
     g.copy(dh, inp.dh_n, step_h)?;
     g.copy(dc, inp.dc_n, step_h)?;
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        g.fill(out.dw_ih, 0.0, h4 * input)?;
-        g.fill(out.dw_hh, 0.0, h4 * hidden)?;
-        g.fill(out.db, 0.0, h4)?;
-        if let Some(dx) = out.dx {
-            g.fill(dx, 0.0, rows * input)?;
-        }
-        return Ok(());
+        let (w_ih, w_hh) = ((out.dw_ih, h4 * input), (out.dw_hh, h4 * hidden));
+        let grads = [w_ih, w_hh, (out.db, h4)];
+        return zero_gradients(g, &grads, out.dx.map(|dx| (dx, rows * input)));
     }
     let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
 
@@ -206,62 +202,17 @@ pub fn lstm_backward(
         )?;
     }
 
-    // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows (on token input, the scatter-add of dgates
-    // into the columns of the ids).
+    // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih = dgatesᵀ · x
+    // and dx = dgates · w_ih (on token input, the scatter-add of dgates into the columns
+    // of the ids), dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}, db = column sums of dgates (the
+    // gradient of b_ih and of b_hh alike).
     if d.tokens {
         scatter_add(g, d.token_table(), inp.x, out.dgates, out.dw_ih, rows)?;
     } else {
-        let mnk = (h4, input, rows);
-        gemm(
-            g,
-            (true, false),
-            mnk,
-            1.0,
-            out.dgates,
-            inp.x,
-            0.0,
-            out.dw_ih,
-        )?;
+        let operands = (out.dgates, inp.x, inp.w_ih);
+        input_gradients(g, (&d, input), operands, (out.dw_ih, out.dx))?;
     }
-    // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
-    gemm(
-        g,
-        (true, false),
-        (h4, hidden, batch),
-        1.0,
-        out.dgates,
-        inp.h0,
-        0.0,
-        out.dw_hh,
-    )?;
-    if steps > 1 {
-        let later = (steps - 1) * batch;
-        gemm(
-            g,
-            (true, false),
-            (h4, hidden, later),
-            1.0,
-            out.dgates.add(step_g),
-            inp.y,
-            1.0,
-            out.dw_hh,
-        )?;
-    }
-    // db = column sums of dgates (the gradient of b_ih and of b_hh alike).
+    hidden_weight_gradient(g, &d, out.dgates, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(g, out.dgates, out.db, rows, h4)?;
-    // dx = dgates · w_ih over all T·B rows.
-    if let Some(dx) = out.dx {
-        gemm(
-            g,
-            (false, false),
-            (rows, input, h4),
-            1.0,
-            out.dgates,
-            inp.w_ih,
-            0.0,
-            dx,
-        )?;
-    }
     Ok(())
 }

@@ -23,6 +23,7 @@ pub mod gru;
 pub mod lstm;
 pub mod mse;
 pub mod optim;
+pub mod recurrent;
 pub mod softmax;
 mod sources;
 
@@ -383,10 +384,11 @@ impl<'g> OpKernels for Gpu<'g> {
     fn gru_forward(
         &mut self,
         d: GruDims,
+        keep_for_backward: bool,
         i: GruForwardInputs<DevPtr>,
         o: GruForwardOutputs<DevPtr>,
     ) -> Result<()> {
-        gru::gru_forward(self, d, &i, &o)
+        gru::gru_forward(self, d, keep_for_backward, &i, &o)
     }
 
     fn gru_backward(

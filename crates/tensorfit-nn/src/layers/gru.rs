@@ -9,10 +9,8 @@ use tensorfit_core::args::{
 };
 use tensorfit_core::{Graph, Op, Result, Shape, TensorId};
 
-use super::{Init, ParamSpec, StatePart, StateSlot, Tensors};
-
-/// The name the stack is registered under, as in a PyTorch module (`self.gru`).
-const MODULE: &str = "gru";
+use super::cell::{CellStack, CellWeights};
+use super::{ParamSpec, StatePart, StateSlot};
 
 /// `layers` stacked GRU layers of `hidden` units over `input` features per step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,37 +23,7 @@ pub struct Gru {
 /// One layer's weights, in PyTorch's order (gates r, z, n in each). Also one layer's
 /// weight gradients: unlike the LSTM's, the two biases get different ones (`b_hn` sits
 /// inside the reset product).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GruWeights<T> {
-    /// `[3H, input]` (`input` = H above the first layer).
-    pub w_ih: T,
-    /// `[3H, H]`.
-    pub w_hh: T,
-    pub b_ih: T,
-    pub b_hh: T,
-}
-
-impl<T> GruWeights<T> {
-    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> GruWeights<U> {
-        GruWeights {
-            w_ih: f(&self.w_ih),
-            w_hh: f(&self.w_hh),
-            b_ih: f(&self.b_ih),
-            b_hh: f(&self.b_hh),
-        }
-    }
-}
-
-impl<T> Tensors<T> for GruWeights<T> {
-    fn items(&self) -> Vec<&T> {
-        vec![&self.w_ih, &self.w_hh, &self.b_ih, &self.b_hh]
-    }
-}
-
-/// PyTorch's name of parameter `what` (`weight_ih`, `bias_hh`, ...) of layer `k`.
-fn param_name(what: &str, k: usize) -> String {
-    format!("{MODULE}.{what}_l{k}")
-}
+pub type GruWeights<T> = CellWeights<T>;
 
 /// The GRU stack over a sequence: its input, each layer's initial state leaf and final
 /// state, and the top layer's output sequence.
@@ -72,24 +40,21 @@ pub struct GruStack {
 }
 
 impl Gru {
+    /// The stack as the cells' shared code sees it: registered as `gru` (`self.gru`),
+    /// three gate blocks per unit.
+    fn cells(&self) -> CellStack {
+        CellStack {
+            module: "gru",
+            gates: 3,
+            input: self.input,
+            hidden: self.hidden,
+            layers: self.layers,
+        }
+    }
+
     /// The weight table: per layer, PyTorch's names and shapes, uniform in ±1/√H.
     pub fn specs(&self) -> Vec<GruWeights<ParamSpec>> {
-        let (h, gates) = (self.hidden, 3 * self.hidden);
-        let init = Init::fan(h);
-        (0..self.layers)
-            .map(|k| {
-                let input = if k == 0 { self.input } else { h };
-                let spec = |what: &str, shape: Shape| {
-                    ParamSpec::trainable(param_name(what, k), shape, init)
-                };
-                GruWeights {
-                    w_ih: spec("weight_ih", Shape::from([gates, input])),
-                    w_hh: spec("weight_hh", Shape::from([gates, h])),
-                    b_ih: spec("bias_ih", Shape::from([gates])),
-                    b_hh: spec("bias_hh", Shape::from([gates])),
-                }
-            })
-            .collect()
+        self.cells().specs()
     }
 
     /// Every carried state tensor, layer by layer: each layer's h.
@@ -109,7 +74,7 @@ impl Gru {
 
     /// The shape of one carried state tensor at batch size `batch`.
     pub fn state_shape(&self, batch: usize) -> Shape {
-        Shape::from([batch, self.hidden])
+        self.cells().state_shape(batch)
     }
 
     /// Layer `k`'s initial h as a persistent leaf of `g`.
@@ -124,21 +89,15 @@ impl Gru {
     /// Forward FLOPs over `steps` steps of `batch` sequences: Σ over layers
     /// 2·3·H·(I+H)·B·T (the LSTM's convention, with three gates).
     pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
-        (0..self.layers)
-            .map(|k| {
-                let i = if k == 0 { self.input } else { self.hidden };
-                2.0 * 3.0 * self.hidden as f64 * (i + self.hidden) as f64
-            })
-            .sum::<f64>()
-            * batch as f64
-            * steps as f64
+        self.cells().forward_flops(self.input, batch, steps)
     }
 
-    /// One layer over `x` from `h0`. With `keep` it keeps what backward needs.
+    /// One layer over `x` from `h0`, each sequence stopping at its length in `lengths`
+    /// `[B]` if given. With `keep` it keeps what backward needs.
     pub fn layer(
         g: &mut Graph,
         name: &str,
-        x: TensorId,
+        (x, lengths): (TensorId, Option<TensorId>),
         h0: TensorId,
         w: &GruWeights<TensorId>,
         keep: bool,
@@ -150,6 +109,7 @@ impl Gru {
             w_hh: w.w_hh,
             b_ih: w.b_ih,
             b_hh: w.b_hh,
+            lengths,
         };
         let op = Op::GruForward {
             keep_for_backward: keep,
@@ -181,6 +141,7 @@ impl Gru {
             hidden: fwd.hidden,
             dy,
             dh_n,
+            lengths: None,
         };
         let outs = g.apply(name, Op::GruBackward { input_grad }, inputs)?;
         let grads = GruWeights {
@@ -203,15 +164,16 @@ impl Gru {
         keep: bool,
     ) -> Result<GruStack> {
         let x = g.input("x", self.input_shape(batch, steps));
-        self.stack_over(g, x, weights, batch, keep)
+        self.stack_over(g, (x, None), weights, batch, keep)
     }
 
     /// The whole stack over `x` `[steps, batch, input]` (added by the caller, or the
-    /// output of a layer before it), each layer from its carried state.
+    /// output of a layer before it), each layer from its carried state and, with
+    /// `lengths` `[B]`, stopping at each sequence's end.
     pub fn stack_over(
         &self,
         g: &mut Graph,
-        x: TensorId,
+        (x, lengths): (TensorId, Option<TensorId>),
         weights: &[GruWeights<TensorId>],
         batch: usize,
         keep: bool,
@@ -224,7 +186,8 @@ impl Gru {
         };
         for (k, w) in weights.iter().enumerate() {
             let h0 = self.state_leaves(g, k, batch);
-            let outs = Gru::layer(g, &format!("gru_l{k}"), stack.y, h0, w, keep)?;
+            let input = (stack.y, lengths);
+            let outs = Gru::layer(g, &format!("gru_l{k}"), input, h0, w, keep)?;
             stack.h0.push(h0);
             stack.y = outs.y;
             stack.h_n.push(outs.h_n);
@@ -236,6 +199,7 @@ impl Gru {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::Tensors;
 
     const GRU: Gru = Gru {
         input: 7,

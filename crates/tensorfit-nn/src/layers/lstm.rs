@@ -12,10 +12,8 @@ use tensorfit_core::args::{
 };
 use tensorfit_core::{Error, Graph, Op, Result, Shape, TensorId};
 
-use super::{Init, ParamSpec, Tensors};
-
-/// The name the stack is registered under, as in a PyTorch module (`self.lstm`).
-const MODULE: &str = "lstm";
+use super::cell::{CellStack, CellWeights};
+use super::ParamSpec;
 
 /// `layers` stacked LSTM layers of `hidden` units over `input` features per step (or a
 /// vocabulary of `input` tokens, by `input_kind`).
@@ -38,32 +36,7 @@ pub enum LstmInput {
 }
 
 /// One layer's weights, in PyTorch's order (gates i, f, g, o in each).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LstmWeights<T> {
-    /// `[4H, input]` (`input` = H above the first layer).
-    pub w_ih: T,
-    /// `[4H, H]`.
-    pub w_hh: T,
-    pub b_ih: T,
-    pub b_hh: T,
-}
-
-impl<T> LstmWeights<T> {
-    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> LstmWeights<U> {
-        LstmWeights {
-            w_ih: f(&self.w_ih),
-            w_hh: f(&self.w_hh),
-            b_ih: f(&self.b_ih),
-            b_hh: f(&self.b_hh),
-        }
-    }
-}
-
-impl<T> Tensors<T> for LstmWeights<T> {
-    fn items(&self) -> Vec<&T> {
-        vec![&self.w_ih, &self.w_hh, &self.b_ih, &self.b_hh]
-    }
-}
+pub type LstmWeights<T> = CellWeights<T>;
 
 /// One layer's weight gradients as the backward op gives them: both bias vectors share
 /// one gradient.
@@ -84,11 +57,6 @@ impl<T: Copy> LstmGrads<T> {
             b_hh: self.bias,
         }
     }
-}
-
-/// PyTorch's name of parameter `what` (`weight_ih`, `bias_hh`, ...) of layer `k`.
-fn param_name(what: &str, k: usize) -> String {
-    format!("{MODULE}.{what}_l{k}")
 }
 
 /// The two halves of an LSTM layer's carried state.
@@ -138,24 +106,21 @@ pub struct LstmStack {
 }
 
 impl Lstm {
+    /// The stack as the cells' shared code sees it: registered as `lstm` (`self.lstm`),
+    /// four gate blocks per unit.
+    fn cells(&self) -> CellStack {
+        CellStack {
+            module: "lstm",
+            gates: 4,
+            input: self.input,
+            hidden: self.hidden,
+            layers: self.layers,
+        }
+    }
+
     /// The weight table: per layer, PyTorch's names and shapes, uniform in ±1/√H.
     pub fn specs(&self) -> Vec<LstmWeights<ParamSpec>> {
-        let (h, gates) = (self.hidden, 4 * self.hidden);
-        let init = Init::fan(h);
-        (0..self.layers)
-            .map(|k| {
-                let input = if k == 0 { self.input } else { h };
-                let spec = |what: &str, shape: Shape| {
-                    ParamSpec::trainable(param_name(what, k), shape, init)
-                };
-                LstmWeights {
-                    w_ih: spec("weight_ih", Shape::from([gates, input])),
-                    w_hh: spec("weight_hh", Shape::from([gates, h])),
-                    b_ih: spec("bias_ih", Shape::from([gates])),
-                    b_hh: spec("bias_hh", Shape::from([gates])),
-                }
-            })
-            .collect()
+        self.cells().specs()
     }
 
     /// Every carried state tensor, layer by layer, h before c.
@@ -176,7 +141,7 @@ impl Lstm {
 
     /// The shape of one carried state tensor at batch size `batch`.
     pub fn state_shape(&self, batch: usize) -> Shape {
-        Shape::from([batch, self.hidden])
+        self.cells().state_shape(batch)
     }
 
     /// Layer `k`'s initial (h, c) as persistent leaves of `g`.
@@ -194,18 +159,11 @@ impl Lstm {
     /// 2·4·H·(I+H)·B·T (the convention the benchmarks report against); on token input
     /// the first layer's input projection is a gather, with no multiply-adds (I = 0).
     pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
-        (0..self.layers)
-            .map(|k| {
-                let i = match (k, self.input_kind) {
-                    (0, LstmInput::Features) => self.input,
-                    (0, LstmInput::Tokens) => 0,
-                    _ => self.hidden,
-                };
-                2.0 * 4.0 * self.hidden as f64 * (i + self.hidden) as f64
-            })
-            .sum::<f64>()
-            * batch as f64
-            * steps as f64
+        let first_input = match self.input_kind {
+            LstmInput::Features => self.input,
+            LstmInput::Tokens => 0,
+        };
+        self.cells().forward_flops(first_input, batch, steps)
     }
 
     /// One layer over `x` from (`h0`, `c0`). With `keep` it keeps what backward needs.

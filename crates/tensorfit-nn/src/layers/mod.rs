@@ -12,6 +12,7 @@
 //! [`Tensors`], and a forward builder; the model ([`crate::model`]) places it.
 
 pub mod batchnorm;
+pub mod cell;
 pub mod dense;
 pub mod embedding;
 pub mod gru;
@@ -22,6 +23,7 @@ pub mod recurrent;
 use tensorfit_core::{Graph, Shape, TensorId};
 
 pub use batchnorm::{BatchNorm, BatchNormTensors, BatchStats};
+pub use cell::CellWeights;
 pub use dense::{Dense, LinearTensors, OutputLayer};
 pub use embedding::{Embedding, EmbeddingTensors};
 pub use gru::{Gru, GruStack, GruWeights};

@@ -170,7 +170,14 @@ impl Recurrent {
             }
             (RecurrentWeights::Gru(w), &[h]) => {
                 let w = w.get(k).ok_or_else(other_cell)?;
-                Ok(LayerForward::Gru(Gru::layer(g, name, x, h, w, keep)?))
+                Ok(LayerForward::Gru(Gru::layer(
+                    g,
+                    name,
+                    (x, None),
+                    h,
+                    w,
+                    keep,
+                )?))
             }
             _ => Err(other_cell()),
         }
@@ -268,7 +275,7 @@ impl Recurrent {
 
     /// The whole stack over `x` (of [`Recurrent::input_shape`]), each layer from its
     /// carried state; with `keep` the layers keep what backward needs; with `lengths`
-    /// `[B]` (a padded batch; LSTM only so far) each sequence stops at its end.
+    /// `[B]` (a padded batch) each sequence stops at its end.
     pub fn stack_over(
         &self,
         g: &mut Graph,
@@ -286,13 +293,8 @@ impl Recurrent {
                 };
                 (pairs(&s.h0, &s.c0), pairs(&s.h_n, &s.c_n), s.y)
             }
-            (Recurrent::Gru(_), _) if lengths.is_some() => {
-                return Err(Error::input(
-                    "padded batches (sequence lengths) are supported by the LSTM only so far",
-                ))
-            }
             (Recurrent::Gru(l), RecurrentWeights::Gru(w)) => {
-                let s = l.stack_over(g, x, w, batch, keep)?;
+                let s = l.stack_over(g, (x, lengths), w, batch, keep)?;
                 (s.h0, s.h_n, s.y)
             }
             _ => {

@@ -2,7 +2,9 @@
 //! per op, organised exactly as tensorfit-cpu's kernels/gru/mod.rs, with the fused
 //! per-step passes in shaders/gru.wgsl:
 //! - **forward**: the input projection of all steps is one GEMM,
-//!   `gates[T·B, 3H] = x · w_ihᵀ`; then per step `t`, one GEMM forms the recurrent
+//!   `gates[T·B, 3H] = x · w_ihᵀ` (one per chunk of `GruDims::gate_steps` steps when
+//!   nothing is kept for the backward: the op then holds only that many steps of `gates`
+//!   and `hidden`); then per step `t`, one GEMM forms the recurrent
 //!   projection, `hidden[t] = h_{t-1} · w_hhᵀ`, and one `gru_forward_cell` launch adds both
 //!   biases, applies the nonlinearities and writes h_t;
 //! - **backward**: per step, from `t = T-1` down to 0, one `gru_backward_cell` launch
@@ -10,16 +12,21 @@
 //!   the rest of the hidden gradient, `dh += dhidden[t] · w_hh`; the weight gradients are
 //!   GEMMs over all `T·B` rows after the loop, and the bias gradients column sums.
 //!
+//! With `lengths` the fused passes skip the rows past their end (as the LSTM's, see
+//! `tensorfit_core::seq_lengths`), and the forward's writes each row's `h_n` at its own
+//! last step.
+//!
 //! All of it is recorded into one command stream. A step's fused pass is cut into blocks
 //! of batch rows only when a step is larger than one binding holds.
 
 use std::ops::Range;
 
-use tensorfit_core::{args, GruDims, Result};
+use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
-use super::elementwise::{copy_range, fill, sum_rows};
+use super::elementwise::{copy_range, sum_rows};
 use super::gemm::{gemm, Mat};
-use super::lstm::check_lengths;
+use super::lstm::{check_lengths, lengths_operand};
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{word, Launches};
 use crate::shaders::{GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
@@ -39,19 +46,27 @@ struct StepBlock {
     seq: Range<usize>,
     /// Where h_{t-1} of these rows is: `h0` at `state` for step 0, else `y` at step t-1.
     prev: (Region, Range<usize>),
-    /// Of the `[T, B, 3H]` gates (hidden, dgates, dhidden) at step `t`.
+    /// Of the gates (hidden, dgates, dhidden) at their slot for step `t`.
     gates: Range<usize>,
 }
 
 impl StepBlock {
-    fn new(d: GruDims, t: usize, rows: &Range<usize>, h0: Region, y: Region) -> Self {
+    /// The block of step `t`, whose gates are held in slot `slot` (`t` itself when every
+    /// step's gates are held).
+    fn new(
+        d: GruDims,
+        (t, slot): (usize, usize),
+        rows: &Range<usize>,
+        h0: Region,
+        y: Region,
+    ) -> Self {
         let h = d.hidden;
         let state = rows.start * h..rows.end * h;
         let at_step = |t: usize| {
             let step = t * d.step_state();
             step + state.start..step + state.end
         };
-        let first_row = t * d.batch + rows.start;
+        let first_row = slot * d.batch + rows.start;
         let prev = match t {
             0 => (h0, state.clone()),
             _ => (y, at_step(t - 1)),
@@ -65,48 +80,55 @@ impl StepBlock {
     }
 }
 
-/// Runs a GRU layer over a sequence (see the module documentation).
+/// Runs a GRU layer over a sequence (see the module documentation); with
+/// `keep_for_backward` false, `gates` and `hidden` hold `d.gate_steps(false)` steps.
 pub(crate) fn gru_forward(
     l: &mut Launches,
     d: GruDims,
+    keep_for_backward: bool,
     inp: &ForwardInputs,
     out: &ForwardOutputs,
 ) -> Result<()> {
     const K: &str = "gru_forward";
     check_lengths(K, inp.expected(d))?;
-    check_lengths(K, out.expected(d))?;
+    check_lengths(K, out.expected(d, keep_for_backward))?;
     let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
     let (rows, h3, step_h) = (d.rows(), d.gate_width(), d.step_state());
-    if d.is_empty() {
+    // Without steps, and with lengths for an empty sequence, h_n is h0.
+    if d.is_empty() || inp.lengths.is_some() {
         copy_range(l, inp.h0, 0, out.h_n);
+    }
+    if d.is_empty() {
         return Ok(());
     }
     let blocks = row_chunks(batch, h3, l.span(), K)?;
-    let w_hh = Mat::new(inp.w_hh, h3, hidden);
-    let recurrent = Mat::new(out.hidden, rows, h3);
-
-    // 1. The input projection of every step at once (the biases join in the fused pass).
-    let x = Mat::new(inp.x, rows, input);
+    // Steps of gates and projections held: all when kept for the backward, else a few in
+    // turn.
+    let held = d.gate_steps(keep_for_backward);
+    let gates = Mat::new(out.gates, held * batch, h3);
+    let recurrent = Mat::new(out.hidden, held * batch, h3);
     let w_ih = Mat::new(inp.w_ih, h3, input);
-    gemm(
-        l,
-        (x, false),
-        (w_ih, true),
-        Mat::new(out.gates, rows, h3),
-        false,
-    )?;
+    let w_hh = Mat::new(inp.w_hh, h3, hidden);
 
-    // 2. The recurrence: one GEMM and one fused pass per step.
     for t in 0..steps {
+        let slot = t % held;
+        if slot == 0 {
+            // 1. The input projection of the chunk's steps (the biases join in the fused
+            // pass).
+            let n = held.min(steps - t) * batch;
+            let x = Mat::new(inp.x, rows, input).rows(t * batch, n);
+            gemm(l, (x, false), (w_ih, true), gates.rows(0, n), false)?;
+        }
+        // 2. The recurrence: one GEMM and one fused pass per step.
         let h_prev = if t == 0 {
             Mat::new(inp.h0, batch, hidden)
         } else {
             Mat::new(out.y, rows, hidden).rows((t - 1) * batch, batch)
         };
-        let hidden_t = recurrent.rows(t * batch, batch);
+        let hidden_t = recurrent.rows(slot * batch, batch);
         gemm(l, (h_prev, false), (w_hh, true), hidden_t, false)?;
         for b in &blocks {
-            let at = StepBlock::new(d, t, b, inp.h0, out.y);
+            let at = StepBlock::new(d, (t, slot), b, inp.h0, out.y);
             let (prev, prev_at) = at.prev;
             let values = vec![
                 word(b.len()),
@@ -114,6 +136,10 @@ pub(crate) fn gru_forward(
                 word(at.gates.start),
                 word(prev_at.start),
                 word(at.seq.start),
+                word(usize::from(inp.lengths.is_some())),
+                word(t),
+                word(b.start),
+                word(at.state.start),
             ];
             let ops = vec![
                 Operand::part(out.gates, at.gates.clone()),
@@ -122,13 +148,17 @@ pub(crate) fn gru_forward(
                 Operand::part(out.y, at.seq),
                 Operand::whole(inp.b_ih),
                 Operand::whole(inp.b_hh),
+                lengths_operand(inp.lengths, b, inp.b_ih),
+                Operand::part(out.h_n, at.state),
             ];
             l.push(&GRU_FORWARD_CELL, ops, values, b.len() * hidden);
         }
     }
 
-    // 3. The final state.
-    copy_range(l, out.y, (steps - 1) * step_h, out.h_n);
+    // 3. The final state (with lengths, written by each row's last step already).
+    if inp.lengths.is_none() {
+        copy_range(l, out.y, (steps - 1) * step_h, out.h_n);
+    }
     Ok(())
 }
 
@@ -148,17 +178,11 @@ pub(crate) fn gru_backward(
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
     copy_range(l, inp.dh_n, 0, out.dh0);
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        for g in [out.dw_ih, out.dw_hh, out.db_ih, out.db_hh] {
-            fill(l, 0.0, g);
-        }
-        if let Some(dx) = out.dx {
-            fill(l, 0.0, dx);
-        }
+        let grads = [out.dw_ih, out.dw_hh, out.db_ih, out.db_hh];
+        zero_gradients(l, &grads, out.dx);
         return Ok(());
     }
     let blocks = row_chunks(batch, h3, l.span(), K)?;
-    let dgates = Mat::new(out.dgates, rows, h3);
     let dhidden = Mat::new(out.dhidden, rows, h3);
     let w_hh = Mat::new(inp.w_hh, h3, hidden);
     let dh = Mat::new(out.dh0, batch, hidden);
@@ -166,7 +190,7 @@ pub(crate) fn gru_backward(
     // 1. Backwards through time: one fused pass and one GEMM per step.
     for t in (0..steps).rev() {
         for b in &blocks {
-            let at = StepBlock::new(d, t, b, inp.h0, inp.y);
+            let at = StepBlock::new(d, (t, t), b, inp.h0, inp.y);
             let (prev, prev_at) = at.prev;
             let values = vec![
                 word(b.len()),
@@ -175,6 +199,9 @@ pub(crate) fn gru_backward(
                 word(prev_at.start),
                 word(at.seq.start),
                 word(at.state.start),
+                word(usize::from(inp.lengths.is_some())),
+                word(t),
+                word(b.start),
             ];
             let ops = vec![
                 Operand::part(inp.gates, at.gates.clone()),
@@ -184,6 +211,7 @@ pub(crate) fn gru_backward(
                 Operand::part(out.dh0, at.state),
                 Operand::part(out.dgates, at.gates.clone()),
                 Operand::part(out.dhidden, at.gates),
+                lengths_operand(inp.lengths, b, inp.gates),
             ];
             l.push(&GRU_BACKWARD_CELL, ops, values, b.len() * hidden);
         }
@@ -192,42 +220,12 @@ pub(crate) fn gru_backward(
         gemm(l, (dhidden_t, false), (w_hh, false), dh, true)?;
     }
 
-    // 2. Weight gradients over all steps at once.
-    let x = Mat::new(inp.x, rows, input);
-    gemm(
-        l,
-        (dgates, true),
-        (x, false),
-        Mat::new(out.dw_ih, h3, input),
-        false,
-    )?;
-    // dw_hh = Σ_t dhidden[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
-    let dw_hh = Mat::new(out.dw_hh, h3, hidden);
-    let h0 = Mat::new(inp.h0, batch, hidden);
-    gemm(l, (dhidden.rows(0, batch), true), (h0, false), dw_hh, false)?;
-    if steps > 1 {
-        let later = (steps - 1) * batch;
-        let h_prev = Mat::new(inp.y, rows, hidden).rows(0, later);
-        gemm(
-            l,
-            (dhidden.rows(batch, later), true),
-            (h_prev, false),
-            dw_hh,
-            true,
-        )?;
-    }
+    // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
+    // dgates, dw_hh from dhidden, the bias gradients their column sums.
+    let operands = (out.dgates, inp.x, inp.w_ih);
+    input_gradients(l, (&d, input), operands, (out.dw_ih, out.dx))?;
+    hidden_weight_gradient(l, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_rows(l, out.dgates, rows, h3, out.db_ih, 1.0);
     sum_rows(l, out.dhidden, rows, h3, out.db_hh, 1.0);
-    // dx = dgates · w_ih over all T·B rows.
-    if let Some(dx) = out.dx {
-        let w_ih = Mat::new(inp.w_ih, h3, input);
-        gemm(
-            l,
-            (dgates, false),
-            (w_ih, false),
-            Mat::new(dx, rows, input),
-            false,
-        )?;
-    }
     Ok(())
 }

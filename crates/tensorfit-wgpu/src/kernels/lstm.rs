@@ -20,11 +20,12 @@
 
 use std::ops::Range;
 
-use tensorfit_core::{args, LstmDims, Result};
+use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
-use super::elementwise::{check_len, copy_range, fill, sum_rows};
+use super::elementwise::{check_len, copy_range, sum_rows};
 use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, Mat};
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{word, Launches};
 use crate::shaders::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
@@ -77,8 +78,13 @@ impl StepBlock {
 }
 
 /// The lengths of batch rows `rows`, or, without lengths, `unread` (a region the
-/// kernel's `masked = 0` leaves alone, bound only because every binding needs one).
-fn lengths_operand(lengths: Option<Region>, rows: &Range<usize>, unread: Region) -> Operand {
+/// kernel's `masked = 0` leaves alone, bound only because every binding needs one; the
+/// GRU's too).
+pub(crate) fn lengths_operand(
+    lengths: Option<Region>,
+    rows: &Range<usize>,
+    unread: Region,
+) -> Operand {
     match lengths {
         Some(l) => Operand::part(l, rows.clone()),
         None => Operand::part(unread, 0..1),
@@ -215,13 +221,7 @@ pub(crate) fn lstm_backward(
     copy_range(l, inp.dh_n, 0, out.dh0);
     copy_range(l, inp.dc_n, 0, out.dc0);
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        for g in [out.dw_ih, out.dw_hh, out.db] {
-            fill(l, 0.0, g);
-        }
-        if let Some(dx) = out.dx {
-            fill(l, 0.0, dx);
-        }
+        zero_gradients(l, &[out.dw_ih, out.dw_hh, out.db], out.dx);
         return Ok(());
     }
     let blocks = row_chunks(batch, h4, l.span(), K)?;
@@ -272,43 +272,17 @@ pub(crate) fn lstm_backward(
         )?;
     }
 
-    // 2. Weight gradients over all steps at once.
-    // dw_ih = dgatesᵀ · x over all T·B rows (on token input, the scatter-add of dgates
-    // into the columns of the ids).
+    // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih = dgatesᵀ · x
+    // and dx = dgates · w_ih (on token input, the scatter-add of dgates into the columns
+    // of the ids), dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}, db = column sums of dgates (the
+    // gradient of b_ih and of b_hh alike).
     if d.tokens {
         scatter_add(l, d.token_table(), inp.x, out.dgates, out.dw_ih)?;
     } else {
-        let x = Mat::new(inp.x, rows, input);
-        let dw_ih = Mat::new(out.dw_ih, h4, input);
-        gemm(l, (dgates, true), (x, false), dw_ih, false)?;
+        let operands = (out.dgates, inp.x, inp.w_ih);
+        input_gradients(l, (&d, input), operands, (out.dw_ih, out.dx))?;
     }
-    // dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}: step 0 against h0, steps 1.. against y[0..T-1].
-    let dw_hh = Mat::new(out.dw_hh, h4, hidden);
-    let h0 = Mat::new(inp.h0, batch, hidden);
-    gemm(l, (dgates.rows(0, batch), true), (h0, false), dw_hh, false)?;
-    if steps > 1 {
-        let later = (steps - 1) * batch;
-        let h_prev = Mat::new(inp.y, rows, hidden).rows(0, later);
-        gemm(
-            l,
-            (dgates.rows(batch, later), true),
-            (h_prev, false),
-            dw_hh,
-            true,
-        )?;
-    }
-    // db = column sums of dgates (the gradient of b_ih and of b_hh alike).
+    hidden_weight_gradient(l, &d, out.dgates, (inp.h0, inp.y), out.dw_hh)?;
     sum_rows(l, out.dgates, rows, h4, out.db, 1.0);
-    // dx = dgates · w_ih over all T·B rows.
-    if let Some(dx) = out.dx {
-        let w_ih = Mat::new(inp.w_ih, h4, input);
-        gemm(
-            l,
-            (dgates, false),
-            (w_ih, false),
-            Mat::new(dx, rows, input),
-            false,
-        )?;
-    }
     Ok(())
 }

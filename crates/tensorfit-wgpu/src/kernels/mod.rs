@@ -17,6 +17,7 @@ pub(crate) mod gru;
 pub(crate) mod lstm;
 pub(crate) mod mse;
 pub(crate) mod optim;
+pub(crate) mod recurrent;
 pub(crate) mod softmax;
 pub(crate) mod steps;
 
@@ -233,10 +234,11 @@ impl OpKernels for Launches {
     fn gru_forward(
         &mut self,
         d: GruDims,
+        keep_for_backward: bool,
         i: GruForwardInputs<Region>,
         o: GruForwardOutputs<Region>,
     ) -> Result<()> {
-        gru::gru_forward(self, d, &i, &o)
+        gru::gru_forward(self, d, keep_for_backward, &i, &o)
     }
 
     fn gru_backward(

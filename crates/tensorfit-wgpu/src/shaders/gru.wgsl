@@ -12,12 +12,17 @@
 // ---- gru_forward_cell: adds b_ih to the input projections in gates[t] and b_hh to the
 // recurrent ones in hidden[t] (which keeps them so), then stores r = σ(g_r + h_r),
 // z = σ(g_z + h_z), n = tanh(g_n + r·h_n) in gates[t] and h_t = (1 − z)·n + z·h_{t-1}.
+// With `masked` = 1, `lengths` holds each row's sequence length (see
+// tensorfit_core::seq_lengths): a row past its end at step `t` gets zero gates,
+// projections and y, and a row whose sequence ends at `t` writes its h into `h_n`. With
+// `masked` = 0 neither binding is read.
 
 struct CellForwardParams {
     gates_base: u32, hidden_base: u32, h_prev_base: u32, y_base: u32, b_ih_base: u32,
-    b_hh_base: u32,
+    b_hh_base: u32, lengths_base: u32, h_n_base: u32,
     rows: u32, units: u32,
     gates_off: u32, h_prev_off: u32, y_off: u32,
+    masked: u32, t: u32, first_row: u32, h_n_off: u32,
 }
 
 @group(0) @binding(0) var<uniform> fwd_p: CellForwardParams;
@@ -27,6 +32,8 @@ struct CellForwardParams {
 @group(0) @binding(4) var<storage, read_write> fwd_y: array<f32>;
 @group(0) @binding(5) var<storage, read_write> fwd_b_ih: array<f32>;
 @group(0) @binding(6) var<storage, read_write> fwd_b_hh: array<f32>;
+@group(0) @binding(7) var<storage, read_write> fwd_lengths: array<f32>;
+@group(0) @binding(8) var<storage, read_write> fwd_h_n: array<f32>;
 
 // The input projection of gate element `at` (unit `k` of the row), with its bias.
 fn input_projection(p: CellForwardParams, at: u32, k: u32) -> f32 {
@@ -52,6 +59,19 @@ fn gru_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let r = idx / h;
     let j = idx % h;
     let g = p.gates_off + r * 3u * h;
+    let s = r * h + j;
+    var len = 0.0;
+    if (p.masked == 1u) {
+        len = fwd_lengths[p.lengths_base + p.first_row + r];
+        if (f32(p.t) >= len) {
+            for (var k = 0u; k < 3u; k = k + 1u) {
+                fwd_gates[p.gates_base + g + k * h + j] = 0.0;
+                fwd_hidden[p.hidden_base + g + k * h + j] = 0.0;
+            }
+            fwd_y[p.y_base + p.y_off + s] = 0.0;
+            return;
+        }
+    }
     let reset = sigmoid_f(input_projection(p, g + j, j) + recurrent_projection(p, g + j, j));
     let update = sigmoid_f(input_projection(p, g + h + j, h + j)
         + recurrent_projection(p, g + h + j, h + j));
@@ -60,9 +80,12 @@ fn gru_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     fwd_gates[p.gates_base + g + j] = reset;
     fwd_gates[p.gates_base + g + h + j] = update;
     fwd_gates[p.gates_base + g + 2u * h + j] = cand;
-    let s = r * h + j;
     let h_prev = fwd_h_prev[p.h_prev_base + p.h_prev_off + s];
-    fwd_y[p.y_base + p.y_off + s] = (1.0 - update) * cand + update * h_prev;
+    let h_t = (1.0 - update) * cand + update * h_prev;
+    fwd_y[p.y_base + p.y_off + s] = h_t;
+    if (p.masked == 1u && f32(p.t + 1u) == len) {
+        fwd_h_n[p.h_n_base + p.h_n_off + s] = h_t;
+    }
 }
 
 // ---- gru_backward_cell: from the activated gates r, z, n of step t, the recurrent
@@ -71,12 +94,15 @@ fn gru_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 // dh = dh_total·z (the GEMM after it adds dhidden[t] · w_hh). With dh_total = dy + dh:
 // dn = dh_total·(1 − z)·(1 − n²), dz = dh_total·(h_{t-1} − n)·z·(1 − z),
 // dr = dn·h_n·r·(1 − r); dgates gets (dr, dz, dn), dhidden (dr, dz, dn·r).
+// With `masked` = 1, a row past its end at step `t` gets zero gradients and keeps dh (the
+// GEMM after it adds nothing to it).
 
 struct CellBackwardParams {
     gates_base: u32, hidden_base: u32, h_prev_base: u32, dy_base: u32, dh_base: u32,
-    dgates_base: u32, dhidden_base: u32,
+    dgates_base: u32, dhidden_base: u32, lengths_base: u32,
     rows: u32, units: u32,
     gates_off: u32, h_prev_off: u32, step_off: u32, state_off: u32,
+    masked: u32, t: u32, first_row: u32,
 }
 
 @group(0) @binding(0) var<uniform> bwd_p: CellBackwardParams;
@@ -87,6 +113,7 @@ struct CellBackwardParams {
 @group(0) @binding(5) var<storage, read_write> bwd_dh: array<f32>;
 @group(0) @binding(6) var<storage, read_write> bwd_dgates: array<f32>;
 @group(0) @binding(7) var<storage, read_write> bwd_dhidden: array<f32>;
+@group(0) @binding(8) var<storage, read_write> bwd_lengths: array<f32>;
 
 @compute @workgroup_size(WG)
 fn gru_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -100,6 +127,13 @@ fn gru_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let r = idx / h;
     let j = idx % h;
     let g = p.gates_off + r * 3u * h;
+    if (p.masked == 1u && f32(p.t) >= bwd_lengths[p.lengths_base + p.first_row + r]) {
+        for (var k = 0u; k < 3u; k = k + 1u) {
+            bwd_dgates[p.dgates_base + g + k * h + j] = 0.0;
+            bwd_dhidden[p.dhidden_base + g + k * h + j] = 0.0;
+        }
+        return;
+    }
     let reset = bwd_gates[p.gates_base + g + j];
     let update = bwd_gates[p.gates_base + g + h + j];
     let cand = bwd_gates[p.gates_base + g + 2u * h + j];

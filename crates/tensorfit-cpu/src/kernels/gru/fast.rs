@@ -4,8 +4,9 @@
 //!
 //! It computes what the reference computes, with the same structure, and the schedule of
 //! the LSTM's fast path (`lstm/fast.rs`):
-//! - the input projection of all steps is one GEMM with the packed micro-kernels of
-//!   `gemm_fast/`, split across threads by rows;
+//! - each thread projects the inputs of its own rows with the packed micro-kernels of
+//!   `gemm_fast/` (`w_ihᵀ` packed once per call), all steps up front when the gates are
+//!   kept for the backward, else the held steps at a time as they are reached;
 //! - the time loop runs on every thread at once, each over its own batch rows for all
 //!   steps (rows of a GRU never exchange data), so there is no barrier per step: per
 //!   step one serial packed GEMM (`w_hhᵀ` forward, `w_hh` backward, packed once per call)
@@ -15,36 +16,34 @@
 //! Nothing is allocated inside the time loops.
 
 use rayon::prelude::*;
-use tensorfit_core::GruDims;
+use tensorfit_core::seq_lengths::RowLengths;
+use tensorfit_core::{GruDims, RecurrentDims};
 
 use super::{
     cell_backward, cell_forward, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs,
     GruForwardOutputs, StepSaved,
 };
 use crate::kernels::fastmath::Fused;
-use crate::kernels::gemm_fast::{
-    gemm_packed, gemm_packed_serial, vectorize, MatRef, PackedB, Token,
-};
+use crate::kernels::gemm_fast::{gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use crate::kernels::lstm::fast::{rows_per_part, split_steps};
 
-/// The forward pass, for a layer that is not empty (the lengths have been checked by
+/// The forward pass, for a layer that is not empty, holding `held` steps of `gates` and
+/// `hidden` (step `t` in slot `t % held`; the lengths have been checked by
 /// `gru::forward_on`).
 pub(super) fn forward(
     token: Token,
     d: GruDims,
+    held: usize,
     inp: &GruForwardInputs<'_>,
     out: &mut GruForwardOutputs<'_>,
 ) {
     let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
     let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
-
-    // 1. The input projection of every step, with b_ih.
     let w_ih_t = PackedB::new(MatRef::row_major(inp.w_ih, h3, input).t());
-    let x = MatRef::row_major(inp.x, d.rows(), input);
-    gemm_packed(token, x, &w_ih_t, 0.0, Some(inp.b_ih), out.gates);
-
-    // 2. The recurrence, each thread over its own batch rows for the whole sequence.
     let w_hh_t = PackedB::new(MatRef::row_major(inp.w_hh, h3, hidden).t());
+
+    // Each thread over its own batch rows for the whole sequence: per run of `held`
+    // steps the input projection with b_ih, then per step the recurrence.
     let part = rows_per_part(batch, hidden);
     let gate_parts = split_steps(out.gates, step_g, part * h3);
     let hidden_parts = split_steps(out.hidden, step_g, part * h3);
@@ -57,20 +56,33 @@ pub(super) fn forward(
         .collect();
     work.into_par_iter()
         .for_each(|(p, ((mut g, mut hh), mut ys))| {
-            let rows = p * part * hidden..p * part * hidden + ys[0].len();
+            let r0 = p * part;
+            let rows = r0 * hidden..r0 * hidden + ys[0].len();
             let h0 = &inp.h0[rows];
             let m = h0.len() / hidden;
+            let lengths = RowLengths(inp.lengths).rows(r0..r0 + m);
             vectorize(
                 Some(token),
                 #[inline(always)]
                 || {
                     for t in 0..steps {
+                        let slot = t % held;
+                        if slot == 0 {
+                            for u in t..steps.min(t + held) {
+                                let first = (u * batch + r0) * input;
+                                let x_u = MatRef::row_major(&inp.x[first..][..m * input], m, input);
+                                let g_u = &mut *g[u - t];
+                                gemm_packed_serial(token, x_u, &w_ih_t, 0.0, Some(inp.b_ih), g_u);
+                            }
+                        }
                         let (y_before, y_from_t) = ys.split_at_mut(t);
                         let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
                         // hidden[t] = h_{t-1} · w_hhᵀ + b_hh
                         let a = MatRef::row_major(h_prev, m, hidden);
-                        gemm_packed_serial(token, a, &w_hh_t, 0.0, Some(inp.b_hh), hh[t]);
-                        cell_forward::<Fused>(g[t], hh[t], h_prev, y_from_t[0], hidden);
+                        let hh_t = &mut *hh[slot];
+                        gemm_packed_serial(token, a, &w_hh_t, 0.0, Some(inp.b_hh), hh_t);
+                        let rows = (t, lengths);
+                        cell_forward::<Fused>(g[slot], hh_t, h_prev, y_from_t[0], hidden, rows);
                     }
                 },
             )
@@ -101,6 +113,7 @@ pub(super) fn backward(
         .for_each(|(p, ((mut dg, mut dhh), dh))| {
             let m = dh.len() / hidden;
             let (r0, r1) = (p * part, p * part + m);
+            let lengths = RowLengths(inp.lengths).rows(r0..r1);
             vectorize(
                 Some(token),
                 #[inline(always)]
@@ -121,7 +134,7 @@ pub(super) fn backward(
                             dy: &inp.dy[at(hidden, t)],
                             units: hidden,
                         };
-                        cell_backward(&saved, dh, dg[t], dhh[t]);
+                        cell_backward(&saved, dh, dg[t], dhh[t], (t, lengths));
                         // dh += dhidden[t] · w_hh
                         let a = MatRef::row_major(dhh[t], m, h3);
                         gemm_packed_serial(token, a, &w_hh, 1.0, None, dh);

@@ -4,7 +4,9 @@
 //! every GPU GRU kernel is tested against; `fast.rs` beside it is the AVX-512 fast path,
 //! tested against this one and chosen where the CPU has AVX-512.
 //! - **forward**: the input projection of *all* steps is one GEMM,
-//!   `gates[T·B, 3H] = x · w_ihᵀ + b_ih`; then per step `t`, one GEMM forms the recurrent
+//!   `gates[T·B, 3H] = x · w_ihᵀ + b_ih` (when nothing is kept for the backward, one GEMM
+//!   per chunk of `GruDims::gate_steps` steps, into the few steps of `gates` and
+//!   `hidden` the op then holds, as the LSTM's); then per step `t`, one GEMM forms the recurrent
 //!   projection `hidden[t] = h_{t-1} · w_hhᵀ + b_hh`, and one fused pass over `[B, H]`
 //!   applies `r = σ(g_r + h_r)`, `z = σ(g_z + h_z)`, `n = tanh(g_n + r·h_n)`,
 //!   `h_t = (1 − z)·n + z·h_{t-1}`, storing the activated r, z, n in `gates[t]`.
@@ -14,14 +16,21 @@
 //!   `dh = dh_total·z`, then one GEMM adds the rest of the gradient at `h_{t-1}`:
 //!   `dh += dhidden[t] · w_hh`. The weight gradients are formed after the loop with one
 //!   GEMM each over all `T·B` rows ([`weight_gradients`], shared with the fast path).
+//!
+//! With `lengths` (`tensorfit_core::seq_lengths`), a row past its end gets zero `y`,
+//! gates and projections forward, and zero gradients with `dh` carried backward; its
+//! `h_n` is gathered at its own last step.
 
-use tensorfit_core::{args, GruDims, Result};
+use tensorfit_core::seq_lengths::{self, RowLengths};
+use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
+use super::at_lengths::gather_steps;
 use super::elementwise::sum_to_shape;
 use super::fastmath::{self, MulAdd, Separate};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::lstm::check_lengths;
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 
 mod fast;
 
@@ -36,12 +45,14 @@ pub type GruBackwardOutputs<'a> = args::GruBackwardOutputs<&'a mut [f32]>;
 
 /// Runs a GRU layer over a sequence: the fast path where the CPU has AVX-512, else the
 /// reference.
+/// With `keep_for_backward` false, `gates` and `hidden` hold `d.gate_steps(false)` steps.
 pub fn gru_forward(
     d: GruDims,
+    keep_for_backward: bool,
     inp: &GruForwardInputs<'_>,
     out: GruForwardOutputs<'_>,
 ) -> Result<()> {
-    forward_on(gemm_fast::simd(), d, inp, out)
+    forward_on(gemm_fast::simd(), d, keep_for_backward, inp, out)
 }
 
 /// The gradient of [`gru_forward`]: the fast path where the CPU has AVX-512, else the
@@ -58,22 +69,40 @@ pub fn gru_backward(
 pub fn forward_on(
     token: Option<Token>,
     d: GruDims,
+    keep_for_backward: bool,
     inp: &GruForwardInputs<'_>,
     mut out: GruForwardOutputs<'_>,
 ) -> Result<()> {
-    check_lengths("gru_forward", inp.expected(d), out.expected(d))?;
-    // The final state starts as the initial one, which is where it stays without steps.
+    let expected = out.expected(d, keep_for_backward);
+    check_lengths("gru_forward", inp.expected(d), expected)?;
+    check_steps(d, inp.lengths)?;
+    // The final state starts as the initial one, which is where it stays without steps
+    // (and, with lengths, for an empty sequence).
     out.h_n.copy_from_slice(inp.h0);
     if d.is_empty() {
         return Ok(());
     }
+    let held = d.gate_steps(keep_for_backward);
     match token {
-        Some(token) => fast::forward(token, d, inp, &mut out),
-        None => forward_steps(d, inp, &mut out)?,
+        Some(token) => fast::forward(token, d, held, inp, &mut out),
+        None => forward_steps(d, held, inp, &mut out)?,
     }
-    let last = (d.steps - 1) * d.step_state();
-    out.h_n.copy_from_slice(&out.y[last..]);
+    // The final state: the last step's, or each row's at its own last step.
+    match inp.lengths {
+        Some(l) => gather_steps(d.steps - 1, l, out.y, out.h_n),
+        None => out
+            .h_n
+            .copy_from_slice(&out.y[(d.steps - 1) * d.step_state()..]),
+    }
     Ok(())
+}
+
+/// Every sequence length, if given, must be a whole number of steps in `0..=T`.
+fn check_steps(d: GruDims, lengths: Option<&[f32]>) -> Result<()> {
+    match lengths {
+        Some(l) => seq_lengths::check_lengths("lengths", l, d.steps),
+        None => Ok(()),
+    }
 }
 
 /// [`gru_backward`] on the fast path of `token`, or on the reference without one.
@@ -84,21 +113,19 @@ pub fn backward_on(
     mut out: GruBackwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("gru_backward", inp.expected(d), out.expected(d))?;
+    check_steps(d, inp.lengths)?;
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
     out.dh0.copy_from_slice(inp.dh_n);
     if d.is_empty() {
-        // Nothing flows through the layer: the weights get no gradient.
-        for g in [
-            &mut *out.dw_ih,
-            &mut *out.dw_hh,
-            &mut *out.db_ih,
-            &mut *out.db_hh,
-        ] {
-            g.fill(0.0);
-        }
-        if let Some(dx) = out.dx.as_deref_mut() {
-            dx.fill(0.0);
-        }
+        let GruBackwardOutputs {
+            dw_ih,
+            dw_hh,
+            db_ih,
+            db_hh,
+            dx,
+            ..
+        } = out;
+        zero_gradients([dw_ih, dw_hh, db_ih, db_hh], dx);
         return Ok(());
     }
     match token {
@@ -114,41 +141,49 @@ fn previous(d: GruDims, t: usize) -> Option<std::ops::Range<usize>> {
     (t > 0).then(|| (t - 1) * d.step_state()..t * d.step_state())
 }
 
-/// The reference forward, on slices of checked lengths, for a layer that is not empty.
+/// The reference forward, on slices of checked lengths, for a layer that is not empty,
+/// holding `held` steps of `gates` and `hidden` (step `t` in slot `t % held`).
 fn forward_steps(
     d: GruDims,
+    held: usize,
     inp: &GruForwardInputs<'_>,
     out: &mut GruForwardOutputs<'_>,
 ) -> Result<()> {
     let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h3, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
-
-    // 1. The input projection of every step, with b_ih.
+    let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
     let w_ih = mat(inp.w_ih, h3, input)?;
-    gemm(
-        1.0,
-        mat(inp.x, rows, input)?,
-        w_ih.t(),
-        0.0,
-        &mut mat_mut(out.gates, rows, h3)?,
-    )?;
-    add_rows(out.gates, inp.b_ih);
-
-    // 2. The recurrence: per step one GEMM and one fused pass.
     let w_hh = mat(inp.w_hh, h3, hidden)?;
     for t in 0..steps {
+        let slot = t % held;
+        if slot == 0 {
+            // 1. The input projection of the chunk's steps, with b_ih.
+            let rows = held.min(steps - t) * batch;
+            let x = &inp.x[t * batch * input..][..rows * input];
+            let g = &mut out.gates[..rows * h3];
+            gemm(
+                1.0,
+                mat(x, rows, input)?,
+                w_ih.t(),
+                0.0,
+                &mut mat_mut(g, rows, h3)?,
+            )?;
+            add_rows(g, inp.b_ih);
+        }
+        // 2. The recurrence: per step one GEMM and one fused pass.
         let (y_before, y_from_t) = out.y.split_at_mut(t * step_h);
         let h_prev = match previous(d, t) {
             Some(range) => &y_before[range],
             None => inp.h0,
         };
-        let hidden_t = &mut out.hidden[t * step_g..(t + 1) * step_g];
+        let hidden_t = &mut out.hidden[slot * step_g..(slot + 1) * step_g];
         // hidden[t] = h_{t-1} · w_hhᵀ + b_hh
         let acc = &mut mat_mut(hidden_t, batch, h3)?;
         gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 0.0, acc)?;
         add_rows(hidden_t, inp.b_hh);
-        let gates_t = &mut out.gates[t * step_g..(t + 1) * step_g];
-        cell_forward::<Separate>(gates_t, hidden_t, h_prev, &mut y_from_t[..step_h], hidden);
+        let gates_t = &mut out.gates[slot * step_g..(slot + 1) * step_g];
+        let y_t = &mut y_from_t[..step_h];
+        let rows = (t, RowLengths(inp.lengths));
+        cell_forward::<Separate>(gates_t, hidden_t, h_prev, y_t, hidden, rows);
     }
     Ok(())
 }
@@ -165,20 +200,28 @@ fn add_rows(rows: &mut [f32], bias: &[f32]) {
 /// One step's fused pass over some rows: `gates_t` `[rows, 3H]` (the input projections
 /// on entry, the activated r, z, n on exit), `hidden_t` `[rows, 3H]` (the recurrent
 /// projections), `h_prev` (h_{t-1}) and `h` (h_t), `[rows, H]`. `M` says whether
-/// multiply-adds are fused (the fast path) or not (the reference).
+/// multiply-adds are fused (the fast path) or not (the reference). A row past its end at
+/// step `t` gets zero gates, projections and `h`.
 #[inline(always)]
 fn cell_forward<M: MulAdd>(
     gates_t: &mut [f32],
-    hidden_t: &[f32],
+    hidden_t: &mut [f32],
     h_prev: &[f32],
     h: &mut [f32],
     hidden: usize,
+    (t, lengths): (usize, RowLengths<'_>),
 ) {
     let rows = gates_t
         .chunks_mut(3 * hidden)
-        .zip(hidden_t.chunks(3 * hidden));
+        .zip(hidden_t.chunks_mut(3 * hidden));
     let states = h_prev.chunks(hidden).zip(h.chunks_mut(hidden));
-    for ((g, hh), (h_prev, h)) in rows.zip(states) {
+    for (r, ((g, hh), (h_prev, h))) in rows.zip(states).enumerate() {
+        if lengths.past_end(t, r) {
+            for v in [g, hh, h] {
+                v.fill(0.0);
+            }
+            continue;
+        }
         let (g_r, rest) = g.split_at_mut(hidden);
         let (g_z, g_n) = rest.split_at_mut(hidden);
         let (h_r, rest) = hh.split_at(hidden);
@@ -217,7 +260,8 @@ fn backward_steps(
         };
         let dgates_t = &mut out.dgates[t * step_g..(t + 1) * step_g];
         let dhidden_t = &mut out.dhidden[t * step_g..(t + 1) * step_g];
-        cell_backward(&saved, out.dh0, dgates_t, dhidden_t);
+        let rows = (t, RowLengths(inp.lengths));
+        cell_backward(&saved, out.dh0, dgates_t, dhidden_t, rows);
         // dh += dhidden[t] · w_hh: the rest of the gradient arriving at h_{t-1}.
         let dhidden_t = mat(dhidden_t, batch, h3)?;
         gemm(
@@ -246,14 +290,26 @@ pub(crate) struct StepSaved<'a> {
 /// at h_t from step t+1 on entry, and its part that flows to h_{t-1} directly, `dh·z`, on
 /// exit. With `dh_total = dy + dh`: `dn = dh_total·(1 − z)·(1 − n²)`,
 /// `dz = dh_total·(h_{t-1} − n)·z·(1 − z)`, `dr = dn·h_n·r·(1 − r)`; `dgates` gets
-/// (dr, dz, dn) and `dhidden` (dr, dz, dn·r).
+/// (dr, dz, dn) and `dhidden` (dr, dz, dn·r). A row past its end at step `t` gets zero
+/// gradients and keeps its `dh` (the step's GEMM adds nothing to it).
 #[inline(always)]
-fn cell_backward(s: &StepSaved<'_>, dh: &mut [f32], dgates_t: &mut [f32], dhidden_t: &mut [f32]) {
+fn cell_backward(
+    s: &StepSaved<'_>,
+    dh: &mut [f32],
+    dgates_t: &mut [f32],
+    dhidden_t: &mut [f32],
+    (t, lengths): (usize, RowLengths<'_>),
+) {
     let hidden = s.units;
     let grads = dgates_t
         .chunks_mut(3 * hidden)
         .zip(dhidden_t.chunks_mut(3 * hidden));
     for (r, (dg, dhh)) in grads.enumerate() {
+        if lengths.past_end(t, r) {
+            dg.fill(0.0);
+            dhh.fill(0.0);
+            continue;
+        }
         let state = r * hidden..(r + 1) * hidden;
         let g = &s.gates[r * 3 * hidden..(r + 1) * 3 * hidden];
         let hh = &s.hidden[r * 3 * hidden..(r + 1) * 3 * hidden];
@@ -277,41 +333,18 @@ fn cell_backward(s: &StepSaved<'_>, dh: &mut [f32], dgates_t: &mut [f32], dhidde
 }
 
 /// The weight gradients from every step's `dgates` and `dhidden` `[T, B, 3H]`, one GEMM
-/// each over all `T·B` rows: `dw_ih = dgatesᵀ · x`, `dw_hh = Σ_t dhidden[t]ᵀ · h_{t-1}`,
-/// `db_ih` and `db_hh` their column sums, `dx = dgates · w_ih`.
+/// each over all `T·B` rows (`recurrent.rs`, shared with the LSTM): `dw_ih` and `dx` from
+/// `dgates`, `dw_hh` from `dhidden`; `db_ih` and `db_hh` their column sums.
 fn weight_gradients(
     d: GruDims,
     inp: &GruBackwardInputs<'_>,
     out: GruBackwardOutputs<'_>,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h3, step_g) = (d.rows(), d.gate_width(), d.step_gates());
-    let dgates = mat(out.dgates, rows, h3)?;
-    let x = mat(inp.x, rows, input)?;
-    gemm(1.0, dgates.t(), x, 0.0, &mut mat_mut(out.dw_ih, h3, input)?)?;
-    // Step 0 against h0, steps 1.. against y[0..T-1].
-    let mut dw_hh = mat_mut(out.dw_hh, h3, hidden)?;
-    let dhidden_0 = mat(&out.dhidden[..step_g], batch, h3)?;
-    gemm(
-        1.0,
-        dhidden_0.t(),
-        mat(inp.h0, batch, hidden)?,
-        0.0,
-        &mut dw_hh,
-    )?;
-    if steps > 1 {
-        let later = (steps - 1) * batch;
-        let dhidden_rest = mat(&out.dhidden[step_g..], later, h3)?;
-        let h_prev = mat(&inp.y[..later * hidden], later, hidden)?;
-        gemm(1.0, dhidden_rest.t(), h_prev, 1.0, &mut dw_hh)?;
-    }
+    let operands = (&*out.dgates, inp.x, inp.w_ih);
+    input_gradients(&d, d.input, operands, (out.dw_ih, out.dx))?;
+    hidden_weight_gradient(&d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(out.dgates, out.db_ih)?;
-    sum_to_shape(out.dhidden, out.db_hh)?;
-    if let Some(dx) = out.dx {
-        let w_ih = mat(inp.w_ih, h3, input)?;
-        gemm(1.0, dgates, w_ih, 0.0, &mut mat_mut(dx, rows, input)?)?;
-    }
-    Ok(())
+    sum_to_shape(out.dhidden, out.db_hh)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The GRU kernels against a per-element f64 GRU (forward) and its central differences
-//! (backward), and the fast path against the reference.
+//! (backward), and the fast path against the reference; with and without lengths, and
+//! keeping the gates for the backward or only a few steps of them.
 
 use super::*;
 use tensorfit_testing::{assert_close, Rng, TestRng};
@@ -13,6 +14,8 @@ struct Layer {
     d: GruDims,
     /// x, h0, w_ih, w_hh, b_ih, b_hh.
     tensors: [Vec<f32>; 6],
+    /// Each row's sequence length, or none (every row runs every step).
+    lengths: Option<Vec<f32>>,
 }
 
 impl Layer {
@@ -29,7 +32,20 @@ impl Layer {
         Layer {
             d,
             tensors: sizes.map(|n| rng.signed_vec(n)),
+            lengths: None,
         }
+    }
+
+    /// The same layer with lengths drawn from `0..=T` (`range` is inclusive), the first
+    /// row running every step.
+    fn padded(mut self, rng: &mut Rng) -> Layer {
+        let d = self.d;
+        let lengths = (0..d.batch).map(|b| match b {
+            0 => d.steps as f32,
+            _ => rng.range(0, d.steps) as f32,
+        });
+        self.lengths = Some(lengths.collect());
+        self
     }
 
     fn inputs(&self) -> GruForwardInputs<'_> {
@@ -41,11 +57,13 @@ impl Layer {
             w_hh,
             b_ih,
             b_hh,
+            lengths: self.lengths.as_deref(),
         }
     }
 
     /// The GRU equations one element at a time, in f64, with no GEMM and no fusion, on
-    /// the tensors `t`: returns (y, h_n).
+    /// the tensors `t`: returns (y, h_n). A row past its length gets y = 0 and keeps its
+    /// state (PyTorch's packed sequences).
     fn naive(&self, t: &[Vec<f64>; 6]) -> (Vec<f64>, Vec<f64>) {
         let GruDims {
             steps,
@@ -57,8 +75,12 @@ impl Layer {
         let mut hs = h0.clone();
         let mut y = Vec::new();
         for s in 0..steps {
-            let mut h_new = vec![0.0; batch * h];
+            let mut h_new = hs.clone();
+            let mut y_s = vec![0.0; batch * h];
             for r in 0..batch {
+                if self.lengths.as_ref().is_some_and(|l| s as f32 >= l[r]) {
+                    continue;
+                }
                 let proj = |k: usize| {
                     let mut gi = b_ih[k];
                     for q in 0..input {
@@ -76,9 +98,10 @@ impl Layer {
                     let update = sigmoid64(iz + hz);
                     let new = (i_n + reset * h_n).tanh();
                     h_new[r * h + j] = (1.0 - update) * new + update * hs[r * h + j];
+                    y_s[r * h + j] = h_new[r * h + j];
                 }
             }
-            y.extend(&h_new);
+            y.extend(&y_s);
             hs = h_new;
         }
         (y, hs)
@@ -92,13 +115,9 @@ impl Layer {
 }
 
 /// The forward's outputs y, h_n, gates, hidden from `token`'s path.
-fn run_forward(token: Option<Token>, layer: &Layer) -> [Vec<f32>; 4] {
+fn run_forward(token: Option<Token>, layer: &Layer, keep: bool) -> [Vec<f32>; 4] {
     let d = layer.d;
-    let (seq, state, gates) = (
-        d.rows() * d.hidden,
-        d.step_state(),
-        d.rows() * d.gate_width(),
-    );
+    let (seq, state, gates) = (d.rows() * d.hidden, d.step_state(), d.gates(keep).numel());
     let mut o = [seq, state, gates, gates].map(|n| vec![f32::NAN; n]);
     let [y, h_n, g, hidden] = &mut o;
     let out = GruForwardOutputs {
@@ -107,7 +126,7 @@ fn run_forward(token: Option<Token>, layer: &Layer) -> [Vec<f32>; 4] {
         gates: g,
         hidden,
     };
-    forward_on(token, d, &layer.inputs(), out).unwrap();
+    forward_on(token, d, keep, &layer.inputs(), out).unwrap();
     o
 }
 
@@ -115,7 +134,7 @@ fn run_forward(token: Option<Token>, layer: &Layer) -> [Vec<f32>; 4] {
 /// the loss `Σ dy·y + Σ dh_n·h_n`.
 fn run_backward(token: Option<Token>, layer: &Layer, dy: &[f32], dh_n: &[f32]) -> [Vec<f32>; 6] {
     let d = layer.d;
-    let [y, _, gates, hidden] = run_forward(token, layer);
+    let [y, _, gates, hidden] = run_forward(token, layer, true);
     let [x, h0, w_ih, w_hh, ..] = &layer.tensors;
     let inp = GruBackwardInputs {
         x,
@@ -127,6 +146,7 @@ fn run_backward(token: Option<Token>, layer: &Layer, dy: &[f32], dh_n: &[f32]) -
         hidden: &hidden,
         dy,
         dh_n,
+        lengths: layer.lengths.as_deref(),
     };
     let h3 = d.gate_width();
     let sizes = [
@@ -163,27 +183,46 @@ fn random_dims(rng: &mut Rng, round: usize) -> GruDims {
     }
 }
 
+/// Round `round`'s layer: every other one padded.
+fn random_layer(rng: &mut Rng, d: GruDims, round: usize) -> Layer {
+    let layer = Layer::random(rng, d);
+    if round % 2 == 1 {
+        layer.padded(rng)
+    } else {
+        layer
+    }
+}
+
 #[test]
 fn forward_matches_naive_per_element_gru() {
     let mut rng = Rng::new(21);
-    for round in 0..8 {
-        let d = random_dims(&mut rng, round);
-        let layer = Layer::random(&mut rng, d);
+    for round in 0..12 {
+        let mut d = random_dims(&mut rng, round);
+        // Later rounds run more steps than a forward that keeps nothing holds, so the
+        // inputs are projected in chunks, the last one short.
+        if round >= 8 {
+            d.steps = rng.range(17, 40);
+        }
+        let layer = random_layer(&mut rng, d, round);
         let (y, h_n) = layer.naive(&layer.wide());
-        let [got_y, got_h_n, ..] = run_forward(None, &layer);
-        let what = format!("round {round} {:?}", layer.d);
-        assert_close(&format!("{what}: y"), &got_y, &y, 1e-5, 1e-4);
-        assert_close(&format!("{what}: h_n"), &got_h_n, &h_n, 1e-5, 1e-4);
+        for keep in [true, false] {
+            let [got_y, got_h_n, ..] = run_forward(None, &layer, keep);
+            let what = format!(
+                "round {round} {:?} {:?} keep {keep}",
+                layer.d, layer.lengths
+            );
+            assert_close(&format!("{what}: y"), &got_y, &y, 1e-5, 1e-4);
+            assert_close(&format!("{what}: h_n"), &got_h_n, &h_n, 1e-5, 1e-4);
+        }
     }
 }
 
 #[test]
 fn backward_matches_central_differences_of_the_naive_gru() {
     let mut rng = Rng::new(22);
-    for round in 0..6 {
+    for round in 0..8 {
         let d = random_dims(&mut rng, round);
-        let layer = Layer::random(&mut rng, d);
-        let d = layer.d;
+        let layer = random_layer(&mut rng, d, round);
         let dy = rng.signed_vec(d.rows() * d.hidden);
         let dh_n = rng.signed_vec(d.step_state());
         let loss = |t: &[Vec<f64>; 6]| {
@@ -205,7 +244,7 @@ fn backward_matches_central_differences_of_the_naive_gru() {
                     (up - loss(&t)) / (2.0 * eps)
                 })
                 .collect();
-            let what = format!("round {round} {d:?}: {name}");
+            let what = format!("round {round} {d:?} {:?}: {name}", layer.lengths);
             assert_close(&what, &got[k], &want, 1e-4, 1e-3);
         }
     }
@@ -220,18 +259,29 @@ fn the_fast_path_agrees_with_the_reference() {
     let mut rng = Rng::new(23);
     // Small layers, and one whose steps are wide enough to split across threads.
     let mut dims: Vec<GruDims> = (0..6).map(|round| random_dims(&mut rng, round)).collect();
+    // Small layers, one whose steps are wide enough to split across threads, and one
+    // longer than the steps a forward that keeps nothing holds.
     dims.push(GruDims {
         steps: 3,
         batch: 29,
         input: 7,
         hidden: 250,
     });
-    for d in dims {
-        let layer = Layer::random(&mut rng, d);
-        let want = run_forward(None, &layer);
-        let got = run_forward(Some(token), &layer);
-        for (k, name) in ["y", "h_n", "gates", "hidden"].iter().enumerate() {
-            assert_close(&format!("{d:?}: {name}"), &got[k], &want[k], 1e-5, 1e-4);
+    dims.push(GruDims {
+        steps: 37,
+        batch: 5,
+        input: 3,
+        hidden: 9,
+    });
+    for (round, d) in dims.into_iter().enumerate() {
+        let layer = random_layer(&mut rng, d, round);
+        for keep in [true, false] {
+            let want = run_forward(None, &layer, keep);
+            let got = run_forward(Some(token), &layer, keep);
+            for (k, name) in ["y", "h_n", "gates", "hidden"].iter().enumerate() {
+                let what = format!("{d:?} {:?} keep {keep}: {name}", layer.lengths);
+                assert_close(&what, &got[k], &want[k], 1e-5, 1e-4);
+            }
         }
         let dy = rng.signed_vec(d.rows() * d.hidden);
         let dh_n = rng.signed_vec(d.step_state());
@@ -239,7 +289,8 @@ fn the_fast_path_agrees_with_the_reference() {
         let got = run_backward(Some(token), &layer, &dy, &dh_n);
         let names = ["dx", "dh0", "dw_ih", "dw_hh", "db_ih", "db_hh"];
         for (k, name) in names.iter().enumerate() {
-            assert_close(&format!("{d:?}: {name}"), &got[k], &want[k], 1e-4, 1e-4);
+            let what = format!("{d:?} {:?}: {name}", layer.lengths);
+            assert_close(&what, &got[k], &want[k], 1e-4, 1e-4);
         }
     }
 }
@@ -260,6 +311,7 @@ fn wrong_lengths_are_errors_that_name_the_tensor() {
         w_hh: &v[..3],
         b_ih: &v[..3],
         b_hh: &v[..3],
+        lengths: None,
     };
     let (mut y, mut h_n, mut g, mut hh) = ([0.0; 2], [0.0], [0.0; 6], [0.0; 6]);
     let out = GruForwardOutputs {
@@ -268,6 +320,29 @@ fn wrong_lengths_are_errors_that_name_the_tensor() {
         gates: &mut g,
         hidden: &mut hh,
     };
-    let e = gru_forward(d, &inp, out).unwrap_err().to_string();
+    let e = gru_forward(d, true, &inp, out).unwrap_err().to_string();
     assert!(e.contains("gru_forward") && e.contains("`x`"), "{e}");
+}
+
+#[test]
+fn a_length_outside_the_steps_is_an_error_naming_its_row() {
+    let d = GruDims {
+        steps: 2,
+        batch: 2,
+        input: 1,
+        hidden: 1,
+    };
+    let mut layer = Layer::random(&mut Rng::new(24), d);
+    layer.lengths = Some(vec![1.0, 3.0]);
+    let [mut y, mut h_n, mut g, mut hh] = [4, 2, 12, 12].map(|n| vec![0.0; n]);
+    let out = GruForwardOutputs {
+        y: &mut y,
+        h_n: &mut h_n,
+        gates: &mut g,
+        hidden: &mut hh,
+    };
+    let e = gru_forward(d, true, &layer.inputs(), out)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("batch row 1") && e.contains("`lengths`"), "{e}");
 }

@@ -19,7 +19,7 @@
 
 use rayon::prelude::*;
 use tensorfit_core::seq_lengths::RowLengths;
-use tensorfit_core::{LstmDims, Result};
+use tensorfit_core::{LstmDims, RecurrentDims, Result};
 
 use super::{
     backward_begins, forward_begins, forward_ends, hold_padded_dh, weight_gradients,

@@ -31,7 +31,7 @@
 use rayon::prelude::*;
 use tensorfit_core::seq_lengths::{self, RowLengths};
 use tensorfit_core::tokens::check_ids;
-use tensorfit_core::{args, LstmDims, Result};
+use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
 use super::at_lengths::gather_steps;
 use super::elementwise::sum_to_shape;
@@ -39,6 +39,7 @@ use super::fastmath::{self, Separate};
 use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
+use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
 pub(crate) mod fast;
@@ -463,12 +464,7 @@ pub(crate) struct WeightGrads<'a> {
 impl WeightGrads<'_> {
     /// When nothing flows through the layer (no steps, or no units): zero gradients.
     fn zero(self) {
-        for grad in [self.dw_ih, self.dw_hh, self.db] {
-            grad.fill(0.0);
-        }
-        if let Some(dx) = self.dx {
-            dx.fill(0.0);
-        }
+        zero_gradients([self.dw_ih, self.dw_hh, self.db], self.dx);
     }
 }
 
@@ -482,42 +478,14 @@ pub(crate) fn weight_gradients(
     dgates: &[f32],
     g: WeightGrads<'_>,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h4, step_g) = (d.rows(), d.gate_width(), d.step_gates());
-    let dgates_all = mat(dgates, rows, h4)?;
     if d.tokens {
-        scatter_add(d.token_table(), ("x", inp.x, batch), dgates, g.dw_ih)?;
+        scatter_add(d.token_table(), ("x", inp.x, d.batch), dgates, g.dw_ih)?;
     } else {
-        gemm(
-            1.0,
-            dgates_all.t(),
-            mat(inp.x, rows, input)?,
-            0.0,
-            &mut mat_mut(g.dw_ih, h4, input)?,
-        )?;
+        let operands = (dgates, inp.x, inp.w_ih);
+        input_gradients(&d, d.input, operands, (g.dw_ih, g.dx))?;
     }
-    // Step 0 against h0, steps 1.. against y[0..T-1].
-    let mut dw_hh = mat_mut(g.dw_hh, h4, hidden)?;
-    let dgates_0 = mat(&dgates[..step_g], batch, h4)?;
-    gemm(
-        1.0,
-        dgates_0.t(),
-        mat(inp.h0, batch, hidden)?,
-        0.0,
-        &mut dw_hh,
-    )?;
-    if steps > 1 {
-        let later = (steps - 1) * batch;
-        let dgates_rest = mat(&dgates[step_g..], later, h4)?;
-        let h_prev = mat(&inp.y[..later * hidden], later, hidden)?;
-        gemm(1.0, dgates_rest.t(), h_prev, 1.0, &mut dw_hh)?;
-    }
-    sum_to_shape(dgates, g.db)?;
-    if let Some(dx) = g.dx {
-        let w_ih = mat(inp.w_ih, h4, input)?;
-        gemm(1.0, dgates_all, w_ih, 0.0, &mut mat_mut(dx, rows, input)?)?;
-    }
-    Ok(())
+    hidden_weight_gradient(&d, dgates, (inp.h0, inp.y), g.dw_hh)?;
+    sum_to_shape(dgates, g.db)
 }
 
 #[cfg(test)]

@@ -1,0 +1,93 @@
+//! What the LSTM and GRU stacks share, written once: one layer's weights in PyTorch's
+//! order ([`CellWeights`]), their table, the forward FLOP count and the carried state's
+//! shape. A cell gives its module name (`lstm`, `gru`), its gate count and its first
+//! layer's input; [`Lstm`](super::Lstm) and [`Gru`](super::Gru) add only their ops and
+//! their state.
+
+use tensorfit_core::Shape;
+
+use super::{Init, ParamSpec, Tensors};
+
+/// One layer's weights, in PyTorch's order (each `[GATES·H, ·]` of gate blocks in the
+/// cell's order). Also a layer's weight gradients where each bias gets its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellWeights<T> {
+    /// `[GATES·H, input]` (`input` = H above the first layer).
+    pub w_ih: T,
+    /// `[GATES·H, H]`.
+    pub w_hh: T,
+    pub b_ih: T,
+    pub b_hh: T,
+}
+
+impl<T> CellWeights<T> {
+    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> CellWeights<U> {
+        CellWeights {
+            w_ih: f(&self.w_ih),
+            w_hh: f(&self.w_hh),
+            b_ih: f(&self.b_ih),
+            b_hh: f(&self.b_hh),
+        }
+    }
+}
+
+impl<T> Tensors<T> for CellWeights<T> {
+    fn items(&self) -> Vec<&T> {
+        vec![&self.w_ih, &self.w_hh, &self.b_ih, &self.b_hh]
+    }
+}
+
+/// A stack of `layers` layers of one cell with `gates` gate blocks per unit, registered
+/// under `module`, over `input` features (or a vocabulary) per step.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CellStack {
+    pub module: &'static str,
+    pub gates: usize,
+    pub input: usize,
+    pub hidden: usize,
+    pub layers: usize,
+}
+
+impl CellStack {
+    /// The weight table: per layer, PyTorch's names (`{module}.weight_ih_l{k}`, ...) and
+    /// shapes, uniform in ±1/√H.
+    pub fn specs(&self) -> Vec<CellWeights<ParamSpec>> {
+        let (h, rows) = (self.hidden, self.gates * self.hidden);
+        let init = Init::fan(h);
+        (0..self.layers)
+            .map(|k| {
+                let input = if k == 0 { self.input } else { h };
+                let spec = |what: &str, shape: Shape| {
+                    let name = format!("{}.{what}_l{k}", self.module);
+                    ParamSpec::trainable(name, shape, init)
+                };
+                CellWeights {
+                    w_ih: spec("weight_ih", Shape::from([rows, input])),
+                    w_hh: spec("weight_hh", Shape::from([rows, h])),
+                    b_ih: spec("bias_ih", Shape::from([rows])),
+                    b_hh: spec("bias_hh", Shape::from([rows])),
+                }
+            })
+            .collect()
+    }
+
+    /// Forward FLOPs over `steps` steps of `batch` sequences: Σ over layers
+    /// 2·GATES·H·(I+H)·B·T (the convention the benchmarks report against), with
+    /// `first_input` as the first layer's I (0 where its input projection is a gather).
+    pub fn forward_flops(&self, first_input: usize, batch: usize, steps: usize) -> f64 {
+        let h = self.hidden as f64;
+        (0..self.layers)
+            .map(|k| {
+                let i = if k == 0 { first_input } else { self.hidden };
+                2.0 * self.gates as f64 * h * (i as f64 + h)
+            })
+            .sum::<f64>()
+            * batch as f64
+            * steps as f64
+    }
+
+    /// The shape of one carried state tensor at batch size `batch`, `[B, H]`.
+    pub fn state_shape(&self, batch: usize) -> Shape {
+        Shape::from([batch, self.hidden])
+    }
+}
