@@ -25,6 +25,7 @@ pub mod lstm_dims;
 pub mod op;
 mod optim_op;
 pub mod rng;
+pub mod rows;
 pub mod schedule;
 pub mod seq_lengths;
 pub mod shape;
