@@ -52,7 +52,7 @@ pub fn plan_job(
     limits: Limits,
 ) -> Result<MemoryPlan> {
     let programs: Vec<Program> = opts
-        .job_programs(job)
+        .job_programs(cfg, job)
         .into_iter()
         .map(|k| Program::build(cfg, &opts.optim, k))
         .collect::<Result<_>>()?;
@@ -219,7 +219,7 @@ fn plan_device(
     // What the device has once the job's host bytes are out (the same for every strategy:
     // micro-batches read their sequences in place).
     let seen = seen_by_job(info, host.bytes(), assumed);
-    let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
+    let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(&req.cfg, req.job, req.tbptt)
         .into_iter()
         .map(|s| {
             let o = s.options(req);

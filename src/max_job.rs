@@ -111,7 +111,7 @@ impl Largest {
 /// first; "whole sequence" stays whole at every length.
 fn searched(req: &Request) -> Vec<Strategy> {
     let whole = inference_dims(req.job).1;
-    strategies(req.job, req.tbptt)
+    strategies(&req.cfg, req.job, req.tbptt)
         .into_iter()
         .filter(|s| s.micro_batch.is_none())
         .map(|s| Strategy {

@@ -18,6 +18,7 @@ pub mod description;
 pub mod description_check;
 pub mod description_json;
 pub mod description_toml;
+pub mod every_step;
 pub mod layers;
 pub mod model;
 pub mod model_size;

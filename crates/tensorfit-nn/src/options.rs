@@ -6,7 +6,7 @@ use std::fmt;
 
 use tensorfit_core::{Error, Result};
 
-use crate::description::ModelDescription;
+use crate::description::{HeadOn, ModelDescription};
 use crate::model_size::TRAIN_FLOPS_PER_FORWARD;
 use crate::optim::OptimConfig;
 
@@ -20,6 +20,9 @@ pub enum ProgramKind {
     Train,
     /// The last evaluation chunk: forward in inference form, loss and probabilities.
     Eval,
+    /// An evaluation chunk before the last of a head on every step: [`Self::Eval`],
+    /// then its final state copied into the carried state, as [`Self::Carry`] does.
+    EvalCarry,
 }
 
 /// A program's identity: kind, batch and number of time steps.
@@ -38,6 +41,7 @@ impl fmt::Display for ProgramKey {
             ProgramKind::Carry => "carry",
             ProgramKind::Train => "train",
             ProgramKind::Eval => "eval",
+            ProgramKind::EvalCarry => "eval-carry",
         };
         write!(f, "{kind} b={} t={}", self.batch, self.steps)?;
         if let Some(r) = self.recompute {
@@ -56,7 +60,7 @@ impl ProgramKey {
         match (self.kind, self.recompute) {
             (ProgramKind::Train, None) => TRAIN_FLOPS_PER_FORWARD * forward,
             (ProgramKind::Train, Some(_)) => (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward,
-            (ProgramKind::Carry | ProgramKind::Eval, _) => forward,
+            (ProgramKind::Carry | ProgramKind::Eval | ProgramKind::EvalCarry, _) => forward,
         }
     }
 }
@@ -119,15 +123,25 @@ impl TrainOptions {
         keys
     }
 
-    /// The programs one evaluation of `[steps, batch]` runs, in order.
-    pub fn eval_programs(&self, batch: usize, steps: usize) -> Vec<ProgramKey> {
+    /// The programs one evaluation of `[steps, batch]` runs, in order: the chunks before
+    /// the last only carry the state, or with a head on every step score their steps too.
+    pub fn eval_programs(
+        &self,
+        model: &ModelDescription,
+        batch: usize,
+        steps: usize,
+    ) -> Vec<ProgramKey> {
         let last = self.chunk.min(steps);
+        let before = match model.head.on {
+            HeadOn::LastStep => ProgramKind::Carry,
+            HeadOn::EveryStep => ProgramKind::EvalCarry,
+        };
         let mut keys = Vec::new();
         for m in micro_batches(batch, self.micro_batch) {
             keys.extend(
                 carry_chunks(steps - last, self.chunk)
                     .into_iter()
-                    .map(|s| key(ProgramKind::Carry, m, s)),
+                    .map(|s| key(before, m, s)),
             );
             keys.push(key(ProgramKind::Eval, m, last));
         }
@@ -164,21 +178,24 @@ impl Job {
 
 impl TrainOptions {
     /// The programs one training step (or one evaluation) of `job` runs, in order.
-    pub fn step_programs(&self, job: Job) -> Vec<ProgramKey> {
+    pub fn step_programs(&self, model: &ModelDescription, job: Job) -> Vec<ProgramKey> {
         match job {
             Job::Train { batch, seq_len, .. } => self.train_programs(batch, seq_len),
-            Job::Eval { batch, seq_len } => self.eval_programs(batch, seq_len),
+            Job::Eval { batch, seq_len } => self.eval_programs(model, batch, seq_len),
         }
     }
 
     /// The FLOPs one training step (or one evaluation) of `job` executes. With no
     /// recomputation this is the job's model FLOPs, the figure benchmarks report.
     pub fn step_flops(&self, model: &ModelDescription, job: Job) -> f64 {
-        self.step_programs(job).iter().map(|k| k.flops(model)).sum()
+        self.step_programs(model, job)
+            .iter()
+            .map(|k| k.flops(model))
+            .sum()
     }
 
     /// Every distinct program `job` runs, each once, in a stable order.
-    pub fn job_programs(&self, job: Job) -> Vec<ProgramKey> {
+    pub fn job_programs(&self, model: &ModelDescription, job: Job) -> Vec<ProgramKey> {
         let mut keys = match job {
             Job::Train {
                 batch,
@@ -187,11 +204,11 @@ impl TrainOptions {
             } => {
                 let mut k = self.train_programs(batch, seq_len);
                 if let Some((b, t)) = eval {
-                    k.extend(self.eval_programs(b, t));
+                    k.extend(self.eval_programs(model, b, t));
                 }
                 k
             }
-            Job::Eval { batch, seq_len } => self.eval_programs(batch, seq_len),
+            Job::Eval { batch, seq_len } => self.eval_programs(model, batch, seq_len),
         };
         keys.sort();
         keys.dedup();

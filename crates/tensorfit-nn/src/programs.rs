@@ -13,7 +13,7 @@ use tensorfit_core::{Graph, Result, Role, TensorId};
 
 use crate::description::ModelDescription;
 use crate::layers::{BatchNorm, StateSlot};
-use crate::model::{carry_graph, classifier, Mode};
+use crate::model::{carry_graph, carry_on, classifier, Mode};
 use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
@@ -54,6 +54,9 @@ pub struct Program {
     /// with recomputation: one per sub-segment).
     pub xs: Vec<(TensorId, usize)>,
     pub labels: Option<TensorId>,
+    /// A head on every step with cross-entropy: the `[1]` input
+    /// [`crate::every_step::loss_scale`] of the labels written.
+    pub loss_scale: Option<TensorId>,
     pub loss: Option<TensorId>,
     pub probs: Option<TensorId>,
     /// The optimizer's scalars (`adam.scalars`, `sgd.scalars`), written each step.
@@ -85,11 +88,15 @@ impl Program {
                 let p = Program::bare(key, graph, vec![(stack.x, steps)]);
                 (p, stack.carried)
             }
-            (ProgramKind::Eval, _) => {
+            (ProgramKind::Eval | ProgramKind::EvalCarry, _) => {
                 let mut g = Graph::new();
                 let c = classifier(&mut g, model, batch, steps, Mode::Infer)?;
+                if kind == ProgramKind::EvalCarry {
+                    carry_on(&mut g, &c.stack)?;
+                }
                 let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
                 p.labels = Some(c.labels);
+                p.loss_scale = c.loss_scale;
                 p.loss = Some(c.loss);
                 p.probs = Some(c.probs);
                 (p, c.stack.carried)
@@ -140,6 +147,7 @@ impl Program {
         }
         let mut p = Program::bare(key, graph, xs);
         p.labels = Some(head.labels);
+        p.loss_scale = head.loss_scale;
         p.loss = Some(head.loss);
         p.probs = Some(head.probs);
         p.scalars = Some(update.scalars);
@@ -154,6 +162,7 @@ impl Program {
             graph,
             xs,
             labels: None,
+            loss_scale: None,
             loss: None,
             probs: None,
             scalars: None,

@@ -58,6 +58,7 @@ pub(crate) fn train_graph(
         carried: c.stack.carried,
         head: Head {
             labels: c.labels,
+            loss_scale: c.loss_scale,
             loss: c.loss,
             probs: c.probs,
             batch_stats: c.batch_stats,
