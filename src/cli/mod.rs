@@ -32,7 +32,7 @@ use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::cpu::host_memory;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{BuiltinTask, Job, ModelDescription, OptimConfig, ParamStore};
+use tensorfit::nn::{BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, start, Decision, Request, Session};
 
@@ -230,10 +230,18 @@ pub fn print_memory(s: &Session) {
 
 /// An evaluation's loss and accuracy for people; a regression has no accuracy, and its
 /// loss is the mean squared error.
-pub fn quality_text(loss: f32, accuracy: Option<f32>) -> String {
-    match accuracy {
-        Some(a) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
-        None => format!("loss (mse) {loss:.4}"),
+pub fn quality_text(cfg: &ModelDescription, loss: f32, accuracy: Option<f32>) -> String {
+    match (accuracy, cfg.head.on) {
+        // A language model's figures: perplexity, and bits per step to hold against the
+        // entropy of the text (the built-in next-symbol task's is in README.md).
+        (Some(a), HeadOn::EveryStep) => format!(
+            "loss {loss:.4}, accuracy {:.1}% per step, perplexity {:.3}, {:.3} bits per step",
+            100.0 * a,
+            loss.exp(),
+            loss / std::f32::consts::LN_2
+        ),
+        (Some(a), HeadOn::LastStep) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
+        (None, _) => format!("loss (mse) {loss:.4}"),
     }
 }
 

@@ -324,7 +324,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             (Some(e), true) => errln!(
                 "{}{line}  held-out {}",
                 if tty { "\r" } else { "" },
-                quality_text(e.loss, e.accuracy)
+                quality_text(&cfg, e.loss, e.accuracy)
             ),
             _ if tty => err!("\r{line}"),
             _ if done % 10 == 0 => errln!("{line}"),
@@ -359,15 +359,16 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             );
         }
     }
-    let (eval_loss, accuracy) = last_eval
-        .map(|e| (e.loss, e.accuracy))
-        .unwrap_or((f32::NAN, Some(f32::NAN)));
+    let (eval_loss, accuracy, perplexity) = last_eval
+        .map(|e| (e.loss, e.accuracy, e.perplexity))
+        .unwrap_or((f32::NAN, Some(f32::NAN), None));
     let secs = start_time.elapsed().as_secs_f64();
     if a.json {
         let mut out = summary(&session);
         out["loss"] = json!(last_loss);
         out["eval_loss"] = json!(eval_loss);
         out["accuracy"] = json!(accuracy);
+        out["perplexity"] = json!(perplexity);
         out["steps"] = json!(done);
         out["step"] = json!(step);
         out["losses"] = json!(losses);
@@ -384,7 +385,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             ),
             None => errln!(
                 "done: {done} steps in {secs:.1} s; final loss {last_loss:.4}, held-out {}",
-                quality_text(eval_loss, accuracy)
+                quality_text(&cfg, eval_loss, accuracy)
             ),
         }
         print_memory(&session);

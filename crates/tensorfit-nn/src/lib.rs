@@ -20,6 +20,7 @@ pub mod description_json;
 pub mod description_toml;
 pub mod every_step;
 pub mod layers;
+pub mod markov_text;
 pub mod model;
 pub mod model_size;
 pub mod network;
@@ -46,6 +47,7 @@ pub use description::{
 pub use description_check::InvalidDescription;
 pub use description_toml::{DescriptionError, DescriptionFile, TrainingEntry, TrainingValue};
 pub use layers::{Init, ParamKind, ParamSpec};
+pub use markov_text::MarkovText;
 pub use model::Mode;
 pub use model_size::TRAIN_FLOPS_PER_FORWARD;
 pub use network::Network;
