@@ -11,7 +11,7 @@ use std::fmt;
 
 use tensorfit_core::{Graph, Result, Role, TensorId};
 
-use crate::description::ModelDescription;
+use crate::description::{HeadOn, ModelDescription};
 use crate::layers::{BatchNorm, StateSlot};
 use crate::model::{carry_graph, carry_on, classifier, Mode};
 use crate::optim::OptimConfig;
@@ -107,7 +107,7 @@ impl Program {
                     Some(segment) => recompute::train_graph(model, batch, steps, segment)?,
                 };
                 let carried = std::mem::take(&mut t.carried);
-                (Program::training(key, optim, t)?, carried)
+                (Program::training(key, model, optim, t)?, carried)
             }
         };
         let carried: HashMap<TensorId, StateSlot> = carried.into_iter().collect();
@@ -131,7 +131,12 @@ impl Program {
 
     /// A training program: `t` with clipping, the optimizer and the running-statistics
     /// updates appended.
-    fn training(key: ProgramKey, optim: &OptimConfig, t: TrainGraph) -> Result<Program> {
+    fn training(
+        key: ProgramKey,
+        model: &ModelDescription,
+        optim: &OptimConfig,
+        t: TrainGraph,
+    ) -> Result<Program> {
         let TrainGraph {
             mut graph,
             xs,
@@ -141,7 +146,12 @@ impl Program {
             ..
         } = t;
         let update = optim.append(&mut graph, &params, &grads)?;
-        let unbias = key.batch as f32 / (key.batch as f32 - 1.0);
+        // The rows BatchNorm saw: one per sequence, or one per step and sequence.
+        let rows = match model.head.on {
+            HeadOn::LastStep => key.batch,
+            HeadOn::EveryStep => key.batch * key.steps,
+        } as f32;
+        let unbias = rows / (rows - 1.0);
         for stats in &head.batch_stats {
             BatchNorm::stats_update(&mut graph, stats, unbias)?;
         }
