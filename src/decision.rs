@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::host_memory;
-use tensorfit_nn::{Job, ModelDescription, OptimConfig, Program, TrainOptions};
+use tensorfit_nn::{Job, ModelDescription, OptimConfig, Program, TbpttMode, TrainOptions};
 use tensorfit_plan::{
     choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
 };
@@ -30,6 +30,8 @@ pub struct Request {
     pub job: Job,
     /// Truncated-BPTT length for training.
     pub tbptt: usize,
+    /// How a sequence longer than `tbptt` is trained on.
+    pub tbptt_mode: TbpttMode,
     /// Optimizer, clipping and schedule for training.
     pub optim: OptimConfig,
     /// Fraction of free memory kept unused (0.1 = 10%).

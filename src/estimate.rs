@@ -164,7 +164,7 @@ impl ProgramCosts {
         let infer = self.infer_at(key.batch);
         match key.kind {
             ProgramKind::Carry | ProgramKind::Eval | ProgramKind::EvalCarry => infer.at(key.steps),
-            ProgramKind::Train => {
+            ProgramKind::Train | ProgramKind::TrainCarry => {
                 let train = self.train.unwrap_or(infer).at(key.steps);
                 // Recomputation runs the segment's forward a second time.
                 match key.recompute {

@@ -275,13 +275,14 @@ pub fn largest_jobs(
 mod tests {
     use super::*;
     use crate::assume;
-    use tensorfit_nn::{ModelDescription, OptimConfig};
+    use tensorfit_nn::{ModelDescription, OptimConfig, TbpttMode};
 
     fn request(job: Job) -> Request {
         Request {
             cfg: ModelDescription::seed(),
             job,
             tbptt: 50,
+            tbptt_mode: TbpttMode::Last,
             optim: OptimConfig::default(),
             margin: 0.1,
             device: None,

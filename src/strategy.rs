@@ -48,6 +48,7 @@ impl Strategy {
     pub(crate) fn options(&self, req: &Request) -> TrainOptions {
         TrainOptions {
             tbptt: req.tbptt,
+            tbptt_mode: req.tbptt_mode,
             chunk: self.chunk,
             micro_batch: self.micro_batch,
             recompute: self.recompute,

@@ -434,6 +434,11 @@ def write_every_step():
     back = load_file(every_step_reference.DEFAULT_OUT)
     assert all(torch.equal(back[k], v) for k, v in record.items())
     print(f"wrote {os.path.normpath(every_step_reference.DEFAULT_OUT)} ({len(record)} tensors)")
+    record, metadata = every_step_reference.build_windows()
+    write_safetensors(every_step_reference.WINDOWS_OUT, record, metadata)
+    back = load_file(every_step_reference.WINDOWS_OUT)
+    assert all(torch.equal(back[k], v) for k, v in record.items())
+    print(f"wrote {os.path.normpath(every_step_reference.WINDOWS_OUT)} ({len(record)} tensors)")
 
 
 def write_seed(cell, seed, path):

@@ -9,7 +9,9 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, SeedShape, TemporalOrder, TrainOptions};
+use tensorfit::nn::{
+    Job, ModelDescription, OptimConfig, SeedShape, TbpttMode, TemporalOrder, TrainOptions,
+};
 use tensorfit::session::Request;
 
 /// The closeness rule of the whole project (`tensorfit_testing::ratio`):
@@ -59,6 +61,7 @@ pub fn request(
         cfg: cfg.clone(),
         job,
         tbptt,
+        tbptt_mode: TbpttMode::Last,
         optim: OptimConfig::default(),
         margin: 0.1,
         device: Some(device),

@@ -52,7 +52,7 @@ pub use model::Mode;
 pub use model_size::TRAIN_FLOPS_PER_FORWARD;
 pub use network::Network;
 pub use optim::{AdamConfig, Clip, OptimConfig, OptimSettings, Optimizer, Schedule, SgdConfig};
-pub use options::{Job, ProgramKey, ProgramKind, TrainOptions};
+pub use options::{Job, ProgramKey, ProgramKind, TbpttMode, TrainOptions};
 pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};
 pub use pytorch_import::import_state_dict;

@@ -12,7 +12,7 @@ use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
 pub use crate::layers::RecurrentStack;
-use crate::layers::{BatchStats, ParamKind, ParamSpec};
+use crate::layers::{BatchStats, ParamKind, ParamSpec, StateSlot};
 use crate::network::{Network, NetworkTensors};
 
 /// Tensors by name (PyTorch's parameter names).
@@ -95,14 +95,18 @@ pub fn carry_graph(
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
     let stack = net.stack(&mut g, &leaves.ids, (batch, steps), false, false)?;
-    carry_on(&mut g, &stack)?;
+    copy_finals(&mut g, &stack.carried, &stack.finals)?;
     Ok((g, stack))
 }
 
-/// Copies each final state of `stack` into the carried state it started from, so the
-/// next chunk continues where this one stopped.
-pub fn carry_on(g: &mut Graph, stack: &RecurrentStack) -> Result<()> {
-    for (&(dst, slot), &src) in stack.carried.iter().zip(&stack.finals) {
+/// Copies each final state `finals` into the carried state it started from (`carried`,
+/// in the same order), so the next chunk continues where this one stopped.
+pub fn copy_finals(
+    g: &mut Graph,
+    carried: &[(TensorId, StateSlot)],
+    finals: &[TensorId],
+) -> Result<()> {
+    for (&(dst, slot), &src) in carried.iter().zip(finals) {
         // `state.h_l0` is carried by `carry_h_l0`.
         let name = slot.name().replacen("state.", "carry_", 1);
         g.update(&name, Op::Copy, CopyInputs { src }, CopyTargets { dst })?;

@@ -13,7 +13,7 @@ use tensorfit_core::{Graph, Result, Role, TensorId};
 
 use crate::description::{HeadOn, ModelDescription};
 use crate::layers::{BatchNorm, StateSlot};
-use crate::model::{carry_graph, carry_on, classifier, Mode};
+use crate::model::{carry_graph, classifier, copy_finals, Mode};
 use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
@@ -92,7 +92,7 @@ impl Program {
                 let mut g = Graph::new();
                 let c = classifier(&mut g, model, batch, steps, Mode::Infer)?;
                 if kind == ProgramKind::EvalCarry {
-                    carry_on(&mut g, &c.stack)?;
+                    copy_finals(&mut g, &c.stack.carried, &c.stack.finals)?;
                 }
                 let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
                 p.labels = Some(c.labels);
@@ -101,11 +101,14 @@ impl Program {
                 p.probs = Some(c.probs);
                 (p, c.stack.carried)
             }
-            (ProgramKind::Train, _) => {
+            (ProgramKind::Train | ProgramKind::TrainCarry, _) => {
                 let mut t = match recompute {
                     None => train_graph(model, batch, steps)?,
                     Some(segment) => recompute::train_graph(model, batch, steps, segment)?,
                 };
+                if kind == ProgramKind::TrainCarry {
+                    copy_finals(&mut t.graph, &t.carried, &t.finals)?;
+                }
                 let carried = std::mem::take(&mut t.carried);
                 (Program::training(key, model, optim, t)?, carried)
             }

@@ -209,7 +209,9 @@ pub(crate) fn train_graph(
         grads.push(grad.ok_or_else(|| no_gradient(name))?);
     }
     let carried = border[0].iter().flatten().copied().zip(rec.state_slots());
+    let finals = border[xs.len()].iter().flatten().copied().collect();
     Ok(TrainGraph {
+        finals,
         graph: g,
         xs,
         head: h,

@@ -39,7 +39,8 @@ pub use run::EvalReport;
 /// What one training step produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepReport {
-    /// 1-based count of optimizer steps taken so far.
+    /// 1-based count of optimizer steps taken so far (with windowed truncated BPTT,
+    /// several per training step).
     pub step: u64,
     /// The mean loss (over the steps not ignored, with a head on every step).
     pub loss: f32,
@@ -48,13 +49,14 @@ pub struct StepReport {
     pub accuracy: Option<f32>,
     /// `exp(loss)` for cross-entropy; `None` for a regression.
     pub perplexity: Option<f32>,
-    /// The learning rate the step used (after the schedule).
+    /// The learning rate the (last) update used (after the schedule).
     pub lr: f64,
-    /// The global gradient norm before clipping (`clip_grad_norm_`'s return value), when
-    /// clipping by norm.
+    /// The global gradient norm before clipping (`clip_grad_norm_`'s return value) of the
+    /// last update, when clipping by norm.
     pub grad_norm: Option<f32>,
-    /// Softmax probabilities `[B, classes]` before the update (`[L, B, classes]` over
-    /// the trained steps with a head on every step).
+    /// Softmax probabilities `[B, classes]` before the update (`[steps, B, classes]`
+    /// over the trained steps, each before its window's update, with a head on every
+    /// step).
     pub probs: HostTensor,
 }
 
@@ -214,36 +216,57 @@ impl Trainer {
         self.backend.memory()
     }
 
-    /// One optimizer step on a minibatch: `x` `[T, B, input]`, `labels` `[B]` class ids
-    /// (cross-entropy) or `[B, outputs]` f32 targets (mean squared error).
+    /// One training step on a minibatch: `x` `[T, B, input]`, `labels` `[B]` class ids
+    /// (cross-entropy) or `[B, outputs]` f32 targets (mean squared error), per step
+    /// (`[T, B]`, `[T, B, outputs]`) with a head on every step. One optimizer update, or
+    /// one per window with [`TbpttMode::Windows`](crate::options::TbpttMode) and a head
+    /// on every step; the report sums up all of them.
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
         let (steps, batch) = check_batch(&self.model, x, labels)?;
-        let keys = self.opts.train_programs(batch, steps);
-        let next = self
+        let keys = self.opts.train_programs(&self.model, batch, steps);
+        let updates = keys.iter().filter(|k| k.kind.trains()).count() as u64;
+        let last = self
             .step
-            .checked_add(1)
+            .checked_add(updates)
             .ok_or_else(|| Error::input(format!("the step counter cannot pass {}", self.step)))?;
-        let o = &self.opts.optim;
-        let lr = self.schedule.lr(&o.schedule, o.optimizer.lr(), next);
-        let scalars = o.optimizer.scalars(next, lr);
-        let scored = self.run_sequence(&keys, x, 0..batch, labels, Some(&scalars))?;
-        let Some(s) = scored.last() else {
-            return Err(Error::Graph("a training step scored nothing".into()));
+        // The optimizer's scalars of each update in turn, at its own step and rate.
+        let (o, schedule) = (self.opts.optim, self.schedule);
+        let (mut t, mut lr) = (self.step, f64::NAN);
+        let mut scalars = || {
+            t += 1;
+            lr = schedule.lr(&o.schedule, o.optimizer.lr(), t);
+            Some(o.optimizer.scalars(t, lr))
         };
-        let (loss, classes) = (s.loss, self.model.loss.outputs());
+        let scored = self.run_sequence(&keys, x, 0..batch, labels, &mut scalars)?;
+        let classes = self.model.loss.outputs();
         let classify = self.model.loss.is_classification();
-        let accuracy = classify.then(|| {
-            let mut tally = Tally::default();
-            tally.add(&s.probs, &s.labels, classes);
-            tally.accuracy()
-        });
-        let rows = s.probs.len() / classes.max(1);
-        let shape = match self.model.head.on {
-            HeadOn::LastStep => vec![rows, classes],
-            HeadOn::EveryStep => vec![s.steps.len(), batch, classes],
+        // The loss over every update's rows, each weighted by the rows it counted.
+        let mut tally = Tally::default();
+        let (mut loss_sum, mut weight, mut probs) = (0.0f64, 0.0f64, Vec::new());
+        for s in &scored {
+            let counted = if classify {
+                let before = tally.counted;
+                tally.add(&s.probs, &s.labels, classes);
+                tally.counted - before
+            } else {
+                s.labels.len()
+            };
+            loss_sum += s.loss as f64 * counted as f64;
+            weight += counted as f64;
+            probs.extend_from_slice(&s.probs);
+        }
+        let loss = match scored.as_slice() {
+            [one] => one.loss,
+            _ if weight > 0.0 => (loss_sum / weight) as f32,
+            _ => 0.0,
         };
-        let probs = HostTensor::new(Shape(shape), s.probs.clone())?;
-        self.step = next;
+        let trained: usize = scored.iter().map(|s| s.steps.len()).sum();
+        let shape = match self.model.head.on {
+            HeadOn::LastStep => vec![probs.len() / classes.max(1), classes],
+            HeadOn::EveryStep => vec![trained, batch, classes],
+        };
+        let probs = HostTensor::new(Shape(shape), probs)?;
+        self.step = last;
         self.last_train = keys.last().copied();
         let p = &self.programs[&keys[keys.len() - 1]];
         let norm_sq = match p.ids.grad_norm_sq {
@@ -259,7 +282,7 @@ impl Trainer {
         Ok(StepReport {
             step: self.step,
             loss,
-            accuracy,
+            accuracy: classify.then(|| tally.accuracy()),
             perplexity: classify.then(|| loss.exp()),
             lr,
             grad_norm: norm_sq.first().map(|s| s.sqrt()),

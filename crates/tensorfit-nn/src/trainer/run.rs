@@ -66,15 +66,15 @@ pub(super) fn labels_of(
 
 impl Trainer {
     /// Zeroes the carried state and runs `keys` in order over sequences `rows` of `x`,
-    /// time step after time step; each program with a loss gets its labels (and the
-    /// optimizer's `scalars`) and returns what it scored.
+    /// time step after time step; each program with a loss gets its labels (and a
+    /// training program the optimizer's next `scalars`) and returns what it scored.
     pub(super) fn run_sequence(
         &mut self,
         keys: &[ProgramKey],
         x: &HostTensor,
         rows: Range<usize>,
         labels: &[f32],
-        scalars: Option<&[f32]>,
+        scalars: &mut dyn FnMut() -> Option<Vec<f32>>,
     ) -> Result<Vec<Scored>> {
         let Some(last) = keys.last() else {
             return Err(Error::Graph("a run needs at least one program".into()));
@@ -106,8 +106,13 @@ impl Trainer {
             if let Some(s) = p.ids.loss_scale {
                 p.exe.write(backend, s, &[loss_scale(&mine)])?;
             }
-            if let (Some(s), Some(values)) = (p.ids.scalars, scalars) {
-                p.exe.write(backend, s, values)?;
+            if let Some(s) = p.ids.scalars {
+                let values = scalars().ok_or_else(|| {
+                    Error::Graph(format!(
+                        "training program `{key}` run without the optimizer's scalars"
+                    ))
+                })?;
+                p.exe.write(backend, s, &values)?;
             }
             p.exe.run(backend)?;
             let loss = match p.ids.loss {
@@ -143,7 +148,7 @@ impl Trainer {
             // (no host copy of them).
             let keys = self.opts.eval_programs(&self.model, m, steps);
             let rows = start..start + m;
-            for s in self.run_sequence(&keys, x, rows.clone(), labels, None)? {
+            for s in self.run_sequence(&keys, x, rows.clone(), labels, &mut || None)? {
                 // The mean of each program's loss, weighted by the rows it counted.
                 let counted = if self.model.loss.is_classification() {
                     let before = tally.counted;
