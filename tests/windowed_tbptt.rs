@@ -15,13 +15,11 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{assert_close, max_abs, train_options};
+use common::{assert_close, max_abs, meta_usize, reference, train_options};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
-    Cell, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, ParamStore, RecurrentSpec,
-    TbpttMode, TrainOptions, Trainer,
+    Cell, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec, TbpttMode,
+    TrainOptions, Trainer,
 };
 
 const FILE: &str = "tests/data/windowed_tbptt_reference.safetensors";
@@ -32,10 +30,9 @@ fn check(what: &str, got: &[f32], want: &[f32]) {
 
 #[test]
 fn windowed_truncated_bptt_matches_pytorchs_loop_of_an_update_per_window() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FILE);
-    let (r, meta) = ParamStore::load(&path, "").expect("reference file loads");
-    let (init, _) = ParamStore::load(&path, "init.").unwrap();
-    let n = |k: &str| -> usize { meta[k].parse().unwrap() };
+    let (r, meta) = reference(FILE, "");
+    let (init, _) = reference(FILE, "init.");
+    let n = |k: &str| meta_usize(&meta, k);
     let vocab = n("vocab");
     let cfg = ModelDescription {
         input: InputSpec::Tokens {

@@ -278,3 +278,21 @@ pub fn long_training(dir: &std::path::Path, every: &str) -> Command {
         .arg(dir);
     c
 }
+
+/// The tensors of reference file `file` (a path under the repository) whose names start
+/// with `prefix` (stripped), and the file's metadata.
+pub fn reference(
+    file: &str,
+    prefix: &str,
+) -> (
+    tensorfit::nn::ParamStore,
+    std::collections::HashMap<String, String>,
+) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    tensorfit::nn::ParamStore::load(&path, prefix).expect("reference file loads")
+}
+
+/// Metadata value `k` as a size.
+pub fn meta_usize(meta: &std::collections::HashMap<String, String>, k: &str) -> usize {
+    meta[k].parse().expect("the metadata value is a size")
+}

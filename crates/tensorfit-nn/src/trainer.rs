@@ -26,7 +26,6 @@ use tensorfit_core::{
 use crate::batch_input::check_batch;
 use crate::checkpoint::Checkpoint;
 use crate::description::{HeadOn, ModelDescription};
-use crate::every_step::Tally;
 use crate::layers::{ParamKind, Recurrent, StatePart};
 use crate::optim::ScheduleState;
 use crate::options::{ProgramKey, TrainOptions};
@@ -238,28 +237,18 @@ impl Trainer {
             Some(o.optimizer.scalars(t, lr))
         };
         let scored = self.run_sequence(&keys, x, 0..batch, labels, &mut scalars)?;
-        let classes = self.model.loss.outputs();
-        let classify = self.model.loss.is_classification();
+        let (classes, classify) = (
+            self.model.loss.outputs(),
+            self.model.loss.is_classification(),
+        );
         // The loss over every update's rows, each weighted by the rows it counted.
-        let mut tally = Tally::default();
-        let (mut loss_sum, mut weight, mut probs) = (0.0f64, 0.0f64, Vec::new());
-        for s in &scored {
-            let counted = if classify {
-                let before = tally.counted;
-                tally.add(&s.probs, &s.labels, classes);
-                tally.counted - before
-            } else {
-                s.labels.len()
-            };
-            loss_sum += s.loss as f64 * counted as f64;
-            weight += counted as f64;
-            probs.extend_from_slice(&s.probs);
-        }
-        let loss = match scored.as_slice() {
-            [one] => one.loss,
-            _ if weight > 0.0 => (loss_sum / weight) as f32,
-            _ => 0.0,
-        };
+        let mut summed = run::Summed::default();
+        scored.iter().for_each(|s| summed.add(&self.model, s));
+        let (loss, tally) = (summed.loss(), summed.tally);
+        let probs: Vec<f32> = scored
+            .iter()
+            .flat_map(|s| s.probs.iter().copied())
+            .collect();
         let trained: usize = scored.iter().map(|s| s.steps.len()).sum();
         let shape = match self.model.head.on {
             HeadOn::LastStep => vec![probs.len() / classes.max(1), classes],

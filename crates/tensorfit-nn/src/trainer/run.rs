@@ -140,8 +140,7 @@ impl Trainer {
         let every_step = self.model.head.on == HeadOn::EveryStep;
         let out_rows = if every_step { steps * batch } else { batch };
         let mut probs = vec![0.0; out_rows * classes];
-        let (mut loss_sum, mut weight) = (0.0f64, 0.0f64);
-        let mut tally = Tally::default();
+        let mut summed = Summed::default();
         let mut start = 0;
         for m in micro_batches(batch, self.opts.micro_batch) {
             // One micro-batch: its own chunks, reading its sequences out of `x` in place
@@ -149,21 +148,12 @@ impl Trainer {
             let keys = self.opts.eval_programs(&self.model, m, steps);
             let rows = start..start + m;
             for s in self.run_sequence(&keys, x, rows.clone(), labels, &mut || None)? {
-                // The mean of each program's loss, weighted by the rows it counted.
-                let counted = if self.model.loss.is_classification() {
-                    let before = tally.counted;
-                    tally.add(&s.probs, &s.labels, classes);
-                    tally.counted - before
-                } else {
-                    s.labels.len()
-                };
-                loss_sum += s.loss as f64 * counted as f64;
-                weight += counted as f64;
                 place(&mut probs, &s, (batch, classes), rows.clone(), every_step);
+                summed.add(&self.model, &s);
             }
             start += m;
         }
-        let loss = if weight > 0.0 { loss_sum / weight } else { 0.0 } as f32;
+        let (loss, tally) = (summed.loss(), summed.tally);
         let classify = self.model.loss.is_classification();
         let shape = if every_step {
             vec![steps, batch, classes]
@@ -192,6 +182,38 @@ impl Trainer {
         };
         let targets = rows.saturating_mul(self.model.loss.targets_per_row());
         Ok(self.evaluate(x, &vec![0.0; targets])?.probs)
+    }
+}
+
+/// The mean loss over programs, each weighted by the rows it counted (steps not
+/// ignored, or targets), and their tally of right answers, summed as they come.
+#[derive(Debug, Default)]
+pub(super) struct Summed {
+    pub tally: Tally,
+    loss_sum: f64,
+    weight: f64,
+}
+
+impl Summed {
+    pub fn add(&mut self, model: &ModelDescription, s: &Scored) {
+        let counted = if model.loss.is_classification() {
+            let before = self.tally.counted;
+            self.tally.add(&s.probs, &s.labels, model.loss.outputs());
+            self.tally.counted - before
+        } else {
+            s.labels.len()
+        };
+        self.loss_sum += s.loss as f64 * counted as f64;
+        self.weight += counted as f64;
+    }
+
+    /// The weighted mean loss (0 when nothing counted).
+    pub fn loss(&self) -> f32 {
+        if self.weight > 0.0 {
+            (self.loss_sum / self.weight) as f32
+        } else {
+            0.0
+        }
     }
 }
 
