@@ -92,7 +92,7 @@ pub(crate) fn train_graph(
     let net = model.network()?;
     if net.head_on == HeadOn::EveryStep {
         return Err(Error::input(
-            "recomputation (--recompute) is built for a head on the last step only; a head on every step keeps the segment's activations",
+            "recomputation is built for a head on the last step only; a head on every step keeps the segment's activations (TrainOptions::recompute must be None)",
         ));
     }
     let rec = &net.recurrent;
