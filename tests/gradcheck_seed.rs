@@ -85,11 +85,17 @@ fn a_head_on_every_step_with_ignored_steps_gets_gradients_that_match_finite_diff
     let mut cfg = TWO_LAYERS.description();
     cfg.head.on = HeadOn::EveryStep;
     gradients_match_finite_differences(&cfg);
-    // A language model: token ids, no head layers.
+    // A language model: token ids, no head layers; then a GRU on embedded ids.
     cfg.head.layers.clear();
     cfg.input = InputSpec::Tokens {
         vocab: 6,
         embedding: None,
+    };
+    gradients_match_finite_differences(&cfg);
+    cfg.recurrent.cell = Cell::Gru;
+    cfg.input = InputSpec::Tokens {
+        vocab: 6,
+        embedding: Some(3),
     };
     gradients_match_finite_differences(&cfg);
 }

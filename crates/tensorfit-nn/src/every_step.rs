@@ -113,6 +113,27 @@ mod tests {
     }
 
     #[test]
+    fn over_a_padded_batch_a_batchnorm_or_mse_on_every_step_is_refused_by_name() {
+        use crate::model::{classifier_at_lengths, Mode};
+        let mut d = crate::description::ModelDescription::seed();
+        d.head.on = HeadOn::EveryStep;
+        let build = |d: &crate::description::ModelDescription| {
+            let mut g = Graph::new();
+            classifier_at_lengths(&mut g, d, (3, 4), Mode::Train, true).map(|_| ())
+        };
+        let e = build(&d).unwrap_err().to_string();
+        assert!(e.contains("head layer `bn1`") && e.contains("padded"), "{e}");
+        d.head.layers.retain(|l| l.name == "dense");
+        build(&d).unwrap();
+        d.loss = LossSpec::MeanSquaredError { outputs: 2 };
+        let e = build(&d).unwrap_err().to_string();
+        assert!(e.contains("\"mse\" on every step"), "{e}");
+        // Not padded: both are fine.
+        let mut g = Graph::new();
+        classifier_at_lengths(&mut g, &d, (3, 4), Mode::Train, false).unwrap();
+    }
+
+    #[test]
     fn a_tally_leaves_ignored_rows_out() {
         let mut t = Tally::default();
         let probs = [0.9, 0.1, 0.2, 0.8, 0.6, 0.4];
