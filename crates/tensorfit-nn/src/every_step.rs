@@ -122,7 +122,10 @@ mod tests {
             classifier_at_lengths(&mut g, d, (3, 4), Mode::Train, true).map(|_| ())
         };
         let e = build(&d).unwrap_err().to_string();
-        assert!(e.contains("head layer `bn1`") && e.contains("padded"), "{e}");
+        assert!(
+            e.contains("head layer `bn1`") && e.contains("padded"),
+            "{e}"
+        );
         d.head.layers.retain(|l| l.name == "dense");
         build(&d).unwrap();
         d.loss = LossSpec::MeanSquaredError { outputs: 2 };
