@@ -23,7 +23,9 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TemporalOrder};
+use tensorfit::nn::{
+    Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TbpttMode, TemporalOrder,
+};
 use tensorfit::session::{decide, start, Choice, Request};
 
 /// One cell of the matrix.
@@ -100,6 +102,7 @@ fn run(cell: &Cell) -> Result<Value> {
         cfg: cfg.clone(),
         job,
         tbptt: cell.tbptt,
+        tbptt_mode: TbpttMode::Last,
         optim: OptimConfig::default(),
         margin: 0.1,
         device: Some(DeviceKind::Cpu),

@@ -8,7 +8,7 @@
 use anyhow::{bail, Result};
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TbpttMode, TemporalOrder};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide, start, Request};
 
@@ -24,6 +24,7 @@ fn main() -> Result<()> {
                 seq_len: 2000,
             },
             tbptt: 50,
+            tbptt_mode: TbpttMode::Last,
             optim: OptimConfig::default(),
             margin: 0.1,
             device: Some(DeviceKind::Cpu),

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::host_memory;
-use tensorfit_nn::{Job, ModelDescription, OptimConfig, Program, TrainOptions};
+use tensorfit_nn::{Job, ModelDescription, OptimConfig, Program, TbpttMode, TrainOptions};
 use tensorfit_plan::{
     choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
 };
@@ -30,6 +30,8 @@ pub struct Request {
     pub job: Job,
     /// Truncated-BPTT length for training.
     pub tbptt: usize,
+    /// How a sequence longer than `tbptt` is trained on.
+    pub tbptt_mode: TbpttMode,
     /// Optimizer, clipping and schedule for training.
     pub optim: OptimConfig,
     /// Fraction of free memory kept unused (0.1 = 10%).
@@ -52,7 +54,7 @@ pub fn plan_job(
     limits: Limits,
 ) -> Result<MemoryPlan> {
     let programs: Vec<Program> = opts
-        .job_programs(job)
+        .job_programs(cfg, job)
         .into_iter()
         .map(|k| Program::build(cfg, &opts.optim, k))
         .collect::<Result<_>>()?;
@@ -219,7 +221,7 @@ fn plan_device(
     // What the device has once the job's host bytes are out (the same for every strategy:
     // micro-batches read their sequences in place).
     let seen = seen_by_job(info, host.bytes(), assumed);
-    let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(req.job, req.tbptt)
+    let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(&req.cfg, req.job, req.tbptt)
         .into_iter()
         .map(|s| {
             let o = s.options(req);

@@ -166,8 +166,8 @@ impl ProgramCosts {
     fn run(&self, key: &ProgramKey) -> f64 {
         let infer = self.infer_at(key.batch);
         match key.kind {
-            ProgramKind::Carry | ProgramKind::Eval => infer.at(key.steps),
-            ProgramKind::Train => {
+            ProgramKind::Carry | ProgramKind::Eval | ProgramKind::EvalCarry => infer.at(key.steps),
+            ProgramKind::Train | ProgramKind::TrainCarry => {
                 let train = self.train.unwrap_or(infer).at(key.steps);
                 // Recomputation runs the segment's forward a second time.
                 match key.recompute {
@@ -207,7 +207,7 @@ pub fn estimate_seconds(
     gflops: f64,
     costs: Option<&ProgramCosts>,
 ) -> f64 {
-    let runs = opts.step_programs(job);
+    let runs = opts.step_programs(cfg, job);
     if let Some(costs) = costs {
         return runs.iter().map(|k| costs.run(k)).sum();
     }

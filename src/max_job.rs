@@ -111,7 +111,7 @@ impl Largest {
 /// first; "whole sequence" stays whole at every length.
 fn searched(req: &Request) -> Vec<Strategy> {
     let whole = inference_dims(req.job).1;
-    strategies(req.job, req.tbptt)
+    strategies(&req.cfg, req.job, req.tbptt)
         .into_iter()
         .filter(|s| s.micro_batch.is_none())
         .map(|s| Strategy {
@@ -275,13 +275,14 @@ pub fn largest_jobs(
 mod tests {
     use super::*;
     use crate::assume;
-    use tensorfit_nn::{ModelDescription, OptimConfig};
+    use tensorfit_nn::{ModelDescription, OptimConfig, TbpttMode};
 
     fn request(job: Job) -> Request {
         Request {
             cfg: ModelDescription::seed(),
             job,
             tbptt: 50,
+            tbptt_mode: TbpttMode::Last,
             optim: OptimConfig::default(),
             margin: 0.1,
             device: None,

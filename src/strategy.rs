@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use tensorfit_core::{Error, Result};
-use tensorfit_nn::{Job, ModelDescription, TrainOptions};
+use tensorfit_nn::{HeadOn, Job, ModelDescription, TrainOptions};
 
 use crate::session::Request;
 
@@ -48,6 +48,7 @@ impl Strategy {
     pub(crate) fn options(&self, req: &Request) -> TrainOptions {
         TrainOptions {
             tbptt: req.tbptt,
+            tbptt_mode: req.tbptt_mode,
             chunk: self.chunk,
             micro_batch: self.micro_batch,
             recompute: self.recompute,
@@ -65,9 +66,9 @@ pub(crate) fn inference_dims(job: Job) -> (usize, usize) {
     }
 }
 
-/// Every strategy worth planning for `job` (training with BPTT length `tbptt`), the
-/// plainest first.
-pub fn strategies(job: Job, tbptt: usize) -> Vec<Strategy> {
+/// Every strategy worth planning for `job` of `cfg` (training with BPTT length `tbptt`),
+/// the plainest first.
+pub fn strategies(cfg: &ModelDescription, job: Job, tbptt: usize) -> Vec<Strategy> {
     let (batch, steps) = inference_dims(job);
     // Chunks and micro-batches change only the inference parts: evaluations, and the
     // steps of a training sequence before its truncated-BPTT window. A plan that differs
@@ -94,8 +95,9 @@ pub fn strategies(job: Job, tbptt: usize) -> Vec<Strategy> {
     }
     // Recomputation keeps L/S border states and S steps of activations, so sub-segments
     // shorter than √L only cost memory: halve from L down to ⌈√L⌉.
+    // Recomputation is built for a head on the last step only (`recompute.rs`).
     let mut recomputes = vec![None];
-    if let Job::Train { seq_len, .. } = job {
+    if let (Job::Train { seq_len, .. }, HeadOn::LastStep) = (job, cfg.head.on) {
         let len = tbptt.min(seq_len);
         let floor = (len as f64).sqrt().ceil() as usize;
         let mut r = len;

@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use tensorfit::core::args::FillInputs;
 use tensorfit::core::{backward, Activation, Executable, Graph, Op, Shape, TensorId};
 use tensorfit::cpu::CpuBackend;
+use tensorfit::nn::every_step::{loss_scale, IGNORE_LABEL};
 use tensorfit::nn::model::{classifier, Mode};
 use tensorfit::nn::{
-    Cell, HeadLayer, HeadLayerKind, InputSpec, ModelDescription, ParamStore, Rng, SeedShape,
+    Cell, HeadLayer, HeadLayerKind, HeadOn, InputSpec, ModelDescription, ParamStore, Rng, SeedShape,
 };
 
 #[test]
@@ -78,6 +79,27 @@ fn a_gru_stack_and_token_input_get_gradients_that_match_finite_differences() {
     gradients_match_finite_differences(&cfg);
 }
 
+#[test]
+fn a_head_on_every_step_with_ignored_steps_gets_gradients_that_match_finite_differences() {
+    // The seed's head (BatchNorm, Dense, BatchNorm) over all T·B rows.
+    let mut cfg = TWO_LAYERS.description();
+    cfg.head.on = HeadOn::EveryStep;
+    gradients_match_finite_differences(&cfg);
+    // A language model: token ids, no head layers; then a GRU on embedded ids.
+    cfg.head.layers.clear();
+    cfg.input = InputSpec::Tokens {
+        vocab: 6,
+        embedding: None,
+    };
+    gradients_match_finite_differences(&cfg);
+    cfg.recurrent.cell = Cell::Gru;
+    cfg.input = InputSpec::Tokens {
+        vocab: 6,
+        embedding: Some(3),
+    };
+    gradients_match_finite_differences(&cfg);
+}
+
 /// Autodiff's gradient of every parameter and of the initial state of `cfg` at B=4,
 /// T=5 against central differences of the loss (at least 100 coordinates).
 fn gradients_match_finite_differences(cfg: &ModelDescription) {
@@ -121,8 +143,23 @@ fn gradients_match_finite_differences(cfg: &ModelDescription) {
             .collect(),
     };
     exe.write(&mut backend, c.stack.x, &x).unwrap();
-    exe.write(&mut backend, c.labels, &[0.0, 2.0, 1.0, 2.0])
-        .unwrap();
+    let labels: Vec<f32> = match cfg.head.on {
+        HeadOn::LastStep => vec![0.0, 2.0, 1.0, 2.0],
+        // Every step: some steps ignored, as past the end of a padded sequence.
+        HeadOn::EveryStep => (0..steps * batch)
+            .map(|i| {
+                if i % 7 == 3 {
+                    IGNORE_LABEL
+                } else {
+                    (i % 3) as f32
+                }
+            })
+            .collect(),
+    };
+    exe.write(&mut backend, c.labels, &labels).unwrap();
+    if let Some(s) = c.loss_scale {
+        exe.write(&mut backend, s, &[loss_scale(&labels)]).unwrap();
+    }
     exe.run(&mut backend).unwrap();
 
     let mut all_grads = Vec::new();

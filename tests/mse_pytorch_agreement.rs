@@ -14,9 +14,8 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
 
-use common::{assert_close, max_abs, train_options};
+use common::{assert_close, max_abs, meta_usize, reference, train_options};
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
@@ -27,12 +26,7 @@ use tensorfit::nn::{
 const FILE: &str = "tests/data/mse_small_reference.safetensors";
 
 fn load(prefix: &str) -> (ParamStore, HashMap<String, String>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FILE);
-    ParamStore::load(&path, prefix).expect("reference file loads")
-}
-
-fn meta_usize(meta: &HashMap<String, String>, k: &str) -> usize {
-    meta[k].parse().unwrap()
+    reference(FILE, prefix)
 }
 
 fn description(meta: &HashMap<String, String>) -> ModelDescription {

@@ -3,7 +3,8 @@
 //! for training and inference at several batch sizes, sequence lengths and
 //! truncated-BPTT lengths, for the seed's head and another, for a regression (the
 //! mean-squared-error loss, f32 targets), a GRU stack and token input (ids read directly by
-//! an LSTM, embedded ids into a GRU). Prints a table of the figures.
+//! an LSTM, embedded ids into a GRU) and a language model (a head on every step). Prints
+//! a table of the figures. The language model also trains in DL4J's windows.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,8 +13,8 @@ mod common;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    Cell, HeadLayer, HeadLayerKind, InputSpec, Job, LossSpec, ParamStore, RunningMean,
-    TemporalOrder,
+    Cell, HeadLayer, HeadLayerKind, HeadOn, InputSpec, Job, LossSpec, MarkovText, ParamStore,
+    RunningMean, TbpttMode, TemporalOrder,
 };
 use tensorfit::session::{decide, start};
 
@@ -73,6 +74,10 @@ fn check_device(device: DeviceKind) {
         ("infer-ids", 32, 16, 60, 60),
         ("train-gru-embedded-ids", 32, 8, 40, 10),
         ("infer-gru-embedded-ids", 32, 16, 60, 60),
+        ("train-lm", 64, 8, 40, 10),
+        ("train-lm-windows", 64, 8, 42, 10),
+        ("infer-lm", 32, 16, 60, 60),
+        ("infer-capped-lm", 64, 64, 300, 300),
     ];
     println!(
         "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
@@ -95,6 +100,15 @@ fn check_device(device: DeviceKind) {
                 embedding: kind.contains("embedded").then_some(12),
             };
         }
+        if kind.contains("-lm") {
+            // A language model: ids, the seed's head on every step, the next of 16 symbols.
+            cfg.input = InputSpec::Tokens {
+                vocab: 16,
+                embedding: None,
+            };
+            cfg.head.on = HeadOn::EveryStep;
+            cfg.loss = LossSpec::SoftmaxCrossEntropy { classes: 16 };
+        }
         let job = if kind.starts_with("train") {
             Job::Train {
                 batch,
@@ -107,19 +121,26 @@ fn check_device(device: DeviceKind) {
                 seq_len: steps,
             }
         };
-        let caps = if kind == "infer-capped" {
+        let caps = if kind.starts_with("infer-capped") {
             MemoryCaps::parse(&[format!("{}=8MiB", device.name())]).unwrap()
         } else if kind.starts_with("train-capped") {
             MemoryCaps::parse(&[format!("{}=12MiB", device.name())]).unwrap()
         } else {
             MemoryCaps::default()
         };
-        let req = request(&cfg, job, tbptt, device, caps);
+        let mut req = request(&cfg, job, tbptt, device, caps);
+        if kind.ends_with("-windows") {
+            // DL4J's truncated BPTT: windows 10, 10, 10, 10, 2, an update each.
+            req.tbptt_mode = TbpttMode::Windows;
+        }
         let decision = decide(&req).unwrap();
         let params = ParamStore::init(&cfg, 3).unwrap();
         let mut s = start(&req, &decision, &params).unwrap();
         let data = if kind.ends_with("-mse") {
             let mut task = RunningMean::for_model(&cfg, 5).unwrap();
+            task.batch(batch, steps).unwrap()
+        } else if kind.contains("-lm") {
+            let mut task = MarkovText::for_model(&cfg, 5).unwrap();
             task.batch(batch, steps).unwrap()
         } else {
             TemporalOrder::new(5).batch_for(&cfg, batch, steps).unwrap()
@@ -141,7 +162,7 @@ fn check_device(device: DeviceKind) {
             assert!(s.strategy.contains("recompute"), "{}", s.strategy);
             assert!(got <= (12 << 20) as f64);
         }
-        if kind == "infer-capped" {
+        if kind.starts_with("infer-capped") {
             assert!(
                 s.strategy.contains("chunks") || s.strategy.contains("micro"),
                 "{}",

@@ -2,7 +2,8 @@
 """Generate the PyTorch reference data for tensorfit's small "seed" network (and, in
 further files, the same network with a GRU stack, a small GRU layer: see
 tools/gru_reference.py, token inputs, a padded batch: see tools/padded_reference.py, and
-a regression: see tools/mse_reference.py).
+a regression: see tools/mse_reference.py, a head on every step: see
+tools/every_step_reference.py).
 
 What it produces
 ----------------
@@ -110,6 +111,7 @@ from torch import nn
 from safetensors.torch import load_file
 
 import gru_reference
+import every_step_reference
 import mse_reference
 import padded_reference
 
@@ -418,10 +420,25 @@ def main(argv=None):
     back = load_file(mse_reference.DEFAULT_OUT)
     assert all(torch.equal(back[k], v) for k, v in mse_record.items())
     print(f"wrote {os.path.normpath(mse_reference.DEFAULT_OUT)} ({len(mse_record)} tensors)")
+    write_every_step()
 
     # A padded batch through pack_padded_sequence (contents: tools/padded_reference.py).
     padded_reference.write(write_safetensors)
     return 0
+
+
+def write_every_step():
+    """The every-step reference, in its own file (tools/every_step_reference.py)."""
+    record, metadata = every_step_reference.build()
+    write_safetensors(every_step_reference.DEFAULT_OUT, record, metadata)
+    back = load_file(every_step_reference.DEFAULT_OUT)
+    assert all(torch.equal(back[k], v) for k, v in record.items())
+    print(f"wrote {os.path.normpath(every_step_reference.DEFAULT_OUT)} ({len(record)} tensors)")
+    record, metadata = every_step_reference.build_windows()
+    write_safetensors(every_step_reference.WINDOWS_OUT, record, metadata)
+    back = load_file(every_step_reference.WINDOWS_OUT)
+    assert all(torch.equal(back[k], v) for k, v in record.items())
+    print(f"wrote {os.path.normpath(every_step_reference.WINDOWS_OUT)} ({len(record)} tensors)")
 
 
 def write_seed(cell, seed, path):

@@ -64,6 +64,7 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
         let mut out = summary(&session);
         out["loss"] = json!(report.loss);
         out["accuracy"] = json!(report.accuracy);
+        out["perplexity"] = json!(report.perplexity);
         out["seconds"] = json!(secs);
         outln!("{out}");
     } else {
@@ -72,7 +73,7 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
             a.batch,
             a.seq_len,
             format_seconds(secs),
-            quality_text(report.loss, report.accuracy)
+            quality_text(session.trainer.model(), report.loss, report.accuracy)
         );
         print_memory(&session);
     }

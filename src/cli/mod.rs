@@ -32,7 +32,9 @@ use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::cpu::host_memory;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{BuiltinTask, Job, ModelDescription, OptimConfig, ParamStore};
+use tensorfit::nn::{
+    BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, TbpttMode,
+};
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, start, Decision, Request, Session};
 
@@ -180,6 +182,7 @@ pub fn request(
         cfg,
         job,
         tbptt,
+        tbptt_mode: TbpttMode::Last,
         optim,
         margin: dev.margin,
         device: dev.kind(),
@@ -230,11 +233,24 @@ pub fn print_memory(s: &Session) {
 
 /// An evaluation's loss and accuracy for people; a regression has no accuracy, and its
 /// loss is the mean squared error.
-pub fn quality_text(loss: f32, accuracy: Option<f32>) -> String {
-    match accuracy {
-        Some(a) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
-        None => format!("loss (mse) {loss:.4}"),
+pub fn quality_text(cfg: &ModelDescription, loss: f32, accuracy: Option<f32>) -> String {
+    match (accuracy, cfg.head.on) {
+        // A language model's figures: perplexity, and bits per step to hold against the
+        // entropy of the text (the built-in next-symbol task's is in README.md).
+        (Some(a), HeadOn::EveryStep) => format!(
+            "loss {loss:.4}, accuracy {:.1}% per step, perplexity {:.3}, {:.3} bits per step",
+            100.0 * a,
+            loss.exp(),
+            loss / std::f32::consts::LN_2
+        ),
+        (Some(a), HeadOn::LastStep) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
+        (None, _) => format!("loss (mse) {loss:.4}"),
     }
+}
+
+/// `--tbptt-mode`'s value.
+pub fn parse_tbptt_mode(name: &str) -> Result<TbpttMode> {
+    Ok(TbpttMode::parse(name)?)
 }
 
 /// Refuses a model no built-in task can feed (temporal order for a classifier, running

@@ -12,12 +12,12 @@ use tensorfit::assume;
 use tensorfit::devices::{discover, DeviceStatus};
 use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
-use tensorfit::nn::{Job, OptimConfig};
+use tensorfit::nn::{Job, OptimConfig, TbpttMode};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
 
 use super::data_args::{read_settings, DataSource};
-use super::{request, DeviceArgs, Exit, JobMode, ModelArg};
+use super::{parse_tbptt_mode, request, DeviceArgs, Exit, JobMode, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct PlanArgs {
@@ -33,6 +33,9 @@ pub struct PlanArgs {
     /// Truncated-BPTT length (training).
     #[arg(long, default_value_t = 50)]
     tbptt: usize,
+    /// How truncated BPTT trains a longer sequence (see `tensorfit train --help`).
+    #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
+    tbptt_mode: TbpttMode,
     #[command(flatten)]
     dev: DeviceArgs,
     /// Plan for a device that is not here instead of those present (repeatable): a
@@ -79,6 +82,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         },
     };
     let mut req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
+    req.tbptt_mode = a.tbptt_mode;
     if let Some(f) = &files {
         let all: Vec<usize> = (0..f.dataset().sequences).collect();
         let batches = f.order(&all, a.batch, None)?.len();

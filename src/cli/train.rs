@@ -11,7 +11,7 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::nn::atomic_file::{check_writable, same_file};
-use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings};
+use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode};
 use tensorfit::session::Session;
 
 use super::data_args::{DataArgs, FitArgs};
@@ -19,8 +19,8 @@ use super::fit_files;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::{
-    begin, check_task, print_memory, quality_text, request, summary, train_settings, training_file,
-    DeviceArgs, Exit, ModelArg,
+    begin, check_task, parse_tbptt_mode, print_memory, quality_text, request, summary,
+    train_settings, training_file, DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -44,6 +44,14 @@ pub struct TrainArgs {
     /// whole sequence, which this task needs to be learnable).
     #[arg(long)]
     pub(super) tbptt: Option<usize>,
+    /// How truncated BPTT of length L trains a sequence of T > L steps. "last": the
+    /// first T - L steps only carry the state, then one forward, backward and update
+    /// over the last L steps. "windows" (DL4J's): windows of L steps from the start,
+    /// each a forward, backward and update with the state (h, c) carried on: T / L
+    /// updates per minibatch, each counted as a step. With a head on the last step only
+    /// the final window has a loss, so both modes take one update.
+    #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
+    pub(super) tbptt_mode: TbpttMode,
     /// Optimizer steps.
     #[arg(long, default_value_t = 200)]
     pub(super) steps: u64,
@@ -190,7 +198,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         optim_args::resolve(&a.optim, &a.given, settings.lr, last, resumed_ck, |id| {
             a.origin(id)
         })?;
-    let req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
+    let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
+    req.tbptt_mode = a.tbptt_mode;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
@@ -238,11 +247,15 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let flops = req.job.model_flops(&cfg, settings.tbptt);
     if !a.json {
         errln!(
-            "training ({} parameters): batch {}, length {}, tbptt {}, learning rate {}, steps {}..={last}{}{}",
+            "training ({} parameters): batch {}, length {}, tbptt {}{}, learning rate {}, steps {}..={last}{}{}",
             cfg.trainable_parameters()?,
             settings.batch,
             settings.seq_len,
             settings.tbptt,
+            match a.tbptt_mode {
+                TbpttMode::Windows => " in windows (an update per window)",
+                TbpttMode::Last => "",
+            },
             settings.lr,
             start + 1,
             match &resumed {
@@ -324,7 +337,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             (Some(e), true) => errln!(
                 "{}{line}  held-out {}",
                 if tty { "\r" } else { "" },
-                quality_text(e.loss, e.accuracy)
+                quality_text(&cfg, e.loss, e.accuracy)
             ),
             _ if tty => err!("\r{line}"),
             _ if done % 10 == 0 => errln!("{line}"),
@@ -359,15 +372,16 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             );
         }
     }
-    let (eval_loss, accuracy) = last_eval
-        .map(|e| (e.loss, e.accuracy))
-        .unwrap_or((f32::NAN, Some(f32::NAN)));
+    let (eval_loss, accuracy, perplexity) = last_eval
+        .map(|e| (e.loss, e.accuracy, e.perplexity))
+        .unwrap_or((f32::NAN, Some(f32::NAN), None));
     let secs = start_time.elapsed().as_secs_f64();
     if a.json {
         let mut out = summary(&session);
         out["loss"] = json!(last_loss);
         out["eval_loss"] = json!(eval_loss);
         out["accuracy"] = json!(accuracy);
+        out["perplexity"] = json!(perplexity);
         out["steps"] = json!(done);
         out["step"] = json!(step);
         out["losses"] = json!(losses);
@@ -384,7 +398,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             ),
             None => errln!(
                 "done: {done} steps in {secs:.1} s; final loss {last_loss:.4}, held-out {}",
-                quality_text(eval_loss, accuracy)
+                quality_text(&cfg, eval_loss, accuracy)
             ),
         }
         print_memory(&session);

@@ -15,10 +15,11 @@ use super::train::TrainArgs;
 
 /// The `train` flags of a run's shape and length that `[training]` takes, besides every
 /// optimizer flag (devices, files and output stay on the command line).
-const RUN_KEYS: [&str; 8] = [
+const RUN_KEYS: [&str; 9] = [
     "batch",
     "seq_len",
     "tbptt",
+    "tbptt_mode",
     "steps",
     "lr",
     "seed",

@@ -9,7 +9,9 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, SeedShape, TemporalOrder, TrainOptions};
+use tensorfit::nn::{
+    Job, ModelDescription, OptimConfig, SeedShape, TbpttMode, TemporalOrder, TrainOptions,
+};
 use tensorfit::session::Request;
 
 /// The closeness rule of the whole project (`tensorfit_testing::ratio`):
@@ -59,6 +61,7 @@ pub fn request(
         cfg: cfg.clone(),
         job,
         tbptt,
+        tbptt_mode: TbpttMode::Last,
         optim: OptimConfig::default(),
         margin: 0.1,
         device: Some(device),
@@ -270,4 +273,22 @@ pub fn long_training(dir: &std::path::Path, every: &str) -> Command {
         ])
         .arg(dir);
     c
+}
+
+/// The tensors of reference file `file` (a path under the repository) whose names start
+/// with `prefix` (stripped), and the file's metadata.
+pub fn reference(
+    file: &str,
+    prefix: &str,
+) -> (
+    tensorfit::nn::ParamStore,
+    std::collections::HashMap<String, String>,
+) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    tensorfit::nn::ParamStore::load(&path, prefix).expect("reference file loads")
+}
+
+/// Metadata value `k` as a size.
+pub fn meta_usize(meta: &std::collections::HashMap<String, String>, k: &str) -> usize {
+    meta[k].parse().expect("the metadata value is a size")
 }

@@ -18,6 +18,8 @@ use crate::{reference, Checks, OP_TOL};
 mod gru_cases;
 #[path = "mse_cases.rs"]
 mod mse_cases;
+#[path = "rows_cases.rs"]
+mod rows_cases;
 
 /// Test tensors drawn from the project's generator.
 pub(crate) trait Tensors {
@@ -206,6 +208,7 @@ fn cases() -> Vec<Case> {
     lstm_cases(&mut r, &mut v);
     gru_cases::gru_cases(&mut r, &mut v);
     mse_cases::mse_cases(&mut r, &mut v);
+    rows_cases::rows_cases(&mut r, &mut v);
     batchnorm_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);

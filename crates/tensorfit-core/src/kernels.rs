@@ -406,7 +406,9 @@ pub fn dispatch<K: OpKernels + ?Sized>(
     }
 }
 
-/// The two dimensions of a matrix shape.
+/// A shape as a matrix: `[rows, width]`, the rows being every leading dimension (as
+/// [`crate::rows`] reads `[T, B, F]` as `[T·B, F]`).
 pub fn dims2(shape: &Shape) -> [usize; 2] {
-    [shape.dim(0), shape.dim(1)]
+    let width = shape.0.last().copied().unwrap_or(0);
+    [crate::rows::leading(shape).numel(), width]
 }

@@ -26,6 +26,7 @@ pub mod op;
 mod optim_op;
 pub mod recurrent_dims;
 pub mod rng;
+pub mod rows;
 pub mod schedule;
 pub mod seq_lengths;
 pub mod shape;

@@ -21,6 +21,7 @@ pub use crate::lstm_dims::LstmDims;
 use crate::optim_op::optim_shapes;
 pub use crate::optim_op::{AdamParams, SgdParams};
 pub use crate::recurrent_dims::{RecurrentDims, LSTM_SCRATCH_STEPS};
+use crate::rows::{batchnorm_shapes, matmul_shapes, softmax_shapes};
 use crate::seq_lengths::check_shape;
 pub(crate) use crate::shape::same;
 use crate::shape::{rank, Shape};
@@ -102,7 +103,8 @@ impl BinaryOp {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     /// `c = op(a) · op(b)`. Inputs `a` `[M, K]` (`[K, M]` if `trans_a`), `b` `[K, N]`
-    /// (`[N, K]` if `trans_b`). Output `c` `[M, N]`.
+    /// (`[N, K]` if `trans_b`). Output `c` `[M, N]`. Either operand may have more leading
+    /// dimensions, read as rows ([`crate::rows`]): `a` `[T, B, K]` gives `c` `[T, B, N]`.
     MatMul { trans_a: bool, trans_b: bool },
 
     /// `out = a ∘ b` elementwise. Inputs `a`, `b` where `b`'s shape is a suffix of `a`'s
@@ -197,7 +199,8 @@ pub enum Op {
     /// summed in the order of `n` on every backend (deterministic).
     EmbeddingBackward { vocab: usize },
 
-    /// Batch normalisation over the batch of a `[B, C]` input.
+    /// Batch normalisation over the batch of a `[B, C]` input (or of every row of
+    /// `[T, B, C]`, [`crate::rows`]).
     ///
     /// Training: inputs `x`, `gamma` `[C]`, `beta` `[C]`; outputs `y`, batch `mean` `[C]`
     /// and biased batch `var` `[C]`; `y = (x - mean) / sqrt(var + eps) · gamma + beta`.
@@ -214,12 +217,14 @@ pub enum Op {
     /// variance unbiased by the factor `unbias = B / (B - 1)` first (as PyTorch does).
     BatchNormStatsUpdate { momentum: f32, unbias: f32 },
 
-    /// Inputs `logits` `[B, K]`, `labels` `[B]` (class indices stored as f32). Outputs the
-    /// mean cross-entropy `loss` `[1]` and `probs` `[B, K]` (softmax of the logits).
+    /// Inputs `logits` `[B, K]`, `labels` `[B]` (class indices stored as f32; or
+    /// `[T, B, K]` and `[T, B]`, [`crate::rows`]). Outputs the mean cross-entropy `loss`
+    /// `[1]` and `probs` `[B, K]` (softmax of the logits). A row labelled
+    /// [`crate::rows::IGNORE_LABEL`] adds nothing to the sum (still divided by all rows).
     SoftmaxCrossEntropy,
 
     /// Inputs `probs`, `labels`, `dloss` `[1]`; output
-    /// `dlogits = (probs - onehot(labels)) · dloss / B`.
+    /// `dlogits = (probs - onehot(labels)) · dloss / B`; zero on ignored rows.
     SoftmaxCrossEntropyBackward,
 
     /// Inputs `pred`, `target` of one shape (`[B, K]`, or `[T, B, K]` per step); output
@@ -364,28 +369,7 @@ impl Op {
     pub fn infer_shapes(&self, inputs: &[&Shape]) -> Result<Vec<Shape>, String> {
         let list = inputs.to_vec();
         match self {
-            Op::MatMul { trans_a, trans_b } => {
-                let MatMulInputs { a, b } = named(list)?;
-                rank(a, 2, "a")?;
-                rank(b, 2, "b")?;
-                let (m, ka) = if *trans_a {
-                    (a.dim(1), a.dim(0))
-                } else {
-                    (a.dim(0), a.dim(1))
-                };
-                let (kb, n) = if *trans_b {
-                    (b.dim(1), b.dim(0))
-                } else {
-                    (b.dim(0), b.dim(1))
-                };
-                if ka != kb {
-                    return Err(format!(
-                        "inner dimensions differ: a {a} (trans {trans_a}) · b {b} (trans {trans_b})"
-                    ));
-                }
-                let c = Shape::from([m, n]);
-                Ok(MatMulOutputs { c }.into_vec())
-            }
+            &Op::MatMul { trans_a, trans_b } => matmul_shapes(trans_a, trans_b, list),
             Op::Binary(_) => {
                 let BinaryInputs { a, b } = named(list)?;
                 if !a.ends_with(b) {
@@ -454,44 +438,7 @@ impl Op {
                 let dtable = Shape::from([*vocab, width]);
                 Ok(EmbeddingBackwardOutputs { dtable }.into_vec())
             }
-            Op::BatchNorm { training, .. } => {
-                let want = if *training { 3 } else { 5 };
-                if list.len() != want {
-                    return Err(format!("expected {want} inputs, got {}", list.len()));
-                }
-                let i: BatchNormInputs<&Shape> = named(list)?;
-                rank(i.x, 2, "x")?;
-                let c = Shape::from([i.x.dim(1)]);
-                let mut channels = vec![i.gamma, i.beta];
-                channels.extend(i.running.iter().flat_map(|s| [s.mean, s.var]));
-                for s in channels {
-                    same(s, &c, "gamma, beta and statistics")?;
-                }
-                if *training && i.x.dim(0) < 2 {
-                    return Err("training needs a batch of at least 2".into());
-                }
-                let batch = training.then(|| MeanVar {
-                    mean: c.clone(),
-                    var: c.clone(),
-                });
-                let y = i.x.clone();
-                Ok(BatchNormOutputs { y, batch }.into_vec())
-            }
-            Op::BatchNormBackward { .. } => {
-                let i: BatchNormBackwardInputs<&Shape> = named(list)?;
-                rank(i.x, 2, "x")?;
-                let c = Shape::from([i.x.dim(1)]);
-                for s in [i.gamma, i.mean, i.var] {
-                    same(s, &c, "gamma and statistics")?;
-                }
-                same(i.dy, i.x, "dy")?;
-                let outputs = BatchNormBackwardOutputs {
-                    dx: i.x.clone(),
-                    dgamma: c.clone(),
-                    dbeta: c,
-                };
-                Ok(outputs.into_vec())
-            }
+            Op::BatchNorm { .. } | Op::BatchNormBackward { .. } => batchnorm_shapes(self, list),
             Op::BatchNormStatsUpdate { .. } => {
                 let StatsUpdateInputs { mean, var } = named(list)?;
                 rank(mean, 1, "mean")?;
@@ -502,24 +449,7 @@ impl Op {
                 };
                 Ok(targets.into_vec())
             }
-            Op::SoftmaxCrossEntropy => {
-                let SoftmaxCrossEntropyInputs { logits, labels } = named(list)?;
-                rank(logits, 2, "logits")?;
-                same(labels, &Shape::from([logits.dim(0)]), "labels")?;
-                let outputs = SoftmaxCrossEntropyOutputs {
-                    loss: Shape::from([1]),
-                    probs: logits.clone(),
-                };
-                Ok(outputs.into_vec())
-            }
-            Op::SoftmaxCrossEntropyBackward => {
-                let i: SoftmaxCrossEntropyBackwardInputs<&Shape> = named(list)?;
-                rank(i.probs, 2, "probs")?;
-                same(i.labels, &Shape::from([i.probs.dim(0)]), "labels")?;
-                same(i.dloss, &Shape::from([1]), "dloss")?;
-                let dlogits = i.probs.clone();
-                Ok(SoftmaxCrossEntropyBackwardOutputs { dlogits }.into_vec())
-            }
+            Op::SoftmaxCrossEntropy | Op::SoftmaxCrossEntropyBackward => softmax_shapes(self, list),
             Op::Adam(_) => {
                 let AdamInputs { grad, scalars } = named(list)?;
                 same(scalars, &Shape::from([3]), "scalars")?;

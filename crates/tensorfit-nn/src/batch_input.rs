@@ -11,7 +11,8 @@ use std::ops::Range;
 use tensorfit_core::tokens::check_ids;
 use tensorfit_core::{Backend, Error, HostTensor, Result, Shape, TensorView};
 
-use crate::description::{InputSpec, ModelDescription};
+use crate::description::{HeadOn, InputSpec, ModelDescription};
+use crate::every_step::IGNORE_LABEL;
 
 /// Checks `x` and `labels` against `model`; returns (steps, batch).
 pub(crate) fn check_batch(
@@ -58,16 +59,21 @@ pub(crate) fn check_batch(
         }
     }
     let per_row = model.loss.targets_per_row();
-    if labels.len() != batch * per_row {
+    // One label (or `per_row` targets) per sequence, or per step and sequence.
+    let (rows, per) = match model.head.on {
+        HeadOn::LastStep => (batch, "sequence"),
+        HeadOn::EveryStep => (steps * batch, "step of each sequence"),
+    };
+    if labels.len() != rows * per_row {
         return Err(Error::input(format!(
-            "{} labels for a batch of {batch} with {per_row} per sequence",
+            "{} labels for a batch of {batch} × {steps} steps with {per_row} per {per}",
             labels.len()
         )));
     }
     if !model.loss.is_classification() {
         if let Some(i) = labels.iter().position(|v| !v.is_finite()) {
             return Err(Error::input(format!(
-                "target {} of sequence {} is {}",
+                "target {} of row {} is {}",
                 i % per_row,
                 i / per_row,
                 labels[i]
@@ -76,13 +82,17 @@ pub(crate) fn check_batch(
         return Ok((steps, batch));
     }
     let classes = model.loss.outputs();
+    // A head on every step may leave steps out (padding): IGNORE_LABEL.
+    let ignorable = model.head.on == HeadOn::EveryStep;
+    let class = |l: f32| l >= 0.0 && l < classes as f32 && l.fract() == 0.0;
     if let Some((i, l)) = labels
         .iter()
         .enumerate()
-        .find(|(_, &l)| !(l >= 0.0 && l < classes as f32 && l.fract() == 0.0))
+        .find(|(_, &l)| !(class(l) || ignorable && l == IGNORE_LABEL))
     {
+        let or = if ignorable { " (or -1: ignored)" } else { "" };
         return Err(Error::input(format!(
-            "label {i} is {l}, expected a class index in 0..{classes}"
+            "label {i} is {l}, expected a class index in 0..{classes}{or}"
         )));
     }
     Ok((steps, batch))

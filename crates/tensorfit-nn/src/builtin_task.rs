@@ -1,10 +1,11 @@
 //! The built-in task that fits a model: [`TemporalOrder`] for the seed's classifier,
-//! [`RunningMean`] for a regression (the mean-squared-error loss), so the CLI trains
-//! either without a download.
+//! [`RunningMean`] for a regression (the mean-squared-error loss), [`MarkovText`] for a
+//! language model (a head on every step), so the CLI trains each without a download.
 
 use tensorfit_core::{Error, Result};
 
 use crate::description::{InputSpec, ModelDescription};
+use crate::markov_text::MarkovText;
 use crate::running_mean::RunningMean;
 use crate::task::{Batch, TemporalOrder};
 
@@ -17,6 +18,7 @@ pub enum BuiltinTask {
         tokens: bool,
     },
     RunningMean(RunningMean),
+    MarkovText(MarkovText),
 }
 
 impl BuiltinTask {
@@ -32,10 +34,14 @@ impl BuiltinTask {
             }
             Err(e) => e,
         };
-        match RunningMean::for_model(model, seed) {
-            Ok(task) => Ok(BuiltinTask::RunningMean(task)),
-            Err(regression) => Err(Error::input(format!(
-                "no built-in task fits: {classifier}; {regression}"
+        let regression = match RunningMean::for_model(model, seed) {
+            Ok(task) => return Ok(BuiltinTask::RunningMean(task)),
+            Err(e) => e,
+        };
+        match MarkovText::for_model(model, seed) {
+            Ok(task) => Ok(BuiltinTask::MarkovText(task)),
+            Err(text) => Err(Error::input(format!(
+                "no built-in task fits: {classifier}; {regression}; {text}"
             ))),
         }
     }
@@ -50,6 +56,7 @@ impl BuiltinTask {
         match self {
             BuiltinTask::TemporalOrder { .. } => TemporalOrder::MIN_STEPS,
             BuiltinTask::RunningMean(_) => RunningMean::WINDOW,
+            BuiltinTask::MarkovText(_) => 1,
         }
     }
 
@@ -62,6 +69,7 @@ impl BuiltinTask {
             } => task.batch(batch, steps),
             BuiltinTask::TemporalOrder { task, tokens: true } => task.token_batch(batch, steps),
             BuiltinTask::RunningMean(t) => t.batch(batch, steps),
+            BuiltinTask::MarkovText(t) => t.batch(batch, steps),
         }
     }
 
@@ -71,6 +79,7 @@ impl BuiltinTask {
         match self {
             BuiltinTask::TemporalOrder { task, .. } => task.rng_state(),
             BuiltinTask::RunningMean(t) => t.rng_state(),
+            BuiltinTask::MarkovText(t) => t.rng_state(),
         }
     }
 }
@@ -99,7 +108,7 @@ mod tests {
         d.input = InputSpec::Dense { features: 3 };
         let e = BuiltinTask::fits(&d).unwrap_err().to_string();
         assert!(
-            e.contains("temporal-order") && e.contains("running-mean"),
+            e.contains("temporal-order") && e.contains("running-mean") && e.contains("next-symbol"),
             "{e}"
         );
     }

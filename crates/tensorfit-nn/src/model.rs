@@ -7,11 +7,12 @@
 //! [`crate::network::Network`].
 
 use tensorfit_core::args::{CopyInputs, CopyTargets, SliceTimeInputs};
+use tensorfit_core::rows::leading;
 use tensorfit_core::{Graph, Op, Result, TensorId};
 
-use crate::description::{LossSpec, ModelDescription};
+use crate::description::{HeadOn, LossSpec, ModelDescription};
 pub use crate::layers::RecurrentStack;
-use crate::layers::{BatchStats, ParamKind, ParamSpec};
+use crate::layers::{BatchStats, ParamKind, ParamSpec, StateSlot};
 use crate::network::{Network, NetworkTensors};
 
 /// Tensors by name (PyTorch's parameter names).
@@ -64,11 +65,17 @@ impl Leaves {
 #[derive(Debug, Clone)]
 pub struct Classifier {
     pub stack: RecurrentStack,
-    /// `[B]`, class indices as f32.
+    /// `[B]` class indices as f32 (`[T, B]` with a head on every step), or mean squared
+    /// error's targets `[B, K]` (`[T, B, K]`).
     pub labels: TensorId,
-    /// Mean cross-entropy, `[1]`.
+    /// A head on every step with cross-entropy: the `[1]` input the host writes with
+    /// [`crate::every_step::loss_scale`], so that the loss is the mean over the rows
+    /// not ignored.
+    pub loss_scale: Option<TensorId>,
+    /// Mean loss, `[1]`.
     pub loss: TensorId,
-    /// Softmax probabilities, `[B, classes]`.
+    /// Softmax probabilities `[B, classes]` (`[T, B, classes]` on every step), or a
+    /// regression's predictions.
     pub probs: TensorId,
     /// Every trainable parameter, by PyTorch name.
     pub params: Named,
@@ -88,12 +95,23 @@ pub fn carry_graph(
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
     let stack = net.stack(&mut g, &leaves.ids, (batch, steps), false, false)?;
-    for (&(dst, slot), &src) in stack.carried.iter().zip(&stack.finals) {
+    copy_finals(&mut g, &stack.carried, &stack.finals)?;
+    Ok((g, stack))
+}
+
+/// Copies each final state `finals` into the carried state it started from (`carried`,
+/// in the same order), so the next chunk continues where this one stopped.
+pub fn copy_finals(
+    g: &mut Graph,
+    carried: &[(TensorId, StateSlot)],
+    finals: &[TensorId],
+) -> Result<()> {
+    for (&(dst, slot), &src) in carried.iter().zip(finals) {
         // `state.h_l0` is carried by `carry_h_l0`.
         let name = slot.name().replacen("state.", "carry_", 1);
         g.update(&name, Op::Copy, CopyInputs { src }, CopyTargets { dst })?;
     }
-    Ok((g, stack))
+    Ok(())
 }
 
 /// The whole model over a chunk of `steps` steps: embedding if any, recurrent stack,
@@ -109,8 +127,11 @@ pub fn classifier(
 }
 
 /// [`classifier`], over a padded batch when `padded`: the graph has the input `lengths`
-/// `[B]` ([`RecurrentStack::lengths`]), the layers stop at each sequence's end, and the head
-/// reads each sequence's own last step.
+/// `[B]` ([`RecurrentStack::lengths`]), the layers stop at each sequence's end, and a head
+/// on the last step reads each sequence's own last step. A head on every step reads every
+/// step; the host labels the steps past a sequence's end `IGNORE_LABEL`
+/// ([`crate::every_step`]), and such a head may not hold a BatchNorm nor end in mean
+/// squared error (refused, naming the layer or loss).
 pub fn classifier_at_lengths(
     g: &mut Graph,
     model: &ModelDescription,
@@ -119,21 +140,29 @@ pub fn classifier_at_lengths(
     padded: bool,
 ) -> Result<Classifier> {
     let net = model.network()?;
+    if padded {
+        crate::every_step::check_padded(&net)?;
+    }
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
     let stack = net.stack(g, &leaves.ids, (batch, steps), keep, padded)?;
-    let last = g.apply(
-        "last_step",
-        Op::SliceTime { t: steps - 1 },
-        SliceTimeInputs {
-            x: stack.y,
-            lengths: stack.lengths,
-        },
-    )?;
-    let h = head(g, &net, &leaves.ids, last.out, batch, mode)?;
+    let rows = match net.head_on {
+        HeadOn::LastStep => {
+            let inputs = SliceTimeInputs {
+                x: stack.y,
+                lengths: stack.lengths,
+            };
+            g.apply("last_step", Op::SliceTime { t: steps - 1 }, inputs)?
+                .out
+        }
+        // `[T, B, H]`, read by the head's layers as T·B rows (`tensorfit_core::rows`).
+        HeadOn::EveryStep => stack.y,
+    };
+    let h = head(g, &net, &leaves.ids, rows, mode)?;
     Ok(Classifier {
         stack,
         labels: h.labels,
+        loss_scale: h.loss_scale,
         loss: h.loss,
         probs: h.probs,
         params: leaves.params(),
@@ -145,34 +174,43 @@ pub fn classifier_at_lengths(
 #[derive(Debug)]
 pub(crate) struct Head {
     pub labels: TensorId,
+    pub loss_scale: Option<TensorId>,
     pub loss: TensorId,
     pub probs: TensorId,
     pub batch_stats: Vec<BatchStats>,
 }
 
-/// The head's layers, the output layer and the loss over the top layer's last step
-/// `last` `[B, H]`.
+/// The head's layers, the output layer and the loss over `rows`: the top layer's last
+/// step `[B, H]`, or every step `[T, B, H]` with a head on every step.
 pub(crate) fn head(
     g: &mut Graph,
     net: &Network,
     ids: &NetworkTensors<TensorId>,
-    last: TensorId,
-    batch: usize,
+    rows: TensorId,
     mode: Mode,
 ) -> Result<Head> {
-    let labels = match net.out.loss {
-        LossSpec::SoftmaxCrossEntropy { .. } => g.input("labels", [batch]),
-        LossSpec::MeanSquaredError { outputs } => g.input("labels", [batch, outputs]),
-    };
+    let mut target = leading(g.shape(rows));
+    if let LossSpec::MeanSquaredError { outputs } = net.out.loss {
+        target.0.push(outputs);
+    }
+    let labels = g.input("labels", target);
     let mut batch_stats = Vec::new();
-    let mut h = last;
+    let mut h = rows;
     for (part, t) in net.head.iter().zip(&ids.head) {
         h = part.forward(g, h, t, mode, &mut batch_stats)?;
     }
     let outs = net.out.forward(g, h, &ids.out, labels)?;
+    let (loss, loss_scale) = match (net.head_on, net.out.loss) {
+        (HeadOn::EveryStep, LossSpec::SoftmaxCrossEntropy { .. }) => {
+            let (loss, scale) = crate::every_step::scaled(g, outs.loss)?;
+            (loss, Some(scale))
+        }
+        _ => (outs.loss, None),
+    };
     Ok(Head {
         labels,
-        loss: outs.loss,
+        loss_scale,
+        loss,
         probs: outs.prediction,
         batch_stats,
     })

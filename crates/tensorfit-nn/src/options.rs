@@ -6,7 +6,7 @@ use std::fmt;
 
 use tensorfit_core::{Error, Result};
 
-use crate::description::ModelDescription;
+use crate::description::{HeadOn, ModelDescription};
 use crate::model_size::TRAIN_FLOPS_PER_FORWARD;
 use crate::optim::OptimConfig;
 
@@ -20,6 +20,19 @@ pub enum ProgramKind {
     Train,
     /// The last evaluation chunk: forward in inference form, loss and probabilities.
     Eval,
+    /// A window before the last of windowed truncated BPTT ([`TbpttMode::Windows`]):
+    /// [`Self::Train`], then its final state copied into the carried state.
+    TrainCarry,
+    /// An evaluation chunk before the last of a head on every step: [`Self::Eval`],
+    /// then its final state copied into the carried state, as [`Self::Carry`] does.
+    EvalCarry,
+}
+
+impl ProgramKind {
+    /// Whether the program takes an optimizer update.
+    pub fn trains(self) -> bool {
+        matches!(self, ProgramKind::Train | ProgramKind::TrainCarry)
+    }
 }
 
 /// A program's identity: kind, batch and number of time steps.
@@ -38,6 +51,8 @@ impl fmt::Display for ProgramKey {
             ProgramKind::Carry => "carry",
             ProgramKind::Train => "train",
             ProgramKind::Eval => "eval",
+            ProgramKind::EvalCarry => "eval-carry",
+            ProgramKind::TrainCarry => "train-carry",
         };
         write!(f, "{kind} b={} t={}", self.batch, self.steps)?;
         if let Some(r) = self.recompute {
@@ -54,9 +69,50 @@ impl ProgramKey {
     pub fn flops(&self, model: &ModelDescription) -> f64 {
         let forward = model.recurrent_forward_flops(self.batch, self.steps);
         match (self.kind, self.recompute) {
-            (ProgramKind::Train, None) => TRAIN_FLOPS_PER_FORWARD * forward,
-            (ProgramKind::Train, Some(_)) => (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward,
-            (ProgramKind::Carry | ProgramKind::Eval, _) => forward,
+            (ProgramKind::Train | ProgramKind::TrainCarry, None) => {
+                TRAIN_FLOPS_PER_FORWARD * forward
+            }
+            (ProgramKind::Train | ProgramKind::TrainCarry, Some(_)) => {
+                (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward
+            }
+            (ProgramKind::Carry | ProgramKind::Eval | ProgramKind::EvalCarry, _) => forward,
+        }
+    }
+}
+
+/// How truncated BPTT of length `L` trains on a sequence of `T` steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TbpttMode {
+    /// One update per minibatch: the first `T − L` steps only advance the state, then
+    /// forward, backward and the update over the last `L` steps (PyTorch's loop with
+    /// `h.detach()` before the last segment).
+    #[default]
+    Last,
+    /// DL4J's truncated BPTT: windows of `L` steps from the start (the last one shorter
+    /// when `L` does not divide `T`), each a forward, a backward and an update, the state
+    /// (h, c) carried from one window into the next without gradient: `⌈T / L⌉` updates
+    /// per minibatch. With a head on the last step only the final window has a loss, so
+    /// the windows before it only advance the state and there is one update.
+    Windows,
+}
+
+impl TbpttMode {
+    /// The name flags and files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            TbpttMode::Last => "last",
+            TbpttMode::Windows => "windows",
+        }
+    }
+
+    /// The mode named `name`, or an error listing the names.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "last" => Ok(TbpttMode::Last),
+            "windows" => Ok(TbpttMode::Windows),
+            other => Err(Error::input(format!(
+                "truncated-BPTT mode `{other}` is not one of \"last\" or \"windows\""
+            ))),
         }
     }
 }
@@ -64,8 +120,10 @@ impl ProgramKey {
 /// How to train and evaluate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainOptions {
-    /// Truncated-BPTT length: gradients flow through at most this many final steps.
+    /// Truncated-BPTT length: gradients flow through at most this many steps.
     pub tbptt: usize,
+    /// How a sequence longer than `tbptt` is trained on.
+    pub tbptt_mode: TbpttMode,
     /// Longest chunk of time steps run at once where only inference runs (the carried
     /// part of training, and evaluation): the streaming length.
     pub chunk: usize,
@@ -82,6 +140,7 @@ impl Default for TrainOptions {
     fn default() -> Self {
         TrainOptions {
             tbptt: 50,
+            tbptt_mode: TbpttMode::Last,
             chunk: 50,
             micro_batch: None,
             recompute: None,
@@ -106,28 +165,54 @@ impl TrainOptions {
     }
 
     /// The programs one training step on `[steps, batch]` runs, in order.
-    pub fn train_programs(&self, batch: usize, steps: usize) -> Vec<ProgramKey> {
-        let last = self.tbptt.min(steps);
-        let mut keys: Vec<ProgramKey> = carry_chunks(steps - last, self.chunk)
-            .into_iter()
-            .map(|s| key(ProgramKind::Carry, batch, s))
-            .collect();
-        keys.push(ProgramKey {
-            recompute: self.recompute.filter(|&r| r < last),
-            ..key(ProgramKind::Train, batch, last)
-        });
+    pub fn train_programs(
+        &self,
+        model: &ModelDescription,
+        batch: usize,
+        steps: usize,
+    ) -> Vec<ProgramKey> {
+        let train = |kind, len: usize| ProgramKey {
+            recompute: self.recompute.filter(|&r| r < len),
+            ..key(kind, batch, len)
+        };
+        let windows = windows(steps, self.tbptt);
+        let last = match self.tbptt_mode {
+            TbpttMode::Last => self.tbptt.min(steps),
+            TbpttMode::Windows => windows.last().copied().unwrap_or(steps),
+        };
+        let mut keys: Vec<ProgramKey> = match (self.tbptt_mode, model.head.on) {
+            (TbpttMode::Windows, HeadOn::EveryStep) => windows[..windows.len().saturating_sub(1)]
+                .iter()
+                .map(|&len| train(ProgramKind::TrainCarry, len))
+                .collect(),
+            _ => carry_chunks(steps - last, self.chunk)
+                .into_iter()
+                .map(|s| key(ProgramKind::Carry, batch, s))
+                .collect(),
+        };
+        keys.push(train(ProgramKind::Train, last));
         keys
     }
 
-    /// The programs one evaluation of `[steps, batch]` runs, in order.
-    pub fn eval_programs(&self, batch: usize, steps: usize) -> Vec<ProgramKey> {
+    /// The programs one evaluation of `[steps, batch]` runs, in order: the chunks before
+    /// the last only carry the state, or with a head on every step score their steps too.
+    pub fn eval_programs(
+        &self,
+        model: &ModelDescription,
+        batch: usize,
+        steps: usize,
+    ) -> Vec<ProgramKey> {
         let last = self.chunk.min(steps);
+        let before = match model.head.on {
+            HeadOn::LastStep => ProgramKind::Carry,
+            HeadOn::EveryStep => ProgramKind::EvalCarry,
+        };
         let mut keys = Vec::new();
         for m in micro_batches(batch, self.micro_batch) {
             keys.extend(
                 carry_chunks(steps - last, self.chunk)
                     .into_iter()
-                    .map(|s| key(ProgramKind::Carry, m, s)),
+                    .map(|s| key(before, m, s)),
             );
             keys.push(key(ProgramKind::Eval, m, last));
         }
@@ -164,34 +249,37 @@ impl Job {
 
 impl TrainOptions {
     /// The programs one training step (or one evaluation) of `job` runs, in order.
-    pub fn step_programs(&self, job: Job) -> Vec<ProgramKey> {
+    pub fn step_programs(&self, model: &ModelDescription, job: Job) -> Vec<ProgramKey> {
         match job {
-            Job::Train { batch, seq_len, .. } => self.train_programs(batch, seq_len),
-            Job::Eval { batch, seq_len } => self.eval_programs(batch, seq_len),
+            Job::Train { batch, seq_len, .. } => self.train_programs(model, batch, seq_len),
+            Job::Eval { batch, seq_len } => self.eval_programs(model, batch, seq_len),
         }
     }
 
     /// The FLOPs one training step (or one evaluation) of `job` executes. With no
     /// recomputation this is the job's model FLOPs, the figure benchmarks report.
     pub fn step_flops(&self, model: &ModelDescription, job: Job) -> f64 {
-        self.step_programs(job).iter().map(|k| k.flops(model)).sum()
+        self.step_programs(model, job)
+            .iter()
+            .map(|k| k.flops(model))
+            .sum()
     }
 
     /// Every distinct program `job` runs, each once, in a stable order.
-    pub fn job_programs(&self, job: Job) -> Vec<ProgramKey> {
+    pub fn job_programs(&self, model: &ModelDescription, job: Job) -> Vec<ProgramKey> {
         let mut keys = match job {
             Job::Train {
                 batch,
                 seq_len,
                 eval,
             } => {
-                let mut k = self.train_programs(batch, seq_len);
+                let mut k = self.train_programs(model, batch, seq_len);
                 if let Some((b, t)) = eval {
-                    k.extend(self.eval_programs(b, t));
+                    k.extend(self.eval_programs(model, b, t));
                 }
                 k
             }
-            Job::Eval { batch, seq_len } => self.eval_programs(batch, seq_len),
+            Job::Eval { batch, seq_len } => self.eval_programs(model, batch, seq_len),
         };
         keys.sort();
         keys.dedup();
@@ -217,6 +305,17 @@ pub fn carry_chunks(steps: usize, chunk: usize) -> Vec<usize> {
         v.push(steps % chunk);
     }
     v.extend(std::iter::repeat_n(chunk, steps / chunk));
+    v
+}
+
+/// The windows of windowed truncated BPTT over `steps` steps: `tbptt` each from the
+/// start, the last one shorter when `tbptt` does not divide `steps`.
+pub fn windows(steps: usize, tbptt: usize) -> Vec<usize> {
+    let tbptt = tbptt.max(1);
+    let mut v = vec![tbptt; steps / tbptt];
+    if steps % tbptt != 0 {
+        v.push(steps % tbptt);
+    }
     v
 }
 

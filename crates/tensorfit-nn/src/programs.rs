@@ -11,9 +11,9 @@ use std::fmt;
 
 use tensorfit_core::{Graph, Result, Role, TensorId};
 
-use crate::description::ModelDescription;
+use crate::description::{HeadOn, ModelDescription};
 use crate::layers::{BatchNorm, StateSlot};
-use crate::model::{carry_graph, classifier, Mode};
+use crate::model::{carry_graph, classifier, copy_finals, Mode};
 use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
@@ -54,6 +54,9 @@ pub struct Program {
     /// with recomputation: one per sub-segment).
     pub xs: Vec<(TensorId, usize)>,
     pub labels: Option<TensorId>,
+    /// A head on every step with cross-entropy: the `[1]` input
+    /// [`crate::every_step::loss_scale`] of the labels written.
+    pub loss_scale: Option<TensorId>,
     pub loss: Option<TensorId>,
     pub probs: Option<TensorId>,
     /// The optimizer's scalars (`adam.scalars`, `sgd.scalars`), written each step.
@@ -85,22 +88,29 @@ impl Program {
                 let p = Program::bare(key, graph, vec![(stack.x, steps)]);
                 (p, stack.carried)
             }
-            (ProgramKind::Eval, _) => {
+            (ProgramKind::Eval | ProgramKind::EvalCarry, _) => {
                 let mut g = Graph::new();
                 let c = classifier(&mut g, model, batch, steps, Mode::Infer)?;
+                if kind == ProgramKind::EvalCarry {
+                    copy_finals(&mut g, &c.stack.carried, &c.stack.finals)?;
+                }
                 let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
                 p.labels = Some(c.labels);
+                p.loss_scale = c.loss_scale;
                 p.loss = Some(c.loss);
                 p.probs = Some(c.probs);
                 (p, c.stack.carried)
             }
-            (ProgramKind::Train, _) => {
+            (ProgramKind::Train | ProgramKind::TrainCarry, _) => {
                 let mut t = match recompute {
                     None => train_graph(model, batch, steps)?,
                     Some(segment) => recompute::train_graph(model, batch, steps, segment)?,
                 };
+                if kind == ProgramKind::TrainCarry {
+                    copy_finals(&mut t.graph, &t.carried, &t.finals)?;
+                }
                 let carried = std::mem::take(&mut t.carried);
-                (Program::training(key, optim, t)?, carried)
+                (Program::training(key, model, optim, t)?, carried)
             }
         };
         let carried: HashMap<TensorId, StateSlot> = carried.into_iter().collect();
@@ -124,7 +134,12 @@ impl Program {
 
     /// A training program: `t` with clipping, the optimizer and the running-statistics
     /// updates appended.
-    fn training(key: ProgramKey, optim: &OptimConfig, t: TrainGraph) -> Result<Program> {
+    fn training(
+        key: ProgramKey,
+        model: &ModelDescription,
+        optim: &OptimConfig,
+        t: TrainGraph,
+    ) -> Result<Program> {
         let TrainGraph {
             mut graph,
             xs,
@@ -134,12 +149,18 @@ impl Program {
             ..
         } = t;
         let update = optim.append(&mut graph, &params, &grads)?;
-        let unbias = key.batch as f32 / (key.batch as f32 - 1.0);
+        // The rows BatchNorm saw: one per sequence, or one per step and sequence.
+        let rows = match model.head.on {
+            HeadOn::LastStep => key.batch,
+            HeadOn::EveryStep => key.batch * key.steps,
+        } as f32;
+        let unbias = rows / (rows - 1.0);
         for stats in &head.batch_stats {
             BatchNorm::stats_update(&mut graph, stats, unbias)?;
         }
         let mut p = Program::bare(key, graph, xs);
         p.labels = Some(head.labels);
+        p.loss_scale = head.loss_scale;
         p.loss = Some(head.loss);
         p.probs = Some(head.probs);
         p.scalars = Some(update.scalars);
@@ -154,6 +175,7 @@ impl Program {
             graph,
             xs,
             labels: None,
+            loss_scale: None,
             loss: None,
             probs: None,
             scalars: None,

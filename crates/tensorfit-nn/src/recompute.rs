@@ -20,7 +20,7 @@
 use tensorfit_core::args::{BinaryInputs, FillInputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
-use crate::description::ModelDescription;
+use crate::description::{HeadOn, ModelDescription};
 use crate::layers::{Embedding, LayerForward};
 use crate::model::{head, Leaves, Mode, Named};
 use crate::network::{Network, NetworkTensors};
@@ -90,6 +90,11 @@ pub(crate) fn train_graph(
     segment: usize,
 ) -> Result<TrainGraph> {
     let net = model.network()?;
+    if net.head_on == HeadOn::EveryStep {
+        return Err(Error::input(
+            "recomputation is built for a head on the last step only; a head on every step keeps the segment's activations (TrainOptions::recompute must be None)",
+        ));
+    }
     let rec = &net.recurrent;
     let layers = rec.layers();
     let mut g = Graph::new();
@@ -120,7 +125,7 @@ pub(crate) fn train_graph(
     }
     // The top layer's last output is its final h.
     let last = border[xs.len()][layers - 1][0];
-    let h = head(&mut g, &net, ids, last, batch, Mode::Train)?;
+    let h = head(&mut g, &net, ids, last, Mode::Train)?;
 
     // The head by autodiff, with the gradient of `last` as one more result.
     let one = loss_grad_seed(&mut g)?;
@@ -204,7 +209,9 @@ pub(crate) fn train_graph(
         grads.push(grad.ok_or_else(|| no_gradient(name))?);
     }
     let carried = border[0].iter().flatten().copied().zip(rec.state_slots());
+    let finals = border[xs.len()].iter().flatten().copied().collect();
     Ok(TrainGraph {
+        finals,
         graph: g,
         xs,
         head: h,

@@ -21,6 +21,9 @@ pub(crate) struct TrainGraph {
     pub grads: Vec<TensorId>,
     /// The carried state leaves.
     pub carried: Vec<(TensorId, StateSlot)>,
+    /// The final state, in the order of `carried` (what a window of windowed truncated
+    /// BPTT carries on).
+    pub finals: Vec<TensorId>,
 }
 
 /// The seed of the loss's gradient: a `[1]` tensor of ones.
@@ -55,9 +58,11 @@ pub(crate) fn train_graph(
     Ok(TrainGraph {
         graph: g,
         xs: vec![(c.stack.x, steps)],
+        finals: c.stack.finals,
         carried: c.stack.carried,
         head: Head {
             labels: c.labels,
+            loss_scale: c.loss_scale,
             loss: c.loss,
             probs: c.probs,
             batch_stats: c.batch_stats,

@@ -16,7 +16,6 @@
 //! the plan says; without one, each tensor gets its own buffer.
 
 use std::collections::HashMap;
-use std::ops::Range;
 
 use tensorfit_core::exec::allocate_all;
 use tensorfit_core::{
@@ -24,40 +23,39 @@ use tensorfit_core::{
     Result, Shape, TensorView,
 };
 
-use crate::batch_input::{check_batch, write_steps};
+use crate::batch_input::check_batch;
 use crate::checkpoint::Checkpoint;
-use crate::description::ModelDescription;
+use crate::description::{HeadOn, ModelDescription};
 use crate::layers::{ParamKind, Recurrent, StatePart};
 use crate::optim::ScheduleState;
-use crate::options::{micro_batches, ProgramKey, TrainOptions};
+use crate::options::{ProgramKey, TrainOptions};
 use crate::params::ParamStore;
 use crate::programs::{PersistentKey, Program};
+
+mod run;
+pub use run::EvalReport;
 
 /// What one training step produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepReport {
-    /// 1-based count of optimizer steps taken so far.
+    /// 1-based count of optimizer steps taken so far (with windowed truncated BPTT,
+    /// several per training step).
     pub step: u64,
+    /// The mean loss (over the steps not ignored, with a head on every step).
     pub loss: f32,
-    /// The learning rate the step used (after the schedule).
-    pub lr: f64,
-    /// The global gradient norm before clipping (`clip_grad_norm_`'s return value), when
-    /// clipping by norm.
-    pub grad_norm: Option<f32>,
-    /// Softmax probabilities `[B, classes]` before the update.
-    pub probs: HostTensor,
-}
-
-/// What an evaluation produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EvalReport {
-    /// The mean loss: cross-entropy, or the mean squared error for a regression.
-    pub loss: f32,
-    /// The fraction of rows whose most probable class is the label; `None` for a
-    /// regression.
+    /// The fraction of rows (steps, with a head on every step) the model got right
+    /// before the update; `None` for a regression.
     pub accuracy: Option<f32>,
-    /// Softmax probabilities `[B, classes]`, or a regression's predictions
-    /// `[B, outputs]`.
+    /// `exp(loss)` for cross-entropy; `None` for a regression.
+    pub perplexity: Option<f32>,
+    /// The learning rate the (last) update used (after the schedule).
+    pub lr: f64,
+    /// The global gradient norm before clipping (`clip_grad_norm_`'s return value) of the
+    /// last update, when clipping by norm.
+    pub grad_norm: Option<f32>,
+    /// Softmax probabilities `[B, classes]` before the update (`[steps, B, classes]`
+    /// over the trained steps, each before its window's update, with a head on every
+    /// step).
     pub probs: HostTensor,
 }
 
@@ -217,20 +215,47 @@ impl Trainer {
         self.backend.memory()
     }
 
-    /// One optimizer step on a minibatch: `x` `[T, B, input]`, `labels` `[B]` class ids
-    /// (cross-entropy) or `[B, outputs]` f32 targets (mean squared error).
+    /// One training step on a minibatch: `x` `[T, B, input]`, `labels` `[B]` class ids
+    /// (cross-entropy) or `[B, outputs]` f32 targets (mean squared error), per step
+    /// (`[T, B]`, `[T, B, outputs]`) with a head on every step. One optimizer update, or
+    /// one per window with [`TbpttMode::Windows`](crate::options::TbpttMode) and a head
+    /// on every step; the report sums up all of them.
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
         let (steps, batch) = check_batch(&self.model, x, labels)?;
-        let keys = self.opts.train_programs(batch, steps);
-        let next = self
+        let keys = self.opts.train_programs(&self.model, batch, steps);
+        let updates = keys.iter().filter(|k| k.kind.trains()).count() as u64;
+        let last = self
             .step
-            .checked_add(1)
+            .checked_add(updates)
             .ok_or_else(|| Error::input(format!("the step counter cannot pass {}", self.step)))?;
-        let o = &self.opts.optim;
-        let lr = self.schedule.lr(&o.schedule, o.optimizer.lr(), next);
-        let scalars = o.optimizer.scalars(next, lr);
-        let (loss, probs) = self.run_sequence(&keys, x, 0..batch, labels, Some(&scalars))?;
-        self.step = next;
+        // The optimizer's scalars of each update in turn, at its own step and rate.
+        let (o, schedule) = (self.opts.optim, self.schedule);
+        let (mut t, mut lr) = (self.step, f64::NAN);
+        let mut scalars = || {
+            t += 1;
+            lr = schedule.lr(&o.schedule, o.optimizer.lr(), t);
+            Some(o.optimizer.scalars(t, lr))
+        };
+        let scored = self.run_sequence(&keys, x, 0..batch, labels, &mut scalars)?;
+        let (classes, classify) = (
+            self.model.loss.outputs(),
+            self.model.loss.is_classification(),
+        );
+        // The loss over every update's rows, each weighted by the rows it counted.
+        let mut summed = run::Summed::default();
+        scored.iter().for_each(|s| summed.add(&self.model, s));
+        let (loss, tally) = (summed.loss(), summed.tally);
+        let probs: Vec<f32> = scored
+            .iter()
+            .flat_map(|s| s.probs.iter().copied())
+            .collect();
+        let trained: usize = scored.iter().map(|s| s.steps.len()).sum();
+        let shape = match self.model.head.on {
+            HeadOn::LastStep => vec![probs.len() / classes.max(1), classes],
+            HeadOn::EveryStep => vec![trained, batch, classes],
+        };
+        let probs = HostTensor::new(Shape(shape), probs)?;
+        self.step = last;
         self.last_train = keys.last().copied();
         let p = &self.programs[&keys[keys.len() - 1]];
         let norm_sq = match p.ids.grad_norm_sq {
@@ -246,6 +271,8 @@ impl Trainer {
         Ok(StepReport {
             step: self.step,
             loss,
+            accuracy: classify.then(|| tally.accuracy()),
+            perplexity: classify.then(|| loss.exp()),
             lr,
             grad_norm: norm_sq.first().map(|s| s.sqrt()),
             probs,
@@ -267,104 +294,6 @@ impl Trainer {
     /// Restores the schedule's state from a checkpoint.
     pub fn restore_schedule(&mut self, state: ScheduleState) {
         self.schedule = state;
-    }
-
-    /// Runs the model in inference form (running statistics) over whole sequences.
-    pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
-        let (steps, batch) = check_batch(&self.model, x, labels)?;
-        let classes = self.model.loss.outputs();
-        let per_row = self.model.loss.targets_per_row();
-        let mut probs = Vec::with_capacity(batch * classes);
-        let mut loss_sum = 0.0f64;
-        let mut start = 0;
-        for m in micro_batches(batch, self.opts.micro_batch) {
-            // One micro-batch: its own chunks, then its evaluation program, reading its
-            // sequences out of `x` in place (no host copy of them).
-            let keys = self.opts.eval_programs(m, steps);
-            let rows = start..start + m;
-            let targets = &labels[start * per_row..(start + m) * per_row];
-            let (loss, p) = self.run_sequence(&keys, x, rows, targets, None)?;
-            loss_sum += loss as f64 * m as f64;
-            probs.extend(p.data);
-            start += m;
-        }
-        let accuracy = self.model.loss.is_classification().then(|| {
-            let correct = labels
-                .iter()
-                .enumerate()
-                .filter(|(b, &l)| argmax(&probs[b * classes..(b + 1) * classes]) == l as usize)
-                .count();
-            correct as f32 / batch as f32
-        });
-        Ok(EvalReport {
-            loss: (loss_sum / batch as f64) as f32,
-            accuracy,
-            probs: HostTensor::new([batch, classes], probs)?,
-        })
-    }
-
-    /// Class probabilities `[B, classes]`, or a regression's predictions `[B, outputs]`,
-    /// for `x` `[T, B, input]` (inference form).
-    pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
-        let batch = x.shape.dims().get(1).copied().unwrap_or(0);
-        let targets = batch.saturating_mul(self.model.loss.targets_per_row());
-        Ok(self.evaluate(x, &vec![0.0; targets])?.probs)
-    }
-
-    /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
-    /// sequences `rows` of `x`, then the final program over the last steps; returns its
-    /// loss and probabilities.
-    fn run_sequence(
-        &mut self,
-        keys: &[ProgramKey],
-        x: &HostTensor,
-        rows: Range<usize>,
-        labels: &[f32],
-        scalars: Option<&[f32]>,
-    ) -> Result<(f32, HostTensor)> {
-        let Some(last) = keys.last() else {
-            return Err(Error::Graph("a run needs at least one program".into()));
-        };
-        let batch = last.batch;
-        for slot in self.recurrent.state_slots() {
-            let key = PersistentKey::Carried { slot, batch };
-            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
-            self.backend.write(&view, &vec![0.0; view.len()])?;
-        }
-        let mut t = 0;
-        for &key in keys {
-            self.ensure_program(key)?;
-            let p = &self.programs[&key];
-            let backend = self.backend.as_mut();
-            for &(input, len) in &p.ids.xs {
-                write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
-                t += len;
-            }
-            if key != *last {
-                p.exe.run(backend)?;
-            }
-        }
-        let p = &self.programs[last];
-        let backend = self.backend.as_mut();
-        if let Some(l) = p.ids.labels {
-            p.exe.write(backend, l, labels)?;
-        }
-        if let (Some(s), Some(values)) = (p.ids.scalars, scalars) {
-            p.exe.write(backend, s, values)?;
-        }
-        p.exe.run(backend)?;
-        let loss = match p.ids.loss {
-            Some(l) => p.exe.read(backend, l)?.first().copied().unwrap_or(f32::NAN),
-            None => f32::NAN,
-        };
-        let probs = match p.ids.probs {
-            Some(pr) => p.exe.read(backend, pr)?,
-            None => Vec::new(),
-        };
-        Ok((
-            loss,
-            HostTensor::new([batch, self.model.loss.outputs()], probs)?,
-        ))
     }
 
     /// Downloads parameters and running statistics.

@@ -7,13 +7,14 @@
 //! `f32` class indices (DType has only F32); a label that is not a whole number in
 //! `[0, K)` is bad user data and returns `Error::Input` naming the row.
 
+use tensorfit_core::rows::IGNORE_LABEL;
 use tensorfit_core::{Error, Result};
 
 use super::check_len;
 use crate::backend_error;
 
 /// `probs = softmax(logits)` row by row for `logits` `[B, K]`, and
-/// `loss[0] = mean over rows of -ln probs[row, label[row]]`.
+/// `loss[0] = mean over rows of -ln probs[row, label[row]]` (an ignored row adds 0).
 pub fn softmax_cross_entropy_forward(
     logits: &[f32],
     labels: &[f32],
@@ -42,13 +43,15 @@ pub fn softmax_cross_entropy_forward(
         }
         p_row.iter_mut().for_each(|p| *p /= sum);
         // -ln p[label] = ln Σ exp(x - max) - (x[label] - max)
-        total += f64::from(sum.ln() - (x_row[label] - max));
+        if let Some(label) = label {
+            total += f64::from(sum.ln() - (x_row[label] - max));
+        }
     }
     loss[0] = (total / labels.len() as f64) as f32;
     Ok(())
 }
 
-/// `dlogits = (probs - onehot(labels)) · dloss[0] / B`.
+/// `dlogits = (probs - onehot(labels)) · dloss[0] / B`, zero on ignored rows.
 pub fn softmax_cross_entropy_backward(
     probs: &[f32],
     labels: &[f32],
@@ -67,7 +70,10 @@ pub fn softmax_cross_entropy_backward(
         .chunks_exact_mut(classes)
         .zip(probs.chunks_exact(classes));
     for (r, ((d_row, p_row), &label)) in rows.zip(labels).enumerate() {
-        let label = class_index(label, r, classes)?;
+        let Some(label) = class_index(label, r, classes)? else {
+            d_row.fill(0.0);
+            continue;
+        };
         for (d, &p) in d_row.iter_mut().zip(p_row) {
             *d = p * scale;
         }
@@ -91,11 +97,14 @@ fn classes(kernel: &str, logits: &[f32], labels: &[f32]) -> Result<usize> {
     Ok(logits.len() / labels.len())
 }
 
-/// The class index stored in `label`, or an input error naming the row.
-fn class_index(label: f32, row: usize, classes: usize) -> Result<usize> {
+/// The class index stored in `label`, `None` for [`IGNORE_LABEL`], or an input error
+/// naming the row.
+fn class_index(label: f32, row: usize, classes: usize) -> Result<Option<usize>> {
     // why: `as usize` would silently saturate NaN to 0 and truncate 2.5 to 2.
     if label.fract() == 0.0 && label >= 0.0 && (label as f64) < classes as f64 {
-        Ok(label as usize)
+        Ok(Some(label as usize))
+    } else if label == IGNORE_LABEL {
+        Ok(None)
     } else {
         Err(Error::Input(format!(
             "label of row {row} is {label}, not a class index in [0, {classes})"
@@ -131,7 +140,7 @@ mod tests {
     fn bad_labels_are_input_errors_naming_the_row() {
         let logits = [0.0; 6];
         let (mut loss, mut probs) = ([0.0], [0.0; 6]);
-        for bad in [3.0, -1.0, 0.5, f32::NAN, f32::INFINITY] {
+        for bad in [3.0, -2.0, 0.5, f32::NAN, f32::INFINITY] {
             let err = softmax_cross_entropy_forward(&logits, &[0.0, bad], &mut loss, &mut probs)
                 .unwrap_err();
             assert!(matches!(err, Error::Input(_)), "{err}");
@@ -150,5 +159,25 @@ mod tests {
         for (g, w) in d.iter().zip(want) {
             assert!((g - w).abs() < 1e-6, "{d:?}");
         }
+    }
+
+    #[test]
+    fn an_ignored_row_adds_no_loss_and_gets_no_gradient() {
+        let logits = [1.0, 2.0, 3.0, 9.0, -4.0, 0.5];
+        let (mut both, mut probs) = ([0.0], [0.0; 6]);
+        softmax_cross_entropy_forward(&logits, &[2.0, IGNORE_LABEL], &mut both, &mut probs)
+            .unwrap();
+        let (mut first, mut p1) = ([0.0], [0.0; 3]);
+        softmax_cross_entropy_forward(&logits[..3], &[2.0], &mut first, &mut p1).unwrap();
+        // The sum over counted rows, divided by all rows.
+        assert_eq!(both[0], first[0] / 2.0);
+        assert!(
+            (probs[3] - 1.0).abs() < 1e-3,
+            "probabilities still computed"
+        );
+        let mut d = [7.0; 6];
+        softmax_cross_entropy_backward(&probs, &[2.0, IGNORE_LABEL], &[1.0], &mut d).unwrap();
+        assert_eq!(&d[3..], &[0.0; 3]);
+        assert!(d[2] < 0.0);
     }
 }

@@ -429,7 +429,8 @@ impl<'g> OpKernels for Gpu<'g> {
         o: BatchNormOutputs<DevPtr>,
     ) -> Result<()> {
         let stats = BatchNormStats::of(i.running, o.batch).map_err(backend_error)?;
-        let bc = (s.x.dim(0), s.x.dim(1));
+        let [rows, width] = dims2(s.x);
+        let bc = (rows, width);
         batchnorm::batchnorm_forward(self, eps, [i.x, i.gamma, i.beta], stats, o.y, bc)
     }
 
@@ -441,7 +442,8 @@ impl<'g> OpKernels for Gpu<'g> {
         i: BatchNormBackwardInputs<DevPtr>,
         o: BatchNormBackwardOutputs<DevPtr>,
     ) -> Result<()> {
-        let bc = (s.x.dim(0), s.x.dim(1));
+        let [rows, width] = dims2(s.x);
+        let bc = (rows, width);
         batchnorm::batchnorm_backward(self, (eps, training), &i, &o, bc)
     }
 
@@ -463,7 +465,8 @@ impl<'g> OpKernels for Gpu<'g> {
         i: SoftmaxCrossEntropyInputs<DevPtr>,
         o: SoftmaxCrossEntropyOutputs<DevPtr>,
     ) -> Result<()> {
-        let bk = (s.logits.dim(0), s.logits.dim(1));
+        let [rows, width] = dims2(s.logits);
+        let bk = (rows, width);
         softmax::softmax_cross_entropy_forward(self, i.logits, i.labels, o.loss, o.probs, bk)
     }
 
@@ -473,7 +476,8 @@ impl<'g> OpKernels for Gpu<'g> {
         i: SoftmaxCrossEntropyBackwardInputs<DevPtr>,
         o: SoftmaxCrossEntropyBackwardOutputs<DevPtr>,
     ) -> Result<()> {
-        let bk = (s.probs.dim(0), s.probs.dim(1));
+        let [rows, width] = dims2(s.probs);
+        let bk = (rows, width);
         softmax::softmax_cross_entropy_backward(self, i.probs, i.labels, i.dloss, o.dlogits, bk)
     }
 

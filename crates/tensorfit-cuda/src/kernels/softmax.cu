@@ -3,7 +3,10 @@
 // Labels are class indices stored as f32. A label that is not a whole number in [0, K) is
 // bad user data: the kernel records the row in the status word (see common.cuh) and the
 // host reports it as an input error at the next synchronize or read, as the CPU reference
-// reports it at once.
+// reports it at once. A label of -1 (tensorfit_core::rows::IGNORE_LABEL) marks a row that
+// adds no loss and gets a zero gradient.
+
+#define IGNORE_LABEL -1.0f
 
 __device__ __forceinline__ bool class_index(float label, int classes, int* k) {
     // NaN fails every comparison; infinities fail the range test.
@@ -38,7 +41,7 @@ extern "C" __global__ void softmax_cross_entropy_forward(const float* logits,
         int label;
         if (class_index(labels[r], classes, &label)) {
             total += (double)(logf(sum) - (x[label] - mx));
-        } else {
+        } else if (labels[r] != IGNORE_LABEL) {
             report(status, STATUS_BAD_LABEL, r);
         }
     }
@@ -51,7 +54,7 @@ extern "C" __global__ void softmax_cross_entropy_forward(const float* logits,
     if (threadIdx.x == 0) loss[0] = batch > 0 ? (float)(part[0] / batch) : 0.0f;
 }
 
-// dlogits = (probs - onehot(labels)) dloss / B, one thread per element.
+// dlogits = (probs - onehot(labels)) dloss / B (zero on ignored rows), one thread per element.
 extern "C" __global__ void softmax_cross_entropy_backward(const float* probs,
                                                           const float* labels,
                                                           const float* dloss, float* dlogits,
@@ -63,6 +66,10 @@ extern "C" __global__ void softmax_cross_entropy_backward(const float* probs,
         int r = (int)(i / classes);
         int k = (int)(i - (i64)r * classes);
         int label;
+        if (labels[r] == IGNORE_LABEL) {
+            dlogits[i] = 0.0f;
+            continue;
+        }
         if (!class_index(labels[r], classes, &label)) {
             if (k == 0) report(status, STATUS_BAD_LABEL, r);
             label = -1;

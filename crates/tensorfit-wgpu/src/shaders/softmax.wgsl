@@ -5,7 +5,11 @@
 // that is not a whole number in [0, K); a kernel cannot return an error without a
 // read-back inside the step, so here such a row's loss (and its gradient) is NaN, which
 // the trainer reports as a non-finite loss. (The trainer checks labels before writing
-// them, so this only catches labels written by other means.)
+// them, so this only catches labels written by other means.) A label of -1
+// (tensorfit_core::rows::IGNORE_LABEL) marks a row that adds no loss and gets a zero
+// gradient.
+
+const IGNORE_LABEL: f32 = -1.0;
 
 fn nan_f() -> f32 {
     return bitcast<f32>(0x7fc00000u);
@@ -65,6 +69,8 @@ fn softmax_cross_entropy_forward(@builtin(local_invocation_id) lid: vec3<u32>) {
         var row_loss = nan_f();
         if (label < k) {
             row_loss = log(sum) - (fwd_logits[x0 + label] - mx);
+        } else if (fwd_labels[p.labels_base + row] == IGNORE_LABEL) {
+            row_loss = 0.0;
         }
         kahan_add(&acc, row_loss);
     }
@@ -88,7 +94,8 @@ fn softmax_cross_entropy_forward(@builtin(local_invocation_id) lid: vec3<u32>) {
     }
 }
 
-// ---- softmax_cross_entropy_backward: dlogits = (probs - onehot(labels)) · dloss / B on
+// ---- softmax_cross_entropy_backward: dlogits = (probs - onehot(labels)) · dloss / B (0 on
+// ignored rows) on
 // elements off..off+n of the [B, K] gradient.
 
 struct BackwardParams {
@@ -118,6 +125,8 @@ fn softmax_cross_entropy_backward(@builtin(workgroup_id) wid: vec3<u32>, @builti
     var d = bwd_probs[p.probs_base + e] * scale;
     if (label == col) {
         d = d - scale;
+    } else if (bwd_labels[p.labels_base + row] == IGNORE_LABEL) {
+        d = 0.0;
     } else if (label >= p.classes) {
         d = nan_f();
     }

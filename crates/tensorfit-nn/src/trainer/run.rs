@@ -1,0 +1,238 @@
+//! Running a sequence through a step's programs, and evaluation and prediction on it.
+//!
+//! A program with a loss gets the labels of its own steps and rows: a head on the last
+//! step has one label (or `K` targets) per sequence; a head on every step one per step
+//! and sequence, `[T, B]` (`[T, B, K]`) time-major like `x`, so a program over steps
+//! `t0..t1` reads their block. Evaluation of a head on every step scores each chunk of
+//! the stream (its programs carry their state on, [`crate::options::ProgramKind::EvalCarry`]).
+
+use std::ops::Range;
+
+use tensorfit_core::{Error, HostTensor, Result, Shape};
+
+use super::Trainer;
+use crate::batch_input::{check_batch, write_steps};
+use crate::description::{HeadOn, ModelDescription};
+use crate::every_step::{loss_scale, Tally};
+use crate::options::{micro_batches, ProgramKey};
+use crate::programs::PersistentKey;
+
+/// What an evaluation produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalReport {
+    /// The mean loss: cross-entropy (over the steps not ignored, with a head on every
+    /// step), or the mean squared error for a regression.
+    pub loss: f32,
+    /// The fraction of rows (of steps, with a head on every step) whose most probable
+    /// class is the label; `None` for a regression.
+    pub accuracy: Option<f32>,
+    /// `exp(loss)` for cross-entropy; `None` for a regression.
+    pub perplexity: Option<f32>,
+    /// Softmax probabilities `[B, classes]` (`[T, B, classes]` with a head on every
+    /// step), or a regression's predictions `[B, outputs]` (`[T, B, outputs]`).
+    pub probs: HostTensor,
+}
+
+/// One program's results: the steps it scored, its mean loss and its outputs
+/// `[steps, rows, classes]` (`[rows, classes]` on the last step).
+pub(super) struct Scored {
+    pub steps: Range<usize>,
+    pub loss: f32,
+    pub probs: Vec<f32>,
+    pub labels: Vec<f32>,
+}
+
+/// The labels of steps `steps` and sequences `rows` of a batch of `batch`, for a program
+/// with a loss: per sequence for a head on the last step, per step and sequence
+/// (time-major) for one on every step.
+pub(super) fn labels_of(
+    model: &ModelDescription,
+    labels: &[f32],
+    batch: usize,
+    steps: Range<usize>,
+    rows: Range<usize>,
+) -> Vec<f32> {
+    let per = model.loss.targets_per_row();
+    match model.head.on {
+        HeadOn::LastStep => labels[rows.start * per..rows.end * per].to_vec(),
+        HeadOn::EveryStep => steps
+            .flat_map(|t| {
+                let from = (t * batch + rows.start) * per;
+                labels[from..from + rows.len() * per].iter().copied()
+            })
+            .collect(),
+    }
+}
+
+impl Trainer {
+    /// Zeroes the carried state and runs `keys` in order over sequences `rows` of `x`,
+    /// time step after time step; each program with a loss gets its labels (and a
+    /// training program the optimizer's next `scalars`) and returns what it scored.
+    pub(super) fn run_sequence(
+        &mut self,
+        keys: &[ProgramKey],
+        x: &HostTensor,
+        rows: Range<usize>,
+        labels: &[f32],
+        scalars: &mut dyn FnMut() -> Option<Vec<f32>>,
+    ) -> Result<Vec<Scored>> {
+        let Some(last) = keys.last() else {
+            return Err(Error::Graph("a run needs at least one program".into()));
+        };
+        let batch = last.batch;
+        let all = x.shape.dims().get(1).copied().unwrap_or(0);
+        for slot in self.recurrent.state_slots() {
+            let key = PersistentKey::Carried { slot, batch };
+            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
+            self.backend.write(&view, &vec![0.0; view.len()])?;
+        }
+        let mut t = 0;
+        let mut scored = Vec::new();
+        for &key in keys {
+            self.ensure_program(key)?;
+            let p = &self.programs[&key];
+            let backend = self.backend.as_mut();
+            let start = t;
+            for &(input, len) in &p.ids.xs {
+                write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
+                t += len;
+            }
+            let Some(l) = p.ids.labels else {
+                p.exe.run(backend)?;
+                continue;
+            };
+            let mine = labels_of(&self.model, labels, all, start..t, rows.clone());
+            p.exe.write(backend, l, &mine)?;
+            if let Some(s) = p.ids.loss_scale {
+                p.exe.write(backend, s, &[loss_scale(&mine)])?;
+            }
+            if let Some(s) = p.ids.scalars {
+                let values = scalars().ok_or_else(|| {
+                    Error::Graph(format!(
+                        "training program `{key}` run without the optimizer's scalars"
+                    ))
+                })?;
+                p.exe.write(backend, s, &values)?;
+            }
+            p.exe.run(backend)?;
+            let loss = match p.ids.loss {
+                Some(l) => p.exe.read(backend, l)?.first().copied().unwrap_or(f32::NAN),
+                None => f32::NAN,
+            };
+            let probs = match p.ids.probs {
+                Some(pr) => p.exe.read(backend, pr)?,
+                None => Vec::new(),
+            };
+            scored.push(Scored {
+                steps: start..t,
+                loss,
+                probs,
+                labels: mine,
+            });
+        }
+        Ok(scored)
+    }
+
+    /// Runs the model in inference form (running statistics) over whole sequences.
+    pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
+        let (steps, batch) = check_batch(&self.model, x, labels)?;
+        let classes = self.model.loss.outputs();
+        let every_step = self.model.head.on == HeadOn::EveryStep;
+        let out_rows = if every_step { steps * batch } else { batch };
+        let mut probs = vec![0.0; out_rows * classes];
+        let mut summed = Summed::default();
+        let mut start = 0;
+        for m in micro_batches(batch, self.opts.micro_batch) {
+            // One micro-batch: its own chunks, reading its sequences out of `x` in place
+            // (no host copy of them).
+            let keys = self.opts.eval_programs(&self.model, m, steps);
+            let rows = start..start + m;
+            for s in self.run_sequence(&keys, x, rows.clone(), labels, &mut || None)? {
+                place(&mut probs, &s, (batch, classes), rows.clone(), every_step);
+                summed.add(&self.model, &s);
+            }
+            start += m;
+        }
+        let (loss, tally) = (summed.loss(), summed.tally);
+        let classify = self.model.loss.is_classification();
+        let shape = if every_step {
+            vec![steps, batch, classes]
+        } else {
+            vec![batch, classes]
+        };
+        Ok(EvalReport {
+            loss,
+            accuracy: classify.then(|| tally.accuracy()),
+            perplexity: classify.then(|| loss.exp()),
+            probs: HostTensor::new(Shape(shape), probs)?,
+        })
+    }
+
+    /// Class probabilities `[B, classes]`, or a regression's predictions `[B, outputs]`,
+    /// for `x` `[T, B, input]` (inference form); `[T, B, ..]` with a head on every step.
+    pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
+        let d = x.shape.dims();
+        let (steps, batch) = (
+            d.first().copied().unwrap_or(0),
+            d.get(1).copied().unwrap_or(0),
+        );
+        let rows = match self.model.head.on {
+            HeadOn::LastStep => batch,
+            HeadOn::EveryStep => batch.saturating_mul(steps),
+        };
+        let targets = rows.saturating_mul(self.model.loss.targets_per_row());
+        Ok(self.evaluate(x, &vec![0.0; targets])?.probs)
+    }
+}
+
+/// The mean loss over programs, each weighted by the rows it counted (steps not
+/// ignored, or targets), and their tally of right answers, summed as they come.
+#[derive(Debug, Default)]
+pub(super) struct Summed {
+    pub tally: Tally,
+    loss_sum: f64,
+    weight: f64,
+}
+
+impl Summed {
+    pub fn add(&mut self, model: &ModelDescription, s: &Scored) {
+        let counted = if model.loss.is_classification() {
+            let before = self.tally.counted;
+            self.tally.add(&s.probs, &s.labels, model.loss.outputs());
+            self.tally.counted - before
+        } else {
+            s.labels.len()
+        };
+        self.loss_sum += s.loss as f64 * counted as f64;
+        self.weight += counted as f64;
+    }
+
+    /// The weighted mean loss (0 when nothing counted).
+    pub fn loss(&self) -> f32 {
+        if self.weight > 0.0 {
+            (self.loss_sum / self.weight) as f32
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Copies a program's outputs into the whole batch's: rows `rows` of `[B, C]`, or steps
+/// `s.steps` × rows `rows` of `[T, B, C]`.
+fn place(
+    out: &mut [f32],
+    s: &Scored,
+    (batch, classes): (usize, usize),
+    rows: Range<usize>,
+    every_step: bool,
+) {
+    let width = rows.len() * classes;
+    let block = |t: usize| (t * batch + rows.start) * classes;
+    if every_step {
+        for (u, t) in s.steps.clone().enumerate() {
+            out[block(t)..block(t) + width].copy_from_slice(&s.probs[u * width..(u + 1) * width]);
+        }
+    } else {
+        out[block(0)..block(0) + width].copy_from_slice(&s.probs[..width]);
+    }
+}
