@@ -101,6 +101,7 @@ fn run(cell: &Cell) -> Result<Value> {
         job,
         tbptt: cell.tbptt,
         optim: OptimConfig::default(),
+        seed: 0,
         margin: 0.1,
         device: Some(DeviceKind::Cpu),
         caps: MemoryCaps::default(),

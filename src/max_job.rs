@@ -283,6 +283,7 @@ mod tests {
             job,
             tbptt: 50,
             optim: OptimConfig::default(),
+            seed: 0,
             margin: 0.1,
             device: None,
             caps: Default::default(),

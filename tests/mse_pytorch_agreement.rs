@@ -20,8 +20,8 @@ use common::{assert_close, max_abs, train_options};
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
-    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
-    ParamStore, RecurrentSpec, Trainer,
+    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    ModelDescription, ParamStore, RecurrentSpec, Trainer,
 };
 
 const FILE: &str = "tests/data/mse_small_reference.safetensors";
@@ -44,6 +44,7 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
             cell: Cell::Lstm,
             hidden: meta_usize(meta, "hidden"),
             layers: 1,
+            dropout: DropoutRate::NONE,
         },
         head: HeadSpec {
             on: HeadOn::LastStep,

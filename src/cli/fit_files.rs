@@ -142,6 +142,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             .and_then(|v| shape(&v.order, v.files.source.lengths())),
     };
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
+    req.seed = settings.seed;
     // The validation reader starts while the training reader still holds its batches.
     req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
         val.as_ref()

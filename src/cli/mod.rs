@@ -181,6 +181,8 @@ pub fn request(
         job,
         tbptt,
         optim,
+        // Training commands set the run's seed (dropout draws from it).
+        seed: 0,
         margin: dev.margin,
         device: dev.kind(),
         caps: dev.caps.caps()?,

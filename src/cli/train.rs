@@ -190,7 +190,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         optim_args::resolve(&a.optim, &a.given, settings.lr, last, resumed_ck, |id| {
             a.origin(id)
         })?;
-    let req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
+    let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
+    req.seed = settings.seed;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),

@@ -60,6 +60,7 @@ pub fn request(
         job,
         tbptt,
         optim: OptimConfig::default(),
+        seed: 0,
         margin: 0.1,
         device: Some(device),
         caps,

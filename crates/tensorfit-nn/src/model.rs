@@ -11,7 +11,7 @@ use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use crate::description::{LossSpec, ModelDescription};
 pub use crate::layers::RecurrentStack;
-use crate::layers::{BatchStats, ParamKind, ParamSpec};
+use crate::layers::{dropout, BatchStats, ParamKind, ParamSpec};
 use crate::network::{Network, NetworkTensors};
 
 /// Tensors by name (PyTorch's parameter names).
@@ -87,7 +87,7 @@ pub fn carry_graph(
     let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let stack = net.stack(&mut g, &leaves.ids, (batch, steps), false, false)?;
+    let stack = net.stack(&mut g, &leaves.ids, (batch, steps), (false, false), None)?;
     for (&(dst, slot), &src) in stack.carried.iter().zip(&stack.finals) {
         // `state.h_l0` is carried by `carry_h_l0`.
         let name = slot.name().replacen("state.", "carry_", 1);
@@ -121,7 +121,8 @@ pub fn classifier_at_lengths(
     let net = model.network()?;
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
-    let stack = net.stack(g, &leaves.ids, (batch, steps), keep, padded)?;
+    let key = dropout::key_leaf(g, keep && net.has_dropout());
+    let stack = net.stack(g, &leaves.ids, (batch, steps), (keep, padded), key)?;
     let last = g.apply(
         "last_step",
         Op::SliceTime { t: steps - 1 },
@@ -130,7 +131,7 @@ pub fn classifier_at_lengths(
             lengths: stack.lengths,
         },
     )?;
-    let h = head(g, &net, &leaves.ids, last.out, batch, mode)?;
+    let h = head(g, &net, &leaves.ids, (last.out, key), batch, mode)?;
     Ok(Classifier {
         stack,
         labels: h.labels,
@@ -151,12 +152,12 @@ pub(crate) struct Head {
 }
 
 /// The head's layers, the output layer and the loss over the top layer's last step
-/// `last` `[B, H]`.
+/// `last` `[B, H]`; its dropouts drop with `dropout_key` (training only).
 pub(crate) fn head(
     g: &mut Graph,
     net: &Network,
     ids: &NetworkTensors<TensorId>,
-    last: TensorId,
+    (last, dropout_key): (TensorId, Option<TensorId>),
     batch: usize,
     mode: Mode,
 ) -> Result<Head> {
@@ -167,7 +168,7 @@ pub(crate) fn head(
     let mut batch_stats = Vec::new();
     let mut h = last;
     for (part, t) in net.head.iter().zip(&ids.head) {
-        h = part.forward(g, h, t, mode, &mut batch_stats)?;
+        h = part.forward(g, (h, dropout_key), t, mode, &mut batch_stats)?;
     }
     let outs = net.out.forward(g, h, &ids.out, labels)?;
     Ok(Head {

@@ -27,6 +27,7 @@ use tensorfit_core::{
 use crate::batch_input::{check_batch, write_steps};
 use crate::checkpoint::Checkpoint;
 use crate::description::ModelDescription;
+use crate::layers::dropout::step_key_input;
 use crate::layers::{ParamKind, Recurrent, StatePart};
 use crate::optim::ScheduleState;
 use crate::options::{micro_batches, ProgramKey, TrainOptions};
@@ -229,7 +230,9 @@ impl Trainer {
         let o = &self.opts.optim;
         let lr = self.schedule.lr(&o.schedule, o.optimizer.lr(), next);
         let scalars = o.optimizer.scalars(next, lr);
-        let (loss, probs) = self.run_sequence(&keys, x, 0..batch, labels, Some(&scalars))?;
+        let key = step_key_input(self.opts.seed, next);
+        let step = Some((&scalars[..], key));
+        let (loss, probs) = self.run_sequence(&keys, x, 0..batch, labels, step)?;
         self.step = next;
         self.last_train = keys.last().copied();
         let p = &self.programs[&keys[keys.len() - 1]];
@@ -312,15 +315,16 @@ impl Trainer {
     }
 
     /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
-    /// sequences `rows` of `x`, then the final program over the last steps; returns its
-    /// loss and probabilities.
+    /// sequences `rows` of `x`, then the final program over the last steps, given a
+    /// training `step`'s optimizer scalars and dropout key; returns its loss and
+    /// probabilities.
     fn run_sequence(
         &mut self,
         keys: &[ProgramKey],
         x: &HostTensor,
         rows: Range<usize>,
         labels: &[f32],
-        scalars: Option<&[f32]>,
+        step: Option<(&[f32], [f32; 2])>,
     ) -> Result<(f32, HostTensor)> {
         let Some(last) = keys.last() else {
             return Err(Error::Graph("a run needs at least one program".into()));
@@ -349,8 +353,11 @@ impl Trainer {
         if let Some(l) = p.ids.labels {
             p.exe.write(backend, l, labels)?;
         }
-        if let (Some(s), Some(values)) = (p.ids.scalars, scalars) {
+        if let (Some(s), Some((values, _))) = (p.ids.scalars, step) {
             p.exe.write(backend, s, values)?;
+        }
+        if let (Some(k), Some((_, key))) = (p.ids.dropout_key, step) {
+            p.exe.write(backend, k, &key)?;
         }
         p.exe.run(backend)?;
         let loss = match p.ids.loss {

@@ -9,7 +9,7 @@ use tensorfit_core::args::{
 };
 use tensorfit_core::{Graph, Op, Result, Shape, TensorId};
 
-use super::{Init, ParamSpec, StatePart, StateSlot, Tensors};
+use super::{Between, Init, ParamSpec, StatePart, StateSlot, Tensors};
 
 /// The name the stack is registered under, as in a PyTorch module (`self.gru`).
 const MODULE: &str = "gru";
@@ -203,7 +203,7 @@ impl Gru {
         keep: bool,
     ) -> Result<GruStack> {
         let x = g.input("x", self.input_shape(batch, steps));
-        self.stack_over(g, x, weights, batch, keep)
+        self.stack_over(g, x, weights, batch, (keep, Between::NONE))
     }
 
     /// The whole stack over `x` `[steps, batch, input]` (added by the caller, or the
@@ -214,7 +214,7 @@ impl Gru {
         x: TensorId,
         weights: &[GruWeights<TensorId>],
         batch: usize,
-        keep: bool,
+        (keep, between): (bool, Between),
     ) -> Result<GruStack> {
         let mut stack = GruStack {
             x,
@@ -226,7 +226,7 @@ impl Gru {
             let h0 = self.state_leaves(g, k, batch);
             let outs = Gru::layer(g, &format!("gru_l{k}"), stack.y, h0, w, keep)?;
             stack.h0.push(h0);
-            stack.y = outs.y;
+            stack.y = between.after(g, (k, weights.len()), outs.y, 0)?;
             stack.h_n.push(outs.h_n);
         }
         Ok(stack)

@@ -12,7 +12,7 @@ use tensorfit_core::args::{
 };
 use tensorfit_core::{Error, Graph, Op, Result, Shape, TensorId};
 
-use super::{Init, ParamSpec, Tensors};
+use super::{Between, Init, ParamSpec, Tensors};
 
 /// The name the stack is registered under, as in a PyTorch module (`self.lstm`).
 const MODULE: &str = "lstm";
@@ -311,7 +311,7 @@ impl Lstm {
     ) -> Result<LstmStack> {
         let x = g.input("x", self.input_shape(batch, steps));
         let lengths = padded.then(|| g.input("lengths", [batch]));
-        self.stack_over(g, (x, lengths), weights, batch, keep)
+        self.stack_over(g, (x, lengths), weights, batch, (keep, Between::NONE))
     }
 
     /// The whole stack over `x` (of [`Lstm::input_shape`], or the output of a layer
@@ -323,7 +323,7 @@ impl Lstm {
         (x, lengths): (TensorId, Option<TensorId>),
         weights: &[LstmWeights<TensorId>],
         batch: usize,
-        keep: bool,
+        (keep, between): (bool, Between),
     ) -> Result<LstmStack> {
         let mut stack = LstmStack {
             x,
@@ -341,7 +341,7 @@ impl Lstm {
             let outs = Lstm::layer_at_lengths(g, &name, input, state, w, keep)?;
             stack.h0.push(state.0);
             stack.c0.push(state.1);
-            stack.y = outs.y;
+            stack.y = between.after(g, (k, weights.len()), outs.y, 0)?;
             stack.h_n.push(outs.h_n);
             stack.c_n.push(outs.c_n);
         }
