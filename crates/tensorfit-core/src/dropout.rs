@@ -54,6 +54,7 @@ impl DropoutParams {
 
 /// A 32-bit integer hash (Wellons' `lowbias32`): every output bit depends on every input
 /// bit, and it is a bijection.
+#[inline]
 pub fn mix32(mut x: u32) -> u32 {
     x ^= x >> 16;
     x = x.wrapping_mul(0x7feb_352d);
@@ -63,11 +64,13 @@ pub fn mix32(mut x: u32) -> u32 {
 }
 
 /// The key of one dropout site in one step.
+#[inline]
 pub fn site_key(key: u32, site: u32) -> u32 {
     mix32(key ^ mix32(site.wrapping_add(0x9e37_79b9)))
 }
 
 /// The random bits of element `index` (wrapping at 2³²) under `site_key`.
+#[inline]
 pub fn element_bits(site_key: u32, index: u32) -> u32 {
     mix32(mix32(index ^ site_key).wrapping_add(site_key))
 }

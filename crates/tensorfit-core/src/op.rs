@@ -254,8 +254,8 @@ pub enum Op {
     /// PyTorch's `clip_grad_norm_` then `clip_grad_value_`; `+inf` turns either off.
     ClipGrad { max_norm: f32, value: f32 },
 
-    /// Inverted dropout: `y = x · keep / (1 - p)`, `keep` the mask of [`crate::dropout`]
-    /// drawn from the host-written `key` `[2]`, the site and the offset. Its own gradient.
+    /// Inverted dropout: `y = x · m`, `m` = `1 / (1 - p)` where the mask of [`crate::dropout`]
+    /// (from the host-written `key` `[2]`) keeps an element, else 0. Its own gradient.
     Dropout(DropoutParams),
 
     /// Update op: input `src`; target `dst` of the same shape gets a copy (carries an LSTM's

@@ -5,26 +5,37 @@ use rayon::prelude::*;
 use tensorfit_core::dropout::{element_bits, key_from_input, site_key};
 use tensorfit_core::{DropoutParams, Result};
 
+use super::gemm_fast::{self, vectorize};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 use crate::backend_error;
 
-/// `y[i] = x[i] / (1 - p)` where element `offset + i` of the mask is kept, else 0; the mask
-/// is drawn from `key` (`[2]`, the step's key as two 16-bit halves) and `p.site`.
+/// `y[i] = x[i] · m[i]`, `m[i]` = `1 / (1 - p)` where element `offset + i` of the mask is
+/// kept, else 0 (a product, as PyTorch's: a NaN stays NaN); the mask is drawn from `key`
+/// (`[2]`, the step's key as two 16-bit halves) and `p.site`.
 pub fn dropout(p: DropoutParams, x: &[f32], key: &[f32], y: &mut [f32]) -> Result<()> {
     const K: &str = "dropout";
     check_len(K, "y", y, x.len())?;
     let key = key_from_input(key).map_err(|m| backend_error(format!("{K}: {m}")))?;
     let (k, threshold, scale) = (site_key(key, p.site), p.threshold(), p.scale());
+    // Integer hashing and one multiply: the same bits at any vector width, so the loop
+    // may run vectorised (AVX-512 where the CPU has it; written with indices and a
+    // product, it is ten times faster than with a branch to 0).
+    let token = gemm_fast::simd();
     let apply = |start: usize, y: &mut [f32], x: &[f32]| {
-        for (j, (y, &x)) in y.iter_mut().zip(x).enumerate() {
-            // The mask's index wraps at 2³² (see tensorfit_core::dropout).
-            let index = p.offset.wrapping_add((start + j) as u32);
-            *y = if element_bits(k, index) >= threshold {
-                x * scale
-            } else {
-                0.0
-            };
-        }
+        // The mask's index wraps at 2³² (see tensorfit_core::dropout).
+        let first = p.offset.wrapping_add(start as u32);
+        vectorize(
+            token,
+            #[inline(always)]
+            || {
+                let x = &x[..y.len()];
+                for j in 0..y.len() {
+                    let bits = element_bits(k, first.wrapping_add(j as u32));
+                    let factor = if bits >= threshold { scale } else { 0.0 };
+                    y[j] = x[j] * factor;
+                }
+            },
+        );
     };
     if x.len() < PARALLEL_MIN_ELEMENTS {
         apply(0, y, x);

@@ -19,14 +19,14 @@ __device__ __forceinline__ unsigned int element_bits(unsigned int k, unsigned in
     return mix32(mix32(index ^ k) + k);
 }
 
-// y[i] = x[i] * scale where element_bits(site_key(key, site), offset + i) >= threshold,
-// else 0 (the index wraps at 2^32, as on the CPU).
+// y[i] = x[i] * m, m = scale where element_bits(site_key(key, site), offset + i) >=
+// threshold, else 0 (a product, as on the CPU; the index wraps at 2^32).
 extern "C" __global__ void dropout(const float* x, const float* key, float* y, i64 n,
                                    unsigned int site, unsigned int offset,
                                    unsigned int threshold, float scale) {
     unsigned int k = site_key((((unsigned int)key[0]) << 16) | (((unsigned int)key[1]) & 0xffffu), site);
     GRID_STRIDE(i, n) {
         bool kept = element_bits(k, offset + (unsigned int)i) >= threshold;
-        y[i] = kept ? x[i] * scale : 0.0f;
+        y[i] = x[i] * (kept ? scale : 0.0f);
     }
 }

@@ -10,7 +10,7 @@ fn word(v: u32) -> Arg {
     Arg::I32(i32::from_ne_bytes(v.to_ne_bytes()))
 }
 
-/// `y = x / (1 - p)` where the mask of `key` and `p` keeps an element, else 0, over `n`
+/// `y = x · m`, `m` = `1 / (1 - p)` where the mask of `key` and `p` keeps an element, else 0, over `n`
 /// elements.
 pub fn dropout(g: &Gpu<'_>, p: DropoutParams, [x, key, y]: [DevPtr; 3], n: usize) -> Result<()> {
     g.launch_1d(

@@ -8,7 +8,7 @@ use super::{bits, word, Launches};
 use crate::shaders::DROPOUT;
 use crate::window::{chunks, Operand, Region};
 
-/// `y = x / (1 - p)` where the mask of `key` and `p` keeps an element, else 0.
+/// `y = x · m`, `m` = `1 / (1 - p)` where the mask of `key` and `p` keeps an element, else 0.
 pub(crate) fn dropout(
     l: &mut Launches,
     p: DropoutParams,

@@ -20,9 +20,9 @@ fn element_bits(k: u32, index: u32) -> u32 {
     return mix32(mix32(index ^ k) + k);
 }
 
-// ---- dropout: y = x · scale where element_bits(site_key(key, site), offset + e) >=
-// threshold, else 0, on elements e = off..off+n; `key` holds the step's key as two 16-bit
-// halves (exact in f32).
+// ---- dropout: y = x · m, m = scale where element_bits(site_key(key, site), offset + e)
+// >= threshold, else 0 (a product, as on the CPU), on elements e = off..off+n; `key` holds
+// the step's key as two 16-bit halves (exact in f32).
 
 struct DropoutParams {
     x_base: u32, key_base: u32, y_base: u32,
@@ -45,5 +45,5 @@ fn dropout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     let e = p.off + i;
     let key = (u32(drop_key[p.key_base]) << 16u) | (u32(drop_key[p.key_base + 1u]) & 0xffffu);
     let kept = element_bits(site_key(key, p.site), p.offset + e) >= p.threshold;
-    drop_y[p.y_base + e] = select(0.0, drop_x[p.x_base + e] * p.scale, kept);
+    drop_y[p.y_base + e] = drop_x[p.x_base + e] * select(0.0, p.scale, kept);
 }
