@@ -17,7 +17,7 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use common::{assert_close, max_abs, train_options, wgpu_present};
+use common::{assert_close, matches_reference_steps, max_abs, train_options, wgpu_present};
 use tensorfit::core::{Activation, Backend, DropoutParams, HostTensor, Op};
 use tensorfit::cpu::kernels::dropout::dropout;
 use tensorfit::cpu::CpuBackend;
@@ -129,36 +129,12 @@ fn dropout_training_matches_pytorch_given_the_same_masks() {
         options(&m),
     )
     .unwrap();
-    let mut compared = 0;
-    for s in 1..=2 {
-        let (r, _) = load(&format!("step{s}."));
-        let x = r.require("x").unwrap();
-        let labels = &r.require("labels").unwrap().data;
-        let report = trainer.train_step(x, labels).unwrap();
-        let want = |n: &str| r.require(n).unwrap().data.clone();
-        check(&format!("step{s} loss"), &[report.loss], &want("loss"));
-        check(
-            &format!("step{s} probs"),
-            &report.probs.data,
-            &want("probs"),
-        );
-        for (name, g) in trainer.gradients().unwrap().iter() {
-            check(
-                &format!("step{s} grad {name}"),
-                &g.data,
-                &want(&format!("grad.{name}")),
-            );
-            compared += 1;
-        }
-        for (name, p) in trainer.parameters().unwrap().iter() {
-            check(
-                &format!("step{s} after {name}"),
-                &p.data,
-                &want(&format!("after.{name}")),
-            );
-            compared += 1;
-        }
-    }
+    let compared = matches_reference_steps(
+        &mut trainer,
+        |prefix| load(prefix).0,
+        2,
+        ("labels", "probs"),
+    );
     // 8 LSTM tensors, head.1's and out's weight and bias: 12 gradients, 12 parameters.
     assert_eq!(
         compared,
