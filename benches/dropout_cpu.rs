@@ -1,8 +1,8 @@
 //! What dropout costs the seed network's training step on the CPU backend: two trainers
 //! built side by side from the same parameters, one without dropout and one with
 //! `recurrent.dropout = p` (between the 3 LSTM layers), each running one training step
-//! (forward, backward, Adam, loss read back) on the same batch in turns, so the machine's
-//! drift hits both alike.
+//! (forward, backward, Adam, loss read back) on the same batch in turns, each first in
+//! every other turn, so the machine's drift hits both alike.
 //!
 //! Prints one JSON line per variant, `{"p", "batch", "steps", "ms"}` (`ms` the median of
 //! `--rounds` turns after two warm-ups), then `{"ratio"}`: the median of the per-turn
@@ -63,11 +63,13 @@ fn main() -> Result<()> {
     let data = TemporalOrder::new(3).batch(batch, steps)?;
     let mut ms = [Vec::new(), Vec::new()];
     for round in 0..rounds + 2 {
-        for (t, times) in trainers.iter_mut().zip(&mut ms) {
+        // Each variant goes first in every other round.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for v in order {
             let t0 = Instant::now();
-            t.train_step(&data.x, &data.labels)?;
+            trainers[v].train_step(&data.x, &data.labels)?;
             if round >= 2 {
-                times.push(t0.elapsed().as_secs_f64() * 1e3);
+                ms[v].push(t0.elapsed().as_secs_f64() * 1e3);
             }
         }
     }
