@@ -17,7 +17,10 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use common::{assert_close, matches_reference_steps, max_abs, train_options, wgpu_present};
+use common::{
+    assert_close, losses, matches_reference_steps, max_abs, ok_json, scratch, train_options,
+    wgpu_present,
+};
 use tensorfit::core::{Activation, Backend, DropoutParams, HostTensor, Op};
 use tensorfit::cpu::kernels::dropout::dropout;
 use tensorfit::cpu::CpuBackend;
@@ -318,4 +321,43 @@ fn a_dropout_step_on_wgpu_draws_the_cpu_masks() {
             &g.data,
         );
     }
+}
+
+#[test]
+fn train_with_dropout_resumed_from_its_checkpoint_repeats_the_uninterrupted_losses() {
+    let dir = scratch("dropout_resume");
+    let mut d = ModelDescription::seed();
+    d.recurrent.dropout = rate(0.2);
+    let model = dir.join("model.toml");
+    std::fs::write(&model, d.to_toml()).unwrap();
+    let model = model.to_str().unwrap();
+    let ck = dir.join("ck");
+    let ck = ck.to_str().unwrap();
+    let run = [
+        "--batch",
+        "8",
+        "--seq-len",
+        "10",
+        "--eval-every",
+        "0",
+        "--device",
+        "cpu",
+    ];
+    let train = |extra: &[&str]| {
+        let mut args = vec!["train", "--model", model, "--json"];
+        args.extend(run);
+        args.extend(extra);
+        losses(&ok_json(&args))
+    };
+    let whole = train(&["--steps", "4"]);
+    let first = train(&["--steps", "2", "--checkpoint-dir", ck]);
+    let rest = losses(&ok_json(&[
+        "train", "--resume", ck, "--steps", "2", "--json",
+    ]));
+    assert_eq!(whole.len(), 4);
+    assert_eq!(
+        [first, rest].concat(),
+        whole,
+        "the same masks after the resume"
+    );
 }

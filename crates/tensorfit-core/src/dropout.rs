@@ -170,7 +170,7 @@ mod tests {
     fn the_hash_gives_the_values_every_backend_is_checked_against() {
         // Fixed values: a change here changes every mask, which the WGSL and CUDA copies
         // must follow (the conformance suite compares them with the CPU's), and so does
-        // tests/pytorch/dropout_golden.py's.
+        // tools/dropout_reference.py's.
         assert_eq!(mix32(0), 0);
         assert_eq!(mix32(1), 0x6889_90c0);
         let k = site_key(0x1234_5678, 3);

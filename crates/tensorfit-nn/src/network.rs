@@ -161,7 +161,7 @@ impl Network {
     /// Whether a training graph of this network drops anything (and so reads the
     /// step's dropout key).
     pub fn has_dropout(&self) -> bool {
-        let in_head = self.head.iter().any(|p| match p {
+        let in_head = self.head.iter().any(|part| match part {
             HeadPart::Dropout { p, .. } => p.is_active(),
             _ => false,
         });
