@@ -104,6 +104,7 @@ fn run(cell: &Cell) -> Result<Value> {
         tbptt: cell.tbptt,
         tbptt_mode: TbpttMode::Last,
         optim: OptimConfig::default(),
+        seed: 0,
         margin: 0.1,
         device: Some(DeviceKind::Cpu),
         caps: MemoryCaps::default(),

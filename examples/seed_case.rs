@@ -26,6 +26,7 @@ fn main() -> Result<()> {
             tbptt: 50,
             tbptt_mode: TbpttMode::Last,
             optim: OptimConfig::default(),
+            seed: 0,
             margin: 0.1,
             device: Some(DeviceKind::Cpu),
             caps: MemoryCaps::parse(&[format!("cpu={cap}")])?,

@@ -34,6 +34,8 @@ pub struct Request {
     pub tbptt_mode: TbpttMode,
     /// Optimizer, clipping and schedule for training.
     pub optim: OptimConfig,
+    /// The run's seed, which dropout masks are drawn from ([`TrainOptions::seed`]).
+    pub seed: u64,
     /// Fraction of free memory kept unused (0.1 = 10%).
     pub margin: f64,
     /// `None`: choose automatically.

@@ -284,6 +284,7 @@ mod tests {
             tbptt: 50,
             tbptt_mode: TbpttMode::Last,
             optim: OptimConfig::default(),
+            seed: 0,
             margin: 0.1,
             device: None,
             caps: Default::default(),

@@ -53,6 +53,7 @@ impl Strategy {
             micro_batch: self.micro_batch,
             recompute: self.recompute,
             optim: req.optim,
+            seed: req.seed,
         }
     }
 }

@@ -22,8 +22,8 @@ use common::{assert_close, max_abs, meta_usize, reference, train_options};
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
-    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
-    ParamStore, RecurrentSpec, Trainer,
+    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    ModelDescription, ParamStore, RecurrentSpec, Trainer,
 };
 
 const FILE: &str = "tests/data/every_step_reference.safetensors";
@@ -43,6 +43,7 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
             cell: Cell::Lstm,
             hidden: meta_usize(meta, "hidden"),
             layers: meta_usize(meta, "layers"),
+            dropout: DropoutRate::NONE,
         },
         head: HeadSpec {
             on: HeadOn::EveryStep,

@@ -15,12 +15,14 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{assert_close, max_abs, meta_usize, reference, train_options};
+use common::{
+    assert_close, matches_reference_steps, max_abs, meta_usize, reference, train_options,
+};
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
-    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
-    ParamStore, RecurrentSpec, Trainer,
+    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    ModelDescription, ParamStore, RecurrentSpec, Trainer,
 };
 
 const FILE: &str = "tests/data/mse_small_reference.safetensors";
@@ -38,6 +40,7 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
             cell: Cell::Lstm,
             hidden: meta_usize(meta, "hidden"),
             layers: 1,
+            dropout: DropoutRate::NONE,
         },
         head: HeadSpec {
             on: HeadOn::LastStep,
@@ -66,32 +69,12 @@ fn mse_training_gradients_and_inference_match_pytorch() {
     let cfg = description(&meta);
     let opts = train_options(meta_usize(&meta, "steps"), meta["lr"].parse().unwrap());
     let mut trainer = Trainer::new(Box::new(CpuBackend::new()), cfg, &init, opts).unwrap();
-    let mut compared = 0;
-    for s in 1..=2 {
-        let (r, _) = load(&format!("step{s}."));
-        let x = r.require("x").unwrap();
-        let targets = &r.require("targets").unwrap().data;
-        let report = trainer.train_step(x, targets).unwrap();
-        let want = |n: &str| r.require(n).unwrap().data.clone();
-        check(&format!("step{s} loss"), &[report.loss], &want("loss"));
-        check(&format!("step{s} pred"), &report.probs.data, &want("pred"));
-        for (name, g) in trainer.gradients().unwrap().iter() {
-            check(
-                &format!("step{s} grad {name}"),
-                &g.data,
-                &want(&format!("grad.{name}")),
-            );
-            compared += 1;
-        }
-        for (name, p) in trainer.parameters().unwrap().iter() {
-            check(
-                &format!("step{s} after {name}"),
-                &p.data,
-                &want(&format!("after.{name}")),
-            );
-            compared += 1;
-        }
-    }
+    let compared = matches_reference_steps(
+        &mut trainer,
+        |prefix| load(prefix).0,
+        2,
+        ("targets", "pred"),
+    );
     // 4 LSTM tensors, head.0 and out's weight and bias: 8 gradients and 8 parameters.
     assert_eq!(
         compared,

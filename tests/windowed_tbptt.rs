@@ -18,8 +18,8 @@ mod common;
 use common::{assert_close, max_abs, meta_usize, reference, train_options};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
-    Cell, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec, TbpttMode,
-    TrainOptions, Trainer,
+    Cell, DropoutRate, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec,
+    TbpttMode, TrainOptions, Trainer,
 };
 
 const FILE: &str = "tests/data/windowed_tbptt_reference.safetensors";
@@ -43,6 +43,7 @@ fn windowed_truncated_bptt_matches_pytorchs_loop_of_an_update_per_window() {
             cell: Cell::Lstm,
             hidden: n("hidden"),
             layers: n("layers"),
+            dropout: DropoutRate::NONE,
         },
         head: HeadSpec {
             on: HeadOn::EveryStep,

@@ -143,6 +143,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
+    req.seed = settings.seed;
     // The validation reader starts while the training reader still holds its batches.
     req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
         val.as_ref()

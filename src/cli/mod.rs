@@ -184,6 +184,8 @@ pub fn request(
         tbptt,
         tbptt_mode: TbpttMode::Last,
         optim,
+        // Training commands set the run's seed (dropout draws from it).
+        seed: 0,
         margin: dev.margin,
         device: dev.kind(),
         caps: dev.caps.caps()?,

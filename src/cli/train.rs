@@ -200,6 +200,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         })?;
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
+    req.seed = settings.seed;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),

@@ -10,7 +10,8 @@ use serde_json::Value;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    Job, ModelDescription, OptimConfig, SeedShape, TbpttMode, TemporalOrder, TrainOptions,
+    Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TbpttMode, TemporalOrder,
+    TrainOptions, Trainer,
 };
 use tensorfit::session::Request;
 
@@ -23,6 +24,47 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32)
 /// Largest absolute value (the scale used for a tensor-relative tolerance).
 pub fn max_abs(v: &[f32]) -> f32 {
     v.iter().fold(0.0f32, |m, x| m.max(x.abs()))
+}
+
+/// Trains `trainer` on each step `step{s}.` (s = 1..=`steps`) of a PyTorch reference
+/// file read by `load(prefix)`, and checks the step's loss, its outputs (the reference's
+/// tensor `outputs`, before the update), every gradient (`grad.<name>`) and every
+/// parameter after it (`after.<name>`) within 1e-5 of the reference tensor's scale plus
+/// 1e-5 relative. The inputs are `x` and `targets`. Returns how many gradients and
+/// parameters were compared.
+pub fn matches_reference_steps(
+    trainer: &mut Trainer,
+    load: impl Fn(&str) -> ParamStore,
+    steps: usize,
+    (targets, outputs): (&str, &str),
+) -> usize {
+    let check = |what: &str, got: &[f32], want: &[f32]| {
+        assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
+    };
+    let mut compared = 0;
+    for s in 1..=steps {
+        let r = load(&format!("step{s}."));
+        let want = |n: &str| r.require(n).unwrap().data.clone();
+        let report = trainer
+            .train_step(r.require("x").unwrap(), &want(targets))
+            .unwrap();
+        check(&format!("step{s} loss"), &[report.loss], &want("loss"));
+        check(
+            &format!("step{s} {outputs}"),
+            &report.probs.data,
+            &want(outputs),
+        );
+        let grads = trainer.gradients().unwrap();
+        let params = trainer.parameters().unwrap();
+        for (kind, store) in [("grad", grads), ("after", params)] {
+            for (name, t) in store.iter() {
+                let what = format!("step{s} {kind} {name}");
+                check(&what, &t.data, &want(&format!("{kind}.{name}")));
+                compared += 1;
+            }
+        }
+    }
+    compared
 }
 
 /// A scaled-down seed network for the built-in temporal-order task (152 features in,
@@ -63,6 +105,7 @@ pub fn request(
         tbptt,
         tbptt_mode: TbpttMode::Last,
         optim: OptimConfig::default(),
+        seed: 0,
         margin: 0.1,
         device: Some(device),
         caps,

@@ -14,6 +14,8 @@ use tensorfit_testing::{Rng, TestRng};
 
 use crate::{reference, Checks, OP_TOL};
 
+#[path = "dropout_cases.rs"]
+mod dropout_cases;
 #[path = "gru_cases.rs"]
 mod gru_cases;
 #[path = "mse_cases.rs"]
@@ -98,9 +100,10 @@ fn variant(op: &Op) -> usize {
         Op::ClipGrad { .. } => 23,
         Op::MseLoss => 24,
         Op::MseLossBackward => 25,
+        Op::Dropout(_) => 26,
     }
 }
-const VARIANTS: usize = 26;
+const VARIANTS: usize = 27;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -209,6 +212,7 @@ fn cases() -> Vec<Case> {
     gru_cases::gru_cases(&mut r, &mut v);
     mse_cases::mse_cases(&mut r, &mut v);
     rows_cases::rows_cases(&mut r, &mut v);
+    dropout_cases::dropout_cases(&mut r, &mut v);
     batchnorm_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);

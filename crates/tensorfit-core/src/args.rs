@@ -297,6 +297,13 @@ signature! {
 }
 
 signature! {
+    /// [`Op::Dropout`](crate::Op::Dropout): `x` of any shape and the step's `key` `[2]`.
+    DropoutInputs { x, key }
+    /// [`Op::Dropout`](crate::Op::Dropout): `y` of `x`'s shape.
+    -> DropoutOutputs { y }
+}
+
+signature! {
     /// [`Op::Copy`](crate::Op::Copy): `src`.
     CopyInputs { src }
     /// [`Op::Copy`](crate::Op::Copy) target: `dst`, of `src`'s shape.

@@ -217,6 +217,21 @@ fn vjp(
             let dx = graph.apply(&name("grad"), Op::ActivationBackward(*f), inputs)?;
             Ok(ActivationInputs { x: Some(dx.dx) }.into_vec())
         }
+        Op::Dropout(p) => {
+            // The mask is drawn again from the same key, site and offset: y = x · m / (1-p)
+            // gives dx = dy · m / (1-p), the same op on dy.
+            let (x, _, _, g) = named!(DropoutInputs);
+            let inputs = DropoutInputs {
+                x: main(g.y)?,
+                key: x.key,
+            };
+            let dx = graph.apply(&name("grad"), Op::Dropout(*p), inputs)?;
+            Ok(DropoutInputs {
+                x: Some(dx.y),
+                key: None,
+            }
+            .into_vec())
+        }
         Op::SliceTime { t } => {
             let (x, _, _, g) = named!(SliceTimeInputs);
             let steps = graph.shape(x.x).dim(0);

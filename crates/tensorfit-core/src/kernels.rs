@@ -18,6 +18,7 @@
 
 use crate::args::*;
 use crate::backend::TensorView;
+use crate::dropout::DropoutParams;
 use crate::error::{Error, Result};
 use crate::gru::GruDims;
 use crate::op::{Activation, AdamParams, BinaryOp, LstmDims, Op, SgdParams};
@@ -231,6 +232,14 @@ pub trait OpKernels {
         o: ClipGradOutputs<Self::Out>,
     ) -> Result<()>;
 
+    fn dropout(
+        &mut self,
+        p: DropoutParams,
+        s: DropoutInputs<&Shape>,
+        i: DropoutInputs<Self::In>,
+        o: DropoutOutputs<Self::Out>,
+    ) -> Result<()>;
+
     fn copy(
         &mut self,
         s: CopyInputs<&Shape>,
@@ -398,6 +407,10 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         Op::ClipGrad { max_norm, value } => {
             let (s, i, o) = named!(ClipGradInputs);
             k.clip_grad(*max_norm, *value, s, i, o)
+        }
+        Op::Dropout(p) => {
+            let (s, i, o) = named!(DropoutInputs);
+            k.dropout(*p, s, i, o)
         }
         Op::Copy => {
             let (s, i, o) = named!(CopyInputs);

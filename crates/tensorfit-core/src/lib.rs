@@ -14,6 +14,7 @@
 pub mod args;
 pub mod autodiff;
 pub mod backend;
+pub mod dropout;
 pub mod error;
 pub mod exec;
 pub mod graph;
@@ -35,6 +36,7 @@ pub mod tokens;
 
 pub use autodiff::backward;
 pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, MemoryInfo, TensorView};
+pub use dropout::DropoutParams;
 pub use error::{Error, Result};
 pub use exec::{Executable, Layout, Placement};
 pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};

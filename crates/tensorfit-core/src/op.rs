@@ -15,6 +15,7 @@
 //!   schedule runs an update after every other reader of its targets.
 
 use crate::args::*;
+use crate::dropout::{dropout_shapes, DropoutParams};
 use crate::gru::GruDims;
 use crate::loss_op::mse_shapes;
 pub use crate::lstm_dims::LstmDims;
@@ -259,6 +260,10 @@ pub enum Op {
     /// PyTorch's `clip_grad_norm_` then `clip_grad_value_`; `+inf` turns either off.
     ClipGrad { max_norm: f32, value: f32 },
 
+    /// Inverted dropout: `y = x · m`, `m` = `1 / (1 - p)` where the mask of [`crate::dropout`]
+    /// (from the host-written `key` `[2]`) keeps an element, else 0. Its own gradient.
+    Dropout(DropoutParams),
+
     /// Update op: input `src`; target `dst` of the same shape gets a copy (carries an LSTM's
     /// final state into the next segment's initial state without a host round trip).
     Copy,
@@ -293,6 +298,7 @@ impl Op {
             Op::Sgd(_) => "sgd_update",
             Op::SumSquares => "sum_squares",
             Op::ClipGrad { .. } => "clip_grad",
+            Op::Dropout(_) => "dropout",
             Op::Copy => "copy",
         }
     }
@@ -343,6 +349,7 @@ impl Op {
             Op::Sgd(_) => SgdTargets::<()>::NAMES,
             Op::SumSquares => SumSquaresOutputs::<()>::NAMES,
             Op::ClipGrad { .. } => ClipGradOutputs::<()>::NAMES,
+            Op::Dropout(_) => DropoutOutputs::<()>::NAMES,
             Op::Copy => CopyTargets::<()>::NAMES,
         }
     }
@@ -450,17 +457,10 @@ impl Op {
                 Ok(targets.into_vec())
             }
             Op::SoftmaxCrossEntropy | Op::SoftmaxCrossEntropyBackward => softmax_shapes(self, list),
-            Op::Adam(_) => {
-                let AdamInputs { grad, scalars } = named(list)?;
-                same(scalars, &Shape::from([3]), "scalars")?;
-                let targets = AdamTargets {
-                    param: grad.clone(),
-                    m: grad.clone(),
-                    v: grad.clone(),
-                };
-                Ok(targets.into_vec())
+            Op::Adam(_) | Op::Sgd(_) | Op::SumSquares | Op::ClipGrad { .. } => {
+                optim_shapes(self, list)
             }
-            Op::Sgd(_) | Op::SumSquares | Op::ClipGrad { .. } => optim_shapes(self, list),
+            Op::Dropout(p) => dropout_shapes(p, list),
             Op::MseLoss | Op::MseLossBackward => mse_shapes(self, list),
             Op::Copy => {
                 let CopyInputs { src } = named(list)?;

@@ -1,10 +1,10 @@
-//! The optimizer ops' attributes and the shape rules of the ops added with SGD and
-//! gradient clipping ([`Op::Sgd`], [`Op::SumSquares`], [`Op::ClipGrad`]), kept beside
+//! The optimizer ops' attributes and shape rules ([`Op::Adam`], [`Op::Sgd`],
+//! [`Op::SumSquares`], [`Op::ClipGrad`]), kept beside
 //! `op.rs` so that file stays small.
 
 use crate::args::{
-    Args, ClipGradInputs, ClipGradOutputs, SgdInputs, SgdTargets, SumSquaresInputs,
-    SumSquaresOutputs,
+    AdamInputs, AdamTargets, Args, ClipGradInputs, ClipGradOutputs, SgdInputs, SgdTargets,
+    SumSquaresInputs, SumSquaresOutputs,
 };
 use crate::op::{named, same, Op};
 use crate::shape::Shape;
@@ -29,10 +29,21 @@ pub struct SgdParams {
     pub weight_decay: f32,
 }
 
-/// [`Op::infer_shapes`] for [`Op::Sgd`], [`Op::SumSquares`] and [`Op::ClipGrad`].
+/// [`Op::infer_shapes`] for [`Op::Adam`], [`Op::Sgd`], [`Op::SumSquares`] and
+/// [`Op::ClipGrad`].
 pub(crate) fn optim_shapes(op: &Op, list: Vec<&Shape>) -> Result<Vec<Shape>, String> {
     let one = Shape::from([1]);
     match op {
+        Op::Adam(_) => {
+            let AdamInputs { grad, scalars } = named(list)?;
+            same(scalars, &Shape::from([3]), "scalars")?;
+            let targets = AdamTargets {
+                param: grad.clone(),
+                m: grad.clone(),
+                v: grad.clone(),
+            };
+            Ok(targets.into_vec())
+        }
         Op::Sgd(_) => {
             let SgdInputs { grad, scalars } = named(list)?;
             same(scalars, &Shape::from([2]), "scalars")?;

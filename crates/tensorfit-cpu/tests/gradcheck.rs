@@ -21,11 +21,14 @@
 use std::collections::HashMap;
 
 use tensorfit_core::args::{
-    ActivationInputs, BatchNormInputs, BinaryInputs, EmbeddingInputs, GruForwardInputs,
-    GruForwardOutputs, LstmForwardInputs, LstmForwardOutputs, MatMulInputs, MeanVar, MseLossInputs,
-    SliceTimeInputs, SoftmaxCrossEntropyInputs,
+    ActivationInputs, BatchNormInputs, BinaryInputs, DropoutInputs, EmbeddingInputs,
+    GruForwardInputs, GruForwardOutputs, LstmForwardInputs, LstmForwardOutputs, MatMulInputs,
+    MeanVar, MseLossInputs, SliceTimeInputs, SoftmaxCrossEntropyInputs,
 };
-use tensorfit_core::{backward, Activation, BinaryOp, Executable, Graph, Op, Shape, TensorId};
+use tensorfit_core::dropout::{key_input, step_key};
+use tensorfit_core::{
+    backward, Activation, BinaryOp, DropoutParams, Executable, Graph, Op, Shape, TensorId,
+};
 use tensorfit_cpu::CpuBackend;
 use tensorfit_testing::{Rng, TestRng};
 
@@ -576,5 +579,29 @@ fn lstm_on_token_ids_all_outputs() {
     let x = c.leaf("x", &[t, b], vec![2.0, 0.0, 2.0, 3.0, 0.0, 2.0], false);
     let out = lstm_on(&mut c, x, (b, v, h), None, &mut rng);
     c.outputs.extend([out.y, out.h_n, out.c_n]);
+    c.run(&mut rng);
+}
+
+#[test]
+fn dropout_with_a_fixed_key_at_two_sites_then_tanh() {
+    let mut rng = Rng::new(12);
+    let mut c = Case::new("dropout");
+    let x = c.random("x", &[5, 2, 3], &mut rng);
+    let key = c.leaf("key", &[2], key_input(step_key(3, 9)).to_vec(), false);
+    for (site, offset) in [(0, 0), (1, 30)] {
+        let p = DropoutParams {
+            p: 0.4,
+            site,
+            offset,
+        };
+        let y = c
+            .graph
+            .apply("drop", Op::Dropout(p), DropoutInputs { x, key });
+        let act = Op::Activation(Activation::Tanh);
+        let t = c
+            .graph
+            .apply("tanh", act, ActivationInputs { x: y.unwrap().y });
+        c.outputs.push(t.unwrap().y);
+    }
     c.run(&mut rng);
 }

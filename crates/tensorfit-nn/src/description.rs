@@ -18,6 +18,8 @@
 //! cell = "lstm"           # or "gru" (PyTorch's gate orders and parameter names)
 //! hidden = 250
 //! layers = 3
+//! # dropout = 0.2        # nn.LSTM(dropout=0.2): on every layer's output but the last,
+//! #                      # in training only (needs layers >= 2)
 //!
 //! [head]
 //! on = "last"             # the last step (classification) or "every_step" (tagging, LMs)
@@ -25,6 +27,7 @@
 //!   { kind = "batchnorm", name = "bn1" },
 //!   { kind = "dense", units = 100, activation = "tanh", name = "dense" },
 //!   { kind = "batchnorm", name = "bn2" },
+//!   # { kind = "dropout", p = 0.2 },  # nn.Dropout(0.2), in training only
 //! ]
 //!
 //! [loss]
@@ -36,6 +39,8 @@
 //! `nn.Sequential` would name it.
 
 use tensorfit_core::Activation;
+
+pub use crate::layers::DropoutRate;
 
 /// A whole model: what comes in, the recurrent stack, the head and the loss.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +82,8 @@ pub struct RecurrentSpec {
     pub cell: Cell,
     pub hidden: usize,
     pub layers: usize,
+    /// PyTorch's `dropout=`: on the output of every layer but the last, in training.
+    pub dropout: DropoutRate,
 }
 
 /// Which steps of the top recurrent layer the head reads.
@@ -99,6 +106,8 @@ pub enum HeadLayerKind {
         units: usize,
         activation: Activation,
     },
+    /// `nn.Dropout(p)`: in training only; no tensors.
+    Dropout { p: DropoutRate },
 }
 
 /// A head layer and the name its tensors are registered under (`bn1.weight`, ...).

@@ -6,7 +6,7 @@
 
 use tensorfit_core::Error;
 
-use crate::description::{Cell, HeadLayerKind, InputSpec, LossSpec, ModelDescription};
+use crate::description::{Cell, DropoutRate, HeadLayerKind, InputSpec, LossSpec, ModelDescription};
 
 /// Largest size accepted for any one dimension: far beyond any real model, small enough
 /// that products of a few of them cannot overflow.
@@ -35,6 +35,12 @@ pub enum InvalidDescription {
     /// A head layer's name used twice: two layers would share tensor names.
     #[error("`{field}`: the name `{name}` is used by an earlier head layer")]
     DuplicateName { field: String, name: String },
+    /// Dropout between recurrent layers of a one-layer stack, which has none between
+    /// (PyTorch warns and drops nothing; a description file says what it means).
+    #[error(
+        "`{field}` = {p}: dropout acts between recurrent layers and `recurrent.layers` = 1 has none (PyTorch warns and ignores it); remove it, or stack at least 2 layers"
+    )]
+    DropoutWithOneLayer { field: String, p: DropoutRate },
     /// A valid description this build cannot run yet.
     #[error("`{field}` = {what}: not supported by this build of tensorfit")]
     Unsupported { field: String, what: &'static str },
@@ -47,6 +53,7 @@ impl InvalidDescription {
         match self {
             InvalidDescription::Size { field, .. }
             | InvalidDescription::DuplicateName { field, .. }
+            | InvalidDescription::DropoutWithOneLayer { field, .. }
             | InvalidDescription::Unsupported { field, .. } => Some(field),
             InvalidDescription::TooManyParameters { .. } => None,
         }
@@ -94,10 +101,16 @@ impl ModelDescription {
         }
         size("recurrent.hidden", self.recurrent.hidden, 1, MAX_DIM)?;
         size("recurrent.layers", self.recurrent.layers, 1, MAX_LAYERS)?;
+        if self.recurrent.layers == 1 && self.recurrent.dropout.is_active() {
+            return Err(InvalidDescription::DropoutWithOneLayer {
+                field: "recurrent.dropout".into(),
+                p: self.recurrent.dropout,
+            });
+        }
         let mut names: Vec<&str> = Vec::new();
         for (i, layer) in self.head.layers.iter().enumerate() {
             match layer.kind {
-                HeadLayerKind::BatchNorm => {}
+                HeadLayerKind::BatchNorm | HeadLayerKind::Dropout { .. } => {}
                 HeadLayerKind::Dense { units, .. } => {
                     size(&format!("head.layers[{i}].units"), units, 1, MAX_DIM)?
                 }
@@ -165,6 +178,7 @@ impl ModelDescription {
         for layer in &self.head.layers {
             match layer.kind {
                 HeadLayerKind::BatchNorm => head += 2 * width,
+                HeadLayerKind::Dropout { .. } => {}
                 HeadLayerKind::Dense { units, .. } => {
                     head += (width + 1) * units as u128;
                     width = units as u128;
@@ -212,6 +226,17 @@ mod tests {
             e.contains("head.layers[1].units") && e.contains("= 0"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn dropout_between_the_layers_of_a_one_layer_stack_is_an_error() {
+        let mut d = ModelDescription::seed();
+        d.recurrent.dropout = DropoutRate::new(0.2).unwrap();
+        d.validate().unwrap();
+        d.recurrent.layers = 1;
+        assert_eq!(field_of(&d), "recurrent.dropout");
+        let e = d.validate().unwrap_err().to_string();
+        assert!(e.contains("has none (PyTorch warns"), "{e}");
     }
 
     #[test]

@@ -5,8 +5,8 @@ use serde_json::{json, Map, Value};
 use tensorfit_core::{Activation, Error, Result};
 
 use crate::description::{
-    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
-    RecurrentSpec,
+    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    ModelDescription, RecurrentSpec,
 };
 use crate::seed_shape::SeedShape;
 
@@ -63,6 +63,7 @@ pub fn to_json(d: &ModelDescription) -> String {
             HeadLayerKind::Dense { units, activation } => json!({
                 "kind": "dense", "units": units, "activation": activation.name(), "name": l.name,
             }),
+            HeadLayerKind::Dropout { p } => json!({"kind": "dropout", "p": p.p(), "name": l.name}),
         })
         .collect();
     let loss = match d.loss {
@@ -71,9 +72,15 @@ pub fn to_json(d: &ModelDescription) -> String {
         }
         LossSpec::MeanSquaredError { outputs } => json!({"kind": "mse", "outputs": outputs}),
     };
+    let r = &d.recurrent;
+    let mut recurrent = json!({"cell": r.cell.name(), "hidden": r.hidden, "layers": r.layers});
+    // Written only when set, so checkpoints of models without it read as before.
+    if r.dropout.is_active() {
+        recurrent["dropout"] = json!(r.dropout.p());
+    }
     json!({
         "input": input,
-        "recurrent": {"cell": d.recurrent.cell.name(), "hidden": d.recurrent.hidden, "layers": d.recurrent.layers},
+        "recurrent": recurrent,
         "head": {"on": on, "layers": layers},
         "loss": loss,
     })
@@ -113,6 +120,15 @@ impl<'a> Table<'a> {
             .as_u64()
             .and_then(|x| usize::try_from(x).ok())
             .ok_or_else(|| Error::input(format!("`{}` must be a whole number", self.field(key))))
+    }
+
+    /// A dropout probability; 0 when `key` is absent.
+    fn dropout(&self, key: &str) -> Result<DropoutRate> {
+        let Some(v) = self.map.get(key) else {
+            return Ok(DropoutRate::NONE);
+        };
+        let p = v.as_f64().unwrap_or(f64::NAN) as f32;
+        DropoutRate::new(p).map_err(|why| Error::input(format!("`{}` {why}", self.field(key))))
     }
 
     fn text(&self, key: &str) -> Result<&'a str> {
@@ -159,6 +175,7 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
         cell,
         hidden: t.size("hidden")?,
         layers: t.size("layers")?,
+        dropout: t.dropout("dropout")?,
     };
     let t = top.table("head")?;
     let on = match t.text("on")? {
@@ -179,7 +196,11 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
                 units: l.size("units")?,
                 activation: activation_named(&l.field("activation"), l.text("activation")?)?,
             },
-            other => return Err(l.unknown("kind", other, "\"batchnorm\" or \"dense\"")),
+            "dropout" => HeadLayerKind::Dropout { p: l.dropout("p")? },
+            other => {
+                let expected = "\"batchnorm\", \"dense\" or \"dropout\"";
+                return Err(l.unknown("kind", other, expected));
+            }
         };
         let name = l.text("name")?.to_string();
         layers.push(HeadLayer { name, kind });

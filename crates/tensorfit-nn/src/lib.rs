@@ -41,8 +41,8 @@ pub mod trainer;
 pub use builtin_task::BuiltinTask;
 pub use checkpoint::Checkpoint;
 pub use description::{
-    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
-    RecurrentSpec,
+    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    ModelDescription, RecurrentSpec,
 };
 pub use description_check::InvalidDescription;
 pub use description_toml::{DescriptionError, DescriptionFile, TrainingEntry, TrainingValue};

@@ -12,7 +12,7 @@ use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
 pub use crate::layers::RecurrentStack;
-use crate::layers::{BatchStats, ParamKind, ParamSpec, StateSlot};
+use crate::layers::{dropout, BatchStats, ParamKind, ParamSpec, StateSlot};
 use crate::network::{Network, NetworkTensors};
 
 /// Tensors by name (PyTorch's parameter names).
@@ -94,7 +94,7 @@ pub fn carry_graph(
     let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let stack = net.stack(&mut g, &leaves.ids, (batch, steps), false, false)?;
+    let stack = net.stack(&mut g, &leaves.ids, (batch, steps), (false, false), None)?;
     copy_finals(&mut g, &stack.carried, &stack.finals)?;
     Ok((g, stack))
 }
@@ -145,7 +145,8 @@ pub fn classifier_at_lengths(
     }
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
-    let stack = net.stack(g, &leaves.ids, (batch, steps), keep, padded)?;
+    let key = dropout::key_leaf(g, keep && net.has_dropout());
+    let stack = net.stack(g, &leaves.ids, (batch, steps), (keep, padded), key)?;
     let rows = match net.head_on {
         HeadOn::LastStep => {
             let inputs = SliceTimeInputs {
@@ -158,7 +159,7 @@ pub fn classifier_at_lengths(
         // `[T, B, H]`, read by the head's layers as T·B rows (`tensorfit_core::rows`).
         HeadOn::EveryStep => stack.y,
     };
-    let h = head(g, &net, &leaves.ids, rows, mode)?;
+    let h = head(g, &net, &leaves.ids, (rows, key), mode)?;
     Ok(Classifier {
         stack,
         labels: h.labels,
@@ -181,12 +182,13 @@ pub(crate) struct Head {
 }
 
 /// The head's layers, the output layer and the loss over `rows`: the top layer's last
-/// step `[B, H]`, or every step `[T, B, H]` with a head on every step.
+/// step `[B, H]`, or every step `[T, B, H]` with a head on every step; its dropouts drop
+/// with `dropout_key` (training only).
 pub(crate) fn head(
     g: &mut Graph,
     net: &Network,
     ids: &NetworkTensors<TensorId>,
-    rows: TensorId,
+    (rows, dropout_key): (TensorId, Option<TensorId>),
     mode: Mode,
 ) -> Result<Head> {
     let mut target = leading(g.shape(rows));
@@ -197,7 +199,7 @@ pub(crate) fn head(
     let mut batch_stats = Vec::new();
     let mut h = rows;
     for (part, t) in net.head.iter().zip(&ids.head) {
-        h = part.forward(g, h, t, mode, &mut batch_stats)?;
+        h = part.forward(g, (h, dropout_key), t, mode, &mut batch_stats)?;
     }
     let outs = net.out.forward(g, h, &ids.out, labels)?;
     let (loss, loss_scale) = match (net.head_on, net.out.loss) {

@@ -76,13 +76,18 @@ impl fmt::Display for ModelDescription {
             HeadOn::EveryStep => "every step",
         };
         let (r, mut sep) = (self.recurrent, ":");
-        write!(f, " → {} × {} {} → {on}", r.layers, r.cell.name(), r.hidden)?;
+        write!(f, " → {} × {} {}", r.layers, r.cell.name(), r.hidden)?;
+        if r.dropout.is_active() {
+            write!(f, " dropout {}", r.dropout)?;
+        }
+        write!(f, " → {on}")?;
         for layer in &self.head.layers {
             match layer.kind {
                 HeadLayerKind::BatchNorm => write!(f, "{sep} {}", layer.name)?,
                 HeadLayerKind::Dense { units, activation } => {
                     write!(f, "{sep} {} {units} {}", layer.name, activation.name())?
                 }
+                HeadLayerKind::Dropout { p } => write!(f, "{sep} {} dropout {p}", layer.name)?,
             }
             sep = ",";
         }
@@ -111,6 +116,19 @@ mod tests {
         assert_eq!(
             ModelDescription::seed().to_string(),
             "dense 152 → 3 × lstm 250 → last step: bn1, dense 100 tanh, bn2 → cross_entropy 6"
+        );
+    }
+
+    #[test]
+    fn dropout_shows_in_the_one_line_summary() {
+        let mut d = ModelDescription::seed();
+        d.recurrent.dropout = crate::layers::DropoutRate::new(0.25).unwrap();
+        d.head.layers[1].kind = HeadLayerKind::Dropout {
+            p: crate::layers::DropoutRate::new(0.5).unwrap(),
+        };
+        assert_eq!(
+            d.to_string(),
+            "dense 152 → 3 × lstm 250 dropout 0.25 → last step: bn1, dense dropout 0.5, bn2 → cross_entropy 6"
         );
     }
 

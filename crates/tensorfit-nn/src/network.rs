@@ -10,8 +10,9 @@ use tensorfit_core::{Graph, Result, Shape, TensorId};
 
 use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription};
 use crate::layers::{
-    BatchNorm, Dense, Embedding, EmbeddingTensors, Gru, HeadPart, HeadPartTensors, LinearTensors,
-    Lstm, LstmInput, OutputLayer, ParamSpec, Recurrent, RecurrentStack, RecurrentWeights, Tensors,
+    BatchNorm, Between, Dense, DropoutRate, Embedding, EmbeddingTensors, Gru, HeadPart,
+    HeadPartTensors, LinearTensors, Lstm, LstmInput, OutputLayer, ParamSpec, Recurrent,
+    RecurrentStack, RecurrentWeights, Tensors,
 };
 
 /// The name the output layer is registered under.
@@ -23,6 +24,8 @@ pub struct Network {
     /// The token embedding before the stack (`embedding.weight`), if the input has one.
     pub embedding: Option<Embedding>,
     pub recurrent: Recurrent,
+    /// Dropout on the output of every recurrent layer but the last, in training.
+    pub between: DropoutRate,
     /// Which steps of the top layer the head reads.
     pub head_on: HeadOn,
     pub head: Vec<HeadPart>,
@@ -108,7 +111,7 @@ impl Network {
         };
         let mut width = hidden;
         let mut head = Vec::with_capacity(d.head.layers.len());
-        for layer in &d.head.layers {
+        for (index, layer) in d.head.layers.iter().enumerate() {
             let name = layer.name.clone();
             let part = match layer.kind {
                 HeadLayerKind::BatchNorm => HeadPart::BatchNorm(BatchNorm {
@@ -121,6 +124,7 @@ impl Network {
                     output: units,
                     activation,
                 }),
+                HeadLayerKind::Dropout { p } => HeadPart::Dropout { p, index },
             };
             width = part.output(width);
             head.push(part);
@@ -128,6 +132,7 @@ impl Network {
         Network {
             embedding,
             recurrent,
+            between: d.recurrent.dropout,
             head_on: d.head.on,
             head,
             out: OutputLayer::new(OUTPUT, width, d.loss),
@@ -153,16 +158,27 @@ impl Network {
         }
     }
 
+    /// Whether a training graph of this network drops anything (and so reads the
+    /// step's dropout key).
+    pub fn has_dropout(&self) -> bool {
+        let in_head = self.head.iter().any(|part| match part {
+            HeadPart::Dropout { p, .. } => p.is_active(),
+            _ => false,
+        });
+        in_head || (self.between.is_active() && self.recurrent.layers() > 1)
+    }
+
     /// The input side over a sequence it adds (`x`, of [`Network::input_shape`], and with
     /// `padded` the sequences' `lengths` `[B]`): the embedding if any, then the recurrent
-    /// stack from its carried state.
+    /// stack from its carried state, dropping between layers with `dropout_key` (a
+    /// training graph's; `None` in inference).
     pub fn stack(
         &self,
         g: &mut Graph,
         ids: &NetworkTensors<TensorId>,
         (batch, steps): (usize, usize),
-        keep: bool,
-        padded: bool,
+        (keep, padded): (bool, bool),
+        dropout_key: Option<TensorId>,
     ) -> Result<RecurrentStack> {
         let x = g.input("x", self.input_shape(batch, steps));
         let lengths = padded.then(|| g.input("lengths", [batch]));
@@ -170,9 +186,17 @@ impl Network {
             Some(w) => Embedding::forward(g, "embedding", x, w)?,
             None => x,
         };
-        let mut stack =
-            self.recurrent
-                .stack_over(g, (input, lengths), &ids.recurrent, batch, keep)?;
+        let between = Between {
+            p: self.between,
+            key: dropout_key,
+        };
+        let mut stack = self.recurrent.stack_over(
+            g,
+            (input, lengths),
+            &ids.recurrent,
+            batch,
+            (keep, between),
+        )?;
         stack.x = x;
         Ok(stack)
     }

@@ -134,6 +134,9 @@ pub struct TrainOptions {
     pub recompute: Option<usize>,
     /// Optimizer, gradient clipping and learning-rate schedule.
     pub optim: OptimConfig,
+    /// The run's seed: each training step's dropout masks are drawn from it and the
+    /// step's number (`layers::dropout`).
+    pub seed: u64,
 }
 
 impl Default for TrainOptions {
@@ -145,6 +148,7 @@ impl Default for TrainOptions {
             micro_batch: None,
             recompute: None,
             optim: OptimConfig::default(),
+            seed: 0,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::fmt;
 use tensorfit_core::{Graph, Result, Role, TensorId};
 
 use crate::description::{HeadOn, ModelDescription};
-use crate::layers::{BatchNorm, StateSlot};
+use crate::layers::{dropout, BatchNorm, StateSlot};
 use crate::model::{carry_graph, classifier, copy_finals, Mode};
 use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
@@ -61,6 +61,9 @@ pub struct Program {
     pub probs: Option<TensorId>,
     /// The optimizer's scalars (`adam.scalars`, `sgd.scalars`), written each step.
     pub scalars: Option<TensorId>,
+    /// The step's dropout key ([`dropout::KEY_INPUT`]), written each step, in training
+    /// programs of a model that drops.
+    pub dropout_key: Option<TensorId>,
     /// The squared global gradient norm, read after each step when clipping by norm.
     pub grad_norm_sq: Option<TensorId>,
     /// (parameter name, gradient) in training programs.
@@ -113,6 +116,12 @@ impl Program {
                 (Program::training(key, model, optim, t)?, carried)
             }
         };
+        p.dropout_key = p
+            .graph
+            .tensors()
+            .iter()
+            .position(|t| t.role == Role::Input && t.name == dropout::KEY_INPUT)
+            .map(TensorId);
         let carried: HashMap<TensorId, StateSlot> = carried.into_iter().collect();
         p.persistent = p
             .graph
@@ -179,6 +188,7 @@ impl Program {
             loss: None,
             probs: None,
             scalars: None,
+            dropout_key: None,
             grad_norm_sq: None,
             grads: Vec::new(),
             persistent: Vec::new(),

@@ -21,7 +21,7 @@ use tensorfit_core::args::{BinaryInputs, FillInputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
 use crate::description::{HeadOn, ModelDescription};
-use crate::layers::{Embedding, LayerForward};
+use crate::layers::{dropout, Between, Embedding, LayerForward};
 use crate::model::{head, Leaves, Mode, Named};
 use crate::network::{Network, NetworkTensors};
 use crate::options::carry_chunks;
@@ -34,14 +34,15 @@ fn zeros(g: &mut Graph, name: &str, shape: Shape) -> Result<TensorId> {
 
 /// The input side over one sub-segment `x`, from the state `border` entering it (per
 /// layer, slot order): the embedding's output if any, then each layer's input and its
-/// outputs.
+/// outputs. Each layer's output but the last passes through `between`'s dropout, the
+/// sub-segment's elements numbered from `offset` in the mask of the whole segment.
 fn stack_over(
     g: &mut Graph,
     prefix: &str,
     net: &Network,
-    (x, border): (TensorId, &[Vec<TensorId>]),
+    (x, border, offset): (TensorId, &[Vec<TensorId>], usize),
     ids: &NetworkTensors<TensorId>,
-    keep: bool,
+    (keep, between): (bool, Between),
 ) -> Result<Vec<(TensorId, LayerForward)>> {
     let mut input = match &ids.embedding {
         Some(w) => Embedding::forward(g, &format!("{prefix}.embedding"), x, w)?,
@@ -54,7 +55,7 @@ fn stack_over(
             .recurrent
             .layer(g, &name, l, input, state, &ids.recurrent, keep)?;
         layers.push((input, outs));
-        input = outs.y();
+        input = between.after(g, (l, border.len()), outs.y(), offset)?;
     }
     Ok(layers)
 }
@@ -101,6 +102,20 @@ pub(crate) fn train_graph(
     let leaves = Leaves::add(&mut g, &net);
     let ids = &leaves.ids;
     let lens = carry_chunks(steps, segment);
+    let key = dropout::key_leaf(&mut g, net.has_dropout());
+    let between = Between {
+        p: net.between,
+        key,
+    };
+    // Where each sub-segment's elements start in the mask of a layer's whole output.
+    let offsets: Vec<usize> = lens
+        .iter()
+        .scan(0, |t0, &len| {
+            let at = *t0 * batch * rec.hidden();
+            *t0 += len;
+            Some(at)
+        })
+        .collect();
     let xs: Vec<(TensorId, usize)> = lens
         .iter()
         .enumerate()
@@ -117,15 +132,15 @@ pub(crate) fn train_graph(
             &mut g,
             &format!("seg{k}"),
             &net,
-            (x, &border[k]),
+            (x, &border[k], offsets[k]),
             ids,
-            false,
+            (false, between),
         )?;
         border.push(seg.iter().map(|(_, outs)| outs.finals()).collect());
     }
     // The top layer's last output is its final h.
     let last = border[xs.len()][layers - 1][0];
-    let h = head(&mut g, &net, ids, last, Mode::Train)?;
+    let h = head(&mut g, &net, ids, (last, key), Mode::Train)?;
 
     // The head by autodiff, with the gradient of `last` as one more result.
     let one = loss_grad_seed(&mut g)?;
@@ -162,7 +177,8 @@ pub(crate) fn train_graph(
     let mut acc: Option<Vec<TensorId>> = None;
     for (k, &(x, len)) in xs.iter().enumerate().rev() {
         let prefix = format!("seg{k}.recompute");
-        let kept = stack_over(&mut g, &prefix, &net, (x, &border[k]), ids, true)?;
+        let at = (x, &border[k][..], offsets[k]);
+        let kept = stack_over(&mut g, &prefix, &net, at, ids, (true, between))?;
         let hidden = Shape::from([len, batch, rec.hidden()]);
         let mut dy = zeros(&mut g, &format!("seg{k}.zeros.dy"), hidden)?;
         let mut grads: Vec<Vec<TensorId>> = vec![Vec::new(); layers];
@@ -183,7 +199,12 @@ pub(crate) fn train_graph(
             dstate[l] = d.dstate;
             grads[l] = d.weights;
             if let Some(dx) = d.dx {
-                dy = dx;
+                // Layer l read layer l-1's output through dropout; its gradient passes
+                // back through the same mask (no dropout below layer 0).
+                dy = match l {
+                    0 => dx,
+                    _ => between.after(&mut g, (l - 1, layers), dx, offsets[k])?,
+                };
             }
         }
         let mut seg_grads: Vec<TensorId> = Vec::new();

@@ -4,8 +4,8 @@
 use tensorfit_core::Activation;
 
 use crate::description::{
-    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
-    RecurrentSpec,
+    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    ModelDescription, RecurrentSpec,
 };
 
 /// Input `features` → `layers` × LSTM(`hidden`) → last step → BatchNorm `bn1` → Dense
@@ -57,6 +57,7 @@ impl SeedShape {
                 cell: Cell::Lstm,
                 hidden: self.hidden,
                 layers: self.layers,
+                dropout: DropoutRate::NONE,
             },
             head: HeadSpec {
                 on: HeadOn::LastStep,

@@ -26,6 +26,7 @@ use tensorfit_core::{
 use crate::batch_input::check_batch;
 use crate::checkpoint::Checkpoint;
 use crate::description::{HeadOn, ModelDescription};
+use crate::layers::dropout::step_key_input;
 use crate::layers::{ParamKind, Recurrent, StatePart};
 use crate::optim::ScheduleState;
 use crate::options::{ProgramKey, TrainOptions};
@@ -228,13 +229,14 @@ impl Trainer {
             .step
             .checked_add(updates)
             .ok_or_else(|| Error::input(format!("the step counter cannot pass {}", self.step)))?;
-        // The optimizer's scalars of each update in turn, at its own step and rate.
-        let (o, schedule) = (self.opts.optim, self.schedule);
+        // The optimizer's scalars and the dropout key of each update in turn, at its own
+        // step and rate.
+        let (o, schedule, seed) = (self.opts.optim, self.schedule, self.opts.seed);
         let (mut t, mut lr) = (self.step, f64::NAN);
         let mut scalars = || {
             t += 1;
             lr = schedule.lr(&o.schedule, o.optimizer.lr(), t);
-            Some(o.optimizer.scalars(t, lr))
+            Some((o.optimizer.scalars(t, lr), step_key_input(seed, t)))
         };
         let scored = self.run_sequence(&keys, x, 0..batch, labels, &mut scalars)?;
         let (classes, classify) = (

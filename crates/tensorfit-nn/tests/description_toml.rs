@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use tensorfit_core::Activation;
 use tensorfit_nn::{
-    Cell, DescriptionError, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
-    ModelDescription, RecurrentSpec,
+    Cell, DescriptionError, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec,
+    LossSpec, ModelDescription, RecurrentSpec,
 };
 
 fn example(name: &str) -> PathBuf {
@@ -134,7 +134,12 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         ("cell = \"lstm\"", "cell = 1", 6, "recurrent.cell", "must be a string, one of \"lstm\" or \"gru\", not integer"),
         ("on = \"last\"", "on = \"first\"", 11, "head.on", "is not one of \"last\" or \"every_step\""),
         ("activation = \"tanh\"", "activation = \"gelu\"", 14, "head.layers[1].activation", "\"gelu\" is not one of \"identity\", \"relu\", \"tanh\" or \"sigmoid\""),
-        ("kind = \"batchnorm\", name = \"bn1\"", "kind = \"layernorm\", name = \"bn1\"", 13, "head.layers[0].kind", "is not one of \"batchnorm\" or \"dense\""),
+        ("kind = \"batchnorm\", name = \"bn1\"", "kind = \"layernorm\", name = \"bn1\"", 13, "head.layers[0].kind", "is not one of \"batchnorm\", \"dense\" or \"dropout\""),
+        ("layers = 3\n", "layers = 3\ndropout = 1.5\n", 9, "recurrent.dropout", "`recurrent.dropout` must be at least 0 and less than 1"),
+        ("layers = 3\n", "layers = 3\ndropout = \"0.2\"\n", 9, "recurrent.dropout", "must be a number in [0, 1), not string"),
+        ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ kind = \"dropout\", name = \"bn2\" }", 15, "head.layers[2].p", "missing key `head.layers[2].p`"),
+        ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ kind = \"dropout\", p = -0.1 }", 15, "head.layers[2].p", "got -0.1"),
+        ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ kind = \"dropout\", p = 0.1, units = 3 }", 15, "head.layers[2].units", "of kind \"dropout\" takes \"kind\", \"p\" or \"name\""),
         ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ name = \"bn2\" }", 15, "head.layers[2].kind", "missing key `head.layers[2].kind` in `head.layers[2]`"),
         ("{ kind = \"batchnorm\", name = \"bn2\" }", "\"bn2\"", 15, "head.layers[2]", "`head.layers[2]` must be a table like"),
         ("kind = \"cross_entropy\"", "kind = \"hinge\"", 19, "loss.kind", "is not one of \"cross_entropy\" or \"mse\""),
@@ -241,10 +246,12 @@ fn description() -> impl Strategy<Value = ModelDescription> {
         Just(Activation::Tanh),
         Just(Activation::Sigmoid),
     ];
+    let rate = prop_oneof![Just(0.0f32), 0.0f32..1.0].prop_map(|p| DropoutRate::new(p).unwrap());
     let kind = prop_oneof![
         Just(HeadLayerKind::BatchNorm),
         (size.clone(), activation)
             .prop_map(|(units, activation)| HeadLayerKind::Dense { units, activation }),
+        rate.clone().prop_map(|p| HeadLayerKind::Dropout { p }),
     ];
     // Given names are distinct (`n{i}`), or the default `head.{i}`.
     let layers = proptest::collection::vec((kind, any::<bool>()), 0..5).prop_map(|ls| {
@@ -267,18 +274,22 @@ fn description() -> impl Strategy<Value = ModelDescription> {
         size.clone()
             .prop_map(|outputs| LossSpec::MeanSquaredError { outputs }),
     ];
-    (input, cell, size.clone(), size, on, layers, loss).prop_map(
-        |(input, cell, hidden, n, on, layers, loss)| ModelDescription {
+    let recurrent = (cell, size.clone(), size, rate).prop_map(|(cell, hidden, layers, dropout)| {
+        RecurrentSpec {
+            cell,
+            hidden,
+            layers,
+            dropout,
+        }
+    });
+    (input, recurrent, on, layers, loss).prop_map(|(input, recurrent, on, layers, loss)| {
+        ModelDescription {
             input,
-            recurrent: RecurrentSpec {
-                cell,
-                hidden,
-                layers: n,
-            },
+            recurrent,
             head: HeadSpec { on, layers },
             loss,
-        },
-    )
+        }
+    })
 }
 
 proptest! {

@@ -9,8 +9,8 @@
 use tensorfit_core::{Activation, HostTensor};
 use tensorfit_cpu::CpuBackend;
 use tensorfit_nn::{
-    Cell, InputSpec, ModelDescription, OptimConfig, ParamStore, Rng, SeedShape, TrainOptions,
-    Trainer,
+    Cell, DropoutRate, HeadLayer, HeadLayerKind, InputSpec, ModelDescription, OptimConfig,
+    ParamStore, Rng, SeedShape, TrainOptions, Trainer,
 };
 
 fn max_abs(v: &[f32]) -> f32 {
@@ -61,6 +61,27 @@ fn recomputed_segments_on_token_ids_match_the_plain_step() {
             vocab: SHAPE.features,
             embedding,
         };
+        recomputed_segments_match(cfg);
+    }
+}
+
+#[test]
+fn recomputed_segments_drop_what_the_plain_step_drops() {
+    // A sub-segment draws its part of the whole segment's mask, in the forward pass, in
+    // its recomputation and in the backward pass: a mask drawn from the sub-segment's own
+    // indices would change the loss and every gradient.
+    for cell in [Cell::Lstm, Cell::Gru] {
+        let mut cfg = SHAPE.description();
+        cfg.recurrent.cell = cell;
+        cfg.recurrent.dropout = DropoutRate::new(0.3).unwrap();
+        let p = DropoutRate::new(0.5).unwrap();
+        cfg.head.layers.insert(
+            2,
+            HeadLayer {
+                name: "drop".into(),
+                kind: HeadLayerKind::Dropout { p },
+            },
+        );
         recomputed_segments_match(cfg);
     }
 }

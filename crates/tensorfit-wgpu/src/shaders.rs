@@ -20,11 +20,12 @@ pub(crate) enum Shader {
     Adam,
     Gather,
     Optim,
+    Dropout,
 }
 
 impl Shader {
     #[cfg(test)]
-    pub const ALL: [Shader; 10] = [
+    pub const ALL: [Shader; 11] = [
         Shader::Gemm,
         Shader::Elementwise,
         Shader::Lstm,
@@ -35,6 +36,7 @@ impl Shader {
         Shader::Adam,
         Shader::Gather,
         Shader::Optim,
+        Shader::Dropout,
     ];
 
     pub fn file(self) -> &'static str {
@@ -49,6 +51,7 @@ impl Shader {
             Shader::Adam => "adam.wgsl",
             Shader::Gather => "gather.wgsl",
             Shader::Optim => "optim.wgsl",
+            Shader::Dropout => "dropout.wgsl",
         }
     }
 
@@ -94,6 +97,10 @@ impl Shader {
             Shader::Optim => concat!(
                 include_str!("shaders/common.wgsl"),
                 include_str!("shaders/optim.wgsl")
+            ),
+            Shader::Dropout => concat!(
+                include_str!("shaders/common.wgsl"),
+                include_str!("shaders/dropout.wgsl")
             ),
         }
     }
@@ -163,6 +170,7 @@ kernels! {
     SGD_UPDATE = Optim::"sgd_update", 4, WG;
     SUM_SQUARES = Optim::"sum_squares", 2, WG;
     CLIP_GRAD = Optim::"clip_grad", 3, WG;
+    DROPOUT = Dropout::"dropout", 3, WG;
 }
 
 #[cfg(test)]

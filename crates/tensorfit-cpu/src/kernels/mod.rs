@@ -11,6 +11,7 @@
 pub mod adam;
 pub mod at_lengths;
 pub mod batchnorm;
+pub mod dropout;
 pub mod elementwise;
 pub mod fastmath;
 pub mod gather;
@@ -28,7 +29,8 @@ use std::marker::PhantomData;
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::{
-    Activation, AdamParams, BinaryOp, GruDims, LstmDims, OpKernels, Result, SgdParams, Shape,
+    Activation, AdamParams, BinaryOp, DropoutParams, GruDims, LstmDims, OpKernels, Result,
+    SgdParams, Shape,
 };
 
 use crate::backend_error;
@@ -318,6 +320,16 @@ impl<'a> OpKernels for HostKernels<'a> {
         o: ClipGradOutputs<Self::Out>,
     ) -> Result<()> {
         optim::clip_grad(max_norm, value, i.x, i.total_sq, o.y)
+    }
+
+    fn dropout(
+        &mut self,
+        p: DropoutParams,
+        _: DropoutInputs<&Shape>,
+        i: DropoutInputs<Self::In>,
+        o: DropoutOutputs<Self::Out>,
+    ) -> Result<()> {
+        dropout::dropout(p, i.x, i.key, o.y)
     }
 
     fn copy(

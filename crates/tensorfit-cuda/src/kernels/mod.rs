@@ -16,6 +16,7 @@
 
 pub mod adam;
 pub mod batchnorm;
+pub mod dropout;
 pub mod elementwise;
 pub mod gather;
 pub mod gemm;
@@ -36,7 +37,8 @@ use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::tokens::Table;
 use tensorfit_core::{
-    Activation, AdamParams, BinaryOp, Error, GruDims, LstmDims, OpKernels, Result, SgdParams, Shape,
+    Activation, AdamParams, BinaryOp, DropoutParams, Error, GruDims, LstmDims, OpKernels, Result,
+    SgdParams, Shape,
 };
 
 use crate::backend_error;
@@ -538,6 +540,16 @@ impl<'g> OpKernels for Gpu<'g> {
     ) -> Result<()> {
         let n = s.x.numel();
         optim::clip_grad(self, [max_norm, value], [i.x, i.total_sq, o.y], n)
+    }
+
+    fn dropout(
+        &mut self,
+        p: DropoutParams,
+        s: DropoutInputs<&Shape>,
+        i: DropoutInputs<DevPtr>,
+        o: DropoutOutputs<DevPtr>,
+    ) -> Result<()> {
+        dropout::dropout(self, p, [i.x, i.key, o.y], s.x.numel())
     }
 
     fn copy(

@@ -47,9 +47,10 @@ pub const SCATTER_STEPS: &str = "scatter_steps";
 pub const SGD_UPDATE: &str = "sgd_update";
 pub const SUM_SQUARES: &str = "sum_squares";
 pub const CLIP_GRAD: &str = "clip_grad";
+pub const DROPOUT: &str = "dropout";
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 9] = [
+pub const SOURCES: [KernelSource; 10] = [
     KernelSource {
         file: "elementwise.cu",
         code: include_str!("elementwise.cu"),
@@ -107,5 +108,10 @@ pub const SOURCES: [KernelSource; 9] = [
         file: "optim.cu",
         code: include_str!("optim.cu"),
         kernels: &[SGD_UPDATE, SUM_SQUARES, CLIP_GRAD],
+    },
+    KernelSource {
+        file: "dropout.cu",
+        code: include_str!("dropout.cu"),
+        kernels: &[DROPOUT],
     },
 ];

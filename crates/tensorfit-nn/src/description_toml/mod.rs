@@ -44,6 +44,18 @@ const HEAD_ON: [(&str, HeadOn); 2] = [
     ("last", HeadOn::LastStep),
     ("every_step", HeadOn::EveryStep),
 ];
+/// The kinds of head layer, as a file spells them.
+#[derive(Debug, Clone, Copy)]
+enum HeadKind {
+    BatchNorm,
+    Dense,
+    Dropout,
+}
+const HEAD_KINDS: [(&str, HeadKind); 3] = [
+    ("batchnorm", HeadKind::BatchNorm),
+    ("dense", HeadKind::Dense),
+    ("dropout", HeadKind::Dropout),
+];
 /// Every activation a dense head layer takes, spelt as [`Activation::name`].
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -177,11 +189,12 @@ fn input(t: &Table) -> Result<InputSpec, DescriptionError> {
 }
 
 fn recurrent(t: &Table) -> Result<RecurrentSpec, DescriptionError> {
-    t.known_keys(&["cell", "hidden", "layers"])?;
+    t.known_keys(&["cell", "hidden", "layers", "dropout"])?;
     Ok(RecurrentSpec {
         cell: t.choice("cell", &CELLS)?,
         hidden: t.size("hidden")?,
         layers: t.size("layers")?,
+        dropout: t.dropout("dropout")?,
     })
 }
 
@@ -217,12 +230,19 @@ fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
             span: entry.span(),
             path,
         };
-        let kind = match layer.choice("kind", &[("batchnorm", false), ("dense", true)])? {
-            false => {
+        let kind = match layer.choice("kind", &HEAD_KINDS)? {
+            HeadKind::BatchNorm => {
                 layer.known_keys(&["kind", "name"])?;
                 HeadLayerKind::BatchNorm
             }
-            true => {
+            HeadKind::Dropout => {
+                layer.known_keys(&["kind", "p", "name"])?;
+                layer.required("p")?;
+                HeadLayerKind::Dropout {
+                    p: layer.dropout("p")?,
+                }
+            }
+            HeadKind::Dense => {
                 layer.known_keys(&["kind", "units", "activation", "name"])?;
                 let activation = match layer.table.get("activation") {
                     None => Activation::Identity,

@@ -8,6 +8,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::DescriptionError;
+use crate::layers::DropoutRate;
 
 /// The text being parsed and its file name.
 #[derive(Clone, Copy)]
@@ -181,6 +182,24 @@ impl<'a> Table<'a> {
             Ok(n) => usize::try_from(n).map_err(|_| fail(format!("= {n} is too large"))),
             Err(_) => Err(fail(format!("= {i} is too large"))),
         }
+    }
+
+    /// A dropout probability (`0 <= p < 1`; 0 when the key is absent).
+    pub(super) fn dropout(&self, key: &str) -> Result<DropoutRate, DescriptionError> {
+        let Some(v) = self.table.get(key) else {
+            return Ok(DropoutRate::NONE);
+        };
+        let path = self.key(key);
+        let text = match v.get_ref() {
+            DeValue::Float(f) => f.as_str(),
+            DeValue::Integer(i) => i.as_str(),
+            other => return Err(self.wrong_type(key, v, "a number in [0, 1)", other)),
+        };
+        let p = text.replace('_', "").parse::<f32>().unwrap_or(f32::NAN);
+        DropoutRate::new(p).map_err(|why| {
+            self.file
+                .error(v.span().start, &path, format!("`{path}` {why}"))
+        })
     }
 }
 

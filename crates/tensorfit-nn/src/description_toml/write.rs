@@ -26,6 +26,9 @@ impl ModelDescription {
             r.hidden,
             r.layers
         );
+        if r.dropout.is_active() {
+            s += &format!("dropout = {}\n", r.dropout);
+        }
         s += &format!("\n[head]\non = \"{}\"\n", spelling(&HEAD_ON, self.head.on));
         if !self.head.layers.is_empty() {
             s += "layers = [\n";
@@ -36,6 +39,7 @@ impl ModelDescription {
                         "  {{ kind = \"dense\", units = {units}, activation = \"{}\"",
                         activation.name()
                     ),
+                    HeadLayerKind::Dropout { p } => format!("  {{ kind = \"dropout\", p = {p}"),
                 };
                 if layer.name != default_head_name(i) {
                     s += &format!(", name = {}", toml_string(&layer.name));

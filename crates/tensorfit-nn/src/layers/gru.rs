@@ -10,7 +10,7 @@ use tensorfit_core::args::{
 use tensorfit_core::{Graph, Op, Result, Shape, TensorId};
 
 use super::cell::{CellStack, CellWeights};
-use super::{ParamSpec, StatePart, StateSlot};
+use super::{Between, ParamSpec, StatePart, StateSlot};
 
 /// `layers` stacked GRU layers of `hidden` units over `input` features per step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,7 +164,7 @@ impl Gru {
         keep: bool,
     ) -> Result<GruStack> {
         let x = g.input("x", self.input_shape(batch, steps));
-        self.stack_over(g, (x, None), weights, batch, keep)
+        self.stack_over(g, (x, None), weights, batch, (keep, Between::NONE))
     }
 
     /// The whole stack over `x` `[steps, batch, input]` (added by the caller, or the
@@ -176,7 +176,7 @@ impl Gru {
         (x, lengths): (TensorId, Option<TensorId>),
         weights: &[GruWeights<TensorId>],
         batch: usize,
-        keep: bool,
+        (keep, between): (bool, Between),
     ) -> Result<GruStack> {
         let mut stack = GruStack {
             x,
@@ -189,7 +189,7 @@ impl Gru {
             let input = (stack.y, lengths);
             let outs = Gru::layer(g, &format!("gru_l{k}"), input, h0, w, keep)?;
             stack.h0.push(h0);
-            stack.y = outs.y;
+            stack.y = between.after(g, (k, weights.len()), outs.y, 0)?;
             stack.h_n.push(outs.h_n);
         }
         Ok(stack)

@@ -13,7 +13,7 @@ use tensorfit_core::args::{
 use tensorfit_core::{Error, Graph, Op, Result, Shape, TensorId};
 
 use super::cell::{CellStack, CellWeights};
-use super::ParamSpec;
+use super::{Between, ParamSpec};
 
 /// `layers` stacked LSTM layers of `hidden` units over `input` features per step (or a
 /// vocabulary of `input` tokens, by `input_kind`).
@@ -269,7 +269,7 @@ impl Lstm {
     ) -> Result<LstmStack> {
         let x = g.input("x", self.input_shape(batch, steps));
         let lengths = padded.then(|| g.input("lengths", [batch]));
-        self.stack_over(g, (x, lengths), weights, batch, keep)
+        self.stack_over(g, (x, lengths), weights, batch, (keep, Between::NONE))
     }
 
     /// The whole stack over `x` (of [`Lstm::input_shape`], or the output of a layer
@@ -281,7 +281,7 @@ impl Lstm {
         (x, lengths): (TensorId, Option<TensorId>),
         weights: &[LstmWeights<TensorId>],
         batch: usize,
-        keep: bool,
+        (keep, between): (bool, Between),
     ) -> Result<LstmStack> {
         let mut stack = LstmStack {
             x,
@@ -299,7 +299,7 @@ impl Lstm {
             let outs = Lstm::layer_at_lengths(g, &name, input, state, w, keep)?;
             stack.h0.push(state.0);
             stack.c0.push(state.1);
-            stack.y = outs.y;
+            stack.y = between.after(g, (k, weights.len()), outs.y, 0)?;
             stack.h_n.push(outs.h_n);
             stack.c_n.push(outs.c_n);
         }

@@ -14,6 +14,7 @@
 pub mod batchnorm;
 pub mod cell;
 pub mod dense;
+pub mod dropout;
 pub mod embedding;
 pub mod gru;
 pub mod head;
@@ -25,6 +26,7 @@ use tensorfit_core::{Graph, Shape, TensorId};
 pub use batchnorm::{BatchNorm, BatchNormTensors, BatchStats};
 pub use cell::CellWeights;
 pub use dense::{Dense, LinearTensors, OutputLayer};
+pub use dropout::{Between, DropoutRate};
 pub use embedding::{Embedding, EmbeddingTensors};
 pub use gru::{Gru, GruStack, GruWeights};
 pub use head::{HeadPart, HeadPartTensors};

@@ -8,7 +8,7 @@
 use tensorfit_core::args::{GruForwardOutputs, LstmForwardOutputs};
 use tensorfit_core::{Error, Graph, Result, Shape, TensorId};
 
-use super::{Gru, GruWeights, Lstm, LstmWeights, StatePart, StateSlot, Tensors};
+use super::{Between, Gru, GruWeights, Lstm, LstmWeights, StatePart, StateSlot, Tensors};
 
 /// The layers of the recurrent stack, by cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,26 +275,27 @@ impl Recurrent {
 
     /// The whole stack over `x` (of [`Recurrent::input_shape`]), each layer from its
     /// carried state; with `keep` the layers keep what backward needs; with `lengths`
-    /// `[B]` (a padded batch) each sequence stops at its end.
+    /// `[B]` (a padded batch) each sequence stops at its end; each layer's output but the
+    /// last passes through `between`'s dropout.
     pub fn stack_over(
         &self,
         g: &mut Graph,
         (x, lengths): (TensorId, Option<TensorId>),
         weights: &RecurrentWeights<TensorId>,
         batch: usize,
-        keep: bool,
+        (keep, between): (bool, Between),
     ) -> Result<RecurrentStack> {
         let slots = self.state_slots();
         let (leaves, finals, y) = match (self, weights) {
             (Recurrent::Lstm(l), RecurrentWeights::Lstm(w)) => {
-                let s = l.stack_over(g, (x, lengths), w, batch, keep)?;
+                let s = l.stack_over(g, (x, lengths), w, batch, (keep, between))?;
                 let pairs = |a: &[TensorId], b: &[TensorId]| -> Vec<TensorId> {
                     a.iter().zip(b).flat_map(|(&h, &c)| [h, c]).collect()
                 };
                 (pairs(&s.h0, &s.c0), pairs(&s.h_n, &s.c_n), s.y)
             }
             (Recurrent::Gru(l), RecurrentWeights::Gru(w)) => {
-                let s = l.stack_over(g, (x, lengths), w, batch, keep)?;
+                let s = l.stack_over(g, (x, lengths), w, batch, (keep, between))?;
                 (s.h0, s.h_n, s.y)
             }
             _ => {
@@ -335,7 +336,9 @@ mod tests {
             let mut g = Graph::new();
             let w = stack.specs().map(|s| s.leaf(&mut g));
             let x = g.input("x", stack.input_shape(5, 6));
-            let s = stack.stack_over(&mut g, (x, None), &w, 5, false).unwrap();
+            let s = stack
+                .stack_over(&mut g, (x, None), &w, 5, (false, Between::NONE))
+                .unwrap();
             assert_eq!((s.carried.len(), s.finals.len()), (slots, slots));
             for (&(leaf, slot), &last) in s.carried.iter().zip(&s.finals) {
                 assert_eq!(g.tensor(leaf).name, slot.name());
@@ -361,6 +364,8 @@ mod tests {
         let mut g = Graph::new();
         let w = lstm.specs().map(|s| s.leaf(&mut g));
         let x = g.input("x", gru.input_shape(2, 2));
-        assert!(gru.stack_over(&mut g, (x, None), &w, 2, false).is_err());
+        assert!(gru
+            .stack_over(&mut g, (x, None), &w, 2, (false, Between::NONE))
+            .is_err());
     }
 }

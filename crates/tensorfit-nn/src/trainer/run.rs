@@ -67,14 +67,15 @@ pub(super) fn labels_of(
 impl Trainer {
     /// Zeroes the carried state and runs `keys` in order over sequences `rows` of `x`,
     /// time step after time step; each program with a loss gets its labels (and a
-    /// training program the optimizer's next `scalars`) and returns what it scored.
+    /// training program the optimizer's next `scalars` and its update's dropout key) and
+    /// returns what it scored.
     pub(super) fn run_sequence(
         &mut self,
         keys: &[ProgramKey],
         x: &HostTensor,
         rows: Range<usize>,
         labels: &[f32],
-        scalars: &mut dyn FnMut() -> Option<Vec<f32>>,
+        scalars: &mut dyn FnMut() -> Option<(Vec<f32>, [f32; 2])>,
     ) -> Result<Vec<Scored>> {
         let Some(last) = keys.last() else {
             return Err(Error::Graph("a run needs at least one program".into()));
@@ -107,12 +108,15 @@ impl Trainer {
                 p.exe.write(backend, s, &[loss_scale(&mine)])?;
             }
             if let Some(s) = p.ids.scalars {
-                let values = scalars().ok_or_else(|| {
+                let (values, dropout_key) = scalars().ok_or_else(|| {
                     Error::Graph(format!(
                         "training program `{key}` run without the optimizer's scalars"
                     ))
                 })?;
                 p.exe.write(backend, s, &values)?;
+                if let Some(k) = p.ids.dropout_key {
+                    p.exe.write(backend, k, &dropout_key)?;
+                }
             }
             p.exe.run(backend)?;
             let loss = match p.ids.loss {

@@ -10,6 +10,7 @@
 
 pub(crate) mod adam;
 pub(crate) mod batchnorm;
+pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod gather;
 pub(crate) mod gemm;
@@ -24,8 +25,8 @@ pub(crate) mod steps;
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::{
-    dispatch, Activation, AdamParams, BinaryOp, GruDims, LstmDims, OpCall, OpKernels, Result,
-    SgdParams, Shape, TensorView,
+    dispatch, Activation, AdamParams, BinaryOp, DropoutParams, GruDims, LstmDims, OpCall,
+    OpKernels, Result, SgdParams, Shape, TensorView,
 };
 
 use crate::backend_error;
@@ -378,6 +379,16 @@ impl OpKernels for Launches {
         o: ClipGradOutputs<Region>,
     ) -> Result<()> {
         optim::clip_grad(self, max_norm, value, i.x, i.total_sq, o.y)
+    }
+
+    fn dropout(
+        &mut self,
+        p: DropoutParams,
+        _: DropoutInputs<&Shape>,
+        i: DropoutInputs<Region>,
+        o: DropoutOutputs<Region>,
+    ) -> Result<()> {
+        dropout::dropout(self, p, i.x, i.key, o.y)
     }
 
     fn copy(
