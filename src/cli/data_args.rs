@@ -2,9 +2,10 @@
 //! `predict` (and `plan`, which takes only where the data is and how far to read
 //! ahead), and what they check before any device is opened: the file against the model.
 //!
-//! Until batches can mask padded steps, every batch holds sequences of one length
-//! (`same_length_batches`): a file with several lengths gives batches of each, and the
-//! session is replanned when the shape changes.
+//! Batches hold sequences of different lengths grouped by length
+//! (`length_grouped_batches`), padded to each batch's longest, with the lengths passed to
+//! the trainer (whose programs are then planned padded, so each sequence stops at its end);
+//! the session is replanned when a batch's shape changes.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,10 +14,10 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
-    max_batch_bytes, open, same_length_batches, Batch, BatchInputs, Batches, Dataset, Inputs,
-    LabelsPer, Opened, ReadSettings, Source, Targets, TooLong, Values,
+    length_grouped_batches, max_batch_bytes, open, Batch, BatchInputs, BatchSettings, Batches,
+    Dataset, Inputs, LabelsPer, Opened, ReadSettings, Source, Targets, TooLong, Values,
 };
-use tensorfit::nn::{HeadOn, InputSpec, LossSpec, ModelDescription};
+use tensorfit::nn::{Cell, HeadOn, InputSpec, LossSpec, ModelDescription};
 
 /// Where the data is and how far ahead it is read.
 #[derive(Args, Clone, Debug)]
@@ -24,8 +25,8 @@ pub struct DataSource {
     /// Read sequences from your own files instead of the built-in task: a `.safetensors`,
     /// `.npy` or `.npz` file (`input` [N, T, F], `labels` [N], optional `lengths`), a
     /// directory holding DL4J's `features/` and `labels/` (one CSV per sequence), or one
-    /// long `.csv` (`sequence,step,f1,…,fk,label`). Batches hold sequences of one length
-    /// (no padding): a file with several lengths gives batches of each.
+    /// long `.csv` (`sequence,step,f1,…,fk,label`). Sequences of different lengths are
+    /// batched with others of similar length, padded to the batch's longest and masked.
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
     /// Batches the background reader prepares ahead of the one in use; the host memory of
@@ -90,6 +91,9 @@ pub struct Files {
     pub path: PathBuf,
     pub source: Arc<dyn Source>,
     pub read_ahead: usize,
+    /// The sequences have different lengths: batches are padded and the programs that
+    /// run them take the lengths (`Request::padded`).
+    pub padded: bool,
 }
 
 impl DataSource {
@@ -152,10 +156,19 @@ pub fn open_for(
         ),
     };
     check_fits(path, source.dataset(), cfg)?;
+    let lengths = source.lengths();
+    let padded = lengths.iter().any(|&l| Some(&l) != lengths.first());
+    if padded && cfg.recurrent.cell == Cell::Gru {
+        bail!(
+            "{}: sequences of different lengths are batched padded, and a GRU does not take padded batches (lengths) yet; give sequences of one length, or use an LSTM",
+            path.display()
+        );
+    }
     Ok(Files {
         path: path.to_path_buf(),
         source,
         read_ahead,
+        padded,
     })
 }
 
@@ -198,7 +211,7 @@ impl Files {
         per_batch.saturating_mul(held as u64)
     }
 
-    /// The batches of `indices` of one length each, shuffled from `seed` when given, in
+    /// The batches of `indices` grouped by length, shuffled from `seed` when given, in
     /// increasing length and file order when not.
     pub fn order(
         &self,
@@ -206,12 +219,18 @@ impl Files {
         batch: usize,
         seed: Option<u64>,
     ) -> Result<Vec<Vec<usize>>> {
-        Ok(same_length_batches(
-            self.source.lengths(),
-            indices,
-            batch,
-            seed,
+        let group = BatchSettings::default().group;
+        let lengths = self.source.lengths();
+        Ok(length_grouped_batches(
+            lengths, indices, batch, group, seed,
         )?)
+    }
+
+    /// The (batch, padded steps) of the batch `indices`.
+    pub fn shape(&self, indices: &[usize]) -> (usize, usize) {
+        let lengths = self.source.lengths();
+        let steps = indices.iter().map(|&i| lengths[i]).max().unwrap_or(1);
+        (indices.len().max(1), steps)
     }
 
     /// Starts the background reader over `order`.
@@ -221,8 +240,17 @@ impl Files {
     }
 }
 
-/// A batch as the trainer takes it: inputs [T, B, F] and class ids as f32.
-pub fn trainer_inputs(b: Batch) -> Result<(HostTensor, Vec<f32>)> {
+/// A batch as the trainer takes it: inputs [T, B, F], class ids as f32, and each
+/// sequence's length.
+pub struct TrainerBatch {
+    pub x: HostTensor,
+    pub labels: Vec<f32>,
+    pub lengths: Vec<f32>,
+}
+
+/// `b` as the trainer takes it.
+pub fn trainer_inputs(b: Batch) -> Result<TrainerBatch> {
+    let lengths = b.lengths.iter().map(|&l| l as f32).collect();
     let x = match b.inputs {
         BatchInputs::Dense(x) => x,
         BatchInputs::Tokens(_) => bail!("token batches are not trained from files yet"),
@@ -231,5 +259,5 @@ pub fn trainer_inputs(b: Batch) -> Result<(HostTensor, Vec<f32>)> {
         Values::Ids(ids) => ids.into_iter().map(|l| l as f32).collect(),
         Values::F32(v) => v,
     };
-    Ok((x, labels))
+    Ok(TrainerBatch { x, labels, lengths })
 }

@@ -79,7 +79,7 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// `eval --data`: every sequence of the file, in batches of one length.
+/// `eval --data`: every sequence of the file, in padded batches grouped by length.
 fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
     let (files, order, mut session) =
         files_eval::start(&a.data, cfg, params, a.batch, &a.dev, a.json)?;

@@ -1,6 +1,6 @@
 //! Evaluation and prediction over data files (`eval --data`, `predict --data`, and the
-//! validations of `train --data`): every batch of one length, the session replanned when
-//! the shape changes.
+//! validations of `train --data`): batches grouped by length and padded, the session
+//! replanned when the shape changes.
 
 use std::path::Path;
 
@@ -35,9 +35,9 @@ pub fn evaluate(
     for batch in files.batches(order)? {
         let batch = batch?;
         let (size, steps, ids) = (batch.size(), batch.steps, batch.ids.clone());
-        let (x, labels) = trainer_inputs(batch)?;
+        let b = trainer_inputs(batch)?;
         session.switch_job(job(size, steps))?;
-        let report = session.evaluate(&x, &labels)?;
+        let report = session.evaluate_at(&b.x, &b.labels, Some(&b.lengths))?;
         loss += report.loss as f64 * size as f64;
         // Files are read for classifiers only (`data_args::check_fits`).
         correct += report.accuracy.unwrap_or(f32::NAN) as f64 * size as f64;
@@ -57,17 +57,8 @@ pub fn eval_job(batch: usize, seq_len: usize) -> Job {
     Job::Eval { batch, seq_len }
 }
 
-/// The first batch's job of `order` (the session is planned for it first).
-fn first_job(files: &Files, order: &[Vec<usize>]) -> Job {
-    let lengths = files.source.lengths();
-    let (batch, steps) = order
-        .first()
-        .map_or((1, 1), |b| (b.len(), b.first().map_or(1, |&i| lengths[i])));
-    eval_job(batch, steps)
-}
-
 /// Opens `--data` for `cfg` and starts the inference session of its first batch: the
-/// file, its batches (of one length each, file order within a length) and the session.
+/// file, its batches (grouped by length, in increasing length) and the session.
 pub fn start(
     data: &DataArgs,
     cfg: ModelDescription,
@@ -82,14 +73,10 @@ pub fn start(
     let all: Vec<usize> = (0..files.dataset().sequences).collect();
     let order = files.order(&all, batch, None)?;
     let max_len = files.dataset().max_len;
-    let mut req = request(
-        cfg,
-        first_job(&files, &order),
-        max_len,
-        OptimConfig::default(),
-        dev,
-    )?;
+    let (b, t) = files.shape(order.first().map_or(&[], Vec::as_slice));
+    let mut req = request(cfg, eval_job(b, t), max_len, OptimConfig::default(), dev)?;
     req.read_ahead_bytes = files.read_ahead_bytes(batch, order.len());
+    req.padded = files.padded;
     let (_, session) = begin(&req, params, quiet)?;
     Ok((files, order, session))
 }

@@ -1,5 +1,5 @@
-//! `tensorfit train --data`: training from the user's files. Epochs of shuffled batches of
-//! one length each, read ahead on a background thread; validation every `--eval-every`
+//! `tensorfit train --data`: training from the user's files. Epochs of shuffled batches
+//! grouped by length (padded, with the lengths passed on), read ahead on a background thread; validation every `--eval-every`
 //! steps and after every epoch; early stopping (`--stop-patience`) with the checkpoint outputs
 //! holding the best model validated; one JSON line per validation in
 //! `DIR/metrics.jsonl` (`--checkpoint-dir`) and on stdout with `--json`.
@@ -130,18 +130,16 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let last = steps_per_epoch.saturating_mul(a.fit.epochs);
     let (optim_settings, optim) =
         optim_args::resolve(&a.optim, &a.given, a.lr, last, None, |id| a.origin(id))?;
-    let lengths = files.source.lengths();
-    let shape =
-        |order: &[Vec<usize>], lengths: &[usize]| order.first().map(|b| (b.len(), lengths[b[0]]));
-    let (batch0, steps0) = shape(&first, lengths).unwrap_or((a.batch, max_len));
+    let (batch0, steps0) = first.first().map_or((a.batch, max_len), |b| files.shape(b));
     let job = Job::Train {
         batch: batch0,
         seq_len: steps0,
         eval: val
             .as_ref()
-            .and_then(|v| shape(&v.order, v.files.source.lengths())),
+            .and_then(|v| v.order.first().map(|b| v.files.shape(b))),
     };
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
+    req.padded = files.padded || val.as_ref().is_some_and(|v| v.files.padded);
     // The validation reader starts while the training reader still holds its batches.
     req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
         val.as_ref()
@@ -176,7 +174,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     if !a.json {
         errln!(
-            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps, batches of one length each",
+            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps, batches grouped by length{}",
             cfg.trainable_parameters()?,
             files.path.display(),
             train.len(),
@@ -186,7 +184,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 None => String::new(),
             },
             a.batch,
-            a.fit.epochs
+            a.fit.epochs,
+            if req.padded { " and padded" } else { "" }
         );
     }
     let started = Instant::now();
@@ -220,7 +219,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             }
             let batch = batch.with_context(|| format!("--data {}", files.path.display()))?;
             let (b, t) = (batch.size(), batch.steps);
-            let (x, labels) = trainer_inputs(batch)?;
+            let inputs = trainer_inputs(batch)?;
             let eval = match session.job() {
                 Job::Train { eval, .. } => eval,
                 Job::Eval { .. } => None,
@@ -231,7 +230,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 eval,
             })?;
             let report = session
-                .train_step(&x, &labels)
+                .train_step_at(&inputs.x, &inputs.labels, Some(&inputs.lengths))
                 .with_context(|| format!("training step {}", step + 1))?;
             step += 1;
             watch.loss_sum += report.loss as f64;

@@ -186,6 +186,7 @@ pub fn request(
         caps: dev.caps.caps()?,
         exclude: Vec::new(),
         read_ahead_bytes: 0,
+        padded: false,
     })
 }
 

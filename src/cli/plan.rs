@@ -83,6 +83,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         let all: Vec<usize> = (0..f.dataset().sequences).collect();
         let batches = f.order(&all, a.batch, None)?.len();
         req.read_ahead_bytes = f.read_ahead_bytes(a.batch, batches);
+        req.padded = f.padded;
     }
     let assumed = assume::parse(&a.assume)?;
     // Before any planning: a picture that cannot be written is refused at once.

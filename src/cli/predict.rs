@@ -122,7 +122,7 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// `predict --data`: every sequence of the file, in batches of one length.
+/// `predict --data`: every sequence of the file, in padded batches grouped by length.
 fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
     let (files, order, mut session) =
         files_eval::start(&a.data, cfg, params, a.batch, &a.dev, a.json)?;

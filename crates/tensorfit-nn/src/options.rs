@@ -30,6 +30,9 @@ pub struct ProgramKey {
     pub steps: usize,
     /// Training only: recompute activations in sub-segments of this many steps.
     pub recompute: Option<usize>,
+    /// Over padded batches: the program has the input `lengths` `[B]`, and each
+    /// sequence stops at its own end (`model::classifier_at_lengths`).
+    pub padded: bool,
 }
 
 impl fmt::Display for ProgramKey {
@@ -42,6 +45,9 @@ impl fmt::Display for ProgramKey {
         write!(f, "{kind} b={} t={}", self.batch, self.steps)?;
         if let Some(r) = self.recompute {
             write!(f, " recompute={r}")?;
+        }
+        if self.padded {
+            f.write_str(" padded")?;
         }
         Ok(())
     }
@@ -76,6 +82,10 @@ pub struct TrainOptions {
     pub recompute: Option<usize>,
     /// Optimizer, gradient clipping and learning-rate schedule.
     pub optim: OptimConfig,
+    /// Run padded batches: every program takes the sequences' lengths
+    /// ([`ProgramKey::padded`]). Recomputation does not take lengths yet, so a padded
+    /// training segment keeps its activations.
+    pub padded: bool,
 }
 
 impl Default for TrainOptions {
@@ -86,6 +96,7 @@ impl Default for TrainOptions {
             micro_batch: None,
             recompute: None,
             optim: OptimConfig::default(),
+            padded: false,
         }
     }
 }
@@ -110,11 +121,11 @@ impl TrainOptions {
         let last = self.tbptt.min(steps);
         let mut keys: Vec<ProgramKey> = carry_chunks(steps - last, self.chunk)
             .into_iter()
-            .map(|s| key(ProgramKind::Carry, batch, s))
+            .map(|s| self.key(ProgramKind::Carry, batch, s))
             .collect();
         keys.push(ProgramKey {
-            recompute: self.recompute.filter(|&r| r < last),
-            ..key(ProgramKind::Train, batch, last)
+            recompute: self.recompute.filter(|&r| r < last && !self.padded),
+            ..self.key(ProgramKind::Train, batch, last)
         });
         keys
     }
@@ -127,9 +138,9 @@ impl TrainOptions {
             keys.extend(
                 carry_chunks(steps - last, self.chunk)
                     .into_iter()
-                    .map(|s| key(ProgramKind::Carry, m, s)),
+                    .map(|s| self.key(ProgramKind::Carry, m, s)),
             );
-            keys.push(key(ProgramKind::Eval, m, last));
+            keys.push(self.key(ProgramKind::Eval, m, last));
         }
         keys
     }
@@ -199,12 +210,15 @@ impl TrainOptions {
     }
 }
 
-fn key(kind: ProgramKind, batch: usize, steps: usize) -> ProgramKey {
-    ProgramKey {
-        kind,
-        batch,
-        steps,
-        recompute: None,
+impl TrainOptions {
+    fn key(&self, kind: ProgramKind, batch: usize, steps: usize) -> ProgramKey {
+        ProgramKey {
+            kind,
+            batch,
+            steps,
+            recompute: None,
+            padded: self.padded,
+        }
     }
 }
 

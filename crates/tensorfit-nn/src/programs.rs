@@ -9,11 +9,11 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use tensorfit_core::{Graph, Result, Role, TensorId};
+use tensorfit_core::{Error, Graph, Result, Role, TensorId};
 
 use crate::description::ModelDescription;
 use crate::layers::{BatchNorm, StateSlot};
-use crate::model::{carry_graph, classifier, Mode};
+use crate::model::{carry_graph, classifier_at_lengths, Mode};
 use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
@@ -54,6 +54,8 @@ pub struct Program {
     /// with recomputation: one per sub-segment).
     pub xs: Vec<(TensorId, usize)>,
     pub labels: Option<TensorId>,
+    /// The sequences' lengths `[B]` within this program's steps (padded programs).
+    pub lengths: Option<TensorId>,
     pub loss: Option<TensorId>,
     pub probs: Option<TensorId>,
     /// The optimizer's scalars (`adam.scalars`, `sgd.scalars`), written each step.
@@ -78,17 +80,21 @@ impl Program {
             batch,
             steps,
             recompute,
+            padded,
         } = key;
         let (mut p, carried) = match (kind, recompute) {
             (ProgramKind::Carry, _) => {
-                let (graph, stack) = carry_graph(model, batch, steps)?;
-                let p = Program::bare(key, graph, vec![(stack.x, steps)]);
+                let (graph, stack) = carry_graph(model, batch, steps, padded)?;
+                let mut p = Program::bare(key, graph, vec![(stack.x, steps)]);
+                p.lengths = stack.lengths;
                 (p, stack.carried)
             }
             (ProgramKind::Eval, _) => {
                 let mut g = Graph::new();
-                let c = classifier(&mut g, model, batch, steps, Mode::Infer)?;
+                let dims = (batch, steps);
+                let c = classifier_at_lengths(&mut g, model, dims, Mode::Infer, padded)?;
                 let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
+                p.lengths = c.stack.lengths;
                 p.labels = Some(c.labels);
                 p.loss = Some(c.loss);
                 p.probs = Some(c.probs);
@@ -96,7 +102,12 @@ impl Program {
             }
             (ProgramKind::Train, _) => {
                 let mut t = match recompute {
-                    None => train_graph(model, batch, steps)?,
+                    None => train_graph(model, batch, steps, padded)?,
+                    Some(_) if padded => {
+                        return Err(Error::input(format!(
+                            "program `{key}`: recomputation does not take padded batches yet"
+                        )))
+                    }
                     Some(segment) => recompute::train_graph(model, batch, steps, segment)?,
                 };
                 let carried = std::mem::take(&mut t.carried);
@@ -129,6 +140,7 @@ impl Program {
             mut graph,
             xs,
             head,
+            lengths,
             params,
             grads,
             ..
@@ -140,6 +152,7 @@ impl Program {
         }
         let mut p = Program::bare(key, graph, xs);
         p.labels = Some(head.labels);
+        p.lengths = lengths;
         p.loss = Some(head.loss);
         p.probs = Some(head.probs);
         p.scalars = Some(update.scalars);
@@ -154,6 +167,7 @@ impl Program {
             graph,
             xs,
             labels: None,
+            lengths: None,
             loss: None,
             probs: None,
             scalars: None,

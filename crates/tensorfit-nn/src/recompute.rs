@@ -211,5 +211,6 @@ pub(crate) fn train_graph(
         params: leaves.params(),
         grads,
         carried: carried.collect(),
+        lengths: None,
     })
 }

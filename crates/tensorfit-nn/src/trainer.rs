@@ -25,13 +25,15 @@ use tensorfit_core::{
 };
 
 use crate::batch_input::{check_batch, write_steps};
-use crate::checkpoint::Checkpoint;
 use crate::description::ModelDescription;
-use crate::layers::{ParamKind, Recurrent, StatePart};
+use crate::layers::{Recurrent, StatePart};
 use crate::optim::ScheduleState;
 use crate::options::{micro_batches, ProgramKey, TrainOptions};
 use crate::params::ParamStore;
 use crate::programs::{PersistentKey, Program};
+
+mod padded;
+mod state;
 
 /// What one training step produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,8 +222,20 @@ impl Trainer {
     /// One optimizer step on a minibatch: `x` `[T, B, input]`, `labels` `[B]` class ids
     /// (cross-entropy) or `[B, outputs]` f32 targets (mean squared error).
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
+        self.train_step_at(x, labels, None)
+    }
+
+    /// [`Trainer::train_step`] on a padded batch: sequence `b` has `lengths[b]` real
+    /// steps (see [`Trainer::check_lengths`]; `None`: all `T`).
+    pub fn train_step_at(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        lengths: Option<&[f32]>,
+    ) -> Result<StepReport> {
         let (steps, batch) = check_batch(&self.model, x, labels)?;
         let keys = self.opts.train_programs(batch, steps);
+        let lengths = self.check_lengths(lengths, batch, steps, &keys)?;
         let next = self
             .step
             .checked_add(1)
@@ -229,7 +243,8 @@ impl Trainer {
         let o = &self.opts.optim;
         let lr = self.schedule.lr(&o.schedule, o.optimizer.lr(), next);
         let scalars = o.optimizer.scalars(next, lr);
-        let (loss, probs) = self.run_sequence(&keys, x, 0..batch, labels, Some(&scalars))?;
+        let run = (x, lengths);
+        let (loss, probs) = self.run_sequence(&keys, run, 0..batch, labels, Some(&scalars))?;
         self.step = next;
         self.last_train = keys.last().copied();
         let p = &self.programs[&keys[keys.len() - 1]];
@@ -271,7 +286,20 @@ impl Trainer {
 
     /// Runs the model in inference form (running statistics) over whole sequences.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
+        self.evaluate_at(x, labels, None)
+    }
+
+    /// [`Trainer::evaluate`] on a padded batch of `lengths` (as in
+    /// [`Trainer::train_step_at`]).
+    pub fn evaluate_at(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        lengths: Option<&[f32]>,
+    ) -> Result<EvalReport> {
         let (steps, batch) = check_batch(&self.model, x, labels)?;
+        let keys = self.opts.eval_programs(batch, steps);
+        let lengths = self.check_lengths(lengths, batch, steps, &keys)?;
         let classes = self.model.loss.outputs();
         let per_row = self.model.loss.targets_per_row();
         let mut probs = Vec::with_capacity(batch * classes);
@@ -283,7 +311,7 @@ impl Trainer {
             let keys = self.opts.eval_programs(m, steps);
             let rows = start..start + m;
             let targets = &labels[start * per_row..(start + m) * per_row];
-            let (loss, p) = self.run_sequence(&keys, x, rows, targets, None)?;
+            let (loss, p) = self.run_sequence(&keys, (x, lengths), rows, targets, None)?;
             loss_sum += loss as f64 * m as f64;
             probs.extend(p.data);
             start += m;
@@ -312,12 +340,12 @@ impl Trainer {
     }
 
     /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
-    /// sequences `rows` of `x`, then the final program over the last steps; returns its
-    /// loss and probabilities.
+    /// sequences `rows` of `x` (of `lengths`, if padded), then the final program over the
+    /// last steps; returns its loss and probabilities.
     fn run_sequence(
         &mut self,
         keys: &[ProgramKey],
-        x: &HostTensor,
+        (x, lengths): (&HostTensor, Option<&[f32]>),
         rows: Range<usize>,
         labels: &[f32],
         scalars: Option<&[f32]>,
@@ -336,6 +364,10 @@ impl Trainer {
             self.ensure_program(key)?;
             let p = &self.programs[&key];
             let backend = self.backend.as_mut();
+            if let Some(l) = p.ids.lengths {
+                let within = padded::lengths_within(lengths, t..t + key.steps, rows.clone());
+                p.exe.write(backend, l, &within)?;
+            }
             for &(input, len) in &p.ids.xs {
                 write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
                 t += len;
@@ -376,67 +408,6 @@ impl Trainer {
             out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
         }
         Ok(out)
-    }
-
-    /// Everything needed to continue later: model, optimizer state (Adam's moments
-    /// `adam.m.<name>`, `adam.v.<name>`, SGD's `sgd.momentum.<name>`; zeros before the
-    /// first step), step.
-    pub fn checkpoint(&mut self) -> Result<Checkpoint> {
-        let (mut params, mut optimizer) = (ParamStore::new(), ParamStore::new());
-        for spec in self.model.param_specs()? {
-            if spec.kind == ParamKind::Trainable {
-                for name in self.opts.optim.optimizer.state_names(&spec.name) {
-                    optimizer.insert(&name, HostTensor::zeros(spec.shape.clone()));
-                }
-            }
-            params.insert(&spec.name, HostTensor::zeros(spec.shape));
-        }
-        let mut ck = Checkpoint {
-            config: self.model.clone(),
-            params,
-            optimizer,
-            step: self.step,
-            extra: HashMap::new(),
-        };
-        self.checkpoint_into(&mut ck)?;
-        Ok(ck)
-    }
-
-    /// Fills `ck`, a checkpoint of this trainer, with the current state, reusing its host
-    /// memory: a session snapshots the state before every step, and fresh megabytes each
-    /// time cost more than the copy.
-    pub fn checkpoint_into(&mut self, ck: &mut Checkpoint) -> Result<()> {
-        for (name, t) in ck.params.iter_mut().chain(ck.optimizer.iter_mut()) {
-            match self.persistent.get(&PersistentKey::named(name)) {
-                Some(view) if view.shape == t.shape => self.backend.read(view, &mut t.data)?,
-                // The optimizer's state before the first step.
-                None => t.data.fill(0.0),
-                Some(view) => {
-                    return Err(Error::input(format!(
-                        "`{name}` has shape {}, the checkpoint has {}",
-                        view.shape, t.shape
-                    )))
-                }
-            }
-        }
-        ck.step = self.step;
-        Ok(())
-    }
-
-    /// Restores the optimizer's state and the step counter from a checkpoint's values.
-    pub fn restore_optimizer(&mut self, optimizer: &ParamStore, step: u64) -> Result<()> {
-        for (name, t) in optimizer.iter() {
-            let view = self.persistent_view(&PersistentKey::named(name), t.shape.clone())?;
-            if view.shape != t.shape {
-                return Err(Error::input(format!(
-                    "`{name}` has shape {}, expected {}",
-                    t.shape, view.shape
-                )));
-            }
-            self.backend.write(&view, &t.data)?;
-        }
-        self.step = step;
-        Ok(())
     }
 
     /// Downloads the gradients of the most recent training step (as the update used
