@@ -15,17 +15,22 @@ use clap::Args;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
     length_grouped_batches, max_batch_bytes, open, Batch, BatchInputs, BatchSettings, Batches,
-    Dataset, Inputs, LabelsPer, Opened, ReadSettings, Source, Targets, TooLong, Values,
+    CharCorpus, Dataset, Inputs, LabelsPer, Opened, ReadSettings, Source, Targets, TooLong,
+    TsvData, Values,
 };
 use tensorfit::nn::{Cell, HeadOn, InputSpec, LossSpec, ModelDescription};
+
+use super::data_vocab::TextVocab;
 
 /// Where the data is and how far ahead it is read.
 #[derive(Args, Clone, Debug)]
 pub struct DataSource {
     /// Read sequences from your own files instead of the built-in task: a `.safetensors`,
-    /// `.npy` or `.npz` file (`input` [N, T, F], `labels` [N], optional `lengths`), a
-    /// directory holding DL4J's `features/` and `labels/` (one CSV per sequence), or one
-    /// long `.csv` (`sequence,step,f1,…,fk,label`). Sequences of different lengths are
+    /// `.npy` or `.npz` file (`input` [N, T, F] or `tokens` [N, T]; `labels` [N], class
+    /// ids or f32 regression targets; optional `lengths`), a directory holding DL4J's
+    /// `features/` and `labels/` (one CSV per sequence), one long `.csv`
+    /// (`sequence,step,f1,…,fk,label`), or a `.tsv` of `label<TAB>text` lines (characters
+    /// as tokens; the vocabulary is kept in the checkpoint). Sequences of different lengths are
     /// batched with others of similar length, padded to the batch's longest and masked.
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
@@ -94,15 +99,23 @@ pub struct Files {
     /// The sequences have different lengths: batches are padded and the programs that
     /// run them take the lengths (`Request::padded`).
     pub padded: bool,
+    /// A text's vocabularies (kept in the checkpoint).
+    pub vocab: Option<TextVocab>,
 }
 
 impl DataSource {
-    /// Opens and scans `--data` (if given) for `cfg`.
-    pub fn open(&self, cfg: &ModelDescription, settings: &ReadSettings) -> Result<Option<Files>> {
+    /// Opens and scans `--data` (if given) for `cfg`; a text with `vocab` (a checkpoint's)
+    /// if given.
+    pub fn open(
+        &self,
+        cfg: &ModelDescription,
+        settings: &ReadSettings,
+        vocab: Option<&TextVocab>,
+    ) -> Result<Option<Files>> {
         let Some(path) = &self.data else {
             return Ok(None);
         };
-        Ok(Some(open_for(path, cfg, settings, self.read_ahead)?))
+        Ok(Some(open_for(path, cfg, settings, self.read_ahead, vocab)?))
     }
 }
 
@@ -116,9 +129,10 @@ impl DataArgs {
         read_settings(cfg, self.max_seq_len, self.cut_long)
     }
 
-    /// Opens and scans `--data` (if given), checked against `cfg`.
-    pub fn open(&self, cfg: &ModelDescription) -> Result<Option<Files>> {
-        self.source.open(cfg, &self.read_settings(cfg))
+    /// Opens and scans `--data` (if given), checked against `cfg`; a text with `vocab`
+    /// (a checkpoint's) if given.
+    pub fn open(&self, cfg: &ModelDescription, vocab: Option<&TextVocab>) -> Result<Option<Files>> {
+        self.source.open(cfg, &self.read_settings(cfg), vocab)
     }
 }
 
@@ -140,20 +154,29 @@ pub fn read_settings(
 }
 
 /// Opens `path` (named `--data`/`--val` in errors by the caller) and checks that `cfg`
-/// can take what it holds.
+/// can take what it holds. A `.tsv` is read with `vocab` when given (the training data's,
+/// or a checkpoint's), else with its own.
 pub fn open_for(
     path: &Path,
     cfg: &ModelDescription,
     settings: &ReadSettings,
     read_ahead: usize,
+    vocab: Option<&TextVocab>,
 ) -> Result<Files> {
-    let opened = open(path, settings)?;
-    let source = match opened {
-        Opened::Sequences(s) => s,
-        Opened::Corpus(_) => bail!(
-            "{}: read as a text corpus (for a character language model), which training from files does not take yet; give a .safetensors, .npy, .npz, .csv file or a directory with features/ and labels/",
-            path.display()
-        ),
+    let is_tsv = path.extension().is_some_and(|e| e == "tsv") && !path.is_dir();
+    let (source, vocab): (Arc<dyn Source>, _) = if is_tsv {
+        let known = vocab.and_then(|v| v.labels.as_ref().map(|l| (&v.chars, l)));
+        let tsv = TsvData::open(path, settings, known)?;
+        let vocab = TextVocab {
+            chars: tsv.chars().clone(),
+            labels: Some(tsv.labels().clone()),
+        };
+        (Arc::new(tsv), Some(vocab))
+    } else {
+        match open(path, settings)? {
+            Opened::Sequences(s) => (s, None),
+            Opened::Corpus(corpus) => return language_model(path, &corpus, cfg, vocab),
+        }
     };
     check_fits(path, source.dataset(), cfg)?;
     let lengths = source.lengths();
@@ -169,7 +192,44 @@ pub fn open_for(
         source,
         read_ahead,
         padded,
+        vocab,
     })
+}
+
+/// A text corpus: a next-character language model. Its vocabulary (the checkpoint's if
+/// given) must fit the model's token input; the windows of the text (`CharWindows`, the
+/// state carried from each window of a stream to the next) are then trained with a label
+/// per step, which [`per_step_labels`] decides on.
+fn language_model(
+    path: &Path,
+    corpus: &CharCorpus,
+    cfg: &ModelDescription,
+    vocab: Option<&TextVocab>,
+) -> Result<Files> {
+    let chars = vocab.map_or_else(|| corpus.vocab(), |v| v.chars.clone());
+    let shown = path.display();
+    match cfg.input {
+        InputSpec::Tokens { vocab, .. } if vocab >= chars.len() => {}
+        _ => bail!(
+            "{shown}: read as a text corpus for a character language model: {} character ids (0 for unknown characters), so the model needs token input with `vocab` at least {} and {} classes",
+            chars.len(),
+            chars.len(),
+            chars.len()
+        ),
+    }
+    per_step_labels(path, cfg)?;
+    bail!("{shown}: a language model from a text corpus is not trained from the CLI yet")
+}
+
+/// The hook for labels on every step (a language model's next characters, or files with
+/// a label per step): what this build's trainer can take. It takes one label per
+/// sequence, read at the last step, so every such file is refused here, naming what is
+/// missing; with heads on every step this is the one place to let them through.
+pub fn per_step_labels(path: &Path, _cfg: &ModelDescription) -> Result<()> {
+    bail!(
+        "{}: a label per step (a language model's next characters, or per-step labels) needs a head on every step, which training from files does not take yet: this build's trainer takes one label per sequence, read at its last step",
+        path.display()
+    )
 }
 
 /// Refuses data the model cannot take, naming the file and the model's figure.
@@ -181,17 +241,38 @@ fn check_fits(path: &Path, d: &Dataset, cfg: &ModelDescription) -> Result<()> {
                 bail!("{shown}: {features} features per step, and the model takes {wanted}");
             }
         }
-        (Inputs::Tokens { .. }, _) | (_, InputSpec::Tokens { .. }) => bail!(
-            "{shown}: token inputs (or a token-input model) are not read from files yet; give dense `input` [N, T, F] and a model with dense inputs"
+        (Inputs::Tokens { vocab }, InputSpec::Tokens { vocab: wanted, .. }) => {
+            if vocab > wanted {
+                bail!("{shown}: token ids up to {} ({vocab} ids), and the model's `vocab` is {wanted}", vocab - 1);
+            }
+        }
+        (Inputs::Tokens { vocab }, InputSpec::Dense { .. }) => bail!(
+            "{shown}: token ids ({vocab} of them), and the model takes dense features: give it token input (`vocab` at least {vocab})"
+        ),
+        (Inputs::Dense { features }, InputSpec::Tokens { .. }) => bail!(
+            "{shown}: {features} dense features per step, and the model takes token ids"
         ),
     }
-    if d.labels_per == LabelsPer::Step || cfg.head.on == HeadOn::EveryStep {
-        bail!(
-            "{shown}: a label per step (or a per-step head) is not trained from files yet; give one label per sequence and a model whose head reads the last step"
-        );
+    match (d.targets, cfg.loss) {
+        (Targets::Classes { classes }, LossSpec::SoftmaxCrossEntropy { classes: wanted }) => {
+            if classes > wanted {
+                bail!("{shown}: {classes} classes, and the model has {wanted}");
+            }
+        }
+        (Targets::Values, LossSpec::MeanSquaredError { outputs }) => {
+            if outputs != 1 {
+                bail!("{shown}: one f32 target per sequence, and the model's mean squared error has {outputs} outputs");
+            }
+        }
+        (Targets::Values, LossSpec::SoftmaxCrossEntropy { .. }) => {
+            bail!("{shown}: f32 targets (regression), and the model is a classifier")
+        }
+        (Targets::Classes { .. }, LossSpec::MeanSquaredError { .. }) => {
+            bail!("{shown}: class labels, and the model is a regression (mean squared error)")
+        }
     }
-    if d.targets == Targets::Values {
-        bail!("{shown}: regression targets are not trained from files yet (the trainer takes class ids)");
+    if d.labels_per == LabelsPer::Step || cfg.head.on == HeadOn::EveryStep {
+        per_step_labels(path, cfg)?;
     }
     Ok(())
 }
@@ -253,7 +334,10 @@ pub fn trainer_inputs(b: Batch) -> Result<TrainerBatch> {
     let lengths = b.lengths.iter().map(|&l| l as f32).collect();
     let x = match b.inputs {
         BatchInputs::Dense(x) => x,
-        BatchInputs::Tokens(_) => bail!("token batches are not trained from files yet"),
+        BatchInputs::Tokens(ids) => {
+            let ids = ids.into_iter().map(|t| t as f32).collect();
+            HostTensor::new([b.steps, b.lengths.len()], ids)?
+        }
     };
     let labels = match b.labels {
         Values::Ids(ids) => ids.into_iter().map(|l| l as f32).collect(),

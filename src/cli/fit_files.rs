@@ -19,11 +19,12 @@ use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings};
 use tensorfit::session::Session;
 
 use super::data_args::{open_for, trainer_inputs, Files};
+use super::data_vocab::TextVocab;
 use super::files_eval::{self, Scores};
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args;
 use super::train::{open_checkpoint_dir, TrainArgs};
-use super::{begin, print_memory, request, summary, Exit};
+use super::{begin, print_memory, quality_text, request, summary, Exit};
 
 /// Mixed with the epoch's number into the seed of its order.
 const EPOCH_SEED_STRIDE: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -54,20 +55,22 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             );
         }
     }
-    let (cfg, init) = match &a.fit.init {
+    let (cfg, init, vocab) = match &a.fit.init {
         Some(p) => {
             let ck = Checkpoint::load(&checkpoint_path(p)).context("--init")?;
-            (ck.config, Some(ck.params))
+            let vocab = TextVocab::load(&ck.extra).context("--init")?;
+            (ck.config, Some(ck.params), vocab)
         }
-        None => (a.model.load()?.model, None),
+        None => (a.model.load()?.model, None, None),
     };
-    let Some(files) = a.data.open(&cfg).context("--data")? else {
+    let Some(files) = a.data.open(&cfg, vocab.as_ref()).context("--data")? else {
         bail!("--data is missing");
     };
     let n = files.dataset().sequences;
     let (train, val) = match &a.fit.val {
         Some(p) => {
-            let v = open_for(p, &cfg, &a.data.read_settings(&cfg), files.read_ahead)
+            let settings = a.data.read_settings(&cfg);
+            let v = open_for(p, &cfg, &settings, files.read_ahead, files.vocab.as_ref())
                 .context("--val")?;
             let all: Vec<usize> = (0..v.dataset().sequences).collect();
             let order = v.order(&all, a.batch, None)?;
@@ -157,6 +160,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         settings.store(&mut ck.extra);
         optim_settings.store(&mut ck.extra);
         session.trainer.schedule_state().store(&mut ck.extra);
+        if let Some(v) = &files.vocab {
+            v.store(&mut ck.extra);
+        }
         ck.save(path)?;
         Ok(())
     };
@@ -437,10 +443,13 @@ impl Watch {
             outln!("{line}");
         } else {
             self.say(&format!(
-                "epoch {epoch} step {step}: train loss {train_loss:.4}, validation loss {:.4}, accuracy {:.1}%{}",
-                scores.loss,
-                100.0 * scores.accuracy,
-                if improved { " (best so far: saved)" } else { "" }
+                "epoch {epoch} step {step}: train loss {train_loss:.4}, validation {}{}",
+                quality_text(scores.loss, scores.accuracy),
+                if improved {
+                    " (best so far: saved)"
+                } else {
+                    ""
+                }
             ));
         }
         self.stopped_early = self.patience.is_some_and(|p| self.since_best >= p);

@@ -7,6 +7,7 @@ mod out;
 
 pub mod bench;
 mod data_args;
+mod data_vocab;
 pub mod eval;
 mod files_eval;
 mod fit_files;

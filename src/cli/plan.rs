@@ -64,7 +64,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     let cfg = a.model.load()?.model;
     let files = a
         .data
-        .open(&cfg, &read_settings(&cfg, None, false))
+        .open(&cfg, &read_settings(&cfg, None, false), None)
         .context("--data")?;
     let seq_len = files.as_ref().map_or(a.seq_len, |f| f.dataset().max_len);
     let job = match a.mode {
