@@ -9,18 +9,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{json, scratch, succeed, tensorfit_command};
+use common::{arg, example_data, json, scratch, succeed, tensorfit_command};
 use tensorfit::nn::Checkpoint;
-
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/data")
-        .join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
 
 /// Trains `model` on every sequence of `data` into a checkpoint directory of `name`.
 fn train(name: &str, model: &str, data: &Path, epochs: &str) -> PathBuf {
@@ -29,9 +19,9 @@ fn train(name: &str, model: &str, data: &Path, epochs: &str) -> PathBuf {
         tensorfit_command().args([
             "train",
             "--model",
-            s(&example(model)),
+            arg(&example_data(model)),
             "--data",
-            s(data),
+            arg(data),
             "--val-fraction",
             "0",
             "--epochs",
@@ -43,7 +33,7 @@ fn train(name: &str, model: &str, data: &Path, epochs: &str) -> PathBuf {
             "--device",
             "cpu",
             "--checkpoint-dir",
-            s(&ck),
+            arg(&ck),
             "--json",
         ]),
         "train --data",
@@ -57,9 +47,9 @@ fn eval(ck: &Path, data: &Path) -> serde_json::Value {
         tensorfit_command().args([
             "eval",
             "--checkpoint",
-            s(ck),
+            arg(ck),
             "--data",
-            s(data),
+            arg(data),
             "--device",
             "cpu",
             "--json",
@@ -71,7 +61,7 @@ fn eval(ck: &Path, data: &Path) -> serde_json::Value {
 
 #[test]
 fn a_token_classifier_trains_from_a_tokens_file_to_full_accuracy_on_its_sequences() {
-    let data = example("tokens_classify.safetensors");
+    let data = example_data("tokens_classify.safetensors");
     let ck = train("tokens", "tokens_model.toml", &data, "40");
     let v = eval(&ck, &data);
     assert_eq!(v["sequences"], 12, "{v}");
@@ -80,7 +70,7 @@ fn a_token_classifier_trains_from_a_tokens_file_to_full_accuracy_on_its_sequence
 
 #[test]
 fn a_regression_trains_from_f32_targets_and_predicts_one_value_per_sequence() {
-    let data = example("regress.safetensors");
+    let data = example_data("regress.safetensors");
     let ck = train("regress", "regress_model.toml", &data, "30");
     let v = eval(&ck, &data);
     assert_eq!(v["accuracy"], serde_json::Value::Null, "{v}");
@@ -92,11 +82,11 @@ fn a_regression_trains_from_f32_targets_and_predicts_one_value_per_sequence() {
         tensorfit_command().args([
             "predict",
             "--checkpoint",
-            s(&ck),
+            arg(&ck),
             "--data",
-            s(&data),
+            arg(&data),
             "--output",
-            s(&out),
+            arg(&out),
             "--device",
             "cpu",
         ]),
@@ -109,7 +99,7 @@ fn a_regression_trains_from_f32_targets_and_predicts_one_value_per_sequence() {
 
 #[test]
 fn a_tsv_classifier_keeps_its_vocabulary_in_the_checkpoint_and_reads_unknown_characters() {
-    let data = example("reviews.tsv");
+    let data = example_data("reviews.tsv");
     let ck = train("tsv", "reviews_model.toml", &data, "30");
     let saved = Checkpoint::load(&ck.join("checkpoint.safetensors")).unwrap();
     let vocab = &saved.extra["data.vocabulary"];
@@ -124,7 +114,7 @@ fn a_tsv_classifier_keeps_its_vocabulary_in_the_checkpoint_and_reads_unknown_cha
     assert_eq!(eval(&ck, &other)["sequences"], 2);
     std::fs::write(&other, "pos\tfine\nmeh\tso so\n").unwrap();
     let out = tensorfit_command()
-        .args(["eval", "--checkpoint", s(&ck), "--data", s(&other)])
+        .args(["eval", "--checkpoint", arg(&ck), "--data", arg(&other)])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -132,35 +122,30 @@ fn a_tsv_classifier_keeps_its_vocabulary_in_the_checkpoint_and_reads_unknown_cha
     assert!(err.contains("other.tsv:2:1"), "{err}");
 }
 
+/// `train --model MODEL --data corpus.txt`, which must fail with exit code 1: its stderr.
+fn refused_corpus(model: &Path) -> String {
+    let out = tensorfit_command()
+        .args([
+            "train",
+            "--model",
+            arg(model),
+            "--data",
+            arg(&example_data("corpus.txt")),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    err
+}
+
 #[test]
 fn a_text_corpus_is_refused_until_a_head_on_every_step_can_train_from_files() {
-    let out = tensorfit_command()
-        .args([
-            "train",
-            "--model",
-            s(&example("tokens_model.toml")),
-            "--data",
-            s(&example("corpus.txt")),
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = refused_corpus(&example_data("tokens_model.toml"));
     assert!(err.contains("character ids"), "{err}");
     let big_vocab = scratch("corpus").join("lm.toml");
-    let toml = std::fs::read_to_string(example("tokens_model.toml")).unwrap();
+    let toml = std::fs::read_to_string(example_data("tokens_model.toml")).unwrap();
     std::fs::write(&big_vocab, toml.replace("vocab = 20", "vocab = 40")).unwrap();
-    let out = tensorfit_command()
-        .args([
-            "train",
-            "--model",
-            s(&big_vocab),
-            "--data",
-            s(&example("corpus.txt")),
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = refused_corpus(&big_vocab);
     assert!(err.contains("needs a head on every step"), "{err}");
 }

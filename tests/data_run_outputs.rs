@@ -7,22 +7,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{scratch, succeed, tensorfit_command};
+use common::{arg, example_data, scratch, succeed, tensorfit_command};
 use tensorfit::nn::Checkpoint;
-
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/data")
-        .join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
 
 /// `train --data` of the example classifier, validating on a quarter of the sequences
 /// every 2 steps, checkpointing into `dir` every 2 steps, for `epochs` epochs of 5 steps
@@ -32,9 +22,9 @@ fn training(dir: &Path, epochs: &str) -> Command {
     c.args([
         "train",
         "--model",
-        s(&example("classify_model.toml")),
+        arg(&example_data("classify_model.toml")),
         "--data",
-        s(&example("classify.safetensors")),
+        arg(&example_data("classify.safetensors")),
         "--val-fraction",
         "0.25",
         "--epochs",
@@ -50,7 +40,7 @@ fn training(dir: &Path, epochs: &str) -> Command {
         "--device",
         "cpu",
         "--checkpoint-dir",
-        s(dir),
+        arg(dir),
     ]);
     c
 }
@@ -149,9 +139,9 @@ fn a_data_run_stopped_by_a_signal_resumes_to_the_weights_of_a_run_never_stopped(
         tensorfit_command().args([
             "train",
             "--resume",
-            s(&dir),
+            arg(&dir),
             "--data",
-            s(&example("classify.safetensors")),
+            arg(&example_data("classify.safetensors")),
             "--epochs",
             "20",
             "--device",
@@ -180,7 +170,7 @@ fn a_best_checkpoint_that_cannot_be_written_warns_and_the_run_goes_on() {
     let elsewhere = scratch("save-fails-elsewhere");
     let save = elsewhere.join("best.safetensors");
     let mut cmd = training(&dir, "20");
-    cmd.args(["--save", s(&save)]);
+    cmd.args(["--save", arg(&save)]);
     let child = spawn_until(&mut cmd, &save);
     // From now on every --save fails: its directory is gone.
     std::fs::remove_dir_all(&elsewhere).unwrap();

@@ -276,3 +276,15 @@ pub fn long_training(dir: &std::path::Path, every: &str) -> Command {
         .arg(dir);
     c
 }
+
+/// A file of `examples/data/`.
+pub fn example_data(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/data")
+        .join(name)
+}
+
+/// `p` as a command-line argument.
+pub fn arg(p: &std::path::Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
