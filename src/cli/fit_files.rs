@@ -1,8 +1,10 @@
 //! `tensorfit train --data`: training from the user's files. Epochs of shuffled batches
-//! grouped by length (padded, with the lengths passed on), read ahead on a background thread; validation every `--eval-every`
-//! steps and after every epoch; early stopping (`--stop-patience`) with the checkpoint outputs
-//! holding the best model validated; one JSON line per validation in
-//! `DIR/metrics.jsonl` (`--checkpoint-dir`) and on stdout with `--json`.
+//! grouped by length (padded, with the lengths passed on), read ahead on a background
+//! thread; validation every `--eval-every` steps and after every epoch; early stopping
+//! (`--stop-patience`) with the checkpoint outputs holding the best model validated; one
+//! JSON line per validation in `DIR/metrics.jsonl` (`--checkpoint-dir`) and on stdout with
+//! `--json`, and the curves image beside it at the end; `--resume` from the latest state
+//! (`fit_resume`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -271,7 +273,12 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 break 'epochs;
             }
             if step > start && step.is_multiple_of(a.checkpoint_every) {
-                save_last(&mut session, Position::of(&watch, a.fit.val_fraction, at))?;
+                let at = Position::of(&watch, a.fit.val_fraction, at);
+                if let Err(e) = save_last(&mut session, at) {
+                    watch.say(&format!(
+                        "warning: step {step}: {e:#}; training continues (the next checkpoint tries again)"
+                    ));
+                }
             }
             let batch = batch.with_context(|| format!("--data {}", files.path.display()))?;
             let (b, t) = (batch.size(), batch.steps);

@@ -7,7 +7,10 @@
 //! most `chunk` steps; the last `L` steps run forward, backward and the optimizer from that
 //! carried state. Gradients therefore stop at the segment border, and training memory
 //! depends on `L`, not `T`. This is what a PyTorch user does with `h.detach()` between
-//! segments. Evaluation streams the same way, optionally in micro-batches.
+//! segments. Evaluation streams the same way, optionally in micro-batches. A batch of
+//! sequences of different lengths, padded at the end, runs with its lengths
+//! (`train_step_at`, `evaluate_at`) on a trainer whose options say `padded`
+//! (`trainer/padded.rs`).
 //!
 //! Parameters, optimizer moments, running statistics and the carried (h, c) live on the
 //! device for the trainer's whole life; every program binds them by key, so a training
