@@ -2,8 +2,9 @@
 //! lengths (`examples/data/classify.safetensors`, lengths 4 to 9), padded to its longest
 //! and run with its lengths, gives what its sequences give alone: the loss is their mean,
 //! every gradient their mean, and one plain SGD step moves the weights by `lr` times that
-//! mean, on a planned session; an evaluation streamed in chunks (carried state, lengths
-//! cut per chunk) gives each sequence its own probabilities.
+//! mean, on a planned session whose measured peak is the plan's; an evaluation streamed in
+//! chunks (carried state, lengths cut per chunk) gives each sequence its own
+//! probabilities.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -121,6 +122,11 @@ fn a_padded_batch_from_a_file_trains_as_its_sequences_do_alone() {
     let decision = decide(&req).unwrap();
     let mut session = start(&req, &decision, &init).unwrap();
     let padded = session.train_step_at(&x, &labels, Some(&lengths)).unwrap();
+    assert_eq!(
+        session.measured_peak_bytes(),
+        session.plan.peak_bytes(),
+        "the padded step's memory: measured against planned"
+    );
     let grads = session.trainer.gradients().unwrap();
     let after = session.trainer.parameters().unwrap();
 
