@@ -46,6 +46,9 @@ pub struct Request {
     /// Host bytes of the batches a file reader holds besides the one in use
     /// (`HostNeed::read_ahead`); 0 when the inputs are made in memory.
     pub read_ahead_bytes: u64,
+    /// Batches are padded: every program takes the sequences' lengths
+    /// ([`TrainOptions::padded`]).
+    pub padded: bool,
 }
 
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
@@ -225,6 +228,8 @@ fn plan_device(
     let seen = seen_by_job(info, host.bytes(), assumed);
     let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(&req.cfg, req.job, req.tbptt)
         .into_iter()
+        // Recomputation does not take lengths yet.
+        .filter(|s| !(req.padded && s.recompute.is_some()))
         .map(|s| {
             let o = s.options(req);
             let t = if speed.gflops.is_nan() {

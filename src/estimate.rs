@@ -122,6 +122,7 @@ impl ProgramCosts {
             batch,
             steps: 2 * (SHORT + 2 * SHORT),
             recompute: None,
+            padded: false,
         };
         if probe.flops(cfg) / (gflops.max(1e-3) * 1e9) > MAX_MEASURE_SECONDS {
             return Ok(None);

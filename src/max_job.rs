@@ -290,6 +290,7 @@ mod tests {
             caps: Default::default(),
             exclude: Vec::new(),
             read_ahead_bytes: 0,
+            padded: false,
         }
     }
 

@@ -85,11 +85,32 @@ impl Session {
 
     /// One training step, recovering from device failures (see the type's docs).
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
-        self.with_recovery(|t| t.train_step(x, labels))
+        self.train_step_at(x, labels, None)
     }
 
     /// An evaluation, recovering from device failures.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
-        self.with_recovery(|t| t.evaluate(x, labels))
+        self.evaluate_at(x, labels, None)
+    }
+
+    /// [`Session::train_step`] on a padded batch of `lengths` (`Trainer::train_step_at`;
+    /// the request must be `padded` for lengths shorter than the batch's steps).
+    pub fn train_step_at(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        lengths: Option<&[f32]>,
+    ) -> Result<StepReport> {
+        self.with_recovery(|t| t.train_step_at(x, labels, lengths))
+    }
+
+    /// [`Session::evaluate`] on a padded batch of `lengths`.
+    pub fn evaluate_at(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        lengths: Option<&[f32]>,
+    ) -> Result<EvalReport> {
+        self.with_recovery(|t| t.evaluate_at(x, labels, lengths))
     }
 }

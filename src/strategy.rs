@@ -54,6 +54,7 @@ impl Strategy {
             recompute: self.recompute,
             optim: req.optim,
             seed: req.seed,
+            padded: req.padded,
         }
     }
 }

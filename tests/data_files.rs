@@ -11,24 +11,14 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{json, scratch, succeed, tensorfit_command};
+use common::{arg, example_data, json, scratch, succeed, tensorfit_command};
 use serde_json::Value;
 use tensorfit::nn::{Checkpoint, ModelDescription, ParamStore};
-
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/data")
-        .join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
 
 /// An untrained checkpoint of `examples/data/classify_model.toml` (3 features, 3
 /// classes) in `dir`.
 fn untrained(dir: &Path) -> PathBuf {
-    let cfg = ModelDescription::load(&example("classify_model.toml")).unwrap();
+    let cfg = ModelDescription::load(&example_data("classify_model.toml")).unwrap();
     let ck = Checkpoint {
         params: ParamStore::init(&cfg, 3).unwrap(),
         config: cfg,
@@ -66,9 +56,9 @@ fn train_then_eval(name: &str, data: &Path) -> f64 {
         tensorfit_command().args([
             "train",
             "--data",
-            s(data),
+            arg(data),
             "--init",
-            s(&init),
+            arg(&init),
             "--val-fraction",
             "0",
             "--epochs",
@@ -80,7 +70,7 @@ fn train_then_eval(name: &str, data: &Path) -> f64 {
             "--device",
             "cpu",
             "--checkpoint-dir",
-            s(&ck),
+            arg(&ck),
             "--json",
         ]),
         "train --data",
@@ -89,9 +79,9 @@ fn train_then_eval(name: &str, data: &Path) -> f64 {
         tensorfit_command().args([
             "eval",
             "--checkpoint",
-            s(&ck),
+            arg(&ck),
             "--data",
-            s(data),
+            arg(data),
             "--device",
             "cpu",
             "--json",
@@ -105,13 +95,13 @@ fn train_then_eval(name: &str, data: &Path) -> f64 {
 
 #[test]
 fn a_classifier_trains_from_the_dl4j_csv_layout_to_full_accuracy_on_its_sequences() {
-    let accuracy = train_then_eval("dl4j", &example("dl4j"));
+    let accuracy = train_then_eval("dl4j", &example_data("dl4j"));
     assert!(accuracy >= 0.99, "accuracy {accuracy}");
 }
 
 #[test]
 fn a_classifier_trains_from_safetensors_to_full_accuracy_on_its_sequences() {
-    let accuracy = train_then_eval("safetensors", &example("classify.safetensors"));
+    let accuracy = train_then_eval("safetensors", &example_data("classify.safetensors"));
     assert!(accuracy >= 0.99, "accuracy {accuracy}");
 }
 
@@ -136,18 +126,18 @@ fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
     let dir = scratch("predict");
     let init = untrained(&dir);
     let out = dir.join("probs.safetensors");
-    let data = example("dl4j");
+    let data = example_data("dl4j");
     succeed(
         tensorfit_command().args([
             "predict",
             "--checkpoint",
-            s(&init),
+            arg(&init),
             "--data",
-            s(&data),
+            arg(&data),
             "--batch",
             "5",
             "--output",
-            s(&out),
+            arg(&out),
             "--device",
             "cpu",
         ]),
@@ -167,11 +157,11 @@ fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
         tensorfit_command().args([
             "predict",
             "--checkpoint",
-            s(&init),
+            arg(&init),
             "--data",
-            s(&example("classify.safetensors")),
+            arg(&example_data("classify.safetensors")),
             "--output",
-            s(&out2),
+            arg(&out2),
             "--device",
             "cpu",
         ]),
@@ -190,7 +180,7 @@ fn a_bad_file_of_each_format_exits_1_naming_the_file_and_line() {
     for sub in ["features", "labels"] {
         std::fs::create_dir_all(dl4j.join(sub)).unwrap();
         for i in 0..2 {
-            let from = example("dl4j").join(sub).join(format!("{i}.csv"));
+            let from = example_data("dl4j").join(sub).join(format!("{i}.csv"));
             std::fs::copy(from, dl4j.join(sub).join(format!("{i}.csv"))).unwrap();
         }
     }
@@ -234,18 +224,18 @@ fn a_bad_file_of_each_format_exits_1_naming_the_file_and_line() {
             vec![
                 "eval",
                 "--checkpoint",
-                s(&init),
+                arg(&init),
                 "--data",
-                s(&data),
+                arg(&data),
                 "--device",
                 "cpu",
             ],
             vec![
                 "train",
                 "--init",
-                s(&init),
+                arg(&init),
                 "--data",
-                s(&data),
+                arg(&data),
                 "--device",
                 "cpu",
             ],
@@ -267,16 +257,16 @@ fn early_stopping_keeps_the_best_checkpoint_and_metrics_has_a_line_per_validatio
     let dir = scratch("early");
     let init = untrained(&dir);
     let ck = dir.join("ck");
-    let val = example("classify.npz");
+    let val = example_data("classify.npz");
     let out = succeed(
         tensorfit_command().args([
             "train",
             "--data",
-            s(&example("dl4j")),
+            arg(&example_data("dl4j")),
             "--val",
-            s(&val),
+            arg(&val),
             "--init",
-            s(&init),
+            arg(&init),
             "--epochs",
             "40",
             "--batch",
@@ -290,7 +280,7 @@ fn early_stopping_keeps_the_best_checkpoint_and_metrics_has_a_line_per_validatio
             "--device",
             "cpu",
             "--checkpoint-dir",
-            s(&ck),
+            arg(&ck),
             "--json",
         ]),
         "train --data --stop-patience",
@@ -327,9 +317,9 @@ fn early_stopping_keeps_the_best_checkpoint_and_metrics_has_a_line_per_validatio
         tensorfit_command().args([
             "eval",
             "--checkpoint",
-            s(&ck),
+            arg(&ck),
             "--data",
-            s(&val),
+            arg(&val),
             "--device",
             "cpu",
             "--json",
@@ -370,7 +360,7 @@ fn plan_with_data_counts_the_batches_read_ahead_in_the_host_memory() {
             tensorfit_command().args([
                 "plan",
                 "--data",
-                s(&path),
+                arg(&path),
                 "--read-ahead",
                 read_ahead,
                 "--batch",

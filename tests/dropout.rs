@@ -258,6 +258,7 @@ fn evaluation_ignores_dropout() {
         batch: 6,
         steps: 9,
         recompute: None,
+        padded: false,
     };
     let p = Program::build(&d, &OptimConfig::default(), key).unwrap();
     assert!(p
@@ -276,6 +277,7 @@ fn each_layer_and_head_dropout_has_its_own_site() {
         batch: 6,
         steps: 9,
         recompute: None,
+        padded: false,
     };
     let p = Program::build(&d, &OptimConfig::default(), key).unwrap();
     assert!(p.dropout_key.is_some());

@@ -84,3 +84,18 @@ reviews = [("pos", "a fine film"), ("neg", "dull and long"), ("pos", "loved it")
 with open(os.path.join(HERE, "reviews.tsv"), "w", encoding="utf-8") as f:
     for label, text in reviews:
         f.write(f"{label}\t{text}\n")
+
+# Token classification: the same lengths, token ids in 0..20, the class of a sequence
+# its first token modulo 3 (tokens_classify.safetensors, tokens_model.toml).
+token_x = rng.integers(0, 20, size=(N, T)).astype(np.int32)
+for i, n in enumerate(lengths):
+    token_x[i, n:] = 0
+write_safetensors(os.path.join(HERE, "tokens_classify.safetensors"),
+                  {"tokens": token_x, "labels": token_x[:, 0].astype(np.int64) % 3,
+                   "lengths": lengths.astype(np.int64)})
+
+# Regression: the dense sequences above, and as target the mean of their first feature
+# (regress.safetensors, regress_model.toml).
+targets = np.array([x[i, :n, 0].mean() for i, n in enumerate(lengths)], dtype=np.float32)
+write_safetensors(os.path.join(HERE, "regress.safetensors"),
+                  {"input": x, "labels": targets, "lengths": lengths.astype(np.int64)})

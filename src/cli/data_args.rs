@@ -2,9 +2,10 @@
 //! `predict` (and `plan`, which takes only where the data is and how far to read
 //! ahead), and what they check before any device is opened: the file against the model.
 //!
-//! Until batches can mask padded steps, every batch holds sequences of one length
-//! (`same_length_batches`): a file with several lengths gives batches of each, and the
-//! session is replanned when the shape changes.
+//! Batches hold sequences of different lengths grouped by length
+//! (`length_grouped_batches`), padded to each batch's longest, with the lengths passed to
+//! the trainer (whose programs are then planned padded, so each sequence stops at its end);
+//! the session is replanned when a batch's shape changes.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,19 +14,24 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
-    max_batch_bytes, open, same_length_batches, Batch, BatchInputs, Batches, Dataset, Inputs,
-    LabelsPer, Opened, ReadSettings, Source, Targets, TooLong, Values,
+    length_grouped_batches, max_batch_bytes, open, Batch, BatchInputs, BatchSettings, Batches,
+    CharCorpus, Dataset, Inputs, LabelsPer, Opened, ReadSettings, Source, Targets, TooLong,
+    TsvData, Values,
 };
-use tensorfit::nn::{HeadOn, InputSpec, LossSpec, ModelDescription};
+use tensorfit::nn::{Cell, HeadOn, InputSpec, LossSpec, ModelDescription};
+
+use super::data_vocab::TextVocab;
 
 /// Where the data is and how far ahead it is read.
 #[derive(Args, Clone, Debug)]
 pub struct DataSource {
     /// Read sequences from your own files instead of the built-in task: a `.safetensors`,
-    /// `.npy` or `.npz` file (`input` [N, T, F], `labels` [N], optional `lengths`), a
-    /// directory holding DL4J's `features/` and `labels/` (one CSV per sequence), or one
-    /// long `.csv` (`sequence,step,f1,…,fk,label`). Batches hold sequences of one length
-    /// (no padding): a file with several lengths gives batches of each.
+    /// `.npy` or `.npz` file (`input` [N, T, F] or `tokens` [N, T]; `labels` [N], class
+    /// ids or f32 regression targets; optional `lengths`), a directory holding DL4J's
+    /// `features/` and `labels/` (one CSV per sequence), one long `.csv`
+    /// (`sequence,step,f1,…,fk,label`), or a `.tsv` of `label<TAB>text` lines (characters
+    /// as tokens; the vocabulary is kept in the checkpoint). Sequences of different lengths are
+    /// batched with others of similar length, padded to the batch's longest and masked.
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
     /// Batches the background reader prepares ahead of the one in use; the host memory of
@@ -90,15 +96,26 @@ pub struct Files {
     pub path: PathBuf,
     pub source: Arc<dyn Source>,
     pub read_ahead: usize,
+    /// The sequences have different lengths: batches are padded and the programs that
+    /// run them take the lengths (`Request::padded`).
+    pub padded: bool,
+    /// A text's vocabularies (kept in the checkpoint).
+    pub vocab: Option<TextVocab>,
 }
 
 impl DataSource {
-    /// Opens and scans `--data` (if given) for `cfg`.
-    pub fn open(&self, cfg: &ModelDescription, settings: &ReadSettings) -> Result<Option<Files>> {
+    /// Opens and scans `--data` (if given) for `cfg`; a text with `vocab` (a checkpoint's)
+    /// if given.
+    pub fn open(
+        &self,
+        cfg: &ModelDescription,
+        settings: &ReadSettings,
+        vocab: Option<&TextVocab>,
+    ) -> Result<Option<Files>> {
         let Some(path) = &self.data else {
             return Ok(None);
         };
-        Ok(Some(open_for(path, cfg, settings, self.read_ahead)?))
+        Ok(Some(open_for(path, cfg, settings, self.read_ahead, vocab)?))
     }
 }
 
@@ -112,9 +129,10 @@ impl DataArgs {
         read_settings(cfg, self.max_seq_len, self.cut_long)
     }
 
-    /// Opens and scans `--data` (if given), checked against `cfg`.
-    pub fn open(&self, cfg: &ModelDescription) -> Result<Option<Files>> {
-        self.source.open(cfg, &self.read_settings(cfg))
+    /// Opens and scans `--data` (if given), checked against `cfg`; a text with `vocab`
+    /// (a checkpoint's) if given.
+    pub fn open(&self, cfg: &ModelDescription, vocab: Option<&TextVocab>) -> Result<Option<Files>> {
+        self.source.open(cfg, &self.read_settings(cfg), vocab)
     }
 }
 
@@ -136,27 +154,82 @@ pub fn read_settings(
 }
 
 /// Opens `path` (named `--data`/`--val` in errors by the caller) and checks that `cfg`
-/// can take what it holds.
+/// can take what it holds. A `.tsv` is read with `vocab` when given (the training data's,
+/// or a checkpoint's), else with its own.
 pub fn open_for(
     path: &Path,
     cfg: &ModelDescription,
     settings: &ReadSettings,
     read_ahead: usize,
+    vocab: Option<&TextVocab>,
 ) -> Result<Files> {
-    let opened = open(path, settings)?;
-    let source = match opened {
-        Opened::Sequences(s) => s,
-        Opened::Corpus(_) => bail!(
-            "{}: read as a text corpus (for a character language model), which training from files does not take yet; give a .safetensors, .npy, .npz, .csv file or a directory with features/ and labels/",
-            path.display()
-        ),
+    let is_tsv = path.extension().is_some_and(|e| e == "tsv") && !path.is_dir();
+    let (source, vocab): (Arc<dyn Source>, _) = if is_tsv {
+        let known = vocab.and_then(|v| v.labels.as_ref().map(|l| (&v.chars, l)));
+        let tsv = TsvData::open(path, settings, known)?;
+        let vocab = TextVocab {
+            chars: tsv.chars().clone(),
+            labels: Some(tsv.labels().clone()),
+        };
+        (Arc::new(tsv), Some(vocab))
+    } else {
+        match open(path, settings)? {
+            Opened::Sequences(s) => (s, None),
+            Opened::Corpus(corpus) => return language_model(path, &corpus, cfg, vocab),
+        }
     };
     check_fits(path, source.dataset(), cfg)?;
+    let lengths = source.lengths();
+    let padded = lengths.iter().any(|&l| Some(&l) != lengths.first());
+    if padded && cfg.recurrent.cell == Cell::Gru {
+        bail!(
+            "{}: sequences of different lengths are batched padded, and a GRU does not take padded batches (lengths) yet; give sequences of one length, or use an LSTM",
+            path.display()
+        );
+    }
     Ok(Files {
         path: path.to_path_buf(),
         source,
         read_ahead,
+        padded,
+        vocab,
     })
+}
+
+/// A text corpus: a next-character language model. Its vocabulary (the checkpoint's if
+/// given) must fit the model's token input; the windows of the text (`CharWindows`, the
+/// state carried from each window of a stream to the next) are then trained with a label
+/// per step, which [`per_step_labels`] decides on.
+fn language_model(
+    path: &Path,
+    corpus: &CharCorpus,
+    cfg: &ModelDescription,
+    vocab: Option<&TextVocab>,
+) -> Result<Files> {
+    let chars = vocab.map_or_else(|| corpus.vocab(), |v| v.chars.clone());
+    let shown = path.display();
+    match cfg.input {
+        InputSpec::Tokens { vocab, .. } if vocab >= chars.len() => {}
+        _ => bail!(
+            "{shown}: read as a text corpus for a character language model: {} character ids (0 for unknown characters), so the model needs token input with `vocab` at least {} and {} classes",
+            chars.len(),
+            chars.len(),
+            chars.len()
+        ),
+    }
+    per_step_labels(path, cfg)?;
+    bail!("{shown}: a language model from a text corpus is not trained from the CLI yet")
+}
+
+/// The hook for labels on every step (a language model's next characters, or files with
+/// a label per step): what this build's trainer can take. It takes one label per
+/// sequence, read at the last step, so every such file is refused here, naming what is
+/// missing; with heads on every step this is the one place to let them through.
+pub fn per_step_labels(path: &Path, _cfg: &ModelDescription) -> Result<()> {
+    bail!(
+        "{}: a label per step (a language model's next characters, or per-step labels) needs a head on every step, which training from files does not take yet: this build's trainer takes one label per sequence, read at its last step",
+        path.display()
+    )
 }
 
 /// Refuses data the model cannot take, naming the file and the model's figure.
@@ -168,17 +241,38 @@ fn check_fits(path: &Path, d: &Dataset, cfg: &ModelDescription) -> Result<()> {
                 bail!("{shown}: {features} features per step, and the model takes {wanted}");
             }
         }
-        (Inputs::Tokens { .. }, _) | (_, InputSpec::Tokens { .. }) => bail!(
-            "{shown}: token inputs (or a token-input model) are not read from files yet; give dense `input` [N, T, F] and a model with dense inputs"
+        (Inputs::Tokens { vocab }, InputSpec::Tokens { vocab: wanted, .. }) => {
+            if vocab > wanted {
+                bail!("{shown}: token ids up to {} ({vocab} ids), and the model's `vocab` is {wanted}", vocab - 1);
+            }
+        }
+        (Inputs::Tokens { vocab }, InputSpec::Dense { .. }) => bail!(
+            "{shown}: token ids ({vocab} of them), and the model takes dense features: give it token input (`vocab` at least {vocab})"
+        ),
+        (Inputs::Dense { features }, InputSpec::Tokens { .. }) => bail!(
+            "{shown}: {features} dense features per step, and the model takes token ids"
         ),
     }
-    if d.labels_per == LabelsPer::Step || cfg.head.on == HeadOn::EveryStep {
-        bail!(
-            "{shown}: a label per step (or a per-step head) is not trained from files yet; give one label per sequence and a model whose head reads the last step"
-        );
+    match (d.targets, cfg.loss) {
+        (Targets::Classes { classes }, LossSpec::SoftmaxCrossEntropy { classes: wanted }) => {
+            if classes > wanted {
+                bail!("{shown}: {classes} classes, and the model has {wanted}");
+            }
+        }
+        (Targets::Values, LossSpec::MeanSquaredError { outputs }) => {
+            if outputs != 1 {
+                bail!("{shown}: one f32 target per sequence, and the model's mean squared error has {outputs} outputs");
+            }
+        }
+        (Targets::Values, LossSpec::SoftmaxCrossEntropy { .. }) => {
+            bail!("{shown}: f32 targets (regression), and the model is a classifier")
+        }
+        (Targets::Classes { .. }, LossSpec::MeanSquaredError { .. }) => {
+            bail!("{shown}: class labels, and the model is a regression (mean squared error)")
+        }
     }
-    if d.targets == Targets::Values {
-        bail!("{shown}: regression targets are not trained from files yet (the trainer takes class ids)");
+    if d.labels_per == LabelsPer::Step || cfg.head.on == HeadOn::EveryStep {
+        per_step_labels(path, cfg)?;
     }
     Ok(())
 }
@@ -198,7 +292,7 @@ impl Files {
         per_batch.saturating_mul(held as u64)
     }
 
-    /// The batches of `indices` of one length each, shuffled from `seed` when given, in
+    /// The batches of `indices` grouped by length, shuffled from `seed` when given, in
     /// increasing length and file order when not.
     pub fn order(
         &self,
@@ -206,12 +300,18 @@ impl Files {
         batch: usize,
         seed: Option<u64>,
     ) -> Result<Vec<Vec<usize>>> {
-        Ok(same_length_batches(
-            self.source.lengths(),
-            indices,
-            batch,
-            seed,
+        let group = BatchSettings::default().group;
+        let lengths = self.source.lengths();
+        Ok(length_grouped_batches(
+            lengths, indices, batch, group, seed,
         )?)
+    }
+
+    /// The (batch, padded steps) of the batch `indices`.
+    pub fn shape(&self, indices: &[usize]) -> (usize, usize) {
+        let lengths = self.source.lengths();
+        let steps = indices.iter().map(|&i| lengths[i]).max().unwrap_or(1);
+        (indices.len().max(1), steps)
     }
 
     /// Starts the background reader over `order`.
@@ -221,15 +321,27 @@ impl Files {
     }
 }
 
-/// A batch as the trainer takes it: inputs [T, B, F] and class ids as f32.
-pub fn trainer_inputs(b: Batch) -> Result<(HostTensor, Vec<f32>)> {
+/// A batch as the trainer takes it: inputs [T, B, F], class ids as f32, and each
+/// sequence's length.
+pub struct TrainerBatch {
+    pub x: HostTensor,
+    pub labels: Vec<f32>,
+    pub lengths: Vec<f32>,
+}
+
+/// `b` as the trainer takes it.
+pub fn trainer_inputs(b: Batch) -> Result<TrainerBatch> {
+    let lengths = b.lengths.iter().map(|&l| l as f32).collect();
     let x = match b.inputs {
         BatchInputs::Dense(x) => x,
-        BatchInputs::Tokens(_) => bail!("token batches are not trained from files yet"),
+        BatchInputs::Tokens(ids) => {
+            let ids = ids.into_iter().map(|t| t as f32).collect();
+            HostTensor::new([b.steps, b.lengths.len()], ids)?
+        }
     };
     let labels = match b.labels {
         Values::Ids(ids) => ids.into_iter().map(|l| l as f32).collect(),
         Values::F32(v) => v,
     };
-    Ok((x, labels))
+    Ok(TrainerBatch { x, labels, lengths })
 }

@@ -80,10 +80,15 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// `eval --data`: every sequence of the file, in batches of one length.
+/// `eval --data`: every sequence of the file, in padded batches grouped by length.
 fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
-    let (files, order, mut session) =
-        files_eval::start(&a.data, cfg, params, a.batch, &a.dev, a.json)?;
+    let (files, order, mut session) = files_eval::start(
+        &a.data,
+        (cfg, params, a.checkpoint.as_deref()),
+        a.batch,
+        &a.dev,
+        a.json,
+    )?;
     let t = Instant::now();
     let scores = files_eval::eval(&mut session, &files, order)?;
     let secs = t.elapsed().as_secs_f64();
@@ -96,12 +101,11 @@ fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Resul
         outln!("{out}");
     } else {
         errln!(
-            "evaluated {} sequences of {} in {}: loss {:.4}, accuracy {:.1}%",
+            "evaluated {} sequences of {} in {}: {}",
             scores.sequences,
             files.path.display(),
             format_seconds(secs),
-            scores.loss,
-            100.0 * scores.accuracy
+            quality_text(session.trainer.model(), scores.loss, scores.accuracy)
         );
         print_memory(&session);
     }

@@ -1,6 +1,6 @@
 //! Evaluation and prediction over data files (`eval --data`, `predict --data`, and the
-//! validations of `train --data`): every batch of one length, the session replanned when
-//! the shape changes.
+//! validations of `train --data`): batches grouped by length and padded, the session
+//! replanned when the shape changes.
 
 use std::path::Path;
 
@@ -12,13 +12,15 @@ use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::Session;
 
 use super::data_args::{trainer_inputs, DataArgs, Files};
+use super::data_vocab::TextVocab;
 use super::{begin, request, DeviceArgs};
 
 /// Mean loss and accuracy over a set of sequences.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scores {
     pub loss: f32,
-    pub accuracy: f32,
+    /// None for a regression.
+    pub accuracy: Option<f32>,
     pub sequences: usize,
 }
 
@@ -31,23 +33,24 @@ pub fn evaluate(
     job: impl Fn(usize, usize) -> Job,
     mut each: impl FnMut(&[usize], &HostTensor),
 ) -> Result<Scores> {
-    let (mut loss, mut correct, mut n) = (0f64, 0f64, 0usize);
+    let (mut loss, mut correct, mut n) = (0f64, Some(0f64), 0usize);
     for batch in files.batches(order)? {
         let batch = batch?;
         let (size, steps, ids) = (batch.size(), batch.steps, batch.ids.clone());
-        let (x, labels) = trainer_inputs(batch)?;
+        let b = trainer_inputs(batch)?;
         session.switch_job(job(size, steps))?;
-        let report = session.evaluate(&x, &labels)?;
+        let report = session.evaluate_at(&b.x, &b.labels, Some(&b.lengths))?;
         loss += report.loss as f64 * size as f64;
-        // Files are read for classifiers only (`data_args::check_fits`).
-        correct += report.accuracy.unwrap_or(f32::NAN) as f64 * size as f64;
+        correct = correct
+            .zip(report.accuracy)
+            .map(|(c, a)| c + a as f64 * size as f64);
         n += size;
         each(&ids, &report.probs);
     }
     let n_f = n.max(1) as f64;
     Ok(Scores {
         loss: (loss / n_f) as f32,
-        accuracy: (correct / n_f) as f32,
+        accuracy: correct.map(|c| (c / n_f) as f32),
         sequences: n,
     })
 }
@@ -57,39 +60,27 @@ pub fn eval_job(batch: usize, seq_len: usize) -> Job {
     Job::Eval { batch, seq_len }
 }
 
-/// The first batch's job of `order` (the session is planned for it first).
-fn first_job(files: &Files, order: &[Vec<usize>]) -> Job {
-    let lengths = files.source.lengths();
-    let (batch, steps) = order
-        .first()
-        .map_or((1, 1), |b| (b.len(), b.first().map_or(1, |&i| lengths[i])));
-    eval_job(batch, steps)
-}
-
 /// Opens `--data` for `cfg` and starts the inference session of its first batch: the
-/// file, its batches (of one length each, file order within a length) and the session.
+/// file, its batches (grouped by length, in increasing length) and the session. A text is
+/// read with the vocabulary of `checkpoint` when it has one.
 pub fn start(
     data: &DataArgs,
-    cfg: ModelDescription,
-    params: &ParamStore,
+    (cfg, params, checkpoint): (ModelDescription, &ParamStore, Option<&Path>),
     batch: usize,
     dev: &DeviceArgs,
     quiet: bool,
 ) -> Result<(Files, Vec<Vec<usize>>, Session)> {
-    let Some(files) = data.open(&cfg).context("--data")? else {
+    let vocab = TextVocab::of_checkpoint(checkpoint, data.path())?;
+    let Some(files) = data.open(&cfg, vocab.as_ref()).context("--data")? else {
         bail!("--data is missing");
     };
     let all: Vec<usize> = (0..files.dataset().sequences).collect();
     let order = files.order(&all, batch, None)?;
     let max_len = files.dataset().max_len;
-    let mut req = request(
-        cfg,
-        first_job(&files, &order),
-        max_len,
-        OptimConfig::default(),
-        dev,
-    )?;
+    let (b, t) = files.shape(order.first().map_or(&[], Vec::as_slice));
+    let mut req = request(cfg, eval_job(b, t), max_len, OptimConfig::default(), dev)?;
     req.read_ahead_bytes = files.read_ahead_bytes(batch, order.len());
+    req.padded = files.padded;
     let (_, session) = begin(&req, params, quiet)?;
     Ok((files, order, session))
 }
@@ -100,8 +91,9 @@ pub fn eval(session: &mut Session, files: &Files, order: Vec<Vec<usize>>) -> Res
 }
 
 /// `predict --data`: the probabilities of every sequence, written to `output` as the
-/// tensor `probabilities` [N, classes] in file order, with the sequences' ids (in the
-/// same order) in the file's metadata as a JSON list under `ids`.
+/// tensor `probabilities` [N, classes] in file order (a regression's `predictions`
+/// [N, outputs]), with the sequences' ids (in the same order) in the file's metadata as a
+/// JSON list under `ids`.
 pub fn predict(
     session: &mut Session,
     files: &Files,
@@ -119,7 +111,11 @@ pub fn predict(
     })?;
     let ids: Vec<String> = (0..n).map(|i| files.source.id(i)).collect();
     let mut out = ParamStore::new();
-    out.insert("probabilities", HostTensor::new([n, classes], rows)?);
+    let name = match session.trainer.model().loss.is_classification() {
+        true => "probabilities",
+        false => "predictions",
+    };
+    out.insert(name, HostTensor::new([n, classes], rows)?);
     let metadata = [("ids".to_string(), json!(ids).to_string())].into();
     let bytes = out.to_safetensors("", metadata)?;
     write_atomic(output, &bytes).context("--output")?;

@@ -1,25 +1,30 @@
-//! `tensorfit train --data`: training from the user's files. Epochs of shuffled batches of
-//! one length each, read ahead on a background thread; validation every `--eval-every`
-//! steps and after every epoch; early stopping (`--stop-patience`) with the checkpoint outputs
-//! holding the best model validated; one JSON line per validation in
-//! `DIR/metrics.jsonl` (`--checkpoint-dir`) and on stdout with `--json`.
+//! `tensorfit train --data`: training from the user's files. Epochs of shuffled batches
+//! grouped by length (padded, with the lengths passed on), read ahead on a background
+//! thread; validation every `--eval-every` steps and after every epoch; early stopping
+//! (`--stop-patience`) with the checkpoint outputs holding the best model validated; one
+//! JSON line per validation in `DIR/metrics.jsonl` (`--checkpoint-dir`) and on stdout with
+//! `--json`, and the curves image beside it at the end; `--resume` from the latest state
+//! (`fit_resume`).
 
 use std::fs::File;
-use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::data::split;
 use tensorfit::nn::atomic_file::check_writable;
+use tensorfit::nn::optim::ScheduleState;
 use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings};
 use tensorfit::session::Session;
 
+use super::curves::{write_curves, CURVES_FILE};
 use super::data_args::{open_for, trainer_inputs, Files};
+use super::data_vocab::TextVocab;
 use super::files_eval::{self, Scores};
+use super::fit_resume::{self, Position, LAST_FILE};
+use super::fit_watch::Watch;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args;
 use super::train::{open_checkpoint_dir, TrainArgs};
@@ -29,14 +34,10 @@ use super::{begin, print_memory, request, summary, Exit};
 const EPOCH_SEED_STRIDE: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Flags of the built-in task that the data decides instead.
-const TASK_FLAGS: [(&str, &str); 4] = [
+const TASK_FLAGS: [(&str, &str); 3] = [
     ("steps", "--epochs"),
     ("seq_len", "the data's lengths"),
     ("eval_batch", "--batch"),
-    (
-        "resume",
-        "a new run, or --init to start from a checkpoint's weights",
-    ),
 ];
 
 /// What is being validated on: a file and the sequences of it.
@@ -45,7 +46,7 @@ struct Validation {
     order: Vec<Vec<usize>>,
 }
 
-pub fn run(a: TrainArgs) -> Result<Exit> {
+pub fn run(mut a: TrainArgs) -> Result<Exit> {
     for (id, instead) in TASK_FLAGS {
         if a.given.iter().any(|g| g == id) {
             bail!(
@@ -54,20 +55,35 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             );
         }
     }
-    let (cfg, init) = match &a.fit.init {
-        Some(p) => {
-            let ck = Checkpoint::load(&checkpoint_path(p)).context("--init")?;
-            (ck.config, Some(ck.params))
+    let resumed = a.resume.as_deref().map(fit_resume::load).transpose()?;
+    if let Some(r) = &resumed {
+        // A resumed run keeps its settings: the data's order depends on them.
+        let s = &r.settings;
+        (a.batch, a.seed, a.lr, a.eval_every) = (s.batch, s.seed, s.lr, s.eval_every);
+        a.tbptt = Some(s.tbptt);
+        a.fit.val_fraction = r.position.val_fraction;
+    }
+    let (cfg, init, vocab) = match (&resumed, &a.fit.init) {
+        (Some(r), _) => {
+            let ck = &r.loaded.1;
+            let vocab = TextVocab::load(&ck.extra).context("--resume")?;
+            (ck.config.clone(), Some(ck.params.clone()), vocab)
         }
-        None => (a.model.load()?.model, None),
+        (None, Some(p)) => {
+            let ck = Checkpoint::load(&checkpoint_path(p)).context("--init")?;
+            let vocab = TextVocab::load(&ck.extra).context("--init")?;
+            (ck.config, Some(ck.params), vocab)
+        }
+        (None, None) => (a.model.load()?.model, None, None),
     };
-    let Some(files) = a.data.open(&cfg).context("--data")? else {
+    let Some(files) = a.data.open(&cfg, vocab.as_ref()).context("--data")? else {
         bail!("--data is missing");
     };
     let n = files.dataset().sequences;
     let (train, val) = match &a.fit.val {
         Some(p) => {
-            let v = open_for(p, &cfg, &a.data.read_settings(&cfg), files.read_ahead)
+            let settings = a.data.read_settings(&cfg);
+            let v = open_for(p, &cfg, &settings, files.read_ahead, files.vocab.as_ref())
                 .context("--val")?;
             let all: Vec<usize> = (0..v.dataset().sequences).collect();
             let order = v.order(&all, a.batch, None)?;
@@ -97,8 +113,12 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         .as_ref()
         .map_or(0, |v| v.files.dataset().max_len)
         .max(files.dataset().max_len);
+    let start = resumed.as_ref().map_or(0, |r| r.loaded.1.step);
+    let position = resumed.as_ref().map(|r| r.position).unwrap_or_default();
     let settings = RunSettings {
-        run_id: RunSettings::new_run_id(),
+        run_id: resumed
+            .as_ref()
+            .map_or_else(RunSettings::new_run_id, |r| r.settings.run_id.clone()),
         batch: a.batch,
         seq_len: max_len,
         tbptt: a.tbptt.unwrap_or(max_len),
@@ -110,11 +130,19 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     if let Some(path) = &a.save {
         check_writable(path).context("--save")?;
     }
-    let ck_dir = open_checkpoint_dir(&a, None, &settings, 0)?;
+    let loaded = resumed.as_ref().map(|r| &r.loaded);
+    let ck_dir = open_checkpoint_dir(&a, loaded, &settings, start)?;
     let metrics = match &ck_dir {
         Some(d) => {
             let path = d.dir().join("metrics.jsonl");
-            let file = File::create(&path).with_context(|| format!("{}", path.display()))?;
+            // A resumed run adds to its metrics.
+            let file = File::options()
+                .create(true)
+                .write(true)
+                .append(resumed.is_some())
+                .truncate(resumed.is_none())
+                .open(&path)
+                .with_context(|| format!("{}", path.display()))?;
             Some((path, file))
         }
         None => None,
@@ -128,22 +156,21 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let first = epoch_order(0)?;
     let steps_per_epoch = first.len() as u64;
     let last = steps_per_epoch.saturating_mul(a.fit.epochs);
+    let loaded = loaded.map(|(file, ck)| (file.as_path(), ck));
     let (optim_settings, optim) =
-        optim_args::resolve(&a.optim, &a.given, a.lr, last, None, |id| a.origin(id))?;
-    let lengths = files.source.lengths();
-    let shape =
-        |order: &[Vec<usize>], lengths: &[usize]| order.first().map(|b| (b.len(), lengths[b[0]]));
-    let (batch0, steps0) = shape(&first, lengths).unwrap_or((a.batch, max_len));
+        optim_args::resolve(&a.optim, &a.given, a.lr, last, loaded, |id| a.origin(id))?;
+    let (batch0, steps0) = first.first().map_or((a.batch, max_len), |b| files.shape(b));
     let job = Job::Train {
         batch: batch0,
         seq_len: steps0,
         eval: val
             .as_ref()
-            .and_then(|v| shape(&v.order, v.files.source.lengths())),
+            .and_then(|v| v.order.first().map(|b| v.files.shape(b))),
     };
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
     req.seed = settings.seed;
+    req.padded = files.padded || val.as_ref().is_some_and(|v| v.files.padded);
     // The validation reader starts while the training reader still holds its batches.
     req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
         val.as_ref()
@@ -155,12 +182,25 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     let (_, mut session) = begin(&req, &params, a.json)?;
     drop(params);
+    if let Some((_, ck)) = loaded {
+        session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
+        if let Some(state) = ScheduleState::load(&ck.extra)? {
+            session.trainer.restore_schedule(state);
+        }
+    }
+    drop(resumed);
 
-    let save = |session: &mut Session, path: &PathBuf| -> Result<()> {
+    let save = |session: &mut Session, path: &Path, at: Option<Position>| -> Result<()> {
         let mut ck = session.trainer.checkpoint()?;
+        if let Some(p) = at {
+            p.store(&mut ck.extra);
+        }
         settings.store(&mut ck.extra);
         optim_settings.store(&mut ck.extra);
         session.trainer.schedule_state().store(&mut ck.extra);
+        if let Some(v) = &files.vocab {
+            v.store(&mut ck.extra);
+        }
         ck.save(path)?;
         Ok(())
     };
@@ -172,13 +212,13 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         .collect();
     let save_all = |session: &mut Session| -> Result<()> {
         for p in &outputs {
-            save(session, p).with_context(|| format!("writing {}", p.display()))?;
+            save(session, p, None).with_context(|| format!("writing {}", p.display()))?;
         }
         Ok(())
     };
     if !a.json {
         errln!(
-            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps, batches of one length each",
+            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps, batches grouped by length{}",
             cfg.trainable_parameters()?,
             files.path.display(),
             train.len(),
@@ -188,16 +228,27 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 None => String::new(),
             },
             a.batch,
-            a.fit.epochs
+            a.fit.epochs,
+            if req.padded { " and padded" } else { "" }
         );
     }
+    // The latest state, to resume from.
+    let last_file = ck_dir.as_ref().map(|d| d.dir().join(LAST_FILE));
+    let save_last = |session: &mut Session, at: Position| -> Result<()> {
+        match &last_file {
+            Some(p) => {
+                save(session, p, Some(at)).with_context(|| format!("writing {}", p.display()))
+            }
+            None => Ok(()),
+        }
+    };
     let started = Instant::now();
-    let mut step = 0u64;
+    let mut step = start;
     let mut watch = Watch {
-        loss_sum: 0.0,
-        loss_count: 0,
-        best: None,
-        since_best: 0,
+        loss_sum: position.loss_sum,
+        loss_count: position.loss_count,
+        best: position.best,
+        since_best: position.since_best,
         patience: a.fit.stop_patience,
         stopped_early: false,
         last: None,
@@ -207,12 +258,15 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         started,
     };
     let mut interrupted: Option<Signal> = None;
-    'epochs: for epoch in 0..a.fit.epochs {
-        let order = if epoch == 0 {
+    // The epoch of the next step and the batches of its order trained already.
+    let mut at = (position.epoch, position.batches_done);
+    'epochs: for epoch in position.epoch..a.fit.epochs {
+        let mut order = if epoch == 0 {
             first.clone()
         } else {
             epoch_order(epoch)?
         };
+        order.drain(..(at.1 as usize).min(order.len()));
         watch.start_epoch(epoch + 1, a.fit.epochs, steps_per_epoch);
         let mut validated_at = None;
         for batch in files.batches(order)? {
@@ -220,9 +274,17 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 interrupted = Some(signal);
                 break 'epochs;
             }
+            if step > start && step.is_multiple_of(a.checkpoint_every) {
+                let at = Position::of(&watch, a.fit.val_fraction, at);
+                if let Err(e) = save_last(&mut session, at) {
+                    watch.say(&format!(
+                        "warning: step {step}: {e:#}; training continues (the next checkpoint tries again)"
+                    ));
+                }
+            }
             let batch = batch.with_context(|| format!("--data {}", files.path.display()))?;
             let (b, t) = (batch.size(), batch.steps);
-            let (x, labels) = trainer_inputs(batch)?;
+            let inputs = trainer_inputs(batch)?;
             let eval = match session.job() {
                 Job::Train { eval, .. } => eval,
                 Job::Eval { .. } => None,
@@ -233,9 +295,10 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 eval,
             })?;
             let report = session
-                .train_step(&x, &labels)
+                .train_step_at(&inputs.x, &inputs.labels, Some(&inputs.lengths))
                 .with_context(|| format!("training step {}", step + 1))?;
             step += 1;
+            at.1 += 1;
             watch.loss_sum += report.loss as f64;
             watch.loss_count += 1;
             if let Some(bar) = &watch.bar {
@@ -252,6 +315,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 }
             }
         }
+        at = (epoch + 1, 0);
         // Every epoch ends with a validation (unless its last step just had one).
         match &val {
             Some(v) if validated_at != Some(step) => {
@@ -261,21 +325,13 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 }
             }
             Some(_) => {}
-            None if !a.json => {
-                let line = format!(
-                    "epoch {}/{} done: train loss {:.4}",
-                    epoch + 1,
-                    a.fit.epochs,
-                    watch.take_train_loss()
-                );
-                watch.say(&line);
-            }
-            None => {}
+            None => watch.epoch_done(epoch + 1, a.fit.epochs, step)?,
         }
     }
     if let Some(bar) = &watch.bar {
         bar.finish_and_clear();
     }
+    let position_at_end = Position::of(&watch, a.fit.val_fraction, at);
     // Without validation the outputs get the last state; with it they hold the best.
     let Watch {
         best,
@@ -285,9 +341,10 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         metrics,
         ..
     } = watch;
-    if best.is_none() && step > 0 {
+    if best.is_none() && step > start {
         save_all(&mut session)?;
     }
+    save_last(&mut session, position_at_end)?;
     let secs = started.elapsed().as_secs_f64();
     if a.json {
         let mut out = summary(&session);
@@ -327,6 +384,15 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             errln!("metrics of every validation in {}", p.display());
         }
     }
+    if let Some((p, _)) = &metrics {
+        let out = p.with_file_name(CURVES_FILE);
+        let title = format!("{} on {}", a.model, files.path.display());
+        match write_curves(p, &out, &title) {
+            Ok(()) if !a.json => errln!("training and validation curves in {}", out.display()),
+            Ok(()) => {}
+            Err(e) => errln!("warning: no curves image: {e:#}"),
+        }
+    }
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
 }
 
@@ -349,104 +415,4 @@ fn validate(session: &mut Session, v: &Validation) -> Result<Scores> {
         |_, _| {},
     )
     .context("validating")
-}
-
-/// What the run has seen since it started: the training loss since the last validation,
-/// the best validation, and where each validation's line goes.
-struct Watch {
-    loss_sum: f64,
-    loss_count: u64,
-    /// The lowest validation loss and its step.
-    best: Option<(f32, u64)>,
-    /// Validations since the best one.
-    since_best: u64,
-    patience: Option<u64>,
-    stopped_early: bool,
-    last: Option<Scores>,
-    metrics: Option<(PathBuf, File)>,
-    json: bool,
-    /// On a terminal: the epoch's progress bar with its ETA.
-    bar: Option<ProgressBar>,
-    started: Instant,
-}
-
-impl Watch {
-    /// A new bar for epoch `epoch` of `epochs` when stderr is a terminal (and not --json).
-    fn start_epoch(&mut self, epoch: u64, epochs: u64, steps: u64) {
-        if let Some(old) = self.bar.take() {
-            old.finish_and_clear();
-        }
-        if self.json || !std::io::stderr().is_terminal() {
-            return;
-        }
-        let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template(
-            "epoch {prefix} [{bar:30}] {pos}/{len} steps, ETA {eta}  {msg}",
-        ) {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        bar.set_prefix(format!("{epoch}/{epochs}"));
-        self.bar = Some(bar);
-    }
-
-    /// A line for people: above the bar on a terminal, on stderr otherwise.
-    fn say(&self, line: &str) {
-        match &self.bar {
-            Some(bar) => bar.println(line),
-            None => errln!("{line}"),
-        }
-    }
-
-    /// The mean training loss since the last call.
-    fn take_train_loss(&mut self) -> f32 {
-        let mean = self.loss_sum / self.loss_count.max(1) as f64;
-        (self.loss_sum, self.loss_count) = (0.0, 0);
-        mean as f32
-    }
-
-    /// Takes a validation's scores: saves the model when they are the best so far, tells
-    /// the schedule, writes the line (metrics.jsonl, and stdout with --json or stderr);
-    /// returns whether to stop early.
-    fn validated(
-        &mut self,
-        session: &mut Session,
-        scores: Scores,
-        epoch: u64,
-        step: u64,
-        save_all: &dyn Fn(&mut Session) -> Result<()>,
-    ) -> Result<bool> {
-        let train_loss = self.take_train_loss();
-        self.last = Some(scores);
-        let improved = self.best.is_none_or(|(l, _)| scores.loss < l);
-        if improved {
-            self.best = Some((scores.loss, step));
-            self.since_best = 0;
-            save_all(session)?;
-        } else {
-            self.since_best += 1;
-        }
-        session.trainer.observe(scores.loss as f64);
-        let line = json!({
-            "epoch": epoch, "step": step, "train_loss": train_loss,
-            "val_loss": scores.loss, "val_accuracy": scores.accuracy,
-            "best": improved, "seconds": self.started.elapsed().as_secs_f64(),
-        });
-        if let Some((path, file)) = &mut self.metrics {
-            writeln!(file, "{line}")
-                .and_then(|()| file.flush())
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
-        if self.json {
-            outln!("{line}");
-        } else {
-            self.say(&format!(
-                "epoch {epoch} step {step}: train loss {train_loss:.4}, validation loss {:.4}, accuracy {:.1}%{}",
-                scores.loss,
-                100.0 * scores.accuracy,
-                if improved { " (best so far: saved)" } else { "" }
-            ));
-        }
-        self.stopped_early = self.patience.is_some_and(|p| self.since_best >= p);
-        Ok(self.stopped_early)
-    }
 }

@@ -6,10 +6,14 @@
 mod out;
 
 pub mod bench;
+mod curves;
 mod data_args;
+mod data_vocab;
 pub mod eval;
 mod files_eval;
 mod fit_files;
+mod fit_resume;
+mod fit_watch;
 pub mod import;
 pub mod info;
 mod interrupt;
@@ -191,6 +195,7 @@ pub fn request(
         caps: dev.caps.caps()?,
         exclude: Vec::new(),
         read_ahead_bytes: 0,
+        padded: false,
     })
 }
 

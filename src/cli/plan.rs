@@ -67,7 +67,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     let cfg = a.model.load()?.model;
     let files = a
         .data
-        .open(&cfg, &read_settings(&cfg, None, false))
+        .open(&cfg, &read_settings(&cfg, None, false), None)
         .context("--data")?;
     let seq_len = files.as_ref().map_or(a.seq_len, |f| f.dataset().max_len);
     let job = match a.mode {
@@ -87,6 +87,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         let all: Vec<usize> = (0..f.dataset().sequences).collect();
         let batches = f.order(&all, a.batch, None)?.len();
         req.read_ahead_bytes = f.read_ahead_bytes(a.batch, batches);
+        req.padded = f.padded;
     }
     let assumed = assume::parse(&a.assume)?;
     // Before any planning: a picture that cannot be written is refused at once.

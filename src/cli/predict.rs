@@ -122,10 +122,15 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// `predict --data`: every sequence of the file, in batches of one length.
+/// `predict --data`: every sequence of the file, in padded batches grouped by length.
 fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
-    let (files, order, mut session) =
-        files_eval::start(&a.data, cfg, params, a.batch, &a.dev, a.json)?;
+    let (files, order, mut session) = files_eval::start(
+        &a.data,
+        (cfg, params, Some(a.checkpoint.as_path())),
+        a.batch,
+        &a.dev,
+        a.json,
+    )?;
     let scores = files_eval::predict(&mut session, &files, order, &a.output)?;
     if a.json {
         let mut out = summary(&session);
@@ -133,7 +138,11 @@ fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) ->
         outln!("{out}");
     } else {
         errln!(
-            "probabilities of {} sequences of {} written to {}",
+            "{} of {} sequences of {} written to {}",
+            match scores.accuracy {
+                Some(_) => "probabilities",
+                None => "predictions",
+            },
             scores.sequences,
             files.path.display(),
             a.output.display()

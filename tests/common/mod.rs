@@ -111,6 +111,7 @@ pub fn request(
         caps,
         exclude: Vec::new(),
         read_ahead_bytes: 0,
+        padded: false,
     }
 }
 
@@ -334,4 +335,16 @@ pub fn reference(
 /// Metadata value `k` as a size.
 pub fn meta_usize(meta: &std::collections::HashMap<String, String>, k: &str) -> usize {
     meta[k].parse().expect("the metadata value is a size")
+}
+
+/// A file of `examples/data/`.
+pub fn example_data(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/data")
+        .join(name)
+}
+
+/// `p` as a command-line argument.
+pub fn arg(p: &std::path::Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
 }

@@ -43,7 +43,9 @@ pub use dataset::{
     Values,
 };
 pub use error::{DataError, Place, Result};
-pub use pipeline::{epoch_order, same_length_batches, split, BatchSettings, Batches};
+pub use pipeline::{
+    epoch_order, length_grouped_batches, same_length_batches, split, BatchSettings, Batches,
+};
 pub use tensors::TensorData;
 pub use text::CharCorpus;
 pub use tsv::TsvData;

@@ -162,6 +162,58 @@ pub fn same_length_batches(
         .collect())
 }
 
+/// Batches of sequences of different lengths, grouped by length so that a batch padded to
+/// its longest sequence pads little, for models that mask padded steps. With
+/// `shuffle: Some(seed)`: `indices` shuffled from the seed, cut into groups of `group`
+/// batches, each group sorted by length and cut into batches ([`epoch_order`]'s
+/// grouping). Batches of the same padded length then run together, in a shuffled order
+/// of those lengths, so a run changes shape once per padded length, not once per batch.
+/// With `None`: all of `indices` sorted by length (file order within a length), in
+/// increasing length.
+pub fn length_grouped_batches(
+    lengths: &[usize],
+    indices: &[usize],
+    batch: usize,
+    group: usize,
+    shuffle_seed: Option<u64>,
+) -> Result<Vec<Vec<usize>>> {
+    if batch == 0 || group == 0 {
+        return Err(DataError::Settings("batch and group are at least 1".into()));
+    }
+    if let Some(&i) = indices.iter().find(|&&i| i >= lengths.len()) {
+        return Err(DataError::Settings(format!(
+            "sequence {i} is not in the data ({} sequences)",
+            lengths.len()
+        )));
+    }
+    let mut order = indices.to_vec();
+    let mut rng = shuffle_seed.map(Rng::new);
+    let group = match rng.as_mut() {
+        Some(rng) => {
+            shuffle(&mut order, rng);
+            batch.saturating_mul(group)
+        }
+        None => order.len().max(1),
+    };
+    let mut batches: Vec<Vec<usize>> = Vec::with_capacity(order.len().div_ceil(batch));
+    for g in order.chunks_mut(group) {
+        g.sort_by_key(|&i| lengths[i]);
+        batches.extend(g.chunks(batch).map(<[usize]>::to_vec));
+    }
+    let padded = |b: &Vec<usize>| b.iter().map(|&i| lengths[i]).max().unwrap_or(0);
+    let mut rank: std::collections::BTreeMap<usize, usize> =
+        batches.iter().map(|b| (padded(b), 0)).collect();
+    let mut ranks: Vec<usize> = (0..rank.len()).collect();
+    if let Some(rng) = rng.as_mut() {
+        shuffle(&mut ranks, rng);
+    }
+    for (r, slot) in ranks.into_iter().zip(rank.values_mut()) {
+        *slot = r;
+    }
+    batches.sort_by_key(|b| rank[&padded(b)]);
+    Ok(batches)
+}
+
 /// Batches read by a background thread, a bounded number ahead; an iterator of
 /// `Result<Batch>` that ends after the epoch's last batch or its first error.
 #[derive(Debug)]

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tensorfit_data::{
-    epoch_order, max_batch_bytes, open, same_length_batches, split, Batch, BatchInputs,
-    BatchSettings, Batches, CharCorpus, CharWindows, Opened, ReadSettings, Source, Values,
+    epoch_order, length_grouped_batches, max_batch_bytes, open, same_length_batches, split, Batch,
+    BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Opened, ReadSettings, Source,
+    Values,
 };
 
 fn example(name: &str) -> PathBuf {
@@ -132,6 +133,57 @@ fn same_length_batches_hold_one_length_each_cover_every_sequence_once_and_keep_l
     let a = same_length_batches(lengths, &all, 2, Some(1)).unwrap();
     assert_eq!(a, same_length_batches(lengths, &all, 2, Some(1)).unwrap());
     assert_ne!(a, same_length_batches(lengths, &all, 2, None).unwrap());
+}
+
+#[test]
+fn length_grouped_batches_cover_every_sequence_once_pad_little_and_keep_padded_lengths_together() {
+    // 200 sequences of lengths 1..=40 in a scrambled file order.
+    let lengths: Vec<usize> = (0..200).map(|i| (i * 37) % 40 + 1).collect();
+    let all: Vec<usize> = (0..lengths.len()).collect();
+    let padding = |batches: &[Vec<usize>]| -> usize {
+        let pad = |b: &Vec<usize>| {
+            let longest = b.iter().map(|&i| lengths[i]).max().unwrap();
+            b.iter().map(|&i| longest - lengths[i]).sum::<usize>()
+        };
+        batches.iter().map(pad).sum()
+    };
+    let in_file_order: Vec<Vec<usize>> = all.chunks(8).map(<[usize]>::to_vec).collect();
+    for seed in [None, Some(1), Some(2)] {
+        let batches = length_grouped_batches(&lengths, &all, 8, 5, seed).unwrap();
+        let mut seen: Vec<usize> = batches.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, all);
+        assert!(batches.iter().all(|b| !b.is_empty() && b.len() <= 8));
+        assert!(
+            padding(&batches) * 4 < padding(&in_file_order),
+            "{seed:?}: {} padded steps grouped, {} in file order",
+            padding(&batches),
+            padding(&in_file_order)
+        );
+        let padded: Vec<usize> = batches
+            .iter()
+            .map(|b| b.iter().map(|&i| lengths[i]).max().unwrap())
+            .collect();
+        let mut changes = padded.clone();
+        changes.dedup();
+        let mut distinct = changes.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(changes.len(), distinct.len(), "{padded:?}");
+        if seed.is_none() {
+            assert!(padded.is_sorted());
+        }
+    }
+    let a = length_grouped_batches(&lengths, &all, 8, 5, Some(1)).unwrap();
+    assert_eq!(
+        a,
+        length_grouped_batches(&lengths, &all, 8, 5, Some(1)).unwrap()
+    );
+    assert_ne!(
+        a,
+        length_grouped_batches(&lengths, &all, 8, 5, Some(2)).unwrap()
+    );
+    assert!(length_grouped_batches(&lengths, &[200], 8, 5, None).is_err());
 }
 
 #[test]

@@ -85,16 +85,19 @@ pub struct Classifier {
 
 /// A graph that only advances the recurrent state over a chunk of the sequence: the
 /// layers in inference form, then a copy of each final state into the persistent initial
-/// state, so the next chunk continues where this one stopped.
+/// state, so the next chunk continues where this one stopped. With `padded` the chunk
+/// takes each sequence's `lengths` within it (0 for a sequence that ended before it: its
+/// state carries through).
 pub fn carry_graph(
     model: &ModelDescription,
     batch: usize,
     steps: usize,
+    padded: bool,
 ) -> Result<(Graph, RecurrentStack)> {
     let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let stack = net.stack(&mut g, &leaves.ids, (batch, steps), (false, false), None)?;
+    let stack = net.stack(&mut g, &leaves.ids, (batch, steps), (false, padded), None)?;
     copy_finals(&mut g, &stack.carried, &stack.finals)?;
     Ok((g, stack))
 }

@@ -43,6 +43,9 @@ pub struct ProgramKey {
     pub steps: usize,
     /// Training only: recompute activations in sub-segments of this many steps.
     pub recompute: Option<usize>,
+    /// Over padded batches: the program has the input `lengths` `[B]`, and each
+    /// sequence stops at its own end (`model::classifier_at_lengths`).
+    pub padded: bool,
 }
 
 impl fmt::Display for ProgramKey {
@@ -57,6 +60,9 @@ impl fmt::Display for ProgramKey {
         write!(f, "{kind} b={} t={}", self.batch, self.steps)?;
         if let Some(r) = self.recompute {
             write!(f, " recompute={r}")?;
+        }
+        if self.padded {
+            f.write_str(" padded")?;
         }
         Ok(())
     }
@@ -137,6 +143,10 @@ pub struct TrainOptions {
     /// The run's seed: each training step's dropout masks are drawn from it and the
     /// step's number (`layers::dropout`).
     pub seed: u64,
+    /// Run padded batches: every program takes the sequences' lengths
+    /// ([`ProgramKey::padded`]). Recomputation does not take lengths yet, so a padded
+    /// training segment keeps its activations.
+    pub padded: bool,
 }
 
 impl Default for TrainOptions {
@@ -149,6 +159,7 @@ impl Default for TrainOptions {
             recompute: None,
             optim: OptimConfig::default(),
             seed: 0,
+            padded: false,
         }
     }
 }
@@ -175,9 +186,10 @@ impl TrainOptions {
         batch: usize,
         steps: usize,
     ) -> Vec<ProgramKey> {
+        // A padded segment keeps its activations: recomputation takes no lengths yet.
         let train = |kind, len: usize| ProgramKey {
-            recompute: self.recompute.filter(|&r| r < len),
-            ..key(kind, batch, len)
+            recompute: self.recompute.filter(|&r| r < len && !self.padded),
+            ..self.key(kind, batch, len)
         };
         let windows = windows(steps, self.tbptt);
         let last = match self.tbptt_mode {
@@ -191,7 +203,7 @@ impl TrainOptions {
                 .collect(),
             _ => carry_chunks(steps - last, self.chunk)
                 .into_iter()
-                .map(|s| key(ProgramKind::Carry, batch, s))
+                .map(|s| self.key(ProgramKind::Carry, batch, s))
                 .collect(),
         };
         keys.push(train(ProgramKind::Train, last));
@@ -216,9 +228,9 @@ impl TrainOptions {
             keys.extend(
                 carry_chunks(steps - last, self.chunk)
                     .into_iter()
-                    .map(|s| key(before, m, s)),
+                    .map(|s| self.key(before, m, s)),
             );
-            keys.push(key(ProgramKind::Eval, m, last));
+            keys.push(self.key(ProgramKind::Eval, m, last));
         }
         keys
     }
@@ -291,12 +303,15 @@ impl TrainOptions {
     }
 }
 
-fn key(kind: ProgramKind, batch: usize, steps: usize) -> ProgramKey {
-    ProgramKey {
-        kind,
-        batch,
-        steps,
-        recompute: None,
+impl TrainOptions {
+    fn key(&self, kind: ProgramKind, batch: usize, steps: usize) -> ProgramKey {
+        ProgramKey {
+            kind,
+            batch,
+            steps,
+            recompute: None,
+            padded: self.padded,
+        }
     }
 }
 

@@ -9,11 +9,11 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use tensorfit_core::{Graph, Result, Role, TensorId};
+use tensorfit_core::{Error, Graph, Result, Role, TensorId};
 
 use crate::description::{HeadOn, ModelDescription};
 use crate::layers::{dropout, BatchNorm, StateSlot};
-use crate::model::{carry_graph, classifier, copy_finals, Mode};
+use crate::model::{carry_graph, classifier_at_lengths, copy_finals, Mode};
 use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
@@ -57,6 +57,8 @@ pub struct Program {
     /// A head on every step with cross-entropy: the `[1]` input
     /// [`crate::every_step::loss_scale`] of the labels written.
     pub loss_scale: Option<TensorId>,
+    /// The sequences' lengths `[B]` within this program's steps (padded programs).
+    pub lengths: Option<TensorId>,
     pub loss: Option<TensorId>,
     pub probs: Option<TensorId>,
     /// The optimizer's scalars (`adam.scalars`, `sgd.scalars`), written each step.
@@ -84,20 +86,24 @@ impl Program {
             batch,
             steps,
             recompute,
+            padded,
         } = key;
         let (mut p, carried) = match (kind, recompute) {
             (ProgramKind::Carry, _) => {
-                let (graph, stack) = carry_graph(model, batch, steps)?;
-                let p = Program::bare(key, graph, vec![(stack.x, steps)]);
+                let (graph, stack) = carry_graph(model, batch, steps, padded)?;
+                let mut p = Program::bare(key, graph, vec![(stack.x, steps)]);
+                p.lengths = stack.lengths;
                 (p, stack.carried)
             }
             (ProgramKind::Eval | ProgramKind::EvalCarry, _) => {
                 let mut g = Graph::new();
-                let c = classifier(&mut g, model, batch, steps, Mode::Infer)?;
+                let dims = (batch, steps);
+                let c = classifier_at_lengths(&mut g, model, dims, Mode::Infer, padded)?;
                 if kind == ProgramKind::EvalCarry {
                     copy_finals(&mut g, &c.stack.carried, &c.stack.finals)?;
                 }
                 let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
+                p.lengths = c.stack.lengths;
                 p.labels = Some(c.labels);
                 p.loss_scale = c.loss_scale;
                 p.loss = Some(c.loss);
@@ -106,7 +112,12 @@ impl Program {
             }
             (ProgramKind::Train | ProgramKind::TrainCarry, _) => {
                 let mut t = match recompute {
-                    None => train_graph(model, batch, steps)?,
+                    None => train_graph(model, batch, steps, padded)?,
+                    Some(_) if padded => {
+                        return Err(Error::input(format!(
+                            "program `{key}`: recomputation does not take padded batches yet"
+                        )))
+                    }
                     Some(segment) => recompute::train_graph(model, batch, steps, segment)?,
                 };
                 if kind == ProgramKind::TrainCarry {
@@ -153,6 +164,7 @@ impl Program {
             mut graph,
             xs,
             head,
+            lengths,
             params,
             grads,
             ..
@@ -170,6 +182,7 @@ impl Program {
         let mut p = Program::bare(key, graph, xs);
         p.labels = Some(head.labels);
         p.loss_scale = head.loss_scale;
+        p.lengths = lengths;
         p.loss = Some(head.loss);
         p.probs = Some(head.probs);
         p.scalars = Some(update.scalars);
@@ -185,6 +198,7 @@ impl Program {
             xs,
             labels: None,
             loss_scale: None,
+            lengths: None,
             loss: None,
             probs: None,
             scalars: None,

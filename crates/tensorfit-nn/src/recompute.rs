@@ -239,5 +239,6 @@ pub(crate) fn train_graph(
         params: leaves.params(),
         grads,
         carried: carried.collect(),
+        lengths: None,
     })
 }

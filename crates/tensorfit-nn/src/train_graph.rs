@@ -7,7 +7,7 @@ use tensorfit_core::{backward, Error, Graph, Op, Result, Shape, TensorId};
 
 use crate::description::ModelDescription;
 use crate::layers::StateSlot;
-use crate::model::{classifier, Head, Mode, Named};
+use crate::model::{classifier_at_lengths, Head, Mode, Named};
 
 #[derive(Debug)]
 pub(crate) struct TrainGraph {
@@ -24,6 +24,8 @@ pub(crate) struct TrainGraph {
     /// The final state, in the order of `carried` (what a window of windowed truncated
     /// BPTT carries on).
     pub finals: Vec<TensorId>,
+    /// The sequences' lengths `[B]` of a padded segment.
+    pub lengths: Option<TensorId>,
 }
 
 /// The seed of the loss's gradient: a `[1]` tensor of ones.
@@ -40,14 +42,16 @@ pub(crate) fn no_gradient(name: &str) -> Error {
     Error::Graph(format!("the loss does not depend on parameter `{name}`"))
 }
 
-/// The whole segment differentiated by autodiff, keeping its activations for backward.
+/// The whole segment differentiated by autodiff, keeping its activations for backward;
+/// over a padded batch when `padded`.
 pub(crate) fn train_graph(
     model: &ModelDescription,
     batch: usize,
     steps: usize,
+    padded: bool,
 ) -> Result<TrainGraph> {
     let mut g = Graph::new();
-    let c = classifier(&mut g, model, batch, steps, Mode::Train)?;
+    let c = classifier_at_lengths(&mut g, model, (batch, steps), Mode::Train, padded)?;
     let one = loss_grad_seed(&mut g)?;
     let wrt: Vec<TensorId> = c.params.iter().map(|(_, t)| *t).collect();
     let grads = backward(&mut g, &[(c.loss, one)], &wrt)?
@@ -60,6 +64,7 @@ pub(crate) fn train_graph(
         xs: vec![(c.stack.x, steps)],
         finals: c.stack.finals,
         carried: c.stack.carried,
+        lengths: c.stack.lengths,
         head: Head {
             labels: c.labels,
             loss_scale: c.loss_scale,

@@ -7,7 +7,10 @@
 //! most `chunk` steps; the last `L` steps run forward, backward and the optimizer from that
 //! carried state. Gradients therefore stop at the segment border, and training memory
 //! depends on `L`, not `T`. This is what a PyTorch user does with `h.detach()` between
-//! segments. Evaluation streams the same way, optionally in micro-batches.
+//! segments. Evaluation streams the same way, optionally in micro-batches. A batch of
+//! sequences of different lengths, padded at the end, runs with its lengths
+//! (`train_step_at`, `evaluate_at`) on a trainer whose options say `padded`
+//! (`trainer/padded.rs`).
 //!
 //! Parameters, optimizer moments, running statistics and the carried (h, c) live on the
 //! device for the trainer's whole life; every program binds them by key, so a training
@@ -24,16 +27,17 @@ use tensorfit_core::{
 };
 
 use crate::batch_input::check_batch;
-use crate::checkpoint::Checkpoint;
 use crate::description::{HeadOn, ModelDescription};
 use crate::layers::dropout::step_key_input;
-use crate::layers::{ParamKind, Recurrent, StatePart};
+use crate::layers::{Recurrent, StatePart};
 use crate::optim::ScheduleState;
 use crate::options::{ProgramKey, TrainOptions};
 use crate::params::ParamStore;
 use crate::programs::{PersistentKey, Program};
 
+mod padded;
 mod run;
+mod state;
 pub use run::EvalReport;
 
 /// What one training step produced.
@@ -222,8 +226,20 @@ impl Trainer {
     /// one per window with [`TbpttMode::Windows`](crate::options::TbpttMode) and a head
     /// on every step; the report sums up all of them.
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
+        self.train_step_at(x, labels, None)
+    }
+
+    /// [`Trainer::train_step`] on a padded batch: sequence `b` has `lengths[b]` real
+    /// steps (see [`Trainer::check_lengths`]; `None`: all `T`).
+    pub fn train_step_at(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        lengths: Option<&[f32]>,
+    ) -> Result<StepReport> {
         let (steps, batch) = check_batch(&self.model, x, labels)?;
         let keys = self.opts.train_programs(&self.model, batch, steps);
+        let lengths = self.check_lengths(lengths, batch, steps, &keys)?;
         let updates = keys.iter().filter(|k| k.kind.trains()).count() as u64;
         let last = self
             .step
@@ -238,7 +254,7 @@ impl Trainer {
             lr = schedule.lr(&o.schedule, o.optimizer.lr(), t);
             Some((o.optimizer.scalars(t, lr), step_key_input(seed, t)))
         };
-        let scored = self.run_sequence(&keys, x, 0..batch, labels, &mut scalars)?;
+        let scored = self.run_sequence(&keys, (x, lengths), 0..batch, labels, &mut scalars)?;
         let (classes, classify) = (
             self.model.loss.outputs(),
             self.model.loss.is_classification(),
@@ -307,67 +323,6 @@ impl Trainer {
             out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
         }
         Ok(out)
-    }
-
-    /// Everything needed to continue later: model, optimizer state (Adam's moments
-    /// `adam.m.<name>`, `adam.v.<name>`, SGD's `sgd.momentum.<name>`; zeros before the
-    /// first step), step.
-    pub fn checkpoint(&mut self) -> Result<Checkpoint> {
-        let (mut params, mut optimizer) = (ParamStore::new(), ParamStore::new());
-        for spec in self.model.param_specs()? {
-            if spec.kind == ParamKind::Trainable {
-                for name in self.opts.optim.optimizer.state_names(&spec.name) {
-                    optimizer.insert(&name, HostTensor::zeros(spec.shape.clone()));
-                }
-            }
-            params.insert(&spec.name, HostTensor::zeros(spec.shape));
-        }
-        let mut ck = Checkpoint {
-            config: self.model.clone(),
-            params,
-            optimizer,
-            step: self.step,
-            extra: HashMap::new(),
-        };
-        self.checkpoint_into(&mut ck)?;
-        Ok(ck)
-    }
-
-    /// Fills `ck`, a checkpoint of this trainer, with the current state, reusing its host
-    /// memory: a session snapshots the state before every step, and fresh megabytes each
-    /// time cost more than the copy.
-    pub fn checkpoint_into(&mut self, ck: &mut Checkpoint) -> Result<()> {
-        for (name, t) in ck.params.iter_mut().chain(ck.optimizer.iter_mut()) {
-            match self.persistent.get(&PersistentKey::named(name)) {
-                Some(view) if view.shape == t.shape => self.backend.read(view, &mut t.data)?,
-                // The optimizer's state before the first step.
-                None => t.data.fill(0.0),
-                Some(view) => {
-                    return Err(Error::input(format!(
-                        "`{name}` has shape {}, the checkpoint has {}",
-                        view.shape, t.shape
-                    )))
-                }
-            }
-        }
-        ck.step = self.step;
-        Ok(())
-    }
-
-    /// Restores the optimizer's state and the step counter from a checkpoint's values.
-    pub fn restore_optimizer(&mut self, optimizer: &ParamStore, step: u64) -> Result<()> {
-        for (name, t) in optimizer.iter() {
-            let view = self.persistent_view(&PersistentKey::named(name), t.shape.clone())?;
-            if view.shape != t.shape {
-                return Err(Error::input(format!(
-                    "`{name}` has shape {}, expected {}",
-                    t.shape, view.shape
-                )));
-            }
-            self.backend.write(&view, &t.data)?;
-        }
-        self.step = step;
-        Ok(())
     }
 
     /// Downloads the gradients of the most recent training step (as the update used

@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use tensorfit_core::{Error, HostTensor, Result, Shape};
 
-use super::Trainer;
+use super::{padded, Trainer};
 use crate::batch_input::{check_batch, write_steps};
 use crate::description::{HeadOn, ModelDescription};
 use crate::every_step::{loss_scale, Tally};
@@ -65,14 +65,15 @@ pub(super) fn labels_of(
 }
 
 impl Trainer {
-    /// Zeroes the carried state and runs `keys` in order over sequences `rows` of `x`,
-    /// time step after time step; each program with a loss gets its labels (and a
+    /// Zeroes the carried state and runs `keys` in order over sequences `rows` of `x` (of
+    /// `lengths`, if padded: each program gets its chunk's share of them), time step
+    /// after time step; each program with a loss gets its labels (and a
     /// training program the optimizer's next `scalars` and its update's dropout key) and
     /// returns what it scored.
     pub(super) fn run_sequence(
         &mut self,
         keys: &[ProgramKey],
-        x: &HostTensor,
+        (x, lengths): (&HostTensor, Option<&[f32]>),
         rows: Range<usize>,
         labels: &[f32],
         scalars: &mut dyn FnMut() -> Option<(Vec<f32>, [f32; 2])>,
@@ -94,6 +95,10 @@ impl Trainer {
             let p = &self.programs[&key];
             let backend = self.backend.as_mut();
             let start = t;
+            if let Some(l) = p.ids.lengths {
+                let within = padded::lengths_within(lengths, t..t + key.steps, rows.clone());
+                p.exe.write(backend, l, &within)?;
+            }
             for &(input, len) in &p.ids.xs {
                 write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
                 t += len;
@@ -139,7 +144,20 @@ impl Trainer {
 
     /// Runs the model in inference form (running statistics) over whole sequences.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
+        self.evaluate_at(x, labels, None)
+    }
+
+    /// [`Trainer::evaluate`] on a padded batch of `lengths` (as in
+    /// [`Trainer::train_step_at`]).
+    pub fn evaluate_at(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        lengths: Option<&[f32]>,
+    ) -> Result<EvalReport> {
         let (steps, batch) = check_batch(&self.model, x, labels)?;
+        let keys = self.opts.eval_programs(&self.model, batch, steps);
+        let lengths = self.check_lengths(lengths, batch, steps, &keys)?;
         let classes = self.model.loss.outputs();
         let every_step = self.model.head.on == HeadOn::EveryStep;
         let out_rows = if every_step { steps * batch } else { batch };
@@ -151,7 +169,7 @@ impl Trainer {
             // (no host copy of them).
             let keys = self.opts.eval_programs(&self.model, m, steps);
             let rows = start..start + m;
-            for s in self.run_sequence(&keys, x, rows.clone(), labels, &mut || None)? {
+            for s in self.run_sequence(&keys, (x, lengths), rows.clone(), labels, &mut || None)? {
                 place(&mut probs, &s, (batch, classes), rows.clone(), every_step);
                 summed.add(&self.model, &s);
             }

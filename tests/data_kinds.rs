@@ -1,0 +1,151 @@
+//! More kinds of data files through the CLI: token ids (`tokens`), regression targets
+//! (f32 labels), a TSV of `label<TAB>text` (characters as tokens, the vocabulary kept in
+//! the checkpoint), and a text corpus, which needs a head on every step and is refused
+//! with a message saying so.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{arg, example_data, json, scratch, succeed, tensorfit_command};
+use tensorfit::nn::Checkpoint;
+
+/// Trains `model` on every sequence of `data` into a checkpoint directory of `name`.
+fn train(name: &str, model: &str, data: &Path, epochs: &str) -> PathBuf {
+    let ck = scratch(name).join("ck");
+    succeed(
+        tensorfit_command().args([
+            "train",
+            "--model",
+            arg(&example_data(model)),
+            "--data",
+            arg(data),
+            "--val-fraction",
+            "0",
+            "--epochs",
+            epochs,
+            "--batch",
+            "4",
+            "--lr",
+            "0.02",
+            "--device",
+            "cpu",
+            "--checkpoint-dir",
+            arg(&ck),
+            "--json",
+        ]),
+        "train --data",
+    );
+    ck
+}
+
+/// `eval --data` of a checkpoint, as its JSON line.
+fn eval(ck: &Path, data: &Path) -> serde_json::Value {
+    let out = succeed(
+        tensorfit_command().args([
+            "eval",
+            "--checkpoint",
+            arg(ck),
+            "--data",
+            arg(data),
+            "--device",
+            "cpu",
+            "--json",
+        ]),
+        "eval --data",
+    );
+    json(&out)
+}
+
+#[test]
+fn a_token_classifier_trains_from_a_tokens_file_to_full_accuracy_on_its_sequences() {
+    let data = example_data("tokens_classify.safetensors");
+    let ck = train("tokens", "tokens_model.toml", &data, "40");
+    let v = eval(&ck, &data);
+    assert_eq!(v["sequences"], 12, "{v}");
+    assert!(v["accuracy"].as_f64().unwrap() >= 0.99, "{v}");
+}
+
+#[test]
+fn a_regression_trains_from_f32_targets_and_predicts_one_value_per_sequence() {
+    let data = example_data("regress.safetensors");
+    let ck = train("regress", "regress_model.toml", &data, "30");
+    let v = eval(&ck, &data);
+    assert_eq!(v["accuracy"], serde_json::Value::Null, "{v}");
+    // The targets are means of about 6 normal values (variance ~0.17): trained, the
+    // squared error is well below what predicting 0 gives.
+    assert!(v["loss"].as_f64().unwrap() < 0.05, "{v}");
+    let out = scratch("regress").join("predictions.safetensors");
+    succeed(
+        tensorfit_command().args([
+            "predict",
+            "--checkpoint",
+            arg(&ck),
+            "--data",
+            arg(&data),
+            "--output",
+            arg(&out),
+            "--device",
+            "cpu",
+        ]),
+        "predict --data",
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    assert_eq!(st.tensor("predictions").unwrap().shape(), &[12, 1]);
+}
+
+#[test]
+fn a_tsv_classifier_keeps_its_vocabulary_in_the_checkpoint_and_reads_unknown_characters() {
+    let data = example_data("reviews.tsv");
+    let ck = train("tsv", "reviews_model.toml", &data, "30");
+    let saved = Checkpoint::load(&ck.join("checkpoint.safetensors")).unwrap();
+    let vocab = &saved.extra["data.vocabulary"];
+    assert!(vocab.contains("\"labels\":[\"neg\",\"pos\"]"), "{vocab}");
+    let v = eval(&ck, &data);
+    assert_eq!(v["sequences"], 6, "{v}");
+    assert!(v["accuracy"].as_f64().unwrap() >= 0.99, "{v}");
+    // Characters the training text did not have read as the unknown id; a label it did
+    // not have is refused, naming the line.
+    let other = scratch("tsv").join("other.tsv");
+    std::fs::write(&other, "pos\tzqx loved it!\nneg\tdull\n").unwrap();
+    assert_eq!(eval(&ck, &other)["sequences"], 2);
+    std::fs::write(&other, "pos\tfine\nmeh\tso so\n").unwrap();
+    let out = tensorfit_command()
+        .args(["eval", "--checkpoint", arg(&ck), "--data", arg(&other)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("other.tsv:2:1"), "{err}");
+}
+
+/// `train --model MODEL --data corpus.txt`, which must fail with exit code 1: its stderr.
+fn refused_corpus(model: &Path) -> String {
+    let out = tensorfit_command()
+        .args([
+            "train",
+            "--model",
+            arg(model),
+            "--data",
+            arg(&example_data("corpus.txt")),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    err
+}
+
+#[test]
+fn a_text_corpus_is_refused_until_a_head_on_every_step_can_train_from_files() {
+    let err = refused_corpus(&example_data("tokens_model.toml"));
+    assert!(err.contains("character ids"), "{err}");
+    let big_vocab = scratch("corpus").join("lm.toml");
+    let toml = std::fs::read_to_string(example_data("tokens_model.toml")).unwrap();
+    std::fs::write(&big_vocab, toml.replace("vocab = 20", "vocab = 40")).unwrap();
+    let err = refused_corpus(&big_vocab);
+    assert!(err.contains("needs a head on every step"), "{err}");
+}

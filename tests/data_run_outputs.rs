@@ -1,0 +1,185 @@
+//! What a data run leaves and keeps (`train --data`): the curves image beside
+//! metrics.jsonl; `--resume` of a run stopped by a signal, which ends with the weights,
+//! best checkpoint and metrics of a run never stopped; and a best checkpoint that cannot
+//! be written, which warns while the run goes on.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{arg, example_data, scratch, succeed, tensorfit_command};
+use tensorfit::nn::Checkpoint;
+
+/// `train --data` of the example classifier, validating on a quarter of the sequences
+/// every 2 steps, checkpointing into `dir` every 2 steps, for `epochs` epochs of 5 steps
+/// (9 sequences in batches of 2).
+fn training(dir: &Path, epochs: &str) -> Command {
+    let mut c = tensorfit_command();
+    c.args([
+        "train",
+        "--model",
+        arg(&example_data("classify_model.toml")),
+        "--data",
+        arg(&example_data("classify.safetensors")),
+        "--val-fraction",
+        "0.25",
+        "--epochs",
+        epochs,
+        "--batch",
+        "2",
+        "--lr",
+        "0.02",
+        "--eval-every",
+        "2",
+        "--checkpoint-every",
+        "2",
+        "--device",
+        "cpu",
+        "--checkpoint-dir",
+        arg(dir),
+    ]);
+    c
+}
+
+/// Spawns `cmd` and returns once `file` exists.
+fn spawn_until(cmd: &mut Command, file: &Path) -> Child {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if file.exists() {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no {} after a minute", file.display());
+}
+
+fn params(path: &Path) -> Vec<(String, Vec<u32>)> {
+    let ck = Checkpoint::load(path).unwrap();
+    let mut v: Vec<(String, Vec<u32>)> = ck
+        .params
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.data.iter().map(|x| x.to_bits()).collect()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The validation losses of a metrics.jsonl, by step.
+fn val_losses(dir: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter_map(|v| Some((v["step"].as_u64()?, v["val_loss"].as_f64()?)))
+        .collect()
+}
+
+#[test]
+fn a_data_run_leaves_an_svg_of_its_training_and_validation_curves() {
+    let dir = scratch("curves");
+    succeed(&mut training(&dir, "3"), "train --data");
+    let svg = std::fs::read_to_string(dir.join("curves.svg")).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    for label in ["training", "validation", "step", "loss"] {
+        assert!(
+            texts.iter().any(|t| t.trim() == label),
+            "no `{label}` in the image"
+        );
+    }
+    // One line per curve (and the legend's two marks).
+    let lines = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .count();
+    assert!(lines >= 2, "{lines} polylines");
+}
+
+#[test]
+fn a_data_run_stopped_by_a_signal_resumes_to_the_weights_of_a_run_never_stopped() {
+    let whole = scratch("resume-whole");
+    succeed(&mut training(&whole, "20"), "train --data");
+
+    // Stopped inside an epoch (where the signal lands is up to the scheduler: a stop
+    // between epochs is tried again).
+    let mut attempt = 0;
+    let (dir, stopped) = loop {
+        attempt += 1;
+        let dir = scratch(&format!("resume-stopped-{attempt}"));
+        let child = spawn_until(&mut training(&dir, "20"), &dir.join("last.safetensors"));
+        let ok = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -INT");
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{err}");
+        let stopped = Checkpoint::load(&dir.join("last.safetensors")).unwrap();
+        assert!(stopped.step < 100, "the run ended before the signal: {err}");
+        let position = &stopped.extra["data.position"];
+        if !position.contains("\"batches_done\":0") || attempt == 8 {
+            assert!(!position.contains("\"batches_done\":0"), "{position}");
+            break (dir, stopped);
+        }
+    };
+
+    let resumed = succeed(
+        tensorfit_command().args([
+            "train",
+            "--resume",
+            arg(&dir),
+            "--data",
+            arg(&example_data("classify.safetensors")),
+            "--epochs",
+            "20",
+            "--device",
+            "cpu",
+            "--json",
+        ]),
+        "train --resume",
+    );
+    let last = String::from_utf8_lossy(&resumed.stdout);
+    let summary = last.lines().last().unwrap();
+    assert!(summary.contains("\"steps\":100"), "{summary}");
+    for file in ["last.safetensors", "checkpoint.safetensors"] {
+        assert_eq!(
+            params(&dir.join(file)),
+            params(&whole.join(file)),
+            "{file}: stopped at step {} and resumed",
+            stopped.step
+        );
+    }
+    assert_eq!(val_losses(&dir), val_losses(&whole));
+}
+
+#[test]
+fn a_best_checkpoint_that_cannot_be_written_warns_and_the_run_goes_on() {
+    let dir = scratch("save-fails");
+    let elsewhere = scratch("save-fails-elsewhere");
+    let save = elsewhere.join("best.safetensors");
+    let mut cmd = training(&dir, "20");
+    cmd.args(["--save", arg(&save)]);
+    let child = spawn_until(&mut cmd, &save);
+    // From now on every --save fails: its directory is gone.
+    std::fs::remove_dir_all(&elsewhere).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: step") && err.contains("the best model so far was not saved"),
+        "{err}"
+    );
+    assert!(err.contains("done: 100 steps"), "{err}");
+}
