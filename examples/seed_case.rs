@@ -30,6 +30,7 @@ fn main() -> Result<()> {
             caps: MemoryCaps::parse(&[format!("cpu={cap}")])?,
             exclude: Vec::new(),
             read_ahead_bytes: 0,
+            ranks: 1,
         };
         println!("== evaluation of 100 × 2000 under a {cap} cap");
         let decision = decide(&req)?;

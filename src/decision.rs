@@ -42,6 +42,9 @@ pub struct Request {
     /// Host bytes of the batches a file reader holds besides the one in use
     /// (`HostNeed::read_ahead`); 0 when the inputs are made in memory.
     pub read_ahead_bytes: u64,
+    /// Data-parallel ranks training the job together (1: this process alone). With
+    /// more, each step is split at its gradients, which the host averages over ranks.
+    pub ranks: usize,
 }
 
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
@@ -100,7 +103,8 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?;
+    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?
+        .with_ranks(&req.cfg, req.job, req.ranks)?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {
@@ -370,6 +374,7 @@ impl Decision {
             "inputs": self.host.inputs,
             "state_copies": self.host.state,
             "read_ahead": self.host.read_ahead,
+            "communication": self.host.communication,
             "process": self.process_bytes,
             "planned_resident": self.planned_resident(),
         })
@@ -382,8 +387,12 @@ impl Decision {
             0 => String::new(),
             bytes => format!(", batches read ahead from files {}", format_bytes(bytes)),
         };
+        let communication = match h.communication {
+            0 => String::new(),
+            bytes => format!(", gradients averaged over ranks {}", format_bytes(bytes)),
+        };
         let mut s = format!(
-            "host memory: input data {}, copies of the training state {}{read_ahead}, this process {} before the job\n",
+            "host memory: input data {}, copies of the training state {}{read_ahead}{communication}, this process {} before the job\n",
             format_bytes(h.inputs),
             format_bytes(h.state),
             format_bytes(self.process_bytes)

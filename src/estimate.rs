@@ -164,7 +164,7 @@ impl ProgramCosts {
         let infer = self.infer_at(key.batch);
         match key.kind {
             ProgramKind::Carry | ProgramKind::Eval => infer.at(key.steps),
-            ProgramKind::Train => {
+            ProgramKind::Train | ProgramKind::Grads => {
                 let train = self.train.unwrap_or(infer).at(key.steps);
                 // Recomputation runs the segment's forward a second time.
                 match key.recompute {
@@ -172,6 +172,8 @@ impl ProgramCosts {
                     None => train,
                 }
             }
+            // A few element-wise passes over the parameters: small against any segment.
+            ProgramKind::Update => 0.0,
         }
     }
 

@@ -6,7 +6,8 @@
 //! background reader holds ahead: `Request::read_ahead_bytes`), copies of the training
 //! state (the snapshot taken before every step so that a failed device can be left
 //! without losing it; while a checkpoint is written, the checkpoint and its serialized
-//! bytes), and its own baseline (code, libraries, a GPU driver), which the host already
+//! bytes), the gradients of a data-parallel step on their way between ranks
+//! (`crate::distributed::GRADIENT_HOST_COPIES`), and its own baseline (code, libraries, a GPU driver), which the host already
 //! reports as in use. What the process may use is `host_memory::available()`:
 //! MemAvailable, or what the tightest cgroup above the process has left.
 //!
@@ -20,6 +21,8 @@ use tensorfit_cpu::host_memory;
 use tensorfit_nn::{Job, ModelDescription, ParamKind};
 use tensorfit_plan::format_bytes;
 
+use crate::distributed::GRADIENT_HOST_COPIES;
+
 /// The host bytes of a job outside its device plan, before any strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostNeed {
@@ -30,6 +33,9 @@ pub struct HostNeed {
     /// Batches read from files besides the one in use (which `inputs` counts): up to
     /// `(read_ahead + 1) × max_batch_bytes` (docs/data.md); 0 for inputs made in memory.
     pub read_ahead: u64,
+    /// Data-parallel training: the gradients' host copies while they are averaged over
+    /// ranks (`GRADIENT_HOST_COPIES` × 4 bytes per trainable parameter); 0 for one rank.
+    pub communication: u64,
 }
 
 /// Bytes of `batch` sequences of `steps` inputs with their labels.
@@ -64,12 +70,27 @@ impl HostNeed {
                 // tensors gathered, their bytes, and the file's bytes.
                 state: 5 * checkpoint,
                 read_ahead,
+                communication: 0,
             },
             Job::Eval { batch, seq_len } => HostNeed {
                 inputs: sequence_bytes(cfg, batch, seq_len),
                 state: checkpoint,
                 read_ahead,
+                communication: 0,
             },
+        })
+    }
+
+    /// With the host bytes of averaging a training job's gradients over `ranks` ranks
+    /// (nothing for one rank, or for a job that does not train).
+    pub fn with_ranks(self, cfg: &ModelDescription, job: Job, ranks: usize) -> Result<HostNeed> {
+        if ranks <= 1 || !matches!(job, Job::Train { .. }) {
+            return Ok(self);
+        }
+        let bucket = tensorfit_dist::bucket_bytes(cfg.trainable_parameters()?);
+        Ok(HostNeed {
+            communication: bucket.saturating_mul(GRADIENT_HOST_COPIES),
+            ..self
         })
     }
 
@@ -77,6 +98,7 @@ impl HostNeed {
         self.inputs
             .saturating_add(self.state)
             .saturating_add(self.read_ahead)
+            .saturating_add(self.communication)
     }
 
     /// The process's resident memory the plan predicts: what it holds now (`process`:
@@ -99,11 +121,12 @@ impl HostNeed {
             return Ok(());
         }
         Err(Error::input(format!(
-            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}, batches read ahead {}), and {} is usable ({} available from {}, {:.0}% margin kept): lower --batch, --seq-len or --read-ahead",
+            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}, batches read ahead {}, gradients averaged over ranks {}), and {} is usable ({} available from {}, {:.0}% margin kept): lower --batch, --seq-len or --read-ahead",
             format_bytes(self.bytes()),
             format_bytes(self.inputs),
             format_bytes(self.state),
             format_bytes(self.read_ahead),
+            format_bytes(self.communication),
             format_bytes(usable),
             format_bytes(available),
             host_memory::source(),

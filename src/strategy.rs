@@ -52,6 +52,7 @@ impl Strategy {
             micro_batch: self.micro_batch,
             recompute: self.recompute,
             optim: req.optim,
+            split_update: req.ranks > 1,
         }
     }
 }

@@ -17,6 +17,7 @@ mod model_arg;
 mod optim_args;
 pub mod plan;
 pub mod predict;
+mod ranks;
 pub mod train;
 mod train_settings;
 mod training_file;
@@ -186,6 +187,7 @@ pub fn request(
         caps: dev.caps.caps()?,
         exclude: Vec::new(),
         read_ahead_bytes: 0,
+        ranks: 1,
     })
 }
 

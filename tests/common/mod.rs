@@ -65,6 +65,7 @@ pub fn request(
         caps,
         exclude: Vec::new(),
         read_ahead_bytes: 0,
+        ranks: 1,
     }
 }
 

@@ -35,6 +35,7 @@ pub mod seed_shape;
 pub mod task;
 mod train_graph;
 pub mod trainer;
+mod update_graph;
 
 pub use builtin_task::BuiltinTask;
 pub use checkpoint::Checkpoint;

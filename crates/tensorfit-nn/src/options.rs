@@ -20,6 +20,12 @@ pub enum ProgramKind {
     Train,
     /// The last evaluation chunk: forward in inference form, loss and probabilities.
     Eval,
+    /// Data-parallel training's last segment up to its gradients: forward, backward,
+    /// running statistics; the gradients go to the host to be averaged over ranks.
+    Grads,
+    /// Data-parallel training's update from the averaged gradients the host writes:
+    /// clipping and the optimizer (one program whatever the batch: `b=0 t=0`).
+    Update,
 }
 
 /// A program's identity: kind, batch and number of time steps.
@@ -38,6 +44,8 @@ impl fmt::Display for ProgramKey {
             ProgramKind::Carry => "carry",
             ProgramKind::Train => "train",
             ProgramKind::Eval => "eval",
+            ProgramKind::Grads => "grads",
+            ProgramKind::Update => "update",
         };
         write!(f, "{kind} b={} t={}", self.batch, self.steps)?;
         if let Some(r) = self.recompute {
@@ -54,8 +62,12 @@ impl ProgramKey {
     pub fn flops(&self, model: &ModelDescription) -> f64 {
         let forward = model.recurrent_forward_flops(self.batch, self.steps);
         match (self.kind, self.recompute) {
-            (ProgramKind::Train, None) => TRAIN_FLOPS_PER_FORWARD * forward,
-            (ProgramKind::Train, Some(_)) => (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward,
+            (ProgramKind::Train | ProgramKind::Grads, None) => TRAIN_FLOPS_PER_FORWARD * forward,
+            (ProgramKind::Train | ProgramKind::Grads, Some(_)) => {
+                (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward
+            }
+            // The update's few FLOPs per parameter are not counted, as in Train.
+            (ProgramKind::Update, _) => 0.0,
             (ProgramKind::Carry | ProgramKind::Eval, _) => forward,
         }
     }
@@ -76,6 +88,10 @@ pub struct TrainOptions {
     pub recompute: Option<usize>,
     /// Optimizer, gradient clipping and learning-rate schedule.
     pub optim: OptimConfig,
+    /// Split the training segment at its gradients (a [`ProgramKind::Grads`] program,
+    /// then [`ProgramKind::Update`]) so that the host can average them over data-parallel
+    /// ranks in between.
+    pub split_update: bool,
 }
 
 impl Default for TrainOptions {
@@ -86,6 +102,7 @@ impl Default for TrainOptions {
             micro_batch: None,
             recompute: None,
             optim: OptimConfig::default(),
+            split_update: false,
         }
     }
 }
@@ -112,10 +129,17 @@ impl TrainOptions {
             .into_iter()
             .map(|s| key(ProgramKind::Carry, batch, s))
             .collect();
+        let kind = match self.split_update {
+            true => ProgramKind::Grads,
+            false => ProgramKind::Train,
+        };
         keys.push(ProgramKey {
             recompute: self.recompute.filter(|&r| r < last),
-            ..key(ProgramKind::Train, batch, last)
+            ..key(kind, batch, last)
         });
+        if self.split_update {
+            keys.push(key(ProgramKind::Update, 0, 0));
+        }
         keys
     }
 

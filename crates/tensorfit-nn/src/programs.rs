@@ -18,6 +18,7 @@ use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
 use crate::train_graph::{train_graph, TrainGraph};
+use crate::update_graph::{update_graph, UpdateGraph};
 
 /// The key under which every program shares a persistent tensor.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -60,7 +61,8 @@ pub struct Program {
     pub scalars: Option<TensorId>,
     /// The squared global gradient norm, read after each step when clipping by norm.
     pub grad_norm_sq: Option<TensorId>,
-    /// (parameter name, gradient) in training programs.
+    /// (parameter name, gradient): computed by training and gradient programs; in the
+    /// update program, the inputs the host writes (the gradients averaged over ranks).
     pub grads: Vec<(String, TensorId)>,
     /// Every parameter and state leaf with the key all programs share it under.
     pub persistent: Vec<(TensorId, PersistentKey)>,
@@ -94,7 +96,19 @@ impl Program {
                 p.probs = Some(c.probs);
                 (p, c.stack.carried)
             }
-            (ProgramKind::Train, _) => {
+            (ProgramKind::Update, _) => {
+                let UpdateGraph {
+                    graph,
+                    update,
+                    grad_inputs,
+                } = update_graph(model, optim)?;
+                let mut p = Program::bare(key, graph, Vec::new());
+                p.scalars = Some(update.scalars);
+                p.grad_norm_sq = update.grad_norm_sq;
+                p.grads = grad_inputs;
+                (p, Vec::new())
+            }
+            (ProgramKind::Train | ProgramKind::Grads, _) => {
                 let mut t = match recompute {
                     None => train_graph(model, batch, steps)?,
                     Some(segment) => recompute::train_graph(model, batch, steps, segment)?,
@@ -123,7 +137,8 @@ impl Program {
     }
 
     /// A training program: `t` with clipping, the optimizer and the running-statistics
-    /// updates appended.
+    /// updates appended; a gradient program ([`ProgramKind::Grads`]): `t` with the
+    /// running-statistics updates only.
     fn training(key: ProgramKey, optim: &OptimConfig, t: TrainGraph) -> Result<Program> {
         let TrainGraph {
             mut graph,
@@ -133,7 +148,10 @@ impl Program {
             grads,
             ..
         } = t;
-        let update = optim.append(&mut graph, &params, &grads)?;
+        let update = match key.kind {
+            ProgramKind::Grads => None,
+            _ => Some(optim.append(&mut graph, &params, &grads)?),
+        };
         let unbias = key.batch as f32 / (key.batch as f32 - 1.0);
         for stats in &head.batch_stats {
             BatchNorm::stats_update(&mut graph, stats, unbias)?;
@@ -142,8 +160,8 @@ impl Program {
         p.labels = Some(head.labels);
         p.loss = Some(head.loss);
         p.probs = Some(head.probs);
-        p.scalars = Some(update.scalars);
-        p.grad_norm_sq = update.grad_norm_sq;
+        p.scalars = update.as_ref().map(|u| u.scalars);
+        p.grad_norm_sq = update.and_then(|u| u.grad_norm_sq);
         p.grads = params.into_iter().map(|(n, _)| n).zip(grads).collect();
         Ok(p)
     }

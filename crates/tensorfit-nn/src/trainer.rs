@@ -25,13 +25,17 @@ use tensorfit_core::{
 };
 
 use crate::batch_input::{check_batch, write_steps};
-use crate::checkpoint::Checkpoint;
 use crate::description::ModelDescription;
-use crate::layers::{ParamKind, Recurrent, StatePart};
+use crate::layers::{Recurrent, StatePart};
 use crate::optim::ScheduleState;
 use crate::options::{micro_batches, ProgramKey, TrainOptions};
 use crate::params::ParamStore;
 use crate::programs::{PersistentKey, Program};
+
+mod exchange;
+mod state;
+
+pub use exchange::{GradientExchange, LocalGradients};
 
 /// What one training step produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,6 +224,18 @@ impl Trainer {
     /// One optimizer step on a minibatch: `x` `[T, B, input]`, `labels` `[B]` class ids
     /// (cross-entropy) or `[B, outputs]` f32 targets (mean squared error).
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
+        self.train_step_exchanging(x, labels, &mut LocalGradients)
+    }
+
+    /// As [`Trainer::train_step`]; with [`TrainOptions::split_update`], `exchange` gets
+    /// the gradients and the loss between backward and the update (data-parallel ranks
+    /// average them there).
+    pub fn train_step_exchanging(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        exchange: &mut dyn GradientExchange,
+    ) -> Result<StepReport> {
         let (steps, batch) = check_batch(&self.model, x, labels)?;
         let keys = self.opts.train_programs(batch, steps);
         let next = self
@@ -229,7 +245,10 @@ impl Trainer {
         let o = &self.opts.optim;
         let lr = self.schedule.lr(&o.schedule, o.optimizer.lr(), next);
         let scalars = o.optimizer.scalars(next, lr);
-        let (loss, probs) = self.run_sequence(&keys, x, 0..batch, labels, Some(&scalars))?;
+        let (loss, probs) = match self.opts.split_update {
+            false => self.run_sequence(&keys, x, 0..batch, labels, Some(&scalars))?,
+            true => self.run_split(&keys, x, labels, &scalars, next, exchange)?,
+        };
         self.step = next;
         self.last_train = keys.last().copied();
         let p = &self.programs[&keys[keys.len() - 1]];
@@ -365,93 +384,6 @@ impl Trainer {
             loss,
             HostTensor::new([batch, self.model.loss.outputs()], probs)?,
         ))
-    }
-
-    /// Downloads parameters and running statistics.
-    pub fn parameters(&mut self) -> Result<ParamStore> {
-        let mut out = ParamStore::new();
-        for spec in self.model.param_specs()? {
-            let key = PersistentKey::named(&spec.name);
-            let view = self.persistent_view(&key, spec.shape.clone())?;
-            out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
-        }
-        Ok(out)
-    }
-
-    /// Everything needed to continue later: model, optimizer state (Adam's moments
-    /// `adam.m.<name>`, `adam.v.<name>`, SGD's `sgd.momentum.<name>`; zeros before the
-    /// first step), step.
-    pub fn checkpoint(&mut self) -> Result<Checkpoint> {
-        let (mut params, mut optimizer) = (ParamStore::new(), ParamStore::new());
-        for spec in self.model.param_specs()? {
-            if spec.kind == ParamKind::Trainable {
-                for name in self.opts.optim.optimizer.state_names(&spec.name) {
-                    optimizer.insert(&name, HostTensor::zeros(spec.shape.clone()));
-                }
-            }
-            params.insert(&spec.name, HostTensor::zeros(spec.shape));
-        }
-        let mut ck = Checkpoint {
-            config: self.model.clone(),
-            params,
-            optimizer,
-            step: self.step,
-            extra: HashMap::new(),
-        };
-        self.checkpoint_into(&mut ck)?;
-        Ok(ck)
-    }
-
-    /// Fills `ck`, a checkpoint of this trainer, with the current state, reusing its host
-    /// memory: a session snapshots the state before every step, and fresh megabytes each
-    /// time cost more than the copy.
-    pub fn checkpoint_into(&mut self, ck: &mut Checkpoint) -> Result<()> {
-        for (name, t) in ck.params.iter_mut().chain(ck.optimizer.iter_mut()) {
-            match self.persistent.get(&PersistentKey::named(name)) {
-                Some(view) if view.shape == t.shape => self.backend.read(view, &mut t.data)?,
-                // The optimizer's state before the first step.
-                None => t.data.fill(0.0),
-                Some(view) => {
-                    return Err(Error::input(format!(
-                        "`{name}` has shape {}, the checkpoint has {}",
-                        view.shape, t.shape
-                    )))
-                }
-            }
-        }
-        ck.step = self.step;
-        Ok(())
-    }
-
-    /// Restores the optimizer's state and the step counter from a checkpoint's values.
-    pub fn restore_optimizer(&mut self, optimizer: &ParamStore, step: u64) -> Result<()> {
-        for (name, t) in optimizer.iter() {
-            let view = self.persistent_view(&PersistentKey::named(name), t.shape.clone())?;
-            if view.shape != t.shape {
-                return Err(Error::input(format!(
-                    "`{name}` has shape {}, expected {}",
-                    t.shape, view.shape
-                )));
-            }
-            self.backend.write(&view, &t.data)?;
-        }
-        self.step = step;
-        Ok(())
-    }
-
-    /// Downloads the gradients of the most recent training step (as the update used
-    /// them), by parameter name.
-    pub fn gradients(&mut self) -> Result<ParamStore> {
-        let key = self
-            .last_train
-            .ok_or_else(|| Error::input("no training step has run yet"))?;
-        let p = &self.programs[&key];
-        let mut out = ParamStore::new();
-        for (name, g) in &p.ids.grads {
-            let view = p.exe.view(*g).clone();
-            out.insert(name, download(self.backend.as_mut(), &view)?);
-        }
-        Ok(out)
     }
 
     /// Downloads the recurrent state carried into the last segment for batch size

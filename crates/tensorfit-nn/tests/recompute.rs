@@ -93,6 +93,7 @@ fn recomputed_segments_match(cfg: ModelDescription) {
             micro_batch: None,
             recompute,
             optim: OptimConfig::adam(0.01),
+            ..TrainOptions::default()
         };
         Trainer::new(Box::new(CpuBackend::new()), cfg.clone(), &params, opts).unwrap()
     };

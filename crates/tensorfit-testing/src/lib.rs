@@ -7,7 +7,10 @@
 //!   reports many comparisons at once): `|got − want| ≤ atol + rtol·|want|`;
 //! - devices: which kinds `TENSORFIT_REQUIRE` demands ([`required`]), the skip rule
 //!   ([`skip`]: print why, or fail when the kind is required), and [`present`], which
-//!   opens each [`Device`] of a suite's list once to see that it can be.
+//!   opens each [`Device`] of a suite's list once to see that it can be;
+//! - [`mpirun`]: MPI ranks launched from a test, bounded in time.
+
+pub mod mpirun;
 
 pub use tensorfit_core::Rng;
 

@@ -1,0 +1,223 @@
+//! `mpirun -np N tensorfit train` (docs/distributed.md): N ranks, each on its rows of the
+//! global batch with the gradients averaged between backward and the update, give the
+//! losses, gradient norms, held-out loss and weights of one process training on the whole
+//! batch — up to the summation order of the average; every rank ends with the same
+//! weights (the run checks it and reports their hash); and a run resumes from rank 0's
+//! checkpoint on another number of ranks. Needs the `mpi` feature and `mpirun`; without
+//! either each test prints why it skips, and fails when `TENSORFIT_REQUIRE` names `mpi`.
+
+// Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use tensorfit::nn::Checkpoint;
+
+use common::{assert_close, losses, ok_json, scratch};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tensorfit");
+
+/// A launch that outlives this has hung: the test fails instead of waiting.
+const BOUND: Duration = Duration::from_secs(300);
+
+/// The seed network's shape without its BatchNorm layers (they are not synchronised
+/// across ranks yet), small.
+const NO_BATCH_NORM: &str = r#"
+[input]
+kind = "dense"
+features = 152
+[recurrent]
+cell = "lstm"
+hidden = 12
+layers = 2
+[head]
+on = "last"
+layers = [{ kind = "dense", units = 6, activation = "tanh" }]
+[loss]
+kind = "cross_entropy"
+classes = 6
+"#;
+
+/// `train` on `ranks` ranks with `args`: rank 0's JSON, or `None` when MPI is
+/// unavailable (the skip is printed).
+fn train_on_ranks(test: &str, ranks: usize, args: &[&str]) -> Option<Value> {
+    let not_built = (!cfg!(feature = "mpi")).then_some(
+        "built without the `mpi` feature (cargo test --features mpi --test distributed)",
+    );
+    let cache = format!("XDG_CACHE_HOME={}", scratch("cache").display());
+    let mut line: Vec<String> = ["-x", &cache, "-np", &ranks.to_string(), BIN, "train"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    line.extend(args.iter().map(|a| a.to_string()));
+    let run = tensorfit_testing::mpirun::launch(test, not_built, &line, BOUND)?;
+    assert!(run.ok, "{test}: {ranks} ranks failed:\n{}", run.output);
+    let json = serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("{test}: not one JSON object ({e}):\n{}", run.output));
+    Some(json)
+}
+
+fn numbers(v: &Value, key: &str) -> Vec<f32> {
+    match &v[key] {
+        Value::Array(a) => a.iter().map(|x| x.as_f64().unwrap() as f32).collect(),
+        x => vec![x.as_f64().unwrap_or(f64::NAN) as f32],
+    }
+}
+
+/// The same run on one process and on `ranks`, compared.
+fn agrees(test: &str, model: &Path, ranks: usize, extra: &[&str]) {
+    let dir = scratch(&format!("{test}-{ranks}"));
+    let (one, many) = (dir.join("one.safetensors"), dir.join("many.safetensors"));
+    let model = model.to_str().unwrap();
+    let mut args = vec![
+        "--model",
+        model,
+        "--batch",
+        "8",
+        "--seq-len",
+        "6",
+        "--steps",
+        "4",
+        "--device",
+        "cpu",
+        "--eval-every",
+        "0",
+        "--eval-batch",
+        "16",
+        "--json",
+    ];
+    args.extend(extra);
+    let with = |save: &Path| {
+        let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        a.extend(["--save".into(), save.to_str().unwrap().into()]);
+        a
+    };
+    let Some(got) = train_on_ranks(
+        test,
+        ranks,
+        &with(&many).iter().map(String::as_str).collect::<Vec<_>>(),
+    ) else {
+        return;
+    };
+    let single: Vec<String> = ["train".to_string()]
+        .into_iter()
+        .chain(with(&one))
+        .collect();
+    let want = ok_json(&single.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(got["ranks"], ranks, "{test}: {got}");
+    assert!(got["weights_hash"].is_string(), "{test}: {got}");
+    for key in ["losses", "grad_norms", "eval_loss"] {
+        let w = numbers(&want, key);
+        assert_close(
+            &format!("{test} on {ranks} ranks: {key}"),
+            &numbers(&got, key),
+            &w,
+            1e-6,
+            1e-5,
+        );
+    }
+    let (a, b) = (
+        Checkpoint::load(&many).unwrap(),
+        Checkpoint::load(&one).unwrap(),
+    );
+    for (name, t) in b.params.iter() {
+        let scale = common::max_abs(&t.data).max(1e-3);
+        assert_close(
+            &format!("{test} on {ranks} ranks: {name}"),
+            &a.params.get(name).unwrap().data,
+            &t.data,
+            1e-5 * scale,
+            1e-5,
+        );
+    }
+    assert_eq!(a.step, b.step);
+}
+
+#[test]
+fn ranks_on_shards_of_the_batch_train_as_one_process_on_the_whole_batch() {
+    let model = scratch("no-batch-norm").join("model.toml");
+    std::fs::write(&model, NO_BATCH_NORM).unwrap();
+    // 8 rows: 4 + 4 on 2 ranks, 3 + 3 + 2 on 3 (uneven shards weigh their gradients).
+    for ranks in [2, 3] {
+        agrees("classifier", &model, ranks, &["--clip-norm", "0.5"]);
+    }
+}
+
+#[test]
+fn a_regression_on_three_ranks_trains_as_one_process() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/regression.toml");
+    agrees(
+        "regression",
+        &model,
+        3,
+        &["--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.05"],
+    );
+}
+
+#[test]
+fn a_run_checkpointed_on_two_ranks_resumes_on_three_as_one_process_would() {
+    let test = "resume";
+    let dir = scratch(test);
+    let (ck, one) = (dir.join("ck"), dir.join("one.safetensors"));
+    let model = scratch("resume-model").join("model.toml");
+    std::fs::write(&model, NO_BATCH_NORM).unwrap();
+    let (model, ck_s) = (model.to_str().unwrap(), ck.to_str().unwrap());
+    let common = [
+        "--model",
+        model,
+        "--batch",
+        "6",
+        "--seq-len",
+        "5",
+        "--device",
+        "cpu",
+        "--eval-every",
+        "0",
+        "--eval-batch",
+        "8",
+        "--json",
+    ];
+    let first: Vec<&str> = common
+        .iter()
+        .copied()
+        .chain(["--steps", "2", "--checkpoint-dir", ck_s])
+        .collect();
+    let Some(a) = train_on_ranks(test, 2, &first) else {
+        return;
+    };
+    let Some(b) = train_on_ranks(test, 3, &["--resume", ck_s, "--steps", "2", "--json"]) else {
+        return;
+    };
+    let whole: Vec<&str> = ["train"]
+        .into_iter()
+        .chain(common)
+        .chain(["--steps", "4", "--save", one.to_str().unwrap()])
+        .collect();
+    let want = ok_json(&whole);
+    let got: Vec<f32> = losses(&a)
+        .into_iter()
+        .chain(losses(&b))
+        .map(|l| l as f32)
+        .collect();
+    let w: Vec<f32> = losses(&want).into_iter().map(|l| l as f32).collect();
+    assert_close("resumed on 3 ranks: losses", &got, &w, 1e-6, 1e-5);
+    assert_eq!(b["step"], 4);
+    let (resumed, single) = (
+        Checkpoint::load(&ck.join("checkpoint.safetensors")).unwrap(),
+        Checkpoint::load(&one).unwrap(),
+    );
+    for (name, t) in single.params.iter() {
+        let scale = common::max_abs(&t.data).max(1e-3);
+        assert_close(
+            name,
+            &resumed.params.get(name).unwrap().data,
+            &t.data,
+            1e-5 * scale,
+            1e-5,
+        );
+    }
+}
