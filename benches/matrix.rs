@@ -106,7 +106,7 @@ fn run(cell: &Cell) -> Result<Value> {
         caps: MemoryCaps::default(),
         exclude: Vec::new(),
         read_ahead_bytes: 0,
-        ranks: 1,
+        data_parallel: None,
     };
     let decision = decide(&req)?;
     let Some(Choice { candidate, .. }) = decision.chosen() else {

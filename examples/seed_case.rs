@@ -30,7 +30,7 @@ fn main() -> Result<()> {
             caps: MemoryCaps::parse(&[format!("cpu={cap}")])?,
             exclude: Vec::new(),
             read_ahead_bytes: 0,
-            ranks: 1,
+            data_parallel: None,
         };
         println!("== evaluation of 100 × 2000 under a {cap} cap");
         let decision = decide(&req)?;

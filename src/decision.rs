@@ -19,6 +19,7 @@ use tensorfit_plan::{
 
 use crate::calibrate::throughput_gflops;
 use crate::devices::{discover, open_device, DeviceStatus, MemoryCaps};
+use crate::distributed::DataParallel;
 use crate::estimate::{estimate_seconds, ProgramCosts};
 use crate::host_budget::{memory_is_host, seen_by_job, HostNeed};
 use crate::strategy::{check_job, strategies, Strategy};
@@ -42,9 +43,10 @@ pub struct Request {
     /// Host bytes of the batches a file reader holds besides the one in use
     /// (`HostNeed::read_ahead`); 0 when the inputs are made in memory.
     pub read_ahead_bytes: u64,
-    /// Data-parallel ranks training the job together (1: this process alone). With
-    /// more, each step is split at its gradients, which the host averages over ranks.
-    pub ranks: usize,
+    /// Data-parallel training (`None`: this process alone): each step is split at its
+    /// gradients, which the host averages over the ranks, and at the head of a model
+    /// with BatchNorm, whose statistics are the global batch's.
+    pub data_parallel: Option<DataParallel>,
 }
 
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
@@ -103,8 +105,11 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?
-        .with_ranks(&req.cfg, req.job, req.ranks)?;
+    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?.with_ranks(
+        &req.cfg,
+        req.job,
+        req.data_parallel,
+    )?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {

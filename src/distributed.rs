@@ -14,7 +14,7 @@ use std::ops::Range;
 use tensorfit_core::{DeviceKind, Error, HostTensor, Result};
 use tensorfit_dist::{Communicator, DistError, GradientBucket};
 use tensorfit_nn::trainer::GradientExchange;
-use tensorfit_nn::{ParamStore, Trainer};
+use tensorfit_nn::{HeadLayerKind, ModelDescription, ParamStore, Trainer};
 
 /// The kinds of device a rank may train on, as counted in each step's exchange.
 const KINDS: [DeviceKind; 3] = [DeviceKind::Cpu, DeviceKind::Wgpu, DeviceKind::Cuda];
@@ -23,6 +23,44 @@ const KINDS: [DeviceKind; 3] = [DeviceKind::Cpu, DeviceKind::Wgpu, DeviceKind::C
 /// device, the flat bucket, and the MPI communicator's send and receive staging. The
 /// plan's host section counts this many × 4 bytes per trainable parameter.
 pub const GRADIENT_HOST_COPIES: u64 = 4;
+
+/// Host copies of the gathered head inputs with synchronised BatchNorm: the gathered
+/// table, MPI's send and receive staging, and the head program's inputs split from it.
+const GATHER_HOST_COPIES: u64 = 4;
+
+/// What the planner knows of a data-parallel run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataParallel {
+    pub ranks: usize,
+    /// The global batch, shared out among the ranks ([`shard`]).
+    pub batch: usize,
+}
+
+impl DataParallel {
+    /// The global batch over which a model with BatchNorm normalises, when it has any.
+    pub fn sync_batch_norm(&self, cfg: &ModelDescription) -> Option<usize> {
+        let has = cfg
+            .head
+            .layers
+            .iter()
+            .any(|l| l.kind == HeadLayerKind::BatchNorm);
+        has.then_some(self.batch)
+    }
+
+    /// The host bytes of one step's communication: the gradients' copies
+    /// ([`GRADIENT_HOST_COPIES`]) and, with BatchNorm, the gathered rows of the head's
+    /// input and targets ([`GATHER_HOST_COPIES`]).
+    pub fn host_bytes(&self, cfg: &ModelDescription) -> Result<u64> {
+        let grads = tensorfit_dist::bucket_bytes(cfg.trainable_parameters()?);
+        let gathered = self.sync_batch_norm(cfg).map_or(0, |b| {
+            let width = cfg.recurrent.hidden + cfg.loss.targets_per_row();
+            (b * width * 4) as u64 * GATHER_HOST_COPIES
+        });
+        Ok(grads
+            .saturating_mul(GRADIENT_HOST_COPIES)
+            .saturating_add(gathered))
+    }
+}
 
 fn dist_error(e: DistError) -> Error {
     Error::input(format!("data-parallel training: {e}"))
@@ -84,6 +122,9 @@ pub struct Ranks {
     /// (the session's fallback) takes them again instead of a second all-reduce, which
     /// the other ranks, already past it, would pair with their next step's.
     averaged: Option<(u64, Vec<Vec<f32>>, f32)>,
+    /// The last step's gathered rows (synchronised BatchNorm), kept for a repeated step
+    /// as `averaged` is.
+    gathered: Option<(u64, Vec<f32>)>,
     /// The kind of device this rank's step runs on (set before each step).
     device: Option<DeviceKind>,
     /// Whether the ranks of the last exchange ran on more than one kind of device.
@@ -105,6 +146,7 @@ impl Ranks {
             batch,
             bucket: None,
             averaged: None,
+            gathered: None,
             device: None,
             mixed: false,
         })
@@ -116,6 +158,14 @@ impl Ranks {
 
     pub fn size(&self) -> usize {
         self.comm.size()
+    }
+
+    /// The run as the planner sees it.
+    pub fn data_parallel(&self) -> DataParallel {
+        DataParallel {
+            ranks: self.size(),
+            batch: self.batch,
+        }
     }
 
     /// This rank's rows of each global batch.
@@ -232,6 +282,33 @@ impl GradientExchange for Ranks {
         self.mixed = !kinds.contains(&1.0);
         self.averaged = Some((step, grads.to_vec(), *loss));
         Ok(())
+    }
+
+    /// Every rank's rows in rank order: one all-reduce of a zero-filled table in which
+    /// each rank fills its own rows (exact: every other rank adds zeros).
+    fn gather_rows(
+        &mut self,
+        step: u64,
+        mine: &[f32],
+        width: usize,
+    ) -> Result<(Vec<f32>, Range<usize>)> {
+        let rows = self.rows();
+        if mine.len() != rows.len() * width {
+            return Err(Error::input(format!(
+                "rank {} gathers {} values for its {} rows of {width}",
+                self.rank(),
+                mine.len(),
+                rows.len()
+            )));
+        }
+        if let Some((_, all)) = self.gathered.as_ref().filter(|(s, _)| *s == step) {
+            return Ok((all.clone(), rows));
+        }
+        let mut all = vec![0.0; self.batch * width];
+        all[rows.start * width..rows.end * width].copy_from_slice(mine);
+        self.comm.all_reduce_sum(&mut all).map_err(dist_error)?;
+        self.gathered = Some((step, all.clone()));
+        Ok((all, rows))
     }
 }
 

@@ -7,7 +7,7 @@
 //! state (the snapshot taken before every step so that a failed device can be left
 //! without losing it; while a checkpoint is written, the checkpoint and its serialized
 //! bytes), the gradients of a data-parallel step on their way between ranks
-//! (`crate::distributed::GRADIENT_HOST_COPIES`), and its own baseline (code, libraries, a GPU driver), which the host already
+//! (`crate::distributed::DataParallel::host_bytes`), and its own baseline (code, libraries, a GPU driver), which the host already
 //! reports as in use. What the process may use is `host_memory::available()`:
 //! MemAvailable, or what the tightest cgroup above the process has left.
 //!
@@ -21,7 +21,7 @@ use tensorfit_cpu::host_memory;
 use tensorfit_nn::{Job, ModelDescription, ParamKind};
 use tensorfit_plan::format_bytes;
 
-use crate::distributed::GRADIENT_HOST_COPIES;
+use crate::distributed::DataParallel;
 
 /// The host bytes of a job outside its device plan, before any strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +34,8 @@ pub struct HostNeed {
     /// `(read_ahead + 1) × max_batch_bytes` (docs/data.md); 0 for inputs made in memory.
     pub read_ahead: u64,
     /// Data-parallel training: the gradients' host copies while they are averaged over
-    /// ranks (`GRADIENT_HOST_COPIES` × 4 bytes per trainable parameter); 0 for one rank.
+    /// ranks, and the gathered head inputs of synchronised BatchNorm
+    /// (`DataParallel::host_bytes`); 0 for one process.
     pub communication: u64,
 }
 
@@ -81,15 +82,19 @@ impl HostNeed {
         })
     }
 
-    /// With the host bytes of averaging a training job's gradients over `ranks` ranks
-    /// (nothing for one rank, or for a job that does not train).
-    pub fn with_ranks(self, cfg: &ModelDescription, job: Job, ranks: usize) -> Result<HostNeed> {
-        if ranks <= 1 || !matches!(job, Job::Train { .. }) {
+    /// With the host bytes of data-parallel training (`DataParallel::host_bytes`;
+    /// nothing for one process, or for a job that does not train).
+    pub fn with_ranks(
+        self,
+        cfg: &ModelDescription,
+        job: Job,
+        data_parallel: Option<DataParallel>,
+    ) -> Result<HostNeed> {
+        let (Some(d), Job::Train { .. }) = (data_parallel, job) else {
             return Ok(self);
-        }
-        let bucket = tensorfit_dist::bucket_bytes(cfg.trainable_parameters()?);
+        };
         Ok(HostNeed {
-            communication: bucket.saturating_mul(GRADIENT_HOST_COPIES),
+            communication: d.host_bytes(cfg)?,
             ..self
         })
     }

@@ -52,7 +52,8 @@ impl Strategy {
             micro_batch: self.micro_batch,
             recompute: self.recompute,
             optim: req.optim,
-            split_update: req.ranks > 1,
+            split_update: req.data_parallel.is_some(),
+            sync_batch_norm: req.data_parallel.and_then(|d| d.sync_batch_norm(&req.cfg)),
         }
     }
 }

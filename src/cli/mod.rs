@@ -187,7 +187,7 @@ pub fn request(
         caps: dev.caps.caps()?,
         exclude: Vec::new(),
         read_ahead_bytes: 0,
-        ranks: 1,
+        data_parallel: None,
     })
 }
 

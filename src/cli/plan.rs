@@ -86,7 +86,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         },
     };
     let mut req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
-    req.ranks = ranks.as_ref().map_or(1, Ranks::size);
+    req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     if let Some(f) = &files {
         let all: Vec<usize> = (0..f.dataset().sequences).collect();
         let batches = f.order(&all, a.batch, None)?.len();

@@ -210,7 +210,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             a.origin(id)
         })?;
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
-    req.ranks = ranks.as_ref().map_or(1, Ranks::size);
+    req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
@@ -389,6 +389,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         let mut out = summary(&session);
         if let Some(r) = &ranks {
             out["ranks"] = json!(r.size());
+            // Whether the last step's ranks ran on different kinds of device, so that
+            // each step ended with every rank taking rank 0's state.
+            out["devices_differ"] = json!(r.devices_differ());
         }
         if let Some(h) = weights_hash {
             out["weights_hash"] = json!(format!("{h:016x}"));

@@ -65,7 +65,7 @@ pub fn request(
         caps,
         exclude: Vec::new(),
         read_ahead_bytes: 0,
-        ranks: 1,
+        data_parallel: None,
     }
 }
 

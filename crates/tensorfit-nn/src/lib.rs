@@ -32,6 +32,7 @@ pub mod run_settings;
 pub mod running_mean;
 pub mod safetensors_file;
 pub mod seed_shape;
+mod sync_head;
 pub mod task;
 mod train_graph;
 pub mod trainer;

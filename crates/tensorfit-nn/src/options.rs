@@ -26,6 +26,17 @@ pub enum ProgramKind {
     /// Data-parallel training's update from the averaged gradients the host writes:
     /// clipping and the optimizer (one program whatever the batch: `b=0 t=0`).
     Update,
+    /// BatchNorm synchronised over ranks (`TrainOptions::sync_batch_norm`): the last
+    /// segment's forward up to the head's input (the top layer's last step), which the
+    /// host gathers from every rank.
+    HeadInput,
+    /// The head over the global batch gathered from every rank (its `batch`): forward
+    /// with the global batch statistics, loss, backward to the head's parameters and
+    /// input, running statistics.
+    Head,
+    /// The last segment's forward again and its backward from this rank's rows of the
+    /// head input's gradient, to the input side's parameters.
+    StackGrads,
 }
 
 /// A program's identity: kind, batch and number of time steps.
@@ -46,6 +57,9 @@ impl fmt::Display for ProgramKey {
             ProgramKind::Eval => "eval",
             ProgramKind::Grads => "grads",
             ProgramKind::Update => "update",
+            ProgramKind::HeadInput => "head_input",
+            ProgramKind::Head => "head",
+            ProgramKind::StackGrads => "stack_grads",
         };
         write!(f, "{kind} b={} t={}", self.batch, self.steps)?;
         if let Some(r) = self.recompute {
@@ -62,13 +76,15 @@ impl ProgramKey {
     pub fn flops(&self, model: &ModelDescription) -> f64 {
         let forward = model.recurrent_forward_flops(self.batch, self.steps);
         match (self.kind, self.recompute) {
-            (ProgramKind::Train | ProgramKind::Grads, None) => TRAIN_FLOPS_PER_FORWARD * forward,
-            (ProgramKind::Train | ProgramKind::Grads, Some(_)) => {
+            (ProgramKind::Train | ProgramKind::Grads | ProgramKind::StackGrads, None) => {
+                TRAIN_FLOPS_PER_FORWARD * forward
+            }
+            (ProgramKind::Train | ProgramKind::Grads | ProgramKind::StackGrads, Some(_)) => {
                 (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward
             }
             // The update's few FLOPs per parameter are not counted, as in Train.
-            (ProgramKind::Update, _) => 0.0,
-            (ProgramKind::Carry | ProgramKind::Eval, _) => forward,
+            (ProgramKind::Update | ProgramKind::Head, _) => 0.0,
+            (ProgramKind::Carry | ProgramKind::Eval | ProgramKind::HeadInput, _) => forward,
         }
     }
 }
@@ -92,6 +108,11 @@ pub struct TrainOptions {
     /// then [`ProgramKind::Update`]) so that the host can average them over data-parallel
     /// ranks in between.
     pub split_update: bool,
+    /// With `split_update`, for a model with BatchNorm: the global batch over all ranks,
+    /// whose BatchNorm statistics every rank uses (PyTorch's `SyncBatchNorm`). The step's
+    /// gradient program is then split at the head ([`ProgramKind::HeadInput`],
+    /// [`ProgramKind::Head`], [`ProgramKind::StackGrads`]).
+    pub sync_batch_norm: Option<usize>,
 }
 
 impl Default for TrainOptions {
@@ -103,6 +124,7 @@ impl Default for TrainOptions {
             recompute: None,
             optim: OptimConfig::default(),
             split_update: false,
+            sync_batch_norm: None,
         }
     }
 }
@@ -129,14 +151,22 @@ impl TrainOptions {
             .into_iter()
             .map(|s| key(ProgramKind::Carry, batch, s))
             .collect();
-        let kind = match self.split_update {
-            true => ProgramKind::Grads,
-            false => ProgramKind::Train,
-        };
-        keys.push(ProgramKey {
-            recompute: self.recompute.filter(|&r| r < last),
-            ..key(kind, batch, last)
-        });
+        if let (true, Some(global)) = (self.split_update, self.sync_batch_norm) {
+            keys.extend([
+                key(ProgramKind::HeadInput, batch, last),
+                key(ProgramKind::Head, global, 0),
+                key(ProgramKind::StackGrads, batch, last),
+            ]);
+        } else {
+            let kind = match self.split_update {
+                true => ProgramKind::Grads,
+                false => ProgramKind::Train,
+            };
+            keys.push(ProgramKey {
+                recompute: self.recompute.filter(|&r| r < last),
+                ..key(kind, batch, last)
+            });
+        }
         if self.split_update {
             keys.push(key(ProgramKind::Update, 0, 0));
         }

@@ -17,6 +17,7 @@ use crate::model::{carry_graph, classifier, Mode};
 use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
+use crate::sync_head::{self, HeadPart};
 use crate::train_graph::{train_graph, TrainGraph};
 use crate::update_graph::{update_graph, UpdateGraph};
 
@@ -64,6 +65,12 @@ pub struct Program {
     /// (parameter name, gradient): computed by training and gradient programs; in the
     /// update program, the inputs the host writes (the gradients averaged over ranks).
     pub grads: Vec<(String, TensorId)>,
+    /// The head's input `[B, H]`, with BatchNorm synchronised over ranks: computed by
+    /// the head-input program, written by the host into the head program.
+    pub features: Option<TensorId>,
+    /// Its gradient: computed by the head program, written into the stack-gradient
+    /// program (this rank's rows).
+    pub features_grad: Option<TensorId>,
     /// Every parameter and state leaf with the key all programs share it under.
     pub persistent: Vec<(TensorId, PersistentKey)>,
 }
@@ -107,6 +114,14 @@ impl Program {
                 p.grad_norm_sq = update.grad_norm_sq;
                 p.grads = grad_inputs;
                 (p, Vec::new())
+            }
+            (ProgramKind::HeadInput | ProgramKind::Head | ProgramKind::StackGrads, _) => {
+                let part = match kind {
+                    ProgramKind::HeadInput => sync_head::head_input(model, batch, steps)?,
+                    ProgramKind::Head => sync_head::head(model, batch)?,
+                    _ => sync_head::stack_grads(model, batch, steps)?,
+                };
+                Program::sync_part(key, part)?
             }
             (ProgramKind::Train | ProgramKind::Grads, _) => {
                 let mut t = match recompute {
@@ -166,6 +181,37 @@ impl Program {
         Ok(p)
     }
 
+    /// A part of a training segment split at the head (see [`crate::sync_head`]).
+    fn sync_part(key: ProgramKey, part: HeadPart) -> Result<(Program, Vec<(TensorId, StateSlot)>)> {
+        let HeadPart {
+            mut graph,
+            x,
+            features,
+            features_grad,
+            head,
+            grads,
+            carried,
+        } = part;
+        if let Some(h) = &head {
+            // The global batch's statistics: the head program's batch is every rank's.
+            let unbias = key.batch as f32 / (key.batch as f32 - 1.0);
+            for stats in &h.batch_stats {
+                BatchNorm::stats_update(&mut graph, stats, unbias)?;
+            }
+        }
+        let xs = x.map(|x| vec![(x, key.steps)]).unwrap_or_default();
+        let mut p = Program::bare(key, graph, xs);
+        if let Some(h) = head {
+            p.labels = Some(h.labels);
+            p.loss = Some(h.loss);
+            p.probs = Some(h.probs);
+        }
+        p.features = features;
+        p.features_grad = features_grad;
+        p.grads = grads;
+        Ok((p, carried))
+    }
+
     fn bare(key: ProgramKey, graph: Graph, xs: Vec<(TensorId, usize)>) -> Program {
         Program {
             key,
@@ -177,13 +223,21 @@ impl Program {
             scalars: None,
             grad_norm_sq: None,
             grads: Vec::new(),
+            features: None,
+            features_grad: None,
             persistent: Vec::new(),
         }
     }
 
     /// Tensors the host reads after a run (they must outlive it).
     pub fn outputs(&self) -> Vec<TensorId> {
-        let read = [self.loss, self.probs, self.grad_norm_sq];
+        let read = [
+            self.loss,
+            self.probs,
+            self.grad_norm_sq,
+            self.features,
+            self.features_grad,
+        ];
         let mut v: Vec<TensorId> = read.into_iter().flatten().collect();
         v.extend(self.grads.iter().map(|(_, g)| *g));
         v

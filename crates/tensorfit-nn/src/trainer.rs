@@ -34,6 +34,7 @@ use crate::programs::{PersistentKey, Program};
 
 mod exchange;
 mod state;
+mod sync_step;
 
 pub use exchange::{GradientExchange, LocalGradients};
 
@@ -341,29 +342,9 @@ impl Trainer {
         labels: &[f32],
         scalars: Option<&[f32]>,
     ) -> Result<(f32, HostTensor)> {
-        let Some(last) = keys.last() else {
-            return Err(Error::Graph("a run needs at least one program".into()));
-        };
+        let last = self.start_sequence(keys, x, rows)?;
         let batch = last.batch;
-        for slot in self.recurrent.state_slots() {
-            let key = PersistentKey::Carried { slot, batch };
-            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
-            self.backend.write(&view, &vec![0.0; view.len()])?;
-        }
-        let mut t = 0;
-        for &key in keys {
-            self.ensure_program(key)?;
-            let p = &self.programs[&key];
-            let backend = self.backend.as_mut();
-            for &(input, len) in &p.ids.xs {
-                write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
-                t += len;
-            }
-            if key != *last {
-                p.exe.run(backend)?;
-            }
-        }
-        let p = &self.programs[last];
+        let p = &self.programs[&last];
         let backend = self.backend.as_mut();
         if let Some(l) = p.ids.labels {
             p.exe.write(backend, l, labels)?;
@@ -384,6 +365,40 @@ impl Trainer {
             loss,
             HostTensor::new([batch, self.model.loss.outputs()], probs)?,
         ))
+    }
+
+    /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
+    /// sequences `rows` of `x`, and writes the last program's steps of `x`, which is left
+    /// to run; returns its key.
+    fn start_sequence(
+        &mut self,
+        keys: &[ProgramKey],
+        x: &HostTensor,
+        rows: Range<usize>,
+    ) -> Result<ProgramKey> {
+        let Some(&last) = keys.last() else {
+            return Err(Error::Graph("a run needs at least one program".into()));
+        };
+        let batch = last.batch;
+        for slot in self.recurrent.state_slots() {
+            let key = PersistentKey::Carried { slot, batch };
+            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
+            self.backend.write(&view, &vec![0.0; view.len()])?;
+        }
+        let mut t = 0;
+        for &key in keys {
+            self.ensure_program(key)?;
+            let p = &self.programs[&key];
+            let backend = self.backend.as_mut();
+            for &(input, len) in &p.ids.xs {
+                write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
+                t += len;
+            }
+            if key != last {
+                p.exe.run(backend)?;
+            }
+        }
+        Ok(last)
     }
 
     /// Downloads the recurrent state carried into the last segment for batch size

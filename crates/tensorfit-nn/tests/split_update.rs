@@ -1,7 +1,8 @@
 //! A training step split at its gradients (`TrainOptions::split_update`: the gradient
 //! program, the host's exchange, the update program), as data-parallel ranks run it,
 //! takes exactly the step of the whole training program when the exchange leaves the
-//! gradients alone, and updates from what the exchange returns.
+//! gradients alone, and updates from what the exchange returns; split at the head too
+//! (BatchNorm over the ranks' global batch), it takes the same step up to rounding.
 
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,14 +24,20 @@ const SHAPE: SeedShape = SeedShape {
 };
 
 fn trainer(split_update: bool, optim: OptimConfig) -> Trainer {
+    with_options(TrainOptions {
+        split_update,
+        optim,
+        ..TrainOptions::default()
+    })
+}
+
+fn with_options(opts: TrainOptions) -> Trainer {
     let cfg = SHAPE.description();
     let params = ParamStore::init(&cfg, 3).unwrap();
     let opts = TrainOptions {
         tbptt: 6,
         chunk: 4,
-        optim,
-        split_update,
-        ..TrainOptions::default()
+        ..opts
     };
     Trainer::new(Box::new(CpuBackend::new()), cfg, &params, opts).unwrap()
 }
@@ -112,4 +119,59 @@ fn the_update_uses_the_gradients_and_loss_the_exchange_returns() {
         }
     }
     assert_ne!(after, before, "the running statistics are updated");
+}
+
+fn close(what: &str, got: &[f32], want: &[f32]) {
+    let scale = want.iter().fold(1e-3f32, |m, x| m.max(x.abs()));
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!((a - b).abs() <= 2e-5 * scale, "{what}[{i}]: {a} vs {b}");
+    }
+    assert_eq!(got.len(), want.len(), "{what}");
+}
+
+#[test]
+fn a_step_split_at_the_head_for_synchronised_batch_norm_takes_the_whole_step() {
+    let optim = OptimConfig {
+        clip: Clip {
+            max_norm: Some(0.05),
+            value: None,
+        },
+        ..OptimConfig::adam(0.01)
+    };
+    let mut whole = trainer(false, optim);
+    let mut split = with_options(TrainOptions {
+        split_update: true,
+        sync_batch_norm: Some(5),
+        optim,
+        ..TrainOptions::default()
+    });
+    for seed in 1..=3 {
+        let (x, labels) = batch(seed);
+        let a = whole.train_step(&x, &labels).unwrap();
+        let b = split.train_step(&x, &labels).unwrap();
+        close(&format!("step {seed} loss"), &[b.loss], &[a.loss]);
+        close(
+            &format!("step {seed} norm"),
+            &[b.grad_norm.unwrap()],
+            &[a.grad_norm.unwrap()],
+        );
+        close(&format!("step {seed} probs"), &b.probs.data, &a.probs.data);
+        let (ga, gb) = (whole.gradients().unwrap(), split.gradients().unwrap());
+        for (name, t) in ga.iter() {
+            close(
+                &format!("step {seed} grad {name}"),
+                &gb.get(name).unwrap().data,
+                &t.data,
+            );
+        }
+    }
+    let (pa, pb) = (whole.parameters().unwrap(), split.parameters().unwrap());
+    assert_eq!(pa.len(), pb.len());
+    for (name, t) in pa.iter() {
+        close(
+            &format!("param {name}"),
+            &pb.get(name).unwrap().data,
+            &t.data,
+        );
+    }
 }

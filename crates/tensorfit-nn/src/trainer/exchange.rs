@@ -4,10 +4,12 @@
 //!
 //! [`TrainOptions::split_update`]: crate::options::TrainOptions::split_update
 
+use std::ops::Range;
+
 use tensorfit_core::{Error, HostTensor, Result};
 
 use super::Trainer;
-use crate::options::ProgramKey;
+use crate::options::{ProgramKey, ProgramKind};
 
 /// What happens to a step's gradients between backward and the update.
 pub trait GradientExchange {
@@ -16,6 +18,18 @@ pub trait GradientExchange {
     /// `step` is the 1-based step they belong to; a step repeated after a device
     /// failure passes the same `step` again.
     fn exchange(&mut self, step: u64, grads: &mut [Vec<f32>], loss: &mut f32) -> Result<()>;
+
+    /// With BatchNorm synchronised over ranks: the rows of every rank (this rank's are
+    /// `mine`, `width` values each), in rank order, and where this rank's are among them.
+    /// By default, one process: its rows are all.
+    fn gather_rows(
+        &mut self,
+        _step: u64,
+        mine: &[f32],
+        width: usize,
+    ) -> Result<(Vec<f32>, Range<usize>)> {
+        Ok((mine.to_vec(), 0..mine.len() / width.max(1)))
+    }
 }
 
 /// One process: the gradients are used as they are.
@@ -46,24 +60,55 @@ impl Trainer {
                 "a split step needs its programs and a batch".into(),
             ));
         };
-        let (mut loss, probs) = self.run_sequence(run, x, 0..*batch, labels, None)?;
+        if run.iter().any(|k| k.kind == ProgramKind::HeadInput) {
+            return self.run_sync(keys, x, labels, scalars, step, exchange);
+        }
+        let (loss, probs) = self.run_sequence(run, x, 0..*batch, labels, None)?;
         let computed = run
             .last()
             .ok_or_else(|| Error::Graph("a split step needs a gradient program".into()))?;
-        self.ensure_program(*update)?;
-        let (p, u) = (&self.programs[computed], &self.programs[update]);
+        let grads = self.read_grads(*computed)?;
+        let loss = self.exchange_and_update(grads, *update, loss, scalars, step, exchange)?;
+        Ok((loss, probs))
+    }
+
+    /// The gradients program `key` computed, by parameter name: read right after it ran,
+    /// before the next program reuses its memory.
+    pub(super) fn read_grads(&mut self, key: ProgramKey) -> Result<Vec<(String, Vec<f32>)>> {
+        let p = &self.programs[&key];
         let backend = self.backend.as_mut();
+        p.ids
+            .grads
+            .iter()
+            .map(|(name, g)| Ok((name.clone(), p.exe.read(backend, *g)?)))
+            .collect()
+    }
+
+    /// Passes `computed` (gradients by name) and `loss` through `exchange`, and runs the
+    /// `update` program on what it returns; returns the loss it returned.
+    pub(super) fn exchange_and_update(
+        &mut self,
+        mut computed: Vec<(String, Vec<f32>)>,
+        update: ProgramKey,
+        mut loss: f32,
+        scalars: &[f32],
+        step: u64,
+        exchange: &mut dyn GradientExchange,
+    ) -> Result<f32> {
+        self.ensure_program(update)?;
+        let u = &self.programs[&update];
         // In the update program's order (the model's table order), the same on every rank.
         let mut grads = Vec::with_capacity(u.ids.grads.len());
         for (name, _) in &u.ids.grads {
-            let Some((_, g)) = p.ids.grads.iter().find(|(n, _)| n == name) else {
+            let Some(at) = computed.iter().position(|(n, _)| n == name) else {
                 return Err(Error::Graph(format!(
-                    "program `{computed}` computes no gradient of `{name}`"
+                    "no program of the step computes the gradient of `{name}`"
                 )));
             };
-            grads.push(p.exe.read(backend, *g)?);
+            grads.push(computed.swap_remove(at).1);
         }
         exchange.exchange(step, &mut grads, &mut loss)?;
+        let backend = self.backend.as_mut();
         for ((_, input), g) in u.ids.grads.iter().zip(&grads) {
             u.exe.write(backend, *input, g)?;
         }
@@ -71,6 +116,6 @@ impl Trainer {
             u.exe.write(backend, s, scalars)?;
         }
         u.exe.run(backend)?;
-        Ok((loss, probs))
+        Ok(loss)
     }
 }
