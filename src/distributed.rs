@@ -10,6 +10,7 @@
 //! [`TrainOptions::split_update`]: tensorfit_nn::TrainOptions::split_update
 
 use std::ops::Range;
+use std::time::{Duration, Instant};
 
 use tensorfit_core::{DeviceKind, Error, HostTensor, Result};
 use tensorfit_dist::{Communicator, DistError, GradientBucket};
@@ -22,7 +23,7 @@ const KINDS: [DeviceKind; 3] = [DeviceKind::Cpu, DeviceKind::Wgpu, DeviceKind::C
 /// Host copies of a step's gradients while they are averaged: the copy read from the
 /// device, the flat bucket, and the MPI communicator's send and receive staging. The
 /// plan's host section counts this many × 4 bytes per trainable parameter.
-pub const GRADIENT_HOST_COPIES: u64 = 4;
+const GRADIENT_HOST_COPIES: u64 = 4;
 
 /// Host copies of the gathered head inputs with synchronised BatchNorm: the gathered
 /// table, MPI's send and receive staging, and the head program's inputs split from it.
@@ -129,6 +130,8 @@ pub struct Ranks {
     device: Option<DeviceKind>,
     /// Whether the ranks of the last exchange ran on more than one kind of device.
     mixed: bool,
+    /// Time spent in collectives so far (waiting for the other ranks included).
+    communication: Duration,
 }
 
 impl Ranks {
@@ -149,6 +152,7 @@ impl Ranks {
             gathered: None,
             device: None,
             mixed: false,
+            communication: Duration::ZERO,
         })
     }
 
@@ -179,6 +183,12 @@ impl Ranks {
         self.comm.as_mut()
     }
 
+    /// Time spent in the training steps' collectives so far, waiting for the other ranks
+    /// included.
+    pub fn communication(&self) -> Duration {
+        self.communication
+    }
+
     /// The device this rank's next step runs on, counted in its exchange.
     pub fn set_device(&mut self, kind: DeviceKind) {
         self.device = Some(kind);
@@ -195,11 +205,13 @@ impl Ranks {
     /// from the same weights.
     pub fn align(&mut self, trainer: &mut Trainer) -> Result<()> {
         let mut ck = trainer.checkpoint()?;
+        let start = Instant::now();
         for (_, t) in ck.params.iter_mut().chain(ck.optimizer.iter_mut()) {
             self.comm
                 .broadcast_f32(&mut t.data, 0)
                 .map_err(dist_error)?;
         }
+        self.communication += start.elapsed();
         trainer.restore_state(&ck)
     }
 
@@ -275,9 +287,11 @@ impl GradientExchange for Ranks {
         }
         slices.push(&mut loss_slot);
         slices.push(&mut kinds);
+        let start = Instant::now();
         bucket
             .average(self.comm.as_mut(), &mut slices)
             .map_err(dist_error)?;
+        self.communication += start.elapsed();
         *loss = loss_slot[0];
         self.mixed = !kinds.contains(&1.0);
         self.averaged = Some((step, grads.to_vec(), *loss));
@@ -306,7 +320,9 @@ impl GradientExchange for Ranks {
         }
         let mut all = vec![0.0; self.batch * width];
         all[rows.start * width..rows.end * width].copy_from_slice(mine);
+        let start = Instant::now();
         self.comm.all_reduce_sum(&mut all).map_err(dist_error)?;
+        self.communication += start.elapsed();
         self.gathered = Some((step, all.clone()));
         Ok((all, rows))
     }

@@ -32,6 +32,22 @@ const EXACT: (f32, f32) = (1e-6, 1e-5);
 /// and Adam steps, which divide by sqrt(v), compound rounding).
 const SEED_TOL: (f32, f32) = (1e-4, 1e-3);
 
+/// The run every comparison makes: 4 steps on a global batch of 8 (4 + 4 rows on 2 ranks,
+/// 3 + 3 + 2 on 3), then one evaluation.
+const RUN: [&str; 11] = [
+    "--batch",
+    "8",
+    "--seq-len",
+    "6",
+    "--steps",
+    "4",
+    "--eval-every",
+    "0",
+    "--eval-batch",
+    "16",
+    "--json",
+];
+
 const NO_BATCH_NORM: &str = r#"
 [input]
 kind = "dense"
@@ -89,23 +105,8 @@ fn agrees(test: &str, model: &Path, ranks: usize, extra: &[&str], (abs, rel): (f
     let dir = scratch(&format!("{test}-{ranks}"));
     let (one, many) = (dir.join("one.safetensors"), dir.join("many.safetensors"));
     let model = model.to_str().unwrap();
-    let mut args = vec![
-        "--model",
-        model,
-        "--batch",
-        "8",
-        "--seq-len",
-        "6",
-        "--steps",
-        "4",
-        "--device",
-        "cpu",
-        "--eval-every",
-        "0",
-        "--eval-batch",
-        "16",
-        "--json",
-    ];
+    let mut args = vec!["--model", model, "--device", "cpu"];
+    args.extend(RUN);
     args.extend(extra);
     let with = |save: &Path| {
         let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -251,25 +252,11 @@ fn a_run_checkpointed_on_two_ranks_resumes_on_three_as_one_process_would() {
 }
 
 #[test]
-fn a_wgpu_rank_and_a_cpu_rank_train_as_two_cpu_ranks() {
+fn a_wgpu_rank_and_a_cpu_rank_train_the_seed_network_as_two_cpu_ranks() {
     let test = "mixed devices";
-    let model = scratch("mixed-model").join("model.toml");
-    std::fs::write(&model, NO_BATCH_NORM).unwrap();
-    let args = [
-        "--model",
-        model.to_str().unwrap(),
-        "--batch",
-        "8",
-        "--seq-len",
-        "6",
-        "--steps",
-        "4",
-        "--eval-every",
-        "0",
-        "--eval-batch",
-        "16",
-        "--json",
-    ];
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/seed.toml");
+    let mut args = vec!["--model", model.to_str().unwrap(), "--clip-norm", "0.5"];
+    args.extend(RUN);
     let on = |device: &'static str| -> Vec<&str> {
         args.iter().copied().chain(["--device", device]).collect()
     };
@@ -292,7 +279,7 @@ fn a_wgpu_rank_and_a_cpu_rank_train_as_two_cpu_ranks() {
         (&Value::Bool(true), &Value::Bool(false))
     );
     // The conformance suite's tolerance for a loss curve on wgpu against the CPU.
-    for key in ["losses", "eval_loss"] {
+    for key in ["losses", "grad_norms", "eval_loss"] {
         let what = format!("{test}: {key}");
         assert_close(
             &what,
@@ -302,4 +289,92 @@ fn a_wgpu_rank_and_a_cpu_rank_train_as_two_cpu_ranks() {
             2e-4,
         );
     }
+}
+
+/// The pid of the rank `rank` of a launch whose environment holds `mark`.
+fn rank_pid(mark: &str, rank: usize) -> Option<u32> {
+    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let env = std::fs::read(e.path().join("environ")).ok()?;
+        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
+        let has = |v: &str| vars.contains(&v.as_bytes());
+        (has(mark) && has(&want)).then_some(pid)
+    })
+}
+
+#[test]
+fn a_rank_that_stops_responding_ends_the_training_with_a_timeout_error() {
+    let test = "stopped rank";
+    let dir = scratch("stopped");
+    let ck = dir.join("ck");
+    let model = dir.join("model.toml");
+    std::fs::write(&model, NO_BATCH_NORM).unwrap();
+    // Marks this launch's processes, so that the test stops one of its own ranks.
+    let mark = format!("TENSORFIT_TEST_LAUNCH={}-stopped", std::process::id());
+    let cache = format!("XDG_CACHE_HOME={}", scratch("cache").display());
+    let line: Vec<String> = [
+        "-x",
+        &cache,
+        "-x",
+        &mark,
+        "-np",
+        "2",
+        BIN,
+        "train",
+        "--model",
+        model.to_str().unwrap(),
+        "--batch",
+        "4",
+        "--seq-len",
+        "5",
+        "--steps",
+        "1000000",
+        "--device",
+        "cpu",
+        "--eval-every",
+        "0",
+        "--eval-batch",
+        "4",
+        "--checkpoint-dir",
+        ck.to_str().unwrap(),
+        "--checkpoint-every",
+        "1",
+        "--collective-timeout",
+        "2",
+        "--json",
+    ]
+    .map(String::from)
+    .to_vec();
+    let not_built = (!cfg!(feature = "mpi")).then_some("built without the `mpi` feature");
+    let Some(launched) = tensorfit_testing::mpirun::spawn(test, not_built, &line) else {
+        return;
+    };
+    // Training is under way once rank 0 has written the checkpoint of a step.
+    let waiting = std::time::Instant::now();
+    while !ck.join("checkpoint.safetensors").exists() && waiting.elapsed() < BOUND {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = rank_pid(&mark, 1).expect("rank 1 is running");
+    let kill = |signal: &str| {
+        let _ = std::process::Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status();
+    };
+    kill("-STOP");
+    let stopped = std::time::Instant::now();
+    let run = launched.finish(BOUND);
+    kill("-KILL");
+    assert!(!run.ok, "{test}: the launch succeeded:\n{}", run.output);
+    assert!(
+        run.output.contains("did not complete within 2 s") && !run.output.contains("panicked"),
+        "{test}: no timeout error in\n{}",
+        run.output
+    );
+    let took = stopped.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "{test}: ended {took:?} after the stop"
+    );
+    println!("{test}: the run ended {took:.1?} after rank 1 stopped");
 }

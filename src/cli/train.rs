@@ -392,6 +392,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             // Whether the last step's ranks ran on different kinds of device, so that
             // each step ended with every rank taking rank 0's state.
             out["devices_differ"] = json!(r.devices_differ());
+            out["communication_seconds"] = json!(r.communication().as_secs_f64());
         }
         if let Some(h) = weights_hash {
             out["weights_hash"] = json!(format!("{h:016x}"));

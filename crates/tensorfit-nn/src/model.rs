@@ -122,15 +122,8 @@ pub fn classifier_at_lengths(
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
     let stack = net.stack(g, &leaves.ids, (batch, steps), keep, padded)?;
-    let last = g.apply(
-        "last_step",
-        Op::SliceTime { t: steps - 1 },
-        SliceTimeInputs {
-            x: stack.y,
-            lengths: stack.lengths,
-        },
-    )?;
-    let h = head(g, &net, &leaves.ids, last.out, batch, mode)?;
+    let last = last_step(g, &stack, steps)?;
+    let h = head(g, &net, &leaves.ids, last, batch, mode)?;
     Ok(Classifier {
         stack,
         labels: h.labels,
@@ -139,6 +132,20 @@ pub fn classifier_at_lengths(
         params: leaves.params(),
         batch_stats: h.batch_stats,
     })
+}
+
+/// The top layer's last step of a stack over `steps` steps (each sequence's own with
+/// lengths): what the head reads.
+pub(crate) fn last_step(g: &mut Graph, stack: &RecurrentStack, steps: usize) -> Result<TensorId> {
+    let last = g.apply(
+        "last_step",
+        Op::SliceTime { t: steps - 1 },
+        SliceTimeInputs {
+            x: stack.y,
+            lengths: stack.lengths,
+        },
+    )?;
+    Ok(last.out)
 }
 
 /// The classifier's head and loss.

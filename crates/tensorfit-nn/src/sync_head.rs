@@ -12,12 +12,11 @@
 //! the whole batch, so its statistics, gradients and running statistics are the global
 //! ones without further exchange.
 
-use tensorfit_core::args::SliceTimeInputs;
-use tensorfit_core::{backward, Graph, Op, Result, TensorId};
+use tensorfit_core::{backward, Graph, Result, TensorId};
 
 use crate::description::ModelDescription;
 use crate::layers::StateSlot;
-use crate::model::{head as head_layers, Head, Leaves, Mode, Named};
+use crate::model::{head as head_layers, last_step, Head, Leaves, Mode, Named};
 use crate::network::Network;
 use crate::train_graph::no_gradient;
 
@@ -61,15 +60,8 @@ fn stack_to_head(
     keep: bool,
 ) -> Result<(TensorId, TensorId, Vec<(TensorId, StateSlot)>)> {
     let stack = net.stack(g, &leaves.ids, (batch, steps), keep, false)?;
-    let last = g.apply(
-        "last_step",
-        Op::SliceTime { t: steps - 1 },
-        SliceTimeInputs {
-            x: stack.y,
-            lengths: stack.lengths,
-        },
-    )?;
-    Ok((stack.x, last.out, stack.carried))
+    let last = last_step(g, &stack, steps)?;
+    Ok((stack.x, last, stack.carried))
 }
 
 fn differentiate(

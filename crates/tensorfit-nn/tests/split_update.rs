@@ -55,15 +55,20 @@ fn batch(seed: u64) -> (HostTensor, Vec<f32>) {
     )
 }
 
-#[test]
-fn a_split_step_is_bit_for_bit_the_whole_step_with_clipping_and_batch_norm() {
-    let optim = OptimConfig {
+/// Adam with clipping by a norm below the gradients', so that clipping applies.
+fn clipped_adam() -> OptimConfig {
+    OptimConfig {
         clip: Clip {
             max_norm: Some(0.05),
             value: None,
         },
         ..OptimConfig::adam(0.01)
-    };
+    }
+}
+
+#[test]
+fn a_split_step_is_bit_for_bit_the_whole_step_with_clipping_and_batch_norm() {
+    let optim = clipped_adam();
     let (mut whole, mut split) = (trainer(false, optim), trainer(true, optim));
     for seed in 1..=3 {
         let (x, labels) = batch(seed);
@@ -131,13 +136,7 @@ fn close(what: &str, got: &[f32], want: &[f32]) {
 
 #[test]
 fn a_step_split_at_the_head_for_synchronised_batch_norm_takes_the_whole_step() {
-    let optim = OptimConfig {
-        clip: Clip {
-            max_norm: Some(0.05),
-            value: None,
-        },
-        ..OptimConfig::adam(0.01)
-    };
+    let optim = clipped_adam();
     let mut whole = trainer(false, optim);
     let mut split = with_options(TrainOptions {
         split_update: true,
