@@ -20,6 +20,9 @@ use crate::model::{head as head_layers, last_step, Head, Leaves, Mode, Named};
 use crate::network::Network;
 use crate::train_graph::no_gradient;
 
+/// The carried state leaves of a stack.
+type Carried = Vec<(TensorId, StateSlot)>;
+
 /// A part of the split segment.
 #[derive(Debug)]
 pub(crate) struct HeadPart {
@@ -34,7 +37,7 @@ pub(crate) struct HeadPart {
     pub head: Option<Head>,
     /// The parameters differentiated, with their gradients.
     pub grads: Vec<(String, TensorId)>,
-    pub carried: Vec<(TensorId, StateSlot)>,
+    pub carried: Carried,
 }
 
 impl HeadPart {
@@ -58,7 +61,7 @@ fn stack_to_head(
     leaves: &Leaves,
     (batch, steps): (usize, usize),
     keep: bool,
-) -> Result<(TensorId, TensorId, Vec<(TensorId, StateSlot)>)> {
+) -> Result<(TensorId, TensorId, Carried)> {
     let stack = net.stack(g, &leaves.ids, (batch, steps), keep, false)?;
     let last = last_step(g, &stack, steps)?;
     Ok((stack.x, last, stack.carried))
