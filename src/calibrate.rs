@@ -7,8 +7,11 @@
 //! name and executable build in `$XDG_CACHE_HOME/tensorfit/throughput.json` (or
 //! `~/.cache/...`; an empty or relative `XDG_CACHE_HOME` is ignored, as the XDG spec
 //! says) because a plan should take milliseconds, not a benchmark. A cached figure
-//! outside [`SANE_GFLOPS`] is not believed, and measured again. Delete the file to
-//! re-measure.
+//! outside [`SANE_GFLOPS`] is not believed, and measured again. A figure measured while
+//! the machine was busy (other processes keeping the cores loaded, [`busy_load`]) is
+//! provisional: the next time it is needed on a quieter machine it is measured again and
+//! the faster of the two kept, so one measurement taken during a build does not make
+//! every later estimate several times too slow. Delete the file to re-measure.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -71,13 +74,15 @@ fn read_cache(path: Option<&PathBuf>) -> BTreeMap<String, f64> {
 }
 
 /// The GEMM throughput in GFLOP/s of the device `info` describes, from the cache, or
-/// measured now on a backend from `open` (called only when the cache has no figure).
+/// measured now on a backend from `open` (called only when the cache has no figure, or
+/// one measured on a busy machine); the higher figure is kept.
 pub fn throughput_gflops(
     info: &DeviceInfo,
     open: impl FnOnce() -> Result<Box<dyn Backend>>,
 ) -> Result<f64> {
     let key = format!("{}:{}", info.kind.name(), info.name);
-    let figures = cached_figures(&key, 1, &SANE_GFLOPS, || {
+    let more_gflops = |new: &[f64], old: &[f64]| new[0] > old[0];
+    let figures = cached_figures(&key, 1, &SANE_GFLOPS, more_gflops, || {
         Ok(vec![measure(open()?.as_mut())?])
     })?;
     Ok(figures[0])
@@ -86,37 +91,25 @@ pub fn throughput_gflops(
 /// `n` figures cached under `key` for this build, or measured now by `measure` and
 /// cached. A cached figure outside `sane` is not believed (all are measured again); a
 /// measured one is clamped into it. The cache holds `key#0` .. `key#{n-1}` (one
-/// figure: `key`).
+/// figure: `key`), and `key@busy`, the load per core while they were measured, when the
+/// machine was busy then: such figures are measured again once the load has halved, and
+/// `faster(new, old)` decides which set is kept.
 pub fn cached_figures(
     key: &str,
     n: usize,
     sane: &RangeInclusive<f64>,
+    faster: impl Fn(&[f64], &[f64]) -> bool,
     measure: impl FnOnce() -> Result<Vec<f64>>,
 ) -> Result<Vec<f64>> {
     let path = cache_path();
     let (executable, build) = build_prefixes();
-    let keys: Vec<String> = match n {
-        1 => vec![format!("{build}{key}")],
-        _ => (0..n).map(|i| format!("{build}{key}#{i}")).collect(),
-    };
     let mut cache = read_cache(path.as_ref());
-    let cached: Option<Vec<f64>> = keys
-        .iter()
-        .map(|k| cache.get(k).copied().filter(|g| sane.contains(g)))
-        .collect();
-    if let Some(figures) = cached {
-        return Ok(figures);
-    }
-    // A timer too coarse for the measurement must not give an impossible figure.
-    let figures: Vec<f64> = measure()?
-        .into_iter()
-        .map(|g| g.clamp(*sane.start(), *sane.end()))
-        .collect();
-    if let Some(path) = path {
+    let keys = CacheKeys::new(&build, key, n);
+    let (figures, measured) = figures_in(&mut cache, &keys, sane, faster, busy_load, measure)?;
+    if let (Some(path), true) = (path, measured) {
         // This executable's figures from earlier builds are dropped as this one's are
         // written.
         cache.retain(|k, _| k.starts_with(&build) || !k.starts_with(&executable));
-        cache.extend(keys.into_iter().zip(figures.iter().copied()));
         // A cache that cannot be written only costs a re-measurement next time; written
         // whole, so processes measuring at once never leave a torn file.
         if let Some(dir) = path.parent() {
@@ -127,6 +120,83 @@ pub fn cached_figures(
         }
     }
     Ok(figures)
+}
+
+/// The cache keys of one set of figures.
+struct CacheKeys {
+    figures: Vec<String>,
+    busy: String,
+}
+
+impl CacheKeys {
+    fn new(build: &str, key: &str, n: usize) -> CacheKeys {
+        CacheKeys {
+            figures: match n {
+                1 => vec![format!("{build}{key}")],
+                _ => (0..n).map(|i| format!("{build}{key}#{i}")).collect(),
+            },
+            busy: format!("{build}{key}@busy"),
+        }
+    }
+}
+
+/// [`cached_figures`] on a cache in memory, with the machine's load from `load`: the
+/// figures, and whether they were measured now (so the cache changed).
+fn figures_in(
+    cache: &mut BTreeMap<String, f64>,
+    keys: &CacheKeys,
+    sane: &RangeInclusive<f64>,
+    faster: impl Fn(&[f64], &[f64]) -> bool,
+    load: impl Fn() -> Option<f64>,
+    measure: impl FnOnce() -> Result<Vec<f64>>,
+) -> Result<(Vec<f64>, bool)> {
+    let cached: Option<Vec<f64>> = keys
+        .figures
+        .iter()
+        .map(|k| cache.get(k).copied().filter(|g| sane.contains(g)))
+        .collect();
+    let load_before = load();
+    let quieter = match (cache.get(&keys.busy), load_before) {
+        (Some(&then), Some(now)) => now <= then / 2.0,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    if let (Some(figures), false) = (&cached, quieter) {
+        return Ok((figures.clone(), false));
+    }
+    // A timer too coarse for the measurement must not give an impossible figure.
+    let measured: Vec<f64> = measure()?
+        .into_iter()
+        .map(|g| g.clamp(*sane.start(), *sane.end()))
+        .collect();
+    // Busy before or after the measurement: either way it shared the cores.
+    let busy = match (load(), load_before) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let figures = match cached {
+        Some(old) if !faster(&measured, &old) => old,
+        _ => measured,
+    };
+    cache.extend(keys.figures.iter().cloned().zip(figures.iter().copied()));
+    match busy {
+        Some(busy) => cache.insert(keys.busy.clone(), busy),
+        None => cache.remove(&keys.busy),
+    };
+    Ok((figures, true))
+}
+
+/// Load per core at or above which a measurement counts as taken on a busy machine:
+/// other runnable processes then take a share of the cores the measurement times.
+pub const BUSY_LOAD_PER_CORE: f64 = 0.75;
+
+/// The one-minute load average per core (Linux's `/proc/loadavg`) when it is at least
+/// [`BUSY_LOAD_PER_CORE`]; `None` on a quiet machine or where the load is unknown.
+pub fn busy_load() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let load: f64 = text.split_whitespace().next()?.parse().ok()?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    Some(load / cores).filter(|&l| l >= BUSY_LOAD_PER_CORE)
 }
 
 fn measure(backend: &mut dyn Backend) -> Result<f64> {
@@ -166,4 +236,54 @@ fn measure(backend: &mut dyn Backend) -> Result<f64> {
     }
     result?;
     Ok(2.0 * (M * N * K) as f64 / best.max(1e-9) / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SANE: RangeInclusive<f64> = 0.0..=1e9;
+
+    fn more(new: &[f64], old: &[f64]) -> bool {
+        new[0] > old[0]
+    }
+
+    /// Runs `figures_in` for one figure with the given load, measuring `value`.
+    fn look_up(
+        cache: &mut BTreeMap<String, f64>,
+        load: Option<f64>,
+        value: f64,
+    ) -> (Vec<f64>, bool) {
+        let keys = CacheKeys::new("b:", "cpu", 1);
+        figures_in(cache, &keys, &SANE, more, || load, || Ok(vec![value])).unwrap()
+    }
+
+    #[test]
+    fn a_figure_measured_on_a_quiet_machine_is_kept() {
+        let mut cache = BTreeMap::new();
+        assert_eq!(look_up(&mut cache, None, 10.0), (vec![10.0], true));
+        assert_eq!(look_up(&mut cache, None, 40.0), (vec![10.0], false));
+        assert!(!cache.contains_key("b:cpu@busy"));
+    }
+
+    #[test]
+    fn a_figure_measured_on_a_busy_machine_is_measured_again_when_quieter_and_the_faster_kept() {
+        let mut cache = BTreeMap::new();
+        assert_eq!(look_up(&mut cache, Some(4.0), 10.0), (vec![10.0], true));
+        assert_eq!(cache["b:cpu@busy"], 4.0);
+        // Still as busy: the cached figure stands.
+        assert_eq!(look_up(&mut cache, Some(3.0), 40.0), (vec![10.0], false));
+        // Quiet: measured again, the faster kept, no longer provisional.
+        assert_eq!(look_up(&mut cache, None, 40.0), (vec![40.0], true));
+        assert!(!cache.contains_key("b:cpu@busy"));
+        assert_eq!(look_up(&mut cache, None, 5.0), (vec![40.0], false));
+    }
+
+    #[test]
+    fn a_slower_measurement_on_a_quieter_machine_keeps_the_cached_figure() {
+        let mut cache = BTreeMap::new();
+        look_up(&mut cache, Some(4.0), 30.0);
+        assert_eq!(look_up(&mut cache, Some(1.0), 20.0), (vec![30.0], true));
+        assert_eq!(cache["b:cpu@busy"], 1.0);
+    }
 }

@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_locked_directory_is_refused_until_its_holder_lets_go() {
-        let dir = std::env::temp_dir().join(format!("tensorfit-ckdir-{}", std::process::id()));
+        let dir = tensorfit_testing::scratch_dir("checkpoint-dir");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(".checkpoint.safetensors.tmp1"), b"stale").unwrap();

@@ -490,25 +490,31 @@ pub fn format_seconds(s: f64) -> String {
     }
 }
 
-/// Orders strategies by estimated time, keeping the plainer one (earlier in
-/// `strategies`' order) first where two estimates differ only by rounding: a saving
-/// strategy does the same work as the plain one plus overheads, and a sum of many runs'
-/// estimates can come out an ulp below the one run it splits.
+/// Estimates within this fraction of each other tie. They are measured on a machine whose
+/// speed drifts 10–40% from minute to minute; a saving strategy does the same work as the
+/// plain one plus overheads, and a choice between near-equal estimates would follow the
+/// load at calibration time rather than the strategies.
+pub const ESTIMATE_TIE: f64 = 0.10;
+
+/// Orders strategies by estimated time; among those within [`ESTIMATE_TIE`] of the fastest
+/// left, the plainer one (earlier in `strategies`' order) comes first. Options without an
+/// estimate (NaN) keep their order after the others.
 fn sort_by_estimate<T>(options: &mut [(Strategy, T, f64)]) {
-    let scale = options
-        .iter()
-        .map(|o| o.2.abs())
-        .filter(|t| t.is_finite())
-        .fold(0.0f64, f64::max);
-    let key = |t: f64| {
-        if t.is_finite() && scale > 0.0 {
-            (t / (scale * 1e-9)).round()
-        } else {
-            t
+    for i in 0..options.len() {
+        let fastest = options[i..]
+            .iter()
+            .map(|o| o.2)
+            .filter(|t| t.is_finite())
+            .fold(f64::INFINITY, f64::min);
+        if !fastest.is_finite() {
+            return;
         }
-    };
-    // A stable sort: equal keys keep their order.
-    options.sort_by(|a, b| key(a.2).total_cmp(&key(b.2)));
+        let bound = fastest + fastest.abs() * ESTIMATE_TIE;
+        if let Some(j) = options[i..].iter().position(|o| o.2 <= bound) {
+            // Moves the chosen option to `i`, keeping the others' order.
+            options[i..=i + j].rotate_right(1);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -530,5 +536,26 @@ mod tests {
         sort_by_estimate(&mut options);
         let order: Vec<usize> = options.iter().map(|o| o.0.chunk).collect();
         assert_eq!(order, [100, 2000, 250]);
+    }
+
+    #[test]
+    fn strategies_within_the_tie_keep_their_order_and_a_clearly_faster_one_goes_first() {
+        let s = |chunk| Strategy {
+            chunk,
+            micro_batch: None,
+            recompute: None,
+        };
+        let mut options = vec![
+            (s(2000), (), 1.00),
+            (s(1000), (), 0.95),
+            (s(500), (), f64::NAN),
+            (s(250), (), 0.80),
+            (s(100), (), 0.85),
+        ];
+        sort_by_estimate(&mut options);
+        let order: Vec<usize> = options.iter().map(|o| o.0.chunk).collect();
+        // 250 is more than 10% faster than 1000 and 2000; 100 ties with 250 but comes after
+        // it; 2000 and 1000 tie and keep their order; no estimate comes last.
+        assert_eq!(order, [250, 100, 2000, 1000, 500]);
     }
 }

@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tensorfit::core::{Activation, HostTensor};
+use tensorfit::core::HostTensor;
 use tensorfit::nn::{import_state_dict, Checkpoint, ParamStore, SeedShape};
 
 use common::{scratch, succeed, tensorfit_command};
@@ -25,15 +25,7 @@ fn state_dict(dtype: &str) -> PathBuf {
 /// The model of those state dicts (F=10, H=8, D=5, C=6), as the description file `name`
 /// (one per test: tests run at once).
 fn small_model(name: &str) -> (tensorfit::nn::ModelDescription, PathBuf) {
-    let d = SeedShape {
-        features: 10,
-        hidden: 8,
-        layers: 3,
-        dense: 5,
-        classes: 6,
-        activation: Activation::Tanh,
-    }
-    .description();
+    let d = SeedShape::SMALL_REFERENCE.description();
     let path = scratch("import").join(name);
     std::fs::write(&path, d.to_toml()).unwrap();
     (d, path)

@@ -110,13 +110,9 @@ pub fn wgpu_present() -> bool {
     false
 }
 
-/// A scratch directory for this test process (`name` below it).
+/// A scratch directory for this test process (`name` below it), swept after it ends.
 pub fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir()
-        .join(format!("tensorfit-test-{}", std::process::id()))
-        .join(name);
-    std::fs::create_dir_all(&d).expect("scratch directory");
-    d
+    tensorfit_testing::scratch_dir(name)
 }
 
 /// The `tensorfit` binary, with its throughput cache kept in the scratch directory.

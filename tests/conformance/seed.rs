@@ -1,6 +1,6 @@
 //! The seed network at a small size, through the trainer, on a device and on the CPU.
 
-use tensorfit::core::{Activation, Backend, HostTensor};
+use tensorfit::core::{Backend, HostTensor};
 use tensorfit::nn::{ModelDescription, ParamStore, Rng, SeedShape, TemporalOrder, Trainer};
 
 use crate::common::{task_model, train_options};
@@ -24,14 +24,7 @@ fn compare_stores(checks: &mut Checks, what: &str, got: &ParamStore, want: &Para
 /// F=10, H=8, 3 layers, dense 5, 6 classes, B=16, T=9, truncated BPTT 3 (the first six
 /// steps only carry the state): two training steps and an evaluation.
 pub fn small_network(open: Open, checks: &mut Checks) {
-    let shape = SeedShape {
-        features: 10,
-        hidden: 8,
-        layers: 3,
-        dense: 5,
-        classes: 6,
-        activation: Activation::Tanh,
-    };
+    let shape = SeedShape::SMALL_REFERENCE;
     let cfg = shape.description();
     let (batch, steps, tbptt) = (16, 9, 3);
     let mut cpu = trainer(reference(), &cfg, tbptt, 1e-2);

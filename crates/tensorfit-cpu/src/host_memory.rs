@@ -224,9 +224,7 @@ mod tests {
 
     /// A fake `/` with `files` (path, contents).
     fn fake_root(name: &str, files: &[(&str, &str)]) -> PathBuf {
-        let root = std::env::temp_dir()
-            .join(format!("tensorfit-cgroup-{}", std::process::id()))
-            .join(name);
+        let root = tensorfit_testing::scratch_dir("cgroup").join(name);
         let _ = fs::remove_dir_all(&root);
         for (path, text) in files {
             let p = root.join(path);

@@ -144,9 +144,7 @@ mod tests {
     use super::*;
 
     fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir()
-            .join(format!("tensorfit-atomic-{}", std::process::id()))
-            .join(name);
+        let d = tensorfit_testing::scratch_dir("atomic").join(name);
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d

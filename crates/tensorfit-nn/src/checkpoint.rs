@@ -259,8 +259,7 @@ mod tests {
 
     #[test]
     fn atomic_save_then_load() {
-        let dir = std::env::temp_dir().join(format!("tensorfit-ck-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tensorfit_testing::scratch_dir("checkpoint");
         let path = dir.join("model.safetensors");
         let ck = small();
         ck.save(&path).unwrap();

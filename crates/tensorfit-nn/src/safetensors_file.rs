@@ -274,9 +274,7 @@ mod tests {
     use tensorfit_core::HostTensor;
 
     fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("tensorfit-st-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d.join(name)
+        tensorfit_testing::scratch_dir("safetensors").join(name)
     }
 
     #[test]

@@ -31,6 +31,18 @@ impl SeedShape {
         activation: Activation::Tanh,
     };
 
+    /// The small network of the PyTorch reference files (`tools/make_reference.py`,
+    /// the state dicts under `crates/tensorfit-nn/tests/data/`): the seed's shape with
+    /// F=10, H=8, D=5.
+    pub const SMALL_REFERENCE: SeedShape = SeedShape {
+        features: 10,
+        hidden: 8,
+        layers: 3,
+        dense: 5,
+        classes: 6,
+        activation: Activation::Tanh,
+    };
+
     /// The description of this shape.
     pub fn description(&self) -> ModelDescription {
         let layer = |name: &str, kind| HeadLayer {

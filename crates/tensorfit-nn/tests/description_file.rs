@@ -9,9 +9,7 @@ use tensorfit_nn::{DescriptionFile, ModelDescription, TrainingEntry, TrainingVal
 
 /// The seed network's description followed by `extra`, written to a scratch file.
 fn file_with(name: &str, extra: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("tensorfit-description-file-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tensorfit_testing::scratch_dir("description-file");
     let path = dir.join(name);
     std::fs::write(&path, ModelDescription::seed().to_toml() + extra).unwrap();
     path

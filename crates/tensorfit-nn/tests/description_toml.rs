@@ -207,8 +207,7 @@ fn columns_count_characters_from_one() {
 
 #[test]
 fn files_that_are_not_descriptions_fail_with_their_name() {
-    let dir = std::env::temp_dir().join(format!("tensorfit-desc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tensorfit_testing::scratch_dir("description-toml");
     let binary = dir.join("binary.toml");
     std::fs::write(&binary, b"[input]\nkind = \"de\xffnse\"\n").unwrap();
     let e = ModelDescription::load(&binary).unwrap_err();

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use safetensors::tensor::{Dtype, TensorView};
-use tensorfit_core::{Activation, HostTensor, Shape};
+use tensorfit_core::{HostTensor, Shape};
 use tensorfit_nn::{
     import_state_dict, Checkpoint, Init, ModelDescription, ParamKind, ParamSpec, ParamStore,
     SeedShape,
@@ -27,14 +27,7 @@ fn data(name: &str) -> PathBuf {
 }
 
 fn small_shape() -> SeedShape {
-    SeedShape {
-        features: 10,
-        hidden: 8,
-        layers: 3,
-        dense: 5,
-        classes: 6,
-        activation: Activation::Tanh,
-    }
+    SeedShape::SMALL_REFERENCE
 }
 
 fn small() -> ModelDescription {
@@ -47,9 +40,7 @@ fn import(dtype: &str) -> ParamStore {
 }
 
 fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tensorfit-import-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    tensorfit_testing::scratch_dir("import")
 }
 
 #[test]

@@ -1,0 +1,69 @@
+//! Scratch directories for tests, one per test process, swept once the process has ended.
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+/// Prefix of every test process's scratch directory in the temporary directory.
+const PREFIX: &str = "tensorfit-test-";
+
+/// `<temp>/tensorfit-test-<pid>/<name>`, created if missing (its contents are kept between
+/// calls of one process). The first call of a process removes the scratch directories of
+/// test processes that have ended — a run's checkpoints and data files add up to over
+/// 100 MB, and test runs are many — so a failed test's files stay for inspection until the
+/// next test run.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    static SWEEP: Once = Once::new();
+    SWEEP.call_once(remove_ended);
+    let d = std::env::temp_dir()
+        .join(format!("{PREFIX}{}", std::process::id()))
+        .join(name);
+    if let Err(e) = std::fs::create_dir_all(&d) {
+        panic!("scratch directory {}: {e}", d.display());
+    }
+    d
+}
+
+/// Removes `tensorfit-test-<pid>` directories whose process is gone (where `/proc` tells;
+/// elsewhere nothing is removed).
+fn remove_ended() {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
+            continue;
+        };
+        let ended =
+            !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && !proc.join(pid).exists();
+        if ended {
+            // Another test process may sweep the same directory at once.
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ended_processs_scratch_is_swept_and_a_running_ones_is_kept() {
+        // Above Linux's largest pid (2^22), so no process has it.
+        let ended = std::env::temp_dir().join(format!("{PREFIX}4999999"));
+        std::fs::create_dir_all(ended.join("run")).unwrap();
+        let mine = scratch_dir("kept");
+        remove_ended();
+        assert!(mine.exists());
+        if Path::new("/proc/self").exists() {
+            assert!(!ended.exists(), "{} was left", ended.display());
+        } else {
+            println!("skipped the sweep check: no /proc here to tell which processes ended");
+            let _ = std::fs::remove_dir_all(ended);
+        }
+    }
+}
