@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tensorfit::nn::Checkpoint;
+use tensorfit_testing::mpirun::Run;
 
 use common::{assert_close, losses, ok_json, scratch};
 
@@ -73,6 +74,15 @@ fn train_on_ranks(test: &str, ranks: usize, args: &[&str]) -> Option<Value> {
 /// `train` on the ranks of each part (`mpirun -np N₁ tensorfit train ARGS₁ : -np N₂ …`):
 /// rank 0's JSON, or `None` when MPI is unavailable (the skip is printed).
 fn train_mpmd(test: &str, parts: &[(usize, &[&str])]) -> Option<Value> {
+    let run = launch(test, "train", parts)?;
+    let json = serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("{test}: not one JSON object ({e}):\n{}", run.output));
+    Some(json)
+}
+
+/// `tensorfit command` on the ranks of each part, which must succeed; `None` when MPI is
+/// unavailable (the skip is printed).
+fn launch(test: &str, command: &str, parts: &[(usize, &[&str])]) -> Option<Run> {
     let not_built = (!cfg!(feature = "mpi")).then_some(
         "built without the `mpi` feature (cargo test --features mpi --test distributed)",
     );
@@ -82,14 +92,12 @@ fn train_mpmd(test: &str, parts: &[(usize, &[&str])]) -> Option<Value> {
         if i > 0 {
             line.push(":".into());
         }
-        line.extend(["-np", &ranks.to_string(), BIN, "train"].map(String::from));
+        line.extend(["-np", &ranks.to_string(), BIN, command].map(String::from));
         line.extend(args.iter().map(|a| a.to_string()));
     }
     let run = tensorfit_testing::mpirun::launch(test, not_built, &line, BOUND)?;
     assert!(run.ok, "{test}: {parts:?} failed:\n{}", run.output);
-    let json = serde_json::from_str(run.stdout.trim())
-        .unwrap_or_else(|e| panic!("{test}: not one JSON object ({e}):\n{}", run.output));
-    Some(json)
+    Some(run)
 }
 
 fn numbers(v: &Value, key: &str) -> Vec<f32> {
@@ -377,4 +385,39 @@ fn a_rank_that_stops_responding_ends_the_training_with_a_timeout_error() {
         "{test}: ended {took:?} after the stop"
     );
     println!("{test}: the run ended {took:.1?} after rank 1 stopped");
+}
+
+#[test]
+fn each_rank_plans_its_rows_and_counts_the_communication_in_the_host_section() {
+    let args = [
+        "--batch",
+        "9",
+        "--seq-len",
+        "20",
+        "--device",
+        "cpu",
+        "--json",
+    ];
+    let Some(run) = launch("plan", "plan", &[(2, &args)]) else {
+        return;
+    };
+    let plans: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{}", run.output)))
+        .collect();
+    assert_eq!(plans.len(), 2, "{}", run.output);
+    // The seed network: 4 host copies of its 1,434,406 gradients, and of the gathered
+    // head input (250) and label (1) of 9 rows.
+    let communication = 4 * 4 * (1_434_406 + 9 * (250 + 1));
+    for (rank, rows) in [(0, [0, 5]), (1, [5, 9])] {
+        let p = &plans[rank];
+        assert_eq!(
+            (&p["rank"], &p["ranks"]),
+            (&Value::from(rank), &Value::from(2))
+        );
+        assert_eq!(p["rows"], Value::from(rows.to_vec()), "{p}");
+        assert_eq!(p["host"]["communication"], communication, "{p}");
+        assert!(p["chosen"].is_object(), "{p}");
+    }
 }

@@ -3,6 +3,7 @@
 //! computes (see that program for each scenario). Needs the `mpi` feature and `mpirun`
 //! (Open MPI); without either each test prints why it skips, and fails when
 //! `TENSORFIT_REQUIRE` names `mpi` (as CI does).
+use std::process::Command;
 use std::time::Duration;
 
 use tensorfit_testing::mpirun::Run;
