@@ -190,8 +190,11 @@ fn the_seed_network_with_batch_norm_over_the_global_batch_trains_on_ranks_as_one
     // (which changed the first step's gradient norm by 16%). Four Adam steps compound
     // the summation order's rounding, as in the conformance suite.
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/seed.toml");
+    // Truncated BPTT over the last 3 of 6 steps: the carried chunk runs before the head
+    // input and the stack's gradient program.
+    let extra = ["--clip-norm", "0.5", "--tbptt", "3"];
     for ranks in [2, 3] {
-        agrees("seed", &model, ranks, &["--clip-norm", "0.5"], SEED_TOL);
+        agrees("seed", &model, ranks, &extra, SEED_TOL);
     }
 }
 
