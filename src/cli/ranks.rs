@@ -45,7 +45,8 @@ pub fn local_batch(ranks: &Option<Ranks>, batch: usize) -> usize {
 }
 
 /// Runs `print` on each rank in turn, rank 0 first, so that their outputs follow each
-/// other instead of mixing.
+/// other. mpirun forwards each rank's output on its own, so long lines may still be cut
+/// into each other; `mpirun --output-filename DIR` keeps each rank's in its own file.
 pub fn in_turn(ranks: &mut Option<Ranks>, print: impl FnOnce() -> Result<()>) -> Result<()> {
     let Some(r) = ranks else {
         return print();
