@@ -186,9 +186,9 @@ fn a_regression_on_three_ranks_trains_as_one_process() {
 
 #[test]
 fn the_seed_network_with_batch_norm_over_the_global_batch_trains_on_ranks_as_one_process() {
-    // SyncBatchNorm: the statistics of all 8 rows on every rank, not of its own 4 or 3
-    // (which changed the first step's gradient norm by 16%). Four Adam steps compound
-    // the summation order's rounding, as in the conformance suite.
+    // SyncBatchNorm: the statistics of all 8 rows on every rank, not of its own 4 or 3.
+    // Four Adam steps compound the summation order's rounding, as in the conformance
+    // suite.
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/seed.toml");
     // Truncated BPTT over the last 3 of 6 steps: the carried chunk runs before the head
     // input and the stack's gradient program.
