@@ -111,6 +111,7 @@ fn run(cell: &Cell) -> Result<Value> {
         exclude: Vec::new(),
         read_ahead_bytes: 0,
         padded: false,
+        data_parallel: None,
     };
     let decision = decide(&req)?;
     let Some(Choice { candidate, .. }) = decision.chosen() else {

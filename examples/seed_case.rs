@@ -33,6 +33,7 @@ fn main() -> Result<()> {
             exclude: Vec::new(),
             read_ahead_bytes: 0,
             padded: false,
+            data_parallel: None,
         };
         println!("== evaluation of 100 × 2000 under a {cap} cap");
         let decision = decide(&req)?;

@@ -19,6 +19,7 @@ use tensorfit_plan::{
 
 use crate::calibrate::throughput_gflops;
 use crate::devices::{discover, open_device, DeviceStatus, MemoryCaps};
+use crate::distributed::DataParallel;
 use crate::estimate::{estimate_seconds, ProgramCosts};
 use crate::host_budget::{memory_is_host, seen_by_job, HostNeed};
 use crate::strategy::{check_job, strategies, Strategy};
@@ -49,6 +50,10 @@ pub struct Request {
     /// Batches are padded: every program takes the sequences' lengths
     /// ([`TrainOptions::padded`]).
     pub padded: bool,
+    /// Data-parallel training (`None`: this process alone): each step is split at its
+    /// gradients, which the host averages over the ranks, and at the head of a model
+    /// with BatchNorm, whose statistics are the global batch's.
+    pub data_parallel: Option<DataParallel>,
 }
 
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
@@ -107,7 +112,11 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?;
+    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?.with_ranks(
+        &req.cfg,
+        req.job,
+        req.data_parallel,
+    )?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {
@@ -379,6 +388,7 @@ impl Decision {
             "inputs": self.host.inputs,
             "state_copies": self.host.state,
             "read_ahead": self.host.read_ahead,
+            "communication": self.host.communication,
             "process": self.process_bytes,
             "planned_resident": self.planned_resident(),
         })
@@ -391,8 +401,12 @@ impl Decision {
             0 => String::new(),
             bytes => format!(", batches read ahead from files {}", format_bytes(bytes)),
         };
+        let communication = match h.communication {
+            0 => String::new(),
+            bytes => format!(", gradients averaged over ranks {}", format_bytes(bytes)),
+        };
         let mut s = format!(
-            "host memory: input data {}, copies of the training state {}{read_ahead}, this process {} before the job\n",
+            "host memory: input data {}, copies of the training state {}{read_ahead}{communication}, this process {} before the job\n",
             format_bytes(h.inputs),
             format_bytes(h.state),
             format_bytes(self.process_bytes)

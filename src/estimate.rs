@@ -167,8 +167,14 @@ impl ProgramCosts {
     fn run(&self, key: &ProgramKey) -> f64 {
         let infer = self.infer_at(key.batch);
         match key.kind {
-            ProgramKind::Carry | ProgramKind::Eval | ProgramKind::EvalCarry => infer.at(key.steps),
-            ProgramKind::Train | ProgramKind::TrainCarry => {
+            ProgramKind::Carry
+            | ProgramKind::Eval
+            | ProgramKind::EvalCarry
+            | ProgramKind::HeadInput => infer.at(key.steps),
+            ProgramKind::Train
+            | ProgramKind::TrainCarry
+            | ProgramKind::Grads
+            | ProgramKind::StackGrads => {
                 let train = self.train.unwrap_or(infer).at(key.steps);
                 // Recomputation runs the segment's forward a second time.
                 match key.recompute {
@@ -176,6 +182,9 @@ impl ProgramCosts {
                     None => train,
                 }
             }
+            // A few element-wise passes over the parameters, or the head over the
+            // global batch's last step: small against any segment.
+            ProgramKind::Update | ProgramKind::Head => 0.0,
         }
     }
 

@@ -6,7 +6,8 @@
 //! background reader holds ahead: `Request::read_ahead_bytes`), copies of the training
 //! state (the snapshot taken before every step so that a failed device can be left
 //! without losing it; while a checkpoint is written, the checkpoint and its serialized
-//! bytes), and its own baseline (code, libraries, a GPU driver), which the host already
+//! bytes), the gradients of a data-parallel step on their way between ranks
+//! (`crate::distributed::DataParallel::host_bytes`), and its own baseline (code, libraries, a GPU driver), which the host already
 //! reports as in use. What the process may use is `host_memory::available()`:
 //! MemAvailable, or what the tightest cgroup above the process has left.
 //!
@@ -20,6 +21,8 @@ use tensorfit_cpu::host_memory;
 use tensorfit_nn::{Job, ModelDescription, ParamKind};
 use tensorfit_plan::format_bytes;
 
+use crate::distributed::DataParallel;
+
 /// The host bytes of a job outside its device plan, before any strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostNeed {
@@ -30,6 +33,10 @@ pub struct HostNeed {
     /// Batches read from files besides the one in use (which `inputs` counts): up to
     /// `(read_ahead + 1) × max_batch_bytes` (docs/data.md); 0 for inputs made in memory.
     pub read_ahead: u64,
+    /// Data-parallel training: the gradients' host copies while they are averaged over
+    /// ranks, and the gathered head inputs of synchronised BatchNorm
+    /// (`DataParallel::host_bytes`); 0 for one process.
+    pub communication: u64,
 }
 
 /// Bytes of `batch` sequences of `steps` inputs with their labels.
@@ -64,12 +71,31 @@ impl HostNeed {
                 // tensors gathered, their bytes, and the file's bytes.
                 state: 5 * checkpoint,
                 read_ahead,
+                communication: 0,
             },
             Job::Eval { batch, seq_len } => HostNeed {
                 inputs: sequence_bytes(cfg, batch, seq_len),
                 state: checkpoint,
                 read_ahead,
+                communication: 0,
             },
+        })
+    }
+
+    /// With the host bytes of data-parallel training (`DataParallel::host_bytes`;
+    /// nothing for one process, or for a job that does not train).
+    pub fn with_ranks(
+        self,
+        cfg: &ModelDescription,
+        job: Job,
+        data_parallel: Option<DataParallel>,
+    ) -> Result<HostNeed> {
+        let (Some(d), Job::Train { .. }) = (data_parallel, job) else {
+            return Ok(self);
+        };
+        Ok(HostNeed {
+            communication: d.host_bytes(cfg)?,
+            ..self
         })
     }
 
@@ -77,6 +103,7 @@ impl HostNeed {
         self.inputs
             .saturating_add(self.state)
             .saturating_add(self.read_ahead)
+            .saturating_add(self.communication)
     }
 
     /// The process's resident memory the plan predicts: what it holds now (`process`:
@@ -99,11 +126,12 @@ impl HostNeed {
             return Ok(());
         }
         Err(Error::input(format!(
-            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}, batches read ahead {}), and {} is usable ({} available from {}, {:.0}% margin kept): lower --batch, --seq-len or --read-ahead",
+            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}, batches read ahead {}, gradients averaged over ranks {}), and {} is usable ({} available from {}, {:.0}% margin kept): lower --batch, --seq-len or --read-ahead",
             format_bytes(self.bytes()),
             format_bytes(self.inputs),
             format_bytes(self.state),
             format_bytes(self.read_ahead),
+            format_bytes(self.communication),
             format_bytes(usable),
             format_bytes(available),
             host_memory::source(),

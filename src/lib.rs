@@ -11,6 +11,7 @@
 //!   throughput, strategies, time estimates and the choice; [`session`], [`recovery`]: the
 //!   run on the chosen device and its moves when that device fails; [`job_switch`]: the
 //!   same run moved onto the plan of another batch size or sequence length;
+//! - [`distributed`]: data-parallel training over the ranks of an MPI launch;
 //! - [`checkpoint_dir`]: a training run's checkpoint directory, locked while in use.
 //!
 //! The `tensorfit` binary (`src/main.rs`, one module per subcommand in `src/cli/`) is the
@@ -23,6 +24,7 @@ pub mod calibrate;
 pub mod checkpoint_dir;
 pub mod decision;
 pub mod devices;
+pub mod distributed;
 pub mod estimate;
 pub mod faults;
 pub mod host_budget;

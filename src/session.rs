@@ -5,6 +5,7 @@
 //! failing ([`crate::recovery`]).
 
 use tensorfit_core::{Error, HostTensor, Result};
+use tensorfit_nn::trainer::GradientExchange;
 use tensorfit_nn::{Checkpoint, EvalReport, ParamStore, StepReport, Trainer};
 use tensorfit_plan::MemoryPlan;
 
@@ -86,6 +87,17 @@ impl Session {
     /// One training step, recovering from device failures (see the type's docs).
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
         self.train_step_at(x, labels, None)
+    }
+
+    /// A data-parallel training step: as [`Session::train_step`], with `exchange`
+    /// between backward and the update (a repeated step passes it the same step again).
+    pub fn train_step_exchanging(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        exchange: &mut dyn GradientExchange,
+    ) -> Result<StepReport> {
+        self.with_recovery(|t| t.train_step_exchanging(x, labels, None, exchange))
     }
 
     /// An evaluation, recovering from device failures.

@@ -55,6 +55,8 @@ impl Strategy {
             optim: req.optim,
             seed: req.seed,
             padded: req.padded,
+            split_update: req.data_parallel.is_some(),
+            sync_batch_norm: req.data_parallel.and_then(|d| d.sync_batch_norm(&req.cfg)),
         }
     }
 }

@@ -21,6 +21,7 @@ mod model_arg;
 mod optim_args;
 pub mod plan;
 pub mod predict;
+mod ranks;
 pub mod train;
 mod train_settings;
 mod training_file;
@@ -196,6 +197,7 @@ pub fn request(
         exclude: Vec::new(),
         read_ahead_bytes: 0,
         padded: false,
+        data_parallel: None,
     })
 }
 

@@ -2,6 +2,7 @@
 //! not here, `--assume`), and the choice; the largest batch or length that fits
 //! (`--max-batch`, `--max-seq-len`); a picture of the chosen plan (`--plot`).
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -10,6 +11,7 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::assume;
 use tensorfit::devices::{discover, DeviceStatus};
+use tensorfit::distributed::Ranks;
 use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
 use tensorfit::nn::{Job, OptimConfig, TbpttMode};
@@ -17,6 +19,7 @@ use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
 
 use super::data_args::{read_settings, DataSource};
+use super::ranks::{self, RankArgs};
 use super::{parse_tbptt_mode, request, DeviceArgs, Exit, JobMode, ModelArg};
 
 #[derive(Args, Clone, Debug)]
@@ -38,6 +41,8 @@ pub struct PlanArgs {
     tbptt_mode: TbpttMode,
     #[command(flatten)]
     dev: DeviceArgs,
+    #[command(flatten)]
+    ranks: RankArgs,
     /// Plan for a device that is not here instead of those present (repeatable): a
     /// preset (gtx750, t4, a100-40gb, a100-80gb, h100, h200) or KIND=SIZE such as
     /// cuda=2GiB, wgpu=1.67GiB, cpu=64GB.
@@ -70,9 +75,11 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         .open(&cfg, &read_settings(&cfg, None, false), None)
         .context("--data")?;
     let seq_len = files.as_ref().map_or(a.seq_len, |f| f.dataset().max_len);
+    // Under mpirun, each rank plans its shard of the batch on its own device.
+    let mut ranks = ranks::join(&a.ranks, a.batch)?;
     let job = match a.mode {
         JobMode::Train => Job::Train {
-            batch: a.batch,
+            batch: ranks::local_batch(&ranks, a.batch),
             seq_len,
             eval: None,
         },
@@ -83,6 +90,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     };
     let mut req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
+    req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     if let Some(f) = &files {
         let all: Vec<usize> = (0..f.dataset().sequences).collect();
         let batches = f.order(&all, a.batch, None)?.len();
@@ -116,6 +124,24 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     if let Some(path) = &a.plot {
         plot(&decision, a.mode.name(), path)?;
     }
+    let rank = ranks.as_ref().map(|r| (r.rank(), r.size(), r.rows()));
+    ranks::in_turn(&mut ranks, || print(&a, &decision, &assumed, secs, rank))?;
+    Ok(if decision.chosen.is_none() {
+        Exit::NothingFits
+    } else {
+        Exit::Success
+    })
+}
+
+/// Prints the decision: for people, or JSON; under mpirun, for this rank (`rank`:
+/// its index, the number of ranks, its rows of the batch).
+fn print(
+    a: &PlanArgs,
+    decision: &Decision,
+    assumed: &[DeviceStatus],
+    secs: f64,
+    rank: Option<(usize, usize, Range<usize>)>,
+) -> Result<()> {
     if a.json {
         let mut v = decision.to_json();
         v["assumed"] = assumed
@@ -126,10 +152,23 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         if let Some(Choice { plan, .. }) = decision.chosen() {
             v["plan"] = plan.to_json();
         }
+        if let Some((r, n, rows)) = rank {
+            v["rank"] = json!(r);
+            v["ranks"] = json!(n);
+            v["rows"] = json!([rows.start, rows.end]);
+        }
         outln!("{v}");
     } else {
+        if let Some((r, n, rows)) = rank {
+            outln!(
+                "== rank {r} of {n}: rows {}..{} of the batch of {}",
+                rows.start,
+                rows.end,
+                a.batch
+            );
+        }
         out!("{}", decision.table());
-        for d in &assumed {
+        for d in assumed {
             if let Some(x) = &d.assumed {
                 outln!("{}", x.describe(d));
             }
@@ -158,11 +197,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         }
         outln!("planned in {}", format_seconds(secs));
     }
-    Ok(if decision.chosen.is_none() {
-        Exit::NothingFits
-    } else {
-        Exit::Success
-    })
+    Ok(())
 }
 
 /// Writes the chosen plan's picture to `path` (atomically); says so on stderr.

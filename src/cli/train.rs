@@ -10,6 +10,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
+use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::{check_writable, same_file};
 use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode};
 use tensorfit::session::Session;
@@ -18,6 +19,7 @@ use super::data_args::{DataArgs, FitArgs};
 use super::fit_files;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
+use super::ranks::{self, RankArgs};
 use super::{
     begin, check_task, parse_tbptt_mode, print_memory, quality_text, request, summary,
     train_settings, training_file, DeviceArgs, Exit, ModelArg,
@@ -98,6 +100,8 @@ pub struct TrainArgs {
     pub(super) data: Box<DataArgs>,
     #[command(flatten)]
     pub(super) fit: Box<FitArgs>,
+    #[command(flatten)]
+    pub(super) ranks: RankArgs,
     /// The ids of the flags typed on the command line (filled in after parsing).
     #[arg(skip)]
     pub given: Vec<String>,
@@ -148,6 +152,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     // The model file's `[training]` table applies to training from files too.
     if a.data.path().is_some() {
+        ranks::refuse_files()?;
         return fit_files::run(a);
     }
     if a.steps == 0 {
@@ -166,6 +171,16 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         &described.model,
         resumed.as_ref().map(|(p, ck)| (p.as_path(), ck)),
     )?;
+    let mut ranks = ranks::join(&a.ranks, settings.batch)?;
+    // Ranks other than 0 print nothing and write no file: they run as --json does (its
+    // output skipped), without --save or a checkpoint directory.
+    let root = ranks::is_root(&ranks);
+    let a = TrainArgs {
+        json: a.json || !root,
+        save: a.save.filter(|_| root),
+        checkpoint_dir: a.checkpoint_dir.filter(|_| root),
+        ..a
+    };
     let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
     let last = start.checked_add(a.steps).ok_or_else(|| {
         anyhow!(
@@ -185,11 +200,15 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     if let Some(path) = &a.save {
         check_writable(path).context("--save")?;
     }
-    let ck_dir = open_checkpoint_dir(&a, resumed.as_ref(), &settings, start)?;
+    let ck_dir = match root {
+        true => open_checkpoint_dir(&a, resumed.as_ref(), &settings, start)?,
+        false => None,
+    };
     let interrupts = Interrupts::install()?;
 
     let job = Job::Train {
-        batch: settings.batch,
+        // Each rank plans for its own rows of the global batch.
+        batch: ranks::local_batch(&ranks, settings.batch),
         seq_len: settings.seq_len,
         eval: Some((settings.eval_batch, settings.seq_len)),
     };
@@ -201,6 +220,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
     req.seed = settings.seed;
+    req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
@@ -287,8 +307,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         step += 1;
         let batch = data.batch(settings.batch, settings.seq_len)?;
         let seen = session.fallbacks.len();
-        let report = session
-            .train_step(&batch.x, &batch.labels)
+        let report = ranks::train_step(&mut session, &mut ranks, &cfg, &batch.x, &batch.labels)
             .with_context(|| format!("training step {step}"))?;
         if !a.json {
             for f in &session.fallbacks[seen..] {
@@ -346,6 +365,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
     }
     let done = step - start;
+    let weights_hash = ranks::check_weights(&mut ranks, &mut session, step)?;
     // The final state goes to every output asked for; a step taken is never thrown away.
     let mut written = Vec::new();
     if done > 0 {
@@ -377,8 +397,20 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         .map(|e| (e.loss, e.accuracy, e.perplexity))
         .unwrap_or((f32::NAN, Some(f32::NAN), None));
     let secs = start_time.elapsed().as_secs_f64();
-    if a.json {
+    if !root {
+        // Rank 0 reports for all.
+    } else if a.json {
         let mut out = summary(&session);
+        if let Some(r) = &ranks {
+            out["ranks"] = json!(r.size());
+            // Whether the last step's ranks ran on different kinds of device, so that
+            // each step ended with every rank taking rank 0's state.
+            out["devices_differ"] = json!(r.devices_differ());
+            out["communication_seconds"] = json!(r.communication().as_secs_f64());
+        }
+        if let Some(h) = weights_hash {
+            out["weights_hash"] = json!(format!("{h:016x}"));
+        }
         out["loss"] = json!(last_loss);
         out["eval_loss"] = json!(eval_loss);
         out["accuracy"] = json!(accuracy);

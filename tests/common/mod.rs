@@ -112,6 +112,7 @@ pub fn request(
         exclude: Vec::new(),
         read_ahead_bytes: 0,
         padded: false,
+        data_parallel: None,
     }
 }
 

@@ -11,7 +11,8 @@
 //!   PyTorch's `SyncBatchNorm`;
 //! - [`nccl`]: whether NCCL can be used here, and its unique id shared over MPI.
 //!
-//! `docs/distributed.md` says how to run it and what is not yet connected.
+//! `docs/distributed.md` says how to run it and how training uses it (`tensorfit`'s
+//! `distributed` module).
 
 mod communicator;
 mod error;

@@ -11,6 +11,11 @@
 //! Backward: the per-channel sums of dy and of dy·(x − mean) are summed over ranks (one
 //! all-reduce, as PyTorch does) before each rank forms its shard's input gradient with
 //! the global count.
+//!
+//! Training does not call these: BatchNorm sits in the head, so `tensorfit train` gathers
+//! the head's input rows from every rank and runs the head over the global batch instead
+//! (docs/distributed.md, "SyncBatchNorm"). These are the host side of a BatchNorm
+//! collective inside a graph, should one be written.
 use crate::{Communicator, DistError};
 
 /// Per-channel statistics of a batch (a shard's, or the global batch's).

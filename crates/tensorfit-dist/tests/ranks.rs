@@ -3,89 +3,21 @@
 //! computes (see that program for each scenario). Needs the `mpi` feature and `mpirun`
 //! (Open MPI); without either each test prints why it skips, and fails when
 //! `TENSORFIT_REQUIRE` names `mpi` (as CI does).
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use tensorfit_testing::mpirun::Run;
 
 const CHECK: &str = env!("CARGO_BIN_EXE_tensorfit-dist-check");
-
-/// What a launch printed and how it ended.
-struct Run {
-    ok: bool,
-    output: String,
-    took: Duration,
-}
-
-/// `mpirun` on PATH.
-fn mpirun() -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join("mpirun"))
-        .find(|p| p.is_file())
-}
-
-/// Why MPI tests cannot run here, if they cannot.
-fn unavailable() -> Option<&'static str> {
-    if !cfg!(feature = "mpi") {
-        Some("built without the `mpi` feature (cargo test -p tensorfit-dist --features mpi)")
-    } else if mpirun().is_none() {
-        Some("no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)")
-    } else {
-        None
-    }
-}
 
 /// Runs `tensorfit-dist-check args` on `ranks` ranks, killing the launch after `limit`
 /// (a test must never hang); `None` when MPI is unavailable (the skip is printed).
 fn launch(test: &str, ranks: usize, args: &[&str], limit: Duration) -> Option<Run> {
-    if let Some(why) = unavailable() {
-        tensorfit_testing::skip(test, "mpi", why);
-        return None;
-    }
-    let mpirun = mpirun()?;
-    let start = Instant::now();
-    let mut child = Command::new(mpirun)
-        .args(["--oversubscribe", "-np", &ranks.to_string(), CHECK])
-        .args(args)
-        // Open MPI refuses to start as root without these (containers, CI).
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{test}: mpirun did not start: {e}"));
-    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_string(&mut text);
-            }
-            text
-        })
-    };
-    let out = read(child.stdout.take().map(|p| Box::new(p) as _));
-    let err = read(child.stderr.take().map(|p| Box::new(p) as _));
-    let status = loop {
-        let waited = child.try_wait();
-        if let Some(status) = waited.unwrap_or_else(|e| panic!("{test}: waiting for mpirun: {e}")) {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "{test}: mpirun -np {ranks} {args:?} still ran after {limit:?}\n{}{}",
-                out.join().unwrap_or_default(),
-                err.join().unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let output = out.join().unwrap_or_default() + &err.join().unwrap_or_default();
-    Some(Run {
-        ok: status.success(),
-        output,
-        took: start.elapsed(),
-    })
+    let not_built = (!cfg!(feature = "mpi"))
+        .then_some("built without the `mpi` feature (cargo test -p tensorfit-dist --features mpi)");
+    let mut line = vec!["-np".to_string(), ranks.to_string(), CHECK.to_string()];
+    line.extend(args.iter().map(|a| a.to_string()));
+    tensorfit_testing::mpirun::launch(test, not_built, &line, limit)
 }
 
 /// Runs `scenario` on 2 and on 3 ranks and expects every rank to report success.

@@ -34,9 +34,11 @@ pub mod run_settings;
 pub mod running_mean;
 pub mod safetensors_file;
 pub mod seed_shape;
+mod sync_head;
 pub mod task;
 mod train_graph;
 pub mod trainer;
+mod update_graph;
 
 pub use builtin_task::BuiltinTask;
 pub use checkpoint::Checkpoint;

@@ -151,14 +151,7 @@ pub fn classifier_at_lengths(
     let key = dropout::key_leaf(g, keep && net.has_dropout());
     let stack = net.stack(g, &leaves.ids, (batch, steps), (keep, padded), key)?;
     let rows = match net.head_on {
-        HeadOn::LastStep => {
-            let inputs = SliceTimeInputs {
-                x: stack.y,
-                lengths: stack.lengths,
-            };
-            g.apply("last_step", Op::SliceTime { t: steps - 1 }, inputs)?
-                .out
-        }
+        HeadOn::LastStep => last_step(g, &stack, steps)?,
         // `[T, B, H]`, read by the head's layers as T·B rows (`tensorfit_core::rows`).
         HeadOn::EveryStep => stack.y,
     };
@@ -172,6 +165,20 @@ pub fn classifier_at_lengths(
         params: leaves.params(),
         batch_stats: h.batch_stats,
     })
+}
+
+/// The top layer's last step of a stack over `steps` steps (each sequence's own with
+/// lengths): what the head reads.
+pub(crate) fn last_step(g: &mut Graph, stack: &RecurrentStack, steps: usize) -> Result<TensorId> {
+    let last = g.apply(
+        "last_step",
+        Op::SliceTime { t: steps - 1 },
+        SliceTimeInputs {
+            x: stack.y,
+            lengths: stack.lengths,
+        },
+    )?;
+    Ok(last.out)
 }
 
 /// The classifier's head and loss.

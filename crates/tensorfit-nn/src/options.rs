@@ -26,12 +26,32 @@ pub enum ProgramKind {
     /// An evaluation chunk before the last of a head on every step: [`Self::Eval`],
     /// then its final state copied into the carried state, as [`Self::Carry`] does.
     EvalCarry,
+    /// Data-parallel training's last segment up to its gradients: forward, backward,
+    /// running statistics; the gradients go to the host to be averaged over ranks.
+    Grads,
+    /// Data-parallel training's update from the averaged gradients the host writes:
+    /// clipping and the optimizer (one program whatever the batch: `b=0 t=0`).
+    Update,
+    /// BatchNorm synchronised over ranks (`TrainOptions::sync_batch_norm`): the last
+    /// segment's forward up to the head's input (the top layer's last step), which the
+    /// host gathers from every rank.
+    HeadInput,
+    /// The head over the global batch gathered from every rank (its `batch`): forward
+    /// with the global batch statistics, loss, backward to the head's parameters and
+    /// input, running statistics.
+    Head,
+    /// The last segment's forward again and its backward from this rank's rows of the
+    /// head input's gradient, to the input side's parameters.
+    StackGrads,
 }
 
 impl ProgramKind {
     /// Whether the program takes an optimizer update.
     pub fn trains(self) -> bool {
-        matches!(self, ProgramKind::Train | ProgramKind::TrainCarry)
+        matches!(
+            self,
+            ProgramKind::Train | ProgramKind::TrainCarry | ProgramKind::Update
+        )
     }
 }
 
@@ -56,6 +76,11 @@ impl fmt::Display for ProgramKey {
             ProgramKind::Eval => "eval",
             ProgramKind::EvalCarry => "eval-carry",
             ProgramKind::TrainCarry => "train-carry",
+            ProgramKind::Grads => "grads",
+            ProgramKind::Update => "update",
+            ProgramKind::HeadInput => "head_input",
+            ProgramKind::Head => "head",
+            ProgramKind::StackGrads => "stack_grads",
         };
         write!(f, "{kind} b={} t={}", self.batch, self.steps)?;
         if let Some(r) = self.recompute {
@@ -75,13 +100,29 @@ impl ProgramKey {
     pub fn flops(&self, model: &ModelDescription) -> f64 {
         let forward = model.recurrent_forward_flops(self.batch, self.steps);
         match (self.kind, self.recompute) {
-            (ProgramKind::Train | ProgramKind::TrainCarry, None) => {
-                TRAIN_FLOPS_PER_FORWARD * forward
-            }
-            (ProgramKind::Train | ProgramKind::TrainCarry, Some(_)) => {
-                (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward
-            }
-            (ProgramKind::Carry | ProgramKind::Eval | ProgramKind::EvalCarry, _) => forward,
+            (
+                ProgramKind::Train
+                | ProgramKind::TrainCarry
+                | ProgramKind::Grads
+                | ProgramKind::StackGrads,
+                None,
+            ) => TRAIN_FLOPS_PER_FORWARD * forward,
+            (
+                ProgramKind::Train
+                | ProgramKind::TrainCarry
+                | ProgramKind::Grads
+                | ProgramKind::StackGrads,
+                Some(_),
+            ) => (TRAIN_FLOPS_PER_FORWARD + 1.0) * forward,
+            // The update's few FLOPs per parameter are not counted, as in Train.
+            (ProgramKind::Update | ProgramKind::Head, _) => 0.0,
+            (
+                ProgramKind::Carry
+                | ProgramKind::Eval
+                | ProgramKind::EvalCarry
+                | ProgramKind::HeadInput,
+                _,
+            ) => forward,
         }
     }
 }
@@ -147,6 +188,15 @@ pub struct TrainOptions {
     /// ([`ProgramKey::padded`]). Recomputation does not take lengths yet, so a padded
     /// training segment keeps its activations.
     pub padded: bool,
+    /// Split the training segment at its gradients (a [`ProgramKind::Grads`] program,
+    /// then [`ProgramKind::Update`]) so that the host can average them over data-parallel
+    /// ranks in between.
+    pub split_update: bool,
+    /// With `split_update`, for a model with BatchNorm: the global batch over all ranks,
+    /// whose BatchNorm statistics every rank uses (PyTorch's `SyncBatchNorm`). The step's
+    /// gradient program is then split at the head ([`ProgramKind::HeadInput`],
+    /// [`ProgramKind::Head`], [`ProgramKind::StackGrads`]).
+    pub sync_batch_norm: Option<usize>,
 }
 
 impl Default for TrainOptions {
@@ -160,6 +210,8 @@ impl Default for TrainOptions {
             optim: OptimConfig::default(),
             seed: 0,
             padded: false,
+            split_update: false,
+            sync_batch_norm: None,
         }
     }
 }
@@ -176,6 +228,11 @@ impl TrainOptions {
                 "tbptt, chunk, micro-batch and recompute lengths must be at least 1",
             ));
         }
+        if self.split_update && self.tbptt_mode == TbpttMode::Windows {
+            return Err(Error::input(
+                "data-parallel training runs truncated BPTT in mode `last`; windowed truncated BPTT (--tbptt-mode windows) runs in one process",
+            ));
+        }
         Ok(())
     }
 
@@ -186,6 +243,9 @@ impl TrainOptions {
         batch: usize,
         steps: usize,
     ) -> Vec<ProgramKey> {
+        if self.split_update {
+            return self.split_programs(batch, steps);
+        }
         // A padded segment keeps its activations: recomputation takes no lengths yet.
         let train = |kind, len: usize| ProgramKey {
             recompute: self.recompute.filter(|&r| r < len && !self.padded),
@@ -207,6 +267,32 @@ impl TrainOptions {
                 .collect(),
         };
         keys.push(train(ProgramKind::Train, last));
+        keys
+    }
+
+    /// The programs of a data-parallel training step (`split_update`; truncated BPTT in
+    /// mode [`TbpttMode::Last`], which `validate` requires): the carried chunks, the last
+    /// segment up to its gradients (split at the head with `sync_batch_norm`), then the
+    /// update from the gradients averaged over ranks.
+    fn split_programs(&self, batch: usize, steps: usize) -> Vec<ProgramKey> {
+        let last = self.tbptt.min(steps);
+        let mut keys: Vec<ProgramKey> = carry_chunks(steps - last, self.chunk)
+            .into_iter()
+            .map(|s| self.key(ProgramKind::Carry, batch, s))
+            .collect();
+        if let Some(global) = self.sync_batch_norm {
+            keys.extend([
+                self.key(ProgramKind::HeadInput, batch, last),
+                self.key(ProgramKind::Head, global, 0),
+                self.key(ProgramKind::StackGrads, batch, last),
+            ]);
+        } else {
+            keys.push(ProgramKey {
+                recompute: self.recompute.filter(|&r| r < last && !self.padded),
+                ..self.key(ProgramKind::Grads, batch, last)
+            });
+        }
+        keys.push(self.key(ProgramKind::Update, 0, 0));
         keys
     }
 

@@ -17,7 +17,9 @@ use crate::model::{carry_graph, classifier_at_lengths, copy_finals, Mode};
 use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
+use crate::sync_head::{self, HeadPart};
 use crate::train_graph::{train_graph, TrainGraph};
+use crate::update_graph::{update_graph, UpdateGraph};
 
 /// The key under which every program shares a persistent tensor.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -68,8 +70,15 @@ pub struct Program {
     pub dropout_key: Option<TensorId>,
     /// The squared global gradient norm, read after each step when clipping by norm.
     pub grad_norm_sq: Option<TensorId>,
-    /// (parameter name, gradient) in training programs.
+    /// (parameter name, gradient): computed by training and gradient programs; in the
+    /// update program, the inputs the host writes (the gradients averaged over ranks).
     pub grads: Vec<(String, TensorId)>,
+    /// The head's input `[B, H]`, with BatchNorm synchronised over ranks: computed by
+    /// the head-input program, written by the host into the head program.
+    pub features: Option<TensorId>,
+    /// Its gradient: computed by the head program, written into the stack-gradient
+    /// program (this rank's rows).
+    pub features_grad: Option<TensorId>,
     /// Every parameter and state leaf with the key all programs share it under.
     pub persistent: Vec<(TensorId, PersistentKey)>,
 }
@@ -110,7 +119,27 @@ impl Program {
                 p.probs = Some(c.probs);
                 (p, c.stack.carried)
             }
-            (ProgramKind::Train | ProgramKind::TrainCarry, _) => {
+            (ProgramKind::Update, _) => {
+                let UpdateGraph {
+                    graph,
+                    update,
+                    grad_inputs,
+                } = update_graph(model, optim)?;
+                let mut p = Program::bare(key, graph, Vec::new());
+                p.scalars = Some(update.scalars);
+                p.grad_norm_sq = update.grad_norm_sq;
+                p.grads = grad_inputs;
+                (p, Vec::new())
+            }
+            (ProgramKind::HeadInput | ProgramKind::Head | ProgramKind::StackGrads, _) => {
+                let part = match kind {
+                    ProgramKind::HeadInput => sync_head::head_input(model, batch, steps)?,
+                    ProgramKind::Head => sync_head::head(model, batch)?,
+                    _ => sync_head::stack_grads(model, batch, steps)?,
+                };
+                Program::sync_part(key, part)?
+            }
+            (ProgramKind::Train | ProgramKind::TrainCarry | ProgramKind::Grads, _) => {
                 let mut t = match recompute {
                     None => train_graph(model, batch, steps, padded)?,
                     Some(_) if padded => {
@@ -153,7 +182,8 @@ impl Program {
     }
 
     /// A training program: `t` with clipping, the optimizer and the running-statistics
-    /// updates appended.
+    /// updates appended; a gradient program ([`ProgramKind::Grads`]): `t` with the
+    /// running-statistics updates only.
     fn training(
         key: ProgramKey,
         model: &ModelDescription,
@@ -169,7 +199,10 @@ impl Program {
             grads,
             ..
         } = t;
-        let update = optim.append(&mut graph, &params, &grads)?;
+        let update = match key.kind {
+            ProgramKind::Grads => None,
+            _ => Some(optim.append(&mut graph, &params, &grads)?),
+        };
         // The rows BatchNorm saw: one per sequence, or one per step and sequence.
         let rows = match model.head.on {
             HeadOn::LastStep => key.batch,
@@ -185,10 +218,41 @@ impl Program {
         p.lengths = lengths;
         p.loss = Some(head.loss);
         p.probs = Some(head.probs);
-        p.scalars = Some(update.scalars);
-        p.grad_norm_sq = update.grad_norm_sq;
+        p.scalars = update.as_ref().map(|u| u.scalars);
+        p.grad_norm_sq = update.and_then(|u| u.grad_norm_sq);
         p.grads = params.into_iter().map(|(n, _)| n).zip(grads).collect();
         Ok(p)
+    }
+
+    /// A part of a training segment split at the head (see [`crate::sync_head`]).
+    fn sync_part(key: ProgramKey, part: HeadPart) -> Result<(Program, Vec<(TensorId, StateSlot)>)> {
+        let HeadPart {
+            mut graph,
+            x,
+            features,
+            features_grad,
+            head,
+            grads,
+            carried,
+        } = part;
+        if let Some(h) = &head {
+            // The global batch's statistics: the head program's batch is every rank's.
+            let unbias = key.batch as f32 / (key.batch as f32 - 1.0);
+            for stats in &h.batch_stats {
+                BatchNorm::stats_update(&mut graph, stats, unbias)?;
+            }
+        }
+        let xs = x.map(|x| vec![(x, key.steps)]).unwrap_or_default();
+        let mut p = Program::bare(key, graph, xs);
+        if let Some(h) = head {
+            p.labels = Some(h.labels);
+            p.loss = Some(h.loss);
+            p.probs = Some(h.probs);
+        }
+        p.features = features;
+        p.features_grad = features_grad;
+        p.grads = grads;
+        Ok((p, carried))
     }
 
     fn bare(key: ProgramKey, graph: Graph, xs: Vec<(TensorId, usize)>) -> Program {
@@ -205,13 +269,21 @@ impl Program {
             dropout_key: None,
             grad_norm_sq: None,
             grads: Vec::new(),
+            features: None,
+            features_grad: None,
             persistent: Vec::new(),
         }
     }
 
     /// Tensors the host reads after a run (they must outlive it).
     pub fn outputs(&self) -> Vec<TensorId> {
-        let read = [self.loss, self.probs, self.grad_norm_sq];
+        let read = [
+            self.loss,
+            self.probs,
+            self.grad_norm_sq,
+            self.features,
+            self.features_grad,
+        ];
         let mut v: Vec<TensorId> = read.into_iter().flatten().collect();
         v.extend(self.grads.iter().map(|(_, g)| *g));
         v

@@ -35,9 +35,13 @@ use crate::options::{ProgramKey, TrainOptions};
 use crate::params::ParamStore;
 use crate::programs::{PersistentKey, Program};
 
+mod exchange;
 mod padded;
 mod run;
 mod state;
+mod sync_step;
+
+pub use exchange::{GradientExchange, LocalGradients};
 pub use run::EvalReport;
 
 /// What one training step produced.
@@ -237,6 +241,19 @@ impl Trainer {
         labels: &[f32],
         lengths: Option<&[f32]>,
     ) -> Result<StepReport> {
+        self.train_step_exchanging(x, labels, lengths, &mut LocalGradients)
+    }
+
+    /// As [`Trainer::train_step_at`]; with [`TrainOptions::split_update`], `exchange`
+    /// gets the gradients and the loss between backward and the update (data-parallel
+    /// ranks average them there).
+    pub fn train_step_exchanging(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        lengths: Option<&[f32]>,
+        exchange: &mut dyn GradientExchange,
+    ) -> Result<StepReport> {
         let (steps, batch) = check_batch(&self.model, x, labels)?;
         let keys = self.opts.train_programs(&self.model, batch, steps);
         let lengths = self.check_lengths(lengths, batch, steps, &keys)?;
@@ -254,7 +271,10 @@ impl Trainer {
             lr = schedule.lr(&o.schedule, o.optimizer.lr(), t);
             Some((o.optimizer.scalars(t, lr), step_key_input(seed, t)))
         };
-        let scored = self.run_sequence(&keys, (x, lengths), 0..batch, labels, &mut scalars)?;
+        let scored = match self.opts.split_update {
+            false => self.run_sequence(&keys, (x, lengths), 0..batch, labels, &mut scalars)?,
+            true => self.run_split(&keys, x, labels, &mut scalars, exchange)?,
+        };
         let (classes, classify) = (
             self.model.loss.outputs(),
             self.model.loss.is_classification(),
@@ -312,32 +332,6 @@ impl Trainer {
     /// Restores the schedule's state from a checkpoint.
     pub fn restore_schedule(&mut self, state: ScheduleState) {
         self.schedule = state;
-    }
-
-    /// Downloads parameters and running statistics.
-    pub fn parameters(&mut self) -> Result<ParamStore> {
-        let mut out = ParamStore::new();
-        for spec in self.model.param_specs()? {
-            let key = PersistentKey::named(&spec.name);
-            let view = self.persistent_view(&key, spec.shape.clone())?;
-            out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
-        }
-        Ok(out)
-    }
-
-    /// Downloads the gradients of the most recent training step (as the update used
-    /// them), by parameter name.
-    pub fn gradients(&mut self) -> Result<ParamStore> {
-        let key = self
-            .last_train
-            .ok_or_else(|| Error::input("no training step has run yet"))?;
-        let p = &self.programs[&key];
-        let mut out = ParamStore::new();
-        for (name, g) in &p.ids.grads {
-            let view = p.exe.view(*g).clone();
-            out.insert(name, download(self.backend.as_mut(), &view)?);
-        }
-        Ok(out)
     }
 
     /// Downloads the recurrent state carried into the last segment for batch size

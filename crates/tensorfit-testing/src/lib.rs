@@ -8,7 +8,10 @@
 //! - devices: which kinds `TENSORFIT_REQUIRE` demands ([`required`]), the skip rule
 //!   ([`skip`]: print why, or fail when the kind is required), and [`present`], which
 //!   opens each [`Device`] of a suite's list once to see that it can be;
-//! - [`scratch_dir`]: a test process's scratch directory, swept once the process ended.
+//! - [`scratch_dir`]: a test process's scratch directory, swept once the process ended;
+//! - [`mpirun`]: MPI ranks launched from a test, bounded in time.
+
+pub mod mpirun;
 
 pub use tensorfit_core::Rng;
 

@@ -81,13 +81,8 @@ impl Trainer {
         let Some(last) = keys.last() else {
             return Err(Error::Graph("a run needs at least one program".into()));
         };
-        let batch = last.batch;
         let all = x.shape.dims().get(1).copied().unwrap_or(0);
-        for slot in self.recurrent.state_slots() {
-            let key = PersistentKey::Carried { slot, batch };
-            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
-            self.backend.write(&view, &vec![0.0; view.len()])?;
-        }
+        self.zero_carried(last.batch)?;
         let mut t = 0;
         let mut scored = Vec::new();
         for &key in keys {
@@ -112,13 +107,15 @@ impl Trainer {
             if let Some(s) = p.ids.loss_scale {
                 p.exe.write(backend, s, &[loss_scale(&mine)])?;
             }
-            if let Some(s) = p.ids.scalars {
+            if p.ids.scalars.is_some() || p.ids.dropout_key.is_some() {
                 let (values, dropout_key) = scalars().ok_or_else(|| {
                     Error::Graph(format!(
                         "training program `{key}` run without the optimizer's scalars"
                     ))
                 })?;
-                p.exe.write(backend, s, &values)?;
+                if let Some(s) = p.ids.scalars {
+                    p.exe.write(backend, s, &values)?;
+                }
                 if let Some(k) = p.ids.dropout_key {
                     p.exe.write(backend, k, &dropout_key)?;
                 }
@@ -140,6 +137,45 @@ impl Trainer {
             });
         }
         Ok(scored)
+    }
+
+    /// Zeroes the carried state of batch size `batch`: every sequence starts from zeros.
+    fn zero_carried(&mut self, batch: usize) -> Result<()> {
+        for slot in self.recurrent.state_slots() {
+            let key = PersistentKey::Carried { slot, batch };
+            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
+            self.backend.write(&view, &vec![0.0; view.len()])?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
+    /// sequences `rows` of `x`, and writes the last program's steps of `x`, which is left
+    /// to run; returns its key.
+    pub(super) fn start_sequence(
+        &mut self,
+        keys: &[ProgramKey],
+        x: &HostTensor,
+        rows: Range<usize>,
+    ) -> Result<ProgramKey> {
+        let Some(&last) = keys.last() else {
+            return Err(Error::Graph("a run needs at least one program".into()));
+        };
+        self.zero_carried(last.batch)?;
+        let mut t = 0;
+        for &key in keys {
+            self.ensure_program(key)?;
+            let p = &self.programs[&key];
+            let backend = self.backend.as_mut();
+            for &(input, len) in &p.ids.xs {
+                write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
+                t += len;
+            }
+            if key != last {
+                p.exe.run(backend)?;
+            }
+        }
+        Ok(last)
     }
 
     /// Runs the model in inference form (running statistics) over whole sequences.

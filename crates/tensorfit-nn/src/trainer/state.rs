@@ -1,16 +1,28 @@
-//! The trainer's state to and from the host: checkpoints and restoring the optimizer.
+//! The trainer's state on the host: parameters, checkpoints and the optimizer's state
+//! in and out, and the last step's gradients.
 
 use std::collections::HashMap;
 
 use tensorfit_core::{Error, HostTensor, Result};
 
-use super::Trainer;
+use super::{download, Trainer};
 use crate::checkpoint::Checkpoint;
 use crate::layers::ParamKind;
 use crate::params::ParamStore;
 use crate::programs::PersistentKey;
 
 impl Trainer {
+    /// Downloads parameters and running statistics.
+    pub fn parameters(&mut self) -> Result<ParamStore> {
+        let mut out = ParamStore::new();
+        for spec in self.model.param_specs()? {
+            let key = PersistentKey::named(&spec.name);
+            let view = self.persistent_view(&key, spec.shape.clone())?;
+            out.insert(&spec.name, download(self.backend.as_mut(), &view)?);
+        }
+        Ok(out)
+    }
+
     /// Everything needed to continue later: model, optimizer state (Adam's moments
     /// `adam.m.<name>`, `adam.v.<name>`, SGD's `sgd.momentum.<name>`; zeros before the
     /// first step), step.
@@ -58,7 +70,21 @@ impl Trainer {
 
     /// Restores the optimizer's state and the step counter from a checkpoint's values.
     pub fn restore_optimizer(&mut self, optimizer: &ParamStore, step: u64) -> Result<()> {
-        for (name, t) in optimizer.iter() {
+        self.write_named(optimizer)?;
+        self.step = step;
+        Ok(())
+    }
+
+    /// Restores all that `ck`, a checkpoint of this trainer, holds: parameters, running
+    /// statistics, the optimizer's state and the step counter.
+    pub fn restore_state(&mut self, ck: &Checkpoint) -> Result<()> {
+        self.write_named(&ck.params)?;
+        self.restore_optimizer(&ck.optimizer, ck.step)
+    }
+
+    /// Writes each tensor of `values` into the persistent tensor of its name.
+    fn write_named(&mut self, values: &ParamStore) -> Result<()> {
+        for (name, t) in values.iter() {
             let view = self.persistent_view(&PersistentKey::named(name), t.shape.clone())?;
             if view.shape != t.shape {
                 return Err(Error::input(format!(
@@ -68,7 +94,21 @@ impl Trainer {
             }
             self.backend.write(&view, &t.data)?;
         }
-        self.step = step;
         Ok(())
+    }
+
+    /// Downloads the gradients of the most recent training step (as the update used
+    /// them), by parameter name.
+    pub fn gradients(&mut self) -> Result<ParamStore> {
+        let key = self
+            .last_train
+            .ok_or_else(|| Error::input("no training step has run yet"))?;
+        let p = &self.programs[&key];
+        let mut out = ParamStore::new();
+        for (name, g) in &p.ids.grads {
+            let view = p.exe.view(*g).clone();
+            out.insert(name, download(self.backend.as_mut(), &view)?);
+        }
+        Ok(out)
     }
 }
