@@ -88,12 +88,20 @@ pub fn carry_graph(
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
     let stack = net.stack(&mut g, &leaves.ids, (batch, steps), false, false)?;
+    carry_finals(&mut g, &stack)?;
+    Ok((g, stack))
+}
+
+/// Copies each final state of `stack` into its persistent initial state, so that the
+/// next program over the same sequences continues where this one stopped (a carried
+/// chunk, or one step of a stream).
+pub fn carry_finals(g: &mut Graph, stack: &RecurrentStack) -> Result<()> {
     for (&(dst, slot), &src) in stack.carried.iter().zip(&stack.finals) {
         // `state.h_l0` is carried by `carry_h_l0`.
         let name = slot.name().replacen("state.", "carry_", 1);
         g.update(&name, Op::Copy, CopyInputs { src }, CopyTargets { dst })?;
     }
-    Ok((g, stack))
+    Ok(())
 }
 
 /// The whole model over a chunk of `steps` steps: embedding if any, recurrent stack,

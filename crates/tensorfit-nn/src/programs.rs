@@ -13,7 +13,7 @@ use tensorfit_core::{Graph, Result, Role, TensorId};
 
 use crate::description::ModelDescription;
 use crate::layers::{BatchNorm, StateSlot};
-use crate::model::{carry_graph, classifier, Mode};
+use crate::model::{carry_finals, carry_graph, classifier, Mode};
 use crate::optim::OptimConfig;
 use crate::options::{ProgramKey, ProgramKind};
 use crate::recompute;
@@ -88,6 +88,9 @@ impl Program {
             (ProgramKind::Eval, _) => {
                 let mut g = Graph::new();
                 let c = classifier(&mut g, model, batch, steps, Mode::Infer)?;
+                // The state at the end stays on the device: a stream's next step starts
+                // from it (an evaluation zeroes it first).
+                carry_finals(&mut g, &c.stack)?;
                 let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
                 p.labels = Some(c.labels);
                 p.loss = Some(c.loss);

@@ -33,6 +33,8 @@ use crate::options::{micro_batches, ProgramKey, TrainOptions};
 use crate::params::ParamStore;
 use crate::programs::{PersistentKey, Program};
 
+mod stream_steps;
+
 /// What one training step produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepReport {

@@ -1,0 +1,142 @@
+//! [`Runner`]: a model open on its chosen device for a job: train, evaluate, predict,
+//! save.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use tensorfit_core::HostTensor;
+use tensorfit_nn::{Batch, EvalReport, StepReport};
+
+use super::error::Result;
+use super::model::{Model, Training};
+use crate::session::Session;
+
+/// What a per-step callback tells [`Runner::fit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Take the next step.
+    Continue,
+    /// Stop after this step (early stopping).
+    Stop,
+}
+
+/// How [`Runner::fit`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitReport {
+    /// Optimizer steps taken by this call.
+    pub steps: u64,
+    /// The last step's loss (`NaN` when no step ran).
+    pub last_loss: f32,
+    /// Whether the callback stopped the run before the batches ran out.
+    pub stopped_early: bool,
+}
+
+/// A model open on the device its plan chose, holding its weights (and, for training, its
+/// optimizer state) there. Training steps and evaluations survive the device failing: the
+/// run moves to another plan or device and repeats the step.
+#[derive(Debug)]
+pub struct Runner {
+    session: Session,
+    training: Training,
+    metadata: HashMap<String, String>,
+}
+
+impl Runner {
+    pub(crate) fn new(session: Session, model: &Model) -> Runner {
+        Runner {
+            session,
+            training: model.training().clone(),
+            metadata: model.metadata().clone(),
+        }
+    }
+
+    /// The id of the device the run is on now (`cpu`, `wgpu:0`, `cuda:0`).
+    pub fn device(&self) -> &str {
+        &self.session.device
+    }
+
+    /// The strategy the run follows, in words.
+    pub fn strategy(&self) -> &str {
+        &self.session.strategy
+    }
+
+    /// The peak device memory the plan allocated, in bytes.
+    pub fn planned_peak_bytes(&self) -> u64 {
+        self.session.plan.peak_bytes()
+    }
+
+    /// The peak device memory measured so far, in bytes (comparable with the plan's).
+    pub fn measured_peak_bytes(&self) -> u64 {
+        self.session.measured_peak_bytes()
+    }
+
+    /// One training step on `x` (`[time, batch, features]`, or `[time, batch]` token
+    /// ids) with one label per sequence (a regression: `outputs` values per sequence).
+    pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
+        Ok(self.session.train_step(x, labels)?)
+    }
+
+    /// Trains on every batch of `batches`, calling `on_step` after each step with its
+    /// report (step, loss, learning rate, probabilities for custom metrics); the callback
+    /// returns [`Control::Stop`] to stop early. Batches come from
+    /// [`super::Sequences::batches`], the built-in task, or any reader of the data crate.
+    pub fn fit(
+        &mut self,
+        batches: impl IntoIterator<Item = Result<Batch>>,
+        mut on_step: impl FnMut(&StepReport) -> Control,
+    ) -> Result<FitReport> {
+        let mut report = FitReport {
+            steps: 0,
+            last_loss: f32::NAN,
+            stopped_early: false,
+        };
+        for batch in batches {
+            let batch = batch?;
+            let step = self.train_step(&batch.x, &batch.labels)?;
+            report.steps += 1;
+            report.last_loss = step.loss;
+            if on_step(&step) == Control::Stop {
+                report.stopped_early = true;
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// The loss (and a classifier's accuracy) on `x` with `labels`, in inference form.
+    pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
+        Ok(self.session.evaluate(x, labels)?)
+    }
+
+    /// Class probabilities `[batch, classes]` (a regression's values `[batch, outputs]`)
+    /// for `x`.
+    pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
+        Ok(self.session.trainer.predict(x)?)
+    }
+
+    /// The model with the weights the run has now.
+    pub fn model(&mut self) -> Result<Model> {
+        let mut ck = self.session.trainer.checkpoint()?;
+        ck.extra = self.metadata.clone();
+        Ok(Model::from_checkpoint(ck, self.training.clone()))
+    }
+
+    /// Writes a checkpoint: the model, its weights, the optimizer's state and the step,
+    /// atomically (safetensors, PyTorch's names).
+    pub fn save(&mut self, path: &Path) -> Result<()> {
+        let mut ck = self.session.trainer.checkpoint()?;
+        ck.extra.extend(self.metadata.clone());
+        Ok(ck.save(path)?)
+    }
+
+    /// The internal session (for the `tensorfit` binary: its fields may change between
+    /// versions).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The internal session, mutably (see [`Runner::session`]).
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+}
