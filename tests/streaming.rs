@@ -77,7 +77,13 @@ fn stream_equals_whole_sequences(d: ModelDescription, devices: &DevicePolicy) {
             .step(&x[(t - 1) * BATCH * w..t * BATCH * w])
             .expect("step");
         let mut run = model
-            .open(Job::Eval { batch: BATCH, seq_len: t }, devices)
+            .open(
+                Job::Eval {
+                    batch: BATCH,
+                    seq_len: t,
+                },
+                devices,
+            )
             .expect("whole-sequence run");
         let want = run.predict(&prefix(&d, &x, t)).expect("predict");
         common::assert_close(&format!("step {t}"), &got, &want.data, 1e-6, 0.0);
@@ -129,10 +135,22 @@ fn resetting_one_sequence_starts_it_again_and_leaves_the_others() {
     assert_eq!(row(&after, 1), row(&from_zero, 1));
     // Sequence 0 went on: five steps, not one.
     let mut run = model
-        .open(Job::Eval { batch: BATCH, seq_len: 5 }, &devices)
+        .open(
+            Job::Eval {
+                batch: BATCH,
+                seq_len: 5,
+            },
+            &devices,
+        )
         .expect("run");
     let whole = run.predict(&prefix(&d, &x, 5)).expect("predict");
-    common::assert_close("sequence 0", &row(&after, 0), &row(&whole.data, 0), 1e-6, 0.0);
+    common::assert_close(
+        "sequence 0",
+        &row(&after, 0),
+        &row(&whole.data, 0),
+        1e-6,
+        0.0,
+    );
     assert_ne!(row(&after, 0), row(&from_zero, 0));
     stream.reset().expect("reset");
     assert_eq!(stream.step(step(4)).expect("step"), from_zero);
@@ -143,7 +161,13 @@ fn a_stream_is_planned_like_any_job() {
     let model = Model::new(small_lstm(), 3).expect("model");
     let stream = model.stream(2, &DevicePolicy::only_cpu()).expect("stream");
     let plan = stream.plan();
-    assert_eq!(plan.job(), Job::Eval { batch: 2, seq_len: 1 });
+    assert_eq!(
+        plan.job(),
+        Job::Eval {
+            batch: 2,
+            seq_len: 1
+        }
+    );
     assert_eq!(plan.device(), Some("cpu"));
     assert!(plan.peak_bytes().unwrap_or(0) > 0);
     assert!(plan.table().contains("cpu"), "{}", plan.table());

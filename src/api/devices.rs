@@ -87,9 +87,4 @@ impl DevicePolicy {
     pub fn memory_margin(&self) -> f64 {
         self.margin
     }
-
-    pub(crate) fn with_caps(mut self, caps: MemoryCaps) -> DevicePolicy {
-        self.caps = caps;
-        self
-    }
 }

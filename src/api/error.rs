@@ -65,9 +65,11 @@ impl From<tensorfit_core::Error> for Error {
                 path: path.into(),
                 message,
             },
-            e @ (E::Input(_) | E::TokenOutOfRange { .. } | E::Shape { .. }) => {
-                Error::BadInput(e.to_string().trim_start_matches("invalid input: ").to_string())
-            }
+            e @ (E::Input(_) | E::TokenOutOfRange { .. } | E::Shape { .. }) => Error::BadInput(
+                e.to_string()
+                    .trim_start_matches("invalid input: ")
+                    .to_string(),
+            ),
             e @ (E::Graph(_) | E::Backend { .. }) => Error::Internal(e.to_string()),
         }
     }

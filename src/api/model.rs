@@ -57,15 +57,26 @@ impl Model {
     /// with weights initialised from [`DEFAULT_WEIGHT_SEED`].
     pub fn seed() -> Model {
         // The preset is valid, so its initialisation cannot fail.
-        Model::new(ModelDescription::seed(), DEFAULT_WEIGHT_SEED).unwrap_or_else(|_| {
-            unreachable!("the seed preset is a valid model")
-        })
+        Model::new(ModelDescription::seed(), DEFAULT_WEIGHT_SEED)
+            .unwrap_or_else(|_| unreachable!("the seed preset is a valid model"))
     }
 
     /// `description` with weights initialised as PyTorch does, from `seed`.
     pub fn new(description: ModelDescription, seed: u64) -> Result<Model> {
-        description.validate().map_err(|e| Error::BadInput(e.to_string()))?;
+        description
+            .validate()
+            .map_err(|e| Error::BadInput(e.to_string()))?;
         let params = ParamStore::init(&description, seed)?;
+        Ok(Model::with_parameters(description, params))
+    }
+
+    /// `description` with the weights `params` (every tensor it needs, by PyTorch name;
+    /// from [`ParamStore::load`] or another model).
+    pub fn with_weights(description: ModelDescription, params: ParamStore) -> Result<Model> {
+        description
+            .validate()
+            .map_err(|e| Error::BadInput(e.to_string()))?;
+        params.check_against(&description)?;
         Ok(Model::with_parameters(description, params))
     }
 

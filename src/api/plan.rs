@@ -20,18 +20,13 @@ pub struct Plan {
 
 impl Plan {
     pub(crate) fn new(model: &Model, job: Job, devices: &DevicePolicy) -> Result<Plan> {
-        let training = model.training();
-        let request = Request {
-            cfg: model.description().clone(),
+        let t = model.training();
+        let request = Request::new(
+            model.description().clone(),
             job,
-            tbptt: training.tbptt,
-            optim: training.optim,
-            margin: devices.memory_margin(),
-            device: devices.kind(),
-            caps: devices.caps().clone(),
-            exclude: Vec::new(),
-            read_ahead_bytes: 0,
-        };
+            (t.tbptt, t.optim),
+            devices,
+        );
         let decision = decide(&request)?;
         Ok(Plan { request, decision })
     }
@@ -53,7 +48,9 @@ impl Plan {
 
     /// The chosen strategy in words ("whole sequence", "streamed in time chunks of 50", …).
     pub fn strategy(&self) -> Option<&str> {
-        self.decision.chosen().map(|c| c.candidate.strategy.as_str())
+        self.decision
+            .chosen()
+            .map(|c| c.candidate.strategy.as_str())
     }
 
     /// The chosen plan's peak device memory in bytes: what the run will allocate.

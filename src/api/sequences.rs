@@ -80,7 +80,10 @@ impl Sequences {
         let mut labels = Vec::with_capacity(b * per_row);
         for (j, &r) in rows.iter().enumerate() {
             let seq = self.inputs.get(r).ok_or_else(|| {
-                Error::BadInput(format!("sequence {r} does not exist: there are {}", self.len()))
+                Error::BadInput(format!(
+                    "sequence {r} does not exist: there are {}",
+                    self.len()
+                ))
             })?;
             for t in 0..self.steps {
                 x[(t * b + j) * f..(t * b + j + 1) * f].copy_from_slice(&seq[t * f..(t + 1) * f]);

@@ -41,7 +41,9 @@ pub struct Stream {
 impl Stream {
     pub(crate) fn open(model: &Model, batch: usize, devices: &DevicePolicy) -> Result<Stream> {
         if batch == 0 {
-            return Err(Error::BadInput("a stream needs at least one sequence".into()));
+            return Err(Error::BadInput(
+                "a stream needs at least one sequence".into(),
+            ));
         }
         let plan = model.plan(Job::Eval { batch, seq_len: 1 }, devices)?;
         let session = plan.open_session(model)?;

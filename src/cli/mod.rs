@@ -10,6 +10,7 @@ mod data_args;
 pub mod eval;
 mod files_eval;
 mod fit_files;
+pub mod generate;
 pub mod import;
 pub mod info;
 mod interrupt;
@@ -25,7 +26,7 @@ pub use model_arg::ModelArg;
 
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
@@ -35,6 +36,7 @@ use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{BuiltinTask, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, start, Decision, Request, Session};
+use tensorfit::{DevicePolicy, Runner};
 
 /// How a command ended, beyond success or an error (which exits 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,13 +150,18 @@ pub struct DeviceArgs {
 }
 
 impl DeviceArgs {
-    fn kind(&self) -> Option<DeviceKind> {
-        match self.device {
-            DeviceChoice::Auto => None,
-            DeviceChoice::Cpu => Some(DeviceKind::Cpu),
-            DeviceChoice::Wgpu => Some(DeviceKind::Wgpu),
-            DeviceChoice::Cuda => Some(DeviceKind::Cuda),
+    /// The flags as the library's device policy; a margin outside [0, 1) names the flag.
+    pub fn policy(&self) -> Result<DevicePolicy> {
+        let mut policy = match self.device {
+            DeviceChoice::Auto => DevicePolicy::auto(),
+            DeviceChoice::Cpu => DevicePolicy::only(DeviceKind::Cpu),
+            DeviceChoice::Wgpu => DevicePolicy::only(DeviceKind::Wgpu),
+            DeviceChoice::Cuda => DevicePolicy::only(DeviceKind::Cuda),
+        };
+        for (&kind, &bytes) in &self.caps.caps()?.0 {
+            policy = policy.cap(kind, bytes);
         }
+        Ok(policy.margin(self.margin).context("--margin")?)
     }
 }
 
@@ -173,20 +180,7 @@ pub fn request(
     optim: OptimConfig,
     dev: &DeviceArgs,
 ) -> Result<Request> {
-    if !(0.0..1.0).contains(&dev.margin) {
-        bail!("--margin must be in [0, 1), got {}", dev.margin);
-    }
-    Ok(Request {
-        cfg,
-        job,
-        tbptt,
-        optim,
-        margin: dev.margin,
-        device: dev.kind(),
-        caps: dev.caps.caps()?,
-        exclude: Vec::new(),
-        read_ahead_bytes: 0,
-    })
+    Ok(Request::new(cfg, job, (tbptt, optim), &dev.policy()?))
 }
 
 /// Plans `req`, prints the choice (unless quiet), and starts the session.
@@ -200,6 +194,16 @@ pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<(Decisio
     }
     let session = start(req, &decision, params)?;
     Ok((decision, session))
+}
+
+/// Plans `job` of `model` on the devices the flags allow, prints the choice (unless
+/// quiet), and opens the run through the library's front door.
+pub fn open(model: &tensorfit::Model, job: Job, dev: &DeviceArgs, quiet: bool) -> Result<Runner> {
+    let plan = model.plan(job, &dev.policy()?)?;
+    if !quiet {
+        err!("{}", plan.table());
+    }
+    Ok(plan.start(model)?)
 }
 
 /// The JSON fields every run reports.
@@ -245,29 +249,25 @@ pub fn check_task(cfg: &ModelDescription) -> Result<()> {
 
 /// The model of a checkpoint (which `--model`, when given, must be), or `--model` (the
 /// seed preset by default) with untrained weights.
-pub fn load_model(
-    checkpoint: Option<&Path>,
-    model: Option<&ModelArg>,
-) -> Result<(ModelDescription, ParamStore)> {
+pub fn load_model(checkpoint: Option<&Path>, model: Option<&ModelArg>) -> Result<tensorfit::Model> {
     match checkpoint {
         Some(p) => {
             let path = checkpoint_path(p);
-            let ck = tensorfit::nn::Checkpoint::load(&path)?;
+            let loaded = tensorfit::Model::load(&path)?;
             if let Some(m) = model {
                 let described = m.load()?.model;
                 m.check_is(
                     &described,
                     &path,
-                    &ck.config,
+                    loaded.description(),
                     "drop --model to use the checkpoint's",
                 )?;
             }
-            Ok((ck.config, ck.params))
+            Ok(loaded)
         }
         None => {
             let cfg = model.cloned().unwrap_or_default().load()?.model;
-            let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
-            Ok((cfg, params))
+            Ok(tensorfit::Model::new(cfg, UNTRAINED_SEED)?)
         }
     }
 }

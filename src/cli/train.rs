@@ -13,13 +13,14 @@ use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::nn::atomic_file::{check_writable, same_file};
 use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings};
 use tensorfit::session::Session;
+use tensorfit::{Model, Training};
 
 use super::data_args::{DataArgs, FitArgs};
 use super::fit_files;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::{
-    begin, check_task, print_memory, quality_text, request, summary, train_settings, training_file,
+    check_task, open, print_memory, quality_text, summary, train_settings, training_file,
     DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
@@ -190,14 +191,19 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         optim_args::resolve(&a.optim, &a.given, settings.lr, last, resumed_ck, |id| {
             a.origin(id)
         })?;
-    let req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
         None => ParamStore::init(&cfg, settings.seed)?,
     };
-    let (_, mut session) = begin(&req, &params, a.json)?;
-    drop(params);
+    let training = Training {
+        tbptt: settings.tbptt,
+        optim,
+    };
+    let model = Model::with_weights(cfg.clone(), params)?.with_training(training);
+    let mut run = open(&model, job, &a.dev, a.json)?;
+    drop(model);
+    let mut session = run.session_mut();
     // A resumed run continues the data stream and keeps the held-out set of its seed.
     let position = resumed
         .as_ref()
@@ -235,7 +241,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut losses = Vec::new();
     // Per step, for --json: the learning rate used and the gradient norm (when clipping).
     let (mut lrs, mut grad_norms) = (Vec::new(), Vec::new());
-    let flops = req.job.model_flops(&cfg, settings.tbptt);
+    let flops = job.model_flops(&cfg, settings.tbptt);
     if !a.json {
         errln!(
             "training ({} parameters): batch {}, length {}, tbptt {}, learning rate {}, steps {}..={last}{}{}",

@@ -28,7 +28,8 @@ impl Trainer {
     /// state the previous step left, and returns the model's output at this step `[B,
     /// outputs]` (softmax probabilities, or a regression's values).
     pub fn stream_step(&mut self, x: &HostTensor) -> Result<HostTensor> {
-        let targets = x.shape.dims().get(1).copied().unwrap_or(0) * self.model.loss.targets_per_row();
+        let targets =
+            x.shape.dims().get(1).copied().unwrap_or(0) * self.model.loss.targets_per_row();
         // The labels only feed the loss, which a stream does not read.
         let labels = vec![0.0; targets];
         let (steps, batch) = check_batch(&self.model, x, &labels)?;
@@ -69,7 +70,9 @@ impl Trainer {
             let key = PersistentKey::Carried { slot, batch };
             let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
             let part = match row {
-                Some(r) => TensorView::at(view.buffer, view.offset + r * hidden, Shape::from([hidden])),
+                Some(r) => {
+                    TensorView::at(view.buffer, view.offset + r * hidden, Shape::from([hidden]))
+                }
                 None => view,
             };
             self.backend.write(&part, &vec![0.0; part.len()])?;
