@@ -23,6 +23,7 @@
 
 #![forbid(unsafe_code)]
 
+#[warn(missing_docs)]
 pub mod api;
 pub mod assume;
 pub mod calibrate;

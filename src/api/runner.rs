@@ -116,17 +116,23 @@ impl Runner {
 
     /// The model with the weights the run has now.
     pub fn model(&mut self) -> Result<Model> {
-        let mut ck = self.session.trainer.checkpoint()?;
-        ck.extra = self.metadata.clone();
-        Ok(Model::from_checkpoint(ck, self.training.clone()))
+        Ok(Model::from_checkpoint(
+            self.checkpoint()?,
+            self.training.clone(),
+        ))
     }
 
     /// Writes a checkpoint: the model, its weights, the optimizer's state and the step,
     /// atomically (safetensors, PyTorch's names).
     pub fn save(&mut self, path: &Path) -> Result<()> {
+        Ok(self.checkpoint()?.save(path)?)
+    }
+
+    /// The state on the device, with the model's metadata.
+    fn checkpoint(&mut self) -> Result<tensorfit_nn::Checkpoint> {
         let mut ck = self.session.trainer.checkpoint()?;
-        ck.extra.extend(self.metadata.clone());
-        Ok(ck.save(path)?)
+        ck.extra = self.metadata.clone();
+        Ok(ck)
     }
 
     /// The internal session (for the `tensorfit` binary: its fields may change between

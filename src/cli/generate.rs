@@ -174,13 +174,16 @@ mod tests {
     #[test]
     fn temperature_one_draws_in_proportion_to_the_probabilities() {
         let mut rng = Rng::new(4);
-        let probs = [0.1, 0.6, 0.3];
+        let probs = [0.1f32, 0.6, 0.3];
         let mut counts = [0usize; 3];
         for _ in 0..20_000 {
             counts[sample(&probs, 1.0, &mut rng)] += 1;
         }
         for (c, p) in counts.iter().zip(probs) {
-            assert!((*c as f64 / 20_000.0 - p).abs() < 0.015, "{counts:?}");
+            assert!(
+                (*c as f64 / 20_000.0 - p as f64).abs() < 0.015,
+                "{counts:?}"
+            );
         }
     }
 

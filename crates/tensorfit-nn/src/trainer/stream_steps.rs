@@ -59,10 +59,9 @@ impl Trainer {
     /// Zeroes the carried state of sequence `row` of the `batch` streams (`None`: of
     /// every sequence), so that its next step starts a new sequence.
     pub fn reset_stream(&mut self, batch: usize, row: Option<usize>) -> Result<()> {
-        if row.is_some_and(|r| r >= batch) {
+        if let Some(r) = row.filter(|&r| r >= batch) {
             return Err(Error::input(format!(
-                "stream {} does not exist: the stream has {batch} sequences",
-                row.unwrap_or(0)
+                "stream {r} does not exist: the stream has {batch} sequences"
             )));
         }
         let hidden = self.recurrent.hidden();
