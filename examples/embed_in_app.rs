@@ -8,15 +8,18 @@ use tensorfit::nn::Job;
 use tensorfit::{Control, DevicePolicy, Model, Sequences};
 
 fn main() -> Result<(), tensorfit::Error> {
-    // 60 sequences of 30 one-hot steps; the class (0..6) is the feature hot at step 0.
+    // 60 sequences of 30 steps of 152 features. Sequence i of class i % 6 has its class's
+    // feature on at every step, and one other feature on, a different one at each step.
     let (steps, features) = (30, 152);
     let labels: Vec<f32> = (0..60).map(|i| (i % 6) as f32).collect();
-    let inputs = labels
-        .iter()
-        .map(|&class| {
-            (0..steps * features)
-                .map(|k| f32::from(k == class as usize))
-                .collect()
+    let inputs = (0..60)
+        .map(|i| {
+            let mut x = vec![0.0; steps * features];
+            for t in 0..steps {
+                x[t * features + i % 6] = 1.0;
+                x[t * features + 6 + (7 * i + 3 * t) % 146] = 1.0;
+            }
+            x
         })
         .collect();
     let data = Sequences::new(inputs, labels, features)?;

@@ -84,7 +84,9 @@ fn a_job_too_large_for_every_device_is_out_of_memory() {
         seq_len: 2000,
     };
     let model = Model::seed();
-    let plan = model.plan(job, &devices).expect("a plan, even one that fits nowhere");
+    let plan = model
+        .plan(job, &devices)
+        .expect("a plan, even one that fits nowhere");
     assert!(!plan.fits());
     match model.open(job, &devices) {
         Err(Error::OutOfMemory {
@@ -104,7 +106,11 @@ fn bad_files_and_bad_input_are_told_apart() {
         other => panic!("expected a file error, got {other:?}"),
     }
     let toml = scratch("library_api").join("bad.toml");
-    std::fs::write(&toml, "[recurrent]\ncell = \"lstm\"\nhidden = 0\nlayers = 1\n").expect("write");
+    std::fs::write(
+        &toml,
+        "[recurrent]\ncell = \"lstm\"\nhidden = 0\nlayers = 1\n",
+    )
+    .expect("write");
     match Model::from_description_file(&toml, 1) {
         Err(e @ Error::File { .. }) => assert!(e.to_string().contains("line"), "{e}"),
         other => panic!("expected a file error naming the line, got {other:?}"),
@@ -117,7 +123,10 @@ fn bad_files_and_bad_input_are_told_apart() {
         Err(Error::BadInput(m)) => assert!(m.contains("sequence 1"), "{m}"),
         other => panic!("expected bad input, got {other:?}"),
     }
-    let job = Job::Eval { batch: 2, seq_len: 6 };
+    let job = Job::Eval {
+        batch: 2,
+        seq_len: 6,
+    };
     let mut run = small().open(job, &DevicePolicy::only_cpu()).expect("open");
     let wrong = data().batch(&[0, 1, 2]).expect("batch");
     assert!(matches!(
