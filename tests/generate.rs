@@ -1,6 +1,8 @@
 //! `tensorfit generate`: text from a small character-level language model (initialised
 //! weights, fixed seeds), streamed through the library's `Stream`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::HashMap;

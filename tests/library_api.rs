@@ -1,6 +1,8 @@
 //! The library's front door as an app uses it: fit with a callback that stops early,
 //! save and load, and errors an app can match on.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use tensorfit::core::DeviceKind;

@@ -3,6 +3,8 @@
 //! and on wgpu (skipped with a printed reason when no adapter is present, and failing
 //! instead under `TENSORFIT_REQUIRE=wgpu`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use tensorfit::core::{DeviceKind, HostTensor, Rng};

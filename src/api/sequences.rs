@@ -30,7 +30,7 @@ impl Sequences {
     /// and that the labels are as many per sequence.
     pub fn new(inputs: Vec<Vec<f32>>, labels: Vec<f32>, features: usize) -> Result<Sequences> {
         let first = inputs.first().map_or(0, Vec::len);
-        if features == 0 || first == 0 || first % features != 0 {
+        if features == 0 || first == 0 || !first.is_multiple_of(features) {
             return Err(Error::BadInput(format!(
                 "sequence 0 has {first} values: sequences need at least one step of {features} features"
             )));
@@ -41,7 +41,7 @@ impl Sequences {
                 inputs[i].len()
             )));
         }
-        if labels.is_empty() || labels.len() % inputs.len() != 0 {
+        if labels.is_empty() || !labels.len().is_multiple_of(inputs.len()) {
             return Err(Error::BadInput(format!(
                 "{} labels for {} sequences: give the same number for each",
                 labels.len(),

@@ -161,7 +161,7 @@ impl DeviceArgs {
         for (&kind, &bytes) in &self.caps.caps()?.0 {
             policy = policy.cap(kind, bytes);
         }
-        Ok(policy.margin(self.margin).context("--margin")?)
+        policy.margin(self.margin).context("--margin")
     }
 }
 

@@ -203,7 +203,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let model = Model::with_weights(cfg.clone(), params)?.with_training(training);
     let mut run = open(&model, job, &a.dev, a.json)?;
     drop(model);
-    let mut session = run.session_mut();
+    let session = run.session_mut();
     // A resumed run continues the data stream and keeps the held-out set of its seed.
     let position = resumed
         .as_ref()
@@ -298,7 +298,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             .as_ref()
             .filter(|_| step % a.checkpoint_every == 0 && step < last)
         {
-            if let Err(e) = save(&mut session, &data, &dir.checkpoint_path()) {
+            if let Err(e) = save(session, &data, &dir.checkpoint_path()) {
                 // A full disk must not end the run: the previous checkpoint is intact.
                 errln!(
                     "\nwarning: step {step}: {e:#}; the previous checkpoint is kept, and training continues (the next checkpoint tries again)"
@@ -349,7 +349,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             .chain(a.save.clone().map(|p| ("--save", p)));
         let mut failed = Vec::new();
         for (flag, path) in outputs {
-            match save(&mut session, &data, &path) {
+            match save(session, &data, &path) {
                 Ok(()) => written.push(path),
                 Err(e) => failed.push(format!("{flag}: {e:#}")),
             }
@@ -370,7 +370,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         .unwrap_or((f32::NAN, Some(f32::NAN)));
     let secs = start_time.elapsed().as_secs_f64();
     if a.json {
-        let mut out = summary(&session);
+        let mut out = summary(session);
         out["loss"] = json!(last_loss);
         out["eval_loss"] = json!(eval_loss);
         out["accuracy"] = json!(accuracy);
@@ -393,7 +393,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 quality_text(eval_loss, accuracy)
             ),
         }
-        print_memory(&session);
+        print_memory(session);
         for p in &written {
             errln!("checkpoint of step {step} written to {}", p.display());
         }
