@@ -25,7 +25,8 @@ pub enum Error {
         /// What the driver said.
         message: String,
     },
-    /// No device can run the job: none is present, or the one asked for is unavailable.
+    /// No device can run the job as asked: none is present, or the job fits only on a
+    /// software device, which runs only when asked for by kind.
     #[error("no device: {0}")]
     NoDevice(String),
     /// The request, the model or the data is invalid (a shape, a value, a setting).

@@ -81,8 +81,9 @@ impl Plan {
     /// Why the job fits nowhere, as the error an app matches on.
     pub fn nothing_fits(&self) -> Error {
         match self.decision.nothing_fits().into() {
-            // No device to plan on at all is not a memory problem.
-            Error::BadInput(m) if self.decision.candidates.is_empty() => Error::NoDevice(m),
+            // No device present, or only a software device that runs when asked for:
+            // not a memory problem.
+            Error::BadInput(m) => Error::NoDevice(m),
             e => e,
         }
     }
