@@ -58,9 +58,8 @@ fn cpu_seconds() -> Result<f64> {
     // The fields after the command name (which may hold spaces) close with `)`.
     let rest = stat.rsplit_once(')').context("/proc/self/stat")?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| -> Result<f64> {
-        Ok(fields.get(i).context("/proc/self/stat")?.parse::<f64>()?)
-    };
+    let ticks =
+        |i: usize| -> Result<f64> { Ok(fields.get(i).context("/proc/self/stat")?.parse::<f64>()?) };
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the `)`.
     Ok((ticks(11)? + ticks(12)?) / 100.0)
 }

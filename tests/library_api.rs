@@ -131,8 +131,8 @@ fn bad_files_and_bad_input_are_told_apart() {
     };
     let mut run = small().open(job, &DevicePolicy::only_cpu()).expect("open");
     let wrong = data().batch(&[0, 1, 2]).expect("batch");
-    assert!(matches!(
-        run.evaluate(&wrong.x, &wrong.labels),
-        Err(Error::BadInput(_))
-    ));
+    match run.evaluate(&wrong.x, &wrong.labels) {
+        Err(Error::BadInput(m)) => assert!(m.contains("of 2 sequences of 6 steps"), "{m}"),
+        other => panic!("expected bad input, got {other:?}"),
+    }
 }

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use tensorfit_core::HostTensor;
-use tensorfit_nn::{Batch, EvalReport, StepReport};
+use tensorfit_nn::{Batch, EvalReport, Job, StepReport};
 
-use super::error::Result;
+use super::error::{Error, Result};
 use super::model::{Model, Training};
 use crate::session::Session;
 
@@ -73,6 +73,7 @@ impl Runner {
     /// One training step on `x` (`[time, batch, features]`, or `[time, batch]` token
     /// ids) with one label per sequence (a regression: `outputs` values per sequence).
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
+        self.check_planned(x, true)?;
         Ok(self.session.train_step(x, labels)?)
     }
 
@@ -105,12 +106,14 @@ impl Runner {
 
     /// The loss (and a classifier's accuracy) on `x` with `labels`, in inference form.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
+        self.check_planned(x, false)?;
         Ok(self.session.evaluate(x, labels)?)
     }
 
     /// Class probabilities `[batch, classes]` (a regression's values `[batch, outputs]`)
     /// for `x`.
     pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
+        self.check_planned(x, false)?;
         Ok(self.session.trainer.predict(x)?)
     }
 
@@ -126,6 +129,38 @@ impl Runner {
     /// atomically (safetensors, PyTorch's names).
     pub fn save(&mut self, path: &Path) -> Result<()> {
         Ok(self.checkpoint()?.save(path)?)
+    }
+
+    /// Refuses `x` (`[time, batch, …]`) when the plan has no training step (`training`) or
+    /// evaluation of its shape: only what was planned can run.
+    fn check_planned(&self, x: &HostTensor, training: bool) -> Result<()> {
+        let d = x.shape.dims();
+        let got = (
+            d.get(1).copied().unwrap_or(0),
+            d.first().copied().unwrap_or(0),
+        );
+        let planned = match (self.session.job(), training) {
+            (Job::Train { batch, seq_len, .. }, true) => Some((batch, seq_len)),
+            (Job::Train { eval, .. }, false) => eval,
+            (Job::Eval { batch, seq_len }, false) => Some((batch, seq_len)),
+            (Job::Eval { .. }, true) => None,
+        };
+        let what = if training {
+            "training steps"
+        } else {
+            "evaluations"
+        };
+        match planned {
+            Some(p) if p == got => Ok(()),
+            Some((b, t)) => Err(Error::BadInput(format!(
+                "the run is planned for {what} of {b} sequences of {t} steps; the input has {} of {}: plan a job of this shape",
+                got.0, got.1
+            ))),
+            None => Err(Error::BadInput(format!(
+                "the run's plan has no {what} (job {:?})",
+                self.session.job()
+            ))),
+        }
     }
 
     /// The state on the device, with the model's metadata.
