@@ -56,6 +56,33 @@ pub struct Request {
     pub data_parallel: Option<DataParallel>,
 }
 
+impl Request {
+    /// The request for `job` of `cfg` (training with BPTT length `tbptt` and `optim`) on
+    /// the devices `devices` allows; nothing excluded, no read-ahead.
+    pub fn new(
+        cfg: ModelDescription,
+        job: Job,
+        (tbptt, optim): (usize, OptimConfig),
+        devices: &crate::api::DevicePolicy,
+    ) -> Request {
+        Request {
+            cfg,
+            job,
+            tbptt,
+            optim,
+            margin: devices.memory_margin(),
+            device: devices.kind(),
+            caps: devices.caps().clone(),
+            exclude: Vec::new(),
+            read_ahead_bytes: 0,
+            tbptt_mode: TbpttMode::Last,
+            seed: 0,
+            padded: false,
+            data_parallel: None,
+        }
+    }
+}
+
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
 pub fn plan_job(
     cfg: &ModelDescription,

@@ -1,5 +1,10 @@
 //! tensorfit: train and run a stacked LSTM on whatever device it fits.
 //!
+//! Apps start at [`api`], the front door, whose types are re-exported here: [`Model`],
+//! [`DevicePolicy`], [`Plan`], [`Runner`], [`Sequences`], [`Stream`] and [`Error`]. They
+//! are the stable surface; the modules below are the engine beneath it (see
+//! `docs/api.md`).
+//!
 //! This facade re-exports the workspace's crates under one name and adds the session,
 //! which plans a job on every device and runs it on the fastest one where it fits:
 //! - [`core`]: graphs of coarse ops, autodiff, schedule, the `Backend` trait;
@@ -19,6 +24,8 @@
 
 #![forbid(unsafe_code)]
 
+#[warn(missing_docs)]
+pub mod api;
 pub mod assume;
 pub mod calibrate;
 pub mod checkpoint_dir;
@@ -39,3 +46,8 @@ pub use tensorfit_cpu as cpu;
 pub use tensorfit_data as data;
 pub use tensorfit_nn as nn;
 pub use tensorfit_plan as plan;
+
+pub use api::{
+    Control, DevicePolicy, Error, FitReport, Model, Plan, Result, Runner, Sequences, Stream,
+    Training,
+};

@@ -10,7 +10,7 @@ mod cli;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use cli::{bench, eval, import, info, plan, predict, train, CapArgs, Exit, ModelArg};
+use cli::{bench, eval, generate, import, info, plan, predict, train, CapArgs, Exit, ModelArg};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -31,6 +31,9 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Run a trained model on your own inputs.
     Predict(predict::PredictArgs),
+    /// Write text with a character-level language model, streaming each character as it
+    /// is sampled.
+    Generate(generate::GenerateArgs),
     /// Show the memory plan of a job on every device, and the choice.
     Plan(plan::PlanArgs),
     /// Time training steps or inference on the chosen device (median after a warm-up).
@@ -105,6 +108,7 @@ fn main() {
         Command::Train(a) => train::run(a),
         Command::Eval(a) => eval::run(a),
         Command::Predict(a) => predict::run(a),
+        Command::Generate(a) => generate::run(a),
         Command::Plan(a) => plan::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Devices { caps, json } => info::devices(&caps, json),

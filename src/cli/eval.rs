@@ -7,14 +7,13 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{BuiltinTask, Job, ModelDescription, OptimConfig, ParamStore};
+use tensorfit::nn::{BuiltinTask, Job, ModelDescription, ParamStore};
 use tensorfit::session::format_seconds;
 
 use super::data_args::DataArgs;
 use super::files_eval;
 use super::{
-    begin, check_task, load_model, print_memory, quality_text, request, summary, DeviceArgs, Exit,
-    ModelArg,
+    check_task, load_model, open, print_memory, quality_text, summary, DeviceArgs, Exit, ModelArg,
 };
 
 #[derive(Args, Clone, Debug)]
@@ -44,24 +43,24 @@ pub struct EvalArgs {
 }
 
 pub fn run(a: EvalArgs) -> Result<Exit> {
-    let (cfg, params) = load_model(a.checkpoint.as_deref(), a.model.as_ref())?;
+    let model = load_model(a.checkpoint.as_deref(), a.model.as_ref())?;
     if a.data.path().is_some() {
-        return eval_files(&a, cfg, &params);
+        return eval_files(&a, model.description().clone(), model.parameters());
     }
-    check_task(&cfg)?;
+    check_task(model.description())?;
     let job = Job::Eval {
         batch: a.batch,
         seq_len: a.seq_len,
     };
-    let mut task = BuiltinTask::for_model(&cfg, a.seed)?;
-    let req = request(cfg, job, a.seq_len, OptimConfig::default(), &a.dev)?;
-    let (_, mut session) = begin(&req, &params, a.json)?;
+    let mut task = BuiltinTask::for_model(model.description(), a.seed)?;
+    let mut run = open(&model, job, &a.dev, a.json)?;
     let data = task.batch(a.batch, a.seq_len)?;
     let t = Instant::now();
-    let report = session.evaluate(&data.x, &data.labels)?;
+    let report = run.evaluate(&data.x, &data.labels)?;
+    let session = run.session();
     let secs = t.elapsed().as_secs_f64();
     if a.json {
-        let mut out = summary(&session);
+        let mut out = summary(session);
         out["loss"] = json!(report.loss);
         out["accuracy"] = json!(report.accuracy);
         out["perplexity"] = json!(report.perplexity);
@@ -75,7 +74,7 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
             format_seconds(secs),
             quality_text(session.trainer.model(), report.loss, report.accuracy)
         );
-        print_memory(&session);
+        print_memory(session);
     }
     Ok(Exit::Success)
 }

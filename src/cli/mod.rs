@@ -14,6 +14,7 @@ mod files_eval;
 mod fit_files;
 mod fit_resume;
 mod fit_watch;
+pub mod generate;
 pub mod import;
 pub mod info;
 mod interrupt;
@@ -30,7 +31,7 @@ pub use model_arg::ModelArg;
 
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
@@ -42,6 +43,7 @@ use tensorfit::nn::{
 };
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{decide, start, Decision, Request, Session};
+use tensorfit::{DevicePolicy, Runner};
 
 /// How a command ended, beyond success or an error (which exits 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,13 +157,18 @@ pub struct DeviceArgs {
 }
 
 impl DeviceArgs {
-    fn kind(&self) -> Option<DeviceKind> {
-        match self.device {
-            DeviceChoice::Auto => None,
-            DeviceChoice::Cpu => Some(DeviceKind::Cpu),
-            DeviceChoice::Wgpu => Some(DeviceKind::Wgpu),
-            DeviceChoice::Cuda => Some(DeviceKind::Cuda),
+    /// The flags as the library's device policy; a margin outside [0, 1) names the flag.
+    pub fn policy(&self) -> Result<DevicePolicy> {
+        let mut policy = match self.device {
+            DeviceChoice::Auto => DevicePolicy::auto(),
+            DeviceChoice::Cpu => DevicePolicy::only(DeviceKind::Cpu),
+            DeviceChoice::Wgpu => DevicePolicy::only(DeviceKind::Wgpu),
+            DeviceChoice::Cuda => DevicePolicy::only(DeviceKind::Cuda),
+        };
+        for (&kind, &bytes) in &self.caps.caps()?.0 {
+            policy = policy.cap(kind, bytes);
         }
+        policy.margin(self.margin).context("--margin")
     }
 }
 
@@ -180,25 +187,7 @@ pub fn request(
     optim: OptimConfig,
     dev: &DeviceArgs,
 ) -> Result<Request> {
-    if !(0.0..1.0).contains(&dev.margin) {
-        bail!("--margin must be in [0, 1), got {}", dev.margin);
-    }
-    Ok(Request {
-        cfg,
-        job,
-        tbptt,
-        tbptt_mode: TbpttMode::Last,
-        optim,
-        // Training commands set the run's seed (dropout draws from it).
-        seed: 0,
-        margin: dev.margin,
-        device: dev.kind(),
-        caps: dev.caps.caps()?,
-        exclude: Vec::new(),
-        read_ahead_bytes: 0,
-        padded: false,
-        data_parallel: None,
-    })
+    Ok(Request::new(cfg, job, (tbptt, optim), &dev.policy()?))
 }
 
 /// Plans `req`, prints the choice (unless quiet), and starts the session.
@@ -212,6 +201,26 @@ pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<(Decisio
     }
     let session = start(req, &decision, params)?;
     Ok((decision, session))
+}
+
+/// Plans `job` of `model` on the devices the flags allow, prints the choice (unless
+/// quiet), and opens the run through the library's front door.
+pub fn open(model: &tensorfit::Model, job: Job, dev: &DeviceArgs, quiet: bool) -> Result<Runner> {
+    let t = model.training();
+    let mut req = request(model.description().clone(), job, t.tbptt, t.optim, dev)?;
+    req.tbptt_mode = t.tbptt_mode;
+    req.seed = t.seed;
+    open_request(model, req, quiet)
+}
+
+/// [`open`] with a request made in full (settings the library's `Training` does not
+/// hold: data-parallel ranks).
+pub fn open_request(model: &tensorfit::Model, req: Request, quiet: bool) -> Result<Runner> {
+    let plan = tensorfit::Plan::from_request(req)?;
+    if !quiet {
+        err!("{}", plan.table());
+    }
+    Ok(plan.start(model)?)
 }
 
 /// The JSON fields every run reports.
@@ -270,29 +279,25 @@ pub fn check_task(cfg: &ModelDescription) -> Result<()> {
 
 /// The model of a checkpoint (which `--model`, when given, must be), or `--model` (the
 /// seed preset by default) with untrained weights.
-pub fn load_model(
-    checkpoint: Option<&Path>,
-    model: Option<&ModelArg>,
-) -> Result<(ModelDescription, ParamStore)> {
+pub fn load_model(checkpoint: Option<&Path>, model: Option<&ModelArg>) -> Result<tensorfit::Model> {
     match checkpoint {
         Some(p) => {
             let path = checkpoint_path(p);
-            let ck = tensorfit::nn::Checkpoint::load(&path)?;
+            let loaded = tensorfit::Model::load(&path)?;
             if let Some(m) = model {
                 let described = m.load()?.model;
                 m.check_is(
                     &described,
                     &path,
-                    &ck.config,
+                    loaded.description(),
                     "drop --model to use the checkpoint's",
                 )?;
             }
-            Ok((ck.config, ck.params))
+            Ok(loaded)
         }
         None => {
             let cfg = model.cloned().unwrap_or_default().load()?.model;
-            let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
-            Ok((cfg, params))
+            Ok(tensorfit::Model::new(cfg, UNTRAINED_SEED)?)
         }
     }
 }

@@ -9,12 +9,12 @@ use serde_json::json;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::atomic_file::{check_writable, same_file, write_atomic};
 use tensorfit::nn::safetensors_file::SafetensorsFile;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore};
+use tensorfit::nn::{Job, ModelDescription, ParamStore};
 use tensorfit::plan::format_bytes;
 
 use super::data_args::DataArgs;
 use super::files_eval;
-use super::{begin, load_model, print_memory, request, summary, DeviceArgs, Exit, ModelArg};
+use super::{load_model, open, print_memory, summary, DeviceArgs, Exit, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct PredictArgs {
@@ -59,9 +59,9 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
             );
         }
     }
-    let (cfg, params) = load_model(Some(&a.checkpoint), a.model.as_ref())?;
+    let model = load_model(Some(&a.checkpoint), a.model.as_ref())?;
     let Some(input_path) = &a.input else {
-        return predict_files(&a, cfg, &params);
+        return predict_files(&a, model.description().clone(), model.parameters());
     };
     // The header first: the shape is known (and checked) before any data is read.
     let mut input = SafetensorsFile::open(input_path)?;
@@ -69,7 +69,7 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
         .tensor("input")
         .with_context(|| format!("{} has no tensor `input`", input_path.display()))?;
     let d = entry.shape.clone();
-    let features = cfg.input_features();
+    let features = model.description().input_features();
     if d.len() != 3 || d[2] != features || d[0] == 0 || d[1] == 0 {
         bail!(
             "`input` has shape {d:?}, expected [batch, time, {features}] with batch and time ≥ 1"
@@ -80,9 +80,8 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
         batch,
         seq_len: steps,
     };
-    let req = request(cfg, job, steps, OptimConfig::default(), &a.dev)?;
-    let (_, mut session) = begin(&req, &params, a.json)?;
-    drop(params);
+    let mut run = open(&model, job, &a.dev, a.json)?;
+    drop(model);
     // The one host copy of the input, time-major [time, batch, F], filled a sequence step
     // at a time straight from the file.
     let mut tm = Vec::new();
@@ -105,19 +104,19 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
         Ok(())
     })?;
     let x = HostTensor::new([steps, batch, f], tm)?;
-    let probs = session.trainer.predict(&x)?;
+    let probs = run.predict(&x)?;
     let mut out = ParamStore::new();
     out.insert("probabilities", probs);
     let bytes = out.to_safetensors("", Default::default())?;
     write_atomic(&a.output, &bytes)?;
     if a.json {
-        outln!("{}", summary(&session));
+        outln!("{}", summary(run.session()));
     } else {
         errln!(
             "probabilities of {batch} sequences written to {}",
             a.output.display()
         );
-        print_memory(&session);
+        print_memory(run.session());
     }
     Ok(Exit::Success)
 }

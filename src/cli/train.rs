@@ -14,6 +14,7 @@ use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::{check_writable, same_file};
 use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode};
 use tensorfit::session::Session;
+use tensorfit::{Model, Training};
 
 use super::data_args::{DataArgs, FitArgs};
 use super::fit_files;
@@ -21,7 +22,7 @@ use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::ranks::{self, RankArgs};
 use super::{
-    begin, check_task, parse_tbptt_mode, print_memory, quality_text, request, summary,
+    check_task, open_request, parse_tbptt_mode, print_memory, quality_text, request, summary,
     train_settings, training_file, DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
@@ -226,8 +227,16 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         Some((_, ck)) => std::mem::take(&mut ck.params),
         None => ParamStore::init(&cfg, settings.seed)?,
     };
-    let (_, mut session) = begin(&req, &params, a.json)?;
-    drop(params);
+    let training = Training {
+        tbptt: settings.tbptt,
+        tbptt_mode: a.tbptt_mode,
+        optim,
+        seed: settings.seed,
+    };
+    let model = Model::with_weights(cfg.clone(), params)?.with_training(training);
+    let mut run = open_request(&model, req, a.json)?;
+    drop(model);
+    let session = run.session_mut();
     // A resumed run continues the data stream and keeps the held-out set of its seed.
     let position = resumed
         .as_ref()
@@ -265,7 +274,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut losses = Vec::new();
     // Per step, for --json: the learning rate used and the gradient norm (when clipping).
     let (mut lrs, mut grad_norms) = (Vec::new(), Vec::new());
-    let flops = req.job.model_flops(&cfg, settings.tbptt);
+    let flops = job.model_flops(&cfg, settings.tbptt);
     if !a.json {
         errln!(
             "training ({} parameters): batch {}, length {}, tbptt {}{}, learning rate {}, steps {}..={last}{}{}",
@@ -307,7 +316,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         step += 1;
         let batch = data.batch(settings.batch, settings.seq_len)?;
         let seen = session.fallbacks.len();
-        let report = ranks::train_step(&mut session, &mut ranks, &cfg, &batch.x, &batch.labels)
+        let report = ranks::train_step(session, &mut ranks, &cfg, &batch.x, &batch.labels)
             .with_context(|| format!("training step {step}"))?;
         if !a.json {
             for f in &session.fallbacks[seen..] {
@@ -325,7 +334,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             .as_ref()
             .filter(|_| step % a.checkpoint_every == 0 && step < last)
         {
-            if let Err(e) = save(&mut session, &data, &dir.checkpoint_path()) {
+            if let Err(e) = save(session, &data, &dir.checkpoint_path()) {
                 // A full disk must not end the run: the previous checkpoint is intact.
                 errln!(
                     "\nwarning: step {step}: {e:#}; the previous checkpoint is kept, and training continues (the next checkpoint tries again)"
@@ -365,7 +374,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
     }
     let done = step - start;
-    let weights_hash = ranks::check_weights(&mut ranks, &mut session, step)?;
+    let weights_hash = ranks::check_weights(&mut ranks, session, step)?;
     // The final state goes to every output asked for; a step taken is never thrown away.
     let mut written = Vec::new();
     if done > 0 {
@@ -377,7 +386,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             .chain(a.save.clone().map(|p| ("--save", p)));
         let mut failed = Vec::new();
         for (flag, path) in outputs {
-            match save(&mut session, &data, &path) {
+            match save(session, &data, &path) {
                 Ok(()) => written.push(path),
                 Err(e) => failed.push(format!("{flag}: {e:#}")),
             }
@@ -400,7 +409,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     if !root {
         // Rank 0 reports for all.
     } else if a.json {
-        let mut out = summary(&session);
+        let mut out = summary(session);
         if let Some(r) = &ranks {
             out["ranks"] = json!(r.size());
             // Whether the last step's ranks ran on different kinds of device, so that
@@ -434,7 +443,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 quality_text(&cfg, eval_loss, accuracy)
             ),
         }
-        print_memory(&session);
+        print_memory(session);
         for p in &written {
             errln!("checkpoint of step {step} written to {}", p.display());
         }

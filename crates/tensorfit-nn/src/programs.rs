@@ -108,9 +108,10 @@ impl Program {
                 let mut g = Graph::new();
                 let dims = (batch, steps);
                 let c = classifier_at_lengths(&mut g, model, dims, Mode::Infer, padded)?;
-                if kind == ProgramKind::EvalCarry {
-                    copy_finals(&mut g, &c.stack.carried, &c.stack.finals)?;
-                }
+                // The state at the end stays on the device: the next chunk of a head on
+                // every step, or a stream's next step, starts from it (an evaluation
+                // zeroes it first).
+                copy_finals(&mut g, &c.stack.carried, &c.stack.finals)?;
                 let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
                 p.lengths = c.stack.lengths;
                 p.labels = Some(c.labels);

@@ -39,6 +39,7 @@ mod exchange;
 mod padded;
 mod run;
 mod state;
+mod stream_steps;
 mod sync_step;
 
 pub use exchange::{GradientExchange, LocalGradients};

@@ -112,7 +112,9 @@ fn the_update_uses_the_gradients_and_loss_the_exchange_returns() {
     let mut zero = Zero::default();
     for seed in 1..=2 {
         let (x, labels) = batch(seed);
-        let report = t.train_step_exchanging(&x, &labels, None, &mut zero).unwrap();
+        let report = t
+            .train_step_exchanging(&x, &labels, None, &mut zero)
+            .unwrap();
         assert_eq!(report.loss, 42.0);
     }
     assert_eq!(zero.steps, [1, 2]);

@@ -1,0 +1,90 @@
+//! [`DevicePolicy`]: which devices a job may run on, and how much of their memory.
+
+use tensorfit_core::DeviceKind;
+use tensorfit_plan::DEFAULT_MARGIN;
+
+use super::error::{Error, Result};
+use crate::devices::MemoryCaps;
+
+/// Which devices a job may use: every device (the fastest it fits on wins; software GPUs
+/// only when asked for) or one kind, each kind's memory capped if the app says so, and a
+/// fraction of free memory left unused.
+///
+/// ```
+/// use tensorfit::DevicePolicy;
+/// use tensorfit::core::DeviceKind;
+/// let policy = DevicePolicy::auto()
+///     .cap(DeviceKind::Cuda, 336 << 20)
+///     .margin(0.1)
+///     .unwrap();
+/// assert_eq!(policy.kind(), None);
+/// ```
+#[derive(Debug, Clone)]
+pub struct DevicePolicy {
+    kind: Option<DeviceKind>,
+    caps: MemoryCaps,
+    margin: f64,
+}
+
+impl Default for DevicePolicy {
+    fn default() -> Self {
+        DevicePolicy::auto()
+    }
+}
+
+impl DevicePolicy {
+    /// Every device; the job runs on the fastest one it fits on.
+    pub fn auto() -> DevicePolicy {
+        DevicePolicy {
+            kind: None,
+            caps: MemoryCaps::default(),
+            margin: DEFAULT_MARGIN,
+        }
+    }
+
+    /// Devices of `kind` only.
+    pub fn only(kind: DeviceKind) -> DevicePolicy {
+        DevicePolicy {
+            kind: Some(kind),
+            ..DevicePolicy::auto()
+        }
+    }
+
+    /// The CPU only: always present, the reference results.
+    pub fn only_cpu() -> DevicePolicy {
+        DevicePolicy::only(DeviceKind::Cpu)
+    }
+
+    /// Plans with at most `bytes` of each device of `kind` (as `--device-memory
+    /// KIND=SIZE`).
+    pub fn cap(mut self, kind: DeviceKind, bytes: u64) -> DevicePolicy {
+        self.caps.0.insert(kind, bytes);
+        self
+    }
+
+    /// Leaves this fraction of each device's free memory unused, in `[0, 1)`.
+    pub fn margin(mut self, fraction: f64) -> Result<DevicePolicy> {
+        if !(0.0..1.0).contains(&fraction) {
+            return Err(Error::BadInput(format!(
+                "the memory margin must be in [0, 1), got {fraction}"
+            )));
+        }
+        self.margin = fraction;
+        Ok(self)
+    }
+
+    /// The kind of device asked for (`None`: any).
+    pub fn kind(&self) -> Option<DeviceKind> {
+        self.kind
+    }
+
+    /// The memory caps, by kind.
+    pub fn caps(&self) -> &MemoryCaps {
+        &self.caps
+    }
+
+    /// The fraction of free memory left unused.
+    pub fn memory_margin(&self) -> f64 {
+        self.margin
+    }
+}

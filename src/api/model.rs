@@ -1,0 +1,200 @@
+//! [`Model`]: a model's description and weights, and how it trains.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use tensorfit_nn::{Checkpoint, ModelDescription, OptimConfig, ParamStore, TbpttMode};
+
+use super::devices::DevicePolicy;
+use super::error::{Error, Result};
+use super::plan::Plan;
+use super::runner::Runner;
+use super::stream::Stream;
+use crate::nn::Job;
+
+/// How a model trains: the truncated-BPTT length and the optimizer (with clipping and
+/// learning-rate schedule).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Training {
+    /// Gradients flow through at most this many steps of a sequence.
+    pub tbptt: usize,
+    /// Whether a long sequence trains on its last `tbptt` steps (one update) or in
+    /// windows of `tbptt` steps, an update each (DL4J's truncated BPTT).
+    pub tbptt_mode: TbpttMode,
+    /// The optimizer, gradient clipping and learning-rate schedule.
+    pub optim: OptimConfig,
+    /// The run's seed, from which each step's dropout masks are drawn.
+    pub seed: u64,
+}
+
+impl Default for Training {
+    /// Truncated BPTT over the last 50 steps, Adam at PyTorch's defaults, seed 0.
+    fn default() -> Self {
+        Training {
+            tbptt: 50,
+            tbptt_mode: TbpttMode::Last,
+            optim: OptimConfig::default(),
+            seed: 0,
+        }
+    }
+}
+
+/// A model: what it is ([`ModelDescription`]), its weights, and how it trains.
+///
+/// ```
+/// use tensorfit::Model;
+/// let model = Model::seed();
+/// assert_eq!(model.description().input_features(), 152);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Model {
+    description: ModelDescription,
+    params: ParamStore,
+    training: Training,
+    /// Text kept beside the weights in a checkpoint (a character vocabulary, a run's
+    /// settings), by key.
+    metadata: HashMap<String, String>,
+}
+
+/// The seed of a model's weights when nothing else gives them.
+pub const DEFAULT_WEIGHT_SEED: u64 = 1;
+
+impl Model {
+    /// The seed network (152 → 3 × LSTM 250 → BatchNorm → Dense 100 → BatchNorm → 6),
+    /// with weights initialised from [`DEFAULT_WEIGHT_SEED`].
+    pub fn seed() -> Model {
+        // The preset is valid, so its initialisation cannot fail.
+        Model::new(ModelDescription::seed(), DEFAULT_WEIGHT_SEED)
+            .unwrap_or_else(|_| unreachable!("the seed preset is a valid model"))
+    }
+
+    /// `description` with weights initialised as PyTorch does, from `seed`.
+    pub fn new(description: ModelDescription, seed: u64) -> Result<Model> {
+        description
+            .validate()
+            .map_err(|e| Error::BadInput(e.to_string()))?;
+        let params = ParamStore::init(&description, seed)?;
+        Ok(Model::with_parameters(description, params))
+    }
+
+    /// `description` with the weights `params` (every tensor it needs, by PyTorch name;
+    /// from [`ParamStore::load`] or another model).
+    pub fn with_weights(description: ModelDescription, params: ParamStore) -> Result<Model> {
+        description
+            .validate()
+            .map_err(|e| Error::BadInput(e.to_string()))?;
+        params.check_against(&description)?;
+        Ok(Model::with_parameters(description, params))
+    }
+
+    fn with_parameters(description: ModelDescription, params: ParamStore) -> Model {
+        Model {
+            description,
+            params,
+            training: Training::default(),
+            metadata: HashMap::new(),
+        }
+    }
+
+    /// The model described in the TOML file `path` (as `tensorfit model` prints one),
+    /// weights initialised from `seed`. Errors name the file, line and key.
+    pub fn from_description_file(path: &Path, seed: u64) -> Result<Model> {
+        let file = tensorfit_nn::DescriptionFile::load(path)?;
+        let params = ParamStore::init(&file.model, seed)?;
+        Ok(Model::with_parameters(file.model, params))
+    }
+
+    /// The model and weights of a checkpoint (written by [`Model::save`],
+    /// [`Runner::save`], `tensorfit train --save` or `tensorfit import`).
+    pub fn load(path: &Path) -> Result<Model> {
+        let ck = Checkpoint::load(path)?;
+        let mut m = Model::with_parameters(ck.config, ck.params);
+        m.metadata = ck.extra;
+        Ok(m)
+    }
+
+    /// Writes the model and its weights as a checkpoint (safetensors, PyTorch's names),
+    /// atomically.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let ck = Checkpoint {
+            config: self.description.clone(),
+            params: self.params.clone(),
+            optimizer: ParamStore::new(),
+            step: 0,
+            extra: self.metadata.clone(),
+        };
+        Ok(ck.save(path)?)
+    }
+
+    pub(crate) fn from_checkpoint(ck: Checkpoint, training: Training) -> Model {
+        Model {
+            description: ck.config,
+            params: ck.params,
+            training,
+            metadata: ck.extra,
+        }
+    }
+
+    /// What the model is.
+    pub fn description(&self) -> &ModelDescription {
+        &self.description
+    }
+
+    /// Its weights and running statistics, by PyTorch name.
+    pub fn parameters(&self) -> &ParamStore {
+        &self.params
+    }
+
+    /// How it trains.
+    pub fn training(&self) -> &Training {
+        &self.training
+    }
+
+    /// The model with these training settings.
+    pub fn with_training(mut self, training: Training) -> Model {
+        self.training = training;
+        self
+    }
+
+    /// Text a checkpoint keeps beside the weights, by key.
+    pub fn metadata(&self) -> &HashMap<String, String> {
+        &self.metadata
+    }
+
+    /// Plans `job` on every device `devices` allows and chooses one, without running
+    /// anything: read the plan, then [`Plan::start`] it.
+    ///
+    /// ```
+    /// use tensorfit::{DevicePolicy, Model};
+    /// use tensorfit::nn::Job;
+    /// let plan = Model::seed()
+    ///     .plan(Job::Eval { batch: 4, seq_len: 20 }, &DevicePolicy::only_cpu())
+    ///     .unwrap();
+    /// assert_eq!(plan.device(), Some("cpu"));
+    /// assert!(plan.peak_bytes().unwrap() > 0);
+    /// ```
+    pub fn plan(&self, job: Job, devices: &DevicePolicy) -> Result<Plan> {
+        Plan::new(self, job, devices)
+    }
+
+    /// Plans `job` and opens it on the chosen device: [`Model::plan`], then
+    /// [`Plan::start`].
+    pub fn open(&self, job: Job, devices: &DevicePolicy) -> Result<Runner> {
+        self.plan(job, devices)?.start(self)
+    }
+
+    /// Opens a stream of `batch` sequences fed one step at a time, planned like any job
+    /// (one step of `batch` sequences), its recurrent state starting at zero.
+    ///
+    /// ```
+    /// use tensorfit::{DevicePolicy, Model};
+    /// let mut stream = Model::seed().stream(1, &DevicePolicy::only_cpu()).unwrap();
+    /// let mut x = vec![0.0; 152];
+    /// x[3] = 1.0;
+    /// let probs = stream.step(&x).unwrap();
+    /// assert_eq!(probs.len(), 6);
+    /// ```
+    pub fn stream(&self, batch: usize, devices: &DevicePolicy) -> Result<Stream> {
+        Stream::open(self, batch, devices)
+    }
+}

@@ -1,0 +1,119 @@
+//! [`Plan`]: a job planned on every device, and the device chosen.
+
+use serde_json::Value;
+
+use super::devices::DevicePolicy;
+use super::error::{Error, Result};
+use super::model::Model;
+use super::runner::Runner;
+use crate::decision::{decide, Decision, Request};
+use crate::nn::Job;
+use crate::session::{start, Session};
+
+/// A job planned on every device the policy allows: each device's memory plan and
+/// estimated time, the choice, and why any device is unavailable. Nothing has run yet.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    request: Request,
+    decision: Decision,
+}
+
+impl Plan {
+    pub(crate) fn new(model: &Model, job: Job, devices: &DevicePolicy) -> Result<Plan> {
+        let t = model.training();
+        let mut request = Request::new(
+            model.description().clone(),
+            job,
+            (t.tbptt, t.optim),
+            devices,
+        );
+        request.tbptt_mode = t.tbptt_mode;
+        request.seed = t.seed;
+        Plan::from_request(request)
+    }
+
+    /// Plans a request made in full ([`crate::session::Request`]: settings a [`Model`]'s
+    /// training does not hold, such as data-parallel ranks or padded batches).
+    pub fn from_request(request: Request) -> Result<Plan> {
+        let decision = decide(&request)?;
+        Ok(Plan { request, decision })
+    }
+
+    /// The job planned.
+    pub fn job(&self) -> Job {
+        self.request.job
+    }
+
+    /// Whether the job fits on some device the policy allows.
+    pub fn fits(&self) -> bool {
+        self.decision.chosen().is_some()
+    }
+
+    /// The chosen device's id (`cpu`, `wgpu:0`, `cuda:0`), if the job fits somewhere.
+    pub fn device(&self) -> Option<&str> {
+        self.decision.chosen().map(|c| c.candidate.device.as_str())
+    }
+
+    /// The chosen strategy in words ("whole sequence", "streamed in time chunks of 50", …).
+    pub fn strategy(&self) -> Option<&str> {
+        self.decision
+            .chosen()
+            .map(|c| c.candidate.strategy.as_str())
+    }
+
+    /// The chosen plan's peak device memory in bytes: what the run will allocate.
+    pub fn peak_bytes(&self) -> Option<u64> {
+        self.decision.chosen().map(|c| c.plan.peak_bytes())
+    }
+
+    /// The process's resident memory the chosen plan predicts, in bytes.
+    pub fn resident_bytes(&self) -> Option<u64> {
+        self.decision.planned_resident()
+    }
+
+    /// Every device's plan and the choice, as a table for people.
+    pub fn table(&self) -> String {
+        self.decision.table()
+    }
+
+    /// Every device's plan and the choice, as JSON (what `tensorfit plan --json` prints).
+    pub fn to_json(&self) -> Value {
+        self.decision.to_json()
+    }
+
+    /// The planner's full decision (internal: its fields may change between versions).
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// Why the job fits nowhere, as the error an app matches on.
+    pub fn nothing_fits(&self) -> Error {
+        match self.decision.nothing_fits().into() {
+            // No device present, or only a software device that runs when asked for:
+            // not a memory problem.
+            Error::BadInput(m) => Error::NoDevice(m),
+            e => e,
+        }
+    }
+
+    /// Opens the chosen device and allocates exactly the chosen plan there, with `model`'s
+    /// weights (the model planned, or one of the same description).
+    pub fn start(&self, model: &Model) -> Result<Runner> {
+        Ok(Runner::new(self.open_session(model)?, model))
+    }
+
+    /// The internal session on the chosen device, holding `model`'s weights.
+    pub(crate) fn open_session(&self, model: &Model) -> Result<Session> {
+        if model.description() != &self.request.cfg {
+            return Err(Error::BadInput(format!(
+                "the plan is for the model {}, not {}",
+                self.request.cfg,
+                model.description()
+            )));
+        }
+        if !self.fits() {
+            return Err(self.nothing_fits());
+        }
+        Ok(start(&self.request, &self.decision, model.parameters())?)
+    }
+}

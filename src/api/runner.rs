@@ -1,0 +1,183 @@
+//! [`Runner`]: a model open on its chosen device for a job: train, evaluate, predict,
+//! save.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use tensorfit_core::HostTensor;
+use tensorfit_nn::{Batch, EvalReport, Job, StepReport};
+
+use super::error::{Error, Result};
+use super::model::{Model, Training};
+use crate::session::Session;
+
+/// What a per-step callback tells [`Runner::fit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Take the next step.
+    Continue,
+    /// Stop after this step (early stopping).
+    Stop,
+}
+
+/// How [`Runner::fit`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitReport {
+    /// Optimizer steps taken by this call.
+    pub steps: u64,
+    /// The last step's loss (`NaN` when no step ran).
+    pub last_loss: f32,
+    /// Whether the callback stopped the run before the batches ran out.
+    pub stopped_early: bool,
+}
+
+/// A model open on the device its plan chose, holding its weights (and, for training, its
+/// optimizer state) there. Training steps and evaluations survive the device failing: the
+/// run moves to another plan or device and repeats the step.
+#[derive(Debug)]
+pub struct Runner {
+    session: Session,
+    training: Training,
+    metadata: HashMap<String, String>,
+}
+
+impl Runner {
+    pub(crate) fn new(session: Session, model: &Model) -> Runner {
+        Runner {
+            session,
+            training: model.training().clone(),
+            metadata: model.metadata().clone(),
+        }
+    }
+
+    /// The id of the device the run is on now (`cpu`, `wgpu:0`, `cuda:0`).
+    pub fn device(&self) -> &str {
+        &self.session.device
+    }
+
+    /// The strategy the run follows, in words.
+    pub fn strategy(&self) -> &str {
+        &self.session.strategy
+    }
+
+    /// The peak device memory the plan allocated, in bytes.
+    pub fn planned_peak_bytes(&self) -> u64 {
+        self.session.plan.peak_bytes()
+    }
+
+    /// The peak device memory measured so far, in bytes (comparable with the plan's).
+    pub fn measured_peak_bytes(&self) -> u64 {
+        self.session.measured_peak_bytes()
+    }
+
+    /// One training step on `x` (`[time, batch, features]`, or `[time, batch]` token
+    /// ids) with one label per sequence (a regression: `outputs` values per sequence).
+    pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
+        self.check_planned(x, true)?;
+        Ok(self.session.train_step(x, labels)?)
+    }
+
+    /// Trains on every batch of `batches`, calling `on_step` after each step with its
+    /// report (step, loss, learning rate, probabilities for custom metrics); the callback
+    /// returns [`Control::Stop`] to stop early. Batches come from
+    /// [`super::Sequences::batches`], the built-in task, or any reader of the data crate.
+    pub fn fit(
+        &mut self,
+        batches: impl IntoIterator<Item = Result<Batch>>,
+        mut on_step: impl FnMut(&StepReport) -> Control,
+    ) -> Result<FitReport> {
+        let mut report = FitReport {
+            steps: 0,
+            last_loss: f32::NAN,
+            stopped_early: false,
+        };
+        for batch in batches {
+            let batch = batch?;
+            let step = self.train_step(&batch.x, &batch.labels)?;
+            report.steps += 1;
+            report.last_loss = step.loss;
+            if on_step(&step) == Control::Stop {
+                report.stopped_early = true;
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// The loss (and a classifier's accuracy) on `x` with `labels`, in inference form.
+    pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
+        self.check_planned(x, false)?;
+        Ok(self.session.evaluate(x, labels)?)
+    }
+
+    /// Class probabilities `[batch, classes]` (a regression's values `[batch, outputs]`)
+    /// for `x`.
+    pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
+        self.check_planned(x, false)?;
+        Ok(self.session.trainer.predict(x)?)
+    }
+
+    /// The model with the weights the run has now.
+    pub fn model(&mut self) -> Result<Model> {
+        Ok(Model::from_checkpoint(
+            self.checkpoint()?,
+            self.training.clone(),
+        ))
+    }
+
+    /// Writes a checkpoint: the model, its weights, the optimizer's state and the step,
+    /// atomically (safetensors, PyTorch's names).
+    pub fn save(&mut self, path: &Path) -> Result<()> {
+        Ok(self.checkpoint()?.save(path)?)
+    }
+
+    /// Refuses `x` (`[time, batch, …]`) when the plan has no training step (`training`) or
+    /// evaluation of its shape: only what was planned can run.
+    fn check_planned(&self, x: &HostTensor, training: bool) -> Result<()> {
+        let d = x.shape.dims();
+        let got = (
+            d.get(1).copied().unwrap_or(0),
+            d.first().copied().unwrap_or(0),
+        );
+        let planned = match (self.session.job(), training) {
+            (Job::Train { batch, seq_len, .. }, true) => Some((batch, seq_len)),
+            (Job::Train { eval, .. }, false) => eval,
+            (Job::Eval { batch, seq_len }, false) => Some((batch, seq_len)),
+            (Job::Eval { .. }, true) => None,
+        };
+        let what = if training {
+            "training steps"
+        } else {
+            "evaluations"
+        };
+        match planned {
+            Some(p) if p == got => Ok(()),
+            Some((b, t)) => Err(Error::BadInput(format!(
+                "the run is planned for {what} of {b} sequences of {t} steps; the input has {} of {}: plan a job of this shape",
+                got.0, got.1
+            ))),
+            None => Err(Error::BadInput(format!(
+                "the run's plan has no {what} (job {:?})",
+                self.session.job()
+            ))),
+        }
+    }
+
+    /// The state on the device, with the model's metadata.
+    fn checkpoint(&mut self) -> Result<tensorfit_nn::Checkpoint> {
+        let mut ck = self.session.trainer.checkpoint()?;
+        ck.extra = self.metadata.clone();
+        Ok(ck)
+    }
+
+    /// The internal session (for the `tensorfit` binary: its fields may change between
+    /// versions).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The internal session, mutably (see [`Runner::session`]).
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+}

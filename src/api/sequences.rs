@@ -1,0 +1,126 @@
+//! [`Sequences`]: labelled sequences held in memory, cut into training batches.
+
+use tensorfit_core::{HostTensor, Rng};
+use tensorfit_nn::Batch;
+
+use super::error::{Error, Result};
+
+/// Labelled sequences of one length held in memory: each a `Vec` of `steps × features`
+/// values, step after step (token ids: one value per step), with one class index per
+/// sequence (a regression: `outputs` values).
+///
+/// ```
+/// use tensorfit::Sequences;
+/// // Two sequences of 3 steps of 2 features, classes 0 and 1.
+/// let data = Sequences::new(vec![vec![0.0; 6], vec![1.0; 6]], vec![0.0, 1.0], 2).unwrap();
+/// assert_eq!((data.len(), data.steps()), (2, 3));
+/// let batch = data.batch(&[1, 0]).unwrap();
+/// assert_eq!(batch.x.shape.dims(), &[3, 2, 2]); // time-major: [time, batch, features]
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sequences {
+    inputs: Vec<Vec<f32>>,
+    labels: Vec<f32>,
+    features: usize,
+    steps: usize,
+}
+
+impl Sequences {
+    /// Checks that every sequence has the same whole number of steps of `features` values
+    /// and that the labels are as many per sequence.
+    pub fn new(inputs: Vec<Vec<f32>>, labels: Vec<f32>, features: usize) -> Result<Sequences> {
+        let first = inputs.first().map_or(0, Vec::len);
+        if features == 0 || first == 0 || !first.is_multiple_of(features) {
+            return Err(Error::BadInput(format!(
+                "sequence 0 has {first} values: sequences need at least one step of {features} features"
+            )));
+        }
+        if let Some(i) = inputs.iter().position(|s| s.len() != first) {
+            return Err(Error::BadInput(format!(
+                "sequence {i} has {} values, sequence 0 has {first}: sequences must have one length",
+                inputs[i].len()
+            )));
+        }
+        if labels.is_empty() || !labels.len().is_multiple_of(inputs.len()) {
+            return Err(Error::BadInput(format!(
+                "{} labels for {} sequences: give the same number for each",
+                labels.len(),
+                inputs.len()
+            )));
+        }
+        Ok(Sequences {
+            steps: first / features,
+            inputs,
+            labels,
+            features,
+        })
+    }
+
+    /// The number of sequences.
+    pub fn len(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Whether there are no sequences (never: [`Sequences::new`] refuses none).
+    pub fn is_empty(&self) -> bool {
+        self.inputs.is_empty()
+    }
+
+    /// Steps per sequence.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Sequences `rows`, time-major (`[time, batch, features]`; `[time, batch]` for one
+    /// feature, as token models take them), with their labels.
+    pub fn batch(&self, rows: &[usize]) -> Result<Batch> {
+        let (f, b) = (self.features, rows.len());
+        let per_row = self.labels.len() / self.inputs.len();
+        let mut x = vec![0.0; self.steps * b * f];
+        let mut labels = Vec::with_capacity(b * per_row);
+        for (j, &r) in rows.iter().enumerate() {
+            let seq = self.inputs.get(r).ok_or_else(|| {
+                Error::BadInput(format!(
+                    "sequence {r} does not exist: there are {}",
+                    self.len()
+                ))
+            })?;
+            for t in 0..self.steps {
+                x[(t * b + j) * f..(t * b + j + 1) * f].copy_from_slice(&seq[t * f..(t + 1) * f]);
+            }
+            labels.extend_from_slice(&self.labels[r * per_row..(r + 1) * per_row]);
+        }
+        let x = match f {
+            1 => HostTensor::new([self.steps, b], x)?,
+            _ => HostTensor::new([self.steps, b, f], x)?,
+        };
+        Ok(Batch { x, labels })
+    }
+
+    /// Every sequence, in order, as one batch.
+    pub fn all(&self) -> Result<Batch> {
+        self.batch(&(0..self.len()).collect::<Vec<_>>())
+    }
+
+    /// `epochs` passes over the sequences in batches of `batch`, shuffled each epoch from
+    /// `seed`; a last batch smaller than `batch` is left out, since a training plan is
+    /// for one batch size.
+    pub fn batches(
+        &self,
+        batch: usize,
+        epochs: usize,
+        seed: u64,
+    ) -> impl Iterator<Item = Result<Batch>> + '_ {
+        let mut rng = Rng::new(seed);
+        let per_epoch = self.len() / batch.max(1);
+        (0..epochs).flat_map(move |_| {
+            let mut order: Vec<usize> = (0..self.len()).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.int_inclusive(0, i));
+            }
+            (0..per_epoch)
+                .map(|k| self.batch(&order[k * batch..(k + 1) * batch]))
+                .collect::<Vec<_>>()
+        })
+    }
+}

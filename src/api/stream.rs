@@ -1,0 +1,112 @@
+//! [`Stream`]: stateful inference, one time step per call.
+
+use tensorfit_core::HostTensor;
+
+use super::devices::DevicePolicy;
+use super::error::{Error, Result};
+use super::model::Model;
+use super::plan::Plan;
+use crate::nn::{InputSpec, Job};
+use crate::session::Session;
+
+/// A batch of sequences fed one time step per call, the recurrent state kept on the
+/// device between calls (DL4J's `rnnTimeStep`; in PyTorch, passing `(h, c)` back into
+/// `nn.LSTM`). Each [`Stream::step`] returns the model's output at that step; feeding a
+/// sequence step by step gives what one whole-sequence prediction gives at its end.
+///
+/// A stream is planned like any job (one step of its batch) and allocated once; a step
+/// runs one loaded program: it plans, allocates and snapshots nothing. Unlike training, a
+/// stream does not move to another device when its device fails (its state lives only
+/// there): the step returns [`Error::DeviceLost`] or [`Error::OutOfMemory`].
+///
+/// ```
+/// use tensorfit::{DevicePolicy, Model};
+/// let model = Model::seed();
+/// let mut stream = model.stream(2, &DevicePolicy::only_cpu()).unwrap();
+/// let step = vec![0.5; 2 * 152]; // two sequences, one step of 152 features each
+/// let first = stream.step(&step).unwrap();
+/// let second = stream.step(&step).unwrap(); // continues from the state the first left
+/// assert_ne!(first, second);
+/// stream.reset().unwrap(); // both sequences start again
+/// assert_eq!(stream.step(&step).unwrap(), first);
+/// ```
+#[derive(Debug)]
+pub struct Stream {
+    session: Session,
+    plan: Plan,
+    /// The step's input, `[1, B, F]` (`[1, B]` ids), reused by every call.
+    input: HostTensor,
+}
+
+impl Stream {
+    pub(crate) fn open(model: &Model, batch: usize, devices: &DevicePolicy) -> Result<Stream> {
+        if batch == 0 {
+            return Err(Error::BadInput(
+                "a stream needs at least one sequence".into(),
+            ));
+        }
+        let plan = model.plan(Job::Eval { batch, seq_len: 1 }, devices)?;
+        let session = plan.open_session(model)?;
+        let input = match model.description().input {
+            InputSpec::Dense { features } => HostTensor::zeros([1, batch, features]),
+            InputSpec::Tokens { .. } => HostTensor::zeros([1, batch]),
+        };
+        let mut s = Stream {
+            session,
+            plan,
+            input,
+        };
+        s.reset()?;
+        Ok(s)
+    }
+
+    /// The number of sequences.
+    pub fn batch(&self) -> usize {
+        self.input.shape.dims()[1]
+    }
+
+    /// Values per sequence and step: the input features (one token id for a token model).
+    pub fn step_width(&self) -> usize {
+        self.input.shape.dims().get(2).copied().unwrap_or(1)
+    }
+
+    /// The stream's plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The id of the device the stream runs on.
+    pub fn device(&self) -> &str {
+        &self.session.device
+    }
+
+    /// Advances every sequence by one step: `x` holds `batch × step_width` values,
+    /// sequence after sequence. Returns the output at this step, `[batch, outputs]` row
+    /// after row (softmax probabilities, or a regression's values).
+    pub fn step(&mut self, x: &[f32]) -> Result<Vec<f32>> {
+        if x.len() != self.input.data.len() {
+            return Err(Error::BadInput(format!(
+                "a step of this stream takes {} values ({} sequences × {}), got {}",
+                self.input.data.len(),
+                self.batch(),
+                self.step_width(),
+                x.len()
+            )));
+        }
+        self.input.data.copy_from_slice(x);
+        Ok(self.session.trainer.stream_step(&self.input)?.data)
+    }
+
+    /// Zeroes the state of every sequence: the next step starts new sequences.
+    pub fn reset(&mut self) -> Result<()> {
+        let batch = self.batch();
+        Ok(self.session.trainer.reset_stream(batch, None)?)
+    }
+
+    /// Zeroes the state of sequence `row` only: its next step starts a new sequence,
+    /// the others continue.
+    pub fn reset_sequence(&mut self, row: usize) -> Result<()> {
+        let batch = self.batch();
+        Ok(self.session.trainer.reset_stream(batch, Some(row))?)
+    }
+}

@@ -1,0 +1,138 @@
+//! The library's front door as an app uses it: fit with a callback that stops early,
+//! save and load, and errors an app can match on.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use tensorfit::core::DeviceKind;
+use tensorfit::nn::Job;
+use tensorfit::{Control, DevicePolicy, Error, Model, Sequences};
+
+use common::{scratch, task_model};
+
+/// 12 sequences of 6 steps whose class is the feature hot at step 0.
+fn data() -> Sequences {
+    let labels: Vec<f32> = (0..12).map(|i| (i % 6) as f32).collect();
+    let inputs = labels
+        .iter()
+        .map(|&c| (0..6 * 152).map(|k| f32::from(k == c as usize)).collect())
+        .collect();
+    Sequences::new(inputs, labels, 152).expect("sequences")
+}
+
+fn small() -> Model {
+    Model::new(task_model(16, 1, 8), 2).expect("model")
+}
+
+#[test]
+fn fit_calls_back_after_every_step_and_stops_when_told() {
+    let job = Job::Train {
+        batch: 4,
+        seq_len: 6,
+        eval: None,
+    };
+    let mut run = small().open(job, &DevicePolicy::only_cpu()).expect("open");
+    let mut seen = Vec::new();
+    let report = run
+        .fit(data().batches(4, 10, 1), |s| {
+            seen.push(s.step);
+            if s.step == 5 {
+                Control::Stop
+            } else {
+                Control::Continue
+            }
+        })
+        .expect("fit");
+    assert_eq!(seen, [1, 2, 3, 4, 5]);
+    assert_eq!(report.steps, 5);
+    assert!(report.stopped_early && report.last_loss.is_finite());
+    // Without a stop, every batch runs: 10 epochs of 3 batches.
+    let all = run.fit(data().batches(4, 10, 2), |_| Control::Continue);
+    assert_eq!(all.expect("fit").steps, 30);
+}
+
+#[test]
+fn a_saved_run_loads_as_a_model_that_predicts_the_same() {
+    let devices = DevicePolicy::only_cpu();
+    let train = Job::Train {
+        batch: 4,
+        seq_len: 6,
+        eval: None,
+    };
+    let mut run = small().open(train, &devices).expect("open");
+    run.fit(data().batches(4, 2, 1), |_| Control::Continue)
+        .expect("fit");
+    let path = scratch("library_api").join("trained.safetensors");
+    run.save(&path).expect("save");
+    let all = data().all().expect("batch");
+    let eval = Job::Eval {
+        batch: 12,
+        seq_len: 6,
+    };
+    let trained = run.model().expect("model");
+    let want = trained.open(eval, &devices).expect("open").predict(&all.x);
+    let loaded = Model::load(&path).expect("load");
+    let got = loaded.open(eval, &devices).expect("open").predict(&all.x);
+    assert_eq!(got.expect("predict"), want.expect("predict"));
+    assert_eq!(loaded.description(), trained.description());
+}
+
+#[test]
+fn a_job_too_large_for_every_device_is_out_of_memory() {
+    let devices = DevicePolicy::only_cpu().cap(DeviceKind::Cpu, 1 << 20);
+    let job = Job::Eval {
+        batch: 100,
+        seq_len: 2000,
+    };
+    let model = Model::seed();
+    let plan = model
+        .plan(job, &devices)
+        .expect("a plan, even one that fits nowhere");
+    assert!(!plan.fits());
+    match model.open(job, &devices) {
+        Err(Error::OutOfMemory {
+            requested,
+            available,
+            ..
+        }) => assert!(requested > available, "{requested} <= {available}"),
+        other => panic!("expected out of memory, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_files_and_bad_input_are_told_apart() {
+    let missing = scratch("library_api").join("missing.safetensors");
+    match Model::load(&missing) {
+        Err(Error::File { path, .. }) => assert!(path.ends_with("missing.safetensors")),
+        other => panic!("expected a file error, got {other:?}"),
+    }
+    let toml = scratch("library_api").join("bad.toml");
+    std::fs::write(
+        &toml,
+        "[recurrent]\ncell = \"lstm\"\nhidden = 0\nlayers = 1\n",
+    )
+    .expect("write");
+    match Model::from_description_file(&toml, 1) {
+        Err(e @ Error::File { .. }) => assert!(e.to_string().contains("line"), "{e}"),
+        other => panic!("expected a file error naming the line, got {other:?}"),
+    }
+    assert!(matches!(
+        DevicePolicy::auto().margin(1.5),
+        Err(Error::BadInput(_))
+    ));
+    match Sequences::new(vec![vec![0.0; 4], vec![0.0; 6]], vec![0.0, 1.0], 2) {
+        Err(Error::BadInput(m)) => assert!(m.contains("sequence 1"), "{m}"),
+        other => panic!("expected bad input, got {other:?}"),
+    }
+    let job = Job::Eval {
+        batch: 2,
+        seq_len: 6,
+    };
+    let mut run = small().open(job, &DevicePolicy::only_cpu()).expect("open");
+    let wrong = data().batch(&[0, 1, 2]).expect("batch");
+    match run.evaluate(&wrong.x, &wrong.labels) {
+        Err(Error::BadInput(m)) => assert!(m.contains("of 2 sequences of 6 steps"), "{m}"),
+        other => panic!("expected bad input, got {other:?}"),
+    }
+}
