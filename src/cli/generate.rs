@@ -11,6 +11,7 @@ use tensorfit::data::CharVocab;
 use tensorfit::nn::{InputSpec, LossSpec};
 use tensorfit::Model;
 
+use super::data_vocab::TextVocab;
 use super::{DeviceArgs, Exit};
 use tensorfit::core::Rng;
 
@@ -36,18 +37,10 @@ pub struct GenerateArgs {
     dev: DeviceArgs,
 }
 
-/// The checkpoint entry holding a text's vocabularies (written by training on a text
-/// file): `{"chars": {"unknown_id": 0, "chars": "…"}, …}`.
-const VOCAB_KEY: &str = "data.vocabulary";
-
-/// The character vocabulary a checkpoint holds, if any: the one place generation looks.
+/// The character vocabulary a checkpoint holds, if any (written by training on a text
+/// file, `data_vocab.rs`): the one place generation looks.
 fn char_vocabulary(model: &Model) -> Result<Option<CharVocab>> {
-    let Some(text) = model.metadata().get(VOCAB_KEY) else {
-        return Ok(None);
-    };
-    let v: serde_json::Value =
-        serde_json::from_str(text).with_context(|| format!("`{VOCAB_KEY}` is not JSON"))?;
-    Ok(Some(CharVocab::from_json(&v["chars"]).context(VOCAB_KEY)?))
+    Ok(TextVocab::load(model.metadata())?.map(|v| v.chars))
 }
 
 /// How tokens are read from the prime and written out: characters, or ids.
