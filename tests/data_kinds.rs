@@ -1,7 +1,7 @@
 //! More kinds of data files through the CLI: token ids (`tokens`), regression targets
 //! (f32 labels), a TSV of `label<TAB>text` (characters as tokens, the vocabulary kept in
-//! the checkpoint), and a text corpus, which needs a head on every step and is refused
-//! with a message saying so.
+//! the checkpoint), and a text corpus, which trains a language model (a head on every step)
+//! that `generate` continues.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -140,12 +140,87 @@ fn refused_corpus(model: &Path) -> String {
 }
 
 #[test]
-fn a_text_corpus_is_refused_until_a_head_on_every_step_can_train_from_files() {
+fn a_text_corpus_trains_a_language_model_that_generate_continues() {
+    // A model whose vocabulary is too small, or whose head reads the last step only, is
+    // refused naming what it needs.
     let err = refused_corpus(&example_data("tokens_model.toml"));
     assert!(err.contains("character ids"), "{err}");
-    let big_vocab = scratch("corpus").join("lm.toml");
+    let dir = scratch("corpus");
     let toml = std::fs::read_to_string(example_data("tokens_model.toml")).unwrap();
-    std::fs::write(&big_vocab, toml.replace("vocab = 20", "vocab = 40")).unwrap();
-    let err = refused_corpus(&big_vocab);
-    assert!(err.contains("needs a head on every step"), "{err}");
+    let last_step = dir.join("last.toml");
+    let last_toml = toml
+        .replace("vocab = 20", "vocab = 40")
+        .replace("classes = 3", "classes = 40");
+    std::fs::write(&last_step, last_toml).unwrap();
+    let err = refused_corpus(&last_step);
+    assert!(err.contains("on = \"every_step\""), "{err}");
+
+    // The same model with a head on every step and the vocabulary's classes trains on the
+    // text's windows, and `generate` continues a prime with the text's characters.
+    let lm = dir.join("lm.toml");
+    let lm_toml = toml
+        .replace("vocab = 20", "vocab = 40")
+        .replace("on = \"last\"", "on = \"every_step\"")
+        .replace("classes = 3", "classes = 40");
+    std::fs::write(&lm, lm_toml).unwrap();
+    let ck = dir.join("lm.safetensors");
+    let corpus = example_data("corpus.txt");
+    let out = succeed(
+        tensorfit_command().args([
+            "train",
+            "--model",
+            arg(&lm),
+            "--data",
+            arg(&corpus),
+            "--max-seq-len",
+            "20",
+            "--batch",
+            "4",
+            "--epochs",
+            "30",
+            "--lr",
+            "0.02",
+            "--device",
+            "cpu",
+            "--save",
+            arg(&ck),
+            "--json",
+        ]),
+        "train on a text corpus",
+    );
+    // One line per validation, then the run's summary.
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let best = lines
+        .iter()
+        .filter_map(|v| v["val_loss"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    // Uniform guessing over the text's 29 characters costs ln(29) ≈ 3.4 nats.
+    assert!(best < 1.0, "best validation loss {best}: {lines:?}");
+    let out = succeed(
+        tensorfit_command().args([
+            "generate",
+            "--checkpoint",
+            arg(&ck),
+            "--prime",
+            "the quick",
+            "--length",
+            "40",
+            "--temperature",
+            "0.5",
+            "--seed",
+            "1",
+            "--device",
+            "cpu",
+        ]),
+        "generate",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let text = text.trim_end_matches('\n');
+    let known: std::collections::HashSet<char> =
+        std::fs::read_to_string(&corpus).unwrap().chars().collect();
+    assert!(text.chars().count() >= 40, "{text:?}");
+    assert!(text.chars().all(|c| known.contains(&c)), "{text:?}");
 }

@@ -12,11 +12,12 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use tensorfit::core::rows::IGNORE_LABEL;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
     length_grouped_batches, max_batch_bytes, open, Batch, BatchInputs, BatchSettings, Batches,
-    CharCorpus, Dataset, Inputs, LabelsPer, Opened, ReadSettings, Source, Targets, TooLong,
-    TsvData, Values,
+    CharCorpus, CharWindows, Dataset, Inputs, LabelsPer, Opened, ReadSettings, Source, Targets,
+    TooLong, TsvData, Values,
 };
 use tensorfit::nn::{Cell, HeadOn, InputSpec, LossSpec, ModelDescription};
 
@@ -175,7 +176,10 @@ pub fn open_for(
     } else {
         match open(path, settings)? {
             Opened::Sequences(s) => (s, None),
-            Opened::Corpus(corpus) => return language_model(path, &corpus, cfg, vocab),
+            Opened::Corpus(corpus) => {
+                let how = (settings, read_ahead);
+                return language_model(path, &corpus, cfg, how, vocab);
+            }
         }
     };
     check_fits(path, source.dataset(), cfg)?;
@@ -204,6 +208,7 @@ fn language_model(
     path: &Path,
     corpus: &CharCorpus,
     cfg: &ModelDescription,
+    (settings, read_ahead): (&ReadSettings, usize),
     vocab: Option<&TextVocab>,
 ) -> Result<Files> {
     let chars = vocab.map_or_else(|| corpus.vocab(), |v| v.chars.clone());
@@ -217,19 +222,43 @@ fn language_model(
             chars.len()
         ),
     }
-    per_step_labels(path, cfg)?;
-    bail!("{shown}: a language model from a text corpus is not trained from the CLI yet")
+    let window = settings.max_seq_len.unwrap_or(DEFAULT_WINDOW);
+    // One stream: sequence k is the k-th window of the text, and every window starts
+    // from a zero state (carrying the state from one batch into the next is not built).
+    let windows =
+        CharWindows::new(corpus, &chars, (0, corpus.chars), 1, window).with_context(|| {
+            format!("{shown}: cutting the text into windows of {window} characters (--max-seq-len)")
+        })?;
+    let source: Arc<dyn Source> = Arc::new(windows);
+    check_fits(path, source.dataset(), cfg)?;
+    Ok(Files {
+        path: path.to_path_buf(),
+        source,
+        read_ahead,
+        padded: false,
+        vocab: Some(TextVocab {
+            chars,
+            labels: None,
+        }),
+    })
 }
 
-/// The hook for labels on every step (a language model's next characters, or files with
-/// a label per step): what this build's trainer can take. It takes one label per
-/// sequence, read at the last step, so every such file is refused here, naming what is
-/// missing; with heads on every step this is the one place to let them through.
-pub fn per_step_labels(path: &Path, _cfg: &ModelDescription) -> Result<()> {
-    bail!(
-        "{}: a label per step (a language model's next characters, or per-step labels) needs a head on every step, which training from files does not take yet: this build's trainer takes one label per sequence, read at its last step",
-        path.display()
-    )
+/// Characters per window of a text corpus when `--max-seq-len` does not say.
+pub const DEFAULT_WINDOW: usize = 100;
+
+/// Labels per step (a language model's next characters, or a file's label per step)
+/// need a head on every step, and one label per sequence a head on the last step.
+pub fn per_step_labels(path: &Path, per: LabelsPer, cfg: &ModelDescription) -> Result<()> {
+    let shown = path.display();
+    match (per, cfg.head.on) {
+        (LabelsPer::Step, HeadOn::EveryStep) | (LabelsPer::Sequence, HeadOn::LastStep) => Ok(()),
+        (LabelsPer::Step, HeadOn::LastStep) => bail!(
+            "{shown}: a label per step (a language model's next characters, or per-step labels), and the model's head reads the last step only: give it `on = \"every_step\"` in `[head]`"
+        ),
+        (LabelsPer::Sequence, HeadOn::EveryStep) => bail!(
+            "{shown}: one label per sequence, and the model's head is on every step: give it `on = \"last\"` in `[head]`"
+        ),
+    }
 }
 
 /// Refuses data the model cannot take, naming the file and the model's figure.
@@ -271,10 +300,7 @@ fn check_fits(path: &Path, d: &Dataset, cfg: &ModelDescription) -> Result<()> {
             bail!("{shown}: class labels, and the model is a regression (mean squared error)")
         }
     }
-    if d.labels_per == LabelsPer::Step || cfg.head.on == HeadOn::EveryStep {
-        per_step_labels(path, cfg)?;
-    }
-    Ok(())
+    per_step_labels(path, d.labels_per, cfg)
 }
 
 impl Files {
@@ -329,9 +355,12 @@ pub struct TrainerBatch {
     pub lengths: Vec<f32>,
 }
 
-/// `b` as the trainer takes it.
+/// `b` as the trainer takes it. Class labels per step past a sequence's end become
+/// [`IGNORE_LABEL`]: they count neither in the loss nor in the gradient.
 pub fn trainer_inputs(b: Batch) -> Result<TrainerBatch> {
     let lengths = b.lengths.iter().map(|&l| l as f32).collect();
+    let (rows, steps) = (b.lengths.len(), b.steps);
+    let per_step_ids = matches!(&b.labels, Values::Ids(v) if v.len() == steps * rows && steps > 1);
     let x = match b.inputs {
         BatchInputs::Dense(x) => x,
         BatchInputs::Tokens(ids) => {
@@ -339,9 +368,17 @@ pub fn trainer_inputs(b: Batch) -> Result<TrainerBatch> {
             HostTensor::new([b.steps, b.lengths.len()], ids)?
         }
     };
-    let labels = match b.labels {
+    let mut labels: Vec<f32> = match b.labels {
         Values::Ids(ids) => ids.into_iter().map(|l| l as f32).collect(),
         Values::F32(v) => v,
     };
+    if per_step_ids {
+        // Time-major [T, B]: step t of row r is at t·B + r.
+        for (r, &len) in b.lengths.iter().enumerate() {
+            for t in len..steps {
+                labels[t * rows + r] = IGNORE_LABEL;
+            }
+        }
+    }
     Ok(TrainerBatch { x, labels, lengths })
 }
