@@ -23,6 +23,8 @@ pub struct Sequences {
     labels: Vec<f32>,
     features: usize,
     steps: usize,
+    /// One label per step ([`Sequences::with_step_labels`]), laid out time-major in a batch.
+    per_step: bool,
 }
 
 impl Sequences {
@@ -53,7 +55,42 @@ impl Sequences {
             inputs,
             labels,
             features,
+            per_step: false,
         })
+    }
+
+    /// Sequences with a label per step, for a model whose head is on every step (a
+    /// language model: the next token at each step). `labels[i]` holds sequence `i`'s
+    /// labels, one per step; a batch lays them out time-major (`[time, batch]`) like the
+    /// inputs.
+    ///
+    /// ```
+    /// use tensorfit::Sequences;
+    /// // Token ids 1 2 3 and 4 5 6; the next id at each step.
+    /// let data = Sequences::with_step_labels(
+    ///     vec![vec![1.0, 2.0, 3.0], vec![4.0, 5.0, 6.0]],
+    ///     vec![vec![2.0, 3.0, 4.0], vec![5.0, 6.0, 7.0]],
+    ///     1,
+    /// )
+    /// .unwrap();
+    /// assert_eq!(data.all().unwrap().labels, [2.0, 5.0, 3.0, 6.0, 4.0, 7.0]);
+    /// ```
+    pub fn with_step_labels(
+        inputs: Vec<Vec<f32>>,
+        labels: Vec<Vec<f32>>,
+        features: usize,
+    ) -> Result<Sequences> {
+        let flat: Vec<f32> = labels.concat();
+        let mut data = Sequences::new(inputs, flat, features)?;
+        if let Some(i) = labels.iter().position(|l| l.len() != data.steps) {
+            return Err(Error::BadInput(format!(
+                "sequence {i} has {} labels for {} steps: give one per step",
+                labels[i].len(),
+                data.steps
+            )));
+        }
+        data.per_step = true;
+        Ok(data)
     }
 
     /// The number of sequences.
@@ -88,7 +125,15 @@ impl Sequences {
             for t in 0..self.steps {
                 x[(t * b + j) * f..(t * b + j + 1) * f].copy_from_slice(&seq[t * f..(t + 1) * f]);
             }
-            labels.extend_from_slice(&self.labels[r * per_row..(r + 1) * per_row]);
+            if !self.per_step {
+                labels.extend_from_slice(&self.labels[r * per_row..(r + 1) * per_row]);
+            }
+        }
+        if self.per_step {
+            // Time-major, like the inputs: step t of row j at t·B + j.
+            for t in 0..self.steps {
+                labels.extend(rows.iter().map(|&r| self.labels[r * per_row + t]));
+            }
         }
         let x = match f {
             1 => HostTensor::new([self.steps, b], x)?,
