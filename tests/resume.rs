@@ -260,6 +260,7 @@ fn flags_that_differ_from_the_resumed_run_are_refused_naming_both_values() {
         ("--batch", "16", "8"),
         ("--seq-len", "30", "12"),
         ("--tbptt", "4", "12"),
+        ("--tbptt-mode", "windows", "last"),
         ("--lr", "0.01", "0.001"),
         ("--seed", "3", "1"),
         ("--eval-batch", "32", "16"),

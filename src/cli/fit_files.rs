@@ -61,6 +61,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         let s = &r.settings;
         (a.batch, a.seed, a.lr, a.eval_every) = (s.batch, s.seed, s.lr, s.eval_every);
         a.tbptt = Some(s.tbptt);
+        a.tbptt_mode = s.tbptt_mode;
         a.fit.val_fraction = r.position.val_fraction;
     }
     let (cfg, init, vocab) = match (&resumed, &a.fit.init) {
@@ -122,6 +123,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         batch: a.batch,
         seq_len: max_len,
         tbptt: a.tbptt.unwrap_or(max_len),
+        tbptt_mode: a.tbptt_mode,
         lr: a.lr,
         seed: a.seed,
         eval_every: a.eval_every,

@@ -219,7 +219,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             a.origin(id)
         })?;
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
-    req.tbptt_mode = a.tbptt_mode;
+    req.tbptt_mode = settings.tbptt_mode;
     req.seed = settings.seed;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     let params = match &mut resumed {
@@ -229,7 +229,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     let training = Training {
         tbptt: settings.tbptt,
-        tbptt_mode: a.tbptt_mode,
+        tbptt_mode: settings.tbptt_mode,
         optim,
         seed: settings.seed,
     };
@@ -282,7 +282,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             settings.batch,
             settings.seq_len,
             settings.tbptt,
-            match a.tbptt_mode {
+            match settings.tbptt_mode {
                 TbpttMode::Windows => " in windows (an update per window)",
                 TbpttMode::Last => "",
             },

@@ -22,6 +22,7 @@ pub fn resolve(
         batch: a.batch,
         seq_len: a.seq_len,
         tbptt: a.tbptt.unwrap_or(a.seq_len),
+        tbptt_mode: a.tbptt_mode,
         lr: a.lr,
         seed: a.seed,
         eval_every: a.eval_every,
@@ -73,6 +74,11 @@ pub fn resolve(
             "tbptt",
             from_flags.tbptt.to_string(),
             settings.tbptt.to_string(),
+        ),
+        (
+            "tbptt_mode",
+            from_flags.tbptt_mode.name().to_string(),
+            settings.tbptt_mode.name().to_string(),
         ),
         ("lr", from_flags.lr.to_string(), settings.lr.to_string()),
         (

@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use serde_json::json;
 use tensorfit_core::{Error, Result};
 
+use crate::options::TbpttMode;
+
 /// The metadata key of the settings.
 const KEY: &str = "run_settings";
 
@@ -24,6 +26,8 @@ pub struct RunSettings {
     pub seq_len: usize,
     /// Truncated-BPTT length.
     pub tbptt: usize,
+    /// Truncated BPTT over the last `tbptt` steps, or in windows (an update each).
+    pub tbptt_mode: TbpttMode,
     /// Adam's learning rate.
     pub lr: f32,
     /// Seed of the initial weights, the data stream and the held-out set.
@@ -47,7 +51,8 @@ impl RunSettings {
     pub fn store(&self, extra: &mut HashMap<String, String>) {
         let v = json!({
             "run_id": self.run_id, "batch": self.batch, "seq_len": self.seq_len,
-            "tbptt": self.tbptt, "lr": self.lr, "seed": self.seed,
+            "tbptt": self.tbptt, "tbptt_mode": self.tbptt_mode.name(),
+            "lr": self.lr, "seed": self.seed,
             "eval_every": self.eval_every, "eval_batch": self.eval_batch,
         });
         extra.insert(KEY.into(), v.to_string());
@@ -78,11 +83,17 @@ impl RunSettings {
             .and_then(|x| x.as_str())
             .ok_or_else(|| bad("`run_id` missing".into()))?
             .to_string();
+        // Checkpoints written before the windowed mode existed trained the last segment.
+        let tbptt_mode = match v.get("tbptt_mode").and_then(|x| x.as_str()) {
+            Some(name) => TbpttMode::parse(name).map_err(|e| bad(e.to_string()))?,
+            None => TbpttMode::Last,
+        };
         Ok(Some(RunSettings {
             run_id,
             batch: size("batch")?,
             seq_len: size("seq_len")?,
             tbptt: size("tbptt")?,
+            tbptt_mode,
             lr,
             seed: whole("seed")?,
             eval_every: whole("eval_every")?,
@@ -102,6 +113,7 @@ mod tests {
             batch: 8,
             seq_len: 12,
             tbptt: 6,
+            tbptt_mode: TbpttMode::Windows,
             lr: 3e-4,
             seed: u64::MAX,
             eval_every: 0,
@@ -109,9 +121,21 @@ mod tests {
         };
         let mut extra = HashMap::new();
         s.store(&mut extra);
-        assert_eq!(RunSettings::load(&extra).unwrap(), Some(s));
+        assert_eq!(RunSettings::load(&extra).unwrap(), Some(s.clone()));
         assert_eq!(RunSettings::load(&HashMap::new()).unwrap(), None);
         extra.insert(KEY.into(), r#"{"batch": -1}"#.into());
         assert!(RunSettings::load(&extra).is_err());
+        // Written before the mode was stored: the last segment, as those runs trained.
+        let mut old = HashMap::new();
+        RunSettings {
+            tbptt_mode: TbpttMode::Last,
+            ..s
+        }
+        .store(&mut old);
+        let mut v: serde_json::Value = serde_json::from_str(&old[KEY]).unwrap();
+        v.as_object_mut().unwrap().remove("tbptt_mode");
+        old.insert(KEY.into(), v.to_string());
+        let loaded = RunSettings::load(&old).unwrap().unwrap();
+        assert_eq!(loaded.tbptt_mode, TbpttMode::Last);
     }
 }
