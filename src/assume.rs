@@ -20,7 +20,9 @@ use crate::devices::{assumed_info, parse_kind, DeviceStatus, GpuModel};
 pub struct Preset {
     /// What `--assume` takes (`h100`).
     pub key: &'static str,
+    /// The device's name, as its backend would report it.
     pub name: &'static str,
+    /// The kind of device it is.
     pub kind: DeviceKind,
     /// Published memory, in GiB.
     pub memory_gib: u64,

@@ -98,6 +98,7 @@ impl CheckpointDir {
         self.dir.join(CHECKPOINT_FILE)
     }
 
+    /// The directory this lock holds.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

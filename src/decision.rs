@@ -27,7 +27,9 @@ use crate::strategy::{check_job, strategies, Strategy};
 /// What to plan and run.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// The model to plan.
     pub cfg: ModelDescription,
+    /// What the run will do (training or evaluation, batch and length).
     pub job: Job,
     /// Truncated-BPTT length for training.
     pub tbptt: usize,
@@ -41,6 +43,7 @@ pub struct Request {
     pub margin: f64,
     /// `None`: choose automatically.
     pub device: Option<DeviceKind>,
+    /// Memory caps per device kind (`--device-memory`).
     pub caps: MemoryCaps,
     /// Devices not to use (set after a device was lost).
     pub exclude: Vec<DeviceKind>,
@@ -114,6 +117,7 @@ pub fn plan_job(
 /// The outcome of planning on every device.
 #[derive(Debug, Clone)]
 pub struct Decision {
+    /// Every device's candidates, in the order planned.
     pub candidates: Vec<Candidate>,
     /// Index of the chosen candidate.
     pub chosen: Option<usize>,
@@ -231,9 +235,13 @@ struct Planned {
 /// The chosen candidate, with the plan, options and device it was planned with.
 #[derive(Debug, Clone, Copy)]
 pub struct Choice<'a> {
+    /// The chosen candidate (device, strategy, estimates).
     pub candidate: &'a Candidate,
+    /// Its memory plan.
     pub plan: &'a MemoryPlan,
+    /// The options its programs are built with.
     pub options: &'a TrainOptions,
+    /// The device it was planned for.
     pub device: &'a DeviceInfo,
 }
 
@@ -453,6 +461,7 @@ impl Decision {
         s
     }
 
+    /// The decision as JSON (`tensorfit plan --json`): every candidate and the choice.
     pub fn to_json(&self) -> Value {
         json!({
             "host": self.host_json(),
@@ -516,6 +525,7 @@ impl Decision {
     }
 }
 
+/// Seconds for people: `123 ms` below a second, `4.5 s` above, `none` for NaN.
 pub fn format_seconds(s: f64) -> String {
     if s.is_nan() {
         "none".into()

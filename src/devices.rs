@@ -39,6 +39,7 @@ impl MemoryCaps {
         Ok(MemoryCaps(caps))
     }
 
+    /// The cap for `kind`, in bytes, if one was given.
     pub fn get(&self, kind: DeviceKind) -> Option<u64> {
         self.0.get(&kind).copied()
     }
@@ -61,6 +62,7 @@ pub fn parse_kind(text: &str) -> Result<DeviceKind> {
 pub struct DeviceStatus {
     /// `cpu`, `wgpu:0`, `cuda:1`; for an assumed device, the `--assume` entry.
     pub id: String,
+    /// The kind of device.
     pub kind: DeviceKind,
     /// Which device of its kind (`cuda:1` is 1): what [`open_device`] takes.
     pub index: usize,

@@ -32,6 +32,7 @@ const GATHER_HOST_COPIES: u64 = 4;
 /// What the planner knows of a data-parallel run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataParallel {
+    /// The number of ranks.
     pub ranks: usize,
     /// The global batch, shared out among the ranks ([`shard`]).
     pub batch: usize,
@@ -49,8 +50,8 @@ impl DataParallel {
     }
 
     /// The host bytes of one step's communication: the gradients' copies
-    /// ([`GRADIENT_HOST_COPIES`]) and, with BatchNorm, the gathered rows of the head's
-    /// input and targets ([`GATHER_HOST_COPIES`]).
+    /// (`GRADIENT_HOST_COPIES`) and, with BatchNorm, the gathered rows of the head's
+    /// input and targets (`GATHER_HOST_COPIES`).
     pub fn host_bytes(&self, cfg: &ModelDescription) -> Result<u64> {
         let grads = tensorfit_dist::bucket_bytes(cfg.trainable_parameters()?);
         let gathered = self.sync_batch_norm(cfg).map_or(0, |b| {
@@ -156,10 +157,12 @@ impl Ranks {
         })
     }
 
+    /// This process's rank, from 0.
     pub fn rank(&self) -> usize {
         self.comm.rank()
     }
 
+    /// The number of ranks.
     pub fn size(&self) -> usize {
         self.comm.size()
     }

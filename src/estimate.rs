@@ -34,12 +34,15 @@ pub const SHORT: usize = 4;
 /// long as the job where that is cheap, and short enough that a plan does not become a
 /// benchmark where it is not.
 pub const LONG_MAX: usize = 64;
+/// The long measured run stops growing once it takes this many seconds.
 pub const LONG_SECONDS: f64 = 0.1;
 
 /// Seconds of one program run over `steps` time steps: `fixed + per_step · steps`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Linear {
+    /// Seconds of a run's fixed part (head, optimizer, launches).
     pub fixed: f64,
+    /// Seconds per time step.
     pub per_step: f64,
 }
 
@@ -64,6 +67,7 @@ impl Linear {
 /// Measured program costs of one model at one batch size on one device.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProgramCosts {
+    /// The batch size the costs were measured at.
     pub batch: usize,
     /// An inference run (carry or evaluation chunk) at `batch`.
     pub infer: Linear,

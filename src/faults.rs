@@ -66,6 +66,7 @@ impl std::fmt::Debug for FaultyBackend {
 }
 
 impl FaultyBackend {
+    /// `inner`, failing as `faults` says.
     pub fn new(inner: Box<dyn Backend>, faults: Arc<Faults>) -> Self {
         FaultyBackend { inner, faults }
     }

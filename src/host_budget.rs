@@ -99,6 +99,7 @@ impl HostNeed {
         })
     }
 
+    /// The host bytes of the job: its inputs, read-ahead and state copies.
     pub fn bytes(&self) -> u64 {
         self.inputs
             .saturating_add(self.state)

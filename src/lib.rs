@@ -23,6 +23,7 @@
 //! command-line front end.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 #[warn(missing_docs)]
 pub mod api;

@@ -30,11 +30,14 @@ use crate::strategy::{check_job, inference_dims, strategies, Strategy};
 /// Which size to search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dim {
+    /// The batch size.
     Batch,
+    /// The sequence length.
     SeqLen,
 }
 
 impl Dim {
+    /// The flag's word for it (`batch`, `seq-len`).
     pub fn name(self) -> &'static str {
         match self {
             Dim::Batch => "batch",
@@ -82,6 +85,7 @@ impl Dim {
 /// The largest size of one device under one strategy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Largest {
+    /// The device (`cpu`, `wgpu:0`).
     pub device: String,
     /// The strategy in words, at the size found.
     pub strategy: String,
@@ -89,6 +93,7 @@ pub struct Largest {
     pub largest: Option<usize>,
     /// The plan's peak at that size, and the usable memory it fits in.
     pub peak_bytes: u64,
+    /// The usable memory of the device, in bytes.
     pub capacity_bytes: u64,
     /// The search stopped at the largest size the planner accepts (or at
     /// [`SEARCH_LIMIT`]), not at memory.
@@ -98,6 +103,7 @@ pub struct Largest {
 }
 
 impl Largest {
+    /// The result as JSON (`tensorfit plan --max-batch --json`).
     pub fn to_json(&self) -> Value {
         json!({
             "device": self.device, "strategy": self.strategy, "largest": self.largest,

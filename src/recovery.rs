@@ -16,8 +16,11 @@ use crate::session::Session;
 pub struct Fallback {
     /// The optimizer step that was being taken (repeated on the new plan).
     pub step: u64,
+    /// The device and strategy that failed.
     pub from: String,
+    /// The device and strategy the step moved to.
     pub to: String,
+    /// What went wrong.
     pub error: String,
 }
 

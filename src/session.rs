@@ -21,9 +21,13 @@ pub use crate::strategy::{strategies, Strategy};
 /// plan and repeats the step. [`Session::fallbacks`] records each move.
 #[derive(Debug)]
 pub struct Session {
+    /// The trainer bound to the chosen device's plan.
     pub trainer: Trainer,
+    /// The device it runs on (`cpu`, `wgpu:0`).
     pub device: String,
+    /// The strategy in words.
     pub strategy: String,
+    /// The memory plan of the run.
     pub plan: MemoryPlan,
     /// Every recovery so far, oldest first.
     pub fallbacks: Vec<Fallback>,

@@ -2,7 +2,7 @@
 //!
 //! Everything above a device is here and nothing device-specific is: a model is a
 //! [`Graph`] of coarse [`Op`]s over statically shaped tensors; [`backward`] appends the
-//! gradient nodes; [`schedule`] orders them; an [`Executable`] binds every tensor to a
+//! gradient nodes; [`schedule`](mod@schedule) orders them; an [`Executable`] binds every tensor to a
 //! [`TensorView`] on a [`Backend`] and runs the nodes one op at a time. Each op's inputs
 //! and outputs are named structs ([`args`]); a backend is a [`Ledger`] of buffers plus
 //! one typed kernel per op ([`OpKernels`]), reached through the one [`dispatch`]. Because shapes

@@ -22,7 +22,7 @@ pub struct Batch {
     /// T: the longest sequence of the batch.
     pub steps: usize,
     pub inputs: BatchInputs,
-    /// [B] (one per sequence) or [T, B] (one per step, time-major): class ids or f32
+    /// `[B]` (one per sequence) or `[T, B]` (one per step, time-major): class ids or f32
     /// targets. Padded steps hold 0; `lengths` says which steps are real.
     pub labels: Values,
     /// Steps of each sequence (≤ `steps`).

@@ -13,7 +13,7 @@
 //! input `loss_scale` the host writes ([`loss_scale`]: rows / rows counted), so the loss
 //! is the mean over the real steps, as PyTorch's masked mean. BatchNorm statistics and
 //! mean squared error have no such mask here: over a padded batch they are refused
-//! ([`check_padded`]).
+//! (`check_padded`).
 
 use tensorfit_core::args::BinaryInputs;
 pub use tensorfit_core::rows::IGNORE_LABEL;

@@ -235,7 +235,7 @@ impl Trainer {
     }
 
     /// [`Trainer::train_step`] on a padded batch: sequence `b` has `lengths[b]` real
-    /// steps (see [`Trainer::check_lengths`]; `None`: all `T`).
+    /// steps (see `Trainer::check_lengths`; `None`: all `T`).
     pub fn train_step_at(
         &mut self,
         x: &HostTensor,

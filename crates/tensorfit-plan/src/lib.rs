@@ -1,7 +1,7 @@
 //! tensorfit-plan: how much memory a run takes, exactly, before it runs; and which
 //! device should run it.
 //!
-//! [`liveness`] reads each tensor's lifetime off a scheduled graph; [`arena`] places
+//! [`liveness`](mod@liveness) reads each tensor's lifetime off a scheduled graph; [`arena`] places
 //! tensors at offsets so that tensors alive at the same time never share bytes;
 //! [`MemoryPlan`] is the result for a whole run (persistent tensors, shared scratch
 //! arenas, backend overhead), printable as a table, as JSON and as a picture ([`svg`]);

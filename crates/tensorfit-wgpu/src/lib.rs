@@ -4,7 +4,7 @@
 //! [`WgpuBackend`] implements [`tensorfit_core::Backend`] with the same semantics as the
 //! CPU reference (`tensorfit_cpu::CpuBackend`), op for op: each [`tensorfit_core::Op`]
 //! has a kernel of the same name in `src/shaders/*.wgsl` (the file named like the CPU's
-//! `kernels/*.rs`), and the host side that launches it in [`kernels`], organised like the
+//! `kernels/*.rs`), and the host side that launches it in `kernels`, organised like the
 //! CPU code so the two can be read side by side. The LSTM keeps cuDNN's structure: one
 //! input-projection GEMM, then per step one GEMM and one fused gate kernel, and weight
 //! gradients as GEMMs over all steps.

@@ -1,7 +1,7 @@
 //! Gathers and scatter-adds of a table's token vectors (kernels in `gather.cu`): the ops
 //! `embedding` and `embedding_backward`, and the input projection of a recurrent layer on
 //! token input (`lstm.rs`), as in tensorfit-cpu's kernels/gather.rs. Where a token's
-//! vector lies is a [`Table`](tensorfit_core::tokens::Table), shared with every backend.
+//! vector lies is a [`Table`], shared with every backend.
 //!
 //! A bad id (not a whole number in `[0, vocab)`) reads nothing and is left in the status
 //! word; the backend reports it as an error naming its position at the next

@@ -9,7 +9,7 @@
 //! architecture for the life of the process (a second backend on the same kind of GPU does
 //! not compile again); each backend loads the modules into its context once.
 //!
-//! A launcher gets device addresses ([`DevPtr`]) the backend has checked against its
+//! A launcher gets device addresses (`DevPtr`) the backend has checked against its
 //! buffers, and the op's dimensions; it checks what the shapes alone cannot (sizes that
 //! must fit the kernels' `int` widths) and launches. GEMMs go through cuBLAS (`gemm.rs`).
 //! [`Gpu`] implements [`OpKernels`] with the launchers: one method per op.

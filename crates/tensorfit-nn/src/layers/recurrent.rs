@@ -58,7 +58,7 @@ pub struct RecurrentStack {
     pub finals: Vec<TensorId>,
     /// Output sequence of the top layer, `[T, B, H]`.
     pub y: TensorId,
-    /// Each sequence's length `[B]` for a padded batch (see [`LstmStack::lengths`]).
+    /// Each sequence's length `[B]` for a padded batch (see `LstmStack::lengths`).
     pub lengths: Option<TensorId>,
 }
 

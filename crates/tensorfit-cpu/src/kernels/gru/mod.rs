@@ -15,7 +15,7 @@
 //!   `dhidden[t]`, equal but for the n block, which `dhidden` has times r) and leaves
 //!   `dh = dh_total·z`, then one GEMM adds the rest of the gradient at `h_{t-1}`:
 //!   `dh += dhidden[t] · w_hh`. The weight gradients are formed after the loop with one
-//!   GEMM each over all `T·B` rows ([`weight_gradients`], shared with the fast path).
+//!   GEMM each over all `T·B` rows (`weight_gradients`, shared with the fast path).
 //!
 //! With `lengths` (`tensorfit_core::seq_lengths`), a row past its end gets zero `y`,
 //! gates and projections forward, and zero gradients with `dh` carried backward; its

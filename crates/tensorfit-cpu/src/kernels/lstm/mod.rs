@@ -17,10 +17,10 @@
 //!   `dgates[t]`, and one GEMM carries the gradient to `h_{t-1}`:
 //!   `dh = dgates[t] · w_hh`. The weight gradients do not depend on the order of the
 //!   steps, so they are formed after the loop with one GEMM each over all `T·B` rows
-//!   ([`weight_gradients`], shared with the fast path).
+//!   (`weight_gradients`, shared with the fast path).
 //!
 //! On token input (`d.tokens`: `x` holds `[T, B]` ids, `w_ih` is `[4H, V]`) the input
-//! projection is the gather of `w_ih`'s columns ([`input_projection`]) and `dw_ih` the
+//! projection is the gather of `w_ih`'s columns (`input_projection`) and `dw_ih` the
 //! scatter-add of the gate gradients into the columns of the ids seen, with
 //! `gather.rs`'s pieces: the same sums as the one-hot GEMMs, without the zeros.
 //!
