@@ -75,3 +75,45 @@ fn help_documents_every_optimizer_flag() {
         assert!(help.contains(flag), "train --help must document {flag}");
     }
 }
+
+/// `plan --json` with `args`: the chosen plan's peak bytes.
+fn planned_peak(args: &[&str]) -> u64 {
+    let out = common::succeed(
+        tensorfit_command()
+            .args(["plan", "--batch", "8", "--seq-len", "20", "--tbptt", "20"])
+            .args(["--device", "cpu", "--json"])
+            .args(args),
+        "plan",
+    );
+    common::json(&out)["chosen"]["estimated_peak_bytes"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn plan_holds_the_state_of_the_optimizer_it_is_given() {
+    let adam = planned_peak(&[]);
+    let sgd = planned_peak(&["--optimizer", "sgd", "--momentum", "0.9"]);
+    // SGD keeps one buffer per parameter where Adam keeps two moments: one f32 tensor of
+    // the seed network's 1,434,406 parameters less (arenas are aligned to 256 bytes).
+    let one_copy = 1_434_406u64 * 4;
+    assert!(
+        adam > sgd && (adam - sgd).abs_diff(one_copy) <= 256 * 16,
+        "adam {adam}, sgd {sgd}: expected a difference of about {one_copy}"
+    );
+    let out = tensorfit_command()
+        .args([
+            "plan",
+            "--device",
+            "cpu",
+            "--optimizer",
+            "sgd",
+            "--momentum",
+            "1.5",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--momentum"), "{err}");
+}

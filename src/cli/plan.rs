@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{anyhow, bail, Context as _, Result};
 use clap::Args;
 use serde_json::json;
 use tensorfit::assume;
@@ -14,11 +14,12 @@ use tensorfit::devices::{discover, DeviceStatus};
 use tensorfit::distributed::Ranks;
 use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
-use tensorfit::nn::{Job, OptimConfig, TbpttMode};
+use tensorfit::nn::{Job, TbpttMode};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
 
 use super::data_args::{read_settings, DataSource};
+use super::optim_args::OptimArgs;
 use super::ranks::{self, RankArgs};
 use super::{parse_tbptt_mode, request, DeviceArgs, Exit, JobMode, ModelArg};
 
@@ -41,6 +42,11 @@ pub struct PlanArgs {
     tbptt_mode: TbpttMode,
     #[command(flatten)]
     dev: DeviceArgs,
+    /// The optimizer, clipping and schedule the training plan holds state for (Adam keeps
+    /// two moments per parameter, SGD one buffer): `train`'s flags, whose values do not
+    /// change the plan beyond that (the learning rate is not asked).
+    #[command(flatten)]
+    optim: OptimArgs,
     #[command(flatten)]
     ranks: RankArgs,
     /// Plan for a device that is not here instead of those present (repeatable): a
@@ -88,7 +94,13 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
             seq_len,
         },
     };
-    let mut req = request(cfg, job, a.tbptt, OptimConfig::default(), &a.dev)?;
+    // Any learning rate and run length will do: neither changes the plan.
+    let optim = a
+        .optim
+        .settings(1e-3)
+        .build(Some(u64::MAX))
+        .map_err(|e| anyhow!("--{} {}", e.key.replace('_', "-"), e.message))?;
+    let mut req = request(cfg, job, a.tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     if let Some(f) = &files {
