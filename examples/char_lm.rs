@@ -1,12 +1,15 @@
 //! Train a character-level language model on a text file held in memory, then generate
 //! text from it with the streaming API: the library's way of doing what
-//! `tensorfit train --data book.txt` and `tensorfit generate` do on the command line.
+//! `tensorfit train --data book.txt` and `tensorfit generate` do on the command line. The
+//! model is saved with its vocabulary as `char_lm.safetensors`, which `tensorfit generate
+//! --checkpoint char_lm.safetensors --prime "the "` continues too.
 //!
 //! `cargo run --release --example char_lm [-- book.txt]` (default: `examples/data/corpus.txt`)
 
 use std::path::PathBuf;
 
 use tensorfit::core::Rng;
+use tensorfit::data::{CharVocab, TextVocab};
 use tensorfit::nn::{
     Cell, DropoutRate, HeadOn, HeadSpec, InputSpec, Job, LossSpec, ModelDescription, OptimConfig,
     RecurrentSpec,
@@ -22,11 +25,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         PathBuf::from,
     );
     let text = std::fs::read_to_string(&path)?;
-    // The vocabulary: the text's distinct characters; id = place in `chars`.
-    let mut chars: Vec<char> = text.chars().collect();
-    chars.sort_unstable();
-    chars.dedup();
-    let id = |c: char| chars.binary_search(&c).map_or(0, |i| i) as f32;
+    // The vocabulary: the text's distinct characters (id 0 stands for any other).
+    let vocab = CharVocab::new(text.chars().collect());
+    let id = |c: char| vocab.id(c) as f32;
     let ids: Vec<f32> = text.chars().map(id).collect();
 
     // Windows of the text; the label of each step is the next character.
@@ -44,14 +45,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{}: {} characters, {} distinct, {} windows of {WINDOW}",
         path.display(),
         ids.len(),
-        chars.len(),
+        vocab.len() - 1,
         data.len()
     );
 
-    let vocab = chars.len();
     let description = ModelDescription {
         input: InputSpec::Tokens {
-            vocab,
+            vocab: vocab.len(),
             embedding: None,
         },
         recurrent: RecurrentSpec {
@@ -64,7 +64,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             on: HeadOn::EveryStep,
             layers: Vec::new(),
         },
-        loss: LossSpec::SoftmaxCrossEntropy { classes: vocab },
+        loss: LossSpec::SoftmaxCrossEntropy {
+            classes: vocab.len(),
+        },
     };
     let training = Training {
         tbptt: WINDOW,
@@ -92,8 +94,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Control::Continue
     })?;
 
+    // The trained model with its vocabulary, for `tensorfit generate`.
+    let mut trained = run.model()?;
+    let text_vocab = TextVocab {
+        chars: vocab.clone(),
+        labels: None,
+    };
+    text_vocab.store(trained.metadata_mut());
+    trained.save(std::path::Path::new("char_lm.safetensors"))?;
+    println!("saved char_lm.safetensors");
+
     // Generation: one stream, fed the prime, then each sampled character in turn.
-    let trained = run.model()?;
     let mut stream = trained.stream(1, &DevicePolicy::auto())?;
     let mut rng = Rng::new(1);
     let prime = "the ";
@@ -104,7 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = String::from(prime);
     for _ in 0..120 {
         let next = sample(&probs, 0.5, &mut rng);
-        out.push(chars[next]);
+        out.extend(vocab.char(next as u32));
         probs = stream.step(&[next as f32])?;
     }
     println!("{out}");

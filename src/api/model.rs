@@ -161,6 +161,12 @@ impl Model {
         &self.metadata
     }
 
+    /// The metadata to change before [`Model::save`] (a text's vocabulary, for
+    /// example: `tensorfit::data::TextVocab::store`).
+    pub fn metadata_mut(&mut self) -> &mut HashMap<String, String> {
+        &mut self.metadata
+    }
+
     /// Plans `job` on every device `devices` allows and chooses one, without running
     /// anything: read the plan, then [`Plan::start`] it.
     ///

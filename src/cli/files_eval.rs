@@ -12,7 +12,7 @@ use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::Session;
 
 use super::data_args::{trainer_inputs, DataArgs, Files};
-use super::data_vocab::TextVocab;
+use super::data_vocab;
 use super::{begin, request, DeviceArgs};
 
 /// Mean loss and accuracy over a set of sequences.
@@ -70,7 +70,7 @@ pub fn start(
     dev: &DeviceArgs,
     quiet: bool,
 ) -> Result<(Files, Vec<Vec<usize>>, Session)> {
-    let vocab = TextVocab::of_checkpoint(checkpoint, data.path())?;
+    let vocab = data_vocab::of_checkpoint(checkpoint, data.path())?;
     let Some(files) = data.open(&cfg, vocab.as_ref()).context("--data")? else {
         bail!("--data is missing");
     };

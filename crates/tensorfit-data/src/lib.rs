@@ -49,7 +49,7 @@ pub use pipeline::{
 pub use tensors::TensorData;
 pub use text::CharCorpus;
 pub use tsv::TsvData;
-pub use vocab::{CharVocab, LabelVocab};
+pub use vocab::{CharVocab, LabelVocab, TextVocab, VOCAB_KEY};
 pub use windows::CharWindows;
 
 /// What [`open`] found at a path.

@@ -1,7 +1,7 @@
 //! Vocabularies kept in a checkpoint: the characters of a text (id 0 for any character the
 //! text did not have) and the labels of a classification (ids in sorted order).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::error::{DataError, Result};
 
@@ -111,5 +111,65 @@ impl LabelVocab {
         labels
             .map(LabelVocab::new)
             .ok_or_else(|| DataError::Settings("a label vocabulary is a list of strings".into()))
+    }
+}
+
+/// The checkpoint metadata key under which a text's vocabularies are kept, as JSON:
+/// `{"chars": {"unknown_id": 0, "chars": "…"}, "labels": ["neg", "pos"]}` (`labels` only
+/// for a TSV): training writes it, and evaluation, prediction, further training and
+/// generation read text with the ids the model learned.
+pub const VOCAB_KEY: &str = "data.vocabulary";
+
+/// A text's characters, and a TSV's labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextVocab {
+    pub chars: CharVocab,
+    pub labels: Option<LabelVocab>,
+}
+
+impl TextVocab {
+    /// Writes the vocabularies into a checkpoint's metadata under [`VOCAB_KEY`].
+    pub fn store(&self, extra: &mut HashMap<String, String>) {
+        let mut v = serde_json::json!({ "chars": self.chars.to_json() });
+        if let Some(l) = &self.labels {
+            v["labels"] = l.to_json();
+        }
+        extra.insert(VOCAB_KEY.to_string(), v.to_string());
+    }
+
+    /// The vocabularies a checkpoint's metadata holds, if any.
+    pub fn load(extra: &HashMap<String, String>) -> Result<Option<TextVocab>> {
+        let Some(text) = extra.get(VOCAB_KEY) else {
+            return Ok(None);
+        };
+        let bad = |e: String| DataError::Settings(format!("`{VOCAB_KEY}`: {e}"));
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        let chars = CharVocab::from_json(&v["chars"]).map_err(|e| bad(e.to_string()))?;
+        let labels = match v.get("labels") {
+            Some(l) => Some(LabelVocab::from_json(l).map_err(|e| bad(e.to_string()))?),
+            None => None,
+        };
+        Ok(Some(TextVocab { chars, labels }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vocabulary_comes_back_from_a_checkpoints_metadata_as_it_was_stored() {
+        let v = TextVocab {
+            chars: CharVocab::new("héllo".chars().collect()),
+            labels: Some(LabelVocab::new(
+                ["neg".to_string(), "pos".to_string()].into(),
+            )),
+        };
+        let mut extra = HashMap::new();
+        assert_eq!(TextVocab::load(&extra).unwrap(), None);
+        v.store(&mut extra);
+        assert_eq!(TextVocab::load(&extra).unwrap(), Some(v));
+        extra.insert(VOCAB_KEY.into(), "{".into());
+        assert!(TextVocab::load(&extra).is_err());
     }
 }
