@@ -6,7 +6,8 @@ use super::devices::DevicePolicy;
 use super::error::{Error, Result};
 use super::model::Model;
 use super::runner::Runner;
-use crate::decision::{decide, Decision, Request};
+use crate::decision::{decide, decide_on, Decision, Request};
+use crate::devices::DeviceStatus;
 use crate::nn::Job;
 use crate::session::{start, Session};
 
@@ -36,6 +37,13 @@ impl Plan {
     /// training does not hold, such as data-parallel ranks or padded batches).
     pub fn from_request(request: Request) -> Result<Plan> {
         let decision = decide(&request)?;
+        Ok(Plan { request, decision })
+    }
+
+    /// Plans a request on the devices `devices` (those discovered, or devices that are not
+    /// here: `tensorfit plan --assume`) instead of discovering them.
+    pub fn on_devices(request: Request, devices: Vec<DeviceStatus>) -> Result<Plan> {
+        let decision = decide_on(&request, devices)?;
         Ok(Plan { request, decision })
     }
 

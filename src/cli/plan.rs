@@ -16,7 +16,7 @@ use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
 use tensorfit::nn::{Job, TbpttMode};
 use tensorfit::plan::format_bytes;
-use tensorfit::session::{decide_on, format_seconds, Choice, Decision, Request};
+use tensorfit::session::{format_seconds, Choice, Decision, Request};
 
 use super::data_args::{read_settings, DataSource};
 use super::optim_args::OptimArgs;
@@ -131,13 +131,14 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         return largest(&req, &found, dim, a.json);
     }
     let t = Instant::now();
-    let decision = decide_on(&req, found)?;
+    let plan = tensorfit::Plan::on_devices(req, found)?;
+    let decision = plan.decision();
     let secs = t.elapsed().as_secs_f64();
     if let Some(path) = &a.plot {
-        plot(&decision, a.mode.name(), path)?;
+        plot(decision, a.mode.name(), path)?;
     }
     let rank = ranks.as_ref().map(|r| (r.rank(), r.size(), r.rows()));
-    ranks::in_turn(&mut ranks, || print(&a, &decision, &assumed, secs, rank))?;
+    ranks::in_turn(&mut ranks, || print(&a, decision, &assumed, secs, rank))?;
     Ok(if decision.chosen.is_none() {
         Exit::NothingFits
     } else {
