@@ -8,7 +8,7 @@ use super::model::Model;
 use super::runner::Runner;
 use crate::decision::{decide, decide_on, Decision, Request};
 use crate::devices::DeviceStatus;
-use crate::nn::Job;
+use crate::nn::{Job, ParamStore};
 use crate::session::{start, Session};
 
 /// A job planned on every device the policy allows: each device's memory plan and
@@ -119,9 +119,17 @@ impl Plan {
                 model.description()
             )));
         }
+        self.session(model.parameters())
+    }
+
+    /// The session underneath a [`Runner`], holding `params` (of the planned model), for a
+    /// caller that drives it step by step and moves it between shapes
+    /// (`Session::switch_job`: the command line's `--data` runs). Internal: its methods may
+    /// change between versions.
+    pub fn session(&self, params: &ParamStore) -> Result<Session> {
         if !self.fits() {
             return Err(self.nothing_fits());
         }
-        Ok(start(&self.request, &self.decision, model.parameters())?)
+        Ok(start(&self.request, &self.decision, params)?)
     }
 }

@@ -42,7 +42,7 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
     let flops = job.model_flops(&cfg, tbptt);
     let req = request(cfg.clone(), job, tbptt, OptimConfig::default(), &a.dev)?;
     let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
-    let (_, mut session) = begin(&req, &params, a.json)?;
+    let mut session = begin(&req, &params, a.json)?;
     let data = BuiltinTask::for_model(&cfg, BENCH_DATA_SEED)?.batch(a.batch, a.seq_len)?;
     let train = a.mode == JobMode::Train;
     // Straight on the trainer: the timing is of the run, not of recovery snapshots.

@@ -81,7 +81,7 @@ pub fn start(
     let mut req = request(cfg, eval_job(b, t), max_len, OptimConfig::default(), dev)?;
     req.read_ahead_bytes = files.read_ahead_bytes(batch, order.len());
     req.padded = files.padded;
-    let (_, session) = begin(&req, params, quiet)?;
+    let session = begin(&req, params, quiet)?;
     Ok((files, order, session))
 }
 

@@ -182,7 +182,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         Some(p) => p,
         None => ParamStore::init(&cfg, a.seed)?,
     };
-    let (_, mut session) = begin(&req, &params, a.json)?;
+    let mut session = begin(&req, &params, a.json)?;
     drop(params);
     if let Some((_, ck)) = loaded {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;

@@ -42,7 +42,7 @@ use tensorfit::nn::{
     BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, TbpttMode,
 };
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
-use tensorfit::session::{decide, start, Decision, Request, Session};
+use tensorfit::session::{Request, Session};
 use tensorfit::{DevicePolicy, Runner};
 
 /// How a command ended, beyond success or an error (which exits 1).
@@ -191,16 +191,12 @@ pub fn request(
 }
 
 /// Plans `req`, prints the choice (unless quiet), and starts the session.
-pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<(Decision, Session)> {
-    let decision = decide(req)?;
+pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<Session> {
+    let plan = tensorfit::Plan::from_request(req.clone())?;
     if !quiet {
-        err!("{}", decision.table());
+        err!("{}", plan.table());
     }
-    if decision.chosen.is_none() {
-        return Err(decision.nothing_fits().into());
-    }
-    let session = start(req, &decision, params)?;
-    Ok((decision, session))
+    Ok(plan.session(params)?)
 }
 
 /// Plans `job` of `model` on the devices the flags allow, prints the choice (unless
