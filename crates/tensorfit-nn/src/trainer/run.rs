@@ -15,7 +15,6 @@ use crate::batch_input::{check_batch, write_steps};
 use crate::description::{HeadOn, ModelDescription};
 use crate::every_step::{loss_scale, Tally};
 use crate::options::{micro_batches, ProgramKey};
-use crate::programs::PersistentKey;
 
 /// What an evaluation produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,12 +140,7 @@ impl Trainer {
 
     /// Zeroes the carried state of batch size `batch`: every sequence starts from zeros.
     fn zero_carried(&mut self, batch: usize) -> Result<()> {
-        for slot in self.recurrent.state_slots() {
-            let key = PersistentKey::Carried { slot, batch };
-            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
-            self.backend.write(&view, &vec![0.0; view.len()])?;
-        }
-        Ok(())
+        self.reset_stream(batch, None)
     }
 
     /// Zeroes the carried state, runs the carry programs of `keys` over their chunks of
