@@ -272,8 +272,6 @@ fn plan_device(
     let seen = seen_by_job(info, host.bytes(), assumed);
     let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(&req.cfg, req.job, req.tbptt)
         .into_iter()
-        // Recomputation does not take lengths yet.
-        .filter(|s| !(req.padded && s.recompute.is_some()))
         .map(|s| {
             let o = s.options(req);
             let t = if speed.gflops.is_nan() {

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use tensorfit_core::{Error, Result};
-use tensorfit_nn::{HeadOn, Job, ModelDescription, TrainOptions};
+use tensorfit_nn::{Job, ModelDescription, TrainOptions};
 
 use crate::session::Request;
 
@@ -99,9 +99,8 @@ pub fn strategies(cfg: &ModelDescription, job: Job, tbptt: usize) -> Vec<Strateg
     }
     // Recomputation keeps L/S border states and S steps of activations, so sub-segments
     // shorter than √L only cost memory: halve from L down to ⌈√L⌉.
-    // Recomputation is built for a head on the last step only (`recompute.rs`).
     let mut recomputes = vec![None];
-    if let (Job::Train { seq_len, .. }, HeadOn::LastStep) = (job, cfg.head.on) {
+    if let (Job::Train { seq_len, .. }, true) = (job, tensorfit_nn::recomputable(cfg)) {
         let len = tbptt.min(seq_len);
         let floor = (len as f64).sqrt().ceil() as usize;
         let mut r = len;

@@ -58,6 +58,7 @@ pub use options::{Job, ProgramKey, ProgramKind, TbpttMode, TrainOptions};
 pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};
 pub use pytorch_import::import_state_dict;
+pub use recompute::recomputable;
 pub use run_settings::RunSettings;
 pub use running_mean::RunningMean;
 pub use seed_shape::SeedShape;

@@ -185,8 +185,7 @@ pub struct TrainOptions {
     /// step's number (`layers::dropout`).
     pub seed: u64,
     /// Run padded batches: every program takes the sequences' lengths
-    /// ([`ProgramKey::padded`]). Recomputation does not take lengths yet, so a padded
-    /// training segment keeps its activations.
+    /// ([`ProgramKey::padded`]).
     pub padded: bool,
     /// Split the training segment at its gradients (a [`ProgramKind::Grads`] program,
     /// then [`ProgramKind::Update`]) so that the host can average them over data-parallel
@@ -246,9 +245,8 @@ impl TrainOptions {
         if self.split_update {
             return self.split_programs(batch, steps);
         }
-        // A padded segment keeps its activations: recomputation takes no lengths yet.
         let train = |kind, len: usize| ProgramKey {
-            recompute: self.recompute.filter(|&r| r < len && !self.padded),
+            recompute: self.recompute.filter(|&r| r < len),
             ..self.key(kind, batch, len)
         };
         let windows = windows(steps, self.tbptt);
@@ -288,7 +286,7 @@ impl TrainOptions {
             ]);
         } else {
             keys.push(ProgramKey {
-                recompute: self.recompute.filter(|&r| r < last && !self.padded),
+                recompute: self.recompute.filter(|&r| r < last),
                 ..self.key(ProgramKind::Grads, batch, last)
             });
         }

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use tensorfit_core::{Error, Graph, Result, Role, TensorId};
+use tensorfit_core::{Graph, Result, Role, TensorId};
 
 use crate::description::{HeadOn, ModelDescription};
 use crate::layers::{dropout, BatchNorm, StateSlot};
@@ -55,14 +55,17 @@ pub struct Program {
     /// The `[len, batch, input]` inputs, in time order, with their lengths (one, except
     /// with recomputation: one per sub-segment).
     pub xs: Vec<(TensorId, usize)>,
-    pub labels: Option<TensorId>,
+    /// The labels of the steps the program scores, in time order: one input, or one per
+    /// entry of `xs` (recomputation with a head on every step), each over its steps.
+    pub labels: Vec<TensorId>,
     /// A head on every step with cross-entropy: the `[1]` input
     /// [`crate::every_step::loss_scale`] of the labels written.
     pub loss_scale: Option<TensorId>,
-    /// The sequences' lengths `[B]` within this program's steps (padded programs).
-    pub lengths: Option<TensorId>,
+    /// The sequences' lengths `[B]` within each entry of `xs` (padded programs).
+    pub lengths: Vec<TensorId>,
     pub loss: Option<TensorId>,
-    pub probs: Option<TensorId>,
+    /// The predictions, one per entry of `labels`.
+    pub probs: Vec<TensorId>,
     /// The optimizer's scalars (`adam.scalars`, `sgd.scalars`), written each step.
     pub scalars: Option<TensorId>,
     /// The step's dropout key ([`dropout::KEY_INPUT`]), written each step, in training
@@ -101,7 +104,7 @@ impl Program {
             (ProgramKind::Carry, _) => {
                 let (graph, stack) = carry_graph(model, batch, steps, padded)?;
                 let mut p = Program::bare(key, graph, vec![(stack.x, steps)]);
-                p.lengths = stack.lengths;
+                p.lengths = stack.lengths.into_iter().collect();
                 (p, stack.carried)
             }
             (ProgramKind::Eval | ProgramKind::EvalCarry, _) => {
@@ -113,11 +116,11 @@ impl Program {
                 // zeroes it first).
                 copy_finals(&mut g, &c.stack.carried, &c.stack.finals)?;
                 let mut p = Program::bare(key, g, vec![(c.stack.x, steps)]);
-                p.lengths = c.stack.lengths;
-                p.labels = Some(c.labels);
+                p.lengths = c.stack.lengths.into_iter().collect();
+                p.labels = vec![c.labels];
                 p.loss_scale = c.loss_scale;
                 p.loss = Some(c.loss);
-                p.probs = Some(c.probs);
+                p.probs = vec![c.probs];
                 (p, c.stack.carried)
             }
             (ProgramKind::Update, _) => {
@@ -143,12 +146,9 @@ impl Program {
             (ProgramKind::Train | ProgramKind::TrainCarry | ProgramKind::Grads, _) => {
                 let mut t = match recompute {
                     None => train_graph(model, batch, steps, padded)?,
-                    Some(_) if padded => {
-                        return Err(Error::input(format!(
-                            "program `{key}`: recomputation does not take padded batches yet"
-                        )))
+                    Some(segment) => {
+                        recompute::train_graph(model, (batch, steps), segment, padded)?
                     }
-                    Some(segment) => recompute::train_graph(model, batch, steps, segment)?,
                 };
                 if kind == ProgramKind::TrainCarry {
                     copy_finals(&mut t.graph, &t.carried, &t.finals)?;
@@ -194,8 +194,12 @@ impl Program {
         let TrainGraph {
             mut graph,
             xs,
-            head,
             lengths,
+            labels,
+            probs,
+            loss,
+            loss_scale,
+            batch_stats,
             params,
             grads,
             ..
@@ -210,15 +214,15 @@ impl Program {
             HeadOn::EveryStep => key.batch * key.steps,
         } as f32;
         let unbias = rows / (rows - 1.0);
-        for stats in &head.batch_stats {
+        for stats in &batch_stats {
             BatchNorm::stats_update(&mut graph, stats, unbias)?;
         }
         let mut p = Program::bare(key, graph, xs);
-        p.labels = Some(head.labels);
-        p.loss_scale = head.loss_scale;
+        p.labels = labels;
+        p.loss_scale = loss_scale;
         p.lengths = lengths;
-        p.loss = Some(head.loss);
-        p.probs = Some(head.probs);
+        p.loss = Some(loss);
+        p.probs = probs;
         p.scalars = update.as_ref().map(|u| u.scalars);
         p.grad_norm_sq = update.and_then(|u| u.grad_norm_sq);
         p.grads = params.into_iter().map(|(n, _)| n).zip(grads).collect();
@@ -246,9 +250,9 @@ impl Program {
         let xs = x.map(|x| vec![(x, key.steps)]).unwrap_or_default();
         let mut p = Program::bare(key, graph, xs);
         if let Some(h) = head {
-            p.labels = Some(h.labels);
+            p.labels = vec![h.labels];
             p.loss = Some(h.loss);
-            p.probs = Some(h.probs);
+            p.probs = vec![h.probs];
         }
         p.features = features;
         p.features_grad = features_grad;
@@ -261,11 +265,11 @@ impl Program {
             key,
             graph,
             xs,
-            labels: None,
+            labels: Vec::new(),
             loss_scale: None,
-            lengths: None,
+            lengths: Vec::new(),
             loss: None,
-            probs: None,
+            probs: Vec::new(),
             scalars: None,
             dropout_key: None,
             grad_norm_sq: None,
@@ -280,12 +284,12 @@ impl Program {
     pub fn outputs(&self) -> Vec<TensorId> {
         let read = [
             self.loss,
-            self.probs,
             self.grad_norm_sq,
             self.features,
             self.features_grad,
         ];
         let mut v: Vec<TensorId> = read.into_iter().flatten().collect();
+        v.extend(&self.probs);
         v.extend(self.grads.iter().map(|(_, g)| *g));
         v
     }

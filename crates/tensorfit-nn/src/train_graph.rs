@@ -6,15 +6,28 @@ use tensorfit_core::args::FillInputs;
 use tensorfit_core::{backward, Error, Graph, Op, Result, Shape, TensorId};
 
 use crate::description::ModelDescription;
-use crate::layers::StateSlot;
-use crate::model::{classifier_at_lengths, Head, Mode, Named};
+use crate::layers::{BatchStats, StateSlot};
+use crate::model::{classifier_at_lengths, Mode, Named};
 
 #[derive(Debug)]
 pub(crate) struct TrainGraph {
     pub graph: Graph,
     /// One input per sub-segment, in time order, with its length.
     pub xs: Vec<(TensorId, usize)>,
-    pub head: Head,
+    /// The sequences' lengths `[B]` within each entry of `xs`, in its order (a padded
+    /// segment; none otherwise).
+    pub lengths: Vec<TensorId>,
+    /// The labels the loss reads and the predictions, in time order: one of each, or one
+    /// per entry of `xs` where the head on every step is recomputed with its sub-segment.
+    pub labels: Vec<TensorId>,
+    pub probs: Vec<TensorId>,
+    /// The mean loss `[1]` over the whole segment.
+    pub loss: TensorId,
+    /// A head on every step with cross-entropy: the `[1]` input
+    /// [`crate::every_step::loss_scale`].
+    pub loss_scale: Option<TensorId>,
+    /// In training: each BatchNorm's batch statistics.
+    pub batch_stats: Vec<BatchStats>,
     /// Every trainable parameter by name, in table order.
     pub params: Named,
     /// Gradient of every parameter, in `params` order.
@@ -24,8 +37,6 @@ pub(crate) struct TrainGraph {
     /// The final state, in the order of `carried` (what a window of windowed truncated
     /// BPTT carries on).
     pub finals: Vec<TensorId>,
-    /// The sequences' lengths `[B]` of a padded segment.
-    pub lengths: Option<TensorId>,
 }
 
 /// The seed of the loss's gradient: a `[1]` tensor of ones.
@@ -64,14 +75,12 @@ pub(crate) fn train_graph(
         xs: vec![(c.stack.x, steps)],
         finals: c.stack.finals,
         carried: c.stack.carried,
-        lengths: c.stack.lengths,
-        head: Head {
-            labels: c.labels,
-            loss_scale: c.loss_scale,
-            loss: c.loss,
-            probs: c.probs,
-            batch_stats: c.batch_stats,
-        },
+        lengths: c.stack.lengths.into_iter().collect(),
+        labels: vec![c.labels],
+        probs: vec![c.probs],
+        loss: c.loss,
+        loss_scale: c.loss_scale,
+        batch_stats: c.batch_stats,
         params: c.params,
         grads,
     })

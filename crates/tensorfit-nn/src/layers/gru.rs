@@ -118,13 +118,14 @@ impl Gru {
     }
 
     /// The backward of one layer's forward `fwd` (built with `keep`) over `x` from `h0`,
-    /// given the gradients of its outputs; `input_grad`: also the gradient of `x`.
-    /// Returns the op's outputs and the gradient of each weight.
+    /// each sequence stopping at its length in `lengths` as in the forward, given the
+    /// gradients of its outputs; `input_grad`: also the gradient of `x`. Returns the op's
+    /// outputs and the gradient of each weight.
     #[allow(clippy::too_many_arguments)]
     pub fn layer_backward(
         g: &mut Graph,
         name: &str,
-        x: TensorId,
+        (x, lengths): (TensorId, Option<TensorId>),
         h0: TensorId,
         w: &GruWeights<TensorId>,
         fwd: &GruForwardOutputs<TensorId>,
@@ -141,7 +142,7 @@ impl Gru {
             hidden: fwd.hidden,
             dy,
             dh_n,
-            lengths: None,
+            lengths,
         };
         let outs = g.apply(name, Op::GruBackward { input_grad }, inputs)?;
         let grads = GruWeights {

@@ -205,13 +205,13 @@ impl Lstm {
     }
 
     /// The backward of one layer's forward `fwd` (which kept its cells) over `x` from
-    /// (`h0`, `c0`), given the gradients of its outputs; `input_grad`: also the gradient
-    /// of `x`.
+    /// (`h0`, `c0`), each sequence stopping at its length in `lengths` as in the forward,
+    /// given the gradients of its outputs; `input_grad`: also the gradient of `x`.
     #[allow(clippy::too_many_arguments)]
     pub fn layer_backward(
         g: &mut Graph,
         name: &str,
-        x: TensorId,
+        (x, lengths): (TensorId, Option<TensorId>),
         (h0, c0): (TensorId, TensorId),
         w: &LstmWeights<TensorId>,
         fwd: &LstmForwardOutputs<TensorId>,
@@ -233,7 +233,7 @@ impl Lstm {
             dy,
             dh_n,
             dc_n,
-            lengths: None,
+            lengths,
         };
         let outs = g.apply(name, Op::LstmBackward { input_grad }, inputs)?;
         let grads = LstmGrads {

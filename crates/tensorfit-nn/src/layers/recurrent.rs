@@ -143,15 +143,15 @@ impl Recurrent {
         }
     }
 
-    /// Layer `k` over `x` from `state` (slot order); with `keep` it keeps what backward
-    /// needs.
+    /// Layer `k` over `x` from `state` (slot order), each sequence stopping at its length
+    /// in `lengths` `[B]` if given; with `keep` it keeps what backward needs.
     #[allow(clippy::too_many_arguments)]
     pub fn layer(
         &self,
         g: &mut Graph,
         name: &str,
         k: usize,
-        x: TensorId,
+        (x, lengths): (TensorId, Option<TensorId>),
         state: &[TensorId],
         weights: &RecurrentWeights<TensorId>,
         keep: bool,
@@ -159,10 +159,10 @@ impl Recurrent {
         match (weights, state) {
             (RecurrentWeights::Lstm(w), &[h, c]) => {
                 let w = w.get(k).ok_or_else(other_cell)?;
-                Ok(LayerForward::Lstm(Lstm::layer(
+                Ok(LayerForward::Lstm(Lstm::layer_at_lengths(
                     g,
                     name,
-                    x,
+                    (x, lengths),
                     (h, c),
                     w,
                     keep,
@@ -173,7 +173,7 @@ impl Recurrent {
                 Ok(LayerForward::Gru(Gru::layer(
                     g,
                     name,
-                    (x, None),
+                    (x, lengths),
                     h,
                     w,
                     keep,
@@ -184,15 +184,15 @@ impl Recurrent {
     }
 
     /// The backward of layer `k`'s forward `fwd` (built with `keep`) over `x` from
-    /// `state`, given the gradients of its output `dy` and of its final state `dfinal`
-    /// (slot order); `input_grad`: also the gradient of `x`.
+    /// `state` (and the forward's `lengths`), given the gradients of its output `dy` and
+    /// of its final state `dfinal` (slot order); `input_grad`: also the gradient of `x`.
     #[allow(clippy::too_many_arguments)]
     pub fn layer_backward(
         &self,
         g: &mut Graph,
         name: &str,
         k: usize,
-        (x, state): (TensorId, &[TensorId]),
+        (x, lengths, state): (TensorId, Option<TensorId>, &[TensorId]),
         weights: &RecurrentWeights<TensorId>,
         fwd: &LayerForward,
         (dy, dfinal): (TensorId, &[TensorId]),
@@ -202,7 +202,8 @@ impl Recurrent {
             (RecurrentWeights::Lstm(w), LayerForward::Lstm(f), &[h, c], &[dh, dc]) => {
                 let w = w.get(k).ok_or_else(other_cell)?;
                 let ds = (dy, dh, dc);
-                let (d, grads) = Lstm::layer_backward(g, name, x, (h, c), w, f, ds, input_grad)?;
+                let (d, grads) =
+                    Lstm::layer_backward(g, name, (x, lengths), (h, c), w, f, ds, input_grad)?;
                 Ok(LayerGrads {
                     dx: d.dx,
                     dstate: vec![d.dh0, d.dc0],
@@ -211,7 +212,8 @@ impl Recurrent {
             }
             (RecurrentWeights::Gru(w), LayerForward::Gru(f), &[h], &[dh]) => {
                 let w = w.get(k).ok_or_else(other_cell)?;
-                let (d, grads) = Gru::layer_backward(g, name, x, h, w, f, (dy, dh), input_grad)?;
+                let (d, grads) =
+                    Gru::layer_backward(g, name, (x, lengths), h, w, f, (dy, dh), input_grad)?;
                 Ok(LayerGrads {
                     dx: d.dx,
                     dstate: vec![d.dh0],

@@ -89,20 +89,31 @@ impl Trainer {
             let p = &self.programs[&key];
             let backend = self.backend.as_mut();
             let start = t;
-            if let Some(l) = p.ids.lengths {
-                let within = padded::lengths_within(lengths, t..t + key.steps, rows.clone());
-                p.exe.write(backend, l, &within)?;
-            }
-            for &(input, len) in &p.ids.xs {
+            for (i, &(input, len)) in p.ids.xs.iter().enumerate() {
+                if let Some(&l) = p.ids.lengths.get(i) {
+                    let within = padded::lengths_within(lengths, t..t + len, rows.clone());
+                    p.exe.write(backend, l, &within)?;
+                }
                 write_steps(backend, p.exe.view(input), x, t..t + len, rows.clone())?;
                 t += len;
             }
-            let Some(l) = p.ids.labels else {
+            if p.ids.labels.is_empty() {
                 p.exe.run(backend)?;
                 continue;
-            };
+            }
             let mine = labels_of(&self.model, labels, all, start..t, rows.clone());
-            p.exe.write(backend, l, &mine)?;
+            // One labels input, or one per sub-segment of `xs` (a head on every step
+            // recomputed), each taking its steps' run of the time-major labels.
+            if let [l] = p.ids.labels[..] {
+                p.exe.write(backend, l, &mine)?;
+            } else {
+                let per_step = mine.len() / (t - start).max(1);
+                let mut at = 0;
+                for (&l, &(_, len)) in p.ids.labels.iter().zip(&p.ids.xs) {
+                    p.exe.write(backend, l, &mine[at..at + len * per_step])?;
+                    at += len * per_step;
+                }
+            }
             if let Some(s) = p.ids.loss_scale {
                 p.exe.write(backend, s, &[loss_scale(&mine)])?;
             }
@@ -124,10 +135,10 @@ impl Trainer {
                 Some(l) => p.exe.read(backend, l)?.first().copied().unwrap_or(f32::NAN),
                 None => f32::NAN,
             };
-            let probs = match p.ids.probs {
-                Some(pr) => p.exe.read(backend, pr)?,
-                None => Vec::new(),
-            };
+            let mut probs = Vec::new();
+            for &pr in &p.ids.probs {
+                probs.extend(p.exe.read(backend, pr)?);
+            }
             scored.push(Scored {
                 steps: start..t,
                 loss,

@@ -46,12 +46,12 @@ impl Trainer {
         let backend = self.backend.as_mut();
         let (input, _) = p.ids.xs[0];
         write_steps(backend, p.exe.view(input), x, 0..1, 0..batch)?;
-        if let Some(l) = p.ids.labels {
+        if let Some(&l) = p.ids.labels.first() {
             p.exe.write(backend, l, &labels)?;
         }
         p.exe.run(backend)?;
-        let out = match p.ids.probs {
-            Some(pr) => p.exe.read(backend, pr)?,
+        let out = match p.ids.probs.first() {
+            Some(&pr) => p.exe.read(backend, pr)?,
             None => Vec::new(),
         };
         HostTensor::new([batch, self.model.loss.outputs()], out)

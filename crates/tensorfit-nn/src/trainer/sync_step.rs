@@ -73,9 +73,9 @@ impl Trainer {
         let (Some(fi), Some(fg), Some(l), Some(loss), Some(pr)) = (
             h.ids.features,
             h.ids.features_grad,
-            h.ids.labels,
+            h.ids.labels.first().copied(),
             h.ids.loss,
-            h.ids.probs,
+            h.ids.probs.first().copied(),
         ) else {
             return Err(missing(
                 "head input, gradient, labels, loss or prediction",
