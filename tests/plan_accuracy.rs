@@ -4,7 +4,9 @@
 //! truncated-BPTT lengths, for the seed's head and another, for a regression (the
 //! mean-squared-error loss, f32 targets), a GRU stack and token input (ids read directly by
 //! an LSTM, embedded ids into a GRU) and a language model (a head on every step). Prints
-//! a table of the figures. The language model also trains in DL4J's windows.
+//! a table of the figures. The language model also trains in DL4J's windows. Where only
+//! recomputation fits (`train-capped`), it is planned for a language model and for padded
+//! batches too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -78,6 +80,9 @@ fn check_device(device: DeviceKind) {
         ("train-lm-windows", 64, 8, 42, 10),
         ("infer-lm", 32, 16, 60, 60),
         ("infer-capped-lm", 64, 64, 300, 300),
+        ("train-capped-lm", 64, 16, 200, 200),
+        ("train-capped-padded", 64, 16, 200, 200),
+        ("train-capped-padded-lm", 64, 16, 200, 200),
     ];
     println!(
         "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
@@ -108,6 +113,12 @@ fn check_device(device: DeviceKind) {
             };
             cfg.head.on = HeadOn::EveryStep;
             cfg.loss = LossSpec::SoftmaxCrossEntropy { classes: 16 };
+            if kind.starts_with("train-capped") {
+                // Recomputed sub-segments cannot share a BatchNorm over all steps.
+                cfg.head
+                    .layers
+                    .retain(|l| !matches!(l.kind, HeadLayerKind::BatchNorm));
+            }
         }
         let job = if kind.starts_with("train") {
             Job::Train {
@@ -133,6 +144,10 @@ fn check_device(device: DeviceKind) {
             // DL4J's truncated BPTT: windows 10, 10, 10, 10, 2, an update each.
             req.tbptt_mode = TbpttMode::Windows;
         }
+        // A padded batch: sequence b of `steps - 7·b` steps.
+        req.padded = kind.contains("-padded");
+        let lengths: Option<Vec<f32>> =
+            req.padded.then(|| (0..batch).map(|b| (steps - 7 * b) as f32).collect());
         let decision = decide(&req).unwrap();
         let params = ParamStore::init(&cfg, 3).unwrap();
         let mut s = start(&req, &decision, &params).unwrap();
@@ -146,8 +161,10 @@ fn check_device(device: DeviceKind) {
             TemporalOrder::new(5).batch_for(&cfg, batch, steps).unwrap()
         };
         if kind.starts_with("train") {
-            s.trainer.train_step(&data.x, &data.labels).unwrap();
-            s.trainer.train_step(&data.x, &data.labels).unwrap();
+            for _ in 0..2 {
+                let at = lengths.as_deref();
+                s.trainer.train_step_at(&data.x, &data.labels, at).unwrap();
+            }
         }
         s.trainer.evaluate(&data.x, &data.labels).unwrap();
         let est = s.plan.peak_bytes() as f64;
