@@ -146,8 +146,9 @@ fn check_device(device: DeviceKind) {
         }
         // A padded batch: sequence b of `steps - 7·b` steps.
         req.padded = kind.contains("-padded");
-        let lengths: Option<Vec<f32>> =
-            req.padded.then(|| (0..batch).map(|b| (steps - 7 * b) as f32).collect());
+        let lengths: Option<Vec<f32>> = req
+            .padded
+            .then(|| (0..batch).map(|b| (steps - 7 * b) as f32).collect());
         let decision = decide(&req).unwrap();
         let params = ParamStore::init(&cfg, 3).unwrap();
         let mut s = start(&req, &decision, &params).unwrap();
