@@ -27,7 +27,7 @@ use crate::network::{Network, NetworkTensors};
 
 /// Refuses a network whose head recomputation cannot split: a BatchNorm in a head on
 /// every step, named.
-pub(crate) fn check(net: &Network) -> Result<()> {
+pub(super) fn check(net: &Network) -> Result<()> {
     if net.head_on != HeadOn::EveryStep {
         return Ok(());
     }

@@ -27,14 +27,6 @@
 
 mod every_step;
 
-pub(crate) use every_step::check;
-
-/// Whether training `model` can recompute its activations (what the planner offers):
-/// all but a head on every step holding a BatchNorm ([`check`]).
-pub fn recomputable(model: &ModelDescription) -> bool {
-    model.network().and_then(|net| check(&net)).is_ok()
-}
-
 use tensorfit_core::args::{BinaryInputs, FillInputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
@@ -44,7 +36,13 @@ use crate::model::{head, Leaves, Mode, Named};
 use crate::network::{Network, NetworkTensors};
 use crate::options::carry_chunks;
 use crate::train_graph::{loss_grad_seed, no_gradient, TrainGraph};
-use every_step::{Part, Span};
+use every_step::{check, Part, Span};
+
+/// Whether training `model` can recompute its activations (what the planner offers):
+/// all but a head on every step holding a BatchNorm ([`check`]).
+pub fn recomputable(model: &ModelDescription) -> bool {
+    model.network().and_then(|net| check(&net)).is_ok()
+}
 
 fn zeros(g: &mut Graph, name: &str, shape: Shape) -> Result<TensorId> {
     let fill = Op::Fill { value: 0.0, shape };
@@ -103,6 +101,29 @@ fn sum_grads(
         out.push(g.apply(&node, add, BinaryInputs { a: *a, b: *b })?.out);
     }
     Ok(out)
+}
+
+/// The head by autodiff from `loss` (with the seed `one`): the gradient of the head's
+/// input `rows` and of each head parameter `params`, in their order.
+fn head_backward(
+    g: &mut Graph,
+    params: &Named,
+    (loss, one): (TensorId, TensorId),
+    rows: TensorId,
+) -> Result<(TensorId, Vec<TensorId>)> {
+    let mut wrt: Vec<TensorId> = params.iter().map(|(_, t)| *t).collect();
+    wrt.push(rows);
+    let mut grads = backward(g, &[(loss, one)], &wrt)?;
+    let drows = grads
+        .pop()
+        .flatten()
+        .ok_or_else(|| Error::Graph("the loss does not depend on the recurrent output".into()))?;
+    let params = params
+        .iter()
+        .zip(grads)
+        .map(|((name, _), grad)| grad.ok_or_else(|| no_gradient(name)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((drows, params))
 }
 
 /// Builds forward, loss and backward of one `steps`-step training segment of `batch`
@@ -188,18 +209,7 @@ pub(crate) fn train_graph(
     if !every_step {
         let last = border[xs.len()][layers - 1][0];
         let h = head(&mut g, &net, ids, (last, key), Mode::Train)?;
-        let mut wrt: Vec<TensorId> = leaves.head.iter().map(|(_, t)| *t).collect();
-        wrt.push(last);
-        let grads = backward(&mut g, &[(h.loss, one)], &wrt)?;
-        let dlast = grads.last().copied().flatten().ok_or_else(|| {
-            Error::Graph("the loss does not depend on the recurrent output".into())
-        })?;
-        let head_grads = leaves
-            .head
-            .iter()
-            .zip(grads)
-            .map(|((name, _), grad)| grad.ok_or_else(|| no_gradient(name)))
-            .collect::<Result<Vec<_>>>()?;
+        let (dlast, head_grads) = head_backward(&mut g, &leaves.head, (h.loss, one), last)?;
         last_step = Some((h, dlast, head_grads));
     }
 
@@ -240,19 +250,8 @@ pub(crate) fn train_graph(
                 let again = (k, span(k), y);
                 let part =
                     every_step::part(&mut g, &net, ids, again, Some(p.labels), (key, loss_scale))?;
-                let mut wrt: Vec<TensorId> = leaves.head.iter().map(|(_, t)| *t).collect();
-                wrt.push(y);
-                let grads = backward(&mut g, &[(part.loss, one)], &wrt)?;
+                let (dy, head_grads) = head_backward(&mut g, &leaves.head, (part.loss, one), y)?;
                 g.set_phase(Some(Phase::Backward));
-                let dy = grads.last().copied().flatten().ok_or_else(|| {
-                    Error::Graph("the loss does not depend on the recurrent output".into())
-                })?;
-                let head_grads = leaves
-                    .head
-                    .iter()
-                    .zip(grads)
-                    .map(|((name, _), grad)| grad.ok_or_else(|| no_gradient(name)))
-                    .collect::<Result<Vec<_>>>()?;
                 head_acc = Some(match head_acc {
                     None => head_grads,
                     Some(prev) => sum_grads(&mut g, &leaves.head, k, &prev, &head_grads)?,
