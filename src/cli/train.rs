@@ -22,8 +22,8 @@ use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::ranks::{self, RankArgs};
 use super::{
-    check_task, open_request, parse_tbptt_mode, print_memory, quality_text, request, summary,
-    train_settings, training_file, DeviceArgs, Exit, ModelArg,
+    at_least_one, check_task, open_request, parse_tbptt_mode, positive_rate, print_memory,
+    quality_text, request, summary, train_settings, training_file, DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -38,14 +38,14 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub(super) dev: DeviceArgs,
     /// Sequences per minibatch.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = at_least_one::<usize>)]
     pub(super) batch: usize,
     /// Time steps per sequence (at least 4).
     #[arg(long, default_value_t = 20)]
     pub(super) seq_len: usize,
     /// Truncated-BPTT length (gradients reach back this many steps; defaults to the
     /// whole sequence, which this task needs to be learnable).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     pub(super) tbptt: Option<usize>,
     /// How truncated BPTT of length L trains a sequence of T > L steps. "last": the
     /// first T - L steps only carry the state, then one forward, backward and update
@@ -56,10 +56,10 @@ pub struct TrainArgs {
     #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
     pub(super) tbptt_mode: TbpttMode,
     /// Optimizer steps.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = at_least_one::<u64>)]
     pub(super) steps: u64,
     /// Learning rate (the schedule's base rate).
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = 1e-3, value_parser = positive_rate)]
     pub(super) lr: f32,
     /// Optimizer, clipping and schedule (boxed: they would make `Command`'s variants
     /// very unequal in size).
@@ -72,7 +72,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 50)]
     pub(super) eval_every: u64,
     /// Held-out sequences per evaluation.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one::<usize>)]
     pub(super) eval_batch: usize,
     /// Write a checkpoint (safetensors, PyTorch names, optimizer state) here at the end.
     #[arg(long)]
@@ -120,13 +120,7 @@ impl TrainArgs {
     /// Setting `id` as messages name it: the file's key where the model file gave it,
     /// else its flag.
     pub fn origin(&self, id: &str) -> String {
-        self.from_file
-            .iter()
-            .find(|(key, _)| key == id)
-            .map_or_else(
-                || format!("--{}", id.replace('_', "-")),
-                |(_, at)| at.clone(),
-            )
+        training_file::origin(&self.from_file, id)
     }
 }
 
@@ -155,9 +149,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     if a.data.path().is_some() {
         ranks::refuse_files()?;
         return fit_files::run(a);
-    }
-    if a.steps == 0 {
-        bail!("{} must be at least 1", a.origin("steps"));
     }
     let mut resumed = match &a.resume {
         Some(p) => {
