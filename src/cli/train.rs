@@ -12,7 +12,9 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::{check_writable, same_file};
-use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode};
+use tensorfit::nn::{
+    BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode, TrainOptions,
+};
 use tensorfit::session::Session;
 use tensorfit::{Model, Training};
 
@@ -55,7 +57,8 @@ pub struct TrainArgs {
     /// the final window has a loss, so both modes take one update.
     #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
     pub(super) tbptt_mode: TbpttMode,
-    /// Optimizer steps.
+    /// Optimizer steps (updates: windowed truncated BPTT with a head on every step takes
+    /// one per window, and ends at the first whole minibatch at or past this count).
     #[arg(long, default_value_t = 200, value_parser = at_least_one::<u64>)]
     pub(super) steps: u64,
     /// Learning rate (the schedule's base rate).
@@ -173,19 +176,33 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         checkpoint_dir: a.checkpoint_dir.filter(|_| root),
         ..a
     };
-    let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
-    let last = start.checked_add(a.steps).ok_or_else(|| {
-        anyhow!(
-            "--steps {}: the run is at step {start}, and {start} + {} passes the largest step count, {}",
-            a.steps,
-            a.steps,
-            u64::MAX
-        )
-    })?;
     let cfg = match &resumed {
         Some((_, ck)) => ck.config.clone(),
         None => described.model,
     };
+    // A step is an optimizer update, as checkpoints and schedules count them: windowed
+    // truncated BPTT with a head on every step takes one per window of a minibatch. A
+    // minibatch is never cut, so the run ends at the first minibatch at or past --steps.
+    let per_batch = TrainOptions {
+        tbptt: settings.tbptt,
+        tbptt_mode: settings.tbptt_mode,
+        ..TrainOptions::default()
+    }
+    .updates_per_step(&cfg, settings.seq_len) as u64;
+    let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
+    let last = a
+        .steps
+        .div_ceil(per_batch)
+        .checked_mul(per_batch)
+        .and_then(|n| start.checked_add(n))
+        .ok_or_else(|| {
+            anyhow!(
+                "--steps {}: the run is at step {start}, and {start} + {} passes the largest step count, {}",
+                a.steps,
+                a.steps,
+                u64::MAX
+            )
+        })?;
     check_task(&cfg)?;
     // Every output is checked before the first step: a run that cannot save is refused
     // now, not after hours of training.
@@ -265,7 +282,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut losses = Vec::new();
     // Per step, for --json: the learning rate used and the gradient norm (when clipping).
     let (mut lrs, mut grad_norms) = (Vec::new(), Vec::new());
-    let flops = job.model_flops(&cfg, settings.tbptt);
+    let flops = job.model_flops_in(&cfg, settings.tbptt, settings.tbptt_mode) / per_batch as f64;
     if !a.json {
         errln!(
             "training ({} parameters): batch {}, length {}, tbptt {}{}, learning rate {}, steps {}..={last}{}{}",
@@ -274,7 +291,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             settings.seq_len,
             settings.tbptt,
             match settings.tbptt_mode {
-                TbpttMode::Windows => " in windows (an update per window)",
+                TbpttMode::Windows if per_batch > 1 => " in windows (a step per window)",
+            TbpttMode::Windows => " in windows",
                 TbpttMode::Last => "",
             },
             settings.lr,
@@ -304,7 +322,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             interrupted = Some(signal);
             break;
         }
-        step += 1;
+        let before = step;
+        step += per_batch;
         let batch = data.batch(settings.batch, settings.seq_len)?;
         let seen = session.fallbacks.len();
         let report = ranks::train_step(session, &mut ranks, &cfg, &batch.x, &batch.labels)
@@ -323,7 +342,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         // Checkpoints between steps; the last one is written after the loop.
         if let Some(dir) = ck_dir
             .as_ref()
-            .filter(|_| step % a.checkpoint_every == 0 && step < last)
+            .filter(|_| crossed(before, step, a.checkpoint_every) && step < last)
         {
             if let Err(e) = save(session, &data, &dir.checkpoint_path()) {
                 // A full disk must not end the run: the previous checkpoint is intact.
@@ -334,7 +353,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
         let done = step - start;
         let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
-        let eval_now = step == last || (settings.eval_every > 0 && step % settings.eval_every == 0);
+        let eval_now = step == last || crossed(before, step, settings.eval_every);
         if eval_now {
             let e = session.evaluate(&held_out.x, &held_out.labels)?;
             // The held-out loss is the metric reduce-on-plateau watches.
@@ -360,7 +379,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 quality_text(&cfg, e.loss, e.accuracy)
             ),
             _ if tty => err!("\r{line}"),
-            _ if done % 10 == 0 => errln!("{line}"),
+            _ if crossed(before, step, 10) => errln!("{line}"),
             _ => {}
         }
     }
@@ -506,4 +525,10 @@ pub(super) fn open_checkpoint_dir(
         }
     }
     Ok(Some(ck_dir))
+}
+
+/// Whether a multiple of `every` lies in `(before, after]` (never for 0): a minibatch of
+/// several steps still checkpoints and evaluates at each multiple it passes.
+fn crossed(before: u64, after: u64, every: u64) -> bool {
+    every > 0 && after / every > before / every
 }
