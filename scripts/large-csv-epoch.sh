@@ -48,24 +48,7 @@ with open(path, "w") as out:
 print(f"{n} sequences written", file=sys.stderr)
 PY
 MODEL="${MODEL:-$DIR/model.toml}"
-cat > "$DIR/model.toml" <<TOML
-[input]
-kind = "dense"
-features = $F
-
-[recurrent]
-cell = "lstm"
-hidden = $HIDDEN
-layers = 1
-
-[head]
-on = "last"
-layers = []
-
-[loss]
-kind = "cross_entropy"
-classes = $CLASSES
-TOML
+scripts/lstm-classifier-toml.sh "$F" "$HIDDEN" "$CLASSES" > "$DIR/model.toml"
 
 mb="$(python3 -c "import os,sys; print(os.path.getsize(sys.argv[1]) / 1e6)" "$DIR/data.csv")"
 echo "long CSV ${mb} MB, $T steps x $F features a sequence; batch $BATCH, model $MODEL (LSTM $HIDDEN if the script's own), read-ahead $AHEAD, cpu, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
