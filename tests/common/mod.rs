@@ -113,6 +113,7 @@ pub fn request(
         read_ahead_bytes: 0,
         padded: false,
         data_parallel: None,
+        carry_across: false,
     }
 }
 
