@@ -43,7 +43,7 @@ mod state;
 mod stream_steps;
 mod sync_step;
 
-pub use carry_across::CarriedState;
+pub use carry_across::{CarriedState, CARRIED_KEY};
 pub use exchange::{GradientExchange, LocalGradients};
 pub use run::EvalReport;
 

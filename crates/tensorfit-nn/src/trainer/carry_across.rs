@@ -13,6 +13,7 @@
 //! after a device failure starts again from the same state, and no device memory is added
 //! to the plan.
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 use tensorfit_core::{Error, HostTensor, Result, Shape, TensorView};
@@ -51,15 +52,25 @@ impl CarriedState {
         (!self.is_zero()).then(|| trainer.stack_parts(self.batch, self.slots.clone()))
     }
 
-    /// A state that was never zeroed must be for batches of `batch` rows.
-    fn check(&self, batch: usize) -> Result<()> {
-        if self.is_zero() || self.batch == batch {
+    /// A state that is not zero must be for batches of `batch` rows of a stack with
+    /// `slots` state slots of `hidden` units (a loaded one may not be).
+    fn check(&self, batch: usize, (slots, hidden): (usize, usize)) -> Result<()> {
+        if self.is_zero() {
             return Ok(());
         }
-        Err(Error::input(format!(
-            "a batch of {batch} sequences cannot continue a batch of {}: reset the carried state where the sequences change",
-            self.batch
-        )))
+        if self.batch != batch {
+            return Err(Error::input(format!(
+                "a batch of {batch} sequences cannot continue a batch of {}: reset the carried state where the sequences change",
+                self.batch
+            )));
+        }
+        if self.slots.len() != slots || self.slots.iter().any(|s| s.len() != batch * hidden) {
+            return Err(Error::input(format!(
+                "the carried state does not fit the model: {} state tensors, the model has {slots} of [{batch}, {hidden}]",
+                self.slots.len()
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -103,7 +114,8 @@ impl Trainer {
         run: impl FnOnce(&mut Trainer) -> Result<T>,
     ) -> Result<T> {
         let batch = x.shape.dims().get(1).copied().unwrap_or(0);
-        state.check(batch)?;
+        let stack = (self.recurrent.state_slots().len(), self.recurrent.hidden());
+        state.check(batch, stack)?;
         self.carrying = Some(CarriedState {
             batch,
             slots: state.slots.clone(),
@@ -190,5 +202,49 @@ impl Trainer {
             HostTensor::new(Shape::from([parts.len(), batch, hidden]), parts.concat())
         };
         Ok((stacked(hs)?, stacked(cs)?))
+    }
+}
+
+/// The checkpoint entry (`extra`) holding a run's [`CarriedState`], as JSON:
+/// `{"batch": B, "slots": [[bits, …], …]}`, each value's f32 bit pattern, so that a
+/// resumed run continues from exactly this state.
+pub const CARRIED_KEY: &str = "data.carried";
+
+impl CarriedState {
+    /// Writes the state into a checkpoint's `extra` under [`CARRIED_KEY`].
+    pub fn store(&self, extra: &mut HashMap<String, String>) {
+        let slots: Vec<Vec<u32>> = self
+            .slots
+            .iter()
+            .map(|s| s.iter().map(|v| v.to_bits()).collect())
+            .collect();
+        let v = serde_json::json!({ "batch": self.batch, "slots": slots });
+        extra.insert(CARRIED_KEY.to_string(), v.to_string());
+    }
+
+    /// The state stored under [`CARRIED_KEY`], `None` when there is none.
+    pub fn load(extra: &HashMap<String, String>) -> Result<Option<CarriedState>> {
+        let Some(text) = extra.get(CARRIED_KEY) else {
+            return Ok(None);
+        };
+        let bad = || Error::input(format!("`{CARRIED_KEY}` is not a carried state"));
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|_| bad())?;
+        let batch = v["batch"].as_u64().ok_or_else(bad)? as usize;
+        let slots = v["slots"]
+            .as_array()
+            .ok_or_else(bad)?
+            .iter()
+            .map(|s| {
+                let values = s.as_array().ok_or_else(bad)?;
+                values
+                    .iter()
+                    .map(|b| {
+                        let bits = b.as_u64().and_then(|b| u32::try_from(b).ok());
+                        bits.map(f32::from_bits).ok_or_else(bad)
+                    })
+                    .collect::<Result<Vec<f32>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(CarriedState { batch, slots }))
     }
 }
