@@ -6,7 +6,7 @@
 
 use tensorfit_core::{Error, HostTensor, Result};
 use tensorfit_nn::trainer::GradientExchange;
-use tensorfit_nn::{CarriedState, Checkpoint, EvalReport, ParamStore, StepReport, Trainer};
+use tensorfit_nn::{Checkpoint, EvalReport, ParamStore, StepReport, Trainer};
 use tensorfit_plan::MemoryPlan;
 
 pub use crate::decision::{decide, decide_on, format_seconds, plan_job, Choice, Decision, Request};
@@ -128,29 +128,5 @@ impl Session {
         lengths: Option<&[f32]>,
     ) -> Result<EvalReport> {
         self.with_recovery(|t| t.evaluate_at(x, labels, lengths))
-    }
-
-    /// [`Session::train_step_at`] from the state `state` carries from the batch before
-    /// (`Trainer::train_step_carrying`; the request must say `carry_across`). A repeated
-    /// step starts from the same state.
-    pub fn train_step_carrying(
-        &mut self,
-        x: &HostTensor,
-        labels: &[f32],
-        lengths: Option<&[f32]>,
-        state: &mut CarriedState,
-    ) -> Result<StepReport> {
-        self.with_recovery(|t| t.train_step_carrying(x, labels, lengths, state))
-    }
-
-    /// [`Session::evaluate_at`] from the state `state` carries from the batch before.
-    pub fn evaluate_carrying(
-        &mut self,
-        x: &HostTensor,
-        labels: &[f32],
-        lengths: Option<&[f32]>,
-        state: &mut CarriedState,
-    ) -> Result<EvalReport> {
-        self.with_recovery(|t| t.evaluate_carrying(x, labels, lengths, state))
     }
 }

@@ -11,10 +11,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use common::{arg, scratch, succeed, tensorfit_command};
+use common::{arg, checkpoint_bits, interrupted, scratch, succeed, tensorfit_command};
 use tensorfit::nn::Checkpoint;
 
 const PERIOD: usize = 37;
@@ -162,17 +160,6 @@ fn the_last_part_of_a_text_validates_as_streams_that_eval_of_that_part_repeats()
     );
 }
 
-fn params(path: &Path) -> Vec<(String, Vec<u32>)> {
-    let ck = Checkpoint::load(path).unwrap();
-    let mut v: Vec<(String, Vec<u32>)> = ck
-        .params
-        .iter()
-        .map(|(n, t)| (n.to_string(), t.data.iter().map(|x| x.to_bits()).collect()))
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn a_text_run_stopped_inside_an_epoch_resumes_from_the_state_it_stopped_in() {
     let dir = scratch("text-carry-resume");
@@ -193,23 +180,8 @@ fn a_text_run_stopped_inside_an_epoch_resumes_from_the_state_it_stopped_in() {
     let stopped = loop {
         attempt += 1;
         let out = dir.join(format!("stopped-{attempt}"));
-        let mut cmd = run(&out);
-        let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
-        let child = child.unwrap();
         let last = out.join("last.safetensors");
-        for _ in 0..1200 {
-            if last.exists() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let ok = Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -INT");
-        let result = child.wait_with_output().unwrap();
+        let result = interrupted(&mut run(&out), &last);
         let ck = Checkpoint::load(&last).unwrap();
         let inside = !ck.extra["data.position"].contains("\"batches_done\":0");
         if (result.status.code() == Some(130) && inside) || attempt == 8 {
@@ -227,8 +199,8 @@ fn a_text_run_stopped_inside_an_epoch_resumes_from_the_state_it_stopped_in() {
     c.args(["--max-seq-len", "10", "--epochs", "3", "--device", "cpu"]);
     succeed(&mut c, "train --resume");
     assert_eq!(
-        params(&stopped.join("last.safetensors")),
-        params(&whole.join("last.safetensors")),
+        checkpoint_bits(&stopped.join("last.safetensors")),
+        checkpoint_bits(&whole.join("last.safetensors")),
         "a resumed text run ends with the weights of a run never stopped"
     );
 }

@@ -46,7 +46,8 @@ pub fn evaluate(
         let b = trainer_inputs(batch)?;
         session.switch_job(job(size, steps))?;
         let lengths = Some(&b.lengths[..]);
-        let report = session.evaluate_carrying(&b.x, &b.labels, lengths, &mut carried)?;
+        let report = session
+            .with_recovery(|t| t.evaluate_carrying(&b.x, &b.labels, lengths, &mut carried))?;
         loss += report.loss as f64 * size as f64;
         correct = correct
             .zip(report.accuracy)

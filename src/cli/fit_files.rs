@@ -350,7 +350,8 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             })?;
             let (x, labels, lengths) = (&inputs.x, &inputs.labels, Some(&inputs.lengths[..]));
             let report = match files.carry {
-                true => session.train_step_carrying(x, labels, lengths, &mut carried),
+                true => session
+                    .with_recovery(|t| t.train_step_carrying(x, labels, lengths, &mut carried)),
                 false => session.train_step_at(x, labels, lengths),
             }
             .with_context(|| format!("training step {}", step + 1))?;
