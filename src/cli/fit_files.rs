@@ -83,7 +83,9 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     // A text: each row of a batch reads a contiguous part of it, and the last
     // --val-fraction of it validates, so that validation's windows are streams too.
     let text_split = match (&files.text, &a.fit.val) {
-        (Some((corpus, _)), None) => Some(corpus.split(a.fit.val_fraction)?),
+        (Some((corpus, _)), None) => {
+            Some(corpus.split(a.fit.val_fraction).context("--val-fraction")?)
+        }
         _ => None,
     };
     let (files, train, val) = match (&a.fit.val, text_split) {

@@ -19,6 +19,7 @@ use std::ops::Range;
 use tensorfit_core::{Error, HostTensor, Result, Shape, TensorView};
 
 use super::{EvalReport, StepReport, Trainer};
+use crate::layers::StatePart;
 use crate::programs::PersistentKey;
 
 /// The recurrent state of a batch's rows between batches, on the host.
@@ -193,8 +194,8 @@ impl Trainer {
         let (mut hs, mut cs) = (Vec::new(), Vec::new());
         for (slot, data) in self.recurrent.state_slots().into_iter().zip(slots) {
             match slot.part {
-                crate::layers::StatePart::H => hs.push(data),
-                crate::layers::StatePart::C => cs.push(data),
+                StatePart::H => hs.push(data),
+                StatePart::C => cs.push(data),
             }
         }
         let hidden = self.recurrent.hidden();
