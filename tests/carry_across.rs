@@ -3,16 +3,18 @@
 //! train exactly as one sequence of k·L steps under DL4J-style windowed truncated BPTT
 //! (`TbpttMode::Windows`: an update per window, the state detached between windows, which
 //! `windowed_tbptt.rs` pins to PyTorch's loop). Evaluation carries the same way: k batches
-//! give the whole sequence's outputs. For an LSTM and a GRU language model.
+//! give the whole sequence's outputs. For an LSTM and a GRU language model, on the CPU and
+//! on wgpu (skipped with a printed reason without an adapter, failing instead under
+//! `TENSORFIT_REQUIRE=wgpu`).
 
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use common::train_options;
-use tensorfit::core::{HostTensor, Rng};
-use tensorfit::cpu::CpuBackend;
+use common::{train_options, wgpu_present};
+use tensorfit::core::{DeviceKind, HostTensor, Rng};
+use tensorfit::devices::{open, MemoryCaps};
 use tensorfit::nn::{
     CarriedState, Cell, DropoutRate, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
     ParamStore, RecurrentSpec, TbpttMode, TrainOptions, Trainer,
@@ -73,8 +75,13 @@ fn window(x: &HostTensor, labels: &[f32], k: usize) -> (HostTensor, Vec<f32>) {
 }
 
 fn trainer(cfg: &ModelDescription, opts: TrainOptions) -> Trainer {
+    trainer_on(DeviceKind::Cpu, cfg, opts)
+}
+
+fn trainer_on(device: DeviceKind, cfg: &ModelDescription, opts: TrainOptions) -> Trainer {
     let init = ParamStore::init(cfg, 5).unwrap();
-    Trainer::new(Box::new(CpuBackend::new()), cfg.clone(), &init, opts).unwrap()
+    let backend = open(device, &MemoryCaps::default()).unwrap();
+    Trainer::new(backend, cfg.clone(), &init, opts).unwrap()
 }
 
 fn carrying_options() -> TrainOptions {
@@ -94,9 +101,13 @@ fn params(t: &mut Trainer) -> Vec<(String, Vec<f32>)> {
 /// Trains the windows of `texts()` one batch each, from the state the batch before left
 /// (or from zeros with `reset`), validating between batches on `texts()`'s first window
 /// with a state of its own; returns the trainer and each batch's loss.
-fn train_in_batches(cfg: &ModelDescription, reset: bool) -> (Trainer, Vec<f32>, CarriedState) {
+fn train_in_batches(
+    device: DeviceKind,
+    cfg: &ModelDescription,
+    reset: bool,
+) -> (Trainer, Vec<f32>, CarriedState) {
     let (x, labels) = texts();
-    let mut t = trainer(cfg, carrying_options());
+    let mut t = trainer_on(device, cfg, carrying_options());
     let mut state = CarriedState::new();
     let mut losses = Vec::new();
     for k in 0..WINDOWS {
@@ -118,7 +129,7 @@ fn train_in_batches(cfg: &ModelDescription, reset: bool) -> (Trainer, Vec<f32>, 
     (t, losses, state)
 }
 
-fn carried_batches_train_as_windowed_truncated_bptt(cell: Cell) {
+fn carried_batches_train_as_windowed_truncated_bptt(cell: Cell, device: DeviceKind) {
     let cfg = language_model(cell);
     let (x, labels) = texts();
     // Its last window leaves its final state too, to compare with the carried one.
@@ -126,11 +137,11 @@ fn carried_batches_train_as_windowed_truncated_bptt(cell: Cell) {
         tbptt_mode: TbpttMode::Windows,
         ..carrying_options()
     };
-    let mut reference = trainer(&cfg, windowed);
+    let mut reference = trainer_on(device, &cfg, windowed);
     let report = reference.train_step(&x, &labels).unwrap();
     assert_eq!(report.step, WINDOWS as u64, "an update per window");
 
-    let (mut carried, losses, state) = train_in_batches(&cfg, false);
+    let (mut carried, losses, state) = train_in_batches(device, &cfg, false);
     assert_eq!(carried.step(), WINDOWS as u64);
     let mean = losses.iter().map(|&l| l as f64).sum::<f64>() / WINDOWS as f64;
     assert!(
@@ -153,7 +164,7 @@ fn carried_batches_train_as_windowed_truncated_bptt(cell: Cell) {
     );
 
     // The same batches, each from zeros (what `train --data` did before): not the same run.
-    let (mut zeroed, _, _) = train_in_batches(&cfg, true);
+    let (mut zeroed, _, _) = train_in_batches(device, &cfg, true);
     assert_ne!(
         params(&mut zeroed),
         params(&mut reference),
@@ -163,12 +174,22 @@ fn carried_batches_train_as_windowed_truncated_bptt(cell: Cell) {
 
 #[test]
 fn an_lstm_language_models_carried_batches_train_as_windowed_truncated_bptt_over_the_whole_text() {
-    carried_batches_train_as_windowed_truncated_bptt(Cell::Lstm);
+    carried_batches_train_as_windowed_truncated_bptt(Cell::Lstm, DeviceKind::Cpu);
+}
+
+#[test]
+fn carried_batches_train_as_windowed_truncated_bptt_on_wgpu_too() {
+    if !wgpu_present() {
+        return;
+    }
+    for cell in [Cell::Lstm, Cell::Gru] {
+        carried_batches_train_as_windowed_truncated_bptt(cell, DeviceKind::Wgpu);
+    }
 }
 
 #[test]
 fn a_gru_language_models_carried_batches_train_as_windowed_truncated_bptt_over_the_whole_text() {
-    carried_batches_train_as_windowed_truncated_bptt(Cell::Gru);
+    carried_batches_train_as_windowed_truncated_bptt(Cell::Gru, DeviceKind::Cpu);
 }
 
 #[test]
