@@ -16,7 +16,7 @@ use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::data::split;
 use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::optim::ScheduleState;
-use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings};
+use tensorfit::nn::{CarriedState, Checkpoint, Job, ParamStore, RunSettings};
 use tensorfit::session::Session;
 
 use super::curves::{write_curves, CURVES_FILE};
@@ -80,17 +80,47 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     let Some(files) = a.data.open(&cfg, vocab.as_ref()).context("--data")? else {
         bail!("--data is missing");
     };
-    let n = files.dataset().sequences;
-    let (train, val) = match &a.fit.val {
-        Some(p) => {
+    // A text: each row of a batch reads a contiguous part of it, and the last
+    // --val-fraction of it validates, so that validation's windows are streams too.
+    let text_split = match (&files.text, &a.fit.val) {
+        (Some((corpus, _)), None) => {
+            Some(corpus.split(a.fit.val_fraction).context("--val-fraction")?)
+        }
+        _ => None,
+    };
+    let (files, train, val) = match (&a.fit.val, text_split) {
+        (Some(p), _) => {
             let settings = a.data.read_settings(&cfg);
             let v = open_for(p, &cfg, &settings, files.read_ahead, files.vocab.as_ref())
+                .and_then(|v| v.whole_text(a.batch))
                 .context("--val")?;
+            let v = Files {
+                carry: files.carry,
+                ..v
+            };
+            let files = files.whole_text(a.batch)?;
             let all: Vec<usize> = (0..v.dataset().sequences).collect();
             let order = v.order(&all, a.batch, None)?;
-            ((0..n).collect(), Some(Validation { files: v, order }))
+            let train = (0..files.dataset().sequences).collect();
+            (files, train, Some(Validation { files: v, order }))
         }
-        None => {
+        (None, Some((train_chars, val_chars))) => {
+            let files = files.text_part(train_chars, a.batch)?;
+            let v = (val_chars.1 > val_chars.0)
+                .then(|| -> Result<Validation> {
+                    let v = files
+                        .text_part(val_chars, a.batch)
+                        .context("--val-fraction")?;
+                    let all: Vec<usize> = (0..v.dataset().sequences).collect();
+                    let order = v.order(&all, a.batch, None)?;
+                    Ok(Validation { files: v, order })
+                })
+                .transpose()?;
+            let train = (0..files.dataset().sequences).collect();
+            (files, train, v)
+        }
+        (None, None) => {
+            let n = files.dataset().sequences;
             let (train, val) = split(n, a.fit.val_fraction, a.seed).context("--val-fraction")?;
             let v = (!val.is_empty())
                 .then(|| -> Result<Validation> {
@@ -101,7 +131,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                     })
                 })
                 .transpose()?;
-            (train, v)
+            (files, train, v)
         }
     };
     if a.fit.stop_patience.is_some() && val.is_none() {
@@ -113,6 +143,10 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         .max(files.dataset().max_len);
     let start = resumed.as_ref().map_or(0, |r| r.loaded.1.step);
     let position = resumed.as_ref().map(|r| r.position).unwrap_or_default();
+    let resumed_carried = match &resumed {
+        Some(r) => CarriedState::load(&r.loaded.1.extra).context("--resume")?,
+        None => None,
+    };
     let settings = RunSettings {
         run_id: resumed
             .as_ref()
@@ -170,6 +204,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     req.tbptt_mode = a.tbptt_mode;
     req.seed = settings.seed;
     req.padded = files.padded || val.as_ref().is_some_and(|v| v.files.padded);
+    req.carry_across = files.carry;
     // The validation reader starts while the training reader still holds its batches.
     req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
         val.as_ref()
@@ -189,20 +224,22 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     }
     drop(resumed);
 
-    let save = |session: &mut Session, path: &Path, at: Option<Position>| -> Result<()> {
-        let mut ck = session.trainer.checkpoint()?;
-        if let Some(p) = at {
-            p.store(&mut ck.extra);
-        }
-        settings.store(&mut ck.extra);
-        optim_settings.store(&mut ck.extra);
-        session.trainer.schedule_state().store(&mut ck.extra);
-        if let Some(v) = &files.vocab {
-            v.store(&mut ck.extra);
-        }
-        ck.save(path)?;
-        Ok(())
-    };
+    let save =
+        |session: &mut Session, path: &Path, at: Option<(Position, &CarriedState)>| -> Result<()> {
+            let mut ck = session.trainer.checkpoint()?;
+            if let Some((p, carried)) = at {
+                p.store(&mut ck.extra);
+                carried.store(&mut ck.extra);
+            }
+            settings.store(&mut ck.extra);
+            optim_settings.store(&mut ck.extra);
+            session.trainer.schedule_state().store(&mut ck.extra);
+            if let Some(v) = &files.vocab {
+                v.store(&mut ck.extra);
+            }
+            ck.save(path)?;
+            Ok(())
+        };
     let outputs: Vec<PathBuf> = ck_dir
         .as_ref()
         .map(|d| d.checkpoint_path())
@@ -217,7 +254,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     };
     if !a.json {
         errln!(
-            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps, batches grouped by length{}",
+            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps{}",
             cfg.trainable_parameters()?,
             files.path.display(),
             train.len(),
@@ -228,16 +265,20 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             },
             a.batch,
             a.fit.epochs,
-            if req.padded { " and padded" } else { "" }
+            match (files.text.is_some(), files.carry, req.padded) {
+                (true, true, _) => ": each row a contiguous part of the text, starting from the state the row before it left",
+                (true, false, _) => ": each row a contiguous part of the text, every window from a zero state (--reset-state)",
+                (false, _, true) => ", batches grouped by length and padded",
+                (false, _, false) => ", batches grouped by length",
+            }
         );
     }
     // The latest state, to resume from.
     let last_file = ck_dir.as_ref().map(|d| d.dir().join(LAST_FILE));
-    let save_last = |session: &mut Session, at: Position| -> Result<()> {
+    let save_last = |session: &mut Session, at: Position, carried: &CarriedState| -> Result<()> {
+        let at = Some((at, carried));
         match &last_file {
-            Some(p) => {
-                save(session, p, Some(at)).with_context(|| format!("writing {}", p.display()))
-            }
+            Some(p) => save(session, p, at).with_context(|| format!("writing {}", p.display())),
             None => Ok(()),
         }
     };
@@ -259,6 +300,13 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     let mut interrupted: Option<Signal> = None;
     // The epoch of the next step and the batches of its order trained already.
     let mut at = (position.epoch, position.batches_done);
+    // The state a text's batch starts from; a run resumed within an epoch continues from
+    // the state it stopped in.
+    let mut carried = CarriedState::new();
+    let mut resumed_state = match position.batches_done {
+        0 => None,
+        _ => resumed_carried,
+    };
     'epochs: for epoch in position.epoch..a.fit.epochs {
         let mut order = if epoch == 0 {
             first.clone()
@@ -275,13 +323,19 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             }
             if step > start && step.is_multiple_of(a.checkpoint_every) {
                 let at = Position::of(&watch, a.fit.val_fraction, at);
-                if let Err(e) = save_last(&mut session, at) {
+                if let Err(e) = save_last(&mut session, at, &carried) {
                     watch.say(&format!(
                         "warning: step {step}: {e:#}; training continues (the next checkpoint tries again)"
                     ));
                 }
             }
             let batch = batch.with_context(|| format!("--data {}", files.path.display()))?;
+            if !batch.continues {
+                carried.reset();
+            }
+            if let Some(state) = resumed_state.take() {
+                carried = state;
+            }
             let (b, t) = (batch.size(), batch.steps);
             let inputs = trainer_inputs(batch)?;
             let eval = match session.job() {
@@ -293,9 +347,13 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 seq_len: t,
                 eval,
             })?;
-            let report = session
-                .train_step_at(&inputs.x, &inputs.labels, Some(&inputs.lengths))
-                .with_context(|| format!("training step {}", step + 1))?;
+            let (x, labels, lengths) = (&inputs.x, &inputs.labels, Some(&inputs.lengths[..]));
+            let report = match files.carry {
+                true => session
+                    .with_recovery(|t| t.train_step_carrying(x, labels, lengths, &mut carried)),
+                false => session.train_step_at(x, labels, lengths),
+            }
+            .with_context(|| format!("training step {}", step + 1))?;
             step += 1;
             at.1 += 1;
             watch.loss_sum += report.loss as f64;
@@ -343,7 +401,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if best.is_none() && step > start {
         save_all(&mut session)?;
     }
-    save_last(&mut session, position_at_end)?;
+    save_last(&mut session, position_at_end, &carried)?;
     let secs = started.elapsed().as_secs_f64();
     if a.json {
         let mut out = summary(&session);

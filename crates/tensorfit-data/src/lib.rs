@@ -44,7 +44,8 @@ pub use dataset::{
 };
 pub use error::{DataError, Place, Result};
 pub use pipeline::{
-    epoch_order, length_grouped_batches, same_length_batches, split, BatchSettings, Batches,
+    epoch_order, length_grouped_batches, same_length_batches, split, stream_batches, BatchSettings,
+    Batches,
 };
 pub use tensors::TensorData;
 pub use text::CharCorpus;
