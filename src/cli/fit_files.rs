@@ -28,7 +28,7 @@ use super::fit_watch::Watch;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args;
 use super::train::{open_checkpoint_dir, TrainArgs};
-use super::{begin, print_memory, request, summary, Exit};
+use super::{begin, crossed, print_memory, request, summary, updates_per_batch, Exit};
 
 /// Mixed with the epoch's number into the seed of its order.
 const EPOCH_SEED_STRIDE: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -187,7 +187,10 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         files.order(&train, a.batch, Some(seed))
     };
     let first = epoch_order(0)?;
-    let steps_per_epoch = first.len() as u64;
+    // A step is an optimizer update (a window's, in windowed truncated BPTT with a head on
+    // every step), as checkpoints and schedules count them.
+    let steps_of = |b: &[usize]| updates_per_batch(&cfg, &settings, files.shape(b).1);
+    let steps_per_epoch: u64 = first.iter().map(|b| steps_of(b)).sum();
     let last = steps_per_epoch.saturating_mul(a.fit.epochs);
     let loaded = loaded.map(|(file, ck)| (file.as_path(), ck));
     let (optim_settings, optim) =
@@ -284,6 +287,9 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     };
     let started = Instant::now();
     let mut step = start;
+    // The step before the last batch: checkpoints and validations fall at each multiple
+    // a batch passes.
+    let mut before = start;
     let mut watch = Watch {
         loss_sum: position.loss_sum,
         loss_count: position.loss_count,
@@ -321,7 +327,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 interrupted = Some(signal);
                 break 'epochs;
             }
-            if step > start && step.is_multiple_of(a.checkpoint_every) {
+            if crossed(before, step, a.checkpoint_every) {
                 let at = Position::of(&watch, a.fit.val_fraction, at);
                 if let Err(e) = save_last(&mut session, at, &carried) {
                     watch.say(&format!(
@@ -354,15 +360,16 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 false => session.train_step_at(x, labels, lengths),
             }
             .with_context(|| format!("training step {}", step + 1))?;
-            step += 1;
+            before = step;
+            step += updates_per_batch(&cfg, &settings, t);
             at.1 += 1;
             watch.loss_sum += report.loss as f64;
             watch.loss_count += 1;
             if let Some(bar) = &watch.bar {
                 bar.set_message(format!("loss {:.4}", report.loss));
-                bar.inc(1);
+                bar.inc(step - before);
             }
-            if a.eval_every > 0 && step.is_multiple_of(a.eval_every) {
+            if crossed(before, step, a.eval_every) {
                 if let Some(v) = &val {
                     validated_at = Some(step);
                     let scores = validate(&mut session, v)?;

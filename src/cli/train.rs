@@ -12,9 +12,7 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::{check_writable, same_file};
-use tensorfit::nn::{
-    BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode, TrainOptions,
-};
+use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode};
 use tensorfit::session::Session;
 use tensorfit::{Model, Training};
 
@@ -24,8 +22,9 @@ use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::ranks::{self, RankArgs};
 use super::{
-    at_least_one, check_task, open_request, parse_tbptt_mode, positive_rate, print_memory,
-    quality_text, request, summary, train_settings, training_file, DeviceArgs, Exit, ModelArg,
+    at_least_one, check_task, crossed, open_request, parse_tbptt_mode, positive_rate, print_memory,
+    quality_text, request, summary, train_settings, training_file, updates_per_batch, DeviceArgs,
+    Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -183,12 +182,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     // A step is an optimizer update, as checkpoints and schedules count them: windowed
     // truncated BPTT with a head on every step takes one per window of a minibatch. A
     // minibatch is never cut, so the run ends at the first minibatch at or past --steps.
-    let per_batch = TrainOptions {
-        tbptt: settings.tbptt,
-        tbptt_mode: settings.tbptt_mode,
-        ..TrainOptions::default()
-    }
-    .updates_per_step(&cfg, settings.seq_len) as u64;
+    let per_batch = updates_per_batch(&cfg, &settings, settings.seq_len);
     let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
     let last = a
         .steps
@@ -525,10 +519,4 @@ pub(super) fn open_checkpoint_dir(
         }
     }
     Ok(Some(ck_dir))
-}
-
-/// Whether a multiple of `every` lies in `(before, after]` (never for 0): a minibatch of
-/// several steps still checkpoints and evaluates at each multiple it passes.
-fn crossed(before: u64, after: u64, every: u64) -> bool {
-    every > 0 && after / every > before / every
 }
