@@ -421,6 +421,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             Err(e) => errln!("warning: no curves image: {e:#}"),
         }
     }
+    ranks::finish(&mut ranks)?;
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
 }
 

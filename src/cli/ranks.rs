@@ -227,3 +227,14 @@ pub fn describe(ranks: &Option<Ranks>, weights_hash: Option<u64>, out: &mut serd
         out["weights_hash"] = json!(format!("{h:016x}"));
     }
 }
+
+/// The last thing a rank does: waits until every rank is done (rank 0 with its files and
+/// output), so that a rank leaving early with a non-zero status (an agreed stop's 130)
+/// does not make mpirun end rank 0 while it still writes.
+pub fn finish(ranks: &mut Option<Ranks>) -> Result<()> {
+    if let Some(r) = ranks {
+        std::io::stdout().flush()?;
+        r.comm().barrier()?;
+    }
+    Ok(())
+}

@@ -444,6 +444,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             errln!("nothing was saved: no --checkpoint-dir or --save was given");
         }
     }
+    ranks::finish(&mut ranks)?;
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
 }
 
