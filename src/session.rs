@@ -48,7 +48,8 @@ pub fn start(req: &Request, decision: &Decision, params: &ParamStore) -> Result<
             "{id} is not a device here: it can be planned, not run"
         ))
     })?;
-    let backend = open_device(kind, index, &req.caps)?;
+    // A test may ask for a failure by the environment (`crate::faults::from_env`).
+    let backend = crate::faults::from_env(open_device(kind, index, &req.caps)?)?;
     start_on(req, decision, params, backend)
 }
 

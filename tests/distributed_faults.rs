@@ -2,7 +2,8 @@
 //! (docs/distributed.md, Faults): an interrupt on one rank, or on mpirun, stops every
 //! rank after the same step — agreed on at that step's exchange — with rank 0's
 //! checkpoint of that step written and one exit status, never a rank left waiting for
-//! the collective timeout. Needs the `mpi` feature and `mpirun`; without either each
+//! the collective timeout. A rank whose device runs out of memory mid-step falls back and
+//! every rank carries on with the same step and weights. Needs the `mpi` feature and `mpirun`; without either each
 //! test prints why it skips.
 
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use tensorfit::nn::Checkpoint;
 use tensorfit_testing::mpirun::{Launched, Run};
 
-use common::ranks::{line, not_built, rank_pid, BOUND};
+use common::ranks::{launch, line, not_built, numbers, rank_pid, BIN, BOUND};
 use common::{arg, scratch};
 
 /// A small classifier without BatchNorm: steps of a few milliseconds.
@@ -143,4 +144,54 @@ fn ctrl_c_on_mpirun_stops_every_rank_after_the_same_step_with_its_checkpoint() {
     let run = launched.finish(BOUND);
     assert!(!run.ok, "{test}: the launch succeeded:\n{}", run.output);
     stopped_together(test, &run, "SIGTERM", signalled.elapsed(), &ck);
+}
+
+#[test]
+fn an_out_of_memory_on_rank_1_falls_back_and_every_rank_carries_on_with_the_same_weights() {
+    let test = "oom on rank 1";
+    let model = scratch("oom-rank").join("model.toml");
+    std::fs::write(&model, SMALL).unwrap();
+    let args = [
+        "--model",
+        arg(&model),
+        "--batch",
+        "8",
+        "--seq-len",
+        "6",
+        "--steps",
+        "6",
+        "--device",
+        "cpu",
+        "--eval-every",
+        "0",
+        "--eval-batch",
+        "8",
+        "--json",
+    ];
+    let Some(clean) = launch(test, "train", &[(2, &args)]) else {
+        return;
+    };
+    let want: serde_json::Value = serde_json::from_str(clean.stdout.trim()).unwrap();
+    // A step of this run executes about 20 ops: op 70 falls early in step 4, before its
+    // exchange, op 80 late in it, on the update's side (TENSORFIT_INJECT_OOM counts every
+    // op the process executes).
+    for op in ["70", "80"] {
+        let env = format!("{}={op}", tensorfit::faults::INJECT_OOM_VAR);
+        // Rank 0 as before; rank 1, a part of its own, with the fault.
+        let mut line = line("train", &[(1, &args)], &[]);
+        line.extend([":", "-np", "1", "-x", &env, BIN, "train"].map(String::from));
+        line.extend(args.iter().map(|s| s.to_string()));
+        let run = tensorfit_testing::mpirun::launch(test, not_built(), &line, BOUND).unwrap();
+        assert!(run.ok, "{test} at op {op}:\n{}", run.output);
+        assert!(
+            run.output.contains("rank 1: warning: step")
+                && run.output.contains("injected fault"),
+            "{test} at op {op}: rank 1 did not fall back:\n{}",
+            run.output
+        );
+        let got: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        assert_eq!(numbers(&got, "losses"), numbers(&want, "losses"), "{test} at op {op}");
+        // The run checked that both ranks hold the same weights; they are the clean run's.
+        assert_eq!(got["weights_hash"], want["weights_hash"], "{test} at op {op}");
+    }
 }

@@ -15,7 +15,7 @@ use tensorfit::distributed::{shard_rows, Ranks};
 use tensorfit::data::RankBatch;
 use tensorfit::nn::every_step::IGNORE_LABEL;
 use tensorfit::nn::{HeadOn, ModelDescription, StepReport};
-use tensorfit::session::Session;
+use tensorfit::session::{Fallback, Session};
 
 use super::files_eval::Scores;
 use super::interrupt::{Interrupts, Signal};
@@ -237,4 +237,20 @@ pub fn finish(ranks: &mut Option<Ranks>) -> Result<()> {
         r.comm().barrier()?;
     }
     Ok(())
+}
+
+/// Says each of `fallbacks` (a step moved to another plan or device) on stderr, unless
+/// `json` (one process or rank 0 reports them in its summary); a rank other than 0 says
+/// them with its rank, since its summary is not printed.
+pub fn warn_fallbacks(ranks: &Option<Ranks>, json: bool, fallbacks: &[Fallback]) {
+    if json {
+        return;
+    }
+    let who = match ranks {
+        Some(r) if r.rank() > 0 => format!("rank {}: ", r.rank()),
+        _ => String::new(),
+    };
+    for f in fallbacks {
+        errln!("\n{who}warning: {f}");
+    }
 }

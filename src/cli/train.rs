@@ -319,11 +319,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         let seen = session.fallbacks.len();
         let report = ranks::train_step(session, &mut ranks, &cfg, &batch.x, &batch.labels)
             .with_context(|| format!("training step {step}"))?;
-        if !a.json {
-            for f in &session.fallbacks[seen..] {
-                errln!("\nwarning: {f}");
-            }
-        }
+        ranks::warn_fallbacks(&ranks, a.json && root, &session.fallbacks[seen..]);
         last_loss = report.loss;
         interrupted = ranks::stop_after_step(&ranks);
         if a.json {
