@@ -91,7 +91,10 @@ fn agrees(test: &str, (data, model): (&Path, &Path), batch: &str, ranks: usize) 
     let Some(run) = launch(test, "train", &[(ranks, &on_ranks)]) else {
         return;
     };
-    let single: Vec<String> = ["train".to_string()].into_iter().chain(with(&one)).collect();
+    let single: Vec<String> = ["train".to_string()]
+        .into_iter()
+        .chain(with(&one))
+        .collect();
     let single: Vec<&str> = single.iter().map(String::as_str).collect();
     let out = common::succeed(common::tensorfit_command().args(&single), test);
     let want = json_lines(&String::from_utf8_lossy(&out.stdout));
@@ -115,7 +118,13 @@ fn agrees(test: &str, (data, model): (&Path, &Path), batch: &str, ranks: usize) 
     for (name, t) in b.params.iter() {
         let scale = common::max_abs(&t.data).max(1.0);
         let got = &a.params.get(name).unwrap().data;
-        assert_close(&format!("{what}: {name}"), got, &t.data, EXACT.0 * scale, EXACT.1);
+        assert_close(
+            &format!("{what}: {name}"),
+            got,
+            &t.data,
+            EXACT.0 * scale,
+            EXACT.1,
+        );
     }
     // Rank 0 writes every file of the checkpoint directory, once.
     let metrics = std::fs::read_to_string(ck.join("metrics.jsonl")).unwrap();

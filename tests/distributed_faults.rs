@@ -91,7 +91,11 @@ fn stopped_together(test: &str, run: &Run, signal: &str, took: Duration, ck: &Pa
     );
     // The weights check at the end is a collective that compares the ranks' weights: it
     // passed, or the run would have failed saying so.
-    assert!(!run.output.contains("differ from rank 0"), "{test}:\n{}", run.output);
+    assert!(
+        !run.output.contains("differ from rank 0"),
+        "{test}:\n{}",
+        run.output
+    );
     let saved = Checkpoint::load(&ck.join("checkpoint.safetensors")).unwrap();
     let stopped = format!("stopped by {signal} after step {} ", saved.step);
     let written = format!("checkpoint of step {} written", saved.step);
@@ -184,14 +188,20 @@ fn an_out_of_memory_on_rank_1_falls_back_and_every_rank_carries_on_with_the_same
         let run = tensorfit_testing::mpirun::launch(test, not_built(), &line, BOUND).unwrap();
         assert!(run.ok, "{test} at op {op}:\n{}", run.output);
         assert!(
-            run.output.contains("rank 1: warning: step")
-                && run.output.contains("injected fault"),
+            run.output.contains("rank 1: warning: step") && run.output.contains("injected fault"),
             "{test} at op {op}: rank 1 did not fall back:\n{}",
             run.output
         );
         let got: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
-        assert_eq!(numbers(&got, "losses"), numbers(&want, "losses"), "{test} at op {op}");
+        assert_eq!(
+            numbers(&got, "losses"),
+            numbers(&want, "losses"),
+            "{test} at op {op}"
+        );
         // The run checked that both ranks hold the same weights; they are the clean run's.
-        assert_eq!(got["weights_hash"], want["weights_hash"], "{test} at op {op}");
+        assert_eq!(
+            got["weights_hash"], want["weights_hash"],
+            "{test} at op {op}"
+        );
     }
 }

@@ -13,8 +13,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
-use tensorfit::distributed::Ranks;
 use tensorfit::data::split;
+use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::optim::ScheduleState;
 use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings};
@@ -199,6 +199,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         None => ParamStore::init(&cfg, a.seed)?,
     };
     let mut session = begin(&req, &params, a.json)?;
+    ranks::choose_all_reduce(&mut ranks, &session, a.json)?;
     drop(params);
     if let Some((_, ck)) = loaded {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;

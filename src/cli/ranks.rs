@@ -11,11 +11,12 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
 use tensorfit::core::HostTensor;
-use tensorfit::distributed::{shard_rows, Ranks};
 use tensorfit::data::RankBatch;
+use tensorfit::distributed::{shard_rows, Ranks};
 use tensorfit::nn::every_step::IGNORE_LABEL;
 use tensorfit::nn::{HeadOn, ModelDescription, StepReport};
 use tensorfit::session::{Fallback, Session};
+use tensorfit_dist::AllReducePath;
 
 use super::files_eval::Scores;
 use super::interrupt::{Interrupts, Signal};
@@ -162,11 +163,7 @@ pub fn sum_scores(ranks: &mut Option<Ranks>, scores: Scores) -> Result<Scores> {
         return Ok(scores);
     };
     let n = scores.sequences as f32;
-    let mut totals = [
-        scores.loss * n,
-        scores.accuracy.unwrap_or(0.0) * n,
-        n,
-    ];
+    let mut totals = [scores.loss * n, scores.accuracy.unwrap_or(0.0) * n, n];
     r.sum(&mut totals)?;
     let all = totals[2].max(1.0);
     Ok(Scores {
@@ -253,4 +250,23 @@ pub fn warn_fallbacks(ranks: &Option<Ranks>, json: bool, fallbacks: &[Fallback])
     for f in fallbacks {
         errln!("\n{who}warning: {f}");
     }
+}
+
+/// After the session has opened its device: every rank chooses with the others how the
+/// gradients are summed (NCCL when all train on CUDA and can use it); rank 0 says why
+/// all-CUDA ranks could not use NCCL, and which path an all-CUDA run takes.
+pub fn choose_all_reduce(ranks: &mut Option<Ranks>, session: &Session, quiet: bool) -> Result<()> {
+    let Some(r) = ranks else {
+        return Ok(());
+    };
+    let path = r.choose_all_reduce(&session.device)?;
+    if quiet || r.rank() > 0 {
+        return Ok(());
+    }
+    match path {
+        AllReducePath::Nccl => errln!("gradients summed over NCCL on the ranks' GPUs"),
+        AllReducePath::Host(Some(why)) => errln!("note: {why}"),
+        AllReducePath::Host(None) => {}
+    }
+    Ok(())
 }

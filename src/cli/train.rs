@@ -236,6 +236,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut run = open_request(&model, req, a.json)?;
     drop(model);
     let session = run.session_mut();
+    ranks::choose_all_reduce(&mut ranks, session, a.json)?;
     // A resumed run continues the data stream and keeps the held-out set of its seed.
     let position = resumed
         .as_ref()

@@ -123,7 +123,6 @@ pub fn weights_hash(params: &ParamStore) -> u64 {
     h
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

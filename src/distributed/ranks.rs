@@ -7,11 +7,14 @@ use std::time::{Duration, Instant};
 
 use tensorfit_core::{DeviceKind, Error, Result};
 use tensorfit_data::Shard;
-use tensorfit_dist::{Communicator, GradientBucket};
+use tensorfit_dist::{
+    agree_path, AllReducePath, Communicator, GradientBucket, NcclCommunicator, Solo,
+};
 use tensorfit_nn::trainer::GradientExchange;
 use tensorfit_nn::{ParamStore, Trainer};
 
 use super::{dist_error, weights_hash, DataParallel};
+use crate::devices::parse_id;
 
 /// The kinds of device a rank may train on, as counted in each step's exchange.
 const KINDS: [DeviceKind; 3] = [DeviceKind::Cpu, DeviceKind::Wgpu, DeviceKind::Cuda];
@@ -178,6 +181,19 @@ impl Ranks {
         trainer.restore_state(&ck)
     }
 
+    /// Chooses, with every other rank, how the gradient bucket is summed: over NCCL on
+    /// the GPUs when every rank trains on CUDA and can use NCCL, else over the host
+    /// communicator. `device` is this rank's (`cuda:1`). A collective call.
+    pub fn choose_all_reduce(&mut self, device: &str) -> Result<AllReducePath> {
+        let (kind, ordinal) = parse_id(device).unwrap_or((DeviceKind::Cpu, 0));
+        let path = agree_path(self.comm.as_mut(), kind == DeviceKind::Cuda).map_err(dist_error)?;
+        if path == AllReducePath::Nccl {
+            let host = std::mem::replace(&mut self.comm, Box::new(Solo));
+            self.comm = Box::new(NcclCommunicator::join(host, ordinal).map_err(dist_error)?);
+        }
+        Ok(path)
+    }
+
     /// Fails unless every rank holds the same `params` bit for bit; returns their hash.
     pub fn check_same_weights(&mut self, params: &ParamStore, step: u64) -> Result<u64> {
         let mine = weights_hash(params);
@@ -315,7 +331,7 @@ impl GradientExchange for Ranks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensorfit_dist::{DistError, Solo};
+    use tensorfit_dist::DistError;
 
     #[test]
     fn one_rank_keeps_its_gradients_and_a_repeated_step_gets_the_same_average() {

@@ -15,9 +15,8 @@ pub const BOUND: Duration = Duration::from_secs(300);
 
 /// Why this build cannot launch ranks, if it cannot.
 pub fn not_built() -> Option<&'static str> {
-    (!cfg!(feature = "mpi")).then_some(
-        "built without the `mpi` feature (cargo test --features mpi --test distributed)",
-    )
+    (!cfg!(feature = "mpi"))
+        .then_some("built without the `mpi` feature (cargo test --features mpi --test distributed)")
 }
 
 /// mpirun's arguments for `tensorfit command` on the ranks of each part

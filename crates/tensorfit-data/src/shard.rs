@@ -104,8 +104,12 @@ mod tests {
     #[test]
     fn validation_batches_are_dealt_out_whole_in_turn() {
         let order: Vec<Vec<usize>> = (0..5).map(|b| vec![b * 10, b * 10 + 1]).collect();
-        let dealt: Vec<Vec<Vec<usize>>> = shards(2).iter().map(|s| s.whole_batches(&order)).collect();
-        assert_eq!(dealt[0], [order[0].clone(), order[2].clone(), order[4].clone()]);
+        let dealt: Vec<Vec<Vec<usize>>> =
+            shards(2).iter().map(|s| s.whole_batches(&order)).collect();
+        assert_eq!(
+            dealt[0],
+            [order[0].clone(), order[2].clone(), order[4].clone()]
+        );
         assert_eq!(dealt[1], [order[1].clone(), order[3].clone()]);
         assert!(Shard { rank: 6, ranks: 7 }.whole_batches(&order).is_empty());
     }
