@@ -12,13 +12,12 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tensorfit::nn::Checkpoint;
 
-use common::ranks::{launch, line, not_built, numbers, rank_pid, BOUND};
-use common::{arg, assert_close, example_data, ok_json, scratch};
+use common::ranks::{launch, numbers};
+use common::{arg, assert_close, example_data, scratch};
 
 /// Exact but for the order of the average's sums.
 const EXACT: (f32, f32) = (1e-6, 1e-5);
