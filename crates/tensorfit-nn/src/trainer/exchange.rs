@@ -45,9 +45,9 @@ impl GradientExchange for LocalGradients {
 
 impl Trainer {
     /// Runs `keys` (carried chunks, the gradient program, the update program last) over
-    /// the whole batch `x` (of `lengths`, if padded), exchanging the gradients before the update, with the
-    /// optimizer's scalars and dropout key of the step's one update from `scalars`;
-    /// returns what the gradient program scored, its loss as exchanged.
+    /// the whole batch `x` (of `lengths`, if padded), exchanging the gradients before the
+    /// update, with the optimizer's scalars and dropout key of the step's one update from
+    /// `scalars`; returns what the gradient program scored, its loss as exchanged.
     pub(super) fn run_split(
         &mut self,
         keys: &[ProgramKey],
