@@ -2,9 +2,8 @@
 //! every global batch of the file (uneven shards, and a last batch with fewer rows than
 //! ranks), the ranks share the validation batches and sum their totals, and the run
 //! gives one process's losses, validation metrics and weights; rank 0 alone writes the
-//! checkpoints, metrics.jsonl and the curves. An interrupt on one rank stops every rank
-//! after the same step, with rank 0's checkpoint written and one exit status. Needs the
-//! `mpi` feature and `mpirun`; without either each test prints why it skips.
+//! checkpoints, metrics.jsonl and the curves. Needs the `mpi` feature and `mpirun`;
+//! without either each test prints why it skips.
 
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
