@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::data::split;
+use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::optim::ScheduleState;
 use tensorfit::nn::{CarriedState, Checkpoint, Job, ParamStore, RunSettings};
@@ -27,6 +28,7 @@ use super::fit_resume::{self, Position, LAST_FILE};
 use super::fit_watch::Watch;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args;
+use super::ranks;
 use super::train::{open_checkpoint_dir, TrainArgs};
 use super::{begin, crossed, print_memory, request, summary, updates_per_batch, Exit};
 
@@ -160,11 +162,21 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         eval_every: a.eval_every,
         eval_batch: a.batch,
     };
+    // Under mpirun, each rank reads its rows of every batch; only rank 0 prints and
+    // writes files (the others run as --json does, their output skipped).
+    let mut ranks = ranks::join(&a.ranks, a.batch)?;
+    let root = ranks::is_root(&ranks);
+    if !root {
+        (a.json, a.save, a.checkpoint_dir) = (true, None, None);
+    }
     if let Some(path) = &a.save {
         check_writable(path).context("--save")?;
     }
     let loaded = resumed.as_ref().map(|r| &r.loaded);
-    let ck_dir = open_checkpoint_dir(&a, loaded, &settings, start)?;
+    let ck_dir = match root {
+        true => open_checkpoint_dir(&a, loaded, &settings, start)?,
+        false => None,
+    };
     let metrics = match &ck_dir {
         Some(d) => {
             let path = d.dir().join("metrics.jsonl");
@@ -195,7 +207,10 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     let loaded = loaded.map(|(file, ck)| (file.as_path(), ck));
     let (optim_settings, optim) =
         optim_args::resolve(&a.optim, &a.given, a.lr, last, loaded, |id| a.origin(id))?;
-    let (batch0, steps0) = first.first().map_or((a.batch, max_len), |b| files.shape(b));
+    let first_read = ranks::reading_order(&ranks, first.iter().take(1).cloned().collect()).0;
+    let (batch0, steps0) = first_read
+        .first()
+        .map_or((a.batch, max_len), |b| files.shape(b));
     let job = Job::Train {
         batch: batch0,
         seq_len: steps0,
@@ -208,6 +223,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     req.seed = settings.seed;
     req.padded = files.padded || val.as_ref().is_some_and(|v| v.files.padded);
     req.carry_across = files.carry;
+    req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     // The validation reader starts while the training reader still holds its batches.
     req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
         val.as_ref()
@@ -218,6 +234,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         None => ParamStore::init(&cfg, a.seed)?,
     };
     let mut session = begin(&req, &params, a.json)?;
+    ranks::choose_all_reduce(&mut ranks, &session, a.json)?;
     drop(params);
     if let Some((_, ck)) = loaded {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
@@ -300,6 +317,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         last: None,
         metrics,
         json: a.json,
+        quiet: !root,
         bar: None,
         started,
     };
@@ -322,8 +340,11 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         order.drain(..(at.1 as usize).min(order.len()));
         watch.start_epoch(epoch + 1, a.fit.epochs, steps_per_epoch);
         let mut validated_at = None;
-        for batch in files.batches(order)? {
-            if let Some(signal) = interrupts.received() {
+        let (order, parts) = ranks::reading_order(&ranks, order);
+        for (k, batch) in files.batches(order)?.enumerate() {
+            // Ranks learn of a stop at a step's exchange and end after that step.
+            let stop = interrupted.or_else(|| ranks::stop_before_step(&mut ranks, &interrupts));
+            if let Some(signal) = stop {
                 interrupted = Some(signal);
                 break 'epochs;
             }
@@ -353,13 +374,24 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 seq_len: t,
                 eval,
             })?;
-            let (x, labels, lengths) = (&inputs.x, &inputs.labels, Some(&inputs.lengths[..]));
             let report = match files.carry {
-                true => session
-                    .with_recovery(|t| t.train_step_carrying(x, labels, lengths, &mut carried)),
-                false => session.train_step_at(x, labels, lengths),
+                // A text's rows start from the state the batch before left (one process:
+                // `TrainOptions::validate` refuses carrying across ranks).
+                true => {
+                    let lengths = Some(&inputs.lengths[..]);
+                    let (x, labels) = (&inputs.x, &inputs.labels);
+                    session
+                        .with_recovery(|t| t.train_step_carrying(x, labels, lengths, &mut carried))
+                        .map_err(anyhow::Error::from)
+                }
+                false => {
+                    let part = parts.as_ref().map(|p| &p[k]);
+                    let step_inputs = (&inputs.x, &inputs.labels[..], &inputs.lengths[..]);
+                    ranks::data_step(&mut session, &mut ranks, part, step_inputs)
+                }
             }
             .with_context(|| format!("training step {}", step + 1))?;
+            interrupted = ranks::stop_after_step(&ranks);
             before = step;
             step += updates_per_batch(&cfg, &settings, t);
             at.1 += 1;
@@ -372,7 +404,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             if crossed(before, step, a.eval_every) {
                 if let Some(v) = &val {
                     validated_at = Some(step);
-                    let scores = validate(&mut session, v)?;
+                    let scores = validate(&mut session, v, &mut ranks)?;
                     if watch.validated(&mut session, scores, epoch + 1, step, &save_all)? {
                         break 'epochs;
                     }
@@ -383,7 +415,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         // Every epoch ends with a validation (unless its last step just had one).
         match &val {
             Some(v) if validated_at != Some(step) => {
-                let scores = validate(&mut session, v)?;
+                let scores = validate(&mut session, v, &mut ranks)?;
                 if watch.validated(&mut session, scores, epoch + 1, step, &save_all)? {
                     break;
                 }
@@ -409,9 +441,13 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         save_all(&mut session)?;
     }
     save_last(&mut session, position_at_end, &carried)?;
+    let weights_hash = ranks::check_weights(&mut ranks, &mut session, step)?;
     let secs = started.elapsed().as_secs_f64();
-    if a.json {
+    if !root {
+        // Rank 0 reports for all.
+    } else if a.json {
         let mut out = summary(&session);
+        ranks::describe(&ranks, weights_hash, &mut out);
         out["steps"] = json!(step);
         out["best_val_loss"] = json!(best.map(|b| b.0));
         out["best_step"] = json!(best.map(|b| b.1));
@@ -457,20 +493,25 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             Err(e) => errln!("warning: no curves image: {e:#}"),
         }
     }
+    ranks::finish(&mut ranks)?;
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
 }
 
 /// Loss and accuracy over the validation sequences, each batch planned with the current
-/// training shape.
-fn validate(session: &mut Session, v: &Validation) -> Result<Scores> {
+/// training shape; on ranks, each scores its whole batches and the totals are summed.
+fn validate(session: &mut Session, v: &Validation, ranks: &mut Option<Ranks>) -> Result<Scores> {
     let (batch, seq_len) = match session.job() {
         Job::Train { batch, seq_len, .. } => (batch, seq_len),
         Job::Eval { batch, seq_len } => (batch, seq_len),
     };
-    files_eval::evaluate(
+    let order = match ranks {
+        Some(r) => r.shard().whole_batches(&v.order),
+        None => v.order.clone(),
+    };
+    let scores = files_eval::evaluate(
         session,
         &v.files,
-        v.order.clone(),
+        order,
         |b, t| Job::Train {
             batch,
             seq_len,
@@ -478,5 +519,6 @@ fn validate(session: &mut Session, v: &Validation) -> Result<Scores> {
         },
         |_, _| {},
     )
-    .context("validating")
+    .context("validating")?;
+    ranks::sum_scores(ranks, scores)
 }

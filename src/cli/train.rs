@@ -149,7 +149,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     // The model file's `[training]` table applies to training from files too.
     if a.data.path().is_some() {
-        ranks::refuse_files()?;
         return fit_files::run(a);
     }
     let mut resumed = match &a.resume {
@@ -239,6 +238,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut run = open_request(&model, req, a.json)?;
     drop(model);
     let session = run.session_mut();
+    ranks::choose_all_reduce(&mut ranks, session, a.json)?;
     // A resumed run continues the data stream and keeps the held-out set of its seed.
     let position = resumed
         .as_ref()
@@ -312,7 +312,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut step = start;
     let mut interrupted: Option<Signal> = None;
     while step < last {
-        if let Some(signal) = interrupts.received() {
+        // Ranks learn of a stop at a step's exchange and end after that step.
+        let stop = interrupted.or_else(|| ranks::stop_before_step(&mut ranks, &interrupts));
+        if let Some(signal) = stop {
             interrupted = Some(signal);
             break;
         }
@@ -322,12 +324,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         let seen = session.fallbacks.len();
         let report = ranks::train_step(session, &mut ranks, &cfg, &batch.x, &batch.labels)
             .with_context(|| format!("training step {step}"))?;
-        if !a.json {
-            for f in &session.fallbacks[seen..] {
-                errln!("\nwarning: {f}");
-            }
-        }
+        ranks::warn_fallbacks(&ranks, a.json && root, &session.fallbacks[seen..]);
         last_loss = report.loss;
+        interrupted = ranks::stop_after_step(&ranks);
         if a.json {
             losses.push(report.loss);
             lrs.push(report.lr);
@@ -414,16 +413,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         // Rank 0 reports for all.
     } else if a.json {
         let mut out = summary(session);
-        if let Some(r) = &ranks {
-            out["ranks"] = json!(r.size());
-            // Whether the last step's ranks ran on different kinds of device, so that
-            // each step ended with every rank taking rank 0's state.
-            out["devices_differ"] = json!(r.devices_differ());
-            out["communication_seconds"] = json!(r.communication().as_secs_f64());
-        }
-        if let Some(h) = weights_hash {
-            out["weights_hash"] = json!(format!("{h:016x}"));
-        }
+        ranks::describe(&ranks, weights_hash, &mut out);
         out["loss"] = json!(last_loss);
         out["eval_loss"] = json!(eval_loss);
         out["accuracy"] = json!(accuracy);
@@ -455,6 +445,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             errln!("nothing was saved: no --checkpoint-dir or --save was given");
         }
     }
+    ranks::finish(&mut ranks)?;
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
 }
 

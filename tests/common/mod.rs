@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod ranks;
+
 use std::process::{Command, Output};
 
 use serde_json::Value;

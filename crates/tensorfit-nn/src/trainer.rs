@@ -280,7 +280,7 @@ impl Trainer {
         };
         let scored = match self.opts.split_update {
             false => self.run_sequence(&keys, (x, lengths), 0..batch, labels, &mut scalars)?,
-            true => self.run_split(&keys, x, labels, &mut scalars, exchange)?,
+            true => self.run_split(&keys, (x, lengths), labels, &mut scalars, exchange)?,
         };
         let (classes, classify) = (
             self.model.loss.outputs(),
