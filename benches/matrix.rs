@@ -112,6 +112,7 @@ fn run(cell: &Cell) -> Result<Value> {
         read_ahead_bytes: 0,
         padded: false,
         data_parallel: None,
+        carry_across: false,
     };
     let decision = decide(&req)?;
     let Some(Choice { candidate, .. }) = decision.chosen() else {

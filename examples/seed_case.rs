@@ -34,6 +34,7 @@ fn main() -> Result<()> {
             read_ahead_bytes: 0,
             padded: false,
             data_parallel: None,
+            carry_across: false,
         };
         println!("== evaluation of 100 × 2000 under a {cap} cap");
         let decision = decide(&req)?;

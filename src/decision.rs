@@ -57,6 +57,9 @@ pub struct Request {
     /// gradients, which the host averages over the ranks, and at the head of a model
     /// with BatchNorm, whose statistics are the global batch's.
     pub data_parallel: Option<DataParallel>,
+    /// Batches may continue the previous batch's sequences, starting from the state it
+    /// left ([`TrainOptions::carry_across`]).
+    pub carry_across: bool,
 }
 
 impl Request {
@@ -82,6 +85,7 @@ impl Request {
             seed: 0,
             padded: false,
             data_parallel: None,
+            carry_across: false,
         }
     }
 }

@@ -302,6 +302,7 @@ mod tests {
             read_ahead_bytes: 0,
             padded: false,
             data_parallel: None,
+            carry_across: false,
         }
     }
 

@@ -15,8 +15,8 @@ mod common;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    Cell, HeadLayer, HeadLayerKind, HeadOn, InputSpec, Job, LossSpec, MarkovText, ParamStore,
-    RunningMean, TbpttMode, TemporalOrder,
+    CarriedState, Cell, HeadLayer, HeadLayerKind, HeadOn, InputSpec, Job, LossSpec, MarkovText,
+    ParamStore, RunningMean, TbpttMode, TemporalOrder,
 };
 use tensorfit::session::{decide, start};
 
@@ -78,6 +78,7 @@ fn check_device(device: DeviceKind) {
         ("infer-gru-embedded-ids", 32, 16, 60, 60),
         ("train-lm", 64, 8, 40, 10),
         ("train-lm-windows", 64, 8, 42, 10),
+        ("train-lm-carried", 64, 8, 40, 10),
         ("infer-lm", 32, 16, 60, 60),
         ("infer-capped-lm", 64, 64, 300, 300),
         ("train-capped-lm", 64, 16, 200, 200),
@@ -144,6 +145,8 @@ fn check_device(device: DeviceKind) {
             // DL4J's truncated BPTT: windows 10, 10, 10, 10, 2, an update each.
             req.tbptt_mode = TbpttMode::Windows;
         }
+        // A text's batches, each starting from the state the one before left.
+        req.carry_across = kind.ends_with("-carried");
         // A padded batch: sequence b of `steps - 7·b` steps.
         req.padded = kind.contains("-padded");
         let lengths: Option<Vec<f32>> = req
@@ -161,7 +164,14 @@ fn check_device(device: DeviceKind) {
         } else {
             TemporalOrder::new(5).batch_for(&cfg, batch, steps).unwrap()
         };
-        if kind.starts_with("train") {
+        if req.carry_across {
+            let mut state = CarriedState::new();
+            for _ in 0..2 {
+                let t = &mut s.trainer;
+                t.train_step_carrying(&data.x, &data.labels, None, &mut state)
+                    .unwrap();
+            }
+        } else if kind.starts_with("train") {
             for _ in 0..2 {
                 let at = lengths.as_deref();
                 s.trainer.train_step_at(&data.x, &data.labels, at).unwrap();

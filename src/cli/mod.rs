@@ -25,7 +25,7 @@ pub mod predict;
 mod ranks;
 pub mod train;
 mod train_settings;
-mod training_file;
+pub mod training_file;
 
 pub use model_arg::ModelArg;
 
@@ -39,7 +39,8 @@ use tensorfit::core::DeviceKind;
 use tensorfit::cpu::host_memory;
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, TbpttMode,
+    BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, RunSettings, TbpttMode,
+    TrainOptions,
 };
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{Request, Session};
@@ -260,6 +261,46 @@ pub fn quality_text(cfg: &ModelDescription, loss: f32, accuracy: Option<f32>) ->
         (Some(a), HeadOn::LastStep) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
         (None, _) => format!("loss (mse) {loss:.4}"),
     }
+}
+
+/// A count that must be at least 1 (a batch, a length, a number of steps).
+pub fn at_least_one<T>(text: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8>,
+    T::Err: std::fmt::Display,
+{
+    match text.parse::<T>() {
+        Ok(n) if n < T::from(1) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A learning rate: a positive, finite number.
+pub fn positive_rate(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(_) => Err(format!("must be a positive number, got {text}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The optimizer updates (steps, as checkpoints and schedules count them) a minibatch of
+/// `steps` time steps takes under `settings`: one per window with windowed truncated BPTT
+/// and a head on every step, else one.
+pub fn updates_per_batch(cfg: &ModelDescription, settings: &RunSettings, steps: usize) -> u64 {
+    TrainOptions {
+        tbptt: settings.tbptt,
+        tbptt_mode: settings.tbptt_mode,
+        ..TrainOptions::default()
+    }
+    .updates_per_step(cfg, steps) as u64
+}
+
+/// Whether a multiple of `every` lies in `(before, after]` (never for 0): a minibatch of
+/// several steps still checkpoints and evaluates at each multiple it passes.
+pub fn crossed(before: u64, after: u64, every: u64) -> bool {
+    every > 0 && after / every > before / every
 }
 
 /// `--tbptt-mode`'s value.

@@ -22,8 +22,9 @@ use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::ranks::{self, RankArgs};
 use super::{
-    check_task, open_request, parse_tbptt_mode, print_memory, quality_text, request, summary,
-    train_settings, training_file, DeviceArgs, Exit, ModelArg,
+    at_least_one, check_task, crossed, open_request, parse_tbptt_mode, positive_rate, print_memory,
+    quality_text, request, summary, train_settings, training_file, updates_per_batch, DeviceArgs,
+    Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -38,14 +39,14 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub(super) dev: DeviceArgs,
     /// Sequences per minibatch.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = at_least_one::<usize>)]
     pub(super) batch: usize,
     /// Time steps per sequence (at least 4).
     #[arg(long, default_value_t = 20)]
     pub(super) seq_len: usize,
     /// Truncated-BPTT length (gradients reach back this many steps; defaults to the
     /// whole sequence, which this task needs to be learnable).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     pub(super) tbptt: Option<usize>,
     /// How truncated BPTT of length L trains a sequence of T > L steps. "last": the
     /// first T - L steps only carry the state, then one forward, backward and update
@@ -55,11 +56,12 @@ pub struct TrainArgs {
     /// the final window has a loss, so both modes take one update.
     #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
     pub(super) tbptt_mode: TbpttMode,
-    /// Optimizer steps.
-    #[arg(long, default_value_t = 200)]
+    /// Optimizer steps (updates: windowed truncated BPTT with a head on every step takes
+    /// one per window, and ends at the first whole minibatch at or past this count).
+    #[arg(long, default_value_t = 200, value_parser = at_least_one::<u64>)]
     pub(super) steps: u64,
     /// Learning rate (the schedule's base rate).
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = 1e-3, value_parser = positive_rate)]
     pub(super) lr: f32,
     /// Optimizer, clipping and schedule (boxed: they would make `Command`'s variants
     /// very unequal in size).
@@ -72,7 +74,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 50)]
     pub(super) eval_every: u64,
     /// Held-out sequences per evaluation.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one::<usize>)]
     pub(super) eval_batch: usize,
     /// Write a checkpoint (safetensors, PyTorch names, optimizer state) here at the end.
     #[arg(long)]
@@ -120,13 +122,7 @@ impl TrainArgs {
     /// Setting `id` as messages name it: the file's key where the model file gave it,
     /// else its flag.
     pub fn origin(&self, id: &str) -> String {
-        self.from_file
-            .iter()
-            .find(|(key, _)| key == id)
-            .map_or_else(
-                || format!("--{}", id.replace('_', "-")),
-                |(_, at)| at.clone(),
-            )
+        training_file::origin(&self.from_file, id)
     }
 }
 
@@ -153,11 +149,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     // The model file's `[training]` table applies to training from files too.
     if a.data.path().is_some() {
-        ranks::refuse_files()?;
         return fit_files::run(a);
-    }
-    if a.steps == 0 {
-        bail!("{} must be at least 1", a.origin("steps"));
     }
     let mut resumed = match &a.resume {
         Some(p) => {
@@ -182,19 +174,28 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         checkpoint_dir: a.checkpoint_dir.filter(|_| root),
         ..a
     };
-    let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
-    let last = start.checked_add(a.steps).ok_or_else(|| {
-        anyhow!(
-            "--steps {}: the run is at step {start}, and {start} + {} passes the largest step count, {}",
-            a.steps,
-            a.steps,
-            u64::MAX
-        )
-    })?;
     let cfg = match &resumed {
         Some((_, ck)) => ck.config.clone(),
         None => described.model,
     };
+    // A step is an optimizer update, as checkpoints and schedules count them: windowed
+    // truncated BPTT with a head on every step takes one per window of a minibatch. A
+    // minibatch is never cut, so the run ends at the first minibatch at or past --steps.
+    let per_batch = updates_per_batch(&cfg, &settings, settings.seq_len);
+    let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
+    let last = a
+        .steps
+        .div_ceil(per_batch)
+        .checked_mul(per_batch)
+        .and_then(|n| start.checked_add(n))
+        .ok_or_else(|| {
+            anyhow!(
+                "--steps {}: the run is at step {start}, and {start} + {} passes the largest step count, {}",
+                a.steps,
+                a.steps,
+                u64::MAX
+            )
+        })?;
     check_task(&cfg)?;
     // Every output is checked before the first step: a run that cannot save is refused
     // now, not after hours of training.
@@ -237,6 +238,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut run = open_request(&model, req, a.json)?;
     drop(model);
     let session = run.session_mut();
+    ranks::choose_all_reduce(&mut ranks, session, a.json)?;
     // A resumed run continues the data stream and keeps the held-out set of its seed.
     let position = resumed
         .as_ref()
@@ -274,7 +276,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut losses = Vec::new();
     // Per step, for --json: the learning rate used and the gradient norm (when clipping).
     let (mut lrs, mut grad_norms) = (Vec::new(), Vec::new());
-    let flops = job.model_flops(&cfg, settings.tbptt);
+    let flops = job.model_flops_in(&cfg, settings.tbptt, settings.tbptt_mode) / per_batch as f64;
     if !a.json {
         errln!(
             "training ({} parameters): batch {}, length {}, tbptt {}{}, learning rate {}, steps {}..={last}{}{}",
@@ -283,7 +285,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             settings.seq_len,
             settings.tbptt,
             match settings.tbptt_mode {
-                TbpttMode::Windows => " in windows (an update per window)",
+                TbpttMode::Windows if per_batch > 1 => " in windows (a step per window)",
+            TbpttMode::Windows => " in windows",
                 TbpttMode::Last => "",
             },
             settings.lr,
@@ -309,21 +312,21 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut step = start;
     let mut interrupted: Option<Signal> = None;
     while step < last {
-        if let Some(signal) = interrupts.received() {
+        // Ranks learn of a stop at a step's exchange and end after that step.
+        let stop = interrupted.or_else(|| ranks::stop_before_step(&mut ranks, &interrupts));
+        if let Some(signal) = stop {
             interrupted = Some(signal);
             break;
         }
-        step += 1;
+        let before = step;
+        step += per_batch;
         let batch = data.batch(settings.batch, settings.seq_len)?;
         let seen = session.fallbacks.len();
         let report = ranks::train_step(session, &mut ranks, &cfg, &batch.x, &batch.labels)
             .with_context(|| format!("training step {step}"))?;
-        if !a.json {
-            for f in &session.fallbacks[seen..] {
-                errln!("\nwarning: {f}");
-            }
-        }
+        ranks::warn_fallbacks(&ranks, a.json && root, &session.fallbacks[seen..]);
         last_loss = report.loss;
+        interrupted = ranks::stop_after_step(&ranks);
         if a.json {
             losses.push(report.loss);
             lrs.push(report.lr);
@@ -332,7 +335,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         // Checkpoints between steps; the last one is written after the loop.
         if let Some(dir) = ck_dir
             .as_ref()
-            .filter(|_| step % a.checkpoint_every == 0 && step < last)
+            .filter(|_| crossed(before, step, a.checkpoint_every) && step < last)
         {
             if let Err(e) = save(session, &data, &dir.checkpoint_path()) {
                 // A full disk must not end the run: the previous checkpoint is intact.
@@ -343,7 +346,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
         let done = step - start;
         let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
-        let eval_now = step == last || (settings.eval_every > 0 && step % settings.eval_every == 0);
+        let eval_now = step == last || crossed(before, step, settings.eval_every);
         if eval_now {
             let e = session.evaluate(&held_out.x, &held_out.labels)?;
             // The held-out loss is the metric reduce-on-plateau watches.
@@ -369,7 +372,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 quality_text(&cfg, e.loss, e.accuracy)
             ),
             _ if tty => err!("\r{line}"),
-            _ if done % 10 == 0 => errln!("{line}"),
+            _ if crossed(before, step, 10) => errln!("{line}"),
             _ => {}
         }
     }
@@ -410,16 +413,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         // Rank 0 reports for all.
     } else if a.json {
         let mut out = summary(session);
-        if let Some(r) = &ranks {
-            out["ranks"] = json!(r.size());
-            // Whether the last step's ranks ran on different kinds of device, so that
-            // each step ended with every rank taking rank 0's state.
-            out["devices_differ"] = json!(r.devices_differ());
-            out["communication_seconds"] = json!(r.communication().as_secs_f64());
-        }
-        if let Some(h) = weights_hash {
-            out["weights_hash"] = json!(format!("{h:016x}"));
-        }
+        ranks::describe(&ranks, weights_hash, &mut out);
         out["loss"] = json!(last_loss);
         out["eval_loss"] = json!(eval_loss);
         out["accuracy"] = json!(accuracy);
@@ -451,6 +445,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             errln!("nothing was saved: no --checkpoint-dir or --save was given");
         }
     }
+    ranks::finish(&mut ranks)?;
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
 }
 

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod ranks;
+
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -113,6 +115,7 @@ pub fn request(
         read_ahead_bytes: 0,
         padded: false,
         data_parallel: None,
+        carry_across: false,
     }
 }
 
@@ -348,4 +351,46 @@ pub fn example_data(name: &str) -> std::path::PathBuf {
 /// `p` as a command-line argument.
 pub fn arg(p: &std::path::Path) -> &str {
     p.to_str().expect("a UTF-8 path")
+}
+
+/// A checkpoint's parameters by name, as bits (for equality bit for bit), sorted.
+pub fn checkpoint_bits(path: &std::path::Path) -> Vec<(String, Vec<u32>)> {
+    let ck = tensorfit::nn::Checkpoint::load(path).expect("a checkpoint");
+    let mut v: Vec<(String, Vec<u32>)> = ck
+        .params
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.data.iter().map(|x| x.to_bits()).collect()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Spawns `cmd` and returns once `file` exists.
+pub fn spawn_until(cmd: &mut Command, file: &std::path::Path) -> std::process::Child {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if file.exists() {
+            return child;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no {} after a minute", file.display());
+}
+
+/// Runs `cmd` until `file` exists, then sends it SIGINT and returns what it did.
+pub fn interrupted(cmd: &mut Command, file: &std::path::Path) -> Output {
+    let child = spawn_until(cmd, file);
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs")
+        .success();
+    assert!(ok, "kill -INT");
+    child.wait_with_output().expect("the command ends")
 }

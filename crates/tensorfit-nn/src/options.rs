@@ -196,6 +196,10 @@ pub struct TrainOptions {
     /// gradient program is then split at the head ([`ProgramKind::HeadInput`],
     /// [`ProgramKind::Head`], [`ProgramKind::StackGrads`]).
     pub sync_batch_norm: Option<usize>,
+    /// A batch may continue the previous batch's sequences (the windows of a long text,
+    /// `Trainer::train_step_carrying`): the last training program copies its final state
+    /// into the carried state, where the next batch starts from.
+    pub carry_across: bool,
 }
 
 impl Default for TrainOptions {
@@ -211,6 +215,7 @@ impl Default for TrainOptions {
             padded: false,
             split_update: false,
             sync_batch_norm: None,
+            carry_across: false,
         }
     }
 }
@@ -230,6 +235,11 @@ impl TrainOptions {
         if self.split_update && self.tbptt_mode == TbpttMode::Windows {
             return Err(Error::input(
                 "data-parallel training runs truncated BPTT in mode `last`; windowed truncated BPTT (--tbptt-mode windows) runs in one process",
+            ));
+        }
+        if self.split_update && self.carry_across {
+            return Err(Error::input(
+                "data-parallel training starts every batch from a zero state; the state carried from one batch into the next (a text's windows) runs in one process",
             ));
         }
         Ok(())
@@ -264,8 +274,26 @@ impl TrainOptions {
                 .map(|s| self.key(ProgramKind::Carry, batch, s))
                 .collect(),
         };
-        keys.push(train(ProgramKind::Train, last));
+        let kind = match self.carry_across {
+            true => ProgramKind::TrainCarry,
+            false => ProgramKind::Train,
+        };
+        keys.push(train(kind, last));
         keys
+    }
+
+    /// The optimizer updates one training step over `[steps, batch]` takes: one per
+    /// window with windowed truncated BPTT and a head on every step, else one.
+    pub fn updates_per_step(&self, model: &ModelDescription, steps: usize) -> usize {
+        self.train_programs(model, 1, steps)
+            .iter()
+            .filter(|k| {
+                matches!(
+                    k.kind,
+                    ProgramKind::Train | ProgramKind::TrainCarry | ProgramKind::Update
+                )
+            })
+            .count()
     }
 
     /// The programs of a data-parallel training step (`split_update`; truncated BPTT in
@@ -339,8 +367,14 @@ impl Job {
     /// [`TrainOptions::step_flops`] of the whole-sequence run, whatever strategy runs it.
     /// The figure GFLOP/s are reported against.
     pub fn model_flops(&self, model: &ModelDescription, tbptt: usize) -> f64 {
+        self.model_flops_in(model, tbptt, TbpttMode::Last)
+    }
+
+    /// [`Job::model_flops`] with truncated BPTT in `mode` (windows train every step).
+    pub fn model_flops_in(&self, model: &ModelDescription, tbptt: usize, mode: TbpttMode) -> f64 {
         let opts = TrainOptions {
             tbptt,
+            tbptt_mode: mode,
             ..TrainOptions::default()
         };
         opts.step_flops(model, *self)
