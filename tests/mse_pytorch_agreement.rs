@@ -16,7 +16,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{
-    assert_close, matches_reference_steps, max_abs, meta_usize, reference, train_options,
+    matches_reference_eval, matches_reference_steps, meta_usize, reference, train_options,
 };
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
@@ -58,11 +58,6 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
     }
 }
 
-fn check(what: &str, got: &[f32], want: &[f32]) {
-    let scale = max_abs(want);
-    assert_close(what, got, want, 1e-5 * scale, 1e-5);
-}
-
 #[test]
 fn mse_training_gradients_and_inference_match_pytorch() {
     let (init, meta) = load("init.");
@@ -81,11 +76,10 @@ fn mse_training_gradients_and_inference_match_pytorch() {
         2 * 16,
         "every gradient and parameter was compared"
     );
-    let (r, _) = load("step1.");
-    let (e, _) = load("eval.");
-    let report = trainer
-        .evaluate(r.require("x").unwrap(), &r.require("targets").unwrap().data)
-        .unwrap();
-    let want = &e.require("pred").unwrap().data;
-    check("eval pred", &report.probs.data, want);
+    matches_reference_eval(
+        &mut trainer,
+        |prefix| load(prefix).0,
+        "step1.",
+        ("targets", "pred"),
+    );
 }

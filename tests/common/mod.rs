@@ -10,8 +10,8 @@ use serde_json::Value;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TbpttMode, TemporalOrder,
-    TrainOptions, Trainer,
+    EvalReport, Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TbpttMode,
+    TemporalOrder, TrainOptions, Trainer,
 };
 use tensorfit::session::Request;
 
@@ -38,9 +38,7 @@ pub fn matches_reference_steps(
     steps: usize,
     (targets, outputs): (&str, &str),
 ) -> usize {
-    let check = |what: &str, got: &[f32], want: &[f32]| {
-        assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
-    };
+    let check = check_reference;
     let mut compared = 0;
     for s in 1..=steps {
         let r = load(&format!("step{s}."));
@@ -65,6 +63,30 @@ pub fn matches_reference_steps(
         }
     }
     compared
+}
+
+/// The PyTorch-agreement rule: `got` within 1e-5 of the reference tensor's scale
+/// (max|want|) plus 1e-5 relative.
+pub fn check_reference(what: &str, got: &[f32], want: &[f32]) {
+    assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
+}
+
+/// Evaluates the `x` and `targets` of reference step `step` (a prefix such as `step1.` of
+/// the file `load` reads) and checks the outputs against `eval.<outputs>`
+/// ([`check_reference`]). Returns the report and the `eval.` tensors for further checks.
+pub fn matches_reference_eval(
+    trainer: &mut Trainer,
+    load: impl Fn(&str) -> ParamStore,
+    step: &str,
+    (targets, outputs): (&str, &str),
+) -> (EvalReport, ParamStore) {
+    let (r, e) = (load(step), load("eval."));
+    let report = trainer
+        .evaluate(r.require("x").unwrap(), &r.require(targets).unwrap().data)
+        .unwrap();
+    let want = &e.require(outputs).unwrap().data;
+    check_reference(&format!("eval {outputs}"), &report.probs.data, want);
+    (report, e)
 }
 
 /// A scaled-down seed network for the built-in temporal-order task (152 features in,
