@@ -11,6 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use common::data_cli::{eval_on_data, train_on_data};
 use common::{arg, example_data, json, scratch, succeed, tensorfit_command};
 use serde_json::Value;
 use tensorfit::nn::{Checkpoint, ModelDescription, ParamStore};
@@ -52,43 +53,8 @@ fn train_then_eval(name: &str, data: &Path) -> f64 {
     let dir = scratch(name);
     let init = untrained(&dir);
     let ck = dir.join("ck");
-    succeed(
-        tensorfit_command().args([
-            "train",
-            "--data",
-            arg(data),
-            "--init",
-            arg(&init),
-            "--val-fraction",
-            "0",
-            "--epochs",
-            "60",
-            "--batch",
-            "4",
-            "--lr",
-            "0.02",
-            "--device",
-            "cpu",
-            "--checkpoint-dir",
-            arg(&ck),
-            "--json",
-        ]),
-        "train --data",
-    );
-    let out = succeed(
-        tensorfit_command().args([
-            "eval",
-            "--checkpoint",
-            arg(&ck),
-            "--data",
-            arg(data),
-            "--device",
-            "cpu",
-            "--json",
-        ]),
-        "eval --data",
-    );
-    let v = json(&out);
+    train_on_data(["--init", arg(&init)], data, "60", &ck);
+    let v = eval_on_data(&ck, data, "eval --data");
     assert_eq!(v["sequences"], 12, "{v}");
     v["accuracy"].as_f64().unwrap()
 }
@@ -313,19 +279,7 @@ fn early_stopping_keeps_the_best_checkpoint_and_metrics_has_a_line_per_validatio
     // The checkpoint is the best model: its step, and its validation loss.
     let saved = Checkpoint::load(&ck.join("checkpoint.safetensors")).unwrap();
     assert_eq!(Some(saved.step), metrics[best_at]["step"].as_u64());
-    let eval = json(&succeed(
-        tensorfit_command().args([
-            "eval",
-            "--checkpoint",
-            arg(&ck),
-            "--data",
-            arg(&val),
-            "--device",
-            "cpu",
-            "--json",
-        ]),
-        "eval of the kept checkpoint",
-    ));
+    let eval = eval_on_data(&ck, &val, "eval of the kept checkpoint");
     let got = eval["loss"].as_f64().unwrap();
     assert!(
         (got - best).abs() < 1e-4,

@@ -8,10 +8,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use common::{arg, example_data, scratch, succeed, tensorfit_command};
+use common::{arg, example_data, scratch, spawn_until, succeed, tensorfit_command};
 use tensorfit::nn::Checkpoint;
 
 /// `train --data` of the example classifier, validating on a quarter of the sequences
@@ -43,24 +42,6 @@ fn training(dir: &Path, epochs: &str) -> Command {
         arg(dir),
     ]);
     c
-}
-
-/// Spawns `cmd` and returns once `file` exists.
-fn spawn_until(cmd: &mut Command, file: &Path) -> Child {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    for _ in 0..1200 {
-        if file.exists() {
-            return child;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("no {} after a minute", file.display());
 }
 
 fn params(path: &Path) -> Vec<(String, Vec<u32>)> {

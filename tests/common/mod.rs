@@ -15,6 +15,8 @@ use tensorfit::nn::{
 };
 use tensorfit::session::Request;
 
+pub mod data_cli;
+
 /// The closeness rule of the whole project (`tensorfit_testing::ratio`):
 /// |a - b| <= atol + rtol * |reference|.
 pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32) {
@@ -340,6 +342,25 @@ pub fn long_training(dir: &std::path::Path, every: &str) -> Command {
         ])
         .arg(dir);
     c
+}
+
+/// Spawns `cmd` with stdout and stderr piped and returns once `file` exists (a minute at
+/// most).
+pub fn spawn_until(cmd: &mut Command, file: &std::path::Path) -> std::process::Child {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if file.exists() {
+            return child;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no {} after a minute", file.display());
 }
 
 /// The tensors of reference file `file` (a path under the repository) whose names start
