@@ -10,8 +10,8 @@ use serde_json::Value;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    EvalReport, Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TbpttMode,
-    TemporalOrder, TrainOptions, Trainer,
+    EvalReport, HeadLayer, HeadLayerKind, Job, ModelDescription, OptimConfig, ParamStore,
+    SeedShape, TbpttMode, TemporalOrder, TrainOptions, Trainer,
 };
 use tensorfit::session::Request;
 
@@ -26,6 +26,28 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32)
 /// Largest absolute value (the scale used for a tensor-relative tolerance).
 pub fn max_abs(v: &[f32]) -> f32 {
     v.iter().fold(0.0f32, |m, x| m.max(x.abs()))
+}
+
+/// 3 features, 2 LSTM layers of `hidden`, a tanh Dense head of `dense` units without
+/// BatchNorm (which in training mixes the rows of a batch, padded or not), 3 classes.
+pub fn dense_head_model(hidden: usize, dense: usize) -> ModelDescription {
+    let mut cfg = SeedShape {
+        features: 3,
+        hidden,
+        layers: 2,
+        dense,
+        classes: 3,
+        activation: Activation::Tanh,
+    }
+    .description();
+    cfg.head.layers = vec![HeadLayer {
+        name: "dense".into(),
+        kind: HeadLayerKind::Dense {
+            units: dense,
+            activation: Activation::Tanh,
+        },
+    }];
+    cfg
 }
 
 /// Trains `trainer` on each step `step{s}.` (s = 1..=`steps`) of a PyTorch reference
