@@ -116,12 +116,7 @@ fn every_step_training_with_ignored_steps_and_inference_match_pytorch() {
     // 8 LSTM tensors, head.0, head.1 and out's 6: 14 gradients; 16 parameters and
     // statistics.
     assert_eq!(compared, 3 * (14 + 16), "everything was compared");
-    let (report, e) = matches_reference_eval(
-        &mut trainer,
-        |prefix| load(prefix).0,
-        "step2.",
-        ("labels", "probs"),
-    );
+    let (report, e) = matches_reference_eval(&mut trainer, FILE, "step2.", ("labels", "probs"));
     check(
         "eval loss",
         &[report.loss],

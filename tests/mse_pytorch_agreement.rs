@@ -22,14 +22,10 @@ use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
     Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
-    ModelDescription, ParamStore, RecurrentSpec, Trainer,
+    ModelDescription, RecurrentSpec, Trainer,
 };
 
 const FILE: &str = "tests/data/mse_small_reference.safetensors";
-
-fn load(prefix: &str) -> (ParamStore, HashMap<String, String>) {
-    reference(FILE, prefix)
-}
 
 fn description(meta: &HashMap<String, String>) -> ModelDescription {
     ModelDescription {
@@ -60,26 +56,16 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
 
 #[test]
 fn mse_training_gradients_and_inference_match_pytorch() {
-    let (init, meta) = load("init.");
+    let (init, meta) = reference(FILE, "init.");
     let cfg = description(&meta);
     let opts = train_options(meta_usize(&meta, "steps"), meta["lr"].parse().unwrap());
     let mut trainer = Trainer::new(Box::new(CpuBackend::new()), cfg, &init, opts).unwrap();
-    let compared = matches_reference_steps(
-        &mut trainer,
-        |prefix| load(prefix).0,
-        2,
-        ("targets", "pred"),
-    );
+    let compared = matches_reference_steps(&mut trainer, FILE, 2, ("targets", "pred"));
     // 4 LSTM tensors, head.0 and out's weight and bias: 8 gradients and 8 parameters.
     assert_eq!(
         compared,
         2 * 16,
         "every gradient and parameter was compared"
     );
-    matches_reference_eval(
-        &mut trainer,
-        |prefix| load(prefix).0,
-        "step1.",
-        ("targets", "pred"),
-    );
+    matches_reference_eval(&mut trainer, FILE, "step1.", ("targets", "pred"));
 }

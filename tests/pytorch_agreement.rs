@@ -112,12 +112,7 @@ fn training_and_inference_match(file: &str) {
         "every parameter and statistic was compared"
     );
 
-    matches_reference_eval(
-        &mut trainer,
-        |prefix| load(prefix).0,
-        "step1.",
-        ("labels", "probs"),
-    );
+    matches_reference_eval(&mut trainer, file, "step1.", ("labels", "probs"));
 }
 
 #[test]

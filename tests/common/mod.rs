@@ -50,22 +50,22 @@ pub fn dense_head_model(hidden: usize, dense: usize) -> ModelDescription {
     cfg
 }
 
-/// Trains `trainer` on each step `step{s}.` (s = 1..=`steps`) of a PyTorch reference
-/// file read by `load(prefix)`, and checks the step's loss, its outputs (the reference's
+/// Trains `trainer` on each step `step{s}.` (s = 1..=`steps`) of the PyTorch reference
+/// file `file` ([`reference`]), and checks the step's loss, its outputs (the reference's
 /// tensor `outputs`, before the update), every gradient (`grad.<name>`) and every
 /// parameter after it (`after.<name>`) within 1e-5 of the reference tensor's scale plus
 /// 1e-5 relative. The inputs are `x` and `targets`. Returns how many gradients and
 /// parameters were compared.
 pub fn matches_reference_steps(
     trainer: &mut Trainer,
-    load: impl Fn(&str) -> ParamStore,
+    file: &str,
     steps: usize,
     (targets, outputs): (&str, &str),
 ) -> usize {
     let check = check_reference;
     let mut compared = 0;
     for s in 1..=steps {
-        let r = load(&format!("step{s}."));
+        let (r, _) = reference(file, &format!("step{s}."));
         let want = |n: &str| r.require(n).unwrap().data.clone();
         let report = trainer
             .train_step(r.require("x").unwrap(), &want(targets))
@@ -96,15 +96,15 @@ pub fn check_reference(what: &str, got: &[f32], want: &[f32]) {
 }
 
 /// Evaluates the `x` and `targets` of reference step `step` (a prefix such as `step1.` of
-/// the file `load` reads) and checks the outputs against `eval.<outputs>`
+/// the reference file `file`) and checks the outputs against `eval.<outputs>`
 /// ([`check_reference`]). Returns the report and the `eval.` tensors for further checks.
 pub fn matches_reference_eval(
     trainer: &mut Trainer,
-    load: impl Fn(&str) -> ParamStore,
+    file: &str,
     step: &str,
     (targets, outputs): (&str, &str),
 ) -> (EvalReport, ParamStore) {
-    let (r, e) = (load(step), load("eval."));
+    let (r, e) = (reference(file, step).0, reference(file, "eval.").0);
     let report = trainer
         .evaluate(r.require("x").unwrap(), &r.require(targets).unwrap().data)
         .unwrap();
