@@ -16,9 +16,10 @@ use common::{arg, example_data, json, scratch, succeed, tensorfit_command};
 use serde_json::Value;
 use tensorfit::nn::{Checkpoint, ModelDescription, ParamStore};
 
-/// An untrained checkpoint of `examples/data/classify_model.toml` (3 features, 3
-/// classes) in `dir`.
-fn untrained(dir: &Path) -> PathBuf {
+/// The scratch directory `name` and an untrained checkpoint of
+/// `examples/data/classify_model.toml` (3 features, 3 classes) in it.
+fn untrained(name: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(name);
     let cfg = ModelDescription::load(&example_data("classify_model.toml")).unwrap();
     let ck = Checkpoint {
         params: ParamStore::init(&cfg, 3).unwrap(),
@@ -29,7 +30,7 @@ fn untrained(dir: &Path) -> PathBuf {
     };
     let path = dir.join("untrained.safetensors");
     ck.save(&path).unwrap();
-    path
+    (dir, path)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -50,8 +51,7 @@ fn json_lines(out: &Output) -> Vec<Value> {
 /// Trains the example model on `data` (every sequence, no validation) into `dir` and
 /// returns the accuracy `eval --data` then measures on the same file.
 fn train_then_eval(name: &str, data: &Path) -> f64 {
-    let dir = scratch(name);
-    let init = untrained(&dir);
+    let (dir, init) = untrained(name);
     let ck = dir.join("ck");
     train_on_data(["--init", arg(&init)], data, "60", &ck);
     let v = eval_on_data(&ck, data, "eval --data");
@@ -89,8 +89,7 @@ fn read_predictions(path: &Path) -> (Vec<String>, Vec<f32>) {
 
 #[test]
 fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
-    let dir = scratch("predict");
-    let init = untrained(&dir);
+    let (dir, init) = untrained("predict");
     let out = dir.join("probs.safetensors");
     let data = example_data("dl4j");
     succeed(
@@ -139,8 +138,7 @@ fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
 
 #[test]
 fn a_bad_file_of_each_format_exits_1_naming_the_file_and_line() {
-    let dir = scratch("bad");
-    let init = untrained(&dir);
+    let (dir, init) = untrained("bad");
     // DL4J's layout with a word among the numbers.
     let dl4j = dir.join("dl4j");
     for sub in ["features", "labels"] {
@@ -220,8 +218,7 @@ fn a_bad_file_of_each_format_exits_1_naming_the_file_and_line() {
 
 #[test]
 fn early_stopping_keeps_the_best_checkpoint_and_metrics_has_a_line_per_validation() {
-    let dir = scratch("early");
-    let init = untrained(&dir);
+    let (dir, init) = untrained("early");
     let ck = dir.join("ck");
     let val = example_data("classify.npz");
     let out = succeed(

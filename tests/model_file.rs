@@ -42,6 +42,17 @@ fn trained(name: &str) -> (String, String) {
     (f, ck.to_string())
 }
 
+/// The job of `plan` and `eval` here: batch 4 of 8 steps on the CPU, as JSON.
+const SMALL_JOB: &[&str] = &[
+    "--device",
+    "cpu",
+    "--batch",
+    "4",
+    "--seq-len",
+    "8",
+    "--json",
+];
+
 /// A short run: 4 sequences of 8 steps, one evaluation at the end, on the CPU.
 const SHORT_RUN: &str = "steps = 2\nbatch = 4\nseq_len = 8\neval_every = 0\neval_batch = 4\n";
 
@@ -209,20 +220,7 @@ fn a_model_that_is_neither_a_preset_nor_a_file_names_the_presets() {
 
 #[test]
 fn plan_takes_a_description_file_and_plans_its_model() {
-    let plan = |model: &str| {
-        ok_json(&[
-            "plan",
-            "--model",
-            model,
-            "--device",
-            "cpu",
-            "--batch",
-            "4",
-            "--seq-len",
-            "8",
-            "--json",
-        ])
-    };
+    let plan = |model: &str| ok_json(&[&["plan", "--model", model], SMALL_JOB].concat());
     let small = plan(&model_file("plan.toml", ""));
     let seed = plan("seed");
     let peak = |v: &Value| v["chosen"]["estimated_peak_bytes"].as_u64().unwrap();
@@ -283,18 +281,7 @@ fn eval_and_predict_from_a_checkpoint_need_no_model_and_refuse_another() {
         Checkpoint::load(std::path::Path::new(ck)).unwrap().config,
         task_model(8, 2, 4)
     );
-    let eval = [
-        "eval",
-        "--checkpoint",
-        ck,
-        "--device",
-        "cpu",
-        "--batch",
-        "4",
-        "--seq-len",
-        "8",
-        "--json",
-    ];
+    let eval = [&["eval", "--checkpoint", ck], SMALL_JOB].concat();
     ok_json(&eval);
     ok_json(&[&eval[..], &["--model", f]].concat());
     let err = refused(&[&eval[..], &["--model", "seed"]].concat());
