@@ -90,25 +90,23 @@ fn read_predictions(path: &Path) -> (Vec<String>, Vec<f32>) {
 #[test]
 fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
     let (dir, init) = untrained("predict");
-    let out = dir.join("probs.safetensors");
-    let data = example_data("dl4j");
-    succeed(
-        tensorfit_command().args([
-            "predict",
-            "--checkpoint",
-            arg(&init),
-            "--data",
-            arg(&data),
-            "--batch",
-            "5",
-            "--output",
-            arg(&out),
-            "--device",
-            "cpu",
-        ]),
-        "predict --data",
+    // `predict --data data` into the scratch file `name`, read back.
+    let predict = |data: &Path, name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        succeed(
+            tensorfit_command()
+                .args(["predict", "--checkpoint", arg(&init), "--data", arg(data)])
+                .args(["--output", arg(&out), "--device", "cpu"])
+                .args(extra),
+            &format!("predict --data {}", data.display()),
+        );
+        read_predictions(&out)
+    };
+    let (ids, values) = predict(
+        &example_data("dl4j"),
+        "probs.safetensors",
+        &["--batch", "5"],
     );
-    let (ids, values) = read_predictions(&out);
     // DL4J's files in the order of their numbers, each row its file's number.
     let want: Vec<String> = (0..12).map(|i| i.to_string()).collect();
     assert_eq!(ids, want);
@@ -117,22 +115,11 @@ fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{row:?}");
     }
     // The same sequences from safetensors give the same probabilities, row for row.
-    let out2 = dir.join("probs2.safetensors");
-    succeed(
-        tensorfit_command().args([
-            "predict",
-            "--checkpoint",
-            arg(&init),
-            "--data",
-            arg(&example_data("classify.safetensors")),
-            "--output",
-            arg(&out2),
-            "--device",
-            "cpu",
-        ]),
-        "predict --data (safetensors)",
+    let (_, values2) = predict(
+        &example_data("classify.safetensors"),
+        "probs2.safetensors",
+        &[],
     );
-    let (_, values2) = read_predictions(&out2);
     common::assert_close("probabilities", &values2, &values, 1e-4, 1e-3);
 }
 
