@@ -42,24 +42,7 @@ h += b" " * (-len(h) % 8)
 with open(f"{d}/data.safetensors", "wb") as out:
     out.write(struct.pack("<Q", len(h)) + h + x + y)
 EOF
-cat > "$DIR/model.toml" <<EOF
-[input]
-kind = "dense"
-features = $F
-
-[recurrent]
-cell = "lstm"
-hidden = $HIDDEN
-layers = 1
-
-[head]
-on = "last"
-layers = []
-
-[loss]
-kind = "cross_entropy"
-classes = 3
-EOF
+scripts/lstm-classifier-toml.sh "$F" "$HIDDEN" 3 > "$DIR/model.toml"
 
 csv_mb="$(python3 -c "import os,sys; print(os.path.getsize(sys.argv[1]) / 1e6)" "$DIR/data.csv")"
 echo "$N sequences x $T steps x $F features: CSV ${csv_mb} MB; batch $BATCH, LSTM $HIDDEN, cpu, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"

@@ -10,7 +10,10 @@ mod cli;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use cli::{bench, eval, generate, import, info, plan, predict, train, CapArgs, Exit, ModelArg};
+use cli::{
+    bench, eval, generate, import, info, plan, predict, train, training_file, CapArgs, Exit,
+    ModelArg,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -82,6 +85,12 @@ fn parse() -> Result<Command, clap::Error> {
         if matches.subcommand_name() == Some("train") {
             a.argv = std::env::args_os().skip(2).collect();
         }
+    }
+    if let (Command::Plan(a), Some(m)) = (&mut command, matches.subcommand_matches("plan")) {
+        a.typed = training_file::Typed {
+            given: typed_flags(m),
+            argv: std::env::args_os().skip(2).collect(),
+        };
     }
     Ok(command)
 }

@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -207,9 +207,20 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         ),
         (
             &["eval", "--batch", "0", "--seq-len", "10"],
-            "batch must be at least 1",
+            "invalid value '0' for '--batch <BATCH>': must be at least 1",
         ),
-        (&["train", "--steps", "0"], "--steps must be at least 1"),
+        (
+            &["train", "--steps", "0"],
+            "invalid value '0' for '--steps <STEPS>': must be at least 1",
+        ),
+        (
+            &["train", "--lr=-0.5"],
+            "invalid value '-0.5' for '--lr <LR>': must be a positive number, got -0.5",
+        ),
+        (
+            &["plan", "--tbptt", "0"],
+            "invalid value '0' for '--tbptt <TBPTT>': must be at least 1",
+        ),
         (
             &["eval", "--checkpoint", "/nonexistent/ck.safetensors"],
             "No such file",

@@ -144,17 +144,47 @@ fn each_bad_training_entry_is_refused_naming_the_file_line_and_key() {
             .map(|l| format!("{l}\n"))
             .collect();
         let f = model_file("bad-training.toml", &format!("{others}{entry}\n"));
-        let err = refused(&["train", "--model", &f, "--device", "cpu"]);
-        let at = format!("{f}:{}:", line_of(&f, entry));
-        assert!(
-            err.contains(&at) && err.contains(key),
-            "{entry}: the error must name {at} and {key}: {err}"
-        );
-        assert!(
-            err.contains(says),
-            "{entry}: the error must say {says:?}: {err}"
-        );
+        // `plan` reads the same table, and refuses it the same way.
+        for command in ["train", "plan"] {
+            let err = refused(&[command, "--model", &f, "--device", "cpu"]);
+            let at = format!("{f}:{}:", line_of(&f, entry));
+            assert!(
+                err.contains(&at) && err.contains(key),
+                "{command} {entry}: the error must name {at} and {key}: {err}"
+            );
+            assert!(
+                err.contains(says),
+                "{command} {entry}: the error must say {says:?}: {err}"
+            );
+        }
     }
+}
+
+#[test]
+fn plan_plans_the_run_of_the_files_training_table_under_the_typed_flags() {
+    let peak = |args: &[&str]| {
+        let v = ok_json(&[&["plan", "--device", "cpu", "--json"], args].concat());
+        v["chosen"]["estimated_peak_bytes"].as_u64().unwrap()
+    };
+    let f = model_file(
+        "plan-training.toml",
+        "batch = 4\nseq_len = 12\ntbptt = 6\noptimizer = \"sgd\"\nsteps = 3\nlr = 0.1\n",
+    );
+    let f = f.as_str();
+    let flags = ["--batch", "4", "--seq-len", "12", "--tbptt", "6"];
+    let from_file = peak(&["--model", f]);
+    let typed_sgd = peak(&[&["--model", f], &flags[..], &["--optimizer", "sgd"]].concat());
+    let typed_adam = peak(&[&["--model", f], &flags[..], &["--optimizer", "adam"]].concat());
+    assert_eq!(
+        from_file, typed_sgd,
+        "the file's settings are those planned"
+    );
+    assert!(
+        typed_adam > typed_sgd,
+        "a typed --optimizer overrides the file's"
+    );
+    let wider = peak(&["--model", f, "--batch", "64"]);
+    assert!(wider > from_file, "a typed --batch overrides the file's");
 }
 
 #[test]

@@ -9,7 +9,8 @@ use serde_json::json;
 use tensorfit::nn::{BuiltinTask, OptimConfig, ParamStore};
 
 use super::{
-    begin, request, summary, DeviceArgs, Exit, JobMode, ModelArg, BENCH_DATA_SEED, UNTRAINED_SEED,
+    at_least_one, begin, request, summary, DeviceArgs, Exit, JobMode, ModelArg, BENCH_DATA_SEED,
+    UNTRAINED_SEED,
 };
 
 #[derive(Args, Clone, Debug)]
@@ -19,12 +20,12 @@ pub struct BenchArgs {
     model: ModelArg,
     #[arg(long, value_enum, default_value_t = JobMode::Train)]
     mode: JobMode,
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = at_least_one::<usize>)]
     batch: usize,
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = at_least_one::<usize>)]
     seq_len: usize,
     /// Truncated-BPTT length (training; defaults to the whole sequence).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     tbptt: Option<usize>,
     /// Timed repetitions after one warm-up (1 to 100000).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100_000))]

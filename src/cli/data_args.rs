@@ -48,7 +48,7 @@ pub struct DataArgs {
     pub source: DataSource,
     /// Longest sequence accepted from --data: a longer one is refused, naming its file
     /// (or cut to this length with --cut-long).
-    #[arg(long, value_name = "STEPS", requires = "data")]
+    #[arg(long, value_name = "STEPS", requires = "data", value_parser = super::at_least_one::<usize>)]
     pub max_seq_len: Option<usize>,
     /// With --max-seq-len: keep the first steps of longer sequences instead of refusing.
     #[arg(long, requires = "max_seq_len")]
@@ -73,7 +73,7 @@ pub struct FitArgs {
     pub val: Option<PathBuf>,
     /// With --data: passes over the training sequences (each shuffled from --seed and the
     /// epoch's number).
-    #[arg(long, default_value_t = 10, requires = "data")]
+    #[arg(long, default_value_t = 10, requires = "data", value_parser = super::at_least_one::<u64>)]
     pub epochs: u64,
     /// With --data: stop early after this many validations in a row without a lower
     /// validation loss (`--patience` is the plateau schedule's); the checkpoint outputs

@@ -13,7 +13,8 @@ use tensorfit::session::format_seconds;
 use super::data_args::DataArgs;
 use super::files_eval;
 use super::{
-    check_task, load_model, open, print_memory, quality_text, summary, DeviceArgs, Exit, ModelArg,
+    at_least_one, check_task, load_model, open, print_memory, quality_text, summary, DeviceArgs,
+    Exit, ModelArg,
 };
 
 #[derive(Args, Clone, Debug)]
@@ -28,10 +29,10 @@ pub struct EvalArgs {
     #[command(flatten)]
     dev: DeviceArgs,
     /// Sequences to evaluate (with --data: sequences per batch).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = at_least_one::<usize>)]
     batch: usize,
     /// Time steps per sequence.
-    #[arg(long, default_value_t = 200, conflicts_with = "data")]
+    #[arg(long, default_value_t = 200, conflicts_with = "data", value_parser = at_least_one::<usize>)]
     seq_len: usize,
     /// Seed of the held-out data.
     #[arg(long, default_value_t = 2, conflicts_with = "data")]

@@ -107,9 +107,6 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if a.fit.stop_patience.is_some() && val.is_none() {
         bail!("--stop-patience needs validation: a --val-fraction above 0, or --val");
     }
-    if a.batch == 0 || a.fit.epochs == 0 {
-        bail!("--batch and --epochs must be at least 1");
-    }
     let max_len = val
         .as_ref()
         .map_or(0, |v| v.files.dataset().max_len)

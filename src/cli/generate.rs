@@ -12,7 +12,7 @@ use tensorfit::nn::{InputSpec, LossSpec};
 use tensorfit::Model;
 
 use super::data_vocab::TextVocab;
-use super::{DeviceArgs, Exit};
+use super::{at_least_one, DeviceArgs, Exit};
 use tensorfit::core::Rng;
 
 #[derive(Args, Clone, Debug)]
@@ -25,7 +25,7 @@ pub struct GenerateArgs {
     #[arg(long, default_value = "")]
     prime: String,
     /// Characters (tokens) to generate.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, value_parser = at_least_one::<usize>)]
     length: usize,
     /// Sampling temperature: below 1 sharper, above 1 flatter; must be above 0.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]

@@ -25,7 +25,7 @@ pub mod predict;
 mod ranks;
 pub mod train;
 mod train_settings;
-mod training_file;
+pub mod training_file;
 
 pub use model_arg::ModelArg;
 
@@ -259,6 +259,28 @@ pub fn quality_text(cfg: &ModelDescription, loss: f32, accuracy: Option<f32>) ->
         ),
         (Some(a), HeadOn::LastStep) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
         (None, _) => format!("loss (mse) {loss:.4}"),
+    }
+}
+
+/// A count that must be at least 1 (a batch, a length, a number of steps).
+pub fn at_least_one<T>(text: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8>,
+    T::Err: std::fmt::Display,
+{
+    match text.parse::<T>() {
+        Ok(n) if n < T::from(1) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A learning rate: a positive, finite number.
+pub fn positive_rate(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(_) => Err(format!("must be a positive number, got {text}")),
+        Err(e) => Err(e.to_string()),
     }
 }
 

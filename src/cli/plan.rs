@@ -21,7 +21,8 @@ use tensorfit::session::{format_seconds, Choice, Decision, Request};
 use super::data_args::{read_settings, DataSource};
 use super::optim_args::OptimArgs;
 use super::ranks::{self, RankArgs};
-use super::{parse_tbptt_mode, request, DeviceArgs, Exit, JobMode, ModelArg};
+use super::training_file::{self, Typed};
+use super::{at_least_one, parse_tbptt_mode, request, DeviceArgs, Exit, JobMode, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct PlanArgs {
@@ -30,12 +31,12 @@ pub struct PlanArgs {
     model: ModelArg,
     #[arg(long, value_enum, default_value_t = JobMode::Train)]
     mode: JobMode,
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = at_least_one::<usize>)]
     batch: usize,
-    #[arg(long, default_value_t = 2000, conflicts_with = "data")]
+    #[arg(long, default_value_t = 2000, conflicts_with = "data", value_parser = at_least_one::<usize>)]
     seq_len: usize,
     /// Truncated-BPTT length (training).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = at_least_one::<usize>)]
     tbptt: usize,
     /// How truncated BPTT trains a longer sequence (see `tensorfit train --help`).
     #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
@@ -72,10 +73,27 @@ pub struct PlanArgs {
     /// holds ahead join the host memory (in the plan's host section).
     #[command(flatten)]
     data: DataSource,
+    /// What was typed after `plan`, read again under a model file's `[training]` table.
+    #[arg(skip)]
+    pub typed: Typed,
 }
 
 pub fn run(a: PlanArgs) -> Result<Exit> {
-    let cfg = a.model.load()?.model;
+    let described = a.model.load()?;
+    // The model file's `[training]` table sets the run it plans (batch, lengths,
+    // truncation, optimizer), under the flags typed here.
+    let (a, from_file) = match &a.model {
+        ModelArg::File(path) if !described.training.is_empty() => {
+            let typed = a.typed.clone();
+            let (mut merged, from_file) =
+                training_file::apply_to::<PlanArgs>("plan", &typed, path, &described.training)?;
+            merged.typed = typed;
+            (merged, from_file)
+        }
+        _ => (a, Vec::new()),
+    };
+    let origin = |id: &str| training_file::origin(&from_file, id);
+    let cfg = described.model;
     let files = a
         .data
         .open(&cfg, &read_settings(&cfg, None, false), None)
@@ -99,7 +117,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         .optim
         .settings(1e-3)
         .build(Some(u64::MAX))
-        .map_err(|e| anyhow!("--{} {}", e.key.replace('_', "-"), e.message))?;
+        .map_err(|e| anyhow!("{} {}", origin(e.key), e.message))?;
     let mut req = request(cfg, job, a.tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);

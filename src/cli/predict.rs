@@ -14,7 +14,7 @@ use tensorfit::plan::format_bytes;
 
 use super::data_args::DataArgs;
 use super::files_eval;
-use super::{load_model, open, print_memory, summary, DeviceArgs, Exit, ModelArg};
+use super::{at_least_one, load_model, open, print_memory, summary, DeviceArgs, Exit, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct PredictArgs {
@@ -34,7 +34,7 @@ pub struct PredictArgs {
     #[arg(long)]
     output: PathBuf,
     /// With --data: sequences per batch.
-    #[arg(long, default_value_t = 100, requires = "data")]
+    #[arg(long, default_value_t = 100, requires = "data", value_parser = at_least_one::<usize>)]
     batch: usize,
     #[command(flatten)]
     data: DataArgs,

@@ -12,7 +12,9 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::{check_writable, same_file};
-use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode};
+use tensorfit::nn::{
+    BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode, TrainOptions,
+};
 use tensorfit::session::Session;
 use tensorfit::{Model, Training};
 
@@ -22,8 +24,8 @@ use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::ranks::{self, RankArgs};
 use super::{
-    check_task, open_request, parse_tbptt_mode, print_memory, quality_text, request, summary,
-    train_settings, training_file, DeviceArgs, Exit, ModelArg,
+    at_least_one, check_task, open_request, parse_tbptt_mode, positive_rate, print_memory,
+    quality_text, request, summary, train_settings, training_file, DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -38,14 +40,14 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub(super) dev: DeviceArgs,
     /// Sequences per minibatch.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = at_least_one::<usize>)]
     pub(super) batch: usize,
     /// Time steps per sequence (at least 4).
     #[arg(long, default_value_t = 20)]
     pub(super) seq_len: usize,
     /// Truncated-BPTT length (gradients reach back this many steps; defaults to the
     /// whole sequence, which this task needs to be learnable).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     pub(super) tbptt: Option<usize>,
     /// How truncated BPTT of length L trains a sequence of T > L steps. "last": the
     /// first T - L steps only carry the state, then one forward, backward and update
@@ -55,11 +57,12 @@ pub struct TrainArgs {
     /// the final window has a loss, so both modes take one update.
     #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
     pub(super) tbptt_mode: TbpttMode,
-    /// Optimizer steps.
-    #[arg(long, default_value_t = 200)]
+    /// Optimizer steps (updates: windowed truncated BPTT with a head on every step takes
+    /// one per window, and ends at the first whole minibatch at or past this count).
+    #[arg(long, default_value_t = 200, value_parser = at_least_one::<u64>)]
     pub(super) steps: u64,
     /// Learning rate (the schedule's base rate).
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = 1e-3, value_parser = positive_rate)]
     pub(super) lr: f32,
     /// Optimizer, clipping and schedule (boxed: they would make `Command`'s variants
     /// very unequal in size).
@@ -72,7 +75,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 50)]
     pub(super) eval_every: u64,
     /// Held-out sequences per evaluation.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one::<usize>)]
     pub(super) eval_batch: usize,
     /// Write a checkpoint (safetensors, PyTorch names, optimizer state) here at the end.
     #[arg(long)]
@@ -120,13 +123,7 @@ impl TrainArgs {
     /// Setting `id` as messages name it: the file's key where the model file gave it,
     /// else its flag.
     pub fn origin(&self, id: &str) -> String {
-        self.from_file
-            .iter()
-            .find(|(key, _)| key == id)
-            .map_or_else(
-                || format!("--{}", id.replace('_', "-")),
-                |(_, at)| at.clone(),
-            )
+        training_file::origin(&self.from_file, id)
     }
 }
 
@@ -156,9 +153,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         ranks::refuse_files()?;
         return fit_files::run(a);
     }
-    if a.steps == 0 {
-        bail!("{} must be at least 1", a.origin("steps"));
-    }
     let mut resumed = match &a.resume {
         Some(p) => {
             let file = checkpoint_path(p);
@@ -182,19 +176,33 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         checkpoint_dir: a.checkpoint_dir.filter(|_| root),
         ..a
     };
-    let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
-    let last = start.checked_add(a.steps).ok_or_else(|| {
-        anyhow!(
-            "--steps {}: the run is at step {start}, and {start} + {} passes the largest step count, {}",
-            a.steps,
-            a.steps,
-            u64::MAX
-        )
-    })?;
     let cfg = match &resumed {
         Some((_, ck)) => ck.config.clone(),
         None => described.model,
     };
+    // A step is an optimizer update, as checkpoints and schedules count them: windowed
+    // truncated BPTT with a head on every step takes one per window of a minibatch. A
+    // minibatch is never cut, so the run ends at the first minibatch at or past --steps.
+    let per_batch = TrainOptions {
+        tbptt: settings.tbptt,
+        tbptt_mode: settings.tbptt_mode,
+        ..TrainOptions::default()
+    }
+    .updates_per_step(&cfg, settings.seq_len) as u64;
+    let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
+    let last = a
+        .steps
+        .div_ceil(per_batch)
+        .checked_mul(per_batch)
+        .and_then(|n| start.checked_add(n))
+        .ok_or_else(|| {
+            anyhow!(
+                "--steps {}: the run is at step {start}, and {start} + {} passes the largest step count, {}",
+                a.steps,
+                a.steps,
+                u64::MAX
+            )
+        })?;
     check_task(&cfg)?;
     // Every output is checked before the first step: a run that cannot save is refused
     // now, not after hours of training.
@@ -274,7 +282,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut losses = Vec::new();
     // Per step, for --json: the learning rate used and the gradient norm (when clipping).
     let (mut lrs, mut grad_norms) = (Vec::new(), Vec::new());
-    let flops = job.model_flops(&cfg, settings.tbptt);
+    let flops = job.model_flops_in(&cfg, settings.tbptt, settings.tbptt_mode) / per_batch as f64;
     if !a.json {
         errln!(
             "training ({} parameters): batch {}, length {}, tbptt {}{}, learning rate {}, steps {}..={last}{}{}",
@@ -283,7 +291,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             settings.seq_len,
             settings.tbptt,
             match settings.tbptt_mode {
-                TbpttMode::Windows => " in windows (an update per window)",
+                TbpttMode::Windows if per_batch > 1 => " in windows (a step per window)",
+            TbpttMode::Windows => " in windows",
                 TbpttMode::Last => "",
             },
             settings.lr,
@@ -313,7 +322,8 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             interrupted = Some(signal);
             break;
         }
-        step += 1;
+        let before = step;
+        step += per_batch;
         let batch = data.batch(settings.batch, settings.seq_len)?;
         let seen = session.fallbacks.len();
         let report = ranks::train_step(session, &mut ranks, &cfg, &batch.x, &batch.labels)
@@ -332,7 +342,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         // Checkpoints between steps; the last one is written after the loop.
         if let Some(dir) = ck_dir
             .as_ref()
-            .filter(|_| step % a.checkpoint_every == 0 && step < last)
+            .filter(|_| crossed(before, step, a.checkpoint_every) && step < last)
         {
             if let Err(e) = save(session, &data, &dir.checkpoint_path()) {
                 // A full disk must not end the run: the previous checkpoint is intact.
@@ -343,7 +353,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
         let done = step - start;
         let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
-        let eval_now = step == last || (settings.eval_every > 0 && step % settings.eval_every == 0);
+        let eval_now = step == last || crossed(before, step, settings.eval_every);
         if eval_now {
             let e = session.evaluate(&held_out.x, &held_out.labels)?;
             // The held-out loss is the metric reduce-on-plateau watches.
@@ -369,7 +379,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 quality_text(&cfg, e.loss, e.accuracy)
             ),
             _ if tty => err!("\r{line}"),
-            _ if done % 10 == 0 => errln!("{line}"),
+            _ if crossed(before, step, 10) => errln!("{line}"),
             _ => {}
         }
     }
@@ -515,4 +525,10 @@ pub(super) fn open_checkpoint_dir(
         }
     }
     Ok(Some(ck_dir))
+}
+
+/// Whether a multiple of `every` lies in `(before, after]` (never for 0): a minibatch of
+/// several steps still checkpoints and evaluates at each multiple it passes.
+fn crossed(before: u64, after: u64, every: u64) -> bool {
+    every > 0 && after / every > before / every
 }

@@ -120,28 +120,17 @@ pub fn resolve(
     Ok(settings)
 }
 
-/// Refuses sizes the run cannot have, naming the flag (or the model file's key).
+/// Refuses a length the built-in task cannot have, naming the flag (or the model file's
+/// key); counts of zero and a rate that is not positive are refused as the flags are
+/// parsed.
 fn check(a: &TrainArgs, s: &RunSettings) -> Result<()> {
-    let name = |id: &str| a.origin(id);
-    if s.batch == 0 {
-        bail!("{} must be at least 1", name("batch"));
-    }
     if s.seq_len < TemporalOrder::MIN_STEPS {
         bail!(
             "{} must be at least {} (the built-in task's shortest sequence), got {}",
-            name("seq_len"),
+            a.origin("seq_len"),
             TemporalOrder::MIN_STEPS,
             s.seq_len
         );
-    }
-    if s.tbptt == 0 {
-        bail!("{} must be at least 1", name("tbptt"));
-    }
-    if s.eval_batch == 0 {
-        bail!("{} must be at least 1", name("eval_batch"));
-    }
-    if !(s.lr.is_finite() && s.lr > 0.0) {
-        bail!("{} must be a positive number, got {}", name("lr"), s.lr);
     }
     Ok(())
 }

@@ -37,10 +37,49 @@ pub fn keys() -> Vec<String> {
         .collect()
 }
 
+/// Setting `id` as messages name it: where the model file gave it (`from_file`, as
+/// [`apply_to`] returns it), else its flag.
+pub fn origin(from_file: &[(String, String)], id: &str) -> String {
+    from_file.iter().find(|(key, _)| key == id).map_or_else(
+        || format!("--{}", id.replace('_', "-")),
+        |(_, at)| at.clone(),
+    )
+}
+
+/// What was typed after a subcommand (filled in after parsing): the ids of the flags
+/// given, and the words, parsed again under a model file's `[training]` settings.
+#[derive(Clone, Debug, Default)]
+pub struct Typed {
+    pub given: Vec<String>,
+    pub argv: Vec<OsString>,
+}
+
 /// `a` with the settings of `entries` (from the file `path`) under the flags typed on
 /// the command line. `a.argv` holds what was typed after `train`.
 pub fn apply(a: &TrainArgs, path: &Path, entries: &[TrainingEntry]) -> Result<TrainArgs> {
-    let command = TrainArgs::augment_args(Command::new("train")).args_override_self(true);
+    let typed = Typed {
+        given: a.given.clone(),
+        argv: a.argv.clone(),
+    };
+    let (mut merged, from_file) = apply_to::<TrainArgs>("train", &typed, path, entries)?;
+    merged.given = typed.given;
+    merged.argv = typed.argv;
+    merged.from_file = from_file;
+    Ok(merged)
+}
+
+/// Subcommand `name`'s arguments `A` with the settings of `entries` (from the file
+/// `path`) under the flags `typed` on its command line, and where each setting taken from
+/// the file stands. Every key is checked as `train` takes it; the keys `A` has no flag for
+/// (`tensorfit plan` has no `--steps`: they do not change a plan) are left out.
+pub fn apply_to<A: Args + FromArgMatches>(
+    name: &'static str,
+    typed: &Typed,
+    path: &Path,
+    entries: &[TrainingEntry],
+) -> Result<(A, Vec<(String, String)>)> {
+    let train = TrainArgs::augment_args(Command::new("train")).args_override_self(true);
+    let command = A::augment_args(Command::new(name)).args_override_self(true);
     let keys = keys();
     let mut flags: Vec<OsString> = Vec::new();
     let mut from_file = Vec::new();
@@ -62,8 +101,13 @@ pub fn apply(a: &TrainArgs, path: &Path, entries: &[TrainingEntry]) -> Result<Tr
                 keys.join(", ")
             );
         }
+        // A flag typed on the command line wins over the file's value, even one its
+        // parser would refuse.
+        if typed.given.contains(&e.key) {
+            continue;
+        }
         let flag = format!("--{}", e.key.replace('_', "-"));
-        let switch = command
+        let switch = train
             .get_arguments()
             .find(|arg| arg.get_id() == e.key.as_str())
             .is_some_and(|arg| !arg.get_action().takes_values());
@@ -77,30 +121,39 @@ pub fn apply(a: &TrainArgs, path: &Path, entries: &[TrainingEntry]) -> Result<Tr
             // One word, so that a negative number is not read as a flag.
             (TrainingValue::Text(t), false) => vec![format!("{flag}={t}")],
         };
-        // Each value alone first, so that its error is about it and names its line.
-        if let Err(err) = command
-            .clone()
-            .try_get_matches_from(std::iter::once("train".to_string()).chain(given.iter().cloned()))
-        {
-            let rendered = err.render().to_string();
-            let why = rendered.lines().next().unwrap_or_default();
-            bail!("{at} = {}: {}", e.value, why.trim_start_matches("error: "));
+        // A typed flag also wins over a value that cannot go with it (`plan --data` takes
+        // its length from the file).
+        let arg = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == e.key.as_str());
+        let taken = arg.is_some_and(|arg| {
+            !command
+                .get_arg_conflicts_with(arg)
+                .iter()
+                .any(|c| typed.given.iter().any(|g| g == c.get_id().as_str()))
+        });
+        // Each value alone first, as `train` and this command take it, so that its error
+        // is about it and names its line.
+        let checks = std::iter::once(&train).chain(arg.is_some().then_some(&command));
+        for check in checks {
+            let words = std::iter::once(check.get_name().to_string()).chain(given.iter().cloned());
+            if let Err(err) = check.clone().try_get_matches_from(words) {
+                let rendered = err.render().to_string();
+                let why = rendered.lines().next().unwrap_or_default();
+                bail!("{at} = {}: {}", e.value, why.trim_start_matches("error: "));
+            }
         }
-        if a.given.contains(&e.key) {
+        if !taken {
             continue;
         }
         flags.extend(given.into_iter().map(OsString::from));
         from_file.push((e.key.clone(), at));
     }
-    let argv = std::iter::once(OsString::from("train"))
+    let argv = std::iter::once(OsString::from(name))
         .chain(flags)
-        .chain(a.argv.iter().cloned());
+        .chain(typed.argv.iter().cloned());
     let m = command
         .try_get_matches_from(argv)
         .map_err(|e| anyhow!("{}", e.render().to_string().trim_end()))?;
-    let mut merged = TrainArgs::from_arg_matches(&m)?;
-    merged.given = a.given.clone();
-    merged.argv = a.argv.clone();
-    merged.from_file = from_file;
-    Ok(merged)
+    Ok((A::from_arg_matches(&m)?, from_file))
 }

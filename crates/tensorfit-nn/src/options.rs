@@ -270,6 +270,20 @@ impl TrainOptions {
         keys
     }
 
+    /// The optimizer updates one training step over `[steps, batch]` takes: one per
+    /// window with windowed truncated BPTT and a head on every step, else one.
+    pub fn updates_per_step(&self, model: &ModelDescription, steps: usize) -> usize {
+        self.train_programs(model, 1, steps)
+            .iter()
+            .filter(|k| {
+                matches!(
+                    k.kind,
+                    ProgramKind::Train | ProgramKind::TrainCarry | ProgramKind::Update
+                )
+            })
+            .count()
+    }
+
     /// The programs of a data-parallel training step (`split_update`; truncated BPTT in
     /// mode [`TbpttMode::Last`], which `validate` requires): the carried chunks, the last
     /// segment up to its gradients (split at the head with `sync_batch_norm`), then the
@@ -341,8 +355,14 @@ impl Job {
     /// [`TrainOptions::step_flops`] of the whole-sequence run, whatever strategy runs it.
     /// The figure GFLOP/s are reported against.
     pub fn model_flops(&self, model: &ModelDescription, tbptt: usize) -> f64 {
+        self.model_flops_in(model, tbptt, TbpttMode::Last)
+    }
+
+    /// [`Job::model_flops`] with truncated BPTT in `mode` (windows train every step).
+    pub fn model_flops_in(&self, model: &ModelDescription, tbptt: usize, mode: TbpttMode) -> f64 {
         let opts = TrainOptions {
             tbptt,
+            tbptt_mode: mode,
             ..TrainOptions::default()
         };
         opts.step_flops(model, *self)
