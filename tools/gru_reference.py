@@ -20,10 +20,11 @@ Tensors (float32)::
 Metadata: input, hidden, layers, batch, steps, torch_version, description.
 """
 
-import os
 
 import torch
 from torch import nn
+
+from reference_files import data_path
 
 I = 5  # input features
 H = 7  # hidden units
@@ -31,13 +32,7 @@ NUM_LAYERS = 2
 B = 3  # batch
 T = 6  # steps
 
-DEFAULT_OUT = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)),
-    os.pardir,
-    "tests",
-    "data",
-    "gru_small_reference.safetensors",
-)
+DEFAULT_OUT = data_path("gru_small_reference.safetensors")
 
 
 def run(gru, x, h0, dy, dh_n):
