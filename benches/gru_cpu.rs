@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 use tensorfit::core::args::SliceTimeInputs;
 use tensorfit::core::{backward, Executable, Graph, Op, Rng, TensorId};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::Gru;
+use tensorfit::nn::layers::{CellInput, Gru};
 
 const INPUT: usize = 152;
 const LAYERS: usize = 3;
@@ -61,6 +61,7 @@ fn time(w: &Workload, iters: usize) -> Result<f64> {
         input: INPUT,
         hidden: w.hidden,
         layers: LAYERS,
+        input_kind: CellInput::Features,
     };
     let mut g = Graph::new();
     let weights: Vec<_> = (gru.specs().iter())
@@ -132,6 +133,7 @@ fn main() -> Result<()> {
             input: INPUT,
             hidden: w.hidden,
             layers: LAYERS,
+            input_kind: CellInput::Features,
         };
         let passes = if w.train { 3.0 } else { 1.0 };
         let gflops = passes * gru.forward_flops(w.batch, w.steps) / ms / 1e6;

@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 use tensorfit::core::args::SliceTimeInputs;
 use tensorfit::core::{backward, Backend, Executable, Graph, Op, Rng, TensorId};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{Lstm, LstmInput};
+use tensorfit::nn::layers::{CellInput, Lstm};
 
 const INPUT: usize = 152;
 const LAYERS: usize = 3;
@@ -42,7 +42,7 @@ fn program(
         input: INPUT,
         hidden,
         layers: LAYERS,
-        input_kind: LstmInput::Features,
+        input_kind: CellInput::Features,
     };
     let mut g = Graph::new();
     let weights: Vec<_> = (lstm.specs().iter())

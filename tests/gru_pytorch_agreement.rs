@@ -20,7 +20,7 @@ use std::path::Path;
 use common::{assert_close, max_abs};
 use tensorfit::core::{backward, Executable, Graph, HostTensor, TensorId};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{Gru, GruWeights, Tensors};
+use tensorfit::nn::layers::{CellInput, Gru, GruWeights, Tensors};
 use tensorfit::nn::ParamStore;
 
 const FILE: &str = "tests/data/gru_small_reference.safetensors";
@@ -47,6 +47,7 @@ fn a_two_layer_gru_matches_pytorch_forward_and_backward() {
         input: meta_usize(&meta, "input"),
         hidden: meta_usize(&meta, "hidden"),
         layers: meta_usize(&meta, "layers"),
+        input_kind: CellInput::Features,
     };
     let (batch, steps) = (meta_usize(&meta, "batch"), meta_usize(&meta, "steps"));
     let tensor = |name: &str| r.require(name).unwrap();

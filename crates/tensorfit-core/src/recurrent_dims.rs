@@ -11,6 +11,29 @@ use crate::shape::Shape;
 /// inference shape (B = 100, H = 250) 6.1 MiB per LSTM layer instead of 76 MiB at T = 200.
 pub const LSTM_SCRATCH_STEPS: usize = 16;
 
+/// Reads the input side of a recurrent layer whose gate rows are `width` wide off `x`
+/// (`[T, B, I]` features or `[T, B]` token ids) and `w_ih` (`[width, I]`, or `[width, V]`
+/// over a vocabulary): `(I or V, tokens)`, both cells' one check of it.
+pub(crate) fn checked_input(
+    x: &Shape,
+    w_ih: &Shape,
+    width: usize,
+) -> Result<(usize, bool), String> {
+    if x.rank() != 3 && x.rank() != 2 {
+        return Err(format!(
+            "x must be [T, B, I] features or [T, B] token ids, got {x}"
+        ));
+    }
+    if w_ih.rank() != 2 || w_ih.dim(0) != width {
+        return Err(format!("w_ih must be [{width}, I], got {w_ih}"));
+    }
+    let (input, tokens) = (w_ih.dim(1), x.rank() == 2);
+    if !tokens && x.dim(2) != input {
+        return Err(format!("x {x} must have {input} features, as w_ih {w_ih}"));
+    }
+    Ok((input, tokens))
+}
+
 /// The sizes of a recurrent layer over a whole sequence: `T` steps of `B` rows of `H`
 /// units, each unit with [`RecurrentDims::GATES`] gate blocks.
 pub trait RecurrentDims {
@@ -19,6 +42,29 @@ pub trait RecurrentDims {
 
     /// `(T, B, H)`.
     fn sizes(&self) -> (usize, usize, usize);
+
+    /// `(I, tokens)`: features per step, or with token input (`x` `[T, B]` ids) the
+    /// vocabulary, `w_ih`'s columns.
+    fn input(&self) -> (usize, bool);
+
+    /// Elements of `x` per batch row of a step: `I` features, or one id.
+    fn x_row(&self) -> usize {
+        match self.input() {
+            (_, true) => 1,
+            (features, false) => features,
+        }
+    }
+
+    /// Elements of `x`: `T·B·I`, or `T·B` ids.
+    fn x_len(&self) -> usize {
+        self.rows() * self.x_row()
+    }
+
+    /// Where token `v`'s gate inputs lie in `w_ih` `[GATES·H, V]` on token input: column
+    /// `v`.
+    fn token_table(&self) -> crate::tokens::Table {
+        crate::tokens::Table::columns(self.gate_width(), self.input().0)
+    }
 
     /// `[T, B, width]`.
     fn seq(&self, width: usize) -> Shape {

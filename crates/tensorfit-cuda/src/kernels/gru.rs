@@ -12,6 +12,9 @@
 //!   GEMM adds the rest of the gradient at `h_{t-1}`: `dh += dhidden[t] · w_hh`. Then each
 //!   weight gradient is one GEMM over all `T·B` rows, and each bias gradient a column sum.
 //!
+//! On token input the input projection is the gather of `w_ih`'s columns and `dw_ih`
+//! their scatter-add, as the LSTM's (`recurrent.rs`).
+//!
 //! With `lengths` the fused kernels skip the rows past their end (see
 //! `tensorfit_core::seq_lengths`) and `h_n` is gathered at each row's own last step.
 //!
@@ -23,7 +26,7 @@ use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 use super::elementwise::sum_to_shape;
 use super::gather::steps_at_lengths;
 use super::gemm::gemm;
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, input_projection, zero_gradients};
 use super::{int, Gpu};
 use super::{GATHER_STEPS, GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
@@ -43,7 +46,7 @@ pub fn gru_forward(
     inp: &GruForwardInputs,
     out: &GruForwardOutputs,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
     if d.is_empty() {
         return g.copy(out.h_n, inp.h0, step_h);
@@ -62,17 +65,7 @@ pub fn gru_forward(
             // 1. The input projection of the chunk's steps (the biases come in the fused
             // pass).
             let n = held.min(steps - t) * batch;
-            let x = inp.x.add(t * batch * input);
-            gemm(
-                g,
-                (false, true),
-                (n, h3, input),
-                1.0,
-                x,
-                inp.w_ih,
-                0.0,
-                out.gates,
-            )?;
+            input_projection(g, &d, (inp.x, inp.w_ih), (t * batch, n), out.gates)?;
         }
         // 2. The recurrence: one GEMM and one fused kernel per step.
         let h_prev = match t {
@@ -170,7 +163,7 @@ pub fn gru_backward(
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
     // dgates, dw_hh from dhidden, the bias gradients their column sums.
     let operands = (out.dgates, inp.x, inp.w_ih);
-    input_gradients(g, (&d, input), operands, (out.dw_ih, out.dx))?;
+    input_gradients(g, &d, operands, (out.dw_ih, out.dx))?;
     hidden_weight_gradient(g, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(g, out.dgates, out.db_ih, rows, h3)?;
     sum_to_shape(g, out.dhidden, out.db_hh, rows, h3)?;

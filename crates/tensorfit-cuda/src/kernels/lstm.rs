@@ -21,9 +21,9 @@
 use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
 use super::elementwise::sum_to_shape;
-use super::gather::{gather, scatter_add, steps_at_lengths};
+use super::gather::steps_at_lengths;
 use super::gemm::gemm;
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, input_projection, zero_gradients};
 use super::{int, Gpu};
 use super::{GATHER_STEPS, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
@@ -41,7 +41,7 @@ pub fn lstm_forward(
     inp: &LstmForwardInputs,
     out: &LstmForwardOutputs,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (step_h, step_g) = (d.step_state(), d.step_gates());
     if d.is_empty() {
         g.copy(out.h_n, inp.h0, step_h)?;
@@ -51,7 +51,6 @@ pub fn lstm_forward(
     // Steps of gates held: all when kept for the backward, else a few in turn.
     let chunk = d.gate_steps(out.cells.is_some());
 
-    let x_step = d.x_len() / steps;
     // No lengths: a null pointer, which the kernel reads as every row running every step.
     let lengths = inp.lengths.unwrap_or(DevPtr(0));
     let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
@@ -60,15 +59,8 @@ pub fn lstm_forward(
         if slot == 0 {
             // 1. The input projection of the chunk's steps (the biases come in the fused
             // pass).
-            // On token input, the gather of w_ih's columns.
             let n = chunk.min(steps - t) * batch;
-            let x = inp.x.add(t * x_step);
-            if d.tokens {
-                gather(g, inp.w_ih, d.token_table(), x, out.gates, n)?;
-            } else {
-                let mnk = (n, 4 * hidden, input);
-                gemm(g, (false, true), mnk, 1.0, x, inp.w_ih, 0.0, out.gates)?;
-            }
+            input_projection(g, &d, (inp.x, inp.w_ih), (t * batch, n), out.gates)?;
         }
         // 2. The recurrence: one GEMM and one fused kernel per step.
         let h_prev = if t == 0 {
@@ -206,12 +198,8 @@ pub fn lstm_backward(
     // and dx = dgates · w_ih (on token input, the scatter-add of dgates into the columns
     // of the ids), dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}, db = column sums of dgates (the
     // gradient of b_ih and of b_hh alike).
-    if d.tokens {
-        scatter_add(g, d.token_table(), inp.x, out.dgates, out.dw_ih, rows)?;
-    } else {
-        let operands = (out.dgates, inp.x, inp.w_ih);
-        input_gradients(g, (&d, input), operands, (out.dw_ih, out.dx))?;
-    }
+    let operands = (out.dgates, inp.x, inp.w_ih);
+    input_gradients(g, &d, operands, (out.dw_ih, out.dx))?;
     hidden_weight_gradient(g, &d, out.dgates, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(g, out.dgates, out.db, rows, h4)?;
     Ok(())

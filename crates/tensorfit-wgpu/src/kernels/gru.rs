@@ -12,6 +12,9 @@
 //!   the rest of the hidden gradient, `dh += dhidden[t] · w_hh`; the weight gradients are
 //!   GEMMs over all `T·B` rows after the loop, and the bias gradients column sums.
 //!
+//! On token input the input projection is the gather of `w_ih`'s columns and `dw_ih`
+//! their scatter-add, as the LSTM's (`recurrent.rs`).
+//!
 //! With `lengths` the fused passes skip the rows past their end (as the LSTM's, see
 //! `tensorfit_core::seq_lengths`), and the forward's writes each row's `h_n` at its own
 //! last step.
@@ -26,7 +29,7 @@ use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 use super::elementwise::{copy_range, sum_rows};
 use super::gemm::{gemm, Mat};
 use super::lstm::{check_lengths, lengths_operand};
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, input_projection, zero_gradients};
 use super::{word, Launches};
 use crate::shaders::{GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
@@ -92,7 +95,7 @@ pub(crate) fn gru_forward(
     const K: &str = "gru_forward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d, keep_for_backward))?;
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (rows, h3, step_h) = (d.rows(), d.gate_width(), d.step_state());
     // Without steps, and with lengths for an empty sequence, h_n is h0.
     if d.is_empty() || inp.lengths.is_some() {
@@ -105,9 +108,7 @@ pub(crate) fn gru_forward(
     // Steps of gates and projections held: all when kept for the backward, else a few in
     // turn.
     let held = d.gate_steps(keep_for_backward);
-    let gates = Mat::new(out.gates, held * batch, h3);
     let recurrent = Mat::new(out.hidden, held * batch, h3);
-    let w_ih = Mat::new(inp.w_ih, h3, input);
     let w_hh = Mat::new(inp.w_hh, h3, hidden);
 
     for t in 0..steps {
@@ -116,8 +117,7 @@ pub(crate) fn gru_forward(
             // 1. The input projection of the chunk's steps (the biases join in the fused
             // pass).
             let n = held.min(steps - t) * batch;
-            let x = Mat::new(inp.x, rows, input).rows(t * batch, n);
-            gemm(l, (x, false), (w_ih, true), gates.rows(0, n), false)?;
+            input_projection(l, &d, (inp.x, inp.w_ih), (t * batch, n), out.gates)?;
         }
         // 2. The recurrence: one GEMM and one fused pass per step.
         let h_prev = if t == 0 {
@@ -172,7 +172,7 @@ pub(crate) fn gru_backward(
     const K: &str = "gru_backward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (rows, h3) = (d.rows(), d.gate_width());
 
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
@@ -223,7 +223,7 @@ pub(crate) fn gru_backward(
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
     // dgates, dw_hh from dhidden, the bias gradients their column sums.
     let operands = (out.dgates, inp.x, inp.w_ih);
-    input_gradients(l, (&d, input), operands, (out.dw_ih, out.dx))?;
+    input_gradients(l, &d, operands, (out.dw_ih, out.dx))?;
     hidden_weight_gradient(l, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_rows(l, out.dgates, rows, h3, out.db_ih, 1.0);
     sum_rows(l, out.dhidden, rows, h3, out.db_hh, 1.0);

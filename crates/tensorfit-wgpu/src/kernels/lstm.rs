@@ -12,7 +12,7 @@
 //!   rows after the loop, and the bias gradient their column sums.
 //!
 //! On token input (`d.tokens`) the input projection is the gather of `w_ih`'s columns
-//! and `dw_ih` their scatter-add (`gather.rs`, shared with `embedding`).
+//! and `dw_ih` their scatter-add (`recurrent.rs`, shared with the GRU).
 //!
 //! All of it is recorded into one command stream: no step waits for the host. A step's
 //! fused pass is cut into blocks of batch rows only when a step is larger than one
@@ -23,9 +23,8 @@ use std::ops::Range;
 use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
 use super::elementwise::{check_len, copy_range, sum_rows};
-use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, Mat};
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::recurrent::{hidden_weight_gradient, input_gradients, input_projection, zero_gradients};
 use super::{word, Launches};
 use crate::shaders::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::window::{row_chunks, Operand, Region};
@@ -101,7 +100,7 @@ pub(crate) fn lstm_forward(
     const K: &str = "lstm_forward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (rows, h4, step_h) = (d.rows(), d.gate_width(), d.step_state());
     if d.is_empty() {
         copy_range(l, inp.h0, 0, out.h_n);
@@ -112,10 +111,8 @@ pub(crate) fn lstm_forward(
     // Steps of gates held: all when kept for the backward, else a few in turn.
     let chunk = d.gate_steps(out.cells.is_some());
     let gates = Mat::new(out.gates, chunk * batch, h4);
-    let w_ih = Mat::new(inp.w_ih, h4, input);
     let w_hh = Mat::new(inp.w_hh, h4, hidden);
 
-    let x_step = d.x_len() / steps;
     // With lengths, a row's h_n is written at its own last step (h0 if it has none).
     if inp.lengths.is_some() {
         copy_range(l, inp.h0, 0, out.h_n);
@@ -125,21 +122,8 @@ pub(crate) fn lstm_forward(
         if slot == 0 {
             // 1. The input projection of the chunk's steps (the biases join in the fused
             // pass).
-            // On token input, the gather of w_ih's columns.
             let n = chunk.min(steps - t) * batch;
-            if d.tokens {
-                let ids = inp.x.slice(t * x_step..t * x_step + n);
-                gather(
-                    l,
-                    inp.w_ih,
-                    d.token_table(),
-                    ids,
-                    out.gates.slice(0..n * h4),
-                )?;
-            } else {
-                let x = Mat::new(inp.x, rows, input).rows(t * batch, n);
-                gemm(l, (x, false), (w_ih, true), gates.rows(0, n), false)?;
-            }
+            input_projection(l, &d, (inp.x, inp.w_ih), (t * batch, n), out.gates)?;
         }
         // 2. The recurrence: one GEMM and one fused pass per step.
         let h_prev = if t == 0 {
@@ -213,7 +197,7 @@ pub(crate) fn lstm_backward(
     const K: &str = "lstm_backward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (rows, h4) = (d.rows(), d.gate_width());
 
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
@@ -276,12 +260,8 @@ pub(crate) fn lstm_backward(
     // and dx = dgates · w_ih (on token input, the scatter-add of dgates into the columns
     // of the ids), dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}, db = column sums of dgates (the
     // gradient of b_ih and of b_hh alike).
-    if d.tokens {
-        scatter_add(l, d.token_table(), inp.x, out.dgates, out.dw_ih)?;
-    } else {
-        let operands = (out.dgates, inp.x, inp.w_ih);
-        input_gradients(l, (&d, input), operands, (out.dw_ih, out.dx))?;
-    }
+    let operands = (out.dgates, inp.x, inp.w_ih);
+    input_gradients(l, &d, operands, (out.dw_ih, out.dx))?;
     hidden_weight_gradient(l, &d, out.dgates, (inp.h0, inp.y), out.dw_hh)?;
     sum_rows(l, out.dgates, rows, h4, out.db, 1.0);
     Ok(())

@@ -1,15 +1,38 @@
-//! The weight gradients every recurrent cell's backward forms after its time loop, as
-//! GEMMs over all `T·B` rows (the LSTM's and the GRU's; tensorfit-cpu's
-//! kernels/recurrent.rs): a cell hands in the gradients at its input projections (`d_ih`)
-//! and at its recurrent projections (`d_hh`; the same tensor for the LSTM) and forms its
-//! bias gradients itself.
+//! What every recurrent cell's kernels share (the LSTM's and the GRU's; tensorfit-cpu's
+//! kernels/recurrent/): the input projection of a run of steps (one GEMM over features,
+//! or on token input the gather of `w_ih`'s columns, `gather.rs`) and the weight
+//! gradients the backward forms after its time loop, as GEMMs over all `T·B` rows: a cell
+//! hands in the gradients at its input projections (`d_ih`; on token input scattered
+//! into `w_ih`'s columns) and at its recurrent projections (`d_hh`; the same tensor for
+//! the LSTM) and forms its bias gradients itself.
 
 use tensorfit_core::{RecurrentDims, Result};
 
 use super::elementwise::fill;
+use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, Mat};
 use super::Launches;
 use crate::window::Region;
+
+/// `gates[0..n] = x · w_ihᵀ` for the `n` rows of `x` from row `first` on (features, or
+/// ids whose projection is the gather of `w_ih`'s columns), without biases.
+pub(crate) fn input_projection(
+    l: &mut Launches,
+    d: &impl RecurrentDims,
+    (x, w_ih): (Region, Region),
+    (first, n): (usize, usize),
+    gates: Region,
+) -> Result<()> {
+    let ((input, tokens), width) = (d.input(), d.gate_width());
+    if tokens {
+        let ids = x.slice(first..first + n);
+        return gather(l, w_ih, d.token_table(), ids, gates.slice(0..n * width));
+    }
+    let x = Mat::new(x, d.rows(), input).rows(first, n);
+    let w_ih = Mat::new(w_ih, width, input);
+    let gates = Mat::new(gates, n, width);
+    gemm(l, (x, false), (w_ih, true), gates, false)
+}
 
 /// When nothing flows through the layer (no steps, or no units): zero weight gradients
 /// `grads` and input gradient `dx`.
@@ -43,15 +66,18 @@ pub(crate) fn hidden_weight_gradient(
     Ok(())
 }
 
-/// Over dense input `x` `[T, B, input]`: `dw_ih = d_ihᵀ · x` and, if wanted,
-/// `dx = d_ih · w_ih`.
+/// `dw_ih = d_ihᵀ · x` and, if wanted, `dx = d_ih · w_ih`; on token input `dw_ih` is the
+/// scatter-add of `d_ih` into the columns of the ids (and there is no `dx`).
 pub(crate) fn input_gradients(
     l: &mut Launches,
-    (d, input): (&impl RecurrentDims, usize),
+    d: &impl RecurrentDims,
     (d_ih, x, w_ih): (Region, Region, Region),
     (dw_ih, dx): (Region, Option<Region>),
 ) -> Result<()> {
-    let (rows, width) = (d.rows(), d.gate_width());
+    let (rows, width, (input, tokens)) = (d.rows(), d.gate_width(), d.input());
+    if tokens {
+        return scatter_add(l, d.token_table(), x, d_ih, dw_ih);
+    }
     let d_ih = Mat::new(d_ih, rows, width);
     let x = Mat::new(x, rows, input);
     gemm(
