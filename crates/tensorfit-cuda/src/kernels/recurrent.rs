@@ -1,10 +1,12 @@
 //! What every recurrent cell's launchers share (the LSTM's and the GRU's; tensorfit-cpu's
-//! kernels/recurrent/): the input projection of a run of steps (one cuBLAS GEMM over
-//! features, or on token input the gather of `w_ih`'s columns, `gather.rs`) and the
+//! kernels/recurrent/): the time loops ([`forward_steps`], [`backward_steps`]: the input
+//! projection of a run of steps, one cuBLAS GEMM over features or on token input the
+//! gather of `w_ih`'s columns; per step one GEMM and the cell's fused kernel), and the
 //! weight gradients the backward forms after its time loop, as GEMMs over all `T·B` rows:
 //! a cell hands in the gradients at its input projections (`d_ih`; on token input
 //! scattered into `w_ih`'s columns) and at its recurrent projections (`d_hh`; the same
-//! tensor for the LSTM) and forms its bias gradients itself.
+//! tensor for the LSTM) and forms its bias gradients itself. A cell writes only its
+//! fused kernels' launches.
 
 use tensorfit_core::{RecurrentDims, Result};
 
@@ -12,6 +14,86 @@ use super::gather::{gather, scatter_add};
 use super::gemm::gemm;
 use super::Gpu;
 use crate::driver::DevPtr;
+
+/// The tensors a recurrent forward's time loop reads and writes besides the cell's own:
+/// its input `x`, `w_ih`, `w_hh`, `h0` and output `y`, the `held` steps of input
+/// projections `gates`, and where each step's recurrent projection `h_{t-1} · w_hhᵀ`
+/// goes: added to the gates (the LSTM's) or written to a tensor of its own (the GRU's
+/// `hidden`).
+#[derive(Debug)]
+pub struct ForwardLoop {
+    pub x: DevPtr,
+    pub w_ih: DevPtr,
+    pub w_hh: DevPtr,
+    pub h0: DevPtr,
+    pub y: DevPtr,
+    pub gates: DevPtr,
+    pub held: usize,
+    pub recurrent: DevPtr,
+    pub add_recurrent: bool,
+}
+
+/// The time loop of a recurrent forward: per run of `held` steps the input projection
+/// into `gates`, per step the recurrent GEMM, then `fused(t, slot, h_prev)`, which
+/// launches the cell's fused kernel for step `t` (its gates in slot `slot`).
+pub fn forward_steps(
+    g: &Gpu<'_>,
+    d: &impl RecurrentDims,
+    f: &ForwardLoop,
+    mut fused: impl FnMut(usize, usize, DevPtr) -> Result<()>,
+) -> Result<()> {
+    let (steps, batch, hidden) = d.sizes();
+    let (width, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
+    let beta = if f.add_recurrent { 1.0 } else { 0.0 };
+    for t in 0..steps {
+        let slot = t % f.held;
+        if slot == 0 {
+            // The input projection of the run's steps (the biases come in the fused pass).
+            let n = f.held.min(steps - t) * batch;
+            input_projection(g, d, (f.x, f.w_ih), (t * batch, n), f.gates)?;
+        }
+        // The recurrence: one GEMM and one fused kernel per step.
+        let h_prev = match t {
+            0 => f.h0,
+            _ => f.y.add((t - 1) * step_h),
+        };
+        let target = f.recurrent.add(slot * step_g);
+        let mnk = (batch, width, hidden);
+        gemm(g, (false, true), mnk, 1.0, h_prev, f.w_hh, beta, target)?;
+        fused(t, slot, h_prev)?;
+    }
+    Ok(())
+}
+
+/// The time loop of a recurrent backward: per step, from `T-1` down to 0, `fused(t)`
+/// (the cell's fused kernel), then the GEMM that carries the gradient to `h_{t-1}`:
+/// `dh = d_hh[t] · w_hh + beta · dh` (`d_hh` `[T, B, G·H]`: the gradients at the
+/// recurrent projections).
+pub fn backward_steps(
+    g: &Gpu<'_>,
+    d: &impl RecurrentDims,
+    (d_hh, w_hh, dh): (DevPtr, DevPtr, DevPtr),
+    beta: f32,
+    mut fused: impl FnMut(usize) -> Result<()>,
+) -> Result<()> {
+    let (steps, batch, hidden) = d.sizes();
+    let (width, step_g) = (d.gate_width(), d.step_gates());
+    for t in (0..steps).rev() {
+        fused(t)?;
+        let carry = (batch, hidden, width);
+        gemm(
+            g,
+            (false, false),
+            carry,
+            1.0,
+            d_hh.add(t * step_g),
+            w_hh,
+            beta,
+            dh,
+        )?;
+    }
+    Ok(())
+}
 
 /// `gates[0..n] = x · w_ihᵀ` for the `n` rows of `x` from row `first` on (features, or
 /// ids whose projection is the gather of `w_ih`'s columns), without biases.
