@@ -312,15 +312,22 @@ fn wrong_lengths_are_errors_that_name_the_tensor() {
         b_hh: &v[..3],
         lengths: None,
     };
-    let (mut y, mut h_n, mut g, mut hh) = ([0.0; 2], [0.0], [0.0; 6], [0.0; 6]);
+    let e = forward_error(d, &inp);
+    assert!(e.contains("gru_forward") && e.contains("`x`"), "{e}");
+}
+
+/// The error [`gru_forward`] gives on `inp`, into outputs of the lengths `d` needs.
+fn forward_error(d: GruDims, inp: &GruForwardInputs<'_>) -> String {
+    let gates = d.gates(true).numel();
+    let [mut y, mut h_n, mut g, mut hh] =
+        [d.rows() * d.hidden, d.step_state(), gates, gates].map(|n| vec![0.0; n]);
     let out = GruForwardOutputs {
         y: &mut y,
         h_n: &mut h_n,
         gates: &mut g,
         hidden: &mut hh,
     };
-    let e = gru_forward(d, true, &inp, out).unwrap_err().to_string();
-    assert!(e.contains("gru_forward") && e.contains("`x`"), "{e}");
+    gru_forward(d, true, inp, out).unwrap_err().to_string()
 }
 
 #[test]
@@ -334,16 +341,7 @@ fn a_length_outside_the_steps_is_an_error_naming_its_row() {
     };
     let mut layer = Layer::random(&mut Rng::new(24), d);
     layer.lengths = Some(vec![1.0, 3.0]);
-    let [mut y, mut h_n, mut g, mut hh] = [4, 2, 12, 12].map(|n| vec![0.0; n]);
-    let out = GruForwardOutputs {
-        y: &mut y,
-        h_n: &mut h_n,
-        gates: &mut g,
-        hidden: &mut hh,
-    };
-    let e = gru_forward(d, true, &layer.inputs(), out)
-        .unwrap_err()
-        .to_string();
+    let e = forward_error(d, &layer.inputs());
     assert!(e.contains("batch row 1") && e.contains("`lengths`"), "{e}");
 }
 
@@ -420,15 +418,6 @@ fn a_token_id_outside_the_vocabulary_is_an_error_naming_step_and_row() {
     };
     let mut layer = Layer::random(&mut Rng::new(26), d);
     layer.tensors[0] = vec![0.0, 2.0, 1.0, 3.0];
-    let [mut y, mut h_n, mut g, mut hh] = [4, 2, 12, 12].map(|n| vec![0.0; n]);
-    let out = GruForwardOutputs {
-        y: &mut y,
-        h_n: &mut h_n,
-        gates: &mut g,
-        hidden: &mut hh,
-    };
-    let e = gru_forward(d, true, &layer.inputs(), out)
-        .unwrap_err()
-        .to_string();
+    let e = forward_error(d, &layer.inputs());
     assert!(e.contains("step 1, batch row 1"), "{e}");
 }
