@@ -34,7 +34,8 @@ use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::lstm::check_lengths;
 use super::recurrent::{
-    check_inputs, hidden_weight_gradient, input_gradients, input_projection, zero_gradients,
+    check_inputs, hidden_weight_gradient, input_gradients, zero_gradients, ForwardLoop,
+    RecurrentInto,
 };
 
 mod fast;
@@ -146,45 +147,23 @@ fn forward_steps(
     inp: &GruForwardInputs<'_>,
     out: &mut GruForwardOutputs<'_>,
 ) -> Result<()> {
-    let (steps, batch, hidden, x_row) = (d.steps, d.batch, d.hidden, d.x_row());
-    let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
-    let w_hh = mat(inp.w_hh, h3, hidden)?;
-    for t in 0..steps {
-        let slot = t % held;
-        if slot == 0 {
-            // 1. The input projection of the chunk's steps, with b_ih.
-            let rows = held.min(steps - t) * batch;
-            let x = &inp.x[t * batch * x_row..][..rows * x_row];
-            let g = &mut out.gates[..rows * h3];
-            input_projection(&d, rows, (x, inp.w_ih), g)?;
-            add_rows(g, inp.b_ih);
-        }
-        // 2. The recurrence: per step one GEMM and one fused pass.
-        let (y_before, y_from_t) = out.y.split_at_mut(t * step_h);
-        let h_prev = match previous(d, t) {
-            Some(range) => &y_before[range],
-            None => inp.h0,
-        };
-        let hidden_t = &mut out.hidden[slot * step_g..(slot + 1) * step_g];
-        // hidden[t] = h_{t-1} · w_hhᵀ + b_hh
-        let acc = &mut mat_mut(hidden_t, batch, h3)?;
-        gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 0.0, acc)?;
-        add_rows(hidden_t, inp.b_hh);
-        let gates_t = &mut out.gates[slot * step_g..(slot + 1) * step_g];
-        let y_t = &mut y_from_t[..step_h];
-        let rows = (t, RowLengths(inp.lengths));
-        cell_forward::<Separate>(gates_t, hidden_t, h_prev, y_t, hidden, rows);
-    }
-    Ok(())
-}
-
-/// Adds `bias` `[W]` to every row of `rows` `[·, W]`.
-fn add_rows(rows: &mut [f32], bias: &[f32]) {
-    for row in rows.chunks_exact_mut(bias.len()) {
-        for (v, b) in row.iter_mut().zip(bias) {
-            *v += b;
-        }
-    }
+    // The inputs projected `held` steps at a time with b_ih, per step the recurrent
+    // projection written to `hidden` with b_hh (`recurrent.rs`), then the fused pass.
+    let frame = ForwardLoop {
+        x: inp.x,
+        w_ih: inp.w_ih,
+        w_hh: inp.w_hh,
+        h0: inp.h0,
+        input_bias: inp.b_ih,
+        held,
+    };
+    let recurrent = RecurrentInto::Own(&mut *out.hidden, inp.b_hh);
+    let tensors = (&mut *out.gates, recurrent, &mut *out.y);
+    super::recurrent::forward_steps(&d, &frame, tensors, |step| {
+        let rows = (step.t, RowLengths(inp.lengths));
+        let (gates_t, hidden_t) = (step.gates, step.recurrent);
+        cell_forward::<Separate>(gates_t, hidden_t, step.h_prev, step.h, d.hidden, rows);
+    })
 }
 
 /// One step's fused pass over some rows: `gates_t` `[rows, 3H]` (the input projections

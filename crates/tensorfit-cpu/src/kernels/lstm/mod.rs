@@ -37,7 +37,8 @@ use super::fastmath::{self, Separate};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::recurrent::{
-    check_inputs, hidden_weight_gradient, input_gradients, input_projection, zero_gradients,
+    check_inputs, hidden_weight_gradient, input_gradients, zero_gradients, ForwardLoop,
+    RecurrentInto,
 };
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
@@ -155,40 +156,26 @@ fn forward_steps(
     if !forward_begins(d, inp, &mut out) {
         return Ok(());
     }
-    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
-    let (h4, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
+    let (hidden, step_h) = (d.hidden, d.step_state());
     // Steps of gates held: all of them when kept for the backward, else a few reused in
-    // turn (`LstmDims::gate_steps`); the inputs are projected that many steps at a time.
-    let chunk = d.gate_steps(out.cells.is_some());
-    let x_row = d.x_row();
-    let w_hh = mat(inp.w_hh, h4, hidden)?;
-    for t in 0..steps {
-        let slot = t % chunk;
-        if slot == 0 {
-            // 1. The input projection of the chunk's steps, and both biases.
-            let rows = chunk.min(steps - t) * batch;
-            let x = &inp.x[t * batch * x_row..][..rows * x_row];
-            let g = &mut out.gates[..rows * h4];
-            input_projection(&d, rows, (x, inp.w_ih), g)?;
-            for row in g.chunks_exact_mut(h4) {
-                for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
-                    *g += b_ih + b_hh;
-                }
-            }
-        }
-        // 2. The recurrence: per step one GEMM and one fused pass.
-        let (y_before, y_from_t) = out.y.split_at_mut(t * step_h);
-        let h_prev = if t == 0 {
-            inp.h0
-        } else {
-            &y_before[(t - 1) * step_h..]
-        };
-        let gates_t = &mut out.gates[slot * step_g..(slot + 1) * step_g];
-        // gates[t] += h_{t-1} · w_hhᵀ
-        let acc = &mut mat_mut(gates_t, batch, h4)?;
-        gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 1.0, acc)?;
+    // turn (`LstmDims::gate_steps`); the inputs are projected that many steps at a time,
+    // with both biases, and per step the recurrent GEMM adds to the gates
+    // (`recurrent.rs`), then the fused pass below.
+    let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
+    let frame = ForwardLoop {
+        x: inp.x,
+        w_ih: inp.w_ih,
+        w_hh: inp.w_hh,
+        h0: inp.h0,
+        input_bias: &bias,
+        held: d.gate_steps(out.cells.is_some()),
+    };
+    let (cells, c_n) = (&mut out.cells, &mut *out.c_n);
+    let tensors = (&mut *out.gates, RecurrentInto::AddedToGates, &mut *out.y);
+    super::recurrent::forward_steps(&d, &frame, tensors, |step| {
+        let t = step.t;
         // The cell state: c_{t-1} on entry to the pass, c_t after it.
-        let c_t: &mut [f32] = match out.cells.as_deref_mut() {
+        let c_t: &mut [f32] = match cells.as_deref_mut() {
             Some(cells) => {
                 let (c_before, c_from_t) = cells.split_at_mut(t * step_h);
                 let c_t = &mut c_from_t[..step_h];
@@ -200,11 +187,11 @@ fn forward_steps(
                 c_t.copy_from_slice(c_prev);
                 c_t
             }
-            None => &mut *out.c_n,
+            None => &mut *c_n,
         };
         let rows = RowLengths(inp.lengths);
-        cell_forward(gates_t, c_t, &mut y_from_t[..step_h], hidden, (t, rows));
-    }
+        cell_forward(step.gates, c_t, step.h, hidden, (t, rows));
+    })?;
 
     forward_ends(d, inp.lengths, out);
     Ok(())

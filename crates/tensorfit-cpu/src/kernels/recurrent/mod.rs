@@ -1,6 +1,8 @@
 //! What every recurrent cell's kernels share (the LSTM's and the GRU's, reference and
-//! fast path): the checks of `x` and `lengths`, the input projection (one GEMM over
-//! features, or on token input the gather of `w_ih`'s columns), and the weight gradients
+//! fast path): the checks of `x` and `lengths`, the reference's time loop
+//! ([`forward_steps`]: the input projection of a run of steps, one GEMM over features or
+//! on token input the gather of `w_ih`'s columns; per step the recurrent GEMM and the
+//! cell's fused pass, the only part a cell writes), and the weight gradients
 //! the backward forms after its time loop, one GEMM each over all `T·B` rows: a cell hands
 //! in the gradients at its input projections (`d_ih`) and at its recurrent projections
 //! (`d_hh`; the same tensor for the LSTM) and forms its bias gradients itself.
@@ -57,6 +59,117 @@ pub(crate) fn zero_gradients<const N: usize>(grads: [&mut [f32]; N], dx: Option<
     for g in grads.into_iter().chain(dx) {
         g.fill(0.0);
     }
+}
+
+/// What a recurrent forward's reference time loop reads besides the cell's own tensors:
+/// `x`, `w_ih`, `w_hh`, `h0`, the bias added to every row of the input projections (the
+/// LSTM's `b_ih + b_hh`, the GRU's `b_ih`), and how many steps of projections it holds
+/// (step `t` in slot `t % held`, the inputs projected that many steps at a time).
+pub(crate) struct ForwardLoop<'a> {
+    pub x: &'a [f32],
+    pub w_ih: &'a [f32],
+    pub w_hh: &'a [f32],
+    pub h0: &'a [f32],
+    pub input_bias: &'a [f32],
+    pub held: usize,
+}
+
+/// Where each step's recurrent projection `h_{t-1} · w_hhᵀ` goes.
+pub(crate) enum RecurrentInto<'a> {
+    /// Added to the step's input projections (the LSTM's gates).
+    AddedToGates,
+    /// Written, plus the bias, to a tensor of `held` steps of its own (the GRU's `hidden`
+    /// with `b_hh`).
+    Own(&'a mut [f32], &'a [f32]),
+}
+
+/// One step as the cell's fused pass gets it: its `gates` `[B, G·H]` (the input
+/// projections, plus the recurrent one for [`RecurrentInto::AddedToGates`]), its recurrent
+/// projections (for [`RecurrentInto::Own`]; empty otherwise), `h_prev` (h_{t-1}) and `h`
+/// (h_t, to write).
+pub(crate) struct Step<'a> {
+    pub t: usize,
+    pub gates: &'a mut [f32],
+    pub recurrent: &'a mut [f32],
+    pub h_prev: &'a [f32],
+    pub h: &'a mut [f32],
+}
+
+/// The reference forward's time loop, over `gates` (`held` steps) and `y` `[T, B, H]`: per
+/// run of `held` steps the input projection with its bias, per step the recurrent GEMM,
+/// then `fused`, the cell's fused pass.
+pub(crate) fn forward_steps(
+    d: &impl RecurrentDims,
+    f: &ForwardLoop<'_>,
+    (gates, mut recurrent, y): (&mut [f32], RecurrentInto<'_>, &mut [f32]),
+    mut fused: impl FnMut(Step<'_>),
+) -> Result<()> {
+    let (steps, batch, hidden) = d.sizes();
+    let (width, x_row) = (d.gate_width(), d.x_row());
+    let (step_h, step_g) = (d.step_state(), d.step_gates());
+    let w_hh = mat(f.w_hh, width, hidden)?;
+    for t in 0..steps {
+        let slot = t % f.held;
+        let at = slot * step_g..(slot + 1) * step_g;
+        if slot == 0 {
+            // The input projection of the run's steps, with its bias.
+            let rows = f.held.min(steps - t) * batch;
+            let x = &f.x[t * batch * x_row..][..rows * x_row];
+            let g = &mut gates[..rows * width];
+            input_projection(d, rows, (x, f.w_ih), g)?;
+            for row in g.chunks_exact_mut(width) {
+                for (g, b) in row.iter_mut().zip(f.input_bias) {
+                    *g += b;
+                }
+            }
+        }
+        // The recurrence: per step one GEMM and one fused pass.
+        let (y_before, y_from_t) = y.split_at_mut(t * step_h);
+        let h_prev = match t {
+            0 => f.h0,
+            _ => &y_before[(t - 1) * step_h..],
+        };
+        let h_prev_m = mat(h_prev, batch, hidden)?;
+        let gates_t = &mut gates[at.clone()];
+        let own = match &mut recurrent {
+            RecurrentInto::AddedToGates => {
+                // gates[t] += h_{t-1} · w_hhᵀ
+                gemm(
+                    1.0,
+                    h_prev_m,
+                    w_hh.t(),
+                    1.0,
+                    &mut mat_mut(gates_t, batch, width)?,
+                )?;
+                &mut []
+            }
+            RecurrentInto::Own(own, bias) => {
+                // own[t] = h_{t-1} · w_hhᵀ + bias
+                let own_t = &mut own[at];
+                gemm(
+                    1.0,
+                    h_prev_m,
+                    w_hh.t(),
+                    0.0,
+                    &mut mat_mut(own_t, batch, width)?,
+                )?;
+                for row in own_t.chunks_exact_mut(width) {
+                    for (v, b) in row.iter_mut().zip(*bias) {
+                        *v += b;
+                    }
+                }
+                own_t
+            }
+        };
+        fused(Step {
+            t,
+            gates: gates_t,
+            recurrent: own,
+            h_prev,
+            h: &mut y_from_t[..step_h],
+        });
+    }
+    Ok(())
 }
 
 /// `dw_hh = Σ_t d_hh[t]ᵀ · h_{t-1}` over `d_hh` `[T, B, G·H]`: step 0 against `h0`, steps
