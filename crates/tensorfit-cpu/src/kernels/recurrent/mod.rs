@@ -117,11 +117,7 @@ pub(crate) fn forward_steps(
             let x = &f.x[t * batch * x_row..][..rows * x_row];
             let g = &mut gates[..rows * width];
             input_projection(d, rows, (x, f.w_ih), g)?;
-            for row in g.chunks_exact_mut(width) {
-                for (g, b) in row.iter_mut().zip(f.input_bias) {
-                    *g += b;
-                }
-            }
+            add_rows(g, f.input_bias);
         }
         // The recurrence: per step one GEMM and one fused pass.
         let (y_before, y_from_t) = y.split_at_mut(t * step_h);
@@ -153,11 +149,7 @@ pub(crate) fn forward_steps(
                     0.0,
                     &mut mat_mut(own_t, batch, width)?,
                 )?;
-                for row in own_t.chunks_exact_mut(width) {
-                    for (v, b) in row.iter_mut().zip(*bias) {
-                        *v += b;
-                    }
-                }
+                add_rows(own_t, bias);
                 own_t
             }
         };
@@ -170,6 +162,15 @@ pub(crate) fn forward_steps(
         });
     }
     Ok(())
+}
+
+/// Adds `bias` `[W]` to every row of `rows` `[·, W]`.
+fn add_rows(rows: &mut [f32], bias: &[f32]) {
+    for row in rows.chunks_exact_mut(bias.len().max(1)) {
+        for (v, b) in row.iter_mut().zip(bias) {
+            *v += b;
+        }
+    }
 }
 
 /// `dw_hh = Σ_t d_hh[t]ᵀ · h_{t-1}` over `d_hh` `[T, B, G·H]`: step 0 against `h0`, steps
