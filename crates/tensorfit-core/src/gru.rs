@@ -27,7 +27,7 @@ use crate::args::{
     Args, Expected, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs, GruForwardOutputs,
 };
 use crate::op::same;
-use crate::recurrent_dims::{checked_input, RecurrentDims};
+use crate::recurrent_dims::{check_input, check_input_grad, RecurrentDims};
 use crate::seq_lengths::check_shape;
 use crate::shape::Shape;
 
@@ -69,9 +69,7 @@ impl GruDims {
         input_grad: bool,
     ) -> Result<Vec<Shape>, String> {
         let l = GruDims::checked(i.x, i.h0, i.w_ih, i.w_hh)?;
-        if l.tokens && input_grad {
-            return Err("token ids x have no gradient (input_grad must be false)".into());
-        }
+        check_input_grad(&l, input_grad)?;
         let g = l.gate_width();
         same(i.y, &l.seq(l.hidden), "y")?;
         same(i.gates, &l.seq(g), "gates")?;
@@ -97,7 +95,7 @@ impl GruDims {
         if w_hh.rank() != 2 || w_hh.dim(0) != 3 * w_hh.dim(1) {
             return Err(format!("w_hh must be [3H, H], got {w_hh}"));
         }
-        checked_input(x, w_ih, w_hh.dim(0))?;
+        check_input(x, w_ih, w_hh.dim(0))?;
         let d = GruDims::of(x, w_ih, w_hh);
         same(h0, &d.state(), "h0")?;
         Ok(d)
@@ -210,7 +208,40 @@ impl<T> GruBackwardOutputs<T> {
 
 #[cfg(test)]
 mod tests {
-    use crate::Op;
+    use crate::{Op, Shape};
+
+    #[test]
+    fn a_gru_reads_token_ids_against_its_vocabulary_and_gives_them_no_gradient() {
+        let (t, b, v, h) = (4, 2, 11, 3);
+        let shapes = [
+            Shape::from([t, b]),
+            Shape::from([b, h]),
+            Shape::from([3 * h, v]),
+            Shape::from([3 * h, h]),
+            Shape::from([3 * h]),
+            Shape::from([3 * h]),
+        ];
+        let inputs: Vec<&Shape> = shapes.iter().collect();
+        let forward = Op::GruForward {
+            keep_for_backward: true,
+        };
+        let out = forward.infer_shapes(&inputs).unwrap();
+        assert_eq!(out[0], Shape::from([t, b, h]));
+        let mut backward: Vec<&Shape> = inputs[..4].to_vec();
+        backward.extend([&out[0], &out[2], &out[3], &out[0], &out[1]]);
+        let grads = Op::GruBackward { input_grad: false };
+        let d = grads.infer_shapes(&backward).unwrap();
+        assert_eq!(d[3], Shape::from([3 * h, v]), "dw_ih over the vocabulary");
+        let e = Op::GruBackward { input_grad: true }
+            .infer_shapes(&backward)
+            .unwrap_err();
+        assert!(e.contains("no gradient"), "{e}");
+        let wrong_width = Shape::from([4 * h, v]);
+        let mut bad = inputs.clone();
+        bad[2] = &wrong_width;
+        let e = forward.infer_shapes(&bad).unwrap_err();
+        assert!(e.contains("w_ih"), "{e}");
+    }
 
     #[test]
     fn the_gates_and_hidden_projections_of_a_gru_that_keeps_nothing_are_scratch() {

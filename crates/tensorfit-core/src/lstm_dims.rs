@@ -6,7 +6,7 @@ use crate::args::{
     Args, LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
 };
 use crate::op::same;
-use crate::recurrent_dims::{checked_input, RecurrentDims};
+use crate::recurrent_dims::{check_input, check_input_grad, RecurrentDims};
 use crate::seq_lengths::check_shape;
 use crate::shape::Shape;
 
@@ -49,9 +49,7 @@ impl LstmDims {
         input_grad: bool,
     ) -> Result<Vec<Shape>, String> {
         let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
-        if l.tokens && input_grad {
-            return Err("token ids x have no gradient (input_grad must be false)".into());
-        }
+        check_input_grad(&l, input_grad)?;
         let g = l.gate_width();
         same(i.y, &l.seq(l.hidden), "y")?;
         same(i.gates, &l.seq(g), "gates")?;
@@ -83,7 +81,7 @@ impl LstmDims {
         if w_hh.rank() != 2 || w_hh.dim(0) != 4 * w_hh.dim(1) {
             return Err(format!("w_hh must be [4H, H], got {w_hh}"));
         }
-        checked_input(x, w_ih, w_hh.dim(0))?;
+        check_input(x, w_ih, w_hh.dim(0))?;
         let d = LstmDims::of(x, w_ih, w_hh);
         same(h0, &d.state(), "h0")?;
         same(c0, &d.state(), "c0")?;

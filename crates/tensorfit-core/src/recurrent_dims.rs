@@ -13,12 +13,8 @@ pub const LSTM_SCRATCH_STEPS: usize = 16;
 
 /// Reads the input side of a recurrent layer whose gate rows are `width` wide off `x`
 /// (`[T, B, I]` features or `[T, B]` token ids) and `w_ih` (`[width, I]`, or `[width, V]`
-/// over a vocabulary): `(I or V, tokens)`, both cells' one check of it.
-pub(crate) fn checked_input(
-    x: &Shape,
-    w_ih: &Shape,
-    width: usize,
-) -> Result<(usize, bool), String> {
+/// over a vocabulary): both cells' one check of it.
+pub(crate) fn check_input(x: &Shape, w_ih: &Shape, width: usize) -> Result<(), String> {
     if x.rank() != 3 && x.rank() != 2 {
         return Err(format!(
             "x must be [T, B, I] features or [T, B] token ids, got {x}"
@@ -31,7 +27,15 @@ pub(crate) fn checked_input(
     if !tokens && x.dim(2) != input {
         return Err(format!("x {x} must have {input} features, as w_ih {w_ih}"));
     }
-    Ok((input, tokens))
+    Ok(())
+}
+
+/// A backward over token ids has no input gradient to give (both cells' check).
+pub(crate) fn check_input_grad(d: &impl RecurrentDims, input_grad: bool) -> Result<(), String> {
+    match (d.input(), input_grad) {
+        ((_, true), true) => Err("token ids x have no gradient (input_grad must be false)".into()),
+        _ => Ok(()),
+    }
 }
 
 /// The sizes of a recurrent layer over a whole sequence: `T` steps of `B` rows of `H`
