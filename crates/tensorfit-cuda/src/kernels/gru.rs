@@ -63,17 +63,8 @@ pub fn gru_forward(
     let cell = g.kernels_fn(GRU_FORWARD_CELL)?;
     // Per step the recurrent GEMM writes `hidden[t]` (`recurrent.rs`), then the fused
     // kernel below.
-    let frame = ForwardLoop {
-        x: inp.x,
-        w_ih: inp.w_ih,
-        w_hh: inp.w_hh,
-        h0: inp.h0,
-        y: out.y,
-        gates: out.gates,
-        held,
-        recurrent: out.hidden,
-        add_recurrent: false,
-    };
+    let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
+    let frame = ForwardLoop::new(inputs, [out.y, out.gates], held, (out.hidden, false));
     forward_steps(g, &d, &frame, |t, slot, h_prev| {
         let args = [
             Arg::Ptr(out.gates.add(slot * step_g)),

@@ -58,17 +58,8 @@ pub fn lstm_forward(
     let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
     // Per step the recurrent GEMM adds to the gates (`recurrent.rs`), then the fused
     // kernel below.
-    let frame = ForwardLoop {
-        x: inp.x,
-        w_ih: inp.w_ih,
-        w_hh: inp.w_hh,
-        h0: inp.h0,
-        y: out.y,
-        gates: out.gates,
-        held: chunk,
-        recurrent: out.gates,
-        add_recurrent: true,
-    };
+    let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
+    let frame = ForwardLoop::new(inputs, [out.y, out.gates], chunk, (out.gates, true));
     forward_steps(g, &d, &frame, |t, slot, _| {
         // The cell state: c_{t-1} in, c_t out; the same slot (c_n) when cells are not kept.
         let (c_prev, c_t) = match out.cells {

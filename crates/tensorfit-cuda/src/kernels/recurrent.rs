@@ -22,15 +22,38 @@ use crate::driver::DevPtr;
 /// `hidden`).
 #[derive(Debug)]
 pub struct ForwardLoop {
-    pub x: DevPtr,
-    pub w_ih: DevPtr,
-    pub w_hh: DevPtr,
-    pub h0: DevPtr,
-    pub y: DevPtr,
-    pub gates: DevPtr,
-    pub held: usize,
-    pub recurrent: DevPtr,
-    pub add_recurrent: bool,
+    x: DevPtr,
+    w_ih: DevPtr,
+    w_hh: DevPtr,
+    h0: DevPtr,
+    y: DevPtr,
+    gates: DevPtr,
+    held: usize,
+    recurrent: DevPtr,
+    add_recurrent: bool,
+}
+
+impl ForwardLoop {
+    /// From `[x, w_ih, w_hh, h0]`, `[y, gates]`, `held` and (where the recurrent projection
+    /// goes, whether it is added there).
+    pub fn new(
+        [x, w_ih, w_hh, h0]: [DevPtr; 4],
+        [y, gates]: [DevPtr; 2],
+        held: usize,
+        (recurrent, add_recurrent): (DevPtr, bool),
+    ) -> Self {
+        ForwardLoop {
+            x,
+            w_ih,
+            w_hh,
+            h0,
+            y,
+            gates,
+            held,
+            recurrent,
+            add_recurrent,
+        }
+    }
 }
 
 /// The time loop of a recurrent forward: per run of `held` steps the input projection

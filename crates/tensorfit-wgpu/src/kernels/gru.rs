@@ -72,17 +72,13 @@ pub(crate) fn gru_forward(
     // Steps of gates and projections held: all when kept for the backward, else a few in
     // turn. Per step the recurrent GEMM writes `hidden[t]` (`recurrent.rs`), then the
     // fused pass below.
-    let frame = ForwardLoop {
-        x: inp.x,
-        w_ih: inp.w_ih,
-        w_hh: inp.w_hh,
-        h0: inp.h0,
-        y: out.y,
-        gates: out.gates,
-        held: d.gate_steps(keep_for_backward),
-        recurrent: out.hidden,
-        add_recurrent: false,
-    };
+    let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
+    let frame = ForwardLoop::new(
+        inputs,
+        [out.y, out.gates],
+        d.gate_steps(keep_for_backward),
+        (out.hidden, false),
+    );
     forward_steps(l, (K, &d), &frame, |l, (t, slot), b| {
         let at = StepBlock::new(&d, (t, slot), b);
         let (prev, prev_at) = previous(t, &at, inp.h0, out.y);

@@ -57,17 +57,13 @@ pub(crate) fn lstm_forward(
     }
     // Steps of gates held: all when kept for the backward, else a few in turn. Per step
     // the recurrent GEMM adds to the gates (`recurrent.rs`), then the fused pass below.
-    let frame = ForwardLoop {
-        x: inp.x,
-        w_ih: inp.w_ih,
-        w_hh: inp.w_hh,
-        h0: inp.h0,
-        y: out.y,
-        gates: out.gates,
-        held: d.gate_steps(out.cells.is_some()),
-        recurrent: out.gates,
-        add_recurrent: true,
-    };
+    let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
+    let frame = ForwardLoop::new(
+        inputs,
+        [out.y, out.gates],
+        d.gate_steps(out.cells.is_some()),
+        (out.gates, true),
+    );
     forward_steps(l, (K, &d), &frame, |l, (t, slot), b| {
         let at = StepBlock::new(&d, (t, slot), b);
         // Where c_{t-1} is read and c_t written: c0 then the kept cells, or the running

@@ -81,15 +81,38 @@ impl StepBlock {
 /// goes: added to the gates (the LSTM's) or written to a tensor of its own (the GRU's
 /// `hidden`).
 pub(crate) struct ForwardLoop {
-    pub x: Region,
-    pub w_ih: Region,
-    pub w_hh: Region,
-    pub h0: Region,
-    pub y: Region,
-    pub gates: Region,
-    pub held: usize,
-    pub recurrent: Region,
-    pub add_recurrent: bool,
+    x: Region,
+    w_ih: Region,
+    w_hh: Region,
+    h0: Region,
+    y: Region,
+    gates: Region,
+    held: usize,
+    recurrent: Region,
+    add_recurrent: bool,
+}
+
+impl ForwardLoop {
+    /// From `[x, w_ih, w_hh, h0]`, `[y, gates]`, `held` and (where the recurrent projection
+    /// goes, whether it is added there).
+    pub fn new(
+        [x, w_ih, w_hh, h0]: [Region; 4],
+        [y, gates]: [Region; 2],
+        held: usize,
+        (recurrent, add_recurrent): (Region, bool),
+    ) -> Self {
+        ForwardLoop {
+            x,
+            w_ih,
+            w_hh,
+            h0,
+            y,
+            gates,
+            held,
+            recurrent,
+            add_recurrent,
+        }
+    }
 }
 
 /// The time loop of a recurrent forward (`kernel` names it in errors): per run of `held`
