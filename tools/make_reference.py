@@ -198,7 +198,10 @@ def write_safetensors(path, tensors, metadata):
 def write_verified(path, record, metadata):
     """Writes `record` with `metadata` to `path`, reads it back to check every tensor and
     says so."""
-    write_verified(path, record, metadata)
+    write_safetensors(path, record, metadata)
+    back = load_file(path)
+    assert all(torch.equal(back[k], v) for k, v in record.items()), path
+    print(f"wrote {os.path.normpath(path)} ({len(record)} tensors)")
 
 
 def state_tensors(model):
