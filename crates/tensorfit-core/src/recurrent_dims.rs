@@ -131,3 +131,45 @@ pub trait RecurrentDims {
         ])
     }
 }
+
+/// The tensors a recurrent forward's time loop reads and writes besides the cell's own, as
+/// a backend's handles `T` (the wgpu and CUDA `kernels/recurrent.rs` take them): the input
+/// `x`, `w_ih`, `w_hh`, `h0` and output `y`, the `held` steps of input projections
+/// `gates`, and where each step's recurrent projection `h_{t-1} · w_hhᵀ` goes: added to
+/// the gates (`add_recurrent`, the LSTM's) or written to a tensor of its own (the GRU's
+/// `hidden`).
+#[derive(Debug, Clone, Copy)]
+pub struct ForwardLoop<T> {
+    pub x: T,
+    pub w_ih: T,
+    pub w_hh: T,
+    pub h0: T,
+    pub y: T,
+    pub gates: T,
+    pub held: usize,
+    pub recurrent: T,
+    pub add_recurrent: bool,
+}
+
+impl<T> ForwardLoop<T> {
+    /// From `[x, w_ih, w_hh, h0]`, `[y, gates]`, `held` and (where the recurrent projection
+    /// goes, whether it is added there).
+    pub fn new(
+        [x, w_ih, w_hh, h0]: [T; 4],
+        [y, gates]: [T; 2],
+        held: usize,
+        (recurrent, add_recurrent): (T, bool),
+    ) -> Self {
+        ForwardLoop {
+            x,
+            w_ih,
+            w_hh,
+            h0,
+            y,
+            gates,
+            held,
+            recurrent,
+            add_recurrent,
+        }
+    }
+}

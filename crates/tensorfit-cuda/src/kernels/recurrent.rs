@@ -8,53 +8,15 @@
 //! tensor for the LSTM) and forms its bias gradients itself. A cell writes only its
 //! fused kernels' launches.
 
-use tensorfit_core::{RecurrentDims, Result};
+use tensorfit_core::{recurrent_dims, RecurrentDims, Result};
 
 use super::gather::{gather, scatter_add};
 use super::gemm::gemm;
 use super::Gpu;
 use crate::driver::DevPtr;
 
-/// The tensors a recurrent forward's time loop reads and writes besides the cell's own:
-/// its input `x`, `w_ih`, `w_hh`, `h0` and output `y`, the `held` steps of input
-/// projections `gates`, and where each step's recurrent projection `h_{t-1} · w_hhᵀ`
-/// goes: added to the gates (the LSTM's) or written to a tensor of its own (the GRU's
-/// `hidden`).
-#[derive(Debug)]
-pub struct ForwardLoop {
-    x: DevPtr,
-    w_ih: DevPtr,
-    w_hh: DevPtr,
-    h0: DevPtr,
-    y: DevPtr,
-    gates: DevPtr,
-    held: usize,
-    recurrent: DevPtr,
-    add_recurrent: bool,
-}
-
-impl ForwardLoop {
-    /// From `[x, w_ih, w_hh, h0]`, `[y, gates]`, `held` and (where the recurrent projection
-    /// goes, whether it is added there).
-    pub fn new(
-        [x, w_ih, w_hh, h0]: [DevPtr; 4],
-        [y, gates]: [DevPtr; 2],
-        held: usize,
-        (recurrent, add_recurrent): (DevPtr, bool),
-    ) -> Self {
-        ForwardLoop {
-            x,
-            w_ih,
-            w_hh,
-            h0,
-            y,
-            gates,
-            held,
-            recurrent,
-            add_recurrent,
-        }
-    }
-}
+/// The time loop's tensors (`tensorfit_core::recurrent_dims::ForwardLoop`), as device addresses.
+pub type ForwardLoop = recurrent_dims::ForwardLoop<DevPtr>;
 
 /// The time loop of a recurrent forward: per run of `held` steps the input projection
 /// into `gates`, per step the recurrent GEMM, then `fused(t, slot, h_prev)`, which

@@ -10,7 +10,7 @@
 
 use std::ops::Range;
 
-use tensorfit_core::{args, RecurrentDims, Result};
+use tensorfit_core::{args, recurrent_dims, RecurrentDims, Result};
 
 use super::elementwise::check_len;
 use super::elementwise::fill;
@@ -75,45 +75,8 @@ impl StepBlock {
     }
 }
 
-/// The tensors a recurrent forward's time loop reads and writes besides the cell's own:
-/// its input `x`, `w_ih`, `w_hh`, `h0` and output `y`, the `held` steps of input
-/// projections `gates`, and where each step's recurrent projection `h_{t-1} · w_hhᵀ`
-/// goes: added to the gates (the LSTM's) or written to a tensor of its own (the GRU's
-/// `hidden`).
-pub(crate) struct ForwardLoop {
-    x: Region,
-    w_ih: Region,
-    w_hh: Region,
-    h0: Region,
-    y: Region,
-    gates: Region,
-    held: usize,
-    recurrent: Region,
-    add_recurrent: bool,
-}
-
-impl ForwardLoop {
-    /// From `[x, w_ih, w_hh, h0]`, `[y, gates]`, `held` and (where the recurrent projection
-    /// goes, whether it is added there).
-    pub fn new(
-        [x, w_ih, w_hh, h0]: [Region; 4],
-        [y, gates]: [Region; 2],
-        held: usize,
-        (recurrent, add_recurrent): (Region, bool),
-    ) -> Self {
-        ForwardLoop {
-            x,
-            w_ih,
-            w_hh,
-            h0,
-            y,
-            gates,
-            held,
-            recurrent,
-            add_recurrent,
-        }
-    }
-}
+/// The time loop's tensors (`tensorfit_core::recurrent_dims::ForwardLoop`), as regions.
+pub(crate) type ForwardLoop = recurrent_dims::ForwardLoop<Region>;
 
 /// The time loop of a recurrent forward (`kernel` names it in errors): per run of `held`
 /// steps the input projection into `gates`, per step the recurrent GEMM, then
