@@ -21,7 +21,7 @@ use common::flags::{median, Flags};
 use common::programs::{compile_with_random_inputs, weight_inputs};
 use tensorfit::core::args::SliceTimeInputs;
 use tensorfit::core::{backward, Graph, Op, Rng};
-use tensorfit::nn::layers::Gru;
+use tensorfit::nn::layers::{CellInput, Gru};
 
 const INPUT: usize = 152;
 const LAYERS: usize = 3;
@@ -63,6 +63,7 @@ fn time(w: &Workload, iters: usize) -> Result<f64> {
         input: INPUT,
         hidden: w.hidden,
         layers: LAYERS,
+        input_kind: CellInput::Features,
     };
     let mut g = Graph::new();
     let (weights, mut leaves) = weight_inputs(&mut g, &gru.specs());
@@ -111,6 +112,7 @@ fn main() -> Result<()> {
             input: INPUT,
             hidden: w.hidden,
             layers: LAYERS,
+            input_kind: CellInput::Features,
         };
         let passes = if w.train { 3.0 } else { 1.0 };
         let gflops = passes * gru.forward_flops(w.batch, w.steps) / ms / 1e6;

@@ -22,7 +22,7 @@ use common::programs::{compile_with_random_inputs, weight_inputs};
 use tensorfit::core::args::SliceTimeInputs;
 use tensorfit::core::{backward, Backend, Executable, Graph, Op, Rng};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{Lstm, LstmInput};
+use tensorfit::nn::layers::{CellInput, Lstm};
 
 const INPUT: usize = 152;
 const LAYERS: usize = 3;
@@ -45,7 +45,7 @@ fn program(
         input: INPUT,
         hidden,
         layers: LAYERS,
-        input_kind: LstmInput::Features,
+        input_kind: CellInput::Features,
     };
     let mut g = Graph::new();
     let (weights, mut leaves) = weight_inputs(&mut g, &lstm.specs());

@@ -79,6 +79,10 @@ fn check_device(device: DeviceKind) {
         ("train-lm-carried", 64, 8, 40, 10),
         ("infer-lm", 32, 16, 60, 60),
         ("infer-capped-lm", 64, 64, 300, 300),
+        ("train-gru-ids", 64, 8, 40, 10),
+        ("infer-gru-ids", 32, 16, 60, 60),
+        ("train-gru-lm", 64, 8, 40, 10),
+        ("infer-gru-lm", 32, 16, 60, 60),
     ];
     println!(
         "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",

@@ -354,11 +354,20 @@ def main(argv=None):
         default=gru_reference.DEFAULT_OUT,
         help="output path of the GRU reference (see tools/gru_reference.py)",
     )
+    ap.add_argument(
+        "--gru-tokens-only",
+        action="store_true",
+        help="write only the GRU token reference (tools/gru_reference.py, build_tokens)",
+    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     torch.set_default_dtype(torch.float32)
+
+    write_gru_tokens()
+    if args.gru_tokens_only:
+        return 0
 
     for cell, seed, path in (("lstm", 0, args.out), ("gru", 1, args.seed_gru_out)):
         write_seed(cell, seed, path)
@@ -376,6 +385,11 @@ def main(argv=None):
     # A padded batch through pack_padded_sequence (contents: tools/padded_reference.py).
     padded_reference.write()
     return 0
+
+
+def write_gru_tokens():
+    """The GRU on token ids, in its own file (tools/gru_reference.py, build_tokens)."""
+    write_checked(gru_reference.TOKENS_OUT, *gru_reference.build_tokens())
 
 
 def write_seed(cell, seed, path):
