@@ -3,8 +3,9 @@
 //! rank after the same step — agreed on at that step's exchange — with rank 0's
 //! checkpoint of that step written and one exit status, never a rank left waiting for
 //! the collective timeout. A rank whose device runs out of memory mid-step falls back and
-//! every rank carries on with the same step and weights. Needs the `mpi` feature and `mpirun`; without either each
-//! test prints why it skips.
+//! every rank carries on with the same step and weights. A rank that stops responding
+//! ends the run with a timeout error. Needs the `mpi` feature and `mpirun`; without
+//! either each test prints why it skips.
 
 // Test helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -40,7 +41,12 @@ classes = 6
 /// Starts 2 ranks training SMALL for a million steps with a checkpoint every step into
 /// `ck`, marked with `mark` in their environment, with `mca` before the ranks; returns
 /// once rank 0 has written a checkpoint (training is under way). `None` without MPI.
-fn long_run(test: &str, ck: &Path, mark: &str, mca: &[&str]) -> Option<Launched> {
+fn long_run(
+    test: &str,
+    ck: &Path,
+    mark: &str,
+    (mca, timeout): (&[&str], &str),
+) -> Option<Launched> {
     let model = scratch(test).join("model.toml");
     std::fs::write(&model, SMALL).unwrap();
     let args = [
@@ -63,7 +69,7 @@ fn long_run(test: &str, ck: &Path, mark: &str, mca: &[&str]) -> Option<Launched>
         "--checkpoint-every",
         "1",
         "--collective-timeout",
-        "120",
+        timeout,
     ];
     let mut line: Vec<String> = mca.iter().map(|s| s.to_string()).collect();
     line.extend(self::line("train", &[(2, &args)], &[mark]));
@@ -116,7 +122,7 @@ fn an_interrupt_on_one_rank_stops_every_rank_after_the_same_step_with_its_checkp
     let ck = scratch("sigint-rank").join("ck");
     let _ = std::fs::remove_dir_all(&ck);
     let mark = format!("TENSORFIT_TEST_LAUNCH={}-sigint-rank", std::process::id());
-    let Some(launched) = long_run(test, &ck, &mark, &[]) else {
+    let Some(launched) = long_run(test, &ck, &mark, (&[], "120")) else {
         return;
     };
     let pid = rank_pid(&mark, 1).expect("rank 1 is running");
@@ -140,7 +146,7 @@ fn ctrl_c_on_mpirun_stops_every_rank_after_the_same_step_with_its_checkpoint() {
     // does mpirun read the ranks' output while it ends the job: a --json report larger
     // than a pipe's buffer would block rank 0.)
     let mca = ["--mca", "odls_base_sigkill_timeout", "5"];
-    let Some(launched) = long_run(test, &ck, &mark, &mca) else {
+    let Some(launched) = long_run(test, &ck, &mark, (&mca, "120")) else {
         return;
     };
     kill("-INT", launched.pid());
@@ -204,4 +210,32 @@ fn an_out_of_memory_on_rank_1_falls_back_and_every_rank_carries_on_with_the_same
             "{test} at op {op}"
         );
     }
+}
+
+#[test]
+fn a_rank_that_stops_responding_ends_the_training_with_a_timeout_error() {
+    let test = "stopped rank";
+    let ck = scratch("stopped").join("ck");
+    // Marks this launch's processes, so that the test stops one of its own ranks.
+    let mark = format!("TENSORFIT_TEST_LAUNCH={}-stopped", std::process::id());
+    let Some(launched) = long_run(test, &ck, &mark, (&[], "2")) else {
+        return;
+    };
+    let pid = rank_pid(&mark, 1).expect("rank 1 is running");
+    kill("-STOP", pid);
+    let stopped = Instant::now();
+    let run = launched.finish(BOUND);
+    kill("-KILL", pid);
+    assert!(!run.ok, "{test}: the launch succeeded:\n{}", run.output);
+    assert!(
+        run.output.contains("did not complete within 2 s") && !run.output.contains("panicked"),
+        "{test}: no timeout error in\n{}",
+        run.output
+    );
+    let took = stopped.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "{test}: ended {took:?} after the stop"
+    );
+    println!("{test}: the run ended {took:.1?} after rank 1 stopped");
 }

@@ -1,8 +1,8 @@
 //! Recomputation with a head on every step and over padded batches gives the plain
 //! training step: the loss, every gradient within 1e-5 of its tensor's scale, and the
 //! parameters after two Adam steps, on the CPU and on wgpu where an adapter is present.
-//! A head on every step is checked for LSTM stacks on token ids read directly and through
-//! an embedding, a GRU stack through an embedding (the only token input a GRU takes), with ignored labels and with a head dropout; a padded batch (one
+//! A head on every step is checked for LSTM and GRU stacks on token ids read directly and
+//! through an embedding, with ignored labels and with a head dropout; a padded batch (one
 //! sequence of each length 1..T) for both cells and both head kinds. Windowed truncated
 //! BPTT with recomputation trains as without it.
 
@@ -190,6 +190,7 @@ fn every_step_heads(backend: MakeBackend) {
     let models = [
         language_model(Cell::Lstm, None),
         language_model(Cell::Lstm, Some(4)),
+        language_model(Cell::Gru, None),
         language_model(Cell::Gru, Some(4)),
         dropped,
     ];

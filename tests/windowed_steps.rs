@@ -11,6 +11,20 @@ mod common;
 use common::{ok_json, scratch, succeed, tensorfit_command};
 use tensorfit::nn::Checkpoint;
 
+/// Truncated BPTT of 5 steps in `mode`, batches of 4, on the CPU.
+fn windows_of_5(mode: &str) -> [&str; 8] {
+    [
+        "--tbptt",
+        "5",
+        "--tbptt-mode",
+        mode,
+        "--batch",
+        "4",
+        "--device",
+        "cpu",
+    ]
+}
+
 /// A language model of the built-in per-step task, minibatches of 4 × 20 steps.
 fn lm_run<'a>(mode: &'a str, steps: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
@@ -19,19 +33,12 @@ fn lm_run<'a>(mode: &'a str, steps: &'a str, extra: &[&'a str]) -> Vec<&'a str> 
         "examples/models/char_lm.toml",
         "--seq-len",
         "20",
-        "--tbptt",
-        "5",
-        "--tbptt-mode",
-        mode,
-        "--batch",
-        "4",
         "--steps",
         steps,
         "--eval-batch",
         "4",
-        "--device",
-        "cpu",
     ];
+    args.extend(windows_of_5(mode));
     args.extend_from_slice(extra);
     args
 }
@@ -114,23 +121,17 @@ fn training_from_a_text_counts_the_same_steps_as_its_checkpoint() {
             t,
             "--max-seq-len",
             "20",
-            "--tbptt",
-            "5",
-            "--tbptt-mode",
-            mode,
-            "--batch",
-            "4",
             "--epochs",
             "1",
             "--val-fraction",
             "0",
-            "--device",
-            "cpu",
             "--checkpoint-dir",
             o,
             "--json",
         ];
-        let out = succeed(tensorfit_command().args(args), "train --data");
+        let mut command = tensorfit_command();
+        command.args(args).args(windows_of_5(mode));
+        let out = succeed(&mut command, "train --data");
         // A line per epoch, then the run's summary.
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         serde_json::from_str::<serde_json::Value>(stdout.lines().last().unwrap()).unwrap()

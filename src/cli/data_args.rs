@@ -19,7 +19,7 @@ use tensorfit::data::{
     BatchSettings, Batches, CharCorpus, CharWindows, Dataset, Inputs, LabelsPer, Opened,
     ReadSettings, Source, Targets, TooLong, TsvData, Values,
 };
-use tensorfit::nn::{Cell, HeadOn, InputSpec, LossSpec, ModelDescription};
+use tensorfit::nn::{HeadOn, InputSpec, LossSpec, ModelDescription};
 
 use super::data_vocab::TextVocab;
 
@@ -199,12 +199,6 @@ pub fn open_for(
     check_fits(path, source.dataset(), cfg)?;
     let lengths = source.lengths();
     let padded = lengths.iter().any(|&l| Some(&l) != lengths.first());
-    if padded && cfg.recurrent.cell == Cell::Gru {
-        bail!(
-            "{}: sequences of different lengths are batched padded, and a GRU does not take padded batches (lengths) yet; give sequences of one length, or use an LSTM",
-            path.display()
-        );
-    }
     Ok(Files {
         path: path.to_path_buf(),
         source,
