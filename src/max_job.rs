@@ -157,7 +157,7 @@ fn probe(
     if n > SEARCH_LIMIT || check_job(&req.cfg, job, req.tbptt).is_err() {
         return Ok(Probe::Refused);
     }
-    let host = HostNeed::of(&req.cfg, job, req.read_ahead_bytes)?.with_ranks(
+    let host = HostNeed::of(&req.cfg, job, req.read_ahead_bytes, req.writes_checkpoints)?.with_ranks(
         &req.cfg,
         job,
         req.data_parallel,
@@ -300,6 +300,7 @@ mod tests {
             caps: Default::default(),
             exclude: Vec::new(),
             read_ahead_bytes: 0,
+            writes_checkpoints: true,
             padded: false,
             data_parallel: None,
         }

@@ -170,6 +170,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     req.tbptt_mode = a.tbptt_mode;
     req.seed = settings.seed;
     req.padded = files.padded || val.as_ref().is_some_and(|v| v.files.padded);
+    req.writes_checkpoints = ck_dir.is_some() || a.save.is_some();
     // The validation reader starts while the training reader still holds its batches.
     req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
         val.as_ref()

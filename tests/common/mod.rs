@@ -111,6 +111,7 @@ pub fn request(
         caps,
         exclude: Vec::new(),
         read_ahead_bytes: 0,
+        writes_checkpoints: true,
         padded: false,
         data_parallel: None,
     }
