@@ -147,11 +147,13 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes, req.writes_checkpoints)?.with_ranks(
+    let host = HostNeed::of(
         &req.cfg,
         req.job,
-        req.data_parallel,
-    )?;
+        req.read_ahead_bytes,
+        req.writes_checkpoints,
+    )?
+    .with_ranks(&req.cfg, req.job, req.data_parallel)?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {

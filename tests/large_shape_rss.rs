@@ -112,5 +112,8 @@ fn the_plan_predicts_the_peak_resident_memory_of_training_from_a_long_csv_at_lar
             off.push(format!("LSTM {hidden}: {ratio:.3}"));
         }
     }
-    assert!(off.is_empty(), "measured / planned RSS off by more than 10%: {off:?}");
+    assert!(
+        off.is_empty(),
+        "measured / planned RSS off by more than 10%: {off:?}"
+    );
 }

@@ -218,7 +218,10 @@ mod tests {
         let m = 7;
         let mut rng = Rng::new(5);
         let (a, b) = (rng.signed_vec(k * m), rng.signed_vec(k * n));
-        let (a_t, b_v) = (mat(&a, k, m).unwrap().reversed_axes(), mat(&b, k, n).unwrap());
+        let (a_t, b_v) = (
+            mat(&a, k, m).unwrap().reversed_axes(),
+            mat(&b, k, n).unwrap(),
+        );
         let c0 = rng.signed_vec(m * n);
         let mut sliced = c0.clone();
         gemm(1.0, a_t, b_v, 0.5, &mut mat_mut(&mut sliced, m, n).unwrap()).unwrap();
