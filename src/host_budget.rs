@@ -196,3 +196,27 @@ pub fn seen_by_job(info: &DeviceInfo, host_bytes: u64, assumed: bool) -> DeviceI
         false => device_info(info, host_bytes),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn training_counts_five_copies_of_the_state_with_checkpoints_and_two_without() {
+        let cfg = ModelDescription::seed();
+        let job = Job::Train {
+            batch: 8,
+            seq_len: 10,
+            eval: None,
+        };
+        let with = HostNeed::of(&cfg, job, 0, true).unwrap().state;
+        let without = HostNeed::of(&cfg, job, 0, false).unwrap().state;
+        let eval = Job::Eval {
+            batch: 8,
+            seq_len: 10,
+        };
+        let one = HostNeed::of(&cfg, eval, 0, true).unwrap().state;
+        assert!(one > 0);
+        assert_eq!((with, without), (5 * one, 2 * one));
+    }
+}
