@@ -1,7 +1,7 @@
 //! The plan's host section against the process's measured peak resident memory (VmHWM,
 //! which `train --json` reports) when training from a long CSV at large shapes on the
 //! CPU (issue 17: within 10%). Batches of 256 sequences of 100 steps × 152 features
-//! (15 MiB each) and an LSTM of 32 or 256 units (arenas of 40 and 340 MiB): the shapes
+//! (15 MiB each) and an LSTM of 32 or 256 units (arenas of 40 and 300 MiB): the shapes
 //! at which the plan was off both ways before (a replan for the epoch's last, smaller
 //! batch predicted from the process's memory with the run's own memory in it, or from
 //! that batch's smaller arena; the reader's second copy of every batch; a packed copy

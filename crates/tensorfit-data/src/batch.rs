@@ -142,15 +142,8 @@ impl Assembly {
         Ok(())
     }
 
-    /// The batch, once every row is placed; `continues`: see [`Batch::continues`].
+    /// The batch of the rows placed; `continues`: see [`Batch::continues`].
     pub(crate) fn finish(self, continues: bool) -> Result<Batch> {
-        if self.lengths.len() != self.b {
-            return Err(DataError::Settings(format!(
-                "a batch of {} sequences got {}",
-                self.b,
-                self.lengths.len()
-            )));
-        }
         let inputs = if self.tokens.is_empty() {
             BatchInputs::Dense(
                 HostTensor::new([self.steps, self.b, self.width], self.x)
