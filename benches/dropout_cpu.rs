@@ -10,42 +10,27 @@
 //!
 //!   cargo bench --bench dropout_cpu -- --rounds 15 --shape 32:50 --p 0.2
 
+mod common;
+
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
+use common::flags::{median, sizes, Flags};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
     DropoutRate, ModelDescription, ParamStore, TemporalOrder, TrainOptions, Trainer,
 };
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> Result<()> {
-    let (mut rounds, mut shape, mut p) = (15, "32:50".to_string(), 0.2f32);
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--rounds" => rounds = args.next().context("--rounds needs a count")?.parse()?,
-            "--shape" => shape = args.next().context("--shape needs batch:steps")?,
-            "--p" => p = args.next().context("--p needs a probability")?.parse()?,
-            // cargo bench passes --bench to every bench binary.
-            "--bench" => {}
-            other => bail!("unknown argument `{other}`"),
-        }
-    }
-    let sizes: Vec<usize> = shape
-        .split(':')
-        .map(|v| {
-            v.parse()
-                .with_context(|| format!("--shape `{shape}`: `{v}`"))
-        })
-        .collect::<Result<_>>()?;
-    let [batch, steps] = sizes[..] else {
-        bail!("--shape `{shape}`: expected batch:steps");
-    };
+    let flags = Flags::parse(&[
+        ("--rounds", "a count"),
+        ("--shape", "batch:steps"),
+        ("--p", "a probability"),
+    ])?;
+    let rounds: usize = flags.get("--rounds", 15)?;
+    let p: f32 = flags.get("--p", 0.2)?;
+    let shape: String = flags.get("--shape", "32:50".into())?;
+    let [batch, steps] = sizes("--shape", &shape, "batch:steps")?;
     let plain = ModelDescription::seed();
     let mut dropped = plain.clone();
     dropped.recurrent.dropout = DropoutRate::new(p).map_err(|e| anyhow::anyhow!("--p {e}"))?;

@@ -12,14 +12,16 @@
 //!
 //!   cargo bench --bench gru_cpu -- --iters 5 --workloads train:32:50:250,infer:100:200:250
 
-use std::collections::HashMap;
+mod common;
+
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use common::flags::{median, Flags};
+use common::programs::{compile_with_random_inputs, weight_inputs};
 use tensorfit::core::args::SliceTimeInputs;
-use tensorfit::core::{backward, Executable, Graph, Op, Rng, TensorId};
-use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::Gru;
+use tensorfit::core::{backward, Graph, Op, Rng};
+use tensorfit::nn::layers::{CellInput, Gru};
 
 const INPUT: usize = 152;
 const LAYERS: usize = 3;
@@ -61,16 +63,11 @@ fn time(w: &Workload, iters: usize) -> Result<f64> {
         input: INPUT,
         hidden: w.hidden,
         layers: LAYERS,
+        input_kind: CellInput::Features,
     };
     let mut g = Graph::new();
-    let weights: Vec<_> = (gru.specs().iter())
-        .map(|spec| spec.map(|s| g.input(&s.name, s.shape.clone())))
-        .collect();
+    let (weights, mut leaves) = weight_inputs(&mut g, &gru.specs());
     let stack = gru.stack(&mut g, &weights, w.batch, w.steps, w.train)?;
-    let mut leaves: Vec<TensorId> = weights
-        .iter()
-        .flat_map(|k| [k.w_ih, k.w_hh, k.b_ih, k.b_hh])
-        .collect();
     let wrt = leaves.clone();
     leaves.push(stack.x);
     leaves.extend(&stack.h0);
@@ -90,41 +87,24 @@ fn time(w: &Workload, iters: usize) -> Result<f64> {
         leaves.push(upstream);
         backward(&mut g, &[(last, upstream)], &wrt)?;
     }
-    let shapes: Vec<usize> = leaves.iter().map(|&t| g.shape(t).numel()).collect();
-    let mut be = CpuBackend::new();
-    let exe = Executable::new(g, &mut be, HashMap::new())?;
-    let mut rng = Rng::new(7);
-    for (&t, &n) in leaves.iter().zip(&shapes) {
-        let values: Vec<f32> = (0..n).map(|_| rng.uniform_range(-0.06, 0.06)).collect();
-        exe.write(&mut be, t, &values)?;
-    }
+    let (exe, mut be) = compile_with_random_inputs(g, &leaves, &mut Rng::new(7))?;
     for _ in 0..2 {
         exe.run(&mut be)?;
     }
-    let mut ms: Vec<f64> = (0..iters.max(1))
+    let ms: Vec<f64> = (0..iters.max(1))
         .map(|_| {
             let t0 = Instant::now();
             exe.run(&mut be).map(|()| t0.elapsed().as_secs_f64() * 1e3)
         })
         .collect::<tensorfit::core::Result<_>>()?;
     exe.release(&mut be)?;
-    ms.sort_by(f64::total_cmp);
-    Ok(ms[ms.len() / 2])
+    Ok(median(ms))
 }
 
 fn main() -> Result<()> {
-    let mut iters = 5;
-    let mut workloads = "train:32:50:250,infer:100:200:250".to_string();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--iters" => iters = args.next().context("--iters needs a count")?.parse()?,
-            "--workloads" => workloads = args.next().context("--workloads needs a list")?,
-            // cargo bench passes --bench to every bench binary.
-            "--bench" => {}
-            other => bail!("unknown argument `{other}`"),
-        }
-    }
+    let flags = Flags::parse(&[("--iters", "a count"), ("--workloads", "a list")])?;
+    let iters: usize = flags.get("--iters", 5)?;
+    let workloads: String = flags.get("--workloads", "train:32:50:250,infer:100:200:250".into())?;
     for spec in workloads.split(',') {
         let w = Workload::parse(spec)?;
         let ms = time(&w, iters)?;
@@ -132,6 +112,7 @@ fn main() -> Result<()> {
             input: INPUT,
             hidden: w.hidden,
             layers: LAYERS,
+            input_kind: CellInput::Features,
         };
         let passes = if w.train { 3.0 } else { 1.0 };
         let gflops = passes * gru.forward_flops(w.batch, w.steps) / ms / 1e6;

@@ -12,14 +12,17 @@
 //!
 //!   cargo bench --bench masking_cpu -- --rounds 15 --shape 32:100:250
 
-use std::collections::HashMap;
+mod common;
+
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use common::flags::{median, sizes, Flags};
+use common::programs::{compile_with_random_inputs, weight_inputs};
 use tensorfit::core::args::SliceTimeInputs;
-use tensorfit::core::{backward, Backend, Executable, Graph, Op, Rng, TensorId};
+use tensorfit::core::{backward, Backend, Executable, Graph, Op, Rng};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{Lstm, LstmInput};
+use tensorfit::nn::layers::{CellInput, Lstm};
 
 const INPUT: usize = 152;
 const LAYERS: usize = 3;
@@ -42,18 +45,12 @@ fn program(
         input: INPUT,
         hidden,
         layers: LAYERS,
-        input_kind: LstmInput::Features,
+        input_kind: CellInput::Features,
     };
     let mut g = Graph::new();
-    let weights: Vec<_> = (lstm.specs().iter())
-        .map(|spec| spec.map(|s| g.input(&s.name, s.shape.clone())))
-        .collect();
+    let (weights, mut leaves) = weight_inputs(&mut g, &lstm.specs());
     let padded = v != Variant::None;
     let stack = lstm.stack_at_lengths(&mut g, &weights, (batch, steps), true, padded)?;
-    let mut leaves: Vec<TensorId> = weights
-        .iter()
-        .flat_map(|k| [k.w_ih, k.w_hh, k.b_ih, k.b_hh])
-        .collect();
     let wrt = leaves.clone();
     leaves.push(stack.x);
     leaves.extend(stack.h0.iter().chain(&stack.c0));
@@ -65,14 +62,8 @@ fn program(
     let upstream = g.input("upstream", lstm.state_shape(batch));
     leaves.push(upstream);
     backward(&mut g, &[(last, upstream)], &wrt)?;
-    let shapes: Vec<usize> = leaves.iter().map(|&t| g.shape(t).numel()).collect();
-    let mut be = CpuBackend::new();
-    let exe = Executable::new(g, &mut be, HashMap::new())?;
     let mut rng = Rng::new(7);
-    for (&t, &n) in leaves.iter().zip(&shapes) {
-        let values: Vec<f32> = (0..n).map(|_| rng.uniform_range(-0.06, 0.06)).collect();
-        exe.write(&mut be, t, &values)?;
-    }
+    let (exe, mut be) = compile_with_random_inputs(g, &leaves, &mut rng)?;
     if let Some(t) = stack.lengths {
         let lengths: Vec<f32> = (0..batch)
             .map(|_| match v {
@@ -89,28 +80,10 @@ fn program(
 }
 
 fn main() -> Result<()> {
-    let mut rounds = 15;
-    let mut shape = "32:100:250".to_string();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--rounds" => rounds = args.next().context("--rounds needs a count")?.parse()?,
-            "--shape" => shape = args.next().context("--shape needs batch:steps:hidden")?,
-            // cargo bench passes --bench to every bench binary.
-            "--bench" => {}
-            other => bail!("unknown argument `{other}`"),
-        }
-    }
-    let sizes: Vec<usize> = shape
-        .split(':')
-        .map(|v| {
-            v.parse()
-                .with_context(|| format!("--shape `{shape}`: `{v}`"))
-        })
-        .collect::<Result<_>>()?;
-    let [batch, steps, hidden] = sizes[..] else {
-        bail!("--shape `{shape}`: expected batch:steps:hidden");
-    };
+    let flags = Flags::parse(&[("--rounds", "a count"), ("--shape", "batch:steps:hidden")])?;
+    let rounds: usize = flags.get("--rounds", 15)?;
+    let shape: String = flags.get("--shape", "32:100:250".into())?;
+    let [batch, steps, hidden] = sizes("--shape", &shape, "batch:steps:hidden")?;
     if steps < 10 {
         bail!("--shape `{shape}`: the ragged variant draws lengths from 10..=T, so T must be at least 10");
     }
@@ -130,9 +103,8 @@ fn main() -> Result<()> {
             }
         }
     }
-    for (v, mut times) in variants.iter().zip(ms) {
-        times.sort_by(f64::total_cmp);
-        let median = times[times.len() / 2];
+    for (v, times) in variants.iter().zip(ms) {
+        let median = median(times);
         println!(
             "{{\"variant\": \"{}\", \"batch\": {batch}, \"steps\": {steps}, \"hidden\": {hidden}, \"ms\": {median:.3}}}",
             format!("{v:?}").to_lowercase()

@@ -113,6 +113,7 @@ fn run(cell: &Cell) -> Result<Value> {
         writes_checkpoints: true,
         padded: false,
         data_parallel: None,
+        carry_across: false,
     };
     let decision = decide(&req)?;
     let Some(Choice { candidate, .. }) = decision.chosen() else {

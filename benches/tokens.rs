@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use tensorfit::core::{Backend, Executable, Graph, Rng, TensorId, TensorView};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{Lstm, LstmInput};
+use tensorfit::nn::layers::{CellInput, Lstm};
 use tensorfit::plan::{Limits, MemoryPlan, ProgramSpec};
 
 const VOCAB: usize = 152;
@@ -29,7 +29,7 @@ struct Stack {
     persistent: Vec<(TensorId, String)>,
 }
 
-fn stack(kind: LstmInput, batch: usize, steps: usize) -> Result<Stack> {
+fn stack(kind: CellInput, batch: usize, steps: usize) -> Result<Stack> {
     let lstm = Lstm {
         input: VOCAB,
         hidden: 250,
@@ -120,8 +120,8 @@ fn main() -> Result<()> {
         None => 15,
     };
     let kinds = [
-        ("dense one-hot", LstmInput::Features),
-        ("token ids", LstmInput::Tokens),
+        ("dense one-hot", CellInput::Features),
+        ("token ids", CellInput::Tokens),
     ];
 
     println!("plan at B=100, T=2000, whole sequence (inference):");

@@ -35,6 +35,7 @@ fn main() -> Result<()> {
             writes_checkpoints: true,
             padded: false,
             data_parallel: None,
+            carry_across: false,
         };
         println!("== evaluation of 100 × 2000 under a {cap} cap");
         let decision = decide(&req)?;

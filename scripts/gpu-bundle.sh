@@ -6,6 +6,7 @@
 #   gpu-bundle/bin/tensorfit            the CLI (release)
 #   gpu-bundle/bin/conformance          tests/conformance.rs (every device vs the CPU)
 #   gpu-bundle/bin/tensorfit-cuda-tests crates/tensorfit-cuda/tests/cuda.rs
+#   gpu-bundle/bin/tensorfit-dist-check the distributed rank program (its `nccl` scenario)
 #   gpu-bundle/lib/libvulkan.so.1       from this machine's libvulkan1 package, if present
 #   gpu-bundle/MANIFEST                 commit, date, sizes
 #
@@ -44,6 +45,10 @@ echo "== cargo test --release --no-run -p tensorfit-cuda --test cuda"
 exe=$(test_binary -p tensorfit-cuda --test cuda)
 [ -n "$exe" ] || { echo "gpu-bundle: no tensorfit-cuda test binary" >&2; exit 1; }
 cp "$exe" "$OUT/bin/tensorfit-cuda-tests"
+
+echo "== cargo build --release -p tensorfit-dist --bin tensorfit-dist-check"
+cargo build --release -p tensorfit-dist --bin tensorfit-dist-check
+cp "$TARGET/release/tensorfit-dist-check" "$OUT/bin/tensorfit-dist-check"
 
 strip "$OUT"/bin/*
 

@@ -8,7 +8,8 @@
 # 1. prints nvidia-smi, and which CUDA libraries (driver, NVRTC, cuBLAS) will be loaded;
 # 2. runs the CUDA backend's tests and the conformance suite with TENSORFIT_REQUIRE=cuda,wgpu
 #    (wgpu on the NVIDIA Vulkan driver, through the bundled Vulkan loader if the machine has
-#    none), so a device that cannot be opened is a failure, not a skip;
+#    none), so a device that cannot be opened is a failure, not a skip; then NCCL's
+#    all-reduce on one rank (tensorfit-dist-check nccl);
 # 3. times the seed network: a training step at batch 100, length 2000, truncated BPTT 50,
 #    and inference at batch 100, length 2000, on cuda, wgpu and cpu (`tensorfit bench
 #    --json`: median of timed runs after a warm-up), and PyTorch's cuDNN LSTM on the same
@@ -118,7 +119,7 @@ run_tests() { # name, seconds, command...
     TENSORFIT_REQUIRE=cuda,wgpu timeout "$t" "$@" > "$LOG_DIR/$name.log" 2>&1
     local rc=$?
     # What ran, what each test printed about its devices, and the outcome.
-    grep -E '^(test |skipped|cuda|wgpu|NVRTC|CUDA|a GTX|test result)' "$LOG_DIR/$name.log" | tail -n 60
+    grep -E '^(test |skipped|cuda|wgpu|NVRTC|CUDA|a GTX|test result|rank )' "$LOG_DIR/$name.log" | tail -n 60
     case $rc in
         0) ;;
         124) FAILED+=("$name (timed out after ${t}s)") ;;
@@ -131,6 +132,9 @@ run_tests() { # name, seconds, command...
 }
 run_tests tensorfit-cuda-tests 120 "$BUNDLE/bin/tensorfit-cuda-tests" --nocapture
 run_tests conformance 180 "$BUNDLE/bin/conformance" --nocapture
+# NCCL on one rank (no mpirun: the process is rank 0 of 1): chosen by the ranks' vote,
+# joined on cuda:0, and the all-reduce and broadcasts checked over it.
+run_tests nccl 60 "$BUNDLE/bin/tensorfit-dist-check" nccl
 
 # ---------------------------------------------------------------------------------------
 # Timings

@@ -7,9 +7,6 @@
 //! one fits. The fastest fitting plan over all devices is chosen ([`Choice`]);
 //! [`crate::session`] then runs it.
 
-use std::fmt::Write as _;
-
-use serde_json::{json, Value};
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::host_memory;
 use tensorfit_nn::{Job, ModelDescription, OptimConfig, Program, TbpttMode, TrainOptions};
@@ -23,6 +20,9 @@ use crate::distributed::DataParallel;
 use crate::estimate::{estimate_seconds, ProgramCosts};
 use crate::host_budget::{memory_is_host, seen_by_job, HostNeed};
 use crate::strategy::{check_job, strategies, Strategy};
+
+mod report;
+pub use report::format_seconds;
 
 /// What to plan and run.
 #[derive(Debug, Clone)]
@@ -60,6 +60,9 @@ pub struct Request {
     /// gradients, which the host averages over the ranks, and at the head of a model
     /// with BatchNorm, whose statistics are the global batch's.
     pub data_parallel: Option<DataParallel>,
+    /// Batches may continue the previous batch's sequences, starting from the state it
+    /// left ([`TrainOptions::carry_across`]).
+    pub carry_across: bool,
 }
 
 impl Request {
@@ -86,6 +89,7 @@ impl Request {
             seed: 0,
             padded: false,
             data_parallel: None,
+            carry_across: false,
         }
     }
 }
@@ -411,7 +415,6 @@ impl Decision {
         }
     }
 
-    /// `{"candidates": [...], "chosen": {...} | null, "unavailable": [...]}`.
     /// The process's resident memory the chosen plan predicts: this process before the
     /// job, the job's host bytes, and the device plan where device memory is host memory.
     pub fn planned_resident(&self) -> Option<u64> {
@@ -427,124 +430,6 @@ impl Decision {
             self.host
                 .resident(process, c.plan.peak_bytes(), device_is_host),
         )
-    }
-
-    /// The host section of the plan, as JSON.
-    pub fn host_json(&self) -> Value {
-        json!({
-            "inputs": self.host.inputs,
-            "state_copies": self.host.state,
-            "read_ahead": self.host.read_ahead,
-            "communication": self.host.communication,
-            "process": self.process_bytes,
-            "planned_resident": self.planned_resident(),
-        })
-    }
-
-    /// The host section of the plan, for people.
-    pub fn host_table(&self) -> String {
-        let h = &self.host;
-        let read_ahead = match h.read_ahead {
-            0 => String::new(),
-            bytes => format!(", batches read ahead from files {}", format_bytes(bytes)),
-        };
-        let communication = match h.communication {
-            0 => String::new(),
-            bytes => format!(", gradients averaged over ranks {}", format_bytes(bytes)),
-        };
-        let mut s = format!(
-            "host memory: input data {}, copies of the training state {}{read_ahead}{communication}, this process {} before the job\n",
-            format_bytes(h.inputs),
-            format_bytes(h.state),
-            format_bytes(self.process_bytes)
-        );
-        if let (Some(c), Some(resident)) = (self.chosen(), self.planned_resident()) {
-            let with = if memory_is_host(c.device) {
-                " (the device plan included: its memory is host memory)"
-            } else {
-                ""
-            };
-            let _ = writeln!(
-                s,
-                "process resident memory{with}: {}",
-                format_bytes(resident)
-            );
-        }
-        s
-    }
-
-    /// The decision as JSON (`tensorfit plan --json`): every candidate and the choice.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "host": self.host_json(),
-            "candidates": self.candidates.iter().map(Candidate::to_json).collect::<Vec<_>>(),
-            "chosen": self.chosen.map(|i| self.candidates[i].to_json()),
-            "unavailable": self.unavailable.iter().map(|(d, w)| json!({"device": d, "reason": w})).collect::<Vec<_>>(),
-        })
-    }
-
-    /// The candidates as a table a person reads, one line each, then the choice.
-    pub fn table(&self) -> String {
-        let mut s = String::new();
-        // Assumed devices have long ids (`a100-80gb (assumed)`).
-        let w = (self.candidates.iter().map(|c| c.device.len()))
-            .chain(self.unavailable.iter().map(|(d, _)| d.len()))
-            .max()
-            .unwrap_or(0)
-            .max(8);
-        let _ = writeln!(
-            s,
-            "{:<w$} {:>10} {:>10}  {:<4} {:<40} {:>10}  why",
-            "device", "usable", "needs", "fits", "strategy", "est. time"
-        );
-        for c in &self.candidates {
-            let _ = writeln!(
-                s,
-                "{:<w$} {:>10} {:>10}  {:<4} {:<40} {:>10}  {}",
-                c.device,
-                format_bytes(c.capacity_bytes),
-                format_bytes(c.estimated_peak_bytes),
-                if c.fits { "yes" } else { "no" },
-                c.strategy,
-                format_seconds(c.estimated_seconds),
-                c.reason
-            );
-        }
-        for (d, why) in &self.unavailable {
-            let _ = writeln!(s, "{d:<w$} unavailable: {why}");
-        }
-        match self.chosen() {
-            Some(Choice {
-                candidate: c,
-                device: info,
-                ..
-            }) => {
-                let _ = writeln!(
-                    s,
-                    "chosen: {} ({}), {}, estimated {} per {}",
-                    c.device,
-                    info.name,
-                    c.strategy,
-                    format_seconds(c.estimated_seconds),
-                    self.unit
-                );
-            }
-            None => {
-                let _ = writeln!(s, "chosen: nothing fits");
-            }
-        }
-        s
-    }
-}
-
-/// Seconds for people: `123 ms` below a second, `4.5 s` above, `none` for NaN.
-pub fn format_seconds(s: f64) -> String {
-    if s.is_nan() {
-        "none".into()
-    } else if s < 1.0 {
-        format!("{:.0} ms", s * 1e3)
-    } else {
-        format!("{s:.1} s")
     }
 }
 

@@ -7,11 +7,44 @@
 //! is going on (then every op fails with out-of-memory while more is allocated than the
 //! new capacity, as when memory vanishes under a running program). The knobs are shared
 //! through an `Arc<Faults>`, so a test can turn them while the session owns the backend.
+//!
+//! A test that cannot reach into the process (a rank under mpirun) sets
+//! [`INJECT_OOM_VAR`] instead: every backend the process's sessions open shares one
+//! [`Faults`] whose `fail_execute` is that number ([`from_env`]), so the N-th op execution
+//! of the process fails once, whichever session runs it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tensorfit_core::{Backend, BufferId, DeviceInfo, Error, MemoryInfo, Op, Result, TensorView};
+
+/// The environment variable that makes the N-th op execution of this process fail with
+/// out-of-memory, once (N from 1).
+pub const INJECT_OOM_VAR: &str = "TENSORFIT_INJECT_OOM";
+
+/// `backend`, wrapped to fail as [`INJECT_OOM_VAR`] says when it is set; refused, naming
+/// the variable, when it is not a number from 1.
+pub fn from_env(backend: Box<dyn Backend>) -> Result<Box<dyn Backend>> {
+    static SHARED: OnceLock<Arc<Faults>> = OnceLock::new();
+    let Some(value) = std::env::var_os(INJECT_OOM_VAR) else {
+        return Ok(backend);
+    };
+    let n = value
+        .to_str()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            Error::input(format!(
+                "{INJECT_OOM_VAR}={value:?}: the op execution to fail with out-of-memory, a number from 1"
+            ))
+        })?;
+    let faults = SHARED.get_or_init(|| {
+        let f = Faults::default();
+        f.fail_execute.store(n, Ordering::SeqCst);
+        Arc::new(f)
+    });
+    Ok(Box::new(FaultyBackend::new(backend, Arc::clone(faults))))
+}
 
 /// The failures to inject. Counters are 1-based; 0 means never.
 #[derive(Debug)]

@@ -300,6 +300,7 @@ mod tests {
             writes_checkpoints: true,
             padded: false,
             data_parallel: None,
+            carry_across: false,
         }
     }
 

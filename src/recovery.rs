@@ -39,8 +39,9 @@ const MAX_FALLBACKS_PER_STEP: usize = 3;
 
 impl Session {
     /// Runs `run` on the trainer, recovering from device failures (see the module
-    /// documentation).
-    pub(crate) fn with_recovery<T>(
+    /// documentation): a failed `run` is repeated on the new plan, so it must start from
+    /// what it was given (a text's `CarriedState` is replaced only on success).
+    pub fn with_recovery<T>(
         &mut self,
         mut run: impl FnMut(&mut Trainer) -> Result<T>,
     ) -> Result<T> {

@@ -53,7 +53,8 @@ pub fn start(req: &Request, decision: &Decision, params: &ParamStore) -> Result<
             "{id} is not a device here: it can be planned, not run"
         ))
     })?;
-    let backend = open_device(kind, index, &req.caps)?;
+    // A test may ask for a failure by the environment (`crate::faults::from_env`).
+    let backend = crate::faults::from_env(open_device(kind, index, &req.caps)?)?;
     start_on(req, decision, params, backend)
 }
 
@@ -99,15 +100,16 @@ impl Session {
         self.train_step_at(x, labels, None)
     }
 
-    /// A data-parallel training step: as [`Session::train_step`], with `exchange`
+    /// A data-parallel training step: as [`Session::train_step_at`], with `exchange`
     /// between backward and the update (a repeated step passes it the same step again).
     pub fn train_step_exchanging(
         &mut self,
         x: &HostTensor,
         labels: &[f32],
+        lengths: Option<&[f32]>,
         exchange: &mut dyn GradientExchange,
     ) -> Result<StepReport> {
-        self.with_recovery(|t| t.train_step_exchanging(x, labels, None, exchange))
+        self.with_recovery(|t| t.train_step_exchanging(x, labels, lengths, exchange))
     }
 
     /// An evaluation, recovering from device failures.

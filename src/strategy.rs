@@ -57,6 +57,7 @@ impl Strategy {
             padded: req.padded,
             split_update: req.data_parallel.is_some(),
             sync_batch_norm: req.data_parallel.and_then(|d| d.sync_batch_norm(&req.cfg)),
+            carry_across: req.carry_across,
         }
     }
 }

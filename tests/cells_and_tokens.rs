@@ -13,8 +13,8 @@ use tensorfit::nn::{
 
 use common::{assert_close, task_model, train_options};
 
-/// The three wirings: a GRU on features, an LSTM reading ids directly, a GRU on embedded
-/// ids.
+/// The four wirings: a GRU on features, an LSTM reading ids directly, a GRU on embedded
+/// ids, a GRU reading ids directly.
 fn models() -> Vec<ModelDescription> {
     let vocab = TemporalOrder::FEATURES;
     let mut gru = task_model(8, 2, 6);
@@ -29,7 +29,12 @@ fn models() -> Vec<ModelDescription> {
         vocab,
         embedding: Some(5),
     };
-    vec![gru, lstm_ids, gru_embedded]
+    let mut gru_ids = gru.clone();
+    gru_ids.input = InputSpec::Tokens {
+        vocab,
+        embedding: None,
+    };
+    vec![gru, lstm_ids, gru_embedded, gru_ids]
 }
 
 fn trainer(cfg: &ModelDescription, params: &ParamStore) -> Trainer {
@@ -47,7 +52,7 @@ fn the_tensors_are_named_as_pytorchs_modules_name_them() {
             .take(5)
             .collect()
     };
-    let [gru, lstm_ids, gru_embedded] = <[_; 3]>::try_from(models()).unwrap();
+    let [gru, lstm_ids, gru_embedded, gru_ids] = <[_; 4]>::try_from(models()).unwrap();
     assert_eq!(
         names(&gru)[..4],
         [
@@ -62,6 +67,7 @@ fn the_tensors_are_named_as_pytorchs_modules_name_them() {
         names(&gru_embedded)[..2],
         ["embedding.weight[152, 5]", "gru.weight_ih_l0[24, 5]"]
     );
+    assert_eq!(names(&gru_ids)[0], "gru.weight_ih_l0[24, 152]");
 }
 
 #[test]
@@ -100,7 +106,12 @@ fn a_checkpoint_of_each_wiring_resumes_the_same_steps() {
 
 #[test]
 fn a_token_id_outside_the_vocabulary_is_refused_naming_its_place() {
-    let cfg = &models()[2];
+    for cfg in &models()[1..] {
+        token_outside_the_vocabulary_is_refused(cfg);
+    }
+}
+
+fn token_outside_the_vocabulary_is_refused(cfg: &ModelDescription) {
     let mut t = trainer(cfg, &ParamStore::init(cfg, 1).unwrap());
     let mut b = TemporalOrder::new(1).batch_for(cfg, 3, 8).unwrap();
     b.x.data[2 * 3 + 1] = TemporalOrder::FEATURES as f32;
@@ -119,7 +130,7 @@ fn a_token_id_outside_the_vocabulary_is_refused_naming_its_place() {
 
 #[test]
 fn a_gru_carries_h_only_and_an_lstm_h_and_c() {
-    for (cfg, c_layers) in models().into_iter().zip([0, 2, 0]) {
+    for (cfg, c_layers) in models().into_iter().zip([0, 2, 0, 0]) {
         let mut t = trainer(&cfg, &ParamStore::init(&cfg, 1).unwrap());
         let b = TemporalOrder::new(1).batch_for(&cfg, 3, 12).unwrap();
         t.train_step(&b.x, &b.labels).unwrap();

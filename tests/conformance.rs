@@ -19,7 +19,7 @@
 //!   dense 5, 6 classes, B=16, T=9, truncated BPTT 3 carrying state) through
 //!   `tensorfit_nn::Trainer`: loss, probabilities, carried state, every gradient, every
 //!   parameter and statistic after each of two Adam steps, then inference;
-//! - `lstm_on_token_ids_matches_the_lstm_on_their_one_hot_vectors`: on the CPU and on each
+//! - `an_lstm_or_gru_on_token_ids_matches_itself_on_their_one_hot_vectors`: on the CPU and on each
 //!   device, the LSTM ops on token ids against the same ops on the materialised one-hot
 //!   input (`conformance/tokens.rs`);
 //! - `loss_curve_matches_the_cpu`: 20 training steps of a scaled-down seed network on the
@@ -131,11 +131,11 @@ fn loss_curve_matches_the_cpu() {
 }
 
 #[test]
-fn lstm_on_token_ids_matches_the_lstm_on_their_one_hot_vectors() {
+fn an_lstm_or_gru_on_token_ids_matches_itself_on_their_one_hot_vectors() {
     let mut checks = Checks::new("token ids = one-hot input", "cpu");
     tokens::one_hot_equivalence(reference().as_mut(), &mut checks);
     checks.finish();
-    let name = "lstm_on_token_ids_matches_the_lstm_on_their_one_hot_vectors";
+    let name = "an_lstm_or_gru_on_token_ids_matches_itself_on_their_one_hot_vectors";
     for d in present(name, devices()) {
         let mut checks = Checks::new("token ids = one-hot input", d.name);
         let mut device = (d.open)().unwrap();

@@ -11,14 +11,22 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use common::data_cli::{eval_on_data, train_on_data};
 use common::{arg, example_data, json, scratch, succeed, tensorfit_command};
 use serde_json::Value;
-use tensorfit::nn::{Checkpoint, ModelDescription, ParamStore};
+use tensorfit::nn::{Cell, Checkpoint, ModelDescription, ParamStore};
 
-/// An untrained checkpoint of `examples/data/classify_model.toml` (3 features, 3
-/// classes) in `dir`.
-fn untrained(dir: &Path) -> PathBuf {
-    let cfg = ModelDescription::load(&example_data("classify_model.toml")).unwrap();
+/// The scratch directory `name` and an untrained checkpoint of
+/// `examples/data/classify_model.toml` (3 features, 3 classes) in it.
+fn untrained(name: &str) -> (PathBuf, PathBuf) {
+    untrained_cell(name, Cell::Lstm)
+}
+
+/// [`untrained`] with its recurrent layer a `cell`.
+fn untrained_cell(name: &str, cell: Cell) -> (PathBuf, PathBuf) {
+    let dir = scratch(name);
+    let mut cfg = ModelDescription::load(&example_data("classify_model.toml")).unwrap();
+    cfg.recurrent.cell = cell;
     let ck = Checkpoint {
         params: ParamStore::init(&cfg, 3).unwrap(),
         config: cfg,
@@ -28,7 +36,7 @@ fn untrained(dir: &Path) -> PathBuf {
     };
     let path = dir.join("untrained.safetensors");
     ck.save(&path).unwrap();
-    path
+    (dir, path)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -49,46 +57,15 @@ fn json_lines(out: &Output) -> Vec<Value> {
 /// Trains the example model on `data` (every sequence, no validation) into `dir` and
 /// returns the accuracy `eval --data` then measures on the same file.
 fn train_then_eval(name: &str, data: &Path) -> f64 {
-    let dir = scratch(name);
-    let init = untrained(&dir);
+    train_cell_then_eval(name, data, Cell::Lstm)
+}
+
+/// [`train_then_eval`] with the recurrent layer a `cell`.
+fn train_cell_then_eval(name: &str, data: &Path, cell: Cell) -> f64 {
+    let (dir, init) = untrained_cell(name, cell);
     let ck = dir.join("ck");
-    succeed(
-        tensorfit_command().args([
-            "train",
-            "--data",
-            arg(data),
-            "--init",
-            arg(&init),
-            "--val-fraction",
-            "0",
-            "--epochs",
-            "60",
-            "--batch",
-            "4",
-            "--lr",
-            "0.02",
-            "--device",
-            "cpu",
-            "--checkpoint-dir",
-            arg(&ck),
-            "--json",
-        ]),
-        "train --data",
-    );
-    let out = succeed(
-        tensorfit_command().args([
-            "eval",
-            "--checkpoint",
-            arg(&ck),
-            "--data",
-            arg(data),
-            "--device",
-            "cpu",
-            "--json",
-        ]),
-        "eval --data",
-    );
-    let v = json(&out);
+    train_on_data(["--init", arg(&init)], data, "60", &ck);
+    let v = eval_on_data(&ck, data, "eval --data");
     assert_eq!(v["sequences"], 12, "{v}");
     v["accuracy"].as_f64().unwrap()
 }
@@ -102,6 +79,14 @@ fn a_classifier_trains_from_the_dl4j_csv_layout_to_full_accuracy_on_its_sequence
 #[test]
 fn a_classifier_trains_from_safetensors_to_full_accuracy_on_its_sequences() {
     let accuracy = train_then_eval("safetensors", &example_data("classify.safetensors"));
+    assert!(accuracy >= 0.99, "accuracy {accuracy}");
+}
+
+#[test]
+fn a_gru_classifier_trains_from_padded_batches_of_a_file_too() {
+    // The file's sequences have lengths 4 to 9: batches are padded and carry lengths.
+    let data = example_data("classify.safetensors");
+    let accuracy = train_cell_then_eval("gru-padded", &data, Cell::Gru);
     assert!(accuracy >= 0.99, "accuracy {accuracy}");
 }
 
@@ -123,27 +108,24 @@ fn read_predictions(path: &Path) -> (Vec<String>, Vec<f32>) {
 
 #[test]
 fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
-    let dir = scratch("predict");
-    let init = untrained(&dir);
-    let out = dir.join("probs.safetensors");
-    let data = example_data("dl4j");
-    succeed(
-        tensorfit_command().args([
-            "predict",
-            "--checkpoint",
-            arg(&init),
-            "--data",
-            arg(&data),
-            "--batch",
-            "5",
-            "--output",
-            arg(&out),
-            "--device",
-            "cpu",
-        ]),
-        "predict --data",
+    let (dir, init) = untrained("predict");
+    // `predict --data data` into the scratch file `name`, read back.
+    let predict = |data: &Path, name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        succeed(
+            tensorfit_command()
+                .args(["predict", "--checkpoint", arg(&init), "--data", arg(data)])
+                .args(["--output", arg(&out), "--device", "cpu"])
+                .args(extra),
+            &format!("predict --data {}", data.display()),
+        );
+        read_predictions(&out)
+    };
+    let (ids, values) = predict(
+        &example_data("dl4j"),
+        "probs.safetensors",
+        &["--batch", "5"],
     );
-    let (ids, values) = read_predictions(&out);
     // DL4J's files in the order of their numbers, each row its file's number.
     let want: Vec<String> = (0..12).map(|i| i.to_string()).collect();
     assert_eq!(ids, want);
@@ -152,29 +134,17 @@ fn predict_writes_every_sequences_probabilities_in_file_order_with_its_id() {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{row:?}");
     }
     // The same sequences from safetensors give the same probabilities, row for row.
-    let out2 = dir.join("probs2.safetensors");
-    succeed(
-        tensorfit_command().args([
-            "predict",
-            "--checkpoint",
-            arg(&init),
-            "--data",
-            arg(&example_data("classify.safetensors")),
-            "--output",
-            arg(&out2),
-            "--device",
-            "cpu",
-        ]),
-        "predict --data (safetensors)",
+    let (_, values2) = predict(
+        &example_data("classify.safetensors"),
+        "probs2.safetensors",
+        &[],
     );
-    let (_, values2) = read_predictions(&out2);
     common::assert_close("probabilities", &values2, &values, 1e-4, 1e-3);
 }
 
 #[test]
 fn a_bad_file_of_each_format_exits_1_naming_the_file_and_line() {
-    let dir = scratch("bad");
-    let init = untrained(&dir);
+    let (dir, init) = untrained("bad");
     // DL4J's layout with a word among the numbers.
     let dl4j = dir.join("dl4j");
     for sub in ["features", "labels"] {
@@ -254,8 +224,7 @@ fn a_bad_file_of_each_format_exits_1_naming_the_file_and_line() {
 
 #[test]
 fn early_stopping_keeps_the_best_checkpoint_and_metrics_has_a_line_per_validation() {
-    let dir = scratch("early");
-    let init = untrained(&dir);
+    let (dir, init) = untrained("early");
     let ck = dir.join("ck");
     let val = example_data("classify.npz");
     let out = succeed(
@@ -313,19 +282,7 @@ fn early_stopping_keeps_the_best_checkpoint_and_metrics_has_a_line_per_validatio
     // The checkpoint is the best model: its step, and its validation loss.
     let saved = Checkpoint::load(&ck.join("checkpoint.safetensors")).unwrap();
     assert_eq!(Some(saved.step), metrics[best_at]["step"].as_u64());
-    let eval = json(&succeed(
-        tensorfit_command().args([
-            "eval",
-            "--checkpoint",
-            arg(&ck),
-            "--data",
-            arg(&val),
-            "--device",
-            "cpu",
-            "--json",
-        ]),
-        "eval of the kept checkpoint",
-    ));
+    let eval = eval_on_data(&ck, &val, "eval of the kept checkpoint");
     let got = eval["loss"].as_f64().unwrap();
     assert!(
         (got - best).abs() < 1e-4,

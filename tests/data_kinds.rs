@@ -9,54 +9,20 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{arg, example_data, json, scratch, succeed, tensorfit_command};
+use common::data_cli::{eval_on_data, train_on_data};
+use common::{arg, example_data, scratch, succeed, tensorfit_command};
 use tensorfit::nn::Checkpoint;
 
 /// Trains `model` on every sequence of `data` into a checkpoint directory of `name`.
 fn train(name: &str, model: &str, data: &Path, epochs: &str) -> PathBuf {
     let ck = scratch(name).join("ck");
-    succeed(
-        tensorfit_command().args([
-            "train",
-            "--model",
-            arg(&example_data(model)),
-            "--data",
-            arg(data),
-            "--val-fraction",
-            "0",
-            "--epochs",
-            epochs,
-            "--batch",
-            "4",
-            "--lr",
-            "0.02",
-            "--device",
-            "cpu",
-            "--checkpoint-dir",
-            arg(&ck),
-            "--json",
-        ]),
-        "train --data",
-    );
+    train_on_data(["--model", arg(&example_data(model))], data, epochs, &ck);
     ck
 }
 
 /// `eval --data` of a checkpoint, as its JSON line.
 fn eval(ck: &Path, data: &Path) -> serde_json::Value {
-    let out = succeed(
-        tensorfit_command().args([
-            "eval",
-            "--checkpoint",
-            arg(ck),
-            "--data",
-            arg(data),
-            "--device",
-            "cpu",
-            "--json",
-        ]),
-        "eval --data",
-    );
-    json(&out)
+    eval_on_data(ck, data, "eval --data")
 }
 
 #[test]

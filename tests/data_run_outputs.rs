@@ -8,10 +8,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use common::{arg, example_data, scratch, succeed, tensorfit_command};
+use common::{
+    arg, checkpoint_bits, example_data, interrupted, scratch, spawn_until, succeed,
+    tensorfit_command,
+};
 use tensorfit::nn::Checkpoint;
 
 /// `train --data` of the example classifier, validating on a quarter of the sequences
@@ -43,35 +45,6 @@ fn training(dir: &Path, epochs: &str) -> Command {
         arg(dir),
     ]);
     c
-}
-
-/// Spawns `cmd` and returns once `file` exists.
-fn spawn_until(cmd: &mut Command, file: &Path) -> Child {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    for _ in 0..1200 {
-        if file.exists() {
-            return child;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("no {} after a minute", file.display());
-}
-
-fn params(path: &Path) -> Vec<(String, Vec<u32>)> {
-    let ck = Checkpoint::load(path).unwrap();
-    let mut v: Vec<(String, Vec<u32>)> = ck
-        .params
-        .iter()
-        .map(|(n, t)| (n.to_string(), t.data.iter().map(|x| x.to_bits()).collect()))
-        .collect();
-    v.sort();
-    v
 }
 
 /// The validation losses of a metrics.jsonl, by step.
@@ -116,14 +89,7 @@ fn a_data_run_stopped_by_a_signal_resumes_to_the_weights_of_a_run_never_stopped(
     let (dir, stopped) = loop {
         attempt += 1;
         let dir = scratch(&format!("resume-stopped-{attempt}"));
-        let child = spawn_until(&mut training(&dir, "20"), &dir.join("last.safetensors"));
-        let ok = Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -INT");
-        let out = child.wait_with_output().unwrap();
+        let out = interrupted(&mut training(&dir, "20"), &dir.join("last.safetensors"));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(130), "{err}");
         let stopped = Checkpoint::load(&dir.join("last.safetensors")).unwrap();
@@ -155,8 +121,8 @@ fn a_data_run_stopped_by_a_signal_resumes_to_the_weights_of_a_run_never_stopped(
     assert!(summary.contains("\"steps\":100"), "{summary}");
     for file in ["last.safetensors", "checkpoint.safetensors"] {
         assert_eq!(
-            params(&dir.join(file)),
-            params(&whole.join(file)),
+            checkpoint_bits(&dir.join(file)),
+            checkpoint_bits(&whole.join(file)),
             "{file}: stopped at step {} and resumed",
             stopped.step
         );

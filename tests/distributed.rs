@@ -16,14 +16,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tensorfit::nn::Checkpoint;
-use tensorfit_testing::mpirun::Run;
 
+use common::ranks::{launch, not_built, numbers, rank_pid, BIN, BOUND};
 use common::{assert_close, losses, ok_json, scratch};
-
-const BIN: &str = env!("CARGO_BIN_EXE_tensorfit");
-
-/// A launch that outlives this has hung: the test fails instead of waiting.
-const BOUND: Duration = Duration::from_secs(300);
 
 /// The seed network's shape without its BatchNorm layers, small.
 /// Small models: exact but for the order of the average's sums.
@@ -78,33 +73,6 @@ fn train_mpmd(test: &str, parts: &[(usize, &[&str])]) -> Option<Value> {
     let json = serde_json::from_str(run.stdout.trim())
         .unwrap_or_else(|e| panic!("{test}: not one JSON object ({e}):\n{}", run.output));
     Some(json)
-}
-
-/// `tensorfit command` on the ranks of each part, which must succeed; `None` when MPI is
-/// unavailable (the skip is printed).
-fn launch(test: &str, command: &str, parts: &[(usize, &[&str])]) -> Option<Run> {
-    let not_built = (!cfg!(feature = "mpi")).then_some(
-        "built without the `mpi` feature (cargo test --features mpi --test distributed)",
-    );
-    let cache = format!("XDG_CACHE_HOME={}", scratch("cache").display());
-    let mut line = vec!["-x".to_string(), cache];
-    for (i, (ranks, args)) in parts.iter().enumerate() {
-        if i > 0 {
-            line.push(":".into());
-        }
-        line.extend(["-np", &ranks.to_string(), BIN, command].map(String::from));
-        line.extend(args.iter().map(|a| a.to_string()));
-    }
-    let run = tensorfit_testing::mpirun::launch(test, not_built, &line, BOUND)?;
-    assert!(run.ok, "{test}: {parts:?} failed:\n{}", run.output);
-    Some(run)
-}
-
-fn numbers(v: &Value, key: &str) -> Vec<f32> {
-    match &v[key] {
-        Value::Array(a) => a.iter().map(|x| x.as_f64().unwrap() as f32).collect(),
-        x => vec![x.as_f64().unwrap_or(f64::NAN) as f32],
-    }
 }
 
 /// The same run on one process and on `ranks`, compared by the conformance suite's
@@ -302,18 +270,6 @@ fn a_wgpu_rank_and_a_cpu_rank_train_the_seed_network_as_two_cpu_ranks() {
     }
 }
 
-/// The pid of the rank `rank` of a launch whose environment holds `mark`.
-fn rank_pid(mark: &str, rank: usize) -> Option<u32> {
-    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let env = std::fs::read(e.path().join("environ")).ok()?;
-        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
-        let has = |v: &str| vars.contains(&v.as_bytes());
-        (has(mark) && has(&want)).then_some(pid)
-    })
-}
-
 #[test]
 fn a_rank_that_stops_responding_ends_the_training_with_a_timeout_error() {
     let test = "stopped rank";
@@ -357,8 +313,7 @@ fn a_rank_that_stops_responding_ends_the_training_with_a_timeout_error() {
     ]
     .map(String::from)
     .to_vec();
-    let not_built = (!cfg!(feature = "mpi")).then_some("built without the `mpi` feature");
-    let Some(launched) = tensorfit_testing::mpirun::spawn(test, not_built, &line) else {
+    let Some(launched) = tensorfit_testing::mpirun::spawn(test, not_built(), &line) else {
         return;
     };
     // Training is under way once rank 0 has written the checkpoint of a step.
@@ -416,8 +371,7 @@ fn each_rank_plans_its_rows_and_counts_the_communication_in_the_host_section() {
     ]
     .map(String::from)
     .to_vec();
-    let not_built = (!cfg!(feature = "mpi")).then_some("built without the `mpi` feature");
-    let Some(run) = tensorfit_testing::mpirun::launch(test, not_built, &line, BOUND) else {
+    let Some(run) = tensorfit_testing::mpirun::launch(test, not_built(), &line, BOUND) else {
         return;
     };
     assert!(run.ok, "{test}: {}", run.output);

@@ -15,11 +15,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use common::{
-    assert_close, losses, matches_reference_steps, max_abs, ok_json, scratch, train_options,
-    wgpu_present,
+    check_reference as check, losses, matches_reference_eval, matches_reference_steps, ok_json,
+    reference, scratch, train_options, wgpu_present,
 };
 use tensorfit::core::{Activation, Backend, DropoutParams, HostTensor, Op};
 use tensorfit::cpu::kernels::dropout::dropout;
@@ -34,8 +33,7 @@ use tensorfit::nn::{
 const FILE: &str = "tests/data/dropout_small_reference.safetensors";
 
 fn load(prefix: &str) -> (ParamStore, HashMap<String, String>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FILE);
-    ParamStore::load(&path, prefix).expect("reference file loads")
+    reference(FILE, prefix)
 }
 
 fn meta<T: std::str::FromStr>(meta: &HashMap<String, String>, k: &str) -> T
@@ -92,10 +90,6 @@ fn options(m: &HashMap<String, String>) -> TrainOptions {
     }
 }
 
-fn check(what: &str, got: &[f32], want: &[f32]) {
-    assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
-}
-
 /// The mask the CPU kernel draws: dropout of ones.
 fn drawn_mask(key: [f32; 2], p: f32, site: u32, n: usize) -> Vec<f32> {
     let mut out = vec![0.0; n];
@@ -132,28 +126,14 @@ fn dropout_training_matches_pytorch_given_the_same_masks() {
         options(&m),
     )
     .unwrap();
-    let compared = matches_reference_steps(
-        &mut trainer,
-        |prefix| load(prefix).0,
-        2,
-        ("labels", "probs"),
-    );
+    let compared = matches_reference_steps(&mut trainer, FILE, 2, ("labels", "probs"));
     // 8 LSTM tensors, head.1's and out's weight and bias: 12 gradients, 12 parameters.
     assert_eq!(
         compared,
         2 * 24,
         "every gradient and parameter was compared"
     );
-    let (r, _) = load("step1.");
-    let (e, _) = load("eval.");
-    let report = trainer
-        .evaluate(r.require("x").unwrap(), &r.require("labels").unwrap().data)
-        .unwrap();
-    check(
-        "eval probs",
-        &report.probs.data,
-        &e.require("probs").unwrap().data,
-    );
+    matches_reference_eval(&mut trainer, FILE, "step1.", ("labels", "probs"));
 }
 
 /// A 3-layer model with dropout between its layers and two head dropouts, random data.

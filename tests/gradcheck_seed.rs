@@ -80,6 +80,21 @@ fn a_gru_stack_and_token_input_get_gradients_that_match_finite_differences() {
 }
 
 #[test]
+fn a_gru_on_token_ids_without_an_embedding_gets_gradients_that_match_finite_differences() {
+    // The seed's head on the last step, then a language model (no head layers, every step).
+    let mut cfg = TWO_LAYERS.description();
+    cfg.recurrent.cell = Cell::Gru;
+    cfg.input = InputSpec::Tokens {
+        vocab: 6,
+        embedding: None,
+    };
+    gradients_match_finite_differences(&cfg);
+    cfg.head.on = HeadOn::EveryStep;
+    cfg.head.layers.clear();
+    gradients_match_finite_differences(&cfg);
+}
+
+#[test]
 fn a_head_on_every_step_with_ignored_steps_gets_gradients_that_match_finite_differences() {
     // The seed's head (BatchNorm, Dense, BatchNorm) over all T·B rows.
     let mut cfg = TWO_LAYERS.description();

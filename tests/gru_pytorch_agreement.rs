@@ -1,9 +1,11 @@
 //! Agreement with PyTorch's `nn.GRU` on a small 2-layer stack (I=5, H=7, T=6, B=3, from a
 //! random initial state): the outputs y and h_n, and the gradients of
 //! `sum(y·dy) + sum(h_n·dh_n)` with respect to x, h0 and every weight (the two bias
-//! vectors apart: `b_hn` sits inside the reset product).
+//! vectors apart: `b_hn` sits inside the reset product). And the same stack over a
+//! vocabulary of 11 on token ids (`CellInput::Tokens`) against `nn.GRU` on their one-hot
+//! vectors (`tests/data/token_gru_reference.safetensors`; no input gradient).
 //!
-//! The reference file is made by `tools/make_reference.py` (its GRU part,
+//! The reference files are made by `tools/make_reference.py` (its GRU part,
 //! `tools/gru_reference.py`) with PyTorch on the CPU; this test needs no PyTorch. The stack
 //! is built by the layer (`layers::Gru::stack`) and differentiated by autodiff, on the CPU
 //! backend. Outputs: |a − b| ≤ 1e-5 · |b| + 1e-5 · max|reference|. Gradients are compared
@@ -20,13 +22,11 @@ use std::path::Path;
 use common::{assert_close, max_abs};
 use tensorfit::core::{backward, Executable, Graph, HostTensor, TensorId};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{Gru, GruWeights, Tensors};
+use tensorfit::nn::layers::{CellInput, Gru, GruWeights, Tensors};
 use tensorfit::nn::ParamStore;
 
-const FILE: &str = "tests/data/gru_small_reference.safetensors";
-
-fn load() -> (ParamStore, HashMap<String, String>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FILE);
+fn load(file: &str) -> (ParamStore, HashMap<String, String>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
     ParamStore::load(&path, "").expect("reference file loads")
 }
 
@@ -42,11 +42,34 @@ fn layer_block(t: &HostTensor, k: usize) -> &[f32] {
 
 #[test]
 fn a_two_layer_gru_matches_pytorch_forward_and_backward() {
-    let (r, meta) = load();
+    agrees_with_pytorch(
+        "tests/data/gru_small_reference.safetensors",
+        CellInput::Features,
+    );
+}
+
+#[test]
+fn a_two_layer_gru_on_token_ids_matches_pytorchs_gru_on_their_one_hot_vectors() {
+    agrees_with_pytorch(
+        "tests/data/token_gru_reference.safetensors",
+        CellInput::Tokens,
+    );
+}
+
+/// Runs the case of `file` (its input `x` features, or `ids` by `input_kind`) and
+/// compares everything the file holds.
+fn agrees_with_pytorch(file: &str, input_kind: CellInput) {
+    let (r, meta) = load(file);
     let gru = Gru {
         input: meta_usize(&meta, "input"),
         hidden: meta_usize(&meta, "hidden"),
         layers: meta_usize(&meta, "layers"),
+        input_kind,
+    };
+    // Token ids have no gradient.
+    let (x_name, x_grad) = match input_kind {
+        CellInput::Features => ("x", true),
+        CellInput::Tokens => ("ids", false),
     };
     let (batch, steps) = (meta_usize(&meta, "batch"), meta_usize(&meta, "steps"));
     let tensor = |name: &str| r.require(name).unwrap();
@@ -64,8 +87,11 @@ fn a_two_layer_gru_matches_pytorch_forward_and_backward() {
         .collect();
     let mut seeds = vec![(stack.y, dy)];
     seeds.extend(stack.h_n.iter().copied().zip(dh_n.iter().copied()));
-    // Gradients of x, each layer's h0, then every weight in table order.
-    let mut wrt: Vec<(String, TensorId)> = vec![("x".into(), stack.x)];
+    // Gradients of x (features), each layer's h0, then every weight in table order.
+    let mut wrt: Vec<(String, TensorId)> = Vec::new();
+    if x_grad {
+        wrt.push(("x".into(), stack.x));
+    }
     wrt.extend(
         stack
             .h0
@@ -98,7 +124,7 @@ fn a_two_layer_gru_matches_pytorch_forward_and_backward() {
                 .unwrap();
         }
     }
-    exe.write(&mut be, stack.x, &tensor("x").data).unwrap();
+    exe.write(&mut be, stack.x, &tensor(x_name).data).unwrap();
     exe.write(&mut be, dy, &tensor("dy").data).unwrap();
     for (k, (&h0, &dh)) in stack.h0.iter().zip(&dh_n).enumerate() {
         exe.write(&mut be, h0, layer_block(tensor("h0"), k))
@@ -148,7 +174,7 @@ fn a_two_layer_gru_matches_pytorch_forward_and_backward() {
     }
     assert_eq!(
         grads.len(),
-        1 + 5 * gru.layers,
+        usize::from(x_grad) + 5 * gru.layers,
         "x, each h0 and every weight"
     );
     exe.release(&mut be).unwrap();

@@ -8,25 +8,24 @@
 mod common;
 
 use serde_json::Value;
-use std::path::PathBuf;
 use tensorfit::nn::Checkpoint;
 
 use common::{json, ok_json, refused, scratch, succeed, task_model, tensorfit_command};
 
 /// A small model of the built-in task (LSTM 8, Dense 4) with the `[training]` table
-/// `training` (none if empty), written to the scratch file `name`.
-fn model_file(name: &str, training: &str) -> PathBuf {
+/// `training` (none if empty), written to the scratch file `name`; returns its path.
+fn model_file(name: &str, training: &str) -> String {
     let mut text = task_model(8, 2, 4).to_toml();
     if !training.is_empty() {
         text += &format!("\n[training]\n{training}");
     }
     let path = scratch("model-file").join(name);
     std::fs::write(&path, text).unwrap();
-    path
+    path.to_str().unwrap().to_string()
 }
 
 /// The 1-based line of the first line of `path` that starts with `start`.
-fn line_of(path: &PathBuf, start: &str) -> usize {
+fn line_of(path: &str, start: &str) -> usize {
     let text = std::fs::read_to_string(path).unwrap();
     text.lines().position(|l| l.starts_with(start)).unwrap() + 1
 }
@@ -36,12 +35,23 @@ fn line_of(path: &PathBuf, start: &str) -> usize {
 fn trained(name: &str) -> (String, String) {
     let f = model_file(&format!("{name}.toml"), SHORT_RUN);
     let ck = scratch("model-file").join(format!("{name}.safetensors"));
-    let (f, ck) = (f.to_str().unwrap(), ck.to_str().unwrap());
+    let ck = ck.to_str().unwrap();
     ok_json(&[
-        "train", "--model", f, "--device", "cpu", "--save", ck, "--json",
+        "train", "--model", &f, "--device", "cpu", "--save", ck, "--json",
     ]);
-    (f.to_string(), ck.to_string())
+    (f, ck.to_string())
 }
+
+/// The job of `plan` and `eval` here: batch 4 of 8 steps on the CPU, as JSON.
+const SMALL_JOB: &[&str] = &[
+    "--device",
+    "cpu",
+    "--batch",
+    "4",
+    "--seq-len",
+    "8",
+    "--json",
+];
 
 /// A short run: 4 sequences of 8 steps, one evaluation at the end, on the CPU.
 const SHORT_RUN: &str = "steps = 2\nbatch = 4\nseq_len = 8\neval_every = 0\neval_batch = 4\n";
@@ -52,8 +62,7 @@ fn train_takes_its_settings_from_the_files_training_table() {
         "sgd.toml",
         &format!("{SHORT_RUN}optimizer = \"sgd\"\nmomentum = 0.9\nnesterov = true\nlr = 0.05\n"),
     );
-    let f = f.to_str().unwrap();
-    let v = ok_json(&["train", "--model", f, "--device", "cpu", "--json"]);
+    let v = ok_json(&["train", "--model", &f, "--device", "cpu", "--json"]);
     assert_eq!(v["steps"], 2, "{v}");
     let lrs: Vec<f64> = v["lrs"]
         .as_array()
@@ -68,23 +77,15 @@ fn train_takes_its_settings_from_the_files_training_table() {
 #[test]
 fn a_typed_flag_overrides_the_files_setting_and_the_rest_of_the_file_still_applies() {
     let f = model_file("override.toml", &format!("{SHORT_RUN}lr = 0.05\n"));
-    let f = f.to_str().unwrap();
     let v = ok_json(&[
-        "train", "--model", f, "--device", "cpu", "--lr", "0.02", "--steps", "1", "--json",
+        "train", "--model", &f, "--device", "cpu", "--lr", "0.02", "--steps", "1", "--json",
     ]);
     assert_eq!(v["steps"], 1, "{v}");
     assert!((v["lrs"][0].as_f64().unwrap() - 0.02).abs() < 1e-6, "{v}");
     // A flag also overrides a file value its own parser would refuse.
     let f = model_file("override-bad.toml", &format!("{SHORT_RUN}lr = -1\n"));
     let v = ok_json(&[
-        "train",
-        "--model",
-        f.to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--lr",
-        "0.02",
-        "--json",
+        "train", "--model", &f, "--device", "cpu", "--lr", "0.02", "--json",
     ]);
     assert_eq!(v["steps"], 2, "{v}");
 }
@@ -145,8 +146,8 @@ fn each_bad_training_entry_is_refused_naming_the_file_line_and_key() {
         let f = model_file("bad-training.toml", &format!("{others}{entry}\n"));
         // `plan` reads the same table, and refuses it the same way.
         for command in ["train", "plan"] {
-            let err = refused(&[command, "--model", f.to_str().unwrap(), "--device", "cpu"]);
-            let at = format!("{}:{}:", f.display(), line_of(&f, entry));
+            let err = refused(&[command, "--model", &f, "--device", "cpu"]);
+            let at = format!("{f}:{}:", line_of(&f, entry));
             assert!(
                 err.contains(&at) && err.contains(key),
                 "{command} {entry}: the error must name {at} and {key}: {err}"
@@ -169,7 +170,7 @@ fn plan_plans_the_run_of_the_files_training_table_under_the_typed_flags() {
         "plan-training.toml",
         "batch = 4\nseq_len = 12\ntbptt = 6\noptimizer = \"sgd\"\nsteps = 3\nlr = 0.1\n",
     );
-    let f = f.to_str().unwrap();
+    let f = f.as_str();
     let flags = ["--batch", "4", "--seq-len", "12", "--tbptt", "6"];
     let from_file = peak(&["--model", f]);
     let typed_sgd = peak(&[&["--model", f], &flags[..], &["--optimizer", "sgd"]].concat());
@@ -212,7 +213,7 @@ fn a_bad_description_is_refused_by_every_command_naming_the_file_line_and_key() 
     ] {
         std::fs::write(&f, text.replace(from, to)).unwrap();
         let line = line_of(&f, line_start);
-        let path = f.to_str().unwrap();
+        let path = f.as_str();
         for args in [
             vec!["train", "--model", path],
             vec!["plan", "--model", path],
@@ -249,31 +250,9 @@ fn a_model_that_is_neither_a_preset_nor_a_file_names_the_presets() {
 
 #[test]
 fn plan_takes_a_description_file_and_plans_its_model() {
-    let f = model_file("plan.toml", "");
-    let small = ok_json(&[
-        "plan",
-        "--model",
-        f.to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--batch",
-        "4",
-        "--seq-len",
-        "8",
-        "--json",
-    ]);
-    let seed = ok_json(&[
-        "plan",
-        "--model",
-        "seed",
-        "--device",
-        "cpu",
-        "--batch",
-        "4",
-        "--seq-len",
-        "8",
-        "--json",
-    ]);
+    let plan = |model: &str| ok_json(&[&["plan", "--model", model], SMALL_JOB].concat());
+    let small = plan(&model_file("plan.toml", ""));
+    let seed = plan("seed");
     let peak = |v: &Value| v["chosen"]["estimated_peak_bytes"].as_u64().unwrap();
     assert!(
         peak(&small) < peak(&seed),
@@ -287,7 +266,7 @@ fn model_prints_the_description_its_training_settings_and_its_tensors() {
         "show.toml",
         &format!("{SHORT_RUN}optimizer = \"adamw\"\nlr = 0.01\n"),
     );
-    let path = f.to_str().unwrap();
+    let path = f.as_str();
     let out = succeed(
         tensorfit_command().args(["model", "--model", path]),
         "model",
@@ -332,18 +311,7 @@ fn eval_and_predict_from_a_checkpoint_need_no_model_and_refuse_another() {
         Checkpoint::load(std::path::Path::new(ck)).unwrap().config,
         task_model(8, 2, 4)
     );
-    let eval = [
-        "eval",
-        "--checkpoint",
-        ck,
-        "--device",
-        "cpu",
-        "--batch",
-        "4",
-        "--seq-len",
-        "8",
-        "--json",
-    ];
+    let eval = [&["eval", "--checkpoint", ck], SMALL_JOB].concat();
     ok_json(&eval);
     ok_json(&[&eval[..], &["--model", f]].concat());
     let err = refused(&[&eval[..], &["--model", "seed"]].concat());
@@ -376,15 +344,7 @@ fn a_resumed_run_keeps_its_settings_and_does_not_use_the_files_training_table() 
     let changed = model_file("resume-changed.toml", &format!("{SHORT_RUN}lr = 0.5\n"));
     let out = succeed(
         tensorfit_command().args([
-            "train",
-            "--model",
-            changed.to_str().unwrap(),
-            "--resume",
-            ck,
-            "--steps",
-            "1",
-            "--device",
-            "cpu",
+            "train", "--model", &changed, "--resume", ck, "--steps", "1", "--device", "cpu",
             "--json",
         ]),
         "resume",

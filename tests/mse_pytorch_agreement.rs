@@ -16,20 +16,16 @@ mod common;
 use std::collections::HashMap;
 
 use common::{
-    assert_close, matches_reference_steps, max_abs, meta_usize, reference, train_options,
+    matches_reference_eval, matches_reference_steps, meta_usize, reference, train_options,
 };
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
     Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
-    ModelDescription, ParamStore, RecurrentSpec, Trainer,
+    ModelDescription, RecurrentSpec, Trainer,
 };
 
 const FILE: &str = "tests/data/mse_small_reference.safetensors";
-
-fn load(prefix: &str) -> (ParamStore, HashMap<String, String>) {
-    reference(FILE, prefix)
-}
 
 fn description(meta: &HashMap<String, String>) -> ModelDescription {
     ModelDescription {
@@ -58,34 +54,18 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
     }
 }
 
-fn check(what: &str, got: &[f32], want: &[f32]) {
-    let scale = max_abs(want);
-    assert_close(what, got, want, 1e-5 * scale, 1e-5);
-}
-
 #[test]
 fn mse_training_gradients_and_inference_match_pytorch() {
-    let (init, meta) = load("init.");
+    let (init, meta) = reference(FILE, "init.");
     let cfg = description(&meta);
     let opts = train_options(meta_usize(&meta, "steps"), meta["lr"].parse().unwrap());
     let mut trainer = Trainer::new(Box::new(CpuBackend::new()), cfg, &init, opts).unwrap();
-    let compared = matches_reference_steps(
-        &mut trainer,
-        |prefix| load(prefix).0,
-        2,
-        ("targets", "pred"),
-    );
+    let compared = matches_reference_steps(&mut trainer, FILE, 2, ("targets", "pred"));
     // 4 LSTM tensors, head.0 and out's weight and bias: 8 gradients and 8 parameters.
     assert_eq!(
         compared,
         2 * 16,
         "every gradient and parameter was compared"
     );
-    let (r, _) = load("step1.");
-    let (e, _) = load("eval.");
-    let report = trainer
-        .evaluate(r.require("x").unwrap(), &r.require("targets").unwrap().data)
-        .unwrap();
-    let want = &e.require("pred").unwrap().data;
-    check("eval pred", &report.probs.data, want);
+    matches_reference_eval(&mut trainer, FILE, "step1.", ("targets", "pred"));
 }

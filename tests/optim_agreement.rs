@@ -15,7 +15,7 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use common::{assert_close, max_abs};
+use common::check_reference as check;
 use tensorfit::core::{Backend, Executable, Graph, TensorId};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::optim::schedule::{Decay, Schedule, ScheduleState};
@@ -34,10 +34,6 @@ fn data<'a>(r: &'a ParamStore, name: &str) -> &'a [f32] {
     &r.get(name)
         .unwrap_or_else(|| panic!("{name} in the reference"))
         .data
-}
-
-fn check(what: &str, got: &[f32], want: &[f32]) {
-    assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
 }
 
 /// The parameters and their given gradients in a graph with `optim`'s update appended.

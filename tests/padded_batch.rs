@@ -8,15 +8,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
 
+use common::dense_head_model;
 use tensorfit::core::args::FillInputs;
-use tensorfit::core::{
-    backward, Activation, Backend, Executable, Graph, Op, Shape, TensorId, TensorView,
-};
+use tensorfit::core::{backward, Backend, Executable, Graph, Op, Shape, TensorId, TensorView};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::model::{classifier_at_lengths, Mode};
-use tensorfit::nn::{Cell, HeadLayer, HeadLayerKind, ModelDescription, ParamStore, Rng, SeedShape};
+use tensorfit::nn::{Cell, ModelDescription, ParamStore, Rng};
 use tensorfit::plan::{Limits, MemoryPlan, ProgramSpec};
 use tensorfit_testing::assert_close;
 
@@ -151,22 +152,7 @@ fn a_padded_batch_of_a_gru_gives_each_sequence_what_it_gives_alone() {
 }
 
 fn padded_batch_against_each_sequence_alone(cell: Cell) {
-    let mut cfg = SeedShape {
-        features: 3,
-        hidden: 4,
-        layers: 2,
-        dense: 3,
-        classes: 3,
-        activation: Activation::Tanh,
-    }
-    .description();
-    cfg.head.layers = vec![HeadLayer {
-        name: "dense".into(),
-        kind: HeadLayerKind::Dense {
-            units: 3,
-            activation: Activation::Tanh,
-        },
-    }];
+    let mut cfg = dense_head_model(4, 3);
     cfg.recurrent.cell = cell;
     let slots = cfg.network().unwrap().recurrent.state_slots().len();
     let (steps, batch, f, h, classes) = (5, 4, 3, 4, 3);

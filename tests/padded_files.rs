@@ -13,14 +13,13 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{assert_close, request};
-use tensorfit::core::{Activation, DeviceKind, HostTensor};
+use common::{assert_close, dense_head_model, request};
+use tensorfit::core::{DeviceKind, HostTensor};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::data::{open, Batch, BatchInputs, Batches, Opened, ReadSettings, Source, Values};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    HeadLayer, HeadLayerKind, Job, ModelDescription, OptimConfig, Optimizer, ParamStore, SeedShape,
-    SgdConfig, TrainOptions, Trainer,
+    Job, ModelDescription, OptimConfig, Optimizer, ParamStore, SgdConfig, TrainOptions, Trainer,
 };
 use tensorfit::session::{decide, start};
 
@@ -53,26 +52,9 @@ fn read(source: &Arc<dyn Source>, ids: &[usize]) -> (HostTensor, Vec<f32>, Vec<f
     (x, labels, lengths.into_iter().map(|l| l as f32).collect())
 }
 
-/// 3 features, an LSTM of 5, a tanh Dense head of 4 (no BatchNorm: in training it mixes
-/// the rows of a batch, padded or not), 3 classes; plain SGD.
+/// The model of these tests: an LSTM of 5 and a Dense head of 4 without BatchNorm.
 fn model() -> ModelDescription {
-    let mut cfg = SeedShape {
-        features: 3,
-        hidden: 5,
-        layers: 2,
-        dense: 4,
-        classes: 3,
-        activation: Activation::Tanh,
-    }
-    .description();
-    cfg.head.layers = vec![HeadLayer {
-        name: "dense".into(),
-        kind: HeadLayerKind::Dense {
-            units: 4,
-            activation: Activation::Tanh,
-        },
-    }];
-    cfg
+    dense_head_model(5, 4)
 }
 
 fn sgd() -> OptimConfig {

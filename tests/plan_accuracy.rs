@@ -13,8 +13,8 @@ mod common;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    Cell, HeadLayer, HeadLayerKind, HeadOn, InputSpec, Job, LossSpec, MarkovText, ParamStore,
-    RunningMean, TbpttMode, TemporalOrder,
+    CarriedState, Cell, HeadLayer, HeadLayerKind, HeadOn, InputSpec, Job, LossSpec, MarkovText,
+    ParamStore, RunningMean, TbpttMode, TemporalOrder,
 };
 use tensorfit::session::{decide, start};
 
@@ -76,8 +76,13 @@ fn check_device(device: DeviceKind) {
         ("infer-gru-embedded-ids", 32, 16, 60, 60),
         ("train-lm", 64, 8, 40, 10),
         ("train-lm-windows", 64, 8, 42, 10),
+        ("train-lm-carried", 64, 8, 40, 10),
         ("infer-lm", 32, 16, 60, 60),
         ("infer-capped-lm", 64, 64, 300, 300),
+        ("train-gru-ids", 64, 8, 40, 10),
+        ("infer-gru-ids", 32, 16, 60, 60),
+        ("train-gru-lm", 64, 8, 40, 10),
+        ("infer-gru-lm", 32, 16, 60, 60),
     ];
     println!(
         "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
@@ -133,6 +138,8 @@ fn check_device(device: DeviceKind) {
             // DL4J's truncated BPTT: windows 10, 10, 10, 10, 2, an update each.
             req.tbptt_mode = TbpttMode::Windows;
         }
+        // A text's batches, each starting from the state the one before left.
+        req.carry_across = kind.ends_with("-carried");
         let decision = decide(&req).unwrap();
         let params = ParamStore::init(&cfg, 3).unwrap();
         let mut s = start(&req, &decision, &params).unwrap();
@@ -145,7 +152,14 @@ fn check_device(device: DeviceKind) {
         } else {
             TemporalOrder::new(5).batch_for(&cfg, batch, steps).unwrap()
         };
-        if kind.starts_with("train") {
+        if req.carry_across {
+            let mut state = CarriedState::new();
+            for _ in 0..2 {
+                let t = &mut s.trainer;
+                t.train_step_carrying(&data.x, &data.labels, None, &mut state)
+                    .unwrap();
+            }
+        } else if kind.starts_with("train") {
             s.trainer.train_step(&data.x, &data.labels).unwrap();
             s.trainer.train_step(&data.x, &data.labels).unwrap();
         }

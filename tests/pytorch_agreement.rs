@@ -23,27 +23,20 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
 
-use common::{assert_close, max_abs, train_options};
+use common::{
+    assert_close, check_reference as check, matches_reference_eval, max_abs, meta_usize, reference,
+    train_options,
+};
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::{Cell, ModelDescription, ParamStore, SeedShape, TrainOptions, Trainer};
+use tensorfit::nn::{Cell, ModelDescription, SeedShape, TrainOptions, Trainer};
 
 /// The reference files, LSTM and GRU stack.
 const FILES: [&str; 2] = [
     "tests/data/seed_small_reference.safetensors",
     "tests/data/seed_small_gru_reference.safetensors",
 ];
-
-fn load(file: &str, prefix: &str) -> (ParamStore, HashMap<String, String>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
-    ParamStore::load(&path, prefix).expect("reference file loads")
-}
-
-fn meta_usize(meta: &HashMap<String, String>, k: &str) -> usize {
-    meta[k].parse().unwrap()
-}
 
 fn config(meta: &HashMap<String, String>) -> ModelDescription {
     assert_eq!(meta["dense_activation"], "tanh");
@@ -67,11 +60,6 @@ fn options(meta: &HashMap<String, String>) -> TrainOptions {
     train_options(meta_usize(meta, "tbptt"), meta["lr"].parse().unwrap())
 }
 
-fn check(what: &str, got: &[f32], want: &[f32]) {
-    let scale = max_abs(want);
-    assert_close(what, got, want, 1e-5 * scale, 1e-5);
-}
-
 #[test]
 fn training_and_inference_match_pytorch() {
     for file in FILES {
@@ -80,7 +68,7 @@ fn training_and_inference_match_pytorch() {
 }
 
 fn training_and_inference_match(file: &str) {
-    let load = |prefix: &str| load(file, prefix);
+    let load = |prefix: &str| reference(file, prefix);
     let (init, meta) = load("init.");
     let cfg = config(&meta);
     let opts = options(&meta);
@@ -124,16 +112,7 @@ fn training_and_inference_match(file: &str) {
         "every parameter and statistic was compared"
     );
 
-    let (r, _) = load("step1.");
-    let (e, _) = load("eval.");
-    let report = trainer
-        .evaluate(r.require("x").unwrap(), &r.require("labels").unwrap().data)
-        .unwrap();
-    check(
-        "eval probs",
-        &report.probs.data,
-        &e.require("probs").unwrap().data,
-    );
+    matches_reference_eval(&mut trainer, file, "step1.", ("labels", "probs"));
 }
 
 #[test]
@@ -144,7 +123,7 @@ fn gradients_are_as_exact_as_pytorch() {
 }
 
 fn gradients_are_as_exact(file: &str) {
-    let load = |prefix: &str| load(file, prefix);
+    let load = |prefix: &str| reference(file, prefix);
     let (_, meta) = load("init.");
     let cfg = config(&meta);
     let batch = meta_usize(&meta, "batch");

@@ -8,32 +8,19 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command};
 
 use tensorfit::nn::Checkpoint;
 
-use common::{json, long_training, losses, scratch, succeed, tensorfit_command, TINY_RUN};
+use common::{
+    json, long_training, losses, scratch, spawn_until, succeed, tensorfit_command, TINY_RUN,
+};
 
 /// A training run of a million steps with `extra` flags that checkpoints into `dir`
 /// every 5 steps, once it has written its first checkpoint; stdout and stderr are piped.
 fn long_run(dir: &Path, extra: &[&str]) -> Child {
-    let mut child = long_training(dir, "5")
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let file = dir.join("checkpoint.safetensors");
-    for _ in 0..1200 {
-        if file.exists() {
-            return child;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("no checkpoint after a minute");
+    spawn_until(long_training(dir, "5").args(extra), &file)
 }
 
 fn send(child: &Child, signal: &str) {

@@ -1,7 +1,7 @@
 //! Token inputs against PyTorch (`tests/data/token_lstm_reference.safetensors`, made by
 //! `tools/make_reference.py`): `nn.Embedding(11, 5)` → `nn.LSTM(5, 7, num_layers=2)`, and
 //! `nn.LSTM(11, 7)` on `one_hot(ids)` computed here on the ids themselves
-//! (`LstmInput::Tokens`); ids `[T=6, B=3]`, zero initial state. Compared: `y`, `h_n`,
+//! (`CellInput::Tokens`); ids `[T=6, B=3]`, zero initial state. Compared: `y`, `h_n`,
 //! `c_n`, and every parameter's gradient of `sum(y · dy)` for the file's `dy`. Built from
 //! the layers (`Embedding::forward`, `Lstm::layer`) and run on the CPU backend.
 //! Tolerance: |a − b| ≤ 1e-5 · |b| + 1e-5 · max|reference tensor| (as
@@ -17,7 +17,7 @@ use std::path::Path;
 use common::{assert_close, max_abs};
 use tensorfit::core::{backward, Executable, Graph, TensorId};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{Embedding, Lstm, LstmInput};
+use tensorfit::nn::layers::{CellInput, Embedding, Lstm};
 use tensorfit::nn::ParamStore;
 
 const FILE: &str = "tests/data/token_lstm_reference.safetensors";
@@ -38,14 +38,14 @@ fn agrees_with_pytorch(prefix: &str, embedding: bool) {
             input: emb.dim,
             hidden,
             layers: size("emb_layers"),
-            input_kind: LstmInput::Features,
+            input_kind: CellInput::Features,
         }
     } else {
         Lstm {
             input: vocab,
             hidden,
             layers: size("onehot_layers"),
-            input_kind: LstmInput::Tokens,
+            input_kind: CellInput::Tokens,
         }
     };
 

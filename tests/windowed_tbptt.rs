@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{assert_close, max_abs, meta_usize, reference, train_options};
+use common::{check_reference as check, meta_usize, reference, train_options};
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
     Cell, DropoutRate, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec,
@@ -23,10 +23,6 @@ use tensorfit::nn::{
 };
 
 const FILE: &str = "tests/data/windowed_tbptt_reference.safetensors";
-
-fn check(what: &str, got: &[f32], want: &[f32]) {
-    assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
-}
 
 #[test]
 fn windowed_truncated_bptt_matches_pytorchs_loop_of_an_update_per_window() {

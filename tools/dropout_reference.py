@@ -38,12 +38,13 @@ torch_version, description.
 """
 
 import argparse
-import os
 
 import numpy as np
 import torch
 from safetensors.torch import save_file
 from torch import nn
+
+from reference_files import data_path
 
 F, H, D, C, B, T = 5, 6, 4, 3, 8, 7
 LR = 0.01
@@ -54,13 +55,7 @@ HEAD_SITES = 1 << 16
 M32 = 0xFFFFFFFF
 M64 = 0xFFFFFFFFFFFFFFFF
 
-DEFAULT_OUT = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)),
-    os.pardir,
-    "tests",
-    "data",
-    "dropout_small_reference.safetensors",
-)
+DEFAULT_OUT = data_path("dropout_small_reference.safetensors")
 
 
 def mix32(x):

@@ -40,10 +40,11 @@ updates), ``h`` and ``c`` [2, B, H] (the state carried into the last window).
 """
 
 import copy
-import os
 
 import torch
 from torch import nn
+
+from reference_files import data_path
 
 V = 7  # vocabulary = classes
 H = 6  # hidden units
@@ -55,13 +56,7 @@ LR = 0.01
 LENGTHS = [9, 4, 1, 6]
 IGNORE = -1
 
-DEFAULT_OUT = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)),
-    os.pardir,
-    "tests",
-    "data",
-    "every_step_reference.safetensors",
-)
+DEFAULT_OUT = data_path("every_step_reference.safetensors")
 
 
 class LanguageModel(nn.Module):
@@ -78,7 +73,7 @@ class LanguageModel(nn.Module):
         return self.out(rows)  # [T·B, V]
 
 
-WINDOWS_OUT = os.path.join(os.path.dirname(DEFAULT_OUT), "windowed_tbptt_reference.safetensors")
+WINDOWS_OUT = data_path("windowed_tbptt_reference.safetensors")
 WT, WB, WL = 10, 3, 4  # steps, batch, window
 
 

@@ -20,10 +20,11 @@ Tensors (float32)::
 Metadata: input, hidden, dense, outputs, batch, steps, lr, torch_version, description.
 """
 
-import os
 
 import torch
 from torch import nn
+
+from reference_files import data_path
 
 F = 5  # input features
 H = 6  # hidden units
@@ -33,13 +34,7 @@ B = 8  # batch
 T = 7  # steps
 LR = 0.01
 
-DEFAULT_OUT = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)),
-    os.pardir,
-    "tests",
-    "data",
-    "mse_small_reference.safetensors",
-)
+DEFAULT_OUT = data_path("mse_small_reference.safetensors")
 
 
 class Regression(nn.Module):

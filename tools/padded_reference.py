@@ -26,25 +26,20 @@ mode (batch statistics). Stored (float32; lengths and labels as whole numbers)::
 torch.manual_seed(2), float32 CPU, one thread, deterministic algorithms.
 """
 
-import os
 import sys
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from reference_files import data_path, write_checked
+
 F, H, LAYERS, D, C, B, T = 4, 5, 2, 3, 3, 4, 6
 LENGTHS = [6, 3, 1, 4]
 
 def out_path(cell):
     """Where the reference of `cell` ("lstm" or "gru") is written."""
-    return os.path.join(
-        os.path.dirname(os.path.abspath(__file__)),
-        os.pardir,
-        "tests",
-        "data",
-        f"padded_{cell}_reference.safetensors",
-    )
+    return data_path(f"padded_{cell}_reference.safetensors")
 
 
 class Small(nn.Module):
@@ -120,27 +115,18 @@ def build(cell="lstm"):
     return record, metadata
 
 
-def write(write_safetensors):
-    """Builds the records of both cells and writes them (with make_reference's writer),
-    checking each reads back the same."""
-    from safetensors.torch import load_file
-
+def write():
+    """Builds the records of both cells and writes them, checking each reads back the
+    same."""
     for cell in ("lstm", "gru"):
         record, metadata = build(cell)
-        out = os.path.normpath(out_path(cell))
-        write_safetensors(out, record, metadata)
-        back = load_file(out)
-        assert all(torch.equal(back[k], v) for k, v in record.items()), out
-        print(f"wrote {out} ({len(record)} tensors, loss {record['loss'][0]:.7f})")
+        write_checked(out_path(cell), record, metadata, f", loss {record['loss'][0]:.7f}")
 
 
 def main():
-    # Imported here: make_reference imports this module.
-    from make_reference import write_safetensors
-
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    write(write_safetensors)
+    write()
     return 0
 
 

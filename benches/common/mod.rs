@@ -7,9 +7,14 @@
 //! 2·4·H·(I+H)·B·T; a training step counts 3× forward). Every timed call ends by reading
 //! the loss (or the probabilities) back, which waits for the device, so the device's work
 //! is inside the timed region.
+//!
+//! [`flags`] and [`programs`] serve the benches run by hand, without criterion.
 
 // (Each bench uses part of this module.)
 #![allow(dead_code)]
+
+pub mod flags;
+pub mod programs;
 
 use std::time::Instant;
 

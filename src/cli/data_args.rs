@@ -15,11 +15,11 @@ use clap::Args;
 use tensorfit::core::rows::IGNORE_LABEL;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
-    length_grouped_batches, max_batch_bytes, open, Batch, BatchInputs, BatchSettings, Batches,
-    CharCorpus, CharWindows, Dataset, Inputs, LabelsPer, Opened, ReadSettings, Source, Targets,
-    TooLong, TsvData, Values,
+    length_grouped_batches, max_batch_bytes, open, stream_batches, Batch, BatchInputs,
+    BatchSettings, Batches, CharCorpus, CharWindows, Dataset, Inputs, LabelsPer, Opened,
+    ReadSettings, Source, Targets, TooLong, TsvData, Values,
 };
-use tensorfit::nn::{Cell, HeadOn, InputSpec, LossSpec, ModelDescription};
+use tensorfit::nn::{HeadOn, InputSpec, LossSpec, ModelDescription};
 
 use super::data_vocab::TextVocab;
 
@@ -53,6 +53,11 @@ pub struct DataArgs {
     /// With --max-seq-len: keep the first steps of longer sequences instead of refusing.
     #[arg(long, requires = "max_seq_len")]
     pub cut_long: bool,
+    /// With a text --data: start every window from a zero state. By default row b of each
+    /// batch continues row b of the batch before (a contiguous part of the text) and
+    /// starts from the state it left, without a gradient across the border.
+    #[arg(long, requires = "data")]
+    pub reset_state: bool,
 }
 
 /// The flags of `train --data` alone: validation, epochs, early stopping.
@@ -102,6 +107,11 @@ pub struct Files {
     pub padded: bool,
     /// A text's vocabularies (kept in the checkpoint).
     pub vocab: Option<TextVocab>,
+    /// A text corpus, cut into windows of this many characters ([`Files::text_part`]).
+    pub text: Option<(CharCorpus, usize)>,
+    /// Each batch continues the one before (`Batch::continues`: a text's windows) and
+    /// starts from the state it left; false with `--reset-state`.
+    pub carry: bool,
 }
 
 impl DataSource {
@@ -133,7 +143,11 @@ impl DataArgs {
     /// Opens and scans `--data` (if given), checked against `cfg`; a text with `vocab`
     /// (a checkpoint's) if given.
     pub fn open(&self, cfg: &ModelDescription, vocab: Option<&TextVocab>) -> Result<Option<Files>> {
-        self.source.open(cfg, &self.read_settings(cfg), vocab)
+        let files = self.source.open(cfg, &self.read_settings(cfg), vocab)?;
+        Ok(files.map(|f| Files {
+            carry: f.carry && !self.reset_state,
+            ..f
+        }))
     }
 }
 
@@ -185,18 +199,14 @@ pub fn open_for(
     check_fits(path, source.dataset(), cfg)?;
     let lengths = source.lengths();
     let padded = lengths.iter().any(|&l| Some(&l) != lengths.first());
-    if padded && cfg.recurrent.cell == Cell::Gru {
-        bail!(
-            "{}: sequences of different lengths are batched padded, and a GRU does not take padded batches (lengths) yet; give sequences of one length, or use an LSTM",
-            path.display()
-        );
-    }
     Ok(Files {
         path: path.to_path_buf(),
         source,
         read_ahead,
         padded,
         vocab,
+        text: None,
+        carry: false,
     })
 }
 
@@ -223,8 +233,8 @@ fn language_model(
         ),
     }
     let window = settings.max_seq_len.unwrap_or(DEFAULT_WINDOW);
-    // One stream: sequence k is the k-th window of the text, and every window starts
-    // from a zero state (carrying the state from one batch into the next is not built).
+    // The whole text in one stream, to check it against the model; a run cuts the part
+    // it reads into a stream per row of its batches (`Files::text_part`).
     let windows =
         CharWindows::new(corpus, &chars, (0, corpus.chars), 1, window).with_context(|| {
             format!("{shown}: cutting the text into windows of {window} characters (--max-seq-len)")
@@ -240,6 +250,8 @@ fn language_model(
             chars,
             labels: None,
         }),
+        text: Some((corpus.clone(), window)),
+        carry: true,
     })
 }
 
@@ -318,14 +330,49 @@ impl Files {
         per_batch.saturating_mul(held as u64)
     }
 
+    /// Characters `range` of a text cut into `streams` streams (fewer when the range has
+    /// not a window for each), the batch size its batches are read in: row `s` of batch
+    /// `k` is window `k` of stream `s`. The files themselves when they are not a text.
+    pub fn text_part(&self, range: (u64, u64), streams: usize) -> Result<Files> {
+        let (Some((corpus, window)), Some(vocab)) = (&self.text, &self.vocab) else {
+            return Ok(self.clone());
+        };
+        let fit = range.1.saturating_sub(range.0) / (*window as u64 + 1);
+        let streams = streams.min(fit.max(1) as usize);
+        let windows = CharWindows::new(corpus, &vocab.chars, range, streams, *window)
+            .with_context(|| {
+                format!(
+                    "{}: characters {}..{} in windows of {window} (--max-seq-len)",
+                    self.path.display(),
+                    range.0,
+                    range.1
+                )
+            })?;
+        Ok(Files {
+            source: Arc::new(windows),
+            ..self.clone()
+        })
+    }
+
+    /// The whole of a text cut into `streams` streams ([`Files::text_part`]); the files
+    /// themselves when they are not a text.
+    pub fn whole_text(&self, streams: usize) -> Result<Files> {
+        let chars = self.text.as_ref().map_or(0, |(corpus, _)| corpus.chars);
+        self.text_part((0, chars), streams)
+    }
+
     /// The batches of `indices` grouped by length, shuffled from `seed` when given, in
-    /// increasing length and file order when not.
+    /// increasing length and file order when not; a text's windows in order, batch `k`
+    /// holding window `k` of every stream.
     pub fn order(
         &self,
         indices: &[usize],
         batch: usize,
         seed: Option<u64>,
     ) -> Result<Vec<Vec<usize>>> {
+        if let Some(streams) = self.source.streams() {
+            return Ok(stream_batches(indices, streams));
+        }
         let group = BatchSettings::default().group;
         let lengths = self.source.lengths();
         Ok(length_grouped_batches(

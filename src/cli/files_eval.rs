@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::atomic_file::write_atomic;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore};
+use tensorfit::nn::{CarriedState, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::Session;
 
 use super::data_args::{trainer_inputs, DataArgs, Files};
@@ -26,6 +26,8 @@ pub struct Scores {
 
 /// Evaluates the batches `order` of `files`; each runs on the plan of `job(batch,
 /// steps)`. `each` sees every batch's sequence indices and probabilities [B, classes].
+/// A text's batches ([`Files::carry`]) start from the state the batch before left, the
+/// first from zeros.
 pub fn evaluate(
     session: &mut Session,
     files: &Files,
@@ -34,12 +36,18 @@ pub fn evaluate(
     mut each: impl FnMut(&[usize], &HostTensor),
 ) -> Result<Scores> {
     let (mut loss, mut correct, mut n) = (0f64, Some(0f64), 0usize);
+    let mut carried = CarriedState::new();
     for batch in files.batches(order)? {
         let batch = batch?;
+        if !(files.carry && batch.continues) {
+            carried.reset();
+        }
         let (size, steps, ids) = (batch.size(), batch.steps, batch.ids.clone());
         let b = trainer_inputs(batch)?;
         session.switch_job(job(size, steps))?;
-        let report = session.evaluate_at(&b.x, &b.labels, Some(&b.lengths))?;
+        let lengths = Some(&b.lengths[..]);
+        let report = session
+            .with_recovery(|t| t.evaluate_carrying(&b.x, &b.labels, lengths, &mut carried))?;
         loss += report.loss as f64 * size as f64;
         correct = correct
             .zip(report.accuracy)
@@ -74,6 +82,8 @@ pub fn start(
     let Some(files) = data.open(&cfg, vocab.as_ref()).context("--data")? else {
         bail!("--data is missing");
     };
+    // A text: each row of a batch reads a contiguous part of it.
+    let files = files.whole_text(batch).context("--data")?;
     let all: Vec<usize> = (0..files.dataset().sequences).collect();
     let order = files.order(&all, batch, None)?;
     let max_len = files.dataset().max_len;

@@ -14,9 +14,10 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::data::split;
+use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::optim::ScheduleState;
-use tensorfit::nn::{Checkpoint, Job, ParamStore, RunSettings};
+use tensorfit::nn::{CarriedState, Checkpoint, Job, ParamStore, RunSettings};
 use tensorfit::session::Session;
 
 use super::curves::{write_curves, CURVES_FILE};
@@ -27,8 +28,9 @@ use super::fit_resume::{self, Position, LAST_FILE};
 use super::fit_watch::Watch;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args;
+use super::ranks;
 use super::train::{open_checkpoint_dir, TrainArgs};
-use super::{begin, print_memory, request, summary, Exit};
+use super::{begin, crossed, print_memory, request, summary, updates_per_batch, Exit};
 
 /// Mixed with the epoch's number into the seed of its order.
 const EPOCH_SEED_STRIDE: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -80,17 +82,47 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     let Some(files) = a.data.open(&cfg, vocab.as_ref()).context("--data")? else {
         bail!("--data is missing");
     };
-    let n = files.dataset().sequences;
-    let (train, val) = match &a.fit.val {
-        Some(p) => {
+    // A text: each row of a batch reads a contiguous part of it, and the last
+    // --val-fraction of it validates, so that validation's windows are streams too.
+    let text_split = match (&files.text, &a.fit.val) {
+        (Some((corpus, _)), None) => {
+            Some(corpus.split(a.fit.val_fraction).context("--val-fraction")?)
+        }
+        _ => None,
+    };
+    let (files, train, val) = match (&a.fit.val, text_split) {
+        (Some(p), _) => {
             let settings = a.data.read_settings(&cfg);
             let v = open_for(p, &cfg, &settings, files.read_ahead, files.vocab.as_ref())
+                .and_then(|v| v.whole_text(a.batch))
                 .context("--val")?;
+            let v = Files {
+                carry: files.carry,
+                ..v
+            };
+            let files = files.whole_text(a.batch)?;
             let all: Vec<usize> = (0..v.dataset().sequences).collect();
             let order = v.order(&all, a.batch, None)?;
-            ((0..n).collect(), Some(Validation { files: v, order }))
+            let train = (0..files.dataset().sequences).collect();
+            (files, train, Some(Validation { files: v, order }))
         }
-        None => {
+        (None, Some((train_chars, val_chars))) => {
+            let files = files.text_part(train_chars, a.batch)?;
+            let v = (val_chars.1 > val_chars.0)
+                .then(|| -> Result<Validation> {
+                    let v = files
+                        .text_part(val_chars, a.batch)
+                        .context("--val-fraction")?;
+                    let all: Vec<usize> = (0..v.dataset().sequences).collect();
+                    let order = v.order(&all, a.batch, None)?;
+                    Ok(Validation { files: v, order })
+                })
+                .transpose()?;
+            let train = (0..files.dataset().sequences).collect();
+            (files, train, v)
+        }
+        (None, None) => {
+            let n = files.dataset().sequences;
             let (train, val) = split(n, a.fit.val_fraction, a.seed).context("--val-fraction")?;
             let v = (!val.is_empty())
                 .then(|| -> Result<Validation> {
@@ -101,7 +133,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                     })
                 })
                 .transpose()?;
-            (train, v)
+            (files, train, v)
         }
     };
     if a.fit.stop_patience.is_some() && val.is_none() {
@@ -113,6 +145,10 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         .max(files.dataset().max_len);
     let start = resumed.as_ref().map_or(0, |r| r.loaded.1.step);
     let position = resumed.as_ref().map(|r| r.position).unwrap_or_default();
+    let resumed_carried = match &resumed {
+        Some(r) => CarriedState::load(&r.loaded.1.extra).context("--resume")?,
+        None => None,
+    };
     let settings = RunSettings {
         run_id: resumed
             .as_ref()
@@ -126,11 +162,21 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         eval_every: a.eval_every,
         eval_batch: a.batch,
     };
+    // Under mpirun, each rank reads its rows of every batch; only rank 0 prints and
+    // writes files (the others run as --json does, their output skipped).
+    let mut ranks = ranks::join(&a.ranks, a.batch)?;
+    let root = ranks::is_root(&ranks);
+    if !root {
+        (a.json, a.save, a.checkpoint_dir) = (true, None, None);
+    }
     if let Some(path) = &a.save {
         check_writable(path).context("--save")?;
     }
     let loaded = resumed.as_ref().map(|r| &r.loaded);
-    let ck_dir = open_checkpoint_dir(&a, loaded, &settings, start)?;
+    let ck_dir = match root {
+        true => open_checkpoint_dir(&a, loaded, &settings, start)?,
+        false => None,
+    };
     let metrics = match &ck_dir {
         Some(d) => {
             let path = d.dir().join("metrics.jsonl");
@@ -153,12 +199,18 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         files.order(&train, a.batch, Some(seed))
     };
     let first = epoch_order(0)?;
-    let steps_per_epoch = first.len() as u64;
+    // A step is an optimizer update (a window's, in windowed truncated BPTT with a head on
+    // every step), as checkpoints and schedules count them.
+    let steps_of = |b: &[usize]| updates_per_batch(&cfg, &settings, files.shape(b).1);
+    let steps_per_epoch: u64 = first.iter().map(|b| steps_of(b)).sum();
     let last = steps_per_epoch.saturating_mul(a.fit.epochs);
     let loaded = loaded.map(|(file, ck)| (file.as_path(), ck));
     let (optim_settings, optim) =
         optim_args::resolve(&a.optim, &a.given, a.lr, last, loaded, |id| a.origin(id))?;
-    let (batch0, steps0) = first.first().map_or((a.batch, max_len), |b| files.shape(b));
+    let first_read = ranks::reading_order(&ranks, first.iter().take(1).cloned().collect()).0;
+    let (batch0, steps0) = first_read
+        .first()
+        .map_or((a.batch, max_len), |b| files.shape(b));
     let job = Job::Train {
         batch: batch0,
         seq_len: steps0,
@@ -171,6 +223,8 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     req.seed = settings.seed;
     req.padded = files.padded || val.as_ref().is_some_and(|v| v.files.padded);
     req.writes_checkpoints = ck_dir.is_some() || a.save.is_some();
+    req.carry_across = files.carry;
+    req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     // The validation reader starts while the training reader still holds its batches.
     req.read_ahead_bytes = files.read_ahead_bytes(a.batch, first.len()).saturating_add(
         val.as_ref()
@@ -181,6 +235,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         None => ParamStore::init(&cfg, a.seed)?,
     };
     let mut session = begin(&req, &params, a.json)?;
+    ranks::choose_all_reduce(&mut ranks, &session, a.json)?;
     drop(params);
     if let Some((_, ck)) = loaded {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
@@ -190,20 +245,22 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     }
     drop(resumed);
 
-    let save = |session: &mut Session, path: &Path, at: Option<Position>| -> Result<()> {
-        let mut ck = session.trainer.checkpoint()?;
-        if let Some(p) = at {
-            p.store(&mut ck.extra);
-        }
-        settings.store(&mut ck.extra);
-        optim_settings.store(&mut ck.extra);
-        session.trainer.schedule_state().store(&mut ck.extra);
-        if let Some(v) = &files.vocab {
-            v.store(&mut ck.extra);
-        }
-        ck.save(path)?;
-        Ok(())
-    };
+    let save =
+        |session: &mut Session, path: &Path, at: Option<(Position, &CarriedState)>| -> Result<()> {
+            let mut ck = session.trainer.checkpoint()?;
+            if let Some((p, carried)) = at {
+                p.store(&mut ck.extra);
+                carried.store(&mut ck.extra);
+            }
+            settings.store(&mut ck.extra);
+            optim_settings.store(&mut ck.extra);
+            session.trainer.schedule_state().store(&mut ck.extra);
+            if let Some(v) = &files.vocab {
+                v.store(&mut ck.extra);
+            }
+            ck.save(path)?;
+            Ok(())
+        };
     let outputs: Vec<PathBuf> = ck_dir
         .as_ref()
         .map(|d| d.checkpoint_path())
@@ -218,7 +275,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     };
     if !a.json {
         errln!(
-            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps, batches grouped by length{}",
+            "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps{}",
             cfg.trainable_parameters()?,
             files.path.display(),
             train.len(),
@@ -229,21 +286,28 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             },
             a.batch,
             a.fit.epochs,
-            if req.padded { " and padded" } else { "" }
+            match (files.text.is_some(), files.carry, req.padded) {
+                (true, true, _) => ": each row a contiguous part of the text, starting from the state the row before it left",
+                (true, false, _) => ": each row a contiguous part of the text, every window from a zero state (--reset-state)",
+                (false, _, true) => ", batches grouped by length and padded",
+                (false, _, false) => ", batches grouped by length",
+            }
         );
     }
     // The latest state, to resume from.
     let last_file = ck_dir.as_ref().map(|d| d.dir().join(LAST_FILE));
-    let save_last = |session: &mut Session, at: Position| -> Result<()> {
+    let save_last = |session: &mut Session, at: Position, carried: &CarriedState| -> Result<()> {
+        let at = Some((at, carried));
         match &last_file {
-            Some(p) => {
-                save(session, p, Some(at)).with_context(|| format!("writing {}", p.display()))
-            }
+            Some(p) => save(session, p, at).with_context(|| format!("writing {}", p.display())),
             None => Ok(()),
         }
     };
     let started = Instant::now();
     let mut step = start;
+    // The step before the last batch: checkpoints and validations fall at each multiple
+    // a batch passes.
+    let mut before = start;
     let mut watch = Watch {
         loss_sum: position.loss_sum,
         loss_count: position.loss_count,
@@ -254,12 +318,20 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         last: None,
         metrics,
         json: a.json,
+        quiet: !root,
         bar: None,
         started,
     };
     let mut interrupted: Option<Signal> = None;
     // The epoch of the next step and the batches of its order trained already.
     let mut at = (position.epoch, position.batches_done);
+    // The state a text's batch starts from; a run resumed within an epoch continues from
+    // the state it stopped in.
+    let mut carried = CarriedState::new();
+    let mut resumed_state = match position.batches_done {
+        0 => None,
+        _ => resumed_carried,
+    };
     'epochs: for epoch in position.epoch..a.fit.epochs {
         let mut order = if epoch == 0 {
             first.clone()
@@ -269,20 +341,29 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         order.drain(..(at.1 as usize).min(order.len()));
         watch.start_epoch(epoch + 1, a.fit.epochs, steps_per_epoch);
         let mut validated_at = None;
-        for batch in files.batches(order)? {
-            if let Some(signal) = interrupts.received() {
+        let (order, parts) = ranks::reading_order(&ranks, order);
+        for (k, batch) in files.batches(order)?.enumerate() {
+            // Ranks learn of a stop at a step's exchange and end after that step.
+            let stop = interrupted.or_else(|| ranks::stop_before_step(&mut ranks, &interrupts));
+            if let Some(signal) = stop {
                 interrupted = Some(signal);
                 break 'epochs;
             }
-            if step > start && step.is_multiple_of(a.checkpoint_every) {
+            if crossed(before, step, a.checkpoint_every) {
                 let at = Position::of(&watch, a.fit.val_fraction, at);
-                if let Err(e) = save_last(&mut session, at) {
+                if let Err(e) = save_last(&mut session, at, &carried) {
                     watch.say(&format!(
                         "warning: step {step}: {e:#}; training continues (the next checkpoint tries again)"
                     ));
                 }
             }
             let batch = batch.with_context(|| format!("--data {}", files.path.display()))?;
+            if !batch.continues {
+                carried.reset();
+            }
+            if let Some(state) = resumed_state.take() {
+                carried = state;
+            }
             let (b, t) = (batch.size(), batch.steps);
             let inputs = trainer_inputs(batch)?;
             let eval = match session.job() {
@@ -294,21 +375,37 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 seq_len: t,
                 eval,
             })?;
-            let report = session
-                .train_step_at(&inputs.x, &inputs.labels, Some(&inputs.lengths))
-                .with_context(|| format!("training step {}", step + 1))?;
-            step += 1;
+            let report = match files.carry {
+                // A text's rows start from the state the batch before left (one process:
+                // `TrainOptions::validate` refuses carrying across ranks).
+                true => {
+                    let lengths = Some(&inputs.lengths[..]);
+                    let (x, labels) = (&inputs.x, &inputs.labels);
+                    session
+                        .with_recovery(|t| t.train_step_carrying(x, labels, lengths, &mut carried))
+                        .map_err(anyhow::Error::from)
+                }
+                false => {
+                    let part = parts.as_ref().map(|p| &p[k]);
+                    let step_inputs = (&inputs.x, &inputs.labels[..], &inputs.lengths[..]);
+                    ranks::data_step(&mut session, &mut ranks, part, step_inputs)
+                }
+            }
+            .with_context(|| format!("training step {}", step + 1))?;
+            interrupted = ranks::stop_after_step(&ranks);
+            before = step;
+            step += updates_per_batch(&cfg, &settings, t);
             at.1 += 1;
             watch.loss_sum += report.loss as f64;
             watch.loss_count += 1;
             if let Some(bar) = &watch.bar {
                 bar.set_message(format!("loss {:.4}", report.loss));
-                bar.inc(1);
+                bar.inc(step - before);
             }
-            if a.eval_every > 0 && step.is_multiple_of(a.eval_every) {
+            if crossed(before, step, a.eval_every) {
                 if let Some(v) = &val {
                     validated_at = Some(step);
-                    let scores = validate(&mut session, v)?;
+                    let scores = validate(&mut session, v, &mut ranks)?;
                     if watch.validated(&mut session, scores, epoch + 1, step, &save_all)? {
                         break 'epochs;
                     }
@@ -319,7 +416,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         // Every epoch ends with a validation (unless its last step just had one).
         match &val {
             Some(v) if validated_at != Some(step) => {
-                let scores = validate(&mut session, v)?;
+                let scores = validate(&mut session, v, &mut ranks)?;
                 if watch.validated(&mut session, scores, epoch + 1, step, &save_all)? {
                     break;
                 }
@@ -344,10 +441,14 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if best.is_none() && step > start {
         save_all(&mut session)?;
     }
-    save_last(&mut session, position_at_end)?;
+    save_last(&mut session, position_at_end, &carried)?;
+    let weights_hash = ranks::check_weights(&mut ranks, &mut session, step)?;
     let secs = started.elapsed().as_secs_f64();
-    if a.json {
+    if !root {
+        // Rank 0 reports for all.
+    } else if a.json {
         let mut out = summary(&session);
+        ranks::describe(&ranks, weights_hash, &mut out);
         out["steps"] = json!(step);
         out["best_val_loss"] = json!(best.map(|b| b.0));
         out["best_step"] = json!(best.map(|b| b.1));
@@ -393,20 +494,25 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             Err(e) => errln!("warning: no curves image: {e:#}"),
         }
     }
+    ranks::finish(&mut ranks)?;
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
 }
 
 /// Loss and accuracy over the validation sequences, each batch planned with the current
-/// training shape.
-fn validate(session: &mut Session, v: &Validation) -> Result<Scores> {
+/// training shape; on ranks, each scores its whole batches and the totals are summed.
+fn validate(session: &mut Session, v: &Validation, ranks: &mut Option<Ranks>) -> Result<Scores> {
     let (batch, seq_len) = match session.job() {
         Job::Train { batch, seq_len, .. } => (batch, seq_len),
         Job::Eval { batch, seq_len } => (batch, seq_len),
     };
-    files_eval::evaluate(
+    let order = match ranks {
+        Some(r) => r.shard().whole_batches(&v.order),
+        None => v.order.clone(),
+    };
+    let scores = files_eval::evaluate(
         session,
         &v.files,
-        v.order.clone(),
+        order,
         |b, t| Job::Train {
             batch,
             seq_len,
@@ -414,5 +520,6 @@ fn validate(session: &mut Session, v: &Validation) -> Result<Scores> {
         },
         |_, _| {},
     )
-    .context("validating")
+    .context("validating")?;
+    ranks::sum_scores(ranks, scores)
 }

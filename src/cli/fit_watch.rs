@@ -29,6 +29,8 @@ pub(super) struct Watch {
     pub(super) last: Option<Scores>,
     pub(super) metrics: Option<(PathBuf, File)>,
     pub(super) json: bool,
+    /// A rank other than 0 of a data-parallel run: rank 0 prints for all.
+    pub(super) quiet: bool,
     /// On a terminal: the epoch's progress bar with its ETA.
     pub(super) bar: Option<ProgressBar>,
     pub(super) started: Instant,
@@ -85,7 +87,7 @@ impl Watch {
                 .and_then(|()| file.flush())
                 .with_context(|| format!("writing {}", path.display()))?;
         }
-        if self.json {
+        if self.json && !self.quiet {
             outln!("{line}");
         }
         Ok(())

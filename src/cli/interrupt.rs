@@ -23,6 +23,16 @@ impl Signal {
         }
     }
 
+    /// The signal of number `n` (agreed on by the ranks of a data-parallel run).
+    pub fn from_number(n: i32) -> Signal {
+        Signal(n)
+    }
+
+    /// Its number, as the ranks exchange it.
+    pub fn number(self) -> i32 {
+        self.0
+    }
+
     /// The shell's status for a process this signal ended.
     pub fn exit_code(self) -> i32 {
         128 + self.0

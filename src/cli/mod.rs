@@ -39,7 +39,8 @@ use tensorfit::core::DeviceKind;
 use tensorfit::cpu::host_memory;
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, TbpttMode,
+    BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, RunSettings, TbpttMode,
+    TrainOptions,
 };
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{Request, Session};
@@ -282,6 +283,24 @@ pub fn positive_rate(text: &str) -> Result<f32, String> {
         Ok(_) => Err(format!("must be a positive number, got {text}")),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// The optimizer updates (steps, as checkpoints and schedules count them) a minibatch of
+/// `steps` time steps takes under `settings`: one per window with windowed truncated BPTT
+/// and a head on every step, else one.
+pub fn updates_per_batch(cfg: &ModelDescription, settings: &RunSettings, steps: usize) -> u64 {
+    TrainOptions {
+        tbptt: settings.tbptt,
+        tbptt_mode: settings.tbptt_mode,
+        ..TrainOptions::default()
+    }
+    .updates_per_step(cfg, steps) as u64
+}
+
+/// Whether a multiple of `every` lies in `(before, after]` (never for 0): a minibatch of
+/// several steps still checkpoints and evaluates at each multiple it passes.
+pub fn crossed(before: u64, after: u64, every: u64) -> bool {
+    every > 0 && after / every > before / every
 }
 
 /// `--tbptt-mode`'s value.

@@ -122,10 +122,13 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     req.tbptt_mode = a.tbptt_mode;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     if let Some(f) = &files {
+        // A text is read in a stream per row, each batch from the state the one before left.
+        let f = f.whole_text(a.batch)?;
         let all: Vec<usize> = (0..f.dataset().sequences).collect();
         let batches = f.order(&all, a.batch, None)?.len();
         req.read_ahead_bytes = f.read_ahead_bytes(a.batch, batches);
         req.padded = f.padded;
+        req.carry_across = f.carry && req.data_parallel.is_none();
     }
     let assumed = assume::parse(&a.assume)?;
     // Before any planning: a picture that cannot be written is refused at once.

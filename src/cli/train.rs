@@ -12,9 +12,7 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::{check_writable, same_file};
-use tensorfit::nn::{
-    BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode, TrainOptions,
-};
+use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode};
 use tensorfit::session::Session;
 use tensorfit::{Model, Training};
 
@@ -24,8 +22,9 @@ use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::ranks::{self, RankArgs};
 use super::{
-    at_least_one, check_task, open_request, parse_tbptt_mode, positive_rate, print_memory,
-    quality_text, request, summary, train_settings, training_file, DeviceArgs, Exit, ModelArg,
+    at_least_one, check_task, crossed, open_request, parse_tbptt_mode, positive_rate, print_memory,
+    quality_text, request, summary, train_settings, training_file, updates_per_batch, DeviceArgs,
+    Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -150,7 +149,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     // The model file's `[training]` table applies to training from files too.
     if a.data.path().is_some() {
-        ranks::refuse_files()?;
         return fit_files::run(a);
     }
     let mut resumed = match &a.resume {
@@ -183,12 +181,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     // A step is an optimizer update, as checkpoints and schedules count them: windowed
     // truncated BPTT with a head on every step takes one per window of a minibatch. A
     // minibatch is never cut, so the run ends at the first minibatch at or past --steps.
-    let per_batch = TrainOptions {
-        tbptt: settings.tbptt,
-        tbptt_mode: settings.tbptt_mode,
-        ..TrainOptions::default()
-    }
-    .updates_per_step(&cfg, settings.seq_len) as u64;
+    let per_batch = updates_per_batch(&cfg, &settings, settings.seq_len);
     let start = resumed.as_ref().map_or(0, |(_, ck)| ck.step);
     let last = a
         .steps
@@ -246,6 +239,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut run = open_request(&model, req, a.json)?;
     drop(model);
     let session = run.session_mut();
+    ranks::choose_all_reduce(&mut ranks, session, a.json)?;
     // A resumed run continues the data stream and keeps the held-out set of its seed.
     let position = resumed
         .as_ref()
@@ -319,7 +313,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut step = start;
     let mut interrupted: Option<Signal> = None;
     while step < last {
-        if let Some(signal) = interrupts.received() {
+        // Ranks learn of a stop at a step's exchange and end after that step.
+        let stop = interrupted.or_else(|| ranks::stop_before_step(&mut ranks, &interrupts));
+        if let Some(signal) = stop {
             interrupted = Some(signal);
             break;
         }
@@ -329,12 +325,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         let seen = session.fallbacks.len();
         let report = ranks::train_step(session, &mut ranks, &cfg, &batch.x, &batch.labels)
             .with_context(|| format!("training step {step}"))?;
-        if !a.json {
-            for f in &session.fallbacks[seen..] {
-                errln!("\nwarning: {f}");
-            }
-        }
+        ranks::warn_fallbacks(&ranks, a.json && root, &session.fallbacks[seen..]);
         last_loss = report.loss;
+        interrupted = ranks::stop_after_step(&ranks);
         if a.json {
             losses.push(report.loss);
             lrs.push(report.lr);
@@ -421,16 +414,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         // Rank 0 reports for all.
     } else if a.json {
         let mut out = summary(session);
-        if let Some(r) = &ranks {
-            out["ranks"] = json!(r.size());
-            // Whether the last step's ranks ran on different kinds of device, so that
-            // each step ended with every rank taking rank 0's state.
-            out["devices_differ"] = json!(r.devices_differ());
-            out["communication_seconds"] = json!(r.communication().as_secs_f64());
-        }
-        if let Some(h) = weights_hash {
-            out["weights_hash"] = json!(format!("{h:016x}"));
-        }
+        ranks::describe(&ranks, weights_hash, &mut out);
         out["loss"] = json!(last_loss);
         out["eval_loss"] = json!(eval_loss);
         out["accuracy"] = json!(accuracy);
@@ -462,6 +446,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             errln!("nothing was saved: no --checkpoint-dir or --save was given");
         }
     }
+    ranks::finish(&mut ranks)?;
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
 }
 
@@ -526,10 +511,4 @@ pub(super) fn open_checkpoint_dir(
         }
     }
     Ok(Some(ck_dir))
-}
-
-/// Whether a multiple of `every` lies in `(before, after]` (never for 0): a minibatch of
-/// several steps still checkpoints and evaluates at each multiple it passes.
-fn crossed(before: u64, after: u64, every: u64) -> bool {
-    every > 0 && after / every > before / every
 }

@@ -4,16 +4,20 @@
 
 #![allow(dead_code)]
 
+pub mod ranks;
+
 use std::process::{Command, Output};
 
 use serde_json::Value;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TbpttMode, TemporalOrder,
-    TrainOptions, Trainer,
+    EvalReport, HeadLayer, HeadLayerKind, Job, ModelDescription, OptimConfig, ParamStore,
+    SeedShape, TbpttMode, TemporalOrder, TrainOptions, Trainer,
 };
 use tensorfit::session::Request;
+
+pub mod data_cli;
 
 /// The closeness rule of the whole project (`tensorfit_testing::ratio`):
 /// |a - b| <= atol + rtol * |reference|.
@@ -26,24 +30,44 @@ pub fn max_abs(v: &[f32]) -> f32 {
     v.iter().fold(0.0f32, |m, x| m.max(x.abs()))
 }
 
-/// Trains `trainer` on each step `step{s}.` (s = 1..=`steps`) of a PyTorch reference
-/// file read by `load(prefix)`, and checks the step's loss, its outputs (the reference's
+/// 3 features, 2 LSTM layers of `hidden`, a tanh Dense head of `dense` units without
+/// BatchNorm (which in training mixes the rows of a batch, padded or not), 3 classes.
+pub fn dense_head_model(hidden: usize, dense: usize) -> ModelDescription {
+    let mut cfg = SeedShape {
+        features: 3,
+        hidden,
+        layers: 2,
+        dense,
+        classes: 3,
+        activation: Activation::Tanh,
+    }
+    .description();
+    cfg.head.layers = vec![HeadLayer {
+        name: "dense".into(),
+        kind: HeadLayerKind::Dense {
+            units: dense,
+            activation: Activation::Tanh,
+        },
+    }];
+    cfg
+}
+
+/// Trains `trainer` on each step `step{s}.` (s = 1..=`steps`) of the PyTorch reference
+/// file `file` ([`reference`]), and checks the step's loss, its outputs (the reference's
 /// tensor `outputs`, before the update), every gradient (`grad.<name>`) and every
 /// parameter after it (`after.<name>`) within 1e-5 of the reference tensor's scale plus
 /// 1e-5 relative. The inputs are `x` and `targets`. Returns how many gradients and
 /// parameters were compared.
 pub fn matches_reference_steps(
     trainer: &mut Trainer,
-    load: impl Fn(&str) -> ParamStore,
+    file: &str,
     steps: usize,
     (targets, outputs): (&str, &str),
 ) -> usize {
-    let check = |what: &str, got: &[f32], want: &[f32]| {
-        assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
-    };
+    let check = check_reference;
     let mut compared = 0;
     for s in 1..=steps {
-        let r = load(&format!("step{s}."));
+        let (r, _) = reference(file, &format!("step{s}."));
         let want = |n: &str| r.require(n).unwrap().data.clone();
         let report = trainer
             .train_step(r.require("x").unwrap(), &want(targets))
@@ -65,6 +89,30 @@ pub fn matches_reference_steps(
         }
     }
     compared
+}
+
+/// The PyTorch-agreement rule: `got` within 1e-5 of the reference tensor's scale
+/// (max|want|) plus 1e-5 relative.
+pub fn check_reference(what: &str, got: &[f32], want: &[f32]) {
+    assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
+}
+
+/// Evaluates the `x` and `targets` of reference step `step` (a prefix such as `step1.` of
+/// the reference file `file`) and checks the outputs against `eval.<outputs>`
+/// ([`check_reference`]). Returns the report and the `eval.` tensors for further checks.
+pub fn matches_reference_eval(
+    trainer: &mut Trainer,
+    file: &str,
+    step: &str,
+    (targets, outputs): (&str, &str),
+) -> (EvalReport, ParamStore) {
+    let (r, e) = (reference(file, step).0, reference(file, "eval.").0);
+    let report = trainer
+        .evaluate(r.require("x").unwrap(), &r.require(targets).unwrap().data)
+        .unwrap();
+    let want = &e.require(outputs).unwrap().data;
+    check_reference(&format!("eval {outputs}"), &report.probs.data, want);
+    (report, e)
 }
 
 /// A scaled-down seed network for the built-in temporal-order task (152 features in,
@@ -114,6 +162,7 @@ pub fn request(
         writes_checkpoints: true,
         padded: false,
         data_parallel: None,
+        carry_across: false,
     }
 }
 
@@ -321,6 +370,25 @@ pub fn long_training(dir: &std::path::Path, every: &str) -> Command {
     c
 }
 
+/// Spawns `cmd` with stdout and stderr piped and returns once `file` exists (a minute at
+/// most).
+pub fn spawn_until(cmd: &mut Command, file: &std::path::Path) -> std::process::Child {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if file.exists() {
+            return child;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no {} after a minute", file.display());
+}
+
 /// The tensors of reference file `file` (a path under the repository) whose names start
 /// with `prefix` (stripped), and the file's metadata.
 pub fn reference(
@@ -349,4 +417,28 @@ pub fn example_data(name: &str) -> std::path::PathBuf {
 /// `p` as a command-line argument.
 pub fn arg(p: &std::path::Path) -> &str {
     p.to_str().expect("a UTF-8 path")
+}
+
+/// A checkpoint's parameters by name, as bits (for equality bit for bit), sorted.
+pub fn checkpoint_bits(path: &std::path::Path) -> Vec<(String, Vec<u32>)> {
+    let ck = tensorfit::nn::Checkpoint::load(path).expect("a checkpoint");
+    let mut v: Vec<(String, Vec<u32>)> = ck
+        .params
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.data.iter().map(|x| x.to_bits()).collect()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Runs `cmd` until `file` exists, then sends it SIGINT and returns what it did.
+pub fn interrupted(cmd: &mut Command, file: &std::path::Path) -> Output {
+    let child = spawn_until(cmd, file);
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs")
+        .success();
+    assert!(ok, "kill -INT");
+    child.wait_with_output().expect("the command ends")
 }

@@ -7,7 +7,7 @@
 use tensorfit::core::{HostTensor, Op};
 use tensorfit_testing::{Rng, TestRng};
 
-use crate::ops::{case, lstm_backward_rest, Case, Tensors};
+use crate::ops::{case, lstm_backward_rest, lstm_layer, Case, Tensors};
 
 /// Lengths `[B]` in `0..=t`, the first row empty and the last full when `b ≥ 2`.
 pub(crate) fn lengths(r: &mut Rng, t: usize, b: usize) -> HostTensor {
@@ -39,13 +39,7 @@ fn lstm_cases(r: &mut Rng, v: &mut Vec<Case>) {
     // Rows split into several launches where bindings are small; T = 37 runs past the
     // steps of gates an inference pass holds; one row alone.
     for (t, b, i, h) in [(4, 20, 17, 33), (37, 3, 5, 7), (5, 6, 3, 4), (3, 1, 2, 5)] {
-        let params = [
-            r.tensor(&[t, b, i], 1.0),
-            r.tensor(&[b, h], 1.0),
-            r.tensor(&[b, h], 1.0),
-            r.tensor(&[4 * h, i], 0.5),
-            r.tensor(&[4 * h, h], 0.5),
-        ];
+        let params = lstm_layer(r, (t, b, i, h));
         let lengths = lengths(r, t, b);
         let name = format!("T{t} B{b} I{i} H{h} lengths {:?}", lengths.data);
         for keep in [true, false] {

@@ -266,6 +266,21 @@ fn cases() -> Vec<Case> {
     v
 }
 
+/// Random `x [T, B, I]`, `h0`, `c0 [B, H]`, `w_ih [4H, I]` and `w_hh [4H, H]` of an LSTM
+/// layer (the first inputs of `Op::LstmForward`, in its order).
+pub(crate) fn lstm_layer(
+    r: &mut Rng,
+    (t, b, i, h): (usize, usize, usize, usize),
+) -> [HostTensor; 5] {
+    [
+        r.tensor(&[t, b, i], 1.0),
+        r.tensor(&[b, h], 1.0),
+        r.tensor(&[b, h], 1.0),
+        r.tensor(&[4 * h, i], 0.5),
+        r.tensor(&[4 * h, h], 0.5),
+    ]
+}
+
 fn lstm_cases(r: &mut Rng, v: &mut Vec<Case>) {
     // T = 37: an inference pass holds gates for LSTM_SCRATCH_STEPS steps and projects
     // its inputs in chunks of that many, the last one short.
@@ -274,13 +289,7 @@ fn lstm_cases(r: &mut Rng, v: &mut Vec<Case>) {
         dims.push((r.range(1, 6), r.range(1, 5), r.range(1, 7), r.range(1, 9)));
     }
     for (t, b, i, h) in dims {
-        let params = [
-            r.tensor(&[t, b, i], 1.0),
-            r.tensor(&[b, h], 1.0),
-            r.tensor(&[b, h], 1.0),
-            r.tensor(&[4 * h, i], 0.5),
-            r.tensor(&[4 * h, h], 0.5),
-        ];
+        let params = lstm_layer(r, (t, b, i, h));
         for keep in [true, false] {
             let mut inputs = params.to_vec();
             inputs.extend([r.tensor(&[4 * h], 0.5), r.tensor(&[4 * h], 0.5)]);

@@ -1,7 +1,8 @@
-//! Token inputs in the suite: cases of `embedding`, `embedding_backward` and the LSTM ops
-//! on token ids (added to `ops::cases`, so every device runs them against the CPU), and
-//! [`one_hot_equivalence`]: on each device, an LSTM on token ids gives what the same LSTM
-//! gives on the materialised one-hot vectors of those ids, forward and backward.
+//! Token inputs in the suite: cases of `embedding`, `embedding_backward` and the LSTM and
+//! GRU ops on token ids (added to `ops::cases`, so every device runs them against the
+//! CPU), and [`one_hot_equivalence`]: on each device, an LSTM or GRU on token ids gives
+//! what the same layer gives on the materialised one-hot vectors of those ids, forward
+//! and backward.
 
 use tensorfit::core::{Backend, HostTensor, Op, Shape};
 use tensorfit_testing::{Rng, TestRng};
@@ -28,10 +29,16 @@ fn one_hot(ids: &HostTensor, vocab: usize) -> HostTensor {
     HostTensor::new(Shape::new(&shape), data).unwrap()
 }
 
-/// LSTM sizes (T, B, vocabulary, H): `w_ih` `[132, 17]` is larger than a 1 KiB binding
-/// (split by gate rows); one larger vocabulary than a binding holds (each gate row split).
-const LSTM_SIZES: [(usize, usize, usize, usize); 4] =
-    [(4, 20, 17, 33), (1, 1, 1, 1), (3, 5, 300, 2), (2, 3, 4, 5)];
+/// Layer sizes (T, B, vocabulary, H): `w_ih` `[132, 17]` is larger than a 1 KiB binding
+/// (split by gate rows); one larger vocabulary than a binding holds (each gate row split);
+/// more steps than a forward that keeps nothing holds (T = 37).
+const LAYER_SIZES: [(usize, usize, usize, usize); 5] = [
+    (4, 20, 17, 33),
+    (1, 1, 1, 1),
+    (3, 5, 300, 2),
+    (2, 3, 4, 5),
+    (37, 3, 6, 4),
+];
 
 pub(crate) fn token_cases(r: &mut Rng, v: &mut Vec<Case>) {
     // (vocabulary, width, ids): small; a table of many rows larger than a 1 KiB binding
@@ -56,62 +63,113 @@ pub(crate) fn token_cases(r: &mut Rng, v: &mut Vec<Case>) {
     let inputs = vec![ids(r, &[3, 5], 9), r.tensor(&[3, 5, 4], 1.0)];
     let op = Op::EmbeddingBackward { vocab: 9 };
     v.push(case("embedding_backward of a [3, 5] sequence", op, inputs));
-    for (t, b, vocab, h) in LSTM_SIZES {
-        let [forward, backward] = lstm_pair(r, (t, b, vocab, h));
-        let name = format!("T{t} B{b} V{vocab} H{h}");
-        for keep_for_backward in [true, false] {
-            let op = Op::LstmForward { keep_for_backward };
-            let inputs = forward.clone();
-            v.push(case(
-                format!("lstm_forward on tokens {name} keep {keep_for_backward}"),
-                op,
-                inputs,
-            ));
+    for dims in LAYER_SIZES {
+        for layer in token_layers(r, dims) {
+            let name = layer.name(dims);
+            for keep in [true, false] {
+                v.push(case(
+                    format!("{name} keep {keep}"),
+                    layer.forward_op(keep),
+                    layer.forward.clone(),
+                ));
+            }
+            v.push(case(name, layer.backward_op(), layer.backward));
         }
-        let op = Op::LstmBackward { input_grad: false };
-        v.push(case(
-            format!("lstm_backward on tokens {name}"),
-            op,
-            backward,
-        ));
     }
 }
 
-/// Random inputs of an LSTM forward and backward on token ids `[T, B]`.
-fn lstm_pair(r: &mut Rng, (t, b, vocab, h): (usize, usize, usize, usize)) -> [Vec<HostTensor>; 2] {
-    let params = vec![
-        ids(r, &[t, b], vocab),
-        r.tensor(&[b, h], 1.0),
-        r.tensor(&[b, h], 1.0),
-        r.tensor(&[4 * h, vocab], 0.5),
-        r.tensor(&[4 * h, h], 0.5),
-    ];
-    let mut forward = params.clone();
-    forward.extend([r.tensor(&[4 * h], 0.5), r.tensor(&[4 * h], 0.5)]);
-    let mut backward = params;
-    backward.extend(lstm_backward_rest(r, (t, b, h)));
-    [forward, backward]
+/// A recurrent layer on token ids `[T, B]`: the random inputs of its forward and of its
+/// backward.
+struct TokenLayer {
+    gru: bool,
+    forward: Vec<HostTensor>,
+    backward: Vec<HostTensor>,
 }
 
-/// On `device`: the LSTM ops on token ids against the same ops on the ids' one-hot
-/// vectors (every output; the backward without `dx`, which ids do not have).
+impl TokenLayer {
+    fn forward_op(&self, keep_for_backward: bool) -> Op {
+        match self.gru {
+            true => Op::GruForward { keep_for_backward },
+            false => Op::LstmForward { keep_for_backward },
+        }
+    }
+
+    /// The backward, without `dx` (ids have no gradient).
+    fn backward_op(&self) -> Op {
+        match self.gru {
+            true => Op::GruBackward { input_grad: false },
+            false => Op::LstmBackward { input_grad: false },
+        }
+    }
+
+    fn name(&self, (t, b, vocab, h): (usize, usize, usize, usize)) -> String {
+        let cell = if self.gru { "gru" } else { "lstm" };
+        format!("{cell} on tokens T{t} B{b} V{vocab} H{h}")
+    }
+}
+
+/// An LSTM and a GRU layer of `(T, B, vocabulary, H)` on random ids.
+fn token_layers(r: &mut Rng, (t, b, vocab, h): (usize, usize, usize, usize)) -> [TokenLayer; 2] {
+    let lstm = {
+        let params = vec![
+            ids(r, &[t, b], vocab),
+            r.tensor(&[b, h], 1.0),
+            r.tensor(&[b, h], 1.0),
+            r.tensor(&[4 * h, vocab], 0.5),
+            r.tensor(&[4 * h, h], 0.5),
+        ];
+        let mut forward = params.clone();
+        forward.extend([r.tensor(&[4 * h], 0.5), r.tensor(&[4 * h], 0.5)]);
+        let mut backward = params;
+        backward.extend(lstm_backward_rest(r, (t, b, h)));
+        TokenLayer {
+            gru: false,
+            forward,
+            backward,
+        }
+    };
+    let gru = {
+        let params = vec![
+            ids(r, &[t, b], vocab),
+            r.tensor(&[b, h], 1.0),
+            r.tensor(&[3 * h, vocab], 0.5),
+            r.tensor(&[3 * h, h], 0.5),
+        ];
+        let mut forward = params.clone();
+        forward.extend([r.tensor(&[3 * h], 0.5), r.tensor(&[3 * h], 0.5)]);
+        let mut backward = params;
+        backward.extend([
+            r.tensor(&[t, b, h], 1.0),
+            r.between(&[t, b, 3 * h], 0.0, 1.0),
+            r.tensor(&[t, b, 3 * h], 1.0),
+            r.tensor(&[t, b, h], 1.0),
+            r.tensor(&[b, h], 1.0),
+        ]);
+        TokenLayer {
+            gru: true,
+            forward,
+            backward,
+        }
+    };
+    [lstm, gru]
+}
+
+/// On `device`: the LSTM and GRU ops on token ids against the same ops on the ids'
+/// one-hot vectors (every output; the backward without `dx`, which ids do not have).
 pub fn one_hot_equivalence(device: &mut dyn Backend, checks: &mut Checks) {
     let mut r = Rng::new(77);
-    for (t, b, vocab, h) in LSTM_SIZES {
-        let [forward, backward] = lstm_pair(&mut r, (t, b, vocab, h));
-        let name = format!("T{t} B{b} V{vocab} H{h}");
-        let forward_op = Op::LstmForward {
-            keep_for_backward: true,
-        };
-        let backward_op = Op::LstmBackward { input_grad: false };
-        for (op, inputs) in [(forward_op, forward), (backward_op, backward)] {
-            let mut dense = inputs.clone();
-            dense[0] = one_hot(&inputs[0], vocab);
-            let by_id = run(device, &case("tokens", op.clone(), inputs)).unwrap();
-            let hot = run(device, &case("one-hot", op.clone(), dense)).unwrap();
-            for ((got, want), label) in by_id.iter().zip(&hot).zip(op.output_labels()) {
-                let what = format!("{} {name}: {label}", op.name());
-                checks.close(&what, got, want, OP_TOL);
+    for dims in LAYER_SIZES {
+        for layer in token_layers(&mut r, dims) {
+            let name = layer.name(dims);
+            let ops = [layer.forward_op(true), layer.backward_op()];
+            for (op, inputs) in ops.into_iter().zip([layer.forward, layer.backward]) {
+                let mut dense = inputs.clone();
+                dense[0] = one_hot(&inputs[0], dims.2);
+                let by_id = run(device, &case("tokens", op.clone(), inputs)).unwrap();
+                let hot = run(device, &case("one-hot", op.clone(), dense)).unwrap();
+                for ((got, want), label) in by_id.iter().zip(&hot).zip(op.output_labels()) {
+                    checks.close(&format!("{name} {}: {label}", op.name()), got, want, OP_TOL);
+                }
             }
         }
     }

@@ -12,6 +12,10 @@
 //! `x W_ihᵀ + b_ih` and at `h W_hhᵀ + b_hh`) differ only in the n block, by the factor r,
 //! and give the weight gradients with one GEMM each over all steps.
 //!
+//! **Token input**, as the LSTM's: `x` may be `[T, B]` ids with `w_ih` `[3H, V]`; the
+//! input projection is then the gather of `w_ih`'s columns and `dw_ih` their scatter-add
+//! (no `dx`), the exact result of the one-hot input without materialising it.
+//!
 //! A forward that keeps nothing for the backward holds only
 //! [`RecurrentDims::gate_steps`] steps of `gates` and `hidden`, as the LSTM's does, and
 //! projects its inputs that many steps at a time. With `lengths` `[B]` both ops follow
@@ -23,7 +27,7 @@ use crate::args::{
     Args, Expected, GruBackwardInputs, GruBackwardOutputs, GruForwardInputs, GruForwardOutputs,
 };
 use crate::op::same;
-use crate::recurrent_dims::RecurrentDims;
+use crate::recurrent_dims::{check_input, check_input_grad, RecurrentDims};
 use crate::seq_lengths::check_shape;
 use crate::shape::Shape;
 
@@ -32,8 +36,11 @@ use crate::shape::Shape;
 pub struct GruDims {
     pub steps: usize,
     pub batch: usize,
+    /// Features per step, or with token input the vocabulary (`w_ih`'s columns).
     pub input: usize,
     pub hidden: usize,
+    /// Token input: `x` is `[T, B]` ids, not `[T, B, I]` features (as the LSTM's).
+    pub tokens: bool,
 }
 
 impl GruDims {
@@ -62,6 +69,7 @@ impl GruDims {
         input_grad: bool,
     ) -> Result<Vec<Shape>, String> {
         let l = GruDims::checked(i.x, i.h0, i.w_ih, i.w_hh)?;
+        check_input_grad(&l, input_grad)?;
         let g = l.gate_width();
         same(i.y, &l.seq(l.hidden), "y")?;
         same(i.gates, &l.seq(g), "gates")?;
@@ -84,26 +92,24 @@ impl GruDims {
 
     /// Reads and checks the dimensions from a layer's `x`, `h0`, `w_ih`, `w_hh`.
     pub fn checked(x: &Shape, h0: &Shape, w_ih: &Shape, w_hh: &Shape) -> Result<Self, String> {
-        if x.rank() != 3 {
-            return Err(format!("x must be [T, B, I], got {x}"));
-        }
         if w_hh.rank() != 2 || w_hh.dim(0) != 3 * w_hh.dim(1) {
             return Err(format!("w_hh must be [3H, H], got {w_hh}"));
         }
-        let d = GruDims::of(x, w_hh);
+        check_input(x, w_ih, w_hh.dim(0))?;
+        let d = GruDims::of(x, w_ih, w_hh);
         same(h0, &d.state(), "h0")?;
-        same(w_ih, &Shape::from([d.gate_width(), d.input]), "w_ih")?;
         Ok(d)
     }
 
-    /// The dimensions of `x` `[T, B, I]` and `w_hh` `[3H, H]`, unchecked (for shapes
-    /// [`GruDims::checked`] has accepted).
-    pub fn of(x: &Shape, w_hh: &Shape) -> Self {
+    /// The dimensions of `x` `[T, B, I]` (or `[T, B]` ids), `w_ih` `[3H, I]` and `w_hh`
+    /// `[3H, H]`, unchecked (for shapes [`GruDims::checked`] has accepted).
+    pub fn of(x: &Shape, w_ih: &Shape, w_hh: &Shape) -> Self {
         GruDims {
             steps: x.dim(0),
             batch: x.dim(1),
-            input: x.dim(2),
+            input: w_ih.dim(1),
             hidden: w_hh.dim(1),
+            tokens: x.rank() == 2,
         }
     }
 }
@@ -114,19 +120,23 @@ impl RecurrentDims for GruDims {
     fn sizes(&self) -> (usize, usize, usize) {
         (self.steps, self.batch, self.hidden)
     }
+
+    fn input(&self) -> (usize, bool) {
+        (self.input, self.tokens)
+    }
 }
 
 impl GruForwardInputs<&Shape> {
     /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
     pub fn dims(&self) -> GruDims {
-        GruDims::of(self.x, self.w_hh)
+        GruDims::of(self.x, self.w_ih, self.w_hh)
     }
 }
 
 impl GruBackwardInputs<&Shape> {
     /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
     pub fn dims(&self) -> GruDims {
-        GruDims::of(self.x, self.w_hh)
+        GruDims::of(self.x, self.w_ih, self.w_hh)
     }
 }
 
@@ -134,7 +144,7 @@ impl<T> GruForwardInputs<T> {
     pub fn expected(&self, d: GruDims) -> Expected<'_, T> {
         let g = d.gate_width();
         let mut e = vec![
-            ("x", &self.x, d.rows() * d.input),
+            ("x", &self.x, d.x_len()),
             ("h0", &self.h0, d.step_state()),
             ("w_ih", &self.w_ih, g * d.input),
             ("w_hh", &self.w_hh, g * d.hidden),
@@ -164,7 +174,7 @@ impl<T> GruBackwardInputs<T> {
     pub fn expected(&self, d: GruDims) -> Expected<'_, T> {
         let (rows, g) = (d.rows(), d.gate_width());
         let mut e = vec![
-            ("x", &self.x, rows * d.input),
+            ("x", &self.x, d.x_len()),
             ("h0", &self.h0, d.step_state()),
             ("w_ih", &self.w_ih, g * d.input),
             ("w_hh", &self.w_hh, g * d.hidden),
@@ -198,7 +208,40 @@ impl<T> GruBackwardOutputs<T> {
 
 #[cfg(test)]
 mod tests {
-    use crate::Op;
+    use crate::{Op, Shape};
+
+    #[test]
+    fn a_gru_reads_token_ids_against_its_vocabulary_and_gives_them_no_gradient() {
+        let (t, b, v, h) = (4, 2, 11, 3);
+        let shapes = [
+            Shape::from([t, b]),
+            Shape::from([b, h]),
+            Shape::from([3 * h, v]),
+            Shape::from([3 * h, h]),
+            Shape::from([3 * h]),
+            Shape::from([3 * h]),
+        ];
+        let inputs: Vec<&Shape> = shapes.iter().collect();
+        let forward = Op::GruForward {
+            keep_for_backward: true,
+        };
+        let out = forward.infer_shapes(&inputs).unwrap();
+        assert_eq!(out[0], Shape::from([t, b, h]));
+        let mut backward: Vec<&Shape> = inputs[..4].to_vec();
+        backward.extend([&out[0], &out[2], &out[3], &out[0], &out[1]]);
+        let grads = Op::GruBackward { input_grad: false };
+        let d = grads.infer_shapes(&backward).unwrap();
+        assert_eq!(d[3], Shape::from([3 * h, v]), "dw_ih over the vocabulary");
+        let e = Op::GruBackward { input_grad: true }
+            .infer_shapes(&backward)
+            .unwrap_err();
+        assert!(e.contains("no gradient"), "{e}");
+        let wrong_width = Shape::from([4 * h, v]);
+        let mut bad = inputs.clone();
+        bad[2] = &wrong_width;
+        let e = forward.infer_shapes(&bad).unwrap_err();
+        assert!(e.contains("w_ih"), "{e}");
+    }
 
     #[test]
     fn the_gates_and_hidden_projections_of_a_gru_that_keeps_nothing_are_scratch() {

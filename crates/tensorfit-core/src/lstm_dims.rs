@@ -6,7 +6,7 @@ use crate::args::{
     Args, LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
 };
 use crate::op::same;
-use crate::recurrent_dims::RecurrentDims;
+use crate::recurrent_dims::{check_input, check_input_grad, RecurrentDims};
 use crate::seq_lengths::check_shape;
 use crate::shape::Shape;
 
@@ -49,9 +49,7 @@ impl LstmDims {
         input_grad: bool,
     ) -> Result<Vec<Shape>, String> {
         let l = LstmDims::checked(i.x, i.h0, i.c0, i.w_ih, i.w_hh)?;
-        if l.tokens && input_grad {
-            return Err("token ids x have no gradient (input_grad must be false)".into());
-        }
+        check_input_grad(&l, input_grad)?;
         let g = l.gate_width();
         same(i.y, &l.seq(l.hidden), "y")?;
         same(i.gates, &l.seq(g), "gates")?;
@@ -80,27 +78,13 @@ impl LstmDims {
         w_ih: &Shape,
         w_hh: &Shape,
     ) -> Result<Self, String> {
-        if x.rank() != 3 && x.rank() != 2 {
-            return Err(format!(
-                "x must be [T, B, I] features or [T, B] token ids, got {x}"
-            ));
-        }
         if w_hh.rank() != 2 || w_hh.dim(0) != 4 * w_hh.dim(1) {
             return Err(format!("w_hh must be [4H, H], got {w_hh}"));
         }
-        if w_ih.rank() != 2 {
-            return Err(format!("w_ih must be [4H, I], got {w_ih}"));
-        }
+        check_input(x, w_ih, w_hh.dim(0))?;
         let d = LstmDims::of(x, w_ih, w_hh);
-        if !d.tokens && x.dim(2) != d.input {
-            return Err(format!(
-                "x {x} must have {} features, as w_ih {w_ih}",
-                d.input
-            ));
-        }
         same(h0, &d.state(), "h0")?;
         same(c0, &d.state(), "c0")?;
-        same(w_ih, &Shape::from([4 * d.hidden, d.input]), "w_ih")?;
         Ok(d)
     }
 
@@ -115,20 +99,6 @@ impl LstmDims {
             tokens: x.rank() == 2,
         }
     }
-
-    /// Where token `v`'s gate inputs lie in `w_ih` `[4H, V]` on token input: column `v`.
-    pub fn token_table(&self) -> crate::tokens::Table {
-        crate::tokens::Table::columns(self.gate_width(), self.input)
-    }
-
-    /// Elements of `x`: `T·B·I`, or `T·B` ids.
-    pub fn x_len(&self) -> usize {
-        if self.tokens {
-            self.rows()
-        } else {
-            self.rows() * self.input
-        }
-    }
 }
 
 impl RecurrentDims for LstmDims {
@@ -136,5 +106,9 @@ impl RecurrentDims for LstmDims {
 
     fn sizes(&self) -> (usize, usize, usize) {
         (self.steps, self.batch, self.hidden)
+    }
+
+    fn input(&self) -> (usize, bool) {
+        (self.input, self.tokens)
     }
 }

@@ -176,7 +176,8 @@ pub enum Op {
     LstmBackward { input_grad: bool },
 
     /// A whole GRU layer over a sequence, as PyTorch's `nn.GRU` (gates r, z, n; `b_hn`
-    /// inside the reset product). Inputs `x` `[T, B, I]`, `h0` `[B, H]`, `w_ih` `[3H, I]`,
+    /// inside the reset product). Inputs `x` `[T, B, I]` (or `[T, B]` token ids with `w_ih`
+    /// `[3H, V]`, as the LSTM's), `h0` `[B, H]`, `w_ih` `[3H, I]`,
     /// `w_hh` `[3H, H]`, `b_ih`, `b_hh` `[3H]`, optional `lengths` `[B]` (as the LSTM's).
     /// Outputs `y` `[T, B, H]`, `h_n` `[B, H]`, `gates` (activated r, z, n) and `hidden`
     /// (`h_{t-1} W_hhᵀ + b_hh`), `[T, B, 3H]`, or a few steps of working space without
@@ -186,7 +187,8 @@ pub enum Op {
     /// Gradient of [`Op::GruForward`] (with `keep_for_backward`). Inputs `x`, `h0`, `w_ih`,
     /// `w_hh`, `y`, `gates`, `hidden`, `dy` `[T, B, H]`, `dh_n` `[B, H]`, `lengths`. `dgates`,
     /// `dhidden` `[T, B, 3H]` (gradients at both projections; working space), `dh0`,
-    /// `dw_ih`, `dw_hh`, `db_ih`, `db_hh` (the two biases apart), and, if `input_grad`, `dx`.
+    /// `dw_ih`, `dw_hh`, `db_ih`, `db_hh` (the two biases apart), and, if `input_grad`, `dx`
+    /// (with token input, `dw_ih` a scatter-add and no `dx`, as the LSTM's).
     GruBackward { input_grad: bool },
 
     /// `nn.Embedding`: rows of a table picked by token ids. Inputs `table` `[V, E]`, `ids`

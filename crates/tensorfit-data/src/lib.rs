@@ -25,6 +25,7 @@ mod dataset;
 mod error;
 mod fields;
 mod pipeline;
+mod shard;
 mod tensors;
 mod text;
 mod tsv;
@@ -44,8 +45,10 @@ pub use dataset::{
 };
 pub use error::{DataError, Place, Result};
 pub use pipeline::{
-    epoch_order, length_grouped_batches, same_length_batches, split, BatchSettings, Batches,
+    epoch_order, length_grouped_batches, same_length_batches, split, stream_batches, BatchSettings,
+    Batches,
 };
+pub use shard::{RankBatch, Shard};
 pub use tensors::TensorData;
 pub use text::CharCorpus;
 pub use tsv::TsvData;

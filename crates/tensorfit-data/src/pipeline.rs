@@ -97,12 +97,7 @@ pub fn epoch_order(
         return Err(DataError::Settings("batch and group are at least 1".into()));
     }
     if let Some(streams) = source.streams() {
-        // Windows of a text: in order, window k of every stream in batch k.
-        return Ok(indices
-            .chunks(streams)
-            .filter(|c| c.len() == streams)
-            .map(<[usize]>::to_vec)
-            .collect());
+        return Ok(stream_batches(indices, streams));
     }
     let mut order = indices.to_vec();
     let mut rng = Rng::new(settings.seed.wrapping_add(epoch.wrapping_mul(EPOCH_STRIDE)));
@@ -121,6 +116,17 @@ pub fn epoch_order(
         shuffle(&mut batches, &mut rng);
     }
     Ok(batches)
+}
+
+/// The batches of the windows of a text in `streams` streams ([`Source::streams`]): in
+/// order, window k of every stream in batch k (`indices` are all of them, `0..n`), so that
+/// each batch continues the one before it.
+pub fn stream_batches(indices: &[usize], streams: usize) -> Vec<Vec<usize>> {
+    indices
+        .chunks(streams.max(1))
+        .filter(|c| c.len() == streams)
+        .map(<[usize]>::to_vec)
+        .collect()
 }
 
 /// Batches in which every sequence has the same length (no padding at all), for models

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tensorfit_data::{
-    epoch_order, length_grouped_batches, max_batch_bytes, open, same_length_batches, split, Batch,
-    BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Opened, ReadSettings, Source,
-    Values,
+    epoch_order, length_grouped_batches, max_batch_bytes, open, same_length_batches, split,
+    stream_batches, Batch, BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Opened,
+    ReadSettings, Source, Values,
 };
 
 fn example(name: &str) -> PathBuf {
@@ -377,4 +377,15 @@ impl tensorfit_data::Reader for FakeSource {
             labels: Values::Ids(vec![1]),
         })
     }
+}
+
+#[test]
+fn stream_batches_hold_window_k_of_every_stream_in_batch_k_and_leave_out_a_partial_batch() {
+    let all: Vec<usize> = (0..11).collect();
+    assert_eq!(
+        stream_batches(&all, 4),
+        vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]],
+        "sequence k·4 + s is window k of stream s"
+    );
+    assert!(stream_batches(&all, 0).is_empty());
 }

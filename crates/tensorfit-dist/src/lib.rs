@@ -9,7 +9,9 @@
 //! - [`GradientBucket`]: gradients averaged over ranks, identical on every rank;
 //! - [`sync_batch_stats`] / [`sync_backward_sums`]: BatchNorm over the global batch, as
 //!   PyTorch's `SyncBatchNorm`;
-//! - [`nccl`]: whether NCCL can be used here, and its unique id shared over MPI.
+//! - [`nccl`]: whether NCCL can be used here, and its unique id shared over MPI;
+//!   [`NcclCommunicator`]: the bucket summed by NCCL on the GPUs of an all-CUDA run,
+//!   chosen by every rank together ([`agree_path`]).
 //!
 //! `docs/distributed.md` says how to run it and how training uses it (`tensorfit`'s
 //! `distributed` module).
@@ -23,6 +25,7 @@ mod launch;
 mod mpi_comm;
 #[allow(unsafe_code)]
 pub mod nccl;
+mod nccl_comm;
 mod sync_batch_norm;
 
 pub use communicator::{Communicator, Solo};
@@ -31,4 +34,5 @@ pub use gradients::{bucket_bytes, GradientBucket};
 pub use launch::{launcher, world, Launch, DEFAULT_COLLECTIVE_TIMEOUT};
 #[cfg(feature = "mpi")]
 pub use mpi_comm::MpiCommunicator;
+pub use nccl_comm::{agree_path, choose_path, AllReducePath, NcclCommunicator};
 pub use sync_batch_norm::{sync_backward_sums, sync_batch_stats, BatchStats};

@@ -41,9 +41,6 @@ pub enum InvalidDescription {
         "`{field}` = {p}: dropout acts between recurrent layers and `recurrent.layers` = 1 has none (PyTorch warns and ignores it); remove it, or stack at least 2 layers"
     )]
     DropoutWithOneLayer { field: String, p: DropoutRate },
-    /// A valid description this build cannot run yet.
-    #[error("`{field}` = {what}: not supported by this build of tensorfit")]
-    Unsupported { field: String, what: &'static str },
 }
 
 impl InvalidDescription {
@@ -53,8 +50,7 @@ impl InvalidDescription {
         match self {
             InvalidDescription::Size { field, .. }
             | InvalidDescription::DuplicateName { field, .. }
-            | InvalidDescription::DropoutWithOneLayer { field, .. }
-            | InvalidDescription::Unsupported { field, .. } => Some(field),
+            | InvalidDescription::DropoutWithOneLayer { field, .. } => Some(field),
             InvalidDescription::TooManyParameters { .. } => None,
         }
     }
@@ -78,18 +74,10 @@ fn size(field: &str, value: usize, min: usize, max: usize) -> Result<(), Invalid
     })
 }
 
-fn unsupported(field: &str, what: &'static str) -> InvalidDescription {
-    InvalidDescription::Unsupported {
-        field: field.to_string(),
-        what,
-    }
-}
-
 impl ModelDescription {
     /// Checks every size, the head's names and the loss, then the parameter count; the
     /// error names the field.
     pub fn validate(&self) -> Result<(), InvalidDescription> {
-        self.supported_by_this_build()?;
         match self.input {
             InputSpec::Dense { features } => size("input.features", features, 1, MAX_DIM)?,
             InputSpec::Tokens { vocab, embedding } => {
@@ -135,25 +123,6 @@ impl ModelDescription {
         Ok(())
     }
 
-    /// The one place that refuses what the description can say but this build cannot
-    /// run: remove each arm as its layers are wired into [`crate::network::Network`].
-    fn supported_by_this_build(&self) -> Result<(), InvalidDescription> {
-        // The GRU ops read features only: token ids reach a GRU through an embedding.
-        if let (
-            InputSpec::Tokens {
-                embedding: None, ..
-            },
-            Cell::Gru,
-        ) = (self.input, self.recurrent.cell)
-        {
-            return Err(unsupported(
-                "input.embedding",
-                "none with cell \"gru\" (give the tokens an embedding)",
-            ));
-        }
-        Ok(())
-    }
-
     /// The trainable parameters in u128, so an absurd description is refused instead of
     /// overflowing.
     fn parameter_bound(&self) -> u128 {
@@ -192,7 +161,6 @@ impl ModelDescription {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::description::HeadOn;
 
     fn field_of(d: &ModelDescription) -> String {
         d.validate()
@@ -296,27 +264,17 @@ mod tests {
     }
 
     #[test]
-    fn what_this_build_cannot_run_yet_is_refused_as_unsupported() {
-        let mut d = ModelDescription::seed();
-        d.recurrent.cell = Cell::Gru;
-        d.validate().unwrap();
-        d.input = InputSpec::Tokens {
-            vocab: 65,
-            embedding: Some(16),
-        };
-        d.validate().unwrap();
-        d.input = InputSpec::Tokens {
-            vocab: 65,
-            embedding: None,
-        };
-        assert_eq!(field_of(&d), "input.embedding");
-        let e = d.validate().unwrap_err().to_string();
-        assert!(
-            e.contains("not supported by this build") && e.contains("embedding"),
-            "{e}"
-        );
-        let mut d = ModelDescription::seed();
-        d.head.on = HeadOn::EveryStep;
-        d.validate().unwrap();
+    fn both_cells_read_token_ids_with_or_without_an_embedding() {
+        for cell in [Cell::Lstm, Cell::Gru] {
+            for embedding in [Some(16), None] {
+                let mut d = ModelDescription::seed();
+                d.recurrent.cell = cell;
+                d.input = InputSpec::Tokens {
+                    vocab: 65,
+                    embedding,
+                };
+                d.validate().unwrap();
+            }
+        }
     }
 }

@@ -63,4 +63,4 @@ pub use running_mean::RunningMean;
 pub use seed_shape::SeedShape;
 pub use task::{Batch, TemporalOrder};
 pub use tensorfit_core::Rng;
-pub use trainer::{argmax, EvalReport, StepReport, Trainer};
+pub use trainer::{argmax, CarriedState, EvalReport, StepReport, Trainer};

@@ -10,9 +10,9 @@ use tensorfit_core::{Graph, Result, Shape, TensorId};
 
 use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription};
 use crate::layers::{
-    BatchNorm, Between, Dense, DropoutRate, Embedding, EmbeddingTensors, Gru, HeadPart,
-    HeadPartTensors, LinearTensors, Lstm, LstmInput, OutputLayer, ParamSpec, Recurrent,
-    RecurrentStack, RecurrentWeights, Tensors,
+    BatchNorm, Between, CellInput, Dense, DropoutRate, Embedding, EmbeddingTensors, Gru, HeadPart,
+    HeadPartTensors, LinearTensors, Lstm, OutputLayer, ParamSpec, Recurrent, RecurrentStack,
+    RecurrentWeights, Tensors,
 };
 
 /// The name the output layer is registered under.
@@ -83,19 +83,17 @@ impl Network {
         // What the first recurrent layer reads: features, the output of an embedding, or
         // token ids directly (exact one-hot, a gather of its input weights' columns).
         let (input, input_kind, embedding) = match d.input {
-            InputSpec::Dense { features } => (features, LstmInput::Features, None),
+            InputSpec::Dense { features } => (features, CellInput::Features, None),
             InputSpec::Tokens {
                 vocab,
                 embedding: Some(dim),
-            } => (dim, LstmInput::Features, Some(Embedding { vocab, dim })),
+            } => (dim, CellInput::Features, Some(Embedding { vocab, dim })),
             InputSpec::Tokens {
                 vocab,
                 embedding: None,
-            } => (vocab, LstmInput::Tokens, None),
+            } => (vocab, CellInput::Tokens, None),
         };
         let layers = d.recurrent.layers;
-        // A GRU on ids without an embedding is refused by `validate` (the GRU ops read
-        // features only).
         let recurrent = match d.recurrent.cell {
             Cell::Lstm => Recurrent::Lstm(Lstm {
                 input,
@@ -107,6 +105,7 @@ impl Network {
                 input,
                 hidden,
                 layers,
+                input_kind,
             }),
         };
         let mut width = hidden;

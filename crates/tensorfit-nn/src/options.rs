@@ -197,6 +197,10 @@ pub struct TrainOptions {
     /// gradient program is then split at the head ([`ProgramKind::HeadInput`],
     /// [`ProgramKind::Head`], [`ProgramKind::StackGrads`]).
     pub sync_batch_norm: Option<usize>,
+    /// A batch may continue the previous batch's sequences (the windows of a long text,
+    /// `Trainer::train_step_carrying`): the last training program copies its final state
+    /// into the carried state, where the next batch starts from.
+    pub carry_across: bool,
 }
 
 impl Default for TrainOptions {
@@ -212,6 +216,7 @@ impl Default for TrainOptions {
             padded: false,
             split_update: false,
             sync_batch_norm: None,
+            carry_across: false,
         }
     }
 }
@@ -231,6 +236,11 @@ impl TrainOptions {
         if self.split_update && self.tbptt_mode == TbpttMode::Windows {
             return Err(Error::input(
                 "data-parallel training runs truncated BPTT in mode `last`; windowed truncated BPTT (--tbptt-mode windows) runs in one process",
+            ));
+        }
+        if self.split_update && self.carry_across {
+            return Err(Error::input(
+                "data-parallel training starts every batch from a zero state; the state carried from one batch into the next (a text's windows) runs in one process",
             ));
         }
         Ok(())
@@ -266,7 +276,11 @@ impl TrainOptions {
                 .map(|s| self.key(ProgramKind::Carry, batch, s))
                 .collect(),
         };
-        keys.push(train(ProgramKind::Train, last));
+        let kind = match self.carry_across {
+            true => ProgramKind::TrainCarry,
+            false => ProgramKind::Train,
+        };
+        keys.push(train(kind, last));
         keys
     }
 

@@ -29,12 +29,13 @@ use tensorfit_core::{
 use crate::batch_input::check_batch;
 use crate::description::{HeadOn, ModelDescription};
 use crate::layers::dropout::step_key_input;
-use crate::layers::{Recurrent, StatePart};
+use crate::layers::Recurrent;
 use crate::optim::ScheduleState;
 use crate::options::{ProgramKey, TrainOptions};
 use crate::params::ParamStore;
 use crate::programs::{PersistentKey, Program};
 
+mod carry_across;
 mod exchange;
 mod padded;
 mod run;
@@ -42,6 +43,7 @@ mod state;
 mod stream_steps;
 mod sync_step;
 
+pub use carry_across::{CarriedState, CARRIED_KEY};
 pub use exchange::{GradientExchange, LocalGradients};
 pub use run::EvalReport;
 
@@ -93,6 +95,9 @@ pub struct Trainer {
     step: u64,
     /// The learning-rate schedule's state (reduce-on-plateau's).
     schedule: ScheduleState,
+    /// During a carrying call (`trainer/carry_across.rs`): the host state its sequences
+    /// start from, then the state they ended in.
+    carrying: Option<CarriedState>,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -164,6 +169,7 @@ impl Trainer {
             programs: HashMap::new(),
             last_train: None,
             step: 0,
+            carrying: None,
         })
     }
 
@@ -274,7 +280,7 @@ impl Trainer {
         };
         let scored = match self.opts.split_update {
             false => self.run_sequence(&keys, (x, lengths), 0..batch, labels, &mut scalars)?,
-            true => self.run_split(&keys, x, labels, &mut scalars, exchange)?,
+            true => self.run_split(&keys, (x, lengths), labels, &mut scalars, exchange)?,
         };
         let (classes, classify) = (
             self.model.loss.outputs(),
@@ -339,22 +345,11 @@ impl Trainer {
     /// `batch`: (h, c), h `[layers, B, H]`, c the same for an LSTM stack and `[0, B, H]`
     /// for a GRU stack (which carries h only).
     pub fn carried_state(&mut self, batch: usize) -> Result<(HostTensor, HostTensor)> {
-        let (mut hs, mut cs) = (Vec::new(), Vec::new());
-        for slot in self.recurrent.state_slots() {
-            let key = PersistentKey::Carried { slot, batch };
-            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
-            let data = download(self.backend.as_mut(), &view)?.data;
-            match slot.part {
-                StatePart::H => hs.push(data),
-                StatePart::C => cs.push(data),
-            }
+        let mut slots = Vec::new();
+        for view in self.carried_views(batch)? {
+            slots.push(download(self.backend.as_mut(), &view)?.data);
         }
-        let hidden = self.recurrent.hidden();
-        let stacked = |parts: Vec<Vec<f32>>| {
-            let shape = Shape::from([parts.len(), batch, hidden]);
-            HostTensor::new(shape, parts.concat())
-        };
-        Ok((stacked(hs)?, stacked(cs)?))
+        self.stack_parts(batch, slots)
     }
 
     /// The view of persistent tensor `key`: from the layout if planned, else a new

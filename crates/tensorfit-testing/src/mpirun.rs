@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct Run {
     pub ok: bool,
+    /// mpirun's exit status (`None` when a signal ended it).
+    pub code: Option<i32>,
     /// The ranks' standard output.
     pub stdout: String,
     /// Standard output, then standard error.
@@ -91,6 +93,11 @@ pub fn spawn(test: &str, not_built: Option<&str>, line: &[String]) -> Option<Lau
 }
 
 impl Launched {
+    /// mpirun's process id (to signal it as a user's Ctrl-C does).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Waits for the launch to end; kills it and fails the test if it runs past `limit`
     /// (counted from its start).
     pub fn finish(mut self, limit: Duration) -> Run {
@@ -116,6 +123,7 @@ impl Launched {
         let stdout = self.out.join().unwrap_or_default();
         Run {
             ok: status.success(),
+            code: status.code(),
             output: stdout.clone() + &self.err.join().unwrap_or_default(),
             stdout,
             took: self.start.elapsed(),

@@ -7,103 +7,52 @@
 //! every file with naga, without a GPU, and checks each [`Kernel`] against the entry
 //! point it names: that it exists, and binds exactly the buffers the host code fills.
 
-/// A shader source file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Shader {
-    Gemm,
-    Elementwise,
-    Lstm,
-    Gru,
-    Batchnorm,
-    Softmax,
-    Mse,
-    Adam,
-    Gather,
-    Optim,
-    Dropout,
+/// Declares [`Shader`], one variant per file of `shaders/` (each named once here), with
+/// its file name and its text after `common.wgsl`.
+macro_rules! shaders {
+    ($($shader:ident => $file:literal,)*) => {
+        /// A shader source file.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub(crate) enum Shader {
+            $($shader,)*
+        }
+
+        impl Shader {
+            #[cfg(test)]
+            pub const ALL: &'static [Shader] = &[$(Shader::$shader,)*];
+
+            pub fn file(self) -> &'static str {
+                match self {
+                    $(Shader::$shader => $file,)*
+                }
+            }
+
+            /// The file's text after `common.wgsl` (the conventions and helpers every file
+            /// uses).
+            pub fn source(self) -> &'static str {
+                match self {
+                    $(Shader::$shader => concat!(
+                        include_str!("shaders/common.wgsl"),
+                        include_str!(concat!("shaders/", $file))
+                    ),)*
+                }
+            }
+        }
+    };
 }
 
-impl Shader {
-    #[cfg(test)]
-    pub const ALL: [Shader; 11] = [
-        Shader::Gemm,
-        Shader::Elementwise,
-        Shader::Lstm,
-        Shader::Gru,
-        Shader::Batchnorm,
-        Shader::Softmax,
-        Shader::Mse,
-        Shader::Adam,
-        Shader::Gather,
-        Shader::Optim,
-        Shader::Dropout,
-    ];
-
-    pub fn file(self) -> &'static str {
-        match self {
-            Shader::Gemm => "gemm.wgsl",
-            Shader::Elementwise => "elementwise.wgsl",
-            Shader::Lstm => "lstm.wgsl",
-            Shader::Gru => "gru.wgsl",
-            Shader::Batchnorm => "batchnorm.wgsl",
-            Shader::Softmax => "softmax.wgsl",
-            Shader::Mse => "mse.wgsl",
-            Shader::Adam => "adam.wgsl",
-            Shader::Gather => "gather.wgsl",
-            Shader::Optim => "optim.wgsl",
-            Shader::Dropout => "dropout.wgsl",
-        }
-    }
-
-    /// The file's text after `common.wgsl` (the conventions and helpers every file uses).
-    pub fn source(self) -> &'static str {
-        match self {
-            Shader::Gemm => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/gemm.wgsl")
-            ),
-            Shader::Elementwise => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/elementwise.wgsl")
-            ),
-            Shader::Lstm => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/lstm.wgsl")
-            ),
-            Shader::Gru => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/gru.wgsl")
-            ),
-            Shader::Batchnorm => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/batchnorm.wgsl")
-            ),
-            Shader::Softmax => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/softmax.wgsl")
-            ),
-            Shader::Mse => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/mse.wgsl")
-            ),
-            Shader::Adam => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/adam.wgsl")
-            ),
-            Shader::Gather => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/gather.wgsl")
-            ),
-            Shader::Optim => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/optim.wgsl")
-            ),
-            Shader::Dropout => concat!(
-                include_str!("shaders/common.wgsl"),
-                include_str!("shaders/dropout.wgsl")
-            ),
-        }
-    }
+shaders! {
+    Gemm => "gemm.wgsl",
+    Elementwise => "elementwise.wgsl",
+    Lstm => "lstm.wgsl",
+    Gru => "gru.wgsl",
+    Batchnorm => "batchnorm.wgsl",
+    Softmax => "softmax.wgsl",
+    Mse => "mse.wgsl",
+    Adam => "adam.wgsl",
+    Gather => "gather.wgsl",
+    Optim => "optim.wgsl",
+    Dropout => "dropout.wgsl",
 }
 
 /// One entry point: where it is, how many storage buffers it binds (1..=`buffers`) and
@@ -197,7 +146,7 @@ mod tests {
 
     #[test]
     fn every_shader_parses_and_validates_with_naga() {
-        for shader in Shader::ALL {
+        for &shader in Shader::ALL {
             let (module, _) = module(shader);
             assert!(
                 !module.entry_points.is_empty(),
@@ -209,7 +158,7 @@ mod tests {
 
     #[test]
     fn every_kernel_binds_what_the_host_fills() {
-        for shader in Shader::ALL {
+        for &shader in Shader::ALL {
             let (module, info) = module(shader);
             let listed: Vec<&Kernel> = ALL.iter().copied().filter(|k| k.shader == shader).collect();
             for (e, ep) in module.entry_points.iter().enumerate() {

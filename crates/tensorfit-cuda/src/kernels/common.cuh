@@ -21,6 +21,21 @@ __device__ __forceinline__ float sigmoid_f(float x) {
     return e / (1.0f + e);
 }
 
+// The sum of every thread's `s` over one block of 256 threads, by a tree in shared memory
+// (the same order on every call); every thread gets it.
+__device__ double block_sum_256(double s) {
+    __shared__ double part[256];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int stride = 128; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) {
+            part[threadIdx.x] += part[threadIdx.x + stride];
+        }
+        __syncthreads();
+    }
+    return part[0];
+}
+
 // Error codes a kernel can leave in the backend's status word (status[0]); status[1] holds
 // the row. The host reads the word at the next synchronize or read and turns it into an
 // error, so bad user data costs no host round trip on the fast path.

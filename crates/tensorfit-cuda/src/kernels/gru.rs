@@ -12,6 +12,9 @@
 //!   GEMM adds the rest of the gradient at `h_{t-1}`: `dh += dhidden[t] · w_hh`. Then each
 //!   weight gradient is one GEMM over all `T·B` rows, and each bias gradient a column sum.
 //!
+//! On token input the input projection is the gather of `w_ih`'s columns and `dw_ih`
+//! their scatter-add, as the LSTM's (`recurrent.rs`).
+//!
 //! With `lengths` the fused kernels skip the rows past their end (see
 //! `tensorfit_core::seq_lengths`) and `h_n` is gathered at each row's own last step.
 //!
@@ -22,8 +25,10 @@ use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
 use super::elementwise::sum_to_shape;
 use super::gather::steps_at_lengths;
-use super::gemm::gemm;
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::recurrent::{
+    backward_steps, forward_steps, hidden_weight_gradient, input_gradients, zero_gradients,
+    ForwardLoop,
+};
 use super::{int, Gpu};
 use super::{GATHER_STEPS, GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
@@ -43,8 +48,8 @@ pub fn gru_forward(
     inp: &GruForwardInputs,
     out: &GruForwardOutputs,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
+    let (step_h, step_g) = (d.step_state(), d.step_gates());
     if d.is_empty() {
         return g.copy(out.h_n, inp.h0, step_h);
     }
@@ -56,45 +61,14 @@ pub fn gru_forward(
     let lengths = inp.lengths.unwrap_or(DevPtr(0));
 
     let cell = g.kernels_fn(GRU_FORWARD_CELL)?;
-    for t in 0..steps {
-        let slot = t % held;
-        if slot == 0 {
-            // 1. The input projection of the chunk's steps (the biases come in the fused
-            // pass).
-            let n = held.min(steps - t) * batch;
-            let x = inp.x.add(t * batch * input);
-            gemm(
-                g,
-                (false, true),
-                (n, h3, input),
-                1.0,
-                x,
-                inp.w_ih,
-                0.0,
-                out.gates,
-            )?;
-        }
-        // 2. The recurrence: one GEMM and one fused kernel per step.
-        let h_prev = match t {
-            0 => inp.h0,
-            _ => out.y.add((t - 1) * step_h),
-        };
-        let hidden_t = out.hidden.add(slot * step_g);
-        // hidden[t] = h_{t-1} · w_hhᵀ
-        let recurrent = (batch, h3, hidden);
-        gemm(
-            g,
-            (false, true),
-            recurrent,
-            1.0,
-            h_prev,
-            inp.w_hh,
-            0.0,
-            hidden_t,
-        )?;
+    // Per step the recurrent GEMM writes `hidden[t]` (`recurrent.rs`), then the fused
+    // kernel below.
+    let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
+    let frame = ForwardLoop::new(inputs, [out.y, out.gates], held, (out.hidden, false));
+    forward_steps(g, &d, &frame, |t, slot, h_prev| {
         let args = [
             Arg::Ptr(out.gates.add(slot * step_g)),
-            Arg::Ptr(hidden_t),
+            Arg::Ptr(out.hidden.add(slot * step_g)),
             Arg::Ptr(inp.b_ih),
             Arg::Ptr(inp.b_hh),
             Arg::Ptr(h_prev),
@@ -104,8 +78,8 @@ pub fn gru_forward(
             Arg::I32(b),
             Arg::I32(h),
         ];
-        g.launch_fn(cell, GRU_FORWARD_CELL, step_h as i64, &args)?;
-    }
+        g.launch_fn(cell, GRU_FORWARD_CELL, step_h as i64, &args)
+    })?;
 
     // 3. The final state: with lengths, each row's at its own last step (h0 for an
     // empty sequence).
@@ -126,7 +100,7 @@ pub fn gru_backward(
     inp: &GruBackwardInputs,
     out: &GruBackwardOutputs,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (batch, input, hidden) = (d.batch, d.input, d.hidden);
     let (rows, h3, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
 
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
@@ -142,8 +116,9 @@ pub fn gru_backward(
 
     // 1. Backwards through time: one fused kernel and one GEMM per step.
     let cell = g.kernels_fn(GRU_BACKWARD_CELL)?;
-    for t in (0..steps).rev() {
-        let dhidden_t = out.dhidden.add(t * step_g);
+    // dh += dhidden[t] · w_hh after each step's kernel: the rest of the gradient arriving
+    // at h_{t-1}.
+    backward_steps(g, &d, (out.dhidden, inp.w_hh, dh), 1.0, |t| {
         let h_prev = match t {
             0 => inp.h0,
             _ => inp.y.add((t - 1) * step_h),
@@ -155,22 +130,19 @@ pub fn gru_backward(
             Arg::Ptr(inp.dy.add(t * step_h)),
             Arg::Ptr(dh),
             Arg::Ptr(out.dgates.add(t * step_g)),
-            Arg::Ptr(dhidden_t),
+            Arg::Ptr(out.dhidden.add(t * step_g)),
             Arg::Ptr(lengths),
             Arg::I32(int("step", t)?),
             Arg::I32(b),
             Arg::I32(h),
         ];
-        g.launch_fn(cell, GRU_BACKWARD_CELL, step_h as i64, &args)?;
-        // dh += dhidden[t] · w_hh: the rest of the gradient arriving at h_{t-1}.
-        let carry = (batch, hidden, h3);
-        gemm(g, (false, false), carry, 1.0, dhidden_t, inp.w_hh, 1.0, dh)?;
-    }
+        g.launch_fn(cell, GRU_BACKWARD_CELL, step_h as i64, &args)
+    })?;
 
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
     // dgates, dw_hh from dhidden, the bias gradients their column sums.
     let operands = (out.dgates, inp.x, inp.w_ih);
-    input_gradients(g, (&d, input), operands, (out.dw_ih, out.dx))?;
+    input_gradients(g, &d, operands, (out.dw_ih, out.dx))?;
     hidden_weight_gradient(g, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(g, out.dgates, out.db_ih, rows, h3)?;
     sum_to_shape(g, out.dhidden, out.db_hh, rows, h3)?;

@@ -21,9 +21,11 @@
 use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
 use super::elementwise::sum_to_shape;
-use super::gather::{gather, scatter_add, steps_at_lengths};
-use super::gemm::gemm;
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::gather::steps_at_lengths;
+use super::recurrent::{
+    backward_steps, forward_steps, hidden_weight_gradient, input_gradients, zero_gradients,
+    ForwardLoop,
+};
 use super::{int, Gpu};
 use super::{GATHER_STEPS, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::driver::{Arg, DevPtr};
@@ -41,7 +43,7 @@ pub fn lstm_forward(
     inp: &LstmForwardInputs,
     out: &LstmForwardOutputs,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (step_h, step_g) = (d.step_state(), d.step_gates());
     if d.is_empty() {
         g.copy(out.h_n, inp.h0, step_h)?;
@@ -51,43 +53,14 @@ pub fn lstm_forward(
     // Steps of gates held: all when kept for the backward, else a few in turn.
     let chunk = d.gate_steps(out.cells.is_some());
 
-    let x_step = d.x_len() / steps;
     // No lengths: a null pointer, which the kernel reads as every row running every step.
     let lengths = inp.lengths.unwrap_or(DevPtr(0));
     let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
-    for t in 0..steps {
-        let slot = t % chunk;
-        if slot == 0 {
-            // 1. The input projection of the chunk's steps (the biases come in the fused
-            // pass).
-            // On token input, the gather of w_ih's columns.
-            let n = chunk.min(steps - t) * batch;
-            let x = inp.x.add(t * x_step);
-            if d.tokens {
-                gather(g, inp.w_ih, d.token_table(), x, out.gates, n)?;
-            } else {
-                let mnk = (n, 4 * hidden, input);
-                gemm(g, (false, true), mnk, 1.0, x, inp.w_ih, 0.0, out.gates)?;
-            }
-        }
-        // 2. The recurrence: one GEMM and one fused kernel per step.
-        let h_prev = if t == 0 {
-            inp.h0
-        } else {
-            out.y.add((t - 1) * step_h)
-        };
-        let gates_t = out.gates.add(slot * step_g);
-        // gates[t] += h_{t-1} · w_hhᵀ
-        gemm(
-            g,
-            (false, true),
-            (batch, 4 * hidden, hidden),
-            1.0,
-            h_prev,
-            inp.w_hh,
-            1.0,
-            gates_t,
-        )?;
+    // Per step the recurrent GEMM adds to the gates (`recurrent.rs`), then the fused
+    // kernel below.
+    let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
+    let frame = ForwardLoop::new(inputs, [out.y, out.gates], chunk, (out.gates, true));
+    forward_steps(g, &d, &frame, |t, slot, _| {
         // The cell state: c_{t-1} in, c_t out; the same slot (c_n) when cells are not kept.
         let (c_prev, c_t) = match out.cells {
             Some(cells) => (
@@ -105,7 +78,7 @@ pub fn lstm_forward(
             LSTM_FORWARD_CELL,
             step_h as i64,
             &[
-                Arg::Ptr(gates_t),
+                Arg::Ptr(out.gates.add(slot * step_g)),
                 Arg::Ptr(inp.b_ih),
                 Arg::Ptr(inp.b_hh),
                 Arg::Ptr(c_prev),
@@ -116,8 +89,8 @@ pub fn lstm_forward(
                 Arg::I32(b),
                 Arg::I32(h),
             ],
-        )?;
-    }
+        )
+    })?;
 
     // 3. The final state: with lengths, each row's at its own last step (h0 for an
     // empty sequence); the cells carried past the end already hold c_n.
@@ -143,7 +116,7 @@ pub fn lstm_backward(
     inp: &LstmBackwardInputs,
     out: &LstmBackwardOutputs,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (batch, input, hidden) = (d.batch, d.input, d.hidden);
     let (rows, step_h, step_g) = (d.rows(), d.step_state(), d.step_gates());
     let h4 = d.gate_width();
 
@@ -164,8 +137,8 @@ pub fn lstm_backward(
     let lengths = inp.lengths.unwrap_or(DevPtr(0));
     // With lengths the GEMM adds to the dh that padded rows carry (see the kernel).
     let beta = if inp.lengths.is_some() { 1.0 } else { 0.0 };
-    for t in (0..steps).rev() {
-        let dgates_t = out.dgates.add(t * step_g);
+    // dh = dgates[t] · w_hh after each step's kernel: the gradient arriving at h_{t-1}.
+    backward_steps(g, &d, (out.dgates, inp.w_hh, dh), beta, |t| {
         let c_prev = if t == 0 {
             inp.c0
         } else {
@@ -182,36 +155,21 @@ pub fn lstm_backward(
                 Arg::Ptr(inp.dy.add(t * step_h)),
                 Arg::Ptr(dh),
                 Arg::Ptr(dc),
-                Arg::Ptr(dgates_t),
+                Arg::Ptr(out.dgates.add(t * step_g)),
                 Arg::Ptr(lengths),
                 Arg::I32(int("step", t)?),
                 Arg::I32(b),
                 Arg::I32(h),
             ],
-        )?;
-        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1}.
-        gemm(
-            g,
-            (false, false),
-            (batch, hidden, h4),
-            1.0,
-            dgates_t,
-            inp.w_hh,
-            beta,
-            dh,
-        )?;
-    }
+        )
+    })?;
 
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih = dgatesᵀ · x
     // and dx = dgates · w_ih (on token input, the scatter-add of dgates into the columns
     // of the ids), dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}, db = column sums of dgates (the
     // gradient of b_ih and of b_hh alike).
-    if d.tokens {
-        scatter_add(g, d.token_table(), inp.x, out.dgates, out.dw_ih, rows)?;
-    } else {
-        let operands = (out.dgates, inp.x, inp.w_ih);
-        input_gradients(g, (&d, input), operands, (out.dw_ih, out.dx))?;
-    }
+    let operands = (out.dgates, inp.x, inp.w_ih);
+    input_gradients(g, &d, operands, (out.dw_ih, out.dx))?;
     hidden_weight_gradient(g, &d, out.dgates, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(g, out.dgates, out.db, rows, h4)?;
     Ok(())

@@ -2,25 +2,17 @@
 // tensorfit-cpu's kernels/mse.rs: `mse_loss_forward` (one block) and `mse_loss_backward`.
 
 // loss[0] = mean of (pred - target)^2 over n elements, by one block of 256 threads:
-// strided double sums, then a tree.
+// strided double sums, then block_sum_256.
 extern "C" __global__ void mse_loss_forward(const float* pred, const float* target,
                                             float* loss, i64 n) {
-    __shared__ double part[256];
     double s = 0.0;
     for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
         double d = (double)pred[i] - (double)target[i];
         s += d * d;
     }
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int stride = 128; stride > 0; stride >>= 1) {
-        if (threadIdx.x < stride) {
-            part[threadIdx.x] += part[threadIdx.x + stride];
-        }
-        __syncthreads();
-    }
+    double total = block_sum_256(s);
     if (threadIdx.x == 0) {
-        loss[0] = (float)(part[0] / (double)n);
+        loss[0] = (float)(total / (double)n);
     }
 }
 

@@ -17,24 +17,17 @@ extern "C" __global__ void sgd_update(const float* grad, const float* scalars, f
     }
 }
 
-// total[0] = sum of x^2, by one block of 256 threads: strided double sums, then a tree.
+// total[0] = sum of x^2, by one block of 256 threads: strided double sums, then
+// block_sum_256.
 extern "C" __global__ void sum_squares(const float* x, float* total, i64 n) {
-    __shared__ double part[256];
     double s = 0.0;
     for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
         double v = x[i];
         s += v * v;
     }
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int stride = 128; stride > 0; stride >>= 1) {
-        if (threadIdx.x < stride) {
-            part[threadIdx.x] += part[threadIdx.x + stride];
-        }
-        __syncthreads();
-    }
+    double sum = block_sum_256(s);
     if (threadIdx.x == 0) {
-        total[0] = (float)part[0];
+        total[0] = (float)sum;
     }
 }
 

@@ -1,14 +1,110 @@
-//! The weight gradients every recurrent cell's backward forms after its time loop, as
-//! cuBLAS GEMMs over all `T·B` rows (the LSTM's and the GRU's; tensorfit-cpu's
-//! kernels/recurrent.rs): a cell hands in the gradients at its input projections (`d_ih`)
-//! and at its recurrent projections (`d_hh`; the same tensor for the LSTM) and forms its
-//! bias gradients itself.
+//! What every recurrent cell's launchers share (the LSTM's and the GRU's; tensorfit-cpu's
+//! kernels/recurrent/): the time loops ([`forward_steps`], [`backward_steps`]: the input
+//! projection of a run of steps, one cuBLAS GEMM over features or on token input the
+//! gather of `w_ih`'s columns; per step one GEMM and the cell's fused kernel), and the
+//! weight gradients the backward forms after its time loop, as GEMMs over all `T·B` rows:
+//! a cell hands in the gradients at its input projections (`d_ih`; on token input
+//! scattered into `w_ih`'s columns) and at its recurrent projections (`d_hh`; the same
+//! tensor for the LSTM) and forms its bias gradients itself. A cell writes only its
+//! fused kernels' launches.
 
-use tensorfit_core::{RecurrentDims, Result};
+use tensorfit_core::{recurrent_dims, RecurrentDims, Result};
 
+use super::gather::{gather, scatter_add};
 use super::gemm::gemm;
 use super::Gpu;
 use crate::driver::DevPtr;
+
+/// The time loop's tensors (`tensorfit_core::recurrent_dims::ForwardLoop`), as device addresses.
+pub type ForwardLoop = recurrent_dims::ForwardLoop<DevPtr>;
+
+/// The time loop of a recurrent forward: per run of `held` steps the input projection
+/// into `gates`, per step the recurrent GEMM, then `fused(t, slot, h_prev)`, which
+/// launches the cell's fused kernel for step `t` (its gates in slot `slot`).
+pub fn forward_steps(
+    g: &Gpu<'_>,
+    d: &impl RecurrentDims,
+    f: &ForwardLoop,
+    mut fused: impl FnMut(usize, usize, DevPtr) -> Result<()>,
+) -> Result<()> {
+    let (steps, batch, hidden) = d.sizes();
+    let (width, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
+    let beta = if f.add_recurrent { 1.0 } else { 0.0 };
+    for t in 0..steps {
+        let slot = t % f.held;
+        if slot == 0 {
+            // The input projection of the run's steps (the biases come in the fused pass).
+            let n = f.held.min(steps - t) * batch;
+            input_projection(g, d, (f.x, f.w_ih), (t * batch, n), f.gates)?;
+        }
+        // The recurrence: one GEMM and one fused kernel per step.
+        let h_prev = match t {
+            0 => f.h0,
+            _ => f.y.add((t - 1) * step_h),
+        };
+        let target = f.recurrent.add(slot * step_g);
+        let mnk = (batch, width, hidden);
+        gemm(g, (false, true), mnk, 1.0, h_prev, f.w_hh, beta, target)?;
+        fused(t, slot, h_prev)?;
+    }
+    Ok(())
+}
+
+/// The time loop of a recurrent backward: per step, from `T-1` down to 0, `fused(t)`
+/// (the cell's fused kernel), then the GEMM that carries the gradient to `h_{t-1}`:
+/// `dh = d_hh[t] · w_hh + beta · dh` (`d_hh` `[T, B, G·H]`: the gradients at the
+/// recurrent projections).
+pub fn backward_steps(
+    g: &Gpu<'_>,
+    d: &impl RecurrentDims,
+    (d_hh, w_hh, dh): (DevPtr, DevPtr, DevPtr),
+    beta: f32,
+    mut fused: impl FnMut(usize) -> Result<()>,
+) -> Result<()> {
+    let (steps, batch, hidden) = d.sizes();
+    let (width, step_g) = (d.gate_width(), d.step_gates());
+    for t in (0..steps).rev() {
+        fused(t)?;
+        let carry = (batch, hidden, width);
+        gemm(
+            g,
+            (false, false),
+            carry,
+            1.0,
+            d_hh.add(t * step_g),
+            w_hh,
+            beta,
+            dh,
+        )?;
+    }
+    Ok(())
+}
+
+/// `gates[0..n] = x · w_ihᵀ` for the `n` rows of `x` from row `first` on (features, or
+/// ids whose projection is the gather of `w_ih`'s columns), without biases.
+pub fn input_projection(
+    g: &Gpu<'_>,
+    d: &impl RecurrentDims,
+    (x, w_ih): (DevPtr, DevPtr),
+    (first, n): (usize, usize),
+    gates: DevPtr,
+) -> Result<()> {
+    let ((input, tokens), width) = (d.input(), d.gate_width());
+    let x = x.add(first * d.x_row());
+    if tokens {
+        return gather(g, w_ih, d.token_table(), x, gates, n);
+    }
+    gemm(
+        g,
+        (false, true),
+        (n, width, input),
+        1.0,
+        x,
+        w_ih,
+        0.0,
+        gates,
+    )
+}
 
 /// When nothing flows through the layer (no steps, or no units): zero weight gradients
 /// `grads` and input gradient `dx`, each with its element count.
@@ -52,15 +148,18 @@ pub fn hidden_weight_gradient(
     Ok(())
 }
 
-/// Over dense input `x` `[T, B, input]`: `dw_ih = d_ihᵀ · x` and, if wanted,
-/// `dx = d_ih · w_ih`.
+/// `dw_ih = d_ihᵀ · x` and, if wanted, `dx = d_ih · w_ih`; on token input `dw_ih` is the
+/// scatter-add of `d_ih` into the columns of the ids (and there is no `dx`).
 pub fn input_gradients(
     g: &Gpu<'_>,
-    (d, input): (&impl RecurrentDims, usize),
+    d: &impl RecurrentDims,
     (d_ih, x, w_ih): (DevPtr, DevPtr, DevPtr),
     (dw_ih, dx): (DevPtr, Option<DevPtr>),
 ) -> Result<()> {
-    let (rows, width) = (d.rows(), d.gate_width());
+    let (rows, width, (input, tokens)) = (d.rows(), d.gate_width(), d.input());
+    if tokens {
+        return scatter_add(g, d.token_table(), x, d_ih, dw_ih, rows);
+    }
     gemm(
         g,
         (true, false),

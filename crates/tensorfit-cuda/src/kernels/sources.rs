@@ -49,69 +49,52 @@ pub const SUM_SQUARES: &str = "sum_squares";
 pub const CLIP_GRAD: &str = "clip_grad";
 pub const DROPOUT: &str = "dropout";
 
+/// A [`KernelSource`] of the file `$file` (named once: its text is included from it).
+macro_rules! source {
+    ($file:literal, [$($kernel:expr),* $(,)?]) => {
+        KernelSource {
+            file: $file,
+            code: include_str!($file),
+            kernels: &[$($kernel),*],
+        }
+    };
+}
+
 /// Every kernel source of the backend.
 pub const SOURCES: [KernelSource; 10] = [
-    KernelSource {
-        file: "elementwise.cu",
-        code: include_str!("elementwise.cu"),
-        kernels: &[
+    source!(
+        "elementwise.cu",
+        [
             BINARY,
             ACTIVATION_FORWARD,
             ACTIVATION_BACKWARD,
-            SUM_TO_SHAPE,
-        ],
-    },
-    KernelSource {
-        file: "lstm.cu",
-        code: include_str!("lstm.cu"),
-        kernels: &[LSTM_FORWARD_CELL, LSTM_BACKWARD_CELL],
-    },
-    KernelSource {
-        file: "gru.cu",
-        code: include_str!("gru.cu"),
-        kernels: &[GRU_FORWARD_CELL, GRU_BACKWARD_CELL],
-    },
-    KernelSource {
-        file: "batchnorm.cu",
-        code: include_str!("batchnorm.cu"),
-        kernels: &[
+            SUM_TO_SHAPE
+        ]
+    ),
+    source!("lstm.cu", [LSTM_FORWARD_CELL, LSTM_BACKWARD_CELL]),
+    source!("gru.cu", [GRU_FORWARD_CELL, GRU_BACKWARD_CELL]),
+    source!(
+        "batchnorm.cu",
+        [
             BATCHNORM_FORWARD_STATS,
             BATCHNORM_FORWARD_APPLY,
             BATCHNORM_BACKWARD,
-            BATCHNORM_STATS_UPDATE,
-        ],
-    },
-    KernelSource {
-        file: "softmax.cu",
-        code: include_str!("softmax.cu"),
-        kernels: &[
+            BATCHNORM_STATS_UPDATE
+        ]
+    ),
+    source!(
+        "softmax.cu",
+        [
             SOFTMAX_CROSS_ENTROPY_FORWARD,
-            SOFTMAX_CROSS_ENTROPY_BACKWARD,
-        ],
-    },
-    KernelSource {
-        file: "mse.cu",
-        code: include_str!("mse.cu"),
-        kernels: &[MSE_LOSS_FORWARD, MSE_LOSS_BACKWARD],
-    },
-    KernelSource {
-        file: "adam.cu",
-        code: include_str!("adam.cu"),
-        kernels: &[ADAM_UPDATE],
-    },
-    KernelSource {
-        file: "gather.cu",
-        code: include_str!("gather.cu"),
-        kernels: &[GATHER, SCATTER_ADD, GATHER_STEPS, SCATTER_STEPS],
-    },
-    KernelSource {
-        file: "optim.cu",
-        code: include_str!("optim.cu"),
-        kernels: &[SGD_UPDATE, SUM_SQUARES, CLIP_GRAD],
-    },
-    KernelSource {
-        file: "dropout.cu",
-        code: include_str!("dropout.cu"),
-        kernels: &[DROPOUT],
-    },
+            SOFTMAX_CROSS_ENTROPY_BACKWARD
+        ]
+    ),
+    source!("mse.cu", [MSE_LOSS_FORWARD, MSE_LOSS_BACKWARD]),
+    source!("adam.cu", [ADAM_UPDATE]),
+    source!(
+        "gather.cu",
+        [GATHER, SCATTER_ADD, GATHER_STEPS, SCATTER_STEPS]
+    ),
+    source!("optim.cu", [SGD_UPDATE, SUM_SQUARES, CLIP_GRAD]),
+    source!("dropout.cu", [DROPOUT]),
 ];

@@ -10,14 +10,17 @@
 //! - `sync-batch-norm`: a batch split unevenly over the ranks gives the statistics and
 //!   the input gradient of BatchNorm over the whole batch;
 //! - `nccl-id`: a made-up NCCL id, and a failure to make one, reach every rank;
+//! - `nccl`: every rank on its GPU (`cuda:{local rank}`) chooses NCCL with the others, and
+//!   `collectives` passes over the NCCL communicator (the GPU check runs it on one rank;
+//!   it fails where NCCL or a GPU is missing);
 //! - `hang`: the last rank stops responding after one collective; the others must end
 //!   with a timeout error;
 //! - `exit`: the last rank exits after one collective; the others must not hang.
 use std::time::Duration;
 
 use tensorfit_dist::{
-    nccl, sync_backward_sums, sync_batch_stats, world, BatchStats, Communicator, GradientBucket,
-    DEFAULT_COLLECTIVE_TIMEOUT,
+    agree_path, launcher, nccl, sync_backward_sums, sync_batch_stats, world, AllReducePath,
+    BatchStats, Communicator, GradientBucket, NcclCommunicator, DEFAULT_COLLECTIVE_TIMEOUT,
 };
 
 type Result<T> = std::result::Result<T, String>;
@@ -39,9 +42,17 @@ fn main() {
         }
     };
     let who = format!("rank {}/{}", comm.rank(), comm.size());
-    let outcome = run(&scenario, comm.as_mut());
-    // Finalises MPI, unless a collective timed out (then the lost rank would hold it).
-    drop(comm);
+    let outcome = match scenario.as_str() {
+        // The NCCL communicator takes the world over (and finalises it when dropped).
+        "nccl" => nccl_collectives(comm),
+        _ => {
+            let outcome = run(&scenario, comm.as_mut());
+            // Finalises MPI, unless a collective timed out (then the lost rank would
+            // hold it).
+            drop(comm);
+            outcome
+        }
+    };
     match outcome {
         Ok(()) => println!("{who}: {scenario} ok"),
         Err(why) => {
@@ -287,6 +298,21 @@ fn nccl_id(comm: &mut dyn Communicator) -> Result<()> {
         }
         other => Err(format!("root's failure to make an id arrived as {other:?}")),
     }
+}
+
+fn nccl_collectives(mut comm: Box<dyn Communicator>) -> Result<()> {
+    let path = agree_path(comm.as_mut(), true).map_err(dist)?;
+    if path != AllReducePath::Nccl {
+        return Err(format!(
+            "every rank is on a GPU, yet NCCL was not chosen: {path:?}"
+        ));
+    }
+    let ordinal = launcher()
+        .map_err(dist)?
+        .and_then(|l| l.local_rank)
+        .unwrap_or(0);
+    let mut nccl = NcclCommunicator::join(comm, ordinal).map_err(dist)?;
+    collectives(&mut nccl)
 }
 
 fn lose_a_rank(comm: &mut dyn Communicator, hang: bool) -> Result<()> {

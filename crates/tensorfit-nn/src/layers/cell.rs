@@ -37,13 +37,25 @@ impl<T> Tensors<T> for CellWeights<T> {
     }
 }
 
+/// What the first layer of a recurrent stack reads at each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CellInput {
+    /// `input` f32 features.
+    #[default]
+    Features,
+    /// One token id in `0..input`, the exact one-hot input never materialised (the
+    /// layer's ops gather the columns of `weight_ih_l0`).
+    Tokens,
+}
+
 /// A stack of `layers` layers of one cell with `gates` gate blocks per unit, registered
-/// under `module`, over `input` features (or a vocabulary) per step.
+/// under `module`, over `input` features (or a vocabulary, by `input_kind`) per step.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CellStack {
     pub module: &'static str,
     pub gates: usize,
     pub input: usize,
+    pub input_kind: CellInput,
     pub hidden: usize,
     pub layers: usize,
 }
@@ -71,10 +83,23 @@ impl CellStack {
             .collect()
     }
 
+    /// The shape of the input over `steps` steps of `batch` sequences (time-major):
+    /// `[T, B, input]` features, or `[T, B]` token ids.
+    pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
+        match self.input_kind {
+            CellInput::Features => Shape::from([steps, batch, self.input]),
+            CellInput::Tokens => Shape::from([steps, batch]),
+        }
+    }
+
     /// Forward FLOPs over `steps` steps of `batch` sequences: Σ over layers
-    /// 2·GATES·H·(I+H)·B·T (the convention the benchmarks report against), with
-    /// `first_input` as the first layer's I (0 where its input projection is a gather).
-    pub fn forward_flops(&self, first_input: usize, batch: usize, steps: usize) -> f64 {
+    /// 2·GATES·H·(I+H)·B·T (the convention the benchmarks report against); on token input
+    /// the first layer's input projection is a gather, with no multiply-adds (I = 0).
+    pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
+        let first_input = match self.input_kind {
+            CellInput::Features => self.input,
+            CellInput::Tokens => 0,
+        };
         let h = self.hidden as f64;
         (0..self.layers)
             .map(|k| {

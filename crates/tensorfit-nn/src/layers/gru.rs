@@ -9,15 +9,17 @@ use tensorfit_core::args::{
 };
 use tensorfit_core::{Graph, Op, Result, Shape, TensorId};
 
-use super::cell::{CellStack, CellWeights};
+use super::cell::{CellInput, CellStack, CellWeights};
 use super::{Between, ParamSpec, StatePart, StateSlot};
 
-/// `layers` stacked GRU layers of `hidden` units over `input` features per step.
+/// `layers` stacked GRU layers of `hidden` units over `input` features per step (or a
+/// vocabulary of `input` tokens, by `input_kind`, as the LSTM's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gru {
     pub input: usize,
     pub hidden: usize,
     pub layers: usize,
+    pub input_kind: CellInput,
 }
 
 /// One layer's weights, in PyTorch's order (gates r, z, n in each). Also one layer's
@@ -29,7 +31,7 @@ pub type GruWeights<T> = CellWeights<T>;
 /// state, and the top layer's output sequence.
 #[derive(Debug, Clone)]
 pub struct GruStack {
-    /// `[T, B, input]`, written by the host.
+    /// `[T, B, input]` (or `[T, B]` token ids), written by the host.
     pub x: TensorId,
     /// Initial state of each layer, persistent ([`StateSlot`]).
     pub h0: Vec<TensorId>,
@@ -47,6 +49,7 @@ impl Gru {
             module: "gru",
             gates: 3,
             input: self.input,
+            input_kind: self.input_kind,
             hidden: self.hidden,
             layers: self.layers,
         }
@@ -67,9 +70,10 @@ impl Gru {
             .collect()
     }
 
-    /// The shape of the input over `steps` steps of `batch` sequences (time-major).
+    /// The shape of the input over `steps` steps of `batch` sequences (time-major):
+    /// `[T, B, input]` features, or `[T, B]` token ids.
     pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
-        Shape::from([steps, batch, self.input])
+        self.cells().input_shape(batch, steps)
     }
 
     /// The shape of one carried state tensor at batch size `batch`.
@@ -87,9 +91,9 @@ impl Gru {
     }
 
     /// Forward FLOPs over `steps` steps of `batch` sequences: Σ over layers
-    /// 2·3·H·(I+H)·B·T (the LSTM's convention, with three gates).
+    /// 2·3·H·(I+H)·B·T (the LSTM's convention, with three gates; I = 0 on token input).
     pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
-        self.cells().forward_flops(self.input, batch, steps)
+        self.cells().forward_flops(batch, steps)
     }
 
     /// One layer over `x` from `h0`, each sequence stopping at its length in `lengths`
@@ -153,7 +157,7 @@ impl Gru {
         Ok((outs, grads))
     }
 
-    /// The whole stack over a `[steps, batch, input]` input it adds (`x`), each layer
+    /// The whole stack over the input it adds (`x`, of [`Gru::input_shape`]), each layer
     /// from its carried state (layer `k`'s node is `gru_l{k}`).
     pub fn stack(
         &self,
@@ -205,6 +209,7 @@ mod tests {
         input: 7,
         hidden: 5,
         layers: 2,
+        input_kind: CellInput::Features,
     };
 
     #[test]

@@ -3,7 +3,7 @@
 //! chunks of a sequence (`state.h_l{k}`, `state.c_l{k}`), and its forward and backward
 //! nodes. Every one of those names is made here and nowhere else.
 //!
-//! The first layer reads features (`[T, B, input]`) or, with [`LstmInput::Tokens`], token
+//! The first layer reads features (`[T, B, input]`) or, with [`CellInput::Tokens`], token
 //! ids (`[T, B]`) as the exact one-hot input of width `input` (the vocabulary), which the
 //! LSTM op computes as a gather of `weight_ih_l0`'s columns without materialising it.
 
@@ -12,7 +12,7 @@ use tensorfit_core::args::{
 };
 use tensorfit_core::{Error, Graph, Op, Result, Shape, TensorId};
 
-use super::cell::{CellStack, CellWeights};
+use super::cell::{CellInput, CellStack, CellWeights};
 use super::{Between, ParamSpec};
 
 /// `layers` stacked LSTM layers of `hidden` units over `input` features per step (or a
@@ -22,17 +22,7 @@ pub struct Lstm {
     pub input: usize,
     pub hidden: usize,
     pub layers: usize,
-    pub input_kind: LstmInput,
-}
-
-/// What the first layer reads at each step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LstmInput {
-    /// `input` f32 features.
-    #[default]
-    Features,
-    /// One token id in `0..input`, the exact one-hot input never materialised.
-    Tokens,
+    pub input_kind: CellInput,
 }
 
 /// One layer's weights, in PyTorch's order (gates i, f, g, o in each).
@@ -113,6 +103,7 @@ impl Lstm {
             module: "lstm",
             gates: 4,
             input: self.input,
+            input_kind: self.input_kind,
             hidden: self.hidden,
             layers: self.layers,
         }
@@ -133,10 +124,7 @@ impl Lstm {
     /// The shape of the input over `steps` steps of `batch` sequences (time-major):
     /// `[T, B, input]` features, or `[T, B]` token ids.
     pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
-        match self.input_kind {
-            LstmInput::Features => Shape::from([steps, batch, self.input]),
-            LstmInput::Tokens => Shape::from([steps, batch]),
-        }
+        self.cells().input_shape(batch, steps)
     }
 
     /// The shape of one carried state tensor at batch size `batch`.
@@ -159,11 +147,7 @@ impl Lstm {
     /// 2·4·H·(I+H)·B·T (the convention the benchmarks report against); on token input
     /// the first layer's input projection is a gather, with no multiply-adds (I = 0).
     pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
-        let first_input = match self.input_kind {
-            LstmInput::Features => self.input,
-            LstmInput::Tokens => 0,
-        };
-        self.cells().forward_flops(first_input, batch, steps)
+        self.cells().forward_flops(batch, steps)
     }
 
     /// One layer over `x` from (`h0`, `c0`). With `keep` it keeps what backward needs.
@@ -317,10 +301,10 @@ mod tests {
             input: 152,
             hidden: 8,
             layers: 2,
-            input_kind: LstmInput::Features,
+            input_kind: CellInput::Features,
         };
         let tokens = Lstm {
-            input_kind: LstmInput::Tokens,
+            input_kind: CellInput::Tokens,
             ..dense
         };
         assert_eq!(tokens.input_shape(4, 9), Shape::from([9, 4]));

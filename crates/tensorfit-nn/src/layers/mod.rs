@@ -24,13 +24,13 @@ pub mod recurrent;
 use tensorfit_core::{Graph, Shape, TensorId};
 
 pub use batchnorm::{BatchNorm, BatchNormTensors, BatchStats};
-pub use cell::CellWeights;
+pub use cell::{CellInput, CellWeights};
 pub use dense::{Dense, LinearTensors, OutputLayer};
 pub use dropout::{Between, DropoutRate};
 pub use embedding::{Embedding, EmbeddingTensors};
 pub use gru::{Gru, GruStack, GruWeights};
 pub use head::{HeadPart, HeadPartTensors};
-pub use lstm::{Lstm, LstmGrads, LstmInput, LstmWeights, StatePart, StateSlot};
+pub use lstm::{Lstm, LstmGrads, LstmWeights, StatePart, StateSlot};
 pub use recurrent::{LayerForward, LayerGrads, Recurrent, RecurrentStack, RecurrentWeights};
 
 /// Whether a tensor is trained by the optimizer or is a running statistic.

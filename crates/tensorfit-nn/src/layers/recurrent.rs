@@ -317,7 +317,7 @@ impl Recurrent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layers::LstmInput;
+    use crate::layers::CellInput;
 
     #[test]
     fn both_cells_pair_each_carried_state_leaf_with_its_final_value_by_slot() {
@@ -325,12 +325,13 @@ mod tests {
             input: 3,
             hidden: 4,
             layers: 2,
-            input_kind: LstmInput::Features,
+            input_kind: CellInput::Features,
         });
         let gru = Recurrent::Gru(Gru {
             input: 3,
             hidden: 4,
             layers: 2,
+            input_kind: CellInput::Features,
         });
         for (stack, slots) in [(lstm, 4), (gru, 2)] {
             let mut g = Graph::new();
@@ -354,12 +355,13 @@ mod tests {
             input: 3,
             hidden: 4,
             layers: 1,
+            input_kind: CellInput::Features,
         });
         let lstm = Recurrent::Lstm(Lstm {
             input: 3,
             hidden: 4,
             layers: 1,
-            input_kind: LstmInput::Features,
+            input_kind: CellInput::Features,
         });
         let mut g = Graph::new();
         let w = lstm.specs().map(|s| s.leaf(&mut g));

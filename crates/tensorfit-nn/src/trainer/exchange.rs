@@ -45,13 +45,13 @@ impl GradientExchange for LocalGradients {
 
 impl Trainer {
     /// Runs `keys` (carried chunks, the gradient program, the update program last) over
-    /// the whole batch `x`, exchanging the gradients before the update, with the
-    /// optimizer's scalars and dropout key of the step's one update from `scalars`;
-    /// returns what the gradient program scored, its loss as exchanged.
+    /// the whole batch `x` (of `lengths`, if padded), exchanging the gradients before the
+    /// update, with the optimizer's scalars and dropout key of the step's one update from
+    /// `scalars`; returns what the gradient program scored, its loss as exchanged.
     pub(super) fn run_split(
         &mut self,
         keys: &[ProgramKey],
-        x: &HostTensor,
+        (x, lengths): (&HostTensor, Option<&[f32]>),
         labels: &[f32],
         scalars: &mut dyn FnMut() -> Option<(Vec<f32>, [f32; 2])>,
         exchange: &mut dyn GradientExchange,
@@ -66,6 +66,11 @@ impl Trainer {
         })?;
         let step = self.step + 1;
         if run.iter().any(|k| k.kind == ProgramKind::HeadInput) {
+            if lengths.is_some() {
+                return Err(Error::input(
+                    "BatchNorm over the global batch of several ranks does not take padded batches (sequences of different lengths) yet: give sequences of one length, or train as one process",
+                ));
+            }
             let steps = x.shape.dims().first().copied().unwrap_or(0);
             let segment = run.last().map_or(0, |k| k.steps);
             let (loss, probs) = self.run_sync(keys, x, labels, &values, step, exchange)?;
@@ -79,7 +84,7 @@ impl Trainer {
         // The gradient program takes the step's dropout key; its scalars are the update's.
         let mut key_once = Some((Vec::new(), dropout_key));
         let mut scored =
-            self.run_sequence(run, (x, None), 0..batch, labels, &mut || key_once.take())?;
+            self.run_sequence(run, (x, lengths), 0..batch, labels, &mut || key_once.take())?;
         let computed = run
             .last()
             .ok_or_else(|| Error::Graph("a split step needs a gradient program".into()))?;

@@ -56,7 +56,9 @@ impl Trainer {
             }
             return Ok(None);
         }
-        let Some(last) = keys.last() else {
+        // The head runs in the last program but a split step's update (which reads no
+        // steps).
+        let Some(last) = keys.iter().rev().find(|k| k.kind != ProgramKind::Update) else {
             return Ok(Some(lengths));
         };
         let start = steps - last.steps;

@@ -64,7 +64,8 @@ pub(super) fn labels_of(
 }
 
 impl Trainer {
-    /// Zeroes the carried state and runs `keys` in order over sequences `rows` of `x` (of
+    /// Starts from zeros (or a carrying call's state, `trainer/carry_across.rs`, which
+    /// then gets the final state) and runs `keys` in order over sequences `rows` of `x` (of
     /// `lengths`, if padded: each program gets its chunk's share of them), time step
     /// after time step; each program with a loss gets its labels (and a
     /// training program the optimizer's next `scalars` and its update's dropout key) and
@@ -81,7 +82,7 @@ impl Trainer {
             return Err(Error::Graph("a run needs at least one program".into()));
         };
         let all = x.shape.dims().get(1).copied().unwrap_or(0);
-        self.zero_carried(last.batch)?;
+        self.load_carried(last.batch, rows.clone())?;
         let mut t = 0;
         let mut scored = Vec::new();
         for &key in keys {
@@ -135,6 +136,7 @@ impl Trainer {
                 labels: mine,
             });
         }
+        self.save_carried(last.batch, rows)?;
         Ok(scored)
     }
 

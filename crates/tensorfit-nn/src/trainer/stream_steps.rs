@@ -11,7 +11,6 @@ use tensorfit_core::{Error, HostTensor, Result, Shape, TensorView};
 use super::Trainer;
 use crate::batch_input::{check_batch, write_steps};
 use crate::options::{ProgramKey, ProgramKind};
-use crate::programs::PersistentKey;
 
 impl Trainer {
     /// The program one stream step of `batch` sequences runs.
@@ -66,9 +65,7 @@ impl Trainer {
             )));
         }
         let hidden = self.recurrent.hidden();
-        for slot in self.recurrent.state_slots() {
-            let key = PersistentKey::Carried { slot, batch };
-            let view = self.persistent_view(&key, self.recurrent.state_shape(batch))?;
+        for view in self.carried_views(batch)? {
             let part = match row {
                 Some(r) => {
                     TensorView::at(view.buffer, view.offset + r * hidden, Shape::from([hidden]))

@@ -12,6 +12,9 @@
 //!   the rest of the hidden gradient, `dh += dhidden[t] · w_hh`; the weight gradients are
 //!   GEMMs over all `T·B` rows after the loop, and the bias gradients column sums.
 //!
+//! On token input the input projection is the gather of `w_ih`'s columns and `dw_ih`
+//! their scatter-add, as the LSTM's (`recurrent.rs`).
+//!
 //! With `lengths` the fused passes skip the rows past their end (as the LSTM's, see
 //! `tensorfit_core::seq_lengths`), and the forward's writes each row's `h_n` at its own
 //! last step.
@@ -24,12 +27,13 @@ use std::ops::Range;
 use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
 use super::elementwise::{copy_range, sum_rows};
-use super::gemm::{gemm, Mat};
-use super::lstm::{check_lengths, lengths_operand};
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::recurrent::{
+    backward_steps, check_lengths, forward_steps, hidden_weight_gradient, input_gradients,
+    lengths_operand, zero_gradients, ForwardLoop, StepBlock,
+};
 use super::{word, Launches};
 use crate::shaders::{GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
-use crate::window::{row_chunks, Operand, Region};
+use crate::window::{Operand, Region};
 
 /// The op's tensors by name (see `tensorfit_core::args`), as regions of buffers.
 type ForwardInputs = args::GruForwardInputs<Region>;
@@ -37,46 +41,11 @@ type ForwardOutputs = args::GruForwardOutputs<Region>;
 type BackwardInputs = args::GruBackwardInputs<Region>;
 type BackwardOutputs = args::GruBackwardOutputs<Region>;
 
-/// What one launch of a fused pass covers, batch rows `rows` of step `t`, as element
-/// ranges (region-relative) of each kind of tensor.
-struct StepBlock {
-    /// Of a `[B, H]` state (h0, dh0).
-    state: Range<usize>,
-    /// Of a `[T, B, H]` sequence (y, dy) at step `t`.
-    seq: Range<usize>,
-    /// Where h_{t-1} of these rows is: `h0` at `state` for step 0, else `y` at step t-1.
-    prev: (Region, Range<usize>),
-    /// Of the gates (hidden, dgates, dhidden) at their slot for step `t`.
-    gates: Range<usize>,
-}
-
-impl StepBlock {
-    /// The block of step `t`, whose gates are held in slot `slot` (`t` itself when every
-    /// step's gates are held).
-    fn new(
-        d: GruDims,
-        (t, slot): (usize, usize),
-        rows: &Range<usize>,
-        h0: Region,
-        y: Region,
-    ) -> Self {
-        let h = d.hidden;
-        let state = rows.start * h..rows.end * h;
-        let at_step = |t: usize| {
-            let step = t * d.step_state();
-            step + state.start..step + state.end
-        };
-        let first_row = slot * d.batch + rows.start;
-        let prev = match t {
-            0 => (h0, state.clone()),
-            _ => (y, at_step(t - 1)),
-        };
-        StepBlock {
-            seq: at_step(t),
-            prev,
-            gates: first_row * 3 * h..(first_row + rows.len()) * 3 * h,
-            state,
-        }
+/// Where h_{t-1} of block `at` of step `t` is: `h0` for step 0, else `y` at step t-1.
+fn previous(t: usize, at: &StepBlock, h0: Region, y: Region) -> (Region, Range<usize>) {
+    match t {
+        0 => (h0, at.state.clone()),
+        _ => (y, at.prev_seq.clone()),
     }
 }
 
@@ -92,8 +61,7 @@ pub(crate) fn gru_forward(
     const K: &str = "gru_forward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d, keep_for_backward))?;
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h3, step_h) = (d.rows(), d.gate_width(), d.step_state());
+    let (steps, hidden, step_h) = (d.steps, d.hidden, d.step_state());
     // Without steps, and with lengths for an empty sequence, h_n is h0.
     if d.is_empty() || inp.lengths.is_some() {
         copy_range(l, inp.h0, 0, out.h_n);
@@ -101,59 +69,42 @@ pub(crate) fn gru_forward(
     if d.is_empty() {
         return Ok(());
     }
-    let blocks = row_chunks(batch, h3, l.span(), K)?;
     // Steps of gates and projections held: all when kept for the backward, else a few in
-    // turn.
-    let held = d.gate_steps(keep_for_backward);
-    let gates = Mat::new(out.gates, held * batch, h3);
-    let recurrent = Mat::new(out.hidden, held * batch, h3);
-    let w_ih = Mat::new(inp.w_ih, h3, input);
-    let w_hh = Mat::new(inp.w_hh, h3, hidden);
-
-    for t in 0..steps {
-        let slot = t % held;
-        if slot == 0 {
-            // 1. The input projection of the chunk's steps (the biases join in the fused
-            // pass).
-            let n = held.min(steps - t) * batch;
-            let x = Mat::new(inp.x, rows, input).rows(t * batch, n);
-            gemm(l, (x, false), (w_ih, true), gates.rows(0, n), false)?;
-        }
-        // 2. The recurrence: one GEMM and one fused pass per step.
-        let h_prev = if t == 0 {
-            Mat::new(inp.h0, batch, hidden)
-        } else {
-            Mat::new(out.y, rows, hidden).rows((t - 1) * batch, batch)
-        };
-        let hidden_t = recurrent.rows(slot * batch, batch);
-        gemm(l, (h_prev, false), (w_hh, true), hidden_t, false)?;
-        for b in &blocks {
-            let at = StepBlock::new(d, (t, slot), b, inp.h0, out.y);
-            let (prev, prev_at) = at.prev;
-            let values = vec![
-                word(b.len()),
-                word(hidden),
-                word(at.gates.start),
-                word(prev_at.start),
-                word(at.seq.start),
-                word(usize::from(inp.lengths.is_some())),
-                word(t),
-                word(b.start),
-                word(at.state.start),
-            ];
-            let ops = vec![
-                Operand::part(out.gates, at.gates.clone()),
-                Operand::part(out.hidden, at.gates),
-                Operand::part(prev, prev_at),
-                Operand::part(out.y, at.seq),
-                Operand::whole(inp.b_ih),
-                Operand::whole(inp.b_hh),
-                lengths_operand(inp.lengths, b, inp.b_ih),
-                Operand::part(out.h_n, at.state),
-            ];
-            l.push(&GRU_FORWARD_CELL, ops, values, b.len() * hidden);
-        }
-    }
+    // turn. Per step the recurrent GEMM writes `hidden[t]` (`recurrent.rs`), then the
+    // fused pass below.
+    let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
+    let frame = ForwardLoop::new(
+        inputs,
+        [out.y, out.gates],
+        d.gate_steps(keep_for_backward),
+        (out.hidden, false),
+    );
+    forward_steps(l, (K, &d), &frame, |l, (t, slot), b| {
+        let at = StepBlock::new(&d, (t, slot), b);
+        let (prev, prev_at) = previous(t, &at, inp.h0, out.y);
+        let values = vec![
+            word(b.len()),
+            word(hidden),
+            word(at.gates.start),
+            word(prev_at.start),
+            word(at.seq.start),
+            word(usize::from(inp.lengths.is_some())),
+            word(t),
+            word(b.start),
+            word(at.state.start),
+        ];
+        let ops = vec![
+            Operand::part(out.gates, at.gates.clone()),
+            Operand::part(out.hidden, at.gates),
+            Operand::part(prev, prev_at),
+            Operand::part(out.y, at.seq),
+            Operand::whole(inp.b_ih),
+            Operand::whole(inp.b_hh),
+            lengths_operand(inp.lengths, b, inp.b_ih),
+            Operand::part(out.h_n, at.state),
+        ];
+        l.push(&GRU_FORWARD_CELL, ops, values, b.len() * hidden);
+    })?;
 
     // 3. The final state (with lengths, written by each row's last step already).
     if inp.lengths.is_none() {
@@ -172,8 +123,7 @@ pub(crate) fn gru_backward(
     const K: &str = "gru_backward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h3) = (d.rows(), d.gate_width());
+    let (rows, h3, hidden) = (d.rows(), d.gate_width(), d.hidden);
 
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
     copy_range(l, inp.dh_n, 0, out.dh0);
@@ -182,48 +132,40 @@ pub(crate) fn gru_backward(
         zero_gradients(l, &grads, out.dx);
         return Ok(());
     }
-    let blocks = row_chunks(batch, h3, l.span(), K)?;
-    let dhidden = Mat::new(out.dhidden, rows, h3);
-    let w_hh = Mat::new(inp.w_hh, h3, hidden);
-    let dh = Mat::new(out.dh0, batch, hidden);
-
-    // 1. Backwards through time: one fused pass and one GEMM per step.
-    for t in (0..steps).rev() {
-        for b in &blocks {
-            let at = StepBlock::new(d, (t, t), b, inp.h0, inp.y);
-            let (prev, prev_at) = at.prev;
-            let values = vec![
-                word(b.len()),
-                word(hidden),
-                word(at.gates.start),
-                word(prev_at.start),
-                word(at.seq.start),
-                word(at.state.start),
-                word(usize::from(inp.lengths.is_some())),
-                word(t),
-                word(b.start),
-            ];
-            let ops = vec![
-                Operand::part(inp.gates, at.gates.clone()),
-                Operand::part(inp.hidden, at.gates.clone()),
-                Operand::part(prev, prev_at),
-                Operand::part(inp.dy, at.seq),
-                Operand::part(out.dh0, at.state),
-                Operand::part(out.dgates, at.gates.clone()),
-                Operand::part(out.dhidden, at.gates),
-                lengths_operand(inp.lengths, b, inp.gates),
-            ];
-            l.push(&GRU_BACKWARD_CELL, ops, values, b.len() * hidden);
-        }
-        // dh += dhidden[t] · w_hh: the rest of the gradient arriving at h_{t-1}.
-        let dhidden_t = dhidden.rows(t * batch, batch);
-        gemm(l, (dhidden_t, false), (w_hh, false), dh, true)?;
-    }
+    // 1. Backwards through time: one fused pass and one GEMM per step, dh += dhidden[t] ·
+    // w_hh, the rest of the gradient arriving at h_{t-1}.
+    let carry = (out.dhidden, inp.w_hh, out.dh0);
+    backward_steps(l, (K, &d), carry, true, |l, t, b| {
+        let at = StepBlock::new(&d, (t, t), b);
+        let (prev, prev_at) = previous(t, &at, inp.h0, inp.y);
+        let values = vec![
+            word(b.len()),
+            word(hidden),
+            word(at.gates.start),
+            word(prev_at.start),
+            word(at.seq.start),
+            word(at.state.start),
+            word(usize::from(inp.lengths.is_some())),
+            word(t),
+            word(b.start),
+        ];
+        let ops = vec![
+            Operand::part(inp.gates, at.gates.clone()),
+            Operand::part(inp.hidden, at.gates.clone()),
+            Operand::part(prev, prev_at),
+            Operand::part(inp.dy, at.seq),
+            Operand::part(out.dh0, at.state),
+            Operand::part(out.dgates, at.gates.clone()),
+            Operand::part(out.dhidden, at.gates),
+            lengths_operand(inp.lengths, b, inp.gates),
+        ];
+        l.push(&GRU_BACKWARD_CELL, ops, values, b.len() * hidden);
+    })?;
 
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
     // dgates, dw_hh from dhidden, the bias gradients their column sums.
     let operands = (out.dgates, inp.x, inp.w_ih);
-    input_gradients(l, (&d, input), operands, (out.dw_ih, out.dx))?;
+    input_gradients(l, &d, operands, (out.dw_ih, out.dx))?;
     hidden_weight_gradient(l, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_rows(l, out.dgates, rows, h3, out.db_ih, 1.0);
     sum_rows(l, out.dhidden, rows, h3, out.db_hh, 1.0);

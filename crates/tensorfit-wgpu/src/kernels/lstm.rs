@@ -12,84 +12,28 @@
 //!   rows after the loop, and the bias gradient their column sums.
 //!
 //! On token input (`d.tokens`) the input projection is the gather of `w_ih`'s columns
-//! and `dw_ih` their scatter-add (`gather.rs`, shared with `embedding`).
+//! and `dw_ih` their scatter-add (`recurrent.rs`, shared with the GRU).
 //!
 //! All of it is recorded into one command stream: no step waits for the host. A step's
 //! fused pass is cut into blocks of batch rows only when a step is larger than one
 //! binding holds.
 
-use std::ops::Range;
-
 use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
-use super::elementwise::{check_len, copy_range, sum_rows};
-use super::gather::{gather, scatter_add};
-use super::gemm::{gemm, Mat};
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::elementwise::{copy_range, sum_rows};
+use super::recurrent::{
+    backward_steps, check_lengths, forward_steps, hidden_weight_gradient, input_gradients,
+    lengths_operand, zero_gradients, ForwardLoop, StepBlock,
+};
 use super::{word, Launches};
 use crate::shaders::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
-use crate::window::{row_chunks, Operand, Region};
+use crate::window::{Operand, Region};
 
 /// The op's tensors by name (see `tensorfit_core::args`), as regions of buffers.
 type ForwardInputs = args::LstmForwardInputs<Region>;
 type ForwardOutputs = args::LstmForwardOutputs<Region>;
 type BackwardInputs = args::LstmBackwardInputs<Region>;
 type BackwardOutputs = args::LstmBackwardOutputs<Region>;
-
-/// Checks every region against the length the layer needs (the GRU's too).
-pub(crate) fn check_lengths(kernel: &str, expected: args::Expected<'_, Region>) -> Result<()> {
-    for (what, r, want) in expected {
-        check_len(kernel, what, *r, want)?;
-    }
-    Ok(())
-}
-
-/// What one launch of a fused pass covers, batch rows `rows` of step `t`, as element
-/// ranges (region-relative) of each kind of tensor.
-struct StepBlock {
-    /// Of a `[B, H]` state (h0, c0, c_n, dh0, dc0).
-    state: Range<usize>,
-    /// Of a `[T, B, H]` sequence (y, cells, dy) at step `t`.
-    seq: Range<usize>,
-    /// Of the same rows at step `t - 1` (for `t > 0`).
-    prev_seq: Range<usize>,
-    /// Of the gates (and dgates) at their slot for step `t`.
-    gates: Range<usize>,
-}
-
-impl StepBlock {
-    /// The block of step `t`, whose gates are held in slot `slot` (`t` itself when every
-    /// step's gates are held).
-    fn new(d: LstmDims, t: usize, slot: usize, rows: &Range<usize>) -> Self {
-        let (h, h4) = (d.hidden, 4 * d.hidden);
-        let state = rows.start * h..rows.end * h;
-        let at_step = |t: usize| {
-            let step = t * d.batch * h;
-            step + state.start..step + state.end
-        };
-        let first_row = slot * d.batch + rows.start;
-        StepBlock {
-            seq: at_step(t),
-            prev_seq: at_step(t.saturating_sub(1)),
-            gates: first_row * h4..(first_row + rows.len()) * h4,
-            state,
-        }
-    }
-}
-
-/// The lengths of batch rows `rows`, or, without lengths, `unread` (a region the
-/// kernel's `masked = 0` leaves alone, bound only because every binding needs one; the
-/// GRU's too).
-pub(crate) fn lengths_operand(
-    lengths: Option<Region>,
-    rows: &Range<usize>,
-    unread: Region,
-) -> Operand {
-    match lengths {
-        Some(l) => Operand::part(l, rows.clone()),
-        None => Operand::part(unread, 0..1),
-    }
-}
 
 /// Runs an LSTM layer over a sequence (see the module documentation).
 pub(crate) fn lstm_forward(
@@ -101,95 +45,63 @@ pub(crate) fn lstm_forward(
     const K: &str = "lstm_forward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h4, step_h) = (d.rows(), d.gate_width(), d.step_state());
+    let (steps, hidden, step_h) = (d.steps, d.hidden, d.step_state());
     if d.is_empty() {
         copy_range(l, inp.h0, 0, out.h_n);
         copy_range(l, inp.c0, 0, out.c_n);
         return Ok(());
     }
-    let blocks = row_chunks(batch, h4, l.span(), K)?;
-    // Steps of gates held: all when kept for the backward, else a few in turn.
-    let chunk = d.gate_steps(out.cells.is_some());
-    let gates = Mat::new(out.gates, chunk * batch, h4);
-    let w_ih = Mat::new(inp.w_ih, h4, input);
-    let w_hh = Mat::new(inp.w_hh, h4, hidden);
-
-    let x_step = d.x_len() / steps;
     // With lengths, a row's h_n is written at its own last step (h0 if it has none).
     if inp.lengths.is_some() {
         copy_range(l, inp.h0, 0, out.h_n);
     }
-    for t in 0..steps {
-        let slot = t % chunk;
-        if slot == 0 {
-            // 1. The input projection of the chunk's steps (the biases join in the fused
-            // pass).
-            // On token input, the gather of w_ih's columns.
-            let n = chunk.min(steps - t) * batch;
-            if d.tokens {
-                let ids = inp.x.slice(t * x_step..t * x_step + n);
-                gather(
-                    l,
-                    inp.w_ih,
-                    d.token_table(),
-                    ids,
-                    out.gates.slice(0..n * h4),
-                )?;
-            } else {
-                let x = Mat::new(inp.x, rows, input).rows(t * batch, n);
-                gemm(l, (x, false), (w_ih, true), gates.rows(0, n), false)?;
-            }
-        }
-        // 2. The recurrence: one GEMM and one fused pass per step.
-        let h_prev = if t == 0 {
-            Mat::new(inp.h0, batch, hidden)
-        } else {
-            Mat::new(out.y, rows, hidden).rows((t - 1) * batch, batch)
+    // Steps of gates held: all when kept for the backward, else a few in turn. Per step
+    // the recurrent GEMM adds to the gates (`recurrent.rs`), then the fused pass below.
+    let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
+    let frame = ForwardLoop::new(
+        inputs,
+        [out.y, out.gates],
+        d.gate_steps(out.cells.is_some()),
+        (out.gates, true),
+    );
+    forward_steps(l, (K, &d), &frame, |l, (t, slot), b| {
+        let at = StepBlock::new(&d, (t, slot), b);
+        // Where c_{t-1} is read and c_t written: c0 then the kept cells, or the running
+        // state c_n, updated in place (and c_prev unread), when the cells are not kept.
+        let (c_prev, c_prev_at, prev_in_c) = match (t, out.cells) {
+            (0, _) => (inp.c0, at.state.clone(), 0),
+            (_, Some(cells)) => (cells, at.prev_seq.clone(), 0),
+            (_, None) => (inp.c0, 0..0, 1),
         };
-        let gates_t = gates.rows(slot * batch, batch);
-        gemm(l, (h_prev, false), (w_hh, true), gates_t, true)?;
-
-        for b in &blocks {
-            let at = StepBlock::new(d, t, slot, b);
-            // Where c_{t-1} is read and c_t written: c0 then the kept cells, or the
-            // running state c_n, updated in place (and c_prev unread), when the cells are
-            // not kept.
-            let (c_prev, c_prev_at, prev_in_c) = match (t, out.cells) {
-                (0, _) => (inp.c0, at.state.clone(), 0),
-                (_, Some(cells)) => (cells, at.prev_seq.clone(), 0),
-                (_, None) => (inp.c0, 0..0, 1),
-            };
-            let (c, c_at) = match out.cells {
-                Some(cells) => (cells, at.seq.clone()),
-                None => (out.c_n, at.state.clone()),
-            };
-            let values = vec![
-                word(b.len()),
-                word(hidden),
-                word(at.gates.start),
-                word(c_prev_at.start),
-                word(c_at.start),
-                word(at.seq.start),
-                prev_in_c,
-                word(usize::from(inp.lengths.is_some())),
-                word(t),
-                word(b.start),
-                word(at.state.start),
-            ];
-            let ops = vec![
-                Operand::part(out.gates, at.gates),
-                Operand::part(c_prev, c_prev_at),
-                Operand::part(c, c_at),
-                Operand::part(out.y, at.seq),
-                Operand::whole(inp.b_ih),
-                Operand::whole(inp.b_hh),
-                lengths_operand(inp.lengths, b, inp.b_ih),
-                Operand::part(out.h_n, at.state),
-            ];
-            l.push(&LSTM_FORWARD_CELL, ops, values, b.len() * hidden);
-        }
-    }
+        let (c, c_at) = match out.cells {
+            Some(cells) => (cells, at.seq.clone()),
+            None => (out.c_n, at.state.clone()),
+        };
+        let values = vec![
+            word(b.len()),
+            word(hidden),
+            word(at.gates.start),
+            word(c_prev_at.start),
+            word(c_at.start),
+            word(at.seq.start),
+            prev_in_c,
+            word(usize::from(inp.lengths.is_some())),
+            word(t),
+            word(b.start),
+            word(at.state.start),
+        ];
+        let ops = vec![
+            Operand::part(out.gates, at.gates),
+            Operand::part(c_prev, c_prev_at),
+            Operand::part(c, c_at),
+            Operand::part(out.y, at.seq),
+            Operand::whole(inp.b_ih),
+            Operand::whole(inp.b_hh),
+            lengths_operand(inp.lengths, b, inp.b_ih),
+            Operand::part(out.h_n, at.state),
+        ];
+        l.push(&LSTM_FORWARD_CELL, ops, values, b.len() * hidden);
+    })?;
 
     // 3. The final state (with lengths, h_n is written already; the cells carried past
     // each sequence's end hold its c_n).
@@ -213,8 +125,7 @@ pub(crate) fn lstm_backward(
     const K: &str = "lstm_backward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (rows, h4) = (d.rows(), d.gate_width());
+    let (rows, h4, hidden) = (d.rows(), d.gate_width(), d.hidden);
 
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
     // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
@@ -224,64 +135,47 @@ pub(crate) fn lstm_backward(
         zero_gradients(l, &[out.dw_ih, out.dw_hh, out.db], out.dx);
         return Ok(());
     }
-    let blocks = row_chunks(batch, h4, l.span(), K)?;
-    let dgates = Mat::new(out.dgates, rows, h4);
-    let w_hh = Mat::new(inp.w_hh, h4, hidden);
-    let dh = Mat::new(out.dh0, batch, hidden);
-
-    // 1. Backwards through time: one fused pass and one GEMM per step.
-    for t in (0..steps).rev() {
-        for b in &blocks {
-            let at = StepBlock::new(d, t, t, b);
-            let (c_prev, c_prev_at) = if t == 0 {
-                (inp.c0, at.state.clone())
-            } else {
-                (inp.cells, at.prev_seq.clone())
-            };
-            let values = vec![
-                word(b.len()),
-                word(hidden),
-                word(at.gates.start),
-                word(at.seq.start),
-                word(c_prev_at.start),
-                word(at.state.start),
-                word(usize::from(inp.lengths.is_some())),
-                word(t),
-                word(b.start),
-            ];
-            let ops = vec![
-                Operand::part(inp.gates, at.gates.clone()),
-                Operand::part(inp.cells, at.seq.clone()),
-                Operand::part(c_prev, c_prev_at),
-                Operand::part(inp.dy, at.seq),
-                Operand::part(out.dh0, at.state.clone()),
-                Operand::part(out.dc0, at.state),
-                Operand::part(out.dgates, at.gates),
-                lengths_operand(inp.lengths, b, inp.gates),
-            ];
-            l.push(&LSTM_BACKWARD_CELL, ops, values, b.len() * hidden);
-        }
-        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1} (with lengths, added to
-        // the dh_n that padded rows carry; see the kernel).
-        gemm(
-            l,
-            (dgates.rows(t * batch, batch), false),
-            (w_hh, false),
-            dh,
-            inp.lengths.is_some(),
-        )?;
-    }
+    // 1. Backwards through time: one fused pass and one GEMM per step, dh = dgates[t] ·
+    // w_hh, the gradient arriving at h_{t-1} (with lengths, added to the dh_n that padded
+    // rows carry; see the kernel).
+    let carry = (out.dgates, inp.w_hh, out.dh0);
+    backward_steps(l, (K, &d), carry, inp.lengths.is_some(), |l, t, b| {
+        let at = StepBlock::new(&d, (t, t), b);
+        let (c_prev, c_prev_at) = if t == 0 {
+            (inp.c0, at.state.clone())
+        } else {
+            (inp.cells, at.prev_seq.clone())
+        };
+        let values = vec![
+            word(b.len()),
+            word(hidden),
+            word(at.gates.start),
+            word(at.seq.start),
+            word(c_prev_at.start),
+            word(at.state.start),
+            word(usize::from(inp.lengths.is_some())),
+            word(t),
+            word(b.start),
+        ];
+        let ops = vec![
+            Operand::part(inp.gates, at.gates.clone()),
+            Operand::part(inp.cells, at.seq.clone()),
+            Operand::part(c_prev, c_prev_at),
+            Operand::part(inp.dy, at.seq),
+            Operand::part(out.dh0, at.state.clone()),
+            Operand::part(out.dc0, at.state),
+            Operand::part(out.dgates, at.gates),
+            lengths_operand(inp.lengths, b, inp.gates),
+        ];
+        l.push(&LSTM_BACKWARD_CELL, ops, values, b.len() * hidden);
+    })?;
 
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih = dgatesᵀ · x
     // and dx = dgates · w_ih (on token input, the scatter-add of dgates into the columns
     // of the ids), dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}, db = column sums of dgates (the
     // gradient of b_ih and of b_hh alike).
-    if d.tokens {
-        scatter_add(l, d.token_table(), inp.x, out.dgates, out.dw_ih)?;
-    } else {
-        let operands = (out.dgates, inp.x, inp.w_ih);
-        input_gradients(l, (&d, input), operands, (out.dw_ih, out.dx))?;
-    }
+    let operands = (out.dgates, inp.x, inp.w_ih);
+    input_gradients(l, &d, operands, (out.dw_ih, out.dx))?;
     hidden_weight_gradient(l, &d, out.dgates, (inp.h0, inp.y), out.dw_hh)?;
     sum_rows(l, out.dgates, rows, h4, out.db, 1.0);
     Ok(())

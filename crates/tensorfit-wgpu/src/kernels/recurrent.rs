@@ -1,15 +1,171 @@
-//! The weight gradients every recurrent cell's backward forms after its time loop, as
-//! GEMMs over all `T·B` rows (the LSTM's and the GRU's; tensorfit-cpu's
-//! kernels/recurrent.rs): a cell hands in the gradients at its input projections (`d_ih`)
-//! and at its recurrent projections (`d_hh`; the same tensor for the LSTM) and forms its
-//! bias gradients itself.
+//! What every recurrent cell's kernels share (the LSTM's and the GRU's; tensorfit-cpu's
+//! kernels/recurrent/): the time loops ([`forward_steps`], [`backward_steps`]: the input
+//! projection of a run of steps, one GEMM over features or on token input the gather of
+//! `w_ih`'s columns; per step one GEMM and the cell's fused pass, cut into blocks of batch
+//! rows ([`StepBlock`]) only when a step is larger than one binding holds), and the weight
+//! gradients the backward forms after its time loop, as GEMMs over all `T·B` rows: a cell
+//! hands in the gradients at its input projections (`d_ih`; on token input scattered
+//! into `w_ih`'s columns) and at its recurrent projections (`d_hh`; the same tensor for
+//! the LSTM) and forms its bias gradients itself. A cell writes only its fused passes.
 
-use tensorfit_core::{RecurrentDims, Result};
+use std::ops::Range;
 
+use tensorfit_core::{args, recurrent_dims, RecurrentDims, Result};
+
+use super::elementwise::check_len;
 use super::elementwise::fill;
+use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, Mat};
 use super::Launches;
-use crate::window::Region;
+use crate::window::{row_chunks, Operand, Region};
+
+/// Checks every region against the length the layer needs.
+pub(crate) fn check_lengths(kernel: &str, expected: args::Expected<'_, Region>) -> Result<()> {
+    for (what, r, want) in expected {
+        check_len(kernel, what, *r, want)?;
+    }
+    Ok(())
+}
+
+/// The lengths of batch rows `rows`, or, without lengths, `unread` (a region the
+/// kernel's `masked = 0` leaves alone, bound only because every binding needs one).
+pub(crate) fn lengths_operand(
+    lengths: Option<Region>,
+    rows: &Range<usize>,
+    unread: Region,
+) -> Operand {
+    match lengths {
+        Some(l) => Operand::part(l, rows.clone()),
+        None => Operand::part(unread, 0..1),
+    }
+}
+
+/// What one launch of a fused pass covers, batch rows `rows` of step `t`, as element
+/// ranges (region-relative) of each kind of tensor.
+pub(crate) struct StepBlock {
+    /// Of a `[B, H]` state (h0, c0, h_n, c_n, dh0, dc0).
+    pub state: Range<usize>,
+    /// Of a `[T, B, H]` sequence (y, cells, dy) at step `t`.
+    pub seq: Range<usize>,
+    /// Of the same rows at step `t - 1` (for `t > 0`).
+    pub prev_seq: Range<usize>,
+    /// Of the gates (and their gradients, a GRU's recurrent projections) at their slot
+    /// for step `t`.
+    pub gates: Range<usize>,
+}
+
+impl StepBlock {
+    /// The block of step `t`, whose gates are held in slot `slot` (`t` itself when every
+    /// step's gates are held).
+    pub fn new(d: &impl RecurrentDims, (t, slot): (usize, usize), rows: &Range<usize>) -> Self {
+        let (_, batch, h) = d.sizes();
+        let width = d.gate_width();
+        let state = rows.start * h..rows.end * h;
+        let at_step = |t: usize| {
+            let step = t * batch * h;
+            step + state.start..step + state.end
+        };
+        let first_row = slot * batch + rows.start;
+        StepBlock {
+            seq: at_step(t),
+            prev_seq: at_step(t.saturating_sub(1)),
+            gates: first_row * width..(first_row + rows.len()) * width,
+            state,
+        }
+    }
+}
+
+/// The time loop's tensors (`tensorfit_core::recurrent_dims::ForwardLoop`), as regions.
+pub(crate) type ForwardLoop = recurrent_dims::ForwardLoop<Region>;
+
+/// The time loop of a recurrent forward (`kernel` names it in errors): per run of `held`
+/// steps the input projection into `gates`, per step the recurrent GEMM, then
+/// `fused(l, (t, slot), block)` for each block of batch rows, which launches the cell's
+/// fused pass.
+pub(crate) fn forward_steps(
+    l: &mut Launches,
+    (kernel, d): (&str, &impl RecurrentDims),
+    f: &ForwardLoop,
+    mut fused: impl FnMut(&mut Launches, (usize, usize), &Range<usize>),
+) -> Result<()> {
+    let (steps, batch, hidden) = d.sizes();
+    let width = d.gate_width();
+    let blocks = row_chunks(batch, width, l.span(), kernel)?;
+    let recurrent = Mat::new(f.recurrent, f.held * batch, width);
+    let w_hh = Mat::new(f.w_hh, width, hidden);
+    for t in 0..steps {
+        let slot = t % f.held;
+        if slot == 0 {
+            // The input projection of the run's steps (the biases join in the fused pass).
+            let n = f.held.min(steps - t) * batch;
+            input_projection(l, d, (f.x, f.w_ih), (t * batch, n), f.gates)?;
+        }
+        // The recurrence: one GEMM and one fused pass per step.
+        let h_prev = match t {
+            0 => Mat::new(f.h0, batch, hidden),
+            _ => Mat::new(f.y, d.rows(), hidden).rows((t - 1) * batch, batch),
+        };
+        let target = recurrent.rows(slot * batch, batch);
+        gemm(l, (h_prev, false), (w_hh, true), target, f.add_recurrent)?;
+        for b in &blocks {
+            fused(l, (t, slot), b);
+        }
+    }
+    Ok(())
+}
+
+/// The time loop of a recurrent backward (`kernel` names it in errors): per step, from
+/// `T-1` down to 0, `fused(l, t, block)` for each block of batch rows (the cell's fused
+/// pass), then the GEMM that carries the gradient to `h_{t-1}`: `dh = d_hh[t] · w_hh`,
+/// added to what `dh` holds with `add` (`d_hh` `[T, B, G·H]`: the gradients at the
+/// recurrent projections).
+pub(crate) fn backward_steps(
+    l: &mut Launches,
+    (kernel, d): (&str, &impl RecurrentDims),
+    (d_hh, w_hh, dh): (Region, Region, Region),
+    add: bool,
+    mut fused: impl FnMut(&mut Launches, usize, &Range<usize>),
+) -> Result<()> {
+    let (steps, batch, hidden) = d.sizes();
+    let width = d.gate_width();
+    let blocks = row_chunks(batch, width, l.span(), kernel)?;
+    let d_hh = Mat::new(d_hh, d.rows(), width);
+    let w_hh = Mat::new(w_hh, width, hidden);
+    let dh = Mat::new(dh, batch, hidden);
+    for t in (0..steps).rev() {
+        for b in &blocks {
+            fused(l, t, b);
+        }
+        gemm(
+            l,
+            (d_hh.rows(t * batch, batch), false),
+            (w_hh, false),
+            dh,
+            add,
+        )?;
+    }
+    Ok(())
+}
+
+/// `gates[0..n] = x · w_ihᵀ` for the `n` rows of `x` from row `first` on (features, or
+/// ids whose projection is the gather of `w_ih`'s columns), without biases.
+pub(crate) fn input_projection(
+    l: &mut Launches,
+    d: &impl RecurrentDims,
+    (x, w_ih): (Region, Region),
+    (first, n): (usize, usize),
+    gates: Region,
+) -> Result<()> {
+    let ((input, tokens), width) = (d.input(), d.gate_width());
+    if tokens {
+        let ids = x.slice(first..first + n);
+        return gather(l, w_ih, d.token_table(), ids, gates.slice(0..n * width));
+    }
+    let x = Mat::new(x, d.rows(), input).rows(first, n);
+    let w_ih = Mat::new(w_ih, width, input);
+    let gates = Mat::new(gates, n, width);
+    gemm(l, (x, false), (w_ih, true), gates, false)
+}
 
 /// When nothing flows through the layer (no steps, or no units): zero weight gradients
 /// `grads` and input gradient `dx`.
@@ -43,15 +199,18 @@ pub(crate) fn hidden_weight_gradient(
     Ok(())
 }
 
-/// Over dense input `x` `[T, B, input]`: `dw_ih = d_ihᵀ · x` and, if wanted,
-/// `dx = d_ih · w_ih`.
+/// `dw_ih = d_ihᵀ · x` and, if wanted, `dx = d_ih · w_ih`; on token input `dw_ih` is the
+/// scatter-add of `d_ih` into the columns of the ids (and there is no `dx`).
 pub(crate) fn input_gradients(
     l: &mut Launches,
-    (d, input): (&impl RecurrentDims, usize),
+    d: &impl RecurrentDims,
     (d_ih, x, w_ih): (Region, Region, Region),
     (dw_ih, dx): (Region, Option<Region>),
 ) -> Result<()> {
-    let (rows, width) = (d.rows(), d.gate_width());
+    let (rows, width, (input, tokens)) = (d.rows(), d.gate_width(), d.input());
+    if tokens {
+        return scatter_add(l, d.token_table(), x, d_ih, dw_ih);
+    }
     let d_ih = Mat::new(d_ih, rows, width);
     let x = Mat::new(x, rows, input);
     gemm(

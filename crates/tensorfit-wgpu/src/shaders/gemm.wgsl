@@ -36,15 +36,18 @@ const TK: u32 = 16u;
 var<workgroup> a_tile: array<f32, 1024>;
 var<workgroup> b_tile: array<f32, 1024>;
 
+// Where element [r, c] of op(x) lies, after x's base: x is stored row-major with leading
+// dimension `ld` from element `off`, and op() transposes when `trans` is 1.
+fn op_index(trans: u32, off: u32, ld: u32, r: u32, c: u32) -> u32 {
+    return off + select(c * ld + r, r * ld + c, trans == 0u);
+}
+
 // op(a)[row, kk], zero outside the block.
 fn load_a(p: MatmulParams, row: u32, kk: u32) -> f32 {
     if (row >= p.m || kk >= p.k) {
         return 0.0;
     }
-    if (p.trans_a == 0u) {
-        return mm_a[p.a_base + p.a_off + row * p.lda + kk];
-    }
-    return mm_a[p.a_base + p.a_off + kk * p.lda + row];
+    return mm_a[p.a_base + op_index(p.trans_a, p.a_off, p.lda, row, kk)];
 }
 
 // op(b)[kk, col], zero outside the block.
@@ -52,10 +55,7 @@ fn load_b(p: MatmulParams, kk: u32, col: u32) -> f32 {
     if (kk >= p.k || col >= p.n) {
         return 0.0;
     }
-    if (p.trans_b == 0u) {
-        return mm_b[p.b_base + p.b_off + kk * p.ldb + col];
-    }
-    return mm_b[p.b_base + p.b_off + col * p.ldb + kk];
+    return mm_b[p.b_base + op_index(p.trans_b, p.b_off, p.ldb, kk, col)];
 }
 
 @compute @workgroup_size(8, 8)

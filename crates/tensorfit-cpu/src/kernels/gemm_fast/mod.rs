@@ -282,19 +282,44 @@ mod imp {
         f()
     }
 
-    pub fn gemm_packed_serial(
-        token: Token,
-        _: MatRef<'_>,
-        _: &PackedB,
-        _: f32,
-        _: Option<&[f32]>,
-        _: &mut [f32],
-    ) {
+    pub(super) fn serial(token: Token, _: Product<'_>) {
         match token {}
     }
 }
 
-pub use imp::{gemm_packed_serial, simd, vectorize, Token};
+pub use imp::{simd, vectorize, Token};
+
+/// The operands of one product `c = a · b + beta · c (+ bias)`: `c` row-major
+/// `[a.rows, b.n()]`; `bias`, when given, `[b.n()]`, added to every row.
+struct Product<'a> {
+    a: MatRef<'a>,
+    b: &'a PackedB,
+    beta: f32,
+    bias: Option<&'a [f32]>,
+    c: &'a mut [f32],
+}
+
+/// One thread's GEMM, `c = a · b + beta · c (+ bias)` (`c` row-major
+/// `[a.rows, b.n()]`; `bias`, when given, `[b.n()]`, added to every row).
+pub fn gemm_packed_serial(
+    token: Token,
+    a: MatRef<'_>,
+    b: &PackedB,
+    beta: f32,
+    bias: Option<&[f32]>,
+    c: &mut [f32],
+) {
+    imp::serial(
+        token,
+        Product {
+            a,
+            b,
+            beta,
+            bias,
+            c,
+        },
+    );
+}
 
 /// Below this many multiply-adds a product runs on one thread.
 const PARALLEL_MIN_FLOPS: usize = 1 << 20;

@@ -202,11 +202,13 @@ macro_rules! with_rows {
 #[inline(always)]
 fn gemm_serial<S: Simd>(
     simd: S,
-    a: MatRef<'_>,
-    b: &PackedB,
-    beta: f32,
-    bias: Option<&[f32]>,
-    c: &mut [f32],
+    Product {
+        a,
+        b,
+        beta,
+        bias,
+        c,
+    }: Product<'_>,
 ) {
     let (m, n, k) = (a.rows, b.n, b.k);
     if k == 0 {
@@ -293,40 +295,15 @@ struct Tile<'a> {
     ep: Epilogue<'a>,
 }
 
-struct Serial<'a, 'b> {
-    a: MatRef<'a>,
-    b: &'b PackedB,
-    beta: f32,
-    bias: Option<&'b [f32]>,
-    c: &'b mut [f32],
-}
-
-impl WithSimd for Serial<'_, '_> {
+impl WithSimd for Product<'_> {
     type Output = ();
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
-        gemm_serial(simd, self.a, self.b, self.beta, self.bias, self.c);
+        gemm_serial(simd, self);
     }
 }
 
-/// One thread's GEMM, `c = a · b + beta · c (+ bias)` (`c` row-major
-/// `[a.rows, b.n()]`; `bias`, when given, `[b.n()]`, added to every row).
-pub fn gemm_packed_serial(
-    token: Token,
-    a: MatRef<'_>,
-    b: &PackedB,
-    beta: f32,
-    bias: Option<&[f32]>,
-    c: &mut [f32],
-) {
-    <Token as Simd>::vectorize(
-        token,
-        Serial {
-            a,
-            b,
-            beta,
-            bias,
-            c,
-        },
-    );
+/// One thread's GEMM of `p` ([`super::gemm_packed_serial`]).
+pub(super) fn serial(token: Token, p: Product<'_>) {
+    <Token as Simd>::vectorize(token, p);
 }

@@ -5,8 +5,9 @@
 //! It computes what the reference computes, with the same structure, and the schedule of
 //! the LSTM's fast path (`lstm/fast.rs`):
 //! - each thread projects the inputs of its own rows with the packed micro-kernels of
-//!   `gemm_fast/` (`w_ihᵀ` packed once per call), all steps up front when the gates are
-//!   kept for the backward, else the held steps at a time as they are reached;
+//!   `gemm_fast/` (`w_ihᵀ` packed once per call; on token input a copy of one row of a
+//!   table of `w_ihᵀ + b_ih`, `recurrent::fast::Projection`), all steps up front when the
+//!   gates are kept for the backward, else the held steps at a time as they are reached;
 //! - the time loop runs on every thread at once, each over its own batch rows for all
 //!   steps (rows of a GRU never exchange data), so there is no barrier per step: per
 //!   step one serial packed GEMM (`w_hhᵀ` forward, `w_hh` backward, packed once per call)
@@ -25,7 +26,7 @@ use super::{
 };
 use crate::kernels::fastmath::Fused;
 use crate::kernels::gemm_fast::{gemm_packed_serial, vectorize, MatRef, PackedB, Token};
-use crate::kernels::lstm::fast::{rows_per_part, split_steps};
+use crate::kernels::recurrent::fast::{rows_per_part, split_steps, Projection};
 
 /// The forward pass, for a layer that is not empty, holding `held` steps of `gates` and
 /// `hidden` (step `t` in slot `t % held`; the lengths have been checked by
@@ -37,9 +38,9 @@ pub(super) fn forward(
     inp: &GruForwardInputs<'_>,
     out: &mut GruForwardOutputs<'_>,
 ) {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
+    let (steps, batch, hidden, x_row) = (d.steps, d.batch, d.hidden, d.x_row());
     let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
-    let w_ih_t = PackedB::new(MatRef::row_major(inp.w_ih, h3, input).t());
+    let projection = Projection::new(&d, inp.w_ih, inp.b_ih.to_vec());
     let w_hh_t = PackedB::new(MatRef::row_major(inp.w_hh, h3, hidden).t());
 
     // Each thread over its own batch rows for the whole sequence: per run of `held`
@@ -69,10 +70,9 @@ pub(super) fn forward(
                         let slot = t % held;
                         if slot == 0 {
                             for u in t..steps.min(t + held) {
-                                let first = (u * batch + r0) * input;
-                                let x_u = MatRef::row_major(&inp.x[first..][..m * input], m, input);
-                                let g_u = &mut *g[u - t];
-                                gemm_packed_serial(token, x_u, &w_ih_t, 0.0, Some(inp.b_ih), g_u);
+                                let first = (u * batch + r0) * x_row;
+                                let x_u = &inp.x[first..][..m * x_row];
+                                projection.project(token, x_u, m, &mut *g[u - t]);
                             }
                         }
                         let (y_before, y_from_t) = ys.split_at_mut(t);

@@ -17,11 +17,14 @@
 //!   `dh += dhidden[t] · w_hh`. The weight gradients are formed after the loop with one
 //!   GEMM each over all `T·B` rows (`weight_gradients`, shared with the fast path).
 //!
+//! On token input (`x` `[T, B]` ids, `w_ih` `[3H, V]`) the input projection is the gather
+//! of `w_ih`'s columns and `dw_ih` their scatter-add, as the LSTM's (`recurrent.rs`).
+//!
 //! With `lengths` (`tensorfit_core::seq_lengths`), a row past its end gets zero `y`,
 //! gates and projections forward, and zero gradients with `dh` carried backward; its
 //! `h_n` is gathered at its own last step.
 
-use tensorfit_core::seq_lengths::{self, RowLengths};
+use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
 use super::at_lengths::gather_steps;
@@ -30,7 +33,10 @@ use super::fastmath::{self, MulAdd, Separate};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::lstm::check_lengths;
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::recurrent::{
+    check_inputs, hidden_weight_gradient, input_gradients, zero_gradients, ForwardLoop,
+    RecurrentInto,
+};
 
 mod fast;
 
@@ -75,7 +81,7 @@ pub fn forward_on(
 ) -> Result<()> {
     let expected = out.expected(d, keep_for_backward);
     check_lengths("gru_forward", inp.expected(d), expected)?;
-    check_steps(d, inp.lengths)?;
+    check_inputs(&d, inp.x, inp.lengths)?;
     // The final state starts as the initial one, which is where it stays without steps
     // (and, with lengths, for an empty sequence).
     out.h_n.copy_from_slice(inp.h0);
@@ -97,14 +103,6 @@ pub fn forward_on(
     Ok(())
 }
 
-/// Every sequence length, if given, must be a whole number of steps in `0..=T`.
-fn check_steps(d: GruDims, lengths: Option<&[f32]>) -> Result<()> {
-    match lengths {
-        Some(l) => seq_lengths::check_lengths("lengths", l, d.steps),
-        None => Ok(()),
-    }
-}
-
 /// [`gru_backward`] on the fast path of `token`, or on the reference without one.
 pub fn backward_on(
     token: Option<Token>,
@@ -113,7 +111,7 @@ pub fn backward_on(
     mut out: GruBackwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("gru_backward", inp.expected(d), out.expected(d))?;
-    check_steps(d, inp.lengths)?;
+    check_inputs(&d, inp.x, inp.lengths)?;
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
     out.dh0.copy_from_slice(inp.dh_n);
     if d.is_empty() {
@@ -149,52 +147,23 @@ fn forward_steps(
     inp: &GruForwardInputs<'_>,
     out: &mut GruForwardOutputs<'_>,
 ) -> Result<()> {
-    let (steps, batch, input, hidden) = (d.steps, d.batch, d.input, d.hidden);
-    let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
-    let w_ih = mat(inp.w_ih, h3, input)?;
-    let w_hh = mat(inp.w_hh, h3, hidden)?;
-    for t in 0..steps {
-        let slot = t % held;
-        if slot == 0 {
-            // 1. The input projection of the chunk's steps, with b_ih.
-            let rows = held.min(steps - t) * batch;
-            let x = &inp.x[t * batch * input..][..rows * input];
-            let g = &mut out.gates[..rows * h3];
-            gemm(
-                1.0,
-                mat(x, rows, input)?,
-                w_ih.t(),
-                0.0,
-                &mut mat_mut(g, rows, h3)?,
-            )?;
-            add_rows(g, inp.b_ih);
-        }
-        // 2. The recurrence: per step one GEMM and one fused pass.
-        let (y_before, y_from_t) = out.y.split_at_mut(t * step_h);
-        let h_prev = match previous(d, t) {
-            Some(range) => &y_before[range],
-            None => inp.h0,
-        };
-        let hidden_t = &mut out.hidden[slot * step_g..(slot + 1) * step_g];
-        // hidden[t] = h_{t-1} · w_hhᵀ + b_hh
-        let acc = &mut mat_mut(hidden_t, batch, h3)?;
-        gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 0.0, acc)?;
-        add_rows(hidden_t, inp.b_hh);
-        let gates_t = &mut out.gates[slot * step_g..(slot + 1) * step_g];
-        let y_t = &mut y_from_t[..step_h];
-        let rows = (t, RowLengths(inp.lengths));
-        cell_forward::<Separate>(gates_t, hidden_t, h_prev, y_t, hidden, rows);
-    }
-    Ok(())
-}
-
-/// Adds `bias` `[W]` to every row of `rows` `[·, W]`.
-fn add_rows(rows: &mut [f32], bias: &[f32]) {
-    for row in rows.chunks_exact_mut(bias.len()) {
-        for (v, b) in row.iter_mut().zip(bias) {
-            *v += b;
-        }
-    }
+    // The inputs projected `held` steps at a time with b_ih, per step the recurrent
+    // projection written to `hidden` with b_hh (`recurrent.rs`), then the fused pass.
+    let frame = ForwardLoop {
+        x: inp.x,
+        w_ih: inp.w_ih,
+        w_hh: inp.w_hh,
+        h0: inp.h0,
+        input_bias: inp.b_ih,
+        held,
+    };
+    let recurrent = RecurrentInto::Own(&mut *out.hidden, inp.b_hh);
+    let tensors = (&mut *out.gates, recurrent, &mut *out.y);
+    super::recurrent::forward_steps(&d, &frame, tensors, |step| {
+        let rows = (step.t, RowLengths(inp.lengths));
+        let (gates_t, hidden_t) = (step.gates, step.recurrent);
+        cell_forward::<Separate>(gates_t, hidden_t, step.h_prev, step.h, d.hidden, rows);
+    })
 }
 
 /// One step's fused pass over some rows: `gates_t` `[rows, 3H]` (the input projections
@@ -334,14 +303,14 @@ fn cell_backward(
 
 /// The weight gradients from every step's `dgates` and `dhidden` `[T, B, 3H]`, one GEMM
 /// each over all `T·B` rows (`recurrent.rs`, shared with the LSTM): `dw_ih` and `dx` from
-/// `dgates`, `dw_hh` from `dhidden`; `db_ih` and `db_hh` their column sums.
+/// `dgates` (on token input `dw_ih` its scatter-add), `dw_hh` from `dhidden`; `db_ih` and `db_hh` their column sums.
 fn weight_gradients(
     d: GruDims,
     inp: &GruBackwardInputs<'_>,
     out: GruBackwardOutputs<'_>,
 ) -> Result<()> {
     let operands = (&*out.dgates, inp.x, inp.w_ih);
-    input_gradients(&d, d.input, operands, (out.dw_ih, out.dx))?;
+    input_gradients(&d, operands, (out.dw_ih, out.dx))?;
     hidden_weight_gradient(&d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(out.dgates, out.db_ih)?;
     sum_to_shape(out.dhidden, out.db_hh)

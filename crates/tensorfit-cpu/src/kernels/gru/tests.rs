@@ -22,7 +22,7 @@ impl Layer {
     fn random(rng: &mut Rng, d: GruDims) -> Layer {
         let h3 = d.gate_width();
         let sizes = [
-            d.rows() * d.input,
+            d.x_len(),
             d.step_state(),
             h3 * d.input,
             h3 * d.hidden,
@@ -70,6 +70,7 @@ impl Layer {
             batch,
             input,
             hidden: h,
+            ..
         } = self.d;
         let [x, h0, w_ih, w_hh, b_ih, b_hh] = t;
         let mut hs = h0.clone();
@@ -131,7 +132,7 @@ fn run_forward(token: Option<Token>, layer: &Layer, keep: bool) -> [Vec<f32>; 4]
 }
 
 /// The backward's gradients dx, dh0, dw_ih, dw_hh, db_ih, db_hh from `token`'s path, for
-/// the loss `Σ dy·y + Σ dh_n·h_n`.
+/// the loss `Σ dy·y + Σ dh_n·h_n` (on token input, `dx` empty: ids have no gradient).
 fn run_backward(token: Option<Token>, layer: &Layer, dy: &[f32], dh_n: &[f32]) -> [Vec<f32>; 6] {
     let d = layer.d;
     let [y, _, gates, hidden] = run_forward(token, layer, true);
@@ -149,14 +150,8 @@ fn run_backward(token: Option<Token>, layer: &Layer, dy: &[f32], dh_n: &[f32]) -
         lengths: layer.lengths.as_deref(),
     };
     let h3 = d.gate_width();
-    let sizes = [
-        d.rows() * d.input,
-        d.step_state(),
-        h3 * d.input,
-        h3 * d.hidden,
-        h3,
-        h3,
-    ];
+    let dx_len = if d.tokens { 0 } else { d.rows() * d.input };
+    let sizes = [dx_len, d.step_state(), h3 * d.input, h3 * d.hidden, h3, h3];
     let mut g = sizes.map(|n| vec![f32::NAN; n]);
     let (mut dgates, mut dhidden) = (vec![f32::NAN; d.rows() * h3], vec![f32::NAN; d.rows() * h3]);
     let [dx, dh0, dw_ih, dw_hh, db_ih, db_hh] = &mut g;
@@ -168,7 +163,7 @@ fn run_backward(token: Option<Token>, layer: &Layer, dy: &[f32], dh_n: &[f32]) -
         dw_hh,
         db_ih,
         db_hh,
-        dx: Some(dx),
+        dx: (!d.tokens).then_some(dx),
     };
     backward_on(token, d, &inp, out).unwrap();
     g
@@ -180,6 +175,7 @@ fn random_dims(rng: &mut Rng, round: usize) -> GruDims {
         batch: rng.range(1, 4),
         input: if round == 0 { 0 } else { rng.range(1, 6) },
         hidden: rng.range(1, 20),
+        tokens: false,
     }
 }
 
@@ -266,12 +262,14 @@ fn the_fast_path_agrees_with_the_reference() {
         batch: 29,
         input: 7,
         hidden: 250,
+        tokens: false,
     });
     dims.push(GruDims {
         steps: 37,
         batch: 5,
         input: 3,
         hidden: 9,
+        tokens: false,
     });
     for (round, d) in dims.into_iter().enumerate() {
         let layer = random_layer(&mut rng, d, round);
@@ -302,6 +300,7 @@ fn wrong_lengths_are_errors_that_name_the_tensor() {
         batch: 1,
         input: 1,
         hidden: 1,
+        tokens: false,
     };
     let v = [0.0f32; 8];
     let inp = GruForwardInputs {
@@ -313,15 +312,22 @@ fn wrong_lengths_are_errors_that_name_the_tensor() {
         b_hh: &v[..3],
         lengths: None,
     };
-    let (mut y, mut h_n, mut g, mut hh) = ([0.0; 2], [0.0], [0.0; 6], [0.0; 6]);
+    let e = forward_error(d, &inp);
+    assert!(e.contains("gru_forward") && e.contains("`x`"), "{e}");
+}
+
+/// The error [`gru_forward`] gives on `inp`, into outputs of the lengths `d` needs.
+fn forward_error(d: GruDims, inp: &GruForwardInputs<'_>) -> String {
+    let gates = d.gates(true).numel();
+    let [mut y, mut h_n, mut g, mut hh] =
+        [d.rows() * d.hidden, d.step_state(), gates, gates].map(|n| vec![0.0; n]);
     let out = GruForwardOutputs {
         y: &mut y,
         h_n: &mut h_n,
         gates: &mut g,
         hidden: &mut hh,
     };
-    let e = gru_forward(d, true, &inp, out).unwrap_err().to_string();
-    assert!(e.contains("gru_forward") && e.contains("`x`"), "{e}");
+    gru_forward(d, true, inp, out).unwrap_err().to_string()
 }
 
 #[test]
@@ -331,18 +337,87 @@ fn a_length_outside_the_steps_is_an_error_naming_its_row() {
         batch: 2,
         input: 1,
         hidden: 1,
+        tokens: false,
     };
     let mut layer = Layer::random(&mut Rng::new(24), d);
     layer.lengths = Some(vec![1.0, 3.0]);
-    let [mut y, mut h_n, mut g, mut hh] = [4, 2, 12, 12].map(|n| vec![0.0; n]);
-    let out = GruForwardOutputs {
-        y: &mut y,
-        h_n: &mut h_n,
-        gates: &mut g,
-        hidden: &mut hh,
-    };
-    let e = gru_forward(d, true, &layer.inputs(), out)
-        .unwrap_err()
-        .to_string();
+    let e = forward_error(d, &layer.inputs());
     assert!(e.contains("batch row 1") && e.contains("`lengths`"), "{e}");
+}
+
+#[test]
+fn token_input_gives_what_the_one_hot_input_gives_forward_and_backward() {
+    let mut rng = Rng::new(25);
+    // The reference, and the fast path where the CPU has one, each against itself on the
+    // one-hot input.
+    let paths: Vec<_> = std::iter::once(None)
+        .chain(gemm_fast::simd().map(Some))
+        .collect();
+    for round in 0..6 {
+        let dense = GruDims {
+            // Later rounds run more steps than a forward that keeps nothing holds.
+            steps: if round >= 4 {
+                rng.range(17, 30)
+            } else {
+                rng.range(1, 6)
+            },
+            // Round 0 is wide enough for the fast path to split the rows across threads.
+            batch: if round == 0 { 32 } else { rng.range(1, 7) },
+            input: rng.range(1, 12), // the vocabulary
+            hidden: if round == 0 { 130 } else { rng.range(1, 30) },
+            tokens: false,
+        };
+        let tokens = GruDims {
+            tokens: true,
+            ..dense
+        };
+        let mut hot = random_layer(&mut rng, dense, round);
+        let ids: Vec<f32> = (0..dense.rows())
+            .map(|_| rng.range(0, dense.input - 1) as f32)
+            .collect();
+        hot.tensors[0] = vec![0.0; dense.rows() * dense.input];
+        for (row, &id) in hot.tensors[0].chunks_exact_mut(dense.input).zip(&ids) {
+            row[id as usize] = 1.0;
+        }
+        let mut by_id = Layer {
+            d: tokens,
+            tensors: hot.tensors.clone(),
+            lengths: hot.lengths.clone(),
+        };
+        by_id.tensors[0] = ids;
+        let dy = rng.signed_vec(dense.rows() * dense.hidden);
+        let dh_n = rng.signed_vec(dense.step_state());
+        for &path in &paths {
+            let fast = path.is_some();
+            let what = |k: &str| format!("round {round} {dense:?} fast path {fast}: {k}");
+            for keep in [true, false] {
+                let want = run_forward(path, &hot, keep);
+                let got = run_forward(path, &by_id, keep);
+                for (k, name) in ["y", "h_n", "gates", "hidden"].iter().enumerate() {
+                    assert_close(&what(name), &got[k], &want[k], 1e-6, 1e-5);
+                }
+            }
+            let want = run_backward(path, &hot, &dy, &dh_n);
+            let got = run_backward(path, &by_id, &dy, &dh_n);
+            let names = ["dx", "dh0", "dw_ih", "dw_hh", "db_ih", "db_hh"];
+            for k in 1..names.len() {
+                assert_close(&what(names[k]), &got[k], &want[k], 1e-5, 1e-4);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_token_id_outside_the_vocabulary_is_an_error_naming_step_and_row() {
+    let d = GruDims {
+        steps: 2,
+        batch: 2,
+        input: 3,
+        hidden: 1,
+        tokens: true,
+    };
+    let mut layer = Layer::random(&mut Rng::new(26), d);
+    layer.tensors[0] = vec![0.0, 2.0, 1.0, 3.0];
+    let e = forward_error(d, &layer.inputs());
+    assert!(e.contains("step 1, batch row 1"), "{e}");
 }

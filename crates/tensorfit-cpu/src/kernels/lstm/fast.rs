@@ -10,7 +10,7 @@
 //!   ([`project_ahead`]), with the packed micro-kernels of `gemm_fast/` (`w_ihᵀ` and
 //!   `w_hhᵀ` are packed once per call), instead of one GEMM over all steps up front;
 //! - on token input, the projection of a row is a copy of one row of `w_ihᵀ` with both
-//!   biases added, formed once per call ([`Projection::Tokens`]);
+//!   biases added, formed once per call (`recurrent::fast::Projection`, the GRU's too);
 //! - the gate passes run [`LANES`] units at a time through `fastmath` with fused
 //!   multiply-adds, compiled for AVX-512 inside `gemm_fast::vectorize`; without cells
 //!   to keep, the gates of a few steps are reused as scratch (`Op::output_is_scratch`).
@@ -28,8 +28,7 @@ use super::{
 use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
 use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
-use crate::kernels::PARALLEL_MIN_ELEMENTS;
-use tensorfit_core::tokens::token_index;
+use crate::kernels::recurrent::fast::{rows_per_part, split_steps, Projection};
 
 /// The recurrent weight as the right operand of the per-step GEMM, packed once per call
 /// (see `gemm_fast/`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
@@ -58,51 +57,6 @@ impl Recurrent {
     }
 }
 
-/// The input projection with both biases, prepared once per call: `w_ihᵀ` packed for the
-/// GEMM of dense input, or on token input the table `[V, 4H]` whose row `v` is
-/// `w_ih[:, v] + b_ih + b_hh` (the ids have been checked by `lstm::forward_on`).
-enum Projection {
-    Dense { w_ih_t: PackedB, bias: Vec<f32> },
-    Tokens(Vec<f32>),
-}
-
-impl Projection {
-    fn new(d: LstmDims, inp: &LstmForwardInputs<'_>) -> Self {
-        let h4 = d.gate_width();
-        let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
-        if !d.tokens {
-            let w_ih_t = PackedB::new(MatRef::row_major(inp.w_ih, h4, d.input).t());
-            return Projection::Dense { w_ih_t, bias };
-        }
-        let mut table = vec![0.0; d.input * h4];
-        for (v, row) in table.chunks_exact_mut(h4).enumerate() {
-            for (j, (t, b)) in row.iter_mut().zip(&bias).enumerate() {
-                *t = inp.w_ih[j * d.input + v] + b;
-            }
-        }
-        Projection::Tokens(table)
-    }
-
-    /// `gates = x · w_ihᵀ + b_ih + b_hh` for the `m` rows of `x` (`m·I` features or `m`
-    /// ids).
-    fn project(&self, token: Token, x: &[f32], m: usize, gates: &mut [f32]) {
-        match self {
-            Projection::Dense { w_ih_t, bias } => {
-                let x = MatRef::row_major(x, m, w_ih_t.k());
-                gemm_packed_serial(token, x, w_ih_t, 0.0, Some(bias), gates);
-            }
-            Projection::Tokens(table) => {
-                let h4 = gates.len() / m.max(1);
-                let vocab = table.len() / h4.max(1);
-                for (row, &id) in gates.chunks_exact_mut(h4.max(1)).zip(x) {
-                    let v = token_index(id, vocab).unwrap_or_default();
-                    row.copy_from_slice(&table[v * h4..(v + 1) * h4]);
-                }
-            }
-        }
-    }
-}
-
 /// Steps of input projection a thread computes at a time (see [`forward`]), for its
 /// `rows` batch rows. The packed `w_ihᵀ` and `w_hhᵀ` do not both fit in L2 at the seed
 /// network's size, so every switch between projection and recurrence reloads one of
@@ -118,31 +72,6 @@ fn project_ahead(rows: usize, steps: usize) -> usize {
     }
 }
 
-/// Batch rows per thread: the time loop runs on every thread at once, each over its own
-/// rows for all steps (rows of an LSTM or GRU never exchange data), so there is no
-/// barrier per step. One part when the layer is too small to be worth splitting.
-pub(crate) fn rows_per_part(batch: usize, hidden: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
-    if batch * 4 * hidden < PARALLEL_MIN_ELEMENTS {
-        batch.max(1)
-    } else {
-        batch.div_ceil(threads).max(1)
-    }
-}
-
-/// `buf` `[T, B, width]` split into parts of `rows` batch rows: `out[p][t]` is part
-/// `p`'s rows of step `t`.
-pub(crate) fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<&mut [f32]>> {
-    let parts = step.div_ceil(part.max(1));
-    let mut out: Vec<Vec<&mut [f32]>> = (0..parts).map(|_| Vec::new()).collect();
-    for step_slice in buf.chunks_mut(step.max(1)) {
-        for (p, piece) in step_slice.chunks_mut(part.max(1)).enumerate() {
-            out[p].push(piece);
-        }
-    }
-    out
-}
-
 /// The forward pass (the lengths have been checked by `lstm::lstm_forward`).
 pub(crate) fn forward(
     token: Token,
@@ -156,12 +85,13 @@ pub(crate) fn forward(
     let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (step_h, step_g) = (d.step_state(), d.step_gates());
     // Elements of `x` per batch row of a step.
-    let per_row = d.x_len() / d.rows();
+    let per_row = d.x_row();
 
     // 1. The input projection (both biases included): each thread projects its own
     // rows, a run of `project_ahead` steps at a time, just before the recurrence reaches
     // them (the same sums, in the same order, as one GEMM over every step).
-    let projection = Projection::new(d, inp);
+    let bias = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
+    let projection = Projection::new(&d, inp.w_ih, bias);
 
     // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
     // batch rows for the whole sequence. w_hhᵀ is packed once, here.

@@ -20,26 +20,26 @@
 //!   (`weight_gradients`, shared with the fast path).
 //!
 //! On token input (`d.tokens`: `x` holds `[T, B]` ids, `w_ih` is `[4H, V]`) the input
-//! projection is the gather of `w_ih`'s columns (`input_projection`) and `dw_ih` the
-//! scatter-add of the gate gradients into the columns of the ids seen, with
-//! `gather.rs`'s pieces: the same sums as the one-hot GEMMs, without the zeros.
+//! projection is the gather of `w_ih`'s columns and `dw_ih` the scatter-add of the gate
+//! gradients into the columns of the ids seen (`recurrent.rs`, shared with the GRU).
 //!
 //! Gate order is PyTorch's (i, f, g, o): row `r` of `gates[t]` holds `[i | f | g | o]`,
 //! each block `H` wide. The nonlinearities are `fastmath`'s (no library calls, so the
 //! compiler vectorises the row loops), with separate multiplies and adds.
 
 use rayon::prelude::*;
-use tensorfit_core::seq_lengths::{self, RowLengths};
-use tensorfit_core::tokens::check_ids;
+use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
 use super::at_lengths::gather_steps;
 use super::elementwise::sum_to_shape;
 use super::fastmath::{self, Separate};
-use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
-use super::recurrent::{hidden_weight_gradient, input_gradients, zero_gradients};
+use super::recurrent::{
+    check_inputs, hidden_weight_gradient, input_gradients, zero_gradients, ForwardLoop,
+    RecurrentInto,
+};
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
 pub(crate) mod fast;
@@ -98,8 +98,7 @@ pub fn forward_on(
     out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
-    check_tokens(d, inp.x)?;
-    check_steps(d, inp.lengths)?;
+    check_inputs(&d, inp.x, inp.lengths)?;
     match token {
         Some(token) => fast::forward(token, d, inp, out),
         None => forward_steps(d, inp, out),
@@ -114,29 +113,10 @@ pub fn backward_on(
     out: LstmBackwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_backward", inp.expected(d), out.expected(d))?;
-    check_tokens(d, inp.x)?;
-    check_steps(d, inp.lengths)?;
+    check_inputs(&d, inp.x, inp.lengths)?;
     match token {
         Some(token) => fast::backward(token, d, inp, out),
         None => backward_steps(d, inp, out),
-    }
-}
-
-/// On token input, every id of `x` must name a column of `w_ih` (see
-/// `tensorfit_core::tokens`).
-fn check_tokens(d: LstmDims, x: &[f32]) -> Result<()> {
-    if d.tokens {
-        check_ids("x", x, d.input, d.batch)?;
-    }
-    Ok(())
-}
-
-/// Every sequence length, if given, must be a whole number of steps in `0..=T` (see
-/// `tensorfit_core::seq_lengths`).
-fn check_steps(d: LstmDims, lengths: Option<&[f32]>) -> Result<()> {
-    match lengths {
-        Some(l) => seq_lengths::check_lengths("lengths", l, d.steps),
-        None => Ok(()),
     }
 }
 
@@ -176,43 +156,26 @@ fn forward_steps(
     if !forward_begins(d, inp, &mut out) {
         return Ok(());
     }
-    let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
-    let (h4, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
+    let (hidden, step_h) = (d.hidden, d.step_state());
     // Steps of gates held: all of them when kept for the backward, else a few reused in
-    // turn (`LstmDims::gate_steps`); the inputs are projected that many steps at a time.
-    let chunk = d.gate_steps(out.cells.is_some());
-    let x_step = d.x_len() / steps;
-    let w_hh = mat(inp.w_hh, h4, hidden)?;
-    for t in 0..steps {
-        let slot = t % chunk;
-        if slot == 0 {
-            // 1. The input projection of the chunk's steps, and both biases.
-            let part = LstmDims {
-                steps: chunk.min(steps - t),
-                ..d
-            };
-            let x = &inp.x[t * x_step..][..part.x_len()];
-            let g = &mut out.gates[..part.rows() * h4];
-            input_projection(part, x, inp.w_ih, g)?;
-            for row in g.chunks_exact_mut(h4) {
-                for ((g, b_ih), b_hh) in row.iter_mut().zip(inp.b_ih).zip(inp.b_hh) {
-                    *g += b_ih + b_hh;
-                }
-            }
-        }
-        // 2. The recurrence: per step one GEMM and one fused pass.
-        let (y_before, y_from_t) = out.y.split_at_mut(t * step_h);
-        let h_prev = if t == 0 {
-            inp.h0
-        } else {
-            &y_before[(t - 1) * step_h..]
-        };
-        let gates_t = &mut out.gates[slot * step_g..(slot + 1) * step_g];
-        // gates[t] += h_{t-1} · w_hhᵀ
-        let acc = &mut mat_mut(gates_t, batch, h4)?;
-        gemm(1.0, mat(h_prev, batch, hidden)?, w_hh.t(), 1.0, acc)?;
+    // turn (`LstmDims::gate_steps`); the inputs are projected that many steps at a time,
+    // with both biases, and per step the recurrent GEMM adds to the gates
+    // (`recurrent.rs`), then the fused pass below.
+    let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
+    let frame = ForwardLoop {
+        x: inp.x,
+        w_ih: inp.w_ih,
+        w_hh: inp.w_hh,
+        h0: inp.h0,
+        input_bias: &bias,
+        held: d.gate_steps(out.cells.is_some()),
+    };
+    let (cells, c_n) = (&mut out.cells, &mut *out.c_n);
+    let tensors = (&mut *out.gates, RecurrentInto::AddedToGates, &mut *out.y);
+    super::recurrent::forward_steps(&d, &frame, tensors, |step| {
+        let t = step.t;
         // The cell state: c_{t-1} on entry to the pass, c_t after it.
-        let c_t: &mut [f32] = match out.cells.as_deref_mut() {
+        let c_t: &mut [f32] = match cells.as_deref_mut() {
             Some(cells) => {
                 let (c_before, c_from_t) = cells.split_at_mut(t * step_h);
                 let c_t = &mut c_from_t[..step_h];
@@ -224,31 +187,14 @@ fn forward_steps(
                 c_t.copy_from_slice(c_prev);
                 c_t
             }
-            None => &mut *out.c_n,
+            None => &mut *c_n,
         };
         let rows = RowLengths(inp.lengths);
-        cell_forward(gates_t, c_t, &mut y_from_t[..step_h], hidden, (t, rows));
-    }
+        cell_forward(step.gates, c_t, step.h, hidden, (t, rows));
+    })?;
 
     forward_ends(d, inp.lengths, out);
     Ok(())
-}
-
-/// `gates = x · w_ihᵀ` over all `T·B` rows: one GEMM, or on token input the gather of
-/// `w_ih`'s columns.
-fn input_projection(d: LstmDims, x: &[f32], w_ih: &[f32], gates: &mut [f32]) -> Result<()> {
-    let (rows, h4) = (d.rows(), d.gate_width());
-    if d.tokens {
-        return gather(w_ih, d.token_table(), ("x", x, d.batch), gates);
-    }
-    let w_ih = mat(w_ih, h4, d.input)?;
-    gemm(
-        1.0,
-        mat(x, rows, d.input)?,
-        w_ih.t(),
-        0.0,
-        &mut mat_mut(gates, rows, h4)?,
-    )
 }
 
 /// One row's gates, cell state and hidden state, as the fused pass walks them.
@@ -478,12 +424,7 @@ pub(crate) fn weight_gradients(
     dgates: &[f32],
     g: WeightGrads<'_>,
 ) -> Result<()> {
-    if d.tokens {
-        scatter_add(d.token_table(), ("x", inp.x, d.batch), dgates, g.dw_ih)?;
-    } else {
-        let operands = (dgates, inp.x, inp.w_ih);
-        input_gradients(&d, d.input, operands, (g.dw_ih, g.dx))?;
-    }
+    input_gradients(&d, (dgates, inp.x, inp.w_ih), (g.dw_ih, g.dx))?;
     hidden_weight_gradient(&d, dgates, (inp.h0, inp.y), g.dw_hh)?;
     sum_to_shape(dgates, g.db)
 }

@@ -194,15 +194,35 @@ fn wrong_lengths_are_errors() {
         b_hh: &v[..4],
         lengths: None,
     };
-    let (mut y, mut hn, mut cn, mut g) = ([0.0; 2], [0.0], [0.0], [0.0; 8]);
+    let e = forward_error(d, &inp);
+    assert!(e.contains("lstm_forward") && e.contains("`x`"), "{e}");
+}
+
+/// The error [`lstm_forward`] gives on `inp`, into outputs of the lengths `d` needs.
+fn forward_error(d: LstmDims, inp: &LstmForwardInputs<'_>) -> String {
+    let sizes = [d.rows() * d.hidden, d.step_state(), d.step_state()];
+    let [mut y, mut h_n, mut c_n] = sizes.map(|n| vec![0.0; n]);
+    let mut gates = vec![0.0; d.gates(false).numel()];
     let out = LstmForwardOutputs {
         y: &mut y,
-        h_n: &mut hn,
-        c_n: &mut cn,
-        gates: &mut g,
+        h_n: &mut h_n,
+        c_n: &mut c_n,
+        gates: &mut gates,
         cells: None,
     };
-    assert!(lstm_forward(d, &inp, out).is_err());
+    lstm_forward(d, inp, out).unwrap_err().to_string()
+}
+
+/// Round `round`'s layer sizes: round 0 wide enough for the fast path to split its rows
+/// across threads (B = 32, H = 130), the others small.
+fn random_dims(rng: &mut Rng, round: usize) -> LstmDims {
+    LstmDims {
+        steps: rng.range(1, 6),
+        batch: if round == 0 { 32 } else { rng.range(1, 8) },
+        input: rng.range(1, 8),
+        hidden: if round == 0 { 130 } else { rng.range(1, 30) },
+        tokens: false,
+    }
 }
 
 /// A forward or backward kernel.
@@ -314,14 +334,7 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
     let reference_backward: &RunBackward = &|d, i, o| backward_on(None, d, i, o);
     let mut rng = Rng::new(21);
     for round in 0..6 {
-        let d = LstmDims {
-            steps: rng.range(1, 6),
-            // Round 0 is wide enough for the rows to be split across threads.
-            batch: if round == 0 { 32 } else { rng.range(1, 9) },
-            input: rng.range(1, 7),
-            hidden: if round == 0 { 130 } else { rng.range(1, 40) },
-            tokens: false,
-        };
+        let d = random_dims(&mut rng, round);
         let layer = Layer::random(&mut rng, d, 0.3);
         let inp = layer.inputs();
         let (atol, rtol) = (1e-5, 1e-4);
@@ -354,14 +367,7 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
 fn token_input_gives_what_the_one_hot_input_gives_forward_and_backward() {
     let mut rng = Rng::new(31);
     for round in 0..4 {
-        let dense = LstmDims {
-            steps: rng.range(1, 6),
-            // Round 0 is wide enough for the fast path to split the rows across threads.
-            batch: if round == 0 { 32 } else { rng.range(1, 7) },
-            input: rng.range(1, 12), // the vocabulary
-            hidden: if round == 0 { 130 } else { rng.range(1, 40) },
-            tokens: false,
-        };
+        let dense = random_dims(&mut rng, round); // its input the vocabulary
         let tokens = LstmDims {
             tokens: true,
             ..dense
@@ -417,16 +423,8 @@ fn a_token_id_outside_the_vocabulary_is_an_error_naming_step_and_row() {
     };
     let mut layer = Layer::random(&mut Rng::new(1), d, 1.0);
     layer.x = vec![0.0, 2.0, 1.0, 3.0];
-    let (mut y, mut hn, mut cn, mut g) = ([0.0; 4], [0.0; 2], [0.0; 2], [0.0; 16]);
-    let out = LstmForwardOutputs {
-        y: &mut y,
-        h_n: &mut hn,
-        c_n: &mut cn,
-        gates: &mut g,
-        cells: None,
-    };
-    let err = lstm_forward(d, &layer.inputs(), out).unwrap_err();
-    assert!(err.to_string().contains("step 1, batch row 1"), "{err}");
+    let e = forward_error(d, &layer.inputs());
+    assert!(e.contains("step 1, batch row 1"), "{e}");
 }
 
 mod lengths;

@@ -61,14 +61,7 @@ fn a_padded_batch_gives_each_sequence_what_it_gives_alone_forward_and_backward()
     ];
     let mut rng = Rng::new(31);
     for round in 0..6 {
-        let d = LstmDims {
-            steps: rng.range(1, 7),
-            // Round 0 is wide enough for the fast path to split rows across threads.
-            batch: if round == 0 { 32 } else { rng.range(1, 7) },
-            input: rng.range(1, 6),
-            hidden: if round == 0 { 130 } else { rng.range(1, 20) },
-            tokens: false,
-        };
+        let d = random_dims(&mut rng, round);
         let layer = Layer::random(&mut rng, d, 0.3);
         let lengths = random_lengths(&mut rng, d);
         let inp = LstmForwardInputs {

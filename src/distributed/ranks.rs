@@ -1,116 +1,36 @@
-//! Data-parallel training over the ranks of one launch (`mpirun -np N tensorfit train`;
-//! docs/distributed.md): every rank draws the same global batch, trains on its shard of
-//! the rows, and the step is split at its gradients ([`TrainOptions::split_update`]), which
-//! [`Ranks`] averages over the ranks, weighted by their rows, before each rank runs the
-//! same update. Ranks on one kind of device therefore hold the same weights after every
-//! step, which [`Ranks::check_same_weights`] verifies. Ranks on different kinds (a wgpu
-//! rank and a CPU rank) round the same update differently, so after each step of such a
-//! mix every rank takes rank 0's training state ([`Ranks::align`]).
-//!
-//! [`TrainOptions::split_update`]: tensorfit_nn::TrainOptions::split_update
+//! [`Ranks`]: this process's place among the ranks, and each step's exchange — the
+//! gradients and loss averaged, weighted by what each rank's mean is over, with the
+//! ranks' device kinds and stop requests in the same all-reduce.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use tensorfit_core::{DeviceKind, Error, HostTensor, Result};
-use tensorfit_dist::{Communicator, DistError, GradientBucket};
+use tensorfit_core::{DeviceKind, Error, Result};
+use tensorfit_data::Shard;
+use tensorfit_dist::{
+    agree_path, AllReducePath, Communicator, GradientBucket, NcclCommunicator, Solo,
+};
 use tensorfit_nn::trainer::GradientExchange;
-use tensorfit_nn::{HeadLayerKind, ModelDescription, ParamStore, Trainer};
+use tensorfit_nn::{ParamStore, Trainer};
+
+use super::{dist_error, weights_hash, DataParallel};
+use crate::devices::parse_id;
 
 /// The kinds of device a rank may train on, as counted in each step's exchange.
 const KINDS: [DeviceKind; 3] = [DeviceKind::Cpu, DeviceKind::Wgpu, DeviceKind::Cuda];
 
-/// Host copies of a step's gradients while they are averaged: the copy read from the
-/// device, the flat bucket, and the MPI communicator's send and receive staging. The
-/// plan's host section counts this many × 4 bytes per trainable parameter.
-const GRADIENT_HOST_COPIES: u64 = 4;
+/// The signals a rank may ask to stop for (SIGINT, SIGTERM, SIGHUP), counted in each
+/// step's exchange; the ranks agree on the one most of them received (ties: the first
+/// here). Any other number counts as the first.
+const STOP_SIGNALS: [i32; 3] = [2, 15, 1];
 
-/// Host copies of the gathered head inputs with synchronised BatchNorm: the gathered
-/// table, MPI's send and receive staging, and the head program's inputs split from it.
-const GATHER_HOST_COPIES: u64 = 4;
-
-/// What the planner knows of a data-parallel run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DataParallel {
-    /// The number of ranks.
-    pub ranks: usize,
-    /// The global batch, shared out among the ranks ([`shard`]).
-    pub batch: usize,
-}
-
-impl DataParallel {
-    /// The global batch over which a model with BatchNorm normalises, when it has any.
-    pub fn sync_batch_norm(&self, cfg: &ModelDescription) -> Option<usize> {
-        let has = cfg
-            .head
-            .layers
-            .iter()
-            .any(|l| l.kind == HeadLayerKind::BatchNorm);
-        has.then_some(self.batch)
-    }
-
-    /// The host bytes of one step's communication: the gradients' copies
-    /// (`GRADIENT_HOST_COPIES`) and, with BatchNorm, the gathered rows of the head's
-    /// input and targets (`GATHER_HOST_COPIES`).
-    pub fn host_bytes(&self, cfg: &ModelDescription) -> Result<u64> {
-        let grads = tensorfit_dist::bucket_bytes(cfg.trainable_parameters()?);
-        let gathered = self.sync_batch_norm(cfg).map_or(0, |b| {
-            let width = cfg.recurrent.hidden + cfg.loss.targets_per_row();
-            (b * width * 4) as u64 * GATHER_HOST_COPIES
-        });
-        Ok(grads
-            .saturating_mul(GRADIENT_HOST_COPIES)
-            .saturating_add(gathered))
-    }
-}
-
-fn dist_error(e: DistError) -> Error {
-    Error::input(format!("data-parallel training: {e}"))
-}
-
-/// The rows of a global batch of `batch` that `rank` of `ranks` trains on: contiguous,
-/// the first `batch % ranks` ranks one row more (10 rows on 3 ranks: 4, 3, 3).
-pub fn shard(batch: usize, rank: usize, ranks: usize) -> Range<usize> {
-    let ranks = ranks.max(1);
-    let (base, extra) = (batch / ranks, batch % ranks);
-    let start = rank * base + rank.min(extra);
-    start..start + base + usize::from(rank < extra)
-}
-
-/// Rows `rows` of a batch: `x` `[T, B, …]` (dense `[T, B, F]` or token ids `[T, B]`)
-/// and its targets, `per_row` per row.
-pub fn shard_rows(
-    x: &HostTensor,
-    targets: &[f32],
-    per_row: usize,
-    rows: Range<usize>,
-) -> Result<(HostTensor, Vec<f32>)> {
-    let dims = x.shape.dims();
-    let (Some(&steps), Some(&batch)) = (dims.first(), dims.get(1)) else {
-        return Err(Error::input(format!(
-            "a batch to shard is [time, batch, ...], got {}",
-            x.shape
-        )));
-    };
-    if rows.end > batch || targets.len() != batch * per_row {
-        return Err(Error::input(format!(
-            "rows {rows:?} of a batch of {batch} rows with {} targets ({per_row} per row)",
-            targets.len()
-        )));
-    }
-    let width: usize = dims[2..].iter().product();
-    let mut data = Vec::with_capacity(steps * rows.len() * width);
-    for t in 0..steps {
-        let at = (t * batch + rows.start) * width;
-        data.extend_from_slice(&x.data[at..at + rows.len() * width]);
-    }
-    let mut shape = dims.to_vec();
-    shape[1] = rows.len();
-    let x = HostTensor::new(shape.as_slice(), data)?;
-    Ok((
-        x,
-        targets[rows.start * per_row..rows.end * per_row].to_vec(),
-    ))
+/// What one step's exchange agreed on, kept for a repeated step.
+#[derive(Debug, Clone)]
+struct Averaged {
+    step: u64,
+    grads: Vec<Vec<f32>>,
+    loss: f32,
+    stop: Option<i32>,
 }
 
 /// This process's place among the ranks, and the averaging of each step's gradients.
@@ -119,11 +39,14 @@ pub struct Ranks {
     comm: Box<dyn Communicator>,
     /// The global batch: the rows every rank's gradients are weighted against.
     batch: usize,
+    /// The next step's global batch and what this rank's mean is over ([`Ranks::set_step`]);
+    /// `None`: the rows of a global batch of `batch`.
+    step_share: Option<(usize, usize)>,
     bucket: Option<GradientBucket>,
     /// The last step averaged and its results: a step repeated after a device failure
     /// (the session's fallback) takes them again instead of a second all-reduce, which
     /// the other ranks, already past it, would pair with their next step's.
-    averaged: Option<(u64, Vec<Vec<f32>>, f32)>,
+    averaged: Option<Averaged>,
     /// The last step's gathered rows (synchronised BatchNorm), kept for a repeated step
     /// as `averaged` is.
     gathered: Option<(u64, Vec<f32>)>,
@@ -131,7 +54,9 @@ pub struct Ranks {
     device: Option<DeviceKind>,
     /// Whether the ranks of the last exchange ran on more than one kind of device.
     mixed: bool,
-    /// Time spent in collectives so far (waiting for the other ranks included).
+    /// The signal this rank received, to be told to the others at the next exchange.
+    stop_asked: Option<i32>,
+    /// Communication time so far (waiting for the other ranks included).
     communication: Duration,
 }
 
@@ -148,11 +73,13 @@ impl Ranks {
         Ok(Ranks {
             comm,
             batch,
+            step_share: None,
             bucket: None,
             averaged: None,
             gathered: None,
             device: None,
             mixed: false,
+            stop_asked: None,
             communication: Duration::ZERO,
         })
     }
@@ -167,6 +94,14 @@ impl Ranks {
         self.comm.size()
     }
 
+    /// This rank among the ranks, as the data pipeline shares out batches.
+    pub fn shard(&self) -> Shard {
+        Shard {
+            rank: self.rank(),
+            ranks: self.size(),
+        }
+    }
+
     /// The run as the planner sees it.
     pub fn data_parallel(&self) -> DataParallel {
         DataParallel {
@@ -175,9 +110,18 @@ impl Ranks {
         }
     }
 
-    /// This rank's rows of each global batch.
+    /// This rank's rows of the next step's global batch.
     pub fn rows(&self) -> Range<usize> {
-        shard(self.batch, self.rank(), self.size())
+        let global = self.step_share.map_or(self.batch, |(g, _)| g);
+        self.shard().rows(global)
+    }
+
+    /// The next step's global batch has `global` rows (batches of a file differ), and
+    /// this rank's loss is a mean over `units`: its rows, or for a head on every step the
+    /// steps its labels count (0 for a rank that only holds a stand-in row). The exchange
+    /// weighs each rank's means by its units.
+    pub fn set_step(&mut self, global: usize, units: usize) {
+        self.step_share = Some((global, units));
     }
 
     /// The communicator, for the run's other collectives (a barrier before rank 0
@@ -186,8 +130,8 @@ impl Ranks {
         self.comm.as_mut()
     }
 
-    /// Time spent in the training steps' collectives so far, waiting for the other ranks
-    /// included.
+    /// Communication time so far (the steps' collectives and the validations' sums),
+    /// waiting for the other ranks included.
     pub fn communication(&self) -> Duration {
         self.communication
     }
@@ -203,6 +147,25 @@ impl Ranks {
         self.mixed
     }
 
+    /// This rank received `signal` (its number): the next exchange tells every rank, and
+    /// all stop after that step ([`Ranks::agreed_stop`]).
+    pub fn ask_stop(&mut self, signal: i32) {
+        self.stop_asked.get_or_insert(signal);
+    }
+
+    /// The signal the ranks agreed to stop for at the last exchange, if any rank asked.
+    pub fn agreed_stop(&self) -> Option<i32> {
+        self.averaged.as_ref().and_then(|a| a.stop)
+    }
+
+    /// Sums `values` over the ranks (a validation's totals), counted as communication.
+    pub fn sum(&mut self, values: &mut [f32]) -> Result<()> {
+        let start = Instant::now();
+        self.comm.all_reduce_sum(values).map_err(dist_error)?;
+        self.communication += start.elapsed();
+        Ok(())
+    }
+
     /// Copies rank 0's parameters, running statistics and optimizer state into every
     /// rank's `trainer`: after a step of ranks on different devices, so that all go on
     /// from the same weights.
@@ -216,6 +179,19 @@ impl Ranks {
         }
         self.communication += start.elapsed();
         trainer.restore_state(&ck)
+    }
+
+    /// Chooses, with every other rank, how the gradient bucket is summed: over NCCL on
+    /// the GPUs when every rank trains on CUDA and can use NCCL, else over the host
+    /// communicator. `device` is this rank's (`cuda:1`). A collective call.
+    pub fn choose_all_reduce(&mut self, device: &str) -> Result<AllReducePath> {
+        let (kind, ordinal) = parse_id(device).unwrap_or((DeviceKind::Cpu, 0));
+        let path = agree_path(self.comm.as_mut(), kind == DeviceKind::Cuda).map_err(dist_error)?;
+        if path == AllReducePath::Nccl {
+            let host = std::mem::replace(&mut self.comm, Box::new(Solo));
+            self.comm = Box::new(NcclCommunicator::join(host, ordinal).map_err(dist_error)?);
+        }
+        Ok(path)
     }
 
     /// Fails unless every rank holds the same `params` bit for bit; returns their hash.
@@ -240,64 +216,79 @@ impl Ranks {
     }
 }
 
-/// FNV-1a over the parameters' names and the bits of their values, in name order.
-pub fn weights_hash(params: &ParamStore) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
-    for (name, t) in params.iter() {
-        eat(name.as_bytes());
-        for v in &t.data {
-            eat(&v.to_bits().to_le_bytes());
-        }
-    }
-    h
+/// The signal most ranks asked to stop for, from the averaged counts of each (ties: the
+/// first of [`STOP_SIGNALS`]); `None` when none asked.
+fn agreed_signal(counts: &[f32]) -> Option<i32> {
+    let (best, &count) = counts
+        .iter()
+        .enumerate()
+        .rev()
+        .max_by(|a, b| a.1.total_cmp(b.1))?;
+    (count > 0.0).then_some(STOP_SIGNALS[best])
 }
 
 impl GradientExchange for Ranks {
-    /// Replaces this rank's mean gradients and loss over its rows by the means over the
-    /// global batch: each rank's weighted by its share of the rows, so that uneven shards
+    /// Replaces this rank's mean gradients and loss by the means over the global batch:
+    /// each rank's weighted by its units (rows, or counted steps), so that uneven shards
     /// give what one process with the whole batch computes.
     fn exchange(&mut self, step: u64, grads: &mut [Vec<f32>], loss: &mut f32) -> Result<()> {
-        if let Some((_, g, l)) = self.averaged.as_ref().filter(|(s, ..)| *s == step) {
-            for (out, avg) in grads.iter_mut().zip(g) {
+        if let Some(a) = self.averaged.as_ref().filter(|a| a.step == step) {
+            for (out, avg) in grads.iter_mut().zip(&a.grads) {
                 out.copy_from_slice(avg);
             }
-            *loss = *l;
+            *loss = a.loss;
             return Ok(());
         }
-        // `average` divides the sum by the number of ranks; a rank of `rows` rows counts
-        // rows · ranks / batch times its mean (exactly 1 for even shards).
-        let weight = (self.rows().len() * self.size()) as f32 / self.batch as f32;
-        let mut loss_slot = [*loss * weight];
+        let units = self
+            .step_share
+            .map_or(self.rows().len(), |(_, units)| units) as f32;
+        let mut loss_slot = [*loss * units];
+        let mut units_slot = [units];
         // One-hot of this rank's device kind: averaged, one kind reads 1 on every rank
         // exactly when all ranks ran on it.
         let mut kinds = KINDS.map(|k| f32::from(u8::from(self.device == Some(k))));
+        let asked = self.stop_asked.take();
+        let mut stops = STOP_SIGNALS.map(|s| f32::from(u8::from(asked == Some(s))));
+        if asked.is_some_and(|s| !STOP_SIGNALS.contains(&s)) {
+            stops[0] = 1.0;
+        }
         let bucket = self.bucket.get_or_insert_with(|| {
             let mut sizes: Vec<usize> = grads.iter().map(Vec::len).collect();
-            sizes.extend([1, KINDS.len()]);
+            sizes.extend([1, 1, KINDS.len(), STOP_SIGNALS.len()]);
             GradientBucket::new(sizes)
         });
-        let mut slices: Vec<&mut [f32]> = Vec::with_capacity(grads.len() + 1);
+        let mut slices: Vec<&mut [f32]> = Vec::with_capacity(grads.len() + 4);
         for g in grads.iter_mut() {
-            if weight != 1.0 {
-                g.iter_mut().for_each(|v| *v *= weight);
+            if units != 1.0 {
+                g.iter_mut().for_each(|v| *v *= units);
             }
             slices.push(g);
         }
-        slices.push(&mut loss_slot);
-        slices.push(&mut kinds);
+        slices.extend([
+            &mut loss_slot[..],
+            &mut units_slot[..],
+            &mut kinds[..],
+            &mut stops[..],
+        ]);
         let start = Instant::now();
         bucket
             .average(self.comm.as_mut(), &mut slices)
             .map_err(dist_error)?;
         self.communication += start.elapsed();
+        // Both are averaged over the ranks: their quotient is the weighted mean. Ranks
+        // that all count nothing (every label ignored) give a zero gradient.
+        let total = units_slot[0];
+        let divide = |v: &mut f32| *v = if total > 0.0 { *v / total } else { 0.0 };
+        grads.iter_mut().flatten().for_each(divide);
+        divide(&mut loss_slot[0]);
         *loss = loss_slot[0];
         self.mixed = !kinds.contains(&1.0);
-        self.averaged = Some((step, grads.to_vec(), *loss));
+        self.averaged = Some(Averaged {
+            step,
+            grads: grads.to_vec(),
+            loss: *loss,
+            stop: agreed_signal(&stops),
+        });
         Ok(())
     }
 
@@ -310,6 +301,14 @@ impl GradientExchange for Ranks {
         width: usize,
     ) -> Result<(Vec<f32>, Range<usize>)> {
         let rows = self.rows();
+        let global = self.step_share.map_or(self.batch, |(g, _)| g);
+        if rows.is_empty() {
+            return Err(Error::input(format!(
+                "a BatchNorm over the global batch needs a row on every rank, and a batch of {global} rows on {} ranks leaves rank {} none: choose a --batch that leaves the last batch of an epoch at least one row per rank",
+                self.size(),
+                self.rank()
+            )));
+        }
         if mine.len() != rows.len() * width {
             return Err(Error::input(format!(
                 "rank {} gathers {} values for its {} rows of {width}",
@@ -321,11 +320,9 @@ impl GradientExchange for Ranks {
         if let Some((_, all)) = self.gathered.as_ref().filter(|(s, _)| *s == step) {
             return Ok((all.clone(), rows));
         }
-        let mut all = vec![0.0; self.batch * width];
+        let mut all = vec![0.0; global * width];
         all[rows.start * width..rows.end * width].copy_from_slice(mine);
-        let start = Instant::now();
-        self.comm.all_reduce_sum(&mut all).map_err(dist_error)?;
-        self.communication += start.elapsed();
+        self.sum(&mut all)?;
         self.gathered = Some((step, all.clone()));
         Ok((all, rows))
     }
@@ -334,38 +331,7 @@ impl GradientExchange for Ranks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensorfit_dist::Solo;
-
-    #[test]
-    fn shards_cover_the_batch_in_order_with_the_first_ranks_one_row_longer() {
-        let rows: Vec<Range<usize>> = (0..3).map(|r| shard(10, r, 3)).collect();
-        assert_eq!(rows, [0..4, 4..7, 7..10]);
-        assert_eq!(shard(8, 1, 2), 4..8);
-        assert_eq!(shard(5, 0, 1), 0..5);
-    }
-
-    #[test]
-    fn a_shard_holds_its_rows_of_every_step_and_their_targets() {
-        // [T=2, B=3, F=2]: value = 100 t + 10 b + f.
-        let data = (0..2)
-            .flat_map(|t| {
-                (0..3).flat_map(move |b| (0..2).map(move |f| (100 * t + 10 * b + f) as f32))
-            })
-            .collect();
-        let x = HostTensor::new([2, 3, 2], data).unwrap();
-        let (got, targets) = shard_rows(&x, &[0.0, 1.0, 2.0], 1, 1..3).unwrap();
-        assert_eq!(got.shape.dims(), [2, 2, 2]);
-        assert_eq!(
-            got.data,
-            [10.0, 11.0, 20.0, 21.0, 110.0, 111.0, 120.0, 121.0]
-        );
-        assert_eq!(targets, [1.0, 2.0]);
-        let err = shard_rows(&x, &[0.0; 3], 1, 2..4).unwrap_err();
-        assert!(
-            err.to_string().contains("rows 2..4 of a batch of 3"),
-            "{err}"
-        );
-    }
+    use tensorfit_dist::DistError;
 
     #[test]
     fn one_rank_keeps_its_gradients_and_a_repeated_step_gets_the_same_average() {
@@ -380,6 +346,36 @@ mod tests {
         let (mut again, mut l) = (vec![vec![9.0f32, 9.0], vec![9.0]], 9.0);
         ranks.exchange(1, &mut again, &mut l).unwrap();
         assert_eq!((again, l), (grads, 0.25));
+    }
+
+    #[test]
+    fn a_rank_that_counts_nothing_gives_a_zero_gradient_not_a_division_by_zero() {
+        let mut ranks = Ranks::new(Box::new(Solo), 4).unwrap();
+        ranks.set_step(4, 0);
+        let (mut grads, mut loss) = (vec![vec![3.0f32]], 2.0);
+        ranks.exchange(1, &mut grads, &mut loss).unwrap();
+        assert_eq!((grads, loss), (vec![vec![0.0]], 0.0));
+    }
+
+    #[test]
+    fn a_stop_asked_before_a_step_is_agreed_at_its_exchange_and_only_there() {
+        let mut ranks = Ranks::new(Box::new(Solo), 2).unwrap();
+        let (mut grads, mut loss) = (vec![vec![1.0f32]], 1.0);
+        ranks.exchange(1, &mut grads, &mut loss).unwrap();
+        assert_eq!(ranks.agreed_stop(), None);
+        ranks.ask_stop(15);
+        ranks.ask_stop(2);
+        assert_eq!(ranks.agreed_stop(), None, "agreed only at the exchange");
+        ranks.exchange(2, &mut grads, &mut loss).unwrap();
+        assert_eq!(ranks.agreed_stop(), Some(15), "the first signal received");
+    }
+
+    #[test]
+    fn the_ranks_agree_on_the_signal_most_of_them_received() {
+        assert_eq!(agreed_signal(&[0.0, 0.0, 0.0]), None);
+        assert_eq!(agreed_signal(&[1.0 / 3.0, 2.0 / 3.0, 0.0]), Some(15));
+        assert_eq!(agreed_signal(&[0.5, 0.0, 0.5]), Some(2), "a tie: SIGINT");
+        assert_eq!(agreed_signal(&[0.0, 0.0, 0.5]), Some(1));
     }
 
     #[test]
@@ -423,20 +419,14 @@ mod tests {
     }
 
     #[test]
-    fn the_weights_hash_sees_a_single_bit() {
+    fn one_rank_holds_the_same_weights_as_itself() {
         let mut a = ParamStore::new();
-        a.insert("w", HostTensor::new([2], vec![1.0, 2.0]).unwrap());
-        let mut b = a.clone();
-        let h = weights_hash(&a);
-        b.iter_mut()
-            .for_each(|(_, t)| t.data[1] = f32::from_bits(2.0f32.to_bits() + 1));
-        assert_ne!(h, weights_hash(&b));
-        assert_eq!(
-            Ranks::new(Box::new(Solo), 1)
-                .unwrap()
-                .check_same_weights(&a, 1)
-                .unwrap(),
-            h
+        a.insert(
+            "w",
+            tensorfit_core::HostTensor::new([2], vec![1.0, 2.0]).unwrap(),
         );
+        let h = weights_hash(&a);
+        let mut ranks = Ranks::new(Box::new(Solo), 1).unwrap();
+        assert_eq!(ranks.check_same_weights(&a, 1).unwrap(), h);
     }
 }

@@ -1,0 +1,79 @@
+//! What the AVX-512 fast paths of every recurrent cell share (`lstm/fast.rs`,
+//! `gru/fast.rs`): the split of the batch into rows per thread (the time loop runs on
+//! every thread at once, each over its own rows for all steps: rows of a recurrent layer
+//! never exchange data, so there is no barrier per step) and the input projection with
+//! its bias, prepared once per call, which each thread applies to its own rows.
+
+use tensorfit_core::tokens::token_index;
+use tensorfit_core::RecurrentDims;
+
+use crate::kernels::gemm_fast::{gemm_packed_serial, MatRef, PackedB, Token};
+use crate::kernels::PARALLEL_MIN_ELEMENTS;
+
+/// Batch rows per thread for a layer of `hidden` units. One part when the layer is too
+/// small to be worth splitting (measured as four gate blocks, the LSTM's, for both cells).
+pub(crate) fn rows_per_part(batch: usize, hidden: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    if batch * 4 * hidden < PARALLEL_MIN_ELEMENTS {
+        batch.max(1)
+    } else {
+        batch.div_ceil(threads).max(1)
+    }
+}
+
+/// `buf` `[T, B, width]` split into parts of `rows` batch rows: `out[p][t]` is part
+/// `p`'s rows of step `t`.
+pub(crate) fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<&mut [f32]>> {
+    let parts = step.div_ceil(part.max(1));
+    let mut out: Vec<Vec<&mut [f32]>> = (0..parts).map(|_| Vec::new()).collect();
+    for step_slice in buf.chunks_mut(step.max(1)) {
+        for (p, piece) in step_slice.chunks_mut(part.max(1)).enumerate() {
+            out[p].push(piece);
+        }
+    }
+    out
+}
+
+/// The input projection with its bias (the LSTM's `b_ih + b_hh`, the GRU's `b_ih`),
+/// prepared once per call: `w_ihᵀ` packed for the GEMM of dense input, or on token input
+/// the table `[V, G·H]` whose row `v` is `w_ih[:, v] + bias` (the ids have been checked
+/// by `recurrent::check_inputs`).
+pub(crate) enum Projection {
+    Dense { w_ih_t: PackedB, bias: Vec<f32> },
+    Tokens(Vec<f32>),
+}
+
+impl Projection {
+    pub(crate) fn new(d: &impl RecurrentDims, w_ih: &[f32], bias: Vec<f32>) -> Self {
+        let ((input, tokens), width) = (d.input(), d.gate_width());
+        if !tokens {
+            let w_ih_t = PackedB::new(MatRef::row_major(w_ih, width, input).t());
+            return Projection::Dense { w_ih_t, bias };
+        }
+        let mut table = vec![0.0; input * width];
+        for (v, row) in table.chunks_exact_mut(width.max(1)).enumerate() {
+            for (j, (t, b)) in row.iter_mut().zip(&bias).enumerate() {
+                *t = w_ih[j * input + v] + b;
+            }
+        }
+        Projection::Tokens(table)
+    }
+
+    /// `gates = x · w_ihᵀ + bias` for the `m` rows of `x` (`m·I` features or `m` ids).
+    pub(crate) fn project(&self, token: Token, x: &[f32], m: usize, gates: &mut [f32]) {
+        match self {
+            Projection::Dense { w_ih_t, bias } => {
+                let x = MatRef::row_major(x, m, w_ih_t.k());
+                gemm_packed_serial(token, x, w_ih_t, 0.0, Some(bias), gates);
+            }
+            Projection::Tokens(table) => {
+                let width = (gates.len() / m.max(1)).max(1);
+                let vocab = table.len() / width;
+                for (row, &id) in gates.chunks_exact_mut(width).zip(x) {
+                    let v = token_index(id, vocab).unwrap_or_default();
+                    row.copy_from_slice(&table[v * width..(v + 1) * width]);
+                }
+            }
+        }
+    }
+}
