@@ -110,6 +110,7 @@ fn run(cell: &Cell) -> Result<Value> {
         caps: MemoryCaps::default(),
         exclude: Vec::new(),
         read_ahead_bytes: 0,
+        writes_checkpoints: true,
         padded: false,
         data_parallel: None,
         carry_across: false,

@@ -32,6 +32,7 @@ fn main() -> Result<()> {
             caps: MemoryCaps::parse(&[format!("cpu={cap}")])?,
             exclude: Vec::new(),
             read_ahead_bytes: 0,
+            writes_checkpoints: true,
             padded: false,
             data_parallel: None,
             carry_across: false,

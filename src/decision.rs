@@ -50,6 +50,9 @@ pub struct Request {
     /// Host bytes of the batches a file reader holds besides the one in use
     /// (`HostNeed::read_ahead`); 0 when the inputs are made in memory.
     pub read_ahead_bytes: u64,
+    /// The run writes checkpoints (`--save`, `--checkpoint-dir`), whose copies of the
+    /// training state the host section counts (`HostNeed::state`).
+    pub writes_checkpoints: bool,
     /// Batches are padded: every program takes the sequences' lengths
     /// ([`TrainOptions::padded`]).
     pub padded: bool,
@@ -81,6 +84,7 @@ impl Request {
             caps: devices.caps().clone(),
             exclude: Vec::new(),
             read_ahead_bytes: 0,
+            writes_checkpoints: true,
             tbptt_mode: TbpttMode::Last,
             seed: 0,
             padded: false,
@@ -147,11 +151,13 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?.with_ranks(
+    let host = HostNeed::of(
         &req.cfg,
         req.job,
-        req.data_parallel,
-    )?;
+        req.read_ahead_bytes,
+        req.writes_checkpoints,
+    )?
+    .with_ranks(&req.cfg, req.job, req.data_parallel)?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {
@@ -410,11 +416,17 @@ impl Decision {
     /// The process's resident memory the chosen plan predicts: this process before the
     /// job, the job's host bytes, and the device plan where device memory is host memory.
     pub fn planned_resident(&self) -> Option<u64> {
+        self.planned_resident_from(self.process_bytes)
+    }
+
+    /// As [`Decision::planned_resident`], for a process that held `process` bytes before
+    /// the job (a replan during a run: see `Session::restart`).
+    pub fn planned_resident_from(&self, process: u64) -> Option<u64> {
         let c = self.chosen()?;
         let device_is_host = memory_is_host(c.device);
         Some(
             self.host
-                .resident(self.process_bytes, c.plan.peak_bytes(), device_is_host),
+                .resident(process, c.plan.peak_bytes(), device_is_host),
         )
     }
 }

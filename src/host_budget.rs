@@ -28,7 +28,8 @@ use crate::distributed::DataParallel;
 pub struct HostNeed {
     /// Input sequences and labels.
     pub inputs: u64,
-    /// Copies of the training state (parameters, Adam's moments, running statistics).
+    /// Copies of the training state (parameters, Adam's moments, running statistics):
+    /// training, 5 when the run writes checkpoints and 2 when it does not; evaluation, 1.
     pub state: u64,
     /// Batches read from files besides the one in use (which `inputs` counts): up to
     /// `(read_ahead + 1) × max_batch_bytes` (docs/data.md); 0 for inputs made in memory.
@@ -47,8 +48,14 @@ fn sequence_bytes(cfg: &ModelDescription, batch: usize, steps: usize) -> u64 {
 }
 
 impl HostNeed {
-    /// The host bytes of `job`, with `read_ahead` bytes of batches read from files.
-    pub fn of(cfg: &ModelDescription, job: Job, read_ahead: u64) -> Result<HostNeed> {
+    /// The host bytes of `job`, with `read_ahead` bytes of batches read from files;
+    /// `writes_checkpoints`: a training run that writes checkpoints (see `state`).
+    pub fn of(
+        cfg: &ModelDescription,
+        job: Job,
+        read_ahead: u64,
+        writes_checkpoints: bool,
+    ) -> Result<HostNeed> {
         let (mut values, mut trainable) = (0u64, 0u64);
         for spec in cfg.param_specs()? {
             let n = spec.shape.numel() as u64;
@@ -67,9 +74,11 @@ impl HostNeed {
             } => HostNeed {
                 inputs: sequence_bytes(cfg, batch, seq_len)
                     .saturating_add(eval.map_or(0, |(b, t)| sequence_bytes(cfg, b, t))),
-                // The snapshot, and a checkpoint being written: the state read back, its
-                // tensors gathered, their bytes, and the file's bytes.
-                state: 5 * checkpoint,
+                // The snapshot taken before every step, and one of: a checkpoint being
+                // written (the state read back, its tensors gathered, their bytes, and
+                // the file's bytes), or the state carried to a new plan when the batch
+                // changes shape (`Session::switch_job`).
+                state: checkpoint * if writes_checkpoints { 5 } else { 2 },
                 read_ahead,
                 communication: 0,
             },
@@ -185,5 +194,29 @@ pub fn seen_by_job(info: &DeviceInfo, host_bytes: u64, assumed: bool) -> DeviceI
     match assumed {
         true => assumed_device_info(info, host_bytes),
         false => device_info(info, host_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn training_counts_five_copies_of_the_state_with_checkpoints_and_two_without() {
+        let cfg = ModelDescription::seed();
+        let job = Job::Train {
+            batch: 8,
+            seq_len: 10,
+            eval: None,
+        };
+        let with = HostNeed::of(&cfg, job, 0, true).unwrap().state;
+        let without = HostNeed::of(&cfg, job, 0, false).unwrap().state;
+        let eval = Job::Eval {
+            batch: 8,
+            seq_len: 10,
+        };
+        let one = HostNeed::of(&cfg, eval, 0, true).unwrap().state;
+        assert!(one > 0);
+        assert_eq!((with, without), (5 * one, 2 * one));
     }
 }

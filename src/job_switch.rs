@@ -48,6 +48,13 @@ impl Session {
         // Reduce-on-plateau's state changes only between steps.
         next.trainer.restore_schedule(self.trainer.schedule_state());
         next.fallbacks = std::mem::take(&mut self.fallbacks);
+        // The process holds this run's batches, state copies and reader by now: its
+        // resident memory at the replan would count them twice.
+        next.process_bytes = self.process_bytes;
+        next.planned_resident_bytes = decision
+            .planned_resident_from(self.process_bytes)
+            .unwrap_or(0)
+            .max(self.planned_resident_bytes);
         Ok(next)
     }
 }

@@ -35,8 +35,13 @@ pub struct Session {
     /// The host copy of the state taken before the last step, kept so the next snapshot
     /// reuses its memory.
     pub(crate) snapshot: Option<Checkpoint>,
-    /// The process's resident memory the plan predicts (see `Decision::host_json`).
+    /// The process's resident memory the plan predicts (see `Decision::host_json`): after
+    /// a replan (another batch shape, a recovery), the most of any plan the run ran
+    /// under, as the measured peak (VmHWM) is the run's.
     pub planned_resident_bytes: u64,
+    /// This process's resident memory when the run was first planned, before it held
+    /// any of the job's memory (`Decision::process_bytes`): what a replan predicts from.
+    pub(crate) process_bytes: u64,
 }
 
 /// Opens the chosen device and allocates the chosen plan's arenas there.
@@ -78,6 +83,7 @@ pub fn start_on(
         req: req.clone(),
         snapshot: None,
         planned_resident_bytes: decision.planned_resident().unwrap_or(0),
+        process_bytes: decision.process_bytes,
     })
 }
 

@@ -159,6 +159,7 @@ pub fn request(
         caps,
         exclude: Vec::new(),
         read_ahead_bytes: 0,
+        writes_checkpoints: true,
         padded: false,
         data_parallel: None,
         carry_across: false,

@@ -51,87 +51,118 @@ impl Batch {
         };
         inputs + self.labels.len() * U32 + self.size() * 2 * USIZE
     }
+}
 
-    /// Assembles `examples` (with their `ids`) of `dataset` into one batch.
-    pub(crate) fn assemble(
-        dataset: &Dataset,
-        examples: Vec<(usize, Example)>,
-        continues: bool,
-    ) -> Result<Batch> {
-        let b = examples.len();
-        let steps = examples.iter().map(|(_, e)| e.len).max().unwrap_or(0);
+/// A batch being filled one sequence at a time: the reader holds the batch and the one
+/// sequence it has just read, never the batch's sequences besides the batch (a second
+/// copy of it, which no plan counts).
+pub(crate) struct Assembly {
+    b: usize,
+    steps: usize,
+    width: usize,
+    per_step: bool,
+    x: Vec<f32>,
+    tokens: Vec<u32>,
+    label_f32: Vec<f32>,
+    label_ids: Vec<u32>,
+    lengths: Vec<usize>,
+    ids: Vec<usize>,
+}
+
+impl Assembly {
+    /// An empty batch of `b` sequences of `dataset`, the longest `steps` long.
+    pub(crate) fn new(dataset: &Dataset, b: usize, steps: usize) -> Assembly {
         let width = match dataset.inputs {
             Inputs::Dense { features } => features,
             Inputs::Tokens { .. } => 1,
         };
-        let per_step = dataset.labels_per == LabelsPer::Step;
-        let label_count = if per_step { steps * b } else { b };
         let (mut x, mut tokens) = (Vec::new(), Vec::new());
         match dataset.inputs {
             Inputs::Dense { .. } => x = vec![0f32; steps * b * width],
             Inputs::Tokens { .. } => tokens = vec![0u32; steps * b],
         }
-        let (mut label_f32, mut label_ids) = (Vec::new(), Vec::new());
-        let mut lengths = Vec::with_capacity(b);
-        let mut ids = Vec::with_capacity(b);
-        for (row, (id, e)) in examples.into_iter().enumerate() {
-            let mismatch = || {
-                DataError::Settings(format!(
-                    "sequence {id}: its reader returned values that do not match its length {}",
-                    e.len
-                ))
-            };
-            // Step t of row `row` starts at (t * b + row) * width.
-            match &e.inputs {
-                Values::F32(v) if v.len() == e.len * width && !x.is_empty() => {
-                    for (t, step) in v.chunks_exact(width).enumerate() {
-                        let at = (t * b + row) * width;
-                        x[at..at + width].copy_from_slice(step);
-                    }
-                }
-                Values::Ids(v) if v.len() == e.len && !tokens.is_empty() => {
-                    for (t, &id) in v.iter().enumerate() {
-                        tokens[t * b + row] = id;
-                    }
-                }
-                _ => return Err(mismatch()),
-            }
-            let expect = if per_step { e.len } else { 1 };
-            if e.labels.len() != expect {
-                return Err(mismatch());
-            }
-            match e.labels {
-                Values::F32(v) => {
-                    label_f32.resize(label_count, 0.0);
-                    place_labels(&mut label_f32, &v, row, b, per_step)
-                }
-                Values::Ids(v) => {
-                    label_ids.resize(label_count, 0);
-                    place_labels(&mut label_ids, &v, row, b, per_step)
-                }
-            }
-            lengths.push(e.len);
-            ids.push(id);
+        Assembly {
+            b,
+            steps,
+            width,
+            per_step: dataset.labels_per == LabelsPer::Step,
+            x,
+            tokens,
+            label_f32: Vec::new(),
+            label_ids: Vec::new(),
+            lengths: Vec::with_capacity(b),
+            ids: Vec::with_capacity(b),
         }
-        let inputs = if tokens.is_empty() {
+    }
+
+    /// Places sequence `id`, `e`, in the next row.
+    pub(crate) fn place(&mut self, id: usize, e: Example) -> Result<()> {
+        let (b, width, row) = (self.b, self.width, self.lengths.len());
+        let mismatch = || {
+            DataError::Settings(format!(
+                "sequence {id}: its reader returned values that do not match its length {}",
+                e.len
+            ))
+        };
+        if row >= b || e.len > self.steps {
+            return Err(mismatch());
+        }
+        // Step t of row `row` starts at (t * b + row) * width.
+        match &e.inputs {
+            Values::F32(v) if v.len() == e.len * width && !self.x.is_empty() => {
+                for (t, step) in v.chunks_exact(width).enumerate() {
+                    let at = (t * b + row) * width;
+                    self.x[at..at + width].copy_from_slice(step);
+                }
+            }
+            Values::Ids(v) if v.len() == e.len && !self.tokens.is_empty() => {
+                for (t, &id) in v.iter().enumerate() {
+                    self.tokens[t * b + row] = id;
+                }
+            }
+            _ => return Err(mismatch()),
+        }
+        let expect = if self.per_step { e.len } else { 1 };
+        if e.labels.len() != expect {
+            return Err(mismatch());
+        }
+        let label_count = if self.per_step { self.steps * b } else { b };
+        match e.labels {
+            Values::F32(v) => {
+                self.label_f32.resize(label_count, 0.0);
+                place_labels(&mut self.label_f32, &v, row, b, self.per_step)
+            }
+            Values::Ids(v) => {
+                self.label_ids.resize(label_count, 0);
+                place_labels(&mut self.label_ids, &v, row, b, self.per_step)
+            }
+        }
+        self.lengths.push(e.len);
+        self.ids.push(id);
+        Ok(())
+    }
+
+    /// The batch of the rows placed; `continues`: see [`Batch::continues`].
+    pub(crate) fn finish(self, continues: bool) -> Result<Batch> {
+        let inputs = if self.tokens.is_empty() {
             BatchInputs::Dense(
-                HostTensor::new([steps, b, width], x)
+                HostTensor::new([self.steps, self.b, self.width], self.x)
                     .map_err(|e| DataError::Settings(e.to_string()))?,
             )
         } else {
-            BatchInputs::Tokens(tokens)
+            BatchInputs::Tokens(self.tokens)
         };
-        let labels = if label_f32.is_empty() {
-            Values::Ids(label_ids)
+        let labels = if self.label_f32.is_empty() {
+            Values::Ids(self.label_ids)
         } else {
-            Values::F32(label_f32)
+            Values::F32(self.label_f32)
         };
         Ok(Batch {
-            steps,
+            steps: self.steps,
             inputs,
             labels,
-            lengths,
-            ids,
+            lengths: self.lengths,
+            ids: self.ids,
             continues,
         })
     }

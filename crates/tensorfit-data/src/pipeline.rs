@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 
 use tensorfit_core::Rng;
 
-use crate::batch::Batch;
+use crate::batch::{Assembly, Batch};
 use crate::dataset::Source;
 use crate::error::{DataError, Result};
 
@@ -265,13 +265,15 @@ impl Batches {
                     if stopped.load(Ordering::Relaxed) {
                         return;
                     }
+                    // Each sequence goes into its row as it is read.
+                    let lengths = source.lengths();
+                    let steps = batch.iter().filter_map(|&i| lengths.get(i)).max();
+                    let steps = steps.copied().unwrap_or(0);
+                    let mut rows = Assembly::new(source.dataset(), batch.len(), steps);
                     let built = batch
                         .into_iter()
-                        .map(|i| reader.read(i).map(|e| (i, e)))
-                        .collect::<Result<Vec<_>>>()
-                        .and_then(|examples| {
-                            Batch::assemble(source.dataset(), examples, continues && k > 0)
-                        });
+                        .try_for_each(|i| rows.place(i, reader.read(i)?))
+                        .and_then(|()| rows.finish(continues && k > 0));
                     let failed = built.is_err();
                     if let Ok(b) = &built {
                         counter.fetch_add(b.bytes(), Ordering::SeqCst);

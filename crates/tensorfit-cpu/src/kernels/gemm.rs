@@ -94,7 +94,19 @@ pub fn gemm(
             (gemm_fast::simd(), as_mat_ref(&a), as_mat_ref(&b))
         {
             if let Some(c_slice) = c.as_slice_mut() {
-                gemm_fast::gemm_packed(token, a_ref, &PackedB::new(b_ref), beta, None, c_slice);
+                // Summed over slices of `k`: a packed copy of all of `b` grows with `k`,
+                // and a weight gradient's `b` is a whole sequence of activations
+                // ([T·B, H]: 25 MiB at T = 100, B = 256, H = 256), allocated at every
+                // step outside the memory plan. Slices of whole `KC` blocks add into `c`
+                // in the order one product does.
+                let rows = gemm_fast::packed_b_rows(n);
+                for (i, k0) in (0..k).step_by(rows).enumerate() {
+                    let kc = rows.min(k - k0);
+                    let a_k = a_ref.t().rows_from(k0, kc).t();
+                    let b_k = PackedB::new(b_ref.rows_from(k0, kc));
+                    let beta = if i == 0 { beta } else { 1.0 };
+                    gemm_fast::gemm_packed(token, a_k, &b_k, beta, None, c_slice);
+                }
                 return Ok(());
             }
         }
@@ -191,6 +203,33 @@ mod tests {
             let what = format!("matmul {m}x{k}x{n} trans ({trans_a}, {trans_b})");
             assert_close(&what, &c, &want, 1e-5, 1e-5);
         }
+    }
+
+    #[test]
+    fn a_product_longer_than_one_packed_slice_adds_its_slices_as_one_product_does() {
+        let Some(token) = gemm_fast::simd() else {
+            eprintln!("skipped: no AVX-512 on this CPU (the sliced path is the packed one)");
+            return;
+        };
+        // A weight gradient's shape: k (rows of the sequence) spans three slices and a
+        // part, n is not a multiple of a panel.
+        let n = 40;
+        let k = 3 * gemm_fast::packed_b_rows(n) + 100;
+        let m = 7;
+        let mut rng = Rng::new(5);
+        let (a, b) = (rng.signed_vec(k * m), rng.signed_vec(k * n));
+        let (a_t, b_v) = (
+            mat(&a, k, m).unwrap().reversed_axes(),
+            mat(&b, k, n).unwrap(),
+        );
+        let c0 = rng.signed_vec(m * n);
+        let mut sliced = c0.clone();
+        gemm(1.0, a_t, b_v, 0.5, &mut mat_mut(&mut sliced, m, n).unwrap()).unwrap();
+        // The same sum with all of `b` packed at once.
+        let (a_ref, b_ref) = (as_mat_ref(&a_t).unwrap(), as_mat_ref(&b_v).unwrap());
+        let mut whole = c0;
+        gemm_fast::gemm_packed(token, a_ref, &PackedB::new(b_ref), 0.5, None, &mut whole);
+        assert_eq!(sliced, whole);
     }
 
     #[test]

@@ -178,7 +178,7 @@ mod spare {
 
     /// Buffers kept per thread, and the largest one kept (larger ones are freed).
     const KEEP: usize = 4;
-    const KEEP_MAX_ELEMENTS: usize = 1 << 20;
+    pub const KEEP_MAX_ELEMENTS: usize = 1 << 20;
 
     thread_local! {
         static SPARE: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
@@ -210,6 +210,13 @@ mod spare {
             }
         });
     }
+}
+
+/// The most rows of a `B` of `n` columns packed at once so that the packed copy is one
+/// a thread keeps for reuse: a multiple of [`KC`], at least one block.
+pub fn packed_b_rows(n: usize) -> usize {
+    let per_row = n.div_ceil(NR).max(1) * NR;
+    ((spare::KEEP_MAX_ELEMENTS - CACHE_LINE_F32) / per_row / KC * KC).max(KC)
 }
 
 impl PackedB {
