@@ -181,11 +181,6 @@ const BLOCK: u32 = 256;
 const MAX_BLOCKS: i64 = 1 << 16;
 
 impl Gpu<'_> {
-    /// The loaded kernel `name` (looked up once before a time loop, not per step).
-    fn kernels_fn(&self, name: &str) -> Result<&Loaded> {
-        self.kernels.get(name)
-    }
-
     /// Launches kernel `name` over `n` elements with a grid-stride grid (nothing if `n` is 0).
     fn launch_1d(&self, name: &str, n: i64, args: &[Arg]) -> Result<()> {
         self.launch_fn(self.kernels.get(name)?, name, n, args)
