@@ -12,18 +12,12 @@
 // own offsets, masked, t, first_row (and a forward's h_n_off), as kernels/recurrent.rs's
 // `StepBlock` writes them.
 
-// The entry points: each runs its pass's function below on the unit its invocation
-// computes (see common.wgsl's `cell_unit`).
+// The forward pass's entry point: `forward_unit` below on the unit its invocation
+// computes (see common.wgsl's `cell_unit`); the backward's is at the end of the file.
 @compute @workgroup_size(WG)
 fn gru_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_id) lid: vec3<u32>) {
     forward_unit(fwd_p, cell_unit(flat_index(wid, nwg, lid), fwd_p.rows, fwd_p.units, 3u, fwd_p.gates_off));
-}
-
-@compute @workgroup_size(WG)
-fn gru_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                     @builtin(local_invocation_id) lid: vec3<u32>) {
-    backward_unit(bwd_p, cell_unit(flat_index(wid, nwg, lid), bwd_p.rows, bwd_p.units, 3u, bwd_p.gates_off));
 }
 
 // ---- gru_forward_cell: adds b_ih to the input projections in gates[t] and b_hh to the
@@ -151,4 +145,11 @@ fn backward_unit(p: CellBackwardParams, u: CellUnit) {
     bwd_dhidden[p.dhidden_base + gate(u, 1u)] = d_update;
     bwd_dhidden[p.dhidden_base + gate(u, 2u)] = d_new * reset;
     bwd_dh[p.dh_base + p.state_off + u.s] = dh_total * update;
+}
+
+// The backward pass's entry point: `backward_unit` above on its invocation's unit.
+@compute @workgroup_size(WG)
+fn gru_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_id) lid: vec3<u32>) {
+    backward_unit(bwd_p, cell_unit(flat_index(wid, nwg, lid), bwd_p.rows, bwd_p.units, 3u, bwd_p.gates_off));
 }

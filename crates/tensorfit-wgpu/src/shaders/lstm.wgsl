@@ -12,18 +12,12 @@
 // own offsets, masked, t, first_row (and a forward's h_n_off), as kernels/recurrent.rs's
 // `StepBlock` writes them.
 
-// The entry points: each runs its pass's function below on the unit its invocation
-// computes (see common.wgsl's `cell_unit`).
+// The forward pass's entry point: `forward_unit` below on the unit its invocation
+// computes (see common.wgsl's `cell_unit`); the backward's is at the end of the file.
 @compute @workgroup_size(WG)
 fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_id) lid: vec3<u32>) {
     forward_unit(fwd_p, cell_unit(flat_index(wid, nwg, lid), fwd_p.rows, fwd_p.hidden, 4u, fwd_p.gates_off));
-}
-
-@compute @workgroup_size(WG)
-fn lstm_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                      @builtin(local_invocation_id) lid: vec3<u32>) {
-    backward_unit(bwd_p, cell_unit(flat_index(wid, nwg, lid), bwd_p.rows, bwd_p.hidden, 4u, bwd_p.gates_off));
 }
 
 // ---- lstm_forward_cell: adds both biases to the pre-activations in gates[t], applies
@@ -161,4 +155,11 @@ fn backward_unit(p: CellBackwardParams, u: CellUnit) {
     if (p.masked == 1u) {
         bwd_dh[p.dh_base + p.state_off + u.s] = 0.0;
     }
+}
+
+// The backward pass's entry point: `backward_unit` above on its invocation's unit.
+@compute @workgroup_size(WG)
+fn lstm_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_id) lid: vec3<u32>) {
+    backward_unit(bwd_p, cell_unit(flat_index(wid, nwg, lid), bwd_p.rows, bwd_p.hidden, 4u, bwd_p.gates_off));
 }
