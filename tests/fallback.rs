@@ -1,6 +1,7 @@
 //! Nothing lost: when the device runs out of memory (or is lost) in the middle of a run,
 //! the session moves the training state to the host, replans, and repeats the step; the
-//! losses and final weights equal those of an uninterrupted run.
+//! losses and final weights equal those of an uninterrupted run — in both truncated-BPTT
+//! modes (a step of DL4J-style windows is several updates: all of them are repeated).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,25 +13,32 @@ use std::sync::Arc;
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
 use tensorfit::faults::{Faults, FaultyBackend};
-use tensorfit::nn::{Batch, Job, OptimConfig, ParamStore, TemporalOrder};
+use tensorfit::nn::{Batch, Job, OptimConfig, ParamStore, TbpttMode, TemporalOrder};
 use tensorfit::session::{decide, start, start_on, Request, Session};
 
 use common::{max_abs, task_model, wgpu_present};
 
 const STEPS: usize = 6;
 
-fn request(device: DeviceKind) -> Request {
+/// The run's request in truncated-BPTT `mode`: the gradient of the whole sequence (one
+/// update a step), or windows of 20 steps (three updates a step).
+fn request_in(device: DeviceKind, mode: TbpttMode) -> Request {
     let job = Job::Train {
         batch: 16,
         seq_len: 60,
         eval: None,
     };
+    let tbptt = match mode {
+        TbpttMode::Last => 60,
+        TbpttMode::Windows => 20,
+    };
     Request {
         optim: OptimConfig::adam(0.005),
+        tbptt_mode: mode,
         ..common::request(
             &task_model(32, 2, 16),
             job,
-            60,
+            tbptt,
             device,
             MemoryCaps::default(),
         )
@@ -57,14 +65,22 @@ fn run(
 }
 
 fn uninterrupted(device: DeviceKind) -> (Vec<f32>, ParamStore) {
-    let req = request(device);
+    uninterrupted_in(device, TbpttMode::Last)
+}
+
+fn uninterrupted_in(device: DeviceKind, mode: TbpttMode) -> (Vec<f32>, ParamStore) {
+    let req = request_in(device, mode);
     let params = ParamStore::init(&req.cfg, 2).unwrap();
     let mut s = start(&req, &decide(&req).unwrap(), &params).unwrap();
     run(&mut s, &data(), |_| {})
 }
 
 fn faulty_session(device: DeviceKind, faults: &Arc<Faults>) -> Session {
-    let req = request(device);
+    faulty_session_in(device, faults, TbpttMode::Last)
+}
+
+fn faulty_session_in(device: DeviceKind, faults: &Arc<Faults>, mode: TbpttMode) -> Session {
+    let req = request_in(device, mode);
     let params = ParamStore::init(&req.cfg, 2).unwrap();
     let inner = tensorfit::devices::open(device, &MemoryCaps::default()).unwrap();
     let backend = FaultyBackend::new(inner, faults.clone());
@@ -168,4 +184,48 @@ fn wgpu_recovers_from_out_of_memory_mid_step() {
     assert_eq!(s.fallbacks.len(), 1, "{:?}", s.fallbacks);
     println!("{}", s.fallbacks[0]);
     assert_same("wgpu after an injected out-of-memory", &got, &reference);
+}
+
+#[test]
+fn windows_hit_by_out_of_memory_in_a_later_window_repeat_the_whole_step() {
+    let reference = uninterrupted_in(DeviceKind::Cpu, TbpttMode::Windows);
+    let faults = Arc::new(Faults::default());
+    let mut s = faulty_session_in(DeviceKind::Cpu, &faults, TbpttMode::Windows);
+    let per_step = std::sync::atomic::AtomicU64::new(0);
+    let got = run(&mut s, &data(), |i| {
+        let now = faults.executes();
+        if i == 1 {
+            // The executions of one step (three windows), counted over the first.
+            per_step.store(now, Ordering::SeqCst);
+        }
+        if i == 3 {
+            // Two thirds into the fourth step: its first window has updated the weights.
+            let into = per_step.load(Ordering::SeqCst) * 2 / 3;
+            faults.fail_execute.store(now + into, Ordering::SeqCst);
+        }
+    });
+    assert_eq!(s.fallbacks.len(), 1, "{:?}", s.fallbacks);
+    assert_eq!(s.fallbacks[0].step, 4);
+    println!("{}", s.fallbacks[0]);
+    assert_same("windows after an injected out-of-memory", &got, &reference);
+}
+
+#[test]
+fn windows_move_to_a_smaller_plan_when_memory_vanishes() {
+    let reference = uninterrupted_in(DeviceKind::Cpu, TbpttMode::Windows);
+    let faults = Arc::new(Faults::default());
+    let mut s = faulty_session_in(DeviceKind::Cpu, &faults, TbpttMode::Windows);
+    let whole = s.plan.peak_bytes();
+    let got = run(&mut s, &data(), |i| {
+        if i == 2 {
+            faults.capacity.store(whole * 8 / 10, Ordering::SeqCst);
+        }
+    });
+    assert_eq!(s.fallbacks.len(), 1, "{:?}", s.fallbacks);
+    println!("{}", s.fallbacks[0]);
+    assert!(
+        s.plan.peak_bytes() <= whole * 8 / 10,
+        "the new plan fits the smaller memory"
+    );
+    assert_same("windows after memory vanished", &got, &reference);
 }

@@ -37,7 +37,9 @@ pub fn evaluate(
 ) -> Result<Scores> {
     let (mut loss, mut correct, mut n) = (0f64, Some(0f64), 0usize);
     let mut carried = CarriedState::new();
-    for batch in files.batches(order)? {
+    let batches = files.batches(order)?;
+    let buffers = batches.buffers();
+    for batch in batches {
         let batch = batch?;
         if !(files.carry && batch.continues) {
             carried.reset();
@@ -54,6 +56,7 @@ pub fn evaluate(
             .map(|(c, a)| c + a as f64 * size as f64);
         n += size;
         each(&ids, &report.probs);
+        buffers.give_back(b.x.data);
     }
     let n_f = n.max(1) as f64;
     Ok(Scores {

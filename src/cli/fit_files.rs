@@ -342,7 +342,9 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         watch.start_epoch(epoch + 1, a.fit.epochs, steps_per_epoch);
         let mut validated_at = None;
         let (order, parts) = ranks::reading_order(&ranks, order);
-        for (k, batch) in files.batches(order)?.enumerate() {
+        let batches = files.batches(order)?;
+        let buffers = batches.buffers();
+        for (k, batch) in batches.enumerate() {
             // Ranks learn of a stop at a step's exchange and end after that step.
             let stop = interrupted.or_else(|| ranks::stop_before_step(&mut ranks, &interrupts));
             if let Some(signal) = stop {
@@ -392,6 +394,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 }
             }
             .with_context(|| format!("training step {}", step + 1))?;
+            buffers.give_back(inputs.x.data);
             interrupted = ranks::stop_after_step(&ranks);
             before = step;
             step += updates_per_batch(&cfg, &settings, t);

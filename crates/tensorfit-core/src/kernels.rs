@@ -248,6 +248,54 @@ pub trait OpKernels {
     ) -> Result<()>;
 }
 
+/// The four recurrent methods of an [`OpKernels`] implementation whose `lstm` and `gru`
+/// modules take a recurrent call whole: the kernel object, the layer's dims and the op's
+/// named tensors by reference (`lstm::lstm_forward(self, d, &i, &o)`, and likewise
+/// `lstm_backward`, `gru_forward` with `keep_for_backward`, `gru_backward`). The GPU
+/// backends' (wgpu plans launches, CUDA launches kernels) are written so; invoked inside
+/// the `impl OpKernels` block, where `lstm` and `gru` name the backend's modules.
+#[macro_export]
+macro_rules! recurrent_kernels {
+    () => {
+        fn lstm_forward(
+            &mut self,
+            d: $crate::LstmDims,
+            i: $crate::args::LstmForwardInputs<Self::In>,
+            o: $crate::args::LstmForwardOutputs<Self::Out>,
+        ) -> $crate::Result<()> {
+            lstm::lstm_forward(self, d, &i, &o)
+        }
+
+        fn lstm_backward(
+            &mut self,
+            d: $crate::LstmDims,
+            i: $crate::args::LstmBackwardInputs<Self::In>,
+            o: $crate::args::LstmBackwardOutputs<Self::Out>,
+        ) -> $crate::Result<()> {
+            lstm::lstm_backward(self, d, &i, &o)
+        }
+
+        fn gru_forward(
+            &mut self,
+            d: $crate::GruDims,
+            keep_for_backward: bool,
+            i: $crate::args::GruForwardInputs<Self::In>,
+            o: $crate::args::GruForwardOutputs<Self::Out>,
+        ) -> $crate::Result<()> {
+            gru::gru_forward(self, d, keep_for_backward, &i, &o)
+        }
+
+        fn gru_backward(
+            &mut self,
+            d: $crate::GruDims,
+            i: $crate::args::GruBackwardInputs<Self::In>,
+            o: $crate::args::GruBackwardOutputs<Self::Out>,
+        ) -> $crate::Result<()> {
+            gru::gru_backward(self, d, &i, &o)
+        }
+    };
+}
+
 /// An op call whose views have been checked ([`crate::Ledger::check_call`] makes them):
 /// the only way into [`dispatch`], so no kernel sees an unchecked call.
 #[derive(Debug, Clone, Copy)]

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
-use tensorfit_data::{BatchSettings, Batches, LongCsv, ReadSettings, Source, TensorData};
+use tensorfit_data::{
+    BatchInputs, BatchSettings, Batches, LongCsv, ReadSettings, Source, TensorData,
+};
 
 #[path = "../tests/common/generate.rs"]
 mod generate;
@@ -56,8 +58,15 @@ fn epoch(name: &str, source: Arc<dyn Source>, size: u64) -> Result<()> {
     };
     let t = Instant::now();
     let mut steps = 0;
-    for batch in Batches::start(source, &all, 0, &settings)? {
-        steps += batch?.lengths.iter().sum::<usize>();
+    let batches = Batches::start(source, &all, 0, &settings)?;
+    let buffers = batches.buffers();
+    for batch in batches {
+        let batch = batch?;
+        steps += batch.lengths.iter().sum::<usize>();
+        // As a trainer does when its step is done with the batch.
+        if let BatchInputs::Dense(x) = batch.inputs {
+            buffers.give_back(x.data);
+        }
     }
     report(name, "epoch", size, t.elapsed().as_secs_f64());
     println!("{name}: {steps} steps read");

@@ -1,6 +1,9 @@
 //! A batch as the trainer takes it: time-major inputs padded only to the longest sequence
-//! of the batch, with every sequence's length, its labels and its id; and the byte size
-//! of batches, for the host section of a memory plan.
+//! of the batch, with every sequence's length, its labels and its id; the byte size of
+//! batches, for the host section of a memory plan; and the buffers a reader's batches are
+//! built in, made once and used again.
+
+use std::sync::{Arc, Mutex};
 
 use tensorfit_core::HostTensor;
 
@@ -69,16 +72,89 @@ pub(crate) struct Assembly {
     ids: Vec<usize>,
 }
 
+/// The dense input buffers of a reader's batches: `count` of them, each of `len` values
+/// (the largest batch of the reading), made and written once when the reader starts and
+/// then used again for batch after batch. So the host memory the plan counts for the
+/// batches in flight is resident from the first batch — the plan is the allocation, as on
+/// the device — whether or not the reader ever gets that far ahead, and no batch pays for
+/// fresh pages. A batch's consumer gives its input back ([`InputBuffers::give_back`]) when
+/// the step is done with it; one that does not only costs a new buffer for a later batch.
+#[derive(Debug, Clone, Default)]
+pub struct InputBuffers {
+    free: Arc<Mutex<Vec<Vec<f32>>>>,
+    count: usize,
+    len: usize,
+}
+
+impl InputBuffers {
+    /// Room for `count` buffers of `len` values; none is made before [`InputBuffers::fill`].
+    pub(crate) fn new(count: usize, len: usize) -> InputBuffers {
+        InputBuffers {
+            free: Arc::default(),
+            count,
+            len,
+        }
+    }
+
+    /// Makes the buffers, writing every value (an allocation's pages are not resident
+    /// until written).
+    pub(crate) fn fill(&self) {
+        let made: Vec<Vec<f32>> = (0..self.count)
+            .map(|_| vec_of(self.len, self.len))
+            .collect();
+        self.lock().extend(made);
+    }
+
+    /// `n` zeros in a free buffer, or in a new one when none is free.
+    fn take(&self, n: usize) -> Vec<f32> {
+        match self.lock().pop() {
+            Some(mut v) => {
+                v.clear();
+                v.resize(n, 0.0);
+                v
+            }
+            None => vec_of(n, n),
+        }
+    }
+
+    /// Takes back the input values of a batch that is done with them, as a free buffer
+    /// (values from elsewhere, smaller than the buffers, are dropped).
+    pub fn give_back(&self, values: Vec<f32>) {
+        let mut free = self.lock();
+        if values.capacity() >= self.len && free.len() < self.count {
+            free.push(values);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<f32>>> {
+        // A list of buffers is whole whatever a panicking holder did with it.
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `n` zeros in room for `capacity` values, every value written.
+fn vec_of(n: usize, capacity: usize) -> Vec<f32> {
+    let mut v = Vec::with_capacity(capacity);
+    v.resize(n, 0.0);
+    v
+}
+
 impl Assembly {
-    /// An empty batch of `b` sequences of `dataset`, the longest `steps` long.
-    pub(crate) fn new(dataset: &Dataset, b: usize, steps: usize) -> Assembly {
+    /// An empty batch of `b` sequences of `dataset`, the longest `steps` long, its dense
+    /// input in one of `buffers`.
+    pub(crate) fn new(
+        dataset: &Dataset,
+        b: usize,
+        steps: usize,
+        buffers: &InputBuffers,
+    ) -> Assembly {
         let width = match dataset.inputs {
             Inputs::Dense { features } => features,
             Inputs::Tokens { .. } => 1,
         };
         let (mut x, mut tokens) = (Vec::new(), Vec::new());
         match dataset.inputs {
-            Inputs::Dense { .. } => x = vec![0f32; steps * b * width],
+            Inputs::Dense { .. } => x = buffers.take(steps * b * width),
             Inputs::Tokens { .. } => tokens = vec![0u32; steps * b],
         }
         Assembly {

@@ -104,6 +104,9 @@ pub(crate) fn is_header(line: &str) -> bool {
 
 /// `text` as a finite f32.
 pub(crate) fn parse_value(text: &str, place: impl FnOnce() -> Place) -> Result<f32> {
+    if let Some(v) = plain_decimal(text) {
+        return Ok(v);
+    }
     match text.parse::<f32>() {
         Ok(v) if v.is_finite() => Ok(v),
         Ok(_) => Err(DataError::NotFinite {
@@ -115,6 +118,51 @@ pub(crate) fn parse_value(text: &str, place: impl FnOnce() -> Place) -> Result<f
             text: text.to_string(),
         }),
     }
+}
+
+/// The digits of a decimal that an f32 holds exactly (below 2^24), and the powers of ten
+/// an f32 holds exactly (up to 10^10).
+const EXACT_DIGITS: u32 = 1 << 24;
+const EXACT_POWERS: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+
+/// `text` read directly when it is a plain decimal (an optional sign, digits, an optional
+/// point and digits: `-0.12345`, `3`, `.5`) whose digits make an integer below 2^24 with at
+/// most 10 after the point — what CSV exports write. The integer and the power of ten are
+/// both exact in an f32, so their quotient is one correctly rounded division: the value
+/// `str::parse` gives, bit for bit, at a fraction of its cost. `None` for anything else
+/// (exponents, more digits, words, empty text), which goes through `str::parse`.
+fn plain_decimal(text: &str) -> Option<f32> {
+    let bytes = text.as_bytes();
+    let (negative, digits) = match bytes.first()? {
+        b'-' => (true, &bytes[1..]),
+        b'+' => (false, &bytes[1..]),
+        _ => (false, bytes),
+    };
+    let mut integer: u32 = 0;
+    let mut seen_digit = false;
+    let mut after_point: Option<usize> = None;
+    for &b in digits {
+        match b {
+            b'0'..=b'9' => {
+                integer = integer * 10 + u32::from(b - b'0');
+                if integer >= EXACT_DIGITS {
+                    return None;
+                }
+                seen_digit = true;
+                if let Some(n) = after_point.as_mut() {
+                    *n += 1;
+                }
+            }
+            b'.' if after_point.is_none() => after_point = Some(0),
+            _ => return None,
+        }
+    }
+    let power = *EXACT_POWERS.get(after_point.unwrap_or(0))?;
+    if !seen_digit {
+        return None;
+    }
+    let magnitude = integer as f32 / power;
+    Some(if negative { -magnitude } else { magnitude })
 }
 
 /// A label as read from a file: a class id or a target value.
@@ -184,6 +232,81 @@ impl LabelColumn {
             crate::dataset::Values::F32(self.values)
         } else {
             crate::dataset::Values::Ids(self.classes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_decimal;
+
+    /// The direct reading gives `str::parse`'s value, bit for bit, wherever it answers, and
+    /// answers for the decimals CSV exports write.
+    #[test]
+    fn plain_decimals_read_as_str_parse_reads_them() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut answered = 0;
+        for _ in 0..200_000 {
+            let r = next();
+            let digits = (r % 9) as usize + 1;
+            let mantissa = (r >> 8) % 10u64.pow(digits as u32);
+            let mut text = format!("{mantissa:0digits$}");
+            let point = (r >> 40) as usize % (digits + 2);
+            if point <= digits {
+                text.insert(digits - point.min(digits), '.');
+            }
+            if r >> 60 & 1 == 1 {
+                text.insert(0, '-');
+            }
+            let expected: f32 = text.parse().unwrap();
+            if let Some(v) = plain_decimal(&text) {
+                assert_eq!(v.to_bits(), expected.to_bits(), "{text}");
+                answered += 1;
+            }
+        }
+        assert!(
+            answered > 140_000,
+            "only {answered} of 200000 read directly"
+        );
+        for text in [
+            "0",
+            "1",
+            "-0.0",
+            "+2.5",
+            ".5",
+            "5.",
+            "0.10000",
+            "16777215",
+            "0.0000000001",
+        ] {
+            let v = plain_decimal(text).unwrap_or_else(|| panic!("{text} not read directly"));
+            assert_eq!(
+                v.to_bits(),
+                text.parse::<f32>().unwrap().to_bits(),
+                "{text}"
+            );
+        }
+        for text in [
+            "",
+            "-",
+            ".",
+            "+.",
+            "1e5",
+            "1.2.3",
+            "16777216",
+            "0.00000000001",
+            "nan",
+            "inf",
+            "1 2",
+            "0x1",
+        ] {
+            assert_eq!(plain_decimal(text), None, "{text}");
         }
     }
 }

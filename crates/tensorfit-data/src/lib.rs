@@ -36,7 +36,7 @@ mod zip;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use batch::{max_batch_bytes, Batch, BatchInputs};
+pub use batch::{max_batch_bytes, Batch, BatchInputs, InputBuffers};
 pub use csv_dir::CsvSequenceDir;
 pub use csv_long::LongCsv;
 pub use dataset::{

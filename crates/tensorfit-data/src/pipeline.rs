@@ -6,7 +6,9 @@
 //! one more it is building or waiting to send; the consumer holds the one it is using.
 //! So at most `read_ahead + 2` batches exist at once, each at most
 //! [`max_batch_bytes`](crate::max_batch_bytes); [`Batches::bytes_in_flight`] is the exact
-//! figure of those built and not yet handed over.
+//! figure of those built and not yet handed over. Their dense inputs live in
+//! `read_ahead + 2` buffers made when the reader starts ([`InputBuffers`]): the consumer
+//! gives each back when its step is done.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -15,8 +17,8 @@ use std::thread::JoinHandle;
 
 use tensorfit_core::Rng;
 
-use crate::batch::{Assembly, Batch};
-use crate::dataset::Source;
+use crate::batch::{Assembly, Batch, InputBuffers};
+use crate::dataset::{Inputs, Source};
 use crate::error::{DataError, Result};
 
 /// Mixed into the seed for the split, so that it differs from the epochs' orders.
@@ -220,6 +222,22 @@ pub fn length_grouped_batches(
     Ok(batches)
 }
 
+/// The input buffers of reading `order` of `source` at most `read_ahead` batches ahead:
+/// one for each batch that can exist at once (`read_ahead + 2`, no more than the batches),
+/// each of the largest batch's dense values; none for token inputs (4 bytes a step).
+fn input_buffers(source: &dyn Source, order: &[Vec<usize>], read_ahead: usize) -> InputBuffers {
+    let Inputs::Dense { features } = source.dataset().inputs else {
+        return InputBuffers::default();
+    };
+    let lengths = source.lengths();
+    let values = |batch: &Vec<usize>| {
+        let steps = batch.iter().filter_map(|&i| lengths.get(i)).max();
+        batch.len() * steps.copied().unwrap_or(0) * features
+    };
+    let largest = order.iter().map(values).max().unwrap_or(0);
+    InputBuffers::new((read_ahead + 2).min(order.len()), largest)
+}
+
 /// Batches read by a background thread, a bounded number ahead; an iterator of
 /// `Result<Batch>` that ends after the epoch's last batch or its first error.
 #[derive(Debug)]
@@ -230,6 +248,7 @@ pub struct Batches {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
     batches: usize,
+    buffers: InputBuffers,
 }
 
 impl Batches {
@@ -257,10 +276,12 @@ impl Batches {
         let in_flight = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let batches = order.len();
-        let (counter, stopped) = (in_flight.clone(), stop.clone());
+        let buffers = input_buffers(source.as_ref(), &order, read_ahead);
+        let (counter, stopped, pool) = (in_flight.clone(), stop.clone(), buffers.clone());
         let handle = std::thread::Builder::new()
             .name("tensorfit-data".into())
             .spawn(move || {
+                pool.fill();
                 for (k, batch) in order.into_iter().enumerate() {
                     if stopped.load(Ordering::Relaxed) {
                         return;
@@ -269,7 +290,7 @@ impl Batches {
                     let lengths = source.lengths();
                     let steps = batch.iter().filter_map(|&i| lengths.get(i)).max();
                     let steps = steps.copied().unwrap_or(0);
-                    let mut rows = Assembly::new(source.dataset(), batch.len(), steps);
+                    let mut rows = Assembly::new(source.dataset(), batch.len(), steps, &pool);
                     let built = batch
                         .into_iter()
                         .try_for_each(|i| rows.place(i, reader.read(i)?))
@@ -292,7 +313,14 @@ impl Batches {
             stop,
             handle: Some(handle),
             batches,
+            buffers,
         })
+    }
+
+    /// The buffers the batches' dense inputs are built in: give each batch's input back
+    /// ([`InputBuffers::give_back`]) when its step is done with it.
+    pub fn buffers(&self) -> InputBuffers {
+        self.buffers.clone()
     }
 
     /// Batches of the epoch.

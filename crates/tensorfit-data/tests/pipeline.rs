@@ -282,6 +282,47 @@ fn a_read_error_ends_the_epoch_with_that_error() {
 }
 
 #[test]
+fn input_buffers_given_back_hold_the_next_batches_and_give_the_same_batches() {
+    let source = toy();
+    let all: Vec<usize> = (0..source.lengths().len()).collect();
+    let ahead = BatchSettings {
+        read_ahead: 1,
+        ..settings(2)
+    };
+    let fresh: Vec<Batch> = Batches::start(source.clone(), &all, 0, &ahead)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(fresh.len() > 4, "{} batches", fresh.len());
+    let values = |b: &Batch| match &b.inputs {
+        BatchInputs::Dense(x) => x.data.len(),
+        BatchInputs::Tokens(_) => panic!("dense inputs"),
+    };
+    let largest = fresh.iter().map(values).max().unwrap();
+    assert!(fresh.iter().any(|b| values(b) < largest), "batches of one size");
+    let batches = Batches::start(source, &all, 0, &ahead).unwrap();
+    let buffers = batches.buffers();
+    let mut places = Vec::new();
+    for (k, batch) in batches.enumerate() {
+        let batch = batch.unwrap();
+        // A used buffer's earlier values never show in a later batch's padding.
+        assert_eq!(batch, fresh[k], "batch {k}");
+        let BatchInputs::Dense(x) = batch.inputs else {
+            panic!("dense inputs")
+        };
+        // Every batch is built in a buffer of the largest batch's size, made up front.
+        assert_eq!(x.data.capacity(), largest, "batch {k}");
+        places.push(x.data.as_ptr() as usize);
+        buffers.give_back(x.data);
+    }
+    places.sort_unstable();
+    places.dedup();
+    // At most the batch in use, the one in the channel and the one being built
+    // (read_ahead + 2), each used again.
+    assert!(places.len() <= 3, "the batches were built in {} buffers", places.len());
+}
+
+#[test]
 fn dropping_batches_early_stops_the_reader() {
     let s = FakeSource::new(vec![5; 1000]);
     let mut batches =

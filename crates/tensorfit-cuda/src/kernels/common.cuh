@@ -12,6 +12,18 @@ typedef long long i64;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
          i += (i64)blockDim.x * gridDim.x)
 
+// The batch row `r` and the unit `j` of element `idx` of a [batch, hidden] state: what one
+// thread of a fused recurrent cell kernel (lstm.cu, gru.cu) computes
+// (`auto [r, j] = unit_of(idx, hidden);`).
+struct Unit {
+    int r, j;
+};
+
+__device__ __forceinline__ Unit unit_of(i64 idx, int hidden) {
+    int r = (int)(idx / hidden);
+    return {r, (int)(idx - (i64)r * hidden)};
+}
+
 // The logistic function written as the CPU reference writes it (finite for large |x|).
 __device__ __forceinline__ float sigmoid_f(float x) {
     if (x >= 0.0f) {

@@ -66,16 +66,7 @@ pub fn activation_forward(
     y: DevPtr,
     n: usize,
 ) -> Result<()> {
-    g.launch_1d(
-        ACTIVATION_FORWARD,
-        count(n),
-        &[
-            Arg::I32(activation_code(f)),
-            Arg::Ptr(x),
-            Arg::Ptr(y),
-            Arg::I64(count(n)),
-        ],
-    )
+    activation(g, ACTIVATION_FORWARD, f, &[x, y], n)
 }
 
 /// `dx = dy · f'(x)`, with `f'` computed from the forward output `y`.
@@ -87,17 +78,22 @@ pub fn activation_backward(
     dx: DevPtr,
     n: usize,
 ) -> Result<()> {
-    g.launch_1d(
-        ACTIVATION_BACKWARD,
-        count(n),
-        &[
-            Arg::I32(activation_code(f)),
-            Arg::Ptr(y),
-            Arg::Ptr(dy),
-            Arg::Ptr(dx),
-            Arg::I64(count(n)),
-        ],
-    )
+    activation(g, ACTIVATION_BACKWARD, f, &[y, dy, dx], n)
+}
+
+/// Launches activation kernel `kernel` over `n` elements: its arguments are `f`'s code,
+/// `tensors`, then the count (see elementwise.cu).
+fn activation(
+    g: &Gpu<'_>,
+    kernel: &str,
+    f: Activation,
+    tensors: &[DevPtr],
+    n: usize,
+) -> Result<()> {
+    let mut args = vec![Arg::I32(activation_code(f))];
+    args.extend(tensors.iter().map(|&p| Arg::Ptr(p)));
+    args.push(Arg::I64(count(n)));
+    g.launch_1d(kernel, count(n), &args)
 }
 
 /// `out[j] = Σ_i x[i, j]` for `x` `[rows, width]` (also the LSTM's bias gradient).

@@ -17,8 +17,7 @@ extern "C" __global__ void gru_forward_cell(float* gates_t, float* hidden_t, con
                                             int hidden) {
     i64 n = (i64)batch * hidden;
     GRID_STRIDE(idx, n) {
-        int r = (int)(idx / hidden);
-        int j = (int)(idx - (i64)r * hidden);
+        auto [r, j] = unit_of(idx, hidden);
         float* g = gates_t + (i64)r * 3 * hidden;
         float* hh = hidden_t + (i64)r * 3 * hidden;
         int kz = hidden + j, kn = 2 * hidden + j;
@@ -54,8 +53,7 @@ extern "C" __global__ void gru_backward_cell(const float* gates_t, const float* 
                                              int hidden) {
     i64 n = (i64)batch * hidden;
     GRID_STRIDE(idx, n) {
-        int r = (int)(idx / hidden);
-        int j = (int)(idx - (i64)r * hidden);
+        auto [r, j] = unit_of(idx, hidden);
         i64 row = (i64)r * 3 * hidden;
         int kz = hidden + j, kn = 2 * hidden + j;
         if (lengths != nullptr && (float)t >= lengths[r]) {

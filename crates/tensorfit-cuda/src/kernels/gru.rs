@@ -23,15 +23,13 @@
 
 use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
-use super::elementwise::sum_to_shape;
 use super::gather::steps_at_lengths;
 use super::recurrent::{
-    backward_steps, forward_steps, hidden_weight_gradient, input_gradients, zero_gradients,
-    ForwardLoop,
+    backward_steps, forward_steps, weight_gradients, zero_gradients, CellKernel, ForwardLoop,
 };
-use super::{int, Gpu};
+use super::Gpu;
 use super::{GATHER_STEPS, GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
-use crate::driver::{Arg, DevPtr};
+use crate::driver::DevPtr;
 
 /// The op's tensors by name (see `tensorfit_core::args`), as device addresses.
 type GruForwardInputs = args::GruForwardInputs<DevPtr>;
@@ -53,32 +51,19 @@ pub fn gru_forward(
     if d.is_empty() {
         return g.copy(out.h_n, inp.h0, step_h);
     }
-    let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
     // Steps of gates and projections held: all when kept for the backward, else a few in
     // turn.
     let held = d.gate_steps(keep_for_backward);
-    // No lengths: a null pointer, which the kernel reads as every row running every step.
-    let lengths = inp.lengths.unwrap_or(DevPtr(0));
 
-    let cell = g.kernels_fn(GRU_FORWARD_CELL)?;
+    let cell = CellKernel::new(g, GRU_FORWARD_CELL, &d, inp.lengths)?;
     // Per step the recurrent GEMM writes `hidden[t]` (`recurrent.rs`), then the fused
     // kernel below.
     let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
     let frame = ForwardLoop::new(inputs, [out.y, out.gates], held, (out.hidden, false));
     forward_steps(g, &d, &frame, |t, slot, h_prev| {
-        let args = [
-            Arg::Ptr(out.gates.add(slot * step_g)),
-            Arg::Ptr(out.hidden.add(slot * step_g)),
-            Arg::Ptr(inp.b_ih),
-            Arg::Ptr(inp.b_hh),
-            Arg::Ptr(h_prev),
-            Arg::Ptr(out.y.add(t * step_h)),
-            Arg::Ptr(lengths),
-            Arg::I32(int("step", t)?),
-            Arg::I32(b),
-            Arg::I32(h),
-        ];
-        g.launch_fn(cell, GRU_FORWARD_CELL, step_h as i64, &args)
+        let (gates, hidden_t) = (out.gates.add(slot * step_g), out.hidden.add(slot * step_g));
+        let y = out.y.add(t * step_h);
+        cell.launch(g, t, &[gates, hidden_t, inp.b_ih, inp.b_hh, h_prev, y])
     })?;
 
     // 3. The final state: with lengths, each row's at its own last step (h0 for an
@@ -100,7 +85,7 @@ pub fn gru_backward(
     inp: &GruBackwardInputs,
     out: &GruBackwardOutputs,
 ) -> Result<()> {
-    let (batch, input, hidden) = (d.batch, d.input, d.hidden);
+    let (input, hidden) = (d.input, d.hidden);
     let (rows, h3, step_h, step_g) = (d.rows(), d.gate_width(), d.step_state(), d.step_gates());
 
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
@@ -111,11 +96,8 @@ pub fn gru_backward(
         let grads = [w_ih, w_hh, (out.db_ih, h3), (out.db_hh, h3)];
         return zero_gradients(g, &grads, out.dx.map(|dx| (dx, rows * input)));
     }
-    let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
-    let lengths = inp.lengths.unwrap_or(DevPtr(0));
-
     // 1. Backwards through time: one fused kernel and one GEMM per step.
-    let cell = g.kernels_fn(GRU_BACKWARD_CELL)?;
+    let cell = CellKernel::new(g, GRU_BACKWARD_CELL, &d, inp.lengths)?;
     // dh += dhidden[t] · w_hh after each step's kernel: the rest of the gradient arriving
     // at h_{t-1}.
     backward_steps(g, &d, (out.dhidden, inp.w_hh, dh), 1.0, |t| {
@@ -123,28 +105,16 @@ pub fn gru_backward(
             0 => inp.h0,
             _ => inp.y.add((t - 1) * step_h),
         };
-        let args = [
-            Arg::Ptr(inp.gates.add(t * step_g)),
-            Arg::Ptr(inp.hidden.add(t * step_g)),
-            Arg::Ptr(h_prev),
-            Arg::Ptr(inp.dy.add(t * step_h)),
-            Arg::Ptr(dh),
-            Arg::Ptr(out.dgates.add(t * step_g)),
-            Arg::Ptr(out.dhidden.add(t * step_g)),
-            Arg::Ptr(lengths),
-            Arg::I32(int("step", t)?),
-            Arg::I32(b),
-            Arg::I32(h),
-        ];
-        g.launch_fn(cell, GRU_BACKWARD_CELL, step_h as i64, &args)
+        let (gates, hidden_t) = (inp.gates.add(t * step_g), inp.hidden.add(t * step_g));
+        let (dgates, dhidden) = (out.dgates.add(t * step_g), out.dhidden.add(t * step_g));
+        let dy = inp.dy.add(t * step_h);
+        cell.launch(g, t, &[gates, hidden_t, h_prev, dy, dh, dgates, dhidden])
     })?;
 
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
     // dgates, dw_hh from dhidden, the bias gradients their column sums.
-    let operands = (out.dgates, inp.x, inp.w_ih);
-    input_gradients(g, &d, operands, (out.dw_ih, out.dx))?;
-    hidden_weight_gradient(g, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
-    sum_to_shape(g, out.dgates, out.db_ih, rows, h3)?;
-    sum_to_shape(g, out.dhidden, out.db_hh, rows, h3)?;
-    Ok(())
+    let forward = [inp.x, inp.w_ih, inp.h0, inp.y];
+    let grads = (out.dw_ih, out.dw_hh, out.dx);
+    let biases = [(out.dgates, out.db_ih), (out.dhidden, out.db_hh)];
+    weight_gradients(g, &d, forward, (out.dgates, out.dhidden), grads, &biases)
 }

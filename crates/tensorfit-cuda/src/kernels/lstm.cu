@@ -19,8 +19,7 @@ extern "C" __global__ void lstm_forward_cell(float* gates_t, const float* b_ih,
                                              int t, int batch, int hidden) {
     i64 n = (i64)batch * hidden;
     GRID_STRIDE(idx, n) {
-        int r = (int)(idx / hidden);
-        int j = (int)(idx - (i64)r * hidden);
+        auto [r, j] = unit_of(idx, hidden);
         float* g = gates_t + (i64)r * 4 * hidden;
         if (lengths != nullptr && (float)t >= lengths[r]) {
             g[j] = g[hidden + j] = g[2 * hidden + j] = g[3 * hidden + j] = 0.0f;
@@ -58,8 +57,7 @@ extern "C" __global__ void lstm_backward_cell(const float* gates_t, const float*
                                               int hidden) {
     i64 n = (i64)batch * hidden;
     GRID_STRIDE(idx, n) {
-        int r = (int)(idx / hidden);
-        int j = (int)(idx - (i64)r * hidden);
+        auto [r, j] = unit_of(idx, hidden);
         const float* g = gates_t + (i64)r * 4 * hidden;
         float* d = dgates_t + (i64)r * 4 * hidden;
         if (lengths != nullptr && (float)t >= lengths[r]) {

@@ -20,15 +20,13 @@
 
 use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
-use super::elementwise::sum_to_shape;
 use super::gather::steps_at_lengths;
 use super::recurrent::{
-    backward_steps, forward_steps, hidden_weight_gradient, input_gradients, zero_gradients,
-    ForwardLoop,
+    backward_steps, forward_steps, weight_gradients, zero_gradients, CellKernel, ForwardLoop,
 };
-use super::{int, Gpu};
+use super::Gpu;
 use super::{GATHER_STEPS, LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
-use crate::driver::{Arg, DevPtr};
+use crate::driver::DevPtr;
 
 /// The op's tensors by name (see `tensorfit_core::args`), as device addresses.
 type LstmForwardInputs = args::LstmForwardInputs<DevPtr>;
@@ -49,13 +47,10 @@ pub fn lstm_forward(
         g.copy(out.h_n, inp.h0, step_h)?;
         return g.copy(out.c_n, inp.c0, step_h);
     }
-    let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
     // Steps of gates held: all when kept for the backward, else a few in turn.
     let chunk = d.gate_steps(out.cells.is_some());
 
-    // No lengths: a null pointer, which the kernel reads as every row running every step.
-    let lengths = inp.lengths.unwrap_or(DevPtr(0));
-    let cell = g.kernels_fn(LSTM_FORWARD_CELL)?;
+    let cell = CellKernel::new(g, LSTM_FORWARD_CELL, &d, inp.lengths)?;
     // Per step the recurrent GEMM adds to the gates (`recurrent.rs`), then the fused
     // kernel below.
     let inputs = [inp.x, inp.w_ih, inp.w_hh, inp.h0];
@@ -73,23 +68,9 @@ pub fn lstm_forward(
             ),
             None => (if t == 0 { inp.c0 } else { out.c_n }, out.c_n),
         };
-        g.launch_fn(
-            cell,
-            LSTM_FORWARD_CELL,
-            step_h as i64,
-            &[
-                Arg::Ptr(out.gates.add(slot * step_g)),
-                Arg::Ptr(inp.b_ih),
-                Arg::Ptr(inp.b_hh),
-                Arg::Ptr(c_prev),
-                Arg::Ptr(c_t),
-                Arg::Ptr(out.y.add(t * step_h)),
-                Arg::Ptr(lengths),
-                Arg::I32(int("step", t)?),
-                Arg::I32(b),
-                Arg::I32(h),
-            ],
-        )
+        let gates = out.gates.add(slot * step_g);
+        let y = out.y.add(t * step_h);
+        cell.launch(g, t, &[gates, inp.b_ih, inp.b_hh, c_prev, c_t, y])
     })?;
 
     // 3. The final state: with lengths, each row's at its own last step (h0 for an
@@ -116,7 +97,7 @@ pub fn lstm_backward(
     inp: &LstmBackwardInputs,
     out: &LstmBackwardOutputs,
 ) -> Result<()> {
-    let (batch, input, hidden) = (d.batch, d.input, d.hidden);
+    let (input, hidden) = (d.input, d.hidden);
     let (rows, step_h, step_g) = (d.rows(), d.step_state(), d.step_gates());
     let h4 = d.gate_width();
 
@@ -130,11 +111,8 @@ pub fn lstm_backward(
         let grads = [w_ih, w_hh, (out.db, h4)];
         return zero_gradients(g, &grads, out.dx.map(|dx| (dx, rows * input)));
     }
-    let (b, h) = (int("batch", batch)?, int("hidden", hidden)?);
-
     // 1. Backwards through time: one fused kernel and one GEMM per step.
-    let cell = g.kernels_fn(LSTM_BACKWARD_CELL)?;
-    let lengths = inp.lengths.unwrap_or(DevPtr(0));
+    let cell = CellKernel::new(g, LSTM_BACKWARD_CELL, &d, inp.lengths)?;
     // With lengths the GEMM adds to the dh that padded rows carry (see the kernel).
     let beta = if inp.lengths.is_some() { 1.0 } else { 0.0 };
     // dh = dgates[t] · w_hh after each step's kernel: the gradient arriving at h_{t-1}.
@@ -144,33 +122,17 @@ pub fn lstm_backward(
         } else {
             inp.cells.add((t - 1) * step_h)
         };
-        g.launch_fn(
-            cell,
-            LSTM_BACKWARD_CELL,
-            step_h as i64,
-            &[
-                Arg::Ptr(inp.gates.add(t * step_g)),
-                Arg::Ptr(inp.cells.add(t * step_h)),
-                Arg::Ptr(c_prev),
-                Arg::Ptr(inp.dy.add(t * step_h)),
-                Arg::Ptr(dh),
-                Arg::Ptr(dc),
-                Arg::Ptr(out.dgates.add(t * step_g)),
-                Arg::Ptr(lengths),
-                Arg::I32(int("step", t)?),
-                Arg::I32(b),
-                Arg::I32(h),
-            ],
-        )
+        let (gates, dgates) = (inp.gates.add(t * step_g), out.dgates.add(t * step_g));
+        let (c_t, dy) = (inp.cells.add(t * step_h), inp.dy.add(t * step_h));
+        cell.launch(g, t, &[gates, c_t, c_prev, dy, dh, dc, dgates])
     })?;
 
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih = dgatesᵀ · x
     // and dx = dgates · w_ih (on token input, the scatter-add of dgates into the columns
     // of the ids), dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}, db = column sums of dgates (the
     // gradient of b_ih and of b_hh alike).
-    let operands = (out.dgates, inp.x, inp.w_ih);
-    input_gradients(g, &d, operands, (out.dw_ih, out.dx))?;
-    hidden_weight_gradient(g, &d, out.dgates, (inp.h0, inp.y), out.dw_hh)?;
-    sum_to_shape(g, out.dgates, out.db, rows, h4)?;
-    Ok(())
+    let forward = [inp.x, inp.w_ih, inp.h0, inp.y];
+    let grads = (out.dw_ih, out.dw_hh, out.dx);
+    let biases = [(out.dgates, out.db)];
+    weight_gradients(g, &d, forward, (out.dgates, out.dgates), grads, &biases)
 }

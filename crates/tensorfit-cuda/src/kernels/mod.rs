@@ -37,8 +37,7 @@ use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::tokens::Table;
 use tensorfit_core::{
-    Activation, AdamParams, BinaryOp, DropoutParams, Error, GruDims, LstmDims, OpKernels, Result,
-    SgdParams, Shape,
+    Activation, AdamParams, BinaryOp, DropoutParams, Error, OpKernels, Result, SgdParams, Shape,
 };
 
 use crate::backend_error;
@@ -182,11 +181,6 @@ const BLOCK: u32 = 256;
 const MAX_BLOCKS: i64 = 1 << 16;
 
 impl Gpu<'_> {
-    /// The loaded kernel `name` (looked up once before a time loop, not per step).
-    fn kernels_fn(&self, name: &str) -> Result<&Loaded> {
-        self.kernels.get(name)
-    }
-
     /// Launches kernel `name` over `n` elements with a grid-stride grid (nothing if `n` is 0).
     fn launch_1d(&self, name: &str, n: i64, args: &[Arg]) -> Result<()> {
         self.launch_fn(self.kernels.get(name)?, name, n, args)
@@ -365,42 +359,9 @@ impl<'g> OpKernels for Gpu<'g> {
         }
     }
 
-    fn lstm_forward(
-        &mut self,
-        d: LstmDims,
-        i: LstmForwardInputs<DevPtr>,
-        o: LstmForwardOutputs<DevPtr>,
-    ) -> Result<()> {
-        lstm::lstm_forward(self, d, &i, &o)
-    }
-
-    fn lstm_backward(
-        &mut self,
-        d: LstmDims,
-        i: LstmBackwardInputs<DevPtr>,
-        o: LstmBackwardOutputs<DevPtr>,
-    ) -> Result<()> {
-        lstm::lstm_backward(self, d, &i, &o)
-    }
-
-    fn gru_forward(
-        &mut self,
-        d: GruDims,
-        keep_for_backward: bool,
-        i: GruForwardInputs<DevPtr>,
-        o: GruForwardOutputs<DevPtr>,
-    ) -> Result<()> {
-        gru::gru_forward(self, d, keep_for_backward, &i, &o)
-    }
-
-    fn gru_backward(
-        &mut self,
-        d: GruDims,
-        i: GruBackwardInputs<DevPtr>,
-        o: GruBackwardOutputs<DevPtr>,
-    ) -> Result<()> {
-        gru::gru_backward(self, d, &i, &o)
-    }
+    // `lstm_forward`, `lstm_backward`, `gru_forward`, `gru_backward`: each call handed
+    // whole to `lstm.rs` or `gru.rs`.
+    tensorfit_core::recurrent_kernels!();
 
     fn embedding(
         &mut self,

@@ -5,18 +5,67 @@
 //! weight gradients the backward forms after its time loop, as GEMMs over all `T·B` rows:
 //! a cell hands in the gradients at its input projections (`d_ih`; on token input
 //! scattered into `w_ih`'s columns) and at its recurrent projections (`d_hh`; the same
-//! tensor for the LSTM) and forms its bias gradients itself. A cell writes only its
-//! fused kernels' launches.
+//! tensor for the LSTM), and which of them its bias gradients sum ([`weight_gradients`]).
+//! A cell writes only its fused kernels' tensors ([`CellKernel`] launches them with the
+//! arguments every fused kernel takes after its tensors).
 
 use tensorfit_core::{recurrent_dims, RecurrentDims, Result};
 
+use super::elementwise::sum_to_shape;
 use super::gather::{gather, scatter_add};
 use super::gemm::gemm;
-use super::Gpu;
-use crate::driver::DevPtr;
+use super::{int, Gpu, Loaded};
+use crate::driver::{Arg, DevPtr};
 
 /// The time loop's tensors (`tensorfit_core::recurrent_dims::ForwardLoop`), as device addresses.
 pub type ForwardLoop = recurrent_dims::ForwardLoop<DevPtr>;
+
+/// A cell's fused kernel (lstm.cu, gru.cu), looked up once before its time loop, with the
+/// arguments every fused kernel takes after its tensors: the lengths (a null pointer
+/// without, which the kernel reads as every row running every step), the step, the batch
+/// and the hidden size. One thread per element of a `[B, H]` state.
+#[derive(Debug)]
+pub struct CellKernel<'a> {
+    loaded: &'a Loaded,
+    name: &'static str,
+    lengths: DevPtr,
+    batch: i32,
+    hidden: i32,
+    threads: i64,
+}
+
+impl<'a> CellKernel<'a> {
+    /// Kernel `name` of a layer of sizes `d` and sequence `lengths` (if any).
+    pub fn new(
+        g: &Gpu<'a>,
+        name: &'static str,
+        d: &impl RecurrentDims,
+        lengths: Option<DevPtr>,
+    ) -> Result<Self> {
+        let (_, batch, hidden) = d.sizes();
+        let (batch, hidden) = (int("batch", batch)?, int("hidden", hidden)?);
+        Ok(CellKernel {
+            loaded: g.kernels.get(name)?,
+            name,
+            lengths: lengths.unwrap_or(DevPtr(0)),
+            batch,
+            hidden,
+            threads: d.step_state() as i64,
+        })
+    }
+
+    /// Launches the kernel for step `t` on `tensors` (its pointer arguments, in order).
+    pub fn launch(&self, g: &Gpu<'_>, t: usize, tensors: &[DevPtr]) -> Result<()> {
+        let mut args: Vec<Arg> = tensors.iter().map(|&p| Arg::Ptr(p)).collect();
+        args.extend([
+            Arg::Ptr(self.lengths),
+            Arg::I32(int("step", t)?),
+            Arg::I32(self.batch),
+            Arg::I32(self.hidden),
+        ]);
+        g.launch_fn(self.loaded, self.name, self.threads, &args)
+    }
+}
 
 /// The time loop of a recurrent forward: per run of `held` steps the input projection
 /// into `gates`, per step the recurrent GEMM, then `fused(t, slot, h_prev)`, which
@@ -119,9 +168,30 @@ pub fn zero_gradients(
     Ok(())
 }
 
+/// The weight gradients a backward forms after its time loop, over all `T·B` rows, from
+/// what the forward read (`x`, `w_ih`, `h0`, `y`) and the gradients at the input and at
+/// the recurrent projections (`d_ih`, `d_hh` `[T, B, G·H]`; the same tensor for the LSTM):
+/// `dw_ih` and `dx` ([`input_gradients`]), `dw_hh` ([`hidden_weight_gradient`]), and each
+/// bias gradient of `biases` (`(from, db)`) the column sums of its `from`.
+pub fn weight_gradients(
+    g: &Gpu<'_>,
+    d: &impl RecurrentDims,
+    [x, w_ih, h0, y]: [DevPtr; 4],
+    (d_ih, d_hh): (DevPtr, DevPtr),
+    (dw_ih, dw_hh, dx): (DevPtr, DevPtr, Option<DevPtr>),
+    biases: &[(DevPtr, DevPtr)],
+) -> Result<()> {
+    input_gradients(g, d, (d_ih, x, w_ih), (dw_ih, dx))?;
+    hidden_weight_gradient(g, d, d_hh, (h0, y), dw_hh)?;
+    for &(from, db) in biases {
+        sum_to_shape(g, from, db, d.rows(), d.gate_width())?;
+    }
+    Ok(())
+}
+
 /// `dw_hh = Σ_t d_hh[t]ᵀ · h_{t-1}` over `d_hh` `[T, B, G·H]`: step 0 against `h0`, steps
 /// 1.. against `y[0..T-1]`.
-pub fn hidden_weight_gradient(
+fn hidden_weight_gradient(
     g: &Gpu<'_>,
     d: &impl RecurrentDims,
     d_hh: DevPtr,
@@ -150,7 +220,7 @@ pub fn hidden_weight_gradient(
 
 /// `dw_ih = d_ihᵀ · x` and, if wanted, `dx = d_ih · w_ih`; on token input `dw_ih` is the
 /// scatter-add of `d_ih` into the columns of the ids (and there is no `dx`).
-pub fn input_gradients(
+fn input_gradients(
     g: &Gpu<'_>,
     d: &impl RecurrentDims,
     (d_ih, x, w_ih): (DevPtr, DevPtr, DevPtr),

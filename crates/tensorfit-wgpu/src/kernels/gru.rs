@@ -26,12 +26,12 @@ use std::ops::Range;
 
 use tensorfit_core::{args, GruDims, RecurrentDims, Result};
 
-use super::elementwise::{copy_range, sum_rows};
+use super::elementwise::copy_range;
 use super::recurrent::{
-    backward_steps, check_lengths, forward_steps, hidden_weight_gradient, input_gradients,
-    lengths_operand, zero_gradients, ForwardLoop, StepBlock,
+    backward_steps, check_lengths, forward_steps, weight_gradients, zero_gradients, ForwardLoop,
+    StepBlock,
 };
-use super::{word, Launches};
+use super::Launches;
 use crate::shaders::{GRU_BACKWARD_CELL, GRU_FORWARD_CELL};
 use crate::window::{Operand, Region};
 
@@ -61,7 +61,7 @@ pub(crate) fn gru_forward(
     const K: &str = "gru_forward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d, keep_for_backward))?;
-    let (steps, hidden, step_h) = (d.steps, d.hidden, d.step_state());
+    let (steps, step_h) = (d.steps, d.step_state());
     // Without steps, and with lengths for an empty sequence, h_n is h0.
     if d.is_empty() || inp.lengths.is_some() {
         copy_range(l, inp.h0, 0, out.h_n);
@@ -80,30 +80,20 @@ pub(crate) fn gru_forward(
         (out.hidden, false),
     );
     forward_steps(l, (K, &d), &frame, |l, (t, slot), b| {
-        let at = StepBlock::new(&d, (t, slot), b);
+        let at = StepBlock::new(&d, (t, slot), b, inp.lengths);
         let (prev, prev_at) = previous(t, &at, inp.h0, out.y);
-        let values = vec![
-            word(b.len()),
-            word(hidden),
-            word(at.gates.start),
-            word(prev_at.start),
-            word(at.seq.start),
-            word(usize::from(inp.lengths.is_some())),
-            word(t),
-            word(b.start),
-            word(at.state.start),
-        ];
+        let own = [prev_at.start, at.seq.start];
         let ops = vec![
             Operand::part(out.gates, at.gates.clone()),
-            Operand::part(out.hidden, at.gates),
+            Operand::part(out.hidden, at.gates.clone()),
             Operand::part(prev, prev_at),
-            Operand::part(out.y, at.seq),
+            Operand::part(out.y, at.seq.clone()),
             Operand::whole(inp.b_ih),
             Operand::whole(inp.b_hh),
-            lengths_operand(inp.lengths, b, inp.b_ih),
-            Operand::part(out.h_n, at.state),
+            at.lengths(inp.b_ih),
+            Operand::part(out.h_n, at.state.clone()),
         ];
-        l.push(&GRU_FORWARD_CELL, ops, values, b.len() * hidden);
+        at.push_forward(l, &GRU_FORWARD_CELL, ops, &own);
     })?;
 
     // 3. The final state (with lengths, written by each row's last step already).
@@ -123,7 +113,6 @@ pub(crate) fn gru_backward(
     const K: &str = "gru_backward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let (rows, h3, hidden) = (d.rows(), d.gate_width(), d.hidden);
 
     // dh0 holds the running gradient: on entry to step t, the one arriving at h_t.
     copy_range(l, inp.dh_n, 0, out.dh0);
@@ -136,38 +125,26 @@ pub(crate) fn gru_backward(
     // w_hh, the rest of the gradient arriving at h_{t-1}.
     let carry = (out.dhidden, inp.w_hh, out.dh0);
     backward_steps(l, (K, &d), carry, true, |l, t, b| {
-        let at = StepBlock::new(&d, (t, t), b);
+        let at = StepBlock::new(&d, (t, t), b, inp.lengths);
         let (prev, prev_at) = previous(t, &at, inp.h0, inp.y);
-        let values = vec![
-            word(b.len()),
-            word(hidden),
-            word(at.gates.start),
-            word(prev_at.start),
-            word(at.seq.start),
-            word(at.state.start),
-            word(usize::from(inp.lengths.is_some())),
-            word(t),
-            word(b.start),
-        ];
+        let own = [prev_at.start, at.seq.start, at.state.start];
         let ops = vec![
             Operand::part(inp.gates, at.gates.clone()),
             Operand::part(inp.hidden, at.gates.clone()),
             Operand::part(prev, prev_at),
-            Operand::part(inp.dy, at.seq),
-            Operand::part(out.dh0, at.state),
+            Operand::part(inp.dy, at.seq.clone()),
+            Operand::part(out.dh0, at.state.clone()),
             Operand::part(out.dgates, at.gates.clone()),
-            Operand::part(out.dhidden, at.gates),
-            lengths_operand(inp.lengths, b, inp.gates),
+            Operand::part(out.dhidden, at.gates.clone()),
+            at.lengths(inp.gates),
         ];
-        l.push(&GRU_BACKWARD_CELL, ops, values, b.len() * hidden);
+        at.push_backward(l, &GRU_BACKWARD_CELL, ops, &own);
     })?;
 
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih and dx from
     // dgates, dw_hh from dhidden, the bias gradients their column sums.
-    let operands = (out.dgates, inp.x, inp.w_ih);
-    input_gradients(l, &d, operands, (out.dw_ih, out.dx))?;
-    hidden_weight_gradient(l, &d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
-    sum_rows(l, out.dgates, rows, h3, out.db_ih, 1.0);
-    sum_rows(l, out.dhidden, rows, h3, out.db_hh, 1.0);
-    Ok(())
+    let forward = [inp.x, inp.w_ih, inp.h0, inp.y];
+    let grads = (out.dw_ih, out.dw_hh, out.dx);
+    let biases = [(out.dgates, out.db_ih), (out.dhidden, out.db_hh)];
+    weight_gradients(l, &d, forward, (out.dgates, out.dhidden), grads, &biases)
 }

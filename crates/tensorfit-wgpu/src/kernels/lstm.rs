@@ -20,12 +20,12 @@
 
 use tensorfit_core::{args, LstmDims, RecurrentDims, Result};
 
-use super::elementwise::{copy_range, sum_rows};
+use super::elementwise::copy_range;
 use super::recurrent::{
-    backward_steps, check_lengths, forward_steps, hidden_weight_gradient, input_gradients,
-    lengths_operand, zero_gradients, ForwardLoop, StepBlock,
+    backward_steps, check_lengths, forward_steps, weight_gradients, zero_gradients, ForwardLoop,
+    StepBlock,
 };
-use super::{word, Launches};
+use super::Launches;
 use crate::shaders::{LSTM_BACKWARD_CELL, LSTM_FORWARD_CELL};
 use crate::window::{Operand, Region};
 
@@ -45,7 +45,7 @@ pub(crate) fn lstm_forward(
     const K: &str = "lstm_forward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let (steps, hidden, step_h) = (d.steps, d.hidden, d.step_state());
+    let (steps, step_h) = (d.steps, d.step_state());
     if d.is_empty() {
         copy_range(l, inp.h0, 0, out.h_n);
         copy_range(l, inp.c0, 0, out.c_n);
@@ -65,7 +65,7 @@ pub(crate) fn lstm_forward(
         (out.gates, true),
     );
     forward_steps(l, (K, &d), &frame, |l, (t, slot), b| {
-        let at = StepBlock::new(&d, (t, slot), b);
+        let at = StepBlock::new(&d, (t, slot), b, inp.lengths);
         // Where c_{t-1} is read and c_t written: c0 then the kept cells, or the running
         // state c_n, updated in place (and c_prev unread), when the cells are not kept.
         let (c_prev, c_prev_at, prev_in_c) = match (t, out.cells) {
@@ -77,30 +77,18 @@ pub(crate) fn lstm_forward(
             Some(cells) => (cells, at.seq.clone()),
             None => (out.c_n, at.state.clone()),
         };
-        let values = vec![
-            word(b.len()),
-            word(hidden),
-            word(at.gates.start),
-            word(c_prev_at.start),
-            word(c_at.start),
-            word(at.seq.start),
-            prev_in_c,
-            word(usize::from(inp.lengths.is_some())),
-            word(t),
-            word(b.start),
-            word(at.state.start),
-        ];
+        let own = [c_prev_at.start, c_at.start, at.seq.start, prev_in_c];
         let ops = vec![
-            Operand::part(out.gates, at.gates),
+            Operand::part(out.gates, at.gates.clone()),
             Operand::part(c_prev, c_prev_at),
             Operand::part(c, c_at),
-            Operand::part(out.y, at.seq),
+            Operand::part(out.y, at.seq.clone()),
             Operand::whole(inp.b_ih),
             Operand::whole(inp.b_hh),
-            lengths_operand(inp.lengths, b, inp.b_ih),
-            Operand::part(out.h_n, at.state),
+            at.lengths(inp.b_ih),
+            Operand::part(out.h_n, at.state.clone()),
         ];
-        l.push(&LSTM_FORWARD_CELL, ops, values, b.len() * hidden);
+        at.push_forward(l, &LSTM_FORWARD_CELL, ops, &own);
     })?;
 
     // 3. The final state (with lengths, h_n is written already; the cells carried past
@@ -125,7 +113,6 @@ pub(crate) fn lstm_backward(
     const K: &str = "lstm_backward";
     check_lengths(K, inp.expected(d))?;
     check_lengths(K, out.expected(d))?;
-    let (rows, h4, hidden) = (d.rows(), d.gate_width(), d.hidden);
 
     // dh0 and dc0 hold the running gradients: on entry to step t, those arriving at h_t
     // from step t+1 (or from h_n) and at c_t from step t+1 (or from c_n).
@@ -140,43 +127,32 @@ pub(crate) fn lstm_backward(
     // rows carry; see the kernel).
     let carry = (out.dgates, inp.w_hh, out.dh0);
     backward_steps(l, (K, &d), carry, inp.lengths.is_some(), |l, t, b| {
-        let at = StepBlock::new(&d, (t, t), b);
+        let at = StepBlock::new(&d, (t, t), b, inp.lengths);
         let (c_prev, c_prev_at) = if t == 0 {
             (inp.c0, at.state.clone())
         } else {
             (inp.cells, at.prev_seq.clone())
         };
-        let values = vec![
-            word(b.len()),
-            word(hidden),
-            word(at.gates.start),
-            word(at.seq.start),
-            word(c_prev_at.start),
-            word(at.state.start),
-            word(usize::from(inp.lengths.is_some())),
-            word(t),
-            word(b.start),
-        ];
+        let own = [at.seq.start, c_prev_at.start, at.state.start];
         let ops = vec![
             Operand::part(inp.gates, at.gates.clone()),
             Operand::part(inp.cells, at.seq.clone()),
             Operand::part(c_prev, c_prev_at),
-            Operand::part(inp.dy, at.seq),
+            Operand::part(inp.dy, at.seq.clone()),
             Operand::part(out.dh0, at.state.clone()),
-            Operand::part(out.dc0, at.state),
-            Operand::part(out.dgates, at.gates),
-            lengths_operand(inp.lengths, b, inp.gates),
+            Operand::part(out.dc0, at.state.clone()),
+            Operand::part(out.dgates, at.gates.clone()),
+            at.lengths(inp.gates),
         ];
-        l.push(&LSTM_BACKWARD_CELL, ops, values, b.len() * hidden);
+        at.push_backward(l, &LSTM_BACKWARD_CELL, ops, &own);
     })?;
 
     // 2. Weight gradients over all steps at once (`recurrent.rs`): dw_ih = dgatesᵀ · x
     // and dx = dgates · w_ih (on token input, the scatter-add of dgates into the columns
     // of the ids), dw_hh = Σ_t dgates[t]ᵀ · h_{t-1}, db = column sums of dgates (the
     // gradient of b_ih and of b_hh alike).
-    let operands = (out.dgates, inp.x, inp.w_ih);
-    input_gradients(l, &d, operands, (out.dw_ih, out.dx))?;
-    hidden_weight_gradient(l, &d, out.dgates, (inp.h0, inp.y), out.dw_hh)?;
-    sum_rows(l, out.dgates, rows, h4, out.db, 1.0);
-    Ok(())
+    let forward = [inp.x, inp.w_ih, inp.h0, inp.y];
+    let grads = (out.dw_ih, out.dw_hh, out.dx);
+    let biases = [(out.dgates, out.db)];
+    weight_gradients(l, &d, forward, (out.dgates, out.dgates), grads, &biases)
 }

@@ -25,8 +25,8 @@ pub(crate) mod steps;
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::{
-    dispatch, Activation, AdamParams, BinaryOp, DropoutParams, GruDims, LstmDims, OpCall,
-    OpKernels, Result, SgdParams, Shape, TensorView,
+    dispatch, Activation, AdamParams, BinaryOp, DropoutParams, OpCall, OpKernels, Result,
+    SgdParams, Shape, TensorView,
 };
 
 use crate::backend_error;
@@ -214,42 +214,9 @@ impl OpKernels for Launches {
         }
     }
 
-    fn lstm_forward(
-        &mut self,
-        d: LstmDims,
-        i: LstmForwardInputs<Region>,
-        o: LstmForwardOutputs<Region>,
-    ) -> Result<()> {
-        lstm::lstm_forward(self, d, &i, &o)
-    }
-
-    fn lstm_backward(
-        &mut self,
-        d: LstmDims,
-        i: LstmBackwardInputs<Region>,
-        o: LstmBackwardOutputs<Region>,
-    ) -> Result<()> {
-        lstm::lstm_backward(self, d, &i, &o)
-    }
-
-    fn gru_forward(
-        &mut self,
-        d: GruDims,
-        keep_for_backward: bool,
-        i: GruForwardInputs<Region>,
-        o: GruForwardOutputs<Region>,
-    ) -> Result<()> {
-        gru::gru_forward(self, d, keep_for_backward, &i, &o)
-    }
-
-    fn gru_backward(
-        &mut self,
-        d: GruDims,
-        i: GruBackwardInputs<Region>,
-        o: GruBackwardOutputs<Region>,
-    ) -> Result<()> {
-        gru::gru_backward(self, d, &i, &o)
-    }
+    // `lstm_forward`, `lstm_backward`, `gru_forward`, `gru_backward`: each call handed
+    // whole to `lstm.rs` or `gru.rs`.
+    tensorfit_core::recurrent_kernels!();
 
     fn embedding(
         &mut self,

@@ -3,20 +3,22 @@
 //! projection of a run of steps, one GEMM over features or on token input the gather of
 //! `w_ih`'s columns; per step one GEMM and the cell's fused pass, cut into blocks of batch
 //! rows ([`StepBlock`]) only when a step is larger than one binding holds), and the weight
-//! gradients the backward forms after its time loop, as GEMMs over all `T·B` rows: a cell
-//! hands in the gradients at its input projections (`d_ih`; on token input scattered
-//! into `w_ih`'s columns) and at its recurrent projections (`d_hh`; the same tensor for
-//! the LSTM) and forms its bias gradients itself. A cell writes only its fused passes.
+//! gradients the backward forms after its time loop ([`weight_gradients`]), as GEMMs over
+//! all `T·B` rows: a cell hands in the gradients at its input projections (`d_ih`; on
+//! token input scattered into `w_ih`'s columns) and at its recurrent projections (`d_hh`;
+//! the same tensor for the LSTM), and which of them its bias gradients sum. A cell writes
+//! only its fused passes: their bindings and own parameter words
+//! ([`StepBlock::push_backward`] and `push_forward` add those every pass takes).
 
 use std::ops::Range;
 
 use tensorfit_core::{args, recurrent_dims, RecurrentDims, Result};
 
-use super::elementwise::check_len;
-use super::elementwise::fill;
+use super::elementwise::{check_len, fill, sum_rows};
 use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, Mat};
-use super::Launches;
+use super::{word, Launches};
+use crate::shaders::Kernel;
 use crate::window::{row_chunks, Operand, Region};
 
 /// Checks every region against the length the layer needs.
@@ -27,21 +29,9 @@ pub(crate) fn check_lengths(kernel: &str, expected: args::Expected<'_, Region>) 
     Ok(())
 }
 
-/// The lengths of batch rows `rows`, or, without lengths, `unread` (a region the
-/// kernel's `masked = 0` leaves alone, bound only because every binding needs one).
-pub(crate) fn lengths_operand(
-    lengths: Option<Region>,
-    rows: &Range<usize>,
-    unread: Region,
-) -> Operand {
-    match lengths {
-        Some(l) => Operand::part(l, rows.clone()),
-        None => Operand::part(unread, 0..1),
-    }
-}
-
 /// What one launch of a fused pass covers, batch rows `rows` of step `t`, as element
-/// ranges (region-relative) of each kind of tensor.
+/// ranges (region-relative) of each kind of tensor, and what every fused pass is told of
+/// its block (see [`StepBlock::push_backward`]).
 pub(crate) struct StepBlock {
     /// Of a `[B, H]` state (h0, c0, h_n, c_n, dh0, dc0).
     pub state: Range<usize>,
@@ -52,12 +42,21 @@ pub(crate) struct StepBlock {
     /// Of the gates (and their gradients, a GRU's recurrent projections) at their slot
     /// for step `t`.
     pub gates: Range<usize>,
+    rows: Range<usize>,
+    t: usize,
+    hidden: usize,
+    lengths: Option<Region>,
 }
 
 impl StepBlock {
     /// The block of step `t`, whose gates are held in slot `slot` (`t` itself when every
-    /// step's gates are held).
-    pub fn new(d: &impl RecurrentDims, (t, slot): (usize, usize), rows: &Range<usize>) -> Self {
+    /// step's gates are held), of a layer with sequence `lengths` (if any).
+    pub fn new(
+        d: &impl RecurrentDims,
+        (t, slot): (usize, usize),
+        rows: &Range<usize>,
+        lengths: Option<Region>,
+    ) -> Self {
         let (_, batch, h) = d.sizes();
         let width = d.gate_width();
         let state = rows.start * h..rows.end * h;
@@ -71,7 +70,63 @@ impl StepBlock {
             prev_seq: at_step(t.saturating_sub(1)),
             gates: first_row * width..(first_row + rows.len()) * width,
             state,
+            rows: rows.clone(),
+            t,
+            hidden: h,
+            lengths,
         }
+    }
+
+    /// The lengths of the block's rows, or, without lengths, `unread` (a region the
+    /// kernel's `masked = 0` leaves alone, bound only because every binding needs one).
+    pub fn lengths(&self, unread: Region) -> Operand {
+        match self.lengths {
+            Some(l) => Operand::part(l, self.rows.clone()),
+            None => Operand::part(unread, 0..1),
+        }
+    }
+
+    /// Pushes the launch of backward pass `kernel` over the block, one invocation per
+    /// (batch row, unit). Its parameter words are those every cell pass of lstm.wgsl and
+    /// gru.wgsl takes in this order: the rows, the units, the gates' offset, then `own`
+    /// (the pass's other offsets and flags), then whether lengths are read, the step and
+    /// the first row.
+    pub fn push_backward(
+        &self,
+        l: &mut Launches,
+        kernel: &'static Kernel,
+        ops: Vec<Operand>,
+        own: &[usize],
+    ) {
+        self.launch(l, kernel, ops, own, None);
+    }
+
+    /// [`StepBlock::push_backward`] for a forward pass, whose last word is the offset of `h_n`
+    /// (written at each row's last step).
+    pub fn push_forward(
+        &self,
+        l: &mut Launches,
+        kernel: &'static Kernel,
+        ops: Vec<Operand>,
+        own: &[usize],
+    ) {
+        self.launch(l, kernel, ops, own, Some(self.state.start));
+    }
+
+    fn launch(
+        &self,
+        l: &mut Launches,
+        kernel: &'static Kernel,
+        ops: Vec<Operand>,
+        own: &[usize],
+        h_n: Option<usize>,
+    ) {
+        let masked = usize::from(self.lengths.is_some());
+        let head = [self.rows.len(), self.hidden, self.gates.start];
+        let tail = [masked, self.t, self.rows.start];
+        let words = head.iter().chain(own).chain(&tail).chain(&h_n);
+        let values = words.map(|&v| word(v)).collect();
+        l.push(kernel, ops, values, self.rows.len() * self.hidden);
     }
 }
 
@@ -175,9 +230,30 @@ pub(crate) fn zero_gradients(l: &mut Launches, grads: &[Region], dx: Option<Regi
     }
 }
 
+/// The weight gradients a backward forms after its time loop, over all `T·B` rows, from
+/// what the forward read (`x`, `w_ih`, `h0`, `y`) and the gradients at the input and at
+/// the recurrent projections (`d_ih`, `d_hh` `[T, B, G·H]`; the same tensor for the LSTM):
+/// `dw_ih` and `dx` ([`input_gradients`]), `dw_hh` ([`hidden_weight_gradient`]), and each
+/// bias gradient of `biases` (`(from, db)`) the column sums of its `from`.
+pub(crate) fn weight_gradients(
+    l: &mut Launches,
+    d: &impl RecurrentDims,
+    [x, w_ih, h0, y]: [Region; 4],
+    (d_ih, d_hh): (Region, Region),
+    (dw_ih, dw_hh, dx): (Region, Region, Option<Region>),
+    biases: &[(Region, Region)],
+) -> Result<()> {
+    input_gradients(l, d, (d_ih, x, w_ih), (dw_ih, dx))?;
+    hidden_weight_gradient(l, d, d_hh, (h0, y), dw_hh)?;
+    for &(from, db) in biases {
+        sum_rows(l, from, d.rows(), d.gate_width(), db, 1.0);
+    }
+    Ok(())
+}
+
 /// `dw_hh = Σ_t d_hh[t]ᵀ · h_{t-1}` over `d_hh` `[T, B, G·H]`: step 0 against `h0`, steps
 /// 1.. against `y[0..T-1]`.
-pub(crate) fn hidden_weight_gradient(
+fn hidden_weight_gradient(
     l: &mut Launches,
     d: &impl RecurrentDims,
     d_hh: Region,
@@ -201,7 +277,7 @@ pub(crate) fn hidden_weight_gradient(
 
 /// `dw_ih = d_ihᵀ · x` and, if wanted, `dx = d_ih · w_ih`; on token input `dw_ih` is the
 /// scatter-add of `d_ih` into the columns of the ids (and there is no `dx`).
-pub(crate) fn input_gradients(
+fn input_gradients(
     l: &mut Launches,
     d: &impl RecurrentDims,
     (d_ih, x, w_ih): (Region, Region, Region),

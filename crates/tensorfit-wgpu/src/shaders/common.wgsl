@@ -59,3 +59,31 @@ fn sigmoid_f(x: f32) -> f32 {
     return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
 }
 
+
+// The unit a fused recurrent cell pass (lstm.wgsl, gru.wgsl) computes in invocation `idx`
+// of a launch over `rows` batch rows of `h` units, one invocation per (row, unit), each
+// row of gates holding `gates` blocks of `h` (the cell's gates, in PyTorch's order) from
+// `gates_off` on. `ok` is false past the launch's rows; `r` is the row, `j` the unit,
+// `s` = r·h + j its element of a [rows, h] state, `g` where its row of gates starts.
+struct CellUnit {
+    ok: bool,
+    h: u32,
+    r: u32,
+    j: u32,
+    s: u32,
+    g: u32,
+}
+
+fn cell_unit(idx: u32, rows: u32, h: u32, gates: u32, gates_off: u32) -> CellUnit {
+    if (idx >= rows * h) {
+        return CellUnit(false, h, 0u, 0u, 0u, 0u);
+    }
+    let r = idx / h;
+    let j = idx % h;
+    return CellUnit(true, h, r, j, r * h + j, gates_off + r * gates * h);
+}
+
+// The element of gate `k` (0, 1, ..) of unit `u` in its row of gates.
+fn gate(u: CellUnit, k: u32) -> u32 {
+    return u.g + k * u.h + u.j;
+}

@@ -8,6 +8,17 @@
 // as GEMMs over all steps. Gate order is PyTorch's (r, z, n): a row of gates holds
 // [r | z | n], each `hidden` wide. One invocation per (batch row, unit); a launch covers
 // `rows` batch rows, starting at the offsets given (region-relative elements).
+// Every pass's parameters after the bases run: rows, units, the gates' offset, the pass's
+// own offsets, masked, t, first_row (and a forward's h_n_off), as kernels/recurrent.rs's
+// `StepBlock` writes them.
+
+// The forward pass's entry point: `forward_unit` below on the unit its invocation
+// computes (see common.wgsl's `cell_unit`); the backward's is at the end of the file.
+@compute @workgroup_size(WG)
+fn gru_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_id) lid: vec3<u32>) {
+    forward_unit(fwd_p, cell_unit(flat_index(wid, nwg, lid), fwd_p.rows, fwd_p.units, 3u, fwd_p.gates_off));
+}
 
 // ---- gru_forward_cell: adds b_ih to the input projections in gates[t] and b_hh to the
 // recurrent ones in hidden[t] (which keeps them so), then stores r = σ(g_r + h_r),
@@ -35,56 +46,47 @@ struct CellForwardParams {
 @group(0) @binding(7) var<storage, read_write> fwd_lengths: array<f32>;
 @group(0) @binding(8) var<storage, read_write> fwd_h_n: array<f32>;
 
-// The input projection of gate element `at` (unit `k` of the row), with its bias.
-fn input_projection(p: CellForwardParams, at: u32, k: u32) -> f32 {
-    return fwd_gates[p.gates_base + at] + fwd_b_ih[p.b_ih_base + k];
+// The input projection of gate `k` of unit `u`, with its bias.
+fn input_projection(p: CellForwardParams, u: CellUnit, k: u32) -> f32 {
+    return fwd_gates[p.gates_base + gate(u, k)] + fwd_b_ih[p.b_ih_base + k * u.h + u.j];
 }
 
-// The recurrent projection of gate element `at` with its bias, written back.
-fn recurrent_projection(p: CellForwardParams, at: u32, k: u32) -> f32 {
-    let v = fwd_hidden[p.hidden_base + at] + fwd_b_hh[p.b_hh_base + k];
-    fwd_hidden[p.hidden_base + at] = v;
+// The recurrent projection of gate `k` of unit `u` with its bias, written back.
+fn recurrent_projection(p: CellForwardParams, u: CellUnit, k: u32) -> f32 {
+    let at = p.hidden_base + gate(u, k);
+    let v = fwd_hidden[at] + fwd_b_hh[p.b_hh_base + k * u.h + u.j];
+    fwd_hidden[at] = v;
     return v;
 }
 
-@compute @workgroup_size(WG)
-fn gru_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_id) lid: vec3<u32>) {
-    let p = fwd_p;
-    let idx = flat_index(wid, nwg, lid);
-    if (idx >= p.rows * p.units) {
+// What `gru_forward_cell` computes in one unit (nothing past the launch's rows).
+fn forward_unit(p: CellForwardParams, u: CellUnit) {
+    if (!u.ok) {
         return;
     }
-    let h = p.units;
-    let r = idx / h;
-    let j = idx % h;
-    let g = p.gates_off + r * 3u * h;
-    let s = r * h + j;
     var len = 0.0;
     if (p.masked == 1u) {
-        len = fwd_lengths[p.lengths_base + p.first_row + r];
+        len = fwd_lengths[p.lengths_base + p.first_row + u.r];
         if (f32(p.t) >= len) {
             for (var k = 0u; k < 3u; k = k + 1u) {
-                fwd_gates[p.gates_base + g + k * h + j] = 0.0;
-                fwd_hidden[p.hidden_base + g + k * h + j] = 0.0;
+                fwd_gates[p.gates_base + gate(u, k)] = 0.0;
+                fwd_hidden[p.hidden_base + gate(u, k)] = 0.0;
             }
-            fwd_y[p.y_base + p.y_off + s] = 0.0;
+            fwd_y[p.y_base + p.y_off + u.s] = 0.0;
             return;
         }
     }
-    let reset = sigmoid_f(input_projection(p, g + j, j) + recurrent_projection(p, g + j, j));
-    let update = sigmoid_f(input_projection(p, g + h + j, h + j)
-        + recurrent_projection(p, g + h + j, h + j));
-    let cand = tanh_f(input_projection(p, g + 2u * h + j, 2u * h + j)
-        + reset * recurrent_projection(p, g + 2u * h + j, 2u * h + j));
-    fwd_gates[p.gates_base + g + j] = reset;
-    fwd_gates[p.gates_base + g + h + j] = update;
-    fwd_gates[p.gates_base + g + 2u * h + j] = cand;
-    let h_prev = fwd_h_prev[p.h_prev_base + p.h_prev_off + s];
+    let reset = sigmoid_f(input_projection(p, u, 0u) + recurrent_projection(p, u, 0u));
+    let update = sigmoid_f(input_projection(p, u, 1u) + recurrent_projection(p, u, 1u));
+    let cand = tanh_f(input_projection(p, u, 2u) + reset * recurrent_projection(p, u, 2u));
+    fwd_gates[p.gates_base + gate(u, 0u)] = reset;
+    fwd_gates[p.gates_base + gate(u, 1u)] = update;
+    fwd_gates[p.gates_base + gate(u, 2u)] = cand;
+    let h_prev = fwd_h_prev[p.h_prev_base + p.h_prev_off + u.s];
     let h_t = (1.0 - update) * cand + update * h_prev;
-    fwd_y[p.y_base + p.y_off + s] = h_t;
+    fwd_y[p.y_base + p.y_off + u.s] = h_t;
     if (p.masked == 1u && f32(p.t + 1u) == len) {
-        fwd_h_n[p.h_n_base + p.h_n_off + s] = h_t;
+        fwd_h_n[p.h_n_base + p.h_n_off + u.s] = h_t;
     }
 }
 
@@ -115,40 +117,39 @@ struct CellBackwardParams {
 @group(0) @binding(7) var<storage, read_write> bwd_dhidden: array<f32>;
 @group(0) @binding(8) var<storage, read_write> bwd_lengths: array<f32>;
 
-@compute @workgroup_size(WG)
-fn gru_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                     @builtin(local_invocation_id) lid: vec3<u32>) {
-    let p = bwd_p;
-    let idx = flat_index(wid, nwg, lid);
-    if (idx >= p.rows * p.units) {
+// What `gru_backward_cell` computes in one unit (nothing past the launch's rows).
+fn backward_unit(p: CellBackwardParams, u: CellUnit) {
+    if (!u.ok) {
         return;
     }
-    let h = p.units;
-    let r = idx / h;
-    let j = idx % h;
-    let g = p.gates_off + r * 3u * h;
-    if (p.masked == 1u && f32(p.t) >= bwd_lengths[p.lengths_base + p.first_row + r]) {
+    if (p.masked == 1u && f32(p.t) >= bwd_lengths[p.lengths_base + p.first_row + u.r]) {
         for (var k = 0u; k < 3u; k = k + 1u) {
-            bwd_dgates[p.dgates_base + g + k * h + j] = 0.0;
-            bwd_dhidden[p.dhidden_base + g + k * h + j] = 0.0;
+            bwd_dgates[p.dgates_base + gate(u, k)] = 0.0;
+            bwd_dhidden[p.dhidden_base + gate(u, k)] = 0.0;
         }
         return;
     }
-    let reset = bwd_gates[p.gates_base + g + j];
-    let update = bwd_gates[p.gates_base + g + h + j];
-    let cand = bwd_gates[p.gates_base + g + 2u * h + j];
-    let h_n = bwd_hidden[p.hidden_base + g + 2u * h + j];
-    let s = r * h + j;
-    let h_prev = bwd_h_prev[p.h_prev_base + p.h_prev_off + s];
-    let dh_total = bwd_dy[p.dy_base + p.step_off + s] + bwd_dh[p.dh_base + p.state_off + s];
+    let reset = bwd_gates[p.gates_base + gate(u, 0u)];
+    let update = bwd_gates[p.gates_base + gate(u, 1u)];
+    let cand = bwd_gates[p.gates_base + gate(u, 2u)];
+    let h_n = bwd_hidden[p.hidden_base + gate(u, 2u)];
+    let h_prev = bwd_h_prev[p.h_prev_base + p.h_prev_off + u.s];
+    let dh_total = bwd_dy[p.dy_base + p.step_off + u.s] + bwd_dh[p.dh_base + p.state_off + u.s];
     let d_new = dh_total * (1.0 - update) * (1.0 - cand * cand);
     let d_update = dh_total * (h_prev - cand) * update * (1.0 - update);
     let d_reset = d_new * h_n * reset * (1.0 - reset);
-    bwd_dgates[p.dgates_base + g + j] = d_reset;
-    bwd_dgates[p.dgates_base + g + h + j] = d_update;
-    bwd_dgates[p.dgates_base + g + 2u * h + j] = d_new;
-    bwd_dhidden[p.dhidden_base + g + j] = d_reset;
-    bwd_dhidden[p.dhidden_base + g + h + j] = d_update;
-    bwd_dhidden[p.dhidden_base + g + 2u * h + j] = d_new * reset;
-    bwd_dh[p.dh_base + p.state_off + s] = dh_total * update;
+    bwd_dgates[p.dgates_base + gate(u, 0u)] = d_reset;
+    bwd_dgates[p.dgates_base + gate(u, 1u)] = d_update;
+    bwd_dgates[p.dgates_base + gate(u, 2u)] = d_new;
+    bwd_dhidden[p.dhidden_base + gate(u, 0u)] = d_reset;
+    bwd_dhidden[p.dhidden_base + gate(u, 1u)] = d_update;
+    bwd_dhidden[p.dhidden_base + gate(u, 2u)] = d_new * reset;
+    bwd_dh[p.dh_base + p.state_off + u.s] = dh_total * update;
+}
+
+// The backward pass's entry point: `backward_unit` above on its invocation's unit.
+@compute @workgroup_size(WG)
+fn gru_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_id) lid: vec3<u32>) {
+    backward_unit(bwd_p, cell_unit(flat_index(wid, nwg, lid), bwd_p.rows, bwd_p.units, 3u, bwd_p.gates_off));
 }

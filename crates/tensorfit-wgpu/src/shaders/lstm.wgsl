@@ -8,6 +8,17 @@
 // GEMMs over all steps. Gate order is PyTorch's (i, f, g, o): a row of gates holds
 // [i | f | g | o], each `hidden` wide. One invocation per (batch row, unit); a launch
 // covers `rows` batch rows, starting at the offsets given (region-relative elements).
+// Every pass's parameters after the bases run: rows, units, the gates' offset, the pass's
+// own offsets, masked, t, first_row (and a forward's h_n_off), as kernels/recurrent.rs's
+// `StepBlock` writes them.
+
+// The forward pass's entry point: `forward_unit` below on the unit its invocation
+// computes (see common.wgsl's `cell_unit`); the backward's is at the end of the file.
+@compute @workgroup_size(WG)
+fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_id) lid: vec3<u32>) {
+    forward_unit(fwd_p, cell_unit(flat_index(wid, nwg, lid), fwd_p.rows, fwd_p.hidden, 4u, fwd_p.gates_off));
+}
 
 // ---- lstm_forward_cell: adds both biases to the pre-activations in gates[t], applies
 // the nonlinearities in place (storing σ(i), σ(f), tanh(g), σ(o)), and updates the cell
@@ -37,62 +48,54 @@ struct CellForwardParams {
 @group(0) @binding(7) var<storage, read_write> fwd_lengths: array<f32>;
 @group(0) @binding(8) var<storage, read_write> fwd_h_n: array<f32>;
 
-fn pre_activation(p: CellForwardParams, at: u32, unit: u32) -> f32 {
-    return fwd_gates[p.gates_base + at] + (fwd_b_ih[p.b_ih_base + unit] + fwd_b_hh[p.b_hh_base + unit]);
+// The pre-activation of gate `k` of unit `u`, with both biases.
+fn pre_activation(p: CellForwardParams, u: CellUnit, k: u32) -> f32 {
+    let unit = k * u.h + u.j;
+    return fwd_gates[p.gates_base + gate(u, k)] + (fwd_b_ih[p.b_ih_base + unit] + fwd_b_hh[p.b_hh_base + unit]);
 }
 
-@compute @workgroup_size(WG)
-fn lstm_forward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                     @builtin(local_invocation_id) lid: vec3<u32>) {
-    let p = fwd_p;
-    let idx = flat_index(wid, nwg, lid);
-    if (idx >= p.rows * p.hidden) {
+// c_{t-1} of state element `s`: read from `c` itself when `prev_in_c` is 1, else from
+// `c_prev`.
+fn previous_cell(p: CellForwardParams, s: u32) -> f32 {
+    if (p.prev_in_c == 1u) {
+        return fwd_c[p.c_base + p.c_off + s];
+    }
+    return fwd_c_prev[p.c_prev_base + p.c_prev_off + s];
+}
+
+// What `lstm_forward_cell` computes in one unit (nothing past the launch's rows).
+fn forward_unit(p: CellForwardParams, u: CellUnit) {
+    if (!u.ok) {
         return;
     }
-    let h = p.hidden;
-    let r = idx / h;
-    let j = idx % h;
-    let s = r * h + j;
-    let g = p.gates_off + r * 4u * h;
+    let c_prev = previous_cell(p, u.s);
     var len = 0.0;
     if (p.masked == 1u) {
-        len = fwd_lengths[p.lengths_base + p.first_row + r];
+        len = fwd_lengths[p.lengths_base + p.first_row + u.r];
         if (f32(p.t) >= len) {
-            fwd_gates[p.gates_base + g + j] = 0.0;
-            fwd_gates[p.gates_base + g + h + j] = 0.0;
-            fwd_gates[p.gates_base + g + 2u * h + j] = 0.0;
-            fwd_gates[p.gates_base + g + 3u * h + j] = 0.0;
-            var c_prev: f32;
-            if (p.prev_in_c == 1u) {
-                c_prev = fwd_c[p.c_base + p.c_off + s];
-            } else {
-                c_prev = fwd_c_prev[p.c_prev_base + p.c_prev_off + s];
-            }
-            fwd_c[p.c_base + p.c_off + s] = c_prev;
-            fwd_y[p.y_base + p.y_off + s] = 0.0;
+            fwd_gates[p.gates_base + gate(u, 0u)] = 0.0;
+            fwd_gates[p.gates_base + gate(u, 1u)] = 0.0;
+            fwd_gates[p.gates_base + gate(u, 2u)] = 0.0;
+            fwd_gates[p.gates_base + gate(u, 3u)] = 0.0;
+            fwd_c[p.c_base + p.c_off + u.s] = c_prev;
+            fwd_y[p.y_base + p.y_off + u.s] = 0.0;
             return;
         }
     }
-    let i_gate = sigmoid_f(pre_activation(p, g + j, j));
-    let f_gate = sigmoid_f(pre_activation(p, g + h + j, h + j));
-    let g_gate = tanh_f(pre_activation(p, g + 2u * h + j, 2u * h + j));
-    let o_gate = sigmoid_f(pre_activation(p, g + 3u * h + j, 3u * h + j));
-    fwd_gates[p.gates_base + g + j] = i_gate;
-    fwd_gates[p.gates_base + g + h + j] = f_gate;
-    fwd_gates[p.gates_base + g + 2u * h + j] = g_gate;
-    fwd_gates[p.gates_base + g + 3u * h + j] = o_gate;
-    var c_prev: f32;
-    if (p.prev_in_c == 1u) {
-        c_prev = fwd_c[p.c_base + p.c_off + s];
-    } else {
-        c_prev = fwd_c_prev[p.c_prev_base + p.c_prev_off + s];
-    }
+    let i_gate = sigmoid_f(pre_activation(p, u, 0u));
+    let f_gate = sigmoid_f(pre_activation(p, u, 1u));
+    let g_gate = tanh_f(pre_activation(p, u, 2u));
+    let o_gate = sigmoid_f(pre_activation(p, u, 3u));
+    fwd_gates[p.gates_base + gate(u, 0u)] = i_gate;
+    fwd_gates[p.gates_base + gate(u, 1u)] = f_gate;
+    fwd_gates[p.gates_base + gate(u, 2u)] = g_gate;
+    fwd_gates[p.gates_base + gate(u, 3u)] = o_gate;
     let c = f_gate * c_prev + i_gate * g_gate;
-    fwd_c[p.c_base + p.c_off + s] = c;
+    fwd_c[p.c_base + p.c_off + u.s] = c;
     let h_t = o_gate * tanh_f(c);
-    fwd_y[p.y_base + p.y_off + s] = h_t;
+    fwd_y[p.y_base + p.y_off + u.s] = h_t;
     if (p.masked == 1u && f32(p.t + 1u) == len) {
-        fwd_h_n[p.h_n_base + p.h_n_off + s] = h_t;
+        fwd_h_n[p.h_n_base + p.h_n_off + u.s] = h_t;
     }
 }
 
@@ -124,40 +127,39 @@ struct CellBackwardParams {
 @group(0) @binding(7) var<storage, read_write> bwd_dgates: array<f32>;
 @group(0) @binding(8) var<storage, read_write> bwd_lengths: array<f32>;
 
+// What `lstm_backward_cell` computes in one unit (nothing past the launch's rows).
+fn backward_unit(p: CellBackwardParams, u: CellUnit) {
+    if (!u.ok) {
+        return;
+    }
+    if (p.masked == 1u && f32(p.t) >= bwd_lengths[p.lengths_base + p.first_row + u.r]) {
+        bwd_dgates[p.dgates_base + gate(u, 0u)] = 0.0;
+        bwd_dgates[p.dgates_base + gate(u, 1u)] = 0.0;
+        bwd_dgates[p.dgates_base + gate(u, 2u)] = 0.0;
+        bwd_dgates[p.dgates_base + gate(u, 3u)] = 0.0;
+        return;
+    }
+    let i_gate = bwd_gates[p.gates_base + gate(u, 0u)];
+    let f_gate = bwd_gates[p.gates_base + gate(u, 1u)];
+    let g_gate = bwd_gates[p.gates_base + gate(u, 2u)];
+    let o_gate = bwd_gates[p.gates_base + gate(u, 3u)];
+    let tc = tanh_f(bwd_c[p.c_base + p.step_off + u.s]);
+    let c_prev = bwd_c_prev[p.c_prev_base + p.c_prev_off + u.s];
+    let dh_total = bwd_dy[p.dy_base + p.step_off + u.s] + bwd_dh[p.dh_base + p.state_off + u.s];
+    let dc = bwd_dc[p.dc_base + p.state_off + u.s] + dh_total * o_gate * (1.0 - tc * tc);
+    bwd_dgates[p.dgates_base + gate(u, 0u)] = dc * g_gate * i_gate * (1.0 - i_gate);
+    bwd_dgates[p.dgates_base + gate(u, 1u)] = dc * c_prev * f_gate * (1.0 - f_gate);
+    bwd_dgates[p.dgates_base + gate(u, 2u)] = dc * i_gate * (1.0 - g_gate * g_gate);
+    bwd_dgates[p.dgates_base + gate(u, 3u)] = dh_total * tc * o_gate * (1.0 - o_gate);
+    bwd_dc[p.dc_base + p.state_off + u.s] = dc * f_gate;
+    if (p.masked == 1u) {
+        bwd_dh[p.dh_base + p.state_off + u.s] = 0.0;
+    }
+}
+
+// The backward pass's entry point: `backward_unit` above on its invocation's unit.
 @compute @workgroup_size(WG)
 fn lstm_backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                       @builtin(local_invocation_id) lid: vec3<u32>) {
-    let p = bwd_p;
-    let idx = flat_index(wid, nwg, lid);
-    if (idx >= p.rows * p.hidden) {
-        return;
-    }
-    let h = p.hidden;
-    let r = idx / h;
-    let j = idx % h;
-    let g = p.gates_off + r * 4u * h;
-    if (p.masked == 1u && f32(p.t) >= bwd_lengths[p.lengths_base + p.first_row + r]) {
-        bwd_dgates[p.dgates_base + g + j] = 0.0;
-        bwd_dgates[p.dgates_base + g + h + j] = 0.0;
-        bwd_dgates[p.dgates_base + g + 2u * h + j] = 0.0;
-        bwd_dgates[p.dgates_base + g + 3u * h + j] = 0.0;
-        return;
-    }
-    let i_gate = bwd_gates[p.gates_base + g + j];
-    let f_gate = bwd_gates[p.gates_base + g + h + j];
-    let g_gate = bwd_gates[p.gates_base + g + 2u * h + j];
-    let o_gate = bwd_gates[p.gates_base + g + 3u * h + j];
-    let s = r * h + j;
-    let tc = tanh_f(bwd_c[p.c_base + p.step_off + s]);
-    let c_prev = bwd_c_prev[p.c_prev_base + p.c_prev_off + s];
-    let dh_total = bwd_dy[p.dy_base + p.step_off + s] + bwd_dh[p.dh_base + p.state_off + s];
-    let dc = bwd_dc[p.dc_base + p.state_off + s] + dh_total * o_gate * (1.0 - tc * tc);
-    bwd_dgates[p.dgates_base + g + j] = dc * g_gate * i_gate * (1.0 - i_gate);
-    bwd_dgates[p.dgates_base + g + h + j] = dc * c_prev * f_gate * (1.0 - f_gate);
-    bwd_dgates[p.dgates_base + g + 2u * h + j] = dc * i_gate * (1.0 - g_gate * g_gate);
-    bwd_dgates[p.dgates_base + g + 3u * h + j] = dh_total * tc * o_gate * (1.0 - o_gate);
-    bwd_dc[p.dc_base + p.state_off + s] = dc * f_gate;
-    if (p.masked == 1u) {
-        bwd_dh[p.dh_base + p.state_off + s] = 0.0;
-    }
+    backward_unit(bwd_p, cell_unit(flat_index(wid, nwg, lid), bwd_p.rows, bwd_p.hidden, 4u, bwd_p.gates_off));
 }
