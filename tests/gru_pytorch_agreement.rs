@@ -138,8 +138,9 @@ fn agrees_with_pytorch(file: &str, input_kind: CellInput) {
         assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
     };
     check("y", &exe.read(&mut be, stack.y).unwrap(), &tensor("y").data);
-    for k in 0..gru.layers {
-        let got = exe.read(&mut be, h_n[k]).unwrap();
+    assert_eq!(h_n.len(), gru.layers);
+    for (k, &h) in h_n.iter().enumerate() {
+        let got = exe.read(&mut be, h).unwrap();
         check(&format!("h_n l{k}"), &got, layer_block(tensor("h_n"), k));
     }
 

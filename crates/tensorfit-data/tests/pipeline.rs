@@ -299,7 +299,10 @@ fn input_buffers_given_back_hold_the_next_batches_and_give_the_same_batches() {
         BatchInputs::Tokens(_) => panic!("dense inputs"),
     };
     let largest = fresh.iter().map(values).max().unwrap();
-    assert!(fresh.iter().any(|b| values(b) < largest), "batches of one size");
+    assert!(
+        fresh.iter().any(|b| values(b) < largest),
+        "batches of one size"
+    );
     let batches = Batches::start(source, &all, 0, &ahead).unwrap();
     let buffers = batches.buffers();
     let mut places = Vec::new();
@@ -319,7 +322,11 @@ fn input_buffers_given_back_hold_the_next_batches_and_give_the_same_batches() {
     places.dedup();
     // At most the batch in use, the one in the channel and the one being built
     // (read_ahead + 2), each used again.
-    assert!(places.len() <= 3, "the batches were built in {} buffers", places.len());
+    assert!(
+        places.len() <= 3,
+        "the batches were built in {} buffers",
+        places.len()
+    );
 }
 
 #[test]
