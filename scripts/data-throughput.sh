@@ -11,12 +11,8 @@
 #
 #   scripts/data-throughput.sh                 # builds the release binary first
 #   BIN=target/release/tensorfit N=4000 scripts/data-throughput.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN="$(scripts/release-bin.sh)"
+. "$(dirname "$0")/measuring.sh"
 N="${N:-2000}" T="${T:-100}" F="${F:-16}" BATCH="${BATCH:-32}" HIDDEN="${HIDDEN:-64}"
-DIR="$(mktemp -d)"
-trap 'rm -rf "$DIR"' EXIT
 
 python3 - "$DIR" "$N" "$T" "$F" <<'EOF'
 import random, struct, sys

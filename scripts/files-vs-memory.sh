@@ -16,12 +16,8 @@
 # The files hold STEPS x BATCH sequences of T steps (one epoch is STEPS steps), a random
 # symbol's one-hot vector a step ("0"/"1" in the CSV, as the seed user's character data
 # would be), a class a sequence. Figures go in docs/data.md with date, machine and command.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN="$(scripts/release-bin.sh)"
+. "$(dirname "$0")/measuring.sh"
 ROUNDS="${ROUNDS:-5}" STEPS="${STEPS:-40}" T="${T:-50}" BATCH="${BATCH:-32}" AHEAD="${AHEAD:-4}"
-DIR="$(mktemp -d)"
-trap 'rm -rf "$DIR"' EXIT
 
 python3 - "$DIR" "$((STEPS * BATCH))" "$T" <<'PY'
 import os, random, struct, sys
