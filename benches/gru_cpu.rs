@@ -21,7 +21,7 @@ use common::flags::{median, Flags};
 use common::programs::{compile_with_random_inputs, weight_inputs};
 use tensorfit::core::args::SliceTimeInputs;
 use tensorfit::core::{backward, Graph, Op, Rng};
-use tensorfit::nn::layers::{CellInput, Gru};
+use tensorfit::nn::layers::{CellInput, Gru, Recurrent, RecurrentWeights, StatePart};
 
 const INPUT: usize = 152;
 const LAYERS: usize = 3;
@@ -67,10 +67,12 @@ fn time(w: &Workload, iters: usize) -> Result<f64> {
     };
     let mut g = Graph::new();
     let (weights, mut leaves) = weight_inputs(&mut g, &gru.specs());
-    let stack = gru.stack(&mut g, &weights, w.batch, w.steps, w.train)?;
+    let weights = RecurrentWeights::Gru(weights);
+    let dims = (w.batch, w.steps);
+    let stack = Recurrent::Gru(gru).stack(&mut g, &weights, dims, (w.train, false))?;
     let wrt = leaves.clone();
     leaves.push(stack.x);
-    leaves.extend(&stack.h0);
+    leaves.extend(stack.initial(StatePart::H));
     if w.train {
         let op = Op::SliceTime { t: w.steps - 1 };
         let last = g

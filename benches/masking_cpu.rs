@@ -22,7 +22,7 @@ use common::programs::{compile_with_random_inputs, weight_inputs};
 use tensorfit::core::args::SliceTimeInputs;
 use tensorfit::core::{backward, Backend, Executable, Graph, Op, Rng};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{CellInput, Lstm};
+use tensorfit::nn::layers::{CellInput, Lstm, Recurrent, RecurrentWeights, StatePart};
 
 const INPUT: usize = 152;
 const LAYERS: usize = 3;
@@ -50,10 +50,12 @@ fn program(
     let mut g = Graph::new();
     let (weights, mut leaves) = weight_inputs(&mut g, &lstm.specs());
     let padded = v != Variant::None;
-    let stack = lstm.stack_at_lengths(&mut g, &weights, (batch, steps), true, padded)?;
+    let weights = RecurrentWeights::Lstm(weights);
+    let stack = Recurrent::Lstm(lstm).stack(&mut g, &weights, (batch, steps), (true, padded))?;
     let wrt = leaves.clone();
     leaves.push(stack.x);
-    leaves.extend(stack.h0.iter().chain(&stack.c0));
+    leaves.extend(stack.initial(StatePart::H));
+    leaves.extend(stack.initial(StatePart::C));
     let inputs = SliceTimeInputs {
         x: stack.y,
         lengths: stack.lengths,

@@ -21,12 +21,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use tensorfit::core::DeviceKind;
-use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{
-    Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TbpttMode, TemporalOrder,
-};
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TemporalOrder};
 use tensorfit::session::{decide, start, Choice, Request};
+use tensorfit::DevicePolicy;
 
 /// One cell of the matrix.
 struct Cell {
@@ -98,23 +95,12 @@ impl Cell {
 fn run(cell: &Cell) -> Result<Value> {
     let cfg = cell.model();
     let job = cell.job();
-    let req = Request {
-        cfg: cfg.clone(),
+    let req = Request::new(
+        cfg.clone(),
         job,
-        tbptt: cell.tbptt,
-        tbptt_mode: TbpttMode::Last,
-        optim: OptimConfig::default(),
-        seed: 0,
-        margin: 0.1,
-        device: Some(DeviceKind::Cpu),
-        caps: MemoryCaps::default(),
-        exclude: Vec::new(),
-        read_ahead_bytes: 0,
-        writes_checkpoints: true,
-        padded: false,
-        data_parallel: None,
-        carry_across: false,
-    };
+        (cell.tbptt, OptimConfig::default()),
+        &DevicePolicy::only_cpu(),
+    );
     let decision = decide(&req)?;
     let Some(Choice { candidate, .. }) = decision.chosen() else {
         return Err(decision.nothing_fits().into());

@@ -1,6 +1,6 @@
 //! Token input against dense one-hot input on the seed LSTM stack (3 × 250, vocabulary
 //! 152), at the level of the stack: the graph is built from the layer
-//! (`tensorfit::nn::layers::Lstm`, inference, nothing kept for backward), planned with
+//! (`tensorfit::nn::layers::Recurrent` of an `Lstm`, inference, nothing kept for backward), planned with
 //! `tensorfit::plan::MemoryPlan`, bound into the plan's arenas and run on `CpuBackend`.
 //!
 //! Prints a table: the plan's peak and the input's bytes at B=100, T=2000 (whole
@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use tensorfit::core::{Backend, Executable, Graph, Rng, TensorId, TensorView};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{CellInput, Lstm};
+use tensorfit::nn::layers::{CellInput, Lstm, Recurrent};
 use tensorfit::plan::{Limits, MemoryPlan, ProgramSpec};
 
 const VOCAB: usize = 152;
@@ -30,30 +30,22 @@ struct Stack {
 }
 
 fn stack(kind: CellInput, batch: usize, steps: usize) -> Result<Stack> {
-    let lstm = Lstm {
+    let lstm = Recurrent::Lstm(Lstm {
         input: VOCAB,
         hidden: 250,
         layers: 3,
         input_kind: kind,
-    };
+    });
     let mut graph = Graph::new();
     let mut persistent = Vec::new();
-    let weights: Vec<_> = lstm
-        .specs()
-        .iter()
-        .map(|layer| {
-            layer.map(|p| {
-                let t = p.leaf(&mut graph);
-                persistent.push((t, p.name.clone()));
-                t
-            })
-        })
-        .collect();
-    let s = lstm.stack(&mut graph, &weights, batch, steps, false)?;
-    for (k, (h, c)) in s.h0.iter().zip(&s.c0).enumerate() {
-        persistent.push((*h, format!("state.h_l{k}")));
-        persistent.push((*c, format!("state.c_l{k}")));
-    }
+    let weights = lstm.specs().map(|p| {
+        let t = p.leaf(&mut graph);
+        persistent.push((t, p.name.clone()));
+        t
+    });
+    let s = lstm.stack(&mut graph, &weights, (batch, steps), (false, false))?;
+    // Each layer's carried (h, c), named by its slot (`state.h_l{k}`, `state.c_l{k}`).
+    persistent.extend(s.carried.iter().map(|(t, slot)| (*t, slot.name())));
     Ok(Stack {
         graph,
         x: s.x,

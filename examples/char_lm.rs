@@ -10,10 +10,7 @@ use std::path::PathBuf;
 
 use tensorfit::core::Rng;
 use tensorfit::data::{CharVocab, TextVocab};
-use tensorfit::nn::{
-    Cell, DropoutRate, HeadOn, HeadSpec, InputSpec, Job, LossSpec, ModelDescription, OptimConfig,
-    RecurrentSpec,
-};
+use tensorfit::nn::{Job, ModelDescription, OptimConfig};
 use tensorfit::{Control, DevicePolicy, Model, Sequences, Training};
 
 /// Characters per training window.
@@ -49,25 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         data.len()
     );
 
-    let description = ModelDescription {
-        input: InputSpec::Tokens {
-            vocab: vocab.len(),
-            embedding: None,
-        },
-        recurrent: RecurrentSpec {
-            cell: Cell::Lstm,
-            hidden: 64,
-            layers: 1,
-            dropout: DropoutRate::NONE,
-        },
-        head: HeadSpec {
-            on: HeadOn::EveryStep,
-            layers: Vec::new(),
-        },
-        loss: LossSpec::SoftmaxCrossEntropy {
-            classes: vocab.len(),
-        },
-    };
+    let description = ModelDescription::lstm_language_model(vocab.len(), 64, 1);
     let training = Training {
         tbptt: WINDOW,
         optim: OptimConfig::adam(0.02),

@@ -7,36 +7,22 @@
 
 use anyhow::{bail, Result};
 use tensorfit::core::DeviceKind;
-use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TbpttMode, TemporalOrder};
-use tensorfit::plan::format_bytes;
+use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
+use tensorfit::plan::{format_bytes, parse_size};
 use tensorfit::session::{decide, start, Request};
+use tensorfit::DevicePolicy;
 
 fn main() -> Result<()> {
     let cfg = ModelDescription::seed();
     let params = ParamStore::init(&cfg, 1)?;
     let data = TemporalOrder::new(3).batch(100, 2000)?;
     for cap in ["1.67GiB", "336MB"] {
-        let req = Request {
-            cfg: cfg.clone(),
-            job: Job::Eval {
-                batch: 100,
-                seq_len: 2000,
-            },
-            tbptt: 50,
-            tbptt_mode: TbpttMode::Last,
-            optim: OptimConfig::default(),
-            seed: 0,
-            margin: 0.1,
-            device: Some(DeviceKind::Cpu),
-            caps: MemoryCaps::parse(&[format!("cpu={cap}")])?,
-            exclude: Vec::new(),
-            read_ahead_bytes: 0,
-            writes_checkpoints: true,
-            padded: false,
-            data_parallel: None,
-            carry_across: false,
+        let job = Job::Eval {
+            batch: 100,
+            seq_len: 2000,
         };
+        let cpu = DevicePolicy::only_cpu().cap(DeviceKind::Cpu, parse_size(cap)?);
+        let req = Request::new(cfg.clone(), job, (50, OptimConfig::default()), &cpu);
         println!("== evaluation of 100 × 2000 under a {cap} cap");
         let decision = decide(&req)?;
         print!("{}", decision.table());

@@ -11,15 +11,13 @@
 #
 #   scripts/data-throughput.sh                 # builds the release binary first
 #   BIN=target/release/tensorfit N=4000 scripts/data-throughput.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN="$(scripts/release-bin.sh)"
+. "$(dirname "$0")/measuring.sh"
 N="${N:-2000}" T="${T:-100}" F="${F:-16}" BATCH="${BATCH:-32}" HIDDEN="${HIDDEN:-64}"
-DIR="$(mktemp -d)"
-trap 'rm -rf "$DIR"' EXIT
 
 python3 - "$DIR" "$N" "$T" "$F" <<'EOF'
-import json, random, struct, sys
+import random, struct, sys
+sys.path.insert(0, "scripts")
+from sequences_safetensors import write_sequences
 d, n, t, f = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(7)
 xs, labels = [], []
@@ -33,14 +31,7 @@ with open(f"{d}/data.csv", "w") as out:
         for s, r in enumerate(rows):
             vals = ",".join(f"{v:.5f}" for v in r)
             out.write(f"s{i},{s},{vals},{label if s == t - 1 else ''}\n")
-x = struct.pack(f"<{len(xs)}f", *xs)
-y = struct.pack(f"<{n}q", *labels)
-head = {"input": {"dtype": "F32", "shape": [n, t, f], "data_offsets": [0, len(x)]},
-        "labels": {"dtype": "I64", "shape": [n], "data_offsets": [len(x), len(x) + len(y)]}}
-h = json.dumps(head).encode()
-h += b" " * (-len(h) % 8)
-with open(f"{d}/data.safetensors", "wb") as out:
-    out.write(struct.pack("<Q", len(h)) + h + x + y)
+write_sequences(f"{d}/data.safetensors", struct.pack(f"<{len(xs)}f", *xs), [n, t, f], labels)
 EOF
 scripts/lstm-classifier-toml.sh "$F" "$HIDDEN" 3 > "$DIR/model.toml"
 

@@ -16,15 +16,13 @@
 # The files hold STEPS x BATCH sequences of T steps (one epoch is STEPS steps), a random
 # symbol's one-hot vector a step ("0"/"1" in the CSV, as the seed user's character data
 # would be), a class a sequence. Figures go in docs/data.md with date, machine and command.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN="$(scripts/release-bin.sh)"
+. "$(dirname "$0")/measuring.sh"
 ROUNDS="${ROUNDS:-5}" STEPS="${STEPS:-40}" T="${T:-50}" BATCH="${BATCH:-32}" AHEAD="${AHEAD:-4}"
-DIR="$(mktemp -d)"
-trap 'rm -rf "$DIR"' EXIT
 
 python3 - "$DIR" "$((STEPS * BATCH))" "$T" <<'PY'
-import json, os, random, struct, sys
+import os, random, struct, sys
+sys.path.insert(0, "scripts")
+from sequences_safetensors import write_sequences
 d, n, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 features, classes = 152, 6
 rng = random.Random(17)
@@ -44,13 +42,7 @@ for i in range(n):
         row[s] = 1.0
         xs += struct.pack(f"<{features}f", *row)
     labels.append(label)
-y = struct.pack(f"<{n}q", *labels)
-head = {"input": {"dtype": "F32", "shape": [n, t, features], "data_offsets": [0, len(xs)]},
-        "labels": {"dtype": "I64", "shape": [n], "data_offsets": [len(xs), len(xs) + len(y)]}}
-h = json.dumps(head).encode()
-h += b" " * (-len(h) % 8)
-with open(f"{d}/data.safetensors", "wb") as out:
-    out.write(struct.pack("<Q", len(h)) + h + xs + y)
+write_sequences(f"{d}/data.safetensors", bytes(xs), [n, t, features], labels)
 PY
 
 csv_mb="$(du -sm --apparent-size "$DIR/dl4j/features" | cut -f1)"

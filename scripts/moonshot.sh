@@ -5,13 +5,9 @@
 # per step, planned and measured device peak and peak RSS, and the median time ratio.
 #
 #   ROUNDS=3 STEPS=3 scripts/moonshot.sh        (BIN=... to skip the release build)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/measuring.sh"
 ROUNDS="${ROUNDS:-3}"
 STEPS="${STEPS:-3}"
-BIN="$(scripts/release-bin.sh)"
-DIR="$(mktemp -d)"
-trap 'rm -rf "$DIR"' EXIT
 run() { # cap-or-empty → one JSON line
     local caps=()
     if [ -n "$1" ]; then caps=(--device-memory "cpu=$1"); fi

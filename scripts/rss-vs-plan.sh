@@ -6,11 +6,7 @@
 #
 #   scripts/rss-vs-plan.sh            # builds the release binary first
 #   BIN=target/release/tensorfit scripts/rss-vs-plan.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN="$(scripts/release-bin.sh)"
-DIR="$(mktemp -d)"
-trap 'rm -rf "$DIR"' EXIT
+. "$(dirname "$0")/measuring.sh"
 
 # name | arguments
 JOBS=(

@@ -12,12 +12,8 @@
 #
 # The token model is examples/models/seed.toml with its [input] table made
 # `kind = "tokens"`, `vocab = 152`. Figures go in docs/cpu-performance.md.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN="$(scripts/release-bin.sh)"
+. "$(dirname "$0")/measuring.sh"
 ROUNDS="${ROUNDS:-7}" BATCH="${BATCH:-100}" T="${T:-200}" ITERS="${ITERS:-5}"
-DIR="$(mktemp -d)"
-trap 'rm -rf "$DIR"' EXIT
 dense=examples/models/seed.toml
 tokens="$DIR/seed_tokens.toml"
 sed -e 's/^kind = "dense".*/kind = "tokens"/' -e 's/^features = 152.*/vocab = 152/' "$dense" > "$tokens"

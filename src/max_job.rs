@@ -281,27 +281,13 @@ pub fn largest_jobs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::DevicePolicy;
     use crate::assume;
-    use tensorfit_nn::{ModelDescription, OptimConfig, TbpttMode};
+    use tensorfit_nn::{ModelDescription, OptimConfig};
 
     fn request(job: Job) -> Request {
-        Request {
-            cfg: ModelDescription::seed(),
-            job,
-            tbptt: 50,
-            tbptt_mode: TbpttMode::Last,
-            optim: OptimConfig::default(),
-            seed: 0,
-            margin: 0.1,
-            device: None,
-            caps: Default::default(),
-            exclude: Vec::new(),
-            read_ahead_bytes: 0,
-            writes_checkpoints: true,
-            padded: false,
-            data_parallel: None,
-            carry_across: false,
-        }
+        let optim = (50, OptimConfig::default());
+        Request::new(ModelDescription::seed(), job, optim, &DevicePolicy::auto())
     }
 
     fn peak(req: &Request, s: &Strategy, job: Job) -> u64 {

@@ -40,7 +40,8 @@ const MAX_FALLBACKS_PER_STEP: usize = 3;
 impl Session {
     /// Runs `run` on the trainer, recovering from device failures (see the module
     /// documentation): a failed `run` is repeated on the new plan, so it must start from
-    /// what it was given (a text's `CarriedState` is replaced only on success).
+    /// what it was given (a text's `CarriedState` is replaced only on success; a
+    /// data-parallel step passes its exchange the same step again).
     pub fn with_recovery<T>(
         &mut self,
         mut run: impl FnMut(&mut Trainer) -> Result<T>,

@@ -4,9 +4,8 @@
 //! there; the [`Session`]'s training steps and evaluations then survive the device
 //! failing ([`crate::recovery`]).
 
-use tensorfit_core::{Error, HostTensor, Result};
-use tensorfit_nn::trainer::GradientExchange;
-use tensorfit_nn::{Checkpoint, EvalReport, ParamStore, StepReport, Trainer};
+use tensorfit_core::{Error, Result};
+use tensorfit_nn::{Checkpoint, ParamStore, Trainer};
 use tensorfit_plan::MemoryPlan;
 
 pub use crate::decision::{decide, decide_on, format_seconds, plan_job, Choice, Decision, Request};
@@ -15,10 +14,12 @@ pub use crate::recovery::Fallback;
 pub use crate::strategy::{strategies, Strategy};
 
 /// A job running on its chosen device. Its training steps and evaluations survive the
-/// device failing: before each, the training state is copied to the host; on
-/// out-of-memory (or a lost device) the session frees what it held, replans with the
-/// device's capacity as it is now (or without the device), restores the state on the new
-/// plan and repeats the step. [`Session::fallbacks`] records each move.
+/// device failing when they run through [`Session::with_recovery`]
+/// (`session.with_recovery(|t| t.train_step(x, labels))`, with any of [`Trainer`]'s
+/// steps): before each, the training state is copied to the host; on out-of-memory (or a
+/// lost device) the session frees what it held, replans with the device's capacity as it
+/// is now (or without the device), restores the state on the new plan and repeats the
+/// step. [`Session::fallbacks`] records each move.
 #[derive(Debug)]
 pub struct Session {
     /// The trainer bound to the chosen device's plan.
@@ -93,48 +94,5 @@ impl Session {
     /// context, library workspaces, parameter rings), which the plan also counts.
     pub fn measured_peak_bytes(&self) -> u64 {
         self.trainer.memory().peak + self.trainer.device_info().overhead_bytes
-    }
-
-    /// One training step, recovering from device failures (see the type's docs).
-    pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
-        self.train_step_at(x, labels, None)
-    }
-
-    /// A data-parallel training step: as [`Session::train_step_at`], with `exchange`
-    /// between backward and the update (a repeated step passes it the same step again).
-    pub fn train_step_exchanging(
-        &mut self,
-        x: &HostTensor,
-        labels: &[f32],
-        lengths: Option<&[f32]>,
-        exchange: &mut dyn GradientExchange,
-    ) -> Result<StepReport> {
-        self.with_recovery(|t| t.train_step_exchanging(x, labels, lengths, exchange))
-    }
-
-    /// An evaluation, recovering from device failures.
-    pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
-        self.evaluate_at(x, labels, None)
-    }
-
-    /// [`Session::train_step`] on a padded batch of `lengths` (`Trainer::train_step_at`;
-    /// the request must be `padded` for lengths shorter than the batch's steps).
-    pub fn train_step_at(
-        &mut self,
-        x: &HostTensor,
-        labels: &[f32],
-        lengths: Option<&[f32]>,
-    ) -> Result<StepReport> {
-        self.with_recovery(|t| t.train_step_at(x, labels, lengths))
-    }
-
-    /// [`Session::evaluate`] on a padded batch of `lengths`.
-    pub fn evaluate_at(
-        &mut self,
-        x: &HostTensor,
-        labels: &[f32],
-        lengths: Option<&[f32]>,
-    ) -> Result<EvalReport> {
-        self.with_recovery(|t| t.evaluate_at(x, labels, lengths))
     }
 }

@@ -14,12 +14,12 @@ mod common;
 use std::path::Path;
 
 use serde_json::Value;
-use tensorfit::nn::Checkpoint;
+use tensorfit::core::Activation;
+use tensorfit::nn::{Checkpoint, HeadLayer, HeadLayerKind, ModelDescription};
 
-use common::ranks::{launch, not_built, numbers, BIN, BOUND};
+use common::ranks::{cpu_train, launch, not_built, numbers, BIN, BOUND};
 use common::{assert_close, losses, ok_json, scratch};
 
-/// The seed network's shape without its BatchNorm layers, small.
 /// Small models: exact but for the order of the average's sums.
 const EXACT: (f32, f32) = (1e-6, 1e-5);
 
@@ -43,21 +43,19 @@ const RUN: [&str; 11] = [
     "--json",
 ];
 
-const NO_BATCH_NORM: &str = r#"
-[input]
-kind = "dense"
-features = 152
-[recurrent]
-cell = "lstm"
-hidden = 12
-layers = 2
-[head]
-on = "last"
-layers = [{ kind = "dense", units = 6, activation = "tanh" }]
-[loss]
-kind = "cross_entropy"
-classes = 6
-"#;
+/// The seed network's shape without its BatchNorm layers, small (2 LSTM layers of 12
+/// units, Dense 6 tanh), as a model file.
+fn no_batch_norm() -> String {
+    let mut d = ModelDescription::lstm_classifier(152, 12, 2, 6);
+    d.head.layers = vec![HeadLayer {
+        name: "head.0".into(),
+        kind: HeadLayerKind::Dense {
+            units: 6,
+            activation: Activation::Tanh,
+        },
+    }];
+    d.to_toml()
+}
 
 /// `train` on `ranks` ranks with `args`: rank 0's JSON, or `None` when MPI is
 /// unavailable (the skip is printed).
@@ -132,7 +130,7 @@ fn agrees(test: &str, model: &Path, ranks: usize, extra: &[&str], (abs, rel): (f
 #[test]
 fn ranks_on_shards_of_the_batch_train_as_one_process_on_the_whole_batch() {
     let model = scratch("no-batch-norm").join("model.toml");
-    std::fs::write(&model, NO_BATCH_NORM).unwrap();
+    std::fs::write(&model, no_batch_norm()).unwrap();
     // 8 rows: 4 + 4 on 2 ranks, 3 + 3 + 2 on 3 (uneven shards weigh their gradients).
     for ranks in [2, 3] {
         agrees("classifier", &model, ranks, &["--clip-norm", "0.5"], EXACT);
@@ -171,23 +169,9 @@ fn a_run_checkpointed_on_two_ranks_resumes_on_three_as_one_process_would() {
     let dir = scratch(test);
     let (ck, one) = (dir.join("ck"), dir.join("one.safetensors"));
     let model = scratch("resume-model").join("model.toml");
-    std::fs::write(&model, NO_BATCH_NORM).unwrap();
+    std::fs::write(&model, no_batch_norm()).unwrap();
     let (model, ck_s) = (model.to_str().unwrap(), ck.to_str().unwrap());
-    let common = [
-        "--model",
-        model,
-        "--batch",
-        "6",
-        "--seq-len",
-        "5",
-        "--device",
-        "cpu",
-        "--eval-every",
-        "0",
-        "--eval-batch",
-        "8",
-        "--json",
-    ];
+    let common = cpu_train(model, ("6", "5", "8"), &["--json"]);
     let first: Vec<&str> = common
         .iter()
         .copied()

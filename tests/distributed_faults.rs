@@ -15,30 +15,19 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tensorfit::nn::Checkpoint;
+use tensorfit::nn::{Checkpoint, ModelDescription};
 use tensorfit_testing::mpirun::{Launched, Run};
 
-use common::ranks::{launch, line, not_built, numbers, rank_pid, BIN, BOUND};
+use common::ranks::{cpu_train, launch, line, not_built, numbers, rank_pid, BIN, BOUND};
 use common::{arg, scratch};
 
-/// A small classifier without BatchNorm: steps of a few milliseconds.
-const SMALL: &str = r#"
-[input]
-kind = "dense"
-features = 152
-[recurrent]
-cell = "lstm"
-hidden = 12
-layers = 1
-[head]
-on = "last"
-layers = []
-[loss]
-kind = "cross_entropy"
-classes = 6
-"#;
+/// A small classifier without BatchNorm (one LSTM layer of 12 units straight into the
+/// output layer), as a model file: steps of a few milliseconds.
+fn small() -> String {
+    ModelDescription::lstm_classifier(152, 12, 1, 6).to_toml()
+}
 
-/// Starts 2 ranks training SMALL for a million steps with a checkpoint every step into
+/// Starts 2 ranks training [`small`] for a million steps with a checkpoint every step into
 /// `ck`, marked with `mark` in their environment, with `mca` before the ranks; returns
 /// once rank 0 has written a checkpoint (training is under way). `None` without MPI.
 fn long_run(
@@ -48,22 +37,10 @@ fn long_run(
     (mca, timeout): (&[&str], &str),
 ) -> Option<Launched> {
     let model = scratch(test).join("model.toml");
-    std::fs::write(&model, SMALL).unwrap();
-    let args = [
-        "--model",
-        arg(&model),
-        "--batch",
-        "4",
-        "--seq-len",
-        "5",
+    std::fs::write(&model, small()).unwrap();
+    let run = [
         "--steps",
         "1000000",
-        "--device",
-        "cpu",
-        "--eval-every",
-        "0",
-        "--eval-batch",
-        "4",
         "--checkpoint-dir",
         arg(ck),
         "--checkpoint-every",
@@ -71,8 +48,9 @@ fn long_run(
         "--collective-timeout",
         timeout,
     ];
+    let args = cpu_train(arg(&model), ("4", "5", "4"), &run);
     let mut line: Vec<String> = mca.iter().map(|s| s.to_string()).collect();
-    line.extend(self::line("train", &[(2, &args)], &[mark]));
+    line.extend(self::line("train", &[(2, &args[..])], &[mark]));
     let launched = tensorfit_testing::mpirun::spawn(test, not_built(), &line)?;
     let waiting = Instant::now();
     while !ck.join("checkpoint.safetensors").exists() && waiting.elapsed() < BOUND {
@@ -160,25 +138,9 @@ fn ctrl_c_on_mpirun_stops_every_rank_after_the_same_step_with_its_checkpoint() {
 fn an_out_of_memory_on_rank_1_falls_back_and_every_rank_carries_on_with_the_same_weights() {
     let test = "oom on rank 1";
     let model = scratch("oom-rank").join("model.toml");
-    std::fs::write(&model, SMALL).unwrap();
-    let args = [
-        "--model",
-        arg(&model),
-        "--batch",
-        "8",
-        "--seq-len",
-        "6",
-        "--steps",
-        "6",
-        "--device",
-        "cpu",
-        "--eval-every",
-        "0",
-        "--eval-batch",
-        "8",
-        "--json",
-    ];
-    let Some(clean) = launch(test, "train", &[(2, &args)]) else {
+    std::fs::write(&model, small()).unwrap();
+    let args = cpu_train(arg(&model), ("8", "6", "8"), &["--steps", "6", "--json"]);
+    let Some(clean) = launch(test, "train", &[(2, &args[..])]) else {
         return;
     };
     let want: serde_json::Value = serde_json::from_str(clean.stdout.trim()).unwrap();
@@ -188,7 +150,7 @@ fn an_out_of_memory_on_rank_1_falls_back_and_every_rank_carries_on_with_the_same
     for op in ["70", "80"] {
         let env = format!("{}={op}", tensorfit::faults::INJECT_OOM_VAR);
         // Rank 0 as before; rank 1, a part of its own, with the fault.
-        let mut line = line("train", &[(1, &args)], &[]);
+        let mut line = line("train", &[(1, &args[..])], &[]);
         line.extend([":", "-np", "1", "-x", &env, BIN, "train"].map(String::from));
         line.extend(args.iter().map(|s| s.to_string()));
         let run = tensorfit_testing::mpirun::launch(test, not_built(), &line, BOUND).unwrap();

@@ -24,10 +24,7 @@ use common::{
 };
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::{
-    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
-    ModelDescription, ParamStore, RecurrentSpec, Trainer,
-};
+use tensorfit::nn::{HeadLayer, HeadLayerKind, ModelDescription, ParamStore, Trainer};
 
 const FILE: &str = "tests/data/every_step_reference.safetensors";
 
@@ -36,36 +33,22 @@ fn load(prefix: &str) -> (ParamStore, HashMap<String, String>) {
 }
 
 fn description(meta: &HashMap<String, String>) -> ModelDescription {
-    let vocab = meta_usize(meta, "vocab");
-    ModelDescription {
-        input: InputSpec::Tokens {
-            vocab,
-            embedding: None,
+    let (vocab, hidden) = (meta_usize(meta, "vocab"), meta_usize(meta, "hidden"));
+    let mut d = ModelDescription::lstm_language_model(vocab, hidden, meta_usize(meta, "layers"));
+    d.head.layers = vec![
+        HeadLayer {
+            name: "head.0".into(),
+            kind: HeadLayerKind::BatchNorm,
         },
-        recurrent: RecurrentSpec {
-            cell: Cell::Lstm,
-            hidden: meta_usize(meta, "hidden"),
-            layers: meta_usize(meta, "layers"),
-            dropout: DropoutRate::NONE,
+        HeadLayer {
+            name: "head.1".into(),
+            kind: HeadLayerKind::Dense {
+                units: meta_usize(meta, "dense"),
+                activation: Activation::Tanh,
+            },
         },
-        head: HeadSpec {
-            on: HeadOn::EveryStep,
-            layers: vec![
-                HeadLayer {
-                    name: "head.0".into(),
-                    kind: HeadLayerKind::BatchNorm,
-                },
-                HeadLayer {
-                    name: "head.1".into(),
-                    kind: HeadLayerKind::Dense {
-                        units: meta_usize(meta, "dense"),
-                        activation: Activation::Tanh,
-                    },
-                },
-            ],
-        },
-        loss: LossSpec::SoftmaxCrossEntropy { classes: vocab },
-    }
+    ];
+    d
 }
 
 #[test]

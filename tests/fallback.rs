@@ -58,7 +58,8 @@ fn run(
     let mut losses = Vec::new();
     for (i, b) in batches.iter().enumerate() {
         at_step(i);
-        losses.push(session.train_step(&b.x, &b.labels).unwrap().loss);
+        let step = session.with_recovery(|t| t.train_step(&b.x, &b.labels));
+        losses.push(step.unwrap().loss);
     }
     (losses, session.trainer.parameters().unwrap())
 }
@@ -149,12 +150,15 @@ fn a_lost_device_with_nowhere_to_go_is_a_clear_error() {
     let faults = Arc::new(Faults::default());
     let mut s = faulty_session(DeviceKind::Cpu, &faults);
     let b = &data()[0];
-    s.train_step(&b.x, &b.labels).unwrap();
+    s.with_recovery(|t| t.train_step(&b.x, &b.labels)).unwrap();
     faults
         .lose_device_at
         .store(faults.executes() + 5, Ordering::SeqCst);
     // The session was asked for the CPU only, so there is no other device to move to.
-    let e = s.train_step(&b.x, &b.labels).unwrap_err().to_string();
+    let e = s
+        .with_recovery(|t| t.train_step(&b.x, &b.labels))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("device lost") && e.contains("no plan fits"),
         "{e}"

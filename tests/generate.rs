@@ -8,10 +8,7 @@ mod common;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use tensorfit::nn::{
-    Cell, Checkpoint, DropoutRate, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
-    RecurrentSpec,
-};
+use tensorfit::nn::{Checkpoint, HeadOn, ModelDescription};
 use tensorfit::{DevicePolicy, Model};
 
 use common::{refused, scratch, succeed, tensorfit_command};
@@ -21,23 +18,9 @@ const CHARS: &str = "abcdefghij";
 /// Token input over the 10 characters and the unknown id 0, an LSTM, the next character.
 fn language_model() -> ModelDescription {
     let vocab = CHARS.chars().count() + 1;
-    ModelDescription {
-        input: InputSpec::Tokens {
-            vocab,
-            embedding: None,
-        },
-        recurrent: RecurrentSpec {
-            cell: Cell::Lstm,
-            hidden: 12,
-            layers: 2,
-            dropout: DropoutRate::NONE,
-        },
-        head: HeadSpec {
-            on: HeadOn::LastStep,
-            layers: Vec::new(),
-        },
-        loss: LossSpec::SoftmaxCrossEntropy { classes: vocab },
-    }
+    let mut d = ModelDescription::lstm_language_model(vocab, 12, 2);
+    d.head.on = HeadOn::LastStep;
+    d
 }
 
 /// A checkpoint of the language model with weights from seed 4, with the character

@@ -22,7 +22,9 @@ use std::path::Path;
 use common::{assert_close, max_abs};
 use tensorfit::core::{backward, Executable, Graph, HostTensor, TensorId};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::layers::{CellInput, Gru, GruWeights, Tensors};
+use tensorfit::nn::layers::{
+    CellInput, Gru, GruWeights, Recurrent, RecurrentWeights, StatePart, Tensors,
+};
 use tensorfit::nn::ParamStore;
 
 fn load(file: &str) -> (ParamStore, HashMap<String, String>) {
@@ -80,25 +82,23 @@ fn agrees_with_pytorch(file: &str, input_kind: CellInput) {
         .iter()
         .map(|w| w.map(|s| g.input(&s.name, s.shape.clone())))
         .collect();
-    let stack = gru.stack(&mut g, &weights, batch, steps, true).unwrap();
+    let all = RecurrentWeights::Gru(weights.clone());
+    let stack = Recurrent::Gru(gru)
+        .stack(&mut g, &all, (batch, steps), (true, false))
+        .unwrap();
+    let (h0, h_n) = (stack.initial(StatePart::H), stack.last(StatePart::H));
     let dy = g.input("dy", g.shape(stack.y).clone());
     let dh_n: Vec<TensorId> = (0..gru.layers)
         .map(|k| g.input(&format!("dh_n{k}"), gru.state_shape(batch)))
         .collect();
     let mut seeds = vec![(stack.y, dy)];
-    seeds.extend(stack.h_n.iter().copied().zip(dh_n.iter().copied()));
+    seeds.extend(h_n.iter().copied().zip(dh_n.iter().copied()));
     // Gradients of x (features), each layer's h0, then every weight in table order.
     let mut wrt: Vec<(String, TensorId)> = Vec::new();
     if x_grad {
         wrt.push(("x".into(), stack.x));
     }
-    wrt.extend(
-        stack
-            .h0
-            .iter()
-            .enumerate()
-            .map(|(k, &h)| (format!("h0 l{k}"), h)),
-    );
+    wrt.extend(h0.iter().enumerate().map(|(k, &h)| (format!("h0 l{k}"), h)));
     for (spec, ids) in specs.iter().zip(&weights) {
         let names = spec.map(|s| s.name.clone());
         wrt.extend([
@@ -126,7 +126,7 @@ fn agrees_with_pytorch(file: &str, input_kind: CellInput) {
     }
     exe.write(&mut be, stack.x, &tensor(x_name).data).unwrap();
     exe.write(&mut be, dy, &tensor("dy").data).unwrap();
-    for (k, (&h0, &dh)) in stack.h0.iter().zip(&dh_n).enumerate() {
+    for (k, (&h0, &dh)) in h0.iter().zip(&dh_n).enumerate() {
         exe.write(&mut be, h0, layer_block(tensor("h0"), k))
             .unwrap();
         exe.write(&mut be, dh, layer_block(tensor("dh_n"), k))
@@ -138,8 +138,9 @@ fn agrees_with_pytorch(file: &str, input_kind: CellInput) {
         assert_close(what, got, want, 1e-5 * max_abs(want), 1e-5);
     };
     check("y", &exe.read(&mut be, stack.y).unwrap(), &tensor("y").data);
-    for k in 0..gru.layers {
-        let got = exe.read(&mut be, stack.h_n[k]).unwrap();
+    assert_eq!(h_n.len(), gru.layers);
+    for (k, &h) in h_n.iter().enumerate() {
+        let got = exe.read(&mut be, h).unwrap();
         check(&format!("h_n l{k}"), &got, layer_block(tensor("h_n"), k));
     }
 

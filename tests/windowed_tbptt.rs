@@ -17,10 +17,7 @@ mod common;
 
 use common::{check_reference as check, meta_usize, reference, train_options};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::{
-    Cell, DropoutRate, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec,
-    TbpttMode, TrainOptions, Trainer,
-};
+use tensorfit::nn::{ModelDescription, TbpttMode, TrainOptions, Trainer};
 
 const FILE: &str = "tests/data/windowed_tbptt_reference.safetensors";
 
@@ -30,23 +27,7 @@ fn windowed_truncated_bptt_matches_pytorchs_loop_of_an_update_per_window() {
     let (init, _) = reference(FILE, "init.");
     let n = |k: &str| meta_usize(&meta, k);
     let vocab = n("vocab");
-    let cfg = ModelDescription {
-        input: InputSpec::Tokens {
-            vocab,
-            embedding: None,
-        },
-        recurrent: RecurrentSpec {
-            cell: Cell::Lstm,
-            hidden: n("hidden"),
-            layers: n("layers"),
-            dropout: DropoutRate::NONE,
-        },
-        head: HeadSpec {
-            on: HeadOn::EveryStep,
-            layers: Vec::new(),
-        },
-        loss: LossSpec::SoftmaxCrossEntropy { classes: vocab },
-    };
+    let cfg = ModelDescription::lstm_language_model(vocab, n("hidden"), n("layers"));
     let opts = TrainOptions {
         tbptt_mode: TbpttMode::Windows,
         ..train_options(n("tbptt"), meta["lr"].parse().unwrap())

@@ -74,7 +74,7 @@ impl Runner {
     /// ids) with one label per sequence (a regression: `outputs` values per sequence).
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
         self.check_planned(x, true)?;
-        Ok(self.session.train_step(x, labels)?)
+        Ok(self.session.with_recovery(|t| t.train_step(x, labels))?)
     }
 
     /// Trains on every batch of `batches`, calling `on_step` after each step with its
@@ -107,7 +107,7 @@ impl Runner {
     /// The loss (and a classifier's accuracy) on `x` with `labels`, in inference form.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
         self.check_planned(x, false)?;
-        Ok(self.session.evaluate(x, labels)?)
+        Ok(self.session.with_recovery(|t| t.evaluate(x, labels))?)
     }
 
     /// Class probabilities `[batch, classes]` (a regression's values `[batch, outputs]`)

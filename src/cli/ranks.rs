@@ -91,7 +91,7 @@ pub fn train_step(
             let (x, labels) = shard_rows(x, labels, cfg.loss.targets_per_row(), r.rows())?;
             step_on_rows(session, r, &x, &labels, None)?
         }
-        None => session.train_step(x, labels)?,
+        None => session.with_recovery(|t| t.train_step(x, labels))?,
     })
 }
 
@@ -106,7 +106,7 @@ pub fn step_on_rows(
     lengths: Option<&[f32]>,
 ) -> Result<StepReport> {
     r.set_device(session.trainer.device_info().kind);
-    let report = session.train_step_exchanging(x, labels, lengths, r)?;
+    let report = session.with_recovery(|t| t.train_step_exchanging(x, labels, lengths, &mut *r))?;
     if r.devices_differ() {
         r.align(&mut session.trainer)?;
     }
@@ -139,7 +139,7 @@ pub fn data_step(
     (x, labels, lengths): (&HostTensor, &[f32], &[f32]),
 ) -> Result<StepReport> {
     let (Some(r), Some(part)) = (ranks.as_mut(), part) else {
-        return Ok(session.train_step_at(x, labels, Some(lengths))?);
+        return Ok(session.with_recovery(|t| t.train_step_at(x, labels, Some(lengths)))?);
     };
     let cfg = session.trainer.model();
     // What this rank's loss is a mean over: its rows, or on every step the steps its

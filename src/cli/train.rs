@@ -349,7 +349,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
         let eval_now = step == last || crossed(before, step, settings.eval_every);
         if eval_now {
-            let e = session.evaluate(&held_out.x, &held_out.labels)?;
+            let e = session.with_recovery(|t| t.evaluate(&held_out.x, &held_out.labels))?;
             // The held-out loss is the metric reduce-on-plateau watches.
             session.trainer.observe(e.loss as f64);
             last_eval = Some(e);

@@ -13,9 +13,10 @@ use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
     EvalReport, HeadLayer, HeadLayerKind, Job, ModelDescription, OptimConfig, ParamStore,
-    SeedShape, TbpttMode, TemporalOrder, TrainOptions, Trainer,
+    SeedShape, TemporalOrder, TrainOptions, Trainer,
 };
 use tensorfit::session::Request;
+use tensorfit::DevicePolicy;
 
 pub mod data_cli;
 
@@ -139,7 +140,8 @@ pub fn train_options(tbptt: usize, lr: f32) -> TrainOptions {
     }
 }
 
-/// A session request on one device, with default Adam, a 10% margin and nothing excluded.
+/// A session request on one device capped by `caps` ([`Request::new`]: default Adam, the
+/// default 10% margin, nothing excluded).
 pub fn request(
     cfg: &ModelDescription,
     job: Job,
@@ -147,22 +149,10 @@ pub fn request(
     device: DeviceKind,
     caps: MemoryCaps,
 ) -> Request {
+    let devices = DevicePolicy::only(device);
     Request {
-        cfg: cfg.clone(),
-        job,
-        tbptt,
-        tbptt_mode: TbpttMode::Last,
-        optim: OptimConfig::default(),
-        seed: 0,
-        margin: 0.1,
-        device: Some(device),
         caps,
-        exclude: Vec::new(),
-        read_ahead_bytes: 0,
-        writes_checkpoints: true,
-        padded: false,
-        data_parallel: None,
-        carry_across: false,
+        ..Request::new(cfg.clone(), job, (tbptt, OptimConfig::default()), &devices)
     }
 }
 

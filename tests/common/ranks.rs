@@ -19,6 +19,31 @@ pub fn not_built() -> Option<&'static str> {
         .then_some("built without the `mpi` feature (cargo test --features mpi --test distributed)")
 }
 
+/// `train`'s flags for a short run of `model` on the CPU: batches of `batch` sequences of
+/// `seq_len` steps, no evaluation but the last, of `eval_batch` sequences; then `extra`.
+pub fn cpu_train<'a>(
+    model: &'a str,
+    (batch, seq_len, eval_batch): (&'a str, &'a str, &'a str),
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut v = vec![
+        "--model",
+        model,
+        "--batch",
+        batch,
+        "--seq-len",
+        seq_len,
+        "--device",
+        "cpu",
+        "--eval-every",
+        "0",
+        "--eval-batch",
+        eval_batch,
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
 /// mpirun's arguments for `tensorfit command` on the ranks of each part
 /// (`-np N₁ tensorfit command ARGS₁ : -np N₂ …`), with `env` (`NAME=VALUE`) exported to
 /// every rank and a cache of this test run's own.

@@ -11,11 +11,10 @@ use tensorfit_data::{
     open, CharCorpus, CharVocab, CharWindows, CsvSequenceDir, Inputs, LabelsPer, LongCsv, Opened,
     ReadSettings, Source, Targets, TensorData, TsvData, Values,
 };
+use tensorfit_testing::repo_file;
 
 fn example(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/data")
-        .join(name)
+    repo_file("examples/data").join(name)
 }
 
 fn sequences(name: &str) -> Arc<dyn Source> {

@@ -13,11 +13,10 @@ use tensorfit_data::{
     stream_batches, Batch, BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Opened,
     ReadSettings, Source, Values,
 };
+use tensorfit_testing::repo_file;
 
 fn example(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/data")
-        .join(name)
+    repo_file("examples/data").join(name)
 }
 
 fn toy() -> Arc<dyn Source> {

@@ -164,4 +164,48 @@ impl ModelDescription {
     pub fn seed() -> Self {
         crate::seed_shape::SeedShape::SEED.description()
     }
+
+    /// A sequence classifier with nothing between its recurrent stack and its output
+    /// layer: `features` f32 per step, `layers` LSTM layers of `hidden` units, the last
+    /// step, softmax over `classes` (the model `scripts/lstm-classifier-toml.sh` writes,
+    /// with one layer).
+    pub fn lstm_classifier(features: usize, hidden: usize, layers: usize, classes: usize) -> Self {
+        let input = InputSpec::Dense { features };
+        ModelDescription::bare_lstm(input, (hidden, layers), HeadOn::LastStep, classes)
+    }
+
+    /// A language model with nothing between its recurrent stack and its output layer:
+    /// token ids in `0..vocab` (exact one-hot, no embedding), `layers` LSTM layers of
+    /// `hidden` units, on every step softmax over the vocabulary (the next token).
+    pub fn lstm_language_model(vocab: usize, hidden: usize, layers: usize) -> Self {
+        let input = InputSpec::Tokens {
+            vocab,
+            embedding: None,
+        };
+        ModelDescription::bare_lstm(input, (hidden, layers), HeadOn::EveryStep, vocab)
+    }
+
+    /// `input` into `layers` LSTM layers of `hidden` units, no dropout, no head layers,
+    /// softmax over `classes` on the steps `on` says.
+    fn bare_lstm(
+        input: InputSpec,
+        (hidden, layers): (usize, usize),
+        on: HeadOn,
+        classes: usize,
+    ) -> Self {
+        ModelDescription {
+            input,
+            recurrent: RecurrentSpec {
+                cell: Cell::Lstm,
+                hidden,
+                layers,
+                dropout: DropoutRate::NONE,
+            },
+            head: HeadSpec {
+                on,
+                layers: Vec::new(),
+            },
+            loss: LossSpec::SoftmaxCrossEntropy { classes },
+        }
+    }
 }

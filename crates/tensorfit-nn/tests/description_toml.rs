@@ -14,11 +14,10 @@ use tensorfit_nn::{
     Cell, DescriptionError, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec,
     LossSpec, ModelDescription, RecurrentSpec,
 };
+use tensorfit_testing::repo_file;
 
 fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/models")
-        .join(name)
+    repo_file("examples/models").join(name)
 }
 
 fn parse(text: &str) -> Result<ModelDescription, DescriptionError> {
@@ -62,6 +61,23 @@ fn every_example_parses_to_the_model_its_comments_describe() {
             activation: Activation::Tanh
         }
     );
+}
+
+#[test]
+fn the_bare_lstm_presets_are_the_example_and_the_script_models() {
+    let lm = ModelDescription::load(&example("char_lm.toml")).unwrap();
+    assert_eq!(lm, ModelDescription::lstm_language_model(65, 256, 2));
+    // `scripts/lstm-classifier-toml.sh FEATURES HIDDEN CLASSES`: the one-layer classifier.
+    let script = repo_file("scripts/lstm-classifier-toml.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .args(["152", "12", "6"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{}: {text}", script.display());
+    let classifier = ModelDescription::lstm_classifier(152, 12, 1, 6);
+    assert_eq!(parse(&text).unwrap(), classifier);
 }
 
 #[test]

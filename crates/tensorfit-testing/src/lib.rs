@@ -9,6 +9,7 @@
 //!   ([`skip`]: print why, or fail when the kind is required), and [`present`], which
 //!   opens each [`Device`] of a suite's list once to see that it can be;
 //! - [`scratch_dir`]: a test process's scratch directory, swept once the process ended;
+//!   [`repo_file`]: a file of the repository (example data, reference files) by its path;
 //! - [`mpirun`]: MPI ranks launched from a test, bounded in time.
 
 pub mod mpirun;
@@ -18,7 +19,7 @@ pub use tensorfit_core::Rng;
 use tensorfit_core::Backend;
 
 mod scratch;
-pub use scratch::scratch_dir;
+pub use scratch::{repo_file, scratch_dir};
 
 /// Test data drawn from [`Rng`].
 pub trait TestRng {

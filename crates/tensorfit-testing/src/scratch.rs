@@ -1,4 +1,5 @@
-//! Scratch directories for tests, one per test process, swept once the process has ended.
+//! Where tests find files: scratch directories, one per test process, swept once the
+//! process has ended; and the repository's own files.
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -21,6 +22,14 @@ pub fn scratch_dir(name: &str) -> PathBuf {
         panic!("scratch directory {}: {e}", d.display());
     }
     d
+}
+
+/// The repository's file at `path` from the workspace root (`examples/data/classify.csv`),
+/// the same for every crate's tests (this crate sits at `crates/tensorfit-testing`).
+pub fn repo_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
 }
 
 /// Removes `tensorfit-test-<pid>` directories whose process is gone (where `/proc` tells;

@@ -10,7 +10,7 @@ use tensorfit_core::args::{
 use tensorfit_core::{Graph, Op, Result, Shape, TensorId};
 
 use super::cell::{CellInput, CellStack, CellWeights};
-use super::{Between, ParamSpec, StatePart, StateSlot};
+use super::{ParamSpec, StatePart, StateSlot};
 
 /// `layers` stacked GRU layers of `hidden` units over `input` features per step (or a
 /// vocabulary of `input` tokens, by `input_kind`, as the LSTM's).
@@ -26,20 +26,6 @@ pub struct Gru {
 /// weight gradients: unlike the LSTM's, the two biases get different ones (`b_hn` sits
 /// inside the reset product).
 pub type GruWeights<T> = CellWeights<T>;
-
-/// The GRU stack over a sequence: its input, each layer's initial state leaf and final
-/// state, and the top layer's output sequence.
-#[derive(Debug, Clone)]
-pub struct GruStack {
-    /// `[T, B, input]` (or `[T, B]` token ids), written by the host.
-    pub x: TensorId,
-    /// Initial state of each layer, persistent ([`StateSlot`]).
-    pub h0: Vec<TensorId>,
-    /// Final state of each layer.
-    pub h_n: Vec<TensorId>,
-    /// Output sequence of the top layer, `[T, B, H]`.
-    pub y: TensorId,
-}
 
 impl Gru {
     /// The stack as the cells' shared code sees it: registered as `gru` (`self.gru`),
@@ -157,54 +143,12 @@ impl Gru {
         };
         Ok((outs, grads))
     }
-
-    /// The whole stack over the input it adds (`x`, of [`Gru::input_shape`]), each layer
-    /// from its carried state (layer `k`'s node is `gru_l{k}`).
-    pub fn stack(
-        &self,
-        g: &mut Graph,
-        weights: &[GruWeights<TensorId>],
-        batch: usize,
-        steps: usize,
-        keep: bool,
-    ) -> Result<GruStack> {
-        let x = g.input("x", self.input_shape(batch, steps));
-        self.stack_over(g, (x, None), weights, batch, (keep, Between::NONE))
-    }
-
-    /// The whole stack over `x` `[steps, batch, input]` (added by the caller, or the
-    /// output of a layer before it), each layer from its carried state and, with
-    /// `lengths` `[B]`, stopping at each sequence's end.
-    pub fn stack_over(
-        &self,
-        g: &mut Graph,
-        (x, lengths): (TensorId, Option<TensorId>),
-        weights: &[GruWeights<TensorId>],
-        batch: usize,
-        (keep, between): (bool, Between),
-    ) -> Result<GruStack> {
-        let mut stack = GruStack {
-            x,
-            h0: Vec::new(),
-            h_n: Vec::new(),
-            y: x,
-        };
-        for (k, w) in weights.iter().enumerate() {
-            let h0 = self.state_leaves(g, k, batch);
-            let input = (stack.y, lengths);
-            let outs = Gru::layer(g, &format!("gru_l{k}"), input, h0, w, keep)?;
-            stack.h0.push(h0);
-            stack.y = between.after(g, (k, weights.len()), outs.y, 0)?;
-            stack.h_n.push(outs.h_n);
-        }
-        Ok(stack)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layers::Tensors;
+    use crate::layers::{Recurrent, Tensors};
 
     const GRU: Gru = Gru {
         input: 7,
@@ -250,19 +194,16 @@ mod tests {
     #[test]
     fn the_stack_feeds_each_layer_the_one_below_and_names_its_nodes() {
         let mut g = Graph::new();
-        let weights: Vec<GruWeights<TensorId>> = GRU
-            .specs()
-            .iter()
-            .map(|w| w.map(|s| g.input(&s.name, s.shape.clone())))
-            .collect();
-        let stack = GRU.stack(&mut g, &weights, 3, 4, true).unwrap();
+        let gru = Recurrent::Gru(GRU);
+        let weights = gru.specs().map(|s| g.input(&s.name, s.shape.clone()));
+        let stack = gru.stack(&mut g, &weights, (3, 4), (true, false)).unwrap();
         assert_eq!(g.shape(stack.x), &Shape::new(&[4, 3, 7]));
         assert_eq!(g.shape(stack.y), &Shape::new(&[4, 3, 5]));
-        assert_eq!((stack.h0.len(), stack.h_n.len()), (2, 2));
-        assert!(stack
-            .h_n
-            .iter()
-            .all(|&h| g.shape(h) == &Shape::new(&[3, 5])));
+        let (h0, h_n) = (stack.initial(StatePart::H), stack.last(StatePart::H));
+        assert_eq!((h0.len(), h_n.len()), (2, 2));
+        assert!(h_n.iter().all(|&h| g.shape(h) == &Shape::new(&[3, 5])));
+        let layer = |k: usize| g.tensor(h_n[k]).name.clone();
+        assert!(layer(0).starts_with("gru_l0") && layer(1).starts_with("gru_l1"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tensorfit_core::args::{
 use tensorfit_core::{Error, Graph, Op, Result, Shape, TensorId};
 
 use super::cell::{CellInput, CellStack, CellWeights};
-use super::{Between, ParamSpec};
+use super::ParamSpec;
 
 /// `layers` stacked LSTM layers of `hidden` units over `input` features per step (or a
 /// vocabulary of `input` tokens, by `input_kind`).
@@ -73,26 +73,6 @@ impl StateSlot {
         };
         format!("state.{part}_l{}", self.layer)
     }
-}
-
-/// The LSTM stack over a sequence: its input, each layer's initial state leaves and final
-/// state, and the top layer's output sequence.
-#[derive(Debug, Clone)]
-pub struct LstmStack {
-    /// `[T, B, input]` features or `[T, B]` token ids, written by the host.
-    pub x: TensorId,
-    /// Initial state of each layer, persistent ([`StateSlot`]).
-    pub h0: Vec<TensorId>,
-    pub c0: Vec<TensorId>,
-    /// Final state of each layer.
-    pub h_n: Vec<TensorId>,
-    pub c_n: Vec<TensorId>,
-    /// Output sequence of the top layer, `[T, B, H]` (zero past each sequence's end
-    /// with `lengths`).
-    pub y: TensorId,
-    /// Each sequence's length `[B]` for a padded batch, written by the host (see
-    /// `tensorfit_core::seq_lengths`); every layer stops at it.
-    pub lengths: Option<TensorId>,
 }
 
 impl Lstm {
@@ -227,73 +207,12 @@ impl Lstm {
         };
         Ok((outs, grads))
     }
-
-    /// The whole stack over the input it adds (`x`, of [`Lstm::input_shape`]), each layer
-    /// from its carried state (layer `k`'s node is `lstm_l{k}`).
-    pub fn stack(
-        &self,
-        g: &mut Graph,
-        weights: &[LstmWeights<TensorId>],
-        batch: usize,
-        steps: usize,
-        keep: bool,
-    ) -> Result<LstmStack> {
-        self.stack_at_lengths(g, weights, (batch, steps), keep, false)
-    }
-
-    /// [`Lstm::stack`], over a padded batch when `padded`: it adds the input `lengths`
-    /// `[B]` too, and every layer stops at each sequence's length.
-    pub fn stack_at_lengths(
-        &self,
-        g: &mut Graph,
-        weights: &[LstmWeights<TensorId>],
-        (batch, steps): (usize, usize),
-        keep: bool,
-        padded: bool,
-    ) -> Result<LstmStack> {
-        let x = g.input("x", self.input_shape(batch, steps));
-        let lengths = padded.then(|| g.input("lengths", [batch]));
-        self.stack_over(g, (x, lengths), weights, batch, (keep, Between::NONE))
-    }
-
-    /// The whole stack over `x` (of [`Lstm::input_shape`], or the output of a layer
-    /// before it), each layer from its carried state and, with `lengths` `[B]`, stopping
-    /// at each sequence's end.
-    pub fn stack_over(
-        &self,
-        g: &mut Graph,
-        (x, lengths): (TensorId, Option<TensorId>),
-        weights: &[LstmWeights<TensorId>],
-        batch: usize,
-        (keep, between): (bool, Between),
-    ) -> Result<LstmStack> {
-        let mut stack = LstmStack {
-            x,
-            h0: Vec::new(),
-            c0: Vec::new(),
-            h_n: Vec::new(),
-            c_n: Vec::new(),
-            y: x,
-            lengths,
-        };
-        for (k, w) in weights.iter().enumerate() {
-            let state = self.state_leaves(g, k, batch);
-            let name = format!("lstm_l{k}");
-            let input = (stack.y, lengths);
-            let outs = Lstm::layer_at_lengths(g, &name, input, state, w, keep)?;
-            stack.h0.push(state.0);
-            stack.c0.push(state.1);
-            stack.y = between.after(g, (k, weights.len()), outs.y, 0)?;
-            stack.h_n.push(outs.h_n);
-            stack.c_n.push(outs.c_n);
-        }
-        Ok(stack)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::Recurrent;
 
     #[test]
     fn a_stack_on_token_ids_reads_t_by_b_ids_and_gives_the_same_shapes() {
@@ -310,12 +229,9 @@ mod tests {
         assert_eq!(tokens.input_shape(4, 9), Shape::from([9, 4]));
         assert_eq!(tokens.specs(), dense.specs(), "same weights, same names");
         let mut g = Graph::new();
-        let w: Vec<_> = tokens
-            .specs()
-            .iter()
-            .map(|s| s.map(|p| p.leaf(&mut g)))
-            .collect();
-        let stack = tokens.stack(&mut g, &w, 4, 9, true).unwrap();
+        let rec = Recurrent::Lstm(tokens);
+        let w = rec.specs().map(|p| p.leaf(&mut g));
+        let stack = rec.stack(&mut g, &w, (4, 9), (true, false)).unwrap();
         assert_eq!(g.shape(stack.x), &Shape::from([9, 4]));
         assert_eq!(g.shape(stack.y), &Shape::from([9, 4, 8]));
         let gemm_free = dense.forward_flops(4, 9) - tokens.forward_flops(4, 9);

@@ -28,7 +28,7 @@ pub use cell::{CellInput, CellWeights};
 pub use dense::{Dense, LinearTensors, OutputLayer};
 pub use dropout::{Between, DropoutRate};
 pub use embedding::{Embedding, EmbeddingTensors};
-pub use gru::{Gru, GruStack, GruWeights};
+pub use gru::{Gru, GruWeights};
 pub use head::{HeadPart, HeadPartTensors};
 pub use lstm::{Lstm, LstmGrads, LstmWeights, StatePart, StateSlot};
 pub use recurrent::{LayerForward, LayerGrads, Recurrent, RecurrentStack, RecurrentWeights};

@@ -58,7 +58,8 @@ pub struct RecurrentStack {
     pub finals: Vec<TensorId>,
     /// Output sequence of the top layer, `[T, B, H]`.
     pub y: TensorId,
-    /// Each sequence's length `[B]` for a padded batch (see `LstmStack::lengths`).
+    /// Each sequence's length `[B]` for a padded batch, written by the host (see
+    /// `tensorfit_core::seq_lengths`); every layer stops at it.
     pub lengths: Option<TensorId>,
 }
 
@@ -275,10 +276,26 @@ impl Recurrent {
         }
     }
 
-    /// The whole stack over `x` (of [`Recurrent::input_shape`]), each layer from its
-    /// carried state; with `keep` the layers keep what backward needs; with `lengths`
-    /// `[B]` (a padded batch) each sequence stops at its end; each layer's output but the
-    /// last passes through `between`'s dropout.
+    /// The whole stack over the input it adds (`x`, of [`Recurrent::input_shape`], and
+    /// with `padded` the sequences' `lengths` `[B]`), each layer from its carried state:
+    /// [`Recurrent::stack_over`] with no dropout between the layers.
+    pub fn stack(
+        &self,
+        g: &mut Graph,
+        weights: &RecurrentWeights<TensorId>,
+        (batch, steps): (usize, usize),
+        (keep, padded): (bool, bool),
+    ) -> Result<RecurrentStack> {
+        let x = g.input("x", self.input_shape(batch, steps));
+        let lengths = padded.then(|| g.input("lengths", [batch]));
+        self.stack_over(g, (x, lengths), weights, batch, (keep, Between::NONE))
+    }
+
+    /// The whole stack over `x` (of [`Recurrent::input_shape`], or the output of a layer
+    /// before it), each layer from its carried state (layer `k`'s node is
+    /// [`Recurrent::layer_name`]`(k)`, fed by the one below); with `keep` the layers keep
+    /// what backward needs; with `lengths` `[B]` (a padded batch) each sequence stops at
+    /// its end; each layer's output but the last passes through `between`'s dropout.
     pub fn stack_over(
         &self,
         g: &mut Graph,
@@ -287,28 +304,19 @@ impl Recurrent {
         batch: usize,
         (keep, between): (bool, Between),
     ) -> Result<RecurrentStack> {
-        let slots = self.state_slots();
-        let (leaves, finals, y) = match (self, weights) {
-            (Recurrent::Lstm(l), RecurrentWeights::Lstm(w)) => {
-                let s = l.stack_over(g, (x, lengths), w, batch, (keep, between))?;
-                let pairs = |a: &[TensorId], b: &[TensorId]| -> Vec<TensorId> {
-                    a.iter().zip(b).flat_map(|(&h, &c)| [h, c]).collect()
-                };
-                (pairs(&s.h0, &s.c0), pairs(&s.h_n, &s.c_n), s.y)
-            }
-            (Recurrent::Gru(l), RecurrentWeights::Gru(w)) => {
-                let s = l.stack_over(g, (x, lengths), w, batch, (keep, between))?;
-                (s.h0, s.h_n, s.y)
-            }
-            _ => {
-                return Err(Error::Graph(
-                    "the recurrent weights are of another cell than the stack".into(),
-                ))
-            }
-        };
+        let layers = self.layers();
+        let (mut leaves, mut finals, mut y) = (Vec::new(), Vec::new(), x);
+        for k in 0..layers {
+            let state = self.state_leaves(g, k, batch);
+            let name = self.layer_name(k);
+            let outs = self.layer(g, &name, k, (y, lengths), &state, weights, keep)?;
+            leaves.extend(state);
+            y = between.after(g, (k, layers), outs.y(), 0)?;
+            finals.extend(outs.finals());
+        }
         Ok(RecurrentStack {
             x,
-            carried: leaves.into_iter().zip(slots).collect(),
+            carried: leaves.into_iter().zip(self.state_slots()).collect(),
             finals,
             y,
             lengths,
@@ -321,20 +329,26 @@ mod tests {
     use super::*;
     use crate::layers::CellInput;
 
+    /// An LSTM stack and a GRU stack of `layers` layers of 4 units over 3 features.
+    fn both_cells(layers: usize) -> [Recurrent; 2] {
+        let lstm = Lstm {
+            input: 3,
+            hidden: 4,
+            layers,
+            input_kind: CellInput::Features,
+        };
+        let gru = Gru {
+            input: lstm.input,
+            hidden: lstm.hidden,
+            layers,
+            input_kind: lstm.input_kind,
+        };
+        [Recurrent::Lstm(lstm), Recurrent::Gru(gru)]
+    }
+
     #[test]
     fn both_cells_pair_each_carried_state_leaf_with_its_final_value_by_slot() {
-        let lstm = Recurrent::Lstm(Lstm {
-            input: 3,
-            hidden: 4,
-            layers: 2,
-            input_kind: CellInput::Features,
-        });
-        let gru = Recurrent::Gru(Gru {
-            input: 3,
-            hidden: 4,
-            layers: 2,
-            input_kind: CellInput::Features,
-        });
+        let [lstm, gru] = both_cells(2);
         for (stack, slots) in [(lstm, 4), (gru, 2)] {
             let mut g = Graph::new();
             let w = stack.specs().map(|s| s.leaf(&mut g));
@@ -353,18 +367,7 @@ mod tests {
 
     #[test]
     fn weights_of_the_other_cell_are_an_error() {
-        let gru = Recurrent::Gru(Gru {
-            input: 3,
-            hidden: 4,
-            layers: 1,
-            input_kind: CellInput::Features,
-        });
-        let lstm = Recurrent::Lstm(Lstm {
-            input: 3,
-            hidden: 4,
-            layers: 1,
-            input_kind: CellInput::Features,
-        });
+        let [lstm, gru] = both_cells(1);
         let mut g = Graph::new();
         let w = lstm.specs().map(|s| s.leaf(&mut g));
         let x = g.input("x", gru.input_shape(2, 2));

@@ -70,35 +70,32 @@ impl AdamConfig {
         [(lr / bc1) as f32, bc2.sqrt() as f32, decay as f32]
     }
 
-    /// Adds the `adam.scalars` input and one Adam update per parameter, with its (m, v)
-    /// state tensors named `adam.m.<param>` and `adam.v.<param>`; returns the scalars
-    /// input. With `decoupled` (AdamW) the weight decay is the scalars' third value
-    /// rather than an L2 term.
-    pub fn append_updates(
+    /// Adds the Adam update of parameter `name` (`param`, by `grad`, with the step's
+    /// `adam.scalars` input `scalars`), its (m, v) state tensors named `adam.m.<name>` and
+    /// `adam.v.<name>`. With `decoupled` (AdamW) the weight decay is the scalars' third
+    /// value rather than an L2 term.
+    pub fn append_update(
         &self,
         g: &mut Graph,
-        params: &[(String, TensorId)],
-        grads: &[TensorId],
+        (name, param, grad): (&str, TensorId, TensorId),
+        scalars: TensorId,
         decoupled: bool,
-    ) -> Result<TensorId> {
-        let scalars = g.input("adam.scalars", [3]);
+    ) -> Result<()> {
         let op = Op::Adam(AdamParams {
             beta1: self.beta1,
             beta2: self.beta2,
             eps: self.eps,
             weight_decay: if decoupled { 0.0 } else { self.weight_decay },
         });
-        for ((name, p), &grad) in params.iter().zip(grads) {
-            let shape = g.shape(*p).clone();
-            let mut state = |s: &str| g.state(&format!("{s}.{name}"), shape.clone());
-            let (m, v) = (state(super::ADAM_STATES[0]), state(super::ADAM_STATES[1]));
-            g.update(
-                &format!("adam.{name}"),
-                op.clone(),
-                AdamInputs { grad, scalars },
-                AdamTargets { param: *p, m, v },
-            )?;
-        }
-        Ok(scalars)
+        let shape = g.shape(param).clone();
+        let mut state = |s: &str| g.state(&format!("{s}.{name}"), shape.clone());
+        let (m, v) = (state(super::ADAM_STATES[0]), state(super::ADAM_STATES[1]));
+        g.update(
+            &format!("adam.{name}"),
+            op,
+            AdamInputs { grad, scalars },
+            AdamTargets { param, m, v },
+        )?;
+        Ok(())
     }
 }

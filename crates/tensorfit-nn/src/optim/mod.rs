@@ -88,19 +88,28 @@ impl Optimizer {
         }
     }
 
-    /// Adds the scalars input and one update per parameter (gradients in `params`
-    /// order); returns the scalars input.
+    /// Adds the scalars input (`adam.scalars` `[3]` or `sgd.scalars` `[2]`, written each
+    /// step with [`Optimizer::scalars`]) and one update per parameter (gradients in
+    /// `params` order); returns the scalars input.
     pub fn append_updates(
         &self,
         g: &mut Graph,
         params: &[(String, TensorId)],
         grads: &[TensorId],
     ) -> Result<TensorId> {
-        match self {
-            Optimizer::Adam(a) => a.append_updates(g, params, grads, false),
-            Optimizer::AdamW(a) => a.append_updates(g, params, grads, true),
-            Optimizer::Sgd(s) => s.append_updates(g, params, grads),
+        let scalars = match self {
+            Optimizer::Adam(_) | Optimizer::AdamW(_) => g.input("adam.scalars", [3]),
+            Optimizer::Sgd(_) => g.input("sgd.scalars", [2]),
+        };
+        for ((name, p), &grad) in params.iter().zip(grads) {
+            let update = (name.as_str(), *p, grad);
+            match self {
+                Optimizer::Adam(a) => a.append_update(g, update, scalars, false)?,
+                Optimizer::AdamW(a) => a.append_update(g, update, scalars, true)?,
+                Optimizer::Sgd(s) => s.append_update(g, update, scalars)?,
+            }
         }
+        Ok(scalars)
     }
 }
 

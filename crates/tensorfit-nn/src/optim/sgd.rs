@@ -66,32 +66,29 @@ impl SgdConfig {
         [lr as f32, weight]
     }
 
-    /// Adds the `sgd.scalars` input and one SGD update per parameter, with its buffer
-    /// named `sgd.momentum.<param>`; returns the scalars input. (Without momentum the
-    /// buffer is still kept, holding the last gradient: one parameter-sized tensor that
-    /// PyTorch does not allocate.)
-    pub fn append_updates(
+    /// Adds the SGD update of parameter `name` (`param`, by `grad`, with the step's
+    /// `sgd.scalars` input `scalars`), its buffer named `sgd.momentum.<name>`. (Without
+    /// momentum the buffer is still kept, holding the last gradient: one parameter-sized
+    /// tensor that PyTorch does not allocate.)
+    pub fn append_update(
         &self,
         g: &mut Graph,
-        params: &[(String, TensorId)],
-        grads: &[TensorId],
-    ) -> Result<TensorId> {
-        let scalars = g.input("sgd.scalars", [2]);
+        (name, param, grad): (&str, TensorId, TensorId),
+        scalars: TensorId,
+    ) -> Result<()> {
         let op = Op::Sgd(SgdParams {
             momentum: self.momentum,
             nesterov: self.nesterov,
             weight_decay: self.weight_decay,
         });
-        for ((name, p), &grad) in params.iter().zip(grads) {
-            let shape = g.shape(*p).clone();
-            let buf = g.state(&format!("{}.{name}", super::SGD_STATES[0]), shape);
-            g.update(
-                &format!("sgd.{name}"),
-                op.clone(),
-                SgdInputs { grad, scalars },
-                SgdTargets { param: *p, buf },
-            )?;
-        }
-        Ok(scalars)
+        let shape = g.shape(param).clone();
+        let buf = g.state(&format!("{}.{name}", super::SGD_STATES[0]), shape);
+        g.update(
+            &format!("sgd.{name}"),
+            op,
+            SgdInputs { grad, scalars },
+            SgdTargets { param, buf },
+        )?;
+        Ok(())
     }
 }

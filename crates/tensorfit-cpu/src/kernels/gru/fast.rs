@@ -17,7 +17,6 @@
 //! Nothing is allocated inside the time loops.
 
 use rayon::prelude::*;
-use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::{GruDims, RecurrentDims};
 
 use super::{
@@ -26,7 +25,7 @@ use super::{
 };
 use crate::kernels::fastmath::Fused;
 use crate::kernels::gemm_fast::{gemm_packed_serial, vectorize, MatRef, PackedB, Token};
-use crate::kernels::recurrent::fast::{rows_per_part, split_steps, Projection};
+use crate::kernels::recurrent::fast::{rows_per_part, split_steps, PartRows, Projection};
 
 /// The forward pass, for a layer that is not empty, holding `held` steps of `gates` and
 /// `hidden` (step `t` in slot `t % held`; the lengths have been checked by
@@ -57,11 +56,9 @@ pub(super) fn forward(
         .collect();
     work.into_par_iter()
         .for_each(|(p, ((mut g, mut hh), mut ys))| {
-            let r0 = p * part;
-            let rows = r0 * hidden..r0 * hidden + ys[0].len();
-            let h0 = &inp.h0[rows];
-            let m = h0.len() / hidden;
-            let lengths = RowLengths(inp.lengths).rows(r0..r0 + m);
+            let m = ys[0].len() / hidden;
+            let own = PartRows::new(batch, (p, part), m, inp.lengths);
+            let (h0, lengths) = (&inp.h0[own.at(hidden, 0)], own.lengths);
             vectorize(
                 Some(token),
                 #[inline(always)]
@@ -70,8 +67,7 @@ pub(super) fn forward(
                         let slot = t % held;
                         if slot == 0 {
                             for u in t..steps.min(t + held) {
-                                let first = (u * batch + r0) * x_row;
-                                let x_u = &inp.x[first..][..m * x_row];
+                                let x_u = &inp.x[own.at(x_row, u)];
                                 projection.project(token, x_u, m, &mut *g[u - t]);
                             }
                         }
@@ -112,29 +108,20 @@ pub(super) fn backward(
     work.into_par_iter()
         .for_each(|(p, ((mut dg, mut dhh), dh))| {
             let m = dh.len() / hidden;
-            let (r0, r1) = (p * part, p * part + m);
-            let lengths = RowLengths(inp.lengths).rows(r0..r1);
+            let own = PartRows::new(batch, (p, part), m, inp.lengths);
             vectorize(
                 Some(token),
                 #[inline(always)]
                 || {
                     for t in (0..steps).rev() {
-                        // This part's rows of step t (and t-1) in a `[T, B, width]` tensor.
-                        let at = |width: usize, t: usize| {
-                            (t * batch + r0) * width..(t * batch + r1) * width
-                        };
                         let saved = StepSaved {
-                            gates: &inp.gates[at(h3, t)],
-                            hidden: &inp.hidden[at(h3, t)],
-                            h_prev: if t == 0 {
-                                &inp.h0[r0 * hidden..r1 * hidden]
-                            } else {
-                                &inp.y[at(hidden, t - 1)]
-                            },
-                            dy: &inp.dy[at(hidden, t)],
+                            gates: &inp.gates[own.at(h3, t)],
+                            hidden: &inp.hidden[own.at(h3, t)],
+                            h_prev: own.before(hidden, t, (inp.h0, inp.y)),
+                            dy: &inp.dy[own.at(hidden, t)],
                             units: hidden,
                         };
-                        cell_backward(&saved, dh, dg[t], dhh[t], (t, lengths));
+                        cell_backward(&saved, dh, dg[t], dhh[t], (t, own.lengths));
                         // dh += dhidden[t] · w_hh
                         let a = MatRef::row_major(dhh[t], m, h3);
                         gemm_packed_serial(token, a, &w_hh, 1.0, None, dh);

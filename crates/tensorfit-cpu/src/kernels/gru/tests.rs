@@ -295,24 +295,11 @@ fn the_fast_path_agrees_with_the_reference() {
 
 #[test]
 fn wrong_lengths_are_errors_that_name_the_tensor() {
-    let d = GruDims {
-        steps: 2,
-        batch: 1,
-        input: 1,
-        hidden: 1,
-        tokens: false,
-    };
-    let v = [0.0f32; 8];
-    let inp = GruForwardInputs {
-        x: &v[..1], // should be 2
-        h0: &v[..1],
-        w_ih: &v[..3],
-        w_hh: &v[..3],
-        b_ih: &v[..3],
-        b_hh: &v[..3],
-        lengths: None,
-    };
-    let e = forward_error(d, &inp);
+    let mut rng = Rng::new(5);
+    let d = random_dims(&mut rng, 1);
+    let mut layer = Layer::random(&mut rng, d);
+    layer.tensors[0].pop(); // `x`, one element short
+    let e = forward_error(d, &layer.inputs());
     assert!(e.contains("gru_forward") && e.contains("`x`"), "{e}");
 }
 

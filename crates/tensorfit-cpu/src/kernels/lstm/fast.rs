@@ -22,13 +22,13 @@ use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::{LstmDims, RecurrentDims, Result};
 
 use super::{
-    backward_begins, forward_begins, forward_ends, hold_padded_dh, weight_gradients,
-    LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
+    backward_begins, hold_padded_dh, weight_gradients, LstmBackwardInputs, LstmBackwardOutputs,
+    LstmForwardInputs, LstmForwardOutputs,
 };
 use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
 use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
-use crate::kernels::recurrent::fast::{rows_per_part, split_steps, Projection};
+use crate::kernels::recurrent::fast::{rows_per_part, split_steps, PartRows, Projection};
 
 /// The recurrent weight as the right operand of the per-step GEMM, packed once per call
 /// (see `gemm_fast/`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
@@ -72,16 +72,16 @@ fn project_ahead(rows: usize, steps: usize) -> usize {
     }
 }
 
-/// The forward pass (the lengths have been checked by `lstm::lstm_forward`).
+/// The forward pass over the steps of a layer that is not empty, the final state started
+/// (the lengths have been checked: see `lstm::forward_on`, which also ends it); `bias` is
+/// the input projection's.
 pub(crate) fn forward(
     token: Token,
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
-    mut out: LstmForwardOutputs<'_>,
+    out: &mut LstmForwardOutputs<'_>,
+    bias: Vec<f32>,
 ) -> Result<()> {
-    if !forward_begins(d, inp, &mut out) {
-        return Ok(());
-    }
     let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
     let (step_h, step_g) = (d.step_state(), d.step_gates());
     // Elements of `x` per batch row of a step.
@@ -90,15 +90,14 @@ pub(crate) fn forward(
     // 1. The input projection (both biases included): each thread projects its own
     // rows, a run of `project_ahead` steps at a time, just before the recurrence reaches
     // them (the same sums, in the same order, as one GEMM over every step).
-    let bias = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
     let projection = Projection::new(&d, inp.w_ih, bias);
 
     // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
     // batch rows for the whole sequence. w_hhᵀ is packed once, here.
     let w_hh_t = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, true);
     let part = rows_per_part(batch, hidden);
-    let gate_parts = split_steps(out.gates, step_g, part * 4 * hidden);
-    let y_parts = split_steps(out.y, step_h, part * hidden);
+    let gate_parts = split_steps(&mut *out.gates, step_g, part * 4 * hidden);
+    let y_parts = split_steps(&mut *out.y, step_h, part * hidden);
     let cell_parts: Vec<Option<Vec<&mut [f32]>>> = match out.cells.as_deref_mut() {
         Some(cells) => split_steps(cells, step_h, part * hidden)
             .into_iter()
@@ -116,10 +115,10 @@ pub(crate) fn forward(
         .collect();
     work.into_par_iter()
         .try_for_each(|(p, (((mut g, mut ys), mut cs), c_run))| {
-            let state = p * part * hidden..(p * part * hidden + c_run.len());
-            let (h0, c0) = (&inp.h0[state.clone()], &inp.c0[state]);
             let m = c_run.len() / hidden;
-            let lengths = RowLengths(inp.lengths).rows(p * part..p * part + m);
+            let own = PartRows::new(batch, (p, part), m, inp.lengths);
+            let (h0, c0) = (&inp.h0[own.at(hidden, 0)], &inp.c0[own.at(hidden, 0)]);
+            let lengths = own.lengths;
             // Where step `u`'s gates are formed: their own step when they are kept for
             // the backward, else (scratch, see `Op::output_is_scratch`) the slots of the
             // first `ahead` steps in turn, which stay in L2 instead of streaming the whole
@@ -136,10 +135,8 @@ pub(crate) fn forward(
                         let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
                         let h_t = &mut *y_from_t[0];
                         if t % ahead == 0 {
-                            let r0 = p * part;
                             for u in t..steps.min(t + ahead) {
-                                let first = (u * batch + r0) * per_row;
-                                let x_u = &inp.x[first..first + m * per_row];
+                                let x_u = &inp.x[own.at(per_row, u)];
                                 projection.project(token, x_u, m, &mut *g[slot(u)]);
                             }
                         }
@@ -163,8 +160,6 @@ pub(crate) fn forward(
                 },
             )
         })?;
-
-    forward_ends(d, inp.lengths, out);
     Ok(())
 }
 
@@ -291,26 +286,18 @@ pub(crate) fn backward(
     work.into_par_iter()
         .try_for_each(|(p, (mut dg, (dh, dc)))| {
             let m = dh.len() / hidden;
-            let (r0, r1) = (p * part, p * part + m);
-            let lengths = RowLengths(inp.lengths).rows(r0..r1);
+            let own = PartRows::new(batch, (p, part), m, inp.lengths);
+            let lengths = own.lengths;
             vectorize(
                 Some(token),
                 #[inline(always)]
                 || -> Result<()> {
                     for t in (0..steps).rev() {
-                        // This part's rows of step t (and t-1) in a `[T, B, width]` tensor.
-                        let at = |width: usize, t: usize| {
-                            (t * batch + r0) * width..(t * batch + r1) * width
-                        };
                         let saved = StepSaved {
-                            gates: &inp.gates[at(4 * hidden, t)],
-                            c: &inp.cells[at(hidden, t)],
-                            c_prev: if t == 0 {
-                                &inp.c0[r0 * hidden..r1 * hidden]
-                            } else {
-                                &inp.cells[at(hidden, t - 1)]
-                            },
-                            dy: &inp.dy[at(hidden, t)],
+                            gates: &inp.gates[own.at(4 * hidden, t)],
+                            c: &inp.cells[own.at(hidden, t)],
+                            c_prev: own.before(hidden, t, (inp.c0, inp.cells)),
+                            dy: &inp.dy[own.at(hidden, t)],
                             dh: &*dh,
                             hidden,
                         };

@@ -95,14 +95,26 @@ pub fn forward_on(
     token: Option<Token>,
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
-    out: LstmForwardOutputs<'_>,
+    mut out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
     check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
     check_inputs(&d, inp.x, inp.lengths)?;
-    match token {
-        Some(token) => fast::forward(token, d, inp, out),
-        None => forward_steps(d, inp, out),
+    // The final state starts as the initial one (`c_n` is the running cell state when
+    // the cells are not kept: on entry to step t it holds c_{t-1}); when no step runs,
+    // that is all.
+    out.h_n.copy_from_slice(inp.h0);
+    out.c_n.copy_from_slice(inp.c0);
+    if d.is_empty() {
+        return Ok(());
     }
+    // The input projection's bias: both of PyTorch's vectors at once.
+    let bias = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
+    match token {
+        Some(token) => fast::forward(token, d, inp, &mut out, bias)?,
+        None => forward_steps(d, inp, &mut out, &bias)?,
+    }
+    forward_ends(d, inp.lengths, out);
+    Ok(())
 }
 
 /// [`lstm_backward`] on the fast path of `token`, or on the reference without one.
@@ -120,20 +132,7 @@ pub fn backward_on(
     }
 }
 
-/// What both forward paths do first: the final state starts as the initial one (`c_n` is
-/// the running cell state when the cells are not kept: on entry to step t it holds
-/// c_{t-1}). False when no step runs, which leaves it at that.
-fn forward_begins(
-    d: LstmDims,
-    inp: &LstmForwardInputs<'_>,
-    out: &mut LstmForwardOutputs<'_>,
-) -> bool {
-    out.h_n.copy_from_slice(inp.h0);
-    out.c_n.copy_from_slice(inp.c0);
-    !d.is_empty()
-}
-
-/// What both forward paths do last: the final state is the last step's, or with
+/// What [`forward_on`] does after either path: the final state is the last step's, or with
 /// `lengths` each row's at its own last step (`h0` for an empty sequence; the cells
 /// carried past the end already hold it).
 fn forward_ends(d: LstmDims, lengths: Option<&[f32]>, out: LstmForwardOutputs<'_>) {
@@ -147,27 +146,25 @@ fn forward_ends(d: LstmDims, lengths: Option<&[f32]>, out: LstmForwardOutputs<'_
     }
 }
 
-/// The reference forward, on slices of checked lengths.
+/// The reference forward over the steps of a layer that is not empty, on slices of checked
+/// lengths, the final state started ([`forward_on`]); `bias` is the input projection's.
 fn forward_steps(
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
-    mut out: LstmForwardOutputs<'_>,
+    out: &mut LstmForwardOutputs<'_>,
+    bias: &[f32],
 ) -> Result<()> {
-    if !forward_begins(d, inp, &mut out) {
-        return Ok(());
-    }
     let (hidden, step_h) = (d.hidden, d.step_state());
     // Steps of gates held: all of them when kept for the backward, else a few reused in
     // turn (`LstmDims::gate_steps`); the inputs are projected that many steps at a time,
     // with both biases, and per step the recurrent GEMM adds to the gates
     // (`recurrent.rs`), then the fused pass below.
-    let bias: Vec<f32> = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
     let frame = ForwardLoop {
         x: inp.x,
         w_ih: inp.w_ih,
         w_hh: inp.w_hh,
         h0: inp.h0,
-        input_bias: &bias,
+        input_bias: bias,
         held: d.gate_steps(out.cells.is_some()),
     };
     let (cells, c_n) = (&mut out.cells, &mut *out.c_n);
@@ -193,7 +190,6 @@ fn forward_steps(
         cell_forward(step.gates, c_t, step.h, hidden, (t, rows));
     })?;
 
-    forward_ends(d, inp.lengths, out);
     Ok(())
 }
 

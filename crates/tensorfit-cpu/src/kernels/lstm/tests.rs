@@ -176,25 +176,11 @@ fn wide_steps_take_the_parallel_path_and_agree() {
 
 #[test]
 fn wrong_lengths_are_errors() {
-    let d = LstmDims {
-        steps: 2,
-        batch: 1,
-        input: 1,
-        hidden: 1,
-        tokens: false,
-    };
-    let v = [0.0f32; 8];
-    let inp = LstmForwardInputs {
-        x: &v[..1], // should be 2
-        h0: &v[..1],
-        c0: &v[..1],
-        w_ih: &v[..4],
-        w_hh: &v[..4],
-        b_ih: &v[..4],
-        b_hh: &v[..4],
-        lengths: None,
-    };
-    let e = forward_error(d, &inp);
+    let mut rng = Rng::new(5);
+    let d = random_dims(&mut rng, 1);
+    let mut layer = Layer::random(&mut rng, d, 1.0);
+    layer.x.pop(); // one element short
+    let e = forward_error(d, &layer.inputs());
     assert!(e.contains("lstm_forward") && e.contains("`x`"), "{e}");
 }
 
@@ -329,7 +315,7 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
         eprintln!("skipped: this CPU has no AVX-512, so the fast path cannot run");
         return;
     };
-    let fast_forward: &RunForward = &move |d, i, o| fast::forward(token, d, i, o);
+    let fast_forward: &RunForward = &move |d, i, o| forward_on(Some(token), d, i, o);
     let fast_backward: &RunBackward = &move |d, i, o| fast::backward(token, d, i, o);
     let reference_backward: &RunBackward = &|d, i, o| backward_on(None, d, i, o);
     let mut rng = Rng::new(21);

@@ -1,9 +1,13 @@
 //! What the AVX-512 fast paths of every recurrent cell share (`lstm/fast.rs`,
 //! `gru/fast.rs`): the split of the batch into rows per thread (the time loop runs on
 //! every thread at once, each over its own rows for all steps: rows of a recurrent layer
-//! never exchange data, so there is no barrier per step) and the input projection with
-//! its bias, prepared once per call, which each thread applies to its own rows.
+//! never exchange data, so there is no barrier per step; [`PartRows`] says where a
+//! thread's rows of a step lie) and the input projection with its bias, prepared once per
+//! call, which each thread applies to its own rows.
 
+use std::ops::Range;
+
+use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::tokens::token_index;
 use tensorfit_core::RecurrentDims;
 
@@ -18,6 +22,58 @@ pub(crate) fn rows_per_part(batch: usize, hidden: usize) -> usize {
         batch.max(1)
     } else {
         batch.div_ceil(threads).max(1)
+    }
+}
+
+/// One thread's batch rows, `start..end` of `batch`, as [`rows_per_part`] splits a batch,
+/// with their sequences' lengths.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PartRows<'a> {
+    batch: usize,
+    start: usize,
+    end: usize,
+    /// The lengths of these rows only (row 0 is `start`).
+    pub lengths: RowLengths<'a>,
+}
+
+impl<'a> PartRows<'a> {
+    /// Part `p` of a batch of `batch` rows split into parts of `part` rows, holding `m`
+    /// of them; `lengths`: every row's.
+    pub fn new(
+        batch: usize,
+        (p, part): (usize, usize),
+        m: usize,
+        lengths: Option<&'a [f32]>,
+    ) -> Self {
+        let (start, end) = (p * part, p * part + m);
+        PartRows {
+            batch,
+            start,
+            end,
+            lengths: RowLengths(lengths).rows(start..end),
+        }
+    }
+
+    /// The part's elements of step `t` of a `[T, B, width]` tensor (with `t = 0`, of a
+    /// `[B, width]` one: an initial state).
+    #[inline(always)]
+    pub fn at(&self, width: usize, t: usize) -> Range<usize> {
+        (t * self.batch + self.start) * width..(t * self.batch + self.end) * width
+    }
+
+    /// The part's state before step `t`: its rows of step `t - 1` of `seq`
+    /// `[T, B, width]`, or at `t = 0` of the initial state `init` `[B, width]`.
+    #[inline(always)]
+    pub fn before<'s>(
+        &self,
+        width: usize,
+        t: usize,
+        (init, seq): (&'s [f32], &'s [f32]),
+    ) -> &'s [f32] {
+        match t {
+            0 => &init[self.at(width, 0)],
+            _ => &seq[self.at(width, t - 1)],
+        }
     }
 }
 
