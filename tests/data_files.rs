@@ -290,11 +290,10 @@ fn early_stopping_keeps_the_best_checkpoint_and_metrics_has_a_line_per_validatio
     );
 }
 
-#[test]
-fn plan_with_data_counts_the_batches_read_ahead_in_the_host_memory() {
-    // The seed network's input (152 features), 24 sequences of 50 steps: 6 batches of 4.
-    let dir = scratch("plan");
-    let (n, t, f) = (24usize, 50usize, 152usize);
+/// A safetensors file of `n` sequences of `t` steps of the seed network's 152 features
+/// (6 classes) in `dir`.
+fn seed_like(dir: &std::path::Path, n: usize, t: usize) -> std::path::PathBuf {
+    let f = 152;
     let x: Vec<u8> = (0..n * t * f)
         .flat_map(|i| ((i % 7) as f32).to_le_bytes())
         .collect();
@@ -312,6 +311,48 @@ fn plan_with_data_counts_the_batches_read_ahead_in_the_host_memory() {
     ];
     let path = dir.join("seed_like.safetensors");
     std::fs::write(&path, safetensors::serialize(tensors, None).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn plan_with_data_plans_the_run_train_with_data_makes() {
+    // Two batches of 32 (the last batch no smaller: a run reports its current plan) of
+    // 70 steps: neither plan's seed-case truncation (50) nor its batch (100).
+    let dir = scratch("plan-as-train");
+    let path = seed_like(&dir, 64, 70);
+    let plan = json(&succeed(
+        tensorfit_command().args(["plan", "--data", arg(&path), "--device", "cpu", "--json"]),
+        "plan --data",
+    ));
+    let train = json(&succeed(
+        tensorfit_command().args([
+            "train",
+            "--data",
+            arg(&path),
+            "--epochs",
+            "1",
+            "--val-fraction",
+            "0",
+            "--device",
+            "cpu",
+            "--json",
+        ]),
+        "train --data",
+    ));
+    assert_eq!(
+        plan["chosen"]["estimated_peak_bytes"], train["estimated_peak_bytes"],
+        "plan: {}\ntrain: {train}",
+        plan["chosen"]
+    );
+    assert_eq!(train["estimated_peak_bytes"], train["measured_peak_bytes"]);
+}
+
+#[test]
+fn plan_with_data_counts_the_batches_read_ahead_in_the_host_memory() {
+    // The seed network's input (152 features), 24 sequences of 50 steps: 6 batches of 4.
+    let dir = scratch("plan");
+    let (t, f) = (50usize, 152usize);
+    let path = seed_like(&dir, 24, t);
     let plan = |read_ahead: &str| {
         json(&succeed(
             tensorfit_command().args([

@@ -20,7 +20,7 @@ pub struct BenchArgs {
     model: ModelArg,
     #[arg(long, value_enum, default_value_t = JobMode::Train)]
     mode: JobMode,
-    #[arg(long, default_value_t = 32, value_parser = at_least_one::<usize>)]
+    #[arg(long, default_value_t = super::TRAIN_BATCH, value_parser = at_least_one::<usize>)]
     batch: usize,
     #[arg(long, default_value_t = 50, value_parser = at_least_one::<usize>)]
     seq_len: usize,

@@ -177,6 +177,9 @@ impl DeviceArgs {
 /// The seed of a model's parameters when no checkpoint gives them (bench, and eval or
 /// predict without `--checkpoint`).
 pub const UNTRAINED_SEED: u64 = 1;
+/// `train`'s (and `bench`'s) sequences per minibatch when `--batch` is not given; `plan
+/// --data` plans the same run.
+pub const TRAIN_BATCH: usize = 32;
 
 /// The seed of the data `bench` times.
 pub const BENCH_DATA_SEED: u64 = 5;

@@ -24,6 +24,11 @@ use super::ranks::{self, RankArgs};
 use super::training_file::{self, Typed};
 use super::{at_least_one, parse_tbptt_mode, request, DeviceArgs, Exit, JobMode, ModelArg};
 
+/// `plan`'s run without --data: the seed user's (a batch of 100 sequences of 2000 steps,
+/// truncated BPTT over the last 50).
+const SEED_CASE_BATCH: usize = 100;
+const SEED_CASE_TBPTT: usize = 50;
+
 #[derive(Args, Clone, Debug)]
 pub struct PlanArgs {
     /// The model: a preset (seed) or a model description file.
@@ -31,13 +36,15 @@ pub struct PlanArgs {
     model: ModelArg,
     #[arg(long, value_enum, default_value_t = JobMode::Train)]
     mode: JobMode,
-    #[arg(long, default_value_t = 100, value_parser = at_least_one::<usize>)]
-    batch: usize,
+    /// Sequences per batch [default: 100, the seed case's; with --data, 32, as `train`].
+    #[arg(long, value_parser = at_least_one::<usize>)]
+    batch: Option<usize>,
     #[arg(long, default_value_t = 2000, conflicts_with = "data", value_parser = at_least_one::<usize>)]
     seq_len: usize,
-    /// Truncated-BPTT length (training).
-    #[arg(long, default_value_t = 50, value_parser = at_least_one::<usize>)]
-    tbptt: usize,
+    /// Truncated-BPTT length (training) [default: 50, the seed case's; with --data, the
+    /// file's longest sequence, as `train --data` takes it].
+    #[arg(long, value_parser = at_least_one::<usize>)]
+    tbptt: Option<usize>,
     /// How truncated BPTT trains a longer sequence (see `tensorfit train --help`).
     #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
     tbptt_mode: TbpttMode,
@@ -98,19 +105,28 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         .data
         .open(&cfg, &read_settings(&cfg, None, false), None)
         .context("--data")?;
-    let seq_len = files.as_ref().map_or(a.seq_len, |f| f.dataset().max_len);
+    // With --data, the run `train --data` makes with the same flags.
+    let (batch, seq_len, tbptt) = match &files {
+        Some(f) => {
+            let longest = f.dataset().max_len;
+            let batch = a.batch.unwrap_or(super::TRAIN_BATCH);
+            (batch, longest, a.tbptt.unwrap_or(longest))
+        }
+        None => (
+            a.batch.unwrap_or(SEED_CASE_BATCH),
+            a.seq_len,
+            a.tbptt.unwrap_or(SEED_CASE_TBPTT),
+        ),
+    };
     // Under mpirun, each rank plans its shard of the batch on its own device.
-    let mut ranks = ranks::join(&a.ranks, a.batch)?;
+    let mut ranks = ranks::join(&a.ranks, batch)?;
     let job = match a.mode {
         JobMode::Train => Job::Train {
-            batch: ranks::local_batch(&ranks, a.batch),
+            batch: ranks::local_batch(&ranks, batch),
             seq_len,
             eval: None,
         },
-        JobMode::Infer => Job::Eval {
-            batch: a.batch,
-            seq_len,
-        },
+        JobMode::Infer => Job::Eval { batch, seq_len },
     };
     // Any learning rate and run length will do: neither changes the plan.
     let optim = a
@@ -118,15 +134,15 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         .settings(1e-3)
         .build(Some(u64::MAX))
         .map_err(|e| anyhow!("{} {}", origin(e.key), e.message))?;
-    let mut req = request(cfg, job, a.tbptt, optim, &a.dev)?;
+    let mut req = request(cfg, job, tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     if let Some(f) = &files {
         // A text is read in a stream per row, each batch from the state the one before left.
-        let f = f.whole_text(a.batch)?;
+        let f = f.whole_text(batch)?;
         let all: Vec<usize> = (0..f.dataset().sequences).collect();
-        let batches = f.order(&all, a.batch, None)?.len();
-        req.read_ahead_bytes = f.read_ahead_bytes(a.batch, batches);
+        let batches = f.order(&all, batch, None)?.len();
+        req.read_ahead_bytes = f.read_ahead_bytes(batch, batches);
         req.padded = f.padded;
         req.carry_across = f.carry && req.data_parallel.is_none();
     }
@@ -159,7 +175,9 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         plot(decision, a.mode.name(), path)?;
     }
     let rank = ranks.as_ref().map(|r| (r.rank(), r.size(), r.rows()));
-    ranks::in_turn(&mut ranks, || print(&a, decision, &assumed, secs, rank))?;
+    ranks::in_turn(&mut ranks, || {
+        print(&a, decision, &assumed, secs, (rank, batch))
+    })?;
     Ok(if decision.chosen.is_none() {
         Exit::NothingFits
     } else {
@@ -168,13 +186,13 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
 }
 
 /// Prints the decision: for people, or JSON; under mpirun, for this rank (`rank`:
-/// its index, the number of ranks, its rows of the batch).
+/// its index, the number of ranks, its rows of the batch of `batch`).
 fn print(
     a: &PlanArgs,
     decision: &Decision,
     assumed: &[DeviceStatus],
     secs: f64,
-    rank: Option<(usize, usize, Range<usize>)>,
+    (rank, batch): (Option<(usize, usize, Range<usize>)>, usize),
 ) -> Result<()> {
     if a.json {
         let mut v = decision.to_json();
@@ -198,7 +216,7 @@ fn print(
                 "== rank {r} of {n}: rows {}..{} of the batch of {}",
                 rows.start,
                 rows.end,
-                a.batch
+                batch
             );
         }
         out!("{}", decision.table());

@@ -39,7 +39,7 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub(super) dev: DeviceArgs,
     /// Sequences per minibatch.
-    #[arg(long, default_value_t = 32, value_parser = at_least_one::<usize>)]
+    #[arg(long, default_value_t = super::TRAIN_BATCH, value_parser = at_least_one::<usize>)]
     pub(super) batch: usize,
     /// Time steps per sequence (at least 4).
     #[arg(long, default_value_t = 20)]

@@ -220,15 +220,20 @@ pub fn succeed(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
-/// The JSON object a `--json` run printed.
+/// The JSON object a `--json` run printed: its output, or the last of its lines (a run
+/// from files prints a line of metrics each epoch before its summary).
 pub fn json(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {text}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    let last = text.trim().lines().last().unwrap_or_default();
+    let whole = serde_json::from_str(text.trim());
+    whole
+        .or_else(|_| serde_json::from_str(last))
+        .unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {text}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
 }
 
 /// Runs the CLI with `args`, requires success, and parses its JSON output.
