@@ -171,7 +171,7 @@ pub fn zero_gradients(
 /// The weight gradients a backward forms after its time loop, over all `T·B` rows, from
 /// what the forward read (`x`, `w_ih`, `h0`, `y`) and the gradients at the input and at
 /// the recurrent projections (`d_ih`, `d_hh` `[T, B, G·H]`; the same tensor for the LSTM):
-/// `dw_ih` and `dx` ([`input_gradients`]), `dw_hh` ([`hidden_weight_gradient`]), and each
+/// `dw_ih` and `dx` (`input_gradients`), `dw_hh` (`hidden_weight_gradient`), and each
 /// bias gradient of `biases` (`(from, db)`) the column sums of its `from`.
 pub fn weight_gradients(
     g: &Gpu<'_>,

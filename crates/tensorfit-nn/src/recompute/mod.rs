@@ -39,7 +39,7 @@ use crate::train_graph::{loss_grad_seed, no_gradient, TrainGraph};
 use every_step::{check, Part, Span};
 
 /// Whether training `model` can recompute its activations (what the planner offers):
-/// all but a head on every step holding a BatchNorm ([`check`]).
+/// all but a head on every step holding a BatchNorm (`every_step::check` says which).
 pub fn recomputable(model: &ModelDescription) -> bool {
     model.network().and_then(|net| check(&net)).is_ok()
 }
