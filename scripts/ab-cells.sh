@@ -6,13 +6,14 @@
 #   BEFORE=/path/old/tensorfit AFTER=target/release/tensorfit PAIRS=8 ITERS=5 \
 #       scripts/ab-cells.sh "train 32 50" "infer 100 2000"      # "mode batch length"
 #
-# The truncated-BPTT length is the sequence's. Figures go in docs/cpu-performance.md.
+# The truncated-BPTT length is the sequence's; MODEL (default seed) names another model.
+# Figures go in docs/cpu-performance.md.
 set -u
 : "${BEFORE:?set BEFORE to the old tensorfit binary}" "${AFTER:=target/release/tensorfit}"
 export VK_ICD_FILENAMES=/nonexistent
 ms() { "$@" --json 2>/dev/null | python3 -c "import json,sys; print(round(json.load(sys.stdin)['ms_per_step'], 2))"; }
 for cell in "$@"; do set -- $cell; mode=$1 b=$2 t=$3
-  a=(bench --model seed --device cpu --mode $mode --batch $b --seq-len $t --tbptt $t --iters ${ITERS:-5})
+  a=(bench --model "${MODEL:-seed}" --device cpu --mode $mode --batch $b --seq-len $t --tbptt $t --iters ${ITERS:-5})
   o=(); n=()
   for i in $(seq 1 ${PAIRS:-6}); do
     if [ $((i % 2)) = 1 ]; then o+=($(ms "$BEFORE" "${a[@]}")); n+=($(ms "$AFTER" "${a[@]}"));
