@@ -15,9 +15,9 @@ use clap::Args;
 use tensorfit::core::rows::IGNORE_LABEL;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
-    length_grouped_batches, max_batch_bytes, open, stream_batches, Batch, BatchInputs,
-    BatchSettings, Batches, CharCorpus, CharWindows, Dataset, Inputs, LabelsPer, Opened,
-    ReadSettings, Source, Targets, TooLong, TsvData, Values,
+    length_grouped_batches, max_batch_bytes, open, padded_steps, stream_batches, Batch,
+    BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Dataset, Inputs, LabelsPer,
+    Opened, ReadSettings, Source, Targets, TooLong, TsvData, Values,
 };
 use tensorfit::nn::{HeadOn, InputSpec, LossSpec, ModelDescription};
 
@@ -382,9 +382,8 @@ impl Files {
 
     /// The (batch, padded steps) of the batch `indices`.
     pub fn shape(&self, indices: &[usize]) -> (usize, usize) {
-        let lengths = self.source.lengths();
-        let steps = indices.iter().map(|&i| lengths[i]).max().unwrap_or(1);
-        (indices.len().max(1), steps)
+        let steps = padded_steps(self.source.lengths(), indices);
+        (indices.len().max(1), steps.max(1))
     }
 
     /// Starts the background reader over `order`.

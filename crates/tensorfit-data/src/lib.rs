@@ -45,8 +45,8 @@ pub use dataset::{
 };
 pub use error::{DataError, Place, Result};
 pub use pipeline::{
-    epoch_order, length_grouped_batches, same_length_batches, split, stream_batches, BatchSettings,
-    Batches,
+    epoch_order, length_grouped_batches, padded_steps, same_length_batches, split, stream_batches,
+    BatchSettings, Batches,
 };
 pub use shard::{RankBatch, Shard};
 pub use tensors::TensorData;

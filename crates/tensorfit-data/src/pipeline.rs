@@ -208,7 +208,7 @@ pub fn length_grouped_batches(
         g.sort_by_key(|&i| lengths[i]);
         batches.extend(g.chunks(batch).map(<[usize]>::to_vec));
     }
-    let padded = |b: &Vec<usize>| b.iter().map(|&i| lengths[i]).max().unwrap_or(0);
+    let padded = |b: &Vec<usize>| padded_steps(lengths, b);
     let mut rank: std::collections::BTreeMap<usize, usize> =
         batches.iter().map(|b| (padded(b), 0)).collect();
     let mut ranks: Vec<usize> = (0..rank.len()).collect();
@@ -222,6 +222,17 @@ pub fn length_grouped_batches(
     Ok(batches)
 }
 
+/// The steps a batch of the sequences `batch` is padded to: its longest sequence's, of
+/// `lengths` (0 for an empty batch; an index past `lengths` counts for nothing).
+pub fn padded_steps(lengths: &[usize], batch: &[usize]) -> usize {
+    batch
+        .iter()
+        .filter_map(|&i| lengths.get(i))
+        .max()
+        .copied()
+        .unwrap_or(0)
+}
+
 /// The input buffers of reading `order` of `source` at most `read_ahead` batches ahead:
 /// one for each batch that can exist at once (`read_ahead + 2`, no more than the batches),
 /// each of the largest batch's dense values; none for token inputs (4 bytes a step).
@@ -230,10 +241,7 @@ fn input_buffers(source: &dyn Source, order: &[Vec<usize>], read_ahead: usize) -
         return InputBuffers::default();
     };
     let lengths = source.lengths();
-    let values = |batch: &Vec<usize>| {
-        let steps = batch.iter().filter_map(|&i| lengths.get(i)).max();
-        batch.len() * steps.copied().unwrap_or(0) * features
-    };
+    let values = |batch: &Vec<usize>| batch.len() * padded_steps(lengths, batch) * features;
     let largest = order.iter().map(values).max().unwrap_or(0);
     InputBuffers::new((read_ahead + 2).min(order.len()), largest)
 }
@@ -287,9 +295,7 @@ impl Batches {
                         return;
                     }
                     // Each sequence goes into its row as it is read.
-                    let lengths = source.lengths();
-                    let steps = batch.iter().filter_map(|&i| lengths.get(i)).max();
-                    let steps = steps.copied().unwrap_or(0);
+                    let steps = padded_steps(source.lengths(), &batch);
                     let mut rows = Assembly::new(source.dataset(), batch.len(), steps, &pool);
                     let built = batch
                         .into_iter()
