@@ -8,7 +8,7 @@
 use std::ops::Range;
 
 use tensorfit_core::seq_lengths::RowLengths;
-use tensorfit_core::tokens::token_index;
+use tensorfit_core::tokens::{token_index, Table};
 use tensorfit_core::RecurrentDims;
 
 use crate::kernels::gemm_fast::{gemm_packed_serial, MatRef, PackedB, Token};
@@ -91,43 +91,77 @@ pub(crate) fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<
 }
 
 /// The input projection with its bias (the LSTM's `b_ih + b_hh`, the GRU's `b_ih`),
-/// prepared once per call: `w_ihᵀ` packed for the GEMM of dense input, or on token input
-/// the table `[V, G·H]` whose row `v` is `w_ih[:, v] + bias` (the ids have been checked
-/// by `recurrent::check_inputs`).
-pub(crate) enum Projection {
-    Dense { w_ih_t: PackedB, bias: Vec<f32> },
-    Tokens(Vec<f32>),
+/// prepared once per call: `w_ihᵀ` packed for the GEMM of dense input; on token input
+/// (the ids have been checked by `recurrent::check_inputs`) each row's gates are token
+/// `v`'s column of `w_ih` plus the bias, read from a table `[V, G·H]` formed once when the
+/// call has at least as many rows as there are tokens, and gathered from `w_ih` where they
+/// are read otherwise: the table costs `V·G·H` values a call (800 MiB at V = 50,000 and
+/// H = 1024), outside any plan, for a call that reads fewer rows than that. Both give the
+/// same sums.
+pub(crate) enum Projection<'w> {
+    Dense {
+        w_ih_t: PackedB,
+        bias: Vec<f32>,
+    },
+    /// `[V, G·H]`: row `v` is `w_ih[:, v] + bias`.
+    Table(Vec<f32>),
+    /// Token `v`'s column of `w_ih`, where `columns` says, and the bias.
+    Columns {
+        w_ih: &'w [f32],
+        columns: Table,
+        bias: Vec<f32>,
+    },
 }
 
-impl Projection {
-    pub(crate) fn new(d: &impl RecurrentDims, w_ih: &[f32], bias: Vec<f32>) -> Self {
+impl<'w> Projection<'w> {
+    pub(crate) fn new(d: &impl RecurrentDims, w_ih: &'w [f32], bias: Vec<f32>) -> Self {
         let ((input, tokens), width) = (d.input(), d.gate_width());
         if !tokens {
             let w_ih_t = PackedB::new(MatRef::row_major(w_ih, width, input).t());
             return Projection::Dense { w_ih_t, bias };
         }
+        let columns = d.token_table();
+        if d.rows() < input {
+            return Projection::Columns {
+                w_ih,
+                columns,
+                bias,
+            };
+        }
         let mut table = vec![0.0; input * width];
         for (v, row) in table.chunks_exact_mut(width.max(1)).enumerate() {
             for (j, (t, b)) in row.iter_mut().zip(&bias).enumerate() {
-                *t = w_ih[j * input + v] + b;
+                *t = w_ih[columns.at(v, j)] + b;
             }
         }
-        Projection::Tokens(table)
+        Projection::Table(table)
     }
 
     /// `gates = x · w_ihᵀ + bias` for the `m` rows of `x` (`m·I` features or `m` ids).
     pub(crate) fn project(&self, token: Token, x: &[f32], m: usize, gates: &mut [f32]) {
+        let width = (gates.len() / m.max(1)).max(1);
         match self {
             Projection::Dense { w_ih_t, bias } => {
                 let x = MatRef::row_major(x, m, w_ih_t.k());
                 gemm_packed_serial(token, x, w_ih_t, 0.0, Some(bias), gates);
             }
-            Projection::Tokens(table) => {
-                let width = (gates.len() / m.max(1)).max(1);
+            Projection::Table(table) => {
                 let vocab = table.len() / width;
                 for (row, &id) in gates.chunks_exact_mut(width).zip(x) {
                     let v = token_index(id, vocab).unwrap_or_default();
                     row.copy_from_slice(&table[v * width..(v + 1) * width]);
+                }
+            }
+            Projection::Columns {
+                w_ih,
+                columns,
+                bias,
+            } => {
+                for (row, &id) in gates.chunks_exact_mut(width).zip(x) {
+                    let v = token_index(id, columns.vocab).unwrap_or_default();
+                    for (j, (g, b)) in row.iter_mut().zip(bias).enumerate() {
+                        *g = w_ih[columns.at(v, j)] + b;
+                    }
                 }
             }
         }
