@@ -7,6 +7,9 @@ use std::path::Path;
 use crate::dataset::ReadSettings;
 use crate::error::{DataError, Place, Result};
 
+/// UTF-8's byte-order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// The lines of a text file, one at a time, with their 1-based number and the byte offset
 /// of their start. Only the current line is held.
 #[derive(Debug)]
@@ -73,6 +76,10 @@ impl<'p, R: BufRead> Lines<'p, R> {
         while matches!(bytes.last(), Some(b'\n' | b'\r')) {
             bytes.pop();
         }
+        // A byte-order mark at the start of the file (Excel's "CSV UTF-8" writes one) is
+        // not part of the first line's text.
+        let bom = usize::from(self.offset == 0 && bytes.starts_with(BOM)) * BOM.len();
+        bytes.drain(..bom);
         match String::from_utf8(bytes) {
             Ok(text) => {
                 self.buf = text;
@@ -80,7 +87,7 @@ impl<'p, R: BufRead> Lines<'p, R> {
             }
             Err(e) => Err(DataError::InvalidUtf8 {
                 place: Place {
-                    byte: Some(self.offset + e.utf8_error().valid_up_to() as u64),
+                    byte: Some(self.offset + (bom + e.utf8_error().valid_up_to()) as u64),
                     ..Place::line(self.path, self.line)
                 },
             }),

@@ -112,6 +112,29 @@ fn a_lone_npy_is_an_array_named_by_its_file() {
 }
 
 #[test]
+fn a_csv_that_starts_with_a_byte_order_mark_reads_as_without_it() {
+    // Excel's "CSV UTF-8" begins the file with one, here right before the first
+    // sequence's id (no header).
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(example("sequences.csv")).unwrap();
+    let rows = text.split_once('\n').unwrap().1;
+    let (with_path, without_path) = (dir.path().join("bom.csv"), dir.path().join("plain.csv"));
+    std::fs::write(&with_path, format!("\u{feff}{rows}")).unwrap();
+    std::fs::write(&without_path, rows).unwrap();
+    let settings = ReadSettings::default();
+    let (with, without) = (
+        LongCsv::open(&with_path, &settings).unwrap(),
+        LongCsv::open(&without_path, &settings).unwrap(),
+    );
+    assert_eq!(with.lengths(), without.lengths());
+    assert_eq!(with.ids(), without.ids());
+    let (mut a, mut b) = (with.reader().unwrap(), without.reader().unwrap());
+    for i in 0..with.lengths().len() {
+        assert_eq!(a.read(i).unwrap(), b.read(i).unwrap(), "sequence {i}");
+    }
+}
+
+#[test]
 fn a_long_csv_reads_sequences_by_their_id_with_a_label_per_step() {
     let s = LongCsv::open(&example("sequences.csv"), &ReadSettings::default()).unwrap();
     let reference = sequences("classify.safetensors");
