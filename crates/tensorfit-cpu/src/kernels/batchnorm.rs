@@ -7,6 +7,7 @@
 //! statistics, which makes the op an affine map of `x`, so its backward is one product.
 //! Rows are contiguous, so every reduction walks the rows and accumulates per channel.
 
+use tensorfit_core::kernels::batchnorm_dims;
 use tensorfit_core::{args, Result};
 
 use super::check_len;
@@ -27,7 +28,7 @@ pub fn batchnorm_forward(
     y: &mut [f32],
 ) -> Result<()> {
     const K: &str = "batchnorm_forward";
-    let (batch, channels) = batch_and_channels(K, x, gamma)?;
+    let (batch, channels) = batchnorm_dims(K, x.len(), gamma.len()).map_err(backend_error)?;
     check_len(K, "beta", beta, channels)?;
     check_len(K, "y", y, x.len())?;
     if channels == 0 {
@@ -88,7 +89,7 @@ pub fn batchnorm_backward(
         var,
         dy,
     } = *inp;
-    let (batch, channels) = batch_and_channels(K, x, gamma)?;
+    let (batch, channels) = batchnorm_dims(K, x.len(), gamma.len()).map_err(backend_error)?;
     check_len(K, "mean", mean, channels)?;
     check_len(K, "var", var, channels)?;
     check_len(K, "dy", dy, x.len())?;
@@ -157,28 +158,6 @@ pub fn batchnorm_stats_update(
         *r = (1.0 - momentum) * *r + momentum * v * unbias;
     }
     Ok(())
-}
-
-/// `(B, C)` of an `x` `[B, C]` with `C = gamma.len()`.
-fn batch_and_channels(kernel: &str, x: &[f32], gamma: &[f32]) -> Result<(usize, usize)> {
-    let channels = gamma.len();
-    if channels == 0 {
-        return if x.is_empty() {
-            Ok((0, 0))
-        } else {
-            Err(backend_error(format!(
-                "{kernel}: no channels for {} elements",
-                x.len()
-            )))
-        };
-    }
-    if x.len() % channels != 0 {
-        return Err(backend_error(format!(
-            "{kernel}: x has {} elements, not a multiple of {channels} channels",
-            x.len()
-        )));
-    }
-    Ok((x.len() / channels, channels))
 }
 
 /// `mean[c] = Σ_b x[b, c] / B`.

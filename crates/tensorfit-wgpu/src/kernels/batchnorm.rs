@@ -7,6 +7,7 @@
 //! still reduces in order: later blocks add to the earlier partial sums, and the last
 //! finishes. The batch mean is `sum_to_shape`'s column sum ([`sum_rows`]) scaled by 1/B.
 
+use tensorfit_core::kernels::batchnorm_dims;
 use tensorfit_core::{args, Result};
 
 use super::elementwise::{check_len, fill, per_element, reduction_values, sum_rows};
@@ -20,28 +21,6 @@ use crate::window::{rects, Operand, Rect, Region, LOOP_BUDGET};
 
 /// Where the statistics of [`batchnorm_forward`] come from (see `tensorfit_core::args`).
 type Stats = args::BatchNormStats<Region, Region>;
-
-/// `(B, C)` of an `x` `[B, C]` with `C = gamma.len`.
-fn batch_and_channels(kernel: &str, x: Region, gamma: Region) -> Result<(usize, usize)> {
-    let channels = gamma.len;
-    if channels == 0 {
-        return if x.len == 0 {
-            Ok((0, 0))
-        } else {
-            Err(backend_error(format!(
-                "{kernel}: no channels for {} elements",
-                x.len
-            )))
-        };
-    }
-    if x.len % channels != 0 {
-        return Err(backend_error(format!(
-            "{kernel}: x has {} elements, not a multiple of {channels} channels",
-            x.len
-        )));
-    }
-    Ok((x.len / channels, channels))
-}
 
 /// How a launch over block `r` of a `[B, C]` input sees a tensor: its rows of a `[B, C]`
 /// tensor, or its channels of a `[C]` one.
@@ -71,7 +50,7 @@ pub(crate) fn batchnorm_forward(
     y: Region,
 ) -> Result<()> {
     const K: &str = "batchnorm_forward";
-    let (batch, channels) = batch_and_channels(K, x, gamma)?;
+    let (batch, channels) = batchnorm_dims(K, x.len, gamma.len).map_err(backend_error)?;
     check_len(K, "beta", beta, channels)?;
     check_len(K, "y", y, x.len)?;
     if channels == 0 {
@@ -131,14 +110,8 @@ pub(crate) fn batchnorm_backward(
     [dx, dgamma, dbeta]: [Region; 3],
 ) -> Result<()> {
     const K: &str = "batchnorm_backward";
-    let BackwardInputs {
-        x,
-        gamma,
-        mean,
-        var,
-        dy,
-    } = *inp;
-    let (batch, channels) = batch_and_channels(K, x, gamma)?;
+    let (x, mean, var, dy) = (inp.x, inp.mean, inp.var, inp.dy);
+    let (batch, channels) = batchnorm_dims(K, x.len, inp.gamma.len).map_err(backend_error)?;
     for (what, r, want) in [
         ("mean", mean, channels),
         ("var", var, channels),
@@ -175,7 +148,7 @@ pub(crate) fn batchnorm_backward(
     for r in &blocks {
         let parts = [
             Rows(x),
-            Cols(gamma),
+            Cols(inp.gamma),
             Cols(mean),
             Cols(var),
             Rows(dy),
