@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 11] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -221,9 +221,24 @@ fn bad_input_is_a_clear_error_not_a_panic() {
             &["plan", "--tbptt", "0"],
             "invalid value '0' for '--tbptt <TBPTT>': must be at least 1",
         ),
+        // A missing file: the flag, the path, the system's reason (once).
         (
             &["eval", "--checkpoint", "/nonexistent/ck.safetensors"],
-            "No such file",
+            "--checkpoint: /nonexistent/ck.safetensors: No such file",
+        ),
+        (
+            &["train", "--resume", "/nonexistent/run"],
+            "--resume: /nonexistent/run: No such file",
+        ),
+        (
+            &[
+                "train",
+                "--model",
+                "examples/data/classify_model.toml",
+                "--data",
+                "/nonexistent/data.csv",
+            ],
+            "--data: /nonexistent/data.csv: No such file",
         ),
     ];
     for (args, want) in cases {
@@ -232,6 +247,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: expected `{want}` in: {err}");
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(err.matches("os error").count() <= 1, "{args:?}: {err}");
     }
 }
 

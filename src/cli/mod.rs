@@ -323,7 +323,7 @@ pub fn load_model(checkpoint: Option<&Path>, model: Option<&ModelArg>) -> Result
     match checkpoint {
         Some(p) => {
             let path = checkpoint_path(p);
-            let loaded = tensorfit::Model::load(&path)?;
+            let loaded = tensorfit::Model::load(&path).context("--checkpoint")?;
             if let Some(m) = model {
                 let described = m.load()?.model;
                 m.check_is(

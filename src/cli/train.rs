@@ -154,7 +154,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let mut resumed = match &a.resume {
         Some(p) => {
             let file = checkpoint_path(p);
-            let ck = Checkpoint::load(&file)?;
+            let ck = Checkpoint::load(&file).context("--resume")?;
             Some((file, ck))
         }
         None => None,

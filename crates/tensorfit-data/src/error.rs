@@ -124,11 +124,12 @@ pub enum DataError {
     #[error("{place}: {message}")]
     Format { place: Place, message: String },
 
-    #[error("{}: {source}", path.display())]
+    /// A file that could not be read. The message includes the system's reason, so the
+    /// reason is not also a `source` (a chain printer would say it twice).
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 
     /// Settings that cannot be used with this data (batch of 0, fraction over 1, ...).
@@ -142,9 +143,9 @@ pub enum DataError {
 
 impl DataError {
     pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataError + '_ {
-        move |source| DataError::Io {
+        move |error| DataError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         }
     }
 
