@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 13] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -220,6 +220,15 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (
             &["plan", "--tbptt", "0"],
             "invalid value '0' for '--tbptt <TBPTT>': must be at least 1",
+        ),
+        // A model of one's own without --data: what each built-in task needs, and --data.
+        (
+            &["train", "--model", "examples/data/classify_model.toml"],
+            "the built-in running-mean task needs dense input, a head on the last step and the mse loss; the built-in next-symbol",
+        ),
+        (
+            &["eval", "--model", "examples/data/classify_model.toml"],
+            "give --data FILE",
         ),
         // A missing file: the flag, the path, the system's reason (once).
         (

@@ -314,7 +314,9 @@ pub fn parse_tbptt_mode(name: &str) -> Result<TbpttMode> {
 /// Refuses a model no built-in task can feed (temporal order for a classifier, running
 /// mean for a regression).
 pub fn check_task(cfg: &ModelDescription) -> Result<()> {
-    Ok(BuiltinTask::fits(cfg)?)
+    BuiltinTask::fits(cfg).map_err(|e| {
+        anyhow::anyhow!("{e} (without --data, a model trains and evaluates on a built-in task: give --data FILE for your own sequences)")
+    })
 }
 
 /// The model of a checkpoint (which `--model`, when given, must be), or `--model` (the

@@ -25,25 +25,24 @@ impl BuiltinTask {
     /// The task that fits `model`, its stream started (or resumed) at `seed`; the error
     /// says what each task needs.
     pub fn for_model(model: &ModelDescription, seed: u64) -> Result<Self> {
-        let classifier = match TemporalOrder::fits(model) {
-            Ok(()) => {
-                return Ok(BuiltinTask::TemporalOrder {
-                    task: TemporalOrder::new(seed),
-                    tokens: matches!(model.input, InputSpec::Tokens { .. }),
-                })
-            }
-            Err(e) => e,
-        };
-        let regression = match RunningMean::for_model(model, seed) {
-            Ok(task) => return Ok(BuiltinTask::RunningMean(task)),
-            Err(e) => e,
-        };
-        match MarkovText::for_model(model, seed) {
-            Ok(task) => Ok(BuiltinTask::MarkovText(task)),
-            Err(text) => Err(Error::input(format!(
-                "no built-in task fits: {classifier}; {regression}; {text}"
-            ))),
+        if TemporalOrder::fits(model).is_ok() {
+            return Ok(BuiltinTask::TemporalOrder {
+                task: TemporalOrder::new(seed),
+                tokens: matches!(model.input, InputSpec::Tokens { .. }),
+            });
         }
+        if let Ok(task) = RunningMean::for_model(model, seed) {
+            return Ok(BuiltinTask::RunningMean(task));
+        }
+        if let Ok(task) = MarkovText::for_model(model, seed) {
+            return Ok(BuiltinTask::MarkovText(task));
+        }
+        Err(Error::input(format!(
+            "no built-in task fits the model {model}: {}; {}; {}",
+            TemporalOrder::needs(),
+            RunningMean::NEEDS,
+            MarkovText::needs()
+        )))
     }
 
     /// Whether a built-in task fits `model`; the error says what each needs.

@@ -50,10 +50,18 @@ impl MarkovText {
                 vocab,
             }),
             _ => Err(Error::input(format!(
-                "the built-in next-symbol task needs token input of a vocabulary over {}, a head on every step and cross-entropy over as many classes as the vocabulary; the model is {model}",
-                Self::SUCCESSORS
+                "{}; the model is {model}",
+                Self::needs()
             ))),
         }
+    }
+
+    /// What a model needs for this task, as the errors say it.
+    pub fn needs() -> String {
+        format!(
+            "the built-in next-symbol task needs token input of a vocabulary over {}, a head on every step and cross-entropy over as many classes as the vocabulary",
+            Self::SUCCESSORS
+        )
     }
 
     /// The chain's entropy per symbol in bits: the floor of a model's cross-entropy.

@@ -28,6 +28,10 @@ impl RunningMean {
     /// Standard deviation of the noise added to each target.
     pub const NOISE: f32 = 0.05;
 
+    /// What a model needs for this task, as the errors say it.
+    pub const NEEDS: &'static str =
+        "the built-in running-mean task needs dense input, a head on the last step and the mse loss";
+
     /// The task for `model`, which must have dense input, a head on the last step and
     /// the mean-squared-error loss; the error says what differs.
     pub fn for_model(model: &ModelDescription, seed: u64) -> Result<Self> {
@@ -39,7 +43,8 @@ impl RunningMean {
         ) = parts
         else {
             return Err(Error::input(format!(
-                "the built-in running-mean task needs dense input, a head on the last step and the mse loss; the model is {model}"
+                "{}; the model is {model}",
+                Self::NEEDS
             )));
         };
         Ok(RunningMean {

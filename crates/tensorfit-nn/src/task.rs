@@ -65,10 +65,18 @@ impl TemporalOrder {
             return Ok(());
         }
         Err(Error::input(format!(
-            "the built-in temporal-order task needs dense input of {0} features or tokens of a vocabulary of {0}, a head on the last step and cross-entropy over {1} classes; the model is {model}",
+            "{}; the model is {model}",
+            Self::needs()
+        )))
+    }
+
+    /// What a model needs for this task, as the errors say it.
+    pub fn needs() -> String {
+        format!(
+            "the built-in temporal-order task needs dense input of {0} features or tokens of a vocabulary of {0}, a head on the last step and cross-entropy over {1} classes",
             Self::FEATURES,
             Self::CLASSES
-        )))
+        )
     }
 
     /// The generator's state, to resume the same stream later.
