@@ -5,13 +5,13 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::atomic_file::{check_writable, same_file};
+use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::{import_state_dict, Checkpoint, ParamStore};
 
-use super::{Exit, ModelArg};
+use super::{refuse_overwriting, Exit, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct ImportArgs {
@@ -30,12 +30,8 @@ pub struct ImportArgs {
 }
 
 pub fn run(a: ImportArgs) -> Result<Exit> {
-    if same_file(&a.output, &a.weights) {
-        bail!(
-            "--output {} is the --weights file: writing the checkpoint there would destroy it",
-            a.output.display()
-        );
-    }
+    let weights = [("--weights", Some(a.weights.as_path()))];
+    refuse_overwriting("--output", &a.output, "the checkpoint", &weights)?;
     check_writable(&a.output).context("--output")?;
     let model = a.model.load()?.model;
     let params = import_state_dict(&model.param_specs()?, &a.weights)?;

@@ -31,13 +31,14 @@ pub use model_arg::ModelArg;
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::cpu::host_memory;
 use tensorfit::devices::MemoryCaps;
+use tensorfit::nn::atomic_file::same_file;
 use tensorfit::nn::{
     BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, RunSettings, TbpttMode,
     TrainOptions,
@@ -309,6 +310,26 @@ pub fn crossed(before: u64, after: u64, every: u64) -> bool {
 /// `--tbptt-mode`'s value.
 pub fn parse_tbptt_mode(name: &str) -> Result<TbpttMode> {
     Ok(TbpttMode::parse(name)?)
+}
+
+/// Refuses to write the output `path` of flag `flag` over one of the files the command
+/// reads (`inputs`: each flag and its path, if given): writing `what` there would
+/// destroy it, and a finished run would have lost its model or data.
+pub fn refuse_overwriting(
+    flag: &str,
+    path: &Path,
+    what: &str,
+    inputs: &[(&str, Option<&Path>)],
+) -> Result<()> {
+    for (input, p) in inputs.iter().filter_map(|&(f, p)| Some((f, p?))) {
+        if same_file(path, p) {
+            bail!(
+                "{flag} {} is the {input} file: writing {what} there would destroy it",
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a model no built-in task can feed (temporal order for a classifier, running

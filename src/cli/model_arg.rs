@@ -41,6 +41,14 @@ impl ModelArg {
         })
     }
 
+    /// The description file, if the model is one (not a preset).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            ModelArg::Preset(_) => None,
+            ModelArg::File(p) => Some(p),
+        }
+    }
+
     /// The model, and the file's training settings (none for a preset). A file that
     /// cannot be read, or whose model is refused, is an error naming the file, line and
     /// key.

@@ -22,7 +22,10 @@ use super::data_args::{read_settings, DataSource};
 use super::optim_args::OptimArgs;
 use super::ranks::{self, RankArgs};
 use super::training_file::{self, Typed};
-use super::{at_least_one, parse_tbptt_mode, request, DeviceArgs, Exit, JobMode, ModelArg};
+use super::{
+    at_least_one, parse_tbptt_mode, refuse_overwriting, request, DeviceArgs, Exit, JobMode,
+    ModelArg,
+};
 
 /// `plan`'s run without --data: the seed user's (a batch of 100 sequences of 2000 steps,
 /// truncated BPTT over the last 50).
@@ -86,6 +89,13 @@ pub struct PlanArgs {
 }
 
 pub fn run(a: PlanArgs) -> Result<Exit> {
+    if let Some(path) = &a.plot {
+        let inputs = [
+            ("--model", a.model.path()),
+            ("--data", a.data.data.as_deref()),
+        ];
+        refuse_overwriting("--plot", path, "the picture", &inputs)?;
+    }
     let described = a.model.load()?;
     // The model file's `[training]` table sets the run it plans (batch, lengths,
     // truncation, optimizer), under the flags typed here.

@@ -7,14 +7,17 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde_json::json;
 use tensorfit::core::HostTensor;
-use tensorfit::nn::atomic_file::{check_writable, same_file, write_atomic};
+use tensorfit::nn::atomic_file::{check_writable, write_atomic};
 use tensorfit::nn::safetensors_file::SafetensorsFile;
 use tensorfit::nn::{Job, ModelDescription, ParamStore};
 use tensorfit::plan::format_bytes;
 
 use super::data_args::DataArgs;
 use super::files_eval;
-use super::{at_least_one, load_model, open, print_memory, summary, DeviceArgs, Exit, ModelArg};
+use super::{
+    at_least_one, load_model, open, print_memory, refuse_overwriting, summary, DeviceArgs, Exit,
+    ModelArg,
+};
 
 #[derive(Args, Clone, Debug)]
 pub struct PredictArgs {
@@ -51,14 +54,7 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
         ("--data", a.data.path()),
         ("--checkpoint", Some(a.checkpoint.as_path())),
     ];
-    for (flag, path) in inputs.into_iter().filter_map(|(f, p)| Some((f, p?))) {
-        if same_file(&a.output, path) {
-            bail!(
-                "--output {} is the {flag} file: writing the probabilities there would destroy it",
-                a.output.display()
-            );
-        }
-    }
+    refuse_overwriting("--output", &a.output, "the probabilities", &inputs)?;
     let model = load_model(Some(&a.checkpoint), a.model.as_ref())?;
     let Some(input_path) = &a.input else {
         return predict_files(&a, model.description().clone(), model.parameters());

@@ -23,8 +23,8 @@ use super::optim_args::{self, OptimArgs};
 use super::ranks::{self, RankArgs};
 use super::{
     at_least_one, check_task, crossed, open_request, parse_tbptt_mode, positive_rate, print_memory,
-    quality_text, request, summary, train_settings, training_file, updates_per_batch, DeviceArgs,
-    Exit, ModelArg,
+    quality_text, refuse_overwriting, request, summary, train_settings, training_file,
+    updates_per_batch, DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -133,6 +133,14 @@ const DATA_SEED_MULTIPLIER: u64 = 0x9E37_79B9;
 const HELD_OUT_SEED_XOR: u64 = 0xE7A1;
 
 pub fn run(a: TrainArgs) -> Result<Exit> {
+    if let Some(path) = &a.save {
+        let inputs = [
+            ("--model", a.model.path()),
+            ("--data", a.data.path()),
+            ("--val", a.fit.val.as_deref()),
+        ];
+        refuse_overwriting("--save", path, "the checkpoint", &inputs)?;
+    }
     let described = a.model.load()?;
     let a = match &a.model {
         ModelArg::File(path) if a.resume.is_none() => {

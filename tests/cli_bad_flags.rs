@@ -1,0 +1,94 @@
+//! The command line under odd flag combinations and files: each is refused with exit 1
+//! and a message naming the flag or file and what to do, or, where the run can go on, it
+//! goes on and says what it did. Nothing a run reads is ever overwritten by its outputs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{arg, example_data, refused, scratch};
+
+/// A copy of `from` as `name` in this test's scratch directory.
+fn copy(from: &Path, name: &str) -> PathBuf {
+    let to = scratch("bad_flags").join(name);
+    std::fs::copy(from, &to).unwrap();
+    to
+}
+
+/// A small model of the built-in temporal-order task, as the description file `name`.
+fn task_model(name: &str) -> PathBuf {
+    let path = scratch("bad_flags").join(name);
+    let text = "[input]\nkind = \"dense\"\nfeatures = 152\n[recurrent]\ncell = \"lstm\"\nhidden = 4\nlayers = 1\n[head]\non = \"last\"\nlayers = []\n[loss]\nkind = \"cross_entropy\"\nclasses = 6\n";
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A short run of the built-in task.
+const SHORT: [&str; 8] = [
+    "--steps",
+    "1",
+    "--batch",
+    "2",
+    "--seq-len",
+    "4",
+    "--eval-batch",
+    "2",
+];
+
+/// Requires `err` to hold `want` and to say it once.
+fn says_once(err: &str, want: &str) {
+    assert_eq!(
+        err.matches(want).count(),
+        1,
+        "expected `{want}` once in: {err}"
+    );
+}
+
+#[test]
+fn an_output_over_a_file_the_run_reads_is_refused_and_the_file_kept() {
+    let model = task_model("overwritten.toml");
+    let files_model = example_data("classify_model.toml");
+    let data = copy(&example_data("classify.safetensors"), "data.safetensors");
+    let save_over_model = [
+        &["train", "--model", arg(&model)][..],
+        &SHORT,
+        &["--save", arg(&model)],
+    ]
+    .concat();
+    let cases: [(&[&str], &Path, &str); 3] = [
+        (&save_over_model, &model, "--save"),
+        (
+            &[
+                "train",
+                "--model",
+                arg(&files_model),
+                "--data",
+                arg(&data),
+                "--epochs",
+                "1",
+                "--save",
+                arg(&data),
+            ],
+            &data,
+            "--save",
+        ),
+        (
+            &["plan", "--model", arg(&model), "--plot", arg(&model)],
+            &model,
+            "--plot",
+        ),
+    ];
+    for (args, kept, flag) in cases {
+        let before = std::fs::read(kept).unwrap();
+        let err = refused(args);
+        says_once(&err, &format!("{flag} {}", kept.display()));
+        assert!(err.contains("would destroy it"), "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read(kept).unwrap(),
+            before,
+            "{args:?} changed {kept:?}"
+        );
+    }
+}
