@@ -26,14 +26,19 @@ fn language_model() -> ModelDescription {
 /// A checkpoint of the language model with weights from seed 4, with the character
 /// vocabulary (as training on a text file stores it) or without one.
 fn checkpoint(name: &str, with_vocab: bool) -> PathBuf {
-    let model = Model::new(language_model(), 4).expect("model");
+    checkpoint_of(language_model(), name, with_vocab)
+}
+
+/// [`checkpoint`] of `config`.
+fn checkpoint_of(config: ModelDescription, name: &str, with_vocab: bool) -> PathBuf {
+    let model = Model::new(config.clone(), 4).expect("model");
     let mut extra = HashMap::new();
     if with_vocab {
         let v = serde_json::json!({"chars": {"unknown_id": 0, "chars": CHARS}});
         extra.insert("data.vocabulary".to_string(), v.to_string());
     }
     let ck = Checkpoint {
-        config: language_model(),
+        config,
         params: model.parameters().clone(),
         optimizer: Default::default(),
         step: 0,
@@ -45,6 +50,11 @@ fn checkpoint(name: &str, with_vocab: bool) -> PathBuf {
 }
 
 fn generate(ck: &Path, extra: &[&str]) -> String {
+    generate_with_notes(ck, extra).0
+}
+
+/// [`generate`]'s text and what it wrote to stderr.
+fn generate_with_notes(ck: &Path, extra: &[&str]) -> (String, String) {
     let out = succeed(
         tensorfit_command()
             .args(["generate", "--device", "cpu", "--checkpoint"])
@@ -52,10 +62,11 @@ fn generate(ck: &Path, extra: &[&str]) -> String {
             .args(extra),
         "generate",
     );
-    String::from_utf8(out.stdout)
+    let text = String::from_utf8(out.stdout)
         .expect("UTF-8 text")
         .trim_end_matches('\n')
-        .to_string()
+        .to_string();
+    (text, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 #[test]
@@ -69,6 +80,33 @@ fn a_fixed_seed_writes_the_same_text_and_another_seed_other_text() {
     assert!(first.chars().all(|c| CHARS.contains(c)), "{first:?}");
     assert_eq!(first, again);
     assert_ne!(first, other);
+}
+
+#[test]
+fn a_model_vocabulary_past_the_text_characters_still_writes_length_characters() {
+    // `vocab` 40 over a text of 10 characters (ids 1..=10): ids 11..40 are no character,
+    // and a flat draw would mostly pick them and print nothing.
+    let mut wide = ModelDescription::lstm_language_model(40, 12, 2);
+    wide.head.on = HeadOn::LastStep;
+    let ck = checkpoint_of(wide, "wide.safetensors", true);
+    let (text, notes) = generate_with_notes(
+        &ck,
+        &[
+            "--prime",
+            "ab€cé€",
+            "--length",
+            "50",
+            "--temperature",
+            "1000",
+        ],
+    );
+    assert_eq!(text.chars().count(), 50, "{text:?}");
+    assert!(text.chars().all(|c| CHARS.contains(c)), "{text:?}");
+    // The prime's characters outside the text are named once each.
+    assert!(
+        notes.contains("--prime: '€', 'é' are not among the characters"),
+        "{notes}"
+    );
 }
 
 #[test]

@@ -52,7 +52,23 @@ enum Tokens {
 impl Tokens {
     fn parse(&self, prime: &str, vocab: usize) -> Result<Vec<usize>> {
         match self {
-            Tokens::Chars(v) => Ok(prime.chars().map(|c| v.id(c) as usize).collect()),
+            Tokens::Chars(v) => {
+                let mut unknown: Vec<String> = Vec::new();
+                for c in prime.chars().filter(|&c| v.id(c) == 0) {
+                    let shown = format!("{c:?}");
+                    if !unknown.contains(&shown) {
+                        unknown.push(shown);
+                    }
+                }
+                if !unknown.is_empty() {
+                    errln!(
+                        "note: --prime: {} {} not among the characters of the model's training text; read as the unknown character",
+                        unknown.join(", "),
+                        if unknown.len() == 1 { "is" } else { "are" }
+                    );
+                }
+                Ok(prime.chars().map(|c| v.id(c) as usize).collect())
+            }
             Tokens::Ids => prime
                 .split_whitespace()
                 .map(|w| match w.parse::<usize>() {
@@ -108,16 +124,23 @@ pub fn run(a: GenerateArgs) -> Result<Exit> {
     for &id in prime.iter().chain(prime.is_empty().then_some(&0)) {
         probs = stream.step(&[id as f32])?;
     }
-    // Id 0 of a character vocabulary is the unknown character, which prints as nothing:
-    // it is never drawn.
-    let first = match tokens {
-        Tokens::Chars(_) => 1,
-        Tokens::Ids => 0,
+    // Only ids that print are drawn: id 0 of a character vocabulary is the unknown
+    // character, and a model's `vocab` may pass its text's characters (ids beyond them
+    // are no character), both of which print as nothing.
+    let drawn = match &tokens {
+        Tokens::Chars(v) => 1..v.len().min(vocab),
+        Tokens::Ids => 0..vocab,
     };
+    if drawn.is_empty() {
+        bail!(
+            "--checkpoint {}: its character vocabulary has no character to write",
+            a.checkpoint.display()
+        );
+    }
     for _ in 0..a.length {
-        let id = first
+        let id = drawn.start
             + sample(
-                probs.get(first..).unwrap_or_default(),
+                probs.get(drawn.clone()).unwrap_or_default(),
                 a.temperature,
                 &mut rng,
             );
