@@ -4,8 +4,9 @@
 //! tensorfit names its tensors as PyTorch does (`lstm.weight_ih_l0`, `bn1.running_mean`,
 //! `out.weight`, ...), so a state dict of the same network needs no renaming: each tensor
 //! the model expects is looked up by name and shape. F32 is read as it is; F16, BF16 and
-//! F64 are converted to f32 (rounded to nearest; F64 values beyond f32's range become
-//! infinite). BatchNorm's `num_batches_tracked` counters are ignored: tensorfit's
+//! F64 are converted to f32 (rounded to nearest). A value that is not finite (NaN, an
+//! infinity, or an F64 beyond f32's range) is refused: a model holding one computes
+//! nothing but NaN. BatchNorm's `num_batches_tracked` counters are ignored: tensorfit's
 //! BatchNorm uses a fixed momentum and never reads them. Anything else that does not fit
 //! (a missing tensor, one the model does not have, a shape or dtype that differs) is
 //! reported all at once, in one error naming every such tensor, so a user fixes the
@@ -31,7 +32,8 @@ pub const IGNORED_SUFFIX: &str = "num_batches_tracked";
 /// Reads the tensors `specs` names from the PyTorch state dict at `path`.
 ///
 /// Returns every tensor in `specs` as f32 with its spec's shape, or one
-/// [`Error::File`] listing every missing, extra, misshapen and non-float tensor.
+/// [`Error::File`] listing every missing, extra, misshapen, non-float and non-finite
+/// tensor.
 pub fn import_state_dict(specs: &[ParamSpec], path: &Path) -> Result<ParamStore> {
     let file_error = |message: String| Error::File {
         path: path.display().to_string(),
@@ -68,7 +70,15 @@ pub fn import_state_dict(specs: &[ParamSpec], path: &Path) -> Result<ParamStore>
             continue;
         }
         match to_f32(&view) {
-            Some(data) => store.insert(&spec.name, HostTensor::new(shape, data)?),
+            Some(data) => match data.iter().position(|v| !v.is_finite()) {
+                Some(i) => problems.push(format!(
+                    "`{}` holds {} at element {i} (of {})",
+                    spec.name,
+                    data[i],
+                    data.len()
+                )),
+                None => store.insert(&spec.name, HostTensor::new(shape, data)?),
+            },
             None => problems.push(format!(
                 "`{}` has dtype {:?}; F32, F16, BF16 and F64 are read",
                 spec.name,

@@ -130,6 +130,35 @@ fn integer_tensors_and_files_that_are_not_safetensors_are_errors_naming_them() {
     );
 }
 
+#[test]
+fn tensors_holding_nan_or_infinity_are_errors_naming_each() {
+    let dir = scratch();
+    let specs = [
+        ParamSpec::trainable("a".into(), [3], Init::Constant(0.0)),
+        ParamSpec::trainable("b".into(), [2], Init::Constant(0.0)),
+        ParamSpec::trainable("c".into(), [1], Init::Constant(0.0)),
+    ];
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let (a, b) = (f32s(&[1.0, f32::NAN, 2.0]), f32s(&[0.5, f32::INFINITY]));
+    // 1e300 as F64 is beyond f32's range.
+    let c = 1e300f64.to_le_bytes();
+    let tensors = [
+        ("a", TensorView::new(Dtype::F32, vec![3], &a).unwrap()),
+        ("b", TensorView::new(Dtype::F32, vec![2], &b).unwrap()),
+        ("c", TensorView::new(Dtype::F64, vec![1], &c).unwrap()),
+    ];
+    let path = dir.join("not_finite.safetensors");
+    std::fs::write(&path, safetensors::serialize(tensors, None).unwrap()).unwrap();
+    let e = import_state_dict(&specs, &path).unwrap_err().to_string();
+    for words in [
+        "`a` holds NaN at element 1 (of 3)",
+        "`b` holds inf at element 1 (of 2)",
+        "`c` holds inf at element 0 (of 1)",
+    ] {
+        assert!(e.contains(words), "no {words:?} in\n{e}");
+    }
+}
+
 /// A Python with torch and safetensors: `$TENSORFIT_PYTHON`, else `~/torchvenv/bin/python`
 /// (tools/README.md), else none.
 fn torch_python() -> Option<PathBuf> {
