@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 13] = [
+    let cases: [(&[&str], &str); 16] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -229,6 +229,19 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (
             &["eval", "--model", "examples/data/classify_model.toml"],
             "give --data FILE",
+        ),
+        (
+            &["bench", "--model", "examples/data/classify_model.toml"],
+            "give --data FILE",
+        ),
+        // A length the built-in task cannot make, named by its flag before any planning.
+        (
+            &["eval", "--batch", "4", "--seq-len", "2"],
+            "--seq-len must be at least 4 (the built-in task's shortest sequence), got 2",
+        ),
+        (
+            &["bench", "--batch", "4", "--seq-len", "3"],
+            "--seq-len must be at least 4 (the built-in task's shortest sequence), got 3",
         ),
         // A missing file: the flag, the path, the system's reason (once).
         (

@@ -9,8 +9,8 @@ use serde_json::json;
 use tensorfit::nn::{BuiltinTask, OptimConfig, ParamStore};
 
 use super::{
-    at_least_one, begin, request, summary, DeviceArgs, Exit, JobMode, ModelArg, BENCH_DATA_SEED,
-    UNTRAINED_SEED,
+    at_least_one, begin, check_task_length, request, summary, DeviceArgs, Exit, JobMode, ModelArg,
+    BENCH_DATA_SEED, UNTRAINED_SEED,
 };
 
 #[derive(Args, Clone, Debug)]
@@ -38,6 +38,7 @@ pub struct BenchArgs {
 
 pub fn run(a: BenchArgs) -> Result<Exit> {
     let cfg = a.model.load()?.model;
+    check_task_length(&cfg, a.seq_len, "--seq-len")?;
     let tbptt = a.tbptt.unwrap_or(a.seq_len);
     let job = a.mode.job(a.batch, a.seq_len);
     let flops = job.model_flops(&cfg, tbptt);

@@ -13,8 +13,8 @@ use tensorfit::session::format_seconds;
 use super::data_args::DataArgs;
 use super::files_eval;
 use super::{
-    at_least_one, check_task, load_model, open, print_memory, quality_text, summary, DeviceArgs,
-    Exit, ModelArg,
+    at_least_one, check_task_length, load_model, open, print_memory, quality_text, summary,
+    DeviceArgs, Exit, ModelArg,
 };
 
 #[derive(Args, Clone, Debug)]
@@ -48,7 +48,7 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
     if a.data.path().is_some() {
         return eval_files(&a, model.description().clone(), model.parameters());
     }
-    check_task(model.description())?;
+    check_task_length(model.description(), a.seq_len, "--seq-len")?;
     let job = Job::Eval {
         batch: a.batch,
         seq_len: a.seq_len,

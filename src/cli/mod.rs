@@ -340,6 +340,17 @@ pub fn check_task(cfg: &ModelDescription) -> Result<()> {
     })
 }
 
+/// Refuses a model no built-in task fits, and a sequence length `steps` (given as `flag`)
+/// shorter than its task makes: before anything is planned.
+pub fn check_task_length(cfg: &ModelDescription, steps: usize, flag: &str) -> Result<()> {
+    check_task(cfg)?;
+    let min = BuiltinTask::for_model(cfg, 0)?.min_steps();
+    if steps < min {
+        bail!("{flag} must be at least {min} (the built-in task's shortest sequence), got {steps}");
+    }
+    Ok(())
+}
+
 /// The model of a checkpoint (which `--model`, when given, must be), or `--model` (the
 /// seed preset by default) with untrained weights.
 pub fn load_model(checkpoint: Option<&Path>, model: Option<&ModelArg>) -> Result<tensorfit::Model> {

@@ -41,7 +41,7 @@ pub struct TrainArgs {
     /// Sequences per minibatch.
     #[arg(long, default_value_t = super::TRAIN_BATCH, value_parser = at_least_one::<usize>)]
     pub(super) batch: usize,
-    /// Time steps per sequence (at least 4).
+    /// Time steps per sequence (at least 4 for the temporal-order and running-mean tasks).
     #[arg(long, default_value_t = 20)]
     pub(super) seq_len: usize,
     /// Truncated-BPTT length (gradients reach back this many steps; defaults to the

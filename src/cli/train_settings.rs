@@ -6,8 +6,9 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use tensorfit::nn::{Checkpoint, ModelDescription, RunSettings, TemporalOrder};
+use tensorfit::nn::{Checkpoint, ModelDescription, RunSettings};
 
+use super::check_task_length;
 use super::train::TrainArgs;
 
 /// This run's settings (see the module documentation).
@@ -29,7 +30,7 @@ pub fn resolve(
         eval_batch: a.eval_batch,
     };
     let Some((path, ck)) = resumed else {
-        check(a, &from_flags)?;
+        check(a, model, &from_flags)?;
         return Ok(from_flags);
     };
     let typed = |id: &str| a.given.iter().any(|g| g == id);
@@ -116,21 +117,13 @@ pub fn resolve(
             if differing.len() == 1 { "that flag" } else { "those flags" }
         );
     }
-    check(a, &settings)?;
+    check(a, &ck.config, &settings)?;
     Ok(settings)
 }
 
-/// Refuses a length the built-in task cannot have, naming the flag (or the model file's
-/// key); counts of zero and a rate that is not positive are refused as the flags are
-/// parsed.
-fn check(a: &TrainArgs, s: &RunSettings) -> Result<()> {
-    if s.seq_len < TemporalOrder::MIN_STEPS {
-        bail!(
-            "{} must be at least {} (the built-in task's shortest sequence), got {}",
-            a.origin("seq_len"),
-            TemporalOrder::MIN_STEPS,
-            s.seq_len
-        );
-    }
-    Ok(())
+/// Refuses a model no built-in task fits, and a length its task cannot have, naming the
+/// flag (or the model file's key); counts of zero and a rate that is not positive are
+/// refused as the flags are parsed.
+fn check(a: &TrainArgs, cfg: &ModelDescription, s: &RunSettings) -> Result<()> {
+    check_task_length(cfg, s.seq_len, &a.origin("seq_len"))
 }
