@@ -380,7 +380,7 @@ impl Decision {
     pub fn nothing_fits(&self) -> Error {
         if let Some(sw) = self.candidates.iter().find(|c| c.fits && c.software) {
             return Error::input(format!(
-                "no device chosen automatically fits; {} ({}) fits with {}, but it is a software device, used only when asked for: add --device wgpu to run there",
+                "only {} ({}) fits ({}), a software device, used only when asked for: add --device wgpu to run there",
                 sw.device, sw.device_name, sw.strategy
             ));
         }
@@ -403,7 +403,7 @@ impl Decision {
                 available: l.capacity_bytes,
             },
             _ => Error::input(format!(
-                "no device is available: {}",
+                "none of the devices allowed can be used ({}); `tensorfit devices` lists those present, and --device auto picks among them",
                 self.unavailable
                     .iter()
                     .map(|(d, w)| format!("{d}: {w}"))

@@ -9,6 +9,10 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{arg, example_data, refused, scratch};
+use tensorfit::core::DeviceKind;
+use tensorfit::decision::decide_on;
+use tensorfit::devices::{DeviceStatus, MemoryCaps};
+use tensorfit::nn::{Job, ModelDescription};
 
 /// A copy of `from` as `name` in this test's scratch directory.
 fn copy(from: &Path, name: &str) -> PathBuf {
@@ -91,4 +95,31 @@ fn an_output_over_a_file_the_run_reads_is_refused_and_the_file_kept() {
             "{args:?} changed {kept:?}"
         );
     }
+}
+
+#[test]
+fn no_device_allowed_being_usable_is_said_once_with_what_to_do() {
+    // `--device cuda` on a machine without a CUDA driver.
+    let job = Job::Eval {
+        batch: 2,
+        seq_len: 4,
+    };
+    let cfg = ModelDescription::seed();
+    let req = common::request(&cfg, job, 4, DeviceKind::Cuda, MemoryCaps::default());
+    let absent = DeviceStatus {
+        id: "cuda:0".into(),
+        kind: DeviceKind::Cuda,
+        index: 0,
+        info: Err("no CUDA driver found (libcuda.so)".into()),
+        assumed: None,
+    };
+    let decision = decide_on(&req, vec![absent]).unwrap();
+    assert!(decision.chosen().is_none());
+    // The library's error is `no device: ` and this.
+    let e = decision.nothing_fits().to_string();
+    assert!(
+        e.contains("none of the devices allowed can be used (cuda:0: no CUDA driver found (libcuda.so)); `tensorfit devices` lists those present"),
+        "{e}"
+    );
+    assert!(!e.contains("no device"), "{e}");
 }

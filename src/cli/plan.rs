@@ -241,7 +241,10 @@ fn print(
             out!("{}", decision.host_table());
         } else if decision.candidates.iter().any(|c| c.fits) {
             // Only a device that is used when asked for fits.
-            outln!("\n{}", decision.nothing_fits());
+            match decision.nothing_fits() {
+                tensorfit::core::Error::Input(why) => outln!("\n{why}"),
+                other => outln!("\n{other}"),
+            }
         } else if let Some(smallest) = decision
             .candidates
             .iter()
