@@ -123,3 +123,41 @@ fn no_device_allowed_being_usable_is_said_once_with_what_to_do() {
     );
     assert!(!e.contains("no device"), "{e}");
 }
+
+#[test]
+fn a_text_too_short_for_its_windows_names_the_flag_to_change_and_the_file_once() {
+    let corpus = example_data("corpus.txt");
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/char_lm.toml");
+    let run = |extra: &[&str]| {
+        let args = [
+            &["train", "--model", arg(&model), "--data", arg(&corpus)][..],
+            &["--epochs", "1", "--batch", "4"],
+            extra,
+        ]
+        .concat();
+        refused(&args)
+    };
+    // 688 characters: the last 10% (69) make no window of the default 100.
+    let e = run(&[]);
+    says_once(&e, "corpus.txt");
+    assert!(
+        e.contains("--val-fraction 0.1 holds out too little of the text for one window (give a larger --val-fraction, a smaller --max-seq-len, or --val FILE)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("69 characters are too few for one window"),
+        "{e}"
+    );
+    let e = run(&["--max-seq-len", "2000", "--val-fraction", "0"]);
+    says_once(&e, "corpus.txt");
+    assert!(
+        e.contains("windows of 2000 characters (--max-seq-len: give at most 687)"),
+        "{e}"
+    );
+    let e = run(&["--max-seq-len", "20", "--val-fraction", "0.99"]);
+    says_once(&e, "corpus.txt");
+    assert!(
+        e.contains("--val-fraction 0.99 leaves too little of the text to train on (give a smaller --val-fraction or --max-seq-len)"),
+        "{e}"
+    );
+}

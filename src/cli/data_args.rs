@@ -237,7 +237,10 @@ fn language_model(
     // it reads into a stream per row of its batches (`Files::text_part`).
     let windows =
         CharWindows::new(corpus, &chars, (0, corpus.chars), 1, window).with_context(|| {
-            format!("{shown}: cutting the text into windows of {window} characters (--max-seq-len)")
+            format!(
+                "{shown}: the text in windows of {window} characters (--max-seq-len: give at most {})",
+                corpus.chars.saturating_sub(1)
+            )
         })?;
     let source: Arc<dyn Source> = Arc::new(windows);
     check_fits(path, source.dataset(), cfg)?;
@@ -342,7 +345,7 @@ impl Files {
         let windows = CharWindows::new(corpus, &vocab.chars, range, streams, *window)
             .with_context(|| {
                 format!(
-                    "{}: characters {}..{} in windows of {window} (--max-seq-len)",
+                    "{}: characters {}..{}, in windows of {window} (--max-seq-len)",
                     self.path.display(),
                     range.0,
                     range.1

@@ -107,12 +107,20 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             (files, train, Some(Validation { files: v, order }))
         }
         (None, Some((train_chars, val_chars))) => {
-            let files = files.text_part(train_chars, a.batch)?;
+            let files = files.text_part(train_chars, a.batch).with_context(|| {
+                format!(
+                    "--val-fraction {} leaves too little of the text to train on (give a smaller --val-fraction or --max-seq-len)",
+                    a.fit.val_fraction
+                )
+            })?;
             let v = (val_chars.1 > val_chars.0)
                 .then(|| -> Result<Validation> {
-                    let v = files
-                        .text_part(val_chars, a.batch)
-                        .context("--val-fraction")?;
+                    let v = files.text_part(val_chars, a.batch).with_context(|| {
+                        format!(
+                            "--val-fraction {} holds out too little of the text for one window (give a larger --val-fraction, a smaller --max-seq-len, or --val FILE)",
+                            a.fit.val_fraction
+                        )
+                    })?;
                     let all: Vec<usize> = (0..v.dataset().sequences).collect();
                     let order = v.order(&all, a.batch, None)?;
                     Ok(Validation { files: v, order })

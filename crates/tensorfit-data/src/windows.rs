@@ -47,10 +47,14 @@ impl CharWindows {
         }
         let per_stream = to.saturating_sub(from) / streams as u64;
         let windows = (per_stream.saturating_sub(1) / window as u64) as usize;
+        // The caller names the file and the part of it (its error context).
         if windows == 0 {
+            let rows = match streams {
+                1 => String::new(),
+                n => format!(" in each of {n} rows of a batch"),
+            };
             return Err(DataError::Settings(format!(
-                "{}: {} characters do not make one window of {window} (+1) in each of {streams} streams",
-                corpus.path.display(),
+                "{} characters are too few for one window and the character after it{rows}",
                 to.saturating_sub(from)
             )));
         }
