@@ -25,11 +25,20 @@ impl MemoryCaps {
     pub fn parse(entries: &[String]) -> Result<Self> {
         let mut caps = HashMap::new();
         for e in entries {
-            let (kind, size) = e.split_once('=').ok_or_else(|| {
-                Error::input(format!("`{e}`: expected KIND=SIZE, such as wgpu=1.67GiB"))
-            })?;
-            let kind = parse_kind(kind)?;
-            if caps.insert(kind, parse_size(size)?).is_some() {
+            // Each error names the flag and the entry, as `--assume`'s do.
+            let bad = |why: String| Error::input(format!("--device-memory `{e}`: {why}"));
+            let inner = |err: Error| match err {
+                Error::Input(m) => bad(m),
+                other => bad(other.to_string()),
+            };
+            let (kind, size) = e
+                .split_once('=')
+                .ok_or_else(|| bad("expected KIND=SIZE, such as wgpu=1.67GiB".into()))?;
+            let kind = parse_kind(kind).map_err(inner)?;
+            if caps
+                .insert(kind, parse_size(size).map_err(inner)?)
+                .is_some()
+            {
                 return Err(Error::input(format!(
                     "--device-memory gives {} a cap twice (`{e}` and an earlier one): give one per device kind",
                     kind.name()

@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 16] = [
+    let cases: [(&[&str], &str); 21] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -200,6 +200,34 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (
             &["plan", "--device-memory", "tpu=1GiB"],
             "unknown device kind",
+        ),
+        (
+            &["devices", "--device-memory", "cpu=-1GiB"],
+            "--device-memory `cpu=-1GiB`: `-1GiB` is negative",
+        ),
+        (
+            &["plan", "--device-memory", "cpu=1e30"],
+            "--device-memory `cpu=1e30`: `1e30` is more bytes than can be counted",
+        ),
+        (
+            &["train", "--margin", "1"],
+            "--margin: the memory margin must be in [0, 1), got 1",
+        ),
+        (
+            &["train", "--tbptt-mode", "bogus"],
+            "for '--tbptt-mode <last|windows>': truncated-BPTT mode `bogus` is not one of",
+        ),
+        (
+            &[
+                "train",
+                "--model",
+                "examples/data/classify_model.toml",
+                "--data",
+                "examples/data/dl4j",
+                "--stop-patience",
+                "0",
+            ],
+            "invalid value '0' for '--stop-patience <VALIDATIONS>': must be at least 1",
         ),
         (
             &["plan", "--mode", "sideways"],
@@ -270,6 +298,11 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         assert!(err.contains(want), "{args:?}: expected `{want}` in: {err}");
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
         assert!(err.matches("os error").count() <= 1, "{args:?}: {err}");
+        // The library's categories are not the user's words.
+        assert!(
+            !err.contains("invalid input") && !err.contains("bad input"),
+            "{args:?}: {err}"
+        );
     }
 }
 

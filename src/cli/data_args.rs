@@ -83,7 +83,7 @@ pub struct FitArgs {
     /// With --data: stop early after this many validations in a row without a lower
     /// validation loss (`--patience` is the plateau schedule's); the checkpoint outputs
     /// hold the best model validated either way.
-    #[arg(long, value_name = "VALIDATIONS", requires = "data")]
+    #[arg(long, value_name = "VALIDATIONS", requires = "data", value_parser = super::at_least_one::<u64>)]
     pub stop_patience: Option<u64>,
     /// With --data: start from the model and weights of this checkpoint (a new run: its
     /// optimizer state and step are not used) instead of --model with fresh weights.

@@ -141,8 +141,10 @@ pub struct CapArgs {
 }
 
 impl CapArgs {
+    /// The caps; an error names the flag and the entry (without the library's "invalid
+    /// input" in front).
     pub fn caps(&self) -> Result<MemoryCaps> {
-        Ok(MemoryCaps::parse(&self.device_memory)?)
+        MemoryCaps::parse(&self.device_memory).map_err(|e| anyhow::anyhow!(reason(e)))
     }
 }
 
@@ -170,7 +172,10 @@ impl DeviceArgs {
         for (&kind, &bytes) in &self.caps.caps()?.0 {
             policy = policy.cap(kind, bytes);
         }
-        policy.margin(self.margin).context("--margin")
+        policy.margin(self.margin).map_err(|e| match e {
+            tensorfit::Error::BadInput(why) => anyhow::anyhow!("--margin: {why}"),
+            other => other.into(),
+        })
     }
 }
 
@@ -307,9 +312,19 @@ pub fn crossed(before: u64, after: u64, every: u64) -> bool {
     every > 0 && after / every > before / every
 }
 
-/// `--tbptt-mode`'s value.
-pub fn parse_tbptt_mode(name: &str) -> Result<TbpttMode> {
-    Ok(TbpttMode::parse(name)?)
+/// What is wrong, as the user reads it: an invalid-input error's reason without the
+/// library's "invalid input: " in front (the CLI names the flag or file instead).
+pub fn reason(e: tensorfit::core::Error) -> String {
+    match e {
+        tensorfit::core::Error::Input(why) => why,
+        other => other.to_string(),
+    }
+}
+
+/// `--tbptt-mode`'s value (clap names the flag; the reason is said without the
+/// library's "invalid input").
+pub fn parse_tbptt_mode(name: &str) -> Result<TbpttMode, String> {
+    TbpttMode::parse(name).map_err(reason)
 }
 
 /// Refuses to write the output `path` of flag `flag` over one of the files the command
@@ -336,7 +351,7 @@ pub fn refuse_overwriting(
 /// mean for a regression).
 pub fn check_task(cfg: &ModelDescription) -> Result<()> {
     BuiltinTask::fits(cfg).map_err(|e| {
-        anyhow::anyhow!("{e} (without --data, a model trains and evaluates on a built-in task: give --data FILE for your own sequences)")
+        anyhow::anyhow!("{} (without --data, a model trains and evaluates on a built-in task: give --data FILE for your own sequences)", reason(e))
     })
 }
 

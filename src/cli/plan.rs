@@ -23,7 +23,7 @@ use super::optim_args::OptimArgs;
 use super::ranks::{self, RankArgs};
 use super::training_file::{self, Typed};
 use super::{
-    at_least_one, parse_tbptt_mode, refuse_overwriting, request, DeviceArgs, Exit, JobMode,
+    at_least_one, parse_tbptt_mode, reason, refuse_overwriting, request, DeviceArgs, Exit, JobMode,
     ModelArg,
 };
 
@@ -241,10 +241,7 @@ fn print(
             out!("{}", decision.host_table());
         } else if decision.candidates.iter().any(|c| c.fits) {
             // Only a device that is used when asked for fits.
-            match decision.nothing_fits() {
-                tensorfit::core::Error::Input(why) => outln!("\n{why}"),
-                other => outln!("\n{other}"),
-            }
+            outln!("\n{}", reason(decision.nothing_fits()));
         } else if let Some(smallest) = decision
             .candidates
             .iter()

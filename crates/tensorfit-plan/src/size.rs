@@ -32,14 +32,21 @@ pub fn parse_size(text: &str) -> Result<u64> {
         )))
         }
     };
+    let bytes = value * scale;
+    if bytes < 0.0 {
+        return Err(Error::input(format!(
+            "`{text}` is negative: a size is 0 or more"
+        )));
+    }
+    if !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(Error::input(format!(
+            "`{text}` is more bytes than can be counted (at most 16 EiB)"
+        )));
+    }
     if scale == 1.0 && value.fract() != 0.0 {
         return Err(Error::input(format!(
             "`{text}` is a fraction of a byte: give a whole number of bytes or a unit (such as 1.5GiB or 1.5GB)"
         )));
-    }
-    let bytes = value * scale;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(Error::input(format!("`{text}` is not a usable size")));
     }
     Ok(bytes.round() as u64)
 }
@@ -80,7 +87,12 @@ mod tests {
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert!(parse_size("lots").is_err());
         assert!(parse_size("1.5 parsecs").is_err());
-        assert!(parse_size("-3GiB").is_err());
+        let e = parse_size("-3GiB").unwrap_err().to_string();
+        assert!(e.contains("`-3GiB` is negative"), "{e}");
+        for huge in ["1e30", "99999999999999999999", "1e400"] {
+            let e = parse_size(huge).unwrap_err().to_string();
+            assert!(e.contains("more bytes than can be counted"), "{huge}: {e}");
+        }
         let e = parse_size("1.5").unwrap_err().to_string();
         assert!(e.contains("fraction of a byte"), "{e}");
         assert!(parse_size("0.5B").is_err());
