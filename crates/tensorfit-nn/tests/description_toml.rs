@@ -173,6 +173,9 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         ("[input]\nkind = \"dense\"\nfeatures = 152\n", "input = 152\n", 1, "input", "`input` must be a table, not integer"),
         ("[recurrent]", "[optimizer]\nlr = 1\n\n[recurrent]", 5, "optimizer", "unknown key `optimizer`; a model description takes \"input\", \"recurrent\", \"head\", \"loss\" or \"training\""),
         ("classes = 6", "classes = ", 20, "", "not valid TOML"),
+        // A key or table given twice is named.
+        ("hidden = 250\n", "hidden = 250\nhidden = 8\n", 8, "", "not valid TOML: duplicate key `hidden`: each table and key is given once"),
+        ("classes = 6\n", "classes = 6\n[loss]\nkind = \"mse\"\n", 21, "", "not valid TOML: duplicate key `loss`"),
     ];
     let not_an_array =
         seed_without_head_layers().replace("on = \"last\"", "on = \"last\"\nlayers = \"bn1\"");

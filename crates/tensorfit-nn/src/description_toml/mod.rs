@@ -128,11 +128,20 @@ impl ModelDescription {
 fn parse(file: Source) -> Result<Spanned<DeTable>, DescriptionError> {
     DeTable::parse(file.text).map_err(|e| {
         let at = e.span().map_or(0, |s| s.start);
-        file.error(
-            at,
-            "",
-            format!("not valid TOML: {}", e.message().trim_end()),
-        )
+        let message = e.message().trim_end();
+        // The parser's "duplicate key" spans the key but does not say it.
+        let named = e
+            .span()
+            .and_then(|s| file.text.get(s))
+            .filter(|key| message == "duplicate key" && !key.trim().is_empty());
+        let message = match named {
+            Some(key) => format!(
+                "{message} `{}`: each table and key is given once",
+                key.trim()
+            ),
+            None => message.to_string(),
+        };
+        file.error(at, "", format!("not valid TOML: {message}"))
     })
 }
 
