@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 21] = [
+    let cases: [(&[&str], &str); 23] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -270,6 +270,15 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (
             &["bench", "--batch", "4", "--seq-len", "3"],
             "--seq-len must be at least 4 (the built-in task's shortest sequence), got 3",
+        ),
+        // --model given a directory or a checkpoint: where those go.
+        (
+            &["model", "--model", "examples/data"],
+            "--model examples/data: is a directory; give a model description file (.toml)",
+        ),
+        (
+            &["eval", "--model", "examples/data/classify.safetensors"],
+            "a safetensors file, not a model description (.toml): a checkpoint is given with --checkpoint",
         ),
         // A missing file: the flag, the path, the system's reason (once).
         (

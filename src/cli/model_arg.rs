@@ -66,6 +66,14 @@ impl ModelArg {
                     presets.join(", ")
                 )
             }
+            ModelArg::File(p) if p.is_dir() => bail!(
+                "--model {}: is a directory; give a model description file (.toml) or a preset",
+                p.display()
+            ),
+            ModelArg::File(p) if is_safetensors(p) => bail!(
+                "--model {}: a safetensors file, not a model description (.toml): a checkpoint is given with --checkpoint, --init or --resume, data with --data",
+                p.display()
+            ),
             ModelArg::File(p) => Ok(DescriptionFile::load(p)?),
         }
     }
@@ -87,4 +95,14 @@ impl ModelArg {
         }
         Ok(())
     }
+}
+
+/// Whether `path` starts as a safetensors file does: an 8-byte header length, then the
+/// header's `{`.
+fn is_safetensors(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut start = [0u8; 9];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut start))
+        .is_ok_and(|_| start[8] == b'{')
 }
