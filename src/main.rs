@@ -128,7 +128,7 @@ fn main() {
         Ok(Exit::Success) => {}
         Ok(other) => std::process::exit(other.code()),
         Err(e) => {
-            errln!("error: {e:#}");
+            errln!("error: {}", cli::error_text(&e));
             std::process::exit(1);
         }
     }

@@ -141,11 +141,15 @@ pub(crate) fn check_job(cfg: &ModelDescription, job: Job, tbptt: usize) -> Resul
                 "batch {batch} × length {steps}: batch must be at least 1 and length at least 1"
             )));
         }
-        let width = cfg.input_features().max(cfg.recurrent.hidden);
+        let (width, of) = match cfg.input_features() >= cfg.recurrent.hidden {
+            true => (cfg.input_features(), "input features"),
+            false => (cfg.recurrent.hidden, "hidden units"),
+        };
         let elements = batch as u128 * steps as u128 * width as u128;
         if elements > MAX_JOB_ELEMENTS {
             return Err(Error::input(format!(
-                "batch {batch} × length {steps} × width {width} is {elements} values per sequence batch: more than any device holds"
+                "a batch of {batch} sequences of {steps} steps, {width} {of} each, is {:.1e} values: more than any device holds (2^40 values, 4 TiB as f32); lower --batch or --seq-len",
+                elements as f64
             )));
         }
     }

@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 23] = [
+    let cases: [(&[&str], &str); 25] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -270,6 +270,16 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (
             &["bench", "--batch", "4", "--seq-len", "3"],
             "--seq-len must be at least 4 (the built-in task's shortest sequence), got 3",
+        ),
+        // A size no device holds: which flags to lower, without the library's "bad input".
+        (
+            &["eval", "--batch", "99999999999", "--seq-len", "6"],
+            "a batch of 99999999999 sequences of 6 steps, 250 hidden units each, is 1.5e14 values: more than any device holds (2^40 values, 4 TiB as f32); lower --batch or --seq-len",
+        ),
+        // A library error under a flag's name: the flag, then the reason (no "bad input").
+        (
+            &["plan", "--margin", "1.5"],
+            "error: --margin: the memory margin must be in [0, 1), got 1.5",
         ),
         // --model given a directory or a checkpoint: where those go.
         (

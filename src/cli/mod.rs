@@ -141,10 +141,8 @@ pub struct CapArgs {
 }
 
 impl CapArgs {
-    /// The caps; an error names the flag and the entry (without the library's "invalid
-    /// input" in front).
     pub fn caps(&self) -> Result<MemoryCaps> {
-        MemoryCaps::parse(&self.device_memory).map_err(|e| anyhow::anyhow!(reason(e)))
+        Ok(MemoryCaps::parse(&self.device_memory)?)
     }
 }
 
@@ -172,10 +170,7 @@ impl DeviceArgs {
         for (&kind, &bytes) in &self.caps.caps()?.0 {
             policy = policy.cap(kind, bytes);
         }
-        policy.margin(self.margin).map_err(|e| match e {
-            tensorfit::Error::BadInput(why) => anyhow::anyhow!("--margin: {why}"),
-            other => other.into(),
-        })
+        policy.margin(self.margin).context("--margin")
     }
 }
 
@@ -319,6 +314,25 @@ pub fn reason(e: tensorfit::core::Error) -> String {
         tensorfit::core::Error::Input(why) => why,
         other => other.to_string(),
     }
+}
+
+/// A command's error as `main` prints it: each cause in turn, joined by ": " as anyhow's
+/// `{:#}` does, but an invalid-input cause (the library's `Input`, the front door's
+/// `BadInput`) without its category word in front; the flag or file named before it
+/// says what the input was.
+pub fn error_text(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(|cause| {
+            if let Some(tensorfit::core::Error::Input(why)) = cause.downcast_ref() {
+                return why.clone();
+            }
+            if let Some(tensorfit::Error::BadInput(why)) = cause.downcast_ref() {
+                return why.clone();
+            }
+            cause.to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// `--tbptt-mode`'s value (clap names the flag; the reason is said without the
