@@ -161,3 +161,45 @@ fn a_text_too_short_for_its_windows_names_the_flag_to_change_and_the_file_once()
         "{e}"
     );
 }
+
+#[test]
+fn a_resumed_data_run_refuses_flags_typed_with_other_values_than_its_own() {
+    let dir = scratch("bad_flags").join("data_run");
+    let model = example_data("classify_model.toml");
+    let data = example_data("dl4j");
+    let start = [
+        "train",
+        "--model",
+        arg(&model),
+        "--data",
+        arg(&data),
+        "--epochs",
+        "1",
+        "--batch",
+        "4",
+        "--checkpoint-dir",
+        arg(&dir),
+    ];
+    common::succeed(common::tensorfit_command().args(start), "the first run");
+    let resume = |extra: &[&str]| {
+        let args = [
+            &["train", "--resume", arg(&dir), "--data", arg(&data)][..],
+            &["--epochs", "2"],
+            extra,
+        ]
+        .concat();
+        refused(&args)
+    };
+    // The run's batch was 4: a typed 7 was silently replaced by it.
+    let e = resume(&["--batch", "7"]);
+    assert!(
+        e.contains("a resumed run keeps the settings it was started with")
+            && e.contains("--batch 7 (the run's is 4) differs; drop that flag"),
+        "{e}"
+    );
+    let e = resume(&["--val-fraction", "0.3", "--lr", "0.5"]);
+    assert!(
+        e.contains("--lr 0.5 (the run's is 0.001), --val-fraction 0.3 (the run's is 0.1) differ"),
+        "{e}"
+    );
+}

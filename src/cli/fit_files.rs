@@ -30,7 +30,9 @@ use super::interrupt::{Interrupts, Signal};
 use super::optim_args;
 use super::ranks;
 use super::train::{open_checkpoint_dir, TrainArgs};
-use super::{begin, crossed, print_memory, request, summary, updates_per_batch, Exit};
+use super::{
+    begin, crossed, print_memory, request, summary, train_settings, updates_per_batch, Exit,
+};
 
 /// Mixed with the epoch's number into the seed of its order.
 const EPOCH_SEED_STRIDE: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -59,8 +61,24 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     }
     let resumed = a.resume.as_deref().map(fit_resume::load).transpose()?;
     if let Some(r) = &resumed {
-        // A resumed run keeps its settings: the data's order depends on them.
+        // A resumed run keeps its settings: the data's order depends on them. A flag
+        // typed with another value is refused, as for the built-in task.
         let s = &r.settings;
+        let typed = RunSettings {
+            batch: a.batch,
+            tbptt: a.tbptt.unwrap_or(s.tbptt),
+            tbptt_mode: a.tbptt_mode,
+            lr: a.lr,
+            seed: a.seed,
+            eval_every: a.eval_every,
+            ..s.clone()
+        };
+        let val_fraction = (
+            "val_fraction",
+            a.fit.val_fraction.to_string(),
+            r.position.val_fraction.to_string(),
+        );
+        train_settings::refuse_changes(&a, (&typed, s), &[val_fraction], &r.loaded.0)?;
         (a.batch, a.seed, a.lr, a.eval_every) = (s.batch, s.seed, s.lr, s.eval_every);
         a.tbptt = Some(s.tbptt);
         a.tbptt_mode = s.tbptt_mode;

@@ -60,46 +60,51 @@ pub fn resolve(
             }
         }
     };
+    refuse_changes(a, (&from_flags, &settings), &[], path)?;
+    check(a, &ck.config, &settings)?;
+    Ok(settings)
+}
+
+/// Refuses a resumed run's flag typed with another value than the run's own (`run`,
+/// stored in the checkpoint `path`), naming each flag and both values: the run would
+/// silently train with its own (the data's order depends on them).
+/// `more` are further settings as (flag id, typed value, the run's value).
+pub fn refuse_changes(
+    a: &TrainArgs,
+    (from_flags, run): (&RunSettings, &RunSettings),
+    more: &[(&str, String, String)],
+    path: &Path,
+) -> Result<()> {
     let typed_values = [
-        (
-            "batch",
-            from_flags.batch.to_string(),
-            settings.batch.to_string(),
-        ),
+        ("batch", from_flags.batch.to_string(), run.batch.to_string()),
         (
             "seq_len",
             from_flags.seq_len.to_string(),
-            settings.seq_len.to_string(),
+            run.seq_len.to_string(),
         ),
-        (
-            "tbptt",
-            from_flags.tbptt.to_string(),
-            settings.tbptt.to_string(),
-        ),
+        ("tbptt", from_flags.tbptt.to_string(), run.tbptt.to_string()),
         (
             "tbptt_mode",
             from_flags.tbptt_mode.name().to_string(),
-            settings.tbptt_mode.name().to_string(),
+            run.tbptt_mode.name().to_string(),
         ),
-        ("lr", from_flags.lr.to_string(), settings.lr.to_string()),
-        (
-            "seed",
-            from_flags.seed.to_string(),
-            settings.seed.to_string(),
-        ),
+        ("lr", from_flags.lr.to_string(), run.lr.to_string()),
+        ("seed", from_flags.seed.to_string(), run.seed.to_string()),
         (
             "eval_every",
             from_flags.eval_every.to_string(),
-            settings.eval_every.to_string(),
+            run.eval_every.to_string(),
         ),
         (
             "eval_batch",
             from_flags.eval_batch.to_string(),
-            settings.eval_batch.to_string(),
+            run.eval_batch.to_string(),
         ),
     ];
+    let typed = |id: &str| a.given.iter().any(|g| g == id);
     let differing: Vec<String> = typed_values
         .iter()
+        .chain(more)
         .filter(|(id, typed_value, run_value)| typed(id) && typed_value != run_value)
         .map(|(id, typed_value, run_value)| {
             format!(
@@ -117,8 +122,7 @@ pub fn resolve(
             if differing.len() == 1 { "that flag" } else { "those flags" }
         );
     }
-    check(a, &ck.config, &settings)?;
-    Ok(settings)
+    Ok(())
 }
 
 /// Refuses a model no built-in task fits, and a length its task cannot have, naming the
