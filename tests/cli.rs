@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 25] = [
+    let cases: [(&[&str], &str); 28] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -280,6 +280,19 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (
             &["plan", "--margin", "1.5"],
             "error: --margin: the memory margin must be in [0, 1), got 1.5",
+        ),
+        // A schedule's flag without that schedule (it was silently not used).
+        (
+            &["train", "--gamma", "0.5"],
+            "--gamma applies to --schedule step or exponential only, and the schedule is none",
+        ),
+        (
+            &["plan", "--schedule", "cosine", "--factor", "0.5"],
+            "--factor applies to --schedule plateau only, and the schedule is cosine",
+        ),
+        (
+            &["train", "--warmup-start-factor", "0.5"],
+            "--warmup-start-factor needs --warmup-steps above 0",
         ),
         // --model given a directory or a checkpoint: where those go.
         (

@@ -75,7 +75,40 @@ pub struct OptimArgs {
     pub warmup_start_factor: f64,
 }
 
+/// The schedule flags, each with the schedules that read it.
+const SCHEDULE_FLAGS: [(&str, &[&str]); 9] = [
+    ("step_size", &["step"]),
+    ("gamma", &["step", "exponential"]),
+    ("t_max", &["cosine"]),
+    ("eta_min", &["cosine"]),
+    ("factor", &["plateau"]),
+    ("patience", &["plateau"]),
+    ("threshold", &["plateau"]),
+    ("cooldown", &["plateau"]),
+    ("min_lr", &["plateau"]),
+];
+
 impl OptimArgs {
+    /// Refuses a schedule flag typed (`given`) for a schedule that does not read it, as
+    /// `--momentum` is refused without sgd: the run would silently go without it.
+    pub fn refuse_unused(&self, given: &[String]) -> Result<()> {
+        let typed = |id: &str| given.iter().any(|g| g == id);
+        for (id, schedules) in SCHEDULE_FLAGS {
+            if typed(id) && !schedules.contains(&self.schedule.as_str()) {
+                bail!(
+                    "--{} applies to --schedule {} only, and the schedule is {}",
+                    id.replace('_', "-"),
+                    schedules.join(" or "),
+                    self.schedule
+                );
+            }
+        }
+        if typed("warmup_start_factor") && self.warmup_steps == 0 {
+            bail!("--warmup-start-factor needs --warmup-steps above 0");
+        }
+        Ok(())
+    }
+
     /// The settings with learning rate `lr`.
     pub fn settings(&self, lr: f32) -> OptimSettings {
         OptimSettings {
@@ -119,7 +152,7 @@ pub fn resolve(
         Some((path, ck)) => OptimSettings::load(&ck.extra)?.map(|s| (path, s)),
         None => None,
     };
-    let mut settings = match stored {
+    let mut settings = match stored.clone() {
         Some((path, s)) => {
             let ids = OptimArgs::augment_args(Command::new("train"));
             let typed: Vec<String> = ids
@@ -142,6 +175,9 @@ pub fn resolve(
     let optim = settings
         .build(Some(last))
         .map_err(|e| anyhow!("{} {}", name(e.key), e.message))?;
+    if stored.is_none() {
+        a.refuse_unused(given)?;
+    }
     if let Decay::Cosine { t_max, .. } = optim.schedule.decay {
         settings.t_max = Some(t_max);
     }

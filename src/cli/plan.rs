@@ -144,6 +144,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         .settings(1e-3)
         .build(Some(u64::MAX))
         .map_err(|e| anyhow!("{} {}", origin(e.key), e.message))?;
+    a.optim.refuse_unused(&a.typed.given)?;
     let mut req = request(cfg, job, tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
