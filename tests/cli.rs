@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 28] = [
+    let cases: [(&[&str], &str); 29] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -293,6 +293,17 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (
             &["train", "--warmup-start-factor", "0.5"],
             "--warmup-start-factor needs --warmup-steps above 0",
+        ),
+        (
+            &[
+                "train",
+                "--model",
+                "examples/data/classify_model.toml",
+                "--data",
+                "examples/data/dl4j",
+                "--reset-state",
+            ],
+            "--data: examples/data/dl4j holds sequences, not a text read in windows: drop --reset-state",
         ),
         // --model given a directory or a checkpoint: where those go.
         (

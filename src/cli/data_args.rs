@@ -144,6 +144,15 @@ impl DataArgs {
     /// (a checkpoint's) if given.
     pub fn open(&self, cfg: &ModelDescription, vocab: Option<&TextVocab>) -> Result<Option<Files>> {
         let files = self.source.open(cfg, &self.read_settings(cfg), vocab)?;
+        if let Some(f) = files
+            .as_ref()
+            .filter(|f| self.reset_state && f.text.is_none())
+        {
+            bail!(
+                "{} holds sequences, not a text read in windows: drop --reset-state (each sequence starts from a zero state already)",
+                f.path.display()
+            );
+        }
         Ok(files.map(|f| Files {
             carry: f.carry && !self.reset_state,
             ..f
