@@ -203,3 +203,45 @@ fn a_resumed_data_run_refuses_flags_typed_with_other_values_than_its_own() {
         "{e}"
     );
 }
+
+#[test]
+fn predict_input_that_does_not_fit_the_model_names_the_file_before_planning() {
+    let dir = scratch("bad_flags");
+    let input = example_data("classify.safetensors"); // `input` [12, 9, 3]
+    let output = dir.join("probabilities.safetensors");
+    let predict = |ck: &Path| {
+        refused(&[
+            "predict",
+            "--checkpoint",
+            arg(ck),
+            "--input",
+            arg(&input),
+            "--output",
+            arg(&output),
+        ])
+    };
+    let seed = dir.join("seed.safetensors");
+    tensorfit::Model::seed().save(&seed).unwrap();
+    let e = predict(&seed);
+    assert!(
+        e.contains(&format!(
+            "--input {}: `input` has shape [12, 9, 3], expected [batch, time, 152]",
+            input.display()
+        )),
+        "{e}"
+    );
+    // A model of token ids cannot read --input at all: it was planned, then refused
+    // with the internal [time, batch] layout.
+    let mut tokens = ModelDescription::lstm_language_model(20, 8, 1);
+    tokens.head.on = tensorfit::nn::HeadOn::LastStep;
+    let ck = dir.join("tokens.safetensors");
+    tensorfit::Model::new(tokens, 1).unwrap().save(&ck).unwrap();
+    let e = predict(&ck);
+    assert!(
+        e.contains(
+            "--input takes dense features [batch, time, features], and the model of --checkpoint"
+        ) && e.contains("reads token ids: give them with --data"),
+        "{e}"
+    );
+    assert!(!e.contains("chosen:"), "refused before planning: {e}");
+}

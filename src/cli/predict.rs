@@ -9,7 +9,7 @@ use serde_json::json;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
 use tensorfit::nn::safetensors_file::SafetensorsFile;
-use tensorfit::nn::{Job, ModelDescription, ParamStore};
+use tensorfit::nn::{InputSpec, Job, ModelDescription, ParamStore};
 use tensorfit::plan::format_bytes;
 
 use super::data_args::DataArgs;
@@ -59,6 +59,13 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
     let Some(input_path) = &a.input else {
         return predict_files(&a, model.description().clone(), model.parameters());
     };
+    if let InputSpec::Tokens { .. } = model.description().input {
+        bail!(
+            "--input {}: --input takes dense features [batch, time, features], and the model of --checkpoint {} reads token ids: give them with --data (a file of `tokens` [N, T], a .tsv or a text)",
+            input_path.display(),
+            a.checkpoint.display()
+        );
+    }
     // The header first: the shape is known (and checked) before any data is read.
     let mut input = SafetensorsFile::open(input_path)?;
     let entry = input
@@ -68,7 +75,8 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
     let features = model.description().input_features();
     if d.len() != 3 || d[2] != features || d[0] == 0 || d[1] == 0 {
         bail!(
-            "`input` has shape {d:?}, expected [batch, time, {features}] with batch and time ≥ 1"
+            "--input {}: `input` has shape {d:?}, expected [batch, time, {features}] with batch and time ≥ 1 (the model reads {features} features per step)",
+            input_path.display()
         );
     }
     let (batch, steps, f) = (d[0], d[1], d[2]);
