@@ -245,3 +245,32 @@ fn predict_input_that_does_not_fit_the_model_names_the_file_before_planning() {
     );
     assert!(!e.contains("chosen:"), "refused before planning: {e}");
 }
+
+#[test]
+fn init_from_a_checkpoint_of_another_model_than_model_is_refused() {
+    let ck = scratch("bad_flags").join("classifier.safetensors");
+    let classifier = example_data("classify_model.toml");
+    let cfg = tensorfit::nn::DescriptionFile::load(&classifier)
+        .unwrap()
+        .model;
+    tensorfit::Model::new(cfg, 1).unwrap().save(&ck).unwrap();
+    let regression = example_data("regress_model.toml");
+    let data = example_data("dl4j");
+    let e = refused(&[
+        "train",
+        "--model",
+        arg(&regression),
+        "--data",
+        arg(&data),
+        "--epochs",
+        "1",
+        "--init",
+        arg(&ck),
+    ]);
+    // The run trained the checkpoint's classifier, --model unused.
+    assert!(
+        e.contains("is not the model of")
+            && e.contains("drop --model to start from the checkpoint's"),
+        "{e}"
+    );
+}

@@ -91,7 +91,13 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             (ck.config.clone(), Some(ck.params.clone()), vocab)
         }
         (None, Some(p)) => {
-            let ck = Checkpoint::load(&checkpoint_path(p)).context("--init")?;
+            let path = checkpoint_path(p);
+            let ck = Checkpoint::load(&path).context("--init")?;
+            if a.given.iter().any(|g| g == "model") {
+                let described = a.model.load()?.model;
+                let advice = "drop --model to start from the checkpoint's";
+                a.model.check_is(&described, &path, &ck.config, advice)?;
+            }
             let vocab = TextVocab::load(&ck.extra).context("--init")?;
             (ck.config, Some(ck.params), vocab)
         }
