@@ -207,8 +207,14 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
             }
         };
         let assumed = dev.assumed.is_some();
-        for (candidate, plan, options) in plan_device(req, &dev.id, &info, &speed, &host, assumed)?
-        {
+        let rows = match plan_device(req, &dev.id, &info, &speed, &host, assumed)? {
+            Ok(rows) => rows,
+            Err(why) => {
+                unavailable.push((dev.id, why));
+                continue;
+            }
+        };
+        for (candidate, plan, options) in rows {
             candidates.push(candidate);
             plans.push(Planned {
                 plan,
@@ -266,7 +272,9 @@ struct Speed {
 }
 
 /// The rows one device contributes: its fastest plan (to show why it was rejected, if it
-/// was) and the fastest plan that fits, or else the smallest plan found. A device whose
+/// was) and the fastest plan that fits, or else the smallest plan found; or, when no
+/// strategy can be planned on it at all (a tensor of each larger than its largest
+/// buffer), why, so that the device is listed as unusable rather than left out. A device whose
 /// memory is host memory has the job's host bytes (`host`) taken off its free memory
 /// (an `assumed` one, off its own).
 fn plan_device(
@@ -276,7 +284,7 @@ fn plan_device(
     speed: &Speed,
     host: &HostNeed,
     assumed: bool,
-) -> Result<Vec<Row>> {
+) -> Result<std::result::Result<Vec<Row>, String>> {
     // What the device has once the job's host bytes are out (the same for every strategy:
     // micro-batches read their sequences in place).
     let seen = seen_by_job(info, host.bytes(), assumed);
@@ -319,6 +327,7 @@ fn plan_device(
     let mut fastest: Option<Row> = None;
     let mut smallest: Option<Row> = None;
     let mut fitting: Option<Row> = None;
+    let mut unplannable = None;
     for (s, o, t) in options {
         let planned = match saving_plan.take_if(|(saving, _)| *saving == s) {
             Some((_, plan)) => plan,
@@ -327,7 +336,10 @@ fn plan_device(
         let plan = match planned {
             Ok(p) => p,
             // A tensor larger than the device's largest buffer: try smaller chunks.
-            Err(Error::Input(_)) => continue,
+            Err(Error::Input(why)) => {
+                unplannable = Some(why);
+                continue;
+            }
             Err(e) => return Err(e),
         };
         let c = Candidate::new(
@@ -360,7 +372,10 @@ fn plan_device(
             rows.push(s);
         }
     }
-    Ok(rows)
+    Ok(match (rows.is_empty(), unplannable) {
+        (true, Some(why)) => Err(format!("no strategy can be planned on it: {why}")),
+        _ => Ok(rows),
+    })
 }
 
 impl Decision {
@@ -389,10 +404,15 @@ impl Decision {
             .iter()
             .min_by_key(|c| c.estimated_peak_bytes);
         let largest = self.candidates.iter().max_by_key(|c| c.capacity_bytes);
+        // What the job's memory grows with: an evaluation holds no history to truncate.
+        let grows = match self.unit {
+            "training step" => "training memory depends on --batch and --tbptt",
+            _ => "inference memory depends on the batch, the sequence length and the model's size",
+        };
         match (smallest, largest) {
             (Some(s), Some(l)) => Error::OutOfMemory {
                 device: format!(
-                    "every device (smallest plan: {} on {}, {}; largest usable capacity: {} on {}; training memory depends on --batch and --tbptt)",
+                    "every device (smallest plan: {} on {}, {}; largest usable capacity: {} on {}; {grows})",
                     format_bytes(s.estimated_peak_bytes),
                     s.device,
                     s.strategy,

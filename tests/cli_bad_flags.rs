@@ -274,3 +274,60 @@ fn init_from_a_checkpoint_of_another_model_than_model_is_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn an_inference_that_fits_nowhere_is_not_told_about_truncated_bptt() {
+    // An assumed GPU of 64 MiB: every plan fits its buffers, none its memory.
+    let found = tensorfit::assume::parse(&["cuda=64MiB".to_string()]).unwrap();
+    let cfg = ModelDescription::seed();
+    let caps = MemoryCaps::default();
+    let fits_nowhere = |job: Job| {
+        let req = common::request(&cfg, job, 4, DeviceKind::Cuda, caps.clone());
+        let d = decide_on(&req, found.clone()).unwrap();
+        assert!(d.chosen().is_none());
+        d.nothing_fits().to_string()
+    };
+    let (batch, seq_len) = (2, 4);
+    let e = fits_nowhere(Job::Eval { batch, seq_len });
+    assert!(
+        e.contains(
+            "inference memory depends on the batch, the sequence length and the model's size"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("--tbptt"), "{e}");
+    let eval = None;
+    let e = fits_nowhere(Job::Train {
+        batch,
+        seq_len,
+        eval,
+    });
+    assert!(
+        e.contains("training memory depends on --batch and --tbptt"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_device_no_strategy_can_be_planned_on_is_listed_with_why() {
+    // 4 KiB: a weight matrix is larger than the device's largest buffer under every
+    // strategy; the device was left out of the table and the error said `()`.
+    let found = tensorfit::assume::parse(&["cuda=4KiB".to_string()]).unwrap();
+    let job = Job::Eval {
+        batch: 2,
+        seq_len: 4,
+    };
+    let cfg = ModelDescription::seed();
+    let req = common::request(&cfg, job, 4, DeviceKind::Cuda, MemoryCaps::default());
+    let d = decide_on(&req, found).unwrap();
+    assert!(d.candidates.is_empty());
+    let (device, why) = &d.unavailable[0];
+    assert_eq!(device, "cuda=4kib (assumed)");
+    assert!(
+        why.starts_with("no strategy can be planned on it: `lstm.weight_")
+            && why.contains("more than the device's largest buffer (4096 bytes)"),
+        "{why}"
+    );
+    let e = d.nothing_fits().to_string();
+    assert!(e.contains(&format!("({device}: {why})")), "{e}");
+}

@@ -255,7 +255,7 @@ fn print(
                 smallest.device
             );
             if a.mode == JobMode::Train {
-                outln!("training memory depends on --batch and --tbptt; gradient accumulation over micro-batches is not offered because the model has BatchNorm in training mode (it would change the batch statistics)");
+                outln!("training memory depends on --batch and --tbptt; a training step is never split into micro-batches (a BatchNorm's batch statistics would change)");
             }
         }
         outln!("planned in {}", format_seconds(secs));
