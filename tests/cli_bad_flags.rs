@@ -331,3 +331,25 @@ fn a_device_no_strategy_can_be_planned_on_is_listed_with_why() {
     let e = d.nothing_fits().to_string();
     assert!(e.contains(&format!("({device}: {why})")), "{e}");
 }
+
+#[test]
+fn model_checks_the_training_table_as_train_does() {
+    let path = task_model("bad_training.toml");
+    let text = std::fs::read_to_string(&path).unwrap() + "[training]\nlr = -1\n";
+    std::fs::write(&path, text).unwrap();
+    let e = refused(&["model", "--model", arg(&path)]);
+    assert!(
+        e.contains(":15:1: `training.lr` = -1: invalid value '-1' for '--lr <LR>': must be a positive number"),
+        "{e}"
+    );
+}
+
+#[test]
+fn resuming_a_data_run_from_a_directory_without_its_state_names_the_file_once() {
+    let dir = scratch("bad_flags").join("no_run_here");
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = example_data("dl4j");
+    let e = refused(&["train", "--resume", arg(&dir), "--data", arg(&data)]);
+    says_once(&e, "last.safetensors");
+    assert!(e.contains("--resume: "), "{e}");
+}

@@ -108,7 +108,7 @@ pub fn load(path: &Path) -> Result<Resumed> {
         false => path.to_path_buf(),
     };
     let shown = file.display();
-    let ck = Checkpoint::load(&file).with_context(|| format!("--resume {shown}"))?;
+    let ck = Checkpoint::load(&file).context("--resume")?;
     let not_data_run = |what: &str| {
         anyhow!(
             "--resume {shown}: holds no {what}: it is not the latest state of a `train --data` run (start a new run from its weights with --init)"

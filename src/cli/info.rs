@@ -6,6 +6,8 @@ use tensorfit::devices::{discover, open_device, MemoryCaps};
 use tensorfit::nn::{description_json, ParamKind, TrainingValue};
 use tensorfit::plan::format_bytes;
 
+use super::train::TrainArgs;
+use super::training_file::{self, Typed};
 use super::{CapArgs, Exit, ModelArg};
 
 /// Each device, its memory and throughput, or why it is unavailable.
@@ -64,6 +66,11 @@ pub fn devices(caps: &CapArgs, json_out: bool) -> Result<Exit> {
 /// as one JSON object.
 pub fn model(model: &ModelArg, json_out: bool) -> Result<Exit> {
     let file = model.load()?;
+    // The `[training]` table is shown as `train` would take it: each value checked by its
+    // flag's parser (an lr of -1 was shown as a setting).
+    if let ModelArg::File(path) = model {
+        training_file::apply_to::<TrainArgs>("train", &Typed::default(), path, &file.training)?;
+    }
     let cfg = &file.model;
     let specs = cfg.param_specs()?;
     let kind = |k: ParamKind| match k {
