@@ -353,3 +353,64 @@ fn resuming_a_data_run_from_a_directory_without_its_state_names_the_file_once() 
     says_once(&e, "last.safetensors");
     assert!(e.contains("--resume: "), "{e}");
 }
+
+#[test]
+fn an_absurd_batch_or_read_ahead_with_data_runs_on_the_data_there_is() {
+    // They overflowed (exit 101) or allocated a channel of 10^9 batches (abort, 134).
+    let dir = scratch("bad_flags");
+    let model = example_data("classify_model.toml");
+    let data = example_data("dl4j");
+    let ck = dir.join("absurd.safetensors");
+    let out = dir.join("absurd_probabilities.safetensors");
+    let max = usize::MAX.to_string();
+    let train = [
+        "train",
+        "--model",
+        arg(&model),
+        "--data",
+        arg(&data),
+        "--epochs",
+        "1",
+        "--save",
+        arg(&ck),
+    ];
+    let runs: [Vec<&str>; 5] = [
+        [&train[..], &["--read-ahead", "1000000000"]].concat(),
+        [&train[..], &["--batch", &max, "--read-ahead", &max]].concat(),
+        vec![
+            "eval",
+            "--checkpoint",
+            arg(&ck),
+            "--data",
+            arg(&data),
+            "--batch",
+            &max,
+        ],
+        vec![
+            "predict",
+            "--checkpoint",
+            arg(&ck),
+            "--data",
+            arg(&data),
+            "--batch",
+            &max,
+            "--output",
+            arg(&out),
+        ],
+        vec![
+            "plan",
+            "--model",
+            arg(&model),
+            "--data",
+            arg(&data),
+            "--batch",
+            &max,
+        ],
+    ];
+    for args in runs {
+        common::succeed(
+            common::tensorfit_command().args(&args),
+            &format!("{args:?}"),
+        );
+    }
+}

@@ -338,7 +338,10 @@ impl Files {
     /// batches of an epoch of `batches`.
     pub fn read_ahead_bytes(&self, batch: usize, batches: usize) -> u64 {
         let per_batch = max_batch_bytes(self.dataset(), batch) as u64;
-        let held = (self.read_ahead + 1).min(batches.saturating_sub(1));
+        let held = self
+            .read_ahead
+            .saturating_add(1)
+            .min(batches.saturating_sub(1));
         per_batch.saturating_mul(held as u64)
     }
 

@@ -119,7 +119,11 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     let (batch, seq_len, tbptt) = match &files {
         Some(f) => {
             let longest = f.dataset().max_len;
-            let batch = a.batch.unwrap_or(super::TRAIN_BATCH);
+            // No batch holds more sequences than the data has (train's first batch).
+            let batch = a
+                .batch
+                .unwrap_or(super::TRAIN_BATCH)
+                .min(f.dataset().sequences.max(1));
             (batch, longest, a.tbptt.unwrap_or(longest))
         }
         None => (

@@ -255,9 +255,11 @@ fn place_labels<T: Copy>(out: &mut [T], values: &[T], row: usize, b: usize, per_
 }
 
 /// The largest [`Batch::bytes`] a batch of `batch` sequences of `dataset` can have (all
-/// of them as long as its longest sequence): what the host section of a memory plan
-/// counts per batch.
+/// of them as long as its longest sequence; never more sequences than the dataset has):
+/// what the host section of a memory plan counts per batch. Saturates rather than
+/// overflows for an absurd `batch`, which the plan then refuses.
 pub fn max_batch_bytes(dataset: &Dataset, batch: usize) -> usize {
+    let batch = batch.min(dataset.sequences);
     let t = dataset.max_len;
     let width = match dataset.inputs {
         Inputs::Dense { features } => features,
@@ -265,7 +267,13 @@ pub fn max_batch_bytes(dataset: &Dataset, batch: usize) -> usize {
     };
     let labels = match dataset.labels_per {
         LabelsPer::Sequence => batch,
-        LabelsPer::Step => batch * t,
+        LabelsPer::Step => batch.saturating_mul(t),
     };
-    (t * batch * width + labels) * U32 + batch * 2 * USIZE
+    let values = t
+        .saturating_mul(batch)
+        .saturating_mul(width)
+        .saturating_add(labels);
+    values
+        .saturating_mul(U32)
+        .saturating_add(batch.saturating_mul(2 * USIZE))
 }

@@ -243,7 +243,7 @@ fn input_buffers(source: &dyn Source, order: &[Vec<usize>], read_ahead: usize) -
     let lengths = source.lengths();
     let values = |batch: &Vec<usize>| batch.len() * padded_steps(lengths, batch) * features;
     let largest = order.iter().map(values).max().unwrap_or(0);
-    InputBuffers::new((read_ahead + 2).min(order.len()), largest)
+    InputBuffers::new(read_ahead.saturating_add(2).min(order.len()), largest)
 }
 
 /// Batches read by a background thread, a bounded number ahead; an iterator of
@@ -280,7 +280,8 @@ impl Batches {
     ) -> Result<Batches> {
         let mut reader = source.reader()?;
         let continues = source.streams().is_some();
-        let (tx, rx) = sync_channel(read_ahead);
+        // Never more batches ahead than there are (the channel allocates its bound).
+        let (tx, rx) = sync_channel(read_ahead.min(order.len()));
         let in_flight = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let batches = order.len();

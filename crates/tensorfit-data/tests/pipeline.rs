@@ -226,6 +226,25 @@ fn a_batch_is_time_major_and_padded_only_to_its_longest_sequence() {
 }
 
 #[test]
+fn an_absurd_batch_or_read_ahead_counts_the_data_there_is() {
+    let s = FakeSource::new(vec![50; 10]);
+    // No batch holds more than the 10 sequences, and the count does not overflow.
+    let all = max_batch_bytes(s.dataset(), 10);
+    assert_eq!(max_batch_bytes(s.dataset(), usize::MAX), all);
+    assert_eq!(max_batch_bytes(s.dataset(), 1000), all);
+    assert!(max_batch_bytes(s.dataset(), 4) < all);
+    // A read-ahead past the epoch's batches reads them all (it allocated its bound).
+    let settings = BatchSettings {
+        read_ahead: usize::MAX,
+        ..settings(4)
+    };
+    let source: Arc<dyn Source> = Arc::new(s);
+    let batches = Batches::start(source, &(0..10).collect::<Vec<_>>(), 0, &settings).unwrap();
+    let sizes: Vec<usize> = batches.map(|b| b.unwrap().size()).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 10, "{sizes:?}");
+}
+
+#[test]
 fn the_reader_holds_no_more_than_its_read_ahead() {
     let s = FakeSource::new(vec![50; 400]);
     let settings = BatchSettings {
