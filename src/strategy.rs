@@ -131,11 +131,21 @@ const MAX_JOB_ELEMENTS: u128 = 1 << 40;
 
 /// Refuses impossible sizes before anything is planned or allocated.
 pub(crate) fn check_job(cfg: &ModelDescription, job: Job, tbptt: usize) -> Result<()> {
-    let mut dims = vec![inference_dims(job)];
-    if let Job::Train { batch, seq_len, .. } = job {
-        dims.push((batch, seq_len));
+    // Each batch with the flag that sets its size: a training run's evaluations have
+    // their own (`--eval-batch`).
+    let mut dims = vec![(inference_dims(job), "--batch")];
+    if let Job::Train {
+        batch,
+        seq_len,
+        eval,
+    } = job
+    {
+        if eval.is_some() {
+            dims[0].1 = "--eval-batch";
+        }
+        dims.push(((batch, seq_len), "--batch"));
     }
-    for &(batch, steps) in &dims {
+    for &((batch, steps), flag) in &dims {
         if batch == 0 || steps == 0 {
             return Err(Error::input(format!(
                 "batch {batch} × length {steps}: batch must be at least 1 and length at least 1"
@@ -148,7 +158,7 @@ pub(crate) fn check_job(cfg: &ModelDescription, job: Job, tbptt: usize) -> Resul
         let elements = batch as u128 * steps as u128 * width as u128;
         if elements > MAX_JOB_ELEMENTS {
             return Err(Error::input(format!(
-                "a batch of {batch} sequences of {steps} steps, {width} {of} each, is {:.1e} values: more than any device holds (2^40 values, 4 TiB as f32); lower --batch or --seq-len",
+                "a batch of {batch} sequences of {steps} steps, {width} {of} each, is {:.1e} values: more than any device holds (2^40 values, 4 TiB as f32); lower {flag} or --seq-len",
                 elements as f64
             )));
         }

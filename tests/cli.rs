@@ -191,7 +191,7 @@ fn train_eval_predict_round_trip_through_a_checkpoint() {
 
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
-    let cases: [(&[&str], &str); 29] = [
+    let cases: [(&[&str], &str); 30] = [
         (
             &["bench", "--iters", "18446744073709551615"],
             "invalid value '18446744073709551615' for '--iters",
@@ -275,6 +275,10 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (
             &["eval", "--batch", "99999999999", "--seq-len", "6"],
             "a batch of 99999999999 sequences of 6 steps, 250 hidden units each, is 1.5e14 values: more than any device holds (2^40 values, 4 TiB as f32); lower --batch or --seq-len",
+        ),
+        (
+            &["train", "--eval-batch", "99999999999", "--steps", "1"],
+            "more than any device holds (2^40 values, 4 TiB as f32); lower --eval-batch or --seq-len",
         ),
         // A library error under a flag's name: the flag, then the reason (no "bad input").
         (
