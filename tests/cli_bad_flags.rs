@@ -41,6 +41,17 @@ const SHORT: [&str; 8] = [
     "2",
 ];
 
+/// `train --model MODEL --data DATA --epochs 1` and `more`.
+fn one_epoch<'a>(model: &'a Path, data: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
+    let train = ["train", "--model", arg(model), "--data", arg(data)];
+    [&train[..], &["--epochs", "1"], more].concat()
+}
+
+/// Requires `err` to hold `want`.
+fn holds(err: &str, want: &str) {
+    assert!(err.contains(want), "expected `{want}` in: {err}");
+}
+
 /// Requires `err` to hold `want` and to say it once.
 fn says_once(err: &str, want: &str) {
     assert_eq!(
@@ -61,23 +72,10 @@ fn an_output_over_a_file_the_run_reads_is_refused_and_the_file_kept() {
         &["--save", arg(&model)],
     ]
     .concat();
+    let save_over_data = one_epoch(&files_model, &data, &["--save", arg(&data)]);
     let cases: [(&[&str], &Path, &str); 3] = [
         (&save_over_model, &model, "--save"),
-        (
-            &[
-                "train",
-                "--model",
-                arg(&files_model),
-                "--data",
-                arg(&data),
-                "--epochs",
-                "1",
-                "--save",
-                arg(&data),
-            ],
-            &data,
-            "--save",
-        ),
+        (&save_over_data, &data, "--save"),
         (
             &["plan", "--model", arg(&model), "--plot", arg(&model)],
             &model,
@@ -117,10 +115,7 @@ fn no_device_allowed_being_usable_is_said_once_with_what_to_do() {
     assert!(decision.chosen().is_none());
     // The library's error is `no device: ` and this.
     let e = decision.nothing_fits().to_string();
-    assert!(
-        e.contains("none of the devices allowed can be used (cuda:0: no CUDA driver found (libcuda.so)); `tensorfit devices` lists those present"),
-        "{e}"
-    );
+    holds(&e, "none of the devices allowed can be used (cuda:0: no CUDA driver found (libcuda.so)); `tensorfit devices` lists those present");
     assert!(!e.contains("no device"), "{e}");
 }
 
@@ -140,26 +135,17 @@ fn a_text_too_short_for_its_windows_names_the_flag_to_change_and_the_file_once()
     // 688 characters: the last 10% (69) make no window of the default 100.
     let e = run(&[]);
     says_once(&e, "corpus.txt");
-    assert!(
-        e.contains("--val-fraction 0.1 holds out too little of the text for one window (give a larger --val-fraction, a smaller --max-seq-len, or --val FILE)"),
-        "{e}"
-    );
-    assert!(
-        e.contains("69 characters are too few for one window"),
-        "{e}"
-    );
+    holds(&e, "--val-fraction 0.1 holds out too little of the text for one window (give a larger --val-fraction, a smaller --max-seq-len, or --val FILE)");
+    holds(&e, "69 characters are too few for one window");
     let e = run(&["--max-seq-len", "2000", "--val-fraction", "0"]);
     says_once(&e, "corpus.txt");
-    assert!(
-        e.contains("windows of 2000 characters (--max-seq-len: give at most 687)"),
-        "{e}"
+    holds(
+        &e,
+        "windows of 2000 characters (--max-seq-len: give at most 687)",
     );
     let e = run(&["--max-seq-len", "20", "--val-fraction", "0.99"]);
     says_once(&e, "corpus.txt");
-    assert!(
-        e.contains("--val-fraction 0.99 leaves too little of the text to train on (give a smaller --val-fraction or --max-seq-len)"),
-        "{e}"
-    );
+    holds(&e, "--val-fraction 0.99 leaves too little of the text to train on (give a smaller --val-fraction or --max-seq-len)");
 }
 
 #[test]
@@ -167,19 +153,11 @@ fn a_resumed_data_run_refuses_flags_typed_with_other_values_than_its_own() {
     let dir = scratch("bad_flags").join("data_run");
     let model = example_data("classify_model.toml");
     let data = example_data("dl4j");
-    let start = [
-        "train",
-        "--model",
-        arg(&model),
-        "--data",
-        arg(&data),
-        "--epochs",
-        "1",
-        "--batch",
-        "4",
-        "--checkpoint-dir",
-        arg(&dir),
-    ];
+    let start = one_epoch(
+        &model,
+        &data,
+        &["--batch", "4", "--checkpoint-dir", arg(&dir)],
+    );
     common::succeed(common::tensorfit_command().args(start), "the first run");
     let resume = |extra: &[&str]| {
         let args = [
@@ -192,15 +170,12 @@ fn a_resumed_data_run_refuses_flags_typed_with_other_values_than_its_own() {
     };
     // The run's batch was 4: a typed 7 was silently replaced by it.
     let e = resume(&["--batch", "7"]);
-    assert!(
-        e.contains("a resumed run keeps the settings it was started with")
-            && e.contains("--batch 7 (the run's is 4) differs; drop that flag"),
-        "{e}"
-    );
+    holds(&e, "a resumed run keeps the settings it was started with");
+    holds(&e, "--batch 7 (the run's is 4) differs; drop that flag");
     let e = resume(&["--val-fraction", "0.3", "--lr", "0.5"]);
-    assert!(
-        e.contains("--lr 0.5 (the run's is 0.001), --val-fraction 0.3 (the run's is 0.1) differ"),
-        "{e}"
+    holds(
+        &e,
+        "--lr 0.5 (the run's is 0.001), --val-fraction 0.3 (the run's is 0.1) differ",
     );
 }
 
@@ -223,12 +198,10 @@ fn predict_input_that_does_not_fit_the_model_names_the_file_before_planning() {
     let seed = dir.join("seed.safetensors");
     tensorfit::Model::seed().save(&seed).unwrap();
     let e = predict(&seed);
-    assert!(
-        e.contains(&format!(
-            "--input {}: `input` has shape [12, 9, 3], expected [batch, time, 152]",
-            input.display()
-        )),
-        "{e}"
+    let shown = input.display();
+    holds(
+        &e,
+        &format!("--input {shown}: `input` has shape [12, 9, 3], expected [batch, time, 152]"),
     );
     // A model of token ids cannot read --input at all: it was planned, then refused
     // with the internal [time, batch] layout.
@@ -237,12 +210,11 @@ fn predict_input_that_does_not_fit_the_model_names_the_file_before_planning() {
     let ck = dir.join("tokens.safetensors");
     tensorfit::Model::new(tokens, 1).unwrap().save(&ck).unwrap();
     let e = predict(&ck);
-    assert!(
-        e.contains(
-            "--input takes dense features [batch, time, features], and the model of --checkpoint"
-        ) && e.contains("reads token ids: give them with --data"),
-        "{e}"
+    holds(
+        &e,
+        "--input takes dense features [batch, time, features], and the model of --checkpoint",
     );
+    holds(&e, "reads token ids: give them with --data");
     assert!(!e.contains("chosen:"), "refused before planning: {e}");
 }
 
@@ -256,23 +228,10 @@ fn init_from_a_checkpoint_of_another_model_than_model_is_refused() {
     tensorfit::Model::new(cfg, 1).unwrap().save(&ck).unwrap();
     let regression = example_data("regress_model.toml");
     let data = example_data("dl4j");
-    let e = refused(&[
-        "train",
-        "--model",
-        arg(&regression),
-        "--data",
-        arg(&data),
-        "--epochs",
-        "1",
-        "--init",
-        arg(&ck),
-    ]);
+    let e = refused(&one_epoch(&regression, &data, &["--init", arg(&ck)]));
     // The run trained the checkpoint's classifier, --model unused.
-    assert!(
-        e.contains("is not the model of")
-            && e.contains("drop --model to start from the checkpoint's"),
-        "{e}"
-    );
+    holds(&e, "is not the model of");
+    holds(&e, "drop --model to start from the checkpoint's");
 }
 
 #[test]
@@ -289,11 +248,9 @@ fn an_inference_that_fits_nowhere_is_not_told_about_truncated_bptt() {
     };
     let (batch, seq_len) = (2, 4);
     let e = fits_nowhere(Job::Eval { batch, seq_len });
-    assert!(
-        e.contains(
-            "inference memory depends on the batch, the sequence length and the model's size"
-        ),
-        "{e}"
+    holds(
+        &e,
+        "inference memory depends on the batch, the sequence length and the model's size",
     );
     assert!(!e.contains("--tbptt"), "{e}");
     let eval = None;
@@ -302,10 +259,7 @@ fn an_inference_that_fits_nowhere_is_not_told_about_truncated_bptt() {
         seq_len,
         eval,
     });
-    assert!(
-        e.contains("training memory depends on --batch and --tbptt"),
-        "{e}"
-    );
+    holds(&e, "training memory depends on --batch and --tbptt");
 }
 
 #[test]
@@ -329,7 +283,7 @@ fn a_device_no_strategy_can_be_planned_on_is_listed_with_why() {
         "{why}"
     );
     let e = d.nothing_fits().to_string();
-    assert!(e.contains(&format!("({device}: {why})")), "{e}");
+    holds(&e, &format!("({device}: {why})"));
 }
 
 #[test]
@@ -338,9 +292,9 @@ fn model_checks_the_training_table_as_train_does() {
     let text = std::fs::read_to_string(&path).unwrap() + "[training]\nlr = -1\n";
     std::fs::write(&path, text).unwrap();
     let e = refused(&["model", "--model", arg(&path)]);
-    assert!(
-        e.contains(":15:1: `training.lr` = -1: invalid value '-1' for '--lr <LR>': must be a positive number"),
-        "{e}"
+    holds(
+        &e,
+        ":15:1: `training.lr` = -1: invalid value '-1' for '--lr <LR>': must be a positive number",
     );
 }
 
@@ -351,7 +305,7 @@ fn resuming_a_data_run_from_a_directory_without_its_state_names_the_file_once() 
     let data = example_data("dl4j");
     let e = refused(&["train", "--resume", arg(&dir), "--data", arg(&data)]);
     says_once(&e, "last.safetensors");
-    assert!(e.contains("--resume: "), "{e}");
+    holds(&e, "--resume: ");
 }
 
 #[test]
@@ -363,40 +317,26 @@ fn an_absurd_batch_or_read_ahead_with_data_runs_on_the_data_there_is() {
     let ck = dir.join("absurd.safetensors");
     let out = dir.join("absurd_probabilities.safetensors");
     let max = usize::MAX.to_string();
-    let train = [
-        "train",
-        "--model",
-        arg(&model),
-        "--data",
-        arg(&data),
-        "--epochs",
-        "1",
-        "--save",
-        arg(&ck),
-    ];
+    let save = ["--save", arg(&ck)];
+    let on_data =
+        |command: &'static str| vec![command, "--checkpoint", arg(&ck), "--data", arg(&data)];
     let runs: [Vec<&str>; 5] = [
-        [&train[..], &["--read-ahead", "1000000000"]].concat(),
-        [&train[..], &["--batch", &max, "--read-ahead", &max]].concat(),
-        vec![
-            "eval",
-            "--checkpoint",
-            arg(&ck),
-            "--data",
-            arg(&data),
-            "--batch",
-            &max,
-        ],
-        vec![
-            "predict",
-            "--checkpoint",
-            arg(&ck),
-            "--data",
-            arg(&data),
-            "--batch",
-            &max,
-            "--output",
-            arg(&out),
-        ],
+        one_epoch(
+            &model,
+            &data,
+            &[&save[..], &["--read-ahead", "1000000000"]].concat(),
+        ),
+        one_epoch(
+            &model,
+            &data,
+            &[&save[..], &["--batch", &max, "--read-ahead", &max]].concat(),
+        ),
+        [on_data("eval"), vec!["--batch", &max]].concat(),
+        [
+            on_data("predict"),
+            vec!["--batch", &max, "--output", arg(&out)],
+        ]
+        .concat(),
         vec![
             "plan",
             "--model",
