@@ -142,16 +142,22 @@ pub(crate) fn check_job(cfg: &ModelDescription, job: Job, tbptt: usize) -> Resul
             )));
         }
         let width = cfg.input_features().max(cfg.recurrent.hidden);
-        let elements = batch as u128 * steps as u128 * width as u128;
-        if elements > MAX_JOB_ELEMENTS {
+        // Checked: two lengths near `usize::MAX` and a width overflow even u128.
+        let elements = (batch as u128)
+            .checked_mul(steps as u128)
+            .and_then(|n| n.checked_mul(width as u128))
+            .filter(|&n| n <= MAX_JOB_ELEMENTS);
+        if elements.is_none() {
             return Err(Error::input(format!(
-                "batch {batch} × length {steps} × width {width} is {elements} values per sequence batch: more than any device holds"
+                "batch {batch} × length {steps} × width {width} is over {MAX_JOB_ELEMENTS} values per sequence batch: more than any device holds"
             )));
         }
     }
     // After the lengths: a length of 0 makes the default truncation 0 too.
     if matches!(job, Job::Train { .. }) && tbptt == 0 {
-        return Err(Error::input("--tbptt must be at least 1"));
+        return Err(Error::input(
+            "the truncated-BPTT length (tbptt, --tbptt) must be at least 1",
+        ));
     }
     Ok(())
 }
