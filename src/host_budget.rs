@@ -135,8 +135,14 @@ impl HostNeed {
         if self.bytes() <= usable {
             return Ok(());
         }
+        // The copies of the model alone do not fit: no batch or length makes the job fit.
+        let advice = if self.state > usable {
+            "the model is too large for this host: describe a smaller one"
+        } else {
+            "lower --batch, --seq-len or --read-ahead"
+        };
         Err(Error::input(format!(
-            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}, batches read ahead {}, gradients averaged over ranks {}), and {} is usable ({} available from {}, {:.0}% margin kept): lower --batch, --seq-len or --read-ahead",
+            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}, batches read ahead {}, gradients averaged over ranks {}), and {} is usable ({} available from {}, {:.0}% margin kept): {advice}",
             format_bytes(self.bytes()),
             format_bytes(self.inputs),
             format_bytes(self.state),
