@@ -395,7 +395,7 @@ impl Decision {
     pub fn nothing_fits(&self) -> Error {
         if let Some(sw) = self.candidates.iter().find(|c| c.fits && c.software) {
             return Error::input(format!(
-                "only {} ({}) fits ({}), a software device, used only when asked for: add --device wgpu to run there",
+                "only {} ({}) fits ({}), a software device, used only when asked for by kind: add --device wgpu (in a program, DevicePolicy::only(DeviceKind::Wgpu)) to run there",
                 sw.device, sw.device_name, sw.strategy
             ));
         }

@@ -16,9 +16,9 @@
 //! off the device's free memory before planning, so that in a 400 MB container the plan
 //! is made for what is really left, and streams or refuses instead of being killed.
 
-use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
+use tensorfit_core::{DType, DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::host_memory;
-use tensorfit_nn::{Job, ModelDescription, ParamKind};
+use tensorfit_nn::{Job, ModelDescription, ParamKind, ParamStore};
 use tensorfit_plan::format_bytes;
 
 use crate::distributed::DataParallel;
@@ -135,8 +135,14 @@ impl HostNeed {
         if self.bytes() <= usable {
             return Ok(());
         }
+        // The copies of the model alone do not fit: no batch or length makes the job fit.
+        let advice = if self.state > usable {
+            "the model is too large for this host: describe a smaller one"
+        } else {
+            "lower --batch, --seq-len or --read-ahead"
+        };
         Err(Error::input(format!(
-            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}, batches read ahead {}, gradients averaged over ranks {}), and {} is usable ({} available from {}, {:.0}% margin kept): lower --batch, --seq-len or --read-ahead",
+            "the job needs {} of host memory outside the device (input data {}, copies of the training state {}, batches read ahead {}, gradients averaged over ranks {}), and {} is usable ({} available from {}, {:.0}% margin kept): {advice}",
             format_bytes(self.bytes()),
             format_bytes(self.inputs),
             format_bytes(self.state),
@@ -148,6 +154,28 @@ impl HostNeed {
             margin * 100.0
         )))
     }
+}
+
+/// `cfg`'s weights drawn from `seed` ([`ParamStore::init`]), refused first with
+/// [`Error::OutOfMemory`] on the host when they do not fit in what the host has left:
+/// the weights are drawn before any plan is made, and a vector that cannot be allocated
+/// aborts the process instead of returning an error. A valid description may still
+/// describe up to `MAX_PARAMETERS` (256 GiB) of weights.
+pub fn init_params(cfg: &ModelDescription, seed: u64) -> Result<ParamStore> {
+    let values: u64 = cfg
+        .param_specs()?
+        .iter()
+        .map(|s| s.shape.numel() as u64)
+        .sum();
+    let bytes = values.saturating_mul(DType::F32.size_bytes() as u64);
+    if let Some(available) = host_memory::available().filter(|&a| bytes > a) {
+        return Err(Error::OutOfMemory {
+            device: format!("the host, drawing the model's {values} weights"),
+            requested: bytes,
+            available,
+        });
+    }
+    ParamStore::init(cfg, seed)
 }
 
 /// Whether `info`'s memory is the host's (the CPU, a software GPU).

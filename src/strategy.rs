@@ -155,17 +155,23 @@ pub(crate) fn check_job(cfg: &ModelDescription, job: Job, tbptt: usize) -> Resul
             true => (cfg.input_features(), "input features"),
             false => (cfg.recurrent.hidden, "hidden units"),
         };
-        let elements = batch as u128 * steps as u128 * width as u128;
-        if elements > MAX_JOB_ELEMENTS {
+        // Checked: two lengths near `usize::MAX` and a width overflow even u128.
+        let elements = (batch as u128)
+            .checked_mul(steps as u128)
+            .and_then(|n| n.checked_mul(width as u128))
+            .filter(|&n| n <= MAX_JOB_ELEMENTS);
+        if elements.is_none() {
+            let values = batch as f64 * steps as f64 * width as f64;
             return Err(Error::input(format!(
-                "a batch of {batch} sequences of {steps} steps, {width} {of} each, is {:.1e} values: more than any device holds (2^40 values, 4 TiB as f32); lower {flag} or --seq-len",
-                elements as f64
+                "a batch of {batch} sequences of {steps} steps, {width} {of} each, is {values:.1e} values: more than any device holds (2^40 values, 4 TiB as f32); lower {flag} or --seq-len"
             )));
         }
     }
     // After the lengths: a length of 0 makes the default truncation 0 too.
     if matches!(job, Job::Train { .. }) && tbptt == 0 {
-        return Err(Error::input("--tbptt must be at least 1"));
+        return Err(Error::input(
+            "the truncated-BPTT length (tbptt, --tbptt) must be at least 1",
+        ));
     }
     Ok(())
 }

@@ -312,3 +312,24 @@ fn resuming_with_another_model_names_both_descriptions() {
         "{e}"
     );
 }
+
+#[test]
+fn a_model_larger_than_the_host_is_refused_before_its_weights_are_drawn() {
+    // 8 layers of 32768 units: 64 billion parameters (257 GB), a valid description.
+    let toml = "[input]\nkind = \"dense\"\nfeatures = 152\n\n[recurrent]\ncell = \"lstm\"\nhidden = 32768\nlayers = 8\n\n[head]\non = \"last\"\nlayers = []\n\n[loss]\nkind = \"cross_entropy\"\nclasses = 6\n";
+    let model = write("huge.toml", toml.as_bytes());
+    match tensorfit::cpu::host_memory::available() {
+        Some(available) => assert!(257_000_000_000 > available, "the host holds {available}"),
+        None => return println!("the host's free memory is unknown here: nothing to check"),
+    }
+    for cmd in ["train", "eval", "bench"] {
+        let e = fails(&[cmd, "--model", &model, "--batch", "2", "--seq-len", "4"]);
+        assert!(
+            e.contains("out of memory on the host, drawing the model's 64446726150 weights"),
+            "{cmd}: {e}"
+        );
+    }
+    // Planning draws no weights; its copies of the model are what does not fit.
+    let e = fails(&["plan", "--model", &model, "--batch", "2", "--seq-len", "4"]);
+    assert!(e.contains("the model is too large for this host"), "{e}");
+}

@@ -10,6 +10,7 @@ use super::error::{Error, Result};
 use super::plan::Plan;
 use super::runner::Runner;
 use super::stream::Stream;
+use crate::host_budget::init_params;
 use crate::nn::Job;
 
 /// How a model trains: the truncated-BPTT length and the optimizer (with clipping and
@@ -73,7 +74,7 @@ impl Model {
         description
             .validate()
             .map_err(|e| Error::BadInput(e.to_string()))?;
-        let params = ParamStore::init(&description, seed)?;
+        let params = init_params(&description, seed)?;
         Ok(Model::with_parameters(description, params))
     }
 
@@ -100,7 +101,7 @@ impl Model {
     /// weights initialised from `seed`. Errors name the file, line and key.
     pub fn from_description_file(path: &Path, seed: u64) -> Result<Model> {
         let file = tensorfit_nn::DescriptionFile::load(path)?;
-        let params = ParamStore::init(&file.model, seed)?;
+        let params = init_params(&file.model, seed)?;
         Ok(Model::with_parameters(file.model, params))
     }
 

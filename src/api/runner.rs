@@ -135,10 +135,13 @@ impl Runner {
     /// evaluation of its shape: only what was planned can run.
     fn check_planned(&self, x: &HostTensor, training: bool) -> Result<()> {
         let d = x.shape.dims();
-        let got = (
-            d.get(1).copied().unwrap_or(0),
-            d.first().copied().unwrap_or(0),
-        );
+        let [steps, batch, ..] = d[..] else {
+            return Err(Error::BadInput(format!(
+                "the input has shape {}: a batch is [time, batch, features], or [time, batch] token ids",
+                x.shape
+            )));
+        };
+        let got = (batch, steps);
         let planned = match (self.session.job(), training) {
             (Job::Train { batch, seq_len, .. }, true) => Some((batch, seq_len)),
             (Job::Train { eval, .. }, false) => eval,

@@ -31,8 +31,16 @@ impl Sequences {
     /// Checks that every sequence has the same whole number of steps of `features` values
     /// and that the labels are as many per sequence.
     pub fn new(inputs: Vec<Vec<f32>>, labels: Vec<f32>, features: usize) -> Result<Sequences> {
-        let first = inputs.first().map_or(0, Vec::len);
-        if features == 0 || first == 0 || !first.is_multiple_of(features) {
+        if inputs.is_empty() {
+            return Err(Error::BadInput("no sequences given".into()));
+        }
+        if features == 0 {
+            return Err(Error::BadInput(
+                "features must be at least 1 (values per step; 1 for token ids)".into(),
+            ));
+        }
+        let first = inputs[0].len();
+        if first == 0 || !first.is_multiple_of(features) {
             return Err(Error::BadInput(format!(
                 "sequence 0 has {first} values: sequences need at least one step of {features} features"
             )));
@@ -80,8 +88,15 @@ impl Sequences {
         labels: Vec<Vec<f32>>,
         features: usize,
     ) -> Result<Sequences> {
-        let flat: Vec<f32> = labels.concat();
-        let mut data = Sequences::new(inputs, flat, features)?;
+        if labels.len() != inputs.len() {
+            return Err(Error::BadInput(format!(
+                "{} rows of labels for {} sequences: give one row per sequence",
+                labels.len(),
+                inputs.len()
+            )));
+        }
+        // The inputs checked with a placeholder label each; the rows of labels below.
+        let mut data = Sequences::new(inputs, vec![0.0; labels.len()], features)?;
         if let Some(i) = labels.iter().position(|l| l.len() != data.steps) {
             return Err(Error::BadInput(format!(
                 "sequence {i} has {} labels for {} steps: give one per step",
@@ -89,6 +104,7 @@ impl Sequences {
                 data.steps
             )));
         }
+        data.labels = labels.concat();
         data.per_step = true;
         Ok(data)
     }
@@ -149,16 +165,27 @@ impl Sequences {
 
     /// `epochs` passes over the sequences in batches of `batch`, shuffled each epoch from
     /// `seed`; a last batch smaller than `batch` is left out, since a training plan is
-    /// for one batch size.
+    /// for one batch size. A `batch` of 0, or of more sequences than there are, gives one
+    /// error instead of no batch at all.
     pub fn batches(
         &self,
         batch: usize,
         epochs: usize,
         seed: u64,
     ) -> impl Iterator<Item = Result<Batch>> + '_ {
+        let refused = match batch {
+            0 => Some("a batch of 0 sequences: a batch needs at least 1".to_string()),
+            b if b > self.len() => Some(format!(
+                "a batch of {b} sequences, and there are only {} sequences: no batch would be made",
+                self.len()
+            )),
+            _ => None,
+        }
+        .map(|m| Err(Error::BadInput(m)));
+        let epochs = if refused.is_some() { 0 } else { epochs };
         let mut rng = Rng::new(seed);
         let per_epoch = self.len() / batch.max(1);
-        (0..epochs).flat_map(move |_| {
+        refused.into_iter().chain((0..epochs).flat_map(move |_| {
             let mut order: Vec<usize> = (0..self.len()).collect();
             for i in (1..order.len()).rev() {
                 order.swap(i, rng.int_inclusive(0, i));
@@ -166,6 +193,6 @@ impl Sequences {
             (0..per_epoch)
                 .map(|k| self.batch(&order[k * batch..(k + 1) * batch]))
                 .collect::<Vec<_>>()
-        })
+        }))
     }
 }

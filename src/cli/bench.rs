@@ -6,7 +6,8 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::{BuiltinTask, OptimConfig, ParamStore};
+use tensorfit::host_budget::init_params;
+use tensorfit::nn::{BuiltinTask, OptimConfig};
 
 use super::{
     at_least_one, begin, check_task_length, request, summary, DeviceArgs, Exit, JobMode, ModelArg,
@@ -43,7 +44,7 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
     let job = a.mode.job(a.batch, a.seq_len);
     let flops = job.model_flops(&cfg, tbptt);
     let req = request(cfg.clone(), job, tbptt, OptimConfig::default(), &a.dev)?;
-    let params = ParamStore::init(&cfg, UNTRAINED_SEED)?;
+    let params = init_params(&cfg, UNTRAINED_SEED)?;
     let mut session = begin(&req, &params, a.json)?;
     let data = BuiltinTask::for_model(&cfg, BENCH_DATA_SEED)?.batch(a.batch, a.seq_len)?;
     let train = a.mode == JobMode::Train;

@@ -15,9 +15,10 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::data::split;
 use tensorfit::distributed::Ranks;
+use tensorfit::host_budget::init_params;
 use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::optim::ScheduleState;
-use tensorfit::nn::{CarriedState, Checkpoint, Job, ParamStore, RunSettings};
+use tensorfit::nn::{CarriedState, Checkpoint, Job, RunSettings};
 use tensorfit::session::Session;
 
 use super::curves::{write_curves, CURVES_FILE};
@@ -264,7 +265,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     );
     let params = match init {
         Some(p) => p,
-        None => ParamStore::init(&cfg, a.seed)?,
+        None => init_params(&cfg, a.seed)?,
     };
     let mut session = begin(&req, &params, a.json)?;
     ranks::choose_all_reduce(&mut ranks, &session, a.json)?;

@@ -11,8 +11,9 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::distributed::Ranks;
+use tensorfit::host_budget::init_params;
 use tensorfit::nn::atomic_file::{check_writable, same_file};
-use tensorfit::nn::{BuiltinTask, Checkpoint, Job, ParamStore, RunSettings, TbpttMode};
+use tensorfit::nn::{BuiltinTask, Checkpoint, Job, RunSettings, TbpttMode};
 use tensorfit::session::Session;
 use tensorfit::{Model, Training};
 
@@ -235,7 +236,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
-        None => ParamStore::init(&cfg, settings.seed)?,
+        None => init_params(&cfg, settings.seed)?,
     };
     let training = Training {
         tbptt: settings.tbptt,

@@ -21,14 +21,26 @@ impl HostTensor {
 
     /// Wraps `data`, checking that its length matches `shape`.
     pub fn new(shape: impl Into<Shape>, data: Vec<f32>) -> Result<Self> {
-        let shape = shape.into();
-        if shape.numel() != data.len() {
-            return Err(Error::input(format!(
-                "{} values do not fill a tensor of shape {shape}",
-                data.len()
-            )));
+        let t = HostTensor {
+            shape: shape.into(),
+            data,
+        };
+        t.check_filled("a tensor")?;
+        Ok(t)
+    }
+
+    /// Checks that the values fill the shape, as [`HostTensor::new`] does: the fields are
+    /// public, so a tensor built from them may not (and a kernel would read past its
+    /// values). `what` names the tensor in the error.
+    pub fn check_filled(&self, what: &str) -> Result<()> {
+        if self.shape.numel() == self.data.len() {
+            return Ok(());
         }
-        Ok(HostTensor { shape, data })
+        Err(Error::input(format!(
+            "{} values do not fill {what} of shape {}",
+            self.data.len(),
+            self.shape
+        )))
     }
 
     pub fn numel(&self) -> usize {

@@ -69,6 +69,17 @@ pub(crate) fn val_count(n: u64, val_fraction: f64) -> Result<u64> {
     Ok((n as f64 * val_fraction).round() as u64)
 }
 
+/// Refuses an index of `indices` that is not one of the `n` sequences of the data: the
+/// readers find a sequence's place in their file by it.
+fn check_indices(indices: &[usize], n: usize) -> Result<()> {
+    match indices.iter().find(|&&i| i >= n) {
+        Some(i) => Err(DataError::Settings(format!(
+            "sequence {i} is not in the data ({n} sequences)"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Splits sequences `0..n` into (training, validation): `val_fraction` of them, chosen
 /// from `seed`, validate; both lists in file order.
 pub fn split(n: usize, val_fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>)> {
@@ -98,6 +109,7 @@ pub fn epoch_order(
     if settings.batch == 0 || settings.group == 0 {
         return Err(DataError::Settings("batch and group are at least 1".into()));
     }
+    check_indices(indices, source.lengths().len())?;
     if let Some(streams) = source.streams() {
         return Ok(stream_batches(indices, streams));
     }
@@ -146,15 +158,10 @@ pub fn same_length_batches(
     if batch == 0 {
         return Err(DataError::Settings("batch is at least 1".into()));
     }
+    check_indices(indices, lengths.len())?;
     let mut by_length: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
     for &i in indices {
-        let len = *lengths.get(i).ok_or_else(|| {
-            DataError::Settings(format!(
-                "sequence {i} is not in the data ({} sequences)",
-                lengths.len()
-            ))
-        })?;
-        by_length.entry(len).or_default().push(i);
+        by_length.entry(lengths[i]).or_default().push(i);
     }
     let mut groups: Vec<Vec<usize>> = by_length.into_values().collect();
     if let Some(seed) = shuffle_seed {
@@ -188,12 +195,7 @@ pub fn length_grouped_batches(
     if batch == 0 || group == 0 {
         return Err(DataError::Settings("batch and group are at least 1".into()));
     }
-    if let Some(&i) = indices.iter().find(|&&i| i >= lengths.len()) {
-        return Err(DataError::Settings(format!(
-            "sequence {i} is not in the data ({} sequences)",
-            lengths.len()
-        )));
-    }
+    check_indices(indices, lengths.len())?;
     let mut order = indices.to_vec();
     let mut rng = shuffle_seed.map(Rng::new);
     let group = match rng.as_mut() {
@@ -278,6 +280,14 @@ impl Batches {
         order: Vec<Vec<usize>>,
         read_ahead: usize,
     ) -> Result<Batches> {
+        for (k, batch) in order.iter().enumerate() {
+            if batch.is_empty() {
+                return Err(DataError::Settings(format!(
+                    "batch {k} of the order has no sequences"
+                )));
+            }
+            check_indices(batch, source.lengths().len())?;
+        }
         let mut reader = source.reader()?;
         let continues = source.streams().is_some();
         // Never more batches ahead than there are (the channel allocates its bound).

@@ -20,6 +20,7 @@ pub(crate) fn check_batch(
     x: &HostTensor,
     labels: &[f32],
 ) -> Result<(usize, usize)> {
+    x.check_filled("the input")?;
     let d = x.shape.dims();
     let (fits, expected) = match model.input {
         InputSpec::Dense { features } => (

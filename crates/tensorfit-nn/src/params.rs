@@ -81,6 +81,7 @@ impl ParamStore {
         let specs = model.param_specs()?;
         for spec in &specs {
             let t = self.require(&spec.name)?;
+            t.check_filled(&format!("tensor `{}`", spec.name))?;
             if t.shape != spec.shape {
                 return Err(Error::input(format!(
                     "tensor `{}` has shape {}, the model needs {}",
