@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{job, plan_json, succeed, tensorfit_command};
+use common::{job, json, plan_json, succeed, tensorfit_command};
 
 #[test]
 fn the_largest_batch_fits_and_one_more_does_not_on_a_plain_plan() {
@@ -62,15 +62,24 @@ fn the_largest_length_table_names_each_device_and_strategy() {
 }
 
 #[test]
-fn a_device_too_small_for_any_job_says_none() {
-    let v = plan_json(&job(
+fn a_device_too_small_for_any_job_says_none_and_exits_2_as_plan_does() {
+    let mut args = vec!["plan", "--json"];
+    args.extend(job(
         "infer",
         "4",
         "50",
         &["--assume", "cpu=1MiB", "--max-batch"],
     ));
+    let out = tensorfit_command().args(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let v = json(&out);
     let rows = v["rows"].as_array().unwrap();
     assert!(rows.iter().all(|r| r["largest"].is_null()), "{v}");
+    // The table says the same, with the same exit.
+    args.retain(|a| *a != "--json");
+    let out = tensorfit_command().args(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("none"));
 }
 
 #[test]

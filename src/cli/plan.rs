@@ -296,6 +296,12 @@ fn plot(decision: &Decision, mode: &str, path: &Path) -> Result<()> {
 fn largest(req: &Request, found: &[DeviceStatus], dim: Dim, json_out: bool) -> Result<Exit> {
     let t = Instant::now();
     let (rows, unavailable) = largest_jobs(req, found, dim)?;
+    // As a plain plan: exit 2 when not even the smallest job fits anywhere.
+    let exit = if rows.iter().any(|r| r.largest.is_some()) {
+        Exit::Success
+    } else {
+        Exit::NothingFits
+    };
     if json_out {
         outln!(
             "{}",
@@ -305,7 +311,7 @@ fn largest(req: &Request, found: &[DeviceStatus], dim: Dim, json_out: bool) -> R
                 "unavailable": unavailable.iter().map(|(d, w)| json!({"device": d, "reason": w})).collect::<Vec<_>>(),
             })
         );
-        return Ok(Exit::Success);
+        return Ok(exit);
     }
     let w = rows
         .iter()
@@ -353,5 +359,5 @@ fn largest(req: &Request, found: &[DeviceStatus], dim: Dim, json_out: bool) -> R
         rows.len(),
         format_seconds(t.elapsed().as_secs_f64())
     );
-    Ok(Exit::Success)
+    Ok(exit)
 }
