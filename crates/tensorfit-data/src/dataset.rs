@@ -190,5 +190,11 @@ pub trait Source: Send + Sync + std::fmt::Debug {
 
 /// Reads sequences of a [`Source`] by index.
 pub trait Reader: Send {
+    /// Sequence `index` of the source.
+    ///
+    /// # Panics
+    /// If `index` is not below the number of the source's sequences
+    /// ([`Source::lengths`]), as a slice does: the batchers ([`crate::epoch_order`],
+    /// [`crate::Batches::in_order`]) check their indices first and return an error.
     fn read(&mut self, index: usize) -> Result<Example>;
 }
