@@ -16,8 +16,8 @@ use tensorfit::core::rows::IGNORE_LABEL;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
     length_grouped_batches, max_batch_bytes, open, padded_steps, stream_batches, Batch,
-    BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Dataset, Inputs, LabelsPer,
-    Opened, ReadSettings, Source, Targets, TooLong, TsvData, Values,
+    BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Dataset, Inputs, Labels,
+    LabelsPer, Opened, ReadSettings, Source, Targets, TooLong, TsvData, Values,
 };
 use tensorfit::nn::{HeadOn, InputSpec, LossSpec, ModelDescription};
 
@@ -140,10 +140,19 @@ impl DataArgs {
         read_settings(cfg, self.max_seq_len, self.cut_long)
     }
 
-    /// Opens and scans `--data` (if given), checked against `cfg`; a text with `vocab`
-    /// (a checkpoint's) if given.
-    pub fn open(&self, cfg: &ModelDescription, vocab: Option<&TextVocab>) -> Result<Option<Files>> {
-        let files = self.source.open(cfg, &self.read_settings(cfg), vocab)?;
+    /// Opens and scans `--data` (if given), checked against `cfg`, its labels read or
+    /// ignored as `labels` says; a text with `vocab` (a checkpoint's) if given.
+    pub fn open(
+        &self,
+        cfg: &ModelDescription,
+        labels: Labels,
+        vocab: Option<&TextVocab>,
+    ) -> Result<Option<Files>> {
+        let settings = ReadSettings {
+            labels,
+            ..self.read_settings(cfg)
+        };
+        let files = self.source.open(cfg, &settings, vocab)?;
         if let Some(f) = files
             .as_ref()
             .filter(|f| self.reset_state && f.text.is_none())
@@ -160,7 +169,8 @@ impl DataArgs {
     }
 }
 
-/// Read settings for `cfg`: a label at or above its classes is refused with its place.
+/// Read settings for `cfg`: labels required, and one at or above its classes refused with
+/// its place.
 pub fn read_settings(
     cfg: &ModelDescription,
     max_seq_len: Option<usize>,
@@ -174,6 +184,7 @@ pub fn read_settings(
         },
         max_seq_len,
         too_long: if cut { TooLong::Cut } else { TooLong::Refuse },
+        labels: Labels::Required,
     }
 }
 
@@ -283,6 +294,16 @@ pub fn per_step_labels(path: &Path, per: LabelsPer, cfg: &ModelDescription) -> R
             "{shown}: one label per sequence, and the model's head is on every step: give it `on = \"last\"` in `[head]`"
         ),
     }
+}
+
+/// Labels ignored (`predict --data`): a file may have none, and each sequence carries
+/// placeholders laid out as `cfg`'s head reads them (one per step on every step).
+pub fn ignored_labels(cfg: &ModelDescription) -> Labels {
+    let per = match cfg.head.on {
+        HeadOn::EveryStep => LabelsPer::Step,
+        HeadOn::LastStep => LabelsPer::Sequence,
+    };
+    Labels::Ignored { per }
 }
 
 /// Refuses data the model cannot take, naming the file and the model's figure.

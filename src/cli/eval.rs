@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
+use tensorfit::data::Labels;
 use tensorfit::nn::{BuiltinTask, Job, ModelDescription, ParamStore};
 use tensorfit::session::format_seconds;
 
@@ -85,6 +86,7 @@ fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Resul
     let (files, order, mut session) = files_eval::start(
         &a.data,
         (cfg, params, a.checkpoint.as_deref()),
+        Labels::Required,
         a.batch,
         &a.dev,
         a.json,

@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::core::HostTensor;
+use tensorfit::data::Labels;
 use tensorfit::nn::atomic_file::write_atomic;
 use tensorfit::nn::{CarriedState, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::Session;
@@ -71,18 +72,32 @@ pub fn eval_job(batch: usize, seq_len: usize) -> Job {
     Job::Eval { batch, seq_len }
 }
 
-/// Opens `--data` for `cfg` and starts the inference session of its first batch: the
-/// file, its batches (grouped by length, in increasing length) and the session. A text is
-/// read with the vocabulary of `checkpoint` when it has one.
+/// Opens `--data` for `cfg`, its labels read or ignored as `labels` says, and starts the
+/// inference session of its first batch: the file, its batches (grouped by length, in
+/// increasing length) and the session. A text is read with the vocabulary of
+/// `checkpoint` when it has one.
 pub fn start(
     data: &DataArgs,
     (cfg, params, checkpoint): (ModelDescription, &ParamStore, Option<&Path>),
+    labels: Labels,
     batch: usize,
     dev: &DeviceArgs,
     quiet: bool,
 ) -> Result<(Files, Vec<Vec<usize>>, Session)> {
     let vocab = data_vocab::of_checkpoint(checkpoint, data.path())?;
-    let Some(files) = data.open(&cfg, vocab.as_ref()).context("--data")? else {
+    let opened = data.open(&cfg, labels, vocab.as_ref());
+    let long_csv = data
+        .path()
+        .is_some_and(|p| !p.is_dir() && p.extension().is_some_and(|e| e == "csv"));
+    let opened = match labels {
+        // A long CSV's last column cannot be told from a feature, so it is read even when
+        // labels are ignored.
+        Labels::Ignored { .. } if long_csv => opened.context(
+            "--data: a long CSV keeps its label column even to predict (sequence,step,f1,...,fk,label; any class the model knows, it is not used)",
+        ),
+        _ => opened.context("--data"),
+    };
+    let Some(files) = opened? else {
         bail!("--data is missing");
     };
     // A text: each row of a batch reads a contiguous part of it.

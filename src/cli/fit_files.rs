@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
-use tensorfit::data::split;
+use tensorfit::data::{split, Labels};
 use tensorfit::distributed::Ranks;
 use tensorfit::host_budget::init_params;
 use tensorfit::nn::atomic_file::check_writable;
@@ -104,7 +104,11 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         }
         (None, None) => (a.model.load()?.model, None, None),
     };
-    let Some(files) = a.data.open(&cfg, vocab.as_ref()).context("--data")? else {
+    let Some(files) = a
+        .data
+        .open(&cfg, Labels::Required, vocab.as_ref())
+        .context("--data")?
+    else {
         bail!("--data is missing");
     };
     // A text: each row of a batch reads a contiguous part of it, and the last

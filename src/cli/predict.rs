@@ -12,7 +12,7 @@ use tensorfit::nn::safetensors_file::SafetensorsFile;
 use tensorfit::nn::{InputSpec, Job, ModelDescription, ParamStore};
 use tensorfit::plan::format_bytes;
 
-use super::data_args::DataArgs;
+use super::data_args::{ignored_labels, DataArgs};
 use super::files_eval;
 use super::{
     at_least_one, load_model, open, print_memory, refuse_overwriting, summary, DeviceArgs, Exit,
@@ -127,9 +127,11 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
 
 /// `predict --data`: every sequence of the file, in padded batches grouped by length.
 fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
+    let labels = ignored_labels(&cfg);
     let (files, order, mut session) = files_eval::start(
         &a.data,
         (cfg, params, Some(a.checkpoint.as_path())),
+        labels,
         a.batch,
         &a.dev,
         a.json,

@@ -6,6 +6,9 @@
 //!
 //! The scan parses every file once (so bad data fails before training starts) and keeps
 //! only each sequence's length; the reader parses a file again when its sequence is read.
+//!
+//! With labels ignored (`Labels::Ignored`, for prediction) the label directory need not
+//! exist and is not read: each sequence carries placeholder labels.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -21,17 +24,22 @@ use crate::fields::{fields, is_header, parse_label, parse_value, LabelColumn, Li
 #[derive(Debug, Clone)]
 pub struct CsvSequenceDir {
     scanned: Scanned,
-    /// (feature file, label file) of each sequence, ordered by number.
-    files: Arc<[(PathBuf, PathBuf)]>,
+    /// (feature file, label file) of each sequence, ordered by number; no label file
+    /// with labels ignored.
+    files: Arc<[(PathBuf, Option<PathBuf>)]>,
     numbers: Arc<[u64]>,
     features: usize,
     settings: ReadSettings,
 }
 
 impl CsvSequenceDir {
-    /// Scans `features` and `labels` (directories of numbered files).
+    /// Scans `features` and `labels` (directories of numbered files; `labels` is not
+    /// read with labels ignored).
     pub fn open(features: &Path, labels: &Path, settings: &ReadSettings) -> Result<Self> {
         let feature_files = numbered_files(features)?;
+        if let Some(per) = settings.ignored_labels() {
+            return Self::unlabelled(features, feature_files, per, settings);
+        }
         let label_files = numbered_files(labels)?;
         for (number, path) in &feature_files {
             if !label_files.contains_key(number) {
@@ -91,7 +99,7 @@ impl CsvSequenceDir {
             }
             largest = largest.max(column.largest());
             lengths.push(settings.admit(steps, || Place::file(feature_path))?);
-            files.push((feature_path.clone(), label_path.clone()));
+            files.push((feature_path.clone(), Some(label_path.clone())));
         }
         let (features_per_step, labels_per) = match (first, labels_per) {
             (Some((f, _)), Some((l, _))) => (f, l),
@@ -115,6 +123,41 @@ impl CsvSequenceDir {
             files: files.into(),
             numbers: feature_files.keys().copied().collect(),
             features: features_per_step,
+            settings: settings.clone(),
+        })
+    }
+
+    /// The feature files alone, each sequence's labels placeholders laid out `per`.
+    fn unlabelled(
+        features: &Path,
+        feature_files: BTreeMap<u64, PathBuf>,
+        per: LabelsPer,
+        settings: &ReadSettings,
+    ) -> Result<Self> {
+        let mut first: Option<(usize, PathBuf)> = None;
+        let mut lengths = Vec::with_capacity(feature_files.len());
+        for feature_path in feature_files.values() {
+            let expected = first.as_ref().map(|(f, p)| (*f, p.as_path()));
+            let (steps, width) = parse_steps(feature_path, expected, 0, &mut Vec::new())?;
+            first.get_or_insert_with(|| (width, feature_path.clone()));
+            lengths.push(settings.admit(steps, || Place::file(feature_path))?);
+        }
+        let Some((width, _)) = first else {
+            return Err(DataError::Empty {
+                path: features.to_path_buf(),
+                what: "no feature files",
+            });
+        };
+        Ok(CsvSequenceDir {
+            scanned: Scanned::new(
+                Inputs::Dense { features: width },
+                settings.targets(None),
+                per,
+                lengths,
+            ),
+            files: feature_files.values().map(|p| (p.clone(), None)).collect(),
+            numbers: feature_files.keys().copied().collect(),
+            features: width,
             settings: settings.clone(),
         })
     }
@@ -148,7 +191,15 @@ impl Reader for CsvSequenceDir {
         let features = self.features;
         let mut x = Vec::with_capacity(len * features);
         parse_steps(feature_path, Some((features, feature_path)), len, &mut x)?;
-        let keep = match self.scanned.dataset.labels_per {
+        let per = self.scanned.dataset.labels_per;
+        let Some(label_path) = label_path else {
+            return Ok(Example {
+                len,
+                inputs: Values::F32(x),
+                labels: self.settings.placeholder_labels(per, len),
+            });
+        };
+        let keep = match per {
             LabelsPer::Sequence => 1,
             LabelsPer::Step => len,
         };

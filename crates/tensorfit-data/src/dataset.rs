@@ -119,6 +119,19 @@ pub enum TooLong {
     Cut,
 }
 
+/// Whether a file's labels are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Labels {
+    /// Every sequence has labels; they are checked and read (training, evaluation).
+    #[default]
+    Required,
+    /// Labels are neither needed nor read (prediction): a file may have none, those it
+    /// has are not checked, and each sequence carries placeholder labels laid out `per`
+    /// sequence or step (the model's head decides), class 0 or 0.0, which nothing reads.
+    /// They are the size real labels would be, so a batch's bytes do not change.
+    Ignored { per: LabelsPer },
+}
+
 /// Settings every reader takes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ReadSettings {
@@ -130,6 +143,8 @@ pub struct ReadSettings {
     /// Longest sequence accepted; `None`: no limit.
     pub max_seq_len: Option<usize>,
     pub too_long: TooLong,
+    /// Whether labels are required and read, or ignored.
+    pub labels: Labels,
 }
 
 impl ReadSettings {
@@ -148,6 +163,29 @@ impl ReadSettings {
                 }),
             },
             _ => Ok(len),
+        }
+    }
+
+    /// With labels ignored, the layout of the placeholder labels; `None` when they are read.
+    pub(crate) fn ignored_labels(&self) -> Option<LabelsPer> {
+        match self.labels {
+            Labels::Required => None,
+            Labels::Ignored { per } => Some(per),
+        }
+    }
+
+    /// The placeholder labels of a sequence of `len` steps laid out `per` sequence or step
+    /// ([`Labels::Ignored`]): class 0, or 0.0 for a regression. Nothing reads them; they
+    /// fill the batch's label rows so its shape and bytes are those of labelled data.
+    pub(crate) fn placeholder_labels(&self, per: LabelsPer, len: usize) -> Values {
+        let count = match per {
+            LabelsPer::Sequence => 1,
+            LabelsPer::Step => len,
+        };
+        if self.regression {
+            Values::F32(vec![0.0; count])
+        } else {
+            Values::Ids(vec![0; count])
         }
     }
 

@@ -40,8 +40,8 @@ pub use batch::{max_batch_bytes, Batch, BatchInputs, InputBuffers};
 pub use csv_dir::CsvSequenceDir;
 pub use csv_long::LongCsv;
 pub use dataset::{
-    Dataset, Example, Inputs, LabelsPer, ReadSettings, Reader, Scanned, Source, Targets, TooLong,
-    Values,
+    Dataset, Example, Inputs, Labels, LabelsPer, ReadSettings, Reader, Scanned, Source, Targets,
+    TooLong, Values,
 };
 pub use error::{DataError, Place, Result};
 pub use pipeline::{

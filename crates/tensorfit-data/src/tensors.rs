@@ -1,7 +1,8 @@
 //! Tensor files (safetensors, `.npy` inside an `.npz`): `input` [N, T, F] (floats) or
 //! `tokens` [N, T] (integers); `labels` [N] or [N, T], class ids (integers) or, read as
 //! regression, f32 targets; optional `lengths` [N] (the steps of each sequence that are
-//! real; the rest is padding). The scan reads the file once, a sequence at a time, to
+//! real; the rest is padding). With labels ignored (`Labels::Ignored`, for prediction)
+//! `labels` may be absent and is not read when present. The scan reads the file once, a sequence at a time, to
 //! check every value; the reader seeks to a sequence's rows.
 
 use std::fs::File;
@@ -18,7 +19,8 @@ use crate::error::{DataError, Place, Result};
 pub struct TensorData {
     path: PathBuf,
     inputs: Array,
-    labels: Array,
+    /// None with labels ignored: the reader gives placeholders.
+    labels: Option<Array>,
     scanned: Scanned,
     /// Steps per sequence in the file (T).
     steps: usize,
@@ -42,9 +44,12 @@ impl TensorData {
                 )))
             }
         };
-        let labels = all
-            .remove("labels")
-            .ok_or_else(|| bad(format!("has no `labels` (it has {})", names)))?;
+        let ignored = settings.ignored_labels();
+        let no_labels = || bad(format!("has no `labels` (it has {})", names));
+        let labels = match ignored {
+            Some(_) => None,
+            None => Some(all.remove("labels").ok_or_else(no_labels)?),
+        };
         let (n, steps, width) = match (tokens, inputs.shape.as_slice()) {
             (false, &[n, t, f]) if inputs.dtype.is_float() => (n, t, f),
             (true, &[n, t]) if !inputs.dtype.is_float() => (n, t, 1),
@@ -66,16 +71,18 @@ impl TensorData {
                 what: "an input tensor with no values",
             });
         }
-        let labels_per = match labels.shape.as_slice() {
-            [m] if *m == n => LabelsPer::Sequence,
-            [m, t] if *m == n && *t == steps => LabelsPer::Step,
-            s => return Err(bad(format!("`labels` has shape {s:?}; expected [{n}] (one per sequence) or [{n}, {steps}] (one per step)"))),
+        let labels_per = match (&labels, ignored) {
+            (_, Some(per)) => per,
+            (Some(labels), None) => labels_per(labels, n, steps, &bad)?,
+            (None, None) => return Err(no_labels()),
         };
-        if labels.dtype.is_float() && !settings.regression {
-            return Err(DataError::LabelKind {
-                place: Place::file(path),
-                message: format!("`labels` holds {:?} values, not class ids (integers); f32 targets are read as regression", labels.dtype),
-            });
+        if let Some(l) = labels.as_ref().filter(|l| l.dtype.is_float()) {
+            if !settings.regression {
+                return Err(DataError::LabelKind {
+                    place: Place::file(path),
+                    message: format!("`labels` holds {:?} values, not class ids (integers); f32 targets are read as regression", l.dtype),
+                });
+            }
         }
         let mut file = File::open(path).map_err(DataError::io(path))?;
         let mut buf = Vec::new();
@@ -107,11 +114,13 @@ impl TensorData {
             if let Values::Ids(ids) = &x {
                 largest_token = largest_token.max(ids.iter().copied().max().unwrap_or(0));
             }
-            let (start, count) = label_range(labels_per, i, steps, len);
-            if let Values::Ids(ids) =
-                read_labels(&labels, settings, &mut file, start, count, &mut buf)?
-            {
-                largest_label = largest_label.max(ids.iter().copied().max());
+            if let Some(labels) = &labels {
+                let (start, count) = label_range(labels_per, i, steps, len);
+                if let Values::Ids(ids) =
+                    read_labels(labels, settings, &mut file, start, count, &mut buf)?
+                {
+                    largest_label = largest_label.max(ids.iter().copied().max());
+                }
             }
             *full = settings.admit(len, || Place::byte(path, inputs.byte_of(i * steps * width)))?;
         }
@@ -145,6 +154,21 @@ fn all_names(all: &std::collections::BTreeMap<String, Array>) -> String {
         "no tensors".into()
     } else {
         names.join(", ")
+    }
+}
+
+/// Whether `labels` holds one label per sequence or one per step of `n` sequences of
+/// `steps`.
+fn labels_per(
+    labels: &Array,
+    n: usize,
+    steps: usize,
+    bad: &impl Fn(String) -> DataError,
+) -> Result<LabelsPer> {
+    match labels.shape.as_slice() {
+        [m] if *m == n => Ok(LabelsPer::Sequence),
+        [m, t] if *m == n && *t == steps => Ok(LabelsPer::Step),
+        s => Err(bad(format!("`labels` has shape {s:?}; expected [{n}] (one per sequence) or [{n}, {steps}] (one per step)"))),
     }
 }
 
@@ -273,19 +297,25 @@ impl Reader for TensorReader {
             len * d.width,
             &mut self.buf,
         )?;
-        let (start, count) = label_range(d.scanned.dataset.labels_per, index, d.steps, len);
+        let per = d.scanned.dataset.labels_per;
         let settings = ReadSettings {
             regression: d.scanned.dataset.targets == Targets::Values,
             ..ReadSettings::default()
         };
-        let labels = read_labels(
-            &d.labels,
-            &settings,
-            &mut self.file,
-            start,
-            count,
-            &mut self.buf,
-        )?;
+        let labels = match &d.labels {
+            Some(labels) => {
+                let (start, count) = label_range(per, index, d.steps, len);
+                read_labels(
+                    labels,
+                    &settings,
+                    &mut self.file,
+                    start,
+                    count,
+                    &mut self.buf,
+                )?
+            }
+            None => settings.placeholder_labels(per, len),
+        };
         Ok(Example {
             len,
             inputs,

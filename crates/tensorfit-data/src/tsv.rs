@@ -2,6 +2,10 @@
 //! are the tokens (ids of a [`CharVocab`]) and the label is a class (an id of a
 //! [`LabelVocab`], labels numbered in sorted order). The scan keeps each line's offset
 //! and length; the reader seeks to a line and reads it again.
+//!
+//! With labels ignored (`Labels::Ignored`, for prediction) a line is `text` alone or
+//! `label<TAB>text` with any label: a line with a TAB is still label<TAB>text (the label
+//! is skipped, not checked), a line without one is all text.
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -25,12 +29,15 @@ pub struct TsvData {
     lines: Arc<[(u64, usize)]>,
     chars: CharVocab,
     labels: LabelVocab,
+    /// With labels ignored, the layout of the placeholder labels the reader gives.
+    ignored: Option<LabelsPer>,
 }
 
 impl TsvData {
     /// Scans `path`. With `vocabularies` (those of the training file, for a separate
     /// validation file) labels outside them are refused and unknown characters get id 0;
-    /// without, they are made from this file.
+    /// without, they are made from this file. With labels ignored, no label is checked
+    /// or collected (the label vocabulary is the given one, or empty).
     pub fn open(
         path: &Path,
         settings: &ReadSettings,
@@ -40,9 +47,12 @@ impl TsvData {
         let mut lines = Lines::new(BufReader::with_capacity(1 << 16, file), path, 0, 1);
         let (mut chars, mut labels) = (BTreeSet::new(), BTreeSet::new());
         let (mut lengths, mut index) = (Vec::new(), Vec::new());
+        let ignored = settings.ignored_labels();
         while let Some((number, offset, line)) = lines.next_nonblank()? {
-            let (label, text) = split(line, path, number)?;
-            if let Some((_, known)) = vocabularies {
+            let (label, text) = split(line, path, number, ignored.is_some())?;
+            if ignored.is_some() {
+                // No label to check or collect.
+            } else if let Some((_, known)) = vocabularies {
                 if known.id(label).is_none() {
                     return Err(DataError::LabelOutOfRange {
                         place: Place::field(path, number, 1),
@@ -51,7 +61,9 @@ impl TsvData {
                     });
                 }
             }
-            labels.insert(label.to_string());
+            if ignored.is_none() {
+                labels.insert(label.to_string());
+            }
             chars.extend(text.chars());
             let len = settings.admit(text.chars().count(), || Place::field(path, number, 2))?;
             lengths.push(len);
@@ -72,7 +84,7 @@ impl TsvData {
             Targets::Classes {
                 classes: labels.len(),
             },
-            LabelsPer::Sequence,
+            ignored.unwrap_or(LabelsPer::Sequence),
             lengths,
         );
         Ok(TsvData {
@@ -81,6 +93,7 @@ impl TsvData {
             lines: index.into(),
             chars,
             labels,
+            ignored,
         })
     }
 
@@ -93,14 +106,24 @@ impl TsvData {
     }
 }
 
-/// `label<TAB>text`, the text not empty.
-fn split<'l>(line: &'l str, path: &Path, number: usize) -> Result<(&'l str, &'l str)> {
-    let (label, text) = line.split_once('\t').ok_or_else(|| {
-        DataError::format(
-            Place::line(path, number),
-            "no TAB between the label and the text (a line is label<TAB>text)",
-        )
-    })?;
+/// `label<TAB>text`, the text not empty; with `unlabelled` allowed, a line without a TAB
+/// is all text (and its label empty).
+fn split<'l>(
+    line: &'l str,
+    path: &Path,
+    number: usize,
+    unlabelled: bool,
+) -> Result<(&'l str, &'l str)> {
+    let (label, text) = match line.split_once('\t') {
+        Some(parts) => parts,
+        None if unlabelled => ("", line),
+        None => {
+            return Err(DataError::format(
+                Place::line(path, number),
+                "no TAB between the label and the text (a line is label<TAB>text)",
+            ))
+        }
+    };
     if text.is_empty() {
         return Err(DataError::format(
             Place::field(path, number, 2),
@@ -140,8 +163,15 @@ impl Reader for TsvReader {
             .map_err(DataError::io(&d.path))?;
         let mut lines = Lines::new(BufReader::new(&mut self.file), &d.path, offset, number);
         let (_, _, line) = lines.next_line()?.unwrap_or_default();
-        let (label, text) = split(line, &d.path, number)?;
+        let (label, text) = split(line, &d.path, number, d.ignored.is_some())?;
         let tokens: Vec<u32> = text.chars().take(len).map(|c| d.chars.id(c)).collect();
+        if let Some(per) = d.ignored {
+            return Ok(Example {
+                len,
+                inputs: Values::Ids(tokens),
+                labels: ReadSettings::default().placeholder_labels(per, len),
+            });
+        }
         let class = d.labels.id(label).ok_or_else(|| {
             DataError::format(
                 Place::line(&d.path, number),
