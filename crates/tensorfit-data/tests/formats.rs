@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tensorfit_data::{
-    open, CharCorpus, CharVocab, CharWindows, CsvSequenceDir, Inputs, LabelsPer, LongCsv, Opened,
-    ReadSettings, Source, Targets, TensorData, TsvData, Values,
+    open, CharCorpus, CharVocab, CharWindows, CsvSequenceDir, Inputs, Labels, LabelsPer, LongCsv,
+    Opened, ReadSettings, Source, Targets, TensorData, TsvData, Values,
 };
 use tensorfit_testing::repo_file;
 
@@ -109,6 +109,28 @@ fn a_lone_npy_is_an_array_named_by_its_file() {
     let err = TensorData::open(&example("input.npy"), &ReadSettings::default()).unwrap_err();
     // input.npy holds only `input` (named by the file stem), so the labels are missing.
     assert!(err.to_string().contains("has no `labels`"), "{err}");
+}
+
+#[test]
+fn with_labels_ignored_a_file_without_them_reads_with_placeholders_laid_out_as_asked() {
+    for (per, regression, want) in [
+        (LabelsPer::Sequence, false, Values::Ids(vec![0])),
+        (LabelsPer::Step, false, Values::Ids(vec![0; 9])),
+        (LabelsPer::Sequence, true, Values::F32(vec![0.0])),
+    ] {
+        let settings = ReadSettings {
+            labels: Labels::Ignored { per },
+            regression,
+            classes: (!regression).then_some(3),
+            ..ReadSettings::default()
+        };
+        let data = TensorData::open(&example("input.npy"), &settings).unwrap();
+        let d = data.dataset();
+        assert_eq!((d.labels_per, d.sequences), (per, 12));
+        let example = data.reader().unwrap().read(0).unwrap();
+        assert_eq!(example.labels, want, "{per:?}, regression {regression}");
+        assert_eq!(example.inputs.len(), 9 * 3);
+    }
 }
 
 #[test]
