@@ -33,6 +33,9 @@ pub struct DataSource {
     /// (`sequence,step,f1,…,fk,label`), or a `.tsv` of `label<TAB>text` lines (characters
     /// as tokens; the vocabulary is kept in the checkpoint). Sequences of different lengths are
     /// batched with others of similar length, padded to the batch's longest and masked.
+    /// `predict` needs no labels and reads none: tensors without `labels`, `features/`
+    /// without `labels/`, a `.tsv` of `text` lines (a line with a TAB is still
+    /// `label<TAB>text`); only a long CSV keeps its label column (any known class).
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
     /// Batches the background reader prepares ahead of the one in use; the host memory of

@@ -128,7 +128,9 @@ pub enum Labels {
     /// Labels are neither needed nor read (prediction): a file may have none, those it
     /// has are not checked, and each sequence carries placeholder labels laid out `per`
     /// sequence or step (the model's head decides), class 0 or 0.0, which nothing reads.
-    /// They are the size real labels would be, so a batch's bytes do not change.
+    /// They are the size real labels would be, so a batch's bytes do not change. A long
+    /// CSV reads its label column either way: its last column cannot be told from a
+    /// feature.
     Ignored { per: LabelsPer },
 }
 

@@ -65,8 +65,9 @@ pub enum Opened {
 }
 
 /// Opens `path` by its form: a directory holding `features/` and `labels/` (DL4J's
-/// layout); `.safetensors`, `.npy`, `.npz` (tensors); `.csv` (one long CSV); `.tsv`
-/// (`label<TAB>text`); anything else is a text corpus.
+/// layout; `labels/` is not read with labels ignored); `.safetensors`, `.npy`, `.npz`
+/// (tensors); `.csv` (one long CSV); `.tsv` (`label<TAB>text`); anything else is a text
+/// corpus.
 pub fn open(path: &Path, settings: &ReadSettings) -> Result<Opened> {
     if path.is_dir() {
         let source = CsvSequenceDir::open(&path.join("features"), &path.join("labels"), settings)?;
