@@ -11,7 +11,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::data_cli::train_on_data;
+use common::data_cli::{eval_args, train_on_data};
 use common::{arg, example_data, refused, scratch, succeed, tensorfit_command};
 use safetensors::tensor::TensorView;
 use safetensors::SafeTensors;
@@ -23,6 +23,15 @@ fn trained(name: &str, model: &str, data: &Path) -> (PathBuf, PathBuf) {
     let ck = dir.join("ck");
     train_on_data(["--model", arg(&example_data(model))], data, "1", &ck);
     (dir, ck)
+}
+
+/// [`trained`] on the example `data`, and the bits of the probabilities it predicts for
+/// that labelled file: what the unlabelled copies must give.
+fn labelled_run(name: &str, model: &str, data: &str) -> (PathBuf, PathBuf, Vec<u32>) {
+    let labelled = example_data(data);
+    let (dir, ck) = trained(name, model, &labelled);
+    let want = predicted_bits(&ck, &labelled, &dir.join("labelled.safetensors"));
+    (dir, ck, want)
 }
 
 /// The bits of the tensor `probabilities` that `predict --checkpoint ck --data data` wrote
@@ -64,9 +73,12 @@ fn copy_tensors(from: &Path, keep: &[&str], to: &Path) {
 
 #[test]
 fn predict_reads_tensor_files_without_labels_as_it_reads_them_with() {
+    let (dir, ck, want) = labelled_run(
+        "unlabelled-tensors",
+        "classify_model.toml",
+        "classify.safetensors",
+    );
     let labelled = example_data("classify.safetensors");
-    let (dir, ck) = trained("unlabelled-tensors", "classify_model.toml", &labelled);
-    let want = predicted_bits(&ck, &labelled, &dir.join("labelled.safetensors"));
     let unlabelled = dir.join("inputs.safetensors");
     copy_tensors(&labelled, &["input", "lengths"], &unlabelled);
     let got = predicted_bits(&ck, &unlabelled, &dir.join("unlabelled.safetensors"));
@@ -83,9 +95,8 @@ fn predict_reads_tensor_files_without_labels_as_it_reads_them_with() {
 
 #[test]
 fn predict_reads_a_tsv_of_text_alone_or_with_unknown_labels() {
+    let (dir, ck, want) = labelled_run("unlabelled-tsv", "reviews_model.toml", "reviews.tsv");
     let labelled = example_data("reviews.tsv");
-    let (dir, ck) = trained("unlabelled-tsv", "reviews_model.toml", &labelled);
-    let want = predicted_bits(&ck, &labelled, &dir.join("labelled.safetensors"));
     let lines = std::fs::read_to_string(&labelled).unwrap();
     // Every line's text alone; then the same lines under labels the model never saw.
     let (mut text, mut unknown) = (String::new(), String::new());
@@ -104,9 +115,8 @@ fn predict_reads_a_tsv_of_text_alone_or_with_unknown_labels() {
 
 #[test]
 fn predict_reads_a_dl4j_directory_without_labels() {
+    let (dir, ck, want) = labelled_run("unlabelled-dl4j", "classify_model.toml", "dl4j");
     let labelled = example_data("dl4j");
-    let (dir, ck) = trained("unlabelled-dl4j", "classify_model.toml", &labelled);
-    let want = predicted_bits(&ck, &labelled, &dir.join("labelled.safetensors"));
     let features = dir.join("data/features");
     std::fs::create_dir_all(&features).unwrap();
     for entry in std::fs::read_dir(labelled.join("features")).unwrap() {
@@ -124,15 +134,7 @@ fn eval_refuses_the_unlabelled_files_predict_reads_naming_the_missing_labels() {
     let unlabelled = dir.join("inputs.safetensors");
     copy_tensors(&labelled, &["input", "lengths"], &unlabelled);
     predicted_bits(&ck, &unlabelled, &dir.join("predicted.safetensors"));
-    let err = refused(&[
-        "eval",
-        "--checkpoint",
-        arg(&ck),
-        "--data",
-        arg(&unlabelled),
-        "--device",
-        "cpu",
-    ]);
+    let err = refused(&eval_args(&ck, &unlabelled));
     assert!(err.contains("has no `labels`"), "{err}");
 
     let (dir, ck) = trained(
@@ -143,15 +145,7 @@ fn eval_refuses_the_unlabelled_files_predict_reads_naming_the_missing_labels() {
     let tsv = dir.join("text.tsv");
     std::fs::write(&tsv, "loved it\n").unwrap();
     predicted_bits(&ck, &tsv, &dir.join("predicted.safetensors"));
-    let err = refused(&[
-        "eval",
-        "--checkpoint",
-        arg(&ck),
-        "--data",
-        arg(&tsv),
-        "--device",
-        "cpu",
-    ]);
+    let err = refused(&eval_args(&ck, &tsv));
     assert!(
         err.contains("no TAB between the label and the text"),
         "{err}"

@@ -32,20 +32,24 @@ pub fn train_on_data(from: [&str; 2], data: &Path, epochs: &str, ck: &Path) {
     );
 }
 
+/// The arguments of `eval --data data` of the checkpoint `ck` on the CPU.
+pub fn eval_args<'a>(ck: &'a Path, data: &'a Path) -> [&'a str; 7] {
+    [
+        "eval",
+        "--checkpoint",
+        arg(ck),
+        "--data",
+        arg(data),
+        "--device",
+        "cpu",
+    ]
+}
+
 /// `eval --data` of the checkpoint `ck` on the CPU, as its JSON line (`what` names the
 /// run in a failure).
 pub fn eval_on_data(ck: &Path, data: &Path, what: &str) -> Value {
     json(&succeed(
-        tensorfit_command().args([
-            "eval",
-            "--checkpoint",
-            arg(ck),
-            "--data",
-            arg(data),
-            "--device",
-            "cpu",
-            "--json",
-        ]),
+        tensorfit_command().args(eval_args(ck, data)).arg("--json"),
         what,
     ))
 }
