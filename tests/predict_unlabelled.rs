@@ -34,7 +34,7 @@ fn labelled_run(name: &str, model: &str, data: &str) -> (PathBuf, PathBuf, Vec<u
     (dir, ck, want)
 }
 
-/// The bits of the tensor `probabilities` that `predict --checkpoint ck --data data` wrote
+/// The bits of the tensor `probabilities` (a regression's `predictions`) that `predict --checkpoint ck --data data` wrote
 /// to `out` (a run that must succeed).
 fn predicted_bits(ck: &Path, data: &Path, out: &Path) -> Vec<u32> {
     succeed(
@@ -53,7 +53,11 @@ fn predicted_bits(ck: &Path, data: &Path, out: &Path) -> Vec<u32> {
     );
     let bytes = std::fs::read(out).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
-    let p = st.tensor("probabilities").unwrap();
+    // A classifier writes `probabilities`, a regression `predictions`.
+    let p = st
+        .tensor("probabilities")
+        .or_else(|_| st.tensor("predictions"))
+        .unwrap();
     p.data()
         .chunks_exact(4)
         .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
@@ -91,6 +95,38 @@ fn predict_reads_tensor_files_without_labels_as_it_reads_them_with() {
     let npy = example_data("input.npy");
     let got = predicted_bits(&ck, &npy, &dir.join("npy_out.safetensors"));
     assert_eq!(got, want, ".npy of the inputs alone");
+}
+
+#[test]
+fn predict_reads_regression_and_per_step_files_without_labels() {
+    // A regression: placeholders are 0.0 targets.
+    let (dir, ck, want) = labelled_run(
+        "unlabelled-regress",
+        "regress_model.toml",
+        "regress.safetensors",
+    );
+    let unlabelled = dir.join("inputs.safetensors");
+    copy_tensors(
+        &example_data("regress.safetensors"),
+        &["input", "lengths"],
+        &unlabelled,
+    );
+    let got = predicted_bits(&ck, &unlabelled, &dir.join("unlabelled.safetensors"));
+    assert_eq!(got, want, "regression without `labels`");
+
+    // A head on every step: placeholders are one per step, as its labels were.
+    let dir = scratch("unlabelled-every-step");
+    let toml = std::fs::read_to_string(example_data("tokens_model.toml")).unwrap();
+    let model = dir.join("every_step.toml");
+    std::fs::write(&model, toml.replace("on = \"last\"", "on = \"every_step\"")).unwrap();
+    let labelled = example_data("tokens.safetensors");
+    let ck = dir.join("ck");
+    train_on_data(["--model", arg(&model)], &labelled, "1", &ck);
+    let want = predicted_bits(&ck, &labelled, &dir.join("labelled.safetensors"));
+    let unlabelled = dir.join("tokens.safetensors");
+    copy_tensors(&labelled, &["tokens", "lengths"], &unlabelled);
+    let got = predicted_bits(&ck, &unlabelled, &dir.join("unlabelled.safetensors"));
+    assert_eq!(got, want, "labels per step");
 }
 
 #[test]
