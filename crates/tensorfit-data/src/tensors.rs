@@ -2,8 +2,8 @@
 //! `tokens` [N, T] (integers); `labels` [N] or [N, T], class ids (integers) or, read as
 //! regression, f32 targets; optional `lengths` [N] (the steps of each sequence that are
 //! real; the rest is padding). With labels ignored (`Labels::Ignored`, for prediction)
-//! `labels` may be absent and is not read when present. The scan reads the file once, a sequence at a time, to
-//! check every value; the reader seeks to a sequence's rows.
+//! `labels` may be absent and is not read when present. The scan reads the file once, a
+//! sequence at a time, to check every value; the reader seeks to a sequence's rows.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -76,13 +76,12 @@ impl TensorData {
             (Some(labels), None) => labels_per(labels, n, steps, &bad)?,
             (None, None) => return Err(no_labels()),
         };
-        if let Some(l) = labels.as_ref().filter(|l| l.dtype.is_float()) {
-            if !settings.regression {
-                return Err(DataError::LabelKind {
-                    place: Place::file(path),
-                    message: format!("`labels` holds {:?} values, not class ids (integers); f32 targets are read as regression", l.dtype),
-                });
-            }
+        let floats = |l: &&Array| l.dtype.is_float() && !settings.regression;
+        if let Some(l) = labels.as_ref().filter(floats) {
+            return Err(DataError::LabelKind {
+                place: Place::file(path),
+                message: format!("`labels` holds {:?} values, not class ids (integers); f32 targets are read as regression", l.dtype),
+            });
         }
         let mut file = File::open(path).map_err(DataError::io(path))?;
         let mut buf = Vec::new();

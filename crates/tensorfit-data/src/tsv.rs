@@ -50,9 +50,8 @@ impl TsvData {
         let ignored = settings.ignored_labels();
         while let Some((number, offset, line)) = lines.next_nonblank()? {
             let (label, text) = split(line, path, number, ignored.is_some())?;
-            if ignored.is_some() {
-                // No label to check or collect.
-            } else if let Some((_, known)) = vocabularies {
+            // With labels ignored there is no label to check or collect.
+            if let (None, Some((_, known))) = (ignored, vocabularies) {
                 if known.id(label).is_none() {
                     return Err(DataError::LabelOutOfRange {
                         place: Place::field(path, number, 1),
@@ -169,6 +168,7 @@ impl Reader for TsvReader {
             return Ok(Example {
                 len,
                 inputs: Values::Ids(tokens),
+                // A TSV's labels are classes, never regression targets.
                 labels: ReadSettings::default().placeholder_labels(per, len),
             });
         }
