@@ -204,4 +204,17 @@ fn predict_on_a_long_csv_without_its_label_column_says_it_needs_one() {
         arg(&dir.join("out.safetensors")),
     ]);
     assert!(err.contains("a long CSV keeps its label column"), "{err}");
+    // A CSV that cannot be read at all is not told about labels.
+    let missing = dir.join("missing.csv");
+    let err = refused(&[
+        "predict",
+        "--checkpoint",
+        arg(&ck),
+        "--data",
+        arg(&missing),
+        "--output",
+        arg(&dir.join("out.safetensors")),
+    ]);
+    assert!(err.contains("No such file"), "{err}");
+    assert!(!err.contains("label column"), "{err}");
 }
