@@ -4,7 +4,7 @@
 //! and length; the reader seeks to a line and reads it again.
 //!
 //! With labels ignored (`Labels::Ignored`, for prediction) a line is `text` alone or
-//! `label<TAB>text` with any label: a line with a TAB is still label<TAB>text (the label
+//! `label<TAB>text` with any label: a line with a TAB is still `label<TAB>text` (the label
 //! is skipped, not checked), a line without one is all text.
 
 use std::collections::BTreeSet;
