@@ -194,27 +194,22 @@ fn predict_on_a_long_csv_without_its_label_column_says_it_needs_one() {
     let (dir, ck) = trained("unlabelled-csv", "classify_model.toml", &labelled);
     let csv = dir.join("rows.csv");
     std::fs::write(&csv, "s0,0,0.5,0.1,0.2\ns0,1,0.3,0.2,0.1\n").unwrap();
-    let err = refused(&[
-        "predict",
-        "--checkpoint",
-        arg(&ck),
-        "--data",
-        arg(&csv),
-        "--output",
-        arg(&dir.join("out.safetensors")),
-    ]);
+    let out = dir.join("out.safetensors");
+    let predict_on = |data: &Path| {
+        refused(&[
+            "predict",
+            "--checkpoint",
+            arg(&ck),
+            "--data",
+            arg(data),
+            "--output",
+            arg(&out),
+        ])
+    };
+    let err = predict_on(&csv);
     assert!(err.contains("a long CSV keeps its label column"), "{err}");
     // A CSV that cannot be read at all is not told about labels.
-    let missing = dir.join("missing.csv");
-    let err = refused(&[
-        "predict",
-        "--checkpoint",
-        arg(&ck),
-        "--data",
-        arg(&missing),
-        "--output",
-        arg(&dir.join("out.safetensors")),
-    ]);
+    let err = predict_on(&dir.join("missing.csv"));
     assert!(err.contains("No such file"), "{err}");
     assert!(!err.contains("label column"), "{err}");
 }

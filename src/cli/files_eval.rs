@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::core::HostTensor;
-use tensorfit::data::{DataError, Labels};
+use tensorfit::data::Labels;
 use tensorfit::nn::atomic_file::write_atomic;
 use tensorfit::nn::{CarriedState, Job, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::Session;
@@ -72,14 +72,6 @@ pub fn eval_job(batch: usize, seq_len: usize) -> Job {
     Job::Eval { batch, seq_len }
 }
 
-/// Whether `e` is a file that could not be read at all (missing, unreadable, empty).
-fn unreadable(e: &anyhow::Error) -> bool {
-    matches!(
-        e.downcast_ref::<DataError>(),
-        Some(DataError::Io { .. } | DataError::Empty { .. })
-    )
-}
-
 /// Opens `--data` for `cfg`, its labels read or ignored as `labels` says, and starts the
 /// inference session of its first batch: the file, its batches (grouped by length, in
 /// increasing length) and the session. A text is read with the vocabulary of
@@ -93,20 +85,7 @@ pub fn start(
     quiet: bool,
 ) -> Result<(Files, Vec<Vec<usize>>, Session)> {
     let vocab = data_vocab::of_checkpoint(checkpoint, data.path())?;
-    let opened = data.open(&cfg, labels, vocab.as_ref());
-    let long_csv = data
-        .path()
-        .is_some_and(|p| !p.is_dir() && p.extension().is_some_and(|e| e == "csv"));
-    let opened = match (labels, opened) {
-        // A long CSV's last column cannot be told from a feature, so it is read even when
-        // labels are ignored: a file read but refused may lack it, and the note says so
-        // after the cause (not for a file that could not be read at all).
-        (Labels::Ignored { .. }, Err(e)) if long_csv && !unreadable(&e) => Err(anyhow!(
-            "--data: {e:#} (a long CSV keeps its label column even to predict: sequence,step,f1,...,fk,label, any class the model knows; it is not used)"
-        )),
-        (_, opened) => opened.context("--data"),
-    };
-    let Some(files) = opened? else {
+    let Some(files) = data.open(&cfg, labels, vocab.as_ref()).context("--data")? else {
         bail!("--data is missing");
     };
     // A text: each row of a batch reads a contiguous part of it.

@@ -364,7 +364,12 @@ pub fn refuse_overwriting(
 /// Refuses a model no built-in task can feed (temporal order for a classifier, running
 /// mean for a regression).
 pub fn check_task(cfg: &ModelDescription) -> Result<()> {
-    BuiltinTask::fits(cfg).map_err(|e| {
+    builtin_task(cfg).map(|_| ())
+}
+
+/// The built-in task that feeds `cfg`, or why none does (and that --data feeds one's own).
+fn builtin_task(cfg: &ModelDescription) -> Result<BuiltinTask> {
+    BuiltinTask::for_model(cfg, 0).map_err(|e| {
         anyhow::anyhow!("{} (without --data, a model trains and evaluates on a built-in task: give --data FILE for your own sequences)", reason(e))
     })
 }
@@ -372,8 +377,7 @@ pub fn check_task(cfg: &ModelDescription) -> Result<()> {
 /// Refuses a model no built-in task fits, and a sequence length `steps` (given as `flag`)
 /// shorter than its task makes: before anything is planned.
 pub fn check_task_length(cfg: &ModelDescription, steps: usize, flag: &str) -> Result<()> {
-    check_task(cfg)?;
-    let min = BuiltinTask::for_model(cfg, 0)?.min_steps();
+    let min = builtin_task(cfg)?.min_steps();
     if steps < min {
         bail!("{flag} must be at least {min} (the built-in task's shortest sequence), got {steps}");
     }

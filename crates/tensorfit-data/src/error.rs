@@ -136,6 +136,13 @@ pub enum DataError {
     #[error("{0}")]
     Settings(String),
 
+    /// An error with a note on what may have caused it.
+    #[error("{error} ({note})")]
+    Noted {
+        error: Box<DataError>,
+        note: &'static str,
+    },
+
     /// The background reader stopped without a word (it panicked).
     #[error("the background data reader stopped unexpectedly")]
     ReaderStopped,
@@ -146,6 +153,16 @@ impl DataError {
         move |error| DataError::Io {
             path: path.to_path_buf(),
             error,
+        }
+    }
+
+    /// Whether the file could not be read at all (missing, unreadable, empty), as
+    /// opposed to read and refused for what it holds.
+    pub fn is_unreadable(&self) -> bool {
+        match self {
+            DataError::Io { .. } | DataError::Empty { .. } => true,
+            DataError::Noted { error, .. } => error.is_unreadable(),
+            _ => false,
         }
     }
 

@@ -76,7 +76,15 @@ pub fn open(path: &Path, settings: &ReadSettings) -> Result<Opened> {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let source: Arc<dyn Source> = match ext {
         "safetensors" | "npy" | "npz" => Arc::new(TensorData::open(path, settings)?),
-        "csv" => Arc::new(LongCsv::open(path, settings)?),
+        "csv" => Arc::new(LongCsv::open(path, settings).map_err(|e| match settings.labels {
+            // Its last column cannot be told from a feature, so it is read even when
+            // labels are ignored: a file read but refused may lack it.
+            Labels::Ignored { .. } if !e.is_unreadable() => DataError::Noted {
+                error: Box::new(e),
+                note: "a long CSV keeps its label column even to predict: sequence,step,f1,...,fk,label, any class the model knows; it is not used",
+            },
+            _ => e,
+        })?),
         "tsv" => Arc::new(TsvData::open(path, settings, None)?),
         _ => return Ok(Opened::Corpus(CharCorpus::open(path)?)),
     };

@@ -45,10 +45,12 @@ impl TensorData {
             }
         };
         let ignored = settings.ignored_labels();
-        let no_labels = || bad(format!("has no `labels` (it has {})", names));
         let labels = match ignored {
             Some(_) => None,
-            None => Some(all.remove("labels").ok_or_else(no_labels)?),
+            None => Some(
+                all.remove("labels")
+                    .ok_or_else(|| bad(format!("has no `labels` (it has {})", names)))?,
+            ),
         };
         let (n, steps, width) = match (tokens, inputs.shape.as_slice()) {
             (false, &[n, t, f]) if inputs.dtype.is_float() => (n, t, f),
@@ -72,9 +74,9 @@ impl TensorData {
             });
         }
         let labels_per = match (&labels, ignored) {
-            (_, Some(per)) => per,
-            (Some(labels), None) => labels_per(labels, n, steps, &bad)?,
-            (None, None) => return Err(no_labels()),
+            (Some(labels), _) => labels_per(labels, n, steps, &bad)?,
+            // No labels only with labels ignored.
+            (None, per) => per.unwrap_or(LabelsPer::Sequence),
         };
         let floats = |l: &&Array| l.dtype.is_float() && !settings.regression;
         if let Some(l) = labels.as_ref().filter(floats) {
