@@ -11,10 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{DataError, Place, Result};
+use crate::format::Format;
 
 /// Element types read from tensor files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DType {
+    F16,
+    BF16,
     F32,
     F64,
     I8,
@@ -27,65 +30,87 @@ pub enum DType {
     U64,
 }
 
+/// The element types read, for messages.
+const READ: &str = "float16, bfloat16, float32, float64, int8 to int64 and uint8 to uint64";
+
 impl DType {
     pub fn size_bytes(self) -> usize {
         match self {
             DType::I8 | DType::U8 => 1,
-            DType::I16 | DType::U16 => 2,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 => 8,
         }
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64)
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
     }
 
-    fn from_safetensors(name: &str) -> Option<DType> {
-        Some(match name {
-            "F32" => DType::F32,
-            "F64" => DType::F64,
-            "I8" => DType::I8,
-            "I16" => DType::I16,
-            "I32" => DType::I32,
-            "I64" => DType::I64,
-            "U8" => DType::U8,
-            "U16" => DType::U16,
-            "U32" => DType::U32,
-            "U64" => DType::U64,
+    fn from_safetensors(dtype: safetensors::Dtype) -> Option<DType> {
+        use safetensors::Dtype as S;
+        Some(match dtype {
+            S::F16 => DType::F16,
+            S::BF16 => DType::BF16,
+            S::F32 => DType::F32,
+            S::F64 => DType::F64,
+            S::I8 => DType::I8,
+            S::I16 => DType::I16,
+            S::I32 => DType::I32,
+            S::I64 => DType::I64,
+            S::U8 => DType::U8,
+            S::U16 => DType::U16,
+            S::U32 => DType::U32,
+            S::U64 => DType::U64,
             _ => return None,
         })
     }
 
-    /// A numpy `descr` (`<f4`, `|u1`, ...); big-endian arrays are not read.
-    fn from_numpy(descr: &str) -> Option<DType> {
+    /// A numpy `descr` (`<f4`, `|u1`, ...), or why it is not read.
+    fn from_numpy(descr: &str) -> std::result::Result<DType, String> {
         let (order, code) = descr.split_at(1.min(descr.len()));
-        if !matches!(order, "<" | "|") {
-            return None;
+        let dtype = match code {
+            "f2" => Some(DType::F16),
+            "f4" => Some(DType::F32),
+            "f8" => Some(DType::F64),
+            "i1" => Some(DType::I8),
+            "i2" => Some(DType::I16),
+            "i4" => Some(DType::I32),
+            "i8" => Some(DType::I64),
+            "u1" => Some(DType::U8),
+            "u2" => Some(DType::U16),
+            "u4" => Some(DType::U32),
+            "u8" => Some(DType::U64),
+            _ => None,
+        };
+        match (order, dtype) {
+            ("<" | "|", Some(dtype)) => Ok(dtype),
+            (">", Some(_)) => Err(format!("dtype `{descr}` is big-endian, which is not read; save little-endian numbers (.astype('<{code}'))")),
+            _ => {
+                let what = match code.trim_start_matches(char::is_numeric) {
+                    c if c.starts_with('b') => "bool",
+                    c if c.starts_with('O') => "Python objects",
+                    c if c.starts_with('c') => "complex numbers",
+                    c if c.starts_with('U') || c.starts_with('S') => "strings",
+                    c if c.starts_with('M') || c.starts_with('m') => "dates or times",
+                    c if c.starts_with('V') || descr.starts_with('[') => "records (a structured array)",
+                    _ => "not a number type",
+                };
+                Err(format!("dtype `{descr}` ({what}) is not read; arrays of float16, float32, float64, int8 to int64 and uint8 to uint64 are (little-endian): convert with .astype(np.float32), or .astype(np.int64) for ids"))
+            }
         }
-        Some(match code {
-            "f4" => DType::F32,
-            "f8" => DType::F64,
-            "i1" => DType::I8,
-            "i2" => DType::I16,
-            "i4" => DType::I32,
-            "i8" => DType::I64,
-            "u1" => DType::U8,
-            "u2" => DType::U16,
-            "u4" => DType::U32,
-            "u8" => DType::U64,
-            _ => return None,
-        })
     }
 
     /// Element `i` of little-endian `bytes` as f64 (exact for every integer dtype up to
-    /// 2^53 and for both float dtypes).
+    /// 2^53 and for every float dtype).
     pub fn get(self, bytes: &[u8], i: usize) -> f64 {
         let n = self.size_bytes();
         let b = &bytes[i * n..(i + 1) * n];
         let mut w = [0u8; 8];
         w[..n].copy_from_slice(b);
         match self {
+            DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
+            DType::BF16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
             DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
             DType::F64 => f64::from_le_bytes(w),
             DType::I8 => b[0] as i8 as f64,
@@ -96,6 +121,23 @@ impl DType {
             DType::U16 => u16::from_le_bytes([b[0], b[1]]) as f64,
             DType::U32 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
             DType::U64 => u64::from_le_bytes(w) as f64,
+        }
+    }
+
+    /// Element `i` of little-endian `bytes` as written in the file, for messages: an
+    /// integer exactly (2^64 - 1 as 18446744073709551615), a float as its own type prints
+    /// it (an f32 0.1 as 0.1).
+    pub fn show(self, bytes: &[u8], i: usize) -> String {
+        let n = self.size_bytes();
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(&bytes[i * n..(i + 1) * n]);
+        match self {
+            DType::I64 => i64::from_le_bytes(w).to_string(),
+            DType::U64 => u64::from_le_bytes(w).to_string(),
+            DType::F64 => f64::from_le_bytes(w).to_string(),
+            // Every other type is exact as an f32 or an integer below 2^53.
+            d if d.is_float() => (d.get(bytes, i) as f32).to_string(),
+            d => d.get(bytes, i).to_string(),
         }
     }
 }
@@ -170,9 +212,11 @@ impl Array {
     }
 }
 
-/// The arrays of `path` by name: a safetensors file (`.safetensors`), an `.npy` (one array,
-/// named by the file's stem) or an `.npz` (arrays named by their members, `.npy` removed).
+/// The arrays of `path` by name: a safetensors file, an `.npy` (one array, named by the
+/// file's stem) or an `.npz` (arrays named by their members, `.npy` removed), as
+/// [`format_of`](crate::format_of) tells them apart.
 pub fn arrays(path: &Path) -> Result<BTreeMap<String, Array>> {
+    let format = crate::format::format_of(path)?;
     let mut file = File::open(path).map_err(DataError::io(path))?;
     let len = file.metadata().map_err(DataError::io(path))?.len();
     if len == 0 {
@@ -181,8 +225,8 @@ pub fn arrays(path: &Path) -> Result<BTreeMap<String, Array>> {
             what: "no bytes",
         });
     }
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("npy") => {
+    match format {
+        Format::Npy => {
             let name = path
                 .file_stem()
                 .and_then(|s| s.to_str())
@@ -192,11 +236,43 @@ pub fn arrays(path: &Path) -> Result<BTreeMap<String, Array>> {
             let array = Array::in_file(path, &name, dtype, shape, offset);
             Ok(BTreeMap::from([(name, array)]))
         }
-        Some("npz") => crate::zip::npz_arrays(path, &mut file, len),
+        Format::Npz => crate::zip::npz_arrays(path, &mut file, len),
         _ => safetensors_arrays(path, &mut file, len),
     }
 }
 
+/// The keys of a JSON object in the order written, duplicates kept (a JSON map keeps the
+/// last of two values under one key and drops the other silently).
+struct Keys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for Keys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Keys, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Keys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> std::result::Result<Keys, M::Error> {
+                let mut keys = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(key);
+                }
+                Ok(Keys(keys))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// The arrays of a safetensors file, its header checked as the safetensors library
+/// checks it (what Python's `safetensors` refuses is refused): no key twice, the tensors'
+/// byte ranges one after another from 0 with no overlap and no hole, each the size of its
+/// shape, and the data section ending where the file ends.
 fn safetensors_arrays(path: &Path, file: &mut File, len: u64) -> Result<BTreeMap<String, Array>> {
     let bad = |m: String| {
         DataError::format(
@@ -213,42 +289,31 @@ fn safetensors_arrays(path: &Path, file: &mut File, len: u64) -> Result<BTreeMap
     }
     let mut head = vec![0u8; n as usize];
     file.read_exact(&mut head).map_err(DataError::io(path))?;
-    let json: serde_json::Value =
+    let Keys(keys) = serde_json::from_slice(&head).map_err(|e| bad(format!("header: {e}")))?;
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(twice) = keys.iter().find(|k| !seen.insert(k.as_str())) {
+        return Err(bad(format!("the header names `{twice}` twice")));
+    }
+    let metadata: safetensors::tensor::Metadata =
         serde_json::from_slice(&head).map_err(|e| bad(format!("header: {e}")))?;
-    let entries = json
-        .as_object()
-        .ok_or_else(|| bad("header is not a JSON object".into()))?;
+    let data = metadata.data_len() as u64;
+    if 8 + n + data != len {
+        return Err(bad(format!(
+            "its header describes {} bytes, the file has {len}: truncated, or bytes no tensor covers",
+            8 + n + data
+        )));
+    }
     let mut out = BTreeMap::new();
-    for (name, entry) in entries {
-        if name == "__metadata__" {
-            continue;
-        }
-        let dtype_name = entry["dtype"].as_str().unwrap_or("");
-        let dtype = DType::from_safetensors(dtype_name).ok_or_else(|| {
+    for (name, info) in metadata.tensors() {
+        let dtype = DType::from_safetensors(info.dtype).ok_or_else(|| {
             bad(format!(
-                "tensor `{name}` has dtype `{dtype_name}`, which is not read"
+                "tensor `{name}` has dtype {}, which is not read; tensors of {READ} are",
+                info.dtype
             ))
         })?;
-        let numbers = |key: &str| -> Option<Vec<usize>> {
-            entry[key]
-                .as_array()?
-                .iter()
-                .map(|v| v.as_u64().map(|v| v as usize))
-                .collect()
-        };
-        let (Some(shape), Some(offsets)) = (numbers("shape"), numbers("data_offsets")) else {
-            return Err(bad(format!("tensor `{name}` has no shape or data_offsets")));
-        };
-        let bytes = shape.iter().product::<usize>() * dtype.size_bytes();
-        let (begin, end) = (
-            offsets.first().copied().unwrap_or(0),
-            offsets.get(1).copied().unwrap_or(0),
-        );
-        if end < begin || end - begin != bytes || 8 + n + end as u64 > len {
-            return Err(bad(format!("tensor `{name}`: bytes {begin}..{end} do not hold shape {shape:?} in a file of {len} bytes")));
-        }
-        let array = Array::in_file(path, name, dtype, shape, 8 + n + begin as u64);
-        out.insert(name.clone(), array);
+        let offset = 8 + n + info.data_offsets.0 as u64;
+        let array = Array::in_file(path, &name, dtype, info.shape.clone(), offset);
+        out.insert(name, array);
     }
     Ok(out)
 }
@@ -303,11 +368,7 @@ pub(crate) fn npy_header(
         Some(rest[..stop].trim())
     };
     let descr = value("descr").unwrap_or("").trim_matches(['\'', '"']);
-    let dtype = DType::from_numpy(descr).ok_or_else(|| {
-        bad(&format!(
-            "dtype `{descr}` is not read; save little-endian numbers"
-        ))
-    })?;
+    let dtype = DType::from_numpy(descr).map_err(|why| bad(&why))?;
     if value("fortran_order") != Some("False") {
         return Err(bad(
             "Fortran order; save a C-ordered array (np.ascontiguousarray)",

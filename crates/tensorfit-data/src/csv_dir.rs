@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use crate::dataset::{Example, Inputs, LabelsPer, ReadSettings, Reader, Scanned, Source, Values};
 use crate::error::{DataError, Place, Result};
-use crate::fields::{fields, is_header, parse_label, parse_value, LabelColumn, Lines};
+use crate::fields::{
+    check_separator, fields, is_header, noting_header, parse_label, parse_value, LabelColumn, Lines,
+};
 
 /// A scanned pair of feature and label directories.
 #[derive(Debug, Clone)]
@@ -32,7 +34,28 @@ pub struct CsvSequenceDir {
     settings: ReadSettings,
 }
 
+/// DL4J's layout, for messages about a directory that is not in it.
+const LAYOUT: &str = "a directory is read in DL4J's layout: features/0.csv, features/1.csv, ... and labels/0.csv, labels/1.csv, ..., one sequence per file, paired by number";
+
 impl CsvSequenceDir {
+    /// Scans the directory `dir` in DL4J's layout: `dir/features/` and `dir/labels/`
+    /// (not needed with labels ignored).
+    pub fn open_dir(dir: &Path, settings: &ReadSettings) -> Result<Self> {
+        let (features, labels) = (dir.join("features"), dir.join("labels"));
+        let needed = match settings.ignored_labels() {
+            Some(_) => vec![&features],
+            None => vec![&features, &labels],
+        };
+        if let Some(missing) = needed.into_iter().find(|d| !d.is_dir()) {
+            let name = missing.file_name().unwrap_or_default().to_string_lossy();
+            return Err(DataError::format(
+                Place::file(dir),
+                format!("has no {name}/ directory ({LAYOUT})"),
+            ));
+        }
+        Self::open(&features, &labels, settings)
+    }
+
     /// Scans `features` and `labels` (directories of numbered files; `labels` is not
     /// read with labels ignored).
     pub fn open(features: &Path, labels: &Path, settings: &ReadSettings) -> Result<Self> {
@@ -70,8 +93,10 @@ impl CsvSequenceDir {
             let mut column = LabelColumn::default();
             let count = parse_labels(label_path, settings, usize::MAX, &mut column)?;
             let per = match count {
-                1 => LabelsPer::Sequence,
-                n if n == steps => LabelsPer::Step,
+                // One label for one step fits either layout.
+                1 if steps == 1 => None,
+                1 => Some(LabelsPer::Sequence),
+                n if n == steps => Some(LabelsPer::Step),
                 n => {
                     return Err(DataError::LabelKind {
                         place: Place::file(label_path),
@@ -82,8 +107,8 @@ impl CsvSequenceDir {
                     })
                 }
             };
-            match &labels_per {
-                Some((known, known_path)) if *known != per => {
+            match (&labels_per, per) {
+                (Some((known, known_path)), Some(per)) if *known != per => {
                     return Err(DataError::LabelKind {
                         place: Place::file(label_path),
                         message: format!(
@@ -94,22 +119,21 @@ impl CsvSequenceDir {
                         ),
                     })
                 }
-                Some(_) => {}
-                None => labels_per = Some((per, label_path.clone())),
+                (None, Some(per)) => labels_per = Some((per, label_path.clone())),
+                _ => {}
             }
             largest = largest.max(column.largest());
             lengths.push(settings.admit(steps, || Place::file(feature_path))?);
             files.push((feature_path.clone(), Some(label_path.clone())));
         }
-        let (features_per_step, labels_per) = match (first, labels_per) {
-            (Some((f, _)), Some((l, _))) => (f, l),
-            _ => {
-                return Err(DataError::Empty {
-                    path: features.to_path_buf(),
-                    what: "no feature files",
-                })
-            }
+        let Some((features_per_step, _)) = first else {
+            return Err(DataError::Empty {
+                path: features.to_path_buf(),
+                what: "no feature files",
+            });
         };
+        // Every sequence of one step: the model's head decides.
+        let labels_per = labels_per.map_or_else(|| settings.one_step_labels(), |(l, _)| l);
         let scanned = Scanned::new(
             Inputs::Dense {
                 features: features_per_step,
@@ -224,12 +248,16 @@ fn file_name(path: &Path) -> &std::ffi::OsStr {
     path.file_name().unwrap_or(path.as_os_str())
 }
 
-/// The files of `dir` by the number in their names (the last run of digits).
+/// The files of `dir` by the number in their names (the last run of digits). Hidden
+/// files (`.DS_Store`, an editor's `.0.csv.swp`) and directories are not sequences.
 fn numbered_files(dir: &Path) -> Result<BTreeMap<u64, PathBuf>> {
     let mut files = BTreeMap::new();
     for entry in std::fs::read_dir(dir).map_err(DataError::io(dir))? {
         let path = entry.map_err(DataError::io(dir))?.path();
-        if path.is_dir() {
+        let hidden = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if hidden || path.is_dir() {
             continue;
         }
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
@@ -273,12 +301,29 @@ fn parse_steps(
     keep: usize,
     out: &mut Vec<f32>,
 ) -> Result<(usize, usize)> {
+    let mut header = None;
+    let result = steps_of(path, expected, keep, out, &mut header);
+    noting_header(result, header)
+}
+
+/// [`parse_steps`], keeping a first line skipped as a header in `header`.
+fn steps_of(
+    path: &Path,
+    expected: Option<(usize, &Path)>,
+    keep: usize,
+    out: &mut Vec<f32>,
+    header: &mut Option<String>,
+) -> Result<(usize, usize)> {
     let file = File::open(path).map_err(DataError::io(path))?;
     let mut lines = Lines::new(BufReader::new(file), path, 0, 1);
     let mut width: Option<usize> = None;
     let mut steps = 0;
     while let Some((number, _, line)) = lines.next_nonblank()? {
+        if width.is_none() {
+            check_separator(path, number, line)?;
+        }
         if number == 1 && is_header(line) {
+            *header = Some(line.to_string());
             continue;
         }
         let mut count = 0;
@@ -326,11 +371,28 @@ fn parse_labels(
     keep: usize,
     out: &mut LabelColumn,
 ) -> Result<usize> {
+    let mut header = None;
+    let result = labels_of(path, settings, keep, out, &mut header);
+    noting_header(result, header)
+}
+
+/// [`parse_labels`], keeping a first line skipped as a header in `header`.
+fn labels_of(
+    path: &Path,
+    settings: &ReadSettings,
+    keep: usize,
+    out: &mut LabelColumn,
+    header: &mut Option<String>,
+) -> Result<usize> {
     let file = File::open(path).map_err(DataError::io(path))?;
     let mut lines = Lines::new(BufReader::new(file), path, 0, 1);
     let mut count = 0;
     while let Some((number, _, line)) = lines.next_nonblank()? {
+        if count == 0 {
+            check_separator(path, number, line)?;
+        }
         if number == 1 && is_header(line) {
+            *header = Some(line.to_string());
             continue;
         }
         let found = fields(line).count();

@@ -1,7 +1,8 @@
 //! One long CSV for everyone else: `sequence,step,f1,…,fk,label`, one row per step, the
 //! rows of a sequence together and in step order (0, 1, 2, …), a header row optional.
 //! Labels are per step when every row has one; per sequence when only the last row of
-//! each sequence has one (the other rows leave the field empty).
+//! each sequence has one (the other rows leave the field empty). A sequence of one row
+//! fits both; when every sequence has one row, the model's head decides.
 //!
 //! The scan parses the whole file once, row by row (so bad data fails before training
 //! starts), and keeps per sequence only its byte offset, first line and length: files
@@ -16,7 +17,10 @@ use std::sync::Arc;
 
 use crate::dataset::{Example, Inputs, LabelsPer, ReadSettings, Reader, Scanned, Source};
 use crate::error::{DataError, Place, Result};
-use crate::fields::{fields, is_header, parse_label, parse_value, Label, LabelColumn, Lines};
+use crate::fields::{
+    check_separator, fields, is_header, noting_header, parse_label, parse_value, Label,
+    LabelColumn, Lines,
+};
 
 /// Where one sequence's rows are.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +53,13 @@ struct Open {
 impl LongCsv {
     /// Scans `path`.
     pub fn open(path: &Path, settings: &ReadSettings) -> Result<Self> {
+        let mut header = None;
+        let result = Self::scan(path, settings, &mut header);
+        noting_header(result, header)
+    }
+
+    /// Scans `path`, keeping a first line skipped as a header in `header`.
+    fn scan(path: &Path, settings: &ReadSettings, header: &mut Option<String>) -> Result<Self> {
         let file = File::open(path).map_err(DataError::io(path))?;
         let mut lines = Lines::new(BufReader::with_capacity(1 << 16, file), path, 0, 1);
         let mut width: Option<usize> = None;
@@ -56,8 +67,13 @@ impl LongCsv {
         let mut open: Option<Open> = None;
         let mut scan = Scan::default();
         let mut largest: Option<u32> = None;
+        let mut first = true;
         while let Some((number, offset, line)) = lines.next_nonblank()? {
+            if std::mem::take(&mut first) {
+                check_separator(path, number, line)?;
+            }
             if number == 1 && is_header(line) {
+                *header = Some(line.to_string());
                 continue;
             }
             let count = field_count(line);
@@ -126,12 +142,14 @@ impl LongCsv {
         if let Some(done) = open.take() {
             scan.close(path, done, settings)?;
         }
-        let (Some(width), Some(per)) = (width, scan.per) else {
+        let Some(width) = width else {
             return Err(DataError::Empty {
                 path: path.to_path_buf(),
                 what: "no rows",
             });
         };
+        // Every sequence of one row: the model's head decides.
+        let per = scan.per.unwrap_or_else(|| settings.one_step_labels());
         let scanned = Scanned::new(
             Inputs::Dense {
                 features: width - 3,
@@ -203,7 +221,7 @@ impl Scan {
                     ),
                 })
             }
-            (None, found) => self.per = found.or(Some(LabelsPer::Sequence)),
+            (None, Some(found)) => self.per = Some(found),
             _ => {}
         }
         self.lengths.push(settings.admit(rows, place)?);

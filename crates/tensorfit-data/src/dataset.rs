@@ -147,6 +147,10 @@ pub struct ReadSettings {
     pub too_long: TooLong,
     /// Whether labels are required and read, or ignored.
     pub labels: Labels,
+    /// The labels the model's head takes: one per step (a head on every step) or per
+    /// sequence (on the last step). It decides only what fits both: one label for a
+    /// sequence of one step, in a file where no sequence says more. `None`: per sequence.
+    pub head: Option<LabelsPer>,
 }
 
 impl ReadSettings {
@@ -166,6 +170,14 @@ impl ReadSettings {
             },
             _ => Ok(len),
         }
+    }
+
+    /// The layout of labels that fit both: one label for one step (the placeholders'
+    /// with labels ignored, else the head's; per sequence when neither says).
+    pub(crate) fn one_step_labels(&self) -> LabelsPer {
+        self.ignored_labels()
+            .or(self.head)
+            .unwrap_or(LabelsPer::Sequence)
     }
 
     /// With labels ignored, the layout of the placeholder labels; `None` when they are read.

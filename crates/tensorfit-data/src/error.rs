@@ -143,6 +143,16 @@ pub enum DataError {
         note: &'static str,
     },
 
+    /// An error in a CSV file whose first line was skipped as a header (none of its
+    /// fields is a number), which may be why: the line is shown.
+    #[error(
+        "{error} (line 1 was skipped as a header, none of its fields being a number: `{header}`)"
+    )]
+    AfterHeader {
+        error: Box<DataError>,
+        header: String,
+    },
+
     /// The background reader stopped without a word (it panicked).
     #[error("the background data reader stopped unexpectedly")]
     ReaderStopped,
@@ -161,8 +171,27 @@ impl DataError {
     pub fn is_unreadable(&self) -> bool {
         match self {
             DataError::Io { .. } | DataError::Empty { .. } => true,
-            DataError::Noted { error, .. } => error.is_unreadable(),
+            DataError::Noted { error, .. } | DataError::AfterHeader { error, .. } => {
+                error.is_unreadable()
+            }
             _ => false,
+        }
+    }
+
+    /// The line of the file the error is at, where it names one.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            DataError::Ragged { place, .. }
+            | DataError::NotANumber { place, .. }
+            | DataError::NotFinite { place, .. }
+            | DataError::LabelOutOfRange { place, .. }
+            | DataError::LabelKind { place, .. }
+            | DataError::FeatureCount { place, .. }
+            | DataError::InvalidUtf8 { place }
+            | DataError::TooLong { place, .. }
+            | DataError::Format { place, .. } => place.line,
+            DataError::Noted { error, .. } | DataError::AfterHeader { error, .. } => error.line(),
+            _ => None,
         }
     }
 

@@ -99,14 +99,60 @@ impl<'p, R: BufRead> Lines<'p, R> {
     }
 }
 
-/// The comma-separated fields of a line, trimmed.
+/// The comma-separated fields of a line, trimmed, and a field in double quotes without
+/// them (`"0.5"` is 0.5, as a CSV reader reads it; a quoted field holding a comma is not
+/// read as one field).
 pub(crate) fn fields(line: &str) -> impl Iterator<Item = &str> {
-    line.split(',').map(str::trim)
+    line.split(',').map(|f| {
+        let f = f.trim();
+        f.strip_prefix('"')
+            .and_then(|f| f.strip_suffix('"'))
+            .map_or(f, str::trim)
+    })
 }
 
 /// True when no field of `line` is a number: a header row.
 pub(crate) fn is_header(line: &str) -> bool {
     fields(line).all(|f| f.parse::<f64>().is_err())
+}
+
+/// Checks that the first line of a CSV file (`path`) separates its fields with commas:
+/// one split into more fields by `;`, a TAB or `|` than by commas is refused, naming the
+/// separator found (Excel writes `;` where the decimal mark is a comma).
+pub(crate) fn check_separator(path: &Path, number: usize, line: &str) -> Result<()> {
+    let commas = line.split(',').count();
+    let found = [(';', "`;`"), ('\t', "TAB"), ('|', "`|`")]
+        .into_iter()
+        .find(|(c, _)| line.split(*c).count() > commas);
+    match found {
+        Some((_, name)) => Err(DataError::format(
+            Place::line(path, number),
+            format!("fields are separated by {name}, and a CSV is read comma-separated with a decimal point (pandas: df.to_csv(path, sep=',', decimal='.'))"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `result` of reading a CSV file, an error noting the line skipped as a header when one
+/// was and the error may come of it: at the line after it, or of the file as a whole
+/// (too few lines, or labels) but not one it could not read.
+pub(crate) fn noting_header<T>(result: Result<T>, header: Option<String>) -> Result<T> {
+    match (result, header) {
+        (Err(error), Some(header))
+            if !matches!(error, DataError::Io { .. }) && error.line().is_none_or(|l| l <= 2) =>
+        {
+            const SHOWN: usize = 60;
+            let header = match header.char_indices().nth(SHOWN) {
+                Some((cut, _)) => format!("{}...", &header[..cut]),
+                None => header,
+            };
+            Err(DataError::AfterHeader {
+                error: Box::new(error),
+                header,
+            })
+        }
+        (result, _) => result,
+    }
 }
 
 /// `text` as a finite f32.
@@ -179,8 +225,9 @@ pub(crate) enum Label {
     Value(f32),
 }
 
-/// `text` as a label under `settings` (a class id below `settings.classes`, or a finite
-/// f32 target for regression).
+/// `text` as a label under `settings` (a class id below `settings.classes`, written as an
+/// integer or as a float with a whole value such as `1.0`; or a finite f32 target for
+/// regression).
 pub(crate) fn parse_label(
     text: &str,
     settings: &ReadSettings,
@@ -194,21 +241,29 @@ pub(crate) fn parse_label(
         label: text.to_string(),
         classes,
     };
-    match text.parse::<u32>() {
-        Ok(id) => match settings.classes {
+    // A whole number written as a float (`1.0`: pandas writes a column of class ids with
+    // blanks so) is that class id, as PyTorch's `.long()` takes it.
+    let whole = || {
+        text.parse::<f64>()
+            .ok()
+            .filter(|v| v.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(v))
+            .map(|v| v as u32)
+    };
+    match text.parse::<u32>().ok().or_else(whole) {
+        Some(id) => match settings.classes {
             Some(classes) if id as usize >= classes => Err(out_of_range(Some(classes))),
             _ => Ok(Label::Class(id)),
         },
-        Err(_) if text.parse::<i64>().is_ok() => {
+        None if text.parse::<f64>().is_ok_and(|v| v.fract() == 0.0) => {
             Err(out_of_range(settings.classes))
         }
-        Err(_) if text.parse::<f64>().is_ok() => Err(DataError::LabelKind {
+        None if text.parse::<f64>().is_ok() => Err(DataError::LabelKind {
             place: place(),
             message: format!(
                 "label `{text}` is not a class id (a whole number from 0); f32 targets are read as regression"
             ),
         }),
-        Err(_) => Err(DataError::NotANumber {
+        None => Err(DataError::NotANumber {
             place: place(),
             text: text.to_string(),
         }),

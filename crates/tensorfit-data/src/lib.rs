@@ -24,6 +24,7 @@ mod csv_long;
 mod dataset;
 mod error;
 mod fields;
+mod format;
 mod pipeline;
 mod shard;
 mod tensors;
@@ -44,6 +45,7 @@ pub use dataset::{
     TooLong, Values,
 };
 pub use error::{DataError, Place, Result};
+pub use format::{format_of, Format};
 pub use pipeline::{
     epoch_order, length_grouped_batches, padded_steps, same_length_batches, split, stream_batches,
     BatchSettings, Batches,
@@ -64,19 +66,17 @@ pub enum Opened {
     Corpus(CharCorpus),
 }
 
-/// Opens `path` by its form: a directory holding `features/` and `labels/` (DL4J's
-/// layout; `labels/` is not read with labels ignored); `.safetensors`, `.npy`, `.npz`
-/// (tensors); `.csv` (one long CSV); `.tsv` (`label<TAB>text`); anything else is a text
-/// corpus.
+/// Opens `path` by its form ([`format_of`]: a file's first bytes, else its extension in
+/// any case): a directory holding `features/` and `labels/` (DL4J's layout; `labels/` is
+/// not read with labels ignored); safetensors, `.npy`, `.npz` (tensors); `.csv` (one long
+/// CSV); `.tsv` (`label<TAB>text`); anything else is a text corpus.
 pub fn open(path: &Path, settings: &ReadSettings) -> Result<Opened> {
-    if path.is_dir() {
-        let source = CsvSequenceDir::open(&path.join("features"), &path.join("labels"), settings)?;
-        return Ok(Opened::Sequences(Arc::new(source)));
-    }
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    let source: Arc<dyn Source> = match ext {
-        "safetensors" | "npy" | "npz" => Arc::new(TensorData::open(path, settings)?),
-        "csv" => Arc::new(LongCsv::open(path, settings).map_err(|e| match settings.labels {
+    let source: Arc<dyn Source> = match format_of(path)? {
+        Format::Directory => Arc::new(CsvSequenceDir::open_dir(path, settings)?),
+        Format::Safetensors | Format::Npy | Format::Npz => {
+            Arc::new(TensorData::open(path, settings)?)
+        }
+        Format::LongCsv => Arc::new(LongCsv::open(path, settings).map_err(|e| match settings.labels {
             // Its last column cannot be told from a feature, so it is read even when
             // labels are ignored: a file read but refused may lack it.
             Labels::Ignored { .. } if !e.is_unreadable() => DataError::Noted {
@@ -85,8 +85,8 @@ pub fn open(path: &Path, settings: &ReadSettings) -> Result<Opened> {
             },
             _ => e,
         })?),
-        "tsv" => Arc::new(TsvData::open(path, settings, None)?),
-        _ => return Ok(Opened::Corpus(CharCorpus::open(path)?)),
+        Format::Tsv => Arc::new(TsvData::open(path, settings, None)?),
+        Format::Text => return Ok(Opened::Corpus(CharCorpus::open(path)?)),
     };
     Ok(Opened::Sequences(source))
 }

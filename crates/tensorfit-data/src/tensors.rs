@@ -1,6 +1,7 @@
 //! Tensor files (safetensors, `.npy` inside an `.npz`): `input` [N, T, F] (floats) or
-//! `tokens` [N, T] (integers); `labels` [N] or [N, T], class ids (integers) or, read as
-//! regression, f32 targets; optional `lengths` [N] (the steps of each sequence that are
+//! `tokens` [N, T] (integers), not both; `labels` [N] or [N, T], class ids (integers, or
+//! floats with whole values) or, read as regression, f32 targets (with one step, [N] and
+//! [N, 1] are the same labels and the model's head decides their layout); optional `lengths` [N] (the steps of each sequence that are
 //! real; the rest is padding). With labels ignored (`Labels::Ignored`, for prediction)
 //! `labels` may be absent and is not read when present. The scan reads the file once, a
 //! sequence at a time, to check every value; the reader seeks to a sequence's rows.
@@ -34,16 +35,21 @@ impl TensorData {
         let mut all = arrays(path)?;
         let names = all_names(&all);
         let bad = |m: String| DataError::format(Place::file(path), m);
-        let (inputs, tokens) = match (all.get("input"), all.get("tokens")) {
-            (Some(a), _) => (a.clone(), false),
-            (None, Some(a)) => (a.clone(), true),
-            (None, None) => {
-                return Err(bad(format!(
-                    "has neither `input` [N, T, F] nor `tokens` [N, T] (it has {})",
-                    names
-                )))
-            }
-        };
+        let (inputs, tokens) =
+            match (all.get("input"), all.get("tokens")) {
+                (Some(_), Some(_)) => return Err(bad(
+                    "has both `input` [N, T, F] and `tokens` [N, T]; keep the one the model reads"
+                        .into(),
+                )),
+                (Some(a), None) => (a.clone(), false),
+                (None, Some(a)) => (a.clone(), true),
+                (None, None) => {
+                    return Err(bad(format!(
+                        "has neither `input` [N, T, F] nor `tokens` [N, T] (it has {})",
+                        names
+                    )))
+                }
+            };
         let ignored = settings.ignored_labels();
         let labels = match ignored {
             Some(_) => None,
@@ -74,17 +80,15 @@ impl TensorData {
             });
         }
         let labels_per = match (&labels, ignored) {
+            // One step: [N] and [N, 1] are the same labels, which fit either head.
+            (Some(labels), _) if steps == 1 => {
+                labels_per(labels, n, steps, &bad)?;
+                settings.one_step_labels()
+            }
             (Some(labels), _) => labels_per(labels, n, steps, &bad)?,
             // No labels only with labels ignored.
             (None, per) => per.unwrap_or(LabelsPer::Sequence),
         };
-        let floats = |l: &&Array| l.dtype.is_float() && !settings.regression;
-        if let Some(l) = labels.as_ref().filter(floats) {
-            return Err(DataError::LabelKind {
-                place: Place::file(path),
-                message: format!("`labels` holds {:?} values, not class ids (integers); f32 targets are read as regression", l.dtype),
-            });
-        }
         let mut file = File::open(path).map_err(DataError::io(path))?;
         let mut buf = Vec::new();
         let mut lengths = vec![steps; n];
@@ -101,7 +105,10 @@ impl TensorData {
                 if !(1.0..=steps as f64).contains(&v) {
                     return Err(DataError::format(
                         Place::byte(path, l.byte_of(i)),
-                        format!("`lengths`[{i}] is {v}; a length is 1 to {steps}"),
+                        format!(
+                            "`lengths`[{i}] is {}; a length is 1 to {steps}",
+                            l.dtype.show(&buf, i)
+                        ),
                     ));
                 }
                 *len = v as usize;
@@ -222,8 +229,10 @@ fn read_values(
                 return Err(DataError::format(
                     Place::byte(&a.file, a.byte_of(start + i)),
                     format!(
-                        "{v} at {} is not an id (a whole number from 0)",
-                        position(a, start + i)
+                        "{} at {} is not an id (a whole number from 0 to {})",
+                        a.dtype.show(buf, i),
+                        position(a, start + i),
+                        u32::MAX
                     ),
                 ));
             }
@@ -233,7 +242,9 @@ fn read_values(
     }
 }
 
-/// Labels `start..start + count`: class ids below `settings.classes`, or f32 targets.
+/// Labels `start..start + count`: class ids below `settings.classes` (integers, or floats
+/// with whole values: pandas writes a column of class ids with blanks as floats), or f32
+/// targets.
 fn read_labels(
     a: &Array,
     settings: &ReadSettings,
@@ -253,10 +264,21 @@ fn read_labels(
     let mut ids = Vec::with_capacity(count);
     for i in 0..count {
         let v = a.dtype.get(buf, i);
+        let place = || Place::byte(&a.file, a.byte_of(start + i));
+        let shown = || format!("{} at {}", a.dtype.show(buf, i), position(a, start + i));
+        if v.is_finite() && v.fract() != 0.0 {
+            return Err(DataError::LabelKind {
+                place: place(),
+                message: format!(
+                    "label {} is not a class id (a whole number from 0); f32 targets are read as regression",
+                    shown()
+                ),
+            });
+        }
         if !(0.0..limit).contains(&v) {
             return Err(DataError::LabelOutOfRange {
-                place: Place::byte(&a.file, a.byte_of(start + i)),
-                label: format!("{v} at {}", position(a, start + i)),
+                place: place(),
+                label: shown(),
                 classes: settings.classes,
             });
         }

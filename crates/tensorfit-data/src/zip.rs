@@ -44,12 +44,18 @@ fn read_at(path: &Path, file: &mut File, at: u64, n: usize) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// The arrays of the `.npz` at `path` (`len` bytes), named by member without `.npy`.
-pub(crate) fn npz_arrays(
-    path: &Path,
-    file: &mut File,
-    len: u64,
-) -> Result<BTreeMap<String, Array>> {
+/// One member of a zip, as its central-directory entry gives it.
+struct Member {
+    name: String,
+    /// Compression method (0 stored, 8 deflated).
+    method: u64,
+    packed: u64,
+    size: u64,
+    local_at: u64,
+}
+
+/// The members of the zip at `path` (`len` bytes), from its central directory.
+fn members(path: &Path, file: &mut File, len: u64) -> Result<Vec<Member>> {
     let bad = |at: u64, m: &str| {
         DataError::format(
             Place::byte(path, at),
@@ -73,7 +79,7 @@ pub(crate) fn npz_arrays(
         count = u64_at(&record, 32);
         dir_at = u64_at(&record, 48);
     }
-    let mut arrays = BTreeMap::new();
+    let mut out = Vec::new();
     let mut at = dir_at;
     for _ in 0..count {
         let entry = read_at(path, file, at, 46)?;
@@ -86,7 +92,7 @@ pub(crate) fn npz_arrays(
         let (name_len, extra_len, comment_len) =
             (u16_at(&entry, 28), u16_at(&entry, 30), u16_at(&entry, 32));
         let rest = read_at(path, file, at + 46, (name_len + extra_len) as usize)?;
-        let member = String::from_utf8_lossy(&rest[..name_len as usize]).to_string();
+        let name = String::from_utf8_lossy(&rest[..name_len as usize]).to_string();
         // Zip64 extra field: the 64-bit values of the fields set to 0xFFFFFFFF, in order.
         let mut extra = &rest[name_len as usize..];
         while extra.len() >= 4 {
@@ -104,15 +110,69 @@ pub(crate) fn npz_arrays(
             extra = &extra[(4 + n).min(extra.len())..];
         }
         at += 46 + name_len + extra_len + comment_len;
-        let Some(name) = member.strip_suffix(".npy") else {
+        out.push(Member {
+            name,
+            method,
+            packed,
+            size,
+            local_at,
+        });
+    }
+    Ok(out)
+}
+
+/// The names of the members of the zip at `path` (`len` bytes), as its central directory
+/// lists them.
+pub(crate) fn member_names(path: &Path, file: &mut File, len: u64) -> Result<Vec<String>> {
+    Ok(members(path, file, len)?
+        .into_iter()
+        .map(|m| m.name)
+        .collect())
+}
+
+/// The arrays of the `.npz` at `path` (`len` bytes), named by member without `.npy`.
+pub(crate) fn npz_arrays(
+    path: &Path,
+    file: &mut File,
+    len: u64,
+) -> Result<BTreeMap<String, Array>> {
+    let mut arrays = BTreeMap::new();
+    let members = members(path, file, len)?;
+    if !members.is_empty() && !members.iter().any(|m| m.name.ends_with(".npy")) {
+        let names: Vec<String> = members
+            .iter()
+            .take(3)
+            .map(|m| format!("`{}`", m.name))
+            .collect();
+        return Err(DataError::format(
+            Place::file(path),
+            format!(
+                "is a zip without .npy members (it has {}{}), not an .npz of arrays as np.savez writes one",
+                names.join(", "),
+                if members.len() > 3 { ", ..." } else { "" }
+            ),
+        ));
+    }
+    for member in members {
+        let Some(name) = member.name.strip_suffix(".npy") else {
             continue;
         };
+        let Member {
+            method,
+            packed,
+            size,
+            local_at,
+            ..
+        } = member;
         let local = read_at(path, file, local_at, 30)?;
+        let bad = |m: String| {
+            DataError::format(
+                Place::byte(path, local_at),
+                format!("not a valid .npz (zip) file: member `{}` {m}", member.name),
+            )
+        };
         if u32_at(&local, 0) != LOCAL {
-            return Err(bad(
-                local_at,
-                &format!("member `{member}` has no local header"),
-            ));
+            return Err(bad("has no local header".into()));
         }
         let data_at = local_at + 30 + u16_at(&local, 26) + u16_at(&local, 28);
         let array = match method {
@@ -121,9 +181,15 @@ pub(crate) fn npz_arrays(
                 Array::in_file(path, name, dtype, shape, offset)
             }
             8 => inflated(path, file, data_at, packed, size, name)?,
-            m => return Err(bad(local_at, &format!("member `{member}` uses compression method {m}; np.savez and np.savez_compressed write 0 and 8"))),
+            m => {
+                return Err(bad(format!(
+                    "uses compression method {m}; np.savez and np.savez_compressed write 0 and 8"
+                )))
+            }
         };
-        arrays.insert(name.to_string(), array);
+        if arrays.insert(name.to_string(), array).is_some() {
+            return Err(bad("appears twice".into()));
+        }
     }
     if arrays.is_empty() {
         return Err(DataError::Empty {

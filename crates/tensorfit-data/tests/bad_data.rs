@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 use tensorfit_data::{
     CharCorpus, CsvSequenceDir, DataError, LongCsv, ReadSettings, Source, TensorData, TooLong,
-    TsvData,
+    TsvData, Values,
 };
 
 /// A DL4J-style directory with the given feature and label files.
@@ -143,22 +143,33 @@ fn a_fractional_label_for_a_classifier_is_of_the_wrong_kind() {
 }
 
 #[test]
-fn float_labels_in_a_tensor_file_are_of_the_wrong_kind_for_a_classifier() {
+fn float_labels_in_a_tensor_file_are_class_ids_when_whole_and_the_wrong_kind_when_not() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d.safetensors");
     safetensors(&path, &[0.0; 4], [2, 2, 1], &[0, 1], "F32");
-    let m = TensorData::open(&path, &ReadSettings::default())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        m.contains("d.safetensors: `labels` holds F32 values, not class ids"),
-        "{m}"
+    let read = TensorData::open(&path, &ReadSettings::default()).unwrap();
+    assert_eq!(
+        read.reader().unwrap().read(1).unwrap().labels,
+        Values::Ids(vec![1])
     );
     let regression = ReadSettings {
         regression: true,
         ..ReadSettings::default()
     };
     assert!(TensorData::open(&path, &regression).is_ok());
+    // 1.5 (0x3FC00000) in place of the second label.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() - 4;
+    bytes[at..].copy_from_slice(&1.5f32.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let e = TensorData::open(&path, &ReadSettings::default()).unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, DataError::LabelKind { .. }), "{m}");
+    assert!(
+        m.contains("d.safetensors (byte ")
+            && m.contains("label 1.5 at `labels`[1] is not a class id"),
+        "{m}"
+    );
 }
 
 #[test]
