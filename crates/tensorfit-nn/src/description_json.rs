@@ -127,8 +127,8 @@ impl<'a> Table<'a> {
         let Some(v) = self.map.get(key) else {
             return Ok(DropoutRate::NONE);
         };
-        let p = v.as_f64().unwrap_or(f64::NAN) as f32;
-        DropoutRate::new(p).map_err(|why| Error::input(format!("`{}` {why}", self.field(key))))
+        let p = v.as_f64().unwrap_or(f64::NAN);
+        DropoutRate::from_f64(p).map_err(|why| Error::input(format!("`{}` {why}", self.field(key))))
     }
 
     fn text(&self, key: &str) -> Result<&'a str> {

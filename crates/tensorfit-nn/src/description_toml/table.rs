@@ -195,8 +195,8 @@ impl<'a> Table<'a> {
             DeValue::Integer(i) => i.as_str(),
             other => return Err(self.wrong_type(key, v, "a number in [0, 1)", other)),
         };
-        let p = text.replace('_', "").parse::<f32>().unwrap_or(f32::NAN);
-        DropoutRate::new(p).map_err(|why| {
+        let p = text.replace('_', "").parse::<f64>().unwrap_or(f64::NAN);
+        DropoutRate::from_f64(p).map_err(|why| {
             self.file
                 .error(v.span().start, &path, format!("`{path}` {why}"))
         })

@@ -47,6 +47,23 @@ impl DropoutRate {
         }
     }
 
+    /// `p` as a model file gives it (read as f64), if `0 <= p < 1` both as given and in
+    /// the f32 dropout is computed in; else a message showing `p` as given (0.9999999999
+    /// is below 1, and rounds to 1 in f32).
+    pub fn from_f64(p: f64) -> std::result::Result<DropoutRate, String> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(format!(
+                "must be at least 0 and less than 1 (the probability of dropping an element), got {p}"
+            ));
+        }
+        DropoutRate::new(p as f32).map_err(|_| {
+            format!(
+                "= {p} rounds to 1 in single precision (f32), in which dropout is computed: give at most {}",
+                1.0 - f32::EPSILON / 2.0
+            )
+        })
+    }
+
     pub fn p(self) -> f32 {
         self.0
     }
@@ -162,6 +179,20 @@ mod tests {
             let e = DropoutRate::new(bad).unwrap_err();
             assert!(e.contains("less than 1"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_rate_below_1_that_rounds_to_1_in_f32_is_refused_as_given() {
+        let e = DropoutRate::from_f64(0.9999999999).unwrap_err();
+        assert!(
+            e.contains("= 0.9999999999 rounds to 1") && e.contains("at most 0.99999994"),
+            "{e}"
+        );
+        let e = DropoutRate::from_f64(1.0000000001).unwrap_err();
+        assert!(e.contains("got 1.0000000001"), "{e}");
+        let largest = DropoutRate::from_f64(0.99999994).unwrap();
+        assert_eq!(largest.p(), 1.0 - f32::EPSILON / 2.0);
+        assert_eq!(DropoutRate::from_f64(0.25), DropoutRate::new(0.25));
     }
 
     #[test]
