@@ -162,7 +162,7 @@ fn a_bad_file_of_each_format_exits_1_naming_the_file_and_line() {
         "sequence,step,f1,f2,f3,label\ns0,0,1,2,3,0\ns0,1,1,2,0\n",
     )
     .unwrap();
-    // A tensor file whose labels are floats.
+    // A tensor file whose labels are floats, the first not a whole number.
     let st = dir.join("float_labels.safetensors");
     let x = vec![0u8; 2 * 4 * 3 * 4];
     let y: Vec<u8> = [0.5f32, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -186,7 +186,8 @@ fn a_bad_file_of_each_format_exits_1_naming_the_file_and_line() {
         (csv.clone(), "seq.csv:3: 5 fields".to_string()),
         (
             st.clone(),
-            "float_labels.safetensors: `labels` holds F32 values".to_string(),
+            "float_labels.safetensors (byte 232): label 0.5 at `labels`[0] is not a class id"
+                .to_string(),
         ),
     ];
     for (data, want) in cases {

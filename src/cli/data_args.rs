@@ -15,8 +15,8 @@ use clap::Args;
 use tensorfit::core::rows::IGNORE_LABEL;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
-    length_grouped_batches, max_batch_bytes, open, padded_steps, stream_batches, Batch,
-    BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Dataset, Inputs, Labels,
+    format_of, length_grouped_batches, max_batch_bytes, open, padded_steps, stream_batches, Batch,
+    BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Dataset, Format, Inputs, Labels,
     LabelsPer, Opened, ReadSettings, Source, Targets, TooLong, TsvData, Values,
 };
 use tensorfit::nn::{HeadOn, InputSpec, LossSpec, ModelDescription};
@@ -188,6 +188,7 @@ pub fn read_settings(
         max_seq_len,
         too_long: if cut { TooLong::Cut } else { TooLong::Refuse },
         labels: Labels::Required,
+        head: Some(head_labels(cfg)),
     }
 }
 
@@ -201,7 +202,7 @@ pub fn open_for(
     read_ahead: usize,
     vocab: Option<&TextVocab>,
 ) -> Result<Files> {
-    let is_tsv = path.extension().is_some_and(|e| e == "tsv") && !path.is_dir();
+    let is_tsv = format_of(path)? == Format::Tsv;
     let (source, vocab): (Arc<dyn Source>, _) = if is_tsv {
         let known = vocab.and_then(|v| v.labels.as_ref().map(|l| (&v.chars, l)));
         let tsv = TsvData::open(path, settings, known)?;
@@ -256,6 +257,13 @@ fn language_model(
         ),
     }
     let window = settings.max_seq_len.unwrap_or(DEFAULT_WINDOW);
+    if corpus.chars < 2 {
+        bail!(
+            "{shown}: read as a text corpus for a character language model, and its {} character{} too short for any window: a window of n characters needs n + 1 (its inputs, and the next character of each as the target); give a text of at least 2 characters",
+            corpus.chars,
+            if corpus.chars == 1 { " is" } else { "s are" }
+        );
+    }
     // The whole text in one stream, to check it against the model; a run cuts the part
     // it reads into a stream per row of its batches (`Files::text_part`).
     let windows =
@@ -302,11 +310,17 @@ pub fn per_step_labels(path: &Path, per: LabelsPer, cfg: &ModelDescription) -> R
 /// Labels ignored (`predict --data`): a file may have none, and each sequence carries
 /// placeholders laid out as `cfg`'s head reads them (one per step on every step).
 pub fn ignored_labels(cfg: &ModelDescription) -> Labels {
-    let per = match cfg.head.on {
+    Labels::Ignored {
+        per: head_labels(cfg),
+    }
+}
+
+/// The labels `cfg`'s head takes: one per step on every step, else one per sequence.
+fn head_labels(cfg: &ModelDescription) -> LabelsPer {
+    match cfg.head.on {
         HeadOn::EveryStep => LabelsPer::Step,
         HeadOn::LastStep => LabelsPer::Sequence,
-    };
-    Labels::Ignored { per }
+    }
 }
 
 /// Refuses data the model cannot take, naming the file and the model's figure.

@@ -24,9 +24,8 @@ pub fn of_checkpoint(path: Option<&Path>, data: Option<&Path>) -> Result<Option<
     TextVocab::load(&ck.extra).context("--checkpoint")
 }
 
-/// Whether `data` is read as text (`tensorfit_data::open`'s rule: not a directory, and
-/// not a tensor or CSV file).
+/// Whether `data` is read as text (a TSV or a corpus, as `tensorfit_data::format_of`
+/// decides); a path that cannot be read is not (opening it says why).
 pub fn is_text(data: &Path) -> bool {
-    let ext = data.extension().and_then(|e| e.to_str()).unwrap_or("");
-    !data.is_dir() && !matches!(ext, "safetensors" | "npy" | "npz" | "csv")
+    tensorfit::data::format_of(data).is_ok_and(|f| f.is_text())
 }
