@@ -199,72 +199,27 @@ fn read_exact(r: &mut impl Read, buf: &mut [u8], path: &Path, what: &str) -> Res
     })
 }
 
-/// Bytes per element of a safetensors dtype.
-fn dtype_bytes(dtype: &str) -> Option<u64> {
-    Some(match dtype {
-        "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" => 1,
-        "U16" | "I16" | "F16" | "BF16" => 2,
-        "U32" | "I32" | "F32" => 4,
-        "U64" | "I64" | "F64" => 8,
-        _ => return None,
-    })
-}
-
-/// The tensors of a header and the length of the data section; each tensor's byte range
-/// must match its shape and dtype and lie inside the data.
+/// The tensors of a header and the length of the data section, checked by the
+/// safetensors library as Python's `safetensors` checks them: every tensor's byte range
+/// the size of its shape and dtype, the ranges one after another from 0 with no overlap
+/// and no hole.
 fn parse_header(text: &[u8]) -> std::result::Result<(BTreeMap<String, TensorEntry>, u64), String> {
-    let v: serde_json::Map<String, serde_json::Value> =
+    let metadata: safetensors::tensor::Metadata =
         serde_json::from_slice(text).map_err(|e| format!("header: {e}"))?;
-    let mut tensors = BTreeMap::new();
-    let mut data_bytes = 0u64;
-    for (name, t) in v {
-        if name == "__metadata__" {
-            continue;
-        }
-        let dtype = t
-            .get("dtype")
-            .and_then(|d| d.as_str())
-            .ok_or_else(|| format!("tensor `{name}` has no dtype"))?
-            .to_string();
-        let shape: Vec<usize> = t
-            .get("shape")
-            .and_then(|s| s.as_array())
-            .and_then(|dims| {
-                dims.iter()
-                    .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
-                    .collect()
-            })
-            .ok_or_else(|| format!("tensor `{name}` has no valid shape"))?;
-        let offsets: Vec<u64> = t
-            .get("data_offsets")
-            .and_then(|o| o.as_array())
-            .and_then(|o| o.iter().map(|x| x.as_u64()).collect())
-            .filter(|o: &Vec<u64>| o.len() == 2 && o[0] <= o[1])
-            .ok_or_else(|| format!("tensor `{name}` has no valid data_offsets"))?;
-        let size = dtype_bytes(&dtype)
-            .ok_or_else(|| format!("tensor `{name}` has unknown dtype {dtype}"))?;
-        let want = shape
-            .iter()
-            .try_fold(size, |acc, &d| acc.checked_mul(d as u64))
-            .ok_or_else(|| format!("tensor `{name}` is larger than any file"))?;
-        if offsets[1] - offsets[0] != want {
-            return Err(format!(
-                "tensor `{name}` of shape {shape:?} {dtype} needs {want} bytes, its offsets give {}",
-                offsets[1] - offsets[0]
-            ));
-        }
-        data_bytes = data_bytes.max(offsets[1]);
-        tensors.insert(
-            name,
-            TensorEntry {
-                dtype,
-                shape,
-                begin: offsets[0],
-                end: offsets[1],
-            },
-        );
-    }
-    Ok((tensors, data_bytes))
+    let tensors = metadata
+        .tensors()
+        .into_iter()
+        .map(|(name, info)| {
+            let entry = TensorEntry {
+                dtype: info.dtype.to_string(),
+                shape: info.shape.clone(),
+                begin: info.data_offsets.0 as u64,
+                end: info.data_offsets.1 as u64,
+            };
+            (name, entry)
+        })
+        .collect();
+    Ok((tensors, metadata.data_len() as u64))
 }
 
 #[cfg(test)]
@@ -296,6 +251,23 @@ mod tests {
         let p = scratch("huge.safetensors");
         std::fs::write(&p, &huge).unwrap();
         assert!(SafetensorsFile::open(&p).is_err());
+    }
+
+    #[test]
+    fn overlapping_tensors_and_holes_are_refused_as_python_refuses_them() {
+        // The file as long as the header says: only the offsets are wrong.
+        for (name, offsets, data) in [("overlap", "[4,8]", 8), ("hole", "[12,16]", 16)] {
+            let header = format!(
+                r#"{{"a":{{"dtype":"F32","shape":[2],"data_offsets":[0,8]}},"b":{{"dtype":"F32","shape":[1],"data_offsets":{offsets}}}}}"#
+            );
+            let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+            bytes.extend(header.as_bytes());
+            bytes.extend(vec![0u8; data]);
+            let p = scratch(&format!("{name}.safetensors"));
+            std::fs::write(&p, &bytes).unwrap();
+            let e = SafetensorsFile::open(&p).unwrap_err().to_string();
+            assert!(e.contains("invalid offset for tensor `b`"), "{name}: {e}");
+        }
     }
 
     #[test]
