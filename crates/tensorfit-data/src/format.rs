@@ -50,10 +50,12 @@ pub fn format_of(path: &Path) -> Result<Format> {
         return Ok(Format::Directory);
     }
     let mut file = File::open(path).map_err(DataError::io(path))?;
-    let len = file.metadata().map_err(DataError::io(path))?.len();
+    let meta = file.metadata().map_err(DataError::io(path))?;
+    let len = meta.len();
     let mut head = [0u8; 16];
     let mut got = 0;
-    while got < head.len() {
+    // A pipe or a device is not read ahead (its bytes would be gone): its name says.
+    while meta.is_file() && got < head.len() {
         match file.read(&mut head[got..]).map_err(DataError::io(path))? {
             0 => break,
             n => got += n,
@@ -101,7 +103,7 @@ pub fn format_of(path: &Path) -> Result<Format> {
     }
     if head.len() > 8 && head[8] == b'{' {
         let n = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
-        if n >= 2 && n <= len - 8 {
+        if n >= 2 && len.checked_sub(8).is_some_and(|room| n <= room) {
             return Ok(Format::Safetensors);
         }
     }

@@ -35,21 +35,29 @@ impl TensorData {
         let mut all = arrays(path)?;
         let names = all_names(&all);
         let bad = |m: String| DataError::format(Place::file(path), m);
-        let (inputs, tokens) =
-            match (all.get("input"), all.get("tokens")) {
-                (Some(_), Some(_)) => return Err(bad(
+        let (inputs, tokens) = match (all.get("input"), all.get("tokens")) {
+            (Some(_), Some(_)) => {
+                return Err(bad(
                     "has both `input` [N, T, F] and `tokens` [N, T]; keep the one the model reads"
                         .into(),
-                )),
-                (Some(a), None) => (a.clone(), false),
-                (None, Some(a)) => (a.clone(), true),
-                (None, None) => {
-                    return Err(bad(format!(
-                        "has neither `input` [N, T, F] nor `tokens` [N, T] (it has {})",
-                        names
-                    )))
-                }
-            };
+                ))
+            }
+            (Some(a), None) => (a.clone(), false),
+            (None, Some(a)) => (a.clone(), true),
+            (None, None) => {
+                // A lone .npy is one array named by its file.
+                let npy = crate::format::format_of(path)? == crate::format::Format::Npy;
+                return Err(bad(format!(
+                    "has neither `input` [N, T, F] nor `tokens` [N, T] (it has {}){}",
+                    names,
+                    if npy {
+                        "; a .npy holds one array, named by its file: name it input.npy (for predict), or save input and labels together with np.savez(\"data.npz\", input=x, labels=y)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        };
         let ignored = settings.ignored_labels();
         let labels = match ignored {
             Some(_) => None,

@@ -275,6 +275,11 @@ fn npy_float16_is_read_and_other_dtypes_are_named_with_what_is_read() {
     let mut r = s.reader().unwrap();
     assert_eq!(r.read(0).unwrap().inputs, Values::F32(vec![1.5]));
     assert_eq!(r.read(1).unwrap().inputs, Values::F32(vec![-2.0]));
+    let m = error(&file(&dir, "x.npy", &npy("<f4", "(2, 1, 1)", &[0; 8])));
+    assert!(
+        m.contains("(it has `x`); a .npy holds one array, named by its file: name it input.npy"),
+        "{m}"
+    );
     for (descr, says) in [
         ("|b1", "dtype `|b1` (bool) is not read"),
         ("|O", "dtype `|O` (Python objects) is not read"),
