@@ -344,6 +344,34 @@ fn a_regression_on_every_step_predicts_each_step_of_a_padded_file_as_predict_inp
     let padded = dir.join("padded.safetensors");
     write_tensors(&padded, "input", &[3, steps, 3], &x, Some(&lengths));
     let got = predict(&ck, &padded, "cpu", &dir);
+    // eval --data reads it with labels [N, T, K] (each length in batches of its own: mse
+    // on every step cannot mask padded steps).
+    let labelled = dir.join("padded_labelled.safetensors");
+    {
+        use safetensors::tensor::TensorView;
+        let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let lb: Vec<u8> = lengths.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let yb: Vec<u8> = (0..3 * steps * 2)
+            .flat_map(|i| value(i).to_le_bytes())
+            .collect();
+        let views = [
+            (
+                "input",
+                TensorView::new(Dtype::F32, vec![3, steps, 3], &xb).unwrap(),
+            ),
+            (
+                "lengths",
+                TensorView::new(Dtype::I64, vec![3], &lb).unwrap(),
+            ),
+            (
+                "labels",
+                TensorView::new(Dtype::F32, vec![3, steps, 2], &yb).unwrap(),
+            ),
+        ];
+        safetensors::serialize_to_file(views, None, &labelled).unwrap();
+    }
+    let scores = common::data_cli::eval_on_data(&ck, &labelled, "eval a padded file");
+    assert!(scores["loss"].as_f64().unwrap() > 0.0, "{scores}");
     let (p, shape) = f32_tensor(&got, "predictions");
     assert_eq!(shape, [3, steps, 2]);
     assert_eq!(i64_tensor(&got, "lengths"), lengths);
