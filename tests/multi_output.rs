@@ -148,6 +148,20 @@ fn k_targets_per_sequence_train_evaluate_and_predict_alike_from_tensors_a_long_c
     let bytes = std::fs::read(&out).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     assert_eq!(st.tensor("predictions").unwrap().shape(), [N, K]);
+    // A long CSV keeps its K target columns to predict, and says so when they are missing.
+    let bare = dir.join("bare.csv");
+    std::fs::write(&bare, format!("s0,0,{}\n", step(&x, 0, 0))).unwrap();
+    let err = refused(&[
+        "predict",
+        "--checkpoint",
+        arg(&ck),
+        "--data",
+        arg(&bare),
+        "--output",
+        arg(&out),
+    ]);
+    assert!(err.contains("y1,...,y3"), "{err}");
+    assert!(err.contains("its last K columns"), "{err}");
 }
 
 #[test]

@@ -37,7 +37,8 @@ pub struct DataSource {
     /// batched with others of similar length, padded to the batch's longest and masked.
     /// `predict` needs no labels and reads none: tensors without `labels`, `features/`
     /// without `labels/`, a `.tsv` of `text` lines (a line with a TAB is still
-    /// `label<TAB>text`); only a long CSV keeps its label column (any known class).
+    /// `label<TAB>text`); only a long CSV keeps its label column (any known class; a
+    /// regression's K target columns, any numbers).
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
     /// Batches the background reader prepares ahead of the one in use; the host memory of
