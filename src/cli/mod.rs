@@ -22,6 +22,7 @@ mod model_arg;
 mod optim_args;
 pub mod plan;
 pub mod predict;
+mod predictions_file;
 mod ranks;
 pub mod train;
 mod train_settings;
