@@ -16,7 +16,6 @@ use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::data::{split, Labels};
 use tensorfit::distributed::Ranks;
 use tensorfit::host_budget::init_params;
-use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::optim::ScheduleState;
 use tensorfit::nn::{CarriedState, Checkpoint, Job, RunSettings};
 use tensorfit::session::Session;
@@ -32,7 +31,8 @@ use super::optim_args;
 use super::ranks;
 use super::train::{open_checkpoint_dir, TrainArgs};
 use super::{
-    begin, crossed, print_memory, request, summary, train_settings, updates_per_batch, Exit,
+    begin, claim_output, crossed, print_memory, request, summary, train_settings,
+    updates_per_batch, Exit,
 };
 
 /// Mixed with the epoch's number into the seed of its order.
@@ -206,9 +206,11 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if !root {
         (a.json, a.save, a.checkpoint_dir) = (true, None, None);
     }
-    if let Some(path) = &a.save {
-        check_writable(path).context("--save")?;
-    }
+    let _save_lock = a
+        .save
+        .as_deref()
+        .map(|p| claim_output("--save", p))
+        .transpose()?;
     let loaded = resumed.as_ref().map(|r| &r.loaded);
     let ck_dir = match root {
         true => open_checkpoint_dir(&a, loaded, &settings, start)?,

@@ -12,7 +12,7 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::distributed::Ranks;
 use tensorfit::host_budget::init_params;
-use tensorfit::nn::atomic_file::{check_writable, same_file};
+use tensorfit::nn::atomic_file::same_file;
 use tensorfit::nn::{BuiltinTask, Checkpoint, Job, RunSettings, TbpttMode};
 use tensorfit::session::Session;
 use tensorfit::{Model, Training};
@@ -23,9 +23,9 @@ use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::ranks::{self, RankArgs};
 use super::{
-    at_least_one, check_task, crossed, open_request, parse_tbptt_mode, positive_rate, print_memory,
-    quality_text, refuse_overwriting, request, summary, train_settings, training_file,
-    updates_per_batch, DeviceArgs, Exit, ModelArg,
+    at_least_one, check_task, claim_output, crossed, open_request, parse_tbptt_mode, positive_rate,
+    print_memory, quality_text, refuse_overwriting, request, summary, train_settings,
+    training_file, updates_per_batch, DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
@@ -208,9 +208,13 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     check_task(&cfg)?;
     // Every output is checked before the first step: a run that cannot save is refused
     // now, not after hours of training.
-    if let Some(path) = &a.save {
-        check_writable(path).context("--save")?;
-    }
+    // Held to the end, as the checkpoint directory is: a second run saving to the same
+    // file is refused now, not silently replaced by whichever finishes last.
+    let _save_lock = a
+        .save
+        .as_deref()
+        .map(|p| claim_output("--save", p))
+        .transpose()?;
     let ck_dir = match root {
         true => open_checkpoint_dir(&a, resumed.as_ref(), &settings, start)?,
         false => None,
