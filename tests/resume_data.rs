@@ -1,7 +1,8 @@
 //! A resumed data run (`train --data … --resume DIR`) is the run it continues: every
 //! setting that shapes it (epochs, early stopping, the text's windows, validation, the
 //! model) comes from its checkpoint when not typed, and a typed value that differs is
-//! refused naming both.
+//! refused naming both; a run of one kind resumed as the other says what it is and what
+//! to pass.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(unix)]
@@ -13,7 +14,7 @@ use std::process::{Command, Output};
 
 use common::{
     arg, checkpoint_bits, example_data, json, refused, scratch, spawn_until, succeed,
-    tensorfit_command,
+    tensorfit_command, TINY_RUN,
 };
 use tensorfit::nn::Checkpoint;
 
@@ -333,4 +334,61 @@ fn a_resumed_data_run_refuses_another_model_naming_both() {
         &mut resume(&example_data("classify_model.toml")),
         "its own model",
     );
+}
+
+#[test]
+fn a_data_run_resumed_without_data_says_what_it_is_and_what_to_pass() {
+    let dir = scratch("resume-without-data");
+    let data = example_data("classify.safetensors");
+    succeed(
+        &mut classifier_run(&dir, &["--epochs", "1"]),
+        "the first run",
+    );
+    let e = refused(&["train", "--resume", arg(&dir)]);
+    assert!(
+        e.contains(&format!(
+            "--resume {}: the latest state of a `train --data` run on {} (step 6, 1 of 1 epochs done), not a run on the built-in task: continue it with --resume {} --data {}",
+            dir.display(),
+            data.display(),
+            dir.display(),
+            data.display()
+        )),
+        "{e}"
+    );
+    // Its best model is not the state it resumes from.
+    let best = dir.join("checkpoint.safetensors");
+    let e = refused(&["train", "--resume", arg(&best), "--steps", "1"]);
+    assert!(
+        e.contains("the best model of a `train --data` run")
+            && e.contains(&format!(
+                "continue the run from its latest state with --resume {} --data {}",
+                dir.display(),
+                data.display()
+            )),
+        "{e}"
+    );
+    let e = refused(&["train", "--resume", arg(&best), "--data", arg(&data)]);
+    assert!(e.contains("the best model of a `train --data` run"), "{e}");
+}
+
+#[test]
+fn a_run_on_the_built_in_task_resumed_with_data_says_what_it_is_and_what_to_pass() {
+    let dir = scratch("resume-builtin-with-data");
+    let data = example_data("classify.safetensors");
+    let mut c = tensorfit_command();
+    c.arg("train").args(TINY_RUN).args(["--steps", "2"]);
+    succeed(
+        c.args(["--device", "cpu", "--checkpoint-dir", arg(&dir)]),
+        "built-in",
+    );
+    for resumed in [dir.clone(), dir.join("checkpoint.safetensors")] {
+        let e = refused(&["train", "--resume", arg(&resumed), "--data", arg(&data)]);
+        let shown = resumed.display();
+        assert!(
+            e.contains(&format!(
+                "--resume {shown}: a run on the built-in task (step 2), not a `train --data` run: continue it with --resume {shown} without --data"
+            )),
+            "{e}"
+        );
+    }
 }

@@ -23,6 +23,7 @@ mod optim_args;
 pub mod plan;
 pub mod predict;
 mod ranks;
+mod resume_kind;
 pub mod train;
 mod train_settings;
 pub mod training_file;
