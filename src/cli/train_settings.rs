@@ -231,10 +231,22 @@ pub fn refuse_changes(
             run.eval_batch.to_string(),
         ),
     ];
-    let typed = |id: &str| a.given.iter().any(|g| g == id);
-    let differing: Vec<String> = typed_values
+    let values: Vec<_> = typed_values.iter().chain(more).cloned().collect();
+    refuse_typed(&a.given, &values, "settings", path)
+}
+
+/// Refuses the flags typed (`given`) whose value differs from the resumed run's, stored
+/// in `path`: `values` holds each flag's id, typed value ("" for a switch) and the run's
+/// value; `what` names the kind of settings in the message.
+pub fn refuse_typed(
+    given: &[String],
+    values: &[(&str, String, String)],
+    what: &str,
+    path: &Path,
+) -> Result<()> {
+    let typed = |id: &str| given.iter().any(|g| g == id);
+    let differing: Vec<String> = values
         .iter()
-        .chain(more)
         .filter(|(id, typed_value, run_value)| typed(id) && typed_value != run_value)
         .map(|(id, typed_value, run_value)| {
             // A switch is typed without a value.
@@ -250,7 +262,7 @@ pub fn refuse_changes(
         .collect();
     if !differing.is_empty() {
         bail!(
-            "a resumed run keeps the settings it was started with, stored in {}: {} {}; drop {}, or start a new run without --resume",
+            "a resumed run keeps the {what} it was started with, stored in {}: {} {}; drop {}, or start a new run without --resume",
             path.display(),
             differing.join(", "),
             if differing.len() == 1 { "differs" } else { "differ" },
