@@ -274,7 +274,7 @@ fn a_checkpoint_from_before_the_data_settings_were_stored_resumes_with_the_flags
     settings.as_object_mut().unwrap().remove("data");
     ck.extra.insert("run_settings".into(), settings.to_string());
     ck.save(&last).unwrap();
-    let v = json(&succeed(
+    let out = succeed(
         tensorfit_command().args([
             "train",
             "--resume",
@@ -288,8 +288,14 @@ fn a_checkpoint_from_before_the_data_settings_were_stored_resumes_with_the_flags
             "--json",
         ]),
         "resuming an older checkpoint",
-    ));
+    );
+    let v = json(&out);
     assert_eq!(v["steps"], 12, "two epochs of 6 steps: {v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("written by an older tensorfit and keeps no data settings: continuing with 2 epochs, no early stopping"),
+        "{err}"
+    );
 }
 
 #[test]

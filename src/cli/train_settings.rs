@@ -141,8 +141,24 @@ pub fn keep_data_run(a: &mut TrainArgs, r: &Resumed) -> Result<()> {
             None => r.position.val_fraction.to_string(),
         },
     )];
-    if let Some(d) = &s.data {
-        more.extend(data_changes(a, d));
+    match &s.data {
+        Some(d) => more.extend(data_changes(a, d)),
+        None => errln!(
+            "note: {} was written by an older tensorfit and keeps no data settings: continuing with {} epochs, {}, windows or longest sequence {}{}{}",
+            path.display(),
+            a.fit.epochs,
+            a.fit
+                .stop_patience
+                .map_or("no early stopping".to_string(), |p| format!("early stopping after {p} validations")),
+            a.data
+                .max_seq_len
+                .map_or("by default".to_string(), |n| n.to_string()),
+            if a.data.cut_long { " (cut)" } else { "" },
+            match &a.fit.val {
+                Some(v) => format!(", validating on {}", v.display()),
+                None => String::new(),
+            }
+        ),
     }
     refuse_changes(a, (&typed, s), &more, path)?;
     (a.batch, a.seed, a.lr, a.eval_every) = (s.batch, s.seed, s.lr, s.eval_every);
