@@ -54,7 +54,7 @@ fn resumes_as_never_stopped(
     data: &Path,
 ) -> serde_json::Value {
     let whole = scratch(&format!("{name}-whole"));
-    let whole_out = succeed(&mut run(&whole).arg("--json"), "the run never stopped");
+    let whole_out = succeed(run(&whole).arg("--json"), "the run never stopped");
     let dir = scratch(&format!("{name}-stopped"));
     let out = stopped_by_sigterm(&mut run(&dir), &dir);
     // Where the signal lands is up to the scheduler: a run that had ended resumes too.
