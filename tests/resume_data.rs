@@ -375,6 +375,16 @@ fn a_data_run_resumed_without_data_says_what_it_is_and_what_to_pass() {
     );
     let e = refused(&["train", "--resume", arg(&best), "--data", arg(&data)]);
     assert!(e.contains("the best model of a `train --data` run"), "{e}");
+    // A run on the built-in task that took the directory over is its run now.
+    let builtin = |more: &[&str]| {
+        let mut c = tensorfit_command();
+        c.arg("train")
+            .args(TINY_RUN)
+            .args(["--steps", "1", "--device", "cpu"]);
+        succeed(c.args(more), "the built-in task's run");
+    };
+    builtin(&["--checkpoint-dir", arg(&dir), "--overwrite"]);
+    builtin(&["--resume", arg(&dir)]);
 }
 
 #[test]

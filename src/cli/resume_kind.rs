@@ -61,6 +61,12 @@ pub fn refuse_data_run_without_data(resume: &Path) -> Result<()> {
     if !resume.is_dir() || !last.exists() {
         return Ok(());
     }
+    // A directory a run on the built-in task took over (--overwrite) still holds the
+    // data run's latest state: its checkpoint says whose directory it is.
+    let checkpoint = Checkpoint::load(&resume.join(CHECKPOINT_FILE));
+    if checkpoint.is_ok_and(|ck| kind(&ck) == Some(Kind::Builtin)) {
+        return Ok(());
+    }
     let ck = Checkpoint::load(&last).context("--resume")?;
     let (on, data) = on_data(&ck);
     let epochs = RunSettings::load(&ck.extra)
