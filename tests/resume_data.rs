@@ -131,6 +131,20 @@ fn a_run_stopped_by_sigterm_keeps_its_early_stopping_when_resumed() {
     ];
     let v = resumes_as_never_stopped("patience", |d| classifier_run(d, &more), &data);
     assert_eq!(v["stopped_early"], true, "{v}");
+    // Resumed once more, it stays stopped (it trained on to the next validation).
+    let dir = scratch("patience-stopped");
+    let before = checkpoint_bits(&dir.join("last.safetensors"));
+    let again = json(&succeed(
+        tensorfit_command()
+            .args(["train", "--resume", arg(&dir), "--data", arg(&data)])
+            .args(["--device", "cpu", "--json"]),
+        "resuming a run that stopped early",
+    ));
+    assert_eq!(
+        (&again["steps"], &again["stopped_early"]),
+        (&v["steps"], &v["stopped_early"])
+    );
+    assert_eq!(checkpoint_bits(&dir.join("last.safetensors")), before);
 }
 
 /// Text of a random sequence of 37 letters a..h repeated 40 times, written in `dir`; and
