@@ -1,21 +1,22 @@
 //! A training run's checkpoint directory: `DIR/checkpoint.safetensors`, kept current by
 //! one run at a time.
 //!
-//! [`CheckpointDir::lock`] takes an advisory lock on `DIR/.lock` (the operating system
-//! releases it when the process ends, however it ends), so a second run on the same
+//! [`CheckpointDir::lock`] takes an advisory lock on `DIR/.lock` ([`take`]: the operating
+//! system releases it when the process ends, however it ends), so a second run on the same
 //! directory is refused instead of racing the first for the last rename. While the lock
 //! is held no other tensorfit writes there, so every temporary file left in it is stale
 //! (from a writer that was killed) and is removed. Whether the checkpoint already in the
 //! directory may be replaced is the caller's decision; [`CheckpointDir::existing`] reads
 //! it.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read, Seek, Write};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use tensorfit_core::{Error, Result};
 use tensorfit_nn::atomic_file::check_writable;
 use tensorfit_nn::Checkpoint;
+
+use crate::output_lock::take;
 
 /// The checkpoint's file name inside its directory.
 pub const CHECKPOINT_FILE: &str = "checkpoint.safetensors";
@@ -57,33 +58,15 @@ impl CheckpointDir {
         }
         std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e))?;
         let lock_path = dir.join(LOCK_FILE);
-        let mut lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(|e| file_error(&lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = lock.read_to_string(&mut holder);
-                let holder = match holder.trim() {
-                    "" => String::new(),
-                    pid => format!(" (process {pid})"),
-                };
+        let lock = match take(&lock_path)? {
+            Ok(lock) => lock,
+            Err(holder) => {
                 return Err(file_error(
                     dir,
                     format!("is in use by another training run{holder}; one directory serves one run at a time"),
-                ));
+                ))
             }
-            Err(TryLockError::Error(e)) => return Err(file_error(&lock_path, e)),
-        }
-        // Who holds the lock, for the message a second run gets.
-        let _ = lock.set_len(0);
-        let _ = lock.rewind();
-        let _ = write!(lock, "{}", std::process::id());
+        };
         let me = CheckpointDir {
             dir: dir.to_path_buf(),
             _lock: lock,

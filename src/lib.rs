@@ -17,7 +17,8 @@
 //!   run on the chosen device and its moves when that device fails; [`job_switch`]: the
 //!   same run moved onto the plan of another batch size or sequence length;
 //! - [`distributed`]: data-parallel training over the ranks of an MPI launch;
-//! - [`checkpoint_dir`]: a training run's checkpoint directory, locked while in use.
+//! - [`checkpoint_dir`]: a training run's checkpoint directory, locked while in use;
+//!   [`output_lock`]: an output file, written by one process at a time.
 //!
 //! The `tensorfit` binary (`src/main.rs`, one module per subcommand in `src/cli/`) is the
 //! command-line front end.
@@ -38,6 +39,7 @@ pub mod faults;
 pub mod host_budget;
 pub mod job_switch;
 pub mod max_job;
+pub mod output_lock;
 pub mod recovery;
 pub mod session;
 pub mod strategy;

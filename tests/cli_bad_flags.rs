@@ -162,7 +162,6 @@ fn a_resumed_data_run_refuses_flags_typed_with_other_values_than_its_own() {
     let resume = |extra: &[&str]| {
         let args = [
             &["train", "--resume", arg(&dir), "--data", arg(&data)][..],
-            &["--epochs", "2"],
             extra,
         ]
         .concat();

@@ -1,19 +1,25 @@
 //! Outputs are never lost: every output path is checked before any work, an output never
-//! replaces one of the run's inputs, and a write that fails (a full disk) leaves the
-//! previous file intact and no temporary file behind.
+//! replaces one of the run's inputs, a write that fails (a full disk) leaves the previous
+//! file intact and no temporary file behind, and an output another process is writing is
+//! refused at the start (the last rename would lose one of the two).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
 use tensorfit::core::HostTensor;
 use tensorfit::nn::{Checkpoint, ParamStore};
+use tensorfit::output_lock::OutputLock;
 
-use common::{names_in, scratch, small_checkpoint, tensorfit_command, SmallDisk, TINY_RUN};
+use common::{
+    example_data, long_training, names_in, scratch, small_checkpoint, tensorfit_command, SmallDisk,
+    TINY_RUN,
+};
 
 fn tensorfit(args: &[&str]) -> Output {
     tensorfit_command().args(args).output().unwrap()
@@ -206,4 +212,112 @@ fn runs_leave_no_directory_of_their_own_in_the_temporary_directory() {
     }
     let left = names_in(&tmp);
     assert!(left.len() <= 1, "one runtime directory per run: {left:?}");
+}
+
+/// The message of a command refused because process `pid` writes the output `path`.
+fn held_by(err: &str, path: &Path, pid: u32) {
+    assert!(
+        err.contains(&format!(
+            "{}: is the output of another tensorfit process (process {pid})",
+            path.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn two_runs_saving_to_one_file_the_second_is_refused_while_the_first_runs() {
+    let dir = scratch("outputs-save-twice");
+    let save = dir.join("model.safetensors");
+    // Both exited 0, and the model of whichever renamed first was lost.
+    let mut first = long_training(&dir.join("first"), "1000")
+        .arg("--save")
+        .arg(&save)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(first.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("training (") {
+        line.clear();
+        assert!(
+            lines.read_line(&mut line).unwrap() > 0,
+            "the first run ended"
+        );
+    }
+    let second = [
+        &["train", "--steps", "1", "--save", s(&save)][..],
+        &TINY_RUN,
+    ]
+    .concat();
+    let err = fails(&second);
+    let pid = first.id();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    held_by(&err, &save, pid);
+    assert!(
+        !err.contains("training ("),
+        "refused before training: {err}"
+    );
+    // Its lock ends with it, even killed; a run that ends leaves no lock file behind.
+    let out = tensorfit(&second);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(names_in(&dir), ["first", "model.safetensors"]);
+}
+
+#[test]
+fn every_output_written_at_the_end_is_refused_while_another_process_writes_it() {
+    let dir = scratch("outputs-held");
+    let (ck, input) = checkpoint_and_input(&dir);
+    let out = dir.join("out.safetensors");
+    let me = std::process::id();
+    let held = OutputLock::hold(&out).unwrap();
+    let data = example_data("classify.safetensors");
+    let model = example_data("classify_model.toml");
+    let train_data = [
+        "train",
+        "--model",
+        s(&model),
+        "--data",
+        s(&data),
+        "--epochs",
+        "1",
+        "--save",
+        s(&out),
+    ];
+    let predict = [
+        "predict",
+        "--checkpoint",
+        s(&ck),
+        "--input",
+        s(&input),
+        "--output",
+        s(&out),
+    ];
+    // Refused before its weights are read.
+    let import = [
+        "import",
+        "--model",
+        "seed",
+        "--weights",
+        "unread.safetensors",
+        "--output",
+        s(&out),
+    ];
+    let plot = dir.join("plan.svg");
+    let held_plot = OutputLock::hold(&plot).unwrap();
+    let plan = ["plan", "--plot", s(&plot)];
+    for args in [&train_data[..], &predict, &import] {
+        held_by(&fails(args), &out, me);
+    }
+    held_by(&fails(&plan), &plot, me);
+    assert!(!out.exists() && !plot.exists());
+    drop((held, held_plot));
+    assert!(tensorfit(&predict).status.success());
+    assert!(!names_in(&dir).iter().any(|n| n.ends_with(".lock")));
 }

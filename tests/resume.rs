@@ -330,3 +330,57 @@ fn a_step_count_past_the_largest_is_refused_naming_steps() {
     );
     assert_eq!(Checkpoint::load(&file).unwrap().step, 2);
 }
+
+#[test]
+fn optimizer_flags_that_differ_from_the_resumed_run_are_refused_naming_both_values() {
+    let dir = scratch("differing-optimizer");
+    let dir_s = dir.to_str().unwrap();
+    let own = [
+        "--optimizer",
+        "sgd",
+        "--momentum",
+        "0.9",
+        "--clip-norm",
+        "0.5",
+    ];
+    let mut args = SMALL.to_vec();
+    args.extend(own);
+    args.extend(["--steps", "1", "--checkpoint-dir", dir_s]);
+    assert!(train_raw(&args).status.success());
+    // They were all refused as "drop --clip-norm", the run's own values too, and neither
+    // value was named.
+    for (typed, said) in [
+        (
+            &["--clip-norm", "1"][..],
+            "--clip-norm 1 (the run's is 0.5)",
+        ),
+        (&["--nesterov"], "--nesterov (the run's is off)"),
+        (&["--clip-value", "2"], "--clip-value 2 (the run's is none)"),
+        (
+            &["--optimizer", "adam"],
+            "--optimizer adam (the run's is sgd)",
+        ),
+    ] {
+        let out = train_raw(&[&["--resume", dir_s, "--steps", "1"][..], typed].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{typed:?}: {err}");
+        assert!(
+            err.contains(
+                "a resumed run keeps the optimizer, clipping and schedule it was started with"
+            ) && err.contains(said),
+            "{typed:?}: {err}"
+        );
+    }
+    let same = train_raw(&[&["--resume", dir_s, "--steps", "1"][..], &own].concat());
+    assert!(
+        same.status.success(),
+        "{}",
+        String::from_utf8_lossy(&same.stderr)
+    );
+    assert_eq!(
+        Checkpoint::load(&dir.join("checkpoint.safetensors"))
+            .unwrap()
+            .step,
+        2
+    );
+}

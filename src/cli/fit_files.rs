@@ -16,7 +16,6 @@ use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::data::{split, Labels};
 use tensorfit::distributed::Ranks;
 use tensorfit::host_budget::init_params;
-use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::optim::ScheduleState;
 use tensorfit::nn::{CarriedState, Checkpoint, Job, RunSettings};
 use tensorfit::session::Session;
@@ -32,7 +31,8 @@ use super::optim_args;
 use super::ranks;
 use super::train::{open_checkpoint_dir, TrainArgs};
 use super::{
-    begin, crossed, print_memory, request, summary, train_settings, updates_per_batch, Exit,
+    begin, claim_output, crossed, print_memory, request, summary, train_settings,
+    updates_per_batch, Exit,
 };
 
 /// Mixed with the epoch's number into the seed of its order.
@@ -64,26 +64,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if let Some(r) = &resumed {
         // A resumed run keeps its settings: the data's order depends on them. A flag
         // typed with another value is refused, as for the built-in task.
-        let s = &r.settings;
-        let typed = RunSettings {
-            batch: a.batch,
-            tbptt: a.tbptt.unwrap_or(s.tbptt),
-            tbptt_mode: a.tbptt_mode,
-            lr: a.lr,
-            seed: a.seed,
-            eval_every: a.eval_every,
-            ..s.clone()
-        };
-        let val_fraction = (
-            "val_fraction",
-            a.fit.val_fraction.to_string(),
-            r.position.val_fraction.to_string(),
-        );
-        train_settings::refuse_changes(&a, (&typed, s), &[val_fraction], &r.loaded.0)?;
-        (a.batch, a.seed, a.lr, a.eval_every) = (s.batch, s.seed, s.lr, s.eval_every);
-        a.tbptt = Some(s.tbptt);
-        a.tbptt_mode = s.tbptt_mode;
-        a.fit.val_fraction = r.position.val_fraction;
+        train_settings::keep_data_run(&mut a, r)?;
     }
     let (cfg, init, vocab) = match (&resumed, &a.fit.init) {
         (Some(r), _) => {
@@ -198,6 +179,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         seed: a.seed,
         eval_every: a.eval_every,
         eval_batch: a.batch,
+        data: Some(train_settings::data_settings(&a, &files.path)),
     };
     // Under mpirun, each rank reads its rows of every batch; only rank 0 prints and
     // writes files (the others run as --json does, their output skipped).
@@ -206,9 +188,11 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if !root {
         (a.json, a.save, a.checkpoint_dir) = (true, None, None);
     }
-    if let Some(path) = &a.save {
-        check_writable(path).context("--save")?;
-    }
+    let _save_lock = a
+        .save
+        .as_deref()
+        .map(|p| claim_output("--save", p))
+        .transpose()?;
     let loaded = resumed.as_ref().map(|r| &r.loaded);
     let ck_dir = match root {
         true => open_checkpoint_dir(&a, loaded, &settings, start)?,
@@ -351,7 +335,11 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         best: position.best,
         since_best: position.since_best,
         patience: a.fit.stop_patience,
-        stopped_early: false,
+        // A run that stopped early (its latest state is past its patience) stays stopped.
+        stopped_early: a
+            .fit
+            .stop_patience
+            .is_some_and(|p| position.since_best >= p),
         last: None,
         metrics,
         json: a.json,
@@ -369,7 +357,11 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         0 => None,
         _ => resumed_carried,
     };
-    'epochs: for epoch in position.epoch..a.fit.epochs {
+    let first_epoch = match watch.stopped_early {
+        true => a.fit.epochs,
+        false => position.epoch,
+    };
+    'epochs: for epoch in first_epoch..a.fit.epochs {
         let mut order = if epoch == 0 {
             first.clone()
         } else {

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tensorfit::nn::{Checkpoint, RunSettings};
 
 use super::fit_watch::Watch;
+use super::resume_kind;
 
 /// The latest state's file name in a checkpoint directory.
 pub const LAST_FILE: &str = "last.safetensors";
@@ -107,6 +108,9 @@ pub fn load(path: &Path) -> Result<Resumed> {
         true => path.join(LAST_FILE),
         false => path.to_path_buf(),
     };
+    if path.is_dir() && !file.exists() {
+        resume_kind::refuse_builtin_dir(path)?;
+    }
     let shown = file.display();
     let ck = Checkpoint::load(&file).context("--resume")?;
     let not_data_run = |what: &str| {
@@ -116,7 +120,7 @@ pub fn load(path: &Path) -> Result<Resumed> {
     };
     let position = Position::load(&ck.extra)
         .with_context(|| format!("--resume {shown}"))?
-        .ok_or_else(|| not_data_run(&format!("data position (`{POSITION_KEY}`)")))?;
+        .ok_or_else(|| resume_kind::not_latest_state(&file, &ck))?;
     let settings = RunSettings::load(&ck.extra)
         .with_context(|| format!("--resume {shown}"))?
         .ok_or_else(|| not_data_run("run settings"))?;

@@ -5,13 +5,12 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::nn::atomic_file::check_writable;
 use tensorfit::nn::{import_state_dict, Checkpoint, ParamStore};
 
-use super::{refuse_overwriting, Exit, ModelArg};
+use super::{claim_output, refuse_overwriting, Exit, ModelArg};
 
 #[derive(Args, Clone, Debug)]
 pub struct ImportArgs {
@@ -32,7 +31,7 @@ pub struct ImportArgs {
 pub fn run(a: ImportArgs) -> Result<Exit> {
     let weights = [("--weights", Some(a.weights.as_path()))];
     refuse_overwriting("--output", &a.output, "the checkpoint", &weights)?;
-    check_writable(&a.output).context("--output")?;
+    let _output_lock = claim_output("--output", &a.output)?;
     let model = a.model.load()?.model;
     let params = import_state_dict(&model.param_specs()?, &a.weights)?;
     let tensors = params.len();

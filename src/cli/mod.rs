@@ -24,6 +24,7 @@ pub mod plan;
 pub mod predict;
 mod predictions_file;
 mod ranks;
+mod resume_kind;
 pub mod train;
 mod train_settings;
 pub mod training_file;
@@ -39,11 +40,12 @@ use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::cpu::host_memory;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::nn::atomic_file::same_file;
+use tensorfit::nn::atomic_file::{check_writable, same_file};
 use tensorfit::nn::{
     BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, RunSettings, TbpttMode,
     TrainOptions,
 };
+use tensorfit::output_lock::OutputLock;
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::session::{Request, Session};
 use tensorfit::{DevicePolicy, Runner};
@@ -360,6 +362,14 @@ pub fn refuse_overwriting(
         }
     }
     Ok(())
+}
+
+/// Checks that `flag`'s output `path` can be written, before any work, and holds it
+/// until the returned lock is dropped (at the command's end): another process writing the
+/// same file is refused now rather than one of the two results lost to the last rename.
+pub fn claim_output(flag: &'static str, path: &Path) -> Result<OutputLock> {
+    check_writable(path).context(flag)?;
+    OutputLock::hold(path).context(flag)
 }
 
 /// Refuses a model no built-in task can feed (temporal order for a classifier, running

@@ -10,6 +10,8 @@ use tensorfit::nn::optim::schedule::Decay;
 use tensorfit::nn::optim::OptimConfig;
 use tensorfit::nn::{Checkpoint, OptimSettings};
 
+use super::train_settings;
+
 #[derive(Args, Clone, Debug)]
 pub struct OptimArgs {
     /// Optimizer: adam (torch.optim.Adam), adamw (decoupled weight decay, default 0.01)
@@ -135,8 +137,42 @@ impl OptimArgs {
     }
 }
 
+/// Refuses the optimizer flags typed (`given`) for a resumed run with other values than
+/// the run's own (`run`, stored in `path`; `lr` is the run's rate), naming each flag and
+/// both values; the run's own value typed again is its own.
+fn refuse_changes(
+    a: &OptimArgs,
+    given: &[String],
+    (lr, run): (f32, &OptimSettings),
+    path: &Path,
+) -> Result<()> {
+    let flags = OptimArgs::augment_args(Command::new("train"));
+    let switches: Vec<&str> = flags
+        .get_arguments()
+        .filter(|arg| !arg.get_action().takes_values())
+        .map(|arg| arg.get_id().as_str())
+        .collect();
+    let shown = |id: &str, text: String| match (switches.contains(&id), text.as_str()) {
+        // A switch is typed without a value.
+        (true, "true") => String::new(),
+        (true, _) => "off".to_string(),
+        (false, "") => "none".to_string(),
+        (false, _) => text,
+    };
+    let typed = a.settings(lr).texts();
+    let values: Vec<(&str, String, String)> = typed
+        .into_iter()
+        .zip(run.texts())
+        .filter(|((id, _), _)| flags.get_arguments().any(|arg| arg.get_id() == *id))
+        .map(|((id, typed), (_, own))| (id, shown(id, typed), shown(id, own)))
+        .collect();
+    let what = "optimizer, clipping and schedule";
+    train_settings::refuse_typed(given, &values, what, path)
+}
+
 /// This run's optimizer settings and configuration: a new run's from its flags (a run
-/// of `last` steps); a resumed run's from its checkpoint, refusing typed optimizer flags.
+/// of `last` steps); a resumed run's from its checkpoint, refusing typed optimizer flags
+/// that differ from it.
 /// The stored settings hold the cosine schedule's period as resolved at the start, so
 /// that a resumed run (whose `last` differs) keeps it. `name` says how errors name a
 /// setting (its flag, or the model file's key).
@@ -154,20 +190,7 @@ pub fn resolve(
     };
     let mut settings = match stored.clone() {
         Some((path, s)) => {
-            let ids = OptimArgs::augment_args(Command::new("train"));
-            let typed: Vec<String> = ids
-                .get_arguments()
-                .map(|arg| arg.get_id().as_str())
-                .filter(|id| given.iter().any(|g| g == id))
-                .map(|id| format!("--{}", id.replace('_', "-")))
-                .collect();
-            if !typed.is_empty() {
-                bail!(
-                    "a resumed run keeps the optimizer, clipping and schedule it was started with, stored in {}: drop {}",
-                    path.display(),
-                    typed.join(", ")
-                );
-            }
+            refuse_changes(a, given, (lr, &s), path)?;
             s
         }
         None => a.settings(lr),

@@ -13,7 +13,7 @@ use tensorfit::assume;
 use tensorfit::devices::{discover, DeviceStatus};
 use tensorfit::distributed::Ranks;
 use tensorfit::max_job::{largest_jobs, Dim};
-use tensorfit::nn::atomic_file::{check_writable, write_atomic};
+use tensorfit::nn::atomic_file::write_atomic;
 use tensorfit::nn::{Job, TbpttMode};
 use tensorfit::plan::format_bytes;
 use tensorfit::session::{format_seconds, Choice, Decision, Request};
@@ -23,8 +23,8 @@ use super::optim_args::OptimArgs;
 use super::ranks::{self, RankArgs};
 use super::training_file::{self, Typed};
 use super::{
-    at_least_one, parse_tbptt_mode, reason, refuse_overwriting, request, DeviceArgs, Exit, JobMode,
-    ModelArg,
+    at_least_one, claim_output, parse_tbptt_mode, reason, refuse_overwriting, request, DeviceArgs,
+    Exit, JobMode, ModelArg,
 };
 
 /// `plan`'s run without --data: the seed user's (a batch of 100 sequences of 2000 steps,
@@ -162,10 +162,13 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         req.carry_across = f.carry && req.data_parallel.is_none();
     }
     let assumed = assume::parse(&a.assume)?;
-    // Before any planning: a picture that cannot be written is refused at once.
-    if let Some(path) = &a.plot {
-        check_writable(path).context("--plot")?;
-    }
+    // Before any planning: a picture that cannot be written, or that another process
+    // writes, is refused at once.
+    let _plot_lock = a
+        .plot
+        .as_deref()
+        .map(|p| claim_output("--plot", p))
+        .transpose()?;
     let found = if assumed.is_empty() {
         discover(&req.caps)
     } else {

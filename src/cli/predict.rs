@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{ArgGroup, Args};
 use serde_json::json;
 use tensorfit::core::HostTensor;
-use tensorfit::nn::atomic_file::{check_writable, write_atomic};
+use tensorfit::nn::atomic_file::write_atomic;
 use tensorfit::nn::safetensors_file::SafetensorsFile;
 use tensorfit::nn::{InputSpec, Job, ModelDescription, ParamStore};
 use tensorfit::plan::format_bytes;
@@ -16,8 +16,8 @@ use super::data_args::{ignored_labels, DataArgs};
 use super::files_eval;
 use super::predictions_file::output_name;
 use super::{
-    at_least_one, load_model, open, print_memory, refuse_overwriting, summary, DeviceArgs, Exit,
-    ModelArg,
+    at_least_one, claim_output, load_model, open, print_memory, refuse_overwriting, summary,
+    DeviceArgs, Exit, ModelArg,
 };
 
 #[derive(Args, Clone, Debug)]
@@ -55,7 +55,7 @@ pub struct PredictArgs {
 }
 
 pub fn run(a: PredictArgs) -> Result<Exit> {
-    check_writable(&a.output).context("--output")?;
+    let _output_lock = claim_output("--output", &a.output)?;
     let inputs = [
         ("--input", a.input.as_deref()),
         ("--data", a.data.path()),

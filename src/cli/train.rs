@@ -12,7 +12,7 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::distributed::Ranks;
 use tensorfit::host_budget::init_params;
-use tensorfit::nn::atomic_file::{check_writable, same_file};
+use tensorfit::nn::atomic_file::same_file;
 use tensorfit::nn::{BuiltinTask, Checkpoint, Job, RunSettings, TbpttMode};
 use tensorfit::session::Session;
 use tensorfit::{Model, Training};
@@ -22,15 +22,16 @@ use super::fit_files;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
 use super::ranks::{self, RankArgs};
+use super::resume_kind;
 use super::{
-    at_least_one, check_task, crossed, open_request, parse_tbptt_mode, positive_rate, print_memory,
-    quality_text, refuse_overwriting, request, summary, train_settings, training_file,
-    updates_per_batch, DeviceArgs, Exit, ModelArg,
+    at_least_one, check_task, claim_output, crossed, open_request, parse_tbptt_mode, positive_rate,
+    print_memory, quality_text, refuse_overwriting, request, summary, train_settings,
+    training_file, updates_per_batch, DeviceArgs, Exit, ModelArg,
 };
 use tensorfit::nn::optim::ScheduleState;
 
 /// The checkpoint metadata key of the data generator's position.
-const DATA_POSITION: &str = "data_rng";
+pub(super) const DATA_POSITION: &str = "data_rng";
 #[derive(Args, Clone, Debug)]
 pub struct TrainArgs {
     /// The model: a preset (seed) or a model description file, whose `[training]`
@@ -92,8 +93,11 @@ pub struct TrainArgs {
     pub(super) overwrite: bool,
     /// Continue a run from a checkpoint file, or from DIR/checkpoint.safetensors: its
     /// model, optimizer state, step, data position and settings (batch, lengths, learning
-    /// rate, seed, evaluation); then train --steps more steps. Resuming from a directory
-    /// keeps writing checkpoints there.
+    /// rate, seed, evaluation, optimizer; with --data from DIR/last.safetensors, also the
+    /// validation, epochs, early stopping, --max-seq-len, --cut-long, --reset-state);
+    /// then train --steps more steps (with --data: to the run's last epoch). A typed
+    /// setting that differs from the run's is refused. Resuming from a directory keeps
+    /// writing checkpoints there.
     #[arg(long, value_name = "FILE|DIR")]
     pub(super) resume: Option<PathBuf>,
     /// Print one JSON object at the end instead of human output.
@@ -162,8 +166,11 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     }
     let mut resumed = match &a.resume {
         Some(p) => {
+            // A data run's state continues with its data.
+            resume_kind::refuse_data_run_without_data(p)?;
             let file = checkpoint_path(p);
             let ck = Checkpoint::load(&file).context("--resume")?;
+            resume_kind::refuse_data_checkpoint(&file, &ck)?;
             Some((file, ck))
         }
         None => None,
@@ -208,9 +215,13 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     check_task(&cfg)?;
     // Every output is checked before the first step: a run that cannot save is refused
     // now, not after hours of training.
-    if let Some(path) = &a.save {
-        check_writable(path).context("--save")?;
-    }
+    // Held to the end, as the checkpoint directory is: a second run saving to the same
+    // file is refused now, not silently replaced by whichever finishes last.
+    let _save_lock = a
+        .save
+        .as_deref()
+        .map(|p| claim_output("--save", p))
+        .transpose()?;
     let ck_dir = match root {
         true => open_checkpoint_dir(&a, resumed.as_ref(), &settings, start)?,
         false => None,

@@ -2,13 +2,26 @@
 //! none is typed); a resumed run takes its own from its checkpoint, and a typed flag that
 //! differs from them is refused, naming the flag and both values, rather than silently
 //! training a different run.
+//!
+//! Which flags a run keeps: every one that changes what it trains on, in which order, how
+//! or for how long — the model, `--batch`, `--seq-len`, `--tbptt`, `--tbptt-mode`, `--lr`,
+//! `--seed`, `--eval-every`, `--eval-batch` ([`RunSettings`]); the optimizer, clipping,
+//! warm-up and schedule flags (`OptimSettings`, see `optim_args`); with `--data`, the
+//! validation (`--val-fraction`, `--val`), `--epochs`, `--stop-patience`,
+//! `--max-seq-len`, `--cut-long` and `--reset-state` ([`DataSettings`]). Flags that change
+//! neither the weights nor the data may differ: the device and its memory (`--device`,
+//! `--device-memory`, `--margin`), `--read-ahead` (memory only), the outputs and how often
+//! they are written (`--save`, `--checkpoint-dir`, `--checkpoint-every`, `--overwrite`,
+//! `--json`), `--collective-timeout`, and the built-in task's `--steps` (steps more).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use tensorfit::nn::{Checkpoint, ModelDescription, RunSettings};
+use tensorfit::nn::atomic_file::same_file;
+use tensorfit::nn::{Checkpoint, DataSettings, ModelDescription, RunSettings};
 
 use super::check_task_length;
+use super::fit_resume::Resumed;
 use super::train::TrainArgs;
 
 /// This run's settings (see the module documentation).
@@ -28,16 +41,13 @@ pub fn resolve(
         seed: a.seed,
         eval_every: a.eval_every,
         eval_batch: a.eval_batch,
+        data: None,
     };
     let Some((path, ck)) = resumed else {
         check(a, model, &from_flags)?;
         return Ok(from_flags);
     };
-    let typed = |id: &str| a.given.iter().any(|g| g == id);
-    if typed("model") {
-        a.model
-            .check_is(model, path, &ck.config, "a resumed run keeps its model")?;
-    }
+    refuse_other_model(a, Some(model), (path, ck))?;
     let settings = match RunSettings::load(&ck.extra)? {
         Some(stored) => stored,
         None => {
@@ -63,6 +73,142 @@ pub fn resolve(
     refuse_changes(a, (&from_flags, &settings), &[], path)?;
     check(a, &ck.config, &settings)?;
     Ok(settings)
+}
+
+/// Refuses `--model` typed for a resumed run when it is not the model of its checkpoint
+/// `ck` (at `path`), naming both (as `--init` does); `model` is `--model`'s, if loaded.
+fn refuse_other_model(
+    a: &TrainArgs,
+    model: Option<&ModelDescription>,
+    (path, ck): (&Path, &Checkpoint),
+) -> Result<()> {
+    if !a.given.iter().any(|g| g == "model") {
+        return Ok(());
+    }
+    let loaded;
+    let model = match model {
+        Some(m) => m,
+        None => {
+            loaded = a.model.load()?.model;
+            &loaded
+        }
+    };
+    let advice = "drop --model: a resumed run keeps its own";
+    a.model.check_is(model, path, &ck.config, advice)
+}
+
+/// The settings of a new data run (`--data`) that every run does not have, from the
+/// flags: `data` is the file opened.
+pub fn data_settings(a: &TrainArgs, data: &Path) -> DataSettings {
+    DataSettings {
+        path: absolute(data),
+        val: a.fit.val.as_deref().map(absolute),
+        epochs: a.fit.epochs,
+        stop_patience: a.fit.stop_patience,
+        max_seq_len: a.data.max_seq_len,
+        cut_long: a.data.cut_long,
+        reset_state: a.data.reset_state,
+    }
+}
+
+/// `p` made absolute, so that a run resumed from another directory reads the same file.
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// A resumed data run's settings put in `a`: the run's own (from its checkpoint) for every
+/// flag not typed; a flag typed with another value is refused, naming both
+/// ([`refuse_changes`]), and so is `--model` naming another model. A checkpoint written
+/// before the data settings were stored keeps the flags for those (as it resumed then).
+pub fn keep_data_run(a: &mut TrainArgs, r: &Resumed) -> Result<()> {
+    let (path, ck) = (&r.loaded.0, &r.loaded.1);
+    refuse_other_model(a, None, (path, ck))?;
+    let s = &r.settings;
+    let typed = RunSettings {
+        batch: a.batch,
+        tbptt: a.tbptt.unwrap_or(s.tbptt),
+        tbptt_mode: a.tbptt_mode,
+        lr: a.lr,
+        seed: a.seed,
+        eval_every: a.eval_every,
+        ..s.clone()
+    };
+    let mut more = vec![(
+        "val_fraction",
+        a.fit.val_fraction.to_string(),
+        match s.data.as_ref().and_then(|d| d.val.as_ref()) {
+            Some(val) => format!("none: it validates on --val {}", val.display()),
+            None => r.position.val_fraction.to_string(),
+        },
+    )];
+    match &s.data {
+        Some(d) => more.extend(data_changes(a, d)),
+        None => errln!(
+            "note: {} was written by an older tensorfit and keeps no data settings: continuing with {} epochs, {}, windows or longest sequence {}{}{}",
+            path.display(),
+            a.fit.epochs,
+            a.fit
+                .stop_patience
+                .map_or("no early stopping".to_string(), |p| format!("early stopping after {p} validations")),
+            a.data
+                .max_seq_len
+                .map_or("by default".to_string(), |n| n.to_string()),
+            if a.data.cut_long { " (cut)" } else { "" },
+            match &a.fit.val {
+                Some(v) => format!(", validating on {}", v.display()),
+                None => String::new(),
+            }
+        ),
+    }
+    refuse_changes(a, (&typed, s), &more, path)?;
+    (a.batch, a.seed, a.lr, a.eval_every) = (s.batch, s.seed, s.lr, s.eval_every);
+    a.tbptt = Some(s.tbptt);
+    a.tbptt_mode = s.tbptt_mode;
+    a.fit.val_fraction = r.position.val_fraction;
+    if let Some(d) = &s.data {
+        if a.fit.val.is_none() {
+            a.fit.val.clone_from(&d.val);
+        }
+        a.fit.epochs = d.epochs;
+        a.fit.stop_patience = d.stop_patience;
+        a.data.max_seq_len = d.max_seq_len;
+        a.data.cut_long = d.cut_long;
+        a.data.reset_state = d.reset_state;
+    }
+    Ok(())
+}
+
+/// The data flags of `a` against the run's `d`, as [`refuse_changes`] takes them: (flag
+/// id, typed value, the run's value). A switch typed reads as "" and is "" or "off" in
+/// the run; `--val` naming the run's file by another path is the run's.
+fn data_changes(a: &TrainArgs, d: &DataSettings) -> Vec<(&'static str, String, String)> {
+    let count = |n: Option<u64>| n.map_or("none".to_string(), |n| n.to_string());
+    let switch = |on: bool| if on { "" } else { "off" }.to_string();
+    let path = |p: Option<&Path>| p.map_or("none".to_string(), |p| p.display().to_string());
+    let typed_val = match (&a.fit.val, &d.val) {
+        (Some(t), Some(run)) if same_file(t, run) || absolute(t) == *run => Some(run.as_path()),
+        (t, _) => t.as_deref(),
+    };
+    vec![
+        ("epochs", a.fit.epochs.to_string(), d.epochs.to_string()),
+        (
+            "stop_patience",
+            count(a.fit.stop_patience),
+            count(d.stop_patience),
+        ),
+        (
+            "max_seq_len",
+            count(a.data.max_seq_len.map(|n| n as u64)),
+            count(d.max_seq_len.map(|n| n as u64)),
+        ),
+        ("cut_long", switch(a.data.cut_long), switch(d.cut_long)),
+        (
+            "reset_state",
+            switch(a.data.reset_state),
+            switch(d.reset_state),
+        ),
+        ("val", path(typed_val), path(d.val.as_deref())),
+    ]
 }
 
 /// Refuses a resumed run's flag typed with another value than the run's own (`run`,
@@ -101,21 +247,38 @@ pub fn refuse_changes(
             run.eval_batch.to_string(),
         ),
     ];
-    let typed = |id: &str| a.given.iter().any(|g| g == id);
-    let differing: Vec<String> = typed_values
+    let values: Vec<_> = typed_values.iter().chain(more).cloned().collect();
+    refuse_typed(&a.given, &values, "settings", path)
+}
+
+/// Refuses the flags typed (`given`) whose value differs from the resumed run's, stored
+/// in `path`: `values` holds each flag's id, typed value ("" for a switch) and the run's
+/// value; `what` names the kind of settings in the message.
+pub fn refuse_typed(
+    given: &[String],
+    values: &[(&str, String, String)],
+    what: &str,
+    path: &Path,
+) -> Result<()> {
+    let typed = |id: &str| given.iter().any(|g| g == id);
+    let differing: Vec<String> = values
         .iter()
-        .chain(more)
         .filter(|(id, typed_value, run_value)| typed(id) && typed_value != run_value)
         .map(|(id, typed_value, run_value)| {
+            // A switch is typed without a value.
+            let value = match typed_value.as_str() {
+                "" => String::new(),
+                v => format!(" {v}"),
+            };
             format!(
-                "--{} {typed_value} (the run's is {run_value})",
+                "--{}{value} (the run's is {run_value})",
                 id.replace('_', "-")
             )
         })
         .collect();
     if !differing.is_empty() {
         bail!(
-            "a resumed run keeps the settings it was started with, stored in {}: {} {}; drop {}, or start a new run without --resume",
+            "a resumed run keeps the {what} it was started with, stored in {}: {} {}; drop {}, or start a new run without --resume",
             path.display(),
             differing.join(", "),
             if differing.len() == 1 { "differs" } else { "differ" },

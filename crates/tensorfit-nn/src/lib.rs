@@ -59,7 +59,7 @@ pub use params::ParamStore;
 pub use programs::{PersistentKey, Program};
 pub use pytorch_import::import_state_dict;
 pub use recompute::recomputable;
-pub use run_settings::RunSettings;
+pub use run_settings::{DataSettings, RunSettings};
 pub use running_mean::RunningMean;
 pub use seed_shape::SeedShape;
 pub use task::{Batch, TemporalOrder};

@@ -3,9 +3,13 @@
 //! held-out set) instead of whatever the command line's defaults are.
 //!
 //! They are stored as one JSON object under the metadata key `run_settings`; checkpoints
-//! written before these settings existed have no such key and load with `None`.
+//! written before these settings existed have no such key and load with `None`. A run on
+//! the user's files adds its own ([`DataSettings`], under `data`); a checkpoint written
+//! before those were stored has none, and a run resumed from it goes on as it did then
+//! (with the flags typed, or their defaults).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use serde_json::json;
 use tensorfit_core::{Error, Result};
@@ -36,6 +40,84 @@ pub struct RunSettings {
     pub eval_every: u64,
     /// Held-out sequences per evaluation.
     pub eval_batch: usize,
+    /// A run on the user's files (`train --data`): what it read and how long it runs.
+    /// `None` for the built-in task, and for a data run's checkpoint written before these
+    /// were stored.
+    pub data: Option<DataSettings>,
+}
+
+/// The settings of a run on the user's files besides those every run has: each changes
+/// what the run trains on or how long, so a resumed run keeps them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataSettings {
+    /// The training data (`--data`), as an absolute path where it could be made one.
+    pub path: PathBuf,
+    /// The validation file (`--val`); `None`: a part of the data validates.
+    pub val: Option<PathBuf>,
+    /// Passes over the training sequences.
+    pub epochs: u64,
+    /// Validations without a lower loss before stopping early; `None`: never.
+    pub stop_patience: Option<u64>,
+    /// The longest sequence read (a text's window); `None`: the format's default.
+    pub max_seq_len: Option<usize>,
+    /// Longer sequences are cut to `max_seq_len` (else refused).
+    pub cut_long: bool,
+    /// A text's windows each start from a zero state.
+    pub reset_state: bool,
+}
+
+impl DataSettings {
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "path": self.path.to_string_lossy(),
+            "val": self.val.as_ref().map(|p| p.to_string_lossy()),
+            "epochs": self.epochs, "stop_patience": self.stop_patience,
+            "max_seq_len": self.max_seq_len,
+            "cut_long": self.cut_long, "reset_state": self.reset_state,
+        })
+    }
+
+    fn from_json(v: &serde_json::Value, bad: impl Fn(String) -> Error) -> Result<DataSettings> {
+        let field = |k: &str| v.get(k).ok_or_else(|| bad(format!("`data.{k}` missing")));
+        let whole = |k: &str| -> Result<Option<u64>> {
+            match field(k)? {
+                serde_json::Value::Null => Ok(None),
+                x => x
+                    .as_u64()
+                    .map(Some)
+                    .ok_or_else(|| bad(format!("`data.{k}` must be a whole number"))),
+            }
+        };
+        let path = |k: &str| -> Result<Option<PathBuf>> {
+            match field(k)? {
+                serde_json::Value::Null => Ok(None),
+                x => x
+                    .as_str()
+                    .map(|p| Some(PathBuf::from(p)))
+                    .ok_or_else(|| bad(format!("`data.{k}` must be a path"))),
+            }
+        };
+        let switch = |k: &str| {
+            field(k)?
+                .as_bool()
+                .ok_or_else(|| bad(format!("`data.{k}` must be true or false")))
+        };
+        let max_seq_len = match whole("max_seq_len")? {
+            Some(n) => Some(
+                usize::try_from(n).map_err(|_| bad("`data.max_seq_len` is too large".into()))?,
+            ),
+            None => None,
+        };
+        Ok(DataSettings {
+            path: path("path")?.ok_or_else(|| bad("`data.path` missing".into()))?,
+            val: path("val")?,
+            epochs: whole("epochs")?.ok_or_else(|| bad("`data.epochs` missing".into()))?,
+            stop_patience: whole("stop_patience")?,
+            max_seq_len,
+            cut_long: switch("cut_long")?,
+            reset_state: switch("reset_state")?,
+        })
+    }
 }
 
 impl RunSettings {
@@ -49,12 +131,15 @@ impl RunSettings {
 
     /// Writes the settings into checkpoint metadata.
     pub fn store(&self, extra: &mut HashMap<String, String>) {
-        let v = json!({
+        let mut v = json!({
             "run_id": self.run_id, "batch": self.batch, "seq_len": self.seq_len,
             "tbptt": self.tbptt, "tbptt_mode": self.tbptt_mode.name(),
             "lr": self.lr, "seed": self.seed,
             "eval_every": self.eval_every, "eval_batch": self.eval_batch,
         });
+        if let Some(d) = &self.data {
+            v["data"] = d.to_json();
+        }
         extra.insert(KEY.into(), v.to_string());
     }
 
@@ -88,6 +173,10 @@ impl RunSettings {
             Some(name) => TbpttMode::parse(name).map_err(|e| bad(e.to_string()))?,
             None => TbpttMode::Last,
         };
+        let data = match v.get("data") {
+            Some(d) => Some(DataSettings::from_json(d, bad)?),
+            None => None,
+        };
         Ok(Some(RunSettings {
             run_id,
             batch: size("batch")?,
@@ -98,6 +187,7 @@ impl RunSettings {
             seed: whole("seed")?,
             eval_every: whole("eval_every")?,
             eval_batch: size("eval_batch")?,
+            data,
         }))
     }
 }
@@ -118,6 +208,7 @@ mod tests {
             seed: u64::MAX,
             eval_every: 0,
             eval_batch: 16,
+            data: None,
         };
         let mut extra = HashMap::new();
         s.store(&mut extra);
@@ -137,5 +228,49 @@ mod tests {
         old.insert(KEY.into(), v.to_string());
         let loaded = RunSettings::load(&old).unwrap().unwrap();
         assert_eq!(loaded.tbptt_mode, TbpttMode::Last);
+    }
+
+    #[test]
+    fn a_data_runs_settings_round_trip_and_a_bad_one_names_its_key() {
+        let data = DataSettings {
+            path: PathBuf::from("/data/train.safetensors"),
+            val: Some(PathBuf::from("/data/val.safetensors")),
+            epochs: 3,
+            stop_patience: Some(2),
+            max_seq_len: Some(20),
+            cut_long: true,
+            reset_state: false,
+        };
+        let s = RunSettings {
+            run_id: "run".into(),
+            batch: 4,
+            seq_len: 20,
+            tbptt: 20,
+            tbptt_mode: TbpttMode::Last,
+            lr: 0.02,
+            seed: 1,
+            eval_every: 2,
+            eval_batch: 4,
+            data: Some(data.clone()),
+        };
+        let mut extra = HashMap::new();
+        s.store(&mut extra);
+        assert_eq!(RunSettings::load(&extra).unwrap(), Some(s.clone()));
+        let unset = RunSettings {
+            data: Some(DataSettings {
+                val: None,
+                stop_patience: None,
+                max_seq_len: None,
+                ..data
+            }),
+            ..s
+        };
+        unset.store(&mut extra);
+        assert_eq!(RunSettings::load(&extra).unwrap(), Some(unset));
+        let mut v: serde_json::Value = serde_json::from_str(&extra[KEY]).unwrap();
+        v["data"]["epochs"] = json!(-1);
+        extra.insert(KEY.into(), v.to_string());
+        let e = RunSettings::load(&extra).unwrap_err().to_string();
+        assert!(e.contains("`data.epochs` must be a whole number"), "{e}");
     }
 }

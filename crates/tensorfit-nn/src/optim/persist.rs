@@ -47,15 +47,26 @@ fn optional<T: FromStr>(m: &Map<String, Value>, key: &str, k: &str) -> Result<Op
     }
 }
 
-fn text<T: ToString>(v: Option<T>) -> Value {
-    Value::String(v.map_or(String::new(), |v| v.to_string()))
+fn text<T: ToString>(v: Option<T>) -> String {
+    v.map_or(String::new(), |v| v.to_string())
 }
 
 impl OptimSettings {
     /// Writes the settings into checkpoint metadata.
     pub fn store(&self, extra: &mut HashMap<String, String>) {
-        let s = |v: &dyn ToString| Value::String(v.to_string());
-        let m: Map<String, Value> = [
+        let m: Map<String, Value> = self
+            .texts()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v)))
+            .collect();
+        extra.insert(SETTINGS_KEY.into(), Value::Object(m).to_string());
+    }
+
+    /// Each setting by its key (its flag in snake_case) as it is stored: the text Rust
+    /// writes, the empty text for `None`.
+    pub fn texts(&self) -> Vec<(&'static str, String)> {
+        let s = |v: &dyn ToString| v.to_string();
+        vec![
             ("optimizer", s(&self.optimizer)),
             ("lr", s(&self.lr)),
             ("momentum", s(&self.momentum)),
@@ -76,10 +87,6 @@ impl OptimSettings {
             ("warmup_steps", s(&self.warmup_steps)),
             ("warmup_start_factor", s(&self.warmup_start_factor)),
         ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-        extra.insert(SETTINGS_KEY.into(), Value::Object(m).to_string());
     }
 
     /// The settings kept in checkpoint metadata (`None` for an older checkpoint).
