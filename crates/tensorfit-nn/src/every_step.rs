@@ -19,7 +19,7 @@ use tensorfit_core::args::BinaryInputs;
 pub use tensorfit_core::rows::IGNORE_LABEL;
 use tensorfit_core::{BinaryOp, Error, Graph, Op, Result, TensorId};
 
-use crate::description::{HeadOn, LossSpec};
+use crate::description::{HeadOn, LossSpec, ModelDescription};
 use crate::layers::HeadPart;
 use crate::network::Network;
 
@@ -39,6 +39,11 @@ pub fn loss_scale(labels: &[f32]) -> f32 {
     } else {
         (labels.len() as f64 / counted as f64) as f32
     }
+}
+
+/// [`check_padded`] for `model`: what a run over padded batches checks before planning.
+pub fn check_padded_model(model: &ModelDescription) -> Result<()> {
+    check_padded(&model.network()?)
 }
 
 /// Refuses, over a padded batch, what a head on every step cannot mask: a BatchNorm
