@@ -12,7 +12,7 @@ use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
 pub use crate::layers::RecurrentStack;
-use crate::layers::{dropout, BatchStats, ParamKind, ParamSpec, StateSlot};
+use crate::layers::{dropout, BatchStats, ParamKind, ParamSpec, StatePart, StateSlot};
 use crate::network::{Network, NetworkTensors};
 
 /// Tensors by name (PyTorch's parameter names).
@@ -151,6 +151,10 @@ pub fn classifier_at_lengths(
     let key = dropout::key_leaf(g, keep && net.has_dropout());
     let stack = net.stack(g, &leaves.ids, (batch, steps), (keep, padded), key)?;
     let rows = match net.head_on {
+        // Inference over a padded batch reads the top layer's final state: each
+        // sequence's own last step (`seq_lengths`: `h_n = y[L - 1]`), or, for one that
+        // ended in an earlier chunk, the state carried through this one since.
+        HeadOn::LastStep if padded && mode == Mode::Infer => top_final_h(&stack)?,
         HeadOn::LastStep => last_step(g, &stack, steps)?,
         // `[T, B, H]`, read by the head's layers as T·B rows (`tensorfit_core::rows`).
         HeadOn::EveryStep => stack.y,
@@ -165,6 +169,15 @@ pub fn classifier_at_lengths(
         params: leaves.params(),
         batch_stats: h.batch_stats,
     })
+}
+
+/// The top layer's final hidden state `[B, H]`.
+fn top_final_h(stack: &RecurrentStack) -> Result<TensorId> {
+    stack
+        .last(StatePart::H)
+        .last()
+        .copied()
+        .ok_or_else(|| tensorfit_core::Error::Graph("a recurrent stack without layers".into()))
 }
 
 /// The top layer's last step of a stack over `steps` steps (each sequence's own with

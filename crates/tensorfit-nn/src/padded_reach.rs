@@ -4,9 +4,10 @@
 //!
 //! A step's programs cut the batch's `T` steps into chunks (`options.rs`); a sequence that
 //! ends in a chunk carries its state through the later ones, and nothing reads it there.
-//! - A head on the last step reads each sequence's own last step in the last program
-//!   (the truncated-BPTT segment, or the last evaluation chunk): every sequence must end
-//!   inside it.
+//! - A head on the last step trains on each sequence's own last step in the last program
+//!   (the truncated-BPTT segment): every sequence must end inside it. Evaluation reads the
+//!   top layer's final state instead (`model::classifier_at_lengths`), which a sequence
+//!   that ended in an earlier chunk carries through the later ones: any length runs.
 //! - A head on every step reads every step of the programs that score (training windows,
 //!   evaluation chunks), masked past each sequence's end (its labels `IGNORE_LABEL`).
 //!   Only the chunks that just advance the state come before them (truncated BPTT in mode
@@ -41,6 +42,9 @@ impl Reach {
                 // The head runs in the last program but a split step's update (which
                 // reads no steps).
                 let last = keys.iter().rev().find(|k| k.kind != ProgramKind::Update)?;
+                if last.kind == ProgramKind::Eval {
+                    return None;
+                }
                 (steps.saturating_sub(last.steps), last.kind)
             }
             HeadOn::EveryStep => {
@@ -117,7 +121,7 @@ mod tests {
     }
 
     #[test]
-    fn a_head_on_the_last_step_needs_every_sequence_to_end_in_the_last_program() {
+    fn a_head_on_the_last_step_needs_every_sequence_to_end_in_the_last_segment() {
         let m = ModelDescription::seed();
         let keys = opts(3, TbpttMode::Last).train_programs(&m, 2, 7);
         let r = Reach::of(&m, &keys, 7).unwrap();
@@ -127,10 +131,9 @@ mod tests {
         // Windows of 3 over 7 steps: the last is 1 step.
         let keys = opts(3, TbpttMode::Windows).train_programs(&m, 2, 7);
         assert_eq!(Reach::of(&m, &keys, 7).unwrap().start, 6);
-        // Evaluation in chunks of 3: the last chunk is steps 4..7.
+        // Evaluation in chunks of 3 reads the final state, carried through the chunks.
         let keys = opts(3, TbpttMode::Last).eval_programs(&m, 2, 7);
-        let r = Reach::of(&m, &keys, 7).unwrap();
-        assert_eq!((r.start, r.program), (4, ProgramKind::Eval));
+        assert_eq!(Reach::of(&m, &keys, 7), None);
         // One program over the whole batch: any length.
         let keys = opts(7, TbpttMode::Last).train_programs(&m, 2, 7);
         assert_eq!(Reach::of(&m, &keys, 7), None);
