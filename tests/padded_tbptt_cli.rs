@@ -157,3 +157,46 @@ fn a_batchnorm_on_every_step_over_padded_batches_is_refused_naming_the_file_befo
     );
     assert!(!ck.exists(), "nothing written: {e}");
 }
+
+#[test]
+fn a_batchnorm_on_every_step_trained_on_one_length_evaluates_and_predicts_padded_files() {
+    let dir = scratch("padded-tbptt").join("every-bn-eval");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ragged = long_csv(&dir, true);
+    // The same file cut to sequences of 2 steps: one length, no padding.
+    let text = std::fs::read_to_string(&ragged).unwrap();
+    let uniform = dir.join("uniform.csv");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.split(',')
+                .nth(1)
+                .is_none_or(|t| t == "step" || t == "0" || t == "1")
+        })
+        .collect();
+    std::fs::write(&uniform, rows.join("\n") + "\n").unwrap();
+    let m = model(&dir, "every_step", "[{ kind = \"batchnorm\" }]");
+    let ck = dir.join("run");
+    succeed(
+        tensorfit_command().args(train(&uniform, &m, &ck, &[])),
+        "train on one length",
+    );
+    let ck_file = ck.join("checkpoint.safetensors");
+    let v = common::data_cli::eval_on_data(&ck_file, &ragged, "eval --data of padded batches");
+    assert!(v["loss"].as_f64().is_some_and(f64::is_finite), "{v}");
+    let out = dir.join("probs.safetensors");
+    succeed(
+        tensorfit_command().args([
+            "predict",
+            "--checkpoint",
+            arg(&ck_file),
+            "--data",
+            arg(&ragged),
+            "--device",
+            "cpu",
+            "--output",
+            arg(&out),
+        ]),
+        "predict --data of padded batches",
+    );
+}

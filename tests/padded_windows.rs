@@ -18,7 +18,8 @@ use tensorfit::core::HostTensor;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::every_step::IGNORE_LABEL;
 use tensorfit::nn::{
-    Cell, ModelDescription, OptimConfig, ParamStore, TbpttMode, TrainOptions, Trainer,
+    Cell, HeadLayer, HeadLayerKind, ModelDescription, OptimConfig, ParamStore, TbpttMode,
+    TrainOptions, Trainer,
 };
 
 const VOCAB: usize = 5;
@@ -127,6 +128,33 @@ fn a_padded_batch_evaluated_in_chunks_scores_every_real_step_with_a_head_on_ever
             }
         }
     }
+}
+
+#[test]
+fn a_batchnorm_on_every_step_evaluates_a_padded_batch_as_the_unpadded_one() {
+    // Inference normalises each row by the running statistics: the padding counts for
+    // nothing (training it over padded batches is refused, its batch statistics would
+    // count the padding).
+    let mut cfg = model(Cell::Lstm);
+    cfg.head.layers = vec![HeadLayer {
+        name: "bn".into(),
+        kind: HeadLayerKind::BatchNorm,
+    }];
+    let init = ParamStore::init(&cfg, 5).unwrap();
+    let (x, labels) = batch();
+    let got = trainer(&cfg, &init, TbpttMode::Last, 2, true)
+        .evaluate_at(&x, &labels, Some(&LENGTHS))
+        .unwrap();
+    let want = trainer(&cfg, &init, TbpttMode::Last, STEPS, false)
+        .evaluate_at(&x, &labels, None)
+        .unwrap();
+    assert_close("loss", &[got.loss], &[want.loss], 1e-6, 1e-5);
+    assert_eq!(got.accuracy, want.accuracy);
+    let e = trainer(&cfg, &init, TbpttMode::Windows, 3, true)
+        .train_step_at(&x, &labels, Some(&LENGTHS))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot train over a padded batch"), "{e}");
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Result};
 use tensorfit::nn::every_step::check_padded_model;
-use tensorfit::nn::{HeadOn, ModelDescription, Reach, RunSettings, TbpttMode, TrainOptions};
+use tensorfit::nn::{HeadOn, Mode, ModelDescription, Reach, RunSettings, TbpttMode, TrainOptions};
 
 use super::data_args::Files;
 
@@ -37,7 +37,7 @@ pub fn check(
         return Ok(());
     };
     let shown = files.path.display();
-    if let Err(e) = check_padded_model(cfg) {
+    if let Err(e) = check_padded_model(cfg, Mode::Train) {
         bail!("{shown}: sequences of {shortest} to {longest} steps, in padded batches: {e}");
     }
     let opts = TrainOptions {

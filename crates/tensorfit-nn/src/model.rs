@@ -131,9 +131,10 @@ pub fn classifier(
 
 /// [`classifier`], over a padded batch when `padded`: the graph has the input `lengths`
 /// `[B]` ([`RecurrentStack::lengths`]), the layers stop at each sequence's end, and a head
-/// on the last step reads each sequence's own last step. A head on every step reads every
-/// step; the host labels the steps past a sequence's end `IGNORE_LABEL`
-/// ([`crate::every_step`]), and such a head may not hold a BatchNorm nor end in mean
+/// on the last step reads each sequence's own last step (in inference, the top layer's
+/// final state, which carries a sequence that ended in an earlier chunk). A head on every
+/// step reads every step; the host labels the steps past a sequence's end `IGNORE_LABEL`
+/// ([`crate::every_step`]), and such a head may not train a BatchNorm nor end in mean
 /// squared error (refused, naming the layer or loss).
 pub fn classifier_at_lengths(
     g: &mut Graph,
@@ -144,7 +145,7 @@ pub fn classifier_at_lengths(
 ) -> Result<Classifier> {
     let net = model.network()?;
     if padded {
-        crate::every_step::check_padded(&net)?;
+        crate::every_step::check_padded(&net, mode)?;
     }
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
