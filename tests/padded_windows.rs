@@ -69,11 +69,20 @@ fn trainer(
     Trainer::new(Box::new(CpuBackend::new()), cfg.clone(), init, opts).unwrap()
 }
 
-fn windows_train_as_the_unpadded_batch_with_ignored_labels(cell: Cell) {
+/// The padded batch trained in windows (its activations recomputed in sub-segments of
+/// `recompute` steps, when given) against the unpadded one with ignored labels.
+fn windows_train_as_the_unpadded_batch_with_ignored_labels(cell: Cell, recompute: Option<usize>) {
     let cfg = model(cell);
     let init = ParamStore::init(&cfg, 3).unwrap();
     let (x, labels) = batch();
     let mut padded = trainer(&cfg, &init, TbpttMode::Windows, 3, true);
+    if recompute.is_some() {
+        let opts = TrainOptions {
+            recompute,
+            ..padded.options().clone()
+        };
+        padded = Trainer::new(Box::new(CpuBackend::new()), cfg.clone(), &init, opts).unwrap();
+    }
     let mut plain = trainer(&cfg, &init, TbpttMode::Windows, 3, false);
     for step in 1..=2 {
         let got = padded.train_step_at(&x, &labels, Some(&LENGTHS)).unwrap();
@@ -95,12 +104,17 @@ fn windows_train_as_the_unpadded_batch_with_ignored_labels(cell: Cell) {
 
 #[test]
 fn windowed_truncated_bptt_trains_a_padded_batch_as_the_unpadded_one_with_ignored_labels() {
-    windows_train_as_the_unpadded_batch_with_ignored_labels(Cell::Lstm);
+    windows_train_as_the_unpadded_batch_with_ignored_labels(Cell::Lstm, None);
+}
+
+#[test]
+fn windowed_truncated_bptt_recomputed_trains_a_padded_batch_as_the_unpadded_one() {
+    windows_train_as_the_unpadded_batch_with_ignored_labels(Cell::Lstm, Some(2));
 }
 
 #[test]
 fn windowed_truncated_bptt_trains_a_padded_batch_of_a_gru_as_the_unpadded_one() {
-    windows_train_as_the_unpadded_batch_with_ignored_labels(Cell::Gru);
+    windows_train_as_the_unpadded_batch_with_ignored_labels(Cell::Gru, None);
 }
 
 #[test]

@@ -204,7 +204,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         let seed = a.seed.wrapping_add(epoch.wrapping_mul(EPOCH_SEED_STRIDE));
         files.order(&train, a.batch, Some(seed))
     };
-    fit_lengths::check(&cfg, &settings, &files, a.fit.epochs, &epoch_order)?;
+    fit_lengths::check(&cfg, &settings, &files, a.fit.epochs, epoch_order)?;
     let first = epoch_order(0)?;
     // Under mpirun, each rank reads its rows of every batch; only rank 0 prints and
     // writes files (the others run as --json does, their output skipped).
