@@ -15,6 +15,10 @@ def data_path(name):
     return os.path.join(DATA_DIR, name)
 
 
+# The dtypes written: float32 values, and int64 (PyTorch's lengths and class ids).
+DTYPES = {torch.float32: ("F32", "<f4"), torch.int64: ("I64", "<i8")}
+
+
 def write_safetensors(path, tensors, metadata):
     """Write a safetensors file with a byte-stable layout.
 
@@ -29,10 +33,11 @@ def write_safetensors(path, tensors, metadata):
     offset = 0
     for name in sorted(tensors):
         t = tensors[name]
-        assert t.dtype == torch.float32 and t.is_contiguous()
-        data = t.numpy().astype("<f4", copy=False).tobytes()
+        assert t.dtype in DTYPES and t.is_contiguous(), (name, t.dtype)
+        code, numpy_type = DTYPES[t.dtype]
+        data = t.numpy().astype(numpy_type, copy=False).tobytes()
         header[name] = {
-            "dtype": "F32",
+            "dtype": code,
             "shape": list(t.shape),
             "data_offsets": [offset, offset + len(data)],
         }

@@ -111,7 +111,8 @@ impl Runner {
     }
 
     /// Class probabilities `[batch, classes]` (a regression's values `[batch, outputs]`)
-    /// for `x`.
+    /// for `x` `[time, batch, ..]`; with a head on every step `[time, batch, classes]`,
+    /// time-major like `x` (the CLI writes them batch-first).
     pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
         self.check_planned(x, false)?;
         Ok(self.session.trainer.predict(x)?)

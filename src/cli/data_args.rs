@@ -27,15 +27,18 @@ use super::data_vocab::TextVocab;
 #[derive(Args, Clone, Debug)]
 pub struct DataSource {
     /// Read sequences from your own files instead of the built-in task: a `.safetensors`,
-    /// `.npy` or `.npz` file (`input` [N, T, F] or `tokens` [N, T]; `labels` [N], class
-    /// ids or f32 regression targets; optional `lengths`), a directory holding DL4J's
-    /// `features/` and `labels/` (one CSV per sequence), one long `.csv`
-    /// (`sequence,step,f1,…,fk,label`), or a `.tsv` of `label<TAB>text` lines (characters
+    /// `.npy` or `.npz` file (`input` [N, T, F] or `tokens` [N, T]; `labels` [N] or
+    /// [N, T], class ids or f32 regression targets, [N, K] or [N, T, K] for K outputs;
+    /// optional `lengths`), a directory holding DL4J's `features/` and `labels/` (one CSV
+    /// per sequence; K values per label line), one long `.csv`
+    /// (`sequence,step,f1,…,fk,label`; K outputs: the last K columns), or a `.tsv` of
+    /// `label<TAB>text` lines (characters
     /// as tokens; the vocabulary is kept in the checkpoint). Sequences of different lengths are
     /// batched with others of similar length, padded to the batch's longest and masked.
     /// `predict` needs no labels and reads none: tensors without `labels`, `features/`
     /// without `labels/`, a `.tsv` of `text` lines (a line with a TAB is still
-    /// `label<TAB>text`); only a long CSV keeps its label column (any known class).
+    /// `label<TAB>text`); only a long CSV keeps its label column (any known class; a
+    /// regression's K target columns, any numbers).
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
     /// Batches the background reader prepares ahead of the one in use; the host memory of
@@ -188,6 +191,7 @@ pub fn read_settings(
         max_seq_len,
         too_long: if cut { TooLong::Cut } else { TooLong::Refuse },
         labels: Labels::Required,
+        outputs: Some(cfg.loss.outputs()),
     }
 }
 
@@ -336,12 +340,12 @@ fn check_fits(path: &Path, d: &Dataset, cfg: &ModelDescription) -> Result<()> {
                 bail!("{shown}: {classes} classes, and the model has {wanted}");
             }
         }
-        (Targets::Values, LossSpec::MeanSquaredError { outputs }) => {
-            if outputs != 1 {
-                bail!("{shown}: one f32 target per sequence, and the model's mean squared error has {outputs} outputs");
+        (Targets::Values { outputs: found }, LossSpec::MeanSquaredError { outputs }) => {
+            if outputs != found {
+                bail!("{shown}: {found} f32 targets per label, and the model's mean squared error has {outputs} outputs (labels [N, {outputs}] per sequence or [N, T, {outputs}] per step)");
             }
         }
-        (Targets::Values, LossSpec::SoftmaxCrossEntropy { .. }) => {
+        (Targets::Values { .. }, LossSpec::SoftmaxCrossEntropy { .. }) => {
             bail!("{shown}: f32 targets (regression), and the model is a classifier")
         }
         (Targets::Classes { .. }, LossSpec::MeanSquaredError { .. }) => {

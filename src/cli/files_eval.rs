@@ -5,15 +5,16 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use serde_json::json;
 use tensorfit::core::HostTensor;
-use tensorfit::data::Labels;
-use tensorfit::nn::atomic_file::write_atomic;
-use tensorfit::nn::{CarriedState, Job, ModelDescription, OptimConfig, ParamStore};
+use tensorfit::data::{same_length_batches, Labels};
+use tensorfit::nn::atomic_file::write_atomic_with;
+use tensorfit::nn::every_step::check_padded_model;
+use tensorfit::nn::{CarriedState, Job, Mode, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::Session;
 
 use super::data_args::{trainer_inputs, DataArgs, Files};
 use super::data_vocab;
+use super::predictions_file::PredictionsFile;
 use super::{begin, request, DeviceArgs};
 
 /// Mean loss and accuracy over a set of sequences.
@@ -26,7 +27,8 @@ pub struct Scores {
 }
 
 /// Evaluates the batches `order` of `files`; each runs on the plan of `job(batch,
-/// steps)`. `each` sees every batch's sequence indices and probabilities [B, classes].
+/// steps)`. `each` sees every batch's sequence indices and probabilities [B, classes]
+/// ([T, B, classes] with a head on every step).
 /// A text's batches ([`Files::carry`]) start from the state the batch before left, the
 /// first from zeros.
 pub fn evaluate(
@@ -35,6 +37,20 @@ pub fn evaluate(
     order: Vec<Vec<usize>>,
     job: impl Fn(usize, usize) -> Job,
     mut each: impl FnMut(&[usize], &HostTensor),
+) -> Result<Scores> {
+    evaluate_with(session, files, order, job, |ids, probs| {
+        each(ids, probs);
+        Ok(())
+    })
+}
+
+/// [`evaluate`] whose `each` may fail, which stops it.
+fn evaluate_with(
+    session: &mut Session,
+    files: &Files,
+    order: Vec<Vec<usize>>,
+    job: impl Fn(usize, usize) -> Job,
+    mut each: impl FnMut(&[usize], &HostTensor) -> Result<()>,
 ) -> Result<Scores> {
     let (mut loss, mut correct, mut n) = (0f64, Some(0f64), 0usize);
     let mut carried = CarriedState::new();
@@ -56,7 +72,7 @@ pub fn evaluate(
             .zip(report.accuracy)
             .map(|(c, a)| c + a as f64 * size as f64);
         n += size;
-        each(&ids, &report.probs);
+        each(&ids, &report.probs)?;
         buffers.give_back(b.x.data);
     }
     let n_f = n.max(1) as f64;
@@ -91,12 +107,19 @@ pub fn start(
     // A text: each row of a batch reads a contiguous part of it.
     let files = files.whole_text(batch).context("--data")?;
     let all: Vec<usize> = (0..files.dataset().sequences).collect();
-    let order = files.order(&all, batch, None)?;
+    // A model that cannot mask padded steps (a head on every step with mean squared
+    // error) reads the sequences of each length in batches of their own, unpadded:
+    // inference needs no batch of mixed lengths. (A BatchNorm infers row by row.)
+    let padded = files.padded && check_padded_model(&cfg, Mode::Infer).is_ok();
+    let order = match padded || !files.padded {
+        true => files.order(&all, batch, None)?,
+        false => same_length_batches(files.source.lengths(), &all, batch, None)?,
+    };
     let max_len = files.dataset().max_len;
     let (b, t) = files.shape(order.first().map_or(&[], Vec::as_slice));
     let mut req = request(cfg, eval_job(b, t), max_len, OptimConfig::default(), dev)?;
     req.read_ahead_bytes = files.read_ahead_bytes(batch, order.len());
-    req.padded = files.padded;
+    req.padded = padded;
     let session = begin(&req, params, quiet)?;
     Ok((files, order, session))
 }
@@ -106,10 +129,8 @@ pub fn eval(session: &mut Session, files: &Files, order: Vec<Vec<usize>>) -> Res
     evaluate(session, files, order, eval_job, |_, _| {})
 }
 
-/// `predict --data`: the probabilities of every sequence, written to `output` as the
-/// tensor `probabilities` [N, classes] in file order (a regression's `predictions`
-/// [N, outputs]), with the sequences' ids (in the same order) in the file's metadata as a
-/// JSON list under `ids`.
+/// `predict --data`: the probabilities of every sequence (a regression's predictions),
+/// written to `output` a batch at a time as [`PredictionsFile`] lays them out.
 pub fn predict(
     session: &mut Session,
     files: &Files,
@@ -117,23 +138,15 @@ pub fn predict(
     output: &Path,
 ) -> Result<Scores> {
     let n = files.dataset().sequences;
-    let classes = session.trainer.model().loss.outputs();
-    let mut rows = vec![0f32; n * classes];
-    let scores = evaluate(session, files, order, eval_job, |ids, probs| {
-        for (b, &i) in ids.iter().enumerate() {
-            rows[i * classes..(i + 1) * classes]
-                .copy_from_slice(&probs.data[b * classes..(b + 1) * classes]);
-        }
-    })?;
     let ids: Vec<String> = (0..n).map(|i| files.source.id(i)).collect();
-    let mut out = ParamStore::new();
-    let name = match session.trainer.model().loss.is_classification() {
-        true => "probabilities",
-        false => "predictions",
-    };
-    out.insert(name, HostTensor::new([n, classes], rows)?);
-    let metadata = [("ids".to_string(), json!(ids).to_string())].into();
-    let bytes = out.to_safetensors("", metadata)?;
-    write_atomic(output, &bytes).context("--output")?;
-    Ok(scores)
+    let model = session.trainer.model().clone();
+    let mut scores = None;
+    write_atomic_with(output, |file| -> Result<()> {
+        let mut out = PredictionsFile::start(file, &model, files.source.lengths(), ids)?;
+        let each = |ids: &[usize], probs: &HostTensor| out.write_batch(ids, probs);
+        scores = Some(evaluate_with(session, files, order, eval_job, each)?);
+        Ok(())
+    })
+    .with_context(|| format!("--output {}", output.display()))?;
+    scores.context("no batch was evaluated")
 }

@@ -23,6 +23,7 @@ mod model_arg;
 mod optim_args;
 pub mod plan;
 pub mod predict;
+mod predictions_file;
 mod ranks;
 pub mod train;
 mod train_settings;
@@ -256,7 +257,7 @@ pub fn print_memory(s: &Session) {
 pub fn quality_text(cfg: &ModelDescription, loss: f32, accuracy: Option<f32>) -> String {
     match (accuracy, cfg.head.on) {
         // A language model's figures: perplexity, and bits per step to hold against the
-        // entropy of the text (the built-in next-symbol task's is in README.md).
+        // entropy of the text (the built-in next-symbol task's is in docs/models.md).
         (Some(a), HeadOn::EveryStep) => format!(
             "loss {loss:.4}, accuracy {:.1}% per step, perplexity {:.3}, {:.3} bits per step",
             100.0 * a,

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Args;
+use clap::{ArgGroup, Args};
 use serde_json::json;
 use tensorfit::core::HostTensor;
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
@@ -14,12 +14,14 @@ use tensorfit::plan::format_bytes;
 
 use super::data_args::{ignored_labels, DataArgs};
 use super::files_eval;
+use super::predictions_file::output_name;
 use super::{
     at_least_one, load_model, open, print_memory, refuse_overwriting, summary, DeviceArgs, Exit,
     ModelArg,
 };
 
 #[derive(Args, Clone, Debug)]
+#[command(group(ArgGroup::new("inputs").args(["input", "data"]).required(true)))]
 pub struct PredictArgs {
     /// A checkpoint written by `tensorfit train --save` or `tensorfit import`.
     #[arg(long)]
@@ -28,12 +30,17 @@ pub struct PredictArgs {
     /// the checkpoint carries its model.
     #[arg(long, value_name = "seed|FILE.toml", value_parser = ModelArg::parse)]
     model: Option<ModelArg>,
-    /// safetensors file with a tensor `input` of shape [batch, time, features] (F32).
-    #[arg(long, required_unless_present = "data", conflicts_with = "data")]
+    /// safetensors file with a tensor `input` of shape [batch, time, features] (F32 or
+    /// F64, read as f32).
+    #[arg(long, conflicts_with = "data")]
     input: Option<PathBuf>,
-    /// Where to write the tensor `probabilities` [batch, classes] (with --data: one row
-    /// per sequence in file order, and the sequences' ids as a JSON list in the file's
-    /// metadata under `ids`).
+    /// Where to write the tensor `probabilities` (a regression's `predictions`):
+    /// [batch, classes], one row per sequence (with --data in file order, and the
+    /// sequences' ids as a JSON list in the file's metadata under `ids`); with a head on
+    /// every step one row per step, batch-first [batch, time, classes] as PyTorch's
+    /// `pad_packed_sequence(batch_first=True)` gives them: with --data, time is the
+    /// longest sequence, every step at or past a sequence's end holds 0, and the I64
+    /// tensor `lengths` [batch] holds each sequence's length.
     #[arg(long)]
     output: PathBuf,
     /// With --data: sequences per batch.
@@ -108,16 +115,17 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
         Ok(())
     })?;
     let x = HostTensor::new([steps, batch, f], tm)?;
-    let probs = run.predict(&x)?;
+    let probs = batch_first(run.predict(&x)?)?;
+    let name = output_name(&run.session().trainer.model().loss);
     let mut out = ParamStore::new();
-    out.insert("probabilities", probs);
+    out.insert(name, probs);
     let bytes = out.to_safetensors("", Default::default())?;
     write_atomic(&a.output, &bytes)?;
     if a.json {
         outln!("{}", summary(run.session()));
     } else {
         errln!(
-            "probabilities of {batch} sequences written to {}",
+            "{name} of {batch} sequences written to {}",
             a.output.display()
         );
         print_memory(run.session());
@@ -155,4 +163,20 @@ fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) ->
         print_memory(&session);
     }
     Ok(Exit::Success)
+}
+
+/// A head on every step's outputs `[T, B, C]` (time-major, as the model computes them)
+/// batch-first `[B, T, C]`, as `--input` is given and `--data` writes them; `[B, C]` as
+/// it is.
+fn batch_first(probs: HostTensor) -> Result<HostTensor> {
+    let &[steps, batch, width] = probs.shape.dims() else {
+        return Ok(probs);
+    };
+    let mut out = vec![0f32; probs.data.len()];
+    for (i, row) in probs.data.chunks_exact(width).enumerate() {
+        let (t, b) = (i / batch, i % batch);
+        let at = (b * steps + t) * width;
+        out[at..at + width].copy_from_slice(row);
+    }
+    Ok(HostTensor::new([batch, steps, width], out)?)
 }

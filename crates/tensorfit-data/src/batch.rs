@@ -26,7 +26,8 @@ pub struct Batch {
     pub steps: usize,
     pub inputs: BatchInputs,
     /// `[B]` (one per sequence) or `[T, B]` (one per step, time-major): class ids or f32
-    /// targets. Padded steps hold 0; `lengths` says which steps are real.
+    /// targets, `[B, K]` or `[T, B, K]` for a regression of K outputs. Padded steps hold
+    /// 0; `lengths` says which steps are real.
     pub labels: Values,
     /// Steps of each sequence (≤ `steps`).
     pub lengths: Vec<usize>,
@@ -64,6 +65,8 @@ pub(crate) struct Assembly {
     steps: usize,
     width: usize,
     per_step: bool,
+    /// Values per label (a regression's outputs).
+    label_width: usize,
     x: Vec<f32>,
     tokens: Vec<u32>,
     label_f32: Vec<f32>,
@@ -162,6 +165,7 @@ impl Assembly {
             steps,
             width,
             per_step: dataset.labels_per == LabelsPer::Step,
+            label_width: dataset.targets.width(),
             x,
             tokens,
             label_f32: Vec::new(),
@@ -198,19 +202,21 @@ impl Assembly {
             }
             _ => return Err(mismatch()),
         }
-        let expect = if self.per_step { e.len } else { 1 };
+        let k = self.label_width;
+        let expect = if self.per_step { e.len } else { 1 } * k;
         if e.labels.len() != expect {
             return Err(mismatch());
         }
-        let label_count = if self.per_step { self.steps * b } else { b };
+        let label_count = if self.per_step { self.steps * b } else { b } * k;
+        let at = (row, b, k);
         match e.labels {
             Values::F32(v) => {
                 self.label_f32.resize(label_count, 0.0);
-                place_labels(&mut self.label_f32, &v, row, b, self.per_step)
+                place_labels(&mut self.label_f32, &v, at, self.per_step)
             }
             Values::Ids(v) => {
                 self.label_ids.resize(label_count, 0);
-                place_labels(&mut self.label_ids, &v, row, b, self.per_step)
+                place_labels(&mut self.label_ids, &v, at, self.per_step)
             }
         }
         self.lengths.push(e.len);
@@ -244,13 +250,21 @@ impl Assembly {
     }
 }
 
-fn place_labels<T: Copy>(out: &mut [T], values: &[T], row: usize, b: usize, per_step: bool) {
+/// Places the labels `values` (`k` values each, step-major) of row `row` of a batch of `b`
+/// rows: at `[row]` or, per step, at `[t, row]` of the time-major `out`.
+fn place_labels<T: Copy>(
+    out: &mut [T],
+    values: &[T],
+    (row, b, k): (usize, usize, usize),
+    per_step: bool,
+) {
     if per_step {
-        for (t, &v) in values.iter().enumerate() {
-            out[t * b + row] = v;
+        for (t, label) in values.chunks_exact(k).enumerate() {
+            let at = (t * b + row) * k;
+            out[at..at + k].copy_from_slice(label);
         }
     } else {
-        out[row] = values[0];
+        out[row * k..(row + 1) * k].copy_from_slice(&values[..k]);
     }
 }
 
@@ -268,7 +282,8 @@ pub fn max_batch_bytes(dataset: &Dataset, batch: usize) -> usize {
     let labels = match dataset.labels_per {
         LabelsPer::Sequence => batch,
         LabelsPer::Step => batch.saturating_mul(t),
-    };
+    }
+    .saturating_mul(dataset.targets.width());
     let values = t
         .saturating_mul(batch)
         .saturating_mul(width)

@@ -1,6 +1,6 @@
 //! DL4J's `CSVSequenceRecordReader` layout: a directory of feature files, one sequence per
 //! file and one step per line (`f1,…,fk`), and a directory of label files with one label,
-//! or one label per step. Files are paired by the number in their names, as DL4J's
+//! or one label per step (a regression of K outputs: K values `y1,…,yK` on each line). Files are paired by the number in their names, as DL4J's
 //! `NumberedFileInputSplit("…/%d.csv", 0, N-1)` pairs them: `features/7.csv` with
 //! `labels/7.csv`. A first line with no number in it is a header and is skipped.
 //!
@@ -318,8 +318,9 @@ fn parse_steps(
     }
 }
 
-/// Parses every line of the label file `path` (one label each) and appends the first
-/// `keep` to `out`. Returns the number of labels.
+/// Parses every line of the label file `path` (one label each: a class id, or a
+/// regression's K outputs `y1,…,yK`) and appends the first `keep` to `out`. Returns the
+/// number of labels.
 fn parse_labels(
     path: &Path,
     settings: &ReadSettings,
@@ -333,17 +334,24 @@ fn parse_labels(
         if number == 1 && is_header(line) {
             continue;
         }
-        let found = fields(line).count();
-        if found != 1 {
-            return Err(DataError::Ragged {
+        let (found, expected) = (fields(line).count(), settings.label_width());
+        if found != expected {
+            let label = match settings.regression {
+                true => {
+                    format!("{expected} f32 targets `y1,...,y{expected}` (the model's outputs)")
+                }
+                false => "one class id".into(),
+            };
+            return Err(DataError::LabelKind {
                 place: Place::line(path, number),
-                found,
-                expected: 1,
+                message: format!("{found} values on a line; a line of a label file holds {label}"),
             });
         }
-        let label = parse_label(line.trim(), settings, || Place::field(path, number, 1))?;
-        if count < keep {
-            out.push(label);
+        for (i, text) in fields(line).enumerate() {
+            let label = parse_label(text, settings, || Place::field(path, number, i + 1))?;
+            if count < keep {
+                out.push(label);
+            }
         }
         count += 1;
     }

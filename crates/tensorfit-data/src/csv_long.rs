@@ -1,7 +1,9 @@
 //! One long CSV for everyone else: `sequence,step,f1,…,fk,label`, one row per step, the
 //! rows of a sequence together and in step order (0, 1, 2, …), a header row optional.
 //! Labels are per step when every row has one; per sequence when only the last row of
-//! each sequence has one (the other rows leave the field empty).
+//! each sequence has one (the other rows leave the field empty). A regression of K
+//! outputs has K label columns, the last K (`sequence,step,f1,…,fk,y1,…,yK`), all filled
+//! or all empty on a row.
 //!
 //! The scan parses the whole file once, row by row (so bad data fails before training
 //! starts), and keeps per sequence only its byte offset, first line and length: files
@@ -56,6 +58,7 @@ impl LongCsv {
         let mut open: Option<Open> = None;
         let mut scan = Scan::default();
         let mut largest: Option<u32> = None;
+        let k = settings.label_width();
         while let Some((number, offset, line)) = lines.next_nonblank()? {
             if number == 1 && is_header(line) {
                 continue;
@@ -69,10 +72,10 @@ impl LongCsv {
                         expected: w,
                     })
                 }
-                None if count < 4 => {
+                None if count < 3 + k => {
                     return Err(DataError::format(
                         Place::line(path, number),
-                        format!("{count} fields; a row is sequence,step,f1,...,fk,label (k >= 1)"),
+                        format!("{count} fields; a row is {}", row_layout(k)),
                     ))
                 }
                 _ => width = Some(count),
@@ -109,15 +112,26 @@ impl LongCsv {
                     format!("step `{step}` where {} was expected (the rows of a sequence in step order from 0)", seq.span.rows),
                 ));
             }
-            for (i, text) in row.by_ref().take(count - 3).enumerate() {
+            for (i, text) in row.by_ref().take(count - 2 - k).enumerate() {
                 parse_value(text, at(i + 3))?;
             }
-            let text = row.next().unwrap_or("");
-            seq.last_labelled = !text.is_empty();
-            if text.is_empty() {
+            let labels: Vec<&str> = row.collect();
+            let filled = labels.iter().filter(|t| !t.is_empty()).count();
+            seq.last_labelled = filled > 0;
+            if filled == 0 {
                 seq.unlabelled += 1;
-            } else {
-                if let Label::Class(c) = parse_label(text, settings, at(count))? {
+            } else if filled < k {
+                return Err(DataError::LabelKind {
+                    place: Place::line(path, number),
+                    message: format!(
+                        "{filled} of the {k} label fields are filled; a row is {}, its labels all filled or all empty",
+                        row_layout(k)
+                    ),
+                });
+            }
+            for (j, text) in labels.into_iter().enumerate().filter(|_| filled > 0) {
+                let column = count - k + 1 + j;
+                if let Label::Class(c) = parse_label(text, settings, at(column))? {
                     largest = largest.max(Some(c));
                 }
             }
@@ -134,7 +148,7 @@ impl LongCsv {
         };
         let scanned = Scanned::new(
             Inputs::Dense {
-                features: width - 3,
+                features: width - 2 - k,
             },
             settings.targets(largest),
             per,
@@ -145,7 +159,7 @@ impl LongCsv {
             scanned,
             spans: scan.spans.into(),
             ids: scan.ids.into(),
-            features: width - 3,
+            features: width - 2 - k,
             settings: settings.clone(),
         })
     }
@@ -219,6 +233,16 @@ fn hash(id: &str) -> u64 {
     h.finish()
 }
 
+/// A row's fields with `k` labels (a regression's outputs), for messages.
+fn row_layout(k: usize) -> String {
+    match k {
+        1 => "sequence,step,f1,...,fk,label (k >= 1)".into(),
+        k => format!(
+            "sequence,step,f1,...,fk,y1,...,y{k} (k >= 1 features, then the model's {k} outputs)"
+        ),
+    }
+}
+
 /// Fields of a CSV line (commas + 1).
 fn field_count(line: &str) -> usize {
     line.bytes().filter(|&b| b == b',').count() + 1
@@ -288,14 +312,15 @@ impl Reader for LongCsvReader {
                     x.push(parse_value(text, || Place::field(path, number, i + 3))?);
                 }
             }
-            let label = row_fields.next().unwrap_or("");
             let keep = match s.scanned.dataset.labels_per {
                 LabelsPer::Step => row < len,
                 LabelsPer::Sequence => row + 1 == span.rows,
             };
             if keep {
-                let at = || Place::field(path, number, width + 3);
-                labels.push(parse_label(label, &s.settings, at)?);
+                for (j, label) in row_fields.enumerate() {
+                    let at = || Place::field(path, number, width + 3 + j);
+                    labels.push(parse_label(label, &s.settings, at)?);
+                }
             }
         }
         Ok(Example {

@@ -20,8 +20,18 @@ pub enum Inputs {
 pub enum Targets {
     /// Class ids below `classes`.
     Classes { classes: usize },
-    /// One f32 value (regression).
-    Values,
+    /// `outputs` f32 values per label (regression: K targets per sequence or per step).
+    Values { outputs: usize },
+}
+
+impl Targets {
+    /// Values of one label: a class id, or a regression's `outputs`.
+    pub fn width(self) -> usize {
+        match self {
+            Targets::Classes { .. } => 1,
+            Targets::Values { outputs } => outputs,
+        }
+    }
 }
 
 /// Whether there is one label per sequence or one per step.
@@ -101,7 +111,8 @@ impl Values {
 }
 
 /// One sequence: `len` steps of inputs (step-major: `len * features` values for dense
-/// inputs) and its labels (one, or one per step).
+/// inputs) and its labels (one, or one per step; a regression's label is its `outputs`
+/// values, step-major).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Example {
     pub len: usize,
@@ -147,6 +158,9 @@ pub struct ReadSettings {
     pub too_long: TooLong,
     /// Whether labels are required and read, or ignored.
     pub labels: Labels,
+    /// With `regression`: the values of one label (the model's outputs), K targets per
+    /// sequence or per step. `None`: one.
+    pub outputs: Option<usize>,
 }
 
 impl ReadSettings {
@@ -176,6 +190,14 @@ impl ReadSettings {
         }
     }
 
+    /// Values per label: a regression's outputs, else 1 (a class id).
+    pub(crate) fn label_width(&self) -> usize {
+        match self.regression {
+            true => self.outputs.unwrap_or(1),
+            false => 1,
+        }
+    }
+
     /// The placeholder labels of a sequence of `len` steps laid out `per` sequence or step
     /// ([`Labels::Ignored`]): class 0, or 0.0 for a regression. Nothing reads them; they
     /// fill the batch's label rows so its shape and bytes are those of labelled data.
@@ -185,7 +207,7 @@ impl ReadSettings {
             LabelsPer::Step => len,
         };
         if self.regression {
-            Values::F32(vec![0.0; count])
+            Values::F32(vec![0.0; count * self.label_width()])
         } else {
             Values::Ids(vec![0; count])
         }
@@ -194,7 +216,9 @@ impl ReadSettings {
     /// The targets of a classification whose largest label is `largest` (None: no label).
     pub(crate) fn targets(&self, largest: Option<u32>) -> Targets {
         if self.regression {
-            Targets::Values
+            Targets::Values {
+                outputs: self.label_width(),
+            }
         } else {
             let found = largest.map_or(0, |l| l as usize + 1);
             Targets::Classes {

@@ -81,7 +81,7 @@ pub fn open(path: &Path, settings: &ReadSettings) -> Result<Opened> {
             // labels are ignored: a file read but refused may lack it.
             Labels::Ignored { .. } if !e.is_unreadable() => DataError::Noted {
                 error: Box::new(e),
-                note: "a long CSV keeps its label column even to predict: sequence,step,f1,...,fk,label, any class the model knows; it is not used",
+                note: "a long CSV keeps its label column even to predict: sequence,step,f1,...,fk,label, any class the model knows (a regression of K outputs: its last K columns, any numbers); it is not used",
             },
             _ => e,
         })?),

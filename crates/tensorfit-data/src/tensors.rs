@@ -1,6 +1,7 @@
 //! Tensor files (safetensors, `.npy` inside an `.npz`): `input` [N, T, F] (floats) or
 //! `tokens` [N, T] (integers); `labels` [N] or [N, T], class ids (integers) or, read as
-//! regression, f32 targets; optional `lengths` [N] (the steps of each sequence that are
+//! regression, f32 targets: [N, K] or [N, T, K] for K outputs (with one output, [N] and
+//! [N, T] too); optional `lengths` [N] (the steps of each sequence that are
 //! real; the rest is padding). With labels ignored (`Labels::Ignored`, for prediction)
 //! `labels` may be absent and is not read when present. The scan reads the file once, a
 //! sequence at a time, to check every value; the reader seeks to a sequence's rows.
@@ -74,7 +75,7 @@ impl TensorData {
             });
         }
         let labels_per = match (&labels, ignored) {
-            (Some(labels), _) => labels_per(labels, n, steps, &bad)?,
+            (Some(labels), _) => labels_per(labels, (n, steps), settings, &bad)?,
             // No labels only with labels ignored.
             (None, per) => per.unwrap_or(LabelsPer::Sequence),
         };
@@ -116,7 +117,8 @@ impl TensorData {
                 largest_token = largest_token.max(ids.iter().copied().max().unwrap_or(0));
             }
             if let Some(labels) = &labels {
-                let (start, count) = label_range(labels_per, i, steps, len);
+                let k = settings.label_width();
+                let (start, count) = label_range(labels_per, i, (steps, len), k);
                 if let Values::Ids(ids) =
                     read_labels(labels, settings, &mut file, start, count, &mut buf)?
                 {
@@ -159,24 +161,40 @@ fn all_names(all: &std::collections::BTreeMap<String, Array>) -> String {
 }
 
 /// Whether `labels` holds one label per sequence or one per step of `n` sequences of
-/// `steps`.
+/// `steps`; a regression's label is its K outputs (`settings.outputs`), the last
+/// dimension (which one output may leave out).
 fn labels_per(
     labels: &Array,
-    n: usize,
-    steps: usize,
+    (n, steps): (usize, usize),
+    settings: &ReadSettings,
     bad: &impl Fn(String) -> DataError,
 ) -> Result<LabelsPer> {
-    match labels.shape.as_slice() {
-        [m] if *m == n => Ok(LabelsPer::Sequence),
-        [m, t] if *m == n && *t == steps => Ok(LabelsPer::Step),
-        s => Err(bad(format!("`labels` has shape {s:?}; expected [{n}] (one per sequence) or [{n}, {steps}] (one per step)"))),
+    let k = settings.label_width();
+    let regression = settings.regression;
+    match *labels.shape.as_slice() {
+        [m] if m == n && k == 1 => Ok(LabelsPer::Sequence),
+        [m, t] if m == n && t == steps && k == 1 => Ok(LabelsPer::Step),
+        [m, j] if m == n && j == k && regression => Ok(LabelsPer::Sequence),
+        [m, t, j] if m == n && t == steps && j == k && regression => Ok(LabelsPer::Step),
+        ref s => {
+            let expected = match (regression, k) {
+                (false, _) => format!("[{n}] (one class id per sequence) or [{n}, {steps}] (one per step)"),
+                (true, 1) => format!("[{n}] or [{n}, 1] (one target per sequence) or [{n}, {steps}] or [{n}, {steps}, 1] (one per step)"),
+                (true, k) => format!("[{n}, {k}] ({k} targets per sequence, the model's outputs) or [{n}, {steps}, {k}] ({k} per step)"),
+            };
+            Err(bad(format!(
+                "`labels` has shape {s:?}; expected {expected}"
+            )))
+        }
     }
 }
 
-fn label_range(per: LabelsPer, i: usize, steps: usize, len: usize) -> (usize, usize) {
+/// The elements of sequence `i`'s labels (`len` steps of a file of `steps`, `k` values
+/// each): first and count.
+fn label_range(per: LabelsPer, i: usize, (steps, len): (usize, usize), k: usize) -> (usize, usize) {
     match per {
-        LabelsPer::Sequence => (i, 1),
-        LabelsPer::Step => (i * steps, len),
+        LabelsPer::Sequence => (i * k, k),
+        LabelsPer::Step => (i * steps * k, len * k),
     }
 }
 
@@ -299,13 +317,15 @@ impl Reader for TensorReader {
             &mut self.buf,
         )?;
         let per = d.scanned.dataset.labels_per;
+        let targets = d.scanned.dataset.targets;
         let settings = ReadSettings {
-            regression: d.scanned.dataset.targets == Targets::Values,
+            regression: matches!(targets, Targets::Values { .. }),
+            outputs: Some(targets.width()),
             ..ReadSettings::default()
         };
         let labels = match &d.labels {
             Some(labels) => {
-                let (start, count) = label_range(per, index, d.steps, len);
+                let (start, count) = label_range(per, index, (d.steps, len), targets.width());
                 read_labels(
                     labels,
                     &settings,

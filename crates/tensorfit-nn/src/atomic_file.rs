@@ -36,19 +36,31 @@ fn temporary(path: &Path, pid: u32) -> Result<PathBuf> {
 
 /// Writes `bytes` to `path` atomically (see the module documentation).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |f| {
+        f.write_all(bytes).map_err(|e| file_error(path, e))
+    })
+}
+
+/// Writes `path` atomically as `write` fills the (new, empty) temporary file it is given,
+/// at any offsets and in any order: a file too large to hold in memory is written a part
+/// at a time. An error of `write` removes the temporary and is returned as it is.
+pub fn write_atomic_with<E: From<Error>>(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
     remove_stale_temporaries(path);
     let tmp = temporary(path, std::process::id())?;
-    let written = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        // Leave nothing behind: a full disk must not stay full of our half-written file.
+    let mut f = std::fs::File::create(&tmp).map_err(|e| file_error(path, e))?;
+    // Leave nothing behind: a full disk must not stay full of our half-written file.
+    let leave_nothing = |e: E| {
         let _ = std::fs::remove_file(&tmp);
-        return Err(file_error(path, e));
-    }
+        e
+    };
+    write(&mut f).map_err(leave_nothing)?;
+    let synced = f.sync_all();
+    drop(f);
+    let done = synced.and_then(|()| std::fs::rename(&tmp, path));
+    done.map_err(|e| leave_nothing(E::from(file_error(path, e))))?;
     sync_directory(path);
     Ok(())
 }

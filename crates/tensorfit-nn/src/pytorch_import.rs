@@ -14,7 +14,7 @@
 //!
 //! The way back needs no code here: a tensorfit checkpoint is a safetensors file with the
 //! same names, plus Adam's moments under `adam.`, which `load_state_dict` is given
-//! without (README, "Describe your model").
+//! without (docs/models.md, "Weights from PyTorch, and back").
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -127,8 +127,9 @@ impl SafetensorsFile {
         Ok(bytes)
     }
 
-    /// Reads the F32 tensor `name` in rows of `row` values, calling `each(index, values)`
-    /// for every row in order. Only one row is held at a time.
+    /// Reads the F32 or F64 tensor `name` as f32 in rows of `row` values, calling
+    /// `each(index, values)` for every row in order. Only one row is held at a time. An
+    /// F64 value beyond f32's range is refused, naming its element.
     pub fn read_f32_rows(
         &mut self,
         name: &str,
@@ -139,16 +140,17 @@ impl SafetensorsFile {
             .tensor(name)
             .cloned()
             .ok_or_else(|| file_error(&self.path, format!("has no tensor `{name}`")))?;
-        if entry.dtype != "F32" {
-            return Err(file_error(
-                &self.path,
-                format!(
-                    "tensor `{name}` has dtype {}; tensorfit reads F32",
-                    entry.dtype
-                ),
-            ));
-        }
-        let row_bytes = row as u64 * 4;
+        let size: usize = match entry.dtype.as_str() {
+            "F32" => 4,
+            "F64" => 8,
+            other => {
+                return Err(file_error(
+                    &self.path,
+                    format!("tensor `{name}` has dtype {other}; tensorfit reads F32 or F64"),
+                ))
+            }
+        };
+        let row_bytes = (row * size) as u64;
         let len = entry.end - entry.begin;
         if row == 0 || len % row_bytes != 0 || entry.begin < self.position {
             return Err(file_error(
@@ -162,8 +164,24 @@ impl SafetensorsFile {
         for index in 0..(len / row_bytes) as usize {
             read_exact(&mut self.reader, &mut bytes, &self.path, "tensor data")?;
             self.position += row_bytes;
-            for (v, b) in values.iter_mut().zip(bytes.chunks_exact(4)) {
-                *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            for (k, (v, b)) in values.iter_mut().zip(bytes.chunks_exact(size)).enumerate() {
+                let mut w = [0u8; 8];
+                w[..size].copy_from_slice(b);
+                *v = if size == 4 {
+                    f32::from_le_bytes([w[0], w[1], w[2], w[3]])
+                } else {
+                    let wide = f64::from_le_bytes(w);
+                    if wide.is_finite() && !(wide as f32).is_finite() {
+                        return Err(file_error(
+                            &self.path,
+                            format!(
+                                "tensor `{name}` holds {wide:e} at element {}, beyond f32's range",
+                                index * row + k
+                            ),
+                        ));
+                    }
+                    wide as f32
+                };
             }
             each(index, &values)?;
         }

@@ -18,7 +18,7 @@ BatchNorm1d(D) `bn2` -> Linear(D, C) `out`, as tensorfit's `ModelConfig` names i
                       the test when PyTorch is installed, not committed (5.7 MB).
     load-back CKPT STATE_DICT
                       loads the tensorfit checkpoint CKPT into a fresh model with
-                      load_state_dict (the lines the README shows) and checks that every
+                      load_state_dict (the lines docs/models.md shows) and checks that every
                       tensor equals the one in STATE_DICT; prints "loaded back: N tensors equal".
 """
 
@@ -79,7 +79,7 @@ def load_back(checkpoint, state_dict):
         C=want["out.weight"].shape[0],
     )
     model = Seed(**sizes)
-    # The way back, as the README shows it: a checkpoint holds the model's tensors under
+    # The way back, as docs/models.md shows it: a checkpoint holds the model's tensors under
     # PyTorch's names plus Adam's moments under `adam.`; BatchNorm's num_batches_tracked
     # counters are not in it and keep their values.
     state = {k: v for k, v in load_file(checkpoint).items() if not k.startswith("adam.")}
