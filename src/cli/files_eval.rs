@@ -9,7 +9,7 @@ use tensorfit::core::HostTensor;
 use tensorfit::data::{same_length_batches, Labels};
 use tensorfit::nn::atomic_file::write_atomic_with;
 use tensorfit::nn::every_step::check_padded_model;
-use tensorfit::nn::{CarriedState, Job, ModelDescription, OptimConfig, ParamStore};
+use tensorfit::nn::{CarriedState, Job, Mode, ModelDescription, OptimConfig, ParamStore};
 use tensorfit::session::Session;
 
 use super::data_args::{trainer_inputs, DataArgs, Files};
@@ -108,9 +108,9 @@ pub fn start(
     let files = files.whole_text(batch).context("--data")?;
     let all: Vec<usize> = (0..files.dataset().sequences).collect();
     // A model that cannot mask padded steps (a head on every step with mean squared
-    // error or a BatchNorm) reads the sequences of each length in batches of their own,
-    // unpadded: inference needs no batch of mixed lengths.
-    let padded = files.padded && check_padded_model(&cfg).is_ok();
+    // error) reads the sequences of each length in batches of their own, unpadded:
+    // inference needs no batch of mixed lengths. (A BatchNorm infers row by row.)
+    let padded = files.padded && check_padded_model(&cfg, Mode::Infer).is_ok();
     let order = match padded || !files.padded {
         true => files.order(&all, batch, None)?,
         false => same_length_batches(files.source.lengths(), &all, batch, None)?,

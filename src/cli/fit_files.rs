@@ -24,6 +24,7 @@ use super::curves::{write_curves, CURVES_FILE};
 use super::data_args::{open_for, trainer_inputs, Files};
 use super::data_vocab::TextVocab;
 use super::files_eval::{self, Scores};
+use super::fit_lengths;
 use super::fit_resume::{self, Position, LAST_FILE};
 use super::fit_watch::Watch;
 use super::interrupt::{Interrupts, Signal};
@@ -181,6 +182,12 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         eval_batch: a.batch,
         data: Some(train_settings::data_settings(&a, &files.path)),
     };
+    let epoch_order = |epoch: u64| {
+        let seed = a.seed.wrapping_add(epoch.wrapping_mul(EPOCH_SEED_STRIDE));
+        files.order(&train, a.batch, Some(seed))
+    };
+    fit_lengths::check(&cfg, &settings, &files, a.fit.epochs, epoch_order)?;
+    let first = epoch_order(0)?;
     // Under mpirun, each rank reads its rows of every batch; only rank 0 prints and
     // writes files (the others run as --json does, their output skipped).
     let mut ranks = ranks::join(&a.ranks, a.batch)?;
@@ -215,11 +222,6 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     };
     let interrupts = Interrupts::install()?;
 
-    let epoch_order = |epoch: u64| {
-        let seed = a.seed.wrapping_add(epoch.wrapping_mul(EPOCH_SEED_STRIDE));
-        files.order(&train, a.batch, Some(seed))
-    };
-    let first = epoch_order(0)?;
     // A step is an optimizer update (a window's, in windowed truncated BPTT with a head on
     // every step), as checkpoints and schedules count them.
     let steps_of = |b: &[usize]| updates_per_batch(&cfg, &settings, files.shape(b).1);

@@ -12,6 +12,7 @@ mod data_vocab;
 pub mod eval;
 mod files_eval;
 mod fit_files;
+mod fit_lengths;
 mod fit_resume;
 mod fit_watch;
 pub mod generate;

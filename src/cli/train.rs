@@ -55,7 +55,10 @@ pub struct TrainArgs {
     /// over the last L steps. "windows" (DL4J's): windows of L steps from the start,
     /// each a forward, backward and update with the state (h, c) carried on: T / L
     /// updates per minibatch, each counted as a step. With a head on the last step only
-    /// the final window has a loss, so both modes take one update.
+    /// the final window has a loss, so both modes take one update. Over --data of several
+    /// lengths (padded batches), "windows" trains every step of every sequence with a head
+    /// on every step; "last" needs every sequence to reach the last L steps of its batch
+    /// (checked before the first step).
     #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
     pub(super) tbptt_mode: TbpttMode,
     /// Optimizer steps (updates: windowed truncated BPTT with a head on every step takes

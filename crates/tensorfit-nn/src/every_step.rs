@@ -21,6 +21,7 @@ use tensorfit_core::{BinaryOp, Error, Graph, Op, Result, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
 use crate::layers::HeadPart;
+use crate::model::Mode;
 use crate::network::Network;
 
 /// `loss · loss_scale`, with the `[1]` input `loss_scale`: (scaled loss, the input).
@@ -41,14 +42,16 @@ pub fn loss_scale(labels: &[f32]) -> f32 {
     }
 }
 
-/// [`check_padded`] for a model of `model`: whether it can run over a padded batch.
-pub fn check_padded_model(model: &ModelDescription) -> Result<()> {
-    check_padded(&model.network()?)
+/// [`check_padded`] for `model` in `mode`: what a run over padded batches checks before
+/// planning.
+pub fn check_padded_model(model: &ModelDescription, mode: Mode) -> Result<()> {
+    check_padded(&model.network()?, mode)
 }
 
-/// Refuses, over a padded batch, what a head on every step cannot mask: a BatchNorm
-/// (its statistics would include the padding) and mean squared error.
-pub(crate) fn check_padded(net: &Network) -> Result<()> {
+/// Refuses, over a padded batch, what a head on every step cannot mask: a BatchNorm in
+/// training (its batch statistics would include the padding; inference normalises each
+/// row by the running statistics) and mean squared error.
+pub(crate) fn check_padded(net: &Network, mode: Mode) -> Result<()> {
     if net.head_on != HeadOn::EveryStep {
         return Ok(());
     }
@@ -56,9 +59,10 @@ pub(crate) fn check_padded(net: &Network) -> Result<()> {
         .head
         .iter()
         .find(|p| matches!(p, HeadPart::BatchNorm(_)))
+        .filter(|_| mode == Mode::Train)
     {
         return Err(Error::input(format!(
-            "head layer `{}`: a BatchNorm in a head on every step cannot run over a padded batch (its statistics would count the padding); drop it or give sequences of one length",
+            "head layer `{}`: a BatchNorm in a head on every step cannot train over a padded batch (its statistics would count the padding); drop it or give sequences of one length",
             b.name
         )));
     }
@@ -119,7 +123,7 @@ mod tests {
 
     #[test]
     fn over_a_padded_batch_a_batchnorm_or_mse_on_every_step_is_refused_by_name() {
-        use crate::model::{classifier_at_lengths, Mode};
+        use crate::model::classifier_at_lengths;
         let mut d = crate::description::ModelDescription::seed();
         d.head.on = HeadOn::EveryStep;
         let build = |d: &crate::description::ModelDescription| {
@@ -128,7 +132,7 @@ mod tests {
         };
         let e = build(&d).unwrap_err().to_string();
         assert!(
-            e.contains("head layer `bn1`") && e.contains("padded"),
+            e.contains("head layer `bn1`") && e.contains("cannot train over a padded batch"),
             "{e}"
         );
         d.head.layers.retain(|l| l.name == "dense");
@@ -139,6 +143,15 @@ mod tests {
         // Not padded: both are fine.
         let mut g = Graph::new();
         classifier_at_lengths(&mut g, &d, (3, 4), Mode::Train, false).unwrap();
+    }
+
+    #[test]
+    fn inference_over_a_padded_batch_takes_a_batchnorm_on_every_step() {
+        use crate::model::classifier_at_lengths;
+        let mut d = crate::description::ModelDescription::seed();
+        d.head.on = HeadOn::EveryStep;
+        let mut g = Graph::new();
+        classifier_at_lengths(&mut g, &d, (3, 4), Mode::Infer, true).unwrap();
     }
 
     #[test]

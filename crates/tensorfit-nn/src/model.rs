@@ -12,7 +12,7 @@ use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
 pub use crate::layers::RecurrentStack;
-use crate::layers::{dropout, BatchStats, ParamKind, ParamSpec, StateSlot};
+use crate::layers::{dropout, BatchStats, ParamKind, ParamSpec, StatePart, StateSlot};
 use crate::network::{Network, NetworkTensors};
 
 /// Tensors by name (PyTorch's parameter names).
@@ -131,9 +131,10 @@ pub fn classifier(
 
 /// [`classifier`], over a padded batch when `padded`: the graph has the input `lengths`
 /// `[B]` ([`RecurrentStack::lengths`]), the layers stop at each sequence's end, and a head
-/// on the last step reads each sequence's own last step. A head on every step reads every
-/// step; the host labels the steps past a sequence's end `IGNORE_LABEL`
-/// ([`crate::every_step`]), and such a head may not hold a BatchNorm nor end in mean
+/// on the last step reads each sequence's own last step (in inference, the top layer's
+/// final state, which carries a sequence that ended in an earlier chunk). A head on every
+/// step reads every step; the host labels the steps past a sequence's end `IGNORE_LABEL`
+/// ([`crate::every_step`]), and such a head may not train a BatchNorm nor end in mean
 /// squared error (refused, naming the layer or loss).
 pub fn classifier_at_lengths(
     g: &mut Graph,
@@ -144,13 +145,17 @@ pub fn classifier_at_lengths(
 ) -> Result<Classifier> {
     let net = model.network()?;
     if padded {
-        crate::every_step::check_padded(&net)?;
+        crate::every_step::check_padded(&net, mode)?;
     }
     let leaves = Leaves::add(g, &net);
     let keep = mode == Mode::Train;
     let key = dropout::key_leaf(g, keep && net.has_dropout());
     let stack = net.stack(g, &leaves.ids, (batch, steps), (keep, padded), key)?;
     let rows = match net.head_on {
+        // Inference over a padded batch reads the top layer's final state: each
+        // sequence's own last step (`seq_lengths`: `h_n = y[L - 1]`), or, for one that
+        // ended in an earlier chunk, the state carried through this one since.
+        HeadOn::LastStep if padded && mode == Mode::Infer => top_final_h(&stack)?,
         HeadOn::LastStep => last_step(g, &stack, steps)?,
         // `[T, B, H]`, read by the head's layers as T·B rows (`tensorfit_core::rows`).
         HeadOn::EveryStep => stack.y,
@@ -165,6 +170,15 @@ pub fn classifier_at_lengths(
         params: leaves.params(),
         batch_stats: h.batch_stats,
     })
+}
+
+/// The top layer's final hidden state `[B, H]`.
+fn top_final_h(stack: &RecurrentStack) -> Result<TensorId> {
+    stack
+        .last(StatePart::H)
+        .last()
+        .copied()
+        .ok_or_else(|| tensorfit_core::Error::Graph("a recurrent stack without layers".into()))
 }
 
 /// The top layer's last step of a stack over `steps` steps (each sequence's own with

@@ -138,7 +138,7 @@ pub(crate) fn train_graph(
     let net = model.network()?;
     check(&net)?;
     if padded {
-        crate::every_step::check_padded(&net)?;
+        crate::every_step::check_padded(&net, crate::model::Mode::Train)?;
     }
     let every_step = net.head_on == HeadOn::EveryStep;
     let rec = &net.recurrent;

@@ -14,7 +14,8 @@ use tensorfit_core::seq_lengths;
 use tensorfit_core::{Error, Result};
 
 use super::Trainer;
-use crate::options::{ProgramKey, ProgramKind};
+use crate::options::ProgramKey;
+use crate::padded_reach::Reach;
 
 impl Trainer {
     /// Checks the lengths of a `[steps, batch]` batch about to run `keys`; returns them as
@@ -22,9 +23,7 @@ impl Trainer {
     ///
     /// Each length must be a whole number of steps in `1..=steps`. A trainer planned
     /// without lengths takes none shorter than `steps`. A padded trainer needs every
-    /// sequence to reach the last program (the truncated-BPTT segment, or the last
-    /// evaluation chunk): its head reads the last step there, which a sequence that
-    /// ended earlier does not have.
+    /// sequence to reach the steps its head reads ([`Reach`]).
     pub(super) fn check_lengths<'l>(
         &self,
         lengths: Option<&'l [f32]>,
@@ -56,21 +55,15 @@ impl Trainer {
             }
             return Ok(None);
         }
-        // The head runs in the last program but a split step's update (which reads no
-        // steps).
-        let Some(last) = keys.iter().rev().find(|k| k.kind != ProgramKind::Update) else {
-            return Ok(Some(lengths));
-        };
-        let start = steps - last.steps;
-        if shortest <= start {
-            let what = match last.kind {
-                ProgramKind::Train => "truncated-BPTT segment (--tbptt)",
-                _ => "evaluation chunk (the plan streams in chunks)",
-            };
-            return Err(Error::input(format!(
-                "a sequence of {shortest} steps ends before the last {what} of steps {start}..{steps}, where the head reads each sequence's last step: batch sequences of nearer lengths, or let the last program cover at least {} steps",
-                steps - shortest + 1
-            )));
+        if let Some(reach) = Reach::of(&self.model, keys, steps) {
+            if !reach.reached_by(shortest) {
+                return Err(Error::input(format!(
+                    "a sequence of {shortest} steps ends before the {}, and {}: batch sequences of nearer lengths, or let those programs cover at least {} steps",
+                    reach.what(),
+                    reach.why(),
+                    reach.needed_for(shortest)
+                )));
+            }
         }
         Ok(Some(lengths))
     }
