@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
-use tensorfit::data::{split, Labels};
+use tensorfit::data::{split, DataIdentities, DataIdentity, Labels};
 use tensorfit::distributed::Ranks;
 use tensorfit::host_budget::init_params;
 use tensorfit::nn::atomic_file::check_writable;
@@ -119,11 +119,19 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         }
         _ => None,
     };
+    // What the run reads, kept in its checkpoints: a resumed run refuses other data.
+    let mut identities = DataIdentities {
+        data: DataIdentity::of(&files.path, files.dataset().sequences).context("--data")?,
+        val: None,
+    };
     let (files, train, val) = match (&a.fit.val, text_split) {
         (Some(p), _) => {
             let settings = a.data.read_settings(&cfg);
             let v = open_for(p, &cfg, &settings, files.read_ahead, files.vocab.as_ref())
-                .and_then(|v| v.whole_text(a.batch))
+                .and_then(|v| {
+                    identities.val = Some(DataIdentity::of(p, v.dataset().sequences)?);
+                    v.whole_text(a.batch)
+                })
                 .context("--val")?;
             let v = Files {
                 carry: files.carry,
@@ -173,6 +181,9 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             (files, train, v)
         }
     };
+    if let Some(r) = &resumed {
+        fit_resume::check_data(r, &identities)?;
+    }
     if a.fit.stop_patience.is_some() && val.is_none() {
         bail!("--stop-patience needs validation: a --val-fraction above 0, or --val");
     }
@@ -290,6 +301,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 carried.store(&mut ck.extra);
             }
             settings.store(&mut ck.extra);
+            identities.store(&mut ck.extra);
             optim_settings.store(&mut ck.extra);
             session.trainer.schedule_state().store(&mut ck.extra);
             if let Some(v) = &files.vocab {
