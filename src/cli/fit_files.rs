@@ -29,6 +29,7 @@ use super::fit_resume::{self, Position, LAST_FILE};
 use super::fit_watch::Watch;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args;
+use super::rank_agree::{self, shape};
 use super::ranks;
 use super::train::{open_checkpoint_dir, TrainArgs};
 use super::{
@@ -217,10 +218,63 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if !root {
         (a.json, a.save, a.checkpoint_dir) = (true, None, None);
     }
+    let epoch_order = |epoch: u64| {
+        let seed = a.seed.wrapping_add(epoch.wrapping_mul(EPOCH_SEED_STRIDE));
+        files.order(&train, a.batch, Some(seed))
+    };
+    let first = epoch_order(0)?;
+    // A step is an optimizer update (a window's, in windowed truncated BPTT with a head on
+    // every step), as checkpoints and schedules count them.
+    let steps_of = |b: &[usize]| updates_per_batch(&cfg, &settings, files.shape(b).1);
+    let steps_per_epoch: u64 = first.iter().map(|b| steps_of(b)).sum();
+    let last = steps_per_epoch.saturating_mul(a.fit.epochs);
+    let loaded = resumed.as_ref().map(|r| &r.loaded);
+    let loaded_at = loaded.map(|(file, ck)| (file.as_path(), ck));
+    let (optim_settings, optim) =
+        optim_args::resolve(&a.optim, &a.given, a.lr, last, loaded_at, |id| a.origin(id))?;
+    let first_read = ranks::reading_order(&ranks, first.iter().take(1).cloned().collect()).0;
+    let (batch0, steps0) = first_read
+        .first()
+        .map_or((a.batch, max_len), |b| files.shape(b));
+    let eval_shape = val
+        .as_ref()
+        .and_then(|v| v.order.first().map(|b| v.files.shape(b)));
+    let job = Job::Train {
+        batch: batch0,
+        seq_len: steps0,
+        eval: eval_shape,
+    };
+    let params = match init {
+        Some(p) => p,
+        None => init_params(&cfg, a.seed)?,
+    };
+    // Before any other collective, and before rank 0 writes anything.
+    let run = rank_agree::Run {
+        model: &cfg,
+        params: &params,
+        start,
+        settings: &settings,
+        optim: &optim_settings,
+        task: rank_agree::Task::Files {
+            data: &a.data,
+            fit: &a.fit,
+            identities: &identities,
+        },
+        program: [
+            format!("batches an epoch: {}", first.len()),
+            format!("steps an epoch: {steps_per_epoch}"),
+            format!(
+                "the first batch: {}",
+                shape(first.first().map(|b| files.shape(b)))
+            ),
+            format!("the first validation batch: {}", shape(eval_shape)),
+        ]
+        .join("\n"),
+    };
+    rank_agree::agree(&mut ranks, &run)?;
     if let Some(path) = &a.save {
         check_writable(path).context("--save")?;
     }
-    let loaded = resumed.as_ref().map(|r| &r.loaded);
     let ck_dir = match root {
         true => open_checkpoint_dir(&a, loaded, &settings, start)?,
         false => None,
@@ -241,31 +295,6 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         None => None,
     };
     let interrupts = Interrupts::install()?;
-
-    let epoch_order = |epoch: u64| {
-        let seed = a.seed.wrapping_add(epoch.wrapping_mul(EPOCH_SEED_STRIDE));
-        files.order(&train, a.batch, Some(seed))
-    };
-    let first = epoch_order(0)?;
-    // A step is an optimizer update (a window's, in windowed truncated BPTT with a head on
-    // every step), as checkpoints and schedules count them.
-    let steps_of = |b: &[usize]| updates_per_batch(&cfg, &settings, files.shape(b).1);
-    let steps_per_epoch: u64 = first.iter().map(|b| steps_of(b)).sum();
-    let last = steps_per_epoch.saturating_mul(a.fit.epochs);
-    let loaded = loaded.map(|(file, ck)| (file.as_path(), ck));
-    let (optim_settings, optim) =
-        optim_args::resolve(&a.optim, &a.given, a.lr, last, loaded, |id| a.origin(id))?;
-    let first_read = ranks::reading_order(&ranks, first.iter().take(1).cloned().collect()).0;
-    let (batch0, steps0) = first_read
-        .first()
-        .map_or((a.batch, max_len), |b| files.shape(b));
-    let job = Job::Train {
-        batch: batch0,
-        seq_len: steps0,
-        eval: val
-            .as_ref()
-            .and_then(|v| v.order.first().map(|b| v.files.shape(b))),
-    };
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
     req.seed = settings.seed;
@@ -278,14 +307,10 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         val.as_ref()
             .map_or(0, |v| v.files.read_ahead_bytes(a.batch, v.order.len() + 1)),
     );
-    let params = match init {
-        Some(p) => p,
-        None => init_params(&cfg, a.seed)?,
-    };
     let mut session = begin(&req, &params, a.json)?;
     ranks::choose_all_reduce(&mut ranks, &session, a.json)?;
     drop(params);
-    if let Some((_, ck)) = loaded {
+    if let Some((_, ck)) = loaded_at {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
         if let Some(state) = ScheduleState::load(&ck.extra)? {
             session.trainer.restore_schedule(state);
