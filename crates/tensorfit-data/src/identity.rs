@@ -217,12 +217,17 @@ fn file_hash(path: &Path) -> Result<(u64, u64)> {
     let size = file.metadata().map_err(DataError::io(path))?.len();
     let mut h = Hasher::new();
     h.word(size);
-    let mut buf = Vec::new();
+    // Read a MiB at a time: whole files up to 16 MiB need no buffer of their size.
+    let mut buf = vec![0u8; END as usize];
     let mut read = |at: u64, len: u64, h: &mut Hasher| -> std::io::Result<()> {
         file.seek(SeekFrom::Start(at))?;
-        buf.resize(len as usize, 0);
-        file.read_exact(&mut buf)?;
-        h.bytes(&buf);
+        let mut left = len;
+        while left > 0 {
+            let part = &mut buf[..left.min(END) as usize];
+            file.read_exact(part)?;
+            h.bytes(part);
+            left -= part.len() as u64;
+        }
         Ok(())
     };
     let outcome = if size <= WHOLE_FILE {
