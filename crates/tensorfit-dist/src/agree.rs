@@ -100,11 +100,15 @@ fn common_prefix(a: &str, b: &str) -> usize {
     a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count()
 }
 
-/// At most [`SHOWN`] characters of `line` from its character `from`, an ellipsis where
-/// it is cut.
+/// `line` whole if it has at most [`SHOWN`] characters, else as many from its
+/// character `from`, an ellipsis where it is cut.
 fn window(line: &str, from: usize) -> String {
     let chars: Vec<char> = line.chars().collect();
-    let from = from.min(chars.len());
+    // A line that fits is shown whole.
+    let from = match chars.len() <= SHOWN {
+        true => 0,
+        false => from.min(chars.len()),
+    };
     let to = chars.len().min(from + SHOWN);
     let cut = |yes: bool| if yes { "…" } else { "" };
     let part: String = chars[from..to].iter().collect();
@@ -230,6 +234,13 @@ mod tests {
         assert_eq!(
             differing(&[a.clone(), b.clone()]),
             "line 2 differs: `activation = \"tanh\"` on rank 0, `activation = \"relu\"` on rank 1"
+        );
+        // A line that fits is shown whole, however far in it differs.
+        let dense = "[head]\n{ kind = \"dense\", units = 8, activation = \"tanh\" },";
+        let got = differing(&[dense.to_string(), dense.replace("tanh", "relu")]);
+        assert!(
+            got.starts_with("line 2 differs: `{ kind = \"dense\", units = 8, activation = \"tanh\" },` on rank 0"),
+            "{got}"
         );
         let shorter = "[head]".to_string();
         assert_eq!(
