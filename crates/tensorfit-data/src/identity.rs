@@ -28,19 +28,25 @@ use crate::error::{DataError, Result};
 pub const IDENTITY_KEY: &str = "data.identity";
 
 /// Files up to this size are hashed whole.
-pub const WHOLE_FILE: u64 = 16 << 20;
+const WHOLE_FILE: u64 = 16 << 20;
 
 /// The head and the tail of a larger file hashed whole.
 const END: u64 = 1 << 20;
 
 /// Blocks of a larger file hashed between its head and tail, and their size.
-pub const SAMPLES: u64 = 64;
+const SAMPLES: u64 = 64;
 const SAMPLE: u64 = 64 << 10;
 
 /// The subdirectories of a DL4J directory that hold its data.
 const DIR_PARTS: [&str; 2] = ["features", "labels"];
 
-/// What a data file (or directory) is: see the module documentation.
+/// What a data file (or DL4J directory) is: where, its size, a hash of its content and
+/// the sequences read from it. The hash reads a file up to 16 MiB whole, and a larger one
+/// by its size, its first and last MiB and 64 blocks of 64 KiB evenly spaced between:
+/// it sees any change to a small file and any change of size, but not an edit that keeps
+/// a large file's size and falls between its samples. Names and modification times are
+/// not content (a copy is the same data); a directory is hashed over the files of its
+/// `features/` and `labels/`, hidden files left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataIdentity {
     /// Where it was read, made absolute.
@@ -49,7 +55,7 @@ pub struct DataIdentity {
     pub bytes: u64,
     /// The files hashed: 1 for a file.
     pub files: u64,
-    /// The hash of its content (sampled for files over [`WHOLE_FILE`]).
+    /// The hash of its content (of samples of a file over 16 MiB).
     pub hash: u64,
     /// The sequences read from it (a text's: its windows).
     pub sequences: u64,
