@@ -211,7 +211,9 @@ impl Ranks {
     /// as a step's (a rank still stepping gets it in its step's exchange, and fails naming
     /// this rank, instead of waiting for an exchange that never comes); fails when any
     /// rank went on stepping. `trainable`: the model's trainable parameters, the
-    /// gradients' length when this rank took no step.
+    /// gradients' length when this rank took no step. (A rank whose next collective is
+    /// another — the gathered rows of BatchNorm, a validation's sums — is not reached:
+    /// the ranks' start-up agreement on the run's length is what prevents that.)
     pub fn end(&mut self, trainable: usize) -> Result<()> {
         let size = self.size();
         let len = match &self.bucket {
