@@ -29,7 +29,7 @@ use super::fit_resume::{self, Position, LAST_FILE};
 use super::fit_watch::Watch;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args;
-use super::rank_agree::{self, shape};
+use super::rank_agree;
 use super::ranks;
 use super::train::{open_checkpoint_dir, TrainArgs};
 use super::{
@@ -259,17 +259,9 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             data: &a.data,
             fit: &a.fit,
             identities: &identities,
+            epoch: (first.len(), steps_per_epoch),
+            first: (first.first().map(|b| files.shape(b)), eval_shape),
         },
-        program: [
-            format!("batches an epoch: {}", first.len()),
-            format!("steps an epoch: {steps_per_epoch}"),
-            format!(
-                "the first batch: {}",
-                shape(first.first().map(|b| files.shape(b)))
-            ),
-            format!("the first validation batch: {}", shape(eval_shape)),
-        ]
-        .join("\n"),
     };
     rank_agree::agree(&mut ranks, &run)?;
     if let Some(path) = &a.save {

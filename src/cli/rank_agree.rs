@@ -37,13 +37,17 @@ const NAMED: [&str; 9] = [
 
 /// Where a run's sequences come from.
 pub enum Task<'a> {
-    /// The built-in task, trained until `last`, its last step.
-    Builtin { last: u64 },
+    /// The built-in task, trained until `last`, its last step, `per_batch` steps a batch.
+    Builtin { last: u64, per_batch: u64 },
     /// Files (`--data`), read and validated as these flags say.
     Files {
         data: &'a DataArgs,
         fit: &'a FitArgs,
         identities: &'a DataIdentities,
+        /// Batches and steps an epoch.
+        epoch: (usize, u64),
+        /// The (global) shapes of the first batch and of the first validation batch.
+        first: (Option<(usize, usize)>, Option<(usize, usize)>),
     },
 }
 
@@ -57,8 +61,6 @@ pub struct Run<'a> {
     pub settings: &'a RunSettings,
     pub optim: &'a OptimSettings,
     pub task: Task<'a>,
-    /// The global shapes of the run's programs, one per line.
-    pub program: String,
 }
 
 /// Checks with every other rank that all run the same `run`. When they do not, every
@@ -91,13 +93,32 @@ fn settings(run: &Run) -> Vec<(&'static str, String)> {
     let mut optim = HashMap::new();
     run.optim.store(&mut optim);
     let (command, length, fit, data) = match &run.task {
-        Task::Builtin { last } => ("train on the built-in task", last.to_string(), None, None),
+        Task::Builtin { last, .. } => ("train on the built-in task", last.to_string(), None, None),
         Task::Files {
             data,
             fit,
             identities,
+            ..
         } => ("train --data", none(), Some(fit), Some((data, identities))),
     };
+    // The global shapes of the run's programs, one per line.
+    let program = match &run.task {
+        Task::Builtin { per_batch, .. } => [
+            format!("a batch: {} × {}", s.batch, s.seq_len),
+            format!("the held-out batch: {} × {}", s.eval_batch, s.seq_len),
+            format!("steps a batch: {per_batch}"),
+        ],
+        Task::Files {
+            epoch: (batches, steps),
+            first: (batch, val),
+            ..
+        } => [
+            format!("batches an epoch: {batches}, steps: {steps}"),
+            format!("the first batch: {}", shape(*batch)),
+            format!("the first validation batch: {}", shape(*val)),
+        ],
+    }
+    .join("\n");
     let content = |id: Option<&DataIdentity>| id.map_or_else(none, DataIdentity::content);
     vec![
         ("the command", command.to_string()),
@@ -148,13 +169,13 @@ fn settings(run: &Run) -> Vec<(&'static str, String)> {
         ),
         ("--data", content(data.map(|(_, ids)| &ids.data))),
         ("--val", content(data.and_then(|(_, ids)| ids.val.as_ref()))),
-        ("the programs' shapes", run.program.clone()),
+        ("the programs' shapes", program),
     ]
 }
 
 /// A batch's shape as the programs' shapes say it: `8 × 20` (sequences × steps), or
 /// `none`.
-pub fn shape(s: Option<(usize, usize)>) -> String {
+fn shape(s: Option<(usize, usize)>) -> String {
     s.map_or_else(|| "none".to_string(), |(b, t)| format!("{b} × {t}"))
 }
 

@@ -239,16 +239,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         start,
         settings: &settings,
         optim: &optim_settings,
-        task: rank_agree::Task::Builtin { last },
-        program: [
-            format!("a batch: {} × {}", settings.batch, settings.seq_len),
-            format!(
-                "the held-out batch: {} × {}",
-                settings.eval_batch, settings.seq_len
-            ),
-            format!("steps a batch: {per_batch}"),
-        ]
-        .join("\n"),
+        task: rank_agree::Task::Builtin { last, per_batch },
     };
     rank_agree::agree(&mut ranks, &run)?;
     let ck_dir = match root {
