@@ -35,6 +35,9 @@ const NAMED: [&str; 9] = [
     "eval_batch",
 ];
 
+/// A batch's sequences and steps.
+type Shape = (usize, usize);
+
 /// Where a run's sequences come from.
 pub enum Task<'a> {
     /// The built-in task, trained until `last`, its last step, `per_batch` steps a batch.
@@ -47,7 +50,7 @@ pub enum Task<'a> {
         /// Batches and steps an epoch.
         epoch: (usize, u64),
         /// The (global) shapes of the first batch and of the first validation batch.
-        first: (Option<(usize, usize)>, Option<(usize, usize)>),
+        first: (Option<Shape>, Option<Shape>),
     },
 }
 
@@ -175,7 +178,7 @@ fn settings(run: &Run) -> Vec<(&'static str, String)> {
 
 /// A batch's shape as the programs' shapes say it: `8 × 20` (sequences × steps), or
 /// `none`.
-fn shape(s: Option<(usize, usize)>) -> String {
+fn shape(s: Option<Shape>) -> String {
     s.map_or_else(|| "none".to_string(), |(b, t)| format!("{b} × {t}"))
 }
 
