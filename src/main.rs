@@ -127,6 +127,7 @@ fn main() {
     match exit {
         Ok(Exit::Success) => {}
         Ok(other) => std::process::exit(other.code()),
+        Err(e) if e.is::<cli::Said>() => std::process::exit(1),
         Err(e) => {
             errln!("error: {}", cli::error_text(&e));
             std::process::exit(1);

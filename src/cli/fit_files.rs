@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
-use tensorfit::data::{split, Labels};
+use tensorfit::data::{split, DataIdentities, DataIdentity, Labels};
 use tensorfit::distributed::Ranks;
 use tensorfit::host_budget::init_params;
 use tensorfit::nn::optim::ScheduleState;
@@ -29,6 +29,7 @@ use super::fit_resume::{self, Position, LAST_FILE};
 use super::fit_watch::Watch;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args;
+use super::rank_agree;
 use super::ranks;
 use super::train::{open_checkpoint_dir, TrainArgs};
 use super::{
@@ -101,11 +102,19 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         }
         _ => None,
     };
+    // What the run reads, kept in its checkpoints: a resumed run refuses other data.
+    let mut identities = DataIdentities {
+        data: DataIdentity::of(&files.path, files.dataset().sequences).context("--data")?,
+        val: None,
+    };
     let (files, train, val) = match (&a.fit.val, text_split) {
         (Some(p), _) => {
             let settings = a.data.read_settings(&cfg);
             let v = open_for(p, &cfg, &settings, files.read_ahead, files.vocab.as_ref())
-                .and_then(|v| v.whole_text(a.batch))
+                .and_then(|v| {
+                    identities.val = Some(DataIdentity::of(p, v.dataset().sequences)?);
+                    v.whole_text(a.batch)
+                })
                 .context("--val")?;
             let v = Files {
                 carry: files.carry,
@@ -155,6 +164,9 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             (files, train, v)
         }
     };
+    if let Some(r) = &resumed {
+        fit_resume::check_data(r, &identities)?;
+    }
     if a.fit.stop_patience.is_some() && val.is_none() {
         bail!("--stop-patience needs validation: a --val-fraction above 0, or --val");
     }
@@ -195,12 +207,52 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if !root {
         (a.json, a.save, a.checkpoint_dir) = (true, None, None);
     }
+    // A step is an optimizer update (a window's, in windowed truncated BPTT with a head on
+    // every step), as checkpoints and schedules count them.
+    let steps_of = |b: &[usize]| updates_per_batch(&cfg, &settings, files.shape(b).1);
+    let steps_per_epoch: u64 = first.iter().map(|b| steps_of(b)).sum();
+    let last = steps_per_epoch.saturating_mul(a.fit.epochs);
+    let loaded = resumed.as_ref().map(|r| &r.loaded);
+    let loaded_at = loaded.map(|(file, ck)| (file.as_path(), ck));
+    let (optim_settings, optim) =
+        optim_args::resolve(&a.optim, &a.given, a.lr, last, loaded_at, |id| a.origin(id))?;
+    let first_read = ranks::reading_order(&ranks, first.iter().take(1).cloned().collect()).0;
+    let (batch0, steps0) = first_read
+        .first()
+        .map_or((a.batch, max_len), |b| files.shape(b));
+    let eval_shape = val
+        .as_ref()
+        .and_then(|v| v.order.first().map(|b| v.files.shape(b)));
+    let job = Job::Train {
+        batch: batch0,
+        seq_len: steps0,
+        eval: eval_shape,
+    };
+    let params = match init {
+        Some(p) => p,
+        None => init_params(&cfg, a.seed)?,
+    };
+    // Before any other collective, and before rank 0 writes anything.
+    let run = rank_agree::Run {
+        model: &cfg,
+        params: &params,
+        start,
+        settings: &settings,
+        optim: &optim_settings,
+        task: rank_agree::Task::Files {
+            data: &a.data,
+            fit: &a.fit,
+            identities: &identities,
+            epoch: (first.len(), steps_per_epoch),
+            first: (first.first().map(|b| files.shape(b)), eval_shape),
+        },
+    };
+    rank_agree::agree(&mut ranks, &run)?;
     let _save_lock = a
         .save
         .as_deref()
         .map(|p| claim_output("--save", p))
         .transpose()?;
-    let loaded = resumed.as_ref().map(|r| &r.loaded);
     let ck_dir = match root {
         true => open_checkpoint_dir(&a, loaded, &settings, start)?,
         false => None,
@@ -221,26 +273,6 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         None => None,
     };
     let interrupts = Interrupts::install()?;
-
-    // A step is an optimizer update (a window's, in windowed truncated BPTT with a head on
-    // every step), as checkpoints and schedules count them.
-    let steps_of = |b: &[usize]| updates_per_batch(&cfg, &settings, files.shape(b).1);
-    let steps_per_epoch: u64 = first.iter().map(|b| steps_of(b)).sum();
-    let last = steps_per_epoch.saturating_mul(a.fit.epochs);
-    let loaded = loaded.map(|(file, ck)| (file.as_path(), ck));
-    let (optim_settings, optim) =
-        optim_args::resolve(&a.optim, &a.given, a.lr, last, loaded, |id| a.origin(id))?;
-    let first_read = ranks::reading_order(&ranks, first.iter().take(1).cloned().collect()).0;
-    let (batch0, steps0) = first_read
-        .first()
-        .map_or((a.batch, max_len), |b| files.shape(b));
-    let job = Job::Train {
-        batch: batch0,
-        seq_len: steps0,
-        eval: val
-            .as_ref()
-            .and_then(|v| v.order.first().map(|b| v.files.shape(b))),
-    };
     let mut req = request(cfg.clone(), job, settings.tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
     req.seed = settings.seed;
@@ -253,14 +285,10 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         val.as_ref()
             .map_or(0, |v| v.files.read_ahead_bytes(a.batch, v.order.len() + 1)),
     );
-    let params = match init {
-        Some(p) => p,
-        None => init_params(&cfg, a.seed)?,
-    };
     let mut session = begin(&req, &params, a.json)?;
     ranks::choose_all_reduce(&mut ranks, &session, a.json)?;
     drop(params);
-    if let Some((_, ck)) = loaded {
+    if let Some((_, ck)) = loaded_at {
         session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
         if let Some(state) = ScheduleState::load(&ck.extra)? {
             session.trainer.restore_schedule(state);
@@ -276,6 +304,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 carried.store(&mut ck.extra);
             }
             settings.store(&mut ck.extra);
+            identities.store(&mut ck.extra);
             optim_settings.store(&mut ck.extra);
             session.trainer.schedule_state().store(&mut ck.extra);
             if let Some(v) = &files.vocab {

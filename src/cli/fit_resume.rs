@@ -5,13 +5,16 @@
 //! ([`Position`], under [`POSITION_KEY`]). (`DIR/checkpoint.safetensors` holds the best
 //! model validated.) A resumed run takes the stored settings, recomputes the epoch's
 //! order from the seed, skips the batches already trained and continues, so that it ends
-//! with the weights of a run that was never stopped.
+//! with the weights of a run that was never stopped. Its checkpoints keep the identity of
+//! its data (`tensorfit_data::DataIdentities`): resuming on other data, or on a file that
+//! changed, is refused ([`check_data`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
+use tensorfit::data::{DataIdentities, DataIdentity};
 use tensorfit::nn::{Checkpoint, RunSettings};
 
 use super::fit_watch::Watch;
@@ -129,6 +132,64 @@ pub fn load(path: &Path) -> Result<Resumed> {
         settings,
         position,
     })
+}
+
+/// Refuses to resume `r` on data other than the data it trained on (`now`: this run's
+/// `--data` and `--val`), naming what differs; the same content at another path is taken,
+/// with a note. A checkpoint written before the identities were kept is resumed with a
+/// warning that its data cannot be checked.
+pub fn check_data(r: &Resumed, now: &DataIdentities) -> Result<()> {
+    let shown = r.loaded.0.display();
+    let Some(run) =
+        DataIdentities::load(&r.loaded.1.extra).with_context(|| format!("--resume {shown}"))?
+    else {
+        errln!(
+            "warning: {shown} was written by an older tensorfit and keeps no identity of its data: whether --data {} is the data the run trained on cannot be checked",
+            now.data.path.display()
+        );
+        return Ok(());
+    };
+    let new_run = format!(
+        "or start a new run from these weights with --init {}",
+        r.loaded.0.display()
+    );
+    let pairs: [(&str, Option<&DataIdentity>, Option<&DataIdentity>); 2] = [
+        ("--data", Some(&run.data), Some(&now.data)),
+        ("--val", run.val.as_ref(), now.val.as_ref()),
+    ];
+    for (flag, run, now) in pairs {
+        match (run, now) {
+            (None, None) => {}
+            (Some(run), None) => bail!(
+                "the run resumed from {shown} validated on --val {}: give it again ({new_run})",
+                run.path.display()
+            ),
+            (None, Some(now)) => bail!(
+                "the run resumed from {shown} validated on a part of its --data (--val-fraction), not on --val {}: drop --val ({new_run})",
+                now.path.display()
+            ),
+            (Some(run), Some(now)) => {
+                let differences = now.differences(run);
+                if !differences.is_empty() {
+                    bail!(
+                        "{flag} {} is not the data the run resumed from {shown} trained on ({}): it has {}; give the run's {flag} {}, {new_run}",
+                        now.path.display(),
+                        run.path.display(),
+                        differences.join(", "),
+                        run.path.display()
+                    );
+                }
+                if now.path != run.path {
+                    errln!(
+                        "note: {flag} {} holds the same content as the run's {} (moved or copied): continuing",
+                        now.path.display(),
+                        run.path.display()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ mod optim_args;
 pub mod plan;
 pub mod predict;
 mod predictions_file;
+mod rank_agree;
 mod ranks;
 mod resume_kind;
 pub mod train;
@@ -71,6 +72,19 @@ impl Exit {
         }
     }
 }
+
+/// An error already said on stderr (by rank 0, for ranks that stop together): the
+/// process exits with status 1 without saying it again.
+#[derive(Debug)]
+pub struct Said;
+
+impl std::fmt::Display for Said {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stopped (the reason is above)")
+    }
+}
+
+impl std::error::Error for Said {}
 
 /// Model presets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -198,7 +198,9 @@ pub fn stop_after_step(ranks: &Option<Ranks>) -> Option<Signal> {
         .map(Signal::from_number)
 }
 
-/// After the last step: fails unless every rank holds the same weights; their hash.
+/// After the last step: tells the other ranks that this one ended (failing, as they do,
+/// when a rank goes on stepping: `Ranks::end`), then fails unless every rank holds the
+/// same weights; their hash.
 pub fn check_weights(
     ranks: &mut Option<Ranks>,
     session: &mut Session,
@@ -207,6 +209,7 @@ pub fn check_weights(
     let Some(r) = ranks else {
         return Ok(None);
     };
+    r.end(session.trainer.model().trainable_parameters()?)?;
     let params = session.trainer.parameters()?;
     Ok(Some(r.check_same_weights(&params, step)?))
 }

@@ -21,6 +21,7 @@ use super::data_args::{DataArgs, FitArgs};
 use super::fit_files;
 use super::interrupt::{Interrupts, Signal};
 use super::optim_args::{self, OptimArgs};
+use super::rank_agree;
 use super::ranks::{self, RankArgs};
 use super::resume_kind;
 use super::{
@@ -225,12 +226,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         .as_deref()
         .map(|p| claim_output("--save", p))
         .transpose()?;
-    let ck_dir = match root {
-        true => open_checkpoint_dir(&a, resumed.as_ref(), &settings, start)?,
-        false => None,
-    };
-    let interrupts = Interrupts::install()?;
-
     let job = Job::Train {
         // Each rank plans for its own rows of the global batch.
         batch: ranks::local_batch(&ranks, settings.batch),
@@ -246,12 +241,27 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     req.tbptt_mode = settings.tbptt_mode;
     req.seed = settings.seed;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
-    req.writes_checkpoints = ck_dir.is_some() || a.save.is_some();
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
         None => init_params(&cfg, settings.seed)?,
     };
+    // Before any other collective, and before rank 0 writes anything.
+    let run = rank_agree::Run {
+        model: &cfg,
+        params: &params,
+        start,
+        settings: &settings,
+        optim: &optim_settings,
+        task: rank_agree::Task::Builtin { last, per_batch },
+    };
+    rank_agree::agree(&mut ranks, &run)?;
+    let ck_dir = match root {
+        true => open_checkpoint_dir(&a, resumed.as_ref(), &settings, start)?,
+        false => None,
+    };
+    let interrupts = Interrupts::install()?;
+    req.writes_checkpoints = ck_dir.is_some() || a.save.is_some();
     let training = Training {
         tbptt: settings.tbptt,
         tbptt_mode: settings.tbptt_mode,

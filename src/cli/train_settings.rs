@@ -17,6 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
+use tensorfit::data::DataIdentities;
 use tensorfit::nn::atomic_file::same_file;
 use tensorfit::nn::{Checkpoint, DataSettings, ModelDescription, RunSettings};
 
@@ -142,7 +143,12 @@ pub fn keep_data_run(a: &mut TrainArgs, r: &Resumed) -> Result<()> {
         },
     )];
     match &s.data {
-        Some(d) => more.extend(data_changes(a, d)),
+        Some(d) => {
+            // A checkpoint that keeps its data's identity judges --val by its content
+            // (`fit_resume::check_data`): a moved copy is the run's file.
+            let by_content = DataIdentities::load(&ck.extra).ok().flatten().is_some();
+            more.extend(data_changes(a, d, by_content));
+        }
         None => errln!(
             "note: {} was written by an older tensorfit and keeps no data settings: continuing with {} epochs, {}, windows or longest sequence {}{}{}",
             path.display(),
@@ -180,13 +186,20 @@ pub fn keep_data_run(a: &mut TrainArgs, r: &Resumed) -> Result<()> {
 
 /// The data flags of `a` against the run's `d`, as [`refuse_changes`] takes them: (flag
 /// id, typed value, the run's value). A switch typed reads as "" and is "" or "off" in
-/// the run; `--val` naming the run's file by another path is the run's.
-fn data_changes(a: &TrainArgs, d: &DataSettings) -> Vec<(&'static str, String, String)> {
+/// the run; `--val` naming the run's file by another path is the run's (any `--val`, when
+/// `by_content`: the checkpoint keeps its data's identity and `check_data` compares content).
+fn data_changes(
+    a: &TrainArgs,
+    d: &DataSettings,
+    by_content: bool,
+) -> Vec<(&'static str, String, String)> {
     let count = |n: Option<u64>| n.map_or("none".to_string(), |n| n.to_string());
     let switch = |on: bool| if on { "" } else { "off" }.to_string();
     let path = |p: Option<&Path>| p.map_or("none".to_string(), |p| p.display().to_string());
     let typed_val = match (&a.fit.val, &d.val) {
-        (Some(t), Some(run)) if same_file(t, run) || absolute(t) == *run => Some(run.as_path()),
+        (Some(t), Some(run)) if by_content || same_file(t, run) || absolute(t) == *run => {
+            Some(run.as_path())
+        }
         (t, _) => t.as_deref(),
     };
     vec![

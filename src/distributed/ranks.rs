@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tensorfit_core::{DeviceKind, Error, Result};
 use tensorfit_data::Shard;
 use tensorfit_dist::{
-    agree_path, AllReducePath, Communicator, GradientBucket, NcclCommunicator, Solo,
+    agree_path, AllReducePath, Communicator, DistError, GradientBucket, NcclCommunicator, Solo,
 };
 use tensorfit_nn::trainer::GradientExchange;
 use tensorfit_nn::{ParamStore, Trainer};
@@ -82,6 +82,19 @@ impl Ranks {
             stop_asked: None,
             communication: Duration::ZERO,
         })
+    }
+
+    /// Checks with every other rank that each of `settings` (a name as messages say it,
+    /// and its value as text) is the same on all. When they are not, every rank gets the
+    /// same message, naming each setting that differs and the ranks of each value (an
+    /// error is a failed exchange). Before any other collective: ranks that differ may
+    /// call them with buffers of other lengths.
+    pub fn agree(&mut self, settings: &[(&str, String)]) -> Result<Option<String>> {
+        match tensorfit_dist::agree(self.comm.as_mut(), settings) {
+            Ok(()) => Ok(None),
+            Err(e @ DistError::Disagree(_)) => Ok(Some(e.to_string())),
+            Err(e) => Err(dist_error(e)),
+        }
     }
 
     /// This process's rank, from 0.
@@ -194,6 +207,39 @@ impl Ranks {
         Ok(path)
     }
 
+    /// After this rank's last step: tells the others that it ended, in an exchange as long
+    /// as a step's (a rank still stepping gets it in its step's exchange, and fails naming
+    /// this rank, instead of waiting for an exchange that never comes); fails when any
+    /// rank went on stepping. `trainable`: the model's trainable parameters, the
+    /// gradients' length when this rank took no step. (A rank whose next collective is
+    /// another — the gathered rows of BatchNorm, a validation's sums — is not reached:
+    /// the ranks' start-up agreement on the run's length is what prevents that.)
+    pub fn end(&mut self, trainable: usize) -> Result<()> {
+        let size = self.size();
+        let len = match &self.bucket {
+            Some(b) => b.len(),
+            None => trainable + slot_sizes(size).iter().sum::<usize>(),
+        };
+        let mut all = vec![0.0; len];
+        all[len - size + self.rank()] = 1.0;
+        let start = Instant::now();
+        self.comm.all_reduce_sum(&mut all).map_err(dist_error)?;
+        self.communication += start.elapsed();
+        let ended = &all[len - size..];
+        let went_on: Vec<f32> = ended
+            .iter()
+            .map(|&e| f32::from(u8::from(e == 0.0)))
+            .collect();
+        let went_on = ranks_in(&went_on);
+        if !went_on.is_empty() {
+            return Err(Error::input(format!(
+                "{went_on} went on to another step after the last step of rank {}: the ranks disagree on the run's length (no rank died)",
+                self.rank()
+            )));
+        }
+        Ok(())
+    }
+
     /// Fails unless every rank holds the same `params` bit for bit; returns their hash.
     pub fn check_same_weights(&mut self, params: &ParamStore, step: u64) -> Result<u64> {
         let mine = weights_hash(params);
@@ -213,6 +259,26 @@ impl Ranks {
             )));
         }
         Ok(mine)
+    }
+}
+
+/// The lengths of the values a step's exchange holds after the gradients: the loss, the
+/// units, the device kinds, the stop signals, and one for each of `ranks` that ended.
+fn slot_sizes(ranks: usize) -> [usize; 5] {
+    [1, 1, KINDS.len(), STOP_SIGNALS.len(), ranks]
+}
+
+/// The ranks whose value in `flags` (one per rank) is not 0: "rank 1", "ranks 0, 2"; empty
+/// when none.
+fn ranks_in(flags: &[f32]) -> String {
+    let ranks: Vec<String> = (0..flags.len())
+        .filter(|&r| flags[r] != 0.0)
+        .map(|r| r.to_string())
+        .collect();
+    match ranks.len() {
+        0 => String::new(),
+        1 => format!("rank {}", ranks[0]),
+        _ => format!("ranks {}", ranks.join(", ")),
     }
 }
 
@@ -252,12 +318,15 @@ impl GradientExchange for Ranks {
         if asked.is_some_and(|s| !STOP_SIGNALS.contains(&s)) {
             stops[0] = 1.0;
         }
+        // A rank that ended its run says so in the last values ([`Ranks::end`]); a rank
+        // that steps leaves them 0.
+        let mut ended = vec![0.0; self.size()];
         let bucket = self.bucket.get_or_insert_with(|| {
             let mut sizes: Vec<usize> = grads.iter().map(Vec::len).collect();
-            sizes.extend([1, 1, KINDS.len(), STOP_SIGNALS.len()]);
+            sizes.extend(slot_sizes(ended.len()));
             GradientBucket::new(sizes)
         });
-        let mut slices: Vec<&mut [f32]> = Vec::with_capacity(grads.len() + 4);
+        let mut slices: Vec<&mut [f32]> = Vec::with_capacity(grads.len() + 5);
         for g in grads.iter_mut() {
             if units != 1.0 {
                 g.iter_mut().for_each(|v| *v *= units);
@@ -269,12 +338,20 @@ impl GradientExchange for Ranks {
             &mut units_slot[..],
             &mut kinds[..],
             &mut stops[..],
+            &mut ended[..],
         ]);
         let start = Instant::now();
         bucket
             .average(self.comm.as_mut(), &mut slices)
             .map_err(dist_error)?;
         self.communication += start.elapsed();
+        let gone = ranks_in(&ended);
+        if !gone.is_empty() {
+            return Err(Error::input(format!(
+                "{gone} ended its run (its last step done) while rank {} went on to step {step}: the ranks disagree on the run's length (no rank died)",
+                self.rank()
+            )));
+        }
         // Both are averaged over the ranks: their quotient is the weighted mean. Ranks
         // that all count nothing (every label ignored) give a zero gradient.
         let total = units_slot[0];
@@ -331,7 +408,6 @@ impl GradientExchange for Ranks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensorfit_dist::DistError;
 
     #[test]
     fn one_rank_keeps_its_gradients_and_a_repeated_step_gets_the_same_average() {
@@ -416,6 +492,90 @@ mod tests {
                 .contains("--batch 2 is the global batch, shared by 3 ranks"),
             "{err}"
         );
+    }
+
+    /// Rank 0 of 2, whose partner adds `other(len)` to every sum of `len` values.
+    #[derive(Debug)]
+    struct Pair {
+        other: fn(usize) -> Vec<f32>,
+    }
+
+    impl Communicator for Pair {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            2
+        }
+        fn all_reduce_sum(&mut self, data: &mut [f32]) -> std::result::Result<(), DistError> {
+            let other = (self.other)(data.len());
+            data.iter_mut().zip(other).for_each(|(v, o)| *v += o);
+            Ok(())
+        }
+        fn broadcast_bytes(
+            &mut self,
+            _: &mut [u8],
+            _: usize,
+        ) -> std::result::Result<(), DistError> {
+            Ok(())
+        }
+        fn broadcast_f32(&mut self, _: &mut [f32], _: usize) -> std::result::Result<(), DistError> {
+            Ok(())
+        }
+        fn barrier(&mut self) -> std::result::Result<(), DistError> {
+            Ok(())
+        }
+    }
+
+    /// What rank 1 adds when it has ended: its flag, the last value.
+    fn ended(len: usize) -> Vec<f32> {
+        let mut v = vec![0.0; len];
+        v[len - 1] = 1.0;
+        v
+    }
+
+    /// What rank 1 adds when it steps on zero gradients.
+    fn stepping(len: usize) -> Vec<f32> {
+        vec![0.0; len]
+    }
+
+    #[test]
+    fn a_rank_still_stepping_learns_that_another_ended_its_run_and_names_it() {
+        let mut ranks = Ranks::new(Box::new(Pair { other: ended }), 4).unwrap();
+        let (mut grads, mut loss) = (vec![vec![1.0f32; 3]], 1.0);
+        let err = ranks.exchange(7, &mut grads, &mut loss).unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "rank 1 ended its run (its last step done) while rank 0 went on to step 7"
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("no rank died"), "{err}");
+    }
+
+    #[test]
+    fn a_rank_that_ends_while_another_steps_names_it_and_ranks_that_end_together_pass() {
+        let mut ranks = Ranks::new(Box::new(Pair { other: stepping }), 4).unwrap();
+        let err = ranks.end(5).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("rank 1 went on to another step after the last step of rank 0"),
+            "{err}"
+        );
+        let mut ranks = Ranks::new(Box::new(Pair { other: ended }), 4).unwrap();
+        ranks.end(5).unwrap();
+        // After steps, the end is as long as a step's exchange.
+        let mut ranks = Ranks::new(Box::new(Pair { other: stepping }), 4).unwrap();
+        let (mut grads, mut loss) = (vec![vec![1.0f32; 3]], 1.0);
+        ranks.exchange(1, &mut grads, &mut loss).unwrap();
+        ranks.comm = Box::new(Pair {
+            other: |len| {
+                // 3 gradients, the loss, the units, 3 kinds, 3 signals, 2 ranks' ends.
+                assert_eq!(len, 13);
+                ended(len)
+            },
+        });
+        ranks.end(1_000).unwrap();
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //! ([`LongCsv`]); a text corpus for a character language model ([`CharCorpus`],
 //! [`CharWindows`]); a TSV of `label<TAB>text` lines ([`TsvData`]).
 //!
+//! A data run keeps its files' [`DataIdentity`] (path, size, a sampled content hash, the
+//! sequences read) in its checkpoints, to refuse resuming on other data.
+//!
 //! What this crate does not do: know about models, devices or plans. The planner takes
 //! its host figures from [`max_batch_bytes`] and [`BatchSettings::read_ahead`].
 
@@ -25,6 +28,7 @@ mod dataset;
 mod error;
 mod fields;
 mod format;
+mod identity;
 mod pipeline;
 mod shard;
 mod tensors;
@@ -46,6 +50,7 @@ pub use dataset::{
 };
 pub use error::{DataError, Place, Result};
 pub use format::{format_of, Format};
+pub use identity::{DataIdentities, DataIdentity, IDENTITY_KEY};
 pub use pipeline::{
     epoch_order, length_grouped_batches, padded_steps, same_length_batches, split, stream_batches,
     BatchSettings, Batches,

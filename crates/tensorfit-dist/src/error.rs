@@ -27,8 +27,8 @@ pub enum DistError {
     /// then stops the other ranks.
     #[error(
         "{op} did not complete within {} s on rank {rank} of {size}: another rank stopped \
-         responding (it died, hangs, or lost its network); ending this rank \
-         (--collective-timeout sets the bound)",
+         responding (it died, hangs, or lost its network), or waits in another collective \
+         (the ranks' runs differ); ending this rank (--collective-timeout sets the bound)",
         timeout.as_secs_f64()
     )]
     Timeout {
@@ -37,6 +37,14 @@ pub enum DistError {
         size: usize,
         timeout: Duration,
     },
+
+    /// The ranks were started with different settings (`agree`): each that differs, with
+    /// the ranks of each value.
+    #[error(
+        "the ranks were started with different settings: {0}; start every rank with the same \
+         command line, model and data"
+    )]
+    Disagree(String),
 
     /// A collective was called after an earlier one timed out.
     #[error("rank {rank}: {op} called after an earlier collective timed out; the communicator is unusable")]

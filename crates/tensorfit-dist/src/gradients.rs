@@ -26,6 +26,16 @@ impl GradientBucket {
         }
     }
 
+    /// The values the bucket holds: every rank's all-reduce of it is this long.
+    pub fn len(&self) -> usize {
+        self.flat.len()
+    }
+
+    /// Whether the bucket holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.flat.is_empty()
+    }
+
     /// The bucket's size in bytes ([`bucket_bytes`] of its parameter count).
     pub fn bytes(&self) -> u64 {
         bucket_bytes(self.flat.len())

@@ -4,6 +4,8 @@
 //!   (all-reduce sum, broadcast, barrier), with [`Solo`] for one process and, with the
 //!   `mpi` feature, MPI ranks through rsmpi whose every collective is bounded in time
 //!   (a rank that dies or hangs ends the run with [`DistError::Timeout`], not a hang);
+//! - [`agree`]: every rank checks, before its first other collective, that all were
+//!   started with the same settings, and all stop together naming those that differ;
 //! - [`world`]: the communicator a launch asks for (`mpirun` sets `OMPI_COMM_WORLD_SIZE`),
 //!   refusing a multi-rank launch of a binary built without MPI;
 //! - [`GradientBucket`]: gradients averaged over ranks, identical on every rank;
@@ -16,6 +18,7 @@
 //! `docs/distributed.md` says how to run it and how training uses it (`tensorfit`'s
 //! `distributed` module).
 
+mod agree;
 mod communicator;
 mod error;
 mod gradients;
@@ -28,6 +31,7 @@ pub mod nccl;
 mod nccl_comm;
 mod sync_batch_norm;
 
+pub use agree::{agree, all_gather_bytes, all_gather_u64};
 pub use communicator::{Communicator, Solo};
 pub use error::DistError;
 pub use gradients::{bucket_bytes, GradientBucket};

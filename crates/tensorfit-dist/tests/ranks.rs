@@ -58,6 +58,11 @@ fn sync_batch_norm_over_shards_equals_batch_norm_over_the_whole_batch() {
 }
 
 #[test]
+fn settings_that_differ_on_one_rank_give_every_rank_the_same_error_naming_them() {
+    every_rank_passes("agree", "agree");
+}
+
+#[test]
 fn an_nccl_id_and_its_failure_reach_every_rank() {
     every_rank_passes("nccl-id", "nccl-id");
 }

@@ -13,13 +13,16 @@
 //! - `nccl`: every rank on its GPU (`cuda:{local rank}`) chooses NCCL with the others, and
 //!   `collectives` passes over the NCCL communicator (the GPU check runs it on one rank;
 //!   it fails where NCCL or a GPU is missing);
+//! - `agree`: settings the same on every rank pass; then one that differs on the last
+//!   rank (a value of several lines, of another length on each rank) gives every rank
+//!   the same error, naming the setting, its line that differs and the ranks of each;
 //! - `hang`: the last rank stops responding after one collective; the others must end
 //!   with a timeout error;
 //! - `exit`: the last rank exits after one collective; the others must not hang.
 use std::time::Duration;
 
 use tensorfit_dist::{
-    agree_path, launcher, nccl, sync_backward_sums, sync_batch_stats, world, AllReducePath,
+    agree, agree_path, launcher, nccl, sync_backward_sums, sync_batch_stats, world, AllReducePath,
     BatchStats, Communicator, GradientBucket, NcclCommunicator, DEFAULT_COLLECTIVE_TIMEOUT,
 };
 
@@ -84,6 +87,7 @@ fn run(scenario: &str, comm: &mut dyn Communicator) -> Result<()> {
         "gradients" => gradients(comm),
         "sync-batch-norm" => sync_batch_norm(comm),
         "nccl-id" => nccl_id(comm),
+        "agree" => agree_settings(comm),
         "hang" | "exit" => lose_a_rank(comm, scenario == "hang"),
         other => Err(format!("unknown scenario {other:?}")),
     }
@@ -283,6 +287,50 @@ fn close(what: &str, got: &[f32], want: &[f32], rtol: f64) -> Result<()> {
             want.len()
         )),
     }
+}
+
+fn agree_settings(comm: &mut dyn Communicator) -> Result<()> {
+    let (rank, size) = (comm.rank(), comm.size());
+    let same = [("--batch", "8".to_string()), ("model", "a\nb".repeat(500))];
+    agree(comm, &same).map_err(|e| format!("the same settings: {e}"))?;
+    let last = rank + 1 == size;
+    let model = format!(
+        "[model]\nhidden = {}\n{}",
+        if last { 128 } else { 16 },
+        "x\n".repeat(rank * 300)
+    );
+    let differing = [("--batch", "8".to_string()), ("the model", model)];
+    let err = match agree(comm, &differing) {
+        Ok(()) => return Err("a model that differs on the last rank was agreed".into()),
+        Err(e) => e.to_string(),
+    };
+    let others: Vec<String> = (0..size - 1).map(|r| r.to_string()).collect();
+    let want = format!(
+        "the model: line 2 differs: `hidden = 16` on rank{} {}, `hidden = 128` on rank {}; ",
+        if size > 2 { "s" } else { "" },
+        others.join(", "),
+        size - 1
+    );
+    if !err.contains(&want) || err.contains("--batch") {
+        return Err(format!("no `{want}` (and no --batch) in: {err}"));
+    }
+    // Every rank holds the same message.
+    let mut bytes = err.clone().into_bytes();
+    let mut len = [bytes.len() as f32];
+    comm.broadcast_f32(&mut len, 0).map_err(dist)?;
+    if len[0] as usize != bytes.len() {
+        return Err(format!(
+            "rank 0's message has {} bytes, this rank's {}",
+            len[0],
+            bytes.len()
+        ));
+    }
+    let mine = bytes.clone();
+    comm.broadcast_bytes(&mut bytes, 0).map_err(dist)?;
+    if bytes != mine {
+        return Err(format!("rank 0's message differs from this rank's: {err}"));
+    }
+    Ok(())
 }
 
 fn nccl_id(comm: &mut dyn Communicator) -> Result<()> {
