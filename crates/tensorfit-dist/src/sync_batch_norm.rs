@@ -31,7 +31,7 @@ pub struct BatchStats {
 impl BatchStats {
     /// The statistics of `x`, `rows × channels` in row-major order (a host shard).
     pub fn of(x: &[f32], channels: usize) -> Result<Self, DistError> {
-        if channels == 0 || x.len() % channels != 0 {
+        if channels == 0 || !x.len().is_multiple_of(channels) {
             return Err(DistError::Layout {
                 what: "BatchNorm input",
                 detail: format!("{} values are not rows of {channels} channels", x.len()),

@@ -288,7 +288,7 @@ mod tests {
         let l = limits(64);
         let w = window(&l, &Operand::whole(region(16, 0)), 64).unwrap();
         assert!(
-            w.size >= 4 && w.offset % 16 == 0 && w.offset + w.size <= 64,
+            w.size >= 4 && w.offset.is_multiple_of(16) && w.offset + w.size <= 64,
             "{w:?}"
         );
     }

@@ -26,7 +26,7 @@ pub fn binary(
     if n == 0 {
         return Ok(());
     }
-    if nb == 0 || n % nb != 0 {
+    if nb == 0 || !n.is_multiple_of(nb) {
         return Err(backend_error(format!(
             "binary: b ({nb} elements) does not tile a ({n} elements)"
         )));

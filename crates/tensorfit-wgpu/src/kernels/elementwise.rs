@@ -73,7 +73,7 @@ pub(crate) fn binary(
     if a.len == 0 {
         return Ok(());
     }
-    if b.len == 0 || a.len % b.len != 0 {
+    if b.len == 0 || !a.len.is_multiple_of(b.len) {
         return Err(backend_error(format!(
             "binary: b ({} elements) does not tile a ({} elements)",
             b.len, a.len
@@ -128,7 +128,7 @@ pub(crate) fn activation_backward(
 
 /// `out[j] = Σ_i x[i, j]`: sums `x` over the leading dimensions that `out` lacks.
 pub(crate) fn sum_to_shape(l: &mut Launches, x: Region, out: Region) -> Result<()> {
-    if out.len == 0 || x.len % out.len != 0 {
+    if out.len == 0 || !x.len.is_multiple_of(out.len) {
         if x.len == 0 {
             return Ok(());
         }
@@ -232,7 +232,9 @@ pub(crate) fn copy_range(l: &mut Launches, src: Region, from: usize, dst: Region
 fn time_block(t: usize, step: usize, seq_len: usize, kernel: &str) -> Result<Range<usize>> {
     let start = t.checked_mul(step);
     match start.and_then(|s| s.checked_add(step)) {
-        Some(end) if end <= seq_len && (step == 0 || seq_len % step == 0) => Ok(end - step..end),
+        Some(end) if end <= seq_len && (step == 0 || seq_len.is_multiple_of(step)) => {
+            Ok(end - step..end)
+        }
         _ => Err(backend_error(format!(
             "{kernel}: step {t} of {step} elements outside a sequence of {seq_len}"
         ))),

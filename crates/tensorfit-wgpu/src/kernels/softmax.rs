@@ -20,7 +20,7 @@ fn classes(kernel: &str, logits: Region, labels: Region) -> Result<usize> {
     if labels.len == 0 {
         return Ok(0);
     }
-    if logits.len == 0 || logits.len % labels.len != 0 {
+    if logits.len == 0 || !logits.len.is_multiple_of(labels.len) {
         return Err(backend_error(format!(
             "{kernel}: {} logits do not make {} rows",
             logits.len, labels.len
