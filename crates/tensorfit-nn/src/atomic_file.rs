@@ -36,12 +36,21 @@ fn temporary(path: &Path, pid: u32) -> Result<PathBuf> {
 
 /// Writes `bytes` to `path` atomically (see the module documentation).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// Writes what `write` writes to `path` atomically (see the module documentation): for
+/// a file made piece by piece, with no copy of it whole in memory.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     remove_stale_temporaries(path);
     let tmp = temporary(path, std::process::id())?;
     let written = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut f)?;
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
     if let Err(e) = written {
