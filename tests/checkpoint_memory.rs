@@ -63,3 +63,32 @@ fn writing_a_checkpoint_holds_at_most_the_one_copy_of_the_state_it_reads_back() 
         "writing the checkpoint took {extra} bytes more than training without it (state {STATE_BYTES})"
     );
 }
+
+/// `plan` counts the copies of the training state `train` holds, whether or not the run
+/// will write checkpoints (it counted five, as for a run serialising checkpoints, while
+/// `train` without `--save` counted two: 6.25 GiB against 4.03 GB for one job).
+#[test]
+fn plan_counts_the_two_copies_of_the_state_that_training_holds() {
+    let copies = |mode: &str| {
+        let v = common::plan_json(&[
+            "--mode",
+            mode,
+            "--batch",
+            "4",
+            "--seq-len",
+            "10",
+            "--tbptt",
+            "10",
+            "--device",
+            "cpu",
+        ]);
+        v["host"]["state_copies"].as_u64().unwrap()
+    };
+    let (train, infer) = (copies("train"), copies("infer"));
+    assert!(infer > 0);
+    assert_eq!(
+        train,
+        2 * infer,
+        "training counts {train}, one copy is {infer}"
+    );
+}

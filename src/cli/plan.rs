@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use clap::Args;
 use serde_json::json;
 use tensorfit::assume;
-use tensorfit::devices::{discover, DeviceStatus};
+use tensorfit::devices::{discover_kind, DeviceStatus};
 use tensorfit::distributed::Ranks;
 use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::{check_writable, write_atomic};
@@ -167,7 +167,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         check_writable(path).context("--plot")?;
     }
     let found = if assumed.is_empty() {
-        discover(&req.caps)
+        discover_kind(&req.caps, req.device)
     } else {
         assumed.clone()
     };

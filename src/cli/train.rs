@@ -232,7 +232,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     req.tbptt_mode = settings.tbptt_mode;
     req.seed = settings.seed;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
-    req.writes_checkpoints = ck_dir.is_some() || a.save.is_some();
     let params = match &mut resumed {
         // The parameters go to the session; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),

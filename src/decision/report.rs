@@ -18,6 +18,7 @@ impl Decision {
             "read_ahead": self.host.read_ahead,
             "communication": self.host.communication,
             "process": self.process_bytes,
+            "process_peak": self.process_peak_bytes,
             "planned_resident": self.planned_resident(),
         })
     }
