@@ -18,7 +18,7 @@ use crate::calibrate::throughput_gflops;
 use crate::devices::{discover_kind, open_device, DeviceStatus, MemoryCaps};
 use crate::distributed::DataParallel;
 use crate::estimate::{estimate_seconds, ProgramCosts};
-use crate::host_budget::{memory_is_host, seen_by_job, HostNeed};
+use crate::host_budget::{seen_by_job, HostNeed};
 use crate::strategy::{check_job, strategies, Strategy};
 
 mod report;
@@ -448,10 +448,7 @@ impl Decision {
     /// the job (a replan during a run: see `Session::restart`).
     pub fn planned_resident_from(&self, process: u64) -> Option<u64> {
         let c = self.chosen()?;
-        let device_is_host = memory_is_host(c.device);
-        let run = self
-            .host
-            .resident(process, c.plan.peak_bytes(), device_is_host);
+        let run = self.host.resident(process, c.plan.peak_bytes(), c.device);
         Some(run.max(self.process_peak_bytes))
     }
 }

@@ -116,6 +116,17 @@ impl HostNeed {
         }
     }
 
+    /// The driver memory the host holds for `info` besides the device's buffers: for a
+    /// software GPU, [`SOFTWARE_DRIVER_BYTES`] and the staging copy of the largest
+    /// transfer (the input batch, up to [`STAGING_BYTES`]); nothing for the CPU (its
+    /// kernels run on threads started before planning) or a GPU with memory of its own.
+    pub fn driver_bytes(&self, info: &DeviceInfo) -> u64 {
+        match info.software && info.kind != DeviceKind::Cpu {
+            true => SOFTWARE_DRIVER_BYTES + self.inputs.min(STAGING_BYTES),
+            false => 0,
+        }
+    }
+
     /// The host bytes of the job: its inputs, read-ahead and state copies.
     pub fn bytes(&self) -> u64 {
         self.inputs
@@ -126,10 +137,14 @@ impl HostNeed {
 
     /// The process's resident memory the plan predicts: what it holds now (`process`:
     /// code, libraries, drivers, read before anything of the job is allocated), these
-    /// bytes, and the device plan's `device_peak` where device memory is host memory
-    /// (`device_is_host`: the CPU, a software GPU).
-    pub fn resident(&self, process: u64, device_peak: u64, device_is_host: bool) -> u64 {
-        let device = if device_is_host { device_peak } else { 0 };
+    /// bytes, and, where the device's memory is host memory (the CPU, a software GPU),
+    /// the device plan's `device_peak` and the driver's own memory
+    /// ([`HostNeed::driver_bytes`]).
+    pub fn resident(&self, process: u64, device_peak: u64, device: &DeviceInfo) -> u64 {
+        let device = match memory_is_host(device) {
+            true => device_peak.saturating_add(self.driver_bytes(device)),
+            false => 0,
+        };
         process.saturating_add(self.bytes()).saturating_add(device)
     }
 
@@ -188,13 +203,26 @@ pub fn init_params(cfg: &ModelDescription, seed: u64) -> Result<ParamStore> {
     ParamStore::init(cfg, seed)
 }
 
+/// Resident memory a software GPU's driver (lavapipe) takes in the process once a run
+/// opens the device, beyond the buffers the plan places and the staging copies of
+/// transfers: the device itself and the compute pipelines it compiles with LLVM.
+/// Measured after planning at 15–28 MiB (30 planned, for noise) for the runs of docs/host-memory.md (more
+/// kernels, more); the listing's own device, opened and dropped before planning, is in
+/// the process's peak already.
+pub const SOFTWARE_DRIVER_BYTES: u64 = 30 << 20;
+
+/// The largest piece a transfer to or from a wgpu device is staged in
+/// (`tensorfit_wgpu`'s `STAGING_BYTES`), which on a software GPU is host memory too.
+const STAGING_BYTES: u64 = 16 << 20;
+
 /// Whether `info`'s memory is the host's (the CPU, a software GPU).
 pub fn memory_is_host(info: &DeviceInfo) -> bool {
     info.kind == DeviceKind::Cpu || info.software
 }
 
 /// `info` as seen by a job that holds `host` on the host: a device whose memory is host
-/// memory (the CPU, a software GPU) has that much less free.
+/// memory (the CPU, a software GPU) has that much less free, and a software GPU also
+/// its driver's memory ([`HostNeed::driver_bytes`]) less.
 pub fn device_info(info: &DeviceInfo, host: &HostNeed) -> DeviceInfo {
     if !memory_is_host(info) {
         return info.clone();
@@ -202,7 +230,7 @@ pub fn device_info(info: &DeviceInfo, host: &HostNeed) -> DeviceInfo {
     let Some((available, source)) = host_room(host.threads_started()) else {
         return info.clone();
     };
-    let left = available.saturating_sub(host.bytes());
+    let left = available.saturating_sub(host.bytes().saturating_add(host.driver_bytes(info)));
     let (free, capacity_source) = match info.free_bytes {
         Some(f) if f <= left => (f, info.capacity_source.clone()),
         // The host's bound is the tighter: name it (a cgroup, `ulimit -v`).

@@ -42,7 +42,7 @@ impl Decision {
         );
         if let (Some(c), Some(resident)) = (self.chosen(), self.planned_resident()) {
             let with = if memory_is_host(c.device) {
-                " (the device plan included: its memory is host memory)"
+                " (the device plan and its driver included: its memory is host memory)"
             } else {
                 ""
             };
