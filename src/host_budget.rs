@@ -195,7 +195,7 @@ pub fn init_params(cfg: &ModelDescription, seed: u64) -> Result<ParamStore> {
     let bytes = values.saturating_mul(DType::F32.size_bytes() as u64);
     if let Some((available, source)) = host_room(0).filter(|&(a, _)| bytes > a) {
         return Err(Error::OutOfMemory {
-            device: format!("the host ({source}), drawing the model's {values} weights"),
+            device: format!("the host, drawing the model's {values} weights ({source})"),
             requested: bytes,
             available,
         });

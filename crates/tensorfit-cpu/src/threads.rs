@@ -29,13 +29,12 @@ pub fn kernel_pool() -> Result<&'static ThreadPool> {
                 denormals::flush_to_zero();
             })
             .build()
-            .map(|pool| {
+            .inspect(|pool| {
                 // Each thread takes its allocator arena now (glibc gives a thread its own
                 // on its first allocation, reserving 64 MiB of address space), so that the
                 // process's memory read before a plan (`ulimit -v` counts its address
                 // space) already holds them.
                 pool.broadcast(|_| drop(std::hint::black_box(Box::new(0u64))));
-                pool
             })
             .map_err(|e| e.to_string())
     })
