@@ -15,10 +15,10 @@ use tensorfit_plan::{
 };
 
 use crate::calibrate::throughput_gflops;
-use crate::devices::{discover, open_device, DeviceStatus, MemoryCaps};
+use crate::devices::{discover_kind, open_device, DeviceStatus, MemoryCaps};
 use crate::distributed::DataParallel;
 use crate::estimate::{estimate_seconds, ProgramCosts};
-use crate::host_budget::{memory_is_host, seen_by_job, HostNeed};
+use crate::host_budget::{seen_by_job, HostNeed};
 use crate::strategy::{check_job, strategies, Strategy};
 
 mod report;
@@ -50,9 +50,6 @@ pub struct Request {
     /// Host bytes of the batches a file reader holds besides the one in use
     /// (`HostNeed::read_ahead`); 0 when the inputs are made in memory.
     pub read_ahead_bytes: u64,
-    /// The run writes checkpoints (`--save`, `--checkpoint-dir`), whose copies of the
-    /// training state the host section counts (`HostNeed::state`).
-    pub writes_checkpoints: bool,
     /// Batches are padded: every program takes the sequences' lengths
     /// ([`TrainOptions::padded`]).
     pub padded: bool,
@@ -84,7 +81,6 @@ impl Request {
             caps: devices.caps().clone(),
             exclude: Vec::new(),
             read_ahead_bytes: 0,
-            writes_checkpoints: true,
             tbptt_mode: TbpttMode::Last,
             seed: 0,
             padded: false,
@@ -139,11 +135,15 @@ pub struct Decision {
     pub host: HostNeed,
     /// This process's resident memory when it planned (code, libraries, drivers).
     pub process_bytes: u64,
+    /// The most this process had held resident when it planned (`VmHWM`): what opening
+    /// the devices and measuring their speed took for a moment. The process's peak,
+    /// which a run reports, is at least this.
+    pub process_peak_bytes: u64,
 }
 
 /// Plans `req` on every device present (or the one asked for) and chooses.
 pub fn decide(req: &Request) -> Result<Decision> {
-    decide_on(req, discover(&req.caps))
+    decide_on(req, discover_kind(&req.caps, req.device))
 }
 
 /// Plans `req` on the devices `found` (those present, or assumed ones: see `assume.rs`)
@@ -151,13 +151,11 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(
+    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?.with_ranks(
         &req.cfg,
         req.job,
-        req.read_ahead_bytes,
-        req.writes_checkpoints,
-    )?
-    .with_ranks(&req.cfg, req.job, req.data_parallel)?;
+        req.data_parallel,
+    )?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {
@@ -237,6 +235,7 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
         unit,
         host,
         process_bytes: host_memory::resident().unwrap_or(0),
+        process_peak_bytes: host_memory::peak_resident().unwrap_or(0),
     })
 }
 
@@ -287,7 +286,7 @@ fn plan_device(
 ) -> Result<std::result::Result<Vec<Row>, String>> {
     // What the device has once the job's host bytes are out (the same for every strategy:
     // micro-batches read their sequences in place).
-    let seen = seen_by_job(info, host.bytes(), assumed);
+    let seen = seen_by_job(info, host, assumed);
     let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(&req.cfg, req.job, req.tbptt)
         .into_iter()
         .map(|s| {
@@ -403,21 +402,26 @@ impl Decision {
             .candidates
             .iter()
             .min_by_key(|c| c.estimated_peak_bytes);
-        let largest = self.candidates.iter().max_by_key(|c| c.capacity_bytes);
+        let largest = self
+            .candidates
+            .iter()
+            .zip(&self.plans)
+            .max_by_key(|(c, _)| c.capacity_bytes);
         // What the job's memory grows with: an evaluation holds no history to truncate.
         let grows = match self.unit {
             "training step" => "training memory depends on --batch and --tbptt",
             _ => "inference memory depends on the batch, the sequence length and the model's size",
         };
         match (smallest, largest) {
-            (Some(s), Some(l)) => Error::OutOfMemory {
+            (Some(s), Some((l, planned))) => Error::OutOfMemory {
                 device: format!(
-                    "every device (smallest plan: {} on {}, {}; largest usable capacity: {} on {}; {grows})",
+                    "every device (smallest plan: {} on {}, {}; largest usable capacity: {} on {}, from {}; {grows})",
                     format_bytes(s.estimated_peak_bytes),
                     s.device,
                     s.strategy,
                     format_bytes(l.capacity_bytes),
-                    l.device
+                    l.device,
+                    planned.device.capacity_source
                 ),
                 requested: s.estimated_peak_bytes,
                 available: l.capacity_bytes,
@@ -433,8 +437,9 @@ impl Decision {
         }
     }
 
-    /// The process's resident memory the chosen plan predicts: this process before the
-    /// job, the job's host bytes, and the device plan where device memory is host memory.
+    /// The process's peak resident memory the chosen plan predicts: this process before
+    /// the job, the job's host bytes, and the device plan where device memory is host
+    /// memory; or the peak the process had already reached when it planned, if higher.
     pub fn planned_resident(&self) -> Option<u64> {
         self.planned_resident_from(self.process_bytes)
     }
@@ -443,11 +448,8 @@ impl Decision {
     /// the job (a replan during a run: see `Session::restart`).
     pub fn planned_resident_from(&self, process: u64) -> Option<u64> {
         let c = self.chosen()?;
-        let device_is_host = memory_is_host(c.device);
-        Some(
-            self.host
-                .resident(process, c.plan.peak_bytes(), device_is_host),
-        )
+        let run = self.host.resident(process, c.plan.peak_bytes(), c.device);
+        Some(run.max(self.process_peak_bytes))
     }
 }
 

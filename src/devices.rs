@@ -85,14 +85,28 @@ pub struct DeviceStatus {
 /// (`cuda:0`, `cuda:1`, ...), every usable wgpu adapter in order of preference, the CPU.
 /// A kind with no device is one row saying why.
 pub fn discover(caps: &MemoryCaps) -> Vec<DeviceStatus> {
-    let counts = [
-        (DeviceKind::Cuda, tensorfit_cuda::device_count()),
-        (
+    discover_kind(caps, None)
+}
+
+/// As [`discover`], for the devices of `kind` only (`None`: every kind). A run on the
+/// CPU loads no GPU driver: counting wgpu's adapters loads every Vulkan driver present
+/// (lavapipe's holds tens of megabytes of the process's memory), and a device of a kind
+/// not asked for is never planned.
+pub fn discover_kind(caps: &MemoryCaps, kind: Option<DeviceKind>) -> Vec<DeviceStatus> {
+    let wanted = |k: DeviceKind| kind.is_none_or(|only| only == k);
+    let mut counts = Vec::new();
+    if wanted(DeviceKind::Cuda) {
+        counts.push((DeviceKind::Cuda, tensorfit_cuda::device_count()));
+    }
+    if wanted(DeviceKind::Wgpu) {
+        counts.push((
             DeviceKind::Wgpu,
             tensorfit_wgpu::WgpuBackend::adapter_count(),
-        ),
-        (DeviceKind::Cpu, Ok(1)),
-    ];
+        ));
+    }
+    if wanted(DeviceKind::Cpu) {
+        counts.push((DeviceKind::Cpu, Ok(1)));
+    }
     statuses(&counts, |kind, index| {
         open_device(kind, index, caps)
             .map(|b| b.info())

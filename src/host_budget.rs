@@ -5,11 +5,12 @@
 //! the whole input, which micro-batches read in place; reading files, the batches the
 //! background reader holds ahead: `Request::read_ahead_bytes`), copies of the training
 //! state (the snapshot taken before every step so that a failed device can be left
-//! without losing it; while a checkpoint is written, the checkpoint and its serialized
-//! bytes), the gradients of a data-parallel step on their way between ranks
+//! without losing it; while a checkpoint is written, the checkpoint, streamed to its
+//! file), the gradients of a data-parallel step on their way between ranks
 //! (`crate::distributed::DataParallel::host_bytes`), and its own baseline (code, libraries, a GPU driver), which the host already
-//! reports as in use. What the process may use is `host_memory::available()`:
-//! MemAvailable, or what the tightest cgroup above the process has left.
+//! reports as in use. What the process may use is [`host_available`]: MemAvailable, or
+//! what the tightest cgroup above the process or its own limit (`ulimit -v`, `ulimit
+//! -d`) has left.
 //!
 //! A job whose host bytes do not fit there is refused before anything is allocated. On
 //! the CPU, and on a software GPU (whose memory is host memory), the host bytes are taken
@@ -29,7 +30,7 @@ pub struct HostNeed {
     /// Input sequences and labels.
     pub inputs: u64,
     /// Copies of the training state (parameters, Adam's moments, running statistics):
-    /// training, 5 when the run writes checkpoints and 2 when it does not; evaluation, 1.
+    /// training, 2; evaluation, 1.
     pub state: u64,
     /// Batches read from files besides the one in use (which `inputs` counts): up to
     /// `(read_ahead + 1) × max_batch_bytes` (docs/data.md); 0 for inputs made in memory.
@@ -48,14 +49,10 @@ fn sequence_bytes(cfg: &ModelDescription, batch: usize, steps: usize) -> u64 {
 }
 
 impl HostNeed {
-    /// The host bytes of `job`, with `read_ahead` bytes of batches read from files;
-    /// `writes_checkpoints`: a training run that writes checkpoints (see `state`).
-    pub fn of(
-        cfg: &ModelDescription,
-        job: Job,
-        read_ahead: u64,
-        writes_checkpoints: bool,
-    ) -> Result<HostNeed> {
+    /// The host bytes of `job`, with `read_ahead` bytes of batches read from files.
+    /// Whether the run writes checkpoints does not change them (see `state`), so `plan`
+    /// and `train` count the same job alike.
+    pub fn of(cfg: &ModelDescription, job: Job, read_ahead: u64) -> Result<HostNeed> {
         let (mut values, mut trainable) = (0u64, 0u64);
         for spec in cfg.param_specs()? {
             let n = spec.shape.numel() as u64;
@@ -75,10 +72,10 @@ impl HostNeed {
                 inputs: sequence_bytes(cfg, batch, seq_len)
                     .saturating_add(eval.map_or(0, |(b, t)| sequence_bytes(cfg, b, t))),
                 // The snapshot taken before every step, and one of: a checkpoint being
-                // written (the state read back, its tensors gathered, their bytes, and
-                // the file's bytes), or the state carried to a new plan when the batch
-                // changes shape (`Session::switch_job`).
-                state: checkpoint * if writes_checkpoints { 5 } else { 2 },
+                // written (the state read back, then streamed to the file a tensor at a
+                // time: `Checkpoint::save`), or the state carried to a new plan when the
+                // batch changes shape (`Session::switch_job`).
+                state: 2 * checkpoint,
                 read_ahead,
                 communication: 0,
             },
@@ -108,6 +105,28 @@ impl HostNeed {
         })
     }
 
+    /// Threads the run starts after it has planned: the background readers of training
+    /// and validation files, where it reads files (the CPU's kernel threads exist
+    /// before: `tensorfit_cpu::threads`).
+    pub fn threads_started(&self) -> u64 {
+        if self.read_ahead > 0 {
+            2
+        } else {
+            0
+        }
+    }
+
+    /// The driver memory the host holds for `info` besides the device's buffers: for a
+    /// software GPU, [`SOFTWARE_DRIVER_BYTES`] and the staging copy of the largest
+    /// transfer (the input batch, up to [`STAGING_BYTES`]); nothing for the CPU (its
+    /// kernels run on threads started before planning) or a GPU with memory of its own.
+    pub fn driver_bytes(&self, info: &DeviceInfo) -> u64 {
+        match info.software && info.kind != DeviceKind::Cpu {
+            true => SOFTWARE_DRIVER_BYTES + self.inputs.min(STAGING_BYTES),
+            false => 0,
+        }
+    }
+
     /// The host bytes of the job: its inputs, read-ahead and state copies.
     pub fn bytes(&self) -> u64 {
         self.inputs
@@ -118,17 +137,21 @@ impl HostNeed {
 
     /// The process's resident memory the plan predicts: what it holds now (`process`:
     /// code, libraries, drivers, read before anything of the job is allocated), these
-    /// bytes, and the device plan's `device_peak` where device memory is host memory
-    /// (`device_is_host`: the CPU, a software GPU).
-    pub fn resident(&self, process: u64, device_peak: u64, device_is_host: bool) -> u64 {
-        let device = if device_is_host { device_peak } else { 0 };
+    /// bytes, and, where the device's memory is host memory (the CPU, a software GPU),
+    /// the device plan's `device_peak` and the driver's own memory
+    /// ([`HostNeed::driver_bytes`]).
+    pub fn resident(&self, process: u64, device_peak: u64, device: &DeviceInfo) -> u64 {
+        let device = match memory_is_host(device) {
+            true => device_peak.saturating_add(self.driver_bytes(device)),
+            false => 0,
+        };
         process.saturating_add(self.bytes()).saturating_add(device)
     }
 
     /// Refuses a job whose host bytes exceed what the host has for this process, less
     /// `margin` of it.
     pub fn check(&self, margin: f64) -> Result<()> {
-        let Some(available) = host_memory::available() else {
+        let Some((available, source)) = host_room(self.threads_started()) else {
             return Ok(());
         };
         let usable = (available as f64 * (1.0 - margin.clamp(0.0, 1.0))) as u64;
@@ -136,7 +159,9 @@ impl HostNeed {
             return Ok(());
         }
         // The copies of the model alone do not fit: no batch or length makes the job fit.
-        let advice = if self.state > usable {
+        let advice = if source.starts_with("ulimit") {
+            "raise the limit, or lower --batch, --seq-len or --read-ahead"
+        } else if self.state > usable {
             "the model is too large for this host: describe a smaller one"
         } else {
             "lower --batch, --seq-len or --read-ahead"
@@ -150,7 +175,7 @@ impl HostNeed {
             format_bytes(self.communication),
             format_bytes(usable),
             format_bytes(available),
-            host_memory::source(),
+            source,
             margin * 100.0
         )))
     }
@@ -168,9 +193,9 @@ pub fn init_params(cfg: &ModelDescription, seed: u64) -> Result<ParamStore> {
         .map(|s| s.shape.numel() as u64)
         .sum();
     let bytes = values.saturating_mul(DType::F32.size_bytes() as u64);
-    if let Some(available) = host_memory::available().filter(|&a| bytes > a) {
+    if let Some((available, source)) = host_room(0).filter(|&(a, _)| bytes > a) {
         return Err(Error::OutOfMemory {
-            device: format!("the host, drawing the model's {values} weights"),
+            device: format!("the host, drawing the model's {values} weights ({source})"),
             requested: bytes,
             available,
         });
@@ -178,26 +203,72 @@ pub fn init_params(cfg: &ModelDescription, seed: u64) -> Result<ParamStore> {
     ParamStore::init(cfg, seed)
 }
 
+/// Resident memory a software GPU's driver (lavapipe) takes in the process once a run
+/// opens the device, beyond the buffers the plan places and the staging copies of
+/// transfers: the device itself and the compute pipelines it compiles with LLVM.
+/// Measured after planning at 15–28 MiB (30 planned, for noise) for the runs of docs/host-memory.md (more
+/// kernels, more); the listing's own device, opened and dropped before planning, is in
+/// the process's peak already.
+pub const SOFTWARE_DRIVER_BYTES: u64 = 30 << 20;
+
+/// The largest piece a transfer to or from a wgpu device is staged in
+/// (`tensorfit_wgpu`'s `STAGING_BYTES`), which on a software GPU is host memory too.
+const STAGING_BYTES: u64 = 16 << 20;
+
 /// Whether `info`'s memory is the host's (the CPU, a software GPU).
 pub fn memory_is_host(info: &DeviceInfo) -> bool {
     info.kind == DeviceKind::Cpu || info.software
 }
 
-/// `info` as seen by a job that holds `host_bytes` on the host: a device whose memory is
-/// host memory (the CPU, a software GPU) has that much less free.
-pub fn device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
+/// `info` as seen by a job that holds `host` on the host: a device whose memory is host
+/// memory (the CPU, a software GPU) has that much less free, and a software GPU also
+/// its driver's memory ([`HostNeed::driver_bytes`]) less.
+pub fn device_info(info: &DeviceInfo, host: &HostNeed) -> DeviceInfo {
     if !memory_is_host(info) {
         return info.clone();
     }
-    let Some(available) = host_memory::available() else {
+    let Some((available, source)) = host_room(host.threads_started()) else {
         return info.clone();
     };
-    let left = available.saturating_sub(host_bytes);
-    let free = info.free_bytes.map_or(left, |f| f.min(left));
+    let left = available.saturating_sub(host.bytes().saturating_add(host.driver_bytes(info)));
+    let (free, capacity_source) = match info.free_bytes {
+        Some(f) if f <= left => (f, info.capacity_source.clone()),
+        // The host's bound is the tighter: name it (a cgroup, `ulimit -v`).
+        _ => (left, format!("{source}, less the job's host memory")),
+    };
     DeviceInfo {
         free_bytes: Some(free),
+        capacity_source,
         ..info.clone()
     }
+}
+
+/// Address space a thread takes when it starts: the malloc arena glibc reserves for it
+/// on its first allocation (64 MiB, `HEAP_MAX_SIZE` on 64-bit) and Rust's default
+/// stack (2 MiB). Resident memory sees only the pages touched; `ulimit -v` counts all.
+const THREAD_ADDRESS_SPACE: u64 = 66 << 20;
+
+/// What the host has for a job now, and where the figure comes from:
+/// [`host_memory::available`], less, under a limit on the process's address space
+/// (`ulimit -v`), the address space of the `threads` the run starts after planning.
+fn host_room(threads: u64) -> Option<(u64, String)> {
+    let available = host_memory::available()?;
+    let reserve = THREAD_ADDRESS_SPACE * threads;
+    let address_space = host_memory::process_limits()
+        .into_iter()
+        .filter(|p| p.counts_address_space())
+        .map(|p| (p.left().saturating_sub(reserve), p))
+        .min_by_key(|(left, _)| *left);
+    Some(match address_space {
+        Some((left, p)) if left < available && reserve > 0 => (
+            left,
+            format!(
+                "{p}, {} kept for the {threads} threads the run starts",
+                format_bytes(reserve)
+            ),
+        ),
+        _ => (available, host_memory::source()),
+    })
 }
 
 /// As [`device_info`] for a device that is not here: its own memory, not this host's,
@@ -216,12 +287,12 @@ pub fn assumed_device_info(info: &DeviceInfo, host_bytes: u64) -> DeviceInfo {
     }
 }
 
-/// `info` as seen by a job holding `host_bytes` on the host: [`device_info`] for a device
-/// that is here, [`assumed_device_info`] for one that is `assumed`.
-pub fn seen_by_job(info: &DeviceInfo, host_bytes: u64, assumed: bool) -> DeviceInfo {
+/// `info` as seen by a job holding `host` on the host: [`device_info`] for a device that
+/// is here, [`assumed_device_info`] for one that is `assumed`.
+pub fn seen_by_job(info: &DeviceInfo, host: &HostNeed, assumed: bool) -> DeviceInfo {
     match assumed {
-        true => assumed_device_info(info, host_bytes),
-        false => device_info(info, host_bytes),
+        true => assumed_device_info(info, host.bytes()),
+        false => device_info(info, host),
     }
 }
 
@@ -230,21 +301,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn training_counts_five_copies_of_the_state_with_checkpoints_and_two_without() {
+    fn training_counts_two_copies_of_the_state_and_evaluation_one() {
         let cfg = ModelDescription::seed();
         let job = Job::Train {
             batch: 8,
             seq_len: 10,
             eval: None,
         };
-        let with = HostNeed::of(&cfg, job, 0, true).unwrap().state;
-        let without = HostNeed::of(&cfg, job, 0, false).unwrap().state;
+        let training = HostNeed::of(&cfg, job, 0).unwrap().state;
         let eval = Job::Eval {
             batch: 8,
             seq_len: 10,
         };
-        let one = HostNeed::of(&cfg, eval, 0, true).unwrap().state;
+        let one = HostNeed::of(&cfg, eval, 0).unwrap().state;
         assert!(one > 0);
-        assert_eq!((with, without), (5 * one, 2 * one));
+        assert_eq!(training, 2 * one);
     }
 }

@@ -157,9 +157,12 @@ fn probe(
     if n > SEARCH_LIMIT || check_job(&req.cfg, job, req.tbptt).is_err() {
         return Ok(Probe::Refused);
     }
-    let host = HostNeed::of(&req.cfg, job, req.read_ahead_bytes, req.writes_checkpoints)?
-        .with_ranks(&req.cfg, job, req.data_parallel)?;
-    let seen = seen_by_job(info, host.bytes(), assumed);
+    let host = HostNeed::of(&req.cfg, job, req.read_ahead_bytes)?.with_ranks(
+        &req.cfg,
+        job,
+        req.data_parallel,
+    )?;
+    let seen = seen_by_job(info, &host, assumed);
     let capacity = usable_bytes(&seen, req.margin);
     let plan = match plan_job(&req.cfg, &s.options(req), job, Limits::from(info)) {
         Ok(p) => p,

@@ -277,7 +277,6 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     req.tbptt_mode = a.tbptt_mode;
     req.seed = settings.seed;
     req.padded = files.padded || val.as_ref().is_some_and(|v| v.files.padded);
-    req.writes_checkpoints = ck_dir.is_some() || a.save.is_some();
     req.carry_across = files.carry;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     // The validation reader starts while the training reader still holds its batches.

@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use clap::Args;
 use serde_json::json;
 use tensorfit::assume;
-use tensorfit::devices::{discover, DeviceStatus};
+use tensorfit::devices::{discover_kind, DeviceStatus};
 use tensorfit::distributed::Ranks;
 use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::write_atomic;
@@ -170,7 +170,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         .map(|p| claim_output("--plot", p))
         .transpose()?;
     let found = if assumed.is_empty() {
-        discover(&req.caps)
+        discover_kind(&req.caps, req.device)
     } else {
         assumed.clone()
     };

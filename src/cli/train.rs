@@ -261,7 +261,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         false => None,
     };
     let interrupts = Interrupts::install()?;
-    req.writes_checkpoints = ck_dir.is_some() || a.save.is_some();
     let training = Training {
         tbptt: settings.tbptt,
         tbptt_mode: settings.tbptt_mode,

@@ -18,6 +18,7 @@ impl Decision {
             "read_ahead": self.host.read_ahead,
             "communication": self.host.communication,
             "process": self.process_bytes,
+            "process_peak": self.process_peak_bytes,
             "planned_resident": self.planned_resident(),
         })
     }
@@ -41,7 +42,7 @@ impl Decision {
         );
         if let (Some(c), Some(resident)) = (self.chosen(), self.planned_resident()) {
             let with = if memory_is_host(c.device) {
-                " (the device plan included: its memory is host memory)"
+                " (the device plan and its driver included: its memory is host memory)"
             } else {
                 ""
             };

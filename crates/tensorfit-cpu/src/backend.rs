@@ -160,6 +160,8 @@ impl Backend for CpuBackend {
     }
 
     fn info(&self) -> DeviceInfo {
+        // First: naming the threads starts them, and the memory figures count them.
+        let name = cpu_model_name();
         let (total, free) = self.ledger.capacity(self.device());
         DeviceInfo {
             free_bytes: free,
@@ -168,7 +170,7 @@ impl Backend for CpuBackend {
             } else {
                 host_memory::source().to_string()
             },
-            ..assumed_info(cpu_model_name(), total)
+            ..assumed_info(name, total)
         }
     }
 

@@ -1,7 +1,8 @@
 //! How much memory the host has for this process: `/proc/meminfo` bounded by the memory
 //! limits of the cgroup the process is in *and of every cgroup above it*, so a process in
 //! a container, a Slurm job or a Kubernetes pod with a 4 GiB limit on a 256 GiB machine
-//! plans for 4 GiB (and a job step inside a job, for the smaller of the two).
+//! plans for 4 GiB (and a job step inside a job, for the smaller of the two), and by the
+//! limits set on the process itself (`ulimit -v`, `ulimit -d`).
 //!
 //! The cgroup comes from `/proc/self/cgroup`, the hierarchy's mount from
 //! `/proc/self/mountinfo`. cgroup v2 (`memory.max`, and `memory.high`, above which the
@@ -10,33 +11,40 @@
 //! limit there. What a cgroup has left is its limit less its working set: usage less the
 //! inactive file cache, which the kernel reclaims before it kills anything (the figure
 //! `docker stats` and the kubelet use).
+//!
+//! The process's own limits come from `/proc/self/limits` (the soft limits, which the
+//! kernel enforces): RLIMIT_AS bounds its address space, everything it has mapped
+//! (`VmSize`: code, libraries, thread stacks, the allocator's reserved arenas, a Vulkan
+//! driver's mappings, resident or not), RLIMIT_DATA its data (`VmData`: the heap and
+//! private writable mappings). What is left under one is the limit less that use now.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Physical memory usable by this process: MemTotal, or the tightest cgroup limit if
-/// lower.
+/// Physical memory usable by this process: MemTotal, or the tightest cgroup limit or
+/// process limit if lower.
 pub fn total() -> Option<u64> {
-    let limit = cgroup_levels(Path::new("/")).iter().map(|l| l.limit).min();
-    min_known(meminfo_bytes("MemTotal"), limit)
+    bounds(Path::new("/")).iter().map(|b| b.limit).min()
 }
 
-/// Memory available now: MemAvailable, or what is left under the tightest cgroup if
-/// lower.
+/// Memory available now: MemAvailable, or what is left under the tightest cgroup or
+/// process limit if lower.
 pub fn available() -> Option<u64> {
-    let left = cgroup_levels(Path::new("/"))
-        .iter()
-        .map(CgroupLevel::left)
-        .min();
-    min_known(meminfo_bytes("MemAvailable"), left)
+    bounds(Path::new("/")).iter().map(|b| b.left).min()
 }
 
-/// Where [`total`] and [`available`] come from, for device tables.
+/// Where [`total`] and [`available`] come from, for device tables and messages: the
+/// process limit that leaves the least when it binds (`ulimit -v (RLIMIT_AS) of 1.00 GiB,
+/// 240.0 MiB of it in use`), else MemAvailable and the tightest cgroup limit.
 pub fn source() -> String {
-    match cgroup_levels(Path::new("/")).iter().min_by_key(|l| l.limit) {
-        Some(l) => format!("MemAvailable and the cgroup limit of {}", l.dir.display()),
-        None => "MemAvailable".into(),
-    }
+    source_of(&bounds(Path::new("/")))
+}
+
+/// The process's own limits (`ulimit -v`, `ulimit -d`) that are set, with its use of
+/// each now.
+pub fn process_limits() -> Vec<ProcessLimit> {
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
+    process_limits_in(&read("/proc/self/limits"), &read("/proc/self/status"))
 }
 
 /// What this process holds resident now (`VmRSS`): its code, libraries, drivers and
@@ -50,6 +58,146 @@ pub fn peak_resident() -> Option<u64> {
     status_bytes("VmHWM")
 }
 
+/// A limit set on this process with `setrlimit` (`ulimit`), and its use of it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessLimit {
+    /// How it is set and named: `ulimit -v (RLIMIT_AS)`, `ulimit -d (RLIMIT_DATA)`.
+    pub name: &'static str,
+    /// The soft limit, in bytes.
+    pub limit: u64,
+    /// What the process uses of it now: its address space (`VmSize`) or its data
+    /// (`VmData`), in bytes.
+    pub used: u64,
+}
+
+impl ProcessLimit {
+    /// Whether the limit counts address space (RLIMIT_AS), mapped or touched or not.
+    pub fn counts_address_space(&self) -> bool {
+        self.name == PROCESS_LIMITS[0].1
+    }
+
+    /// What is left under the limit.
+    pub fn left(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
+    }
+}
+
+impl std::fmt::Display for ProcessLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {}, {} of it in use",
+            self.name,
+            mib(self.limit),
+            mib(self.used)
+        )
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+/// Each process limit read: its line in `/proc/self/limits`, its name, and the field of
+/// `/proc/self/status` that counts against it.
+const PROCESS_LIMITS: [(&str, &str, &str); 2] = [
+    ("Max address space", "ulimit -v (RLIMIT_AS)", "VmSize"),
+    ("Max data size", "ulimit -d (RLIMIT_DATA)", "VmData"),
+];
+
+/// The process limits set in `limits` (`/proc/self/limits` text: a name, the soft limit
+/// and the hard one; `unlimited` is none), with the use `status` (`/proc/self/status`)
+/// gives.
+fn process_limits_in(limits: &str, status: &str) -> Vec<ProcessLimit> {
+    PROCESS_LIMITS
+        .iter()
+        .filter_map(|&(line, name, field)| {
+            let soft = limits
+                .lines()
+                .find_map(|l| l.strip_prefix(line))?
+                .split_whitespace()
+                .next()?;
+            Some(ProcessLimit {
+                name,
+                limit: soft.parse().ok()?,
+                used: kib_field(status, field).unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+/// One bound on the memory this process may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Bound {
+    what: BoundKind,
+    limit: u64,
+    /// What is left under it now.
+    left: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BoundKind {
+    /// The machine's memory (MemTotal, MemAvailable).
+    Host,
+    /// A cgroup's memory limit, by its directory.
+    Cgroup(PathBuf),
+    /// A limit on the process itself.
+    Process(ProcessLimit),
+}
+
+/// Every bound on this process's memory, read below `root` (`/` on a live system; a
+/// directory tree in tests).
+fn bounds(root: &Path) -> Vec<Bound> {
+    let read = |p: &str| fs::read_to_string(root.join(p)).unwrap_or_default();
+    let meminfo = read("proc/meminfo");
+    let mut out: Vec<Bound> = match (
+        kib_field(&meminfo, "MemTotal"),
+        kib_field(&meminfo, "MemAvailable"),
+    ) {
+        (Some(limit), Some(left)) => vec![Bound {
+            what: BoundKind::Host,
+            limit,
+            left,
+        }],
+        _ => Vec::new(),
+    };
+    out.extend(cgroup_levels(root).into_iter().map(|l| Bound {
+        limit: l.limit,
+        left: l.left(),
+        what: BoundKind::Cgroup(l.dir),
+    }));
+    let limits = process_limits_in(&read("proc/self/limits"), &read("proc/self/status"));
+    out.extend(limits.into_iter().map(|p| Bound {
+        limit: p.limit,
+        left: p.left(),
+        what: BoundKind::Process(p),
+    }));
+    out
+}
+
+/// [`source`] of `bounds`.
+fn source_of(bounds: &[Bound]) -> String {
+    let tightest = bounds.iter().min_by_key(|b| b.left);
+    if let Some(Bound {
+        what: BoundKind::Process(p),
+        ..
+    }) = tightest
+    {
+        return p.to_string();
+    }
+    let cgroup = bounds
+        .iter()
+        .filter_map(|b| match &b.what {
+            BoundKind::Cgroup(dir) => Some((b.limit, dir)),
+            _ => None,
+        })
+        .min_by_key(|(limit, _)| *limit);
+    match cgroup {
+        Some((_, dir)) => format!("MemAvailable and the cgroup limit of {}", dir.display()),
+        None => "MemAvailable".into(),
+    }
+}
+
 fn status_bytes(key: &str) -> Option<u64> {
     kib_field(&fs::read_to_string("/proc/self/status").ok()?, key)
 }
@@ -59,10 +207,6 @@ fn min_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-fn meminfo_bytes(key: &str) -> Option<u64> {
-    kib_field(&fs::read_to_string("/proc/meminfo").ok()?, key)
 }
 
 /// The `key:  N kB` line of a /proc file, in bytes.
@@ -294,6 +438,53 @@ mod tests {
         assert_eq!(levels.len(), 1, "{levels:?}");
         assert_eq!((levels[0].limit, levels[0].left()), (150 * MIB, 130 * MIB));
         assert!(levels[0].dir.ends_with("sys/fs/cgroup/memory"));
+    }
+
+    #[test]
+    fn ulimit_v_and_d_bound_the_memory_left_by_what_the_process_has_mapped() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max data size             unlimited            unlimited            bytes     \n\
+                      Max stack size            8388608              unlimited            bytes     \n\
+                      Max address space         629145600            unlimited            bytes     \n";
+        let root = fake_root(
+            "rlimit",
+            &[
+                ("proc/self/cgroup", "0::/\n"),
+                (
+                    "proc/meminfo",
+                    "MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\n",
+                ),
+                ("proc/self/limits", limits),
+                (
+                    "proc/self/status",
+                    "VmPeak:\t  300000 kB\nVmSize:\t  245760 kB\nVmData:\t   10240 kB\n",
+                ),
+            ],
+        );
+        let found = bounds(&root);
+        let lowest = |f: fn(&Bound) -> u64| found.iter().map(f).min();
+        assert_eq!(lowest(|b| b.limit), Some(600 * MIB));
+        assert_eq!(lowest(|b| b.left), Some(360 * MIB));
+        assert_eq!(
+            source_of(&found),
+            "ulimit -v (RLIMIT_AS) of 600.0 MiB, 240.0 MiB of it in use"
+        );
+        // The data limit binds instead where it leaves less.
+        let tighter = limits.replace(
+            "Max data size             unlimited",
+            "Max data size             104857600",
+        );
+        let status = "VmSize:\t  245760 kB\nVmData:\t   10240 kB\n";
+        let set = process_limits_in(&tighter, status);
+        let names: Vec<(&str, u64)> = set.iter().map(|p| (p.name, p.left())).collect();
+        assert_eq!(
+            names,
+            [
+                ("ulimit -v (RLIMIT_AS)", 360 * MIB),
+                ("ulimit -d (RLIMIT_DATA)", 90 * MIB)
+            ]
+        );
+        assert!(process_limits_in(&limits.replace("629145600", "unlimited"), status).is_empty());
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! and shared by every [`crate::CpuBackend`], so backends made and dropped (tests, a
 //! session's fallback) do not multiply threads. Its size follows rayon's rule
 //! (`RAYON_NUM_THREADS`, else one thread per logical CPU), as the global pool's does.
+//! Opening the CPU device (its `info` names the thread count) builds the pool, so its
+//! threads exist before anything is planned.
 
 use std::sync::OnceLock;
 
@@ -27,6 +29,13 @@ pub fn kernel_pool() -> Result<&'static ThreadPool> {
                 denormals::flush_to_zero();
             })
             .build()
+            .inspect(|pool| {
+                // Each thread takes its allocator arena now (glibc gives a thread its own
+                // on its first allocation, reserving 64 MiB of address space), so that the
+                // process's memory read before a plan (`ulimit -v` counts its address
+                // space) already holds them.
+                pool.broadcast(|_| drop(std::hint::black_box(Box::new(0u64))));
+            })
             .map_err(|e| e.to_string())
     })
     .as_ref()

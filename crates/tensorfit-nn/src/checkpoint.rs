@@ -7,22 +7,23 @@
 //! the optimizer's settings and the schedule's state are metadata
 //! ([`crate::optim`]'s `persist`). The metadata holds the format version, the model description as
 //! JSON ([`description_json`]; version 1 files hold the seed-shaped classifier's sizes
-//! instead, and still load), the step and a checksum of every tensor's bytes. Files are written through
-//! [`crate::atomic_file`], so a crash never leaves a half-written checkpoint under the
-//! real name.
+//! instead, and still load), the step and a checksum of every tensor's bytes. Files are written tensor by
+//! tensor ([`crate::safetensors_write`]) through [`crate::atomic_file`], so writing
+//! holds no copy of the state, and a crash never leaves a half-written checkpoint under
+//! the real name.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use tensorfit_core::{Error, Result};
+use tensorfit_core::{Error, HostTensor, Result};
 
-use crate::atomic_file::write_atomic;
 use crate::description::ModelDescription;
 use crate::description_json;
 use crate::layers::{ParamKind, ParamSpec};
 use crate::optim::{ADAM_STATES, SGD_STATES};
 use crate::params::ParamStore;
 use crate::safetensors_file::SafetensorsFile;
+use crate::safetensors_write::{save_tensors, write_tensors};
 
 /// The format this version writes and reads.
 /// Version 2 keeps the model description (`model`); version 1 kept the fixed
@@ -61,14 +62,14 @@ fn is_state_of(name: &str) -> Option<&'static [&'static str]> {
     })
 }
 
-/// FNV-1a over every tensor's name and bytes, in name order (the store's own order).
-fn checksum(all: &ParamStore) -> u64 {
+/// FNV-1a over every tensor's name and bytes, in the order given (name order).
+fn checksum(all: &[(&str, &HostTensor)]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |b: u8| {
         h ^= b as u64;
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     };
-    for (name, t) in all.iter() {
+    for (name, t) in all {
         name.bytes().for_each(&mut eat);
         t.data
             .iter()
@@ -79,19 +80,36 @@ fn checksum(all: &ParamStore) -> u64 {
 }
 
 impl Checkpoint {
-    /// Serialises to safetensors bytes.
-    pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        let mut all = self.params.clone();
-        for (n, t) in self.optimizer.iter() {
-            all.insert(n, t.clone());
-        }
+    /// Every tensor (the model's and the optimizer's state) in name order, the order the
+    /// file stores and the checksum reads them in.
+    fn tensors(&self) -> Vec<(&str, &HostTensor)> {
+        let mut all: Vec<(&str, &HostTensor)> = self
+            .params
+            .iter()
+            .chain(self.optimizer.iter())
+            .map(|(n, t)| (n.as_str(), t))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        all
+    }
+
+    /// The file's metadata for `all` ([`Checkpoint::tensors`]).
+    fn metadata(&self, all: &[(&str, &HostTensor)]) -> HashMap<String, String> {
         let mut meta = self.extra.clone();
         meta.insert("format".into(), "tensorfit-checkpoint".into());
         meta.insert("format_version".into(), FORMAT_VERSION.to_string());
         meta.insert(MODEL_KEY.into(), description_json::to_json(&self.config));
         meta.insert("step".into(), self.step.to_string());
-        meta.insert("checksum".into(), format!("{:016x}", checksum(&all)));
-        all.to_safetensors("", meta)
+        meta.insert("checksum".into(), format!("{:016x}", checksum(all)));
+        meta
+    }
+
+    /// Serialises to safetensors bytes (the bytes [`Checkpoint::save`] writes).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let all = self.tensors();
+        let mut bytes = Vec::new();
+        write_tensors(&mut bytes, &all, &self.metadata(&all))?;
+        Ok(bytes)
     }
 
     /// Parses and checks safetensors bytes: format, version, checksum, and every tensor's
@@ -117,7 +135,8 @@ impl Checkpoint {
             )));
         }
         let want = get("checksum")?;
-        let got = format!("{:016x}", checksum(&all));
+        let named: Vec<(&str, &HostTensor)> = all.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let got = format!("{:016x}", checksum(&named));
         if &got != want {
             return Err(Error::input(format!(
                 "checkpoint checksum mismatch (stored {want}, computed {got}): the file is corrupted"
@@ -132,11 +151,12 @@ impl Checkpoint {
             .map_err(|_| Error::input("checkpoint step is not a number"))?;
         let mut params = ParamStore::new();
         let mut optimizer = ParamStore::new();
-        for (n, t) in all.iter() {
-            if is_state_of(n).is_some() {
-                optimizer.insert(n, t.clone());
+        // Moved, not copied: a checkpoint is loaded once, whole.
+        for (n, t) in all.into_tensors() {
+            if is_state_of(&n).is_some() {
+                optimizer.insert(&n, t);
             } else {
-                params.insert(n, t.clone());
+                params.insert(&n, t);
             }
         }
         params.check_against(&config)?;
@@ -193,10 +213,12 @@ impl Checkpoint {
         })
     }
 
-    /// Writes atomically ([`write_atomic`]): a temporary file in the same directory,
-    /// flushed to disk, then renamed over `path`.
+    /// Writes atomically (`atomic_file`: a temporary file in the same directory, flushed
+    /// to disk, then renamed over `path`), tensor by tensor ([`save_tensors`]): writing
+    /// holds no copy of the state beyond this checkpoint.
     pub fn save(&self, path: &Path) -> Result<()> {
-        write_atomic(path, &self.to_bytes()?)
+        let all = self.tensors();
+        save_tensors(path, &all, &self.metadata(&all))
     }
 
     /// Reads and checks a checkpoint file.

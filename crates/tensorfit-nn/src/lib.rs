@@ -34,6 +34,7 @@ mod recompute;
 pub mod run_settings;
 pub mod running_mean;
 pub mod safetensors_file;
+pub mod safetensors_write;
 pub mod seed_shape;
 mod sync_head;
 pub mod task;

@@ -7,12 +7,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensors};
 use tensorfit_core::{Error, HostTensor, Result, Shape};
 
 use crate::description::ModelDescription;
 use crate::layers::Init;
 use crate::safetensors_file::SafetensorsFile;
+use crate::safetensors_write::{save_tensors, write_tensors};
 use tensorfit_core::Rng;
 
 /// Named host tensors, kept in name order.
@@ -62,6 +63,11 @@ impl ParamStore {
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &HostTensor)> {
         self.tensors.iter()
+    }
+
+    /// Every tensor by name, in name order, moved out of the store.
+    pub fn into_tensors(self) -> impl Iterator<Item = (String, HostTensor)> {
+        self.tensors.into_iter()
     }
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut HostTensor)> {
@@ -153,25 +159,32 @@ impl ParamStore {
         prefix: &str,
         metadata: HashMap<String, String>,
     ) -> Result<Vec<u8>> {
-        let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = self
-            .tensors
+        let named = self.prefixed(prefix);
+        let refs: Vec<(&str, &HostTensor)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let mut bytes = Vec::new();
+        write_tensors(&mut bytes, &refs, &metadata)?;
+        Ok(bytes)
+    }
+
+    /// Writes every tensor (names prefixed with `prefix`) with `metadata` to the
+    /// safetensors file `path`, atomically and a tensor at a time: no serialised copy of
+    /// the store is made ([`crate::safetensors_write`]).
+    pub fn save(
+        &self,
+        path: &Path,
+        prefix: &str,
+        metadata: &HashMap<String, String>,
+    ) -> Result<()> {
+        let named = self.prefixed(prefix);
+        let refs: Vec<(&str, &HostTensor)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        save_tensors(path, &refs, metadata)
+    }
+
+    /// Every tensor with its name prefixed, in name order.
+    fn prefixed(&self, prefix: &str) -> Vec<(String, &HostTensor)> {
+        self.tensors
             .iter()
-            .map(|(n, t)| {
-                let b = t.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-                (format!("{prefix}{n}"), b, t.shape.dims().to_vec())
-            })
-            .collect();
-        let mut views = Vec::with_capacity(bytes.len());
-        for (n, b, s) in &bytes {
-            let v = TensorView::new(Dtype::F32, s.clone(), b).map_err(|e| Error::File {
-                path: n.clone(),
-                message: e.to_string(),
-            })?;
-            views.push((n.clone(), v));
-        }
-        safetensors::serialize(views, Some(metadata)).map_err(|e| Error::File {
-            path: "<safetensors>".into(),
-            message: e.to_string(),
-        })
+            .map(|(n, t)| (format!("{prefix}{n}"), t))
+            .collect()
     }
 }
