@@ -8,7 +8,7 @@
 //! without losing it; while a checkpoint is written, the checkpoint, streamed to its
 //! file), the gradients of a data-parallel step on their way between ranks
 //! (`crate::distributed::DataParallel::host_bytes`), and its own baseline (code, libraries, a GPU driver), which the host already
-//! reports as in use. What the process may use is [`host_available`]: MemAvailable, or
+//! reports as in use. What the process may use is [`tensorfit_cpu::host_memory::available`]: MemAvailable, or
 //! what the tightest cgroup above the process or its own limit (`ulimit -v`, `ulimit
 //! -d`) has left.
 //!
@@ -213,7 +213,7 @@ pub const SOFTWARE_DRIVER_BYTES: u64 = 30 << 20;
 
 /// The largest piece a transfer to or from a wgpu device is staged in
 /// (`tensorfit_wgpu`'s `STAGING_BYTES`), which on a software GPU is host memory too.
-const STAGING_BYTES: u64 = 16 << 20;
+pub const STAGING_BYTES: u64 = 16 << 20;
 
 /// Whether `info`'s memory is the host's (the CPU, a software GPU).
 pub fn memory_is_host(info: &DeviceInfo) -> bool {

@@ -42,7 +42,7 @@ pub fn loss_scale(labels: &[f32]) -> f32 {
     }
 }
 
-/// [`check_padded`] for `model` in `mode`: what a run over padded batches checks before
+/// `check_padded` for `model` in `mode`: what a run over padded batches checks before
 /// planning.
 pub fn check_padded_model(model: &ModelDescription, mode: Mode) -> Result<()> {
     check_padded(&model.network()?, mode)

@@ -53,7 +53,7 @@ fn header(tensors: &[(&str, &HostTensor)], metadata: &HashMap<String, String>) -
 
 /// Writes a safetensors file of `tensors` (F32, stored in the order given) with
 /// `metadata` to `out`: the header, then each tensor's values in pieces of
-/// [`CHUNK_VALUES`].
+/// `CHUNK_VALUES`.
 pub fn write_tensors(
     out: &mut dyn Write,
     tensors: &[(&str, &HostTensor)],
