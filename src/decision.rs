@@ -90,6 +90,37 @@ impl Request {
     }
 }
 
+/// The programs `job` runs with `opts`.
+fn job_programs(cfg: &ModelDescription, opts: &TrainOptions, job: Job) -> Result<Vec<Program>> {
+    opts.job_programs(cfg, job)
+        .into_iter()
+        .map(|k| Program::build(cfg, &opts.optim, k))
+        .collect()
+}
+
+/// The host bytes of `job` outside the device plan ([`HostNeed`]): with the gradients'
+/// copies of data-parallel training, and where the CPU is a candidate (`cpu`: whether it
+/// is an assumed one), its kernels' packed operands for the job's plainest strategy
+/// (the most rows), on the kernel threads (an assumed CPU: one per core here).
+pub fn host_need(req: &Request, job: Job, cpu: Option<bool>) -> Result<HostNeed> {
+    let host = HostNeed::of(&req.cfg, job, req.read_ahead_bytes)?.with_ranks(
+        &req.cfg,
+        job,
+        req.data_parallel,
+    )?;
+    let plain = strategies(&req.cfg, job, req.tbptt).into_iter().next();
+    let (Some(assumed), Some(plain)) = (cpu, plain) else {
+        return Ok(host);
+    };
+    // The kernel pool is running where a CPU was opened; an assumed one starts nothing.
+    let threads = match assumed {
+        false => tensorfit_cpu::threads::kernel_threads(),
+        true => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let programs = job_programs(&req.cfg, &plain.options(req), job)?;
+    Ok(host.with_cpu_kernels(&programs, threads))
+}
+
 /// Plans `job` with `opts` for a device with `limits`: every program the job runs.
 pub fn plan_job(
     cfg: &ModelDescription,
@@ -97,11 +128,7 @@ pub fn plan_job(
     job: Job,
     limits: Limits,
 ) -> Result<MemoryPlan> {
-    let programs: Vec<Program> = opts
-        .job_programs(cfg, job)
-        .into_iter()
-        .map(|k| Program::build(cfg, &opts.optim, k))
-        .collect::<Result<_>>()?;
+    let programs = job_programs(cfg, opts, job)?;
     let specs: Vec<ProgramSpec<'_>> = programs
         .iter()
         .map(|p| ProgramSpec {
@@ -151,11 +178,10 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let host = HostNeed::of(&req.cfg, req.job, req.read_ahead_bytes)?.with_ranks(
-        &req.cfg,
-        req.job,
-        req.data_parallel,
-    )?;
+    let cpu = found
+        .iter()
+        .find(|d| d.kind == DeviceKind::Cpu && req.device.is_none_or(|k| k == d.kind));
+    let host = host_need(req, req.job, cpu.map(|d| d.assumed.is_some()))?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
     if found.iter().any(|d| d.assumed.is_none()) {
@@ -520,5 +546,44 @@ mod tests {
         // 250 is more than 10% faster than 1000 and 2000; 100 ties with 250 but comes after
         // it; 2000 and 1000 tie and keep their order; no estimate comes last.
         assert_eq!(order, [250, 100, 2000, 1000, 500]);
+    }
+
+    #[test]
+    fn the_cpu_counts_its_kernels_packed_operands_and_a_gpu_does_not() {
+        let job = Job::Eval {
+            batch: 8,
+            seq_len: 500,
+        };
+        let optim = (50, OptimConfig::default());
+        let req = Request::new(
+            ModelDescription::seed(),
+            job,
+            optim,
+            &crate::api::DevicePolicy::auto(),
+        );
+        let cpu = tensorfit_cpu::assumed_info("cpu".into(), 1 << 30);
+        let gpu = DeviceInfo {
+            kind: DeviceKind::Cuda,
+            software: false,
+            ..cpu.clone()
+        };
+        let without = host_need(&req, job, None).unwrap();
+        assert_eq!(without.cpu_kernels, 0);
+        let host = host_need(&req, job, Some(true)).unwrap();
+        // The seed network's LSTM layers: `w_ihᵀ` and `w_hhᵀ` packed, `[250, 1000]` each
+        // at most (or matrixmultiply's blocks, without AVX-512).
+        assert!(host.cpu_kernels >= 250 * 1000 * 4, "{}", host.cpu_kernels);
+        assert!(host.cpu_kernels < 64 << 20, "{}", host.cpu_kernels);
+        assert_eq!(host.driver_bytes(&cpu), host.cpu_kernels);
+        assert_eq!(host.driver_bytes(&gpu), 0);
+        let planned = host.resident(0, 1000, &cpu);
+        assert_eq!(
+            planned,
+            crate::host_budget::RUN_CODE_BYTES + host.bytes() + 1000 + host.cpu_kernels
+        );
+        assert_eq!(
+            host.resident(0, 1000, &gpu),
+            crate::host_budget::RUN_CODE_BYTES + host.bytes()
+        );
     }
 }

@@ -21,13 +21,15 @@ impl Session {
         if job == self.req.job {
             return Ok(());
         }
-        let snapshot = self.trainer.checkpoint()?;
+        // The session's one host copy of the state, carried to the new plan and kept there.
+        let snapshot = self.take_state()?;
         let mut req = self.req.clone();
         req.job = job;
         // Planned with this session's memory given back, as recovery does.
         self.trainer.release_memory()?;
         let decision = decide(&req)?;
         *self = self.restart(&req, &decision, &snapshot)?;
+        self.snapshot = Some(snapshot);
         Ok(())
     }
 

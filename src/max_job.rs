@@ -18,12 +18,13 @@
 //! is bounded by host memory alone.
 
 use serde_json::{json, Value};
-use tensorfit_core::{DeviceInfo, Error, Result};
+use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_nn::Job;
 use tensorfit_plan::{usable_bytes, Limits};
 
+use crate::decision::host_need;
 use crate::devices::DeviceStatus;
-use crate::host_budget::{seen_by_job, HostNeed};
+use crate::host_budget::seen_by_job;
 use crate::session::{plan_job, Request};
 use crate::strategy::{check_job, inference_dims, strategies, Strategy};
 
@@ -54,11 +55,16 @@ impl Dim {
         }
     }
 
-    /// `job` with this size set to `n` (every part of a training job: its own batch or
-    /// length and its evaluation's).
+    /// `job` with this size set to `n`: a training job's own batch or length, and its
+    /// evaluation's length (`train` evaluates sequences of its training length, in
+    /// batches of `--eval-batch`, which does not follow `--batch`).
     fn set(self, job: Job, n: usize) -> Job {
         let pick = |b: usize, t: usize| match self {
             Dim::Batch => (n, t),
+            Dim::SeqLen => (b, n),
+        };
+        let pick_eval = |b: usize, t: usize| match self {
+            Dim::Batch => (b, t),
             Dim::SeqLen => (b, n),
         };
         match job {
@@ -75,7 +81,7 @@ impl Dim {
                 Job::Train {
                     batch,
                     seq_len,
-                    eval: eval.map(|(b, t)| pick(b, t)),
+                    eval: eval.map(|(b, t)| pick_eval(b, t)),
                 }
             }
         }
@@ -157,11 +163,7 @@ fn probe(
     if n > SEARCH_LIMIT || check_job(&req.cfg, job, req.tbptt).is_err() {
         return Ok(Probe::Refused);
     }
-    let host = HostNeed::of(&req.cfg, job, req.read_ahead_bytes)?.with_ranks(
-        &req.cfg,
-        job,
-        req.data_parallel,
-    )?;
+    let host = host_need(req, job, (info.kind == DeviceKind::Cpu).then_some(assumed))?;
     let seen = seen_by_job(info, &host, assumed);
     let capacity = usable_bytes(&seen, req.margin);
     let plan = match plan_job(&req.cfg, &s.options(req), job, Limits::from(info)) {

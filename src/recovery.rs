@@ -46,13 +46,7 @@ impl Session {
         &mut self,
         mut run: impl FnMut(&mut Trainer) -> Result<T>,
     ) -> Result<T> {
-        let snapshot = match self.snapshot.take() {
-            Some(mut s) => {
-                self.trainer.checkpoint_into(&mut s)?;
-                s
-            }
-            None => self.trainer.checkpoint()?,
-        };
+        let snapshot = self.take_state()?;
         for _ in 0..MAX_FALLBACKS_PER_STEP {
             match run(&mut self.trainer) {
                 Err(e) if e.is_device_failure() => self.recover(&snapshot, e)?,

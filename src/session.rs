@@ -89,6 +89,27 @@ pub fn start_on(
 }
 
 impl Session {
+    /// The training state on the host: the copy the session keeps to recover a step
+    /// (`with_recovery`), brought up to date. A checkpoint is written from it and a
+    /// change of job carries it, so a run holds one host copy of its state, as the host
+    /// plan counts (`HostNeed::state`). Its `extra` is the caller's to fill.
+    pub fn state(&mut self) -> Result<&mut Checkpoint> {
+        let state = self.take_state()?;
+        Ok(self.snapshot.insert(state))
+    }
+
+    /// The kept host copy of the state, brought up to date and taken out of the session
+    /// (made on first use).
+    pub(crate) fn take_state(&mut self) -> Result<Checkpoint> {
+        match self.snapshot.take() {
+            Some(mut s) => {
+                self.trainer.checkpoint_into(&mut s)?;
+                Ok(s)
+            }
+            None => self.trainer.checkpoint(),
+        }
+    }
+
     /// The measured peak, comparable with the plan's estimate: the most bytes the backend
     /// had allocated for tensors, plus the memory it holds itself (its reported overhead:
     /// context, library workspaces, parameter rings), which the plan also counts.

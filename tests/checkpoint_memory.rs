@@ -64,11 +64,13 @@ fn writing_a_checkpoint_holds_at_most_the_one_copy_of_the_state_it_reads_back() 
     );
 }
 
-/// `plan` counts the copies of the training state `train` holds, whether or not the run
-/// will write checkpoints (it counted five, as for a run serialising checkpoints, while
-/// `train` without `--save` counted two: 6.25 GiB against 4.03 GB for one job).
+/// `plan` counts the one host copy of the training state that `train` and `eval` hold
+/// (`Session::state`: the snapshot before each step, which a checkpoint is written from
+/// and a change of batch shape carries), whether or not the run writes checkpoints. It
+/// counted five, as for a run serialising checkpoints, while `train` without `--save`
+/// counted two: 6.25 GiB against 4.03 GB for one job; then two for every run.
 #[test]
-fn plan_counts_the_two_copies_of_the_state_that_training_holds() {
+fn plan_counts_the_one_copy_of_the_state_that_training_and_evaluation_hold() {
     let copies = |mode: &str| {
         let v = common::plan_json(&[
             "--mode",
@@ -86,9 +88,52 @@ fn plan_counts_the_two_copies_of_the_state_that_training_holds() {
     };
     let (train, infer) = (copies("train"), copies("infer"));
     assert!(infer > 0);
-    assert_eq!(
-        train,
-        2 * infer,
-        "training counts {train}, one copy is {infer}"
+    assert_eq!(train, infer, "training counts {train}, evaluation {infer}");
+}
+
+/// `plan` plans the job `train` runs with the same flags, its held-out evaluation
+/// included (the evaluation's sequences and program): the device plans are the same to
+/// the byte. `plan` left the evaluation out, and a run whose evaluation batch (256 by
+/// default) is larger than its training batch needed more than `plan` said.
+#[test]
+fn plan_and_train_plan_the_same_job_alike() {
+    let flags = [
+        "--batch",
+        "4",
+        "--seq-len",
+        "10",
+        "--tbptt",
+        "10",
+        "--device",
+        "cpu",
+    ];
+    let v = common::plan_json(&flags);
+    let planned = v["chosen"]["estimated_peak_bytes"].as_u64().unwrap();
+    let out = succeed(
+        tensorfit_command()
+            .args(["train", "--steps", "1", "--eval-every", "0", "--json"])
+            .args(flags),
+        "train",
     );
+    let line = String::from_utf8_lossy(&out.stdout);
+    let run: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        run["estimated_peak_bytes"].as_u64(),
+        Some(planned),
+        "plan {v}\ntrain {run}"
+    );
+    // With another --eval-batch on both, again alike, and another plan than before.
+    let smaller = [flags.as_slice(), &["--eval-batch", "4"]].concat();
+    let v = common::plan_json(&smaller);
+    let planned_small = v["chosen"]["estimated_peak_bytes"].as_u64().unwrap();
+    assert!(planned_small < planned, "{planned_small} vs {planned}");
+    let out = succeed(
+        tensorfit_command()
+            .args(["train", "--steps", "1", "--eval-every", "0", "--json"])
+            .args(&smaller),
+        "train --eval-batch 4",
+    );
+    let line = String::from_utf8_lossy(&out.stdout);
+    let run: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
+    assert_eq!(run["estimated_peak_bytes"].as_u64(), Some(planned_small));
 }

@@ -9,7 +9,17 @@ use common::{job, json, plan_json, succeed, tensorfit_command};
 
 #[test]
 fn the_largest_batch_fits_and_one_more_does_not_on_a_plain_plan() {
-    let job = ["--mode", "train", "--seq-len", "200", "--tbptt", "200"];
+    // A small held-out batch, so that the evaluation fits whole wherever training does.
+    let job = [
+        "--mode",
+        "train",
+        "--seq-len",
+        "200",
+        "--tbptt",
+        "200",
+        "--eval-batch",
+        "8",
+    ];
     let mut args = job.to_vec();
     args.extend(["--batch", "8", "--assume", "cuda=1GiB", "--max-batch"]);
     let v = plan_json(&args);

@@ -142,7 +142,7 @@ fn resuming_on_a_moved_copy_of_the_data_continues_with_a_note() {
 }
 
 #[test]
-fn resuming_without_the_val_file_or_with_another_is_refused() {
+fn resuming_without_the_val_file_keeps_the_runs_and_another_is_refused() {
     let ck = fresh("resume-val");
     let model = classify_model();
     let data = example_data("classify.safetensors");
@@ -151,10 +151,16 @@ fn resuming_without_the_val_file_or_with_another_is_refused() {
         tensorfit_command().args(run_args(&model, &data, &ck, &["--val", arg(&val)])),
         "train with --val",
     );
-    let err = refused(&resume_args(&data, &ck, &[]));
+    // Without --val the run's own is used (as every setting not typed again), and
+    // checked by its identity like --data.
+    let out = succeed(
+        tensorfit_command().args(resume_args(&data, &ck, &[])),
+        "resume without --val",
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("validated on --val") && err.contains("classify.npz"),
-        "{err}"
+        said.contains("to validate on, from") && said.contains("classify.npz"),
+        "{said}"
     );
     let other = example_data("classify_compressed.npz");
     let err = refused(&resume_args(&data, &ck, &["--val", arg(&other)]));

@@ -129,7 +129,10 @@ impl Runner {
     /// Writes a checkpoint: the model, its weights, the optimizer's state and the step,
     /// atomically (safetensors, PyTorch's names).
     pub fn save(&mut self, path: &Path) -> Result<()> {
-        Ok(self.checkpoint()?.save(path)?)
+        // From the session's host copy of the state: no copy more while it is written.
+        let state = self.session.state()?;
+        state.extra = self.metadata.clone();
+        Ok(state.save(path)?)
     }
 
     /// Refuses `x` (`[time, batch, …]`) when the plan has no training step (`training`) or

@@ -297,7 +297,10 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
 
     let save =
         |session: &mut Session, path: &Path, at: Option<(Position, &CarriedState)>| -> Result<()> {
-            let mut ck = session.trainer.checkpoint()?;
+            let schedule = session.trainer.schedule_state();
+            // The session's host copy of the state: no copy more while it is written.
+            let ck = session.state()?;
+            ck.extra.clear();
             if let Some((p, carried)) = at {
                 p.store(&mut ck.extra);
                 carried.store(&mut ck.extra);
@@ -305,7 +308,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             settings.store(&mut ck.extra);
             identities.store(&mut ck.extra);
             optim_settings.store(&mut ck.extra);
-            session.trainer.schedule_state().store(&mut ck.extra);
+            schedule.store(&mut ck.extra);
             if let Some(v) = &files.vocab {
                 v.store(&mut ck.extra);
             }

@@ -48,6 +48,12 @@ pub struct PlanArgs {
     /// file's longest sequence, as `train --data` takes it].
     #[arg(long, value_parser = at_least_one::<usize>)]
     tbptt: Option<usize>,
+    /// Held-out sequences per evaluation of a training run, as `train`'s --eval-batch
+    /// [default: 256, as `train`'s; with --data, --batch: `train --data` validates in
+    /// batches of --batch, at most the file's longest sequence long]. The training plan
+    /// holds them and the evaluation's program, as `train` plans them.
+    #[arg(long, value_parser = at_least_one::<usize>)]
+    eval_batch: Option<usize>,
     /// How truncated BPTT trains a longer sequence (see `tensorfit train --help`).
     #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
     tbptt_mode: TbpttMode,
@@ -134,11 +140,17 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     };
     // Under mpirun, each rank plans its shard of the batch on its own device.
     let mut ranks = ranks::join(&a.ranks, batch)?;
+    // The held-out evaluation `train` runs with the same flags (its sequences and its
+    // program are in train's plan too).
+    let eval_batch = a.eval_batch.unwrap_or(match &files {
+        Some(_) => batch,
+        None => super::train::EVAL_BATCH,
+    });
     let job = match a.mode {
         JobMode::Train => Job::Train {
             batch: ranks::local_batch(&ranks, batch),
             seq_len,
-            eval: None,
+            eval: Some((eval_batch, seq_len)),
         },
         JobMode::Infer => Job::Eval { batch, seq_len },
     };

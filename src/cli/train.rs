@@ -33,6 +33,9 @@ use tensorfit::nn::optim::ScheduleState;
 
 /// The checkpoint metadata key of the data generator's position.
 pub(super) const DATA_POSITION: &str = "data_rng";
+/// Held-out sequences per evaluation of the built-in task (`--eval-batch`; `plan` plans
+/// the same).
+pub(super) const EVAL_BATCH: usize = 256;
 #[derive(Args, Clone, Debug)]
 pub struct TrainArgs {
     /// The model: a preset (seed) or a model description file, whose `[training]`
@@ -80,7 +83,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 50)]
     pub(super) eval_every: u64,
     /// Held-out sequences per evaluation.
-    #[arg(long, default_value_t = 256, value_parser = at_least_one::<usize>)]
+    #[arg(long, default_value_t = EVAL_BATCH, value_parser = at_least_one::<usize>)]
     pub(super) eval_batch: usize,
     /// Write a checkpoint (safetensors, PyTorch names, optimizer state) here at the end.
     #[arg(long)]
@@ -297,12 +300,15 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         .batch(settings.eval_batch, settings.seq_len)
         .context("making the held-out set")?;
     let save = |session: &mut Session, data: &BuiltinTask, path: &Path| -> Result<()> {
-        let mut ck = session.trainer.checkpoint()?;
+        let schedule = session.trainer.schedule_state();
+        // The session's host copy of the state: no copy more while it is written.
+        let ck = session.state()?;
+        ck.extra.clear();
         ck.extra
             .insert(DATA_POSITION.into(), data.rng_state().to_string());
         settings.store(&mut ck.extra);
         optim_settings.store(&mut ck.extra);
-        session.trainer.schedule_state().store(&mut ck.extra);
+        schedule.store(&mut ck.extra);
         ck.save(path)?;
         Ok(())
     };

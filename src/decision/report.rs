@@ -17,6 +17,8 @@ impl Decision {
             "state_copies": self.host.state,
             "read_ahead": self.host.read_ahead,
             "communication": self.host.communication,
+            "allocator": self.host.allocator,
+            "driver": self.chosen().map(|c| self.host.driver_bytes(c.device)),
             "process": self.process_bytes,
             "process_peak": self.process_peak_bytes,
             "planned_resident": self.planned_resident(),
@@ -34,17 +36,31 @@ impl Decision {
             0 => String::new(),
             bytes => format!(", gradients averaged over ranks {}", format_bytes(bytes)),
         };
+        let communication = match h.allocator {
+            0 => communication,
+            bytes => format!(
+                "{communication}, a batch freed and kept by the allocator {}",
+                format_bytes(bytes)
+            ),
+        };
         let mut s = format!(
-            "host memory: input data {}, copies of the training state {}{read_ahead}{communication}, this process {} before the job\n",
+            "host memory: input data {}, the training state's host copy {}{read_ahead}{communication}, this process {} before the job\n",
             format_bytes(h.inputs),
             format_bytes(h.state),
             format_bytes(self.process_bytes)
         );
         if let (Some(c), Some(resident)) = (self.chosen(), self.planned_resident()) {
-            let with = if memory_is_host(c.device) {
-                " (the device plan and its driver included: its memory is host memory)"
-            } else {
-                ""
+            let with = match (memory_is_host(c.device), self.host.driver_bytes(c.device)) {
+                (false, _) => String::new(),
+                (true, 0) => " (the device plan included: its memory is host memory)".into(),
+                (true, driver) => format!(
+                    " (the device plan and {} of its {} included: its memory is host memory)",
+                    format_bytes(driver),
+                    match c.device.kind {
+                        tensorfit_core::DeviceKind::Cpu => "kernels' packed operands",
+                        _ => "driver",
+                    }
+                ),
             };
             let _ = writeln!(
                 s,

@@ -26,6 +26,7 @@
 pub mod backend;
 pub mod denormals;
 pub mod host_memory;
+pub mod kernel_memory;
 pub mod kernels;
 mod profile;
 mod regions;

@@ -1,0 +1,253 @@
+//! Host memory the CPU kernels hold besides the buffers of the memory plan: the packed
+//! copies of matrix-product operands. The engine adds it to a CPU run's planned resident
+//! memory, as it adds a software GPU's driver memory (`HostNeed` in the root crate): a
+//! small run planned 6–13% under its measured peak without it (docs/host-memory.md).
+//!
+//! With AVX-512 (`gemm_fast`) a product packs its right operand `B`: whole for the
+//! recurrent weights a layer keeps packed over its steps (`w_ihᵀ` and `w_hhᵀ` forward,
+//! `w_hh` backward), in slices of at most [`gemm_fast::packed_b_rows`] rows for every
+//! product through [`gemm`](crate::kernels::gemm::gemm) (one slice at a time). Each
+//! thread keeps a packed block of `A` ([`gemm_fast::MC`] × [`gemm_fast::KC`]), and the
+//! calling thread keeps the packed copies it freed for the next op (at most 4, each
+//! taken again and grown, never more than twice what it held: `Vec`'s growth).
+//! Elsewhere matrixmultiply packs a block of both operands per call on each thread, and
+//! frees it when the call returns.
+
+use tensorfit_core::args::{
+    Args, GruBackwardInputs, GruForwardInputs, LstmBackwardInputs, LstmForwardInputs,
+};
+use tensorfit_core::{Graph, Node, Op, RecurrentDims, Shape};
+
+use crate::kernels::gemm_fast;
+
+/// The most host bytes the CPU kernels hold at once outside the planned buffers while
+/// running `graphs` (a job's programs, which run one at a time) on `threads` kernel
+/// threads.
+pub fn host_bytes<'g>(graphs: impl IntoIterator<Item = &'g Graph>, threads: usize) -> u64 {
+    let products = graphs
+        .into_iter()
+        .flat_map(|g| g.nodes().iter().map(move |n| node_products(g, n)));
+    // The calling thread packs too (a product too small to split runs on it).
+    let threads = threads as u64 + 1;
+    if gemm_fast::simd().is_some() {
+        let packed = products.map(|p| p.packed_bytes()).max().unwrap_or(0);
+        let a_blocks = threads * (gemm_fast::MC * gemm_fast::KC * 4) as u64;
+        // The packed copies an op holds, and those kept from the op before, grown.
+        2 * packed + a_blocks
+    } else {
+        let block = products.map(|p| p.matrixmultiply_bytes()).max();
+        threads * block.unwrap_or(0)
+    }
+}
+
+/// A product `[m, k] · [k, n]` a kernel computes.
+#[derive(Debug, Clone, Copy)]
+struct Product {
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+/// The products of one op: `whole` ones keep `B` packed together for the op's duration,
+/// `sliced` ones pack it a slice at a time, one product after another.
+#[derive(Debug, Default)]
+struct Products {
+    whole: Vec<Product>,
+    sliced: Vec<Product>,
+}
+
+impl Products {
+    /// Bytes of `gemm_fast`'s packed copies the op holds at once.
+    fn packed_bytes(&self) -> u64 {
+        let whole: u64 = self.whole.iter().map(|p| packed_b(p.k, p.n)).sum();
+        let slice = self.sliced.iter().map(|p| {
+            let rows = p.k.min(gemm_fast::packed_b_rows(p.n));
+            packed_b(rows, p.n)
+        });
+        whole + slice.max().unwrap_or(0)
+    }
+
+    /// Bytes of matrixmultiply's packing buffer for the op's largest product, per thread
+    /// (its sgemm blocks: `KC` 256, `MC` 64, `NC` 1024; 8-wide panels).
+    fn matrixmultiply_bytes(&self) -> u64 {
+        let round = |v: usize| v.div_ceil(8) * 8;
+        let block = |p: &Product| {
+            let k = p.k.min(256);
+            (k * (round(p.m.min(64)) + round(p.n.min(1024))) * 4) as u64
+        };
+        self.whole
+            .iter()
+            .chain(&self.sliced)
+            .map(block)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Bytes of a packed `B` of `k` rows and `n` columns: whole panels, and a cache line to
+/// align the first (`gemm_fast::PackedB`).
+fn packed_b(k: usize, n: usize) -> u64 {
+    ((k * n.div_ceil(gemm_fast::NR) * gemm_fast::NR + 16) * 4) as u64
+}
+
+/// The products `node`'s kernel computes.
+fn node_products(graph: &Graph, node: &Node) -> Products {
+    let shapes: Vec<&Shape> = node.inputs.iter().map(|&t| graph.shape(t)).collect();
+    let by_rows = |s: &Shape| {
+        let last = if s.rank() == 0 {
+            1
+        } else {
+            s.dim(s.rank() - 1)
+        };
+        (s.numel() / last.max(1), last)
+    };
+    match &node.op {
+        Op::MatMul { trans_a, trans_b } if shapes.len() == 2 => {
+            let (a_rows, a_last) = by_rows(shapes[0]);
+            let (b_rows, b_last) = by_rows(shapes[1]);
+            let (m, k) = if *trans_a {
+                (a_last, a_rows)
+            } else {
+                (a_rows, a_last)
+            };
+            let n = if *trans_b { b_rows } else { b_last };
+            Products {
+                whole: vec![],
+                sliced: vec![Product { m, k, n }],
+            }
+        }
+        Op::LstmForward { .. } => LstmForwardInputs::from_vec("lstm", shapes)
+            .map(|i| forward(&i.dims()))
+            .unwrap_or_default(),
+        Op::GruForward { .. } => GruForwardInputs::from_vec("gru", shapes)
+            .map(|i| forward(&i.dims()))
+            .unwrap_or_default(),
+        Op::LstmBackward { input_grad } => LstmBackwardInputs::from_vec("lstm", shapes)
+            .map(|i| backward(&i.dims(), *input_grad))
+            .unwrap_or_default(),
+        Op::GruBackward { input_grad } => GruBackwardInputs::from_vec("gru", shapes)
+            .map(|i| backward(&i.dims(), *input_grad))
+            .unwrap_or_default(),
+        _ => Products::default(),
+    }
+}
+
+/// A recurrent layer's forward: the input projection `[T·B, I] · w_ihᵀ` and the step's
+/// `[B, H] · w_hhᵀ`, both weights packed for the whole layer. Token ids gather their
+/// gate inputs instead: from `w_ih`'s columns, or where the batch has at least as many
+/// ids as the vocabulary, from a table `[V, width]` made for the layer (counted as a
+/// packed `[V, width]`, a few columns more).
+fn forward(d: &impl RecurrentDims) -> Products {
+    let ((steps, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
+    let width = d.gate_width();
+    let mut whole = vec![Product {
+        m: batch,
+        k: hidden,
+        n: width,
+    }];
+    if !tokens || d.rows() >= input {
+        whole.push(Product {
+            m: steps * batch,
+            k: input,
+            n: width,
+        });
+    }
+    Products {
+        whole,
+        sliced: vec![],
+    }
+}
+
+/// A recurrent layer's backward: the step's `dgates · w_hh` with `w_hh` packed for the
+/// layer, then the weight gradients `dgatesᵀ · h` and `dgatesᵀ · x` over all steps and
+/// the input gradient `dgates · w_ih`, sliced.
+fn backward(d: &impl RecurrentDims, input_grad: bool) -> Products {
+    let ((_, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
+    let (rows, width) = (d.rows(), d.gate_width());
+    let mut sliced = vec![Product {
+        m: width,
+        k: rows,
+        n: hidden,
+    }];
+    if !tokens {
+        sliced.push(Product {
+            m: width,
+            k: rows,
+            n: input,
+        });
+    }
+    if input_grad {
+        sliced.push(Product {
+            m: rows,
+            k: width,
+            n: input,
+        });
+    }
+    Products {
+        whole: vec![Product {
+            m: batch,
+            k: width,
+            n: hidden,
+        }],
+        sliced,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packed_operand_is_whole_panels_and_a_cache_line() {
+        assert_eq!(packed_b(250, 1000), ((250 * 1024 + 16) * 4) as u64);
+        assert_eq!(packed_b(3, 1), ((3 * 32 + 16) * 4) as u64);
+    }
+
+    #[test]
+    fn a_slice_is_at_most_the_rows_a_thread_keeps() {
+        let huge = Products {
+            whole: vec![],
+            sliced: vec![Product {
+                m: 64,
+                k: 1 << 20,
+                n: 1000,
+            }],
+        };
+        let rows = gemm_fast::packed_b_rows(1000);
+        assert_eq!(huge.packed_bytes(), packed_b(rows, 1000));
+        assert!(huge.packed_bytes() <= (4 << 20) + 4096);
+    }
+
+    #[test]
+    fn a_layer_holds_both_weights_packed_forward() {
+        let mut g = Graph::new();
+        let x = g.input("x", [50, 8, 152]);
+        let h0 = g.input("h0", [8, 250]);
+        let c0 = g.input("c0", [8, 250]);
+        let w_ih = g.parameter("w_ih", [1000, 152]);
+        let w_hh = g.parameter("w_hh", [1000, 250]);
+        let b_ih = g.parameter("b_ih", [1000]);
+        let b_hh = g.parameter("b_hh", [1000]);
+        let inputs = LstmForwardInputs {
+            x,
+            h0,
+            c0,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            lengths: None,
+        };
+        g.apply(
+            "lstm",
+            Op::LstmForward {
+                keep_for_backward: false,
+            },
+            inputs,
+        )
+        .unwrap();
+        let p = node_products(&g, &g.nodes()[0]);
+        assert_eq!(p.packed_bytes(), packed_b(152, 1000) + packed_b(250, 1000));
+        assert!(host_bytes([&g], 2) >= 2 * p.packed_bytes() || gemm_fast::simd().is_none());
+    }
+}
