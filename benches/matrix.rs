@@ -22,7 +22,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, SeedShape, TemporalOrder};
-use tensorfit::session::{decide, start, Choice, Request};
+use tensorfit::session::{decide, start, Choice};
 use tensorfit::DevicePolicy;
 
 /// One cell of the matrix.
@@ -95,12 +95,8 @@ impl Cell {
 fn run(cell: &Cell) -> Result<Value> {
     let cfg = cell.model();
     let job = cell.job();
-    let req = Request::new(
-        cfg.clone(),
-        job,
-        (cell.tbptt, OptimConfig::default()),
-        &DevicePolicy::only_cpu(),
-    );
+    let req =
+        DevicePolicy::only_cpu().request(cfg.clone(), job, (cell.tbptt, OptimConfig::default()));
     let decision = decide(&req)?;
     let Some(Choice { candidate, .. }) = decision.chosen() else {
         return Err(decision.nothing_fits().into());

@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use tensorfit::core::DeviceKind;
 use tensorfit::nn::{Job, ModelDescription, OptimConfig, ParamStore, TemporalOrder};
 use tensorfit::plan::{format_bytes, parse_size};
-use tensorfit::session::{decide, start, Request};
+use tensorfit::session::{decide, start};
 use tensorfit::DevicePolicy;
 
 fn main() -> Result<()> {
@@ -22,7 +22,7 @@ fn main() -> Result<()> {
             seq_len: 2000,
         };
         let cpu = DevicePolicy::only_cpu().cap(DeviceKind::Cpu, parse_size(cap)?);
-        let req = Request::new(cfg.clone(), job, (50, OptimConfig::default()), &cpu);
+        let req = cpu.request(cfg.clone(), job, (50, OptimConfig::default()));
         println!("== evaluation of 100 × 2000 under a {cap} cap");
         let decision = decide(&req)?;
         print!("{}", decision.table());

@@ -1,7 +1,7 @@
 //! Several devices of a kind: `tensorfit devices` lists every CUDA GPU and every usable
 //! wgpu adapter under its own id (`cuda:0`, `cuda:1`, `wgpu:0`, `wgpu:1`), and `plan`
 //! plans each. This machine has at most lavapipe; the id assignment over several devices
-//! of a kind is unit-tested with fake devices in `src/devices.rs`, and the choice among
+//! of a kind is unit-tested with fake devices in `crates/tensorfit-engine/src/devices.rs`, and the choice among
 //! several of a kind in `tests/plan_assume.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

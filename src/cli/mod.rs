@@ -210,7 +210,7 @@ pub fn request(
     optim: OptimConfig,
     dev: &DeviceArgs,
 ) -> Result<Request> {
-    Ok(Request::new(cfg, job, (tbptt, optim), &dev.policy()?))
+    Ok(dev.policy()?.request(cfg, job, (tbptt, optim)))
 }
 
 /// Plans `req`, prints the choice (unless quiet), and starts the session.

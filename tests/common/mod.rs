@@ -152,7 +152,7 @@ pub fn request(
     let devices = DevicePolicy::only(device);
     Request {
         caps,
-        ..Request::new(cfg.clone(), job, (tbptt, OptimConfig::default()), &devices)
+        ..devices.request(cfg.clone(), job, (tbptt, OptimConfig::default()))
     }
 }
 

@@ -83,7 +83,7 @@ pub struct DescriptionError {
 }
 
 // Not `From`: a second `From<_> for tensorfit_core::Error` leaves `?` in closures
-// whose error type was inferred from the only one (src/calibrate.rs) ambiguous.
+// whose error type was inferred from the only one (crates/tensorfit-engine/src/calibrate.rs) ambiguous.
 impl DescriptionError {
     /// As the libraries' error: [`tensorfit_core::Error::File`], still naming the line,
     /// column and key.

@@ -22,12 +22,7 @@ pub struct Plan {
 impl Plan {
     pub(crate) fn new(model: &Model, job: Job, devices: &DevicePolicy) -> Result<Plan> {
         let t = model.training();
-        let mut request = Request::new(
-            model.description().clone(),
-            job,
-            (t.tbptt, t.optim),
-            devices,
-        );
+        let mut request = devices.request(model.description().clone(), job, (t.tbptt, t.optim));
         request.tbptt_mode = t.tbptt_mode;
         request.seed = t.seed;
         Plan::from_request(request)

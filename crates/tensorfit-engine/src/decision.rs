@@ -64,21 +64,18 @@ pub struct Request {
 
 impl Request {
     /// The request for `job` of `cfg` (training with BPTT length `tbptt` and `optim`) on
-    /// the devices `devices` allows; nothing excluded, no read-ahead.
-    pub fn new(
-        cfg: ModelDescription,
-        job: Job,
-        (tbptt, optim): (usize, OptimConfig),
-        devices: &crate::api::DevicePolicy,
-    ) -> Request {
+    /// every device present, uncapped, with the default margin
+    /// ([`tensorfit_plan::DEFAULT_MARGIN`]); nothing excluded, no read-ahead. See
+    /// [`Request::on`].
+    pub fn new(cfg: ModelDescription, job: Job, (tbptt, optim): (usize, OptimConfig)) -> Request {
         Request {
             cfg,
             job,
             tbptt,
             optim,
-            margin: devices.memory_margin(),
-            device: devices.kind(),
-            caps: devices.caps().clone(),
+            margin: tensorfit_plan::DEFAULT_MARGIN,
+            device: None,
+            caps: MemoryCaps::default(),
             exclude: Vec::new(),
             read_ahead_bytes: 0,
             tbptt_mode: TbpttMode::Last,
@@ -86,6 +83,17 @@ impl Request {
             padded: false,
             data_parallel: None,
             carry_across: false,
+        }
+    }
+
+    /// The request on devices of `device` only (`None`: every kind), each kind's memory
+    /// capped by `caps`, keeping `margin` of each device's free memory unused.
+    pub fn on(self, device: Option<DeviceKind>, caps: MemoryCaps, margin: f64) -> Request {
+        Request {
+            device,
+            caps,
+            margin,
+            ..self
         }
     }
 }
@@ -555,12 +563,7 @@ mod tests {
             seq_len: 500,
         };
         let optim = (50, OptimConfig::default());
-        let req = Request::new(
-            ModelDescription::seed(),
-            job,
-            optim,
-            &crate::api::DevicePolicy::auto(),
-        );
+        let req = Request::new(ModelDescription::seed(), job, optim);
         let cpu = tensorfit_cpu::assumed_info("cpu".into(), 1 << 30);
         let gpu = DeviceInfo {
             kind: DeviceKind::Cuda,

@@ -5,8 +5,9 @@
 //! are the stable surface; the modules below are the engine beneath it (see
 //! `docs/api.md`).
 //!
-//! This facade re-exports the workspace's crates under one name and adds the session,
-//! which plans a job on every device and runs it on the fastest one where it fits:
+//! This facade re-exports the workspace's crates under one name, with the engine's
+//! modules (`tensorfit-engine`: the decision and the session, which plan a job on every
+//! device and run it on the fastest one where it fits):
 //! - [`core`]: graphs of coarse ops, autodiff, schedule, the `Backend` trait;
 //! - [`cpu`]: the reference backend (rayon + matrixmultiply);
 //! - [`nn`]: the seed model, Adam, the truncated-BPTT trainer, the built-in task;
@@ -20,29 +21,19 @@
 //! - [`checkpoint_dir`]: a training run's checkpoint directory, locked while in use;
 //!   [`output_lock`]: an output file, written by one process at a time.
 //!
-//! The `tensorfit` binary (`src/main.rs`, one module per subcommand in `src/cli/`) is the
-//! command-line front end.
+//! The `tensorfit` command is the `tensorfit-cli` package at the repository's root
+//! (`src/main.rs`, one module per subcommand in `src/cli/`), built on this crate.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 #[warn(missing_docs)]
 pub mod api;
-pub mod assume;
-pub mod calibrate;
-pub mod checkpoint_dir;
-pub mod decision;
-pub mod devices;
-pub mod distributed;
-pub mod estimate;
-pub mod faults;
-pub mod host_budget;
-pub mod job_switch;
-pub mod max_job;
-pub mod output_lock;
-pub mod recovery;
-pub mod session;
-pub mod strategy;
+
+pub use tensorfit_engine::{
+    assume, calibrate, checkpoint_dir, decision, devices, distributed, estimate, faults,
+    host_budget, job_switch, max_job, output_lock, recovery, session, strategy,
+};
 
 pub use tensorfit_core as core;
 pub use tensorfit_cpu as cpu;

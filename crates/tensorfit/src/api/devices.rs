@@ -4,6 +4,7 @@ use tensorfit_core::DeviceKind;
 use tensorfit_plan::DEFAULT_MARGIN;
 
 use super::error::{Error, Result};
+use crate::decision::Request;
 use crate::devices::MemoryCaps;
 
 /// Which devices a job may use: every device (the fastest it fits on wins; software GPUs
@@ -86,5 +87,16 @@ impl DevicePolicy {
     /// The fraction of free memory left unused.
     pub fn memory_margin(&self) -> f64 {
         self.margin
+    }
+
+    /// The engine's request for `job` of `cfg` (training with BPTT length `tbptt` and
+    /// `optim`) on these devices: what [`crate::Plan`] and [`crate::Model::open`] plan.
+    pub fn request(
+        &self,
+        cfg: tensorfit_nn::ModelDescription,
+        job: tensorfit_nn::Job,
+        training: (usize, tensorfit_nn::OptimConfig),
+    ) -> Request {
+        Request::new(cfg, job, training).on(self.kind, self.caps.clone(), self.margin)
     }
 }

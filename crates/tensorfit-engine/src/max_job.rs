@@ -286,13 +286,12 @@ pub fn largest_jobs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::DevicePolicy;
     use crate::assume;
     use tensorfit_nn::{ModelDescription, OptimConfig};
 
     fn request(job: Job) -> Request {
         let optim = (50, OptimConfig::default());
-        Request::new(ModelDescription::seed(), job, optim, &DevicePolicy::auto())
+        Request::new(ModelDescription::seed(), job, optim)
     }
 
     fn peak(req: &Request, s: &Strategy, job: Job) -> u64 {
