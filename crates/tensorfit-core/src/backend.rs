@@ -123,6 +123,18 @@ pub struct DeviceInfo {
     pub overhead_bytes: u64,
 }
 
+/// What the planner needs to know about a GPU model to estimate its driver's share of
+/// its memory (a CUDA context grows with the streaming multiprocessors; cuBLAS's
+/// workspace with the compute capability): the figures `--assume` presets carry for a
+/// GPU that is not here, whichever backends the build has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuModel {
+    /// Streaming multiprocessors.
+    pub sms: u32,
+    /// Compute capability (major, minor).
+    pub compute_capability: (i32, i32),
+}
+
 /// A device that can hold buffers and run ops. See the module documentation.
 pub trait Backend {
     /// Short device name for messages and tables, such as `cpu`.

@@ -19,6 +19,7 @@ pub mod error;
 pub mod exec;
 pub mod graph;
 pub mod gru;
+pub mod half_float;
 pub mod kernels;
 pub mod ledger;
 mod loss_op;
@@ -35,7 +36,7 @@ pub mod tensor;
 pub mod tokens;
 
 pub use autodiff::backward;
-pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, MemoryInfo, TensorView};
+pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, GpuModel, MemoryInfo, TensorView};
 pub use dropout::DropoutParams;
 pub use error::{Error, Result};
 pub use exec::{Executable, Layout, Placement};

@@ -16,14 +16,7 @@ use tensorfit_core::{DeviceInfo, DeviceKind};
 
 use crate::backend::ALIGNMENT_BYTES;
 
-/// What the context estimate needs to know about a GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GpuModel {
-    /// Streaming multiprocessors.
-    pub sms: u32,
-    /// Compute capability (major, minor).
-    pub compute_capability: (i32, i32),
-}
+pub use tensorfit_core::GpuModel;
 
 /// The cuBLAS workspace the backend allocates: cuBLAS's own default, 32 MiB from Hopper
 /// (compute capability 9) on, 4 MiB before.

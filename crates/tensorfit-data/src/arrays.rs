@@ -10,6 +10,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tensorfit_core::half_float;
+
 use crate::error::{DataError, Place, Result};
 use crate::format::Format;
 
@@ -109,8 +111,8 @@ impl DType {
         let mut w = [0u8; 8];
         w[..n].copy_from_slice(b);
         match self {
-            DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
-            DType::BF16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+            DType::F16 => f64::from(half_float::f16_to_f32([b[0], b[1]])),
+            DType::BF16 => f64::from(half_float::bf16_to_f32([b[0], b[1]])),
             DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
             DType::F64 => f64::from_le_bytes(w),
             DType::I8 => b[0] as i8 as f64,

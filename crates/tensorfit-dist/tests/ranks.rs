@@ -62,6 +62,7 @@ fn settings_that_differ_on_one_rank_give_every_rank_the_same_error_naming_them()
     every_rank_passes("agree", "agree");
 }
 
+#[cfg(feature = "nccl")]
 #[test]
 fn an_nccl_id_and_its_failure_reach_every_rank() {
     every_rank_passes("nccl-id", "nccl-id");

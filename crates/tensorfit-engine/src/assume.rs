@@ -194,7 +194,7 @@ pub fn parse(entries: &[String]) -> Result<Vec<DeviceStatus>> {
             id,
             kind,
             index: repeats,
-            info: Ok(info),
+            info,
             assumed: Some(Assumed {
                 entry: label,
                 peak_gflops: peak,

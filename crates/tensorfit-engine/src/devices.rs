@@ -11,7 +11,7 @@ use tensorfit_core::{Backend, DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::CpuBackend;
 use tensorfit_plan::parse_size;
 
-pub use tensorfit_cuda::GpuModel;
+pub use tensorfit_core::GpuModel;
 
 use crate::assume::Assumed;
 
@@ -96,13 +96,19 @@ pub fn discover_kind(caps: &MemoryCaps, kind: Option<DeviceKind>) -> Vec<DeviceS
     let wanted = |k: DeviceKind| kind.is_none_or(|only| only == k);
     let mut counts = Vec::new();
     if wanted(DeviceKind::Cuda) {
+        #[cfg(feature = "cuda")]
         counts.push((DeviceKind::Cuda, tensorfit_cuda::device_count()));
+        #[cfg(not(feature = "cuda"))]
+        counts.push((DeviceKind::Cuda, Err(not_built(DeviceKind::Cuda))));
     }
     if wanted(DeviceKind::Wgpu) {
+        #[cfg(feature = "wgpu")]
         counts.push((
             DeviceKind::Wgpu,
             tensorfit_wgpu::WgpuBackend::adapter_count(),
         ));
+        #[cfg(not(feature = "wgpu"))]
+        counts.push((DeviceKind::Wgpu, Err(not_built(DeviceKind::Wgpu))));
     }
     if wanted(DeviceKind::Cpu) {
         counts.push((DeviceKind::Cpu, Ok(1)));
@@ -165,29 +171,51 @@ pub fn open(kind: DeviceKind, caps: &MemoryCaps) -> Result<Box<dyn Backend>> {
 /// Opens device `index` of `kind` (`cuda:1` is CUDA device 1), with the user's cap on
 /// that kind if any.
 pub fn open_device(kind: DeviceKind, index: usize, caps: &MemoryCaps) -> Result<Box<dyn Backend>> {
+    let cap = caps.get(kind);
     match kind {
-        DeviceKind::Cpu => Ok(Box::new(match caps.get(kind) {
+        DeviceKind::Cpu => Ok(Box::new(match cap {
             Some(cap) => CpuBackend::with_capacity_cap(cap),
             None => CpuBackend::new(),
         })),
-        DeviceKind::Wgpu => Ok(Box::new(tensorfit_wgpu::WgpuBackend::open(
-            index,
-            caps.get(kind),
-        )?)),
-        DeviceKind::Cuda => Ok(Box::new(tensorfit_cuda::CudaBackend::open(
-            index,
-            caps.get(kind),
-        )?)),
+        #[cfg(feature = "wgpu")]
+        DeviceKind::Wgpu => Ok(Box::new(tensorfit_wgpu::WgpuBackend::open(index, cap)?)),
+        #[cfg(feature = "cuda")]
+        DeviceKind::Cuda => Ok(Box::new(tensorfit_cuda::CudaBackend::open(index, cap)?)),
+        #[allow(unreachable_patterns)]
+        other => {
+            let _ = index;
+            Err(Error::Backend {
+                backend: other.name(),
+                message: not_built(other),
+            })
+        }
     }
 }
 
+/// Why a device of `kind` cannot be used in a build without its backend.
+#[allow(dead_code)]
+fn not_built(kind: DeviceKind) -> String {
+    format!("not in this build (tensorfit's `{}` feature)", kind.name())
+}
+
 /// The figures the backend of `kind` would report for an idle device of `total_bytes`
-/// that is not here (see `assume.rs`); `gpu` sizes a CUDA context.
-pub fn assumed_info(kind: DeviceKind, name: String, total_bytes: u64, gpu: GpuModel) -> DeviceInfo {
+/// that is not here (see `assume.rs`); `gpu` sizes a CUDA context. A kind whose backend
+/// is not in this build cannot be planned, and says why.
+pub fn assumed_info(
+    kind: DeviceKind,
+    name: String,
+    total_bytes: u64,
+    gpu: GpuModel,
+) -> std::result::Result<DeviceInfo, String> {
+    let _ = gpu;
     match kind {
-        DeviceKind::Cpu => tensorfit_cpu::assumed_info(name, total_bytes),
-        DeviceKind::Wgpu => tensorfit_wgpu::assumed_info(name, total_bytes),
-        DeviceKind::Cuda => tensorfit_cuda::assumed_info(name, total_bytes, gpu),
+        DeviceKind::Cpu => Ok(tensorfit_cpu::assumed_info(name, total_bytes)),
+        #[cfg(feature = "wgpu")]
+        DeviceKind::Wgpu => Ok(tensorfit_wgpu::assumed_info(name, total_bytes)),
+        #[cfg(feature = "cuda")]
+        DeviceKind::Cuda => Ok(tensorfit_cuda::assumed_info(name, total_bytes, gpu)),
+        #[allow(unreachable_patterns)]
+        other => Err(not_built(other)),
     }
 }
 
@@ -196,15 +224,11 @@ mod tests {
     use super::*;
 
     fn fake(kind: DeviceKind, index: usize) -> std::result::Result<DeviceInfo, String> {
-        Ok(assumed_info(
+        // The CPU's figures under each kind: the listing, not the backends, is tested.
+        Ok(DeviceInfo {
             kind,
-            format!("fake {index}"),
-            (index as u64 + 1) << 30,
-            GpuModel {
-                sms: 10,
-                compute_capability: (8, 0),
-            },
-        ))
+            ..tensorfit_cpu::assumed_info(format!("fake {index}"), (index as u64 + 1) << 30)
+        })
     }
 
     #[test]

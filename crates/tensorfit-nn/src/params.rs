@@ -136,8 +136,9 @@ impl ParamStore {
                 .collect();
             store.insert(short, HostTensor::new(Shape::new(view.shape()), data)?);
         }
-        let meta = meta.metadata().clone().unwrap_or_default();
-        Ok((store, meta))
+        // safetensors keeps it in a hashbrown map (its `alloc` build): std's here.
+        let meta = meta.metadata().iter().flatten();
+        Ok((store, meta.map(|(k, v)| (k.clone(), v.clone())).collect()))
     }
 
     /// Reads a safetensors file (see [`ParamStore::from_safetensors`]), no further than

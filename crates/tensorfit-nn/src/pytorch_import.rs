@@ -112,11 +112,11 @@ fn to_f32(view: &TensorView) -> Option<Vec<f32>> {
             .collect(),
         Dtype::F16 => data
             .chunks_exact(2)
-            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .map(|b| tensorfit_core::half_float::f16_to_f32([b[0], b[1]]))
             .collect(),
         Dtype::BF16 => data
             .chunks_exact(2)
-            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+            .map(|b| tensorfit_core::half_float::bf16_to_f32([b[0], b[1]]))
             .collect(),
         Dtype::F64 => data
             .chunks_exact(8)

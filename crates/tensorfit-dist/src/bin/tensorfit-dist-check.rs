@@ -22,9 +22,11 @@
 use std::time::Duration;
 
 use tensorfit_dist::{
-    agree, agree_path, launcher, nccl, sync_backward_sums, sync_batch_stats, world, AllReducePath,
-    BatchStats, Communicator, GradientBucket, NcclCommunicator, DEFAULT_COLLECTIVE_TIMEOUT,
+    agree, sync_backward_sums, sync_batch_stats, world, BatchStats, Communicator, GradientBucket,
+    DEFAULT_COLLECTIVE_TIMEOUT,
 };
+#[cfg(feature = "nccl")]
+use tensorfit_dist::{agree_path, launcher, nccl, AllReducePath, NcclCommunicator};
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -47,6 +49,7 @@ fn main() {
     let who = format!("rank {}/{}", comm.rank(), comm.size());
     let outcome = match scenario.as_str() {
         // The NCCL communicator takes the world over (and finalises it when dropped).
+        #[cfg(feature = "nccl")]
         "nccl" => nccl_collectives(comm),
         _ => {
             let outcome = run(&scenario, comm.as_mut());
@@ -86,6 +89,7 @@ fn run(scenario: &str, comm: &mut dyn Communicator) -> Result<()> {
         "collectives" => collectives(comm),
         "gradients" => gradients(comm),
         "sync-batch-norm" => sync_batch_norm(comm),
+        #[cfg(feature = "nccl")]
         "nccl-id" => nccl_id(comm),
         "agree" => agree_settings(comm),
         "hang" | "exit" => lose_a_rank(comm, scenario == "hang"),
@@ -333,6 +337,7 @@ fn agree_settings(comm: &mut dyn Communicator) -> Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "nccl")]
 fn nccl_id(comm: &mut dyn Communicator) -> Result<()> {
     let root = comm.size() - 1;
     let made = std::array::from_fn(|i| (i * 3) as u8);
@@ -348,6 +353,7 @@ fn nccl_id(comm: &mut dyn Communicator) -> Result<()> {
     }
 }
 
+#[cfg(feature = "nccl")]
 fn nccl_collectives(mut comm: Box<dyn Communicator>) -> Result<()> {
     let path = agree_path(comm.as_mut(), true).map_err(dist)?;
     if path != AllReducePath::Nccl {

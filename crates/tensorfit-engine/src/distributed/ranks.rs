@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use tensorfit_core::{DeviceKind, Error, Result};
 use tensorfit_data::Shard;
-use tensorfit_dist::{
-    agree_path, AllReducePath, Communicator, DistError, GradientBucket, NcclCommunicator, Solo,
-};
+use tensorfit_dist::{agree_path, AllReducePath, Communicator, DistError, GradientBucket};
 use tensorfit_nn::trainer::GradientExchange;
 use tensorfit_nn::{ParamStore, Trainer};
 
@@ -200,10 +198,15 @@ impl Ranks {
     pub fn choose_all_reduce(&mut self, device: &str) -> Result<AllReducePath> {
         let (kind, ordinal) = parse_id(device).unwrap_or((DeviceKind::Cpu, 0));
         let path = agree_path(self.comm.as_mut(), kind == DeviceKind::Cuda).map_err(dist_error)?;
+        // Without the `cuda` feature no rank trains on CUDA, and the path is the host's.
+        #[cfg(feature = "cuda")]
         if path == AllReducePath::Nccl {
-            let host = std::mem::replace(&mut self.comm, Box::new(Solo));
-            self.comm = Box::new(NcclCommunicator::join(host, ordinal).map_err(dist_error)?);
+            let host = std::mem::replace(&mut self.comm, Box::new(tensorfit_dist::Solo));
+            let nccl = tensorfit_dist::NcclCommunicator::join(host, ordinal);
+            self.comm = Box::new(nccl.map_err(dist_error)?);
         }
+        #[cfg(not(feature = "cuda"))]
+        let _ = ordinal;
         Ok(path)
     }
 
@@ -408,6 +411,7 @@ impl GradientExchange for Ranks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tensorfit_dist::Solo;
 
     #[test]
     fn one_rank_keeps_its_gradients_and_a_repeated_step_gets_the_same_average() {
