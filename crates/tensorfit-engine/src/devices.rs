@@ -270,4 +270,39 @@ mod tests {
         assert_eq!(parse_id("cuda:x"), None);
         assert_eq!(parse_id("gpu"), None);
     }
+
+    /// The kinds whose backend this build leaves out (the `wgpu` and `cuda` features).
+    fn not_in_this_build() -> Vec<DeviceKind> {
+        let mut kinds = Vec::new();
+        if cfg!(not(feature = "wgpu")) {
+            kinds.push(DeviceKind::Wgpu);
+        }
+        if cfg!(not(feature = "cuda")) {
+            kinds.push(DeviceKind::Cuda);
+        }
+        kinds
+    }
+
+    #[test]
+    fn a_kind_not_in_this_build_is_listed_and_assumed_with_the_reason() {
+        let gpu = GpuModel {
+            sms: 10,
+            compute_capability: (8, 0),
+        };
+        for kind in not_in_this_build() {
+            let found = discover_kind(&MemoryCaps::default(), Some(kind));
+            assert_eq!(found.len(), 1, "{found:?}");
+            let why = found[0].info.as_ref().unwrap_err();
+            assert!(why.contains("not in this build"), "{why}");
+            let assumed = assumed_info(kind, "absent".into(), 1 << 30, gpu);
+            assert!(assumed.unwrap_err().contains(kind.name()));
+            let opened = open_device(kind, 0, &MemoryCaps::default()).map(|_| ());
+            assert!(opened
+                .unwrap_err()
+                .to_string()
+                .contains("not in this build"));
+        }
+        // The CPU is in every build.
+        assert!(assumed_info(DeviceKind::Cpu, "cpu".into(), 1 << 30, gpu).is_ok());
+    }
 }

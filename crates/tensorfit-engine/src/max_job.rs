@@ -337,6 +337,8 @@ mod tests {
         }
     }
 
+    // On an assumed CUDA device (its backend's figures).
+    #[cfg(feature = "cuda")]
     #[test]
     fn the_largest_batch_fits_and_one_more_does_not() {
         let job = Job::Train {
