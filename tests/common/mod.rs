@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod api_inputs;
 pub mod ranks;
 
 use std::process::{Command, Output};
