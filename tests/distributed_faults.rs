@@ -148,7 +148,7 @@ fn an_out_of_memory_on_rank_1_falls_back_and_every_rank_carries_on_with_the_same
     // exchange, op 80 late in it, on the update's side (TENSORFIT_INJECT_OOM counts every
     // op the process executes).
     for op in ["70", "80"] {
-        let env = format!("{}={op}", tensorfit::faults::INJECT_OOM_VAR);
+        let env = format!("{}={op}", tensorfit_engine::faults::INJECT_OOM_VAR);
         // Rank 0 as before; rank 1, a part of its own, with the fault.
         let mut line = line("train", &[(1, &args[..])], &[]);
         line.extend([":", "-np", "1", "-x", &env, BIN, "train"].map(String::from));

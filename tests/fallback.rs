@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use tensorfit::core::DeviceKind;
 use tensorfit::devices::MemoryCaps;
-use tensorfit::faults::{Faults, FaultyBackend};
 use tensorfit::nn::{Batch, Job, OptimConfig, ParamStore, TbpttMode, TemporalOrder};
 use tensorfit::session::{decide, start, start_on, Request, Session};
+use tensorfit_engine::faults::{Faults, FaultyBackend};
 
 use common::{max_abs, task_model, wgpu_present};
 

@@ -8,8 +8,8 @@
 //! [`max_job`] searches the largest job that fits. [`session`] runs the choice;
 //! [`recovery`] moves it when its device fails, [`job_switch`] when the batch changes
 //! shape. [`distributed`] trains over MPI ranks; [`checkpoint_dir`] and [`output_lock`]
-//! keep a run's files from being written by two processes; [`faults`] injects failures
-//! for tests.
+//! keep a run's files from being written by two processes; `faults` (the
+//! `fault-injection` feature, for tests) makes a device fail on purpose.
 //!
 //! An app does not need this crate: the `tensorfit` crate's `Model`, `DevicePolicy`,
 //! `Plan` and `Runner` are the front door.
@@ -24,6 +24,7 @@ pub mod decision;
 pub mod devices;
 pub mod distributed;
 pub mod estimate;
+#[cfg(any(test, feature = "fault-injection"))]
 pub mod faults;
 pub mod host_budget;
 pub mod job_switch;

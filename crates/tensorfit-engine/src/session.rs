@@ -54,8 +54,11 @@ pub fn start(req: &Request, decision: &Decision, params: &ParamStore) -> Result<
             "{id} is not a device here: it can be planned, not run"
         ))
     })?;
-    // A test may ask for a failure by the environment (`crate::faults::from_env`).
-    let backend = crate::faults::from_env(open_device(kind, index, &req.caps)?)?;
+    let backend = open_device(kind, index, &req.caps)?;
+    // A test may ask for a failure by the environment (`crate::faults::from_env`): only
+    // in a build with the `fault-injection` feature, which no release turns on.
+    #[cfg(feature = "fault-injection")]
+    let backend = crate::faults::from_env(backend)?;
     start_on(req, decision, params, backend)
 }
 

@@ -31,8 +31,8 @@
 pub mod api;
 
 pub use tensorfit_engine::{
-    assume, calibrate, checkpoint_dir, decision, devices, distributed, estimate, faults,
-    host_budget, job_switch, max_job, output_lock, recovery, session, strategy,
+    assume, calibrate, checkpoint_dir, decision, devices, distributed, estimate, host_budget,
+    job_switch, max_job, output_lock, recovery, session, strategy,
 };
 
 pub use tensorfit_core as core;
