@@ -10,8 +10,9 @@ use std::path::PathBuf;
 
 use tensorfit::core::Rng;
 use tensorfit::data::{CharVocab, TextVocab};
-use tensorfit::nn::{Job, ModelDescription, OptimConfig};
-use tensorfit::{Control, DevicePolicy, Model, Sequences, Training};
+use tensorfit::{
+    Control, DevicePolicy, Job, Model, ModelDescription, OptimConfig, Sequences, Training,
+};
 
 /// Characters per training window.
 const WINDOW: usize = 32;

@@ -3,9 +3,7 @@
 //!
 //! `cargo run --release --example embed_in_app`
 
-use tensorfit::core::DeviceKind;
-use tensorfit::nn::Job;
-use tensorfit::{Control, DevicePolicy, Model, Sequences};
+use tensorfit::{Control, DeviceKind, DevicePolicy, Job, Model, Sequences};
 
 fn main() -> Result<(), tensorfit::Error> {
     // 60 sequences of 30 steps of 152 features. Sequence i of class i % 6 has its class's

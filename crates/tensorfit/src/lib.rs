@@ -45,3 +45,9 @@ pub use api::{
     Control, DevicePolicy, Error, FitReport, Model, Plan, Result, Runner, Sequences, Stream,
     Training,
 };
+/// The types the front door's signatures take and give, at the root: an app describes a
+/// model, plans, trains and predicts with `tensorfit::*` alone.
+pub use tensorfit_core::{DeviceKind, HostTensor};
+pub use tensorfit_nn::{
+    Batch, EvalReport, Job, ModelDescription, OptimConfig, ParamStore, StepReport, TbpttMode,
+};

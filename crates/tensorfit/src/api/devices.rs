@@ -12,8 +12,7 @@ use crate::devices::MemoryCaps;
 /// fraction of free memory left unused.
 ///
 /// ```
-/// use tensorfit::DevicePolicy;
-/// use tensorfit::core::DeviceKind;
+/// use tensorfit::{DeviceKind, DevicePolicy};
 /// let policy = DevicePolicy::auto()
 ///     .cap(DeviceKind::Cuda, 336 << 20)
 ///     .margin(0.1)

@@ -13,8 +13,7 @@
 //! A complete program (the README's "Use as a library"):
 //!
 //! ```
-//! use tensorfit::nn::Job;
-//! use tensorfit::{Control, DevicePolicy, Model, Sequences};
+//! use tensorfit::{Control, DeviceKind, DevicePolicy, Job, Model, Sequences};
 //!
 //! # fn main() -> Result<(), tensorfit::Error> {
 //! // 8 sequences of 20 steps of 152 features; the class is whether the first step is hot.
@@ -25,7 +24,7 @@
 //! let data = Sequences::new(inputs, labels, 152)?;
 //!
 //! let model = Model::seed();
-//! let devices = DevicePolicy::auto().cap(tensorfit::core::DeviceKind::Cpu, 1 << 30);
+//! let devices = DevicePolicy::auto().cap(DeviceKind::Cpu, 1 << 30);
 //! let job = Job::Train { batch: 4, seq_len: 20, eval: Some((8, 20)) };
 //! let mut run = model.open(job, &devices)?;
 //! let fit = run.fit(data.batches(4, 2, 7), |step| {
