@@ -1,6 +1,6 @@
 //! Host memory the CPU kernels hold besides the buffers of the memory plan: the packed
 //! copies of matrix-product operands. The engine adds it to a CPU run's planned resident
-//! memory, as it adds a software GPU's driver memory (`HostNeed` in the root crate): a
+//! memory, as it adds a software GPU's driver memory (`HostNeed` in tensorfit-engine): a
 //! small run planned 6–13% under its measured peak without it (docs/host-memory.md).
 //!
 //! With AVX-512 (`gemm_fast`) a product packs its right operand `B`: whole for the
@@ -84,10 +84,9 @@ impl Products {
     }
 }
 
-/// Bytes of a packed `B` of `k` rows and `n` columns: whole panels, and a cache line to
-/// align the first (`gemm_fast::PackedB`).
+/// Bytes of a packed `B` of `k` rows and `n` columns (`gemm_fast::PackedB`).
 fn packed_b(k: usize, n: usize) -> u64 {
-    ((k * n.div_ceil(gemm_fast::NR) * gemm_fast::NR + 16) * 4) as u64
+    (gemm_fast::packed_b_elements(k, n) * 4) as u64
 }
 
 /// The products `node`'s kernel computes.

@@ -219,13 +219,19 @@ pub fn packed_b_rows(n: usize) -> usize {
     ((spare::KEEP_MAX_ELEMENTS - CACHE_LINE_F32) / per_row / KC * KC).max(KC)
 }
 
+/// Elements of the buffer a packed `B` of `k` rows and `n` columns takes: whole panels
+/// of [`NR`] columns, and a cache line's slack to align the first.
+pub fn packed_b_elements(k: usize, n: usize) -> usize {
+    k * n.div_ceil(NR) * NR + CACHE_LINE_F32
+}
+
 impl PackedB {
     /// Packs `b`. Costs one pass over `b`; do it once per operand that is reused.
     pub fn new(b: MatRef<'_>) -> Self {
         let (k, n) = (b.rows, b.cols);
         let panels = n.div_ceil(NR);
         let len = k * panels * NR;
-        let mut data = spare::take(len + CACHE_LINE_F32);
+        let mut data = spare::take(packed_b_elements(k, n));
         let start = data.as_ptr().align_offset(64).min(CACHE_LINE_F32);
         // A large `B` is packed by all threads, panel by panel: on one thread, packing
         // an LSTM's two weight matrices left the other thread idle for 6% of a layer.
