@@ -64,6 +64,18 @@ fn writing_a_checkpoint_holds_at_most_the_one_copy_of_the_state_it_reads_back() 
     );
 }
 
+/// The flags of a small job of the built-in task on the CPU, for `plan` and `train`.
+const SMALL_JOB: [&str; 8] = [
+    "--batch",
+    "4",
+    "--seq-len",
+    "10",
+    "--tbptt",
+    "10",
+    "--device",
+    "cpu",
+];
+
 /// `plan` counts the one host copy of the training state that `train` and `eval` hold
 /// (`Session::state`: the snapshot before each step, which a checkpoint is written from
 /// and a change of batch shape carries), whether or not the run writes checkpoints. It
@@ -72,18 +84,7 @@ fn writing_a_checkpoint_holds_at_most_the_one_copy_of_the_state_it_reads_back() 
 #[test]
 fn plan_counts_the_one_copy_of_the_state_that_training_and_evaluation_hold() {
     let copies = |mode: &str| {
-        let v = common::plan_json(&[
-            "--mode",
-            mode,
-            "--batch",
-            "4",
-            "--seq-len",
-            "10",
-            "--tbptt",
-            "10",
-            "--device",
-            "cpu",
-        ]);
+        let v = common::plan_json(&[["--mode", mode].as_slice(), &SMALL_JOB].concat());
         v["host"]["state_copies"].as_u64().unwrap()
     };
     let (train, infer) = (copies("train"), copies("infer"));
@@ -91,23 +92,10 @@ fn plan_counts_the_one_copy_of_the_state_that_training_and_evaluation_hold() {
     assert_eq!(train, infer, "training counts {train}, evaluation {infer}");
 }
 
-/// `plan` plans the job `train` runs with the same flags, its held-out evaluation
-/// included (the evaluation's sequences and program): the device plans are the same to
-/// the byte. `plan` left the evaluation out, and a run whose evaluation batch (256 by
-/// default) is larger than its training batch needed more than `plan` said.
-#[test]
-fn plan_and_train_plan_the_same_job_alike() {
-    let flags = [
-        "--batch",
-        "4",
-        "--seq-len",
-        "10",
-        "--tbptt",
-        "10",
-        "--device",
-        "cpu",
-    ];
-    let v = common::plan_json(&flags);
+/// The device plan (`estimated_peak_bytes`) of `plan` and of a one-step `train` with the
+/// same `flags`.
+fn planned_by_plan_and_train(flags: &[&str]) -> (u64, u64) {
+    let v = common::plan_json(flags);
     let planned = v["chosen"]["estimated_peak_bytes"].as_u64().unwrap();
     let out = succeed(
         tensorfit_command()
@@ -117,23 +105,20 @@ fn plan_and_train_plan_the_same_job_alike() {
     );
     let line = String::from_utf8_lossy(&out.stdout);
     let run: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
-    assert_eq!(
-        run["estimated_peak_bytes"].as_u64(),
-        Some(planned),
-        "plan {v}\ntrain {run}"
-    );
+    (planned, run["estimated_peak_bytes"].as_u64().unwrap())
+}
+
+/// `plan` plans the job `train` runs with the same flags, its held-out evaluation
+/// included (the evaluation's sequences and program): the device plans are the same to
+/// the byte. `plan` left the evaluation out, and a run whose evaluation batch (256 by
+/// default) is larger than its training batch needed more than `plan` said.
+#[test]
+fn plan_and_train_plan_the_same_job_alike() {
+    let (plan, train) = planned_by_plan_and_train(&SMALL_JOB);
+    assert_eq!(plan, train);
     // With another --eval-batch on both, again alike, and another plan than before.
-    let smaller = [flags.as_slice(), &["--eval-batch", "4"]].concat();
-    let v = common::plan_json(&smaller);
-    let planned_small = v["chosen"]["estimated_peak_bytes"].as_u64().unwrap();
-    assert!(planned_small < planned, "{planned_small} vs {planned}");
-    let out = succeed(
-        tensorfit_command()
-            .args(["train", "--steps", "1", "--eval-every", "0", "--json"])
-            .args(&smaller),
-        "train --eval-batch 4",
-    );
-    let line = String::from_utf8_lossy(&out.stdout);
-    let run: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
-    assert_eq!(run["estimated_peak_bytes"].as_u64(), Some(planned_small));
+    let smaller =
+        planned_by_plan_and_train(&[SMALL_JOB.as_slice(), &["--eval-batch", "4"]].concat());
+    assert_eq!(smaller.0, smaller.1);
+    assert!(smaller.0 < plan, "{} vs {plan}", smaller.0);
 }
