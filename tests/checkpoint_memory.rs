@@ -1,7 +1,9 @@
-//! Writing a checkpoint holds no copy of the training state beyond the one read back
-//! from the device (one of the two copies the host plan counts for training): the file is written a tensor at a time (header first, then each
-//! tensor's bytes), not serialised whole in memory and then written (which held about
-//! five copies of the state at once: 6.7 GB of resident memory for an 805 MB state).
+//! Writing a checkpoint holds no copy of the training state beyond the host copy a run
+//! keeps anyway (`Session::state`: the snapshot taken before each step, which the host
+//! plan counts once): the file is written from it a tensor at a time (header first, then
+//! each tensor's bytes), not serialised whole in memory and then written (which held
+//! about five copies of the state at once: 6.7 GB of resident memory for an 805 MB
+//! state), nor from a second copy read back for it (0.6 copies more here, before).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
@@ -42,7 +44,7 @@ fn peak_of_training(dir: &Path, save: Option<&Path>) -> u64 {
 }
 
 #[test]
-fn writing_a_checkpoint_holds_at_most_the_one_copy_of_the_state_it_reads_back() {
+fn writing_a_checkpoint_holds_no_copy_of_the_state_beyond_the_runs_own() {
     let dir = scratch("checkpoint_memory");
     let save = dir.join("wide.safetensors");
     let without = peak_of_training(&dir, None);
@@ -56,10 +58,10 @@ fn writing_a_checkpoint_holds_at_most_the_one_copy_of_the_state_it_reads_back() 
         extra as f64 / STATE_BYTES as f64,
         STATE_BYTES / 1_000_000
     );
-    // The state read back from the device (which the host plan counts); no serialised
-    // copies of it.
+    // Measured 0.00 copies more (0.6 before the one host copy, 5 before streaming); a
+    // quarter of the state is the allocator's and the page cache's leeway.
     assert!(
-        extra < STATE_BYTES * 3 / 2,
+        extra < STATE_BYTES / 4,
         "writing the checkpoint took {extra} bytes more than training without it (state {STATE_BYTES})"
     );
 }
