@@ -215,14 +215,15 @@ fn inflated(
     bytes.try_reserve_exact(size as usize).map_err(|_| {
         DataError::format(Place::byte(path, at), format!("member `{name}` inflates to {size} bytes, more than this process can hold; save it with np.savez (uncompressed) to stream it"))
     })?;
-    flate2::read::DeflateDecoder::new(file.take(packed))
-        .read_to_end(&mut bytes)
-        .map_err(|e| {
-            DataError::format(
-                Place::byte(path, at),
-                format!("member `{name}` does not inflate: {e}"),
-            )
-        })?;
+    let broken = |why: String| {
+        DataError::format(
+            Place::byte(path, at),
+            format!("member `{name}` does not inflate: {why}"),
+        )
+    };
+    inflate(&mut file.take(packed), &mut bytes, size as usize)
+        .map_err(DataError::io(path))?
+        .map_err(broken)?;
     let mut cursor = std::io::Cursor::new(&bytes);
     let (dtype, shape, offset) = npy_header(path, &mut cursor, 0, size, name)?;
     Ok(Array {
@@ -235,4 +236,102 @@ fn inflated(
             offset: offset as usize,
         },
     })
+}
+
+/// Inflates the raw deflate stream `packed` into `out` (empty, with room reserved for
+/// `size` bytes), a piece of the file at a time. The outer error is the file's; the
+/// inner one says why the stream is not a deflate stream of `size` bytes.
+fn inflate(
+    packed: &mut impl Read,
+    out: &mut Vec<u8>,
+    size: usize,
+) -> std::io::Result<std::result::Result<(), String>> {
+    use miniz_oxide::inflate::stream::{inflate, InflateState};
+    use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
+
+    out.resize(size, 0);
+    let mut state = InflateState::new_boxed(DataFormat::Raw);
+    let mut piece = vec![0u8; 64 << 10];
+    let (mut written, mut ended) = (0, false);
+    while !ended {
+        let n = packed.read(&mut piece)?;
+        let flush = if n == 0 {
+            MZFlush::Finish
+        } else {
+            MZFlush::None
+        };
+        let mut input = &piece[..n];
+        loop {
+            let r = inflate(&mut state, input, &mut out[written..], flush);
+            input = &input[r.bytes_consumed..];
+            written += r.bytes_written;
+            let progress = r.bytes_consumed > 0 || r.bytes_written > 0;
+            match r.status {
+                Ok(MZStatus::StreamEnd) => {
+                    ended = true;
+                    break;
+                }
+                Ok(_) | Err(MZError::Buf) if input.is_empty() && n > 0 => break,
+                Ok(_) | Err(MZError::Buf) if progress => {}
+                // No progress: the output is full and the stream goes on, or the file
+                // ended before the stream did.
+                Ok(_) | Err(MZError::Buf) => {
+                    return Ok(Err(match written == size {
+                        true => format!("it does not end within the {size} bytes its entry says"),
+                        false => format!("the stream ends after {written} of {size} bytes"),
+                    }));
+                }
+                Err(e) => return Ok(Err(format!("{e:?}"))),
+            }
+        }
+    }
+    if written != size {
+        return Ok(Err(format!(
+            "it holds {written} bytes, its entry says {size}"
+        )));
+    }
+    Ok(Ok(()))
+}
+
+#[cfg(test)]
+mod inflate_tests {
+    use super::inflate;
+
+    /// `data` deflated raw (no zlib header), as a zip member holds it.
+    fn deflated(data: &[u8]) -> Vec<u8> {
+        miniz_oxide::deflate::compress_to_vec(data, 6)
+    }
+
+    fn run(packed: &[u8], size: usize) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        inflate(&mut &packed[..], &mut out, size)
+            .unwrap()
+            .map(|()| out)
+    }
+
+    #[test]
+    fn a_member_inflates_to_its_bytes_across_pieces() {
+        // Larger than one piece of input read at a time, and compressible.
+        let data: Vec<u8> = (0..300_000u32)
+            .map(|i| (i % 251) as u8 ^ (i / 997) as u8)
+            .collect();
+        assert_eq!(run(&deflated(&data), data.len()).unwrap(), data);
+        assert_eq!(run(&deflated(&[]), 0).unwrap(), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn a_member_of_another_size_or_cut_short_or_not_deflate_is_refused() {
+        let data = vec![7u8; 10_000];
+        let packed = deflated(&data);
+        let more = run(&packed, 9_000).unwrap_err();
+        assert!(
+            more.contains("does not end within the 9000 bytes"),
+            "{more}"
+        );
+        let fewer = run(&packed, 11_000).unwrap_err();
+        assert!(fewer.contains("10000"), "{fewer}");
+        let cut = run(&packed[..packed.len() / 2], 10_000).unwrap_err();
+        assert!(cut.contains("ends after"), "{cut}");
+        assert!(run(&[0xff; 64], 100).is_err());
+    }
 }
