@@ -12,6 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{arg, example_data, refused, scratch, succeed, tensorfit_command};
+use tensorfit_testing::files::{safetensors, stored_zip};
 
 /// The example model (3 features, 3 classes, LSTM 16) with its head `on`, in `dir`.
 fn model(dir: &Path, on: &str) -> PathBuf {
@@ -79,38 +80,6 @@ fn an_extension_in_capitals_is_read_as_its_format() {
     trains(&model(&dir, "every_step"), &csv);
 }
 
-/// A zip of `members`, stored, as `torch.save` writes one (its CRCs left 0: not read).
-fn stored_zip(members: &[(&str, &[u8])]) -> Vec<u8> {
-    let (mut out, mut central) = (Vec::new(), Vec::new());
-    for (name, data) in members {
-        let at = out.len() as u32;
-        let sizes = [(data.len() as u32).to_le_bytes(); 2].concat();
-        out.extend(0x0403_4b50u32.to_le_bytes());
-        out.extend([20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        out.extend(&sizes);
-        out.extend((name.len() as u16).to_le_bytes());
-        out.extend([0, 0]);
-        out.extend(name.as_bytes());
-        out.extend(*data);
-        central.extend(0x0201_4b50u32.to_le_bytes());
-        central.extend([20, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        central.extend(&sizes);
-        central.extend((name.len() as u16).to_le_bytes());
-        central.extend([0; 12]);
-        central.extend(at.to_le_bytes());
-        central.extend(name.as_bytes());
-    }
-    let (dir_at, dir_len, n) = (out.len() as u32, central.len() as u32, members.len() as u16);
-    out.extend(central);
-    out.extend(0x0605_4b50u32.to_le_bytes());
-    out.extend([0, 0, 0, 0]);
-    out.extend([n.to_le_bytes(), n.to_le_bytes()].concat());
-    out.extend(dir_len.to_le_bytes());
-    out.extend(dir_at.to_le_bytes());
-    out.extend([0, 0]);
-    out
-}
-
 #[test]
 fn a_pytorch_file_is_refused_with_how_to_save_safetensors() {
     let dir = scratch("pytorch_file");
@@ -127,14 +96,6 @@ fn a_pytorch_file_is_refused_with_how_to_save_safetensors() {
         );
         assert!(!e.contains("header length"), "{e}");
     }
-}
-
-/// A safetensors file of `header` and `data` bytes, as written.
-fn safetensors(header: &str, data: &[u8]) -> Vec<u8> {
-    let mut out = (header.len() as u64).to_le_bytes().to_vec();
-    out.extend(header.as_bytes());
-    out.extend(data);
-    out
 }
 
 /// `input` [2, 1, 3] F32 at bytes 0..24, and `rest` of the header.

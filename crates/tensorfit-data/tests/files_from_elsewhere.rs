@@ -14,6 +14,7 @@ use tensorfit_data::{
     format_of, open, CsvSequenceDir, DataError, Format, LabelsPer, LongCsv, Opened, ReadSettings,
     Source, Values,
 };
+use tensorfit_testing::files::{npy, safetensors, stored_zip};
 use tensorfit_testing::repo_file;
 
 fn example(name: &str) -> PathBuf {
@@ -37,60 +38,6 @@ fn error(path: &Path) -> String {
     open(path, &ReadSettings::default())
         .unwrap_err()
         .to_string()
-}
-
-/// A zip of `members`, stored (not compressed), as `zipfile` writes one.
-fn stored_zip(members: &[(&str, &[u8])]) -> Vec<u8> {
-    let (mut out, mut central) = (Vec::new(), Vec::new());
-    for (name, data) in members {
-        let at = out.len() as u32;
-        let sizes = [(data.len() as u32).to_le_bytes(); 2].concat();
-        out.extend(0x0403_4b50u32.to_le_bytes());
-        out.extend([20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]); // version .. crc
-        out.extend(&sizes);
-        out.extend((name.len() as u16).to_le_bytes());
-        out.extend([0, 0]);
-        out.extend(name.as_bytes());
-        out.extend(*data);
-        central.extend(0x0201_4b50u32.to_le_bytes());
-        central.extend([20, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]); // versions .. crc
-        central.extend(&sizes);
-        central.extend((name.len() as u16).to_le_bytes());
-        central.extend([0; 12]); // extra, comment, disk, attributes
-        central.extend(at.to_le_bytes());
-        central.extend(name.as_bytes());
-    }
-    let (dir_at, dir_len, n) = (out.len() as u32, central.len() as u32, members.len() as u16);
-    out.extend(central);
-    out.extend(0x0605_4b50u32.to_le_bytes());
-    out.extend([0, 0, 0, 0]);
-    out.extend([n.to_le_bytes(), n.to_le_bytes()].concat());
-    out.extend(dir_len.to_le_bytes());
-    out.extend(dir_at.to_le_bytes());
-    out.extend([0, 0]);
-    out
-}
-
-/// An `.npy` of `descr` and `shape` holding `data`.
-fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    out.extend(data);
-    out
-}
-
-/// A safetensors file of this header and data section, byte for byte.
-fn safetensors(header: &str, data: &[u8]) -> Vec<u8> {
-    let mut out = (header.len() as u64).to_le_bytes().to_vec();
-    out.extend(header.as_bytes());
-    out.extend(data);
-    out
 }
 
 const INPUT_2X1X1: &str = r#""input":{"dtype":"F32","shape":[2,1,1],"data_offsets":[0,8]}"#;

@@ -10,8 +10,10 @@
 //!   opens each [`Device`] of a suite's list once to see that it can be;
 //! - [`scratch_dir`]: a test process's scratch directory, swept once the process ended;
 //!   [`repo_file`]: a file of the repository (example data, reference files) by its path;
-//! - [`mpirun`]: MPI ranks launched from a test, bounded in time.
+//! - [`mpirun`]: MPI ranks launched from a test, bounded in time;
+//! - [`files`]: zip, `.npy` and safetensors files written byte for byte, as Python does.
 
+pub mod files;
 pub mod mpirun;
 
 pub use tensorfit_core::Rng;
