@@ -160,7 +160,9 @@ impl Backend for CpuBackend {
     }
 
     fn info(&self) -> DeviceInfo {
-        // First: naming the threads starts them, and the memory figures count them.
+        // First: the kernel threads (and their allocator arenas), which the memory
+        // figures count; a pool that cannot start is every kernel call's error.
+        let _ = crate::threads::kernel_pool();
         let name = cpu_model_name();
         let (total, free) = self.ledger.capacity(self.device());
         DeviceInfo {

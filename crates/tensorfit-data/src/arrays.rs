@@ -70,7 +70,8 @@ impl DType {
 
     /// A numpy `descr` (`<f4`, `|u1`, ...), or why it is not read.
     fn from_numpy(descr: &str) -> std::result::Result<DType, String> {
-        let (order, code) = descr.split_at(1.min(descr.len()));
+        // A header read lossily may start with a character of several bytes.
+        let (order, code) = descr.split_at_checked(1).unwrap_or(("", descr));
         let dtype = match code {
             "f2" => Some(DType::F16),
             "f4" => Some(DType::F32),
@@ -393,4 +394,17 @@ pub(crate) fn npy_header(
         )));
     }
     Ok((dtype, shape, offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DType;
+
+    #[test]
+    fn a_numpy_descr_starting_with_a_wide_character_is_refused_not_a_panic() {
+        // What `from_utf8_lossy` makes of a header whose first byte is not UTF-8.
+        assert!(DType::from_numpy("\u{fffd}f4").is_err());
+        assert!(DType::from_numpy("").is_err());
+        assert_eq!(DType::from_numpy("<f4"), Ok(DType::F32));
+    }
 }

@@ -30,11 +30,6 @@ pub enum Format {
 }
 
 impl Format {
-    /// Whether the file holds tensors (safetensors, `.npy`, `.npz`).
-    pub fn is_tensors(self) -> bool {
-        matches!(self, Format::Safetensors | Format::Npy | Format::Npz)
-    }
-
     /// Whether the file is read as text with a character vocabulary (a TSV or a corpus).
     pub fn is_text(self) -> bool {
         matches!(self, Format::Tsv | Format::Text)

@@ -238,9 +238,10 @@ fn inflated(
     })
 }
 
-/// Inflates the raw deflate stream `packed` into `out` (empty, with room reserved for
-/// `size` bytes), a piece of the file at a time. The outer error is the file's; the
-/// inner one says why the stream is not a deflate stream of `size` bytes.
+/// Inflates the raw deflate stream `packed` into `out` (empty), a piece of the file at a
+/// time, `out` growing only as bytes come out (a small file claiming a huge size fails
+/// when it ends, without that memory ever being touched). The outer error is the file's;
+/// the inner one says why the stream is not a deflate stream of `size` bytes.
 fn inflate(
     packed: &mut impl Read,
     out: &mut Vec<u8>,
@@ -249,11 +250,9 @@ fn inflate(
     use miniz_oxide::inflate::stream::{inflate, InflateState};
     use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
 
-    out.resize(size, 0);
     let mut state = InflateState::new_boxed(DataFormat::Raw);
-    let mut piece = vec![0u8; 64 << 10];
-    let (mut written, mut ended) = (0, false);
-    while !ended {
+    let (mut piece, mut chunk) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    loop {
         let n = packed.read(&mut piece)?;
         let flush = if n == 0 {
             MZFlush::Finish
@@ -262,35 +261,38 @@ fn inflate(
         };
         let mut input = &piece[..n];
         loop {
-            let r = inflate(&mut state, input, &mut out[written..], flush);
+            let r = inflate(&mut state, input, &mut chunk, flush);
             input = &input[r.bytes_consumed..];
-            written += r.bytes_written;
+            if out.len() + r.bytes_written > size {
+                return Ok(Err(format!(
+                    "it does not end within the {size} bytes its entry says"
+                )));
+            }
+            out.extend_from_slice(&chunk[..r.bytes_written]);
             let progress = r.bytes_consumed > 0 || r.bytes_written > 0;
             match r.status {
+                Ok(MZStatus::StreamEnd) if out.len() == size => return Ok(Ok(())),
                 Ok(MZStatus::StreamEnd) => {
-                    ended = true;
-                    break;
+                    return Ok(Err(format!(
+                        "it holds {} bytes, its entry says {size}",
+                        out.len()
+                    )))
                 }
+                // More output may be waiting, or more input is needed.
+                Ok(_) | Err(MZError::Buf) if r.bytes_written == chunk.len() => {}
                 Ok(_) | Err(MZError::Buf) if input.is_empty() && n > 0 => break,
                 Ok(_) | Err(MZError::Buf) if progress => {}
-                // No progress: the output is full and the stream goes on, or the file
-                // ended before the stream did.
+                // No progress and nothing more to read: the file ended before the stream.
                 Ok(_) | Err(MZError::Buf) => {
-                    return Ok(Err(match written == size {
-                        true => format!("it does not end within the {size} bytes its entry says"),
-                        false => format!("the stream ends after {written} of {size} bytes"),
-                    }));
+                    return Ok(Err(format!(
+                        "the stream ends after {} of {size} bytes",
+                        out.len()
+                    )))
                 }
                 Err(e) => return Ok(Err(format!("{e:?}"))),
             }
         }
     }
-    if written != size {
-        return Ok(Err(format!(
-            "it holds {written} bytes, its entry says {size}"
-        )));
-    }
-    Ok(Ok(()))
 }
 
 #[cfg(test)]
@@ -333,5 +335,8 @@ mod inflate_tests {
         let cut = run(&packed[..packed.len() / 2], 10_000).unwrap_err();
         assert!(cut.contains("ends after"), "{cut}");
         assert!(run(&[0xff; 64], 100).is_err());
+        // A few bytes claiming 64 GiB: refused when the stream ends, nothing allocated.
+        let huge = run(&packed, 1 << 36).unwrap_err();
+        assert!(huge.contains("holds 10000 bytes"), "{huge}");
     }
 }

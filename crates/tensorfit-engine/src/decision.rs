@@ -238,8 +238,11 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
                 Speed { gflops, costs }
             }
         };
-        let assumed = dev.assumed.is_some();
-        let rows = match plan_device(req, &dev.id, &info, &speed, &host, assumed)? {
+        // What the device has once the job's host bytes are out (the same for every
+        // strategy: micro-batches read their sequences in place), and where that figure
+        // comes from (a cgroup, `ulimit -v`), which the plans and their messages use.
+        let info = seen_by_job(&info, &host, dev.assumed.is_some());
+        let rows = match plan_device(req, &dev.id, &info, &speed)? {
             Ok(rows) => rows,
             Err(why) => {
                 unavailable.push((dev.id, why));
@@ -307,20 +310,15 @@ struct Speed {
 /// The rows one device contributes: its fastest plan (to show why it was rejected, if it
 /// was) and the fastest plan that fits, or else the smallest plan found; or, when no
 /// strategy can be planned on it at all (a tensor of each larger than its largest
-/// buffer), why, so that the device is listed as unusable rather than left out. A device whose
-/// memory is host memory has the job's host bytes (`host`) taken off its free memory
-/// (an `assumed` one, off its own).
+/// buffer), why, so that the device is listed as unusable rather than left out. `info` is
+/// the device as the job sees it ([`seen_by_job`]: where device memory is host memory,
+/// the job's host bytes are off its free memory).
 fn plan_device(
     req: &Request,
     id: &str,
     info: &DeviceInfo,
     speed: &Speed,
-    host: &HostNeed,
-    assumed: bool,
 ) -> Result<std::result::Result<Vec<Row>, String>> {
-    // What the device has once the job's host bytes are out (the same for every strategy:
-    // micro-batches read their sequences in place).
-    let seen = seen_by_job(info, host, assumed);
     let mut options: Vec<(Strategy, TrainOptions, f64)> = strategies(&req.cfg, req.job, req.tbptt)
         .into_iter()
         .map(|s| {
@@ -349,7 +347,7 @@ fn plan_device(
         let plan = plan_job(&req.cfg, &last.1, req.job, Limits::from(info));
         let fits = plan
             .as_ref()
-            .is_ok_and(|p| p.peak_bytes() <= usable_bytes(&seen, req.margin));
+            .is_ok_and(|p| p.peak_bytes() <= usable_bytes(info, req.margin));
         saving_plan = Some((last.0, plan));
         if !fits {
             let fastest = options.first().cloned();
@@ -377,7 +375,7 @@ fn plan_device(
         };
         let c = Candidate::new(
             id.to_string(),
-            &seen,
+            info,
             req.margin,
             s.describe(req.job),
             plan.peak_bytes(),

@@ -193,7 +193,6 @@ pub fn open_device(kind: DeviceKind, index: usize, caps: &MemoryCaps) -> Result<
 }
 
 /// Why a device of `kind` cannot be used in a build without its backend.
-#[allow(dead_code)]
 fn not_built(kind: DeviceKind) -> String {
     format!("not in this build (tensorfit's `{}` feature)", kind.name())
 }

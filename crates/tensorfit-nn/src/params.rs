@@ -13,7 +13,7 @@ use tensorfit_core::{Error, HostTensor, Result, Shape};
 use crate::description::ModelDescription;
 use crate::layers::Init;
 use crate::safetensors_file::SafetensorsFile;
-use crate::safetensors_write::{save_tensors, write_tensors};
+use crate::safetensors_write::write_tensors;
 use tensorfit_core::Rng;
 
 /// Named host tensors, kept in name order.
@@ -165,20 +165,6 @@ impl ParamStore {
         let mut bytes = Vec::new();
         write_tensors(&mut bytes, &refs, &metadata)?;
         Ok(bytes)
-    }
-
-    /// Writes every tensor (names prefixed with `prefix`) with `metadata` to the
-    /// safetensors file `path`, atomically and a tensor at a time: no serialised copy of
-    /// the store is made ([`crate::safetensors_write`]).
-    pub fn save(
-        &self,
-        path: &Path,
-        prefix: &str,
-        metadata: &HashMap<String, String>,
-    ) -> Result<()> {
-        let named = self.prefixed(prefix);
-        let refs: Vec<(&str, &HostTensor)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-        save_tensors(path, &refs, metadata)
     }
 
     /// Every tensor with its name prefixed, in name order.

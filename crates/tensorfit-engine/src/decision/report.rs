@@ -36,15 +36,15 @@ impl Decision {
             0 => String::new(),
             bytes => format!(", gradients averaged over ranks {}", format_bytes(bytes)),
         };
-        let communication = match h.allocator {
-            0 => communication,
+        let allocator = match h.allocator {
+            0 => String::new(),
             bytes => format!(
-                "{communication}, a batch freed and kept by the allocator {}",
+                ", a batch freed and kept by the allocator {}",
                 format_bytes(bytes)
             ),
         };
         let mut s = format!(
-            "host memory: input data {}, the training state's host copy {}{read_ahead}{communication}, this process {} before the job\n",
+            "host memory: input data {}, the training state's host copy {}{read_ahead}{communication}{allocator}, this process {} before the job\n",
             format_bytes(h.inputs),
             format_bytes(h.state),
             format_bytes(self.process_bytes)
