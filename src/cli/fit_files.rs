@@ -7,7 +7,7 @@
 //! (`fit_resume`).
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -295,38 +295,39 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     }
     drop(resumed);
 
-    let save =
-        |session: &mut Session, path: &Path, at: Option<(Position, &CarriedState)>| -> Result<()> {
-            let schedule = session.trainer.schedule_state();
-            // The session's host copy of the state: no copy more while it is written.
-            let ck = session.state()?;
-            ck.extra.clear();
-            if let Some((p, carried)) = at {
-                p.store(&mut ck.extra);
-                carried.store(&mut ck.extra);
-            }
-            settings.store(&mut ck.extra);
-            identities.store(&mut ck.extra);
-            optim_settings.store(&mut ck.extra);
-            schedule.store(&mut ck.extra);
-            if let Some(v) = &files.vocab {
-                v.store(&mut ck.extra);
-            }
-            ck.save(path)?;
-            Ok(())
-        };
+    // The state is read from the device once, then written to each of `paths`.
+    let save = |session: &mut Session,
+                paths: &[PathBuf],
+                at: Option<(Position, &CarriedState)>|
+     -> Result<()> {
+        let schedule = session.trainer.schedule_state();
+        // The session's host copy of the state: no copy more while it is written.
+        let ck = session.state()?;
+        ck.extra.clear();
+        if let Some((p, carried)) = at {
+            p.store(&mut ck.extra);
+            carried.store(&mut ck.extra);
+        }
+        settings.store(&mut ck.extra);
+        identities.store(&mut ck.extra);
+        optim_settings.store(&mut ck.extra);
+        schedule.store(&mut ck.extra);
+        if let Some(v) = &files.vocab {
+            v.store(&mut ck.extra);
+        }
+        for path in paths {
+            ck.save(path)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    };
     let outputs: Vec<PathBuf> = ck_dir
         .as_ref()
         .map(|d| d.checkpoint_path())
         .into_iter()
         .chain(a.save.clone())
         .collect();
-    let save_all = |session: &mut Session| -> Result<()> {
-        for p in &outputs {
-            save(session, p, None).with_context(|| format!("writing {}", p.display()))?;
-        }
-        Ok(())
-    };
+    let save_all = |session: &mut Session| -> Result<()> { save(session, &outputs, None) };
     if !a.json {
         errln!(
             "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps{}",
@@ -353,7 +354,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     let save_last = |session: &mut Session, at: Position, carried: &CarriedState| -> Result<()> {
         let at = Some((at, carried));
         match &last_file {
-            Some(p) => save(session, p, at).with_context(|| format!("writing {}", p.display())),
+            Some(p) => save(session, std::slice::from_ref(p), at),
             None => Ok(()),
         }
     };

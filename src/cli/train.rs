@@ -220,15 +220,6 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             )
         })?;
     check_task(&cfg)?;
-    // Every output is checked before the first step: a run that cannot save is refused
-    // now, not after hours of training.
-    // Held to the end, as the checkpoint directory is: a second run saving to the same
-    // file is refused now, not silently replaced by whichever finishes last.
-    let _save_lock = a
-        .save
-        .as_deref()
-        .map(|p| claim_output("--save", p))
-        .transpose()?;
     let job = Job::Train {
         // Each rank plans for its own rows of the global batch.
         batch: ranks::local_batch(&ranks, settings.batch),
@@ -259,6 +250,16 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         task: rank_agree::Task::Builtin { last, per_batch },
     };
     rank_agree::agree(&mut ranks, &run)?;
+    // Every output is checked before the first step (after the ranks agree, so that a
+    // refusal on rank 0 is not a rank leaving alone): a run that cannot save is refused
+    // now, not after hours of training. Held to the end, as the checkpoint directory is:
+    // a second run saving to the same file is refused now, not silently replaced by
+    // whichever finishes last.
+    let _save_lock = a
+        .save
+        .as_deref()
+        .map(|p| claim_output("--save", p))
+        .transpose()?;
     let ck_dir = match root {
         true => open_checkpoint_dir(&a, resumed.as_ref(), &settings, start)?,
         false => None,
