@@ -136,7 +136,11 @@ pub struct GpuModel {
 }
 
 /// A device that can hold buffers and run ops. See the module documentation.
-pub trait Backend {
+///
+/// `Send`: a run open on a device moves between threads with it (the front door's
+/// `Runner` and `Stream` are `Send`, so an app can train on a worker thread). Not `Sync`:
+/// a backend's calls change the device's state one at a time.
+pub trait Backend: Send {
     /// Short device name for messages and tables, such as `cpu`.
     fn name(&self) -> String;
 
