@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let description = ModelDescription::lstm_language_model(vocab.len(), 64, 1);
     let training = Training {
-        tbptt: WINDOW,
+        tbptt: Some(WINDOW),
         optim: OptimConfig::adam(0.02),
         ..Training::default()
     };

@@ -316,7 +316,7 @@ fn a_checkpoint_whose_weights_are_not_its_models_is_refused_on_load() {
 #[test]
 fn a_training_setting_out_of_range_names_the_setting() {
     let zero = Training {
-        tbptt: 0,
+        tbptt: Some(0),
         ..Training::default()
     };
     bad_input(

@@ -189,9 +189,10 @@ fn padded_lengths_longer_than_the_batch_or_zero_name_the_sequence() {
 #[test]
 fn truncation_lengths_longer_or_not_dividing_the_sequence_still_train() {
     for (tbptt, tbptt_mode) in [
-        (usize::MAX, tensorfit::nn::TbpttMode::Last),
-        (4, tensorfit::nn::TbpttMode::Windows),
-        (usize::MAX, tensorfit::nn::TbpttMode::Windows),
+        (Some(usize::MAX), tensorfit::nn::TbpttMode::Last),
+        (Some(4), tensorfit::nn::TbpttMode::Windows),
+        (Some(usize::MAX), tensorfit::nn::TbpttMode::Windows),
+        (None, tensorfit::nn::TbpttMode::Windows),
     ] {
         let t = Training {
             tbptt,
@@ -200,7 +201,7 @@ fn truncation_lengths_longer_or_not_dividing_the_sequence_still_train() {
         };
         let mut run = small().with_training(t).open(TRAIN, &cpu()).unwrap();
         let step = run.train_step(&batch(), &[0.0; 4]).unwrap();
-        assert!(step.loss.is_finite(), "{tbptt} {tbptt_mode:?}");
+        assert!(step.loss.is_finite(), "{tbptt:?} {tbptt_mode:?}");
     }
 }
 

@@ -136,3 +136,45 @@ fn bad_files_and_bad_input_are_told_apart() {
         other => panic!("expected bad input, got {other:?}"),
     }
 }
+
+#[test]
+fn training_backpropagates_through_the_whole_sequence_unless_told_to_truncate() {
+    // 60 steps, longer than any fixed default truncation would be.
+    let labels: Vec<f32> = (0..8).map(|i| (i % 6) as f32).collect();
+    let inputs = labels
+        .iter()
+        .map(|&c| (0..60 * 152).map(|k| f32::from(k == c as usize)).collect())
+        .collect();
+    let data = Sequences::new(inputs, labels, 152).expect("sequences");
+    let losses = |tbptt: Option<usize>| {
+        let training = tensorfit::Training {
+            tbptt,
+            ..tensorfit::Training::default()
+        };
+        let job = Job::Train {
+            batch: 4,
+            seq_len: 60,
+            eval: None,
+        };
+        let mut run = small()
+            .with_training(training)
+            .open(job, &DevicePolicy::only_cpu())
+            .expect("open");
+        let mut losses = Vec::new();
+        run.fit(data.batches(4, 2, 3), |s| {
+            losses.push(s.loss.to_bits());
+            Control::Continue
+        })
+        .expect("fit");
+        losses
+    };
+    let default = losses(tensorfit::Training::default().tbptt);
+    assert_eq!(
+        default,
+        losses(Some(60)),
+        "the default is the whole sequence"
+    );
+    // Truncated to the last 50 steps, the first step's gradient differs, so the second
+    // step's loss does.
+    assert_ne!(default[1..], losses(Some(50))[1..]);
+}

@@ -225,17 +225,17 @@ pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<Session>
 /// Plans `job` of `model` on the devices the flags allow, prints the choice (unless
 /// quiet), and opens the run through the library's front door.
 pub fn open(model: &tensorfit::Model, job: Job, dev: &DeviceArgs, quiet: bool) -> Result<Runner> {
-    let t = model.training();
-    let mut req = request(model.description().clone(), job, t.tbptt, t.optim, dev)?;
-    req.tbptt_mode = t.tbptt_mode;
-    req.seed = t.seed;
-    open_request(model, req, quiet)
+    started(model.plan(job, &dev.policy()?)?, model, quiet)
 }
 
 /// [`open`] with a request made in full (settings the library's `Training` does not
 /// hold: data-parallel ranks).
 pub fn open_request(model: &tensorfit::Model, req: Request, quiet: bool) -> Result<Runner> {
-    let plan = tensorfit::Plan::from_request(req)?;
+    started(tensorfit::Plan::from_request(req)?, model, quiet)
+}
+
+/// Prints `plan`'s choice (unless quiet) and opens `model`'s run on it.
+fn started(plan: tensorfit::Plan, model: &tensorfit::Model, quiet: bool) -> Result<Runner> {
     if !quiet {
         err!("{}", plan.table());
     }

@@ -266,7 +266,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     };
     let interrupts = Interrupts::install()?;
     let training = Training {
-        tbptt: settings.tbptt,
+        tbptt: Some(settings.tbptt),
         tbptt_mode: settings.tbptt_mode,
         optim,
         seed: settings.seed,

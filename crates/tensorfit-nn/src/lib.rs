@@ -12,6 +12,7 @@
 
 pub mod atomic_file;
 mod batch_input;
+pub mod builder;
 pub mod builtin_task;
 pub mod checkpoint;
 pub mod description;
@@ -42,6 +43,7 @@ mod train_graph;
 pub mod trainer;
 mod update_graph;
 
+pub use builder::{BuildError, ModelBuilder};
 pub use builtin_task::BuiltinTask;
 pub use checkpoint::Checkpoint;
 pub use description::{

@@ -351,15 +351,24 @@ impl TrainOptions {
 /// What a run will do, so that every program it needs can be planned before it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Job {
-    /// Training steps on `[seq_len, batch]` minibatches, with evaluations on
-    /// `[eval_seq_len, eval_batch]` if `eval` is given.
+    /// Training steps on minibatches of `batch` sequences of `seq_len` steps, with
+    /// evaluations between them if `eval` is given.
     Train {
+        /// Sequences per training step.
         batch: usize,
+        /// Steps per training sequence (for padded data: the longest).
         seq_len: usize,
+        /// The evaluations run between training steps, as `(batch, seq_len)` (sequences,
+        /// steps each); `None`: training only.
         eval: Option<(usize, usize)>,
     },
-    /// Evaluation (or prediction) of `[seq_len, batch]` inputs.
-    Eval { batch: usize, seq_len: usize },
+    /// Evaluation (or prediction) of `batch` sequences of `seq_len` steps.
+    Eval {
+        /// Sequences per evaluation.
+        batch: usize,
+        /// Steps per sequence (for padded data: the longest).
+        seq_len: usize,
+    },
 }
 
 impl Job {

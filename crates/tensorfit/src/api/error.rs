@@ -81,3 +81,9 @@ impl From<tensorfit_nn::DescriptionError> for Error {
         e.into_error().into()
     }
 }
+
+impl From<tensorfit_nn::BuildError> for Error {
+    fn from(e: tensorfit_nn::BuildError) -> Self {
+        tensorfit_core::Error::from(e).into()
+    }
+}

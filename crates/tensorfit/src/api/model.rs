@@ -17,8 +17,11 @@ use crate::nn::Job;
 /// learning-rate schedule).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Training {
-    /// Gradients flow through at most this many steps of a sequence.
-    pub tbptt: usize,
+    /// Truncated backpropagation through time: gradients flow through at most this many
+    /// steps of a sequence. `None` (the default, as in PyTorch and Keras): through the
+    /// whole sequence, the job's length; where that does not fit, the planner recomputes
+    /// activations or streams rather than truncate.
+    pub tbptt: Option<usize>,
     /// Whether a long sequence trains on its last `tbptt` steps (one update) or in
     /// windows of `tbptt` steps, an update each (DL4J's truncated BPTT).
     pub tbptt_mode: TbpttMode,
@@ -29,10 +32,10 @@ pub struct Training {
 }
 
 impl Default for Training {
-    /// Truncated BPTT over the last 50 steps, Adam at PyTorch's defaults, seed 0.
+    /// Backpropagation through the whole sequence, Adam at PyTorch's defaults, seed 0.
     fn default() -> Self {
         Training {
-            tbptt: 50,
+            tbptt: None,
             tbptt_mode: TbpttMode::Last,
             optim: OptimConfig::default(),
             seed: 0,

@@ -22,7 +22,13 @@ pub struct Plan {
 impl Plan {
     pub(crate) fn new(model: &Model, job: Job, devices: &DevicePolicy) -> Result<Plan> {
         let t = model.training();
-        let mut request = devices.request(model.description().clone(), job, (t.tbptt, t.optim));
+        // Full BPTT: through the training sequences' whole length (an evaluation-only job
+        // has no gradients; any length serves).
+        let whole = match job {
+            Job::Train { seq_len, .. } | Job::Eval { seq_len, .. } => seq_len,
+        };
+        let tbptt = t.tbptt.unwrap_or(whole);
+        let mut request = devices.request(model.description().clone(), job, (tbptt, t.optim));
         request.tbptt_mode = t.tbptt_mode;
         request.seed = t.seed;
         Plan::from_request(request)

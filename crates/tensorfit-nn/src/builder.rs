@@ -1,0 +1,387 @@
+//! Building a [`ModelDescription`] in code, part by part, as a description file reads:
+//! the input, the recurrent stack, the head's layers, the loss.
+//!
+//! ```
+//! use tensorfit_core::Activation;
+//! use tensorfit_nn::ModelDescription;
+//!
+//! // A 2-layer GRU regressor of 2 values from 3 features per step, with a dense layer
+//! // between the stack and the output.
+//! let model = ModelDescription::builder()
+//!     .features(3)
+//!     .gru(32, 2)
+//!     .dense(16, Activation::Relu)
+//!     .regress(2)
+//!     .build()
+//!     .unwrap();
+//! assert_eq!(model.head.layers[0].name, "head.0");
+//! ```
+//!
+//! What the builder leaves out takes the description file's default: no dropout, the head
+//! on the last step, head layers named `head.{i}` (their index, as `nn.Sequential` names
+//! them). `build` checks the whole description ([`ModelDescription::validate`]) and names
+//! the field at fault, as the file's parser does.
+
+use std::fmt;
+
+use tensorfit_core::Activation;
+
+use crate::description::{
+    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    ModelDescription, RecurrentSpec,
+};
+use crate::description_check::InvalidDescription;
+
+/// A [`ModelDescription`] being built; start with [`ModelDescription::builder`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build`"]
+pub struct ModelBuilder {
+    input: Option<InputSpec>,
+    recurrent: Option<(Cell, usize, usize)>,
+    dropout: f32,
+    on: HeadOn,
+    layers: Vec<(Option<String>, Layer)>,
+    loss: Option<LossSpec>,
+}
+
+/// A head layer as given, its dropout rate not yet checked.
+#[derive(Debug, Clone, Copy)]
+enum Layer {
+    BatchNorm,
+    Dense(usize, Activation),
+    Dropout(f32),
+}
+
+/// Why [`ModelBuilder::build`] gave no description.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A part every model needs was not given: `input` (`features`, `tokens`), `recurrent`
+    /// (`lstm`, `gru`) or `loss` (`classify`, `regress`).
+    Missing { part: &'static str },
+    /// A dropout probability outside `0 <= p < 1`, with the field it was given for.
+    Dropout { field: String, p: f32 },
+    /// The description fails its checks.
+    Invalid(InvalidDescription),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Missing { part } => write!(
+                f,
+                "the model has no `{part}`: {}",
+                match *part {
+                    "input" => "call `features(n)` or `tokens(vocab)`",
+                    "recurrent" => "call `lstm(hidden, layers)` or `gru(hidden, layers)`",
+                    _ => "call `classify(classes)` or `regress(outputs)`",
+                }
+            ),
+            BuildError::Dropout { field, p } => write!(
+                f,
+                "`{field}` = {p}: must be at least 0 and less than 1 (the probability of dropping an element)"
+            ),
+            BuildError::Invalid(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Invalid(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<InvalidDescription> for BuildError {
+    fn from(e: InvalidDescription) -> BuildError {
+        BuildError::Invalid(e)
+    }
+}
+
+impl From<BuildError> for tensorfit_core::Error {
+    fn from(e: BuildError) -> tensorfit_core::Error {
+        tensorfit_core::Error::input(format!("model description: {e}"))
+    }
+}
+
+impl ModelDescription {
+    /// A builder of a description: see [`ModelBuilder`].
+    pub fn builder() -> ModelBuilder {
+        ModelBuilder {
+            input: None,
+            recurrent: None,
+            dropout: 0.0,
+            on: HeadOn::LastStep,
+            layers: Vec::new(),
+            loss: None,
+        }
+    }
+}
+
+impl ModelBuilder {
+    /// `n` f32 values per step (`[input] kind = "dense"`).
+    pub fn features(mut self, n: usize) -> Self {
+        self.input = Some(InputSpec::Dense { features: n });
+        self
+    }
+
+    /// One token id in `0..vocab` per step, one-hot into the first recurrent layer
+    /// (`kind = "tokens"`, never materialised).
+    pub fn tokens(mut self, vocab: usize) -> Self {
+        self.input = Some(InputSpec::Tokens {
+            vocab,
+            embedding: None,
+        });
+        self
+    }
+
+    /// Token ids through `nn.Embedding(vocab, dim)` (`embedding = dim`).
+    pub fn embedded_tokens(mut self, vocab: usize, dim: usize) -> Self {
+        self.input = Some(InputSpec::Tokens {
+            vocab,
+            embedding: Some(dim),
+        });
+        self
+    }
+
+    /// `layers` stacked `nn.LSTM` layers of `hidden` units.
+    pub fn lstm(mut self, hidden: usize, layers: usize) -> Self {
+        self.recurrent = Some((Cell::Lstm, hidden, layers));
+        self
+    }
+
+    /// `layers` stacked `nn.GRU` layers of `hidden` units.
+    pub fn gru(mut self, hidden: usize, layers: usize) -> Self {
+        self.recurrent = Some((Cell::Gru, hidden, layers));
+        self
+    }
+
+    /// PyTorch's `dropout=` of the stack: on every recurrent layer's output but the
+    /// last, in training only.
+    pub fn recurrent_dropout(mut self, p: f32) -> Self {
+        self.dropout = p;
+        self
+    }
+
+    /// The head reads every step (tagging, language models) instead of the last.
+    pub fn every_step(mut self) -> Self {
+        self.on = HeadOn::EveryStep;
+        self
+    }
+
+    /// `nn.Linear` to `units`, then `activation`.
+    pub fn dense(self, units: usize, activation: Activation) -> Self {
+        self.layer(Layer::Dense(units, activation))
+    }
+
+    /// `nn.BatchNorm1d` over the features (eps 1e-5, momentum 0.1).
+    pub fn batch_norm(self) -> Self {
+        self.layer(Layer::BatchNorm)
+    }
+
+    /// `nn.Dropout(p)` in the head, in training only.
+    pub fn dropout(self, p: f32) -> Self {
+        self.layer(Layer::Dropout(p))
+    }
+
+    /// Names the head layer added last (its tensors are `name.weight`, ...), for a
+    /// checkpoint whose names are fixed elsewhere; without it, `head.{i}`.
+    pub fn named(mut self, name: &str) -> Self {
+        if let Some(last) = self.layers.last_mut() {
+            last.0 = Some(name.to_string());
+        }
+        self
+    }
+
+    /// Softmax cross-entropy over `classes` (labels are class ids).
+    pub fn classify(mut self, classes: usize) -> Self {
+        self.loss = Some(LossSpec::SoftmaxCrossEntropy { classes });
+        self
+    }
+
+    /// Mean squared error over `outputs` values (regression).
+    pub fn regress(mut self, outputs: usize) -> Self {
+        self.loss = Some(LossSpec::MeanSquaredError { outputs });
+        self
+    }
+
+    fn layer(mut self, layer: Layer) -> Self {
+        self.layers.push((None, layer));
+        self
+    }
+
+    /// The description, checked as a description file's is.
+    pub fn build(self) -> Result<ModelDescription, BuildError> {
+        let input = self.input.ok_or(BuildError::Missing { part: "input" })?;
+        let (cell, hidden, layers) = self
+            .recurrent
+            .ok_or(BuildError::Missing { part: "recurrent" })?;
+        let loss = self.loss.ok_or(BuildError::Missing { part: "loss" })?;
+        let rate = |field: String, p: f32| {
+            DropoutRate::new(p).map_err(|_| BuildError::Dropout { field, p })
+        };
+        let dropout = rate("recurrent.dropout".into(), self.dropout)?;
+        let mut head = Vec::with_capacity(self.layers.len());
+        for (i, (name, layer)) in self.layers.into_iter().enumerate() {
+            let kind = match layer {
+                Layer::BatchNorm => HeadLayerKind::BatchNorm,
+                Layer::Dense(units, activation) => HeadLayerKind::Dense { units, activation },
+                Layer::Dropout(p) => HeadLayerKind::Dropout {
+                    p: rate(format!("head.layers[{i}].p"), p)?,
+                },
+            };
+            let name = name.unwrap_or_else(|| format!("head.{i}"));
+            head.push(HeadLayer { name, kind });
+        }
+        let description = ModelDescription {
+            input,
+            recurrent: RecurrentSpec {
+                cell,
+                hidden,
+                layers,
+                dropout,
+            },
+            head: HeadSpec {
+                on: self.on,
+                layers: head,
+            },
+            loss,
+        };
+        description.validate()?;
+        Ok(description)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::path::Path;
+
+    use super::*;
+
+    fn from_toml(text: &str) -> ModelDescription {
+        ModelDescription::from_toml(text, Path::new("model.toml")).unwrap()
+    }
+
+    #[test]
+    fn the_seed_network_built_is_the_seed_preset() {
+        let built = ModelDescription::builder()
+            .features(152)
+            .lstm(250, 3)
+            .batch_norm()
+            .named("bn1")
+            .dense(100, Activation::Tanh)
+            .named("dense")
+            .batch_norm()
+            .named("bn2")
+            .classify(6)
+            .build()
+            .unwrap();
+        assert_eq!(built, ModelDescription::seed());
+    }
+
+    #[test]
+    fn a_built_model_is_the_one_its_description_file_gives() {
+        let built = ModelDescription::builder()
+            .embedded_tokens(77, 16)
+            .gru(64, 2)
+            .recurrent_dropout(0.25)
+            .every_step()
+            .dense(32, Activation::Relu)
+            .dropout(0.5)
+            .regress(3)
+            .build()
+            .unwrap();
+        let file = from_toml(
+            r#"
+            [input]
+            kind = "tokens"
+            vocab = 77
+            embedding = 16
+            [recurrent]
+            cell = "gru"
+            hidden = 64
+            layers = 2
+            dropout = 0.25
+            [head]
+            on = "every_step"
+            layers = [
+              { kind = "dense", units = 32, activation = "relu" },
+              { kind = "dropout", p = 0.5 },
+            ]
+            [loss]
+            kind = "mse"
+            outputs = 3
+            "#,
+        );
+        assert_eq!(built, file);
+        let lstm = ModelDescription::builder()
+            .features(10)
+            .lstm(8, 2)
+            .classify(4);
+        assert_eq!(
+            lstm.build().unwrap(),
+            ModelDescription::lstm_classifier(10, 8, 2, 4)
+        );
+    }
+
+    #[test]
+    fn what_is_missing_or_wrong_is_named() {
+        let b = ModelDescription::builder;
+        let missing = |e: BuildError| match e {
+            BuildError::Missing { part } => part,
+            other => panic!("{other}"),
+        };
+        assert_eq!(
+            missing(b().lstm(8, 1).classify(2).build().unwrap_err()),
+            "input"
+        );
+        assert_eq!(
+            missing(b().features(3).classify(2).build().unwrap_err()),
+            "recurrent"
+        );
+        assert_eq!(
+            missing(b().features(3).gru(8, 1).build().unwrap_err()),
+            "loss"
+        );
+        let e = b()
+            .features(3)
+            .gru(8, 2)
+            .dense(4, Activation::Tanh)
+            .dropout(1.0)
+            .classify(2)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            BuildError::Dropout {
+                field: "head.layers[1].p".into(),
+                p: 1.0
+            }
+        );
+        let e = b().features(3).gru(0, 2).classify(2).build().unwrap_err();
+        assert!(
+            matches!(&e, BuildError::Invalid(i) if i.field() == Some("recurrent.hidden")),
+            "{e}"
+        );
+        let e = b().features(3).lstm(8, 1).recurrent_dropout(0.2).regress(1);
+        assert!(e
+            .build()
+            .unwrap_err()
+            .to_string()
+            .contains("recurrent.dropout"));
+        let e = b()
+            .features(3)
+            .lstm(8, 1)
+            .batch_norm()
+            .named("out")
+            .classify(2)
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("head.layers[0].name"), "{e}");
+    }
+}
