@@ -8,9 +8,10 @@
 //! device in ways a FLOP count does not capture: a batch of one leaves GEMM units idle,
 //! a hidden size of 1024 streams 16 MiB of recurrent weights per step, a small network
 //! is dominated by fixed costs. So on the CPU the costs are *measured*: the model's own
-//! evaluation and training programs run at a batch of the job's size for
-//! [`SHORT`] steps and for a longer run (up to [`LONG_MAX`] steps), and the two times
-//! give the fixed and per-step parts ([`Linear`]). Measurements are cached with the throughput figures (`calibrate.rs`),
+//! evaluation and training programs run at a batch of the job's size (at most
+//! [`MEASURE_BATCH`] rows: more rows cost in proportion) for [`SHORT`] steps and for a
+//! longer run (up to [`LONG_MAX`] steps), and the two times give the fixed and per-step
+//! parts ([`Linear`]). Measurements are cached with the throughput figures (`calibrate.rs`),
 //! so a shape is measured once per build and machine.
 //!
 //! GPUs keep the FLOP model (FLOPs over the device's measured GEMM throughput plus a
@@ -36,6 +37,10 @@ pub const SHORT: usize = 4;
 pub const LONG_MAX: usize = 64;
 /// The long measured run stops growing once it takes this many seconds.
 pub const LONG_SECONDS: f64 = 0.1;
+/// The most rows a measured run has. A larger batch costs in proportion to its rows
+/// (the GEMMs are past the rows where more of them are cheaper per row), so a plan
+/// measures, allocates and takes the same time whatever the job's batch.
+pub const MEASURE_BATCH: usize = 64;
 
 /// Seconds of one program run over `steps` time steps: `fixed + per_step · steps`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -62,12 +67,21 @@ impl Linear {
     fn at(&self, steps: usize) -> f64 {
         self.fixed.max(MIN_SECONDS_PER_RUN) + self.per_step * steps as f64
     }
+
+    /// Both parts times `factor`.
+    fn scaled(&self, factor: f64) -> Linear {
+        Linear {
+            fixed: self.fixed * factor,
+            per_step: self.per_step * factor,
+        }
+    }
 }
 
 /// Measured program costs of one model at one batch size on one device.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProgramCosts {
-    /// The batch size the costs were measured at.
+    /// The batch size the costs were measured at: the job's, at most
+    /// [`MEASURE_BATCH`].
     pub batch: usize,
     /// An inference run (carry or evaluation chunk) at `batch`.
     pub infer: Linear,
@@ -114,6 +128,7 @@ impl ProgramCosts {
             Job::Train { batch, seq_len, .. } => (batch, seq_len, true),
             Job::Eval { batch, seq_len } => (batch, seq_len, false),
         };
+        let batch = batch.min(MEASURE_BATCH);
         // A plan must not become a benchmark: where even the shortest measurement (its
         // warm-up and one timed run of each length) would take longer than
         // MAX_MEASURE_SECONDS by the FLOP model, the FLOP model estimates instead.
@@ -179,7 +194,10 @@ impl ProgramCosts {
             | ProgramKind::TrainCarry
             | ProgramKind::Grads
             | ProgramKind::StackGrads => {
-                let train = self.train.unwrap_or(infer).at(key.steps);
+                let train = self
+                    .train
+                    .map_or(infer, |t| t.scaled(self.rows_share(key.batch)))
+                    .at(key.steps);
                 // Recomputation runs the segment's forward a second time.
                 match key.recompute {
                     Some(_) => train + infer.per_step * key.steps as f64,
@@ -192,13 +210,19 @@ impl ProgramCosts {
         }
     }
 
-    /// Inference costs at `rows` sequences: measured at the job's batch and at one,
-    /// linear in between, and never cheaper per row than the whole batch (fewer rows
+    /// How many times the measured batch's cost `rows` rows cost: in proportion past the
+    /// measured batch, else the measured batch's (training runs at the measured batch).
+    fn rows_share(&self, rows: usize) -> f64 {
+        (rows as f64 / self.batch.max(1) as f64).max(1.0)
+    }
+
+    /// Inference costs at `rows` sequences: measured at the job's batch (at most
+    /// [`MEASURE_BATCH`], more rows in proportion) and at one, linear in between, and never cheaper per row than the whole batch (fewer rows
     /// are never more efficient; a noisy measurement at one row must not make
     /// micro-batches look faster than the batch they split).
     fn infer_at(&self, rows: usize) -> Linear {
         if rows >= self.batch || self.batch <= 1 {
-            return self.infer;
+            return self.infer.scaled(self.rows_share(rows));
         }
         let share = rows as f64 / self.batch as f64;
         let w = (rows.max(1) - 1) as f64 / (self.batch - 1) as f64;
@@ -221,16 +245,17 @@ pub fn estimate_seconds(
     gflops: f64,
     costs: Option<&ProgramCosts>,
 ) -> f64 {
-    let runs = opts.step_programs(cfg, job);
+    let runs = opts.step_runs(cfg, job);
     if let Some(costs) = costs {
-        return runs.iter().map(|k| costs.run(k)).sum();
+        return runs.iter().map(|(k, n)| costs.run(k) * *n as f64).sum();
     }
     let per_run = match kind {
         DeviceKind::Cpu => FLOP_MODEL_RUN_SECONDS_CPU,
         DeviceKind::Wgpu | DeviceKind::Cuda => FLOP_MODEL_RUN_SECONDS_GPU,
     };
     let flops = opts.step_flops(cfg, job);
-    flops / (gflops.max(1e-3) * 1e9) + runs.len() as f64 * per_run
+    let count: u64 = runs.iter().map(|&(_, n)| n).sum();
+    flops / (gflops.max(1e-3) * 1e9) + count as f64 * per_run
 }
 
 /// Times the evaluation (or training) program of `cfg` at `batch` on `backend` over
@@ -378,8 +403,9 @@ mod tests {
 
     #[test]
     fn a_shape_too_large_to_measure_quickly_is_left_to_the_flop_model() {
-        // 100,000 sequences of the seed network: seconds per measured step. The backend
-        // is never opened (opening would fail the call).
+        // An LSTM of 16,384 units: seconds per measured step even at MEASURE_BATCH rows
+        // (a large batch alone is measured at that many rows). The backend is never
+        // opened (opening would fail the call).
         let job = Job::Eval {
             batch: 100_000,
             seq_len: 2000,
@@ -390,7 +416,7 @@ mod tests {
         let costs = ProgramCosts::for_job(
             DeviceKind::Cpu,
             "test cpu",
-            &ModelDescription::seed(),
+            &ModelDescription::lstm_classifier(152, 16_384, 1, 6),
             job,
             100.0,
             open,

@@ -252,100 +252,146 @@ impl TrainOptions {
         batch: usize,
         steps: usize,
     ) -> Vec<ProgramKey> {
+        expand(&self.train_runs(model, batch, steps))
+    }
+
+    /// [`Self::train_programs`] as runs ([`Runs`]), in order.
+    pub fn train_runs(&self, model: &ModelDescription, batch: usize, steps: usize) -> Runs {
         if self.split_update {
-            return self.split_programs(batch, steps);
+            return self.split_runs(batch, steps);
         }
         let train = |kind, len: usize| ProgramKey {
             recompute: self.recompute.filter(|&r| r < len),
             ..self.key(kind, batch, len)
         };
-        let windows = windows(steps, self.tbptt);
+        let windows = window_runs(steps, self.tbptt);
         let last = match self.tbptt_mode {
             TbpttMode::Last => self.tbptt.min(steps),
-            TbpttMode::Windows => windows.last().copied().unwrap_or(steps),
+            TbpttMode::Windows => windows.last().map_or(steps, |&(len, _)| len),
         };
-        let mut keys: Vec<ProgramKey> = match (self.tbptt_mode, model.head.on) {
-            (TbpttMode::Windows, HeadOn::EveryStep) => windows[..windows.len().saturating_sub(1)]
-                .iter()
-                .map(|&len| train(ProgramKind::TrainCarry, len))
-                .collect(),
-            _ => carry_chunks(steps - last, self.chunk)
+        let mut runs: Runs = match (self.tbptt_mode, model.head.on) {
+            (TbpttMode::Windows, HeadOn::EveryStep) => without_last(windows)
                 .into_iter()
-                .map(|s| self.key(ProgramKind::Carry, batch, s))
+                .map(|(len, n)| (train(ProgramKind::TrainCarry, len), n))
+                .collect(),
+            _ => chunk_runs(steps - last, self.chunk)
+                .into_iter()
+                .map(|(s, n)| (self.key(ProgramKind::Carry, batch, s), n))
                 .collect(),
         };
         let kind = match self.carry_across {
             true => ProgramKind::TrainCarry,
             false => ProgramKind::Train,
         };
-        keys.push(train(kind, last));
-        keys
+        runs.push((train(kind, last), 1));
+        runs
     }
 
     /// The optimizer updates one training step over `[steps, batch]` takes: one per
     /// window with windowed truncated BPTT and a head on every step, else one.
     pub fn updates_per_step(&self, model: &ModelDescription, steps: usize) -> usize {
-        self.train_programs(model, 1, steps)
+        let updates: u64 = self
+            .train_runs(model, 1, steps)
             .iter()
-            .filter(|k| {
-                matches!(
-                    k.kind,
-                    ProgramKind::Train | ProgramKind::TrainCarry | ProgramKind::Update
-                )
-            })
-            .count()
+            .filter(|(k, _)| k.kind.trains())
+            .map(|&(_, n)| n)
+            .sum();
+        usize::try_from(updates).unwrap_or(usize::MAX)
     }
 
     /// The programs of a data-parallel training step (`split_update`; truncated BPTT in
     /// mode [`TbpttMode::Last`], which `validate` requires): the carried chunks, the last
     /// segment up to its gradients (split at the head with `sync_batch_norm`), then the
     /// update from the gradients averaged over ranks.
-    fn split_programs(&self, batch: usize, steps: usize) -> Vec<ProgramKey> {
+    fn split_runs(&self, batch: usize, steps: usize) -> Runs {
         let last = self.tbptt.min(steps);
-        let mut keys: Vec<ProgramKey> = carry_chunks(steps - last, self.chunk)
+        let mut runs: Runs = chunk_runs(steps - last, self.chunk)
             .into_iter()
-            .map(|s| self.key(ProgramKind::Carry, batch, s))
+            .map(|(s, n)| (self.key(ProgramKind::Carry, batch, s), n))
             .collect();
         if let Some(global) = self.sync_batch_norm {
-            keys.extend([
-                self.key(ProgramKind::HeadInput, batch, last),
-                self.key(ProgramKind::Head, global, 0),
-                self.key(ProgramKind::StackGrads, batch, last),
+            runs.extend([
+                (self.key(ProgramKind::HeadInput, batch, last), 1),
+                (self.key(ProgramKind::Head, global, 0), 1),
+                (self.key(ProgramKind::StackGrads, batch, last), 1),
             ]);
         } else {
-            keys.push(ProgramKey {
+            let grads = ProgramKey {
                 recompute: self.recompute.filter(|&r| r < last),
                 ..self.key(ProgramKind::Grads, batch, last)
-            });
+            };
+            runs.push((grads, 1));
         }
-        keys.push(self.key(ProgramKind::Update, 0, 0));
-        keys
+        runs.push((self.key(ProgramKind::Update, 0, 0), 1));
+        runs
     }
 
-    /// The programs one evaluation of `[steps, batch]` runs, in order: the chunks before
-    /// the last only carry the state, or with a head on every step score their steps too.
+    /// The programs one evaluation of `[steps, batch]` runs, in order: per micro-batch,
+    /// the chunks before the last only carry the state, or with a head on every step
+    /// score their steps too.
     pub fn eval_programs(
         &self,
         model: &ModelDescription,
         batch: usize,
         steps: usize,
     ) -> Vec<ProgramKey> {
+        micro_batches(batch, self.micro_batch)
+            .into_iter()
+            .flat_map(|m| expand(&self.micro_batch_eval(model, m, steps)))
+            .collect()
+    }
+
+    /// [`Self::eval_programs`] as runs, each program with how many times it runs in the
+    /// whole evaluation: equal micro-batches are counted, not listed (the order is
+    /// [`Self::eval_programs`]'s).
+    pub fn eval_runs(&self, model: &ModelDescription, batch: usize, steps: usize) -> Runs {
+        micro_batch_runs(batch, self.micro_batch)
+            .into_iter()
+            .flat_map(|(m, times)| {
+                self.micro_batch_eval(model, m, steps)
+                    .into_iter()
+                    .map(move |(k, n)| (k, n.saturating_mul(times)))
+            })
+            .collect()
+    }
+
+    /// The runs of one micro-batch of `m` sequences of an evaluation, in order.
+    fn micro_batch_eval(&self, model: &ModelDescription, m: usize, steps: usize) -> Runs {
         let last = self.chunk.min(steps);
         let before = match model.head.on {
             HeadOn::LastStep => ProgramKind::Carry,
             HeadOn::EveryStep => ProgramKind::EvalCarry,
         };
-        let mut keys = Vec::new();
-        for m in micro_batches(batch, self.micro_batch) {
-            keys.extend(
-                carry_chunks(steps - last, self.chunk)
-                    .into_iter()
-                    .map(|s| self.key(before, m, s)),
-            );
-            keys.push(self.key(ProgramKind::Eval, m, last));
-        }
-        keys
+        let mut runs: Runs = chunk_runs(steps - last, self.chunk)
+            .into_iter()
+            .map(|(s, n)| (self.key(before, m, s), n))
+            .collect();
+        runs.push((self.key(ProgramKind::Eval, m, last), 1));
+        runs
     }
+}
+
+/// Programs, each with how many times it runs in a row: a step of 4096 micro-batches of
+/// 4096 chunks is a handful of runs, so planning and estimating cost what the distinct
+/// programs cost, not what the job's batch and length do.
+pub type Runs = Vec<(ProgramKey, u64)>;
+
+/// The programs of `runs`, each repeated its count.
+fn expand(runs: &[(ProgramKey, u64)]) -> Vec<ProgramKey> {
+    runs.iter()
+        .flat_map(|&(k, n)| std::iter::repeat_n(k, n as usize))
+        .collect()
+}
+
+/// `runs` without the last element of its last run.
+fn without_last(mut runs: Vec<(usize, u64)>) -> Vec<(usize, u64)> {
+    if let Some(last) = runs.last_mut() {
+        last.1 -= 1;
+        if last.1 == 0 {
+            runs.pop();
+        }
+    }
+    runs
 }
 
 /// What a run will do, so that every program it needs can be planned before it starts.
@@ -391,39 +437,41 @@ impl Job {
 }
 
 impl TrainOptions {
-    /// The programs one training step (or one evaluation) of `job` runs, in order.
-    pub fn step_programs(&self, model: &ModelDescription, job: Job) -> Vec<ProgramKey> {
+    /// The programs one training step (or one evaluation) of `job` runs, as runs
+    /// ([`Runs`]): a few, whatever the batch and length.
+    pub fn step_runs(&self, model: &ModelDescription, job: Job) -> Runs {
         match job {
-            Job::Train { batch, seq_len, .. } => self.train_programs(model, batch, seq_len),
-            Job::Eval { batch, seq_len } => self.eval_programs(model, batch, seq_len),
+            Job::Train { batch, seq_len, .. } => self.train_runs(model, batch, seq_len),
+            Job::Eval { batch, seq_len } => self.eval_runs(model, batch, seq_len),
         }
     }
 
     /// The FLOPs one training step (or one evaluation) of `job` executes. With no
     /// recomputation this is the job's model FLOPs, the figure benchmarks report.
     pub fn step_flops(&self, model: &ModelDescription, job: Job) -> f64 {
-        self.step_programs(model, job)
+        self.step_runs(model, job)
             .iter()
-            .map(|k| k.flops(model))
+            .map(|(k, n)| k.flops(model) * *n as f64)
             .sum()
     }
 
     /// Every distinct program `job` runs, each once, in a stable order.
     pub fn job_programs(&self, model: &ModelDescription, job: Job) -> Vec<ProgramKey> {
-        let mut keys = match job {
+        let runs = match job {
             Job::Train {
                 batch,
                 seq_len,
                 eval,
             } => {
-                let mut k = self.train_programs(model, batch, seq_len);
+                let mut runs = self.train_runs(model, batch, seq_len);
                 if let Some((b, t)) = eval {
-                    k.extend(self.eval_programs(model, b, t));
+                    runs.extend(self.eval_runs(model, b, t));
                 }
-                k
+                runs
             }
-            Job::Eval { batch, seq_len } => self.eval_programs(model, batch, seq_len),
+            Job::Eval { batch, seq_len } => self.eval_runs(model, batch, seq_len),
         };
+        let mut keys: Vec<ProgramKey> = runs.into_iter().map(|(k, _)| k).collect();
         keys.sort();
         keys.dedup();
         keys
@@ -445,33 +493,115 @@ impl TrainOptions {
 /// Lengths of the state-advancing chunks over `steps` steps, at most `chunk` each: a
 /// shorter first chunk, then full ones (so at most two distinct lengths are built).
 pub fn carry_chunks(steps: usize, chunk: usize) -> Vec<usize> {
+    sizes(&chunk_runs(steps, chunk))
+}
+
+/// [`carry_chunks`] as runs of equal lengths: `(length, how many)`.
+pub fn chunk_runs(steps: usize, chunk: usize) -> Vec<(usize, u64)> {
     let chunk = chunk.max(1);
     let mut v = Vec::new();
     if steps % chunk != 0 {
-        v.push(steps % chunk);
+        v.push((steps % chunk, 1));
     }
-    v.extend(std::iter::repeat_n(chunk, steps / chunk));
+    if steps >= chunk {
+        v.push((chunk, (steps / chunk) as u64));
+    }
     v
 }
 
 /// The windows of windowed truncated BPTT over `steps` steps: `tbptt` each from the
 /// start, the last one shorter when `tbptt` does not divide `steps`.
 pub fn windows(steps: usize, tbptt: usize) -> Vec<usize> {
-    let tbptt = tbptt.max(1);
-    let mut v = vec![tbptt; steps / tbptt];
-    if steps % tbptt != 0 {
-        v.push(steps % tbptt);
-    }
-    v
+    sizes(&window_runs(steps, tbptt))
+}
+
+/// [`windows`] as runs of equal lengths.
+fn window_runs(steps: usize, tbptt: usize) -> Vec<(usize, u64)> {
+    parts(steps, tbptt.max(1))
 }
 
 /// Sizes of the micro-batches a batch of `batch` is split into (`micro` each, the last
 /// smaller).
 pub fn micro_batches(batch: usize, micro: Option<usize>) -> Vec<usize> {
-    let m = micro.unwrap_or(batch).clamp(1, batch.max(1));
-    let mut v = vec![m; batch / m];
-    if batch % m != 0 {
-        v.push(batch % m);
+    sizes(&micro_batch_runs(batch, micro))
+}
+
+/// [`micro_batches`] as runs of equal sizes.
+fn micro_batch_runs(batch: usize, micro: Option<usize>) -> Vec<(usize, u64)> {
+    parts(batch, micro.unwrap_or(batch).clamp(1, batch.max(1)))
+}
+
+/// `total` cut into parts of `part` (at least 1) from the start, the last one shorter
+/// when `part` does not divide it, as `(size, how many)`.
+fn parts(total: usize, part: usize) -> Vec<(usize, u64)> {
+    let mut v = Vec::new();
+    if total >= part {
+        v.push((part, (total / part) as u64));
+    }
+    if total % part != 0 {
+        v.push((total % part, 1));
     }
     v
+}
+
+/// The sizes of `runs`, each repeated its count.
+fn sizes(runs: &[(usize, u64)]) -> Vec<usize> {
+    runs.iter()
+        .flat_map(|&(size, n)| std::iter::repeat_n(size, n as usize))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `runs` with equal keys summed, in key order: what sums and distinct keys see.
+    fn totals(runs: impl IntoIterator<Item = (ProgramKey, u64)>) -> Vec<(ProgramKey, u64)> {
+        let mut m = std::collections::BTreeMap::new();
+        for (k, n) in runs {
+            *m.entry(k).or_insert(0) += n;
+        }
+        m.into_iter().collect()
+    }
+
+    #[test]
+    fn runs_are_the_programs_counted_and_few_whatever_the_job() {
+        let lm = ModelDescription::lstm_language_model(5, 4, 1);
+        for model in [ModelDescription::seed(), lm] {
+            for (tbptt, mode, chunk, micro) in [
+                (3, TbpttMode::Last, 2, None),
+                (3, TbpttMode::Windows, 4, Some(3)),
+                (7, TbpttMode::Windows, 1, Some(1)),
+                (50, TbpttMode::Last, 50, Some(2)),
+            ] {
+                let opts = TrainOptions {
+                    tbptt,
+                    tbptt_mode: mode,
+                    chunk,
+                    micro_batch: micro,
+                    ..TrainOptions::default()
+                };
+                for (batch, steps) in [(1, 1), (5, 7), (8, 20), (3, 50)] {
+                    let train = opts.train_programs(&model, batch, steps);
+                    assert_eq!(expand(&opts.train_runs(&model, batch, steps)), train);
+                    let eval = opts.eval_programs(&model, batch, steps);
+                    let counted = opts.eval_runs(&model, batch, steps);
+                    assert_eq!(totals(counted), totals(eval.iter().map(|&k| (k, 1))));
+                }
+            }
+        }
+        // 4096 micro-batches of 4096 one-step chunks: 16.7 million runs, two entries.
+        let opts = TrainOptions {
+            chunk: 1,
+            micro_batch: Some(1),
+            ..TrainOptions::default()
+        };
+        let job = Job::Eval {
+            batch: 4096,
+            seq_len: 4096,
+        };
+        let runs = opts.step_runs(&ModelDescription::seed(), job);
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), 4096 * 4096);
+    }
 }
