@@ -104,7 +104,7 @@ fn typed_flags(m: &ArgMatches) -> Vec<String> {
 }
 
 fn main() {
-    cli::quiet_mesa();
+    tensorfit::quiet_mesa();
     let command = match parse() {
         Ok(c) => c,
         Err(e) => {

@@ -434,29 +434,3 @@ pub fn load_model(checkpoint: Option<&Path>, model: Option<&ModelArg>) -> Result
         }
     }
 }
-
-/// Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid" on every device open when
-/// the variable is unset (servers, containers, CI). A private directory keeps that noise
-/// out of tensorfit's output: one per user (`tensorfit-runtime-<uid>`, mode 0700), reused
-/// by every run rather than one left behind per process. Runs before any thread exists.
-pub fn quiet_mesa() {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-        if std::env::var_os("XDG_RUNTIME_DIR").is_some() {
-            return;
-        }
-        // Linux tells the process its own user through /proc; elsewhere Mesa is rare.
-        let Ok(uid) = std::fs::metadata("/proc/self").map(|m| m.uid()) else {
-            return;
-        };
-        let dir = std::env::temp_dir().join(format!("tensorfit-runtime-{uid}"));
-        let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-        // Only a directory of this user's, private, is a runtime directory.
-        let private = std::fs::symlink_metadata(&dir)
-            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.permissions().mode() & 0o077 == 0);
-        if private {
-            std::env::set_var("XDG_RUNTIME_DIR", &dir);
-        }
-    }
-}
