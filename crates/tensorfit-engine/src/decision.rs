@@ -9,7 +9,9 @@
 
 use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
 use tensorfit_cpu::host_memory;
-use tensorfit_nn::{Job, ModelDescription, OptimConfig, Program, TbpttMode, TrainOptions};
+use tensorfit_nn::{
+    Job, ModelDescription, OptimConfig, Program, ProgramKey, TbpttMode, TrainOptions,
+};
 use tensorfit_plan::{
     choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
 };
@@ -136,7 +138,32 @@ pub fn plan_job(
     job: Job,
     limits: Limits,
 ) -> Result<MemoryPlan> {
-    let programs = job_programs(cfg, opts, job)?;
+    plan_programs(cfg, opts, opts.job_programs(cfg, job), limits)
+}
+
+/// Plans the bound `bound` (a job read as maxima) with `opts` for a device with
+/// `limits`: the programs of [`TrainOptions::bound_programs`], whose placements serve
+/// every shape within the bound (`Trainer::with_bound`).
+pub fn plan_bound(
+    cfg: &ModelDescription,
+    opts: &TrainOptions,
+    bound: Job,
+    limits: Limits,
+) -> Result<MemoryPlan> {
+    plan_programs(cfg, opts, opts.bound_programs(cfg, bound), limits)
+}
+
+/// Plans the programs `keys` of `cfg` with `opts` for a device with `limits`.
+fn plan_programs(
+    cfg: &ModelDescription,
+    opts: &TrainOptions,
+    keys: Vec<ProgramKey>,
+    limits: Limits,
+) -> Result<MemoryPlan> {
+    let programs: Vec<Program> = keys
+        .into_iter()
+        .map(|k| Program::build(cfg, &opts.optim, k))
+        .collect::<Result<_>>()?;
     let specs: Vec<ProgramSpec<'_>> = programs
         .iter()
         .map(|p| ProgramSpec {

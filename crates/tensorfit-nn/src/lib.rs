@@ -12,6 +12,7 @@
 
 pub mod atomic_file;
 mod batch_input;
+pub mod bound;
 pub mod builder;
 pub mod builtin_task;
 pub mod checkpoint;

@@ -16,7 +16,9 @@
 //! device for the trainer's whole life; every program binds them by key, so a training
 //! program and an evaluation program share one copy. With a [`Layout`] from the planner,
 //! the trainer allocates exactly the layout's arenas once and places every tensor where
-//! the plan says; without one, each tensor gets its own buffer.
+//! the plan says; without one, each tensor gets its own buffer. A layout planned for a
+//! bound ([`Trainer::with_bound`], `trainer/bounded.rs`) runs every shape within the bound
+//! in those arenas.
 
 use std::collections::HashMap;
 
@@ -35,6 +37,7 @@ use crate::options::{ProgramKey, TrainOptions};
 use crate::params::ParamStore;
 use crate::programs::{PersistentKey, Program};
 
+mod bounded;
 mod carry_across;
 mod exchange;
 mod padded;
@@ -90,6 +93,8 @@ pub struct Trainer {
     persistent: HashMap<PersistentKey, TensorView>,
     /// The planner's layout and the arenas allocated for it.
     layout: Option<(Layout, Vec<BufferId>)>,
+    /// The bound the layout was planned for, if it was (`trainer/bounded.rs`).
+    bound: Option<bounded::Bounded>,
     programs: HashMap<ProgramKey, Loaded>,
     last_train: Option<ProgramKey>,
     step: u64,
@@ -166,6 +171,7 @@ impl Trainer {
             opts,
             persistent: HashMap::new(),
             layout: None,
+            bound: None,
             programs: HashMap::new(),
             last_train: None,
             step: 0,
@@ -372,10 +378,12 @@ impl Trainer {
             .layout
             .as_ref()
             .ok_or_else(|| Error::Graph("no layout".into()))?;
-        let &(arena, offset) = layout
-            .persistent
-            .get(&key.to_string())
-            .ok_or_else(|| Error::Graph(format!("`{key}` is not in the memory plan")))?;
+        let &(arena, offset) = match layout.persistent.get(&key.to_string()) {
+            Some(slot) => slot,
+            None => self
+                .carried_slot_within(layout, key)
+                .ok_or_else(|| Error::Graph(format!("`{key}` is not in the memory plan")))?,
+        };
         Ok(TensorView::at(buffers[arena], offset, shape.clone()))
     }
 
@@ -384,6 +392,8 @@ impl Trainer {
             return Ok(());
         }
         let mut ids = Program::build(&self.model, &self.opts.optim, key)?;
+        // The planned program whose placement it takes: itself, or its cover in a bound.
+        let planned = self.planned_key(&ids)?;
         let mut bound = HashMap::new();
         for (t, k) in &ids.persistent {
             let shape = ids.graph.shape(*t).clone();
@@ -392,14 +402,8 @@ impl Trainer {
         let graph = std::mem::take(&mut ids.graph);
         let exe = match &self.layout {
             Some((layout, buffers)) => {
-                let placement = layout.programs.get(&key.to_string()).ok_or_else(|| {
-                    let mut planned: Vec<&String> = layout.programs.keys().collect();
-                    planned.sort();
-                    Error::input(format!(
-                        "program `{key}` is not in the memory plan (planned: {}); plan the job with this batch size and sequence length",
-                        planned.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                    ))
-                })?;
+                let placement = (layout.programs.get(&planned.to_string()))
+                    .ok_or_else(|| not_planned(layout, key))?;
                 Executable::in_buffers(graph, bound, placement, buffers)?
             }
             None => Executable::new(graph, self.backend.as_mut(), bound)?,
@@ -407,6 +411,16 @@ impl Trainer {
         self.programs.insert(key, Loaded { ids, exe });
         Ok(())
     }
+}
+
+/// The error for a program the plan `layout` does not hold, listing those it does.
+fn not_planned(layout: &Layout, key: ProgramKey) -> Error {
+    let mut planned: Vec<&String> = layout.programs.keys().collect();
+    planned.sort();
+    Error::input(format!(
+        "program `{key}` is not in the memory plan (planned: {}); plan the job with this batch size and sequence length",
+        planned.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+    ))
 }
 
 fn upload(backend: &mut dyn Backend, t: &HostTensor) -> Result<TensorView> {

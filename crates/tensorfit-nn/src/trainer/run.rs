@@ -82,6 +82,7 @@ impl Trainer {
             return Err(Error::Graph("a run needs at least one program".into()));
         };
         let all = x.shape.dims().get(1).copied().unwrap_or(0);
+        self.check_planned(keys)?;
         self.load_carried(last.batch, rows.clone())?;
         let mut t = 0;
         let mut scored = Vec::new();
@@ -168,6 +169,7 @@ impl Trainer {
         let Some(&last) = keys.last() else {
             return Err(Error::Graph("a run needs at least one program".into()));
         };
+        self.check_planned(keys)?;
         self.zero_carried(last.batch)?;
         let mut t = 0;
         for &key in keys {
