@@ -1,11 +1,14 @@
 //! The one device-parameterised conformance suite: every device present against the CPU
 //! reference (`tensorfit_cpu::CpuBackend`).
 //!
-//! Devices are listed once, in [`devices`]: the CPU is the reference; CUDA and wgpu run as
-//! the device opens them, and wgpu again with its storage bindings limited to 1 KiB, so
-//! that every op also runs split into many launches over windows of its tensors (the path
-//! a tensor larger than the device's binding limit takes). Another backend is one more
-//! entry.
+//! Devices are listed once, in [`devices`]: the CPU is the reference; the first device of
+//! every other kind of the backend registry (`tensorfit::registry`: CUDA, wgpu, and the
+//! second CPU backend of `common/second_cpu.rs`, which shows that a backend registered
+//! there is run here with no other change) runs as its provider opens it, and wgpu again
+//! with its storage bindings limited to 1 KiB, so that every op also runs split into many
+//! launches over windows of its tensors (the path a tensor larger than the device's
+//! binding limit takes). Another backend is one more line in the registry
+//! (`docs/adding-a-backend.md`).
 //! A device that cannot be opened is skipped with its reason printed
 //! (`wgpu: skipped — ...`); `TENSORFIT_REQUIRE=wgpu` (a comma list of device kinds:
 //! `wgpu`, `cuda`) turns such a skip into a failure, so a CI machine with a driver cannot
@@ -47,8 +50,10 @@ mod seed;
 #[path = "conformance/tokens.rs"]
 mod tokens;
 
-use tensorfit::core::Backend;
+use tensorfit::core::{Backend, DeviceKind};
 use tensorfit::cpu::CpuBackend;
+use tensorfit::devices::{open, MemoryCaps};
+use tensorfit::registry;
 use tensorfit_testing::{boxed, present, Device, Tol};
 
 pub use tensorfit_testing::Checks;
@@ -66,28 +71,27 @@ pub const CURVE_TOL: Tol = Tol {
     rel: 2e-4,
 };
 
-/// Every device the suite knows, besides the CPU reference.
+/// Every device the suite knows, besides the CPU reference: the first device of each
+/// kind of the registry (a kind not in this build is skipped with the reason), then
+/// wgpu's splitting variant.
 fn devices() -> Vec<Device> {
-    vec![
-        Device {
-            name: "cuda",
-            kind: "cuda",
-            open: || boxed(tensorfit_cuda::CudaBackend::new()),
-            curve: true,
-        },
-        Device {
-            name: "wgpu",
-            kind: "wgpu",
-            open: || boxed(tensorfit_wgpu::WgpuBackend::new()),
-            curve: true,
-        },
-        Device {
-            name: "wgpu (1 KiB bindings)",
-            kind: "wgpu",
-            open: || boxed(tensorfit_wgpu::WgpuBackend::new().map(|b| b.with_binding_limit(1024))),
-            curve: false,
-        },
-    ]
+    common::second_cpu::register();
+    let mut all: Vec<Device> = registry::kinds()
+        .into_iter()
+        .filter(|&kind| kind != DeviceKind::Cpu)
+        .map(|kind| {
+            Device::new(kind.name(), kind.name(), move || {
+                open(kind, &MemoryCaps::default()).map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    all.push(
+        Device::new("wgpu (1 KiB bindings)", "wgpu", || {
+            boxed(tensorfit_wgpu::WgpuBackend::new().map(|b| b.with_binding_limit(1024)))
+        })
+        .without_curve(),
+    );
+    all
 }
 
 /// The reference every device is compared with.

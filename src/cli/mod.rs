@@ -36,6 +36,7 @@ pub use model_arg::ModelArg;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
@@ -49,6 +50,7 @@ use tensorfit::nn::{
 };
 use tensorfit::output_lock::OutputLock;
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
+use tensorfit::registry::{self, Entry};
 use tensorfit::session::{Request, Session};
 use tensorfit::{DevicePolicy, Runner};
 
@@ -107,15 +109,23 @@ impl Model {
     }
 }
 
-/// The device to run on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DeviceChoice {
-    /// The fastest device the job fits on (software devices only when asked for).
-    Auto,
-    Cpu,
-    #[value(alias = "vulkan")]
-    Wgpu,
-    Cuda,
+/// The device to run on: `auto` (`None`), or a kind of the backend registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceChoice(Option<DeviceKind>);
+
+/// `--device`'s values: `auto`, then every kind the registry knows, with its aliases
+/// (`vulkan` for wgpu); a kind this build leaves out is taken, and its devices are
+/// listed as not in this build.
+fn device_choice() -> impl TypedValueParser<Value = DeviceChoice> {
+    let auto = PossibleValue::new("auto")
+        .help("The fastest device the job fits on (software devices only when asked for)");
+    let kinds = registry::entries().into_iter().map(|e| match e {
+        Entry::Built(p) => PossibleValue::new(p.kind().name()).aliases(p.aliases().iter().copied()),
+        Entry::NotBuilt(kind) => PossibleValue::new(kind.name()),
+    });
+    let values: Vec<PossibleValue> = std::iter::once(auto).chain(kinds).collect();
+    // The parser accepts only those values, each of which names a kind or is `auto`.
+    PossibleValuesParser::new(values).map(|v| DeviceChoice(registry::parse_kind(&v).ok()))
 }
 
 /// What `plan` and `bench` plan: a training step or an inference.
@@ -167,7 +177,7 @@ impl CapArgs {
 #[derive(Args, Clone, Debug)]
 pub struct DeviceArgs {
     /// Device to run on.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
+    #[arg(long, default_value = "auto", value_parser = device_choice())]
     device: DeviceChoice,
     #[command(flatten)]
     caps: CapArgs,
@@ -179,11 +189,9 @@ pub struct DeviceArgs {
 impl DeviceArgs {
     /// The flags as the library's device policy; a margin outside [0, 1) names the flag.
     pub fn policy(&self) -> Result<DevicePolicy> {
-        let mut policy = match self.device {
-            DeviceChoice::Auto => DevicePolicy::auto(),
-            DeviceChoice::Cpu => DevicePolicy::only(DeviceKind::Cpu),
-            DeviceChoice::Wgpu => DevicePolicy::only(DeviceKind::Wgpu),
-            DeviceChoice::Cuda => DevicePolicy::only(DeviceKind::Cuda),
+        let mut policy = match self.device.0 {
+            None => DevicePolicy::auto(),
+            Some(kind) => DevicePolicy::only(kind),
         };
         for (&kind, &bytes) in &self.caps.caps()?.0 {
             policy = policy.cap(kind, bytes);

@@ -6,6 +6,7 @@
 
 pub mod api_inputs;
 pub mod ranks;
+pub mod second_cpu;
 
 use std::process::{Command, Output};
 

@@ -6,7 +6,7 @@ use tensorfit::nn::{ModelDescription, ParamStore, Rng, SeedShape, TemporalOrder,
 use crate::common::{task_model, train_options};
 use crate::{reference, Checks, CURVE_TOL, SEED_TOL};
 
-type Open = fn() -> Result<Box<dyn Backend>, String>;
+use tensorfit_testing::Open;
 
 fn trainer(backend: Box<dyn Backend>, cfg: &ModelDescription, tbptt: usize, lr: f32) -> Trainer {
     let params = ParamStore::init(cfg, 7).unwrap();

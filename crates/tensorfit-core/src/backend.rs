@@ -79,21 +79,44 @@ pub struct MemoryInfo {
     pub peak: u64,
 }
 
-/// The family of a backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DeviceKind {
-    Cuda,
-    Wgpu,
-    Cpu,
-}
+/// The family of a backend, by the name users type (`--device cuda`).
+///
+/// Open: a backend crate names its own kind (`DeviceKind::new("cuda")`) and registers
+/// one [`crate::Provider`] for it; nothing here lists the kinds. The built-in ones are
+/// constants, under the names the enum they replace had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeviceKind(&'static str);
 
+// why: the names of the enum's variants, which apps and messages already use
+// (`DevicePolicy::only(DeviceKind::Wgpu)`).
+#[allow(non_upper_case_globals)]
 impl DeviceKind {
+    /// The CPU (`tensorfit-cpu`), in every build.
+    pub const Cpu: DeviceKind = DeviceKind("cpu");
+    /// Any GPU through wgpu (`tensorfit-wgpu`).
+    pub const Wgpu: DeviceKind = DeviceKind("wgpu");
+    /// NVIDIA GPUs through CUDA (`tensorfit-cuda`).
+    pub const Cuda: DeviceKind = DeviceKind("cuda");
+
+    /// The kind named `name`: lower case, no `:` (device ids are `name:index`).
+    pub const fn new(name: &'static str) -> DeviceKind {
+        DeviceKind(name)
+    }
+
     /// The name users type (`--device cuda`).
     pub fn name(self) -> &'static str {
-        match self {
-            DeviceKind::Cuda => "cuda",
-            DeviceKind::Wgpu => "wgpu",
-            DeviceKind::Cpu => "cpu",
+        self.0
+    }
+
+    /// How a program names the kind, for messages: `DeviceKind::Wgpu` for the constants
+    /// above, `DeviceKind::new("name")` for another.
+    pub fn in_code(self) -> String {
+        match [Self::Cpu, Self::Wgpu, Self::Cuda].contains(&self) {
+            true => {
+                let (first, rest) = self.0.split_at(1);
+                format!("DeviceKind::{}{rest}", first.to_ascii_uppercase())
+            }
+            false => format!("DeviceKind::new({:?})", self.0),
         }
     }
 }

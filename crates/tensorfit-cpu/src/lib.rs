@@ -29,10 +29,12 @@ pub mod host_memory;
 pub mod kernel_memory;
 pub mod kernels;
 mod profile;
+mod provider;
 mod regions;
 pub mod threads;
 
 pub use backend::{assumed_info, CpuBackend};
+pub use provider::{CpuProvider, HARDWARE, PROVIDER};
 
 use tensorfit_core::Error;
 

@@ -29,10 +29,12 @@ pub mod kernels;
 mod nvml;
 #[allow(unsafe_code)]
 mod nvrtc;
+mod provider;
 
 pub use assumed::{assumed_info, GpuModel};
 pub use backend::CudaBackend;
 pub use nvrtc::{select_arch, NvrtcInfo};
+pub use provider::{CudaProvider, PROVIDER};
 
 use tensorfit_core::{Backend, DeviceInfo, Error};
 

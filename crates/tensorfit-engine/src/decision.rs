@@ -17,10 +17,11 @@ use tensorfit_plan::{
 };
 
 use crate::calibrate::throughput_gflops;
-use crate::devices::{discover_kind, open_device, DeviceStatus, MemoryCaps};
+use crate::devices::{discover_kind, open_device, parse_id, DeviceStatus, MemoryCaps};
 use crate::distributed::DataParallel;
 use crate::estimate::{estimate_seconds, ProgramCosts};
 use crate::host_budget::{seen_by_job, HostNeed};
+use crate::registry;
 use crate::strategy::{check_job, strategies, Strategy};
 
 mod report;
@@ -109,9 +110,10 @@ fn job_programs(cfg: &ModelDescription, opts: &TrainOptions, job: Job) -> Result
 }
 
 /// The host bytes of `job` outside the device plan ([`HostNeed`]): with the gradients'
-/// copies of data-parallel training, and where the CPU is a candidate (`cpu`: whether it
-/// is an assumed one), its kernels' packed operands for the job's plainest strategy
-/// (the most rows), on the kernel threads (an assumed CPU: one per core here).
+/// copies of data-parallel training, and where a device whose kernels pack operands (the
+/// CPU: `Hardware::packed_operands`) is a candidate (`cpu`: whether it is an assumed
+/// one), its kernels' packed operands for the job's plainest strategy (the most rows), on
+/// the kernel threads (an assumed CPU: one per core here).
 pub fn host_need(req: &Request, job: Job, cpu: Option<bool>) -> Result<HostNeed> {
     let host = HostNeed::of(&req.cfg, job, req.read_ahead_bytes)?.with_ranks(
         &req.cfg,
@@ -213,9 +215,9 @@ pub fn decide(req: &Request) -> Result<Decision> {
 pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     req.cfg.validate()?;
     check_job(&req.cfg, req.job, req.tbptt)?;
-    let cpu = found
-        .iter()
-        .find(|d| d.kind == DeviceKind::Cpu && req.device.is_none_or(|k| k == d.kind));
+    let cpu = found.iter().find(|d| {
+        registry::hardware(d.kind).packed_operands && req.device.is_none_or(|k| k == d.kind)
+    });
     let host = host_need(req, req.job, cpu.map(|d| d.assumed.is_some()))?;
     // After discovery: the memory a GPU driver takes when it loads is no longer free.
     // Devices that are not here do not run on this host.
@@ -285,7 +287,8 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
             });
         }
     }
-    let allow_software = req.device == Some(DeviceKind::Wgpu);
+    // A software device runs only when its kind is asked for.
+    let allow_software = req.device.is_some();
     let chosen = choose(&mut candidates, allow_software);
     let unit = match req.job {
         Job::Train { .. } => "training step",
@@ -452,9 +455,10 @@ impl Decision {
     /// The error for a job that fits nowhere: the smallest plan and the largest capacity.
     pub fn nothing_fits(&self) -> Error {
         if let Some(sw) = self.candidates.iter().find(|c| c.fits && c.software) {
+            let kind = parse_id(&sw.device).map_or(DeviceKind::Wgpu, |(k, _)| k);
             return Error::input(format!(
-                "only {} ({}) fits ({}), a software device, used only when asked for by kind: add --device wgpu (in a program, DevicePolicy::only(DeviceKind::Wgpu)) to run there",
-                sw.device, sw.device_name, sw.strategy
+                "only {} ({}) fits ({}), a software device, used only when asked for by kind: add --device {} (in a program, DevicePolicy::only({})) to run there",
+                sw.device, sw.device_name, sw.strategy, kind.name(), kind.in_code()
             ));
         }
         let smallest = self

@@ -1,17 +1,19 @@
 //! The devices this build can use: discovery, user memory caps, opening a backend.
 //!
-//! This is the one place that names concrete backends. Everything above works with
-//! `Box<dyn Backend>` and [`DeviceInfo`]. A device that is absent (no driver, no adapter,
-//! a backend not in this build) is reported with the reason, never as an error, so the
-//! planner can move on to the next one.
+//! The backends themselves are the registry's providers (`registry.rs`); everything here
+//! and above works with `Box<dyn Backend>` and [`DeviceInfo`]. A device that is absent
+//! (no driver, no adapter, a backend not in this build) is reported with the reason,
+//! never as an error, so the planner can move on to the next one.
 
 use std::collections::HashMap;
 
 use tensorfit_core::{Backend, DeviceInfo, DeviceKind, Error, Result};
-use tensorfit_cpu::CpuBackend;
 use tensorfit_plan::parse_size;
 
 pub use tensorfit_core::GpuModel;
+
+pub use crate::registry::parse_kind;
+use crate::registry::{self, Entry};
 
 use crate::assume::Assumed;
 
@@ -54,18 +56,6 @@ impl MemoryCaps {
     }
 }
 
-/// `cpu`, `wgpu` or `cuda`.
-pub fn parse_kind(text: &str) -> Result<DeviceKind> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "cpu" => Ok(DeviceKind::Cpu),
-        "wgpu" | "vulkan" => Ok(DeviceKind::Wgpu),
-        "cuda" => Ok(DeviceKind::Cuda),
-        other => Err(Error::input(format!(
-            "unknown device kind `{other}` (cpu, wgpu, cuda)"
-        ))),
-    }
-}
-
 /// One device and whether it can be used.
 #[derive(Debug, Clone)]
 pub struct DeviceStatus {
@@ -81,9 +71,9 @@ pub struct DeviceStatus {
     pub assumed: Option<Assumed>,
 }
 
-/// Every device with its status, fastest kinds first: every CUDA GPU the driver sees
-/// (`cuda:0`, `cuda:1`, ...), every usable wgpu adapter in order of preference, the CPU.
-/// A kind with no device is one row saying why.
+/// Every device with its status, in the registry's order (fastest kinds first): every
+/// CUDA GPU the driver sees (`cuda:0`, `cuda:1`, ...), every usable wgpu adapter in order
+/// of preference, the CPU. A kind with no device is one row saying why.
 pub fn discover(caps: &MemoryCaps) -> Vec<DeviceStatus> {
     discover_kind(caps, None)
 }
@@ -93,26 +83,14 @@ pub fn discover(caps: &MemoryCaps) -> Vec<DeviceStatus> {
 /// (lavapipe's holds tens of megabytes of the process's memory), and a device of a kind
 /// not asked for is never planned.
 pub fn discover_kind(caps: &MemoryCaps, kind: Option<DeviceKind>) -> Vec<DeviceStatus> {
-    let wanted = |k: DeviceKind| kind.is_none_or(|only| only == k);
-    let mut counts = Vec::new();
-    if wanted(DeviceKind::Cuda) {
-        #[cfg(feature = "cuda")]
-        counts.push((DeviceKind::Cuda, tensorfit_cuda::device_count()));
-        #[cfg(not(feature = "cuda"))]
-        counts.push((DeviceKind::Cuda, Err(not_built(DeviceKind::Cuda))));
-    }
-    if wanted(DeviceKind::Wgpu) {
-        #[cfg(feature = "wgpu")]
-        counts.push((
-            DeviceKind::Wgpu,
-            tensorfit_wgpu::WgpuBackend::adapter_count(),
-        ));
-        #[cfg(not(feature = "wgpu"))]
-        counts.push((DeviceKind::Wgpu, Err(not_built(DeviceKind::Wgpu))));
-    }
-    if wanted(DeviceKind::Cpu) {
-        counts.push((DeviceKind::Cpu, Ok(1)));
-    }
+    let counts: Vec<_> = registry::entries()
+        .into_iter()
+        .filter(|e| kind.is_none_or(|only| only == e.kind()))
+        .map(|e| match e {
+            Entry::Built(p) => (p.kind(), p.count()),
+            Entry::NotBuilt(k) => (k, Err(registry::not_built(k))),
+        })
+        .collect();
     statuses(&counts, |kind, index| {
         open_device(kind, index, caps)
             .map(|b| b.info())
@@ -147,18 +125,22 @@ pub fn statuses(
     out
 }
 
-/// `cpu`, `wgpu:1`, `cuda:0`.
+/// `cpu`, `wgpu:1`, `cuda:0`: as the kind's provider names its devices (`kind:index`
+/// for a kind this build leaves out).
 pub fn device_id(kind: DeviceKind, index: usize) -> String {
-    match kind {
-        DeviceKind::Cpu => "cpu".into(),
-        other => format!("{}:{index}", other.name()),
+    match registry::provider(kind) {
+        Ok(p) => p.device_id(index),
+        Err(_) => format!("{}:{index}", kind.name()),
     }
 }
 
 /// The kind and index of a device id made by [`device_id`].
 pub fn parse_id(id: &str) -> Option<(DeviceKind, usize)> {
     match id.split_once(':') {
-        None => (id == "cpu").then_some((DeviceKind::Cpu, 0)),
+        None => {
+            let kind = parse_kind(id).ok()?;
+            (device_id(kind, 0) == id).then_some((kind, 0))
+        }
         Some((kind, index)) => Some((parse_kind(kind).ok()?, index.parse().ok()?)),
     }
 }
@@ -171,30 +153,11 @@ pub fn open(kind: DeviceKind, caps: &MemoryCaps) -> Result<Box<dyn Backend>> {
 /// Opens device `index` of `kind` (`cuda:1` is CUDA device 1), with the user's cap on
 /// that kind if any.
 pub fn open_device(kind: DeviceKind, index: usize, caps: &MemoryCaps) -> Result<Box<dyn Backend>> {
-    let cap = caps.get(kind);
-    match kind {
-        DeviceKind::Cpu => Ok(Box::new(match cap {
-            Some(cap) => CpuBackend::with_capacity_cap(cap),
-            None => CpuBackend::new(),
-        })),
-        #[cfg(feature = "wgpu")]
-        DeviceKind::Wgpu => Ok(Box::new(tensorfit_wgpu::WgpuBackend::open(index, cap)?)),
-        #[cfg(feature = "cuda")]
-        DeviceKind::Cuda => Ok(Box::new(tensorfit_cuda::CudaBackend::open(index, cap)?)),
-        #[allow(unreachable_patterns)]
-        other => {
-            let _ = index;
-            Err(Error::Backend {
-                backend: other.name(),
-                message: not_built(other),
-            })
-        }
-    }
-}
-
-/// Why a device of `kind` cannot be used in a build without its backend.
-fn not_built(kind: DeviceKind) -> String {
-    format!("not in this build (tensorfit's `{}` feature)", kind.name())
+    let provider = registry::provider(kind).map_err(|message| Error::Backend {
+        backend: kind.name(),
+        message,
+    })?;
+    provider.open(index, caps.get(kind))
 }
 
 /// The figures the backend of `kind` would report for an idle device of `total_bytes`
@@ -206,16 +169,7 @@ pub fn assumed_info(
     total_bytes: u64,
     gpu: GpuModel,
 ) -> std::result::Result<DeviceInfo, String> {
-    let _ = gpu;
-    match kind {
-        DeviceKind::Cpu => Ok(tensorfit_cpu::assumed_info(name, total_bytes)),
-        #[cfg(feature = "wgpu")]
-        DeviceKind::Wgpu => Ok(tensorfit_wgpu::assumed_info(name, total_bytes)),
-        #[cfg(feature = "cuda")]
-        DeviceKind::Cuda => Ok(tensorfit_cuda::assumed_info(name, total_bytes, gpu)),
-        #[allow(unreachable_patterns)]
-        other => Err(not_built(other)),
-    }
+    Ok(registry::provider(kind)?.assumed_info(name, total_bytes, gpu))
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ use tensorfit_nn::{
 };
 
 use crate::calibrate::cached_figures;
+use crate::registry;
 
 /// Steps of the short measured run.
 pub const SHORT: usize = 4;
@@ -98,11 +99,6 @@ pub struct ProgramCosts {
 /// this keeps plans of many short runs from looking as cheap as one long run.
 const MIN_SECONDS_PER_RUN: f64 = 50e-6;
 
-/// The FLOP model's fixed cost of one program run (launches and host round trips), on
-/// the CPU and on a GPU, where no program was timed.
-const FLOP_MODEL_RUN_SECONDS_CPU: f64 = 50e-6;
-const FLOP_MODEL_RUN_SECONDS_GPU: f64 = 300e-6;
-
 /// The longest a plan may spend measuring one shape (by the FLOP model, which is
 /// optimistic, so the real time can be a few times longer, once per build and shape).
 const MAX_MEASURE_SECONDS: f64 = 2.0;
@@ -112,7 +108,8 @@ const SANE_FIGURES: std::ops::RangeInclusive<f64> = 1e-9..=1e5;
 
 impl ProgramCosts {
     /// The measured costs of `cfg` at the batch of `job` on the device `open` gives,
-    /// from the cache or measured now. Only the CPU is measured (see the module doc).
+    /// from the cache or measured now. Only devices whose provider says so are measured
+    /// (`Hardware::measures_programs`: the CPU; see the module doc).
     pub fn for_job(
         kind: DeviceKind,
         device_name: &str,
@@ -121,7 +118,7 @@ impl ProgramCosts {
         gflops: f64,
         open: impl Fn() -> Result<Box<dyn Backend>>,
     ) -> Result<Option<ProgramCosts>> {
-        if kind != DeviceKind::Cpu {
+        if !registry::hardware(kind).measures_programs {
             return Ok(None);
         }
         let (batch, steps, train) = match job {
@@ -236,7 +233,8 @@ impl ProgramCosts {
 
 /// Estimated seconds for one training step or one evaluation of `job` under `opts`:
 /// the sum over the program runs, from `costs` where measured, else FLOPs over `gflops`
-/// (the device's GEMM throughput) plus a fixed cost per run.
+/// (the device's GEMM throughput) plus a fixed cost per run (the kind's
+/// `Hardware::run_overhead_seconds`: launches and host round trips).
 pub fn estimate_seconds(
     cfg: &ModelDescription,
     opts: &TrainOptions,
@@ -249,10 +247,7 @@ pub fn estimate_seconds(
     if let Some(costs) = costs {
         return runs.iter().map(|(k, n)| costs.run(k) * *n as f64).sum();
     }
-    let per_run = match kind {
-        DeviceKind::Cpu => FLOP_MODEL_RUN_SECONDS_CPU,
-        DeviceKind::Wgpu | DeviceKind::Cuda => FLOP_MODEL_RUN_SECONDS_GPU,
-    };
+    let per_run = registry::hardware(kind).run_overhead_seconds;
     let flops = opts.step_flops(cfg, job);
     let count: u64 = runs.iter().map(|&(_, n)| n).sum();
     flops / (gflops.max(1e-3) * 1e9) + count as f64 * per_run

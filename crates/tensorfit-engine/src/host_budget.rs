@@ -17,12 +17,13 @@
 //! off the device's free memory before planning, so that in a 400 MB container the plan
 //! is made for what is really left, and streams or refuses instead of being killed.
 
-use tensorfit_core::{DType, DeviceInfo, DeviceKind, Error, Result};
+use tensorfit_core::{DType, DeviceInfo, Error, Result};
 use tensorfit_cpu::host_memory;
 use tensorfit_nn::{Job, ModelDescription, ParamKind, ParamStore, Program};
 use tensorfit_plan::format_bytes;
 
 use crate::distributed::DataParallel;
+use crate::registry;
 
 /// The host bytes of a job outside its device plan, before any strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,17 +145,23 @@ impl HostNeed {
         }
     }
 
-    /// The driver memory the host holds for `info` besides the device's buffers: for a
-    /// software GPU, [`SOFTWARE_DRIVER_BYTES`] and the staging copy of the largest
-    /// transfer (the input batch, up to [`STAGING_BYTES`]); for the CPU, its kernels'
-    /// packed operands (`cpu_kernels`; its threads were started before planning);
-    /// nothing for a GPU with memory of its own.
+    /// The driver memory the host holds for `info` besides the device's buffers, by its
+    /// kind's `Hardware`: for a software GPU, its driver's bytes and the staging copy of
+    /// the largest transfer (the input batch, up to the staging piece); for the CPU, its
+    /// kernels' packed operands (`cpu_kernels`; its threads were started before
+    /// planning); nothing for a GPU with memory of its own.
     pub fn driver_bytes(&self, info: &DeviceInfo) -> u64 {
-        match info.kind {
-            DeviceKind::Cpu => self.cpu_kernels,
-            _ if info.software => SOFTWARE_DRIVER_BYTES + self.inputs.min(STAGING_BYTES),
-            _ => 0,
-        }
+        let hw = registry::hardware(info.kind);
+        let kernels = if hw.packed_operands {
+            self.cpu_kernels
+        } else {
+            0
+        };
+        let driver = match info.software {
+            true => hw.software_driver_bytes + self.inputs.min(hw.staging_bytes),
+            false => 0,
+        };
+        kernels + driver
     }
 
     /// The host bytes of the job: its inputs, read-ahead, state copy, the gradients'
@@ -254,21 +261,10 @@ pub const ALLOCATOR_KEPT_MAX: u64 = 32 << 20;
 /// predicting from a file (docs/host-memory.md).
 pub const RUN_CODE_BYTES: u64 = 512 << 10;
 
-/// Resident memory a software GPU's driver (lavapipe) takes in the process once a run
-/// opens the device, beyond the buffers the plan places and the staging copies of
-/// transfers: the device itself and the compute pipelines it compiles with LLVM.
-/// Measured after planning at 15–28 MiB (30 planned, for noise) for the runs of docs/host-memory.md (more
-/// kernels, more); the listing's own device, opened and dropped before planning, is in
-/// the process's peak already.
-pub const SOFTWARE_DRIVER_BYTES: u64 = 30 << 20;
-
-/// The largest piece a transfer to or from a wgpu device is staged in
-/// (`tensorfit_wgpu`'s `STAGING_BYTES`), which on a software GPU is host memory too.
-pub const STAGING_BYTES: u64 = 16 << 20;
-
-/// Whether `info`'s memory is the host's (the CPU, a software GPU).
+/// Whether `info`'s memory is the host's (the CPU, by its kind's `Hardware`; a software
+/// GPU).
 pub fn memory_is_host(info: &DeviceInfo) -> bool {
-    info.kind == DeviceKind::Cpu || info.software
+    registry::hardware(info.kind).host_memory || info.software
 }
 
 /// `info` as seen by a job that holds `host` on the host: a device whose memory is host

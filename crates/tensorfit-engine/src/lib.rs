@@ -1,7 +1,7 @@
 //! tensorfit's engine: the decision and the session beneath the `tensorfit` front door.
 //!
 //! A [`Request`](decision::Request) (a model, a job, the devices allowed) goes through one
-//! pipeline: [`devices`] finds the devices (or [`assume`] describes absent ones) →
+//! pipeline: [`devices`] finds the devices through the backends of [`registry`] (or [`assume`] describes absent ones) →
 //! [`strategy`] lists the ways to run the job → each is planned
 //! ([`decision::plan_job`], with the host's share from [`host_budget`]) → timed
 //! ([`calibrate`] measures a device, [`estimate`] prices a plan) → [`decision`] chooses.
@@ -31,5 +31,6 @@ pub mod job_switch;
 pub mod max_job;
 pub mod output_lock;
 pub mod recovery;
+pub mod registry;
 pub mod session;
 pub mod strategy;

@@ -18,7 +18,7 @@
 //! is bounded by host memory alone.
 
 use serde_json::{json, Value};
-use tensorfit_core::{DeviceInfo, DeviceKind, Error, Result};
+use tensorfit_core::{DeviceInfo, Error, Result};
 use tensorfit_nn::Job;
 use tensorfit_plan::{usable_bytes, Limits};
 
@@ -163,7 +163,8 @@ fn probe(
     if n > SEARCH_LIMIT || check_job(&req.cfg, job, req.tbptt).is_err() {
         return Ok(Probe::Refused);
     }
-    let host = host_need(req, job, (info.kind == DeviceKind::Cpu).then_some(assumed))?;
+    let packs = crate::registry::hardware(info.kind).packed_operands;
+    let host = host_need(req, job, packs.then_some(assumed))?;
     let seen = seen_by_job(info, &host, assumed);
     let capacity = usable_bytes(&seen, req.margin);
     let plan = match plan_job(&req.cfg, &s.options(req), job, Limits::from(info)) {

@@ -18,6 +18,9 @@ pub mod mpirun;
 
 pub use tensorfit_core::Rng;
 
+use std::fmt;
+use std::sync::Arc;
+
 use tensorfit_core::Backend;
 
 mod scratch;
@@ -220,17 +223,56 @@ pub fn skip(test: &str, kind: &str, why: &str) {
     println!("{kind}: skipped {test} — {why}");
 }
 
+/// Opens a device under test, or says why it cannot be opened.
+pub type Open = Arc<dyn Fn() -> Result<Box<dyn Backend>, String> + Send + Sync>;
+
 /// A device under test in a suite that runs on every device present.
-#[derive(Debug)]
+#[derive(Clone)]
 pub struct Device {
     /// As printed.
     pub name: &'static str,
     /// The kind `TENSORFIT_REQUIRE` names.
     pub kind: &'static str,
-    pub open: fn() -> Result<Box<dyn Backend>, String>,
+    pub open: Open,
     /// Whether the suite's longest test runs on it (a variant that only exercises a
     /// special path may skip it).
     pub curve: bool,
+}
+
+impl Device {
+    /// The device `open` gives, printed as `name`, of the kind named `kind`; the suite's
+    /// longest test runs on it.
+    pub fn new(
+        name: &'static str,
+        kind: &'static str,
+        open: impl Fn() -> Result<Box<dyn Backend>, String> + Send + Sync + 'static,
+    ) -> Device {
+        Device {
+            name,
+            kind,
+            open: Arc::new(open),
+            curve: true,
+        }
+    }
+
+    /// The same device, without the suite's longest test.
+    pub fn without_curve(self) -> Device {
+        Device {
+            curve: false,
+            ..self
+        }
+    }
+}
+
+impl fmt::Debug for Device {
+    // why: `open` is a closure, which has no Debug.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("curve", &self.curve)
+            .finish()
+    }
 }
 
 /// An opened backend as a suite holds it, or why it did not open.

@@ -35,7 +35,7 @@ use crate::window::{Limits, ELEM};
 
 /// Largest staging piece of a read or write: transfers bigger than this go in pieces, so
 /// a transfer never needs more than this much extra memory.
-const STAGING_BYTES: u64 = 16 << 20;
+pub(crate) const STAGING_BYTES: u64 = 16 << 20;
 
 /// The backend for any GPU wgpu reaches. See the module documentation.
 pub struct WgpuBackend {

@@ -35,6 +35,7 @@ mod capacity;
 mod context;
 mod kernels;
 mod pipelines;
+mod provider;
 mod record;
 mod shaders;
 mod vk_memory;
@@ -43,6 +44,7 @@ mod window;
 pub use assumed::assumed_info;
 pub use backend::WgpuBackend;
 pub use context::AdapterSummary;
+pub use provider::{WgpuProvider, PROVIDER, SOFTWARE_DRIVER_BYTES};
 
 use tensorfit_core::Error;
 

@@ -13,6 +13,7 @@
 //! - [`nn`]: the seed model, Adam, the truncated-BPTT trainer, the built-in task;
 //! - [`data`]: users' files read into batches;
 //! - [`plan`]: the memory planner and the device-choice policy;
+//! - [`registry`]: the backends this build knows, and providers an app adds;
 //! - [`devices`], [`calibrate`], [`strategy`], [`estimate`], [`decision`]: discovery,
 //!   throughput, strategies, time estimates and the choice; [`session`], [`recovery`]: the
 //!   run on the chosen device and its moves when that device fails; [`job_switch`]: the
@@ -32,7 +33,7 @@ pub mod api;
 
 pub use tensorfit_engine::{
     assume, calibrate, checkpoint_dir, decision, devices, distributed, estimate, host_budget,
-    job_switch, max_job, output_lock, recovery, session, strategy,
+    job_switch, max_job, output_lock, recovery, registry, session, strategy,
 };
 
 pub use tensorfit_core as core;

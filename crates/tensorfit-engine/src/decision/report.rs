@@ -56,9 +56,9 @@ impl Decision {
                 (true, driver) => format!(
                     " (the device plan and {} of its {} included: its memory is host memory)",
                     format_bytes(driver),
-                    match c.device.kind {
-                        tensorfit_core::DeviceKind::Cpu => "kernels' packed operands",
-                        _ => "driver",
+                    match crate::registry::hardware(c.device.kind).packed_operands {
+                        true => "kernels' packed operands",
+                        false => "driver",
                     }
                 ),
             };

@@ -13,9 +13,7 @@ use tensorfit_nn::{ParamStore, Trainer};
 
 use super::{dist_error, weights_hash, DataParallel};
 use crate::devices::parse_id;
-
-/// The kinds of device a rank may train on, as counted in each step's exchange.
-const KINDS: [DeviceKind; 3] = [DeviceKind::Cpu, DeviceKind::Wgpu, DeviceKind::Cuda];
+use crate::registry;
 
 /// The signals a rank may ask to stop for (SIGINT, SIGTERM, SIGHUP), counted in each
 /// step's exchange; the ranks agree on the one most of them received (ties: the first
@@ -268,7 +266,7 @@ impl Ranks {
 /// The lengths of the values a step's exchange holds after the gradients: the loss, the
 /// units, the device kinds, the stop signals, and one for each of `ranks` that ended.
 fn slot_sizes(ranks: usize) -> [usize; 5] {
-    [1, 1, KINDS.len(), STOP_SIGNALS.len(), ranks]
+    [1, 1, registry::kinds().len(), STOP_SIGNALS.len(), ranks]
 }
 
 /// The ranks whose value in `flags` (one per rank) is not 0: "rank 1", "ranks 0, 2"; empty
@@ -313,9 +311,13 @@ impl GradientExchange for Ranks {
             .map_or(self.rows().len(), |(_, units)| units) as f32;
         let mut loss_slot = [*loss * units];
         let mut units_slot = [units];
-        // One-hot of this rank's device kind: averaged, one kind reads 1 on every rank
-        // exactly when all ranks ran on it.
-        let mut kinds = KINDS.map(|k| f32::from(u8::from(self.device == Some(k))));
+        // One-hot of this rank's device kind over the registry's kinds (every rank's build
+        // lists tensorfit's backends, built or not, in the same order): averaged, one kind
+        // reads 1 on every rank exactly when all ranks ran on it.
+        let mut kinds: Vec<f32> = registry::kinds()
+            .into_iter()
+            .map(|k| f32::from(u8::from(self.device == Some(k))))
+            .collect();
         let asked = self.stop_asked.take();
         let mut stops = STOP_SIGNALS.map(|s| f32::from(u8::from(asked == Some(s))));
         if asked.is_some_and(|s| !STOP_SIGNALS.contains(&s)) {
