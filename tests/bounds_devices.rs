@@ -12,38 +12,30 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tensorfit::core::rows::IGNORE_LABEL;
-use tensorfit::core::{Activation, Backend, DeviceKind, HostTensor};
+use tensorfit::core::{Activation, HostTensor};
 use tensorfit::devices::{open, MemoryCaps};
 use tensorfit::nn::{
     Cell, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, Rng, SeedShape, TbpttMode,
     TrainOptions, Trainer,
 };
 use tensorfit::plan::Limits;
+use tensorfit::registry;
 use tensorfit::session::{plan_bound, plan_job};
 use tensorfit_testing::{present, Device};
 
 const BOUND: (usize, usize) = (8, 12);
 const SHAPES: usize = 20;
 
-fn open_kind(kind: DeviceKind) -> Result<Box<dyn Backend>, String> {
-    open(kind, &MemoryCaps::default()).map_err(|e| e.to_string())
-}
-
+/// Every kind the build has, from the registry.
 fn devices() -> Vec<Device> {
-    vec![
-        Device {
-            name: "cpu",
-            kind: "cpu",
-            open: || open_kind(DeviceKind::Cpu),
-            curve: true,
-        },
-        Device {
-            name: "wgpu",
-            kind: "wgpu",
-            open: || open_kind(DeviceKind::Wgpu),
-            curve: true,
-        },
-    ]
+    registry::kinds()
+        .into_iter()
+        .map(|kind| {
+            Device::new(kind.name(), kind.name(), move || {
+                open(kind, &MemoryCaps::default()).map_err(|e| e.to_string())
+            })
+        })
+        .collect()
 }
 
 /// An LSTM with a head on the last step (BatchNorm), its segment recomputed and its

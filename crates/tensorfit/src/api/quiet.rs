@@ -13,10 +13,8 @@
 /// in C libraries). tensorfit never calls it on its own: the environment is the app's.
 ///
 /// ```
-/// fn main() {
-///     tensorfit::quiet_mesa();
-///     // ... plan and train
-/// }
+/// // First thing in `main`, before any thread starts.
+/// tensorfit::quiet_mesa();
 /// ```
 pub fn quiet_mesa() {
     #[cfg(unix)]
