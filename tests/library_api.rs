@@ -9,16 +9,11 @@ use tensorfit::core::DeviceKind;
 use tensorfit::nn::Job;
 use tensorfit::{Control, DevicePolicy, Error, Model, Sequences};
 
-use common::{scratch, task_model};
+use common::{hot_first_step, scratch, task_model};
 
 /// 12 sequences of 6 steps whose class is the feature hot at step 0.
 fn data() -> Sequences {
-    let labels: Vec<f32> = (0..12).map(|i| (i % 6) as f32).collect();
-    let inputs = labels
-        .iter()
-        .map(|&c| (0..6 * 152).map(|k| f32::from(k == c as usize)).collect())
-        .collect();
-    Sequences::new(inputs, labels, 152).expect("sequences")
+    hot_first_step(12, 6)
 }
 
 fn small() -> Model {
@@ -140,12 +135,7 @@ fn bad_files_and_bad_input_are_told_apart() {
 #[test]
 fn training_backpropagates_through_the_whole_sequence_unless_told_to_truncate() {
     // 60 steps, longer than any fixed default truncation would be.
-    let labels: Vec<f32> = (0..8).map(|i| (i % 6) as f32).collect();
-    let inputs = labels
-        .iter()
-        .map(|&c| (0..60 * 152).map(|k| f32::from(k == c as usize)).collect())
-        .collect();
-    let data = Sequences::new(inputs, labels, 152).expect("sequences");
+    let data = hot_first_step(8, 60);
     let losses = |tbptt: Option<usize>| {
         let training = tensorfit::Training {
             tbptt,

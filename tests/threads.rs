@@ -11,16 +11,11 @@ use std::thread;
 
 use tensorfit::{Control, DevicePolicy, Job, Model, Runner, Sequences, Stream};
 
-use common::task_model;
+use common::{hot_first_step, task_model};
 
 /// 12 sequences of 6 steps whose class is the feature hot at step 0.
 fn data() -> Sequences {
-    let labels: Vec<f32> = (0..12).map(|i| (i % 6) as f32).collect();
-    let inputs = labels
-        .iter()
-        .map(|&c| (0..6 * 152).map(|k| f32::from(k == c as usize)).collect())
-        .collect();
-    Sequences::new(inputs, labels, 152).expect("sequences")
+    hot_first_step(12, 6)
 }
 
 fn open() -> Runner {

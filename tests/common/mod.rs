@@ -132,6 +132,21 @@ pub fn task_model(hidden: usize, layers: usize, dense: usize) -> ModelDescriptio
     .description()
 }
 
+/// `n` sequences of `steps` steps of the task's 152 features whose class (`i % 6`) is the
+/// feature hot at their first step: data the library tests train on from `Vec`s.
+pub fn hot_first_step(n: usize, steps: usize) -> tensorfit::Sequences {
+    let labels: Vec<f32> = (0..n).map(|i| (i % 6) as f32).collect();
+    let inputs = labels
+        .iter()
+        .map(|&c| {
+            (0..steps * 152)
+                .map(|k| f32::from(k == c as usize))
+                .collect()
+        })
+        .collect();
+    tensorfit::Sequences::new(inputs, labels, 152).expect("sequences")
+}
+
 /// Training options with whole truncated-BPTT chunks and Adam at learning rate `lr`.
 pub fn train_options(tbptt: usize, lr: f32) -> TrainOptions {
     TrainOptions {

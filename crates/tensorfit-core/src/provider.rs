@@ -71,3 +71,17 @@ pub struct Hardware {
     /// on such a device.
     pub packed_operands: bool,
 }
+
+impl Hardware {
+    /// A device with memory of its own that holds nothing on the host, estimated by the
+    /// FLOP model with a GPU's fixed cost per run (launches, host round trips): CUDA's
+    /// facts, and those assumed for a kind this build has no provider for.
+    pub const OWN_MEMORY: Hardware = Hardware {
+        host_memory: false,
+        run_overhead_seconds: 300e-6,
+        measures_programs: false,
+        software_driver_bytes: 0,
+        staging_bytes: 0,
+        packed_operands: false,
+    };
+}

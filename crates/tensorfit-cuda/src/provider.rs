@@ -30,14 +30,6 @@ impl Provider for CudaProvider {
     }
 
     fn hardware(&self) -> Hardware {
-        Hardware {
-            host_memory: false,
-            // A run's launches and its host round trips.
-            run_overhead_seconds: 300e-6,
-            measures_programs: false,
-            software_driver_bytes: 0,
-            staging_bytes: 0,
-            packed_operands: false,
-        }
+        Hardware::OWN_MEMORY
     }
 }

@@ -121,21 +121,10 @@ pub fn provider(kind: DeviceKind) -> std::result::Result<&'static dyn Provider, 
 
 /// The planner's facts about `kind`'s hardware. A kind without a provider here (in a
 /// test, a device of a backend this build leaves out) is taken as a GPU with memory of
-/// its own ([`UNBUILT_HARDWARE`]): no device of it is ever opened.
+/// its own ([`Hardware::OWN_MEMORY`]): no device of it is ever opened.
 pub fn hardware(kind: DeviceKind) -> Hardware {
-    provider(kind).map_or(UNBUILT_HARDWARE, |p| p.hardware())
+    provider(kind).map_or(Hardware::OWN_MEMORY, |p| p.hardware())
 }
-
-/// The facts assumed for a kind without a provider: memory of its own, nothing held on
-/// the host, the FLOP model's GPU cost per run.
-pub const UNBUILT_HARDWARE: Hardware = Hardware {
-    host_memory: false,
-    run_overhead_seconds: 300e-6,
-    measures_programs: false,
-    software_driver_bytes: 0,
-    staging_bytes: 0,
-    packed_operands: false,
-};
 
 /// The kind named `text` (any case): a kind's name or one of its aliases (`vulkan` for
 /// wgpu), of a backend built or not.
