@@ -2,16 +2,17 @@
 //!
 //! One enum so that a session can match on the cases that matter to it (above all
 //! `OutOfMemory`, which triggers a fallback to another device) whatever layer raised them.
+//! Display and `std::error::Error` are written out below (no derive macro: the library
+//! builds without proc-macro crates).
 
-use thiserror::Error;
+use std::fmt;
 
 /// Result alias used throughout tensorfit's libraries.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-#[derive(Debug, Error)]
+#[derive(Debug)]
 pub enum Error {
     /// A shape or arity mismatch found while building a graph; names the node.
-    #[error("node `{node}` ({op}): {message}")]
     Shape {
         node: String,
         op: &'static str,
@@ -19,11 +20,9 @@ pub enum Error {
     },
 
     /// A graph that cannot be scheduled or differentiated as asked.
-    #[error("invalid graph: {0}")]
     Graph(String),
 
     /// The device could not provide the memory asked for.
-    #[error("out of memory on {device}: asked for {requested} bytes, {available} bytes available")]
     OutOfMemory {
         device: String,
         requested: u64,
@@ -32,22 +31,18 @@ pub enum Error {
 
     /// The device stopped working (driver reset, device removed, context lost). Its
     /// memory is gone; a session moves to another device from its last host snapshot.
-    #[error("device lost on {device}: {message}")]
     DeviceLost { device: String, message: String },
 
     /// A backend was handed a buffer, view or op it cannot use.
-    #[error("backend {backend}: {message}")]
     Backend {
         backend: &'static str,
         message: String,
     },
 
     /// Invalid user input: configuration, data, sizes.
-    #[error("invalid input: {0}")]
     Input(String),
 
     /// A token id that is not a whole number in `0..vocab` (see [`crate::tokens`]).
-    #[error("token id {value} at {position} of `{tensor}` is outside the vocabulary of {vocab} (ids are whole numbers 0..{vocab})")]
     TokenOutOfRange {
         tensor: String,
         position: String,
@@ -56,9 +51,42 @@ pub enum Error {
     },
 
     /// A file that could not be read, written or parsed.
-    #[error("{path}: {message}")]
     File { path: String, message: String },
 }
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Shape { node, op, message } => write!(f, "node `{node}` ({op}): {message}"),
+            Error::Graph(message) => write!(f, "invalid graph: {message}"),
+            Error::OutOfMemory {
+                device,
+                requested,
+                available,
+            } => write!(
+                f,
+                "out of memory on {device}: asked for {requested} bytes, {available} bytes available"
+            ),
+            Error::DeviceLost { device, message } => {
+                write!(f, "device lost on {device}: {message}")
+            }
+            Error::Backend { backend, message } => write!(f, "backend {backend}: {message}"),
+            Error::Input(message) => write!(f, "invalid input: {message}"),
+            Error::TokenOutOfRange {
+                tensor,
+                position,
+                value,
+                vocab,
+            } => write!(
+                f,
+                "token id {value} at {position} of `{tensor}` is outside the vocabulary of {vocab} (ids are whole numbers 0..{vocab})"
+            ),
+            Error::File { path, message } => write!(f, "{path}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
 
 impl Error {
     /// True for failures of the device rather than of the request: out of memory, or the

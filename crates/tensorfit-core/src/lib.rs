@@ -7,7 +7,8 @@
 //! and outputs are named structs ([`args`]); a backend is a [`Ledger`] of buffers plus
 //! one typed kernel per op ([`OpKernels`]), reached through the one [`dispatch`]. Because shapes
 //! are static and ops are data, the memory a run needs can be computed from the graph
-//! alone, before anything is allocated.
+//! alone, before anything is allocated. Beside them, [`safetensors`](mod@safetensors) reads
+//! and writes the tensor file format that data files, checkpoints and PyTorch weights share.
 
 #![forbid(unsafe_code)]
 
@@ -30,6 +31,7 @@ mod provider;
 pub mod recurrent_dims;
 pub mod rng;
 pub mod rows;
+pub mod safetensors;
 pub mod schedule;
 pub mod seq_lengths;
 pub mod shape;

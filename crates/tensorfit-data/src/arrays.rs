@@ -10,7 +10,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tensorfit_core::half_float;
+use tensorfit_core::{half_float, safetensors};
 
 use crate::error::{DataError, Place, Result};
 use crate::format::Format;
@@ -64,7 +64,16 @@ impl DType {
             S::U16 => DType::U16,
             S::U32 => DType::U32,
             S::U64 => DType::U64,
-            _ => return None,
+            S::Bool
+            | S::F4
+            | S::F6E2M3
+            | S::F6E3M2
+            | S::F8E5M2
+            | S::F8E4M3
+            | S::F8E8M0
+            | S::F8E4M3Fnuz
+            | S::F8E5M2Fnuz
+            | S::C64 => return None,
         })
     }
 
@@ -244,38 +253,11 @@ pub fn arrays(path: &Path) -> Result<BTreeMap<String, Array>> {
     }
 }
 
-/// The keys of a JSON object in the order written, duplicates kept (a JSON map keeps the
-/// last of two values under one key and drops the other silently).
-struct Keys(Vec<String>);
-
-impl<'de> serde::Deserialize<'de> for Keys {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Keys, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Keys;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: serde::de::MapAccess<'de>>(
-                self,
-                mut map: M,
-            ) -> std::result::Result<Keys, M::Error> {
-                let mut keys = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                    keys.push(key);
-                }
-                Ok(Keys(keys))
-            }
-        }
-        d.deserialize_map(Visit)
-    }
-}
-
-/// The arrays of a safetensors file, its header checked as the safetensors library
-/// checks it (what Python's `safetensors` refuses is refused): no key twice, the tensors'
-/// byte ranges one after another from 0 with no overlap and no hole, each the size of its
-/// shape, and the data section ending where the file ends.
+/// The arrays of a safetensors file, its header checked by
+/// [`tensorfit_core::safetensors`] (what Python's `safetensors` refuses is refused, and a
+/// name given twice): the tensors' byte ranges one after another from 0 with no overlap
+/// and no hole, each the size of its shape, and the data section ending where the file
+/// ends.
 fn safetensors_arrays(path: &Path, file: &mut File, len: u64) -> Result<BTreeMap<String, Array>> {
     let bad = |m: String| {
         DataError::format(
@@ -283,40 +265,22 @@ fn safetensors_arrays(path: &Path, file: &mut File, len: u64) -> Result<BTreeMap
             format!("not a valid safetensors file ({m})"),
         )
     };
-    let mut prefix = [0u8; 8];
-    file.read_exact(&mut prefix)
-        .map_err(|_| bad("shorter than its 8-byte header length".into()))?;
-    let n = u64::from_le_bytes(prefix);
-    if n > 100_000_000 || 8 + n > len {
-        return Err(bad(format!("header length {n} in a file of {len} bytes")));
-    }
-    let mut head = vec![0u8; n as usize];
-    file.read_exact(&mut head).map_err(DataError::io(path))?;
-    let Keys(keys) = serde_json::from_slice(&head).map_err(|e| bad(format!("header: {e}")))?;
-    let mut seen = std::collections::BTreeSet::new();
-    if let Some(twice) = keys.iter().find(|k| !seen.insert(k.as_str())) {
-        return Err(bad(format!("the header names `{twice}` twice")));
-    }
-    let metadata: safetensors::tensor::Metadata =
-        serde_json::from_slice(&head).map_err(|e| bad(format!("header: {e}")))?;
-    let data = metadata.data_len() as u64;
-    if 8 + n + data != len {
-        return Err(bad(format!(
-            "its header describes {} bytes, the file has {len}: truncated, or bytes no tensor covers",
-            8 + n + data
-        )));
-    }
+    let (header, json) = safetensors::read_header(file, Some(len)).map_err(|e| match e {
+        safetensors::SafetensorsError::Io(e) => DataError::io(path)(e),
+        e => bad(e.to_string()),
+    })?;
+    let data_start = 8 + json.len() as u64;
     let mut out = BTreeMap::new();
-    for (name, info) in metadata.tensors() {
+    for (name, info) in header.tensors() {
         let dtype = DType::from_safetensors(info.dtype).ok_or_else(|| {
             bad(format!(
                 "tensor `{name}` has dtype {}, which is not read; tensors of {READ} are",
                 info.dtype
             ))
         })?;
-        let offset = 8 + n + info.data_offsets.0 as u64;
-        let array = Array::in_file(path, &name, dtype, info.shape.clone(), offset);
-        out.insert(name, array);
+        let offset = data_start + info.begin;
+        let array = Array::in_file(path, name, dtype, info.shape.clone(), offset);
+        out.insert(name.to_string(), array);
     }
     Ok(out)
 }

@@ -67,22 +67,24 @@ impl fmt::Display for Place {
 }
 
 /// A file or directory that cannot be read as data, and why.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub enum DataError {
-    #[error("{place}: {found} fields where the file's first row has {expected}")]
     Ragged {
         place: Place,
         found: usize,
         expected: usize,
     },
 
-    #[error("{place}: `{text}` is not a number")]
-    NotANumber { place: Place, text: String },
+    NotANumber {
+        place: Place,
+        text: String,
+    },
 
-    #[error("{place}: {value} is not a finite number (NaN and infinities cannot be trained on)")]
-    NotFinite { place: Place, value: String },
+    NotFinite {
+        place: Place,
+        value: String,
+    },
 
-    #[error("{place}: label {label} is out of range ({})", class_range(*classes))]
     LabelOutOfRange {
         place: Place,
         label: String,
@@ -90,19 +92,26 @@ pub enum DataError {
         classes: Option<usize>,
     },
 
-    #[error("{place}: {message}")]
-    LabelKind { place: Place, message: String },
+    LabelKind {
+        place: Place,
+        message: String,
+    },
 
-    #[error("{}: is empty ({what})", path.display())]
-    Empty { path: PathBuf, what: &'static str },
+    Empty {
+        path: PathBuf,
+        what: &'static str,
+    },
 
-    #[error("{}: has no matching label file {}", features.display(), labels.display())]
-    MissingLabels { features: PathBuf, labels: PathBuf },
+    MissingLabels {
+        features: PathBuf,
+        labels: PathBuf,
+    },
 
-    #[error("{}: has no matching feature file {}", labels.display(), features.display())]
-    MissingFeatures { labels: PathBuf, features: PathBuf },
+    MissingFeatures {
+        labels: PathBuf,
+        features: PathBuf,
+    },
 
-    #[error("{place}: {found} features per step where {} has {expected}", first.display())]
     FeatureCount {
         place: Place,
         found: usize,
@@ -110,10 +119,10 @@ pub enum DataError {
         first: PathBuf,
     },
 
-    #[error("{place}: invalid UTF-8")]
-    InvalidUtf8 { place: Place },
+    InvalidUtf8 {
+        place: Place,
+    },
 
-    #[error("{place}: sequence of {len} steps is longer than the maximum of {max} (cut long sequences instead, or raise the maximum)")]
     TooLong {
         place: Place,
         len: usize,
@@ -121,23 +130,22 @@ pub enum DataError {
     },
 
     /// A file whose structure is wrong for its format (header, dtype, shape, order).
-    #[error("{place}: {message}")]
-    Format { place: Place, message: String },
+    Format {
+        place: Place,
+        message: String,
+    },
 
     /// A file that could not be read. The message includes the system's reason, so the
     /// reason is not also a `source` (a chain printer would say it twice).
-    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
         error: std::io::Error,
     },
 
     /// Settings that cannot be used with this data (batch of 0, fraction over 1, ...).
-    #[error("{0}")]
     Settings(String),
 
     /// An error with a note on what may have caused it.
-    #[error("{error} ({note})")]
     Noted {
         error: Box<DataError>,
         note: &'static str,
@@ -145,16 +153,12 @@ pub enum DataError {
 
     /// An error in a CSV file whose first line was skipped as a header (none of its
     /// fields is a number), which may be why: the line is shown.
-    #[error(
-        "{error} (line 1 was skipped as a header, none of its fields being a number: `{header}`)"
-    )]
     AfterHeader {
         error: Box<DataError>,
         header: String,
     },
 
     /// The background reader stopped without a word (it panicked).
-    #[error("the background data reader stopped unexpectedly")]
     ReaderStopped,
 }
 
@@ -202,6 +206,77 @@ impl DataError {
         }
     }
 }
+
+impl fmt::Display for DataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use DataError as E;
+        match self {
+            E::Ragged {
+                place,
+                found,
+                expected,
+            } => write!(
+                f,
+                "{place}: {found} fields where the file's first row has {expected}"
+            ),
+            E::NotANumber { place, text } => write!(f, "{place}: `{text}` is not a number"),
+            E::NotFinite { place, value } => write!(
+                f,
+                "{place}: {value} is not a finite number (NaN and infinities cannot be trained on)"
+            ),
+            E::LabelOutOfRange {
+                place,
+                label,
+                classes,
+            } => write!(
+                f,
+                "{place}: label {label} is out of range ({})",
+                class_range(*classes)
+            ),
+            E::LabelKind { place, message } | E::Format { place, message } => {
+                write!(f, "{place}: {message}")
+            }
+            E::Empty { path, what } => write!(f, "{}: is empty ({what})", path.display()),
+            E::MissingLabels { features, labels } => write!(
+                f,
+                "{}: has no matching label file {}",
+                features.display(),
+                labels.display()
+            ),
+            E::MissingFeatures { labels, features } => write!(
+                f,
+                "{}: has no matching feature file {}",
+                labels.display(),
+                features.display()
+            ),
+            E::FeatureCount {
+                place,
+                found,
+                expected,
+                first,
+            } => write!(
+                f,
+                "{place}: {found} features per step where {} has {expected}",
+                first.display()
+            ),
+            E::InvalidUtf8 { place } => write!(f, "{place}: invalid UTF-8"),
+            E::TooLong { place, len, max } => write!(
+                f,
+                "{place}: sequence of {len} steps is longer than the maximum of {max} (cut long sequences instead, or raise the maximum)"
+            ),
+            E::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            E::Settings(message) => write!(f, "{message}"),
+            E::Noted { error, note } => write!(f, "{error} ({note})"),
+            E::AfterHeader { error, header } => write!(
+                f,
+                "{error} (line 1 was skipped as a header, none of its fields being a number: `{header}`)"
+            ),
+            E::ReaderStopped => write!(f, "the background data reader stopped unexpectedly"),
+        }
+    }
+}
+
+impl std::error::Error for DataError {}
 
 fn class_range(classes: Option<usize>) -> String {
     match classes {

@@ -17,10 +17,9 @@ pub const MAX_LAYERS: usize = 1024;
 pub const MAX_PARAMETERS: u128 = 1 << 36;
 
 /// Why a description cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InvalidDescription {
     /// A size outside `min..=max`.
-    #[error("`{field}` = {value}: must be between {min} and {max}")]
     Size {
         field: String,
         value: usize,
@@ -28,20 +27,40 @@ pub enum InvalidDescription {
         max: usize,
     },
     /// The whole model is larger than any device.
-    #[error(
-        "the model would have {parameters} parameters; at most {MAX_PARAMETERS} are supported"
-    )]
     TooManyParameters { parameters: u128 },
     /// A head layer's name used twice: two layers would share tensor names.
-    #[error("`{field}`: the name `{name}` is used by an earlier head layer")]
     DuplicateName { field: String, name: String },
     /// Dropout between recurrent layers of a one-layer stack, which has none between
     /// (PyTorch warns and drops nothing; a description file says what it means).
-    #[error(
-        "`{field}` = {p}: dropout acts between recurrent layers and `recurrent.layers` = 1 has none (PyTorch warns and ignores it); remove it, or stack at least 2 layers"
-    )]
     DropoutWithOneLayer { field: String, p: DropoutRate },
 }
+
+impl std::fmt::Display for InvalidDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InvalidDescription::Size {
+                field,
+                value,
+                min,
+                max,
+            } => write!(f, "`{field}` = {value}: must be between {min} and {max}"),
+            InvalidDescription::TooManyParameters { parameters } => write!(
+                f,
+                "the model would have {parameters} parameters; at most {MAX_PARAMETERS} are supported"
+            ),
+            InvalidDescription::DuplicateName { field, name } => write!(
+                f,
+                "`{field}`: the name `{name}` is used by an earlier head layer"
+            ),
+            InvalidDescription::DropoutWithOneLayer { field, p } => write!(
+                f,
+                "`{field}` = {p}: dropout acts between recurrent layers and `recurrent.layers` = 1 has none (PyTorch warns and ignores it); remove it, or stack at least 2 layers"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for InvalidDescription {}
 
 impl InvalidDescription {
     /// The field the error is about, as the description file spells it (`None` for the

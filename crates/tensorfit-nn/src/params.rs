@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors};
+use tensorfit_core::safetensors::{Dtype, SafeTensors};
 use tensorfit_core::{Error, HostTensor, Result, Shape};
 
 use crate::description::ModelDescription;
@@ -114,31 +114,28 @@ impl ParamStore {
             path: "<safetensors>".into(),
             message: m,
         };
-        let invalid =
-            |e: safetensors::SafeTensorError| bad(format!("not a valid safetensors file ({e})"));
-        let (_, meta) = SafeTensors::read_metadata(bytes).map_err(invalid)?;
-        let st = SafeTensors::deserialize(bytes).map_err(invalid)?;
+        let st = SafeTensors::parse(bytes)
+            .map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
         let mut store = ParamStore::new();
         for (name, view) in st.tensors() {
             let Some(short) = name.strip_prefix(prefix) else {
                 continue;
             };
-            if view.dtype() != Dtype::F32 {
+            if view.dtype != Dtype::F32 {
                 return Err(bad(format!(
-                    "tensor `{name}` has dtype {:?}; tensorfit reads F32",
-                    view.dtype()
+                    "tensor `{name}` has dtype {}; tensorfit reads F32",
+                    view.dtype
                 )));
             }
             let data: Vec<f32> = view
-                .data()
+                .data
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect();
-            store.insert(short, HostTensor::new(Shape::new(view.shape()), data)?);
+            store.insert(short, HostTensor::new(Shape::new(view.shape), data)?);
         }
-        // safetensors keeps it in a hashbrown map (its `alloc` build): std's here.
-        let meta = meta.metadata().iter().flatten();
-        Ok((store, meta.map(|(k, v)| (k.clone(), v.clone())).collect()))
+        let meta = st.header().metadata().clone();
+        Ok((store, meta.into_iter().collect()))
     }
 
     /// Reads a safetensors file (see [`ParamStore::from_safetensors`]), no further than

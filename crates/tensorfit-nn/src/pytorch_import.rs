@@ -19,7 +19,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use tensorfit_core::safetensors::{Dtype, SafeTensors, TensorBytes};
 use tensorfit_core::{Error, HostTensor, Result, Shape};
 
 use crate::layers::ParamSpec;
@@ -40,13 +40,12 @@ pub fn import_state_dict(specs: &[ParamSpec], path: &Path) -> Result<ParamStore>
         message,
     };
     let bytes = SafetensorsFile::open(path)?.into_bytes()?;
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| file_error(format!("not a valid safetensors file ({e})")))?;
+    let st = SafeTensors::parse(&bytes).map_err(|e| e.in_file(path))?;
     let wanted: BTreeSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     let mut problems = Vec::new();
     let mut extra: Vec<String> = st
-        .names()
-        .into_iter()
+        .tensors()
+        .map(|(n, _)| n)
         .filter(|n| !wanted.contains(n) && n.rsplit('.').next() != Some(IGNORED_SUFFIX))
         .map(|n| format!("`{n}`"))
         .collect();
@@ -54,14 +53,11 @@ pub fn import_state_dict(specs: &[ParamSpec], path: &Path) -> Result<ParamStore>
     let mut missing = Vec::new();
     let mut store = ParamStore::new();
     for spec in specs {
-        let view = match st.tensor(&spec.name) {
-            Ok(view) => view,
-            Err(_) => {
-                missing.push(format!("`{}` {}", spec.name, spec.shape));
-                continue;
-            }
+        let Some(view) = st.tensor(&spec.name) else {
+            missing.push(format!("`{}` {}", spec.name, spec.shape));
+            continue;
         };
-        let shape = Shape::new(view.shape());
+        let shape = Shape::new(view.shape);
         if shape != spec.shape {
             problems.push(format!(
                 "`{}` is {shape} in the file, the model needs {}",
@@ -80,9 +76,8 @@ pub fn import_state_dict(specs: &[ParamSpec], path: &Path) -> Result<ParamStore>
                 None => store.insert(&spec.name, HostTensor::new(shape, data)?),
             },
             None => problems.push(format!(
-                "`{}` has dtype {:?}; F32, F16, BF16 and F64 are read",
-                spec.name,
-                view.dtype()
+                "`{}` has dtype {}; F32, F16, BF16 and F64 are read",
+                spec.name, view.dtype
             )),
         }
     }
@@ -103,9 +98,9 @@ pub fn import_state_dict(specs: &[ParamSpec], path: &Path) -> Result<ParamStore>
 }
 
 /// The tensor's values as f32, for the floating-point dtypes PyTorch saves.
-fn to_f32(view: &TensorView) -> Option<Vec<f32>> {
-    let data = view.data();
-    Some(match view.dtype() {
+fn to_f32(view: &TensorBytes) -> Option<Vec<f32>> {
+    let data = view.data;
+    Some(match view.dtype {
         Dtype::F32 => data
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))

@@ -9,37 +9,22 @@
 //! kernel kills the process. Tensors can then be read whole or a row at a time (so a
 //! large input needs no second host copy).
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use tensorfit_core::safetensors::{read_header, Dtype, Header, TensorInfo};
 use tensorfit_core::{Error, Result};
 
-/// Largest header accepted (the safetensors format's own limit).
-const MAX_HEADER_BYTES: u64 = 100_000_000;
-
-/// One tensor as the header describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TensorEntry {
-    /// `F32`, `F16`, `I64`, ...
-    pub dtype: String,
-    pub shape: Vec<usize>,
-    /// Byte range in the data section (after the header).
-    pub begin: u64,
-    pub end: u64,
-}
-
-/// An open safetensors file whose header has been read and checked.
+/// An open safetensors file whose header has been read and checked
+/// ([`tensorfit_core::safetensors::read_header`]).
 #[derive(Debug)]
 pub struct SafetensorsFile {
     path: PathBuf,
     reader: BufReader<File>,
     /// The length prefix and header bytes, as read.
     head: Vec<u8>,
-    tensors: BTreeMap<String, TensorEntry>,
-    /// Bytes of the data section, as the header implies.
-    data_bytes: u64,
+    header: Header,
     /// Bytes of the data section read so far (reads go forward only, so pipes work).
     position: u64,
 }
@@ -57,52 +42,29 @@ impl SafetensorsFile {
         // as far as the header says.
         let file_len = meta.is_file().then_some(meta.len());
         let mut reader = BufReader::new(file);
-        let mut prefix = [0u8; 8];
-        read_exact(&mut reader, &mut prefix, path, "the header length")?;
-        let n = u64::from_le_bytes(prefix);
-        if !(2..=MAX_HEADER_BYTES).contains(&n) {
-            return Err(err(format!(
-                "not a valid safetensors file (header length {n}; a header is 2 to {MAX_HEADER_BYTES} bytes)"
-            )));
-        }
-        if let Some(len) = file_len.filter(|&len| 8 + n > len) {
-            return Err(err(format!(
-                "not a valid safetensors file (its header claims {n} bytes, the file has {len} in all)"
-            )));
-        }
-        let mut head = prefix.to_vec();
-        head.resize(8 + n as usize, 0);
-        read_exact(&mut reader, &mut head[8..], path, "the header")?;
-        let (tensors, data_bytes) = parse_header(&head[8..])
-            .map_err(|m| err(format!("not a valid safetensors file ({m})")))?;
-        let total = (8 + n).checked_add(data_bytes).ok_or_else(|| {
-            err("not a valid safetensors file (its header describes more bytes than any file holds)".into())
-        })?;
-        if let Some(len) = file_len.filter(|&len| len != total) {
-            return Err(err(format!(
-                "not a valid safetensors file (its header describes {total} bytes, the file has {len}: truncated or padded)"
-            )));
-        }
+        let (header, json) = read_header(&mut reader, file_len).map_err(|e| e.in_file(path))?;
+        let mut head = (json.len() as u64).to_le_bytes().to_vec();
+        head.extend(json);
         Ok(SafetensorsFile {
             path: path.to_path_buf(),
             reader,
             head,
-            tensors,
-            data_bytes,
+            header,
             position: 0,
         })
     }
 
     /// The tensor `name` as the header describes it.
-    pub fn tensor(&self, name: &str) -> Option<&TensorEntry> {
-        self.tensors.get(name)
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.header.tensor(name)
     }
 
     /// The whole file's bytes (header and data), read up to the length the header
     /// implies and no further.
     pub fn into_bytes(mut self) -> Result<Vec<u8>> {
-        let total = self.head.len() as u64 + self.data_bytes;
-        let data_bytes = usize::try_from(self.data_bytes)
+        let data_len = self.header.data_len();
+        let total = self.head.len() as u64 + data_len;
+        let data_bytes = usize::try_from(data_len)
             .map_err(|_| file_error(&self.path, format!("{total} bytes do not fit in memory")))?;
         let mut bytes = std::mem::take(&mut self.head);
         bytes.try_reserve_exact(data_bytes).map_err(|_| {
@@ -112,10 +74,10 @@ impl SafetensorsFile {
             )
         })?;
         let read = (&mut self.reader)
-            .take(self.data_bytes)
+            .take(data_len)
             .read_to_end(&mut bytes)
             .map_err(|e| file_error(&self.path, e.to_string()))?;
-        if read as u64 != self.data_bytes {
+        if read as u64 != data_len {
             return Err(file_error(
                 &self.path,
                 format!(
@@ -140,9 +102,9 @@ impl SafetensorsFile {
             .tensor(name)
             .cloned()
             .ok_or_else(|| file_error(&self.path, format!("has no tensor `{name}`")))?;
-        let size: usize = match entry.dtype.as_str() {
-            "F32" => 4,
-            "F64" => 8,
+        let size: usize = match entry.dtype {
+            Dtype::F32 => 4,
+            Dtype::F64 => 8,
             other => {
                 return Err(file_error(
                     &self.path,
@@ -162,7 +124,14 @@ impl SafetensorsFile {
         let mut bytes = vec![0u8; row_bytes as usize];
         let mut values = vec![0f32; row];
         for index in 0..(len / row_bytes) as usize {
-            read_exact(&mut self.reader, &mut bytes, &self.path, "tensor data")?;
+            self.reader.read_exact(&mut bytes).map_err(|e| {
+                let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    "not a valid safetensors file (it ends inside tensor data)".to_string()
+                } else {
+                    e.to_string()
+                };
+                file_error(&self.path, why)
+            })?;
             self.position += row_bytes;
             for (k, (v, b)) in values.iter_mut().zip(bytes.chunks_exact(size)).enumerate() {
                 let mut w = [0u8; 8];
@@ -204,40 +173,6 @@ fn file_error(path: &Path, message: impl std::fmt::Display) -> Error {
         path: path.display().to_string(),
         message: message.to_string(),
     }
-}
-
-fn read_exact(r: &mut impl Read, buf: &mut [u8], path: &Path, what: &str) -> Result<()> {
-    r.read_exact(buf).map_err(|e| {
-        let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            format!("not a valid safetensors file (it ends inside {what})")
-        } else {
-            e.to_string()
-        };
-        file_error(path, why)
-    })
-}
-
-/// The tensors of a header and the length of the data section, checked by the
-/// safetensors library as Python's `safetensors` checks them: every tensor's byte range
-/// the size of its shape and dtype, the ranges one after another from 0 with no overlap
-/// and no hole.
-fn parse_header(text: &[u8]) -> std::result::Result<(BTreeMap<String, TensorEntry>, u64), String> {
-    let metadata: safetensors::tensor::Metadata =
-        serde_json::from_slice(text).map_err(|e| format!("header: {e}"))?;
-    let tensors = metadata
-        .tensors()
-        .into_iter()
-        .map(|(name, info)| {
-            let entry = TensorEntry {
-                dtype: info.dtype.to_string(),
-                shape: info.shape.clone(),
-                begin: info.data_offsets.0 as u64,
-                end: info.data_offsets.1 as u64,
-            };
-            (name, entry)
-        })
-        .collect();
-    Ok((tensors, metadata.data_len() as u64))
 }
 
 #[cfg(test)]
@@ -286,6 +221,35 @@ mod tests {
             let e = SafetensorsFile::open(&p).unwrap_err().to_string();
             assert!(e.contains("invalid offset for tensor `b`"), "{name}: {e}");
         }
+    }
+
+    #[test]
+    fn a_tensor_named_twice_is_refused_not_one_of_them_kept() {
+        // The same entry twice: a JSON map would keep one and find nothing wrong.
+        let a = r#""a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}"#;
+        let bytes = tensorfit_testing::files::safetensors(&format!("{{{a},{a}}}"), &[0; 8]);
+        let p = scratch("twice.safetensors");
+        std::fs::write(&p, &bytes).unwrap();
+        let e = SafetensorsFile::open(&p).unwrap_err().to_string();
+        assert!(e.contains("the header names `a` twice"), "{e}");
+        let e = ParamStore::from_safetensors(&bytes, "")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the header names `a` twice"), "{e}");
+        let spec = crate::layers::ParamSpec::trainable(
+            "a".into(),
+            [2],
+            crate::layers::Init::Constant(0.0),
+        );
+        let e = crate::pytorch_import::import_state_dict(&[spec], &p)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "twice.safetensors: not a valid safetensors file (the header names `a` twice)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

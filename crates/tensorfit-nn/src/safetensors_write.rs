@@ -9,10 +9,11 @@
 //! [`crate::atomic_file::write_atomic_with`]: a crash leaves the old file or the new
 //! one, never part of one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
+use tensorfit_core::safetensors::{header_bytes, Dtype, TensorSpec};
 use tensorfit_core::{Error, HostTensor, Result};
 
 use crate::atomic_file::write_atomic_with;
@@ -21,34 +22,18 @@ use crate::atomic_file::write_atomic_with;
 const CHUNK_VALUES: usize = 16 << 10;
 
 /// The header of a safetensors file holding `tensors` (F32, in this order, their data
-/// back to back) with `metadata`: the 8-byte little-endian length, then the JSON padded
-/// with spaces to a multiple of 8 bytes, as the safetensors library writes it.
+/// back to back) with `metadata`, as [`tensorfit_core::safetensors::header_bytes`] writes
+/// it (padded to 8 bytes, as the safetensors library writes it).
 fn header(tensors: &[(&str, &HostTensor)], metadata: &HashMap<String, String>) -> Result<Vec<u8>> {
-    let mut entries = serde_json::Map::new();
-    if !metadata.is_empty() {
-        // In key order, so that the same checkpoint is the same file.
-        let sorted: BTreeMap<&String, &String> = metadata.iter().collect();
-        entries.insert("__metadata__".into(), serde_json::json!(sorted));
-    }
-    let mut offset = 0u64;
-    for (name, t) in tensors {
-        if name.is_empty() || *name == "__metadata__" || entries.contains_key(*name) {
-            return Err(Error::input(format!(
-                "a safetensors file cannot hold a tensor named `{name}` (empty, reserved or repeated)"
-            )));
-        }
-        let end = offset + t.data.len() as u64 * 4;
-        entries.insert(
-            name.to_string(),
-            serde_json::json!({"dtype": "F32", "shape": t.shape.dims(), "data_offsets": [offset, end]}),
-        );
-        offset = end;
-    }
-    let mut json = serde_json::to_vec(&entries).map_err(|e| Error::input(e.to_string()))?;
-    json.resize(json.len().next_multiple_of(8), b' ');
-    let mut out = (json.len() as u64).to_le_bytes().to_vec();
-    out.extend(json);
-    Ok(out)
+    let specs: Vec<TensorSpec> = tensors
+        .iter()
+        .map(|(name, t)| TensorSpec {
+            name,
+            dtype: Dtype::F32,
+            shape: t.shape.dims(),
+        })
+        .collect();
+    header_bytes(&specs, metadata).map_err(|e| Error::input(e.to_string()))
 }
 
 /// Writes a safetensors file of `tensors` (F32, stored in the order given) with

@@ -68,8 +68,7 @@ const ACTIVATIONS: [Activation; 4] = [
 const RESERVED_NAMES: [&str; 4] = ["lstm", "gru", "embedding", "out"];
 
 /// A description file that cannot be read, with where and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}:{line}:{column}: {message}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DescriptionError {
     /// The file as the caller named it.
     pub path: String,
@@ -81,6 +80,21 @@ pub struct DescriptionError {
     /// What is wrong, starting with the key when there is one.
     pub message: String,
 }
+
+impl std::fmt::Display for DescriptionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let DescriptionError {
+            path,
+            line,
+            column,
+            message,
+            ..
+        } = self;
+        write!(f, "{path}:{line}:{column}: {message}")
+    }
+}
+
+impl std::error::Error for DescriptionError {}
 
 // Not `From`: a second `From<_> for tensorfit_core::Error` leaves `?` in closures
 // whose error type was inferred from the only one (crates/tensorfit-engine/src/calibrate.rs) ambiguous.

@@ -4,7 +4,7 @@
 //! checks. [`OptimSettings::validate`] names the key of the first bad value;
 //! [`OptimSettings::build`] turns valid settings into an [`OptimConfig`].
 
-use thiserror::Error;
+use std::fmt;
 
 use super::schedule::{Decay, Schedule};
 use super::{AdamConfig, Clip, OptimConfig, Optimizer, SgdConfig};
@@ -16,12 +16,19 @@ pub const SCHEDULES: [&str; 5] = ["none", "step", "exponential", "cosine", "plat
 
 /// A setting with a bad value: `key` is its snake_case name (the flag is
 /// [`InvalidSetting::flag`]).
-#[derive(Debug, Clone, PartialEq, Error)]
-#[error("`{key}` {message}")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InvalidSetting {
     pub key: &'static str,
     pub message: String,
 }
+
+impl fmt::Display for InvalidSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}` {}", self.key, self.message)
+    }
+}
+
+impl std::error::Error for InvalidSetting {}
 
 impl InvalidSetting {
     /// The command-line flag of the key: `--clip-norm` for `clip_norm`.

@@ -1,14 +1,14 @@
 //! The one error type of the library front door: the cases an app acts on differently.
 
+use std::fmt;
 use std::path::PathBuf;
 
 /// What went wrong, as an app matches on it. Every message names the tensor, file, flag or
 /// device concerned.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub enum Error {
     /// The job fits on no device (even streamed or in micro-batches), or a device ran out
     /// of memory during the run and no other plan or device was left to move to.
-    #[error("out of memory on {device}: {requested} bytes needed, {available} bytes available")]
     OutOfMemory {
         /// The device, or every device with the smallest plan and largest capacity.
         device: String,
@@ -18,7 +18,6 @@ pub enum Error {
         available: u64,
     },
     /// The device stopped working and the run could not move to another one.
-    #[error("device lost: {device}: {message}")]
     DeviceLost {
         /// The device's id (`cpu`, `wgpu:0`, `cuda:0`).
         device: String,
@@ -27,13 +26,10 @@ pub enum Error {
     },
     /// No device can run the job as asked: none is present, or the job fits only on a
     /// software device, which runs only when asked for by kind.
-    #[error("no device: {0}")]
     NoDevice(String),
     /// The request, the model or the data is invalid (a shape, a value, a setting).
-    #[error("bad input: {0}")]
     BadInput(String),
     /// A file that could not be read, written or parsed.
-    #[error("{}: {message}", path.display())]
     File {
         /// The file.
         path: PathBuf,
@@ -41,9 +37,32 @@ pub enum Error {
         message: String,
     },
     /// A fault inside tensorfit (a graph or backend inconsistency): a bug to report.
-    #[error("internal error: {0}")]
     Internal(String),
 }
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::OutOfMemory {
+                device,
+                requested,
+                available,
+            } => write!(
+                f,
+                "out of memory on {device}: {requested} bytes needed, {available} bytes available"
+            ),
+            Error::DeviceLost { device, message } => {
+                write!(f, "device lost: {device}: {message}")
+            }
+            Error::NoDevice(message) => write!(f, "no device: {message}"),
+            Error::BadInput(message) => write!(f, "bad input: {message}"),
+            Error::File { path, message } => write!(f, "{}: {message}", path.display()),
+            Error::Internal(message) => write!(f, "internal error: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
 
 /// The result of every front-door call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
