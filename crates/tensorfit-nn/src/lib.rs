@@ -30,6 +30,7 @@ pub mod optim;
 pub mod options;
 pub mod padded_reach;
 pub mod params;
+pub mod program_runs;
 pub mod programs;
 pub mod pytorch_import;
 mod recompute;
