@@ -75,3 +75,33 @@ fn a_cached_throughput_no_device_reaches_is_measured_again() {
     );
     assert!(measured < 1e7 && again > 0.0);
 }
+
+/// `tensorfit ARGS` run with an empty cache in `name`; whether it wrote the cache.
+fn writes_the_cache(name: &str, args: &[&str]) -> bool {
+    let cache = scratch(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_tensorfit"))
+        .args(args)
+        .env("XDG_CACHE_HOME", &cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cache.join("tensorfit/throughput.json").exists()
+}
+
+#[test]
+fn a_job_on_one_device_measures_nothing_and_a_plan_table_measures_every_device() {
+    let train = ["train", "--device", "cpu", "--steps", "1", "--batch", "4"];
+    assert!(
+        !writes_the_cache("one-device-train", &train),
+        "training on the CPU alone measured its speed: no choice needed it"
+    );
+    let plan = ["plan", "--device", "cpu", "--batch", "4", "--seq-len", "10"];
+    assert!(
+        writes_the_cache("one-device-plan", &plan),
+        "`plan` shows time estimates, so it measures"
+    );
+}

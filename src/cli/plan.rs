@@ -10,6 +10,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use clap::Args;
 use serde_json::json;
 use tensorfit::assume;
+use tensorfit::calibrate::Calibration;
 use tensorfit::devices::{discover_kind, DeviceStatus};
 use tensorfit::distributed::Ranks;
 use tensorfit::max_job::{largest_jobs, Dim};
@@ -164,6 +165,8 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     let mut req = request(cfg, job, tbptt, optim, &a.dev)?;
     req.tbptt_mode = a.tbptt_mode;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
+    // A table of every device's plans shows their time estimates, one device or many.
+    req.calibration = Calibration::Always;
     if let Some(f) = &files {
         // A text is read in a stream per row, each batch from the state the one before left.
         let f = f.whole_text(batch)?;

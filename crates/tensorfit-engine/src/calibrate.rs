@@ -73,6 +73,29 @@ fn read_cache(path: Option<&PathBuf>) -> BTreeMap<String, f64> {
         .unwrap_or_default()
 }
 
+/// When a decision measures a device's speed for its time estimates: its GEMM throughput
+/// ([`throughput_gflops`]) and, where its programs are measured (the CPU), the model's own
+/// programs (`estimate.rs`). The first measurement on a machine takes about a second and
+/// writes the cache; later ones read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Calibration {
+    /// Where the job has more than one device to choose between (the default): a choice
+    /// between devices needs their times. On one device the strategies are ordered by
+    /// the FLOP model at a nominal speed, and no time is shown.
+    #[default]
+    WhenChoosing,
+    /// Every device, for a table of time estimates (`tensorfit plan`).
+    Always,
+    /// No device: the FLOP model at a nominal speed orders every device's strategies and
+    /// no time is shown. Nothing is run before the job and no cache is written.
+    Never,
+}
+
+/// The GEMM throughput, in GFLOP/s, assumed for a device that was not measured
+/// ([`Calibration`]): it orders strategies (arithmetic against fixed costs per run) and is
+/// never shown as a time.
+pub const NOMINAL_GFLOPS: f64 = 50.0;
+
 /// The GEMM throughput in GFLOP/s of the device `info` describes, from the cache, or
 /// measured now on a backend from `open` (called only when the cache has no figure, or
 /// one measured on a busy machine); the higher figure is kept.

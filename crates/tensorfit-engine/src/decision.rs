@@ -16,7 +16,7 @@ use tensorfit_plan::{
     choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
 };
 
-use crate::calibrate::throughput_gflops;
+use crate::calibrate::{throughput_gflops, Calibration, NOMINAL_GFLOPS};
 use crate::devices::{discover_kind, open_device, parse_id, DeviceStatus, MemoryCaps};
 use crate::distributed::DataParallel;
 use crate::estimate::{estimate_seconds, ProgramCosts};
@@ -63,6 +63,8 @@ pub struct Request {
     /// Batches may continue the previous batch's sequences, starting from the state it
     /// left ([`TrainOptions::carry_across`]).
     pub carry_across: bool,
+    /// When the devices' speed is measured for the time estimates.
+    pub calibration: Calibration,
 }
 
 impl Request {
@@ -86,6 +88,7 @@ impl Request {
             padded: false,
             data_parallel: None,
             carry_across: false,
+            calibration: Calibration::default(),
         }
     }
 
@@ -224,6 +227,21 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     if found.iter().any(|d| d.assumed.is_none()) {
         host.check(req.margin)?;
     }
+    // A software device runs only when its kind is asked for.
+    let allow_software = req.device.is_some();
+    let measure = match req.calibration {
+        Calibration::Always => true,
+        Calibration::Never => false,
+        // More than one device the job may run on: their times decide.
+        Calibration::WhenChoosing => {
+            let eligible = |d: &&DeviceStatus| {
+                req.device.is_none_or(|k| k == d.kind)
+                    && !req.exclude.contains(&d.kind)
+                    && d.info.as_ref().is_ok_and(|i| allow_software || !i.software)
+            };
+            found.iter().filter(eligible).count() > 1
+        }
+    };
     let mut candidates = Vec::new();
     let mut plans = Vec::new();
     let mut unavailable = Vec::new();
@@ -247,6 +265,12 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
             Some(a) => Speed {
                 gflops: a.peak_gflops.unwrap_or(f64::NAN),
                 costs: None,
+                shown: true,
+            },
+            None if !measure => Speed {
+                gflops: NOMINAL_GFLOPS,
+                costs: None,
+                shown: false,
             },
             None => {
                 // Throughput does not depend on a memory cap, and a tiny cap must not
@@ -264,7 +288,11 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
                     open_uncapped,
                 )
                 .unwrap_or(None);
-                Speed { gflops, costs }
+                Speed {
+                    gflops,
+                    costs,
+                    shown: true,
+                }
             }
         };
         // What the device has once the job's host bytes are out (the same for every
@@ -287,8 +315,6 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
             });
         }
     }
-    // A software device runs only when its kind is asked for.
-    let allow_software = req.device.is_some();
     let chosen = choose(&mut candidates, allow_software);
     let unit = match req.job {
         Job::Train { .. } => "training step",
@@ -335,6 +361,9 @@ type Row = (Candidate, MemoryPlan, TrainOptions);
 struct Speed {
     gflops: f64,
     costs: Option<ProgramCosts>,
+    /// Whether its estimates are shown: not for a device that was not measured, whose
+    /// nominal speed only orders its strategies ([`Calibration`]).
+    shown: bool,
 }
 
 /// The rows one device contributes: its fastest plan (to show why it was rejected, if it
@@ -409,7 +438,7 @@ fn plan_device(
             req.margin,
             s.describe(req.job),
             plan.peak_bytes(),
-            t,
+            if speed.shown { t } else { f64::NAN },
             plan.breakdown(),
         );
         let entry = (c, plan, o);

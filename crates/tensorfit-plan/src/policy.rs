@@ -126,7 +126,9 @@ pub fn choose(candidates: &mut [Candidate], allow_software: bool) -> Option<usiz
         candidates[best].estimated_seconds,
     );
     for (i, c) in candidates.iter_mut().enumerate() {
-        if i == best {
+        if i == best && best_secs.is_nan() {
+            c.reason = "chosen: fits (no time estimate)".into();
+        } else if i == best {
             c.reason = "chosen: fastest plan that fits".into();
         } else if usable(c) && (c.estimated_seconds.is_nan() || best_secs.is_nan()) {
             // Devices that are not here may have no time estimate (NaN, ordered last).

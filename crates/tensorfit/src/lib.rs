@@ -49,6 +49,7 @@ pub use api::{
 /// The types the front door's signatures take and give, at the root: an app describes a
 /// model, plans, trains and predicts with `tensorfit::*` alone.
 pub use tensorfit_core::{Activation, DeviceKind, HostTensor};
+pub use tensorfit_engine::calibrate::Calibration;
 pub use tensorfit_nn::{
     Batch, BuildError, Cell, EvalReport, Job, ModelBuilder, ModelDescription, OptimConfig,
     ParamStore, StepReport, TbpttMode,

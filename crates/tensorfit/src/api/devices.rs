@@ -4,6 +4,7 @@ use tensorfit_core::DeviceKind;
 use tensorfit_plan::DEFAULT_MARGIN;
 
 use super::error::{Error, Result};
+use crate::calibrate::Calibration;
 use crate::decision::Request;
 use crate::devices::MemoryCaps;
 
@@ -24,6 +25,7 @@ pub struct DevicePolicy {
     kind: Option<DeviceKind>,
     caps: MemoryCaps,
     margin: f64,
+    calibration: Calibration,
 }
 
 impl Default for DevicePolicy {
@@ -39,6 +41,7 @@ impl DevicePolicy {
             kind: None,
             caps: MemoryCaps::default(),
             margin: DEFAULT_MARGIN,
+            calibration: Calibration::default(),
         }
     }
 
@@ -73,6 +76,26 @@ impl DevicePolicy {
         Ok(self)
     }
 
+    /// When the devices' speed is measured for the time estimates that choose between
+    /// them: by default only where there is a choice ([`Calibration::WhenChoosing`]: a
+    /// CPU-only policy, or `auto` on a machine with one usable device, measures nothing);
+    /// [`Calibration::Never`] runs nothing before the job and writes no cache.
+    ///
+    /// ```
+    /// use tensorfit::{Calibration, DevicePolicy};
+    /// let quiet = DevicePolicy::auto().calibration(Calibration::Never);
+    /// assert_eq!(quiet.calibration_setting(), Calibration::Never);
+    /// ```
+    pub fn calibration(mut self, when: Calibration) -> DevicePolicy {
+        self.calibration = when;
+        self
+    }
+
+    /// When the devices' speed is measured (see [`DevicePolicy::calibration`]).
+    pub fn calibration_setting(&self) -> Calibration {
+        self.calibration
+    }
+
     /// The kind of device asked for (`None`: any).
     pub fn kind(&self) -> Option<DeviceKind> {
         self.kind
@@ -96,6 +119,9 @@ impl DevicePolicy {
         job: tensorfit_nn::Job,
         training: (usize, tensorfit_nn::OptimConfig),
     ) -> Request {
-        Request::new(cfg, job, training).on(self.kind, self.caps.clone(), self.margin)
+        Request {
+            calibration: self.calibration,
+            ..Request::new(cfg, job, training).on(self.kind, self.caps.clone(), self.margin)
+        }
     }
 }
