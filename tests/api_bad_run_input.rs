@@ -154,7 +154,7 @@ fn fit_stops_at_the_first_bad_batch_with_its_error() {
             labels: vec![0.0; 4],
         })
     };
-    let bad = Err(Error::BadInput("the app's own reader failed".into()));
+    let bad = Err(Error::bad_input("the app's own reader failed"));
     let mut steps = 0;
     let r = run.fit([good(), bad, good()], |_| {
         steps += 1;

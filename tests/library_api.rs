@@ -87,10 +87,19 @@ fn a_job_too_large_for_every_device_is_out_of_memory() {
     assert!(!plan.fits());
     match model.open(job, &devices) {
         Err(Error::OutOfMemory {
+            device,
             requested,
             available,
-            ..
-        }) => assert!(requested > available, "{requested} <= {available}"),
+            detail,
+        }) => {
+            assert!(requested > available, "{requested} <= {available}");
+            // Fields, not a paragraph: the device is an id, the explanation beside it.
+            assert_eq!(device, "cpu");
+            assert!(
+                detail.contains("smallest plan") && detail.contains("largest usable capacity"),
+                "{detail}"
+            );
+        }
         other => panic!("expected out of memory, got {other:?}"),
     }
 }
@@ -117,7 +126,7 @@ fn bad_files_and_bad_input_are_told_apart() {
         Err(Error::BadInput(_))
     ));
     match Sequences::new(vec![vec![0.0; 4], vec![0.0; 6]], vec![0.0, 1.0], 2) {
-        Err(Error::BadInput(m)) => assert!(m.contains("sequence 1"), "{m}"),
+        Err(Error::BadInput(m)) => assert!(m.message.contains("sequence 1"), "{m}"),
         other => panic!("expected bad input, got {other:?}"),
     }
     let job = Job::Eval {
@@ -127,7 +136,7 @@ fn bad_files_and_bad_input_are_told_apart() {
     let mut run = small().open(job, &DevicePolicy::only_cpu()).expect("open");
     let wrong = data().batch(&[0, 1, 2]).expect("batch");
     match run.evaluate(&wrong.x, &wrong.labels) {
-        Err(Error::BadInput(m)) => assert!(m.contains("of 2 sequences of 6 steps"), "{m}"),
+        Err(Error::BadInput(m)) => assert!(m.message.contains("of 2 sequences of 6 steps"), "{m}"),
         other => panic!("expected bad input, got {other:?}"),
     }
 }
@@ -167,4 +176,19 @@ fn training_backpropagates_through_the_whole_sequence_unless_told_to_truncate() 
     // Truncated to the last 50 steps, the first step's gradient differs, so the second
     // step's loss does.
     assert_ne!(default[1..], losses(Some(50))[1..]);
+}
+
+#[test]
+fn bad_input_names_the_argument_and_data_errors_keep_their_type() {
+    match Sequences::new(vec![vec![0.0; 6], vec![0.0; 4]], vec![0.0, 1.0], 2) {
+        Err(Error::BadInput(b)) => {
+            assert_eq!(b.argument.as_deref(), Some("inputs"));
+            assert_eq!(b.given.as_deref(), Some("4 values in sequence 1"));
+            assert!(b.message.contains("sequence 1"), "{}", b.message);
+        }
+        other => panic!("expected bad input, got {other:?}"),
+    }
+    let e = Error::from(tensorfit::data::DataError::Settings("a batch of 0".into()));
+    assert!(matches!(&e, Error::Data(_)), "{e:?}");
+    assert!(std::error::Error::source(&e).is_some());
 }

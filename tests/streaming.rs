@@ -180,11 +180,11 @@ fn a_step_of_the_wrong_width_or_a_missing_sequence_is_bad_input() {
     let model = Model::new(small_lstm(), 3).expect("model");
     let mut stream = model.stream(2, &DevicePolicy::only_cpu()).expect("stream");
     match stream.step(&[0.0; 5]) {
-        Err(Error::BadInput(m)) => assert!(m.contains("304 values"), "{m}"),
+        Err(Error::BadInput(m)) => assert!(m.message.contains("304 values"), "{m}"),
         other => panic!("expected bad input, got {other:?}"),
     }
     match stream.reset_sequence(2) {
-        Err(Error::BadInput(m)) => assert!(m.contains("stream 2"), "{m}"),
+        Err(Error::BadInput(m)) => assert!(m.message.contains("stream 2"), "{m}"),
         other => panic!("expected bad input, got {other:?}"),
     }
     let mut x = vec![0.0; 2 * 152];

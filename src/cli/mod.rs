@@ -353,7 +353,7 @@ pub fn error_text(e: &anyhow::Error) -> String {
                 return why.clone();
             }
             if let Some(tensorfit::Error::BadInput(why)) = cause.downcast_ref() {
-                return why.clone();
+                return why.message.clone();
             }
             cause.to_string()
         })

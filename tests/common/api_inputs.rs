@@ -13,7 +13,8 @@ use super::task_model;
 /// `fragments`.
 pub fn bad_input<T: Debug>(r: Result<T, Error>, fragments: &[&str]) -> String {
     match r {
-        Err(Error::BadInput(m)) => {
+        Err(Error::BadInput(b)) => {
+            let m = b.message;
             for f in fragments {
                 assert!(m.contains(f), "`{f}` is not in: {m}");
             }

@@ -12,19 +12,19 @@ use tensorfit_cpu::host_memory;
 use tensorfit_nn::{
     Job, ModelDescription, OptimConfig, Program, ProgramKey, TbpttMode, TrainOptions,
 };
-use tensorfit_plan::{
-    choose, format_bytes, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec,
-};
+use tensorfit_plan::{choose, usable_bytes, Candidate, Limits, MemoryPlan, ProgramSpec};
 
 use crate::calibrate::{throughput_gflops, Calibration, NOMINAL_GFLOPS};
-use crate::devices::{discover_kind, open_device, parse_id, DeviceStatus, MemoryCaps};
+use crate::devices::{discover_kind, open_device, DeviceStatus, MemoryCaps};
 use crate::distributed::DataParallel;
 use crate::estimate::{estimate_seconds, ProgramCosts};
 use crate::host_budget::{seen_by_job, HostNeed};
 use crate::registry;
 use crate::strategy::{check_job, strategies, Strategy};
 
+mod nothing_fits;
 mod report;
+pub use nothing_fits::NothingFits;
 pub use report::format_seconds;
 
 /// What to plan and run.
@@ -481,54 +481,6 @@ impl Decision {
         })
     }
 
-    /// The error for a job that fits nowhere: the smallest plan and the largest capacity.
-    pub fn nothing_fits(&self) -> Error {
-        if let Some(sw) = self.candidates.iter().find(|c| c.fits && c.software) {
-            let kind = parse_id(&sw.device).map_or(DeviceKind::Wgpu, |(k, _)| k);
-            return Error::input(format!(
-                "only {} ({}) fits ({}), a software device, used only when asked for by kind: add --device {} (in a program, DevicePolicy::only({})) to run there",
-                sw.device, sw.device_name, sw.strategy, kind.name(), kind.in_code()
-            ));
-        }
-        let smallest = self
-            .candidates
-            .iter()
-            .min_by_key(|c| c.estimated_peak_bytes);
-        let largest = self
-            .candidates
-            .iter()
-            .zip(&self.plans)
-            .max_by_key(|(c, _)| c.capacity_bytes);
-        // What the job's memory grows with: an evaluation holds no history to truncate.
-        let grows = match self.unit {
-            "training step" => "training memory depends on --batch and --tbptt",
-            _ => "inference memory depends on the batch, the sequence length and the model's size",
-        };
-        match (smallest, largest) {
-            (Some(s), Some((l, planned))) => Error::OutOfMemory {
-                device: format!(
-                    "every device (smallest plan: {} on {}, {}; largest usable capacity: {} on {}, from {}; {grows})",
-                    format_bytes(s.estimated_peak_bytes),
-                    s.device,
-                    s.strategy,
-                    format_bytes(l.capacity_bytes),
-                    l.device,
-                    planned.device.capacity_source
-                ),
-                requested: s.estimated_peak_bytes,
-                available: l.capacity_bytes,
-            },
-            _ => Error::input(format!(
-                "none of the devices allowed can be used ({}); `tensorfit devices` lists those present, and --device auto picks among them",
-                self.unavailable
-                    .iter()
-                    .map(|(d, w)| format!("{d}: {w}"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )),
-        }
-    }
-
     /// The process's peak resident memory the chosen plan predicts: this process before
     /// the job, the job's host bytes, and the device plan where device memory is host
     /// memory; or the peak the process had already reached when it planned, if higher.
@@ -573,78 +525,4 @@ fn sort_by_estimate<T>(options: &mut [(Strategy, T, f64)]) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_saving_strategy_an_ulp_cheaper_than_the_plain_one_stays_behind_it() {
-        let s = |chunk| Strategy {
-            chunk,
-            micro_batch: None,
-            recompute: None,
-        };
-        let mut options = vec![
-            (s(2000), (), 1.0),
-            (s(250), (), 1.0 - 1e-15),
-            (s(100), (), 0.9),
-        ];
-        sort_by_estimate(&mut options);
-        let order: Vec<usize> = options.iter().map(|o| o.0.chunk).collect();
-        assert_eq!(order, [100, 2000, 250]);
-    }
-
-    #[test]
-    fn strategies_within_the_tie_keep_their_order_and_a_clearly_faster_one_goes_first() {
-        let s = |chunk| Strategy {
-            chunk,
-            micro_batch: None,
-            recompute: None,
-        };
-        let mut options = vec![
-            (s(2000), (), 1.00),
-            (s(1000), (), 0.95),
-            (s(500), (), f64::NAN),
-            (s(250), (), 0.80),
-            (s(100), (), 0.85),
-        ];
-        sort_by_estimate(&mut options);
-        let order: Vec<usize> = options.iter().map(|o| o.0.chunk).collect();
-        // 250 is more than 10% faster than 1000 and 2000; 100 ties with 250 but comes after
-        // it; 2000 and 1000 tie and keep their order; no estimate comes last.
-        assert_eq!(order, [250, 100, 2000, 1000, 500]);
-    }
-
-    #[test]
-    fn the_cpu_counts_its_kernels_packed_operands_and_a_gpu_does_not() {
-        let job = Job::Eval {
-            batch: 8,
-            seq_len: 500,
-        };
-        let optim = (50, OptimConfig::default());
-        let req = Request::new(ModelDescription::seed(), job, optim);
-        let cpu = tensorfit_cpu::assumed_info("cpu".into(), 1 << 30);
-        let gpu = DeviceInfo {
-            kind: DeviceKind::Cuda,
-            software: false,
-            ..cpu.clone()
-        };
-        let without = host_need(&req, job, None).unwrap();
-        assert_eq!(without.cpu_kernels, 0);
-        let host = host_need(&req, job, Some(true)).unwrap();
-        // The seed network's LSTM layers: `w_ihᵀ` and `w_hhᵀ` packed, `[250, 1000]` each
-        // at most (or matrixmultiply's blocks, without AVX-512).
-        assert!(host.cpu_kernels >= 250 * 1000 * 4, "{}", host.cpu_kernels);
-        assert!(host.cpu_kernels < 64 << 20, "{}", host.cpu_kernels);
-        assert_eq!(host.driver_bytes(&cpu), host.cpu_kernels);
-        assert_eq!(host.driver_bytes(&gpu), 0);
-        let planned = host.resident(0, 1000, &cpu);
-        assert_eq!(
-            planned,
-            crate::host_budget::RUN_CODE_BYTES + host.bytes() + 1000 + host.cpu_kernels
-        );
-        assert_eq!(
-            host.resident(0, 1000, &gpu),
-            crate::host_budget::RUN_CODE_BYTES + host.bytes()
-        );
-    }
-}
+mod tests;

@@ -43,8 +43,8 @@ pub use tensorfit_nn as nn;
 pub use tensorfit_plan as plan;
 
 pub use api::{
-    quiet_mesa, Control, DevicePolicy, Error, FitReport, Model, Plan, Result, Runner, Sequences,
-    Stream, Training,
+    quiet_mesa, BadInput, Control, DevicePolicy, Error, FitReport, Model, Plan, Result, Runner,
+    Sequences, Stream, Training,
 };
 /// The types the front door's signatures take and give, at the root: an app describes a
 /// model, plans, trains and predicts with `tensorfit::*` alone.

@@ -3,7 +3,7 @@
 use tensorfit_core::DeviceKind;
 use tensorfit_plan::DEFAULT_MARGIN;
 
-use super::error::{Error, Result};
+use super::error::{BadInput, Error, Result};
 use crate::calibrate::Calibration;
 use crate::decision::Request;
 use crate::devices::MemoryCaps;
@@ -68,8 +68,11 @@ impl DevicePolicy {
     /// Leaves this fraction of each device's free memory unused, in `[0, 1)`.
     pub fn margin(mut self, fraction: f64) -> Result<DevicePolicy> {
         if !(0.0..1.0).contains(&fraction) {
-            return Err(Error::BadInput(format!(
-                "the memory margin must be in [0, 1), got {fraction}"
+            return Err(Error::BadInput(BadInput::of(
+                "fraction",
+                "in [0, 1)",
+                fraction.to_string(),
+                format!("the memory margin must be in [0, 1), got {fraction}"),
             )));
         }
         self.margin = fraction;

@@ -3,19 +3,31 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use tensorfit_data::DataError;
+
+pub use super::bad_input::BadInput;
+
 /// What went wrong, as an app matches on it. Every message names the tensor, file, flag or
-/// device concerned.
+/// device concerned. New cases may come in later versions (`#[non_exhaustive]`): a
+/// `match` ends with a catch-all arm.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// The job fits on no device (even streamed or in micro-batches), or a device ran out
     /// of memory during the run and no other plan or device was left to move to.
     OutOfMemory {
-        /// The device, or every device with the smallest plan and largest capacity.
+        /// The device that ran out, or where the job's smallest plan is (`cpu`,
+        /// `cuda:0`).
         device: String,
-        /// Bytes the smallest plan needs.
+        /// Bytes needed: the allocation that failed, or the smallest plan.
         requested: u64,
-        /// Bytes the largest usable device has.
+        /// Bytes there were: on that device, or the largest usable capacity of any
+        /// allowed device when nothing fits.
         available: u64,
+        /// For people: the smallest plan's strategy, the device with the most memory and
+        /// where its figure comes from, what the job's memory grows with; empty where
+        /// there is nothing to add.
+        detail: String,
     },
     /// The device stopped working and the run could not move to another one.
     DeviceLost {
@@ -28,7 +40,10 @@ pub enum Error {
     /// software device, which runs only when asked for by kind.
     NoDevice(String),
     /// The request, the model or the data is invalid (a shape, a value, a setting).
-    BadInput(String),
+    BadInput(BadInput),
+    /// A data file that cannot be read as data: which file, and where in it
+    /// ([`DataError::line`]).
+    Data(DataError),
     /// A file that could not be read, written or parsed.
     File {
         /// The file.
@@ -47,22 +62,50 @@ impl fmt::Display for Error {
                 device,
                 requested,
                 available,
-            } => write!(
-                f,
-                "out of memory on {device}: {requested} bytes needed, {available} bytes available"
-            ),
+                detail,
+            } => {
+                write!(
+                    f,
+                    "out of memory on {device}: {requested} bytes needed, {available} bytes available"
+                )?;
+                match detail.is_empty() {
+                    true => Ok(()),
+                    false => write!(f, " ({detail})"),
+                }
+            }
             Error::DeviceLost { device, message } => {
                 write!(f, "device lost: {device}: {message}")
             }
             Error::NoDevice(message) => write!(f, "no device: {message}"),
-            Error::BadInput(message) => write!(f, "bad input: {message}"),
+            Error::BadInput(b) => write!(f, "bad input: {b}"),
+            Error::Data(e) => e.fmt(f),
             Error::File { path, message } => write!(f, "{}: {message}", path.display()),
             Error::Internal(message) => write!(f, "internal error: {message}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Data(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Error {
+    /// Bad input described by `message` alone ([`BadInput::new`]).
+    pub fn bad_input(message: impl Into<String>) -> Error {
+        Error::BadInput(BadInput::new(message))
+    }
+}
+
+impl From<DataError> for Error {
+    fn from(e: DataError) -> Self {
+        Error::Data(e)
+    }
+}
 
 /// The result of every front-door call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -79,13 +122,14 @@ impl From<tensorfit_core::Error> for Error {
                 device,
                 requested,
                 available,
+                detail: String::new(),
             },
             E::DeviceLost { device, message } => Error::DeviceLost { device, message },
             E::File { path, message } => Error::File {
                 path: path.into(),
                 message,
             },
-            e @ (E::Input(_) | E::TokenOutOfRange { .. } | E::Shape { .. }) => Error::BadInput(
+            e @ (E::Input(_) | E::TokenOutOfRange { .. } | E::Shape { .. }) => Error::bad_input(
                 e.to_string()
                     .trim_start_matches("invalid input: ")
                     .to_string(),

@@ -39,6 +39,7 @@
 //! # }
 //! ```
 
+mod bad_input;
 mod devices;
 mod error;
 mod model;
@@ -49,7 +50,7 @@ mod sequences;
 mod stream;
 
 pub use devices::DevicePolicy;
-pub use error::{Error, Result};
+pub use error::{BadInput, Error, Result};
 pub use model::{Model, Training, DEFAULT_WEIGHT_SEED};
 pub use plan::Plan;
 pub use quiet::quiet_mesa;

@@ -6,7 +6,7 @@ use std::path::Path;
 use tensorfit_nn::{Checkpoint, ModelDescription, OptimConfig, ParamStore, TbpttMode};
 
 use super::devices::DevicePolicy;
-use super::error::{Error, Result};
+use super::error::{BadInput, Error, Result};
 use super::plan::Plan;
 use super::runner::Runner;
 use super::stream::Stream;
@@ -74,9 +74,7 @@ impl Model {
 
     /// `description` with weights initialised as PyTorch does, from `seed`.
     pub fn new(description: ModelDescription, seed: u64) -> Result<Model> {
-        description
-            .validate()
-            .map_err(|e| Error::BadInput(e.to_string()))?;
+        description.validate().map_err(invalid)?;
         let params = init_params(&description, seed)?;
         Ok(Model::with_parameters(description, params))
     }
@@ -84,9 +82,7 @@ impl Model {
     /// `description` with the weights `params` (every tensor it needs, by PyTorch name;
     /// from [`ParamStore::load`] or another model).
     pub fn with_weights(description: ModelDescription, params: ParamStore) -> Result<Model> {
-        description
-            .validate()
-            .map_err(|e| Error::BadInput(e.to_string()))?;
+        description.validate().map_err(invalid)?;
         params.check_against(&description)?;
         Ok(Model::with_parameters(description, params))
     }
@@ -207,4 +203,16 @@ impl Model {
     pub fn stream(&self, batch: usize, devices: &DevicePolicy) -> Result<Stream> {
         Stream::open(self, batch, devices)
     }
+}
+
+/// A description that fails its checks, as bad input naming the field at fault.
+fn invalid(e: tensorfit_nn::InvalidDescription) -> Error {
+    let message = e.to_string();
+    Error::BadInput(match e.field() {
+        Some(field) => BadInput {
+            argument: Some(format!("description.{field}")),
+            ..BadInput::new(message)
+        },
+        None => BadInput::new(message),
+    })
 }

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::devices::DevicePolicy;
-use super::error::{Error, Result};
+use super::error::{BadInput, Error, Result};
 use super::model::Model;
 use super::runner::Runner;
 use crate::decision::{decide, decide_on, Decision, Request};
@@ -97,11 +97,19 @@ impl Plan {
 
     /// Why the job fits nowhere, as the error an app matches on.
     pub fn nothing_fits(&self) -> Error {
-        match self.decision.nothing_fits().into() {
+        match self.decision.why_nothing_fits() {
+            Ok(n) => Error::OutOfMemory {
+                device: n.device,
+                requested: n.requested,
+                available: n.available,
+                detail: n.detail,
+            },
             // No device present, or only a software device that runs when asked for:
             // not a memory problem.
-            Error::BadInput(m) => Error::NoDevice(m),
-            e => e,
+            Err(e) => match Error::from(e) {
+                Error::BadInput(b) => Error::NoDevice(b.message),
+                e => e,
+            },
         }
     }
 
@@ -114,10 +122,15 @@ impl Plan {
     /// The internal session on the chosen device, holding `model`'s weights.
     pub(crate) fn open_session(&self, model: &Model) -> Result<Session> {
         if model.description() != &self.request.cfg {
-            return Err(Error::BadInput(format!(
-                "the plan is for the model {}, not {}",
-                self.request.cfg,
-                model.description()
+            return Err(Error::BadInput(BadInput::of(
+                "model",
+                format!("the model planned, {}", self.request.cfg),
+                model.description().to_string(),
+                format!(
+                    "the plan is for the model {}, not {}",
+                    self.request.cfg,
+                    model.description()
+                ),
             )));
         }
         self.session(model.parameters())

@@ -7,7 +7,7 @@ use std::path::Path;
 use tensorfit_core::HostTensor;
 use tensorfit_nn::{Batch, EvalReport, Job, StepReport};
 
-use super::error::{Error, Result};
+use super::error::{BadInput, Error, Result};
 use super::model::{Model, Training};
 use crate::session::Session;
 
@@ -140,9 +140,14 @@ impl Runner {
     fn check_planned(&self, x: &HostTensor, training: bool) -> Result<()> {
         let d = x.shape.dims();
         let [steps, batch, ..] = d[..] else {
-            return Err(Error::BadInput(format!(
-                "the input has shape {}: a batch is [time, batch, features], or [time, batch] token ids",
-                x.shape
+            return Err(Error::BadInput(BadInput::of(
+                "x",
+                "[time, batch, features], or [time, batch] token ids",
+                x.shape.to_string(),
+                format!(
+                    "the input has shape {}: a batch is [time, batch, features], or [time, batch] token ids",
+                    x.shape
+                ),
             )));
         };
         let got = (batch, steps);
@@ -159,11 +164,16 @@ impl Runner {
         };
         match planned {
             Some(p) if p == got => Ok(()),
-            Some((b, t)) => Err(Error::BadInput(format!(
-                "the run is planned for {what} of {b} sequences of {t} steps; the input has {} of {}: plan a job of this shape",
-                got.0, got.1
+            Some((b, t)) => Err(Error::BadInput(BadInput::of(
+                "x",
+                format!("{b} sequences of {t} steps"),
+                format!("{} sequences of {} steps", got.0, got.1),
+                format!(
+                    "the run is planned for {what} of {b} sequences of {t} steps; the input has {} of {}: plan a job of this shape",
+                    got.0, got.1
+                ),
             ))),
-            None => Err(Error::BadInput(format!(
+            None => Err(Error::bad_input(format!(
                 "the run's plan has no {what} (job {:?})",
                 self.session.job()
             ))),

@@ -3,7 +3,7 @@
 use tensorfit_core::{HostTensor, Rng};
 use tensorfit_nn::Batch;
 
-use super::error::{Error, Result};
+use super::error::{BadInput, Error, Result};
 
 /// Labelled sequences of one length held in memory: each a `Vec` of `steps × features`
 /// values, step after step (token ids: one value per step), with one class index per
@@ -32,30 +32,46 @@ impl Sequences {
     /// and that the labels are as many per sequence.
     pub fn new(inputs: Vec<Vec<f32>>, labels: Vec<f32>, features: usize) -> Result<Sequences> {
         if inputs.is_empty() {
-            return Err(Error::BadInput("no sequences given".into()));
+            return Err(Error::BadInput(BadInput::of(
+                "inputs",
+                "at least one sequence",
+                "no sequences",
+                "no sequences given",
+            )));
         }
         if features == 0 {
-            return Err(Error::BadInput(
-                "features must be at least 1 (values per step; 1 for token ids)".into(),
-            ));
+            return Err(Error::BadInput(BadInput::of(
+                "features",
+                "at least 1",
+                "0",
+                "features must be at least 1 (values per step; 1 for token ids)",
+            )));
         }
         let first = inputs[0].len();
         if first == 0 || !first.is_multiple_of(features) {
-            return Err(Error::BadInput(format!(
-                "sequence 0 has {first} values: sequences need at least one step of {features} features"
+            return Err(Error::BadInput(BadInput::of(
+                "inputs",
+                format!("a whole number of steps of {features} values"),
+                format!("{first} values in sequence 0"),
+                format!("sequence 0 has {first} values: sequences need at least one step of {features} features"),
             )));
         }
         if let Some(i) = inputs.iter().position(|s| s.len() != first) {
-            return Err(Error::BadInput(format!(
-                "sequence {i} has {} values, sequence 0 has {first}: sequences must have one length",
-                inputs[i].len()
+            let len = inputs[i].len();
+            return Err(Error::BadInput(BadInput::of(
+                "inputs",
+                format!("{first} values per sequence, as sequence 0 has"),
+                format!("{len} values in sequence {i}"),
+                format!("sequence {i} has {len} values, sequence 0 has {first}: sequences must have one length"),
             )));
         }
         if labels.is_empty() || !labels.len().is_multiple_of(inputs.len()) {
-            return Err(Error::BadInput(format!(
-                "{} labels for {} sequences: give the same number for each",
-                labels.len(),
-                inputs.len()
+            let (l, n) = (labels.len(), inputs.len());
+            return Err(Error::BadInput(BadInput::of(
+                "labels",
+                format!("the same number for each of {n} sequences"),
+                format!("{l} labels"),
+                format!("{l} labels for {n} sequences: give the same number for each"),
             )));
         }
         Ok(Sequences {
@@ -89,19 +105,23 @@ impl Sequences {
         features: usize,
     ) -> Result<Sequences> {
         if labels.len() != inputs.len() {
-            return Err(Error::BadInput(format!(
-                "{} rows of labels for {} sequences: give one row per sequence",
-                labels.len(),
-                inputs.len()
+            let (l, n) = (labels.len(), inputs.len());
+            return Err(Error::BadInput(BadInput::of(
+                "labels",
+                format!("{n} rows, one per sequence"),
+                format!("{l} rows"),
+                format!("{l} rows of labels for {n} sequences: give one row per sequence"),
             )));
         }
         // The inputs checked with a placeholder label each; the rows of labels below.
         let mut data = Sequences::new(inputs, vec![0.0; labels.len()], features)?;
         if let Some(i) = labels.iter().position(|l| l.len() != data.steps) {
-            return Err(Error::BadInput(format!(
-                "sequence {i} has {} labels for {} steps: give one per step",
-                labels[i].len(),
-                data.steps
+            let (l, t) = (labels[i].len(), data.steps);
+            return Err(Error::BadInput(BadInput::of(
+                "labels",
+                format!("{t} labels per sequence, one per step"),
+                format!("{l} labels for sequence {i}"),
+                format!("sequence {i} has {l} labels for {t} steps: give one per step"),
             )));
         }
         data.labels = labels.concat();
@@ -133,9 +153,12 @@ impl Sequences {
         let mut labels = Vec::with_capacity(b * per_row);
         for (j, &r) in rows.iter().enumerate() {
             let seq = self.inputs.get(r).ok_or_else(|| {
-                Error::BadInput(format!(
-                    "sequence {r} does not exist: there are {}",
-                    self.len()
+                let n = self.len();
+                Error::BadInput(BadInput::of(
+                    "rows",
+                    format!("sequence numbers below {n}"),
+                    format!("{r}"),
+                    format!("sequence {r} does not exist: there are {n}"),
                 ))
             })?;
             for t in 0..self.steps {
@@ -181,7 +204,14 @@ impl Sequences {
             )),
             _ => None,
         }
-        .map(|m| Err(Error::BadInput(m)));
+        .map(|m| {
+            Err(Error::BadInput(BadInput::of(
+                "batch",
+                format!("1 to {} sequences", self.len()),
+                format!("{batch}"),
+                m,
+            )))
+        });
         let epochs = if refused.is_some() { 0 } else { epochs };
         let mut rng = Rng::new(seed);
         let per_epoch = self.len() / batch.max(1);

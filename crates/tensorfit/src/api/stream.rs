@@ -3,7 +3,7 @@
 use tensorfit_core::HostTensor;
 
 use super::devices::DevicePolicy;
-use super::error::{Error, Result};
+use super::error::{BadInput, Error, Result};
 use super::model::Model;
 use super::plan::Plan;
 use crate::nn::{InputSpec, Job};
@@ -41,9 +41,12 @@ pub struct Stream {
 impl Stream {
     pub(crate) fn open(model: &Model, batch: usize, devices: &DevicePolicy) -> Result<Stream> {
         if batch == 0 {
-            return Err(Error::BadInput(
-                "a stream needs at least one sequence".into(),
-            ));
+            return Err(Error::BadInput(BadInput::of(
+                "batch",
+                "at least 1",
+                "0",
+                "a stream needs at least one sequence",
+            )));
         }
         let plan = model.plan(Job::Eval { batch, seq_len: 1 }, devices)?;
         let session = plan.open_session(model)?;
@@ -85,12 +88,17 @@ impl Stream {
     /// after row (softmax probabilities, or a regression's values).
     pub fn step(&mut self, x: &[f32]) -> Result<Vec<f32>> {
         if x.len() != self.input.data.len() {
-            return Err(Error::BadInput(format!(
-                "a step of this stream takes {} values ({} sequences × {}), got {}",
-                self.input.data.len(),
-                self.batch(),
-                self.step_width(),
-                x.len()
+            let want = self.input.data.len();
+            return Err(Error::BadInput(BadInput::of(
+                "x",
+                format!("{want} values"),
+                format!("{} values", x.len()),
+                format!(
+                    "a step of this stream takes {want} values ({} sequences × {}), got {}",
+                    self.batch(),
+                    self.step_width(),
+                    x.len()
+                ),
             )));
         }
         self.input.data.copy_from_slice(x);
