@@ -221,13 +221,13 @@ fn broken_headers_are_typed_errors_naming_the_tensor() {
         (
             "bytes no tensor covers",
             file_of(&header(std::slice::from_ref(&a)), &[0; 12]),
-            "its header describes 70 bytes, the file has 74: truncated, or bytes no tensor covers",
+            "its header describes 70 bytes, the file has 74: truncated or padded (4 bytes no tensor covers, at its end)",
             true,
         ),
         (
             "truncated data",
             file_of(&header(std::slice::from_ref(&a)), &[0; 4]),
-            "its header describes 70 bytes, the file has 66",
+            "its header describes 70 bytes, the file has 66: truncated or padded (4 bytes missing)",
             true,
         ),
         (

@@ -142,10 +142,17 @@ impl fmt::Display for SafetensorsError {
                     "tensor `{tensor}`: shape {shape:?} of {dtype} is not a whole number of bytes"
                 ),
             },
-            E::FileLength { described, found } => write!(
-                f,
-                "its header describes {described} bytes, the file has {found}: truncated, or bytes no tensor covers"
-            ),
+            E::FileLength { described, found } => {
+                write!(
+                    f,
+                    "its header describes {described} bytes, the file has {found}: truncated or padded "
+                )?;
+                if found < described {
+                    write!(f, "({} bytes missing)", described - found)
+                } else {
+                    write!(f, "({} bytes no tensor covers, at its end)", found - described)
+                }
+            }
             E::TooLarge => write!(f, "its header describes more bytes than any file holds"),
             E::Name(name) => write!(
                 f,
