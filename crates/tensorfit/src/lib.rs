@@ -1,9 +1,12 @@
-//! tensorfit: train and run a stacked LSTM on whatever device it fits.
+//! tensorfit: train and run recurrent sequence models (LSTM and GRU stacks) on whatever
+//! device they fit, chosen before anything runs.
 //!
-//! Apps start at [`api`], the front door, whose types are re-exported here: [`Model`],
-//! [`DevicePolicy`], [`Plan`], [`Runner`], [`Sequences`], [`Stream`] and [`Error`]. They
-//! are the stable surface; the modules below are the engine beneath it (see
-//! `docs/api.md`).
+//! Apps start at [`api`], the front door, whose types are re-exported here: [`Model`]
+//! (described with [`ModelBuilder`] or a TOML file), [`DevicePolicy`], [`Plan`],
+//! [`Runner`], [`Sequences`], [`Stream`] and [`Error`] (with [`BadInput`]). They are the
+//! stable surface; `Runner` and `Stream` are `Send`. The modules below are the engine
+//! beneath it, public for the `tensorfit` command and the tests: an app does not need
+//! them (see `docs/api.md`).
 //!
 //! This facade re-exports the workspace's crates under one name, with the engine's
 //! modules (`tensorfit-engine`: the decision and the session, which plan a job on every
