@@ -260,6 +260,11 @@ pub fn summary(s: &Session) -> serde_json::Value {
         "planned_resident_bytes": s.planned_resident_bytes,
         "peak_resident_bytes": host_memory::peak_resident(),
         "fallbacks": s.fallbacks.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+        // The bound the run was planned for last, and how many plans it took: 1 + the
+        // replans for shapes outside the bound.
+        "bound": tensorfit::nn::bound::describe(s.job()),
+        "plans": 1 + s.replans.len(),
+        "replans": s.replans.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
     })
 }
 
@@ -274,6 +279,9 @@ pub fn print_memory(s: &Session) {
         format_bytes(est),
         format_bytes(got)
     );
+    for r in &s.replans {
+        errln!("note: {r}");
+    }
 }
 
 /// An evaluation's loss and accuracy for people; a regression has no accuracy, and its
