@@ -217,27 +217,13 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     let loaded_at = loaded.map(|(file, ck)| (file.as_path(), ck));
     let (optim_settings, optim) =
         optim_args::resolve(&a.optim, &a.given, a.lr, last, loaded_at, |id| a.origin(id))?;
-    // The run is planned once, for the bound every batch is within: this rank's largest
-    // part of a batch (every epoch cuts batches of the same sizes) by the data's longest
-    // sequence, and the validation batches' largest shape.
-    let bound_batch = ranks::reading_order(&ranks, first.clone())
-        .0
-        .iter()
-        .map(|b| files.shape(b).0)
-        .max()
-        .unwrap_or(a.batch);
-    let largest = |order: &[Vec<usize>], f: &Files| {
-        let shapes = order.iter().map(|b| f.shape(b));
-        shapes.reduce(|x, y| (x.0.max(y.0), x.1.max(y.1)))
-    };
     let eval_shape = val
         .as_ref()
         .and_then(|v| v.order.first().map(|b| v.files.shape(b)));
-    let job = Job::Train {
-        batch: bound_batch,
-        seq_len: max_len.max(1),
-        eval: val.as_ref().and_then(|v| largest(&v.order, &v.files)),
-    };
+    // The run is planned once, for the bound every batch is within.
+    let reading = ranks::reading_order(&ranks, first.clone()).0;
+    let val_batches = val.as_ref().map(|v| (&v.files, &v.order[..]));
+    let job = fit_lengths::bound(&files, &reading, max_len, val_batches);
     let params = match init {
         Some(p) => p,
         None => init_params(&cfg, a.seed)?,

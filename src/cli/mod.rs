@@ -221,11 +221,16 @@ pub fn request(
     Ok(dev.policy()?.request(cfg, job, (tbptt, optim)))
 }
 
-/// Plans `req`, prints the choice (unless quiet), and starts the session.
+/// Plans `req` (its job read as a bound), prints the choice and the bound (unless quiet),
+/// and starts the session.
 pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<Session> {
     let plan = tensorfit::Plan::from_request(req.clone())?;
     if !quiet {
         err!("{}", plan.table());
+        errln!(
+            "planned for the bound {}: every batch within it runs on this plan",
+            tensorfit::nn::bound::describe(req.job)
+        );
     }
     Ok(plan.session(params)?)
 }
