@@ -223,6 +223,10 @@ fn every_stored_setting_typed_otherwise_on_resume_is_refused_naming_both() {
             "--max-seq-len 30 (the run's is 40)",
         ),
         (
+            &["--batch-order", "length-grouped"],
+            "--batch-order length-grouped (the run's is shuffled)",
+        ),
+        (
             &["--val-fraction", "0.1"],
             &format!("--val-fraction 0.1 (the run's is none: it validates on --val {shown})"),
         ),

@@ -2,10 +2,12 @@
 //! `predict` (and `plan`, which takes only where the data is and how far to read
 //! ahead), and what they check before any device is opened: the file against the model.
 //!
-//! Batches hold sequences of different lengths grouped by length
-//! (`length_grouped_batches`), padded to each batch's longest, with the lengths passed to
-//! the trainer (whose programs are then planned padded, so each sequence stops at its end);
-//! the session is replanned when a batch's shape changes.
+//! Batches hold sequences of different lengths, padded to each batch's longest, with the
+//! lengths passed to the trainer (whose programs are then planned padded, so each
+//! sequence stops at its end): training batches drawn from the whole shuffled epoch
+//! (`shuffled_batches`, or grouped by length with `--batch-order length-grouped`),
+//! evaluation's grouped by length (`length_grouped_batches`). The session is planned for
+//! a bound (the batch and the data's longest sequence) that every batch is within.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,9 +17,10 @@ use clap::Args;
 use tensorfit::core::rows::IGNORE_LABEL;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
-    format_of, length_grouped_batches, max_batch_bytes, open, padded_steps, stream_batches, Batch,
-    BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Dataset, Format, Inputs, Labels,
-    LabelsPer, Opened, ReadSettings, Source, Targets, TooLong, TsvData, Values,
+    format_of, length_grouped_batches, max_batch_bytes, open, padded_steps, shuffled_batches,
+    stream_batches, Batch, BatchInputs, BatchOrder, BatchSettings, Batches, CharCorpus,
+    CharWindows, Dataset, Format, Inputs, Labels, LabelsPer, Opened, ReadSettings, Source, Targets,
+    TooLong, TsvData, Values,
 };
 use tensorfit::nn::{HeadOn, InputSpec, LossSpec, ModelDescription};
 
@@ -34,7 +37,8 @@ pub struct DataSource {
     /// (`sequence,step,f1,…,fk,label`; K outputs: the last K columns), or a `.tsv` of
     /// `label<TAB>text` lines (characters
     /// as tokens; the vocabulary is kept in the checkpoint). Sequences of different lengths are
-    /// batched with others of similar length, padded to the batch's longest and masked.
+    /// padded to their batch's longest and masked (training: batches drawn from the whole
+    /// shuffled epoch, see --batch-order; evaluation: batched by length).
     /// `predict` needs no labels and reads none: tensors without `labels`, `features/`
     /// without `labels/`, a `.tsv` of `text` lines (a line with a TAB is still
     /// `label<TAB>text`); only a long CSV keeps its label column (any known class; a
@@ -86,6 +90,16 @@ pub struct FitArgs {
     /// epoch's number).
     #[arg(long, default_value_t = 10, requires = "data", value_parser = super::at_least_one::<u64>)]
     pub epochs: u64,
+    /// With --data: how each epoch is cut into batches. "shuffled": the whole epoch in a
+    /// random order, each batch padded to its own longest sequence and run with its
+    /// lengths, the last partial batch included (PyTorch's DataLoader with shuffle=True
+    /// and pack_padded_sequence). "length-grouped": sequences of similar lengths batched
+    /// together (in groups of 50 batches): less padding, so less work per epoch, but the
+    /// batches of one length run one after another, and consecutive steps see correlated
+    /// batches, which can cost much validation accuracy (docs/data.md). Either way the
+    /// run is planned once, for --batch and the data's longest sequence.
+    #[arg(long, value_name = "shuffled|length-grouped", value_parser = parse_batch_order, default_value = "shuffled", requires = "data")]
+    pub batch_order: BatchOrder,
     /// With --data: stop early after this many validations in a row without a lower
     /// validation loss (`--patience` is the plateau schedule's); the checkpoint outputs
     /// hold the best model validated either way.
@@ -100,6 +114,11 @@ pub struct FitArgs {
         conflicts_with = "resume"
     )]
     pub init: Option<PathBuf>,
+}
+
+/// `--batch-order`'s value.
+fn parse_batch_order(name: &str) -> Result<BatchOrder, String> {
+    BatchOrder::parse(name).map_err(|e| e.to_string())
 }
 
 /// A data file checked against the model.
@@ -416,6 +435,21 @@ impl Files {
     pub fn whole_text(&self, streams: usize) -> Result<Files> {
         let chars = self.text.as_ref().map_or(0, |(corpus, _)| corpus.chars);
         self.text_part((0, chars), streams)
+    }
+
+    /// A training epoch's batches of `indices` in `order`, shuffled from `seed`: the whole
+    /// epoch at random ([`shuffled_batches`]) or grouped by length ([`Files::order`]); a
+    /// text's windows in order, batch `k` holding window `k` of every stream.
+    pub fn training_order(
+        &self,
+        indices: &[usize],
+        batch: usize,
+        (order, seed): (BatchOrder, u64),
+    ) -> Result<Vec<Vec<usize>>> {
+        match (order, self.source.streams()) {
+            (BatchOrder::Shuffled, None) => Ok(shuffled_batches(indices, batch, seed)?),
+            _ => self.order(indices, batch, Some(seed)),
+        }
     }
 
     /// The batches of `indices` grouped by length, shuffled from `seed` when given, in

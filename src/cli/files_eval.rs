@@ -1,6 +1,7 @@
 //! Evaluation and prediction over data files (`eval --data`, `predict --data`, and the
-//! validations of `train --data`): batches grouped by length and padded, the session
-//! replanned when the shape changes.
+//! validations of `train --data`): batches grouped by length and padded, every sequence
+//! run (the last partial batch included), on a session planned for the bound every batch
+//! is within (replanned only for a shape outside it).
 
 use std::path::Path;
 
@@ -89,7 +90,7 @@ pub fn eval_job(batch: usize, seq_len: usize) -> Job {
 }
 
 /// Opens `--data` for `cfg`, its labels read or ignored as `labels` says, and starts the
-/// inference session of its first batch: the file, its batches (grouped by length, in
+/// inference session planned for its largest batch: the file, its batches (grouped by length, in
 /// increasing length) and the session. A text is read with the vocabulary of
 /// `checkpoint` when it has one.
 pub fn start(
@@ -116,7 +117,12 @@ pub fn start(
         false => same_length_batches(files.source.lengths(), &all, batch, None)?,
     };
     let max_len = files.dataset().max_len;
-    let (b, t) = files.shape(order.first().map_or(&[], Vec::as_slice));
+    // Planned once, for the largest batch (the bound every batch is within).
+    let (b, t) = order
+        .iter()
+        .map(|batch| files.shape(batch))
+        .reduce(|x, y| (x.0.max(y.0), x.1.max(y.1)))
+        .unwrap_or((1, 1));
     let mut req = request(cfg, eval_job(b, t), max_len, OptimConfig::default(), dev)?;
     req.read_ahead_bytes = files.read_ahead_bytes(batch, order.len());
     req.padded = padded;

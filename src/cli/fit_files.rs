@@ -1,6 +1,7 @@
-//! `tensorfit train --data`: training from the user's files. Epochs of shuffled batches
-//! grouped by length (padded, with the lengths passed on), read ahead on a background
-//! thread; validation every `--eval-every` steps and after every epoch; early stopping
+//! `tensorfit train --data`: training from the user's files. Epochs of batches drawn from
+//! the whole shuffled epoch (or grouped by length: `--batch-order`), each padded to its
+//! longest sequence with the lengths passed on, read ahead on a background thread, on one
+//! plan made for the bound every batch is within (`--batch` × the data's longest); validation every `--eval-every` steps and after every epoch; early stopping
 //! (`--stop-patience`) with the checkpoint outputs holding the best model validated; one
 //! JSON line per validation in `DIR/metrics.jsonl` (`--checkpoint-dir`) and on stdout with
 //! `--json`, and the curves image beside it at the end; `--resume` from the latest state
@@ -13,7 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
-use tensorfit::data::{split, DataIdentities, DataIdentity, Labels};
+use tensorfit::data::{split, BatchOrder, DataIdentities, DataIdentity, Labels};
 use tensorfit::distributed::Ranks;
 use tensorfit::host_budget::init_params;
 use tensorfit::nn::optim::ScheduleState;
@@ -196,7 +197,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     };
     let epoch_order = |epoch: u64| {
         let seed = a.seed.wrapping_add(epoch.wrapping_mul(EPOCH_SEED_STRIDE));
-        files.order(&train, a.batch, Some(seed))
+        files.training_order(&train, a.batch, (a.fit.batch_order, seed))
     };
     fit_lengths::check(&cfg, &settings, &files, a.fit.epochs, epoch_order)?;
     let first = epoch_order(0)?;
@@ -216,18 +217,13 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     let loaded_at = loaded.map(|(file, ck)| (file.as_path(), ck));
     let (optim_settings, optim) =
         optim_args::resolve(&a.optim, &a.given, a.lr, last, loaded_at, |id| a.origin(id))?;
-    let first_read = ranks::reading_order(&ranks, first.iter().take(1).cloned().collect()).0;
-    let (batch0, steps0) = first_read
-        .first()
-        .map_or((a.batch, max_len), |b| files.shape(b));
     let eval_shape = val
         .as_ref()
         .and_then(|v| v.order.first().map(|b| v.files.shape(b)));
-    let job = Job::Train {
-        batch: batch0,
-        seq_len: steps0,
-        eval: eval_shape,
-    };
+    // The run is planned once, for the bound every batch is within.
+    let reading = ranks::reading_order(&ranks, first.clone()).0;
+    let val_batches = val.as_ref().map(|v| (&v.files, &v.order[..]));
+    let job = fit_lengths::bound(&files, &reading, max_len, val_batches);
     let params = match init {
         Some(p) => p,
         None => init_params(&cfg, a.seed)?,
@@ -341,11 +337,13 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             },
             a.batch,
             a.fit.epochs,
-            match (files.text.is_some(), files.carry, req.padded) {
-                (true, true, _) => ": each row a contiguous part of the text, starting from the state the row before it left",
-                (true, false, _) => ": each row a contiguous part of the text, every window from a zero state (--reset-state)",
-                (false, _, true) => ", batches grouped by length and padded",
-                (false, _, false) => ", batches grouped by length",
+            match (files.text.is_some(), files.carry, a.fit.batch_order, req.padded) {
+                (true, true, ..) => ": each row a contiguous part of the text, starting from the state the row before it left",
+                (true, false, ..) => ": each row a contiguous part of the text, every window from a zero state (--reset-state)",
+                (false, _, BatchOrder::Shuffled, true) => ", batches shuffled and padded",
+                (false, _, BatchOrder::Shuffled, false) => ", batches shuffled",
+                (false, _, BatchOrder::LengthGrouped, true) => ", batches grouped by length and padded",
+                (false, _, BatchOrder::LengthGrouped, false) => ", batches grouped by length",
             }
         );
     }
@@ -435,11 +433,16 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 Job::Train { eval, .. } => eval,
                 Job::Eval { .. } => None,
             };
+            // Within the plan's bound: nothing to do (a shape outside it is planned again).
+            let replans = session.replans.len();
             session.switch_job(Job::Train {
                 batch: b,
                 seq_len: t,
                 eval,
             })?;
+            for r in &session.replans[replans..] {
+                watch.say(&format!("note: step {}: {r}", step + 1));
+            }
             let report = match files.carry {
                 // A text's rows start from the state the batch before left (one process:
                 // `TrainOptions::validate` refuses carrying across ranks).
@@ -564,8 +567,8 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
 }
 
-/// Loss and accuracy over the validation sequences, each batch planned with the current
-/// training shape; on ranks, each scores its whole batches and the totals are summed.
+/// Loss and accuracy over the validation sequences, each batch within the plan's bound
+/// (the training shape is the bound's); on ranks, each scores its whole batches and the totals are summed.
 fn validate(session: &mut Session, v: &Validation, ranks: &mut Option<Ranks>) -> Result<Scores> {
     let (batch, seq_len) = match session.job() {
         Job::Train { batch, seq_len, .. } => (batch, seq_len),

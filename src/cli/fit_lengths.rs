@@ -1,5 +1,5 @@
-//! `train --data` over sequences of several lengths: what the padded batches need of the
-//! model and of truncated BPTT, checked before the first step (and before the checkpoint
+//! `train --data` over sequences of several lengths: the bound its plan is made for
+//! ([`bound`]), and what the padded batches need of the model and of truncated BPTT, checked before the first step (and before the checkpoint
 //! directory is written) from the lengths the scan found and every epoch's batches, which
 //! the seed decides. The trainer checks each batch again ([`Reach`]); this finds the
 //! batch that would fail at step k and refuses at the start, naming the flag, the lengths
@@ -7,7 +7,9 @@
 
 use anyhow::{bail, Result};
 use tensorfit::nn::every_step::check_padded_model;
-use tensorfit::nn::{HeadOn, Mode, ModelDescription, Reach, RunSettings, TbpttMode, TrainOptions};
+use tensorfit::nn::{
+    HeadOn, Job, Mode, ModelDescription, Reach, RunSettings, TbpttMode, TrainOptions,
+};
 
 use super::data_args::Files;
 
@@ -99,4 +101,25 @@ pub fn check(
         reach.what(),
         reach.why(),
     )
+}
+
+/// The bound a data run is planned for, which every batch of every epoch is within: the
+/// largest batch this process reads of the first epoch's `reading` order (every epoch
+/// cuts batches of the same sizes; under ranks, this rank's part of each) by `max_len`,
+/// the data's longest sequence, and the largest shape of the validation batches `val`.
+pub fn bound(
+    files: &Files,
+    reading: &[Vec<usize>],
+    max_len: usize,
+    val: Option<(&Files, &[Vec<usize>])>,
+) -> Job {
+    let largest = |f: &Files, order: &[Vec<usize>]| {
+        let shapes = order.iter().map(|b| f.shape(b));
+        shapes.reduce(|x, y| (x.0.max(y.0), x.1.max(y.1)))
+    };
+    Job::Train {
+        batch: largest(files, reading).map_or(1, |s| s.0),
+        seq_len: max_len.max(1),
+        eval: val.and_then(|(f, order)| largest(f, order)),
+    }
 }

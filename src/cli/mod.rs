@@ -221,11 +221,16 @@ pub fn request(
     Ok(dev.policy()?.request(cfg, job, (tbptt, optim)))
 }
 
-/// Plans `req`, prints the choice (unless quiet), and starts the session.
+/// Plans `req` (its job read as a bound), prints the choice and the bound (unless quiet),
+/// and starts the session.
 pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<Session> {
     let plan = tensorfit::Plan::from_request(req.clone())?;
     if !quiet {
         err!("{}", plan.table());
+        errln!(
+            "planned for the bound {}: every batch within it runs on this plan",
+            tensorfit::nn::bound::describe(req.job)
+        );
     }
     Ok(plan.session(params)?)
 }
@@ -260,6 +265,11 @@ pub fn summary(s: &Session) -> serde_json::Value {
         "planned_resident_bytes": s.planned_resident_bytes,
         "peak_resident_bytes": host_memory::peak_resident(),
         "fallbacks": s.fallbacks.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+        // The bound the run was planned for last, and how many plans it took: 1 + the
+        // replans for shapes outside the bound.
+        "bound": tensorfit::nn::bound::describe(s.job()),
+        "plans": 1 + s.replans.len(),
+        "replans": s.replans.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
     })
 }
 
@@ -274,6 +284,9 @@ pub fn print_memory(s: &Session) {
         format_bytes(est),
         format_bytes(got)
     );
+    for r in &s.replans {
+        errln!("note: {r}");
+    }
 }
 
 /// An evaluation's loss and accuracy for people; a regression has no accuracy, and its

@@ -173,6 +173,10 @@ fn settings(run: &Run) -> Vec<(&'static str, String)> {
             "--reset-state",
             data.map_or_else(none, |(d, _)| d.reset_state.to_string()),
         ),
+        (
+            "--batch-order",
+            fit.map_or_else(none, |f| f.batch_order.name().to_string()),
+        ),
         ("--data", content(data.map(|(_, ids)| &ids.data))),
         ("--val", content(data.and_then(|(_, ids)| ids.val.as_ref()))),
         ("the programs' shapes", program),

@@ -8,7 +8,7 @@
 //! `--seed`, `--eval-every`, `--eval-batch` ([`RunSettings`]); the optimizer, clipping,
 //! warm-up and schedule flags (`OptimSettings`, see `optim_args`); with `--data`, the
 //! validation (`--val-fraction`, `--val`), `--epochs`, `--stop-patience`,
-//! `--max-seq-len`, `--cut-long` and `--reset-state` ([`DataSettings`]). Flags that change
+//! `--max-seq-len`, `--cut-long`, `--reset-state` and `--batch-order` ([`DataSettings`]). Flags that change
 //! neither the weights nor the data may differ: the device and its memory (`--device`,
 //! `--device-memory`, `--margin`), `--read-ahead` (memory only), the outputs and how often
 //! they are written (`--save`, `--checkpoint-dir`, `--checkpoint-every`, `--overwrite`,
@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use tensorfit::data::DataIdentities;
+use tensorfit::data::{BatchOrder, DataIdentities};
 use tensorfit::nn::atomic_file::same_file;
 use tensorfit::nn::{Checkpoint, DataSettings, ModelDescription, RunSettings};
 
@@ -109,6 +109,15 @@ pub fn data_settings(a: &TrainArgs, data: &Path) -> DataSettings {
         max_seq_len: a.data.max_seq_len,
         cut_long: a.data.cut_long,
         reset_state: a.data.reset_state,
+        length_grouped: a.fit.batch_order == BatchOrder::LengthGrouped,
+    }
+}
+
+/// The batch order a run's data settings keep.
+fn batch_order(d: &DataSettings) -> BatchOrder {
+    match d.length_grouped {
+        true => BatchOrder::LengthGrouped,
+        false => BatchOrder::Shuffled,
     }
 }
 
@@ -149,8 +158,13 @@ pub fn keep_data_run(a: &mut TrainArgs, r: &Resumed) -> Result<()> {
             let by_content = DataIdentities::load(&ck.extra).ok().flatten().is_some();
             more.extend(data_changes(a, d, by_content));
         }
-        None => errln!(
-            "note: {} was written by an older tensorfit and keeps no data settings: continuing with {} epochs, {}, windows or longest sequence {}{}{}",
+        None => {
+            // Those runs batched by length: the order goes on as it was, unless typed.
+            if !a.given.iter().any(|g| g == "batch_order") {
+                a.fit.batch_order = BatchOrder::LengthGrouped;
+            }
+            errln!(
+            "note: {} was written by an older tensorfit and keeps no data settings: continuing with {} epochs, {}, windows or longest sequence {}{}{}, batches {}",
             path.display(),
             a.fit.epochs,
             a.fit
@@ -163,8 +177,10 @@ pub fn keep_data_run(a: &mut TrainArgs, r: &Resumed) -> Result<()> {
             match &a.fit.val {
                 Some(v) => format!(", validating on {}", v.display()),
                 None => String::new(),
-            }
-        ),
+            },
+            a.fit.batch_order.name()
+        )
+        }
     }
     refuse_changes(a, (&typed, s), &more, path)?;
     (a.batch, a.seed, a.lr, a.eval_every) = (s.batch, s.seed, s.lr, s.eval_every);
@@ -180,6 +196,7 @@ pub fn keep_data_run(a: &mut TrainArgs, r: &Resumed) -> Result<()> {
         a.data.max_seq_len = d.max_seq_len;
         a.data.cut_long = d.cut_long;
         a.data.reset_state = d.reset_state;
+        a.fit.batch_order = batch_order(d);
     }
     Ok(())
 }
@@ -221,6 +238,11 @@ fn data_changes(
             switch(d.reset_state),
         ),
         ("val", path(typed_val), path(d.val.as_deref())),
+        (
+            "batch_order",
+            a.fit.batch_order.name().to_string(),
+            batch_order(d).name().to_string(),
+        ),
     ]
 }
 

@@ -1,6 +1,7 @@
 //! From a scanned source to batches: the train/validation split, each epoch's order
-//! (shuffled from the seed and the epoch, sequences of similar lengths batched together)
-//! and the background reader that builds batches a bounded number ahead.
+//! (shuffled from the seed and the epoch: the whole epoch at random ([`shuffled_batches`])
+//! or sequences of similar lengths batched together ([`length_grouped_batches`])) and the
+//! background reader that builds batches a bounded number ahead.
 //!
 //! Host memory: the reader holds at most `read_ahead` finished batches in its channel and
 //! one more it is building or waiting to send; the consumer holds the one it is using.
@@ -141,6 +142,57 @@ pub fn stream_batches(indices: &[usize], streams: usize) -> Vec<Vec<usize>> {
         .filter(|c| c.len() == streams)
         .map(<[usize]>::to_vec)
         .collect()
+}
+
+/// How a training epoch's sequences are cut into batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchOrder {
+    /// The whole epoch shuffled and cut into batches in that order, each padded to its
+    /// own longest sequence (PyTorch's `DataLoader(shuffle=True)` with
+    /// `pack_padded_sequence`): consecutive batches are independent draws.
+    #[default]
+    Shuffled,
+    /// Sequences of similar lengths batched together ([`length_grouped_batches`]): less
+    /// padding, but the batches of one padded length run one after another, so
+    /// consecutive steps see correlated batches, which costs convergence.
+    LengthGrouped,
+}
+
+impl BatchOrder {
+    /// Every order, in the order `--help` lists them.
+    pub const ALL: [BatchOrder; 2] = [BatchOrder::Shuffled, BatchOrder::LengthGrouped];
+
+    /// The order's name on the command line and in a run's stored settings.
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchOrder::Shuffled => "shuffled",
+            BatchOrder::LengthGrouped => "length-grouped",
+        }
+    }
+
+    /// The order named `name` ([`BatchOrder::name`]).
+    pub fn parse(name: &str) -> Result<BatchOrder> {
+        BatchOrder::ALL
+            .into_iter()
+            .find(|o| o.name() == name)
+            .ok_or_else(|| {
+                DataError::Settings(format!(
+                    "no batch order `{name}`: one of shuffled, length-grouped"
+                ))
+            })
+    }
+}
+
+/// Batches of `indices` in a random order: all of them shuffled from `seed`, then cut
+/// into batches of `batch` in that order, the last one partial when `batch` does not
+/// divide them (PyTorch's `drop_last=False`). Each batch is padded to its own longest.
+pub fn shuffled_batches(indices: &[usize], batch: usize, seed: u64) -> Result<Vec<Vec<usize>>> {
+    if batch == 0 {
+        return Err(DataError::Settings("batch is at least 1".into()));
+    }
+    let mut order = indices.to_vec();
+    shuffle(&mut order, &mut Rng::new(seed));
+    Ok(order.chunks(batch).map(<[usize]>::to_vec).collect())
 }
 
 /// Batches in which every sequence has the same length (no padding at all), for models

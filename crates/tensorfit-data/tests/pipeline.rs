@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tensorfit_data::{
-    epoch_order, length_grouped_batches, max_batch_bytes, open, same_length_batches, split,
-    stream_batches, Batch, BatchInputs, BatchSettings, Batches, CharCorpus, CharWindows, Opened,
-    ReadSettings, Source, Values,
+    epoch_order, length_grouped_batches, max_batch_bytes, open, same_length_batches,
+    shuffled_batches, split, stream_batches, Batch, BatchInputs, BatchOrder, BatchSettings,
+    Batches, CharCorpus, CharWindows, Opened, ReadSettings, Source, Values,
 };
 use tensorfit_testing::repo_file;
 
@@ -183,6 +183,30 @@ fn length_grouped_batches_cover_every_sequence_once_pad_little_and_keep_padded_l
         length_grouped_batches(&lengths, &all, 8, 5, Some(2)).unwrap()
     );
     assert!(length_grouped_batches(&lengths, &[200], 8, 5, None).is_err());
+}
+
+#[test]
+fn shuffled_batches_cover_every_sequence_once_keep_the_last_partial_batch_and_follow_the_seed() {
+    let all: Vec<usize> = (0..50).collect();
+    let a = shuffled_batches(&all, 8, 1).unwrap();
+    // 6 batches of 8 and the last of 2 (PyTorch's drop_last=False).
+    let sizes: Vec<usize> = a.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [8, 8, 8, 8, 8, 8, 2]);
+    let mut seen: Vec<usize> = a.concat();
+    assert_ne!(seen, all, "the order is shuffled");
+    seen.sort_unstable();
+    assert_eq!(seen, all);
+    assert_eq!(a, shuffled_batches(&all, 8, 1).unwrap());
+    assert_ne!(a, shuffled_batches(&all, 8, 2).unwrap());
+    assert!(shuffled_batches(&all, 0, 1).is_err());
+    assert_eq!(
+        BatchOrder::parse("length-grouped").unwrap(),
+        BatchOrder::LengthGrouped
+    );
+    for o in BatchOrder::ALL {
+        assert_eq!(BatchOrder::parse(o.name()).unwrap(), o);
+    }
+    assert!(BatchOrder::parse("sorted").is_err());
 }
 
 #[test]

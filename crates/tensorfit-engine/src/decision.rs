@@ -32,7 +32,9 @@ pub use report::format_seconds;
 pub struct Request {
     /// The model to plan.
     pub cfg: ModelDescription,
-    /// What the run will do (training or evaluation, batch and length).
+    /// What the run will do (training or evaluation), read as a bound: the largest batch
+    /// and length. The plan serves every shape within it (`Trainer::with_bound`); a
+    /// shape outside it is planned again ([`crate::session::Session::switch_job`]).
     pub job: Job,
     /// Truncated-BPTT length for training.
     pub tbptt: usize,
@@ -366,7 +368,8 @@ struct Speed {
     shown: bool,
 }
 
-/// The rows one device contributes: its fastest plan (to show why it was rejected, if it
+/// The rows one device contributes (each plan made for `req.job` read as a bound: every
+/// shape within it runs on the plan, `Trainer::with_bound`): its fastest plan (to show why it was rejected, if it
 /// was) and the fastest plan that fits, or else the smallest plan found; or, when no
 /// strategy can be planned on it at all (a tensor of each larger than its largest
 /// buffer), why, so that the device is listed as unusable rather than left out. `info` is
@@ -403,7 +406,7 @@ fn plan_device(
     sort_by_estimate(&mut options);
     let mut saving_plan = None;
     if let Some(last) = most_saving {
-        let plan = plan_job(&req.cfg, &last.1, req.job, Limits::from(info));
+        let plan = plan_bound(&req.cfg, &last.1, req.job, Limits::from(info));
         let fits = plan
             .as_ref()
             .is_ok_and(|p| p.peak_bytes() <= usable_bytes(info, req.margin));
@@ -421,7 +424,7 @@ fn plan_device(
     for (s, o, t) in options {
         let planned = match saving_plan.take_if(|(saving, _)| *saving == s) {
             Some((_, plan)) => plan,
-            None => plan_job(&req.cfg, &o, req.job, Limits::from(info)),
+            None => plan_bound(&req.cfg, &o, req.job, Limits::from(info)),
         };
         let plan = match planned {
             Ok(p) => p,

@@ -12,6 +12,7 @@ pub use crate::decision::{
     decide, decide_on, format_seconds, plan_bound, plan_job, Choice, Decision, Request,
 };
 use crate::devices::{open_device, parse_id};
+pub use crate::job_switch::Replan;
 pub use crate::recovery::Fallback;
 pub use crate::strategy::{strategies, Strategy};
 
@@ -34,6 +35,9 @@ pub struct Session {
     pub plan: MemoryPlan,
     /// Every recovery so far, oldest first.
     pub fallbacks: Vec<Fallback>,
+    /// Every replan for a shape outside the plan's bound so far, oldest first
+    /// ([`Session::switch_job`]); empty when the run was planned once.
+    pub replans: Vec<Replan>,
     pub(crate) req: Request,
     /// The host copy of the state taken before the last step, kept so the next snapshot
     /// reuses its memory.
@@ -73,12 +77,14 @@ pub fn start_on(
     backend: Box<dyn tensorfit_core::Backend>,
 ) -> Result<Session> {
     let choice = decision.chosen().ok_or_else(|| decision.nothing_fits())?;
-    let trainer = Trainer::with_layout(
+    // The plan was made for the request's job as a bound: every shape within it runs.
+    let trainer = Trainer::with_bound(
         backend,
         req.cfg.clone(),
         params,
         choice.options.clone(),
         choice.plan.layout(),
+        req.job,
     )?;
     Ok(Session {
         trainer,
@@ -86,6 +92,7 @@ pub fn start_on(
         strategy: choice.candidate.strategy.clone(),
         plan: choice.plan.clone(),
         fallbacks: Vec::new(),
+        replans: Vec::new(),
         req: req.clone(),
         snapshot: None,
         planned_resident_bytes: decision.planned_resident().unwrap_or(0),

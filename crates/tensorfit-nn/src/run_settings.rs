@@ -64,7 +64,15 @@ pub struct DataSettings {
     pub cut_long: bool,
     /// A text's windows each start from a zero state.
     pub reset_state: bool,
+    /// Sequences of similar lengths batched together (`--batch-order length-grouped`);
+    /// `false`: the whole epoch shuffled. Stored as `batch_order`; a checkpoint written
+    /// before it was stored trained length-grouped, and resumes so.
+    pub length_grouped: bool,
 }
+
+/// The stored names of [`DataSettings::length_grouped`] (tensorfit-data's `BatchOrder`).
+const GROUPED: &str = "length-grouped";
+const SHUFFLED: &str = "shuffled";
 
 impl DataSettings {
     fn to_json(&self) -> serde_json::Value {
@@ -74,6 +82,7 @@ impl DataSettings {
             "epochs": self.epochs, "stop_patience": self.stop_patience,
             "max_seq_len": self.max_seq_len,
             "cut_long": self.cut_long, "reset_state": self.reset_state,
+            "batch_order": if self.length_grouped { GROUPED } else { SHUFFLED },
         })
     }
 
@@ -108,6 +117,15 @@ impl DataSettings {
             ),
             None => None,
         };
+        let length_grouped = match v.get("batch_order").map(|o| o.as_str()) {
+            None | Some(Some(GROUPED)) => true,
+            Some(Some(SHUFFLED)) => false,
+            Some(_) => {
+                return Err(bad(format!(
+                    "`data.batch_order` must be \"{SHUFFLED}\" or \"{GROUPED}\""
+                )))
+            }
+        };
         Ok(DataSettings {
             path: path("path")?.ok_or_else(|| bad("`data.path` missing".into()))?,
             val: path("val")?,
@@ -116,6 +134,7 @@ impl DataSettings {
             max_seq_len,
             cut_long: switch("cut_long")?,
             reset_state: switch("reset_state")?,
+            length_grouped,
         })
     }
 }
@@ -240,6 +259,7 @@ mod tests {
             max_seq_len: Some(20),
             cut_long: true,
             reset_state: false,
+            length_grouped: false,
         };
         let s = RunSettings {
             run_id: "run".into(),
@@ -272,5 +292,11 @@ mod tests {
         extra.insert(KEY.into(), v.to_string());
         let e = RunSettings::load(&extra).unwrap_err().to_string();
         assert!(e.contains("`data.epochs` must be a whole number"), "{e}");
+        // Written before the batch order was stored: those runs trained length-grouped.
+        v["data"]["epochs"] = json!(3);
+        v["data"].as_object_mut().unwrap().remove("batch_order");
+        extra.insert(KEY.into(), v.to_string());
+        let old = RunSettings::load(&extra).unwrap().unwrap();
+        assert!(old.data.unwrap().length_grouped);
     }
 }
