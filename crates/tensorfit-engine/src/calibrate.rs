@@ -81,13 +81,16 @@ fn read_cache(path: Option<&PathBuf>) -> BTreeMap<String, f64> {
 pub enum Calibration {
     /// Where the job has more than one device to choose between (the default): a choice
     /// between devices needs their times. On one device the strategies are ordered by
-    /// the FLOP model at a nominal speed, and no time is shown.
+    /// the FLOP model at a nominal speed, and no time is shown; a software GPU is measured
+    /// all the same (its host plan counts on the measurement's compile being in the
+    /// process's peak: see `decide_on`).
     #[default]
     WhenChoosing,
     /// Every device, for a table of time estimates (`tensorfit plan`).
     Always,
     /// No device: the FLOP model at a nominal speed orders every device's strategies and
-    /// no time is shown. Nothing is run before the job and no cache is written.
+    /// no time is shown. Nothing is run before the job and no cache is written (a
+    /// software GPU's host plan is then short by its first compile: docs/planning.md).
     Never,
 }
 

@@ -234,14 +234,21 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
     let measure = match req.calibration {
         Calibration::Always => true,
         Calibration::Never => false,
-        // More than one device the job may run on: their times decide.
+        // More than one device the job may run on: their times decide. A software GPU is
+        // measured too: its measurement compiles a pipeline through the driver's LLVM
+        // before the plan reads the process's peak, which its host plan counts on
+        // (`tensorfit_wgpu::SOFTWARE_DRIVER_BYTES` is the driver's share beyond that
+        // peak; without it a first run, Mesa's shader cache empty, peaks 25-36 MiB above
+        // its plan).
         Calibration::WhenChoosing => {
-            let eligible = |d: &&DeviceStatus| {
-                req.device.is_none_or(|k| k == d.kind)
-                    && !req.exclude.contains(&d.kind)
-                    && d.info.as_ref().is_ok_and(|i| allow_software || !i.software)
-            };
-            found.iter().filter(eligible).count() > 1
+            let eligible: Vec<&DeviceInfo> = found
+                .iter()
+                .filter(|d| req.device.is_none_or(|k| k == d.kind))
+                .filter(|d| !req.exclude.contains(&d.kind))
+                .filter_map(|d| d.info.as_ref().ok())
+                .filter(|i| allow_software || !i.software)
+                .collect();
+            eligible.len() > 1 || eligible.iter().any(|i| i.software)
         }
     };
     let mut candidates = Vec::new();
