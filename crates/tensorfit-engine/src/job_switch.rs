@@ -42,16 +42,7 @@ pub fn widen(a: Job, b: Job) -> Job {
         (Some(x), Some(y)) => Some(max(x, y)),
         (x, y) => x.or(y),
     };
-    // (training shape, evaluation shape) of a job.
-    let parts = |j: Job| match j {
-        Job::Train {
-            batch,
-            seq_len,
-            eval,
-        } => (Some((batch, seq_len)), eval),
-        Job::Eval { batch, seq_len } => (None, Some((batch, seq_len))),
-    };
-    let ((ta, ea), (tb, eb)) = (parts(a), parts(b));
+    let ((ta, ea), (tb, eb)) = (a.parts(), b.parts());
     match (either(ta, tb), either(ea, eb)) {
         (Some((batch, seq_len)), eval) => Job::Train {
             batch,

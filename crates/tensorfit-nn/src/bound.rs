@@ -54,14 +54,7 @@ impl TrainOptions {
         // shape's (the carried chunks and the last window change with it). Runs, not
         // programs: a few keys per length however many chunks or micro-batches it has.
         let mut keys = Vec::new();
-        let (train, eval) = match bound {
-            Job::Train {
-                batch,
-                seq_len,
-                eval,
-            } => (Some((batch, seq_len)), eval),
-            Job::Eval { batch, seq_len } => (None, Some((batch, seq_len))),
-        };
+        let (train, eval) = bound.parts();
         if let Some((batch, seq_len)) = train {
             for t in 1..=seq_len {
                 keys.extend(self.train_runs(model, batch, t).into_iter().map(|(k, _)| k));

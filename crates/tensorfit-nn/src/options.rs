@@ -373,6 +373,9 @@ impl TrainOptions {
     }
 }
 
+/// A `(batch, seq_len)`: sequences, and steps each.
+pub type BatchShape = (usize, usize);
+
 /// What a run will do, so that every program it needs can be planned before it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Job {
@@ -397,6 +400,18 @@ pub enum Job {
 }
 
 impl Job {
+    /// The job's training shape and evaluation shape, each where the job has it.
+    pub fn parts(self) -> (Option<BatchShape>, Option<BatchShape>) {
+        match self {
+            Job::Train {
+                batch,
+                seq_len,
+                eval,
+            } => (Some((batch, seq_len)), eval),
+            Job::Eval { batch, seq_len } => (None, Some((batch, seq_len))),
+        }
+    }
+
     /// The model FLOPs of one training step (truncated BPTT `tbptt`) or one evaluation:
     /// [`TrainOptions::step_flops`] of the whole-sequence run, whatever strategy runs it.
     /// The figure GFLOP/s are reported against.
