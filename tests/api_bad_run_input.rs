@@ -24,7 +24,7 @@ fn a_run_refuses_what_its_plan_does_not_hold() {
     bad_input(train.predict(&batch()), &["no evaluations", "eval"]);
     bad_input(
         eval.evaluate(&HostTensor::zeros([7, 4, 152]), &[0.0; 4]),
-        &["4 sequences of 6 steps", "4 of 7"],
+        &["up to 4 sequences of up to 6 steps", "4 of 7"],
     );
 }
 
@@ -162,11 +162,11 @@ fn fit_stops_at_the_first_bad_batch_with_its_error() {
     });
     bad_input(r, &["the app's own reader failed"]);
     assert_eq!(steps, 1);
-    // A batch of another shape than planned.
-    let other = Sequences::new(vec![vec![0.0; 3 * 152]; 4], vec![0.0; 4], 152).unwrap();
+    // A batch longer than the plan's bound.
+    let other = Sequences::new(vec![vec![0.0; 8 * 152]; 4], vec![0.0; 4], 152).unwrap();
     bad_input(
         run.fit(other.batches(4, 1, 1), |_| Control::Continue),
-        &["4 sequences of 6 steps", "4 of 3"],
+        &["up to 4 sequences of up to 6 steps", "4 of 8"],
     );
 }
 

@@ -136,7 +136,12 @@ fn bad_files_and_bad_input_are_told_apart() {
     let mut run = small().open(job, &DevicePolicy::only_cpu()).expect("open");
     let wrong = data().batch(&[0, 1, 2]).expect("batch");
     match run.evaluate(&wrong.x, &wrong.labels) {
-        Err(Error::BadInput(m)) => assert!(m.message.contains("of 2 sequences of 6 steps"), "{m}"),
+        Err(Error::BadInput(m)) => {
+            assert!(
+                m.message.contains("of up to 2 sequences of up to 6 steps"),
+                "{m}"
+            )
+        }
         other => panic!("expected bad input, got {other:?}"),
     }
 }
@@ -191,4 +196,42 @@ fn bad_input_names_the_argument_and_data_errors_keep_their_type() {
     let e = Error::from(tensorfit::data::DataError::Settings("a batch of 0".into()));
     assert!(matches!(&e, Error::Data(_)), "{e:?}");
     assert!(std::error::Error::source(&e).is_some());
+}
+
+#[test]
+fn a_run_takes_any_shape_within_its_job_and_gives_what_an_exact_plan_gives() {
+    let devices = DevicePolicy::only_cpu();
+    let bound = Job::Train {
+        batch: 4,
+        seq_len: 6,
+        eval: Some((12, 6)),
+    };
+    let mut run = small().open(bound, &devices).expect("open");
+    // 3 sequences of 4 steps (and an evaluation of 5 of 2 steps) on the 4 × 6 plan, against
+    // runs planned for exactly those shapes, from the same weights.
+    let short = hot_first_step(3, 4).all().expect("batch");
+    let few = hot_first_step(5, 2).all().expect("batch");
+    let exact = Job::Train {
+        batch: 3,
+        seq_len: 4,
+        eval: None,
+    };
+    let mut exact_run = small().open(exact, &devices).expect("open");
+    let step = run.train_step(&short.x, &short.labels).expect("step");
+    let want = exact_run.train_step(&short.x, &short.labels).expect("step");
+    assert_eq!(step.loss.to_bits(), want.loss.to_bits());
+    let trained = run.model().expect("model");
+    let mut exact_eval = trained
+        .open(
+            Job::Eval {
+                batch: 5,
+                seq_len: 2,
+            },
+            &devices,
+        )
+        .expect("open");
+    let got = run.evaluate(&few.x, &few.labels).expect("evaluate");
+    let want = exact_eval.evaluate(&few.x, &few.labels).expect("evaluate");
+    assert_eq!(got.loss.to_bits(), want.loss.to_bits());
+    assert_eq!(got.probs, want.probs);
 }

@@ -377,6 +377,8 @@ impl TrainOptions {
 pub type BatchShape = (usize, usize);
 
 /// What a run will do, so that every program it needs can be planned before it starts.
+/// A plan is made for the job read as a bound: every batch and length up to its own runs
+/// on that plan (`Trainer::with_bound`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Job {
     /// Training steps on minibatches of `batch` sequences of `seq_len` steps, with

@@ -136,7 +136,8 @@ impl Runner {
     }
 
     /// Refuses `x` (`[time, batch, …]`) when the plan has no training step (`training`) or
-    /// evaluation of its shape: only what was planned can run.
+    /// evaluation that holds its shape. A plan is made for its job read as a bound: any
+    /// batch and length up to the job's run on it as planned, on their own extent.
     fn check_planned(&self, x: &HostTensor, training: bool) -> Result<()> {
         let d = x.shape.dims();
         let [steps, batch, ..] = d[..] else {
@@ -150,27 +151,34 @@ impl Runner {
                 ),
             )));
         };
-        let got = (batch, steps);
-        let planned = match (self.session.job(), training) {
-            (Job::Train { batch, seq_len, .. }, true) => Some((batch, seq_len)),
-            (Job::Train { eval, .. }, false) => eval,
-            (Job::Eval { batch, seq_len }, false) => Some((batch, seq_len)),
-            (Job::Eval { .. }, true) => None,
+        let (train, eval) = self.session.job().parts();
+        let (bound, job, what) = match training {
+            true => (
+                train,
+                Job::Train {
+                    batch,
+                    seq_len: steps,
+                    eval: None,
+                },
+                "training steps",
+            ),
+            false => (
+                eval,
+                Job::Eval {
+                    batch,
+                    seq_len: steps,
+                },
+                "evaluations",
+            ),
         };
-        let what = if training {
-            "training steps"
-        } else {
-            "evaluations"
-        };
-        match planned {
-            Some(p) if p == got => Ok(()),
+        match bound {
+            Some(_) if self.session.trainer.serves(job) => Ok(()),
             Some((b, t)) => Err(Error::BadInput(BadInput::of(
                 "x",
-                format!("{b} sequences of {t} steps"),
-                format!("{} sequences of {} steps", got.0, got.1),
+                format!("at most {b} sequences of at most {t} steps"),
+                format!("{batch} sequences of {steps} steps"),
                 format!(
-                    "the run is planned for {what} of {b} sequences of {t} steps; the input has {} of {}: plan a job of this shape",
-                    got.0, got.1
+                    "the run is planned for {what} of up to {b} sequences of up to {t} steps; the input has {batch} of {steps}: plan a job that holds this shape"
                 ),
             ))),
             None => Err(Error::bad_input(format!(
