@@ -227,10 +227,6 @@ pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<Session>
     let plan = tensorfit::Plan::from_request(req.clone())?;
     if !quiet {
         err!("{}", plan.table());
-        errln!(
-            "planned for the bound {}: every batch within it runs on this plan",
-            tensorfit::nn::bound::describe(req.job)
-        );
     }
     Ok(plan.session(params)?)
 }

@@ -200,6 +200,8 @@ pub struct Decision {
     plans: Vec<Planned>,
     /// What an estimated time is for: `training step` or `evaluation`.
     unit: &'static str,
+    /// The job planned, read as a bound: every shape within it runs on the plan.
+    pub bound: Job,
     /// The job's host bytes outside the device plan.
     pub host: HostNeed,
     /// This process's resident memory when it planned (code, libraries, drivers).
@@ -335,6 +337,7 @@ pub fn decide_on(req: &Request, found: Vec<DeviceStatus>) -> Result<Decision> {
         unavailable,
         plans,
         unit,
+        bound: req.job,
         host,
         process_bytes: host_memory::resident().unwrap_or(0),
         process_peak_bytes: host_memory::peak_resident().unwrap_or(0),

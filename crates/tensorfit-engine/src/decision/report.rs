@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 use tensorfit_plan::{format_bytes, Candidate};
 
+use tensorfit_nn::bound::describe;
+
 use super::{Choice, Decision};
 use crate::host_budget::memory_is_host;
 
@@ -74,6 +76,7 @@ impl Decision {
     /// The decision as JSON (`tensorfit plan --json`): every candidate and the choice.
     pub fn to_json(&self) -> Value {
         json!({
+            "bound": describe(self.bound),
             "host": self.host_json(),
             "candidates": self.candidates.iter().map(Candidate::to_json).collect::<Vec<_>>(),
             "chosen": self.chosen.map(|i| self.candidates[i].to_json()),
@@ -125,6 +128,11 @@ impl Decision {
                     c.strategy,
                     format_seconds(c.estimated_seconds),
                     self.unit
+                );
+                let _ = writeln!(
+                    s,
+                    "planned for the bound {}: every shape within it runs on this plan",
+                    describe(self.bound)
                 );
             }
             None => {
