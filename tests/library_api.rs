@@ -235,3 +235,47 @@ fn a_run_takes_any_shape_within_its_job_and_gives_what_an_exact_plan_gives() {
     assert_eq!(got.loss.to_bits(), want.loss.to_bits());
     assert_eq!(got.probs, want.probs);
 }
+
+#[test]
+fn sequences_held_batch_first_predict_without_labels_as_the_time_major_batch_does() {
+    let devices = DevicePolicy::only_cpu();
+    let data = hot_first_step(3, 5);
+    let all = data.all().expect("batch");
+    let inputs: Vec<Vec<f32>> = (0..3)
+        .map(|i| (0..5 * 152).map(|k| f32::from(k == i % 6)).collect())
+        .collect();
+    let job = Job::Eval {
+        batch: 3,
+        seq_len: 5,
+    };
+    let mut run = small().open(job, &devices).expect("open");
+    let want = run.predict(&all.x).expect("predict");
+    let got = run.predict_sequences(&inputs).expect("predict");
+    assert_eq!(got.concat(), want.data, "[batch, classes] row by row");
+    // A head on every step: each sequence's steps in turn, from [time, batch, classes].
+    let lm =
+        Model::new(tensorfit::ModelDescription::lstm_language_model(7, 8, 1), 3).expect("model");
+    let mut run = lm.open(job, &devices).expect("open");
+    let ids: Vec<Vec<f32>> = (0..3)
+        .map(|i| (0..5).map(|t| ((i + t) % 7) as f32).collect())
+        .collect();
+    let mut x = vec![0.0; 15];
+    for (i, seq) in ids.iter().enumerate() {
+        for (t, &id) in seq.iter().enumerate() {
+            x[t * 3 + i] = id;
+        }
+    }
+    let x = tensorfit::HostTensor::new(tensorfit::core::Shape(vec![5, 3]), x).expect("x");
+    let want = run.predict(&x).expect("predict");
+    let got = run.predict_sequences(&ids).expect("predict");
+    for (i, seq) in got.iter().enumerate() {
+        for t in 0..5 {
+            let at = (t * 3 + i) * 7;
+            assert_eq!(
+                seq[t * 7..(t + 1) * 7],
+                want.data[at..at + 7],
+                "sequence {i} step {t}"
+            );
+        }
+    }
+}

@@ -9,6 +9,7 @@ use tensorfit_nn::{Batch, EvalReport, Job, StepReport};
 
 use super::error::{BadInput, Error, Result};
 use super::model::{Model, Training};
+use super::sequences::Sequences;
 use crate::session::Session;
 
 /// What a per-step callback tells [`Runner::fit`].
@@ -116,6 +117,45 @@ impl Runner {
     pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
         self.check_planned(x, false)?;
         Ok(self.session.trainer.predict(x)?)
+    }
+
+    /// [`Runner::predict`] on sequences as an app holds them, batch-first and without
+    /// labels: `inputs[i]` is sequence `i`, its steps one after another (`features`
+    /// values each; one token id each for a token model), all of one length. Returns each
+    /// sequence's outputs: its class probabilities (a regression's values), or with a head
+    /// on every step those of each of its steps in turn.
+    ///
+    /// ```
+    /// use tensorfit::{DevicePolicy, Job, Model};
+    /// let mut run = Model::seed()
+    ///     .open(Job::Eval { batch: 2, seq_len: 3 }, &DevicePolicy::only_cpu())
+    ///     .unwrap();
+    /// let out = run.predict_sequences(&[vec![0.0; 3 * 152], vec![1.0; 3 * 152]]).unwrap();
+    /// assert_eq!((out.len(), out[0].len()), (2, 6)); // 6 class probabilities each
+    /// ```
+    pub fn predict_sequences(&mut self, inputs: &[Vec<f32>]) -> Result<Vec<Vec<f32>>> {
+        let width = self.session.trainer.model().input_features();
+        let data = Sequences::new(inputs.to_vec(), vec![0.0; inputs.len()], width)?;
+        let x = data.all()?.x;
+        let out = self.predict(&x)?;
+        let (batch, steps) = (inputs.len(), data.steps());
+        let dims = out.shape.dims();
+        Ok(match dims[..] {
+            // [time, batch, outputs]: each sequence's steps gathered in turn.
+            [t, b, k] if (t, b) == (steps, batch) => (0..batch)
+                .map(|i| {
+                    (0..steps)
+                        .flat_map(|s| out.data[(s * batch + i) * k..(s * batch + i + 1) * k].iter())
+                        .copied()
+                        .collect()
+                })
+                .collect(),
+            _ => out
+                .data
+                .chunks(out.data.len() / batch.max(1))
+                .map(<[f32]>::to_vec)
+                .collect(),
+        })
     }
 
     /// The model with the weights the run has now.
