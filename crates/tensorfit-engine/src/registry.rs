@@ -102,6 +102,12 @@ pub fn entries() -> Vec<Entry> {
         .collect()
 }
 
+/// tensorfit's own kinds, built or not, in the list's order: the same in every build of
+/// this version, whatever a process registered (what ranks of one launch agree on).
+pub fn built_in_kinds() -> Vec<DeviceKind> {
+    built_in().into_iter().map(Entry::kind).collect()
+}
+
 /// The kinds of [`entries`], in order.
 pub fn kinds() -> Vec<DeviceKind> {
     entries().into_iter().map(Entry::kind).collect()

@@ -266,7 +266,13 @@ impl Ranks {
 /// The lengths of the values a step's exchange holds after the gradients: the loss, the
 /// units, the device kinds, the stop signals, and one for each of `ranks` that ended.
 fn slot_sizes(ranks: usize) -> [usize; 5] {
-    [1, 1, registry::kinds().len(), STOP_SIGNALS.len(), ranks]
+    [
+        1,
+        1,
+        registry::built_in_kinds().len(),
+        STOP_SIGNALS.len(),
+        ranks,
+    ]
 }
 
 /// The ranks whose value in `flags` (one per rank) is not 0: "rank 1", "ranks 0, 2"; empty
@@ -311,10 +317,11 @@ impl GradientExchange for Ranks {
             .map_or(self.rows().len(), |(_, units)| units) as f32;
         let mut loss_slot = [*loss * units];
         let mut units_slot = [units];
-        // One-hot of this rank's device kind over the registry's kinds (every rank's build
-        // lists tensorfit's backends, built or not, in the same order): averaged, one kind
-        // reads 1 on every rank exactly when all ranks ran on it.
-        let mut kinds: Vec<f32> = registry::kinds()
+        // One-hot of this rank's device kind over tensorfit's own kinds (every rank's build
+        // lists them, built or not, in the same order; a provider one process registered
+        // is not in it, so the ranks' slots stay the same size and such a device counts
+        // as mixed): averaged, one kind reads 1 on every rank exactly when all ran on it.
+        let mut kinds: Vec<f32> = registry::built_in_kinds()
             .into_iter()
             .map(|k| f32::from(u8::from(self.device == Some(k))))
             .collect();

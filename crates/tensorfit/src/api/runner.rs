@@ -9,7 +9,7 @@ use tensorfit_nn::{Batch, EvalReport, Job, StepReport};
 
 use super::error::{BadInput, Error, Result};
 use super::model::{Model, Training};
-use super::sequences::Sequences;
+use super::sequences::{steps_of, time_major};
 use crate::session::Session;
 
 /// What a per-step callback tells [`Runner::fit`].
@@ -135,10 +135,10 @@ impl Runner {
     /// ```
     pub fn predict_sequences(&mut self, inputs: &[Vec<f32>]) -> Result<Vec<Vec<f32>>> {
         let width = self.session.trainer.model().input_features();
-        let data = Sequences::new(inputs.to_vec(), vec![0.0; inputs.len()], width)?;
-        let x = data.all()?.x;
-        let out = self.predict(&x)?;
-        let (batch, steps) = (inputs.len(), data.steps());
+        let steps = steps_of(inputs, width)?;
+        let seqs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+        let out = self.predict(&time_major(&seqs, steps, width)?)?;
+        let batch = inputs.len();
         let dims = out.shape.dims();
         Ok(match dims[..] {
             // [time, batch, outputs]: each sequence's steps gathered in turn.
@@ -212,7 +212,8 @@ impl Runner {
             ),
         };
         match bound {
-            Some(_) if self.session.trainer.serves(job) => Ok(()),
+            // The planned shape itself needs no look at the programs (every step asks).
+            Some(b) if b == (batch, steps) || self.session.trainer.serves(job) => Ok(()),
             Some((b, t)) => Err(Error::BadInput(BadInput::of(
                 "x",
                 format!("at most {b} sequences of at most {t} steps"),

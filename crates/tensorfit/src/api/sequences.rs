@@ -31,40 +31,7 @@ impl Sequences {
     /// Checks that every sequence has the same whole number of steps of `features` values
     /// and that the labels are as many per sequence.
     pub fn new(inputs: Vec<Vec<f32>>, labels: Vec<f32>, features: usize) -> Result<Sequences> {
-        if inputs.is_empty() {
-            return Err(Error::BadInput(BadInput::of(
-                "inputs",
-                "at least one sequence",
-                "no sequences",
-                "no sequences given",
-            )));
-        }
-        if features == 0 {
-            return Err(Error::BadInput(BadInput::of(
-                "features",
-                "at least 1",
-                "0",
-                "features must be at least 1 (values per step; 1 for token ids)",
-            )));
-        }
-        let first = inputs[0].len();
-        if first == 0 || !first.is_multiple_of(features) {
-            return Err(Error::BadInput(BadInput::of(
-                "inputs",
-                format!("a whole number of steps of {features} values"),
-                format!("{first} values in sequence 0"),
-                format!("sequence 0 has {first} values: sequences need at least one step of {features} features"),
-            )));
-        }
-        if let Some(i) = inputs.iter().position(|s| s.len() != first) {
-            let len = inputs[i].len();
-            return Err(Error::BadInput(BadInput::of(
-                "inputs",
-                format!("{first} values per sequence, as sequence 0 has"),
-                format!("{len} values in sequence {i}"),
-                format!("sequence {i} has {len} values, sequence 0 has {first}: sequences must have one length"),
-            )));
-        }
+        let steps = steps_of(&inputs, features)?;
         if labels.is_empty() || !labels.len().is_multiple_of(inputs.len()) {
             let (l, n) = (labels.len(), inputs.len());
             return Err(Error::BadInput(BadInput::of(
@@ -75,7 +42,7 @@ impl Sequences {
             )));
         }
         Ok(Sequences {
-            steps: first / features,
+            steps,
             inputs,
             labels,
             features,
@@ -147,11 +114,10 @@ impl Sequences {
     /// Sequences `rows`, time-major (`[time, batch, features]`; `[time, batch]` for one
     /// feature, as token models take them), with their labels.
     pub fn batch(&self, rows: &[usize]) -> Result<Batch> {
-        let (f, b) = (self.features, rows.len());
         let per_row = self.labels.len() / self.inputs.len();
-        let mut x = vec![0.0; self.steps * b * f];
-        let mut labels = Vec::with_capacity(b * per_row);
-        for (j, &r) in rows.iter().enumerate() {
+        let mut seqs = Vec::with_capacity(rows.len());
+        let mut labels = Vec::with_capacity(rows.len() * per_row);
+        for &r in rows {
             let seq = self.inputs.get(r).ok_or_else(|| {
                 let n = self.len();
                 Error::BadInput(BadInput::of(
@@ -161,9 +127,7 @@ impl Sequences {
                     format!("sequence {r} does not exist: there are {n}"),
                 ))
             })?;
-            for t in 0..self.steps {
-                x[(t * b + j) * f..(t * b + j + 1) * f].copy_from_slice(&seq[t * f..(t + 1) * f]);
-            }
+            seqs.push(seq.as_slice());
             if !self.per_step {
                 labels.extend_from_slice(&self.labels[r * per_row..(r + 1) * per_row]);
             }
@@ -174,10 +138,7 @@ impl Sequences {
                 labels.extend(rows.iter().map(|&r| self.labels[r * per_row + t]));
             }
         }
-        let x = match f {
-            1 => HostTensor::new([self.steps, b], x)?,
-            _ => HostTensor::new([self.steps, b, f], x)?,
-        };
+        let x = time_major(&seqs, self.steps, self.features)?;
         Ok(Batch { x, labels })
     }
 
@@ -225,4 +186,61 @@ impl Sequences {
                 .collect::<Vec<_>>()
         }))
     }
+}
+
+/// The steps of every sequence of `inputs`, after checking there is one, that `features`
+/// is at least 1, and that every sequence holds the same whole number of steps of
+/// `features` values.
+pub(crate) fn steps_of(inputs: &[Vec<f32>], features: usize) -> Result<usize> {
+    if inputs.is_empty() {
+        return Err(Error::BadInput(BadInput::of(
+            "inputs",
+            "at least one sequence",
+            "no sequences",
+            "no sequences given",
+        )));
+    }
+    if features == 0 {
+        return Err(Error::BadInput(BadInput::of(
+            "features",
+            "at least 1",
+            "0",
+            "features must be at least 1 (values per step; 1 for token ids)",
+        )));
+    }
+    let first = inputs[0].len();
+    if first == 0 || !first.is_multiple_of(features) {
+        return Err(Error::BadInput(BadInput::of(
+            "inputs",
+            format!("a whole number of steps of {features} values"),
+            format!("{first} values in sequence 0"),
+            format!("sequence 0 has {first} values: sequences need at least one step of {features} features"),
+        )));
+    }
+    if let Some(i) = inputs.iter().position(|s| s.len() != first) {
+        let len = inputs[i].len();
+        return Err(Error::BadInput(BadInput::of(
+            "inputs",
+            format!("{first} values per sequence, as sequence 0 has"),
+            format!("{len} values in sequence {i}"),
+            format!("sequence {i} has {len} values, sequence 0 has {first}: sequences must have one length"),
+        )));
+    }
+    Ok(first / features)
+}
+
+/// `seqs` (each `steps` steps of `features` values) as one time-major batch:
+/// `[time, batch, features]`, or `[time, batch]` for one value per step (token ids).
+pub(crate) fn time_major(seqs: &[&[f32]], steps: usize, features: usize) -> Result<HostTensor> {
+    let (f, b) = (features, seqs.len());
+    let mut x = vec![0.0; steps * b * f];
+    for (j, seq) in seqs.iter().enumerate() {
+        for t in 0..steps {
+            x[(t * b + j) * f..(t * b + j + 1) * f].copy_from_slice(&seq[t * f..(t + 1) * f]);
+        }
+    }
+    Ok(match f {
+        1 => HostTensor::new([steps, b], x)?,
+        _ => HostTensor::new([steps, b, f], x)?,
+    })
 }
