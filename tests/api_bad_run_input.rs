@@ -148,12 +148,7 @@ fn token_ids_outside_the_vocabulary_or_not_whole_name_step_and_row() {
 #[test]
 fn fit_stops_at_the_first_bad_batch_with_its_error() {
     let mut run = small().open(TRAIN, &cpu()).unwrap();
-    let good = || {
-        Ok(tensorfit::nn::Batch {
-            x: batch(),
-            labels: vec![0.0; 4],
-        })
-    };
+    let good = || Ok(tensorfit::Batch::new(batch(), vec![0.0; 4]));
     let bad = Err(Error::bad_input("the app's own reader failed"));
     let mut steps = 0;
     let r = run.fit([good(), bad, good()], |_| {
@@ -173,16 +168,16 @@ fn fit_stops_at_the_first_bad_batch_with_its_error() {
 #[test]
 fn padded_lengths_longer_than_the_batch_or_zero_name_the_sequence() {
     let mut run = small().open(EVAL, &cpu()).unwrap();
-    let trainer = &mut run.session_mut().trainer;
     for (lengths, says) in [
-        (vec![6.0, 7.0, 6.0, 6.0], "7"),
-        (vec![6.0, 0.0, 6.0, 6.0], "sequence 1"),
-        (vec![6.0; 3], "3 lengths for a batch of 4"),
+        (vec![6, 7, 6, 6], "length 7"),
+        (vec![6, 0, 6, 6], "sequence 1"),
+        (vec![6; 3], "3 lengths for a batch of 4"),
     ] {
-        let e = trainer
-            .evaluate_at(&batch(), &[0.0; 4], Some(&lengths))
-            .map_err(Error::from);
-        bad_input(e, &[says]);
+        let b = tensorfit::Batch {
+            lengths: Some(lengths),
+            ..tensorfit::Batch::new(batch(), vec![0.0; 4])
+        };
+        bad_input(run.evaluate_batch(&b), &[says]);
     }
 }
 

@@ -138,8 +138,20 @@ fn a_best_checkpoint_that_cannot_be_written_warns_and_the_run_goes_on() {
     let mut cmd = training(&dir, "20");
     cmd.args(["--save", arg(&save)]);
     let child = spawn_until(&mut cmd, &save);
-    // From now on every --save fails: its directory is gone.
-    std::fs::remove_dir_all(&elsewhere).unwrap();
+    // From now on every --save fails: its directory is gone. (The run may be writing a
+    // new best into it meanwhile: its temporary file makes the directory not empty for
+    // a moment, so the removal tries again.)
+    let mut removed = std::fs::remove_dir_all(&elsewhere);
+    for _ in 0..100 {
+        match &removed {
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                removed = std::fs::remove_dir_all(&elsewhere);
+            }
+            _ => break,
+        }
+    }
+    removed.unwrap();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");

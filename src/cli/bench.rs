@@ -6,7 +6,6 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use tensorfit::host_budget::init_params;
 use tensorfit::nn::{BuiltinTask, OptimConfig};
 
 use super::{
@@ -44,16 +43,17 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
     let job = a.mode.job(a.batch, a.seq_len);
     let flops = job.model_flops(&cfg, tbptt);
     let req = request(cfg.clone(), job, tbptt, OptimConfig::default(), &a.dev)?;
-    let params = init_params(&cfg, UNTRAINED_SEED)?;
-    let mut session = begin(&req, &params, a.json)?;
+    let params = tensorfit::Model::new(cfg.clone(), UNTRAINED_SEED)?.into_parameters();
+    let mut run = begin(&req, &params, a.json)?;
     let data = BuiltinTask::for_model(&cfg, BENCH_DATA_SEED)?.batch(a.batch, a.seq_len)?;
     let train = a.mode == JobMode::Train;
-    // Straight on the trainer: the timing is of the run, not of recovery snapshots.
+    // Straight on the device: the timing is of the run, not of recovery snapshots.
+    run.set_recovery(false);
     let mut once = || -> Result<()> {
         if train {
-            session.trainer.train_step(&data.x, &data.labels)?;
+            run.train_step(&data.x, &data.labels)?;
         } else {
-            session.trainer.evaluate(&data.x, &data.labels)?;
+            run.evaluate(&data.x, &data.labels)?;
         }
         Ok(())
     };
@@ -71,7 +71,7 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
     let median = ms[ms.len() / 2];
     let gflops = flops / median / 1e6;
     if a.json {
-        let mut out = summary(&session);
+        let mut out = summary(&run);
         out["mode"] = json!(a.mode.name());
         out["ms_per_step"] = json!(median);
         out["gflops"] = json!(gflops);
@@ -89,8 +89,8 @@ pub fn run(a: BenchArgs) -> Result<Exit> {
             a.seq_len,
             if train { "training step" } else { "inference" },
             gflops,
-            session.device,
-            session.strategy
+            run.device(),
+            run.strategy()
         );
     }
     Ok(Exit::Success)

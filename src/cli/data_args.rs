@@ -17,7 +17,7 @@ use clap::Args;
 use tensorfit::core::rows::IGNORE_LABEL;
 use tensorfit::core::HostTensor;
 use tensorfit::data::{
-    format_of, length_grouped_batches, max_batch_bytes, open, padded_steps, shuffled_batches,
+    epoch_batches, format_of, length_grouped_batches, max_batch_bytes, open, padded_steps,
     stream_batches, Batch, BatchInputs, BatchOrder, BatchSettings, Batches, CharCorpus,
     CharWindows, Dataset, Format, Inputs, Labels, LabelsPer, Opened, ReadSettings, Source, Targets,
     TooLong, TsvData, Values,
@@ -438,7 +438,7 @@ impl Files {
     }
 
     /// A training epoch's batches of `indices` in `order`, shuffled from `seed`: the whole
-    /// epoch at random ([`shuffled_batches`]) or grouped by length ([`Files::order`]); a
+    /// epoch at random or grouped by length ([`epoch_batches`]); a
     /// text's windows in order, batch `k` holding window `k` of every stream.
     pub fn training_order(
         &self,
@@ -446,9 +446,12 @@ impl Files {
         batch: usize,
         (order, seed): (BatchOrder, u64),
     ) -> Result<Vec<Vec<usize>>> {
-        match (order, self.source.streams()) {
-            (BatchOrder::Shuffled, None) => Ok(shuffled_batches(indices, batch, seed)?),
-            _ => self.order(indices, batch, Some(seed)),
+        match self.source.streams() {
+            None => {
+                let lengths = self.source.lengths();
+                Ok(epoch_batches(lengths, indices, batch, order, seed)?)
+            }
+            Some(_) => self.order(indices, batch, Some(seed)),
         }
     }
 
@@ -484,18 +487,11 @@ impl Files {
     }
 }
 
-/// A batch as the trainer takes it: inputs [T, B, F], class ids as f32, and each
-/// sequence's length.
-pub struct TrainerBatch {
-    pub x: HostTensor,
-    pub labels: Vec<f32>,
-    pub lengths: Vec<f32>,
-}
-
-/// `b` as the trainer takes it. Class labels per step past a sequence's end become
-/// [`IGNORE_LABEL`]: they count neither in the loss nor in the gradient.
-pub fn trainer_inputs(b: Batch) -> Result<TrainerBatch> {
-    let lengths = b.lengths.iter().map(|&l| l as f32).collect();
+/// `b` as the library's runner takes it ([`tensorfit::Batch`]): inputs `[T, B, F]` (token
+/// ids `[T, B]`), class ids as f32, and each sequence's length. Class labels per step past
+/// a sequence's end become [`IGNORE_LABEL`]: they count neither in the loss nor in the
+/// gradient.
+pub fn trainer_inputs(b: Batch) -> Result<tensorfit::Batch> {
     let (rows, steps) = (b.lengths.len(), b.steps);
     let per_step_ids = matches!(&b.labels, Values::Ids(v) if v.len() == steps * rows && steps > 1);
     let x = match b.inputs {
@@ -517,5 +513,9 @@ pub fn trainer_inputs(b: Batch) -> Result<TrainerBatch> {
             }
         }
     }
-    Ok(TrainerBatch { x, labels, lengths })
+    Ok(tensorfit::Batch {
+        x,
+        labels,
+        lengths: Some(b.lengths),
+    })
 }

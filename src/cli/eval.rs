@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::data::Labels;
 use tensorfit::nn::{BuiltinTask, Job, ModelDescription, ParamStore};
-use tensorfit::session::format_seconds;
+use tensorfit::plan::format_seconds;
 
 use super::data_args::DataArgs;
 use super::files_eval;
@@ -59,10 +59,9 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
     let data = task.batch(a.batch, a.seq_len)?;
     let t = Instant::now();
     let report = run.evaluate(&data.x, &data.labels)?;
-    let session = run.session();
     let secs = t.elapsed().as_secs_f64();
     if a.json {
-        let mut out = summary(session);
+        let mut out = summary(&run);
         out["loss"] = json!(report.loss);
         out["accuracy"] = json!(report.accuracy);
         out["perplexity"] = json!(report.perplexity);
@@ -74,16 +73,16 @@ pub fn run(a: EvalArgs) -> Result<Exit> {
             a.batch,
             a.seq_len,
             format_seconds(secs),
-            quality_text(session.trainer.model(), report.loss, report.accuracy)
+            quality_text(run.description(), report.loss, report.accuracy)
         );
-        print_memory(session);
+        print_memory(&run);
     }
     Ok(Exit::Success)
 }
 
 /// `eval --data`: every sequence of the file, in padded batches grouped by length.
 fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
-    let (files, order, mut session) = files_eval::start(
+    let (files, order, mut run) = files_eval::start(
         &a.data,
         (cfg, params, a.checkpoint.as_deref()),
         Labels::Required,
@@ -92,10 +91,10 @@ fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Resul
         a.json,
     )?;
     let t = Instant::now();
-    let scores = files_eval::eval(&mut session, &files, order)?;
+    let scores = files_eval::eval(&mut run, &files, order)?;
     let secs = t.elapsed().as_secs_f64();
     if a.json {
-        let mut out = summary(&session);
+        let mut out = summary(&run);
         out["loss"] = json!(scores.loss);
         out["accuracy"] = json!(scores.accuracy);
         out["sequences"] = json!(scores.sequences);
@@ -107,9 +106,9 @@ fn eval_files(a: &EvalArgs, cfg: ModelDescription, params: &ParamStore) -> Resul
             scores.sequences,
             files.path.display(),
             format_seconds(secs),
-            quality_text(session.trainer.model(), scores.loss, scores.accuracy)
+            quality_text(run.description(), scores.loss, scores.accuracy)
         );
-        print_memory(&session);
+        print_memory(&run);
     }
     Ok(Exit::Success)
 }

@@ -1,6 +1,6 @@
 //! Evaluation and prediction over data files (`eval --data`, `predict --data`, and the
 //! validations of `train --data`): batches grouped by length and padded, every sequence
-//! run (the last partial batch included), on a session planned for the bound every batch
+//! run (the last partial batch included), on a run planned for the bound every batch
 //! is within (replanned only for a shape outside it).
 
 use std::path::Path;
@@ -10,8 +10,8 @@ use tensorfit::core::HostTensor;
 use tensorfit::data::{same_length_batches, Labels};
 use tensorfit::nn::atomic_file::write_atomic_with;
 use tensorfit::nn::every_step::check_padded_model;
-use tensorfit::nn::{CarriedState, Job, Mode, ModelDescription, OptimConfig, ParamStore};
-use tensorfit::session::Session;
+use tensorfit::nn::{Job, Mode, ModelDescription, OptimConfig, ParamStore};
+use tensorfit::{CarriedState, Runner};
 
 use super::data_args::{trainer_inputs, DataArgs, Files};
 use super::data_vocab;
@@ -33,13 +33,13 @@ pub struct Scores {
 /// A text's batches ([`Files::carry`]) start from the state the batch before left, the
 /// first from zeros.
 pub fn evaluate(
-    session: &mut Session,
+    run: &mut Runner,
     files: &Files,
     order: Vec<Vec<usize>>,
     job: impl Fn(usize, usize) -> Job,
     mut each: impl FnMut(&[usize], &HostTensor),
 ) -> Result<Scores> {
-    evaluate_with(session, files, order, job, |ids, probs| {
+    evaluate_with(run, files, order, job, |ids, probs| {
         each(ids, probs);
         Ok(())
     })
@@ -47,7 +47,7 @@ pub fn evaluate(
 
 /// [`evaluate`] whose `each` may fail, which stops it.
 fn evaluate_with(
-    session: &mut Session,
+    run: &mut Runner,
     files: &Files,
     order: Vec<Vec<usize>>,
     job: impl Fn(usize, usize) -> Job,
@@ -64,10 +64,10 @@ fn evaluate_with(
         }
         let (size, steps, ids) = (batch.size(), batch.steps, batch.ids.clone());
         let b = trainer_inputs(batch)?;
-        session.switch_job(job(size, steps))?;
-        let lengths = Some(&b.lengths[..]);
-        let report = session
-            .with_recovery(|t| t.evaluate_carrying(&b.x, &b.labels, lengths, &mut carried))?;
+        // Within the plan's bound: nothing to do (a shape outside it is planned again,
+        // and the run's summary says so).
+        run.hold(job(size, steps))?;
+        let report = run.evaluate_batch_carrying(&b, &mut carried)?;
         loss += report.loss as f64 * size as f64;
         correct = correct
             .zip(report.accuracy)
@@ -90,8 +90,8 @@ pub fn eval_job(batch: usize, seq_len: usize) -> Job {
 }
 
 /// Opens `--data` for `cfg`, its labels read or ignored as `labels` says, and starts the
-/// inference session planned for its largest batch: the file, its batches (grouped by length, in
-/// increasing length) and the session. A text is read with the vocabulary of
+/// inference run planned for its largest batch: the file, its batches (grouped by length, in
+/// increasing length) and the run. A text is read with the vocabulary of
 /// `checkpoint` when it has one.
 pub fn start(
     data: &DataArgs,
@@ -100,7 +100,7 @@ pub fn start(
     batch: usize,
     dev: &DeviceArgs,
     quiet: bool,
-) -> Result<(Files, Vec<Vec<usize>>, Session)> {
+) -> Result<(Files, Vec<Vec<usize>>, Runner)> {
     let vocab = data_vocab::of_checkpoint(checkpoint, data.path())?;
     let Some(files) = data.open(&cfg, labels, vocab.as_ref()).context("--data")? else {
         bail!("--data is missing");
@@ -126,31 +126,31 @@ pub fn start(
     let mut req = request(cfg, eval_job(b, t), max_len, OptimConfig::default(), dev)?;
     req.read_ahead_bytes = files.read_ahead_bytes(batch, order.len());
     req.padded = padded;
-    let session = begin(&req, params, quiet)?;
-    Ok((files, order, session))
+    let run = begin(&req, params, quiet)?;
+    Ok((files, order, run))
 }
 
 /// `eval --data`: loss and accuracy over every sequence of the file.
-pub fn eval(session: &mut Session, files: &Files, order: Vec<Vec<usize>>) -> Result<Scores> {
-    evaluate(session, files, order, eval_job, |_, _| {})
+pub fn eval(run: &mut Runner, files: &Files, order: Vec<Vec<usize>>) -> Result<Scores> {
+    evaluate(run, files, order, eval_job, |_, _| {})
 }
 
 /// `predict --data`: the probabilities of every sequence (a regression's predictions),
 /// written to `output` a batch at a time as [`PredictionsFile`] lays them out.
 pub fn predict(
-    session: &mut Session,
+    run: &mut Runner,
     files: &Files,
     order: Vec<Vec<usize>>,
     output: &Path,
 ) -> Result<Scores> {
     let n = files.dataset().sequences;
     let ids: Vec<String> = (0..n).map(|i| files.source.id(i)).collect();
-    let model = session.trainer.model().clone();
+    let model = run.description().clone();
     let mut scores = None;
     write_atomic_with(output, |file| -> Result<()> {
         let mut out = PredictionsFile::start(file, &model, files.source.lengths(), ids)?;
         let each = |ids: &[usize], probs: &HostTensor| out.write_batch(ids, probs);
-        scores = Some(evaluate_with(session, files, order, eval_job, each)?);
+        scores = Some(evaluate_with(run, files, order, eval_job, each)?);
         Ok(())
     })
     .with_context(|| format!("--output {}", output.display()))?;

@@ -14,12 +14,10 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
-use tensorfit::data::{split, BatchOrder, DataIdentities, DataIdentity, Labels};
+use tensorfit::data::{epoch_seed, split, BatchOrder, DataIdentities, DataIdentity, Labels};
 use tensorfit::distributed::Ranks;
-use tensorfit::host_budget::init_params;
-use tensorfit::nn::optim::ScheduleState;
-use tensorfit::nn::{CarriedState, Checkpoint, Job, RunSettings};
-use tensorfit::session::Session;
+use tensorfit::nn::{Checkpoint, Job, RunSettings};
+use tensorfit::{CarriedState, Runner};
 
 use super::curves::{write_curves, CURVES_FILE};
 use super::data_args::{open_for, trainer_inputs, Files};
@@ -37,9 +35,6 @@ use super::{
     begin, claim_output, crossed, print_memory, request, summary, train_settings,
     updates_per_batch, Exit,
 };
-
-/// Mixed with the epoch's number into the seed of its order.
-const EPOCH_SEED_STRIDE: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Flags of the built-in task that the data decides instead.
 const TASK_FLAGS: [(&str, &str); 3] = [
@@ -196,7 +191,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         data: Some(train_settings::data_settings(&a, &files.path)),
     };
     let epoch_order = |epoch: u64| {
-        let seed = a.seed.wrapping_add(epoch.wrapping_mul(EPOCH_SEED_STRIDE));
+        let seed = epoch_seed(a.seed, epoch);
         files.training_order(&train, a.batch, (a.fit.batch_order, seed))
     };
     fit_lengths::check(&cfg, &settings, &files, a.fit.epochs, epoch_order)?;
@@ -226,7 +221,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     let job = fit_lengths::bound(&files, &reading, max_len, val_batches);
     let params = match init {
         Some(p) => p,
-        None => init_params(&cfg, a.seed)?,
+        None => tensorfit::Model::new(cfg.clone(), a.seed)?.into_parameters(),
     };
     // Before any other collective, and before rank 0 writes anything.
     let run = rank_agree::Run {
@@ -280,26 +275,22 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         val.as_ref()
             .map_or(0, |v| v.files.read_ahead_bytes(a.batch, v.order.len() + 1)),
     );
-    let mut session = begin(&req, &params, a.json)?;
-    ranks::choose_all_reduce(&mut ranks, &session, a.json)?;
+    let mut run = begin(&req, &params, a.json)?;
+    ranks::choose_all_reduce(&mut ranks, &run, a.json)?;
     drop(params);
     if let Some((_, ck)) = loaded_at {
-        session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
-        if let Some(state) = ScheduleState::load(&ck.extra)? {
-            session.trainer.restore_schedule(state);
-        }
+        run.restore_training(ck)?;
     }
     drop(resumed);
 
     // The state is read from the device once, then written to each of `paths`.
-    let save = |session: &mut Session,
+    let save = |run: &mut Runner,
                 paths: &[PathBuf],
                 at: Option<(Position, &CarriedState)>|
      -> Result<()> {
-        let schedule = session.trainer.schedule_state();
-        // The session's host copy of the state: no copy more while it is written.
-        let ck = session.state()?;
-        ck.extra.clear();
+        // The run's host copy of the state (with the schedule's): no copy more while it
+        // is written.
+        let ck = run.state()?;
         if let Some((p, carried)) = at {
             p.store(&mut ck.extra);
             carried.store(&mut ck.extra);
@@ -307,7 +298,6 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         settings.store(&mut ck.extra);
         identities.store(&mut ck.extra);
         optim_settings.store(&mut ck.extra);
-        schedule.store(&mut ck.extra);
         if let Some(v) = &files.vocab {
             v.store(&mut ck.extra);
         }
@@ -323,7 +313,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         .into_iter()
         .chain(a.save.clone())
         .collect();
-    let save_all = |session: &mut Session| -> Result<()> { save(session, &outputs, None) };
+    let save_all = |run: &mut Runner| -> Result<()> { save(run, &outputs, None) };
     if !a.json {
         errln!(
             "training ({} parameters) on {}: {} sequences to train on, {} to validate on{}, batch {}, {} epochs of {steps_per_epoch} steps{}",
@@ -349,10 +339,10 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     }
     // The latest state, to resume from.
     let last_file = ck_dir.as_ref().map(|d| d.dir().join(LAST_FILE));
-    let save_last = |session: &mut Session, at: Position, carried: &CarriedState| -> Result<()> {
+    let save_last = |run: &mut Runner, at: Position, carried: &CarriedState| -> Result<()> {
         let at = Some((at, carried));
         match &last_file {
-            Some(p) => save(session, std::slice::from_ref(p), at),
+            Some(p) => save(run, std::slice::from_ref(p), at),
             None => Ok(()),
         }
     };
@@ -413,8 +403,8 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 break 'epochs;
             }
             if crossed(before, step, a.checkpoint_every) {
-                let at = Position::of(&watch, a.fit.val_fraction, at);
-                if let Err(e) = save_last(&mut session, at, &carried) {
+                let at = fit_resume::position_of(&watch, a.fit.val_fraction, at);
+                if let Err(e) = save_last(&mut run, at, &carried) {
                     watch.say(&format!(
                         "warning: step {step}: {e:#}; training continues (the next checkpoint tries again)"
                     ));
@@ -429,34 +419,25 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             }
             let (b, t) = (batch.size(), batch.steps);
             let inputs = trainer_inputs(batch)?;
-            let eval = match session.job() {
-                Job::Train { eval, .. } => eval,
-                Job::Eval { .. } => None,
-            };
+            let eval = run.bound().parts().1;
             // Within the plan's bound: nothing to do (a shape outside it is planned again).
-            let replans = session.replans.len();
-            session.switch_job(Job::Train {
+            let shape = Job::Train {
                 batch: b,
                 seq_len: t,
                 eval,
-            })?;
-            for r in &session.replans[replans..] {
+            };
+            for r in run.hold(shape)? {
                 watch.say(&format!("note: step {}: {r}", step + 1));
             }
             let report = match files.carry {
                 // A text's rows start from the state the batch before left (one process:
                 // `TrainOptions::validate` refuses carrying across ranks).
-                true => {
-                    let lengths = Some(&inputs.lengths[..]);
-                    let (x, labels) = (&inputs.x, &inputs.labels);
-                    session
-                        .with_recovery(|t| t.train_step_carrying(x, labels, lengths, &mut carried))
-                        .map_err(anyhow::Error::from)
-                }
+                true => run
+                    .train_batch_carrying(&inputs, &mut carried)
+                    .map_err(anyhow::Error::from),
                 false => {
                     let part = parts.as_ref().map(|p| &p[k]);
-                    let step_inputs = (&inputs.x, &inputs.labels[..], &inputs.lengths[..]);
-                    ranks::data_step(&mut session, &mut ranks, part, step_inputs)
+                    ranks::data_step(&mut run, &mut ranks, part, &inputs)
                 }
             }
             .with_context(|| format!("training step {}", step + 1))?;
@@ -474,8 +455,8 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             if crossed(before, step, a.eval_every) {
                 if let Some(v) = &val {
                     validated_at = Some(step);
-                    let scores = validate(&mut session, v, &mut ranks)?;
-                    if watch.validated(&mut session, scores, epoch + 1, step, &save_all)? {
+                    let scores = validate(&mut run, v, &mut ranks)?;
+                    if watch.validated(&mut run, scores, epoch + 1, step, &save_all)? {
                         break 'epochs;
                     }
                 }
@@ -485,8 +466,8 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         // Every epoch ends with a validation (unless its last step just had one).
         match &val {
             Some(v) if validated_at != Some(step) => {
-                let scores = validate(&mut session, v, &mut ranks)?;
-                if watch.validated(&mut session, scores, epoch + 1, step, &save_all)? {
+                let scores = validate(&mut run, v, &mut ranks)?;
+                if watch.validated(&mut run, scores, epoch + 1, step, &save_all)? {
                     break;
                 }
             }
@@ -497,7 +478,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if let Some(bar) = &watch.bar {
         bar.finish_and_clear();
     }
-    let position_at_end = Position::of(&watch, a.fit.val_fraction, at);
+    let position_at_end = fit_resume::position_of(&watch, a.fit.val_fraction, at);
     // Without validation the outputs get the last state; with it they hold the best.
     let Watch {
         best,
@@ -508,15 +489,15 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         ..
     } = watch;
     if best.is_none() && step > start {
-        save_all(&mut session)?;
+        save_all(&mut run)?;
     }
-    save_last(&mut session, position_at_end, &carried)?;
-    let weights_hash = ranks::check_weights(&mut ranks, &mut session, step)?;
+    save_last(&mut run, position_at_end, &carried)?;
+    let weights_hash = ranks::check_weights(&mut ranks, &mut run, step)?;
     let secs = started.elapsed().as_secs_f64();
     if !root {
         // Rank 0 reports for all.
     } else if a.json {
-        let mut out = summary(&session);
+        let mut out = summary(&run);
         ranks::describe(&ranks, weights_hash, &mut out);
         out["steps"] = json!(step);
         out["best_val_loss"] = json!(best.map(|b| b.0));
@@ -538,7 +519,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         if let Some((loss, at)) = best {
             errln!("best validation loss {loss:.4} at step {at}");
         }
-        print_memory(&session);
+        print_memory(&run);
         for p in &outputs {
             errln!(
                 "checkpoint written to {} ({})",
@@ -569,8 +550,8 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
 
 /// Loss and accuracy over the validation sequences, each batch within the plan's bound
 /// (the training shape is the bound's); on ranks, each scores its whole batches and the totals are summed.
-fn validate(session: &mut Session, v: &Validation, ranks: &mut Option<Ranks>) -> Result<Scores> {
-    let (batch, seq_len) = match session.job() {
+fn validate(run: &mut Runner, v: &Validation, ranks: &mut Option<Ranks>) -> Result<Scores> {
+    let (batch, seq_len) = match run.bound() {
         Job::Train { batch, seq_len, .. } => (batch, seq_len),
         Job::Eval { batch, seq_len } => (batch, seq_len),
     };
@@ -579,7 +560,7 @@ fn validate(session: &mut Session, v: &Validation, ranks: &mut Option<Ranks>) ->
         None => v.order.clone(),
     };
     let scores = files_eval::evaluate(
-        session,
+        run,
         &v.files,
         order,
         |b, t| Job::Train {

@@ -9,11 +9,9 @@
 //! its data (`tensorfit_data::DataIdentities`): resuming on other data, or on a file that
 //! changed, is refused ([`check_data`]).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde_json::{json, Value};
 use tensorfit::data::{DataIdentities, DataIdentity};
 use tensorfit::nn::{Checkpoint, RunSettings};
 
@@ -23,78 +21,24 @@ use super::resume_kind;
 /// The latest state's file name in a checkpoint directory.
 pub const LAST_FILE: &str = "last.safetensors";
 
-/// The checkpoint entry (`extra`) holding a data run's [`Position`], as JSON:
-/// `{"val_fraction": 0.1, "epoch": 2, "batches_done": 1, "best": [0.31, 12], "since_best": 0, "loss_sum": …,
-/// "loss_count": …}`.
-pub const POSITION_KEY: &str = "data.position";
+/// Where a data run is ([`tensorfit::TrainPosition`], kept under [`POSITION_KEY`]).
+pub use tensorfit::{TrainPosition as Position, POSITION_KEY};
 
-/// Where a data run is: what it has trained and what it has seen, and the part of the
-/// data it validates on (`--val-fraction`; the run settings hold the seed).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Position {
-    pub val_fraction: f64,
-    /// The epoch (from 0) of the next step, and how many batches of that epoch's order
-    /// are trained already.
-    pub epoch: u64,
-    pub batches_done: u64,
-    /// The lowest validation loss so far and its step.
-    pub best: Option<(f32, u64)>,
-    /// Validations since the best one (early stopping's count).
-    pub since_best: u64,
-    /// The training loss since the last metrics line: its sum and count.
-    pub loss_sum: f64,
-    pub loss_count: u64,
-}
-
-impl Position {
-    /// The position of a run watched by `watch`, about to train batch `batches_done` of
-    /// epoch `epoch`.
-    pub fn of(watch: &Watch, val_fraction: f64, (epoch, batches_done): (u64, u64)) -> Position {
-        Position {
-            val_fraction,
-            epoch,
-            batches_done,
-            best: watch.best,
-            since_best: watch.since_best,
-            loss_sum: watch.loss_sum,
-            loss_count: watch.loss_count,
-        }
-    }
-
-    pub fn store(&self, extra: &mut HashMap<String, String>) {
-        let v = json!({
-            "val_fraction": self.val_fraction,
-            "epoch": self.epoch, "batches_done": self.batches_done,
-            "best": self.best.map(|(loss, step)| json!([loss, step])),
-            "since_best": self.since_best,
-            "loss_sum": self.loss_sum, "loss_count": self.loss_count,
-        });
-        extra.insert(POSITION_KEY.to_string(), v.to_string());
-    }
-
-    pub fn load(extra: &HashMap<String, String>) -> Result<Option<Position>> {
-        let Some(text) = extra.get(POSITION_KEY) else {
-            return Ok(None);
-        };
-        let bad = || anyhow!("`{POSITION_KEY}` is not a data position: {text}");
-        let v: Value = serde_json::from_str(text).map_err(|_| bad())?;
-        let int = |key: &str| v[key].as_u64().ok_or_else(bad);
-        let best = match &v["best"] {
-            Value::Null => None,
-            b => Some((
-                b[0].as_f64().ok_or_else(bad)? as f32,
-                b[1].as_u64().ok_or_else(bad)?,
-            )),
-        };
-        Ok(Some(Position {
-            val_fraction: v["val_fraction"].as_f64().ok_or_else(bad)?,
-            epoch: int("epoch")?,
-            batches_done: int("batches_done")?,
-            best,
-            since_best: int("since_best")?,
-            loss_sum: v["loss_sum"].as_f64().ok_or_else(bad)?,
-            loss_count: int("loss_count")?,
-        }))
+/// The position of a run watched by `watch`, about to train batch `batches_done` of
+/// epoch `epoch`.
+pub fn position_of(
+    watch: &Watch,
+    val_fraction: f64,
+    (epoch, batches_done): (u64, u64),
+) -> Position {
+    Position {
+        val_fraction,
+        epoch,
+        batches_done,
+        best: watch.best,
+        since_best: watch.since_best,
+        loss_sum: watch.loss_sum,
+        loss_count: watch.loss_count,
     }
 }
 
@@ -190,31 +134,4 @@ pub fn check_data(r: &Resumed, now: &DataIdentities) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_position_comes_back_from_a_checkpoints_extra_exactly() {
-        let p = Position {
-            val_fraction: 0.1,
-            epoch: 3,
-            batches_done: 2,
-            best: Some((0.123_456_79, 17)),
-            since_best: 1,
-            loss_sum: 2.000_000_000_000_001,
-            loss_count: 5,
-        };
-        let mut extra = HashMap::new();
-        assert_eq!(Position::load(&extra).unwrap(), None);
-        p.store(&mut extra);
-        assert_eq!(Position::load(&extra).unwrap(), Some(p));
-        let none = Position { best: None, ..p };
-        none.store(&mut extra);
-        assert_eq!(Position::load(&extra).unwrap(), Some(none));
-        extra.insert(POSITION_KEY.into(), "{\"epoch\": -1}".into());
-        assert!(Position::load(&extra).is_err());
-    }
 }

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
-use tensorfit::session::Session;
+use tensorfit::Runner;
 
 use super::files_eval::Scores;
 use super::quality_text;
@@ -105,11 +105,11 @@ impl Watch {
     /// returns whether to stop early.
     pub(super) fn validated(
         &mut self,
-        session: &mut Session,
+        run: &mut Runner,
         scores: Scores,
         epoch: u64,
         step: u64,
-        save_all: &dyn Fn(&mut Session) -> Result<()>,
+        save_all: &dyn Fn(&mut Runner) -> Result<()>,
     ) -> Result<bool> {
         let train_loss = self.take_train_loss();
         self.last = Some(scores);
@@ -118,7 +118,7 @@ impl Watch {
             self.best = Some((scores.loss, step));
             self.since_best = 0;
             // A checkpoint that cannot be written costs that checkpoint, not the run.
-            if let Err(e) = save_all(session) {
+            if let Err(e) = save_all(run) {
                 self.say(&format!(
                     "warning: step {step}: the best model so far was not saved ({e:#}); training continues, and the next best validation tries again"
                 ));
@@ -126,7 +126,7 @@ impl Watch {
         } else {
             self.since_best += 1;
         }
-        session.trainer.observe(scores.loss as f64);
+        run.observe_validation(scores.loss as f64);
         let line = json!({
             "epoch": epoch, "step": step, "train_loss": train_loss,
             "val_loss": scores.loss, "val_accuracy": scores.accuracy,
@@ -136,7 +136,7 @@ impl Watch {
         if !self.json {
             self.say(&format!(
                 "epoch {epoch} step {step}: train loss {train_loss:.4}, validation {}{}",
-                quality_text(session.trainer.model(), scores.loss, scores.accuracy),
+                quality_text(run.description(), scores.loss, scores.accuracy),
                 if improved {
                     " (best so far: saved)"
                 } else {

@@ -2,9 +2,9 @@
 
 use anyhow::Result;
 use serde_json::{json, Value};
-use tensorfit::devices::{discover, open_device, MemoryCaps};
 use tensorfit::nn::{description_json, ParamKind, TrainingValue};
 use tensorfit::plan::format_bytes;
+use tensorfit::{DevicePolicy, Devices};
 
 use super::train::TrainArgs;
 use super::training_file::{self, Typed};
@@ -12,15 +12,12 @@ use super::{CapArgs, Exit, ModelArg};
 
 /// Each device, its memory and throughput, or why it is unavailable.
 pub fn devices(caps: &CapArgs, json_out: bool) -> Result<Exit> {
-    let caps = caps.caps()?;
+    let devices = Devices::discover(&caps.capping(DevicePolicy::auto())?);
     let mut rows = Vec::new();
-    for d in discover(&caps) {
-        match d.info {
+    for d in devices.list() {
+        match &d.info {
             Ok(info) => {
-                let gflops = tensorfit::calibrate::throughput_gflops(&info, || {
-                    open_device(d.kind, d.index, &MemoryCaps::default())
-                })
-                .ok();
+                let gflops = devices.throughput_gflops(d);
                 if json_out {
                     rows.push(json!({
                         "device": d.id, "kind": d.kind.name(), "available": true, "name": info.name,

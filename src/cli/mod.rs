@@ -42,7 +42,6 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::core::DeviceKind;
 use tensorfit::cpu::host_memory;
-use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::atomic_file::{check_writable, same_file};
 use tensorfit::nn::{
     BuiltinTask, HeadOn, Job, ModelDescription, OptimConfig, ParamStore, RunSettings, TbpttMode,
@@ -51,8 +50,7 @@ use tensorfit::nn::{
 use tensorfit::output_lock::OutputLock;
 use tensorfit::plan::{format_bytes, DEFAULT_MARGIN};
 use tensorfit::registry::{self, Entry};
-use tensorfit::session::{Request, Session};
-use tensorfit::{DevicePolicy, Runner};
+use tensorfit::{DevicePolicy, MemoryCaps, Request, Runner};
 
 /// How a command ended, beyond success or an error (which exits 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +170,14 @@ impl CapArgs {
     pub fn caps(&self) -> Result<MemoryCaps> {
         Ok(MemoryCaps::parse(&self.device_memory)?)
     }
+
+    /// `policy` with each kind's memory capped as the flags say.
+    pub fn capping(&self, mut policy: DevicePolicy) -> Result<DevicePolicy> {
+        for (&kind, &bytes) in &self.caps()?.0 {
+            policy = policy.cap(kind, bytes);
+        }
+        Ok(policy)
+    }
 }
 
 #[derive(Args, Clone, Debug)]
@@ -189,14 +195,14 @@ pub struct DeviceArgs {
 impl DeviceArgs {
     /// The flags as the library's device policy; a margin outside [0, 1) names the flag.
     pub fn policy(&self) -> Result<DevicePolicy> {
-        let mut policy = match self.device.0 {
+        let policy = match self.device.0 {
             None => DevicePolicy::auto(),
             Some(kind) => DevicePolicy::only(kind),
         };
-        for (&kind, &bytes) in &self.caps.caps()?.0 {
-            policy = policy.cap(kind, bytes);
-        }
-        policy.margin(self.margin).context("--margin")
+        self.caps
+            .capping(policy)?
+            .margin(self.margin)
+            .context("--margin")
     }
 }
 
@@ -222,13 +228,13 @@ pub fn request(
 }
 
 /// Plans `req` (its job read as a bound), prints the choice and the bound (unless quiet),
-/// and starts the session.
-pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<Session> {
+/// and opens the run holding `params`.
+pub fn begin(req: &Request, params: &ParamStore, quiet: bool) -> Result<Runner> {
     let plan = tensorfit::Plan::from_request(req.clone())?;
     if !quiet {
         err!("{}", plan.table());
     }
-    Ok(plan.session(params)?)
+    Ok(plan.start_with_weights(params)?)
 }
 
 /// Plans `job` of `model` on the devices the flags allow, prints the choice (unless
@@ -252,35 +258,36 @@ fn started(plan: tensorfit::Plan, model: &tensorfit::Model, quiet: bool) -> Resu
 }
 
 /// The JSON fields every run reports.
-pub fn summary(s: &Session) -> serde_json::Value {
+pub fn summary(run: &Runner) -> serde_json::Value {
+    let replans = run.replans();
     json!({
-        "device": s.device,
-        "strategy": s.strategy,
-        "estimated_peak_bytes": s.plan.peak_bytes(),
-        "measured_peak_bytes": s.measured_peak_bytes(),
-        "planned_resident_bytes": s.planned_resident_bytes,
+        "device": run.device(),
+        "strategy": run.strategy(),
+        "estimated_peak_bytes": run.planned_peak_bytes(),
+        "measured_peak_bytes": run.measured_peak_bytes(),
+        "planned_resident_bytes": run.planned_resident_bytes(),
         "peak_resident_bytes": host_memory::peak_resident(),
-        "fallbacks": s.fallbacks.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+        "fallbacks": run.fallbacks(),
         // The bound the run was planned for last, and how many plans it took: 1 + the
         // replans for shapes outside the bound.
-        "bound": tensorfit::nn::bound::describe(s.job()),
-        "plans": 1 + s.replans.len(),
-        "replans": s.replans.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+        "bound": tensorfit::nn::bound::describe(run.bound()),
+        "plans": 1 + replans.len(),
+        "replans": replans,
     })
 }
 
 /// The device, strategy and memory of a finished run, for people.
-pub fn print_memory(s: &Session) {
-    let est = s.plan.peak_bytes();
-    let got = s.measured_peak_bytes();
+pub fn print_memory(run: &Runner) {
+    let est = run.planned_peak_bytes();
+    let got = run.measured_peak_bytes();
     errln!(
         "device {}, {}; memory: estimated peak {} ({est} bytes), measured peak {} ({got} bytes)",
-        s.device,
-        s.strategy,
+        run.device(),
+        run.strategy(),
         format_bytes(est),
         format_bytes(got)
     );
-    for r in &s.replans {
+    for r in run.replans() {
         errln!("note: {r}");
     }
 }

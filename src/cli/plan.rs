@@ -10,22 +10,20 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use clap::Args;
 use serde_json::json;
 use tensorfit::assume;
-use tensorfit::calibrate::Calibration;
-use tensorfit::devices::{discover_kind, DeviceStatus};
 use tensorfit::distributed::Ranks;
 use tensorfit::max_job::{largest_jobs, Dim};
 use tensorfit::nn::atomic_file::write_atomic;
 use tensorfit::nn::{Job, TbpttMode};
-use tensorfit::plan::format_bytes;
-use tensorfit::session::{format_seconds, Choice, Decision, Request};
+use tensorfit::plan::{format_bytes, format_seconds};
+use tensorfit::{Calibration, DeviceStatus, Devices, Error, Request};
 
 use super::data_args::{read_settings, DataSource};
 use super::optim_args::OptimArgs;
 use super::ranks::{self, RankArgs};
 use super::training_file::{self, Typed};
 use super::{
-    at_least_one, claim_output, parse_tbptt_mode, reason, refuse_overwriting, request, DeviceArgs,
-    Exit, JobMode, ModelArg,
+    at_least_one, claim_output, parse_tbptt_mode, refuse_overwriting, request, DeviceArgs, Exit,
+    JobMode, ModelArg,
 };
 
 /// `plan`'s run without --data: the seed user's (a batch of 100 sequences of 2000 steps,
@@ -185,7 +183,7 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
         .map(|p| claim_output("--plot", p))
         .transpose()?;
     let found = if assumed.is_empty() {
-        discover_kind(&req.caps, req.device)
+        Devices::discover(&a.dev.policy()?).list().to_vec()
     } else {
         assumed.clone()
     };
@@ -202,19 +200,18 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
     }
     let t = Instant::now();
     let plan = tensorfit::Plan::on_devices(req, found)?;
-    let decision = plan.decision();
     let secs = t.elapsed().as_secs_f64();
     if let Some(path) = &a.plot {
-        plot(decision, a.mode.name(), path)?;
+        plot(&plan, a.mode.name(), path)?;
     }
     let rank = ranks.as_ref().map(|r| (r.rank(), r.size(), r.rows()));
     ranks::in_turn(&mut ranks, || {
-        print(&a, decision, &assumed, secs, (rank, batch))
+        print(&a, &plan, &assumed, secs, (rank, batch))
     })?;
-    Ok(if decision.chosen.is_none() {
-        Exit::NothingFits
-    } else {
+    Ok(if plan.fits() {
         Exit::Success
+    } else {
+        Exit::NothingFits
     })
 }
 
@@ -222,20 +219,20 @@ pub fn run(a: PlanArgs) -> Result<Exit> {
 /// its index, the number of ranks, its rows of the batch of `batch`).
 fn print(
     a: &PlanArgs,
-    decision: &Decision,
+    plan: &tensorfit::Plan,
     assumed: &[DeviceStatus],
     secs: f64,
     (rank, batch): (Option<(usize, usize, Range<usize>)>, usize),
 ) -> Result<()> {
     if a.json {
-        let mut v = decision.to_json();
+        let mut v = plan.to_json();
         v["assumed"] = assumed
             .iter()
             .filter_map(|d| d.assumed.as_ref().map(|x| (d, x)))
             .map(|(d, x)| json!({"device": d.id, "peak_gflops": x.peak_gflops, "description": x.describe(d)}))
             .collect();
-        if let Some(Choice { plan, .. }) = decision.chosen() {
-            v["plan"] = plan.to_json();
+        if let Some(chosen) = plan.memory_plan() {
+            v["plan"] = chosen.to_json();
         }
         if let Some((r, n, rows)) = rank {
             v["rank"] = json!(r);
@@ -252,29 +249,23 @@ fn print(
                 batch
             );
         }
-        out!("{}", decision.table());
+        out!("{}", plan.table());
         for d in assumed {
             if let Some(x) = &d.assumed {
                 outln!("{}", x.describe(d));
             }
         }
-        if let Some(Choice { plan, .. }) = decision.chosen() {
+        if let Some(chosen) = plan.memory_plan() {
             outln!("\nplan of the choice:");
-            out!("{}", plan.table(if a.full { usize::MAX } else { 12 }));
-            out!("{}", decision.host_table());
-        } else if decision.candidates.iter().any(|c| c.fits) {
+            out!("{}", chosen.table(if a.full { usize::MAX } else { 12 }));
+            out!("{}", plan.host_table());
+        } else if let Error::NoDevice(why) = plan.nothing_fits() {
             // Only a device that is used when asked for fits.
-            outln!("\n{}", reason(decision.nothing_fits()));
-        } else if let Some(smallest) = decision
-            .candidates
-            .iter()
-            .min_by_key(|c| c.estimated_peak_bytes)
-        {
+            outln!("\n{why}");
+        } else if let Some((bytes, strategy, device)) = plan.smallest() {
             outln!(
-                "\nnothing fits: the smallest plan needs {} ({} on {})",
-                format_bytes(smallest.estimated_peak_bytes),
-                smallest.strategy,
-                smallest.device
+                "\nnothing fits: the smallest plan needs {} ({strategy} on {device})",
+                format_bytes(bytes),
             );
             if a.mode == JobMode::Train {
                 outln!("training memory depends on --batch and --tbptt; a training step is never split into micro-batches (a BatchNorm's batch statistics would change)");
@@ -286,26 +277,23 @@ fn print(
 }
 
 /// Writes the chosen plan's picture to `path` (atomically); says so on stderr.
-fn plot(decision: &Decision, mode: &str, path: &Path) -> Result<()> {
-    let Some(Choice {
-        candidate: c,
-        plan,
-        device: info,
-        ..
-    }) = decision.chosen()
-    else {
+fn plot(plan: &tensorfit::Plan, mode: &str, path: &Path) -> Result<()> {
+    let (Some(chosen), Some(device), Some(strategy), Some(name)) = (
+        plan.memory_plan(),
+        plan.device(),
+        plan.strategy(),
+        plan.device_name(),
+    ) else {
         bail!(
             "--plot {}: nothing fits, so there is no plan to draw",
             path.display()
         );
     };
-    let title = format!("{mode}: {} on {} ({})", c.strategy, c.device, info.name);
-    write_atomic(path, plan.svg(&title).as_bytes()).context("--plot")?;
+    let title = format!("{mode}: {strategy} on {device} ({name})");
+    write_atomic(path, chosen.svg(&title).as_bytes()).context("--plot")?;
     errln!(
-        "wrote {} (the plan of {} on {})",
-        path.display(),
-        c.strategy,
-        c.device
+        "wrote {} (the plan of {strategy} on {device})",
+        path.display()
     );
     Ok(())
 }

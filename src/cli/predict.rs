@@ -116,19 +116,19 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
     })?;
     let x = HostTensor::new([steps, batch, f], tm)?;
     let probs = batch_first(run.predict(&x)?)?;
-    let name = output_name(&run.session().trainer.model().loss);
+    let name = output_name(&run.description().loss);
     let mut out = ParamStore::new();
     out.insert(name, probs);
     let bytes = out.to_safetensors("", Default::default())?;
     write_atomic(&a.output, &bytes)?;
     if a.json {
-        outln!("{}", summary(run.session()));
+        outln!("{}", summary(&run));
     } else {
         errln!(
             "{name} of {batch} sequences written to {}",
             a.output.display()
         );
-        print_memory(run.session());
+        print_memory(&run);
     }
     Ok(Exit::Success)
 }
@@ -136,7 +136,7 @@ pub fn run(a: PredictArgs) -> Result<Exit> {
 /// `predict --data`: every sequence of the file, in padded batches grouped by length.
 fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) -> Result<Exit> {
     let labels = ignored_labels(&cfg);
-    let (files, order, mut session) = files_eval::start(
+    let (files, order, mut run) = files_eval::start(
         &a.data,
         (cfg, params, Some(a.checkpoint.as_path())),
         labels,
@@ -144,9 +144,9 @@ fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) ->
         &a.dev,
         a.json,
     )?;
-    let scores = files_eval::predict(&mut session, &files, order, &a.output)?;
+    let scores = files_eval::predict(&mut run, &files, order, &a.output)?;
     if a.json {
-        let mut out = summary(&session);
+        let mut out = summary(&run);
         out["sequences"] = json!(scores.sequences);
         outln!("{out}");
     } else {
@@ -160,7 +160,7 @@ fn predict_files(a: &PredictArgs, cfg: ModelDescription, params: &ParamStore) ->
             files.path.display(),
             a.output.display()
         );
-        print_memory(&session);
+        print_memory(&run);
     }
     Ok(Exit::Success)
 }

@@ -15,7 +15,7 @@ use tensorfit::data::RankBatch;
 use tensorfit::distributed::{shard_rows, Ranks};
 use tensorfit::nn::every_step::IGNORE_LABEL;
 use tensorfit::nn::{HeadOn, ModelDescription, StepReport};
-use tensorfit::session::{Fallback, Session};
+use tensorfit::{Batch, Runner};
 use tensorfit_dist::AllReducePath;
 
 use super::files_eval::Scores;
@@ -80,7 +80,7 @@ pub fn is_root(ranks: &Option<Ranks>) -> bool {
 /// One training step on this rank's rows of the global batch `x`, `labels`, with the
 /// gradients averaged over the ranks before the update.
 pub fn train_step(
-    session: &mut Session,
+    run: &mut Runner,
     ranks: &mut Option<Ranks>,
     cfg: &ModelDescription,
     x: &HostTensor,
@@ -89,28 +89,10 @@ pub fn train_step(
     Ok(match ranks {
         Some(r) => {
             let (x, labels) = shard_rows(x, labels, cfg.loss.targets_per_row(), r.rows())?;
-            step_on_rows(session, r, &x, &labels, None)?
+            run.train_batch_on_ranks(r, &Batch::new(x, labels))?
         }
-        None => session.with_recovery(|t| t.train_step(x, labels))?,
+        None => run.train_step(x, labels)?,
     })
-}
-
-/// One training step on `x`, `labels` (and `lengths`, for a padded batch), this rank's
-/// rows already ([`Ranks::set_step`] said how they count), with the gradients averaged
-/// over the ranks before the update.
-pub fn step_on_rows(
-    session: &mut Session,
-    r: &mut Ranks,
-    x: &HostTensor,
-    labels: &[f32],
-    lengths: Option<&[f32]>,
-) -> Result<StepReport> {
-    r.set_device(session.trainer.device_info().kind);
-    let report = session.with_recovery(|t| t.train_step_exchanging(x, labels, lengths, &mut *r))?;
-    if r.devices_differ() {
-        r.align(&mut session.trainer)?;
-    }
-    Ok(report)
 }
 
 /// The batches this process reads for the global batches `order`: all of them for one
@@ -130,18 +112,19 @@ pub fn reading_order(
     }
 }
 
-/// One training step of `train --data` on the batch read for `part` (this rank's part of
-/// the global batch; `None` for one process): `x`, `labels` and `lengths`.
+/// One training step of `train --data` on `batch`, read for `part` (this rank's part of
+/// the global batch; `None` for one process).
 pub fn data_step(
-    session: &mut Session,
+    run: &mut Runner,
     ranks: &mut Option<Ranks>,
     part: Option<&RankBatch>,
-    (x, labels, lengths): (&HostTensor, &[f32], &[f32]),
+    batch: &Batch,
 ) -> Result<StepReport> {
     let (Some(r), Some(part)) = (ranks.as_mut(), part) else {
-        return Ok(session.with_recovery(|t| t.train_step_at(x, labels, Some(lengths)))?);
+        return Ok(run.train_batch(batch)?);
     };
-    let cfg = session.trainer.model();
+    let cfg = run.description();
+    let labels = &batch.labels;
     // What this rank's loss is a mean over: its rows, or on every step the steps its
     // labels count (a stand-in row counts for nothing).
     let units = match (part.rows.is_empty(), cfg.head.on) {
@@ -153,7 +136,7 @@ pub fn data_step(
         (false, HeadOn::LastStep) => part.rows.len(),
     };
     r.set_step(part.global, units);
-    step_on_rows(session, r, x, labels, Some(lengths))
+    Ok(run.train_batch_on_ranks(r, batch)?)
 }
 
 /// Sums a validation's `scores` over the ranks, each of which scored its whole batches
@@ -203,15 +186,13 @@ pub fn stop_after_step(ranks: &Option<Ranks>) -> Option<Signal> {
 /// same weights; their hash.
 pub fn check_weights(
     ranks: &mut Option<Ranks>,
-    session: &mut Session,
+    run: &mut Runner,
     step: u64,
 ) -> Result<Option<u64>> {
     let Some(r) = ranks else {
         return Ok(None);
     };
-    r.end(session.trainer.model().trainable_parameters()?)?;
-    let params = session.trainer.parameters()?;
-    Ok(Some(r.check_same_weights(&params, step)?))
+    Ok(Some(run.check_same_weights(r, step)?))
 }
 
 /// The ranks' part of `--json`'s summary: their number, whether their devices differed
@@ -242,7 +223,7 @@ pub fn finish(ranks: &mut Option<Ranks>) -> Result<()> {
 /// Says each of `fallbacks` (a step moved to another plan or device) on stderr, unless
 /// `json` (one process or rank 0 reports them in its summary); a rank other than 0 says
 /// them with its rank, since its summary is not printed.
-pub fn warn_fallbacks(ranks: &Option<Ranks>, json: bool, fallbacks: &[Fallback]) {
+pub fn warn_fallbacks(ranks: &Option<Ranks>, json: bool, fallbacks: &[String]) {
     if json {
         return;
     }
@@ -255,14 +236,14 @@ pub fn warn_fallbacks(ranks: &Option<Ranks>, json: bool, fallbacks: &[Fallback])
     }
 }
 
-/// After the session has opened its device: every rank chooses with the others how the
+/// After the run has opened its device: every rank chooses with the others how the
 /// gradients are summed (NCCL when all train on CUDA and can use it); rank 0 says why
 /// all-CUDA ranks could not use NCCL, and which path an all-CUDA run takes.
-pub fn choose_all_reduce(ranks: &mut Option<Ranks>, session: &Session, quiet: bool) -> Result<()> {
+pub fn choose_all_reduce(ranks: &mut Option<Ranks>, run: &Runner, quiet: bool) -> Result<()> {
     let Some(r) = ranks else {
         return Ok(());
     };
-    let path = r.choose_all_reduce(&session.device)?;
+    let path = r.choose_all_reduce(run.device())?;
     if quiet || r.rank() > 0 {
         return Ok(());
     }

@@ -11,11 +11,9 @@ use clap::Args;
 use serde_json::json;
 use tensorfit::checkpoint_dir::{checkpoint_path, CheckpointDir};
 use tensorfit::distributed::Ranks;
-use tensorfit::host_budget::init_params;
 use tensorfit::nn::atomic_file::same_file;
 use tensorfit::nn::{BuiltinTask, Checkpoint, Job, RunSettings, TbpttMode};
-use tensorfit::session::Session;
-use tensorfit::{Model, Training};
+use tensorfit::{Model, Runner, Training};
 
 use super::data_args::{DataArgs, FitArgs};
 use super::fit_files;
@@ -29,7 +27,6 @@ use super::{
     print_memory, quality_text, refuse_overwriting, request, summary, train_settings,
     training_file, updates_per_batch, DeviceArgs, Exit, ModelArg,
 };
-use tensorfit::nn::optim::ScheduleState;
 
 /// The checkpoint metadata key of the data generator's position.
 pub(super) const DATA_POSITION: &str = "data_rng";
@@ -236,9 +233,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     req.seed = settings.seed;
     req.data_parallel = ranks.as_ref().map(Ranks::data_parallel);
     let params = match &mut resumed {
-        // The parameters go to the session; the rest of the checkpoint is used below.
+        // The parameters go to the run; the rest of the checkpoint is used below.
         Some((_, ck)) => std::mem::take(&mut ck.params),
-        None => init_params(&cfg, settings.seed)?,
+        None => tensorfit::Model::new(cfg.clone(), settings.seed)?.into_parameters(),
     };
     // Before any other collective, and before rank 0 writes anything.
     let run = rank_agree::Run {
@@ -274,8 +271,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     let model = Model::with_weights(cfg.clone(), params)?.with_training(training);
     let mut run = open_request(&model, req, a.json)?;
     drop(model);
-    let session = run.session_mut();
-    ranks::choose_all_reduce(&mut ranks, session, a.json)?;
+    ranks::choose_all_reduce(&mut ranks, &run, a.json)?;
     // A resumed run continues the data stream and keeps the held-out set of its seed.
     let position = resumed
         .as_ref()
@@ -290,26 +286,21 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         ),
     )?;
     if let Some((_, ck)) = &resumed {
-        session.trainer.restore_optimizer(&ck.optimizer, ck.step)?;
-        if let Some(state) = ScheduleState::load(&ck.extra)? {
-            session.trainer.restore_schedule(state);
-        }
+        run.restore_training(ck)?;
     }
     // The optimizer state is on the device now; only the file's name is still needed.
     let resumed = resumed.map(|(file, _)| file);
     let held_out = BuiltinTask::for_model(&cfg, settings.seed ^ HELD_OUT_SEED_XOR)?
         .batch(settings.eval_batch, settings.seq_len)
         .context("making the held-out set")?;
-    let save = |session: &mut Session, data: &BuiltinTask, path: &Path| -> Result<()> {
-        let schedule = session.trainer.schedule_state();
-        // The session's host copy of the state: no copy more while it is written.
-        let ck = session.state()?;
-        ck.extra.clear();
+    let save = |run: &mut Runner, data: &BuiltinTask, path: &Path| -> Result<()> {
+        // The run's host copy of the state (with the schedule's): no copy more while it
+        // is written.
+        let ck = run.state()?;
         ck.extra
             .insert(DATA_POSITION.into(), data.rng_state().to_string());
         settings.store(&mut ck.extra);
         optim_settings.store(&mut ck.extra);
-        schedule.store(&mut ck.extra);
         ck.save(path)?;
         Ok(())
     };
@@ -361,10 +352,10 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         let before = step;
         step += per_batch;
         let batch = data.batch(settings.batch, settings.seq_len)?;
-        let seen = session.fallbacks.len();
-        let report = ranks::train_step(session, &mut ranks, &cfg, &batch.x, &batch.labels)
+        let seen = run.fallbacks().len();
+        let report = ranks::train_step(&mut run, &mut ranks, &cfg, &batch.x, &batch.labels)
             .with_context(|| format!("training step {step}"))?;
-        ranks::warn_fallbacks(&ranks, a.json && root, &session.fallbacks[seen..]);
+        ranks::warn_fallbacks(&ranks, a.json && root, &run.fallbacks()[seen..]);
         last_loss = report.loss;
         interrupted = ranks::stop_after_step(&ranks);
         if a.json {
@@ -377,7 +368,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             .as_ref()
             .filter(|_| crossed(before, step, a.checkpoint_every) && step < last)
         {
-            if let Err(e) = save(session, &data, &dir.checkpoint_path()) {
+            if let Err(e) = save(&mut run, &data, &dir.checkpoint_path()) {
                 // A full disk must not end the run: the previous checkpoint is intact.
                 errln!(
                     "\nwarning: step {step}: {e:#}; the previous checkpoint is kept, and training continues (the next checkpoint tries again)"
@@ -388,9 +379,9 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         let ms = start_time.elapsed().as_secs_f64() * 1e3 / done as f64;
         let eval_now = step == last || crossed(before, step, settings.eval_every);
         if eval_now {
-            let e = session.with_recovery(|t| t.evaluate(&held_out.x, &held_out.labels))?;
+            let e = run.evaluate(&held_out.x, &held_out.labels)?;
             // The held-out loss is the metric reduce-on-plateau watches.
-            session.trainer.observe(e.loss as f64);
+            run.observe_validation(e.loss as f64);
             last_eval = Some(e);
         }
         if a.json {
@@ -417,7 +408,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         }
     }
     let done = step - start;
-    let weights_hash = ranks::check_weights(&mut ranks, session, step)?;
+    let weights_hash = ranks::check_weights(&mut ranks, &mut run, step)?;
     // The final state goes to every output asked for; a step taken is never thrown away.
     let mut written = Vec::new();
     if done > 0 {
@@ -429,7 +420,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
             .chain(a.save.clone().map(|p| ("--save", p)));
         let mut failed = Vec::new();
         for (flag, path) in outputs {
-            match save(session, &data, &path) {
+            match save(&mut run, &data, &path) {
                 Ok(()) => written.push(path),
                 Err(e) => failed.push(format!("{flag}: {e:#}")),
             }
@@ -452,7 +443,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
     if !root {
         // Rank 0 reports for all.
     } else if a.json {
-        let mut out = summary(session);
+        let mut out = summary(&run);
         ranks::describe(&ranks, weights_hash, &mut out);
         out["loss"] = json!(last_loss);
         out["eval_loss"] = json!(eval_loss);
@@ -477,7 +468,7 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
                 quality_text(&cfg, eval_loss, accuracy)
             ),
         }
-        print_memory(session);
+        print_memory(&run);
         for p in &written {
             errln!("checkpoint of step {step} written to {}", p.display());
         }

@@ -52,8 +52,9 @@ pub use error::{DataError, Place, Result};
 pub use format::{format_of, Format};
 pub use identity::{DataIdentities, DataIdentity, IDENTITY_KEY};
 pub use pipeline::{
-    epoch_order, length_grouped_batches, padded_steps, same_length_batches, shuffled_batches,
-    split, stream_batches, BatchOrder, BatchSettings, Batches,
+    epoch_batches, epoch_order, epoch_seed, length_grouped_batches, padded_steps,
+    same_length_batches, shuffled_batches, split, stream_batches, BatchOrder, BatchSettings,
+    Batches,
 };
 pub use shard::{RankBatch, Shard};
 pub use tensors::TensorData;

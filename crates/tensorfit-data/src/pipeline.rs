@@ -115,7 +115,7 @@ pub fn epoch_order(
         return Ok(stream_batches(indices, streams));
     }
     let mut order = indices.to_vec();
-    let mut rng = Rng::new(settings.seed.wrapping_add(epoch.wrapping_mul(EPOCH_STRIDE)));
+    let mut rng = Rng::new(epoch_seed(settings.seed, epoch));
     if settings.shuffle {
         shuffle(&mut order, &mut rng);
     }
@@ -180,6 +180,32 @@ impl BatchOrder {
                     "no batch order `{name}`: one of shuffled, length-grouped"
                 ))
             })
+    }
+}
+
+/// The seed of training epoch `epoch`'s order in a run seeded with `seed`.
+pub fn epoch_seed(seed: u64, epoch: u64) -> u64 {
+    seed.wrapping_add(epoch.wrapping_mul(EPOCH_STRIDE))
+}
+
+/// A training epoch's batches of `indices` (sequences of `lengths`) in `order`, drawn
+/// from `seed` ([`epoch_seed`]): [`shuffled_batches`], or [`length_grouped_batches`] in
+/// groups of [`BatchSettings`]' default 50 batches. `tensorfit train --data` and the
+/// library's training loop both draw them here.
+pub fn epoch_batches(
+    lengths: &[usize],
+    indices: &[usize],
+    batch: usize,
+    order: BatchOrder,
+    seed: u64,
+) -> Result<Vec<Vec<usize>>> {
+    check_indices(indices, lengths.len())?;
+    match order {
+        BatchOrder::Shuffled => shuffled_batches(indices, batch, seed),
+        BatchOrder::LengthGrouped => {
+            let group = BatchSettings::default().group;
+            length_grouped_batches(lengths, indices, batch, group, Some(seed))
+        }
     }
 }
 

@@ -25,7 +25,6 @@ use crate::strategy::{check_job, strategies, Strategy};
 mod nothing_fits;
 mod report;
 pub use nothing_fits::NothingFits;
-pub use report::format_seconds;
 
 /// What to plan and run.
 #[derive(Debug, Clone)]

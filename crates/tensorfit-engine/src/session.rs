@@ -8,9 +8,7 @@ use tensorfit_core::{Error, Result};
 use tensorfit_nn::{Checkpoint, ParamStore, Trainer};
 use tensorfit_plan::MemoryPlan;
 
-pub use crate::decision::{
-    decide, decide_on, format_seconds, plan_bound, plan_job, Choice, Decision, Request,
-};
+pub use crate::decision::{decide, decide_on, plan_bound, plan_job, Choice, Decision, Request};
 use crate::devices::{open_device, parse_id};
 pub use crate::job_switch::Replan;
 pub use crate::recovery::Fallback;

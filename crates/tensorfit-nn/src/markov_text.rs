@@ -126,10 +126,7 @@ impl MarkovText {
                 labels[t * batch + b] = text[t + 1] as f32;
             }
         }
-        Ok(Batch {
-            x: HostTensor::new([steps, batch], x)?,
-            labels,
-        })
+        Ok(Batch::new(HostTensor::new([steps, batch], x)?, labels))
     }
 }
 

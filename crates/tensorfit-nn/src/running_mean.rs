@@ -95,10 +95,7 @@ impl RunningMean {
                 labels.push(sum / Self::WINDOW as f32 + Self::NOISE * self.rng.normal());
             }
         }
-        Ok(Batch {
-            x: HostTensor::new([steps, batch, f], x)?,
-            labels,
-        })
+        Ok(Batch::new(HostTensor::new([steps, batch, f], x)?, labels))
     }
 }
 

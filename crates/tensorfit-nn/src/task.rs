@@ -19,12 +19,28 @@ use crate::description::{HeadOn, InputSpec, LossSpec, ModelDescription};
 
 use tensorfit_core::Rng;
 
-/// One minibatch: `x` `[T, B, features]` one-hot (or `[T, B]` token ids), `labels` `[B]`
-/// class indices.
+/// One minibatch: `x` `[T, B, features]` (or `[T, B]` token ids), time-major, and its
+/// labels: `[B]` class indices (a regression's `[B, outputs]` values; with a head on
+/// every step `[T, B]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     pub x: HostTensor,
     pub labels: Vec<f32>,
+    /// Each sequence's own number of steps when the batch is padded to its longest
+    /// (`x`'s steps past a sequence's length are padding: masked, never learned from);
+    /// `None`: every sequence has all `T` steps.
+    pub lengths: Option<Vec<usize>>,
+}
+
+impl Batch {
+    /// A batch whose sequences all have `x`'s steps.
+    pub fn new(x: HostTensor, labels: Vec<f32>) -> Batch {
+        Batch {
+            x,
+            labels,
+            lengths: None,
+        }
+    }
 }
 
 /// The temporal-order task generator. Deterministic given its seed.
@@ -104,10 +120,7 @@ impl TemporalOrder {
     pub fn token_batch(&mut self, batch: usize, steps: usize) -> Result<Batch> {
         let (symbols, labels) = self.symbols(batch, steps)?;
         let ids = symbols.into_iter().map(|s| s as f32).collect();
-        Ok(Batch {
-            x: HostTensor::new([steps, batch], ids)?,
-            labels,
-        })
+        Ok(Batch::new(HostTensor::new([steps, batch], ids)?, labels))
     }
 
     /// A minibatch of `batch` sequences of `steps` symbols, one-hot.
@@ -118,10 +131,7 @@ impl TemporalOrder {
         for (row, &symbol) in symbols.iter().enumerate() {
             x[row * f + symbol] = 1.0;
         }
-        Ok(Batch {
-            x: HostTensor::new([steps, batch, f], x)?,
-            labels,
-        })
+        Ok(Batch::new(HostTensor::new([steps, batch, f], x)?, labels))
     }
 
     /// The symbols of `batch` sequences of `steps` steps, time-major (`[T, B]`), and

@@ -20,4 +20,4 @@ pub mod svg;
 pub use liveness::{liveness, Category, Lifetime, Liveness};
 pub use memory::{Entry, Limits, MemoryPlan, ProgramPlan, ProgramSpec};
 pub use policy::{choose, usable_bytes, Candidate, DEFAULT_MARGIN};
-pub use size::{format_bytes, parse_size};
+pub use size::{format_bytes, format_seconds, parse_size};

@@ -51,6 +51,17 @@ pub fn parse_size(text: &str) -> Result<u64> {
     Ok(bytes.round() as u64)
 }
 
+/// Seconds for people: `123 ms` below a second, `4.5 s` above, `none` for NaN.
+pub fn format_seconds(s: f64) -> String {
+    if s.is_nan() {
+        "none".into()
+    } else if s < 1.0 {
+        format!("{:.0} ms", s * 1e3)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
 /// Formats bytes with a binary unit and three significant digits: `1.67 GiB`.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -46,14 +46,22 @@ pub use tensorfit_nn as nn;
 pub use tensorfit_plan as plan;
 
 pub use api::{
-    quiet_mesa, BadInput, Control, DevicePolicy, Error, FitReport, Model, Plan, Result, Runner,
-    Sequences, Stream, Training,
+    quiet_mesa, BadInput, Control, DevicePolicy, Devices, Error, Event, FitOptions, FitReport,
+    Model, Plan, Result, Runner, Scores, Sequences, Shapes, Stopped, Stream, TrainPosition,
+    TrainReport, Training, Validated, POSITION_KEY,
 };
 /// The types the front door's signatures take and give, at the root: an app describes a
 /// model, plans, trains and predicts with `tensorfit::*` alone.
 pub use tensorfit_core::{Activation, DeviceKind, HostTensor};
+pub use tensorfit_data::BatchOrder;
 pub use tensorfit_engine::calibrate::Calibration;
+/// The full planning request (what [`Plan::from_request`] plans: a model's job with the
+/// settings a [`Training`] does not hold — padded or carried batches, data-parallel
+/// ranks, the reader's host memory) and the devices [`Plan::on_devices`] plans on.
+pub use tensorfit_engine::decision::Request;
+/// The devices' figures and memory caps the front door's signatures take and give.
+pub use tensorfit_engine::devices::{DeviceStatus, MemoryCaps};
 pub use tensorfit_nn::{
-    Batch, BuildError, Cell, EvalReport, Job, ModelBuilder, ModelDescription, OptimConfig,
-    ParamStore, StepReport, TbpttMode,
+    Batch, BuildError, CarriedState, Cell, Checkpoint, EvalReport, Job, ModelBuilder,
+    ModelDescription, OptimConfig, ParamStore, StepReport, TbpttMode,
 };

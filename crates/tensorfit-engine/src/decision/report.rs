@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use tensorfit_plan::{format_bytes, Candidate};
+use tensorfit_plan::{format_bytes, format_seconds, Candidate};
 
 use tensorfit_nn::bound::describe;
 
@@ -140,16 +140,5 @@ impl Decision {
             }
         }
         s
-    }
-}
-
-/// Seconds for people: `123 ms` below a second, `4.5 s` above, `none` for NaN.
-pub fn format_seconds(s: f64) -> String {
-    if s.is_nan() {
-        "none".into()
-    } else if s < 1.0 {
-        format!("{:.0} ms", s * 1e3)
-    } else {
-        format!("{s:.1} s")
     }
 }

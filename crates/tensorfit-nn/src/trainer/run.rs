@@ -238,6 +238,13 @@ impl Trainer {
     /// Class probabilities `[B, classes]`, or a regression's predictions `[B, outputs]`,
     /// for `x` `[T, B, input]` (inference form); `[T, B, ..]` with a head on every step.
     pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
+        self.predict_at(x, None)
+    }
+
+    /// [`Trainer::predict`] on a padded batch of `lengths` (as in
+    /// [`Trainer::train_step_at`]): each sequence's outputs at its own last step, or at
+    /// each of its steps (the padded steps' outputs are not its).
+    pub fn predict_at(&mut self, x: &HostTensor, lengths: Option<&[f32]>) -> Result<HostTensor> {
         let d = x.shape.dims();
         let (steps, batch) = (
             d.first().copied().unwrap_or(0),
@@ -248,7 +255,7 @@ impl Trainer {
             HeadOn::EveryStep => batch.saturating_mul(steps),
         };
         let targets = rows.saturating_mul(self.model.loss.targets_per_row());
-        Ok(self.evaluate(x, &vec![0.0; targets])?.probs)
+        Ok(self.evaluate_at(x, &vec![0.0; targets], lengths)?.probs)
     }
 }
 

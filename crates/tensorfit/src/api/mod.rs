@@ -41,19 +41,31 @@
 
 mod bad_input;
 mod devices;
+mod discovered;
 mod error;
 mod model;
 mod plan;
 mod quiet;
+mod run_carrying;
+mod run_info;
+mod run_ranks;
+mod run_state;
 mod runner;
 mod sequences;
+mod shapes;
 mod stream;
+mod train_loop;
+mod train_position;
 
 pub use devices::DevicePolicy;
+pub use discovered::{Devices, Placement};
 pub use error::{BadInput, Error, Result};
 pub use model::{Model, Training, DEFAULT_WEIGHT_SEED};
 pub use plan::Plan;
 pub use quiet::quiet_mesa;
 pub use runner::{Control, FitReport, Runner};
 pub use sequences::Sequences;
+pub use shapes::Shapes;
 pub use stream::Stream;
+pub use train_loop::{Event, FitOptions, Scores, Stopped, TrainReport, Validated};
+pub use train_position::{TrainPosition, POSITION_KEY};

@@ -5,13 +5,13 @@ use std::path::Path;
 
 use tensorfit_nn::{Checkpoint, ModelDescription, OptimConfig, ParamStore, TbpttMode};
 
-use super::devices::DevicePolicy;
+use super::discovered::Placement;
 use super::error::{BadInput, Error, Result};
 use super::plan::Plan;
 use super::runner::Runner;
+use super::shapes::Shapes;
 use super::stream::Stream;
 use crate::host_budget::init_params;
-use crate::nn::Job;
 
 /// How a model trains: the truncated-BPTT length and the optimizer (with clipping and
 /// learning-rate schedule).
@@ -145,6 +145,11 @@ impl Model {
         &self.params
     }
 
+    /// Its weights and running statistics, taken out of the model (no copy).
+    pub fn into_parameters(self) -> ParamStore {
+        self.params
+    }
+
     /// How it trains.
     pub fn training(&self) -> &Training {
         &self.training
@@ -167,8 +172,10 @@ impl Model {
         &mut self.metadata
     }
 
-    /// Plans `job` on every device `devices` allows and chooses one, without running
-    /// anything: read the plan, then [`Plan::start`] it.
+    /// Plans `shapes` (a [`Job`](crate::Job) read as a bound, or [`Shapes`] for padded
+    /// batches: see [`crate::Sequences::shapes`]) on every device `devices` allows (a
+    /// [`crate::DevicePolicy`], or [`crate::Devices`] discovered once) and chooses one,
+    /// without running anything: read the plan, then [`Plan::start`] it.
     ///
     /// ```
     /// use tensorfit::{DevicePolicy, Model};
@@ -179,14 +186,14 @@ impl Model {
     /// assert_eq!(plan.device(), Some("cpu"));
     /// assert!(plan.peak_bytes().unwrap() > 0);
     /// ```
-    pub fn plan(&self, job: Job, devices: &DevicePolicy) -> Result<Plan> {
-        Plan::new(self, job, devices)
+    pub fn plan(&self, shapes: impl Into<Shapes>, devices: &impl Placement) -> Result<Plan> {
+        Plan::new(self, shapes.into(), devices)
     }
 
-    /// Plans `job` and opens it on the chosen device: [`Model::plan`], then
+    /// Plans `shapes` and opens them on the chosen device: [`Model::plan`], then
     /// [`Plan::start`].
-    pub fn open(&self, job: Job, devices: &DevicePolicy) -> Result<Runner> {
-        self.plan(job, devices)?.start(self)
+    pub fn open(&self, shapes: impl Into<Shapes>, devices: &impl Placement) -> Result<Runner> {
+        self.plan(shapes, devices)?.start(self)
     }
 
     /// Opens a stream of `batch` sequences fed one step at a time, planned like any job
@@ -200,7 +207,7 @@ impl Model {
     /// let probs = stream.step(&x).unwrap();
     /// assert_eq!(probs.len(), 6);
     /// ```
-    pub fn stream(&self, batch: usize, devices: &DevicePolicy) -> Result<Stream> {
+    pub fn stream(&self, batch: usize, devices: &impl Placement) -> Result<Stream> {
         Stream::open(self, batch, devices)
     }
 }

@@ -1,11 +1,13 @@
 //! [`Plan`]: a job planned on every device, and the device chosen.
 
 use serde_json::Value;
+use tensorfit_plan::MemoryPlan;
 
-use super::devices::DevicePolicy;
+use super::discovered::Placement;
 use super::error::{BadInput, Error, Result};
-use super::model::Model;
+use super::model::{Model, Training};
 use super::runner::Runner;
+use super::shapes::Shapes;
 use crate::decision::{decide, decide_on, Decision, Request};
 use crate::devices::DeviceStatus;
 use crate::nn::{Job, ParamStore};
@@ -20,18 +22,23 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn new(model: &Model, job: Job, devices: &DevicePolicy) -> Result<Plan> {
-        let t = model.training();
+    pub(crate) fn new(model: &Model, shapes: Shapes, devices: &impl Placement) -> Result<Plan> {
+        let (job, t) = (shapes.job, model.training());
         // Full BPTT: through the training sequences' whole length (an evaluation-only job
         // has no gradients; any length serves).
         let whole = match job {
             Job::Train { seq_len, .. } | Job::Eval { seq_len, .. } => seq_len,
         };
         let tbptt = t.tbptt.unwrap_or(whole);
-        let mut request = devices.request(model.description().clone(), job, (tbptt, t.optim));
+        let policy = devices.policy();
+        let mut request = policy.request(model.description().clone(), job, (tbptt, t.optim));
         request.tbptt_mode = t.tbptt_mode;
         request.seed = t.seed;
-        Plan::from_request(request)
+        request.padded = shapes.padded;
+        match devices.discovered() {
+            Some(found) => Plan::on_devices(request, found.to_vec()),
+            None => Plan::from_request(request),
+        }
     }
 
     /// Plans a request made in full ([`crate::session::Request`]: settings a [`Model`]'s
@@ -90,6 +97,37 @@ impl Plan {
         self.decision.to_json()
     }
 
+    /// The chosen device's plan of its memory: every tensor's offset and lifetime, as a
+    /// table (`table(rows)`), JSON (`to_json`) or a picture (`svg`).
+    pub fn memory_plan(&self) -> Option<&MemoryPlan> {
+        self.decision.chosen().map(|c| c.plan)
+    }
+
+    /// The chosen device's name (`AMD EPYC (2 threads)`, `NVIDIA H200`).
+    pub fn device_name(&self) -> Option<&str> {
+        self.decision.chosen().map(|c| c.device.name.as_str())
+    }
+
+    /// The process's host memory the chosen plan predicts, part by part, as a table.
+    pub fn host_table(&self) -> String {
+        self.decision.host_table()
+    }
+
+    /// When nothing fits: the smallest plan of any device (bytes, strategy, device).
+    pub fn smallest(&self) -> Option<(u64, &str, &str)> {
+        self.decision
+            .candidates
+            .iter()
+            .min_by_key(|c| c.estimated_peak_bytes)
+            .map(|c| {
+                (
+                    c.estimated_peak_bytes,
+                    c.strategy.as_str(),
+                    c.device.as_str(),
+                )
+            })
+    }
+
     /// The planner's full decision (internal: its fields may change between versions).
     pub fn decision(&self) -> &Decision {
         &self.decision
@@ -136,11 +174,24 @@ impl Plan {
         self.session(model.parameters())
     }
 
-    /// The session underneath a [`Runner`], holding `params` (of the planned model), for a
-    /// caller that drives it step by step and moves it between shapes
-    /// (`Session::switch_job`: the command line's `--data` runs). Internal: its methods may
-    /// change between versions.
-    pub fn session(&self, params: &ParamStore) -> Result<Session> {
+    /// Opens the chosen device and allocates the chosen plan there, holding `params` (the
+    /// weights of the model planned), training as the request says: [`Plan::start`] for
+    /// a plan made from a [`Request`], whose weights are not in a [`Model`], without a
+    /// copy of them.
+    pub fn start_with_weights(&self, params: &ParamStore) -> Result<Runner> {
+        let session = self.session(params)?;
+        let r = &self.request;
+        let training = Training {
+            tbptt: Some(r.tbptt),
+            tbptt_mode: r.tbptt_mode,
+            optim: r.optim,
+            seed: r.seed,
+        };
+        Ok(Runner::with_training(session, training, Default::default()))
+    }
+
+    /// The session on the chosen device, holding `params` (of the planned model).
+    fn session(&self, params: &ParamStore) -> Result<Session> {
         if !self.fits() {
             return Err(self.nothing_fits());
         }

@@ -1,15 +1,17 @@
 //! [`Runner`]: a model open on its chosen device for a job: train, evaluate, predict,
 //! save.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
 use tensorfit_core::HostTensor;
-use tensorfit_nn::{Batch, EvalReport, Job, StepReport};
+use tensorfit_nn::{Batch, EvalReport, InputSpec, Job, StepReport};
 
 use super::error::{BadInput, Error, Result};
 use super::model::{Model, Training};
-use super::sequences::{steps_of, time_major};
+use super::sequences::{lengths_of as lengths_of_inputs, time_major, Sequences};
+use super::train_loop::Scores;
 use crate::session::Session;
 
 /// What a per-step callback tells [`Runner::fit`].
@@ -37,17 +39,29 @@ pub struct FitReport {
 /// run moves to another plan or device and repeats the step.
 #[derive(Debug)]
 pub struct Runner {
-    session: Session,
+    pub(super) session: Session,
     training: Training,
-    metadata: HashMap<String, String>,
+    pub(super) metadata: HashMap<String, String>,
+    /// Steps keep a host copy of the state to move to another plan or device when theirs
+    /// fails ([`Runner::set_recovery`]).
+    recovery: bool,
 }
 
 impl Runner {
     pub(crate) fn new(session: Session, model: &Model) -> Runner {
+        Runner::with_training(session, model.training().clone(), model.metadata().clone())
+    }
+
+    pub(crate) fn with_training(
+        session: Session,
+        training: Training,
+        metadata: HashMap<String, String>,
+    ) -> Runner {
         Runner {
             session,
-            training: model.training().clone(),
-            metadata: model.metadata().clone(),
+            training,
+            metadata,
+            recovery: true,
         }
     }
 
@@ -71,17 +85,76 @@ impl Runner {
         self.session.measured_peak_bytes()
     }
 
+    /// Whether steps survive their device failing (on by default): before each training
+    /// step or evaluation the run brings its host copy of the training state up to date,
+    /// and on out-of-memory or a lost device it replans and repeats the step elsewhere.
+    /// Off, a step runs straight on the device (no copy: what a benchmark times) and a
+    /// failure is the step's error.
+    pub fn set_recovery(&mut self, on: bool) {
+        self.recovery = on;
+    }
+
+    /// Runs `step` on the trainer, through recovery when it is on.
+    pub(super) fn step_on<T>(
+        &mut self,
+        mut step: impl FnMut(&mut tensorfit_nn::Trainer) -> tensorfit_core::Result<T>,
+    ) -> Result<T> {
+        Ok(match self.recovery {
+            true => self.session.with_recovery(step)?,
+            false => step(&mut self.session.trainer)?,
+        })
+    }
+
+    /// Whether the run is planned for padded batches (sequences of different lengths,
+    /// each with its length: [`crate::Shapes::padded`], [`Sequences::shapes`]). Such a
+    /// run takes batches with their lengths only ([`Runner::train_batch`],
+    /// [`Runner::evaluate_batch`], [`Runner::predict_sequences`]): a bare tensor could
+    /// hold padding it cannot see.
+    pub fn padded(&self) -> bool {
+        self.session.trainer.options().padded
+    }
+
     /// One training step on `x` (`[time, batch, features]`, or `[time, batch]` token
-    /// ids) with one label per sequence (a regression: `outputs` values per sequence).
+    /// ids) with one label per sequence (a regression: `outputs` values per sequence),
+    /// every sequence all of `x`'s steps.
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
+        self.refuse_bare_on_padded("train_step", "train_batch")?;
+        self.train_at(x, labels, None)
+    }
+
+    /// One training step on `batch`, each sequence's padded steps masked when it has
+    /// lengths ([`Batch::lengths`]: [`Sequences::batch`] gives them).
+    ///
+    /// ```
+    /// use tensorfit::{DevicePolicy, Model, ModelDescription, Sequences};
+    /// let model = Model::new(ModelDescription::builder().features(2).lstm(8, 1).classify(3).build().unwrap(), 1).unwrap();
+    /// // Sequences of 4 and 2 steps of 2 features.
+    /// let data = Sequences::new(vec![vec![0.5; 8], vec![1.0; 4]], vec![0.0, 2.0], 2).unwrap();
+    /// let mut run = model.open(data.shapes(2), &DevicePolicy::only_cpu()).unwrap();
+    /// let step = run.train_batch(&data.all().unwrap()).unwrap();
+    /// assert!(step.loss.is_finite());
+    /// ```
+    pub fn train_batch(&mut self, batch: &Batch) -> Result<StepReport> {
+        let lengths = lengths_of(batch)?;
+        self.train_at(&batch.x, &batch.labels, lengths.as_deref())
+    }
+
+    fn train_at(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        lengths: Option<&[f32]>,
+    ) -> Result<StepReport> {
+        let x = &*self.conform(x)?;
         self.check_planned(x, true)?;
-        Ok(self.session.with_recovery(|t| t.train_step(x, labels))?)
+        self.step_on(|t| t.train_step_at(x, labels, lengths))
     }
 
     /// Trains on every batch of `batches`, calling `on_step` after each step with its
     /// report (step, loss, learning rate, probabilities for custom metrics); the callback
     /// returns [`Control::Stop`] to stop early. Batches come from
-    /// [`super::Sequences::batches`], the built-in task, or any reader of the data crate.
+    /// [`super::Sequences::batches`], the built-in task, or any reader of the data crate;
+    /// [`Runner::train`] runs epochs with validation and early stopping.
     pub fn fit(
         &mut self,
         batches: impl IntoIterator<Item = Result<Batch>>,
@@ -93,8 +166,7 @@ impl Runner {
             stopped_early: false,
         };
         for batch in batches {
-            let batch = batch?;
-            let step = self.train_step(&batch.x, &batch.labels)?;
+            let step = self.train_batch(&batch?)?;
             report.steps += 1;
             report.last_loss = step.loss;
             if on_step(&step) == Control::Stop {
@@ -105,25 +177,86 @@ impl Runner {
         Ok(report)
     }
 
-    /// The loss (and a classifier's accuracy) on `x` with `labels`, in inference form.
+    /// The loss (and a classifier's accuracy) on `x` with `labels`, in inference form,
+    /// every sequence all of `x`'s steps.
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
+        self.refuse_bare_on_padded("evaluate", "evaluate_batch")?;
+        self.evaluate_at(x, labels, None)
+    }
+
+    /// [`Runner::evaluate`] on `batch`, each sequence's padded steps masked when it has
+    /// lengths.
+    pub fn evaluate_batch(&mut self, batch: &Batch) -> Result<EvalReport> {
+        let lengths = lengths_of(batch)?;
+        self.evaluate_at(&batch.x, &batch.labels, lengths.as_deref())
+    }
+
+    fn evaluate_at(
+        &mut self,
+        x: &HostTensor,
+        labels: &[f32],
+        lengths: Option<&[f32]>,
+    ) -> Result<EvalReport> {
+        let x = &*self.conform(x)?;
         self.check_planned(x, false)?;
-        Ok(self.session.with_recovery(|t| t.evaluate(x, labels))?)
+        self.step_on(|t| t.evaluate_at(x, labels, lengths))
+    }
+
+    /// The mean loss (and a classifier's accuracy) over every sequence of `data`, each
+    /// weighing the same, in batches of up to the plan's evaluation batch grouped by
+    /// length (the last one partial): what [`Runner::train`] validates with.
+    ///
+    /// ```
+    /// use tensorfit::{DevicePolicy, Model, ModelDescription, Sequences};
+    /// let model = Model::new(ModelDescription::builder().features(1).lstm(8, 1).classify(2).build().unwrap(), 1).unwrap();
+    /// let data = Sequences::new(vec![vec![0.5; 3], vec![1.0; 5], vec![0.0; 2]], vec![0.0, 1.0, 1.0], 1)
+    ///     .unwrap();
+    /// let mut run = model.open(data.shapes(2), &DevicePolicy::only_cpu()).unwrap();
+    /// let scores = run.evaluate_sequences(&data).unwrap();
+    /// assert_eq!(scores.sequences, 3);
+    /// assert!(scores.accuracy.is_some());
+    /// ```
+    pub fn evaluate_sequences(&mut self, data: &Sequences) -> Result<Scores> {
+        let batch = self.eval_batch();
+        let (mut loss, mut correct) = (0f64, Some(0f64));
+        for rows in data.eval_order(batch)? {
+            let report = self.evaluate_batch(&data.batch(&rows)?)?;
+            let n = rows.len() as f64;
+            loss += report.loss as f64 * n;
+            correct = correct.zip(report.accuracy).map(|(c, a)| c + a as f64 * n);
+        }
+        let n = data.len().max(1) as f64;
+        Ok(Scores {
+            loss: (loss / n) as f32,
+            accuracy: correct.map(|c| (c / n) as f32),
+            sequences: data.len(),
+        })
+    }
+
+    /// The most sequences an evaluation of the plan takes at once (its training batch
+    /// when it plans no evaluation).
+    pub(super) fn eval_batch(&self) -> usize {
+        let (train, eval) = self.session.job().parts();
+        eval.or(train).map_or(1, |(b, _)| b)
     }
 
     /// Class probabilities `[batch, classes]` (a regression's values `[batch, outputs]`)
-    /// for `x` `[time, batch, ..]`; with a head on every step `[time, batch, classes]`,
-    /// time-major like `x` (the CLI writes them batch-first).
+    /// for `x` `[time, batch, ..]`, every sequence all of `x`'s steps; with a head on
+    /// every step `[time, batch, classes]`, time-major like `x` (the CLI writes them
+    /// batch-first).
     pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
+        self.refuse_bare_on_padded("predict", "predict_sequences")?;
+        let x = &*self.conform(x)?;
         self.check_planned(x, false)?;
         Ok(self.session.trainer.predict(x)?)
     }
 
     /// [`Runner::predict`] on sequences as an app holds them, batch-first and without
     /// labels: `inputs[i]` is sequence `i`, its steps one after another (`features`
-    /// values each; one token id each for a token model), all of one length. Returns each
-    /// sequence's outputs: its class probabilities (a regression's values), or with a head
-    /// on every step those of each of its steps in turn.
+    /// values each; one token id each for a token model). Sequences of different lengths
+    /// need a run planned for padded batches ([`Runner::padded`]). Returns each
+    /// sequence's outputs: its class probabilities (a regression's values) at its own
+    /// last step, or with a head on every step those of each of its steps in turn.
     ///
     /// ```
     /// use tensorfit::{DevicePolicy, Job, Model};
@@ -135,16 +268,27 @@ impl Runner {
     /// ```
     pub fn predict_sequences(&mut self, inputs: &[Vec<f32>]) -> Result<Vec<Vec<f32>>> {
         let width = self.session.trainer.model().input_features();
-        let steps = steps_of(inputs, width)?;
+        let lengths = lengths_of_inputs(inputs, width)?;
+        let steps = lengths.iter().copied().max().unwrap_or(0);
         let seqs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-        let out = self.predict(&time_major(&seqs, steps, width)?)?;
+        let x = time_major(&seqs, steps, width)?;
+        let x = &*self.conform(&x)?;
+        let padded: Option<Vec<f32>> = lengths
+            .iter()
+            .any(|&l| l != steps)
+            .then(|| lengths.iter().map(|&l| l as f32).collect());
+        self.check_planned(x, false)?;
+        let out = match &padded {
+            None => self.session.trainer.predict(x)?,
+            Some(l) => self.session.trainer.predict_at(x, Some(l))?,
+        };
         let batch = inputs.len();
         let dims = out.shape.dims();
         Ok(match dims[..] {
-            // [time, batch, outputs]: each sequence's steps gathered in turn.
+            // [time, batch, outputs]: each sequence's own steps gathered in turn.
             [t, b, k] if (t, b) == (steps, batch) => (0..batch)
                 .map(|i| {
-                    (0..steps)
+                    (0..lengths[i])
                         .flat_map(|s| out.data[(s * batch + i) * k..(s * batch + i + 1) * k].iter())
                         .copied()
                         .collect()
@@ -175,10 +319,38 @@ impl Runner {
         Ok(state.save(path)?)
     }
 
+    /// `x` as the model takes it: one value per step is `[time, batch]` (as
+    /// [`Sequences::batch`] lays it out) and a dense model of one feature takes it as
+    /// `[time, batch, 1]` (a copy; token models take `[time, batch]` as it is).
+    pub(super) fn conform<'x>(&self, x: &'x HostTensor) -> Result<Cow<'x, HostTensor>> {
+        match (&self.session.trainer.model().input, x.shape.dims()) {
+            (InputSpec::Dense { features: 1 }, &[t, b]) => {
+                Ok(Cow::Owned(HostTensor::new([t, b, 1], x.data.clone())?))
+            }
+            _ => Ok(Cow::Borrowed(x)),
+        }
+    }
+
+    /// Refuses a bare tensor (`method`) on a run planned for padded batches, naming the
+    /// method that takes the lengths (`instead`).
+    fn refuse_bare_on_padded(&self, method: &str, instead: &str) -> Result<()> {
+        if !self.padded() {
+            return Ok(());
+        }
+        Err(Error::BadInput(BadInput::of(
+            "x",
+            "a batch with its sequences' lengths",
+            "a tensor without lengths",
+            format!(
+                "the run is planned for padded batches, and `{method}` takes a tensor without the sequences' lengths, which may hold padding: use `Runner::{instead}`"
+            ),
+        )))
+    }
+
     /// Refuses `x` (`[time, batch, …]`) when the plan has no training step (`training`) or
     /// evaluation that holds its shape. A plan is made for its job read as a bound: any
     /// batch and length up to the job's run on it as planned, on their own extent.
-    fn check_planned(&self, x: &HostTensor, training: bool) -> Result<()> {
+    pub(super) fn check_planned(&self, x: &HostTensor, training: bool) -> Result<()> {
         let d = x.shape.dims();
         let [steps, batch, ..] = d[..] else {
             return Err(Error::BadInput(BadInput::of(
@@ -235,15 +407,37 @@ impl Runner {
         ck.extra = self.metadata.clone();
         Ok(ck)
     }
+}
 
-    /// The internal session (for the `tensorfit` binary: its fields may change between
-    /// versions).
-    pub fn session(&self) -> &Session {
-        &self.session
+/// `batch`'s lengths as the trainer takes them, after checking there is one per
+/// sequence, each from 1 to the batch's steps.
+pub(super) fn lengths_of(batch: &Batch) -> Result<Option<Vec<f32>>> {
+    let Some(lengths) = &batch.lengths else {
+        return Ok(None);
+    };
+    let d = batch.x.shape.dims();
+    let (steps, rows) = (
+        d.first().copied().unwrap_or(0),
+        d.get(1).copied().unwrap_or(0),
+    );
+    if lengths.len() != rows {
+        return Err(Error::BadInput(BadInput::of(
+            "lengths",
+            format!("one per sequence of the batch, {rows}"),
+            format!("{} lengths", lengths.len()),
+            format!("{} lengths for a batch of {rows} sequences", lengths.len()),
+        )));
     }
-
-    /// The internal session, mutably (see [`Runner::session`]).
-    pub fn session_mut(&mut self) -> &mut Session {
-        &mut self.session
+    if let Some(i) = lengths.iter().position(|&l| l == 0 || l > steps) {
+        return Err(Error::BadInput(BadInput::of(
+            "lengths",
+            format!("from 1 to the batch's {steps} steps"),
+            format!("{} for sequence {i}", lengths[i]),
+            format!(
+                "sequence {i} of the batch has length {}: lengths are from 1 to the batch's {steps} steps",
+                lengths[i]
+            ),
+        )));
     }
+    Ok(Some(lengths.iter().map(|&l| l as f32).collect()))
 }

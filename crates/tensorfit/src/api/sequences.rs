@@ -1,37 +1,48 @@
-//! [`Sequences`]: labelled sequences held in memory, cut into training batches.
+//! [`Sequences`]: labelled sequences held in memory, of one length or of many, cut into
+//! batches padded to their longest sequence.
 
-use tensorfit_core::{HostTensor, Rng};
-use tensorfit_nn::Batch;
+use tensorfit_core::rows::IGNORE_LABEL;
+use tensorfit_core::HostTensor;
+use tensorfit_data::{split, BatchOrder};
+use tensorfit_nn::{Batch, Job};
 
 use super::error::{BadInput, Error, Result};
+use super::shapes::Shapes;
 
-/// Labelled sequences of one length held in memory: each a `Vec` of `steps × features`
-/// values, step after step (token ids: one value per step), with one class index per
-/// sequence (a regression: `outputs` values).
+/// Labelled sequences held in memory, as apps hold them: batch-first, each a `Vec` of its
+/// own `steps × features` values, step after step (token ids: one value per step), with
+/// one class index per sequence (a regression: `outputs` values). Sequences may differ in
+/// length: a batch is padded to its longest and carries each sequence's length
+/// ([`Batch::lengths`]), so padded steps are masked, as PyTorch's
+/// `pack_padded_sequence` does.
 ///
 /// ```
 /// use tensorfit::Sequences;
-/// // Two sequences of 3 steps of 2 features, classes 0 and 1.
-/// let data = Sequences::new(vec![vec![0.0; 6], vec![1.0; 6]], vec![0.0, 1.0], 2).unwrap();
-/// assert_eq!((data.len(), data.steps()), (2, 3));
+/// // Two sequences of 2 features: 3 steps (class 0) and 1 step (class 1).
+/// let data = Sequences::new(vec![vec![0.0; 6], vec![1.0; 2]], vec![0.0, 1.0], 2).unwrap();
+/// assert_eq!((data.len(), data.steps(), data.lengths()), (2, 3, &[3, 1][..]));
 /// let batch = data.batch(&[1, 0]).unwrap();
 /// assert_eq!(batch.x.shape.dims(), &[3, 2, 2]); // time-major: [time, batch, features]
+/// assert_eq!(batch.lengths, Some(vec![1, 3]));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sequences {
     inputs: Vec<Vec<f32>>,
-    labels: Vec<f32>,
+    /// Each sequence's labels: its targets, or one label per step
+    /// ([`Sequences::with_step_labels`]).
+    labels: Vec<Vec<f32>>,
     features: usize,
-    steps: usize,
-    /// One label per step ([`Sequences::with_step_labels`]), laid out time-major in a batch.
+    /// Each sequence's number of steps.
+    lengths: Vec<usize>,
+    /// One label per step, laid out time-major in a batch.
     per_step: bool,
 }
 
 impl Sequences {
-    /// Checks that every sequence has the same whole number of steps of `features` values
-    /// and that the labels are as many per sequence.
+    /// Checks that every sequence holds a whole number (at least 1) of steps of `features`
+    /// values, and that the labels are as many for each sequence.
     pub fn new(inputs: Vec<Vec<f32>>, labels: Vec<f32>, features: usize) -> Result<Sequences> {
-        let steps = steps_of(&inputs, features)?;
+        let lengths = lengths_of(&inputs, features)?;
         if labels.is_empty() || !labels.len().is_multiple_of(inputs.len()) {
             let (l, n) = (labels.len(), inputs.len());
             return Err(Error::BadInput(BadInput::of(
@@ -41,19 +52,21 @@ impl Sequences {
                 format!("{l} labels for {n} sequences: give the same number for each"),
             )));
         }
+        let per_row = labels.len() / inputs.len();
         Ok(Sequences {
-            steps,
+            labels: labels.chunks(per_row).map(<[f32]>::to_vec).collect(),
             inputs,
-            labels,
             features,
+            lengths,
             per_step: false,
         })
     }
 
     /// Sequences with a label per step, for a model whose head is on every step (a
-    /// language model: the next token at each step). `labels[i]` holds sequence `i`'s
-    /// labels, one per step; a batch lays them out time-major (`[time, batch]`) like the
-    /// inputs.
+    /// language model: the next token at each step, or a tagger). `labels[i]` holds
+    /// sequence `i`'s labels, one per step of it; a batch lays them out time-major
+    /// (`[time, batch]`) like the inputs, a shorter sequence's padded steps labelled
+    /// [`IGNORE_LABEL`] (counted in neither loss nor accuracy).
     ///
     /// ```
     /// use tensorfit::Sequences;
@@ -80,20 +93,23 @@ impl Sequences {
                 format!("{l} rows of labels for {n} sequences: give one row per sequence"),
             )));
         }
-        // The inputs checked with a placeholder label each; the rows of labels below.
-        let mut data = Sequences::new(inputs, vec![0.0; labels.len()], features)?;
-        if let Some(i) = labels.iter().position(|l| l.len() != data.steps) {
-            let (l, t) = (labels[i].len(), data.steps);
+        let lengths = lengths_of(&inputs, features)?;
+        if let Some(i) = (0..labels.len()).find(|&i| labels[i].len() != lengths[i]) {
+            let (l, t) = (labels[i].len(), lengths[i]);
             return Err(Error::BadInput(BadInput::of(
                 "labels",
-                format!("{t} labels per sequence, one per step"),
+                format!("{t} labels for sequence {i}, one per step"),
                 format!("{l} labels for sequence {i}"),
                 format!("sequence {i} has {l} labels for {t} steps: give one per step"),
             )));
         }
-        data.labels = labels.concat();
-        data.per_step = true;
-        Ok(data)
+        Ok(Sequences {
+            inputs,
+            labels,
+            features,
+            lengths,
+            per_step: true,
+        })
     }
 
     /// The number of sequences.
@@ -106,40 +122,85 @@ impl Sequences {
         self.inputs.is_empty()
     }
 
-    /// Steps per sequence.
+    /// The steps of the longest sequence.
     pub fn steps(&self) -> usize {
-        self.steps
+        self.lengths.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Each sequence's number of steps.
+    pub fn lengths(&self) -> &[usize] {
+        &self.lengths
+    }
+
+    /// Whether the sequences differ in length (their batches are padded, and a run
+    /// needs a plan for padded batches: [`Sequences::shapes`]).
+    pub fn is_ragged(&self) -> bool {
+        self.lengths.iter().any(|&l| l != self.lengths[0])
+    }
+
+    /// Values per step.
+    pub fn features(&self) -> usize {
+        self.features
+    }
+
+    /// What a plan needs to train on these sequences in batches of up to `batch`, and to
+    /// evaluate them in batches of as many: every batch up to `batch` sequences of up to
+    /// the longest's steps, padded when the lengths differ. Give it to
+    /// [`crate::Model::plan`] or [`crate::Model::open`]; [`Shapes::holding`] widens it
+    /// for a validation set.
+    ///
+    /// ```
+    /// use tensorfit::{Job, Sequences};
+    /// let data = Sequences::new(vec![vec![0.0; 5], vec![0.0; 2]], vec![0.0, 1.0], 1).unwrap();
+    /// let shapes = data.shapes(8);
+    /// assert_eq!(shapes.job, Job::Train { batch: 8, seq_len: 5, eval: Some((8, 5)) });
+    /// assert!(shapes.padded);
+    /// ```
+    pub fn shapes(&self, batch: usize) -> Shapes {
+        let (b, t) = (batch, self.steps());
+        Shapes {
+            job: Job::Train {
+                batch: b,
+                seq_len: t,
+                eval: Some((b, t)),
+            },
+            padded: self.is_ragged(),
+        }
     }
 
     /// Sequences `rows`, time-major (`[time, batch, features]`; `[time, batch]` for one
-    /// feature, as token models take them), with their labels.
+    /// feature, as token models take them), with their labels, padded with zeros to the
+    /// longest of them; [`Batch::lengths`] holds each one's length when they differ.
     pub fn batch(&self, rows: &[usize]) -> Result<Batch> {
-        let per_row = self.labels.len() / self.inputs.len();
-        let mut seqs = Vec::with_capacity(rows.len());
-        let mut labels = Vec::with_capacity(rows.len() * per_row);
-        for &r in rows {
-            let seq = self.inputs.get(r).ok_or_else(|| {
-                let n = self.len();
-                Error::BadInput(BadInput::of(
-                    "rows",
-                    format!("sequence numbers below {n}"),
-                    format!("{r}"),
-                    format!("sequence {r} does not exist: there are {n}"),
-                ))
-            })?;
-            seqs.push(seq.as_slice());
-            if !self.per_step {
-                labels.extend_from_slice(&self.labels[r * per_row..(r + 1) * per_row]);
-            }
+        if let Some(&r) = rows.iter().find(|&&r| r >= self.len()) {
+            let n = self.len();
+            return Err(Error::BadInput(BadInput::of(
+                "rows",
+                format!("sequence numbers below {n}"),
+                format!("{r}"),
+                format!("sequence {r} does not exist: there are {n}"),
+            )));
         }
-        if self.per_step {
+        let seqs: Vec<&[f32]> = rows.iter().map(|&r| self.inputs[r].as_slice()).collect();
+        let lengths: Vec<usize> = rows.iter().map(|&r| self.lengths[r]).collect();
+        let steps = lengths.iter().copied().max().unwrap_or(0);
+        let labels = match self.per_step {
             // Time-major, like the inputs: step t of row j at t·B + j.
-            for t in 0..self.steps {
-                labels.extend(rows.iter().map(|&r| self.labels[r * per_row + t]));
-            }
-        }
-        let x = time_major(&seqs, self.steps, self.features)?;
-        Ok(Batch { x, labels })
+            true => (0..steps)
+                .flat_map(|t| {
+                    rows.iter()
+                        .map(move |&r| self.labels[r].get(t).copied().unwrap_or(IGNORE_LABEL))
+                })
+                .collect(),
+            false => rows.iter().flat_map(|&r| self.labels[r].clone()).collect(),
+        };
+        let x = time_major(&seqs, steps, self.features)?;
+        let ragged = lengths.iter().any(|&l| l != steps);
+        Ok(Batch {
+            x,
+            labels,
+            lengths: ragged.then_some(lengths),
+        })
     }
 
     /// Every sequence, in order, as one batch.
@@ -147,51 +208,120 @@ impl Sequences {
         self.batch(&(0..self.len()).collect::<Vec<_>>())
     }
 
+    /// Splits off `fraction` of the sequences, chosen from `seed`, to validate on:
+    /// (training, validation), each in its original order; the split `tensorfit train
+    /// --data --val-fraction` makes of a file.
+    ///
+    /// ```
+    /// use tensorfit::Sequences;
+    /// let data = Sequences::new(vec![vec![0.0; 2]; 10], vec![0.0; 10], 1).unwrap();
+    /// let (train, val) = data.split(0.2, 1).unwrap();
+    /// assert_eq!((train.len(), val.len()), (8, 2));
+    /// ```
+    pub fn split(&self, fraction: f64, seed: u64) -> Result<(Sequences, Sequences)> {
+        let (train, val) = split(self.len(), fraction, seed).map_err(|e| {
+            Error::BadInput(BadInput::of(
+                "fraction",
+                format!("in [0, 1), leaving some of {} sequences", self.len()),
+                fraction.to_string(),
+                e.to_string(),
+            ))
+        })?;
+        if val.is_empty() {
+            return Err(Error::BadInput(BadInput::of(
+                "fraction",
+                format!("enough of {} sequences for at least one", self.len()),
+                fraction.to_string(),
+                format!(
+                    "a fraction of {fraction} of {} sequences holds out none to validate on",
+                    self.len()
+                ),
+            )));
+        }
+        Ok((self.subset(&train), self.subset(&val)))
+    }
+
+    /// The sequences `rows` (existing ones), in that order.
+    pub(crate) fn subset(&self, rows: &[usize]) -> Sequences {
+        let pick = |v: &Vec<Vec<f32>>| rows.iter().map(|&r| v[r].clone()).collect();
+        Sequences {
+            inputs: pick(&self.inputs),
+            labels: pick(&self.labels),
+            features: self.features,
+            lengths: rows.iter().map(|&r| self.lengths[r]).collect(),
+            per_step: self.per_step,
+        }
+    }
+
+    /// The batches of training epoch `epoch` in `order`, drawn from `seed` as `tensorfit
+    /// train --data` draws them from a file: lists of sequence numbers.
+    pub(crate) fn epoch_order(
+        &self,
+        batch: usize,
+        order: BatchOrder,
+        (seed, epoch): (u64, u64),
+    ) -> Result<Vec<Vec<usize>>> {
+        let all: Vec<usize> = (0..self.len()).collect();
+        Ok(tensorfit_data::epoch_batches(
+            &self.lengths,
+            &all,
+            batch,
+            order,
+            tensorfit_data::epoch_seed(seed, epoch),
+        )?)
+    }
+
+    /// Every sequence in batches of up to `batch`, grouped by length (the least
+    /// padding), shortest first: how evaluations run them.
+    pub(crate) fn eval_order(&self, batch: usize) -> Result<Vec<Vec<usize>>> {
+        let all: Vec<usize> = (0..self.len()).collect();
+        Ok(tensorfit_data::length_grouped_batches(
+            &self.lengths,
+            &all,
+            batch,
+            1,
+            None,
+        )?)
+    }
+
     /// `epochs` passes over the sequences in batches of `batch`, shuffled each epoch from
-    /// `seed`; a last batch smaller than `batch` is left out, since a training plan is
-    /// for one batch size. A `batch` of 0, or of more sequences than there are, gives one
-    /// error instead of no batch at all.
+    /// `seed`, the last batch of an epoch smaller when `batch` does not divide the
+    /// sequences (PyTorch's `drop_last=False`); each batch padded to its longest. A
+    /// `batch` of 0 gives one error instead of no batch at all. [`crate::Runner::train`]
+    /// runs epochs with validation and early stopping instead.
     pub fn batches(
         &self,
         batch: usize,
         epochs: usize,
         seed: u64,
     ) -> impl Iterator<Item = Result<Batch>> + '_ {
-        let refused = match batch {
-            0 => Some("a batch of 0 sequences: a batch needs at least 1".to_string()),
-            b if b > self.len() => Some(format!(
-                "a batch of {b} sequences, and there are only {} sequences: no batch would be made",
-                self.len()
-            )),
-            _ => None,
-        }
-        .map(|m| {
+        let refused = (batch == 0).then(|| {
             Err(Error::BadInput(BadInput::of(
                 "batch",
-                format!("1 to {} sequences", self.len()),
-                format!("{batch}"),
-                m,
+                "at least 1 sequence",
+                "0",
+                "a batch of 0 sequences: a batch needs at least 1",
             )))
         });
         let epochs = if refused.is_some() { 0 } else { epochs };
-        let mut rng = Rng::new(seed);
-        let per_epoch = self.len() / batch.max(1);
+        let mut rng = tensorfit_core::Rng::new(seed);
         refused.into_iter().chain((0..epochs).flat_map(move |_| {
             let mut order: Vec<usize> = (0..self.len()).collect();
             for i in (1..order.len()).rev() {
                 order.swap(i, rng.int_inclusive(0, i));
             }
-            (0..per_epoch)
-                .map(|k| self.batch(&order[k * batch..(k + 1) * batch]))
+            order
+                .chunks(batch)
+                .map(|rows| self.batch(rows))
                 .collect::<Vec<_>>()
         }))
     }
 }
 
-/// The steps of every sequence of `inputs`, after checking there is one, that `features`
-/// is at least 1, and that every sequence holds the same whole number of steps of
+/// Each sequence's steps, after checking there is a sequence, that `features` is at
+/// least 1, and that every sequence holds a whole number (at least 1) of steps of
 /// `features` values.
-pub(crate) fn steps_of(inputs: &[Vec<f32>], features: usize) -> Result<usize> {
+pub(crate) fn lengths_of(inputs: &[Vec<f32>], features: usize) -> Result<Vec<usize>> {
     if inputs.is_empty() {
         return Err(Error::BadInput(BadInput::of(
             "inputs",
@@ -208,35 +338,30 @@ pub(crate) fn steps_of(inputs: &[Vec<f32>], features: usize) -> Result<usize> {
             "features must be at least 1 (values per step; 1 for token ids)",
         )));
     }
-    let first = inputs[0].len();
-    if first == 0 || !first.is_multiple_of(features) {
-        return Err(Error::BadInput(BadInput::of(
-            "inputs",
-            format!("a whole number of steps of {features} values"),
-            format!("{first} values in sequence 0"),
-            format!("sequence 0 has {first} values: sequences need at least one step of {features} features"),
-        )));
-    }
-    if let Some(i) = inputs.iter().position(|s| s.len() != first) {
+    if let Some(i) = inputs
+        .iter()
+        .position(|s| s.is_empty() || !s.len().is_multiple_of(features))
+    {
         let len = inputs[i].len();
         return Err(Error::BadInput(BadInput::of(
             "inputs",
-            format!("{first} values per sequence, as sequence 0 has"),
+            format!("a whole number (at least 1) of steps of {features} values"),
             format!("{len} values in sequence {i}"),
-            format!("sequence {i} has {len} values, sequence 0 has {first}: sequences must have one length"),
+            format!("sequence {i} has {len} values: sequences need a whole number of steps (at least one) of {features} features"),
         )));
     }
-    Ok(first / features)
+    Ok(inputs.iter().map(|s| s.len() / features).collect())
 }
 
-/// `seqs` (each `steps` steps of `features` values) as one time-major batch:
-/// `[time, batch, features]`, or `[time, batch]` for one value per step (token ids).
+/// `seqs` (sequence `j` its own whole number of steps of `features` values, at most
+/// `steps`) as one time-major batch padded with zeros to `steps`: `[time, batch,
+/// features]`, or `[time, batch]` for one value per step (token ids).
 pub(crate) fn time_major(seqs: &[&[f32]], steps: usize, features: usize) -> Result<HostTensor> {
     let (f, b) = (features, seqs.len());
     let mut x = vec![0.0; steps * b * f];
     for (j, seq) in seqs.iter().enumerate() {
-        for t in 0..steps {
-            x[(t * b + j) * f..(t * b + j + 1) * f].copy_from_slice(&seq[t * f..(t + 1) * f]);
+        for (t, step) in seq.chunks(f).take(steps).enumerate() {
+            x[(t * b + j) * f..(t * b + j + 1) * f].copy_from_slice(step);
         }
     }
     Ok(match f {

@@ -2,7 +2,7 @@
 
 use tensorfit_core::HostTensor;
 
-use super::devices::DevicePolicy;
+use super::discovered::Placement;
 use super::error::{BadInput, Error, Result};
 use super::model::Model;
 use super::plan::Plan;
@@ -39,7 +39,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub(crate) fn open(model: &Model, batch: usize, devices: &DevicePolicy) -> Result<Stream> {
+    pub(crate) fn open(model: &Model, batch: usize, devices: &impl Placement) -> Result<Stream> {
         if batch == 0 {
             return Err(Error::BadInput(BadInput::of(
                 "batch",
