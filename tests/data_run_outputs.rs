@@ -161,3 +161,63 @@ fn a_best_checkpoint_that_cannot_be_written_warns_and_the_run_goes_on() {
     );
     assert!(err.contains("done: 100 steps"), "{err}");
 }
+
+#[test]
+fn a_step_budget_ends_a_data_run_and_stays_its_budget_when_resumed() {
+    // 12 sequences, a quarter validating: 9 train, in 5 batches (the last of 1) an epoch.
+    let steps = |dir: &Path| {
+        Checkpoint::load(&dir.join("last.safetensors"))
+            .unwrap()
+            .step
+    };
+    let position = |dir: &Path| {
+        let ck = Checkpoint::load(&dir.join("last.safetensors")).unwrap();
+        ck.extra["data.position"].clone()
+    };
+    // Without --epochs: the epochs the budget needs (2), ended within the second.
+    let dir = scratch("budget");
+    let mut cmd = training(&dir, "10");
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let mut cmd = tensorfit_command();
+    let mut skip = false;
+    for a in &args {
+        // The same run without its --epochs.
+        match (skip, a.to_str()) {
+            (true, _) => skip = false,
+            (false, Some("--epochs")) => skip = true,
+            _ => {
+                cmd.arg(a);
+            }
+        }
+    }
+    let out = succeed(cmd.args(["--steps", "8"]), "train --data --steps 8");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("2 epochs of 5 steps"), "{err}");
+    assert!(err.contains("done: 8 steps"), "{err}");
+    assert_eq!(steps(&dir), 8);
+    let at = position(&dir);
+    assert!(
+        at.contains("\"epoch\":1") && at.contains("\"batches_done\":3"),
+        "{at}"
+    );
+    // The last validation is at the budget's step.
+    assert_eq!(val_losses(&dir).last().map(|v| v.0), Some(8));
+
+    // With --epochs too: whichever comes first.
+    let first = scratch("budget-epochs");
+    succeed(training(&first, "1").args(["--steps", "8"]), "1 epoch");
+    assert_eq!(steps(&first), 5);
+
+    // Resumed, the run keeps its budget: nothing more to train, and another is refused.
+    let resume = ["--resume", arg(&dir)];
+    succeed(training(&dir, "2").args(resume), "resumed at its budget");
+    assert_eq!(steps(&dir), 8);
+    let out = training(&dir, "2")
+        .args(resume)
+        .args(["--steps", "12"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--steps 12 (the run's is 8)"), "{err}");
+}

@@ -90,6 +90,11 @@ pub struct FitArgs {
     /// epoch's number).
     #[arg(long, default_value_t = 10, requires = "data", value_parser = super::at_least_one::<u64>)]
     pub epochs: u64,
+    /// `--steps` typed with --data: a budget of optimizer steps (Lightning's
+    /// `max_steps`); the run ends at the first whole batch at or past it, or after
+    /// --epochs, whichever comes first (without --epochs, the epochs the budget needs).
+    #[arg(skip)]
+    pub max_steps: Option<u64>,
     /// With --data: how each epoch is cut into batches. "shuffled": the whole epoch in a
     /// random order, each batch padded to its own longest sequence and run with its
     /// lengths, the last partial batch included (PyTorch's DataLoader with shuffle=True

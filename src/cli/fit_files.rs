@@ -37,11 +37,8 @@ use super::{
 };
 
 /// Flags of the built-in task that the data decides instead.
-const TASK_FLAGS: [(&str, &str); 3] = [
-    ("steps", "--epochs"),
-    ("seq_len", "the data's lengths"),
-    ("eval_batch", "--batch"),
-];
+const TASK_FLAGS: [(&str, &str); 2] =
+    [("seq_len", "the data's lengths"), ("eval_batch", "--batch")];
 
 /// What is being validated on: a file and the sequences of it.
 struct Validation {
@@ -58,6 +55,8 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             );
         }
     }
+    // --steps with --data: a budget of optimizer steps, as Lightning's max_steps.
+    a.fit.max_steps = a.given.iter().any(|g| g == "steps").then_some(a.steps);
     let resumed = a.resume.as_deref().map(fit_resume::load).transpose()?;
     if let Some(r) = &resumed {
         // A resumed run keeps its settings: the data's order depends on them. A flag
@@ -176,7 +175,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         Some(r) => CarriedState::load(&r.loaded.1.extra).context("--resume")?,
         None => None,
     };
-    let settings = RunSettings {
+    let mut settings = RunSettings {
         run_id: resumed
             .as_ref()
             .map_or_else(RunSettings::new_run_id, |r| r.settings.run_id.clone()),
@@ -194,8 +193,24 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         let seed = epoch_seed(a.seed, epoch);
         files.training_order(&train, a.batch, (a.fit.batch_order, seed))
     };
-    fit_lengths::check(&cfg, &settings, &files, a.fit.epochs, epoch_order)?;
     let first = epoch_order(0)?;
+    // A step is an optimizer update (a window's, in windowed truncated BPTT with a head on
+    // every step), as checkpoints and schedules count them.
+    let steps_per_epoch: u64 = first
+        .iter()
+        .map(|b| updates_per_batch(&cfg, &settings, files.shape(b).1))
+        .sum();
+    // A step budget without --epochs runs the epochs it needs; with both, the run ends
+    // at whichever comes first (the epochs are kept in the run's settings).
+    let epochs = match a.fit.max_steps {
+        Some(n) if !a.given.iter().any(|g| g == "epochs") => n.div_ceil(steps_per_epoch.max(1)),
+        _ => a.fit.epochs,
+    };
+    if let Some(d) = settings.data.as_mut() {
+        d.epochs = epochs;
+        d.max_steps = a.fit.max_steps;
+    }
+    fit_lengths::check(&cfg, &settings, &files, epochs, epoch_order)?;
     // Under mpirun, each rank reads its rows of every batch; only rank 0 prints and
     // writes files (the others run as --json does, their output skipped).
     let mut ranks = ranks::join(&a.ranks, a.batch)?;
@@ -203,11 +218,9 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     if !root {
         (a.json, a.save, a.checkpoint_dir) = (true, None, None);
     }
-    // A step is an optimizer update (a window's, in windowed truncated BPTT with a head on
-    // every step), as checkpoints and schedules count them.
-    let steps_of = |b: &[usize]| updates_per_batch(&cfg, &settings, files.shape(b).1);
-    let steps_per_epoch: u64 = first.iter().map(|b| steps_of(b)).sum();
-    let last = steps_per_epoch.saturating_mul(a.fit.epochs);
+    let last = steps_per_epoch
+        .saturating_mul(epochs)
+        .min(a.fit.max_steps.unwrap_or(u64::MAX));
     let loaded = resumed.as_ref().map(|r| &r.loaded);
     let loaded_at = loaded.map(|(file, ck)| (file.as_path(), ck));
     let (optim_settings, optim) =
@@ -326,7 +339,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 None => String::new(),
             },
             a.batch,
-            a.fit.epochs,
+            epochs,
             match (files.text.is_some(), files.carry, a.fit.batch_order, req.padded) {
                 (true, true, ..) => ": each row a contiguous part of the text, starting from the state the row before it left",
                 (true, false, ..) => ": each row a contiguous part of the text, every window from a zero state (--reset-state)",
@@ -380,22 +393,33 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
         _ => resumed_carried,
     };
     let first_epoch = match watch.stopped_early {
-        true => a.fit.epochs,
+        true => epochs,
         false => position.epoch,
     };
-    'epochs: for epoch in first_epoch..a.fit.epochs {
+    let budget_spent = |step: u64| a.fit.max_steps.is_some_and(|n| step >= n);
+    'epochs: for epoch in first_epoch..epochs {
+        if budget_spent(step) {
+            break;
+        }
         let mut order = if epoch == 0 {
             first.clone()
         } else {
             epoch_order(epoch)?
         };
         order.drain(..(at.1 as usize).min(order.len()));
-        watch.start_epoch(epoch + 1, a.fit.epochs, steps_per_epoch);
+        watch.start_epoch(epoch + 1, epochs, steps_per_epoch);
         let mut validated_at = None;
         let (order, parts) = ranks::reading_order(&ranks, order);
         let batches = files.batches(order)?;
         let buffers = batches.buffers();
+        let mut within = false;
         for (k, batch) in batches.enumerate() {
+            // The step budget ends the run within the epoch: it validates (below) and
+            // its latest state resumes at the next batch.
+            if budget_spent(step) {
+                within = true;
+                break;
+            }
             // Ranks learn of a stop at a step's exchange and end after that step.
             let stop = interrupted.or_else(|| ranks::stop_before_step(&mut ranks, &interrupts));
             if let Some(signal) = stop {
@@ -462,8 +486,11 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 }
             }
         }
-        at = (epoch + 1, 0);
-        // Every epoch ends with a validation (unless its last step just had one).
+        if !within {
+            at = (epoch + 1, 0);
+        }
+        // Every epoch ends with a validation (unless its last step just had one), and so
+        // does a run at its step budget.
         match &val {
             Some(v) if validated_at != Some(step) => {
                 let scores = validate(&mut run, v, &mut ranks)?;
@@ -472,7 +499,8 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
                 }
             }
             Some(_) => {}
-            None => watch.epoch_done(epoch + 1, a.fit.epochs, step)?,
+            None if !within => watch.epoch_done(epoch + 1, epochs, step)?,
+            None => {}
         }
     }
     if let Some(bar) = &watch.bar {

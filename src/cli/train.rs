@@ -63,7 +63,9 @@ pub struct TrainArgs {
     #[arg(long, value_name = "last|windows", value_parser = parse_tbptt_mode, default_value = "last")]
     pub(super) tbptt_mode: TbpttMode,
     /// Optimizer steps (updates: windowed truncated BPTT with a head on every step takes
-    /// one per window, and ends at the first whole minibatch at or past this count).
+    /// one per window, and ends at the first whole minibatch at or past this count). With
+    /// --data, typed: a budget (Lightning's max_steps), ending the run at whichever of it
+    /// and --epochs comes first; without --epochs, the epochs it needs.
     #[arg(long, default_value_t = 200, value_parser = at_least_one::<u64>)]
     pub(super) steps: u64,
     /// Learning rate (the schedule's base rate).
@@ -99,7 +101,8 @@ pub struct TrainArgs {
     /// model, optimizer state, step, data position and settings (batch, lengths, learning
     /// rate, seed, evaluation, optimizer; with --data from DIR/last.safetensors, also the
     /// validation, epochs, early stopping, --max-seq-len, --cut-long, --reset-state);
-    /// then train --steps more steps (with --data: to the run's last epoch). A typed
+    /// then train --steps more steps (with --data: to the run's last epoch or its step
+    /// budget). A typed
     /// setting that differs from the run's is refused. Resuming from a directory keeps
     /// writing checkpoints there.
     #[arg(long, value_name = "FILE|DIR")]

@@ -110,6 +110,7 @@ pub fn data_settings(a: &TrainArgs, data: &Path) -> DataSettings {
         cut_long: a.data.cut_long,
         reset_state: a.data.reset_state,
         length_grouped: a.fit.batch_order == BatchOrder::LengthGrouped,
+        max_steps: a.fit.max_steps,
     }
 }
 
@@ -197,6 +198,7 @@ pub fn keep_data_run(a: &mut TrainArgs, r: &Resumed) -> Result<()> {
         a.data.cut_long = d.cut_long;
         a.data.reset_state = d.reset_state;
         a.fit.batch_order = batch_order(d);
+        a.fit.max_steps = d.max_steps;
     }
     Ok(())
 }
@@ -243,6 +245,8 @@ fn data_changes(
             a.fit.batch_order.name().to_string(),
             batch_order(d).name().to_string(),
         ),
+        // Typed, --steps is the run's step budget (`FitArgs::max_steps`).
+        ("steps", a.steps.to_string(), count(d.max_steps)),
     ]
 }
 

@@ -68,6 +68,10 @@ pub struct DataSettings {
     /// `false`: the whole epoch shuffled. Stored as `batch_order`; a checkpoint written
     /// before it was stored trained length-grouped, and resumes so.
     pub length_grouped: bool,
+    /// A budget of optimizer steps (`--steps` with `--data`): the run ends at the first
+    /// whole batch at or past it, or after `epochs`; `None` (and in a checkpoint written
+    /// before it was stored): epochs only.
+    pub max_steps: Option<u64>,
 }
 
 /// The stored names of [`DataSettings::length_grouped`] (tensorfit-data's `BatchOrder`).
@@ -83,6 +87,7 @@ impl DataSettings {
             "max_seq_len": self.max_seq_len,
             "cut_long": self.cut_long, "reset_state": self.reset_state,
             "batch_order": if self.length_grouped { GROUPED } else { SHUFFLED },
+            "max_steps": self.max_steps,
         })
     }
 
@@ -135,6 +140,11 @@ impl DataSettings {
             cut_long: switch("cut_long")?,
             reset_state: switch("reset_state")?,
             length_grouped,
+            // Missing in a checkpoint written before it was stored: no budget.
+            max_steps: match v.get("max_steps") {
+                None => None,
+                Some(_) => whole("max_steps")?,
+            },
         })
     }
 }
@@ -260,6 +270,7 @@ mod tests {
             cut_long: true,
             reset_state: false,
             length_grouped: false,
+            max_steps: Some(150),
         };
         let s = RunSettings {
             run_id: "run".into(),
@@ -281,6 +292,7 @@ mod tests {
                 val: None,
                 stop_patience: None,
                 max_seq_len: None,
+                max_steps: None,
                 ..data
             }),
             ..s
@@ -298,5 +310,14 @@ mod tests {
         extra.insert(KEY.into(), v.to_string());
         let old = RunSettings::load(&extra).unwrap().unwrap();
         assert!(old.data.unwrap().length_grouped);
+        // Written before the step budget was stored: epochs only.
+        v["data"]["max_steps"] = json!(40);
+        extra.insert(KEY.into(), v.to_string());
+        let budget = RunSettings::load(&extra).unwrap().unwrap();
+        assert_eq!(budget.data.unwrap().max_steps, Some(40));
+        v["data"].as_object_mut().unwrap().remove("max_steps");
+        extra.insert(KEY.into(), v.to_string());
+        let old = RunSettings::load(&extra).unwrap().unwrap();
+        assert_eq!(old.data.unwrap().max_steps, None);
     }
 }
