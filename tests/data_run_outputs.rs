@@ -176,8 +176,10 @@ fn a_step_budget_ends_a_data_run_and_stays_its_budget_when_resumed() {
     };
     // Without --epochs: the epochs the budget needs (2), ended within the second.
     let dir = scratch("budget");
-    let mut cmd = training(&dir, "10");
-    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let args: Vec<_> = training(&dir, "10")
+        .get_args()
+        .map(|a| a.to_owned())
+        .collect();
     let mut cmd = tensorfit_command();
     let mut skip = false;
     for a in &args {
