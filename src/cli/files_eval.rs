@@ -1,13 +1,14 @@
 //! Evaluation and prediction over data files (`eval --data`, `predict --data`, and the
-//! validations of `train --data`): batches grouped by length and padded, every sequence
-//! run (the last partial batch included), on a run planned for the bound every batch
-//! is within (replanned only for a shape outside it).
+//! validations of `train --data`, on ranks too): batches grouped by length and padded,
+//! every sequence run (the last partial batch included), on a run planned for the bound
+//! every batch is within (replanned only for a shape outside it).
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use tensorfit::core::HostTensor;
 use tensorfit::data::{same_length_batches, Labels};
+use tensorfit::distributed::Ranks;
 use tensorfit::nn::atomic_file::write_atomic_with;
 use tensorfit::nn::every_step::check_padded_model;
 use tensorfit::nn::{Job, Mode, ModelDescription, OptimConfig, ParamStore};
@@ -16,6 +17,7 @@ use tensorfit::{CarriedState, Runner};
 use super::data_args::{trainer_inputs, DataArgs, Files};
 use super::data_vocab;
 use super::predictions_file::PredictionsFile;
+use super::ranks;
 use super::{begin, request, DeviceArgs};
 
 /// Mean loss and accuracy over a set of sequences.
@@ -155,4 +157,36 @@ pub fn predict(
     })
     .with_context(|| format!("--output {}", output.display()))?;
     scores.context("no batch was evaluated")
+}
+
+/// What is being validated on: a file and the sequences of it.
+pub struct Validation {
+    pub files: Files,
+    pub order: Vec<Vec<usize>>,
+}
+
+/// Loss and accuracy over the validation sequences, each batch within the plan's bound
+/// (the training shape is the bound's); on ranks, each scores its whole batches and the totals are summed.
+pub fn validate(run: &mut Runner, v: &Validation, ranks: &mut Option<Ranks>) -> Result<Scores> {
+    let (batch, seq_len) = match run.bound() {
+        Job::Train { batch, seq_len, .. } => (batch, seq_len),
+        Job::Eval { batch, seq_len } => (batch, seq_len),
+    };
+    let order = match ranks {
+        Some(r) => r.shard().whole_batches(&v.order),
+        None => v.order.clone(),
+    };
+    let scores = evaluate(
+        run,
+        &v.files,
+        order,
+        |b, t| Job::Train {
+            batch,
+            seq_len,
+            eval: Some((b, t)),
+        },
+        |_, _| {},
+    )
+    .context("validating")?;
+    ranks::sum_scores(ranks, scores)
 }

@@ -22,7 +22,7 @@ use tensorfit::{CarriedState, Runner};
 use super::curves::{write_curves, CURVES_FILE};
 use super::data_args::{open_for, trainer_inputs, Files};
 use super::data_vocab::TextVocab;
-use super::files_eval::{self, Scores};
+use super::files_eval::{validate, Validation};
 use super::fit_lengths;
 use super::fit_resume::{self, Position, LAST_FILE};
 use super::fit_watch::Watch;
@@ -39,12 +39,6 @@ use super::{
 /// Flags of the built-in task that the data decides instead.
 const TASK_FLAGS: [(&str, &str); 2] =
     [("seq_len", "the data's lengths"), ("eval_batch", "--batch")];
-
-/// What is being validated on: a file and the sequences of it.
-struct Validation {
-    files: Files,
-    order: Vec<Vec<usize>>,
-}
 
 pub fn run(mut a: TrainArgs) -> Result<Exit> {
     for (id, instead) in TASK_FLAGS {
@@ -574,30 +568,4 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     }
     ranks::finish(&mut ranks)?;
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
-}
-
-/// Loss and accuracy over the validation sequences, each batch within the plan's bound
-/// (the training shape is the bound's); on ranks, each scores its whole batches and the totals are summed.
-fn validate(run: &mut Runner, v: &Validation, ranks: &mut Option<Ranks>) -> Result<Scores> {
-    let (batch, seq_len) = match run.bound() {
-        Job::Train { batch, seq_len, .. } => (batch, seq_len),
-        Job::Eval { batch, seq_len } => (batch, seq_len),
-    };
-    let order = match ranks {
-        Some(r) => r.shard().whole_batches(&v.order),
-        None => v.order.clone(),
-    };
-    let scores = files_eval::evaluate(
-        run,
-        &v.files,
-        order,
-        |b, t| Job::Train {
-            batch,
-            seq_len,
-            eval: Some((b, t)),
-        },
-        |_, _| {},
-    )
-    .context("validating")?;
-    ranks::sum_scores(ranks, scores)
 }
