@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use tensorfit_data::BatchOrder;
-use tensorfit_nn::{Checkpoint, Job, StepReport};
+use tensorfit_nn::{Batch, Checkpoint, Job, StepReport};
 
 use super::error::{BadInput, Error, Result};
 use super::runner::{Control, Runner};
@@ -231,7 +231,7 @@ impl Runner {
             let (mut validated_at, mut asked_stop) = (None, false);
             for rows in order.iter().skip(pos.batches_done as usize) {
                 let batch = data.batch(rows)?;
-                self.hold_shape(&batch.x, true, (report.steps, &mut on_event))?;
+                self.hold_shape(step_shape(&batch), (report.steps, &mut on_event))?;
                 let step = self.train_batch(&batch)?;
                 let before = report.steps;
                 report.steps = self.session.trainer.step();
@@ -316,7 +316,13 @@ impl Runner {
         (epoch, options, best_state): (u64, &FitOptions, &mut Option<Checkpoint>),
         on_event: &mut impl FnMut(&Event) -> Control,
     ) -> Result<Option<Stopped>> {
-        self.hold_shape_of(data, (report.steps, on_event))?;
+        // The evaluation's batches: up to the plan's evaluation batch, of up to the
+        // longest sequence's steps.
+        let shape = Job::Eval {
+            batch: self.eval_batch().min(data.len()),
+            seq_len: data.steps(),
+        };
+        self.hold_shape(shape, (report.steps, on_event))?;
         let scores = self.evaluate_sequences(data)?;
         let train_loss = (pos.loss_sum / pos.loss_count.max(1) as f64) as f32;
         (pos.loss_sum, pos.loss_count) = (0.0, 0);
@@ -418,39 +424,14 @@ impl Runner {
         Ok(pos)
     }
 
-    /// Makes the run's bound hold the evaluation of `data` in batches of its evaluation
-    /// batch.
-    fn hold_shape_of(
-        &mut self,
-        data: &Sequences,
-        tell: (u64, &mut impl FnMut(&Event) -> Control),
-    ) -> Result<()> {
-        let batch = self.eval_batch();
-        let x = tensorfit_core::HostTensor::zeros([data.steps(), batch.min(data.len())]);
-        self.hold_shape(&x, false, tell)
-    }
-
-    /// Makes the run's bound hold `x`'s shape (a training step when `training`),
-    /// replanning once when it does not, which the callback is told (at step `step`).
+    /// Makes the run's bound hold `shape` (a training step's or the evaluation of a set of
+    /// sequences), replanning once when it does not, which the callback is told (at step
+    /// `step`).
     fn hold_shape(
         &mut self,
-        x: &tensorfit_core::HostTensor,
-        training: bool,
+        shape: Job,
         (step, on_event): (u64, &mut impl FnMut(&Event) -> Control),
     ) -> Result<()> {
-        let d = x.shape.dims();
-        let (steps, batch) = (d[0], d[1]);
-        let shape = match training {
-            true => Job::Train {
-                batch,
-                seq_len: steps,
-                eval: None,
-            },
-            false => Job::Eval {
-                batch,
-                seq_len: steps,
-            },
-        };
         for message in self.hold(shape)? {
             on_event(&Event::Replanned {
                 step,
@@ -458,6 +439,16 @@ impl Runner {
             });
         }
         Ok(())
+    }
+}
+
+/// A training step's shape: `batch`'s sequences and steps.
+fn step_shape(batch: &Batch) -> Job {
+    let d = batch.x.shape.dims();
+    Job::Train {
+        batch: d.get(1).copied().unwrap_or(0),
+        seq_len: d.first().copied().unwrap_or(0),
+        eval: None,
     }
 }
 
