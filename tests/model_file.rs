@@ -10,7 +10,9 @@ mod common;
 use serde_json::Value;
 use tensorfit::nn::Checkpoint;
 
-use common::{json, ok_json, refused, scratch, succeed, task_model, tensorfit_command};
+use common::{
+    example_data, json, ok_json, refused, scratch, succeed, task_model, tensorfit_command,
+};
 
 /// A small model of the built-in task (LSTM 8, Dense 4) with the `[training]` table
 /// `training` (none if empty), written to the scratch file `name`; returns its path.
@@ -358,4 +360,67 @@ fn a_resumed_run_keeps_its_settings_and_does_not_use_the_files_training_table() 
         String::from_utf8_lossy(&out.stderr).contains("is not used"),
         "a note says so"
     );
+}
+
+/// `text` written to the scratch file `name`; its path.
+fn written(name: &str, text: &str) -> String {
+    let path = scratch("model-file").join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn figures_left_to_the_data_are_taken_from_it_by_train_data_and_refused_elsewhere() {
+    let data = example_data("classify.safetensors");
+    let data = data.to_str().unwrap();
+    let described = std::fs::read_to_string(example_data("classify_model.toml")).unwrap();
+    let left = described
+        .replace("features = 3", "features = \"data\"")
+        .replace("classes = 3", "classes = \"data\"");
+    let file = written("from-data.toml", &left);
+    // train --data fills them in (3 features, 3 classes) and says so.
+    let out = succeed(
+        tensorfit_command().args([
+            "train",
+            "--model",
+            &file,
+            "--data",
+            data,
+            "--epochs",
+            "1",
+            "--device",
+            "cpu",
+            "--save",
+            &format!("{file}.safetensors"),
+        ]),
+        "train --data with figures left to it",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("input.features, loss.classes from"), "{err}");
+    let ck = Checkpoint::load(std::path::Path::new(&format!("{file}.safetensors"))).unwrap();
+    assert_eq!(ck.config.input_features(), 3);
+    assert_eq!(ck.config.loss.outputs(), 3);
+    // A command that reads no data refuses them at their line.
+    let e = refused(&["plan", "--model", &file, "--device", "cpu"]);
+    let line = left.lines().position(|l| l.contains("\"data\"")).unwrap() + 1;
+    assert!(e.contains(&format!("from-data.toml:{line}:")), "{e}");
+    assert!(
+        e.contains("`input.features = \"data\"`") && e.contains("give a number"),
+        "{e}"
+    );
+    // A figure the data does not hold is refused naming it: dense data has no token
+    // vocabulary.
+    let tokens = left.replace(
+        "kind = \"dense\"\nfeatures = \"data\"",
+        "kind = \"tokens\"\nvocab = \"data\"",
+    );
+    assert!(tokens.contains("vocab = \"data\""));
+    let file = written("from-data-tokens.toml", &tokens);
+    let e = refused(&["train", "--model", &file, "--data", data, "--device", "cpu"]);
+    assert!(e.contains("`input.vocab = \"data\"`") && e.contains("the data has none"), "{e}");
+    assert!(e.contains("3 values per step, 3 classes"), "{e}");
+    // Any other word is refused as a value of the wrong type.
+    let file = written("from-data-word.toml", &left.replace("\"data\"", "\"auto\""));
+    let e = refused(&["train", "--model", &file, "--data", data, "--device", "cpu"]);
+    assert!(e.contains("or \"data\""), "{e}");
 }

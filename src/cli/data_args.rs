@@ -22,7 +22,7 @@ use tensorfit::data::{
     CharWindows, Dataset, Format, Inputs, Labels, LabelsPer, Opened, ReadSettings, Source, Targets,
     TooLong, TsvData, Values,
 };
-use tensorfit::nn::{HeadOn, InputSpec, LossSpec, ModelDescription};
+use tensorfit::nn::{DataFigures, HeadOn, InputSpec, LossSpec, ModelDescription};
 
 use super::data_vocab::TextVocab;
 
@@ -218,6 +218,52 @@ pub fn read_settings(
         head: Some(head_labels(cfg)),
         outputs: Some(cfg.loss.outputs()),
     }
+}
+
+/// What the data at `path` holds, for the figures a description file leaves to it
+/// (`vocab = "data"`): its values per step or token ids, classes or regression targets.
+/// It is read as `cfg` (whose figures may be placeholders) reads it, without checking it
+/// against them; a text's vocabulary gives both its token ids and its classes.
+pub fn data_figures(
+    path: &Path,
+    cfg: &ModelDescription,
+    max_seq_len: Option<usize>,
+    cut: bool,
+) -> Result<DataFigures> {
+    let settings = ReadSettings {
+        classes: None,
+        outputs: None,
+        ..read_settings(cfg, max_seq_len, cut)
+    };
+    let d = if format_of(path)? == Format::Tsv {
+        TsvData::open(path, &settings, None)?.dataset().clone()
+    } else {
+        match open(path, &settings)? {
+            Opened::Sequences(s) => s.dataset().clone(),
+            Opened::Corpus(corpus) => {
+                let ids = Some(corpus.vocab().len());
+                return Ok(DataFigures {
+                    vocab: ids,
+                    classes: ids,
+                    ..DataFigures::default()
+                });
+            }
+        }
+    };
+    let (features, vocab) = match d.inputs {
+        Inputs::Dense { features } => (Some(features), None),
+        Inputs::Tokens { vocab } => (None, Some(vocab)),
+    };
+    let (classes, outputs) = match d.targets {
+        Targets::Classes { classes } => (Some(classes), None),
+        Targets::Values { outputs } => (None, Some(outputs)),
+    };
+    Ok(DataFigures {
+        features,
+        vocab,
+        classes,
+        outputs,
+    })
 }
 
 /// Opens `path` (named `--data`/`--val` in errors by the caller) and checks that `cfg`

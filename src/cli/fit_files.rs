@@ -16,11 +16,11 @@ use serde_json::json;
 use tensorfit::checkpoint_dir::checkpoint_path;
 use tensorfit::data::{epoch_seed, split, BatchOrder, DataIdentities, DataIdentity, Labels};
 use tensorfit::distributed::Ranks;
-use tensorfit::nn::{Checkpoint, Job, RunSettings};
+use tensorfit::nn::{Checkpoint, Job, ModelDescription, RunSettings};
 use tensorfit::{CarriedState, Runner};
 
 use super::curves::{write_curves, CURVES_FILE};
-use super::data_args::{open_for, trainer_inputs, Files};
+use super::data_args::{data_figures, open_for, trainer_inputs, Files};
 use super::data_vocab::TextVocab;
 use super::files_eval::{validate, Validation};
 use super::fit_lengths;
@@ -74,7 +74,7 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
             let vocab = TextVocab::load(&ck.extra).context("--init")?;
             (ck.config, Some(ck.params), vocab)
         }
-        (None, None) => (a.model.load()?.model, None, None),
+        (None, None) => (described_for_data(&a)?, None, None),
     };
     let Some(files) = a
         .data
@@ -568,4 +568,26 @@ pub fn run(mut a: TrainArgs) -> Result<Exit> {
     }
     ranks::finish(&mut ranks)?;
     Ok(interrupted.map_or(Exit::Success, Exit::Interrupted))
+}
+
+/// `--model` for a fresh run on `--data`: the figures it leaves to the data (`vocab =
+/// "data"`, …) taken from what `--data` holds (read once more for them) and said.
+fn described_for_data(a: &TrainArgs) -> Result<ModelDescription> {
+    let mut file = a.model.load_leaving_to_data()?;
+    let Some(path) = a.data.path().filter(|_| !file.from_data.is_empty()) else {
+        return Ok(file.model);
+    };
+    let figures =
+        data_figures(path, &file.model, a.data.max_seq_len, a.data.cut_long).context("--data")?;
+    let keys: Vec<String> = file.from_data.iter().map(|p| p.key.clone()).collect();
+    file.resolve(&figures)?;
+    if !a.json {
+        errln!(
+            "{} from {}: {}",
+            keys.join(", "),
+            path.display(),
+            file.model
+        );
+    }
+    Ok(file.model)
 }

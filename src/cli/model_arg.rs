@@ -51,12 +51,24 @@ impl ModelArg {
 
     /// The model, and the file's training settings (none for a preset). A file that
     /// cannot be read, or whose model is refused, is an error naming the file, line and
-    /// key.
+    /// key; so is a figure left to the data (`vocab = "data"`): only `train --data` reads
+    /// such a file ([`ModelArg::load_leaving_to_data`]).
     pub fn load(&self) -> Result<DescriptionFile> {
+        let file = self.load_leaving_to_data()?;
+        match file.from_data.first() {
+            Some(p) => Err(p.no_data().into()),
+            None => Ok(file),
+        }
+    }
+
+    /// [`ModelArg::load`], the figures the file leaves to the data listed in its
+    /// `from_data` (held as placeholders until `DescriptionFile::resolve`).
+    pub fn load_leaving_to_data(&self) -> Result<DescriptionFile> {
         match self {
             ModelArg::Preset(m) => Ok(DescriptionFile {
                 model: m.config(),
                 training: Vec::new(),
+                from_data: Vec::new(),
             }),
             ModelArg::File(p) if !p.exists() => {
                 let presets: Vec<&str> = Model::value_variants().iter().map(|m| m.name()).collect();
@@ -74,7 +86,7 @@ impl ModelArg {
                 "--model {}: a safetensors file, not a model description (.toml): a checkpoint is given with --checkpoint, --init or --resume, data with --data",
                 p.display()
             ),
-            ModelArg::File(p) => Ok(DescriptionFile::load(p)?),
+            ModelArg::File(p) => Ok(DescriptionFile::load_leaving_to_data(p)?),
         }
     }
 

@@ -153,7 +153,11 @@ pub fn run(a: TrainArgs) -> Result<Exit> {
         ];
         refuse_overwriting("--save", path, "the checkpoint", &inputs)?;
     }
-    let described = a.model.load()?;
+    // A data run fills in the figures the file leaves to the data (`fit_files`).
+    let described = match a.data.path() {
+        Some(_) => a.model.load_leaving_to_data()?,
+        None => a.model.load()?,
+    };
     let a = match &a.model {
         ModelArg::File(path) if a.resume.is_none() => {
             training_file::apply(&a, path, &described.training)?

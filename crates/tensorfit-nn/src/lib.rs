@@ -53,7 +53,9 @@ pub use description::{
     ModelDescription, RecurrentSpec,
 };
 pub use description_check::InvalidDescription;
-pub use description_toml::{DescriptionError, DescriptionFile, TrainingEntry, TrainingValue};
+pub use description_toml::{
+    DataFigures, DescriptionError, DescriptionFile, Figure, FromData, TrainingEntry, TrainingValue,
+};
 pub use layers::{Init, ParamKind, ParamSpec};
 pub use markov_text::MarkovText;
 pub use model::Mode;

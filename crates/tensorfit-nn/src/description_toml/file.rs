@@ -6,9 +6,10 @@ use std::path::Path;
 
 use toml::de::{DeTable, DeValue};
 
+use super::from_data::{DataFigures, Figure, FromData};
 use super::table::{Source, Table};
-use super::{parse, read_text, DescriptionError};
-use crate::description::ModelDescription;
+use super::{parse, parse_model, read_text, DescriptionError};
+use crate::description::{InputSpec, LossSpec, ModelDescription};
 
 /// A description file: a valid model and its training settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +17,10 @@ pub struct DescriptionFile {
     pub model: ModelDescription,
     /// The `[training]` entries in the order written (empty without the table).
     pub training: Vec<TrainingEntry>,
+    /// The figures the file leaves to the data (`vocab = "data"`), which `model` holds as
+    /// placeholders until [`DescriptionFile::resolve`]: empty unless read with
+    /// [`DescriptionFile::load_leaving_to_data`].
+    pub from_data: Vec<FromData>,
 }
 
 /// One `[training]` key, its value and where it is.
@@ -51,8 +56,19 @@ impl DescriptionFile {
     /// Reads and validates the file at `path`. A description this build refuses
     /// ([`ModelDescription::validate`]) is an error at the line of the field it names.
     pub fn load(path: &Path) -> Result<DescriptionFile, DescriptionError> {
+        let file = DescriptionFile::load_leaving_to_data(path)?;
+        match file.from_data.first() {
+            Some(p) => Err(p.no_data()),
+            None => Ok(file),
+        }
+    }
+
+    /// [`DescriptionFile::load`] for a reader of data: the figures the file leaves to the
+    /// data (`features`, `vocab`, `classes` or `outputs` = `"data"`) are listed in
+    /// [`DescriptionFile::from_data`] for [`DescriptionFile::resolve`] to fill in.
+    pub fn load_leaving_to_data(path: &Path) -> Result<DescriptionFile, DescriptionError> {
         let text = read_text(path)?;
-        let model = ModelDescription::from_toml(&text, path)?;
+        let (model, from_data) = parse_model(&text, path)?;
         let file = Source { text: &text, path };
         let doc = parse(file)?;
         if let Err(e) = model.validate() {
@@ -76,7 +92,40 @@ impl DescriptionFile {
                 entries(file, table)?
             }
         };
-        Ok(DescriptionFile { model, training })
+        Ok(DescriptionFile {
+            model,
+            training,
+            from_data,
+        })
+    }
+
+    /// Fills in the figures the file leaves to the data from `figures` (what the data
+    /// holds), then checks the model again. A figure the data does not give is an error
+    /// at its key.
+    pub fn resolve(&mut self, figures: &DataFigures) -> Result<(), DescriptionError> {
+        for p in &self.from_data {
+            let n = p.value(figures)?;
+            let m = &mut self.model;
+            match (p.figure, &mut m.input, &mut m.loss) {
+                (Figure::Features, InputSpec::Dense { features }, _) => *features = n,
+                (Figure::Vocab, InputSpec::Tokens { vocab, .. }, _) => *vocab = n,
+                (Figure::Classes, _, LossSpec::SoftmaxCrossEntropy { classes }) => *classes = n,
+                (Figure::Outputs, _, LossSpec::MeanSquaredError { outputs }) => *outputs = n,
+                // The parser lists a figure only under the kind that has it.
+                _ => return Err(p.error("is not a figure of this kind".into())),
+            }
+        }
+        if let Err(e) = self.model.validate() {
+            let at = self
+                .from_data
+                .iter()
+                .find(|p| Some(p.key.as_str()) == e.field());
+            if let Some(p) = at.or(self.from_data.first()) {
+                return Err(p.error(format!("takes the data's figure, and {e}")));
+            }
+        }
+        self.from_data.clear();
+        Ok(())
     }
 }
 

@@ -22,10 +22,12 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 mod file;
+mod from_data;
 mod table;
 mod write;
 
 pub use file::{DescriptionFile, TrainingEntry, TrainingValue};
+pub use from_data::{DataFigures, Figure, FromData};
 
 use table::{line_column, Source, Table};
 
@@ -118,24 +120,41 @@ impl ModelDescription {
         ModelDescription::from_toml(&read_text(path)?, path)
     }
 
-    /// Parses `text`, the contents of the description file `path` (used in errors).
+    /// Parses `text`, the contents of the description file `path` (used in errors). A
+    /// figure left to the data (`vocab = "data"`) is refused here: only a reader of data
+    /// fills it in ([`DescriptionFile::load_leaving_to_data`]).
     pub fn from_toml(text: &str, path: &Path) -> Result<ModelDescription, DescriptionError> {
-        let file = Source { text, path };
-        let doc = parse(file)?;
-        let root = Table {
-            file,
-            table: doc.get_ref(),
-            span: doc.span(),
-            path: String::new(),
-        };
-        root.known_keys(&["input", "recurrent", "head", "loss", "training"])?;
-        Ok(ModelDescription {
-            input: input(&root.table_at("input")?)?,
-            recurrent: recurrent(&root.table_at("recurrent")?)?,
-            head: head(&root.table_at("head")?)?,
-            loss: loss(&root.table_at("loss")?)?,
-        })
+        let (model, pending) = parse_model(text, path)?;
+        match pending.first() {
+            Some(p) => Err(p.no_data()),
+            None => Ok(model),
+        }
     }
+}
+
+/// The model `text` describes, with [`from_data::PLACEHOLDER`] in the figures it leaves
+/// to the data, and those figures.
+fn parse_model(
+    text: &str,
+    path: &Path,
+) -> Result<(ModelDescription, Vec<FromData>), DescriptionError> {
+    let file = Source { text, path };
+    let doc = parse(file)?;
+    let root = Table {
+        file,
+        table: doc.get_ref(),
+        span: doc.span(),
+        path: String::new(),
+    };
+    root.known_keys(&["input", "recurrent", "head", "loss", "training"])?;
+    let mut pending = Vec::new();
+    let model = ModelDescription {
+        input: input(&root.table_at("input")?, &mut pending)?,
+        recurrent: recurrent(&root.table_at("recurrent")?)?,
+        head: head(&root.table_at("head")?)?,
+        loss: loss(&root.table_at("loss")?, &mut pending)?,
+    };
+    Ok((model, pending))
 }
 
 /// The file's TOML document.
@@ -193,18 +212,18 @@ fn read_text(path: &Path) -> Result<String, DescriptionError> {
     Ok(text)
 }
 
-fn input(t: &Table) -> Result<InputSpec, DescriptionError> {
+fn input(t: &Table, pending: &mut Vec<FromData>) -> Result<InputSpec, DescriptionError> {
     match t.choice("kind", &[("dense", false), ("tokens", true)])? {
         false => {
             t.known_keys(&["kind", "features"])?;
             Ok(InputSpec::Dense {
-                features: t.size("features")?,
+                features: t.figure("features", Figure::Features, pending)?,
             })
         }
         true => {
             t.known_keys(&["kind", "vocab", "embedding"])?;
             Ok(InputSpec::Tokens {
-                vocab: t.size("vocab")?,
+                vocab: t.figure("vocab", Figure::Vocab, pending)?,
                 embedding: t.optional_size("embedding")?,
             })
         }
@@ -336,18 +355,18 @@ fn default_head_name(index: usize) -> String {
     format!("head.{index}")
 }
 
-fn loss(t: &Table) -> Result<LossSpec, DescriptionError> {
+fn loss(t: &Table, pending: &mut Vec<FromData>) -> Result<LossSpec, DescriptionError> {
     match t.choice("kind", &[("cross_entropy", false), ("mse", true)])? {
         false => {
             t.known_keys(&["kind", "classes"])?;
             Ok(LossSpec::SoftmaxCrossEntropy {
-                classes: t.size("classes")?,
+                classes: t.figure("classes", Figure::Classes, pending)?,
             })
         }
         true => {
             t.known_keys(&["kind", "outputs"])?;
             Ok(LossSpec::MeanSquaredError {
-                outputs: t.size("outputs")?,
+                outputs: t.figure("outputs", Figure::Outputs, pending)?,
             })
         }
     }

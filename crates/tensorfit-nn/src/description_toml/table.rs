@@ -7,6 +7,7 @@ use std::path::Path;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use super::from_data::{Figure, FromData, PLACEHOLDER};
 use super::DescriptionError;
 use crate::layers::DropoutRate;
 
@@ -162,6 +163,37 @@ impl<'a> Table<'a> {
             .get(key)
             .map(|v| self.size_value(key, v))
             .transpose()
+    }
+
+    /// A size the file may leave to the data (`"data"`): then [`PLACEHOLDER`], and the
+    /// key is added to `pending` with where it is.
+    pub(super) fn figure(
+        &self,
+        key: &str,
+        figure: Figure,
+        pending: &mut Vec<FromData>,
+    ) -> Result<usize, DescriptionError> {
+        let v = self.required(key)?;
+        match v.get_ref() {
+            DeValue::String(s) if s.as_ref() == "data" => {
+                let (line, column) = self.file.line_column(v.span().start);
+                pending.push(FromData {
+                    figure,
+                    key: self.key(key),
+                    line,
+                    column,
+                    path: self.file.path.display().to_string(),
+                });
+                Ok(PLACEHOLDER)
+            }
+            DeValue::String(_) => Err(self.wrong_type(
+                key,
+                v,
+                "a whole number of at least 1, or \"data\" (the data's)",
+                v.get_ref(),
+            )),
+            _ => self.size_value(key, v),
+        }
     }
 
     pub(super) fn size_value(
