@@ -34,6 +34,14 @@ pub struct BadInput {
 impl BadInput {
     /// Bad input described by `message` alone (an app's own check, or one from deeper in
     /// the engine).
+    ///
+    /// ```
+    /// use tensorfit::{BadInput, Error};
+    /// let b = BadInput::new("the vocabulary file is empty");
+    /// assert_eq!(b.argument, None);
+    /// assert_eq!(b.to_string(), "the vocabulary file is empty");
+    /// assert_eq!(Error::BadInput(b).to_string(), "bad input: the vocabulary file is empty");
+    /// ```
     pub fn new(message: impl Into<String>) -> BadInput {
         BadInput {
             argument: None,
@@ -44,6 +52,14 @@ impl BadInput {
     }
 
     /// `argument` should be `expected` and was `given`; `message` says it for people.
+    ///
+    /// ```
+    /// use tensorfit::BadInput;
+    /// let b = BadInput::of("batch", "at least 1", "0", "a batch needs at least one sequence");
+    /// assert_eq!(b.argument.as_deref(), Some("batch"));
+    /// assert_eq!((b.expected.as_deref(), b.given.as_deref()), (Some("at least 1"), Some("0")));
+    /// assert_eq!(b.to_string(), "a batch needs at least one sequence");
+    /// ```
     pub fn of(
         argument: &str,
         expected: impl Into<String>,

@@ -10,6 +10,23 @@ pub use super::bad_input::BadInput;
 /// What went wrong, as an app matches on it. Every message names the tensor, file, flag or
 /// device concerned. New cases may come in later versions (`#[non_exhaustive]`): a
 /// `match` ends with a catch-all arm.
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{DeviceKind, DevicePolicy, Error, Job, Model};
+/// // The seed model capped at 1 MiB of the CPU fits nowhere.
+/// let policy = DevicePolicy::only_cpu().cap(DeviceKind::Cpu, 1 << 20);
+/// match Model::seed().open(Job::Eval { batch: 1, seq_len: 10 }, &policy) {
+///     Err(Error::OutOfMemory { device, requested, available, .. }) => {
+///         assert_eq!(device, "cpu");
+///         assert!(requested > available);
+///     }
+///     Err(other) => return Err(other),
+///     Ok(_) => panic!("it fits"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -96,6 +113,13 @@ impl std::error::Error for Error {
 
 impl Error {
     /// Bad input described by `message` alone ([`BadInput::new`]).
+    ///
+    /// ```
+    /// use tensorfit::Error;
+    /// let e = Error::bad_input("no labels");
+    /// assert!(matches!(&e, Error::BadInput(b) if b.argument.is_none()));
+    /// assert_eq!(e.to_string(), "bad input: no labels");
+    /// ```
     pub fn bad_input(message: impl Into<String>) -> Error {
         Error::BadInput(BadInput::new(message))
     }

@@ -15,6 +15,14 @@ use crate::host_budget::init_params;
 
 /// How a model trains: the truncated-BPTT length and the optimizer (with clipping and
 /// learning-rate schedule).
+///
+/// ```
+/// use tensorfit::{Model, Training};
+/// assert_eq!(Training::default().tbptt, None); // through the whole sequence
+/// let training = Training { tbptt: Some(20), seed: 7, ..Training::default() };
+/// let model = Model::seed().with_training(training.clone());
+/// assert_eq!(model.training(), &training);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Training {
     /// Truncated backpropagation through time: gradients flow through at most this many
@@ -66,6 +74,13 @@ pub const DEFAULT_WEIGHT_SEED: u64 = 1;
 impl Model {
     /// The seed network (152 → 3 × LSTM 250 → BatchNorm → Dense 100 → BatchNorm → 6),
     /// with weights initialised from [`DEFAULT_WEIGHT_SEED`].
+    ///
+    /// ```
+    /// use tensorfit::Model;
+    /// let d = Model::seed().description().clone();
+    /// assert_eq!((d.input_features(), d.recurrent.hidden, d.recurrent.layers), (152, 250, 3));
+    /// assert_eq!(d.loss.outputs(), 6);
+    /// ```
     pub fn seed() -> Model {
         // The preset is valid, so its initialisation cannot fail.
         Model::new(ModelDescription::seed(), DEFAULT_WEIGHT_SEED)
@@ -73,6 +88,24 @@ impl Model {
     }
 
     /// `description` with weights initialised as PyTorch does, from `seed`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Error, Model, ModelDescription};
+    /// let description = ModelDescription::lstm_classifier(2, 8, 1, 3);
+    /// let a = Model::new(description.clone(), 7)?;
+    /// // The same seed, the same weights.
+    /// assert_eq!(a.parameters(), Model::new(description, 7)?.parameters());
+    /// // A description that fails its checks is bad input naming the field.
+    /// match Model::new(ModelDescription::lstm_classifier(2, 0, 1, 3), 7) {
+    ///     Err(Error::BadInput(b)) => {
+    ///         assert_eq!(b.argument.as_deref(), Some("description.recurrent.hidden"))
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(description: ModelDescription, seed: u64) -> Result<Model> {
         description.validate().map_err(invalid)?;
         let params = init_params(&description, seed)?;
@@ -81,6 +114,20 @@ impl Model {
 
     /// `description` with the weights `params` (every tensor it needs, by PyTorch name;
     /// from [`ParamStore::load`] or another model).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Model, ModelDescription};
+    /// let description = ModelDescription::lstm_classifier(2, 8, 1, 3);
+    /// let trained = Model::new(description.clone(), 3)?;
+    /// let copy = Model::with_weights(description, trained.parameters().clone())?;
+    /// assert_eq!(copy.parameters(), trained.parameters());
+    /// // The weights of another model are refused.
+    /// let wider = ModelDescription::lstm_classifier(2, 16, 1, 3);
+    /// assert!(Model::with_weights(wider, trained.into_parameters()).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_weights(description: ModelDescription, params: ParamStore) -> Result<Model> {
         description.validate().map_err(invalid)?;
         params.check_against(&description)?;
@@ -98,6 +145,19 @@ impl Model {
 
     /// The model described in the TOML file `path` (as `tensorfit model` prints one),
     /// weights initialised from `seed`. Errors name the file, line and key.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Model, ModelDescription};
+    /// let description = ModelDescription::lstm_classifier(2, 8, 1, 3);
+    /// let path = std::env::temp_dir().join(format!("tensorfit-doc-{}.toml", std::process::id()));
+    /// std::fs::write(&path, description.to_toml()).unwrap();
+    /// let model = Model::from_description_file(&path, 1)?;
+    /// assert_eq!(model.description(), &description);
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn from_description_file(path: &Path, seed: u64) -> Result<Model> {
         let file = tensorfit_nn::DescriptionFile::load(path)?;
         let params = init_params(&file.model, seed)?;
@@ -106,6 +166,22 @@ impl Model {
 
     /// The model and weights of a checkpoint (written by [`Model::save`],
     /// [`Runner::save`], `tensorfit train --save` or `tensorfit import`).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Error, Model, ModelDescription};
+    /// let path =
+    ///     std::env::temp_dir().join(format!("tensorfit-doc-{}.safetensors", std::process::id()));
+    /// let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// model.save(&path)?;
+    /// let loaded = Model::load(&path)?;
+    /// assert_eq!(loaded.description(), model.description());
+    /// assert_eq!(loaded.parameters(), model.parameters());
+    /// std::fs::remove_file(&path).unwrap();
+    /// assert!(matches!(Model::load(&path), Err(Error::File { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn load(path: &Path) -> Result<Model> {
         let ck = Checkpoint::load(path)?;
         let mut m = Model::with_parameters(ck.config, ck.params);
@@ -115,6 +191,21 @@ impl Model {
 
     /// Writes the model and its weights as a checkpoint (safetensors, PyTorch's names),
     /// atomically.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Checkpoint, Model, ModelDescription};
+    /// let path =
+    ///     std::env::temp_dir().join(format!("tensorfit-doc-{}.safetensors", std::process::id()));
+    /// let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// model.save(&path)?;
+    /// let ck = Checkpoint::load(&path)?;
+    /// assert_eq!(&ck.params, model.parameters());
+    /// assert!(ck.optimizer.is_empty()); // a model: no optimizer state
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn save(&self, path: &Path) -> Result<()> {
         let ck = Checkpoint {
             config: self.description.clone(),
@@ -136,38 +227,103 @@ impl Model {
     }
 
     /// What the model is.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Cell, Model, ModelDescription};
+    /// let description = ModelDescription::builder().features(2).gru(8, 1).classify(3).build()?;
+    /// let model = Model::new(description.clone(), 1)?;
+    /// assert_eq!(model.description(), &description);
+    /// assert_eq!(model.description().recurrent.cell, Cell::Gru);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn description(&self) -> &ModelDescription {
         &self.description
     }
 
     /// Its weights and running statistics, by PyTorch name.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Model, ModelDescription};
+    /// let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let w = model.parameters().get("lstm.weight_ih_l0").unwrap();
+    /// assert_eq!(w.shape.dims(), &[32, 2]); // PyTorch's layout: 4 gates × 8 units, 2 features
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn parameters(&self) -> &ParamStore {
         &self.params
     }
 
     /// Its weights and running statistics, taken out of the model (no copy).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Model, ModelDescription};
+    /// let params =
+    ///     Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?.into_parameters();
+    /// // The LSTM's two weights and two biases, the output layer's weight and bias.
+    /// assert_eq!(params.len(), 6);
+    /// assert_eq!(params.get("out.bias").unwrap().shape.dims(), &[3]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn into_parameters(self) -> ParamStore {
         self.params
     }
 
     /// How it trains.
+    ///
+    /// ```
+    /// use tensorfit::{Model, Training};
+    /// assert_eq!(Model::seed().training(), &Training::default());
+    /// ```
     pub fn training(&self) -> &Training {
         &self.training
     }
 
     /// The model with these training settings.
+    ///
+    /// ```
+    /// use tensorfit::{Model, OptimConfig, Training};
+    /// let training = Training { optim: OptimConfig::adam(1e-2), ..Training::default() };
+    /// let model = Model::seed().with_training(training);
+    /// assert_eq!(model.training().optim, OptimConfig::adam(1e-2));
+    /// ```
     pub fn with_training(mut self, training: Training) -> Model {
         self.training = training;
         self
     }
 
     /// Text a checkpoint keeps beside the weights, by key.
+    ///
+    /// ```
+    /// use tensorfit::Model;
+    /// // A new model has none; a loaded one has its checkpoint's.
+    /// assert!(Model::seed().metadata().is_empty());
+    /// ```
     pub fn metadata(&self) -> &HashMap<String, String> {
         &self.metadata
     }
 
     /// The metadata to change before [`Model::save`] (a text's vocabulary, for
     /// example: `tensorfit::data::TextVocab::store`).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Model, ModelDescription};
+    /// let path =
+    ///     std::env::temp_dir().join(format!("tensorfit-doc-{}.safetensors", std::process::id()));
+    /// let mut model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// model.metadata_mut().insert("vocab".into(), "abc".into());
+    /// model.save(&path)?;
+    /// assert_eq!(Model::load(&path)?.metadata()["vocab"], "abc");
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn metadata_mut(&mut self) -> &mut HashMap<String, String> {
         &mut self.metadata
     }
@@ -192,6 +348,18 @@ impl Model {
 
     /// Plans `shapes` and opens them on the chosen device: [`Model::plan`], then
     /// [`Plan::start`].
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, HostTensor, Job, Model, ModelDescription};
+    /// let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut run = model.open(Job::Eval { batch: 2, seq_len: 4 }, &DevicePolicy::only_cpu())?;
+    /// assert_eq!(run.device(), "cpu");
+    /// let probs = run.predict(&HostTensor::zeros([4, 2, 2]))?; // [time, batch, features]
+    /// assert_eq!(probs.shape.dims(), &[2, 3]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn open(&self, shapes: impl Into<Shapes>, devices: &impl Placement) -> Result<Runner> {
         self.plan(shapes, devices)?.start(self)
     }

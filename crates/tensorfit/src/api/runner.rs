@@ -15,6 +15,23 @@ use super::train_loop::Scores;
 use crate::session::Session;
 
 /// What a per-step callback tells [`Runner::fit`].
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{Control, DevicePolicy, Model, ModelDescription, Sequences};
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+/// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+/// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+/// let mut run = model.open(data.shapes(2), &DevicePolicy::only_cpu())?;
+/// let fit = run.fit(data.batches(2, 5, 1), |step| match step.step {
+///     3 => Control::Stop,
+///     _ => Control::Continue,
+/// })?;
+/// assert_eq!((fit.steps, fit.stopped_early), (3, true));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
     /// Take the next step.
@@ -24,6 +41,21 @@ pub enum Control {
 }
 
 /// How [`Runner::fit`] ended.
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{Control, DevicePolicy, Model, ModelDescription, Sequences};
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+/// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+/// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+/// let mut run = model.open(data.shapes(2), &DevicePolicy::only_cpu())?;
+/// let fit = run.fit(data.batches(2, 1, 1), |_| Control::Continue)?;
+/// assert_eq!(fit.steps, 4); // one epoch of 8 sequences in batches of 2
+/// assert!(!fit.stopped_early && fit.last_loss.is_finite());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct FitReport {
     /// Optimizer steps taken by this call.
@@ -37,6 +69,22 @@ pub struct FitReport {
 /// A model open on the device its plan chose, holding its weights (and, for training, its
 /// optimizer state) there. Training steps and evaluations survive the device failing: the
 /// run moves to another plan or device and repeats the step.
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{DevicePolicy, HostTensor, Job, Model, ModelDescription, Runner};
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let job = Job::Train { batch: 2, seq_len: 3, eval: Some((2, 3)) };
+/// let mut run: Runner = model.open(job, &DevicePolicy::only_cpu())?;
+/// let (x, labels) = (HostTensor::new([3, 2, 2], vec![0.5; 12])?, [0.0, 1.0]);
+/// let step = run.train_step(&x, &labels)?;
+/// let eval = run.evaluate(&x, &labels)?;
+/// assert!(step.loss.is_finite() && eval.loss.is_finite());
+/// let trained: Model = run.model()?;
+/// assert_ne!(trained.parameters(), model.parameters());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Runner {
     pub(super) session: Session,
@@ -66,21 +114,67 @@ impl Runner {
     }
 
     /// The id of the device the run is on now (`cpu`, `wgpu:0`, `cuda:0`).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut run = model.open(Job::Eval { batch: 2, seq_len: 3 }, &DevicePolicy::only_cpu())?;
+    /// assert_eq!(run.device(), "cpu");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn device(&self) -> &str {
         &self.session.device
     }
 
     /// The strategy the run follows, in words.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let plan = model.plan(Job::Eval { batch: 2, seq_len: 3 }, &DevicePolicy::only_cpu())?;
+    /// let run = plan.start(&model)?;
+    /// assert_eq!(Some(run.strategy()), plan.strategy());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn strategy(&self) -> &str {
         &self.session.strategy
     }
 
     /// The peak device memory the plan allocated, in bytes.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let plan = model.plan(Job::Eval { batch: 2, seq_len: 3 }, &DevicePolicy::only_cpu())?;
+    /// let run = plan.start(&model)?;
+    /// assert_eq!(Some(run.planned_peak_bytes()), plan.peak_bytes());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn planned_peak_bytes(&self) -> u64 {
         self.session.plan.peak_bytes()
     }
 
     /// The peak device memory measured so far, in bytes (comparable with the plan's).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, HostTensor, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut run = model
+    ///     .open(Job::Train { batch: 2, seq_len: 3, eval: None }, &DevicePolicy::only_cpu())?;
+    /// let x = HostTensor::zeros([3, 2, 2]); // [time, batch, features]
+    /// run.train_step(&x, &[0.0, 1.0])?;
+    /// assert!(run.measured_peak_bytes() > 0);
+    /// assert!(run.measured_peak_bytes() <= run.planned_peak_bytes());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn measured_peak_bytes(&self) -> u64 {
         self.session.measured_peak_bytes()
     }
@@ -90,6 +184,21 @@ impl Runner {
     /// and on out-of-memory or a lost device it replans and repeats the step elsewhere.
     /// Off, a step runs straight on the device (no copy: what a benchmark times) and a
     /// failure is the step's error.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, HostTensor, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let (job, cpu) =
+    ///     (Job::Train { batch: 2, seq_len: 3, eval: None }, DevicePolicy::only_cpu());
+    /// let (x, labels) = (HostTensor::new([3, 2, 2], vec![0.5; 12])?, [0.0, 1.0]);
+    /// let mut bare = model.open(job, &cpu)?;
+    /// bare.set_recovery(false); // no host copy before each step: what a benchmark times
+    /// let mut safe = model.open(job, &cpu)?;
+    /// assert_eq!(bare.train_step(&x, &labels)?, safe.train_step(&x, &labels)?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn set_recovery(&mut self, on: bool) {
         self.recovery = on;
     }
@@ -110,6 +219,24 @@ impl Runner {
     /// run takes batches with their lengths only ([`Runner::train_batch`],
     /// [`Runner::evaluate_batch`], [`Runner::predict_sequences`]): a bare tensor could
     /// hold padding it cannot see.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Error, HostTensor, Model, ModelDescription, Sequences};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// // Sequences of 3 steps and 1 step, of 2 features.
+    /// let data = Sequences::new(vec![vec![0.0; 6], vec![0.0; 2]], vec![0.0, 1.0], 2)?;
+    /// let mut run = model.open(data.shapes(2), &DevicePolicy::only_cpu())?;
+    /// assert!(run.padded());
+    /// // A bare tensor may hold padding the run cannot see: refused.
+    /// match run.train_step(&HostTensor::zeros([3, 2, 2]), &[0.0, 1.0]) {
+    ///     Err(Error::BadInput(b)) => assert_eq!(b.argument.as_deref(), Some("x")),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// run.train_batch(&data.all()?)?; // the batch with its lengths
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn padded(&self) -> bool {
         self.session.trainer.options().padded
     }
@@ -117,6 +244,21 @@ impl Runner {
     /// One training step on `x` (`[time, batch, features]`, or `[time, batch]` token
     /// ids) with one label per sequence (a regression: `outputs` values per sequence),
     /// every sequence all of `x`'s steps.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, HostTensor, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut run = model
+    ///     .open(Job::Train { batch: 2, seq_len: 3, eval: None }, &DevicePolicy::only_cpu())?;
+    /// let x = HostTensor::new([3, 2, 2], (0..12).map(|i| i as f32 / 12.0).collect())?;
+    /// let first = run.train_step(&x, &[0.0, 2.0])?; // one class index per sequence
+    /// let second = run.train_step(&x, &[0.0, 2.0])?;
+    /// assert_eq!((first.step, second.step), (1, 2));
+    /// assert!(second.loss < first.loss);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn train_step(&mut self, x: &HostTensor, labels: &[f32]) -> Result<StepReport> {
         self.refuse_bare_on_padded("train_step", "train_batch")?;
         self.train_at(x, labels, None)
@@ -155,6 +297,25 @@ impl Runner {
     /// returns [`Control::Stop`] to stop early. Batches come from
     /// [`super::Sequences::batches`], the built-in task, or any reader of the data crate;
     /// [`Runner::train`] runs epochs with validation and early stopping.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Control, DevicePolicy, Model, ModelDescription, Sequences};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+    /// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+    /// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+    /// let mut run = model.open(data.shapes(4), &DevicePolicy::only_cpu())?;
+    /// let mut losses = Vec::new();
+    /// let fit = run.fit(data.batches(4, 3, 7), |step| {
+    ///     losses.push(step.loss);
+    ///     Control::Continue
+    /// })?;
+    /// assert_eq!(fit.steps, 6); // 3 epochs of 2 batches
+    /// assert_eq!(fit.last_loss, losses[5]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn fit(
         &mut self,
         batches: impl IntoIterator<Item = Result<Batch>>,
@@ -179,6 +340,19 @@ impl Runner {
 
     /// The loss (and a classifier's accuracy) on `x` with `labels`, in inference form,
     /// every sequence all of `x`'s steps.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, HostTensor, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut run = model.open(Job::Eval { batch: 2, seq_len: 3 }, &DevicePolicy::only_cpu())?;
+    /// let report = run.evaluate(&HostTensor::zeros([3, 2, 2]), &[0.0, 2.0])?;
+    /// assert_eq!(report.probs.shape.dims(), &[2, 3]); // [batch, classes]
+    /// assert!(report.accuracy.is_some());
+    /// assert!((report.perplexity.unwrap() - report.loss.exp()).abs() < 1e-3);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn evaluate(&mut self, x: &HostTensor, labels: &[f32]) -> Result<EvalReport> {
         self.refuse_bare_on_padded("evaluate", "evaluate_batch")?;
         self.evaluate_at(x, labels, None)
@@ -186,6 +360,24 @@ impl Runner {
 
     /// [`Runner::evaluate`] on `batch`, each sequence's padded steps masked when it has
     /// lengths.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Model, ModelDescription, Sequences};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// // Sequences of 3 steps and 1 step, of 2 features.
+    /// let data = Sequences::new(vec![vec![0.5; 6], vec![0.2; 2]], vec![0.0, 1.0], 2)?;
+    /// let mut run = model.open(data.shapes(2), &DevicePolicy::only_cpu())?;
+    /// let both = run.evaluate_batch(&data.all()?)?;
+    /// assert_eq!(both.probs.shape.dims(), &[2, 3]);
+    /// // The second sequence's padded steps are masked: alone, it scores the same.
+    /// let alone = run.evaluate_batch(&data.batch(&[1])?)?;
+    /// for (a, b) in alone.probs.data.iter().zip(&both.probs.data[3..]) {
+    ///     assert!((a - b).abs() < 1e-5);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn evaluate_batch(&mut self, batch: &Batch) -> Result<EvalReport> {
         let lengths = lengths_of(batch)?;
         self.evaluate_at(&batch.x, &batch.labels, lengths.as_deref())
@@ -244,6 +436,20 @@ impl Runner {
     /// for `x` `[time, batch, ..]`, every sequence all of `x`'s steps; with a head on
     /// every step `[time, batch, classes]`, time-major like `x` (the CLI writes them
     /// batch-first).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, HostTensor, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut run = model.open(Job::Eval { batch: 2, seq_len: 3 }, &DevicePolicy::only_cpu())?;
+    /// let probs = run.predict(&HostTensor::zeros([3, 2, 2]))?;
+    /// assert_eq!(probs.shape.dims(), &[2, 3]); // [batch, classes]
+    /// for row in probs.data.chunks(3) {
+    ///     assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn predict(&mut self, x: &HostTensor) -> Result<HostTensor> {
         self.refuse_bare_on_padded("predict", "predict_sequences")?;
         let x = &*self.conform(x)?;
@@ -303,6 +509,21 @@ impl Runner {
     }
 
     /// The model with the weights the run has now.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, HostTensor, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut run = model
+    ///     .open(Job::Train { batch: 2, seq_len: 3, eval: None }, &DevicePolicy::only_cpu())?;
+    /// let x = HostTensor::zeros([3, 2, 2]); // [time, batch, features]
+    /// run.train_step(&x, &[0.0, 1.0])?;
+    /// let trained = run.model()?;
+    /// assert_eq!(trained.description(), model.description());
+    /// assert_ne!(trained.parameters(), model.parameters());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn model(&mut self) -> Result<Model> {
         Ok(Model::from_checkpoint(
             self.checkpoint()?,
@@ -312,6 +533,26 @@ impl Runner {
 
     /// Writes a checkpoint: the model, its weights, the optimizer's state and the step,
     /// atomically (safetensors, PyTorch's names).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Checkpoint, DevicePolicy, HostTensor, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut run = model
+    ///     .open(Job::Train { batch: 2, seq_len: 3, eval: None }, &DevicePolicy::only_cpu())?;
+    /// let x = HostTensor::zeros([3, 2, 2]); // [time, batch, features]
+    /// run.train_step(&x, &[0.0, 1.0])?;
+    /// let path =
+    ///     std::env::temp_dir().join(format!("tensorfit-doc-{}.safetensors", std::process::id()));
+    /// run.save(&path)?;
+    /// let ck = Checkpoint::load(&path)?;
+    /// assert_eq!(ck.step, 1);
+    /// assert!(!ck.optimizer.is_empty()); // to continue training from
+    /// assert_eq!(ck.params, run.parameters()?);
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn save(&mut self, path: &Path) -> Result<()> {
         // From the session's host copy of the state: no copy more while it is written.
         let state = self.session.state()?;

@@ -41,6 +41,24 @@ pub struct Sequences {
 impl Sequences {
     /// Checks that every sequence holds a whole number (at least 1) of steps of `features`
     /// values, and that the labels are as many for each sequence.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Error, Sequences};
+    /// // 2 sequences of 2 features: 2 steps (class 0) and 1 step (class 1).
+    /// let data =
+    ///     Sequences::new(vec![vec![0.1, 0.2, 0.3, 0.4], vec![0.5, 0.6]], vec![0.0, 1.0], 2)?;
+    /// assert_eq!(data.lengths(), &[2, 1]);
+    /// // 3 values are no whole number of steps of 2 features.
+    /// match Sequences::new(vec![vec![0.0; 3]], vec![0.0], 2) {
+    ///     Err(Error::BadInput(b)) => {
+    ///         assert_eq!(b.given.as_deref(), Some("3 values in sequence 0"))
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(inputs: Vec<Vec<f32>>, labels: Vec<f32>, features: usize) -> Result<Sequences> {
         let lengths = lengths_of(&inputs, features)?;
         if labels.is_empty() || !labels.len().is_multiple_of(inputs.len()) {
@@ -113,32 +131,94 @@ impl Sequences {
     }
 
     /// The number of sequences.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::Sequences;
+    /// // Two sequences of 2 features: 3 steps (class 0) and 1 step (class 2).
+    /// let data = Sequences::new(vec![vec![0.5; 6], vec![1.0; 2]], vec![0.0, 2.0], 2)?;
+    /// assert_eq!(data.len(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn len(&self) -> usize {
         self.inputs.len()
     }
 
     /// Whether there are no sequences (never: [`Sequences::new`] refuses none).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::Sequences;
+    /// // Two sequences of 2 features: 3 steps (class 0) and 1 step (class 2).
+    /// let data = Sequences::new(vec![vec![0.5; 6], vec![1.0; 2]], vec![0.0, 2.0], 2)?;
+    /// assert!(!data.is_empty()); // Sequences::new refuses no sequences
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.inputs.is_empty()
     }
 
     /// The steps of the longest sequence.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::Sequences;
+    /// // Two sequences of 2 features: 3 steps (class 0) and 1 step (class 2).
+    /// let data = Sequences::new(vec![vec![0.5; 6], vec![1.0; 2]], vec![0.0, 2.0], 2)?;
+    /// assert_eq!(data.steps(), 3); // the longest
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn steps(&self) -> usize {
         self.lengths.iter().copied().max().unwrap_or(0)
     }
 
     /// Each sequence's number of steps.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::Sequences;
+    /// // Two sequences of 2 features: 3 steps (class 0) and 1 step (class 2).
+    /// let data = Sequences::new(vec![vec![0.5; 6], vec![1.0; 2]], vec![0.0, 2.0], 2)?;
+    /// assert_eq!(data.lengths(), &[3, 1]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn lengths(&self) -> &[usize] {
         &self.lengths
     }
 
     /// Whether the sequences differ in length (their batches are padded, and a run
     /// needs a plan for padded batches: [`Sequences::shapes`]).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::Sequences;
+    /// // Two sequences of 2 features: 3 steps (class 0) and 1 step (class 2).
+    /// let data = Sequences::new(vec![vec![0.5; 6], vec![1.0; 2]], vec![0.0, 2.0], 2)?;
+    /// assert!(data.is_ragged());
+    /// let even = Sequences::new(vec![vec![0.0; 4]; 3], vec![0.0; 3], 2)?;
+    /// assert!(!even.is_ragged());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_ragged(&self) -> bool {
         self.lengths.iter().any(|&l| l != self.lengths[0])
     }
 
     /// Values per step.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::Sequences;
+    /// // Two sequences of 2 features: 3 steps (class 0) and 1 step (class 2).
+    /// let data = Sequences::new(vec![vec![0.5; 6], vec![1.0; 2]], vec![0.0, 2.0], 2)?;
+    /// assert_eq!(data.features(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn features(&self) -> usize {
         self.features
     }
@@ -171,6 +251,23 @@ impl Sequences {
     /// Sequences `rows`, time-major (`[time, batch, features]`; `[time, batch]` for one
     /// feature, as token models take them), with their labels, padded with zeros to the
     /// longest of them; [`Batch::lengths`] holds each one's length when they differ.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{Error, Sequences};
+    /// let data =
+    ///     Sequences::new(vec![vec![0.5; 6], vec![1.0; 2], vec![0.0; 6]], vec![0.0, 2.0, 1.0], 2)?;
+    /// let batch = data.batch(&[1, 2])?;
+    /// assert_eq!(batch.x.shape.dims(), &[3, 2, 2]); // [time, batch, features], padded to 3 steps
+    /// assert_eq!(batch.labels, [2.0, 1.0]);
+    /// assert_eq!(batch.lengths, Some(vec![1, 3]));
+    /// match data.batch(&[3]) {
+    ///     Err(Error::BadInput(b)) => assert_eq!(b.argument.as_deref(), Some("rows")),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn batch(&self, rows: &[usize]) -> Result<Batch> {
         if let Some(&r) = rows.iter().find(|&&r| r >= self.len()) {
             let n = self.len();
@@ -204,6 +301,18 @@ impl Sequences {
     }
 
     /// Every sequence, in order, as one batch.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::Sequences;
+    /// let data = Sequences::new(vec![vec![0.5; 6]; 3], vec![0.0, 1.0, 2.0], 2)?;
+    /// let all = data.all()?;
+    /// assert_eq!(all.x.shape.dims(), &[3, 3, 2]);
+    /// assert_eq!(all.labels, [0.0, 1.0, 2.0]);
+    /// assert_eq!(all.lengths, None); // every sequence has all the steps
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn all(&self) -> Result<Batch> {
         self.batch(&(0..self.len()).collect::<Vec<_>>())
     }
@@ -289,6 +398,19 @@ impl Sequences {
     /// sequences (PyTorch's `drop_last=False`); each batch padded to its longest. A
     /// `batch` of 0 gives one error instead of no batch at all. [`crate::Runner::train`]
     /// runs epochs with validation and early stopping instead.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::Sequences;
+    /// let data = Sequences::new(vec![vec![0.0; 2]; 5], vec![0.0; 5], 1)?; // 5 sequences
+    /// let batches = data.batches(2, 3, 42).collect::<Result<Vec<_>, _>>()?;
+    /// assert_eq!(batches.len(), 9); // 3 epochs of 2 + 2 + 1 sequences
+    /// assert_eq!(batches[2].labels.len(), 1);
+    /// let refused: Vec<_> = data.batches(0, 3, 42).collect();
+    /// assert!(refused.len() == 1 && refused[0].is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn batches(
         &self,
         batch: usize,

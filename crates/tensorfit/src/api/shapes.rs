@@ -29,6 +29,18 @@ pub struct Shapes {
 
 impl Shapes {
     /// Padded batches within `job`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Job, Model, ModelDescription, Shapes};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let shapes = Shapes::padded(Job::Eval { batch: 4, seq_len: 10 });
+    /// assert_eq!(shapes.job, Job::Eval { batch: 4, seq_len: 10 });
+    /// let run = model.open(shapes, &DevicePolicy::only_cpu())?;
+    /// assert!(run.padded()); // takes batches with their lengths
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn padded(job: Job) -> Shapes {
         Shapes { job, padded: true }
     }

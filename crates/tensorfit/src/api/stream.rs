@@ -64,21 +64,62 @@ impl Stream {
     }
 
     /// The number of sequences.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let stream = model.stream(3, &DevicePolicy::only_cpu())?;
+    /// assert_eq!(stream.batch(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn batch(&self) -> usize {
         self.input.shape.dims()[1]
     }
 
     /// Values per sequence and step: the input features (one token id for a token model).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// assert_eq!(model.stream(1, &DevicePolicy::only_cpu())?.step_width(), 2);
+    /// // A token model takes one id per step.
+    /// let words = Model::new(ModelDescription::lstm_language_model(10, 8, 1), 1)?;
+    /// assert_eq!(words.stream(1, &DevicePolicy::only_cpu())?.step_width(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn step_width(&self) -> usize {
         self.input.shape.dims().get(2).copied().unwrap_or(1)
     }
 
     /// The stream's plan.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let stream = model.stream(2, &DevicePolicy::only_cpu())?;
+    /// assert_eq!(stream.plan().job(), Job::Eval { batch: 2, seq_len: 1 }); // one step of 2
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
 
     /// The id of the device the stream runs on.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// assert_eq!(model.stream(1, &DevicePolicy::only_cpu())?.device(), "cpu");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn device(&self) -> &str {
         &self.session.device
     }
@@ -86,6 +127,27 @@ impl Stream {
     /// Advances every sequence by one step: `x` holds `batch × step_width` values,
     /// sequence after sequence. Returns the output at this step, `[batch, outputs]` row
     /// after row (softmax probabilities, or a regression's values).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Error, HostTensor, Job, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let sequence: Vec<f32> = (0..6).map(|i| i as f32 / 6.0).collect(); // 3 steps of 2 features
+    /// let mut stream = model.stream(1, &DevicePolicy::only_cpu())?;
+    /// let mut last = Vec::new();
+    /// for step in sequence.chunks(2) {
+    ///     last = stream.step(step)?;
+    /// }
+    /// // The last step's output is the whole sequence's prediction.
+    /// let mut run = model.open(Job::Eval { batch: 1, seq_len: 3 }, &DevicePolicy::only_cpu())?;
+    /// let whole = run.predict(&HostTensor::new([3, 1, 2], sequence)?)?;
+    /// for (a, b) in last.iter().zip(&whole.data) {
+    ///     assert!((a - b).abs() < 1e-5);
+    /// }
+    /// assert!(matches!(stream.step(&[0.0; 3]), Err(Error::BadInput(_)))); // not 2 values
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn step(&mut self, x: &[f32]) -> Result<Vec<f32>> {
         if x.len() != self.input.data.len() {
             let want = self.input.data.len();
@@ -106,6 +168,19 @@ impl Stream {
     }
 
     /// Zeroes the state of every sequence: the next step starts new sequences.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut stream = model.stream(1, &DevicePolicy::only_cpu())?;
+    /// let first = stream.step(&[1.0, 0.0])?;
+    /// assert_ne!(stream.step(&[1.0, 0.0])?, first);
+    /// stream.reset()?;
+    /// assert_eq!(stream.step(&[1.0, 0.0])?, first); // a new sequence
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reset(&mut self) -> Result<()> {
         let batch = self.batch();
         Ok(self.session.trainer.reset_stream(batch, None)?)
@@ -113,6 +188,22 @@ impl Stream {
 
     /// Zeroes the state of sequence `row` only: its next step starts a new sequence,
     /// the others continue.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use tensorfit::{DevicePolicy, Model, ModelDescription};
+    /// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+    /// let mut stream = model.stream(2, &DevicePolicy::only_cpu())?;
+    /// let x = [1.0, 0.0, 1.0, 0.0]; // one step of each of the 2 sequences
+    /// let first = stream.step(&x)?;
+    /// let second = stream.step(&x)?;
+    /// stream.reset_sequence(0)?;
+    /// let third = stream.step(&x)?;
+    /// assert_eq!(third[..3], first[..3]); // sequence 0 started again
+    /// assert_ne!(third[3..], second[3..]); // sequence 1 went on to its third step
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reset_sequence(&mut self, row: usize) -> Result<()> {
         let batch = self.batch();
         Ok(self.session.trainer.reset_stream(batch, Some(row))?)

@@ -21,6 +21,38 @@ const SETTINGS_KEY: &str = "train.loop";
 /// the whole shuffled epoch, the last one smaller (PyTorch's `DataLoader(shuffle=True)`,
 /// `drop_last=False`; Keras' `batch_size=32`), a validation after every epoch when
 /// validation data is given, no early stopping, no checkpoint files.
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{
+///     BatchOrder, Control, DevicePolicy, FitOptions, Model, ModelDescription, Sequences,
+/// };
+/// let defaults = FitOptions::default();
+/// assert_eq!((defaults.epochs, defaults.batch, defaults.order), (10, 32, BatchOrder::Shuffled));
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+/// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+/// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+/// // The latest state written at the end, and continued from when the file exists.
+/// let path =
+///     std::env::temp_dir().join(format!("tensorfit-doc-{}.safetensors", std::process::id()));
+/// let options = FitOptions {
+///     epochs: 2,
+///     batch: 4,
+///     checkpoint: Some(path.clone()),
+///     resume: true,
+///     ..defaults
+/// };
+/// let mut run = model.open(data.shapes(4), &DevicePolicy::only_cpu())?;
+/// assert_eq!(run.train(&data, None, &options, |_| Control::Continue)?.steps, 4);
+/// // A second run resumes from the file: its epochs are all done.
+/// let mut again = model.open(data.shapes(4), &DevicePolicy::only_cpu())?;
+/// let resumed = again.train(&data, None, &options, |_| Control::Continue)?;
+/// assert_eq!((resumed.steps, resumed.epochs), (4, 2));
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct FitOptions {
     /// Passes over the training sequences.
@@ -74,6 +106,21 @@ impl Default for FitOptions {
 }
 
 /// Mean loss and accuracy over a set of sequences, each weighing the same.
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{DevicePolicy, Model, ModelDescription, Sequences};
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+/// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+/// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+/// let mut run = model.open(data.shapes(4), &DevicePolicy::only_cpu())?;
+/// let scores = run.evaluate_sequences(&data)?;
+/// assert_eq!(scores.sequences, 8);
+/// assert!((0.0..=1.0).contains(&scores.accuracy.unwrap()));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scores {
     /// The mean loss.
@@ -85,6 +132,24 @@ pub struct Scores {
 }
 
 /// One validation of [`Runner::train`].
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{Control, DevicePolicy, FitOptions, Model, ModelDescription, Sequences};
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+/// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+/// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+/// let (train, val) = data.split(0.25, 1)?;
+/// let mut run = model.open(train.shapes(2).holding(&val, 2), &DevicePolicy::only_cpu())?;
+/// let options = FitOptions { epochs: 2, batch: 2, ..FitOptions::default() };
+/// let report = run.train(&train, Some(&val), &options, |_| Control::Continue)?;
+/// let first = report.history[0];
+/// assert_eq!((first.epoch, first.step, first.best, first.since_best), (1, 3, true, 0));
+/// assert_eq!(first.scores.sequences, 2);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Validated {
     /// The epoch (from 1) in progress or just finished.
@@ -102,6 +167,29 @@ pub struct Validated {
 }
 
 /// What [`Runner::train`]'s callback sees.
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{Control, DevicePolicy, Event, FitOptions, Model, ModelDescription, Sequences};
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+/// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+/// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+/// let mut run = model.open(data.shapes(4), &DevicePolicy::only_cpu())?;
+/// let options = FitOptions { epochs: 2, batch: 4, ..FitOptions::default() };
+/// let (mut steps, mut epochs) = (0, 0);
+/// run.train(&data, None, &options, |event| {
+///     match event {
+///         Event::Step { .. } => steps += 1,
+///         Event::EpochEnd { .. } => epochs += 1,
+///         _ => {}
+///     }
+///     Control::Continue
+/// })?;
+/// assert_eq!((steps, epochs), (4, 2));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Event<'a> {
@@ -139,6 +227,26 @@ pub enum Event<'a> {
 }
 
 /// Why [`Runner::train`] ended.
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{
+///     Control, DevicePolicy, Event, FitOptions, Model, ModelDescription, Sequences, Stopped,
+/// };
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+/// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+/// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+/// let mut run = model.open(data.shapes(4), &DevicePolicy::only_cpu())?;
+/// let options = FitOptions { epochs: 5, batch: 4, ..FitOptions::default() };
+/// let report = run.train(&data, None, &options, |event| match event {
+///     Event::EpochEnd { epoch: 2, .. } => Control::Stop,
+///     _ => Control::Continue,
+/// })?;
+/// assert_eq!((report.stopped, report.epochs), (Stopped::Callback, 2));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stopped {
     /// Every epoch ran.
@@ -150,6 +258,27 @@ pub enum Stopped {
 }
 
 /// How [`Runner::train`] ended.
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{
+///     Control, DevicePolicy, FitOptions, Model, ModelDescription, Sequences, Stopped,
+/// };
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+/// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+/// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+/// let (train, val) = data.split(0.25, 1)?;
+/// let mut run = model.open(train.shapes(2).holding(&val, 2), &DevicePolicy::only_cpu())?;
+/// let options = FitOptions { epochs: 3, batch: 2, ..FitOptions::default() };
+/// let report = run.train(&train, Some(&val), &options, |_| Control::Continue)?;
+/// assert_eq!((report.stopped, report.epochs, report.steps), (Stopped::Finished, 3, 9));
+/// assert_eq!(report.history.len(), 3); // a validation after each epoch
+/// let (loss, step) = report.best.unwrap();
+/// assert!(report.history.iter().any(|v| v.scores.loss == loss && v.step == step));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainReport {
     /// The optimizer steps taken by the run in all (a resumed run's count goes on).

@@ -17,6 +17,27 @@ pub const POSITION_KEY: &str = "data.position";
 /// `tensorfit train --data` keep it in their latest state). With the run's seed, which
 /// recomputes each epoch's order, it is all a resumed run needs to continue as if it had
 /// never stopped.
+///
+/// ```
+/// # fn main() -> Result<(), tensorfit::Error> {
+/// use tensorfit::{Checkpoint, Control, DevicePolicy, FitOptions, Model, ModelDescription};
+/// use tensorfit::{Sequences, TrainPosition};
+/// # let model = Model::new(ModelDescription::lstm_classifier(2, 8, 1, 3), 1)?;
+/// let inputs: Vec<Vec<f32>> = (0..8).map(|i| vec![(i % 2) as f32; 6]).collect();
+/// let labels: Vec<f32> = (0..8).map(|i| (i % 2) as f32).collect();
+/// let data = Sequences::new(inputs, labels, 2)?; // 8 sequences of 3 steps of 2 features
+/// let path =
+///     std::env::temp_dir().join(format!("tensorfit-doc-{}.safetensors", std::process::id()));
+/// let options =
+///     FitOptions { epochs: 2, batch: 4, checkpoint: Some(path.clone()), ..FitOptions::default() };
+/// let mut run = model.open(data.shapes(4), &DevicePolicy::only_cpu())?;
+/// run.train(&data, None, &options, |_| Control::Continue)?;
+/// let position = TrainPosition::load(&Checkpoint::load(&path)?.extra)?.unwrap();
+/// assert_eq!((position.epoch, position.batches_done, position.best), (2, 0, None));
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TrainPosition {
     /// The fraction of the data held out to validate on (`--val-fraction`; 0 when the
@@ -38,6 +59,24 @@ pub struct TrainPosition {
 
 impl TrainPosition {
     /// Writes the position into checkpoint metadata, under [`POSITION_KEY`].
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use std::collections::HashMap;
+    /// use tensorfit::{TrainPosition, POSITION_KEY};
+    /// let position = TrainPosition {
+    ///     epoch: 3,
+    ///     batches_done: 2,
+    ///     best: Some((0.25, 17)),
+    ///     ..TrainPosition::default()
+    /// };
+    /// let mut extra = HashMap::new();
+    /// position.store(&mut extra);
+    /// assert!(extra[POSITION_KEY].contains("\"epoch\":3"));
+    /// assert_eq!(TrainPosition::load(&extra)?, Some(position));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn store(&self, extra: &mut HashMap<String, String>) {
         let v = json!({
             "val_fraction": self.val_fraction,
@@ -51,6 +90,18 @@ impl TrainPosition {
 
     /// The position kept in checkpoint metadata (`None` when there is none: the
     /// checkpoint is not a run's latest state).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tensorfit::Error> {
+    /// use std::collections::HashMap;
+    /// use tensorfit::{Error, TrainPosition, POSITION_KEY};
+    /// let mut extra = HashMap::new();
+    /// assert_eq!(TrainPosition::load(&extra)?, None); // not a run's latest state
+    /// extra.insert(POSITION_KEY.to_string(), "{\"epoch\": -1}".to_string());
+    /// assert!(matches!(TrainPosition::load(&extra), Err(Error::BadInput(_))));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn load(extra: &HashMap<String, String>) -> Result<Option<TrainPosition>> {
         let Some(text) = extra.get(POSITION_KEY) else {
             return Ok(None);
