@@ -417,7 +417,10 @@ fn figures_left_to_the_data_are_taken_from_it_by_train_data_and_refused_elsewher
     assert!(tokens.contains("vocab = \"data\""));
     let file = written("from-data-tokens.toml", &tokens);
     let e = refused(&["train", "--model", &file, "--data", data, "--device", "cpu"]);
-    assert!(e.contains("`input.vocab = \"data\"`") && e.contains("the data has none"), "{e}");
+    assert!(
+        e.contains("`input.vocab = \"data\"`") && e.contains("the data has none"),
+        "{e}"
+    );
     assert!(e.contains("3 values per step, 3 classes"), "{e}");
     // Any other word is refused as a value of the wrong type.
     let file = written("from-data-word.toml", &left.replace("\"data\"", "\"auto\""));

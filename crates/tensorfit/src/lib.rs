@@ -47,8 +47,8 @@ pub use tensorfit_plan as plan;
 
 pub use api::{
     quiet_mesa, BadInput, Control, DevicePolicy, Devices, Error, Event, FitOptions, FitReport,
-    Model, Plan, Result, Runner, Scores, Sequences, Shapes, Stopped, Stream, TrainPosition,
-    TrainReport, Training, Validated, POSITION_KEY,
+    Model, Placement, Plan, Result, Runner, Scores, Sequences, Shapes, Stopped, Stream,
+    TrainPosition, TrainReport, Training, Validated, POSITION_KEY,
 };
 /// The types the front door's signatures take and give, at the root: an app describes a
 /// model, plans, trains and predicts with `tensorfit::*` alone.

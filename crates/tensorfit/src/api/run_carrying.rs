@@ -4,7 +4,7 @@
 
 use tensorfit_nn::{Batch, CarriedState, EvalReport, StepReport};
 
-use super::error::Result;
+use super::error::{BadInput, Error, Result};
 use super::runner::{lengths_of, Runner};
 
 impl Runner {
@@ -39,6 +39,14 @@ impl Runner {
         batch: &Batch,
         state: &mut CarriedState,
     ) -> Result<StepReport> {
+        if !self.session.trainer.options().carry_across {
+            return Err(Error::BadInput(BadInput::of(
+                "state",
+                "a run planned to carry the state across batches",
+                "a run that starts every batch from zeros",
+                "this run was not planned to carry the state from one batch into the next: plan it with `Request::carry_across` set",
+            )));
+        }
         let lengths = lengths_of(batch)?;
         let x = &*self.conform(&batch.x)?;
         self.check_planned(x, true)?;
