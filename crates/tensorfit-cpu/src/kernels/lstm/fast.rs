@@ -29,6 +29,7 @@ use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
 use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use crate::kernels::recurrent::fast::{rows_per_part, split_steps, PartRows, Projection};
+use crate::kernels::recurrent::SumOver;
 
 /// The recurrent weight as the right operand of the per-step GEMM, packed once per call
 /// (see `gemm_fast/`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
@@ -312,8 +313,10 @@ pub(crate) fn backward(
                 },
             )
         })?;
-    // 2. The weight gradients over all steps at once.
-    weight_gradients(d, inp, start.dgates, start.grads)
+    // 2. The weight gradients over all steps at once (with lengths, over the real steps
+    // only: the padded rows' gradients are zeros).
+    let sum = SumOver::new(Some(token), inp.lengths);
+    weight_gradients((d, sum), inp, start.dgates, start.grads)
 }
 
 /// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated

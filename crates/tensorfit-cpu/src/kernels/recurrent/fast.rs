@@ -11,7 +11,7 @@ use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::tokens::{token_index, Table};
 use tensorfit_core::RecurrentDims;
 
-use crate::kernels::gemm_fast::{gemm_packed_serial, MatRef, PackedB, Token};
+use crate::kernels::gemm_fast::{gemm_packed, gemm_packed_serial, MatRef, PackedB, Token, KC};
 use crate::kernels::PARALLEL_MIN_ELEMENTS;
 
 /// Batch rows per thread for a layer of `hidden` units. One part when the layer is too
@@ -163,6 +163,129 @@ impl<'w> Projection<'w> {
                         *g = w_ih[columns.at(v, j)] + b;
                     }
                 }
+            }
+        }
+    }
+}
+
+/// `c = aᵀ · b` (`a` `[K, M]`, `b` `[K, N]`, both row-major; `c` `[M, N]`, with `beta` 0 or
+/// any `beta` as in `gemm`) summed over the rows `k` that `kept(k)` holds only: a weight gradient
+/// over the real steps of a padded batch, whose padded rows of `a` are zeros.
+///
+/// The sums are those of the whole product (`gemm::gemm`'s packed path) bit for bit: there
+/// each element is summed in blocks of `KC` rows of the product, each block's sum
+/// starting at +0 and adding its terms in order with one FMA each, then added into `c`.
+/// Here the blocks are the same rows, each packed with its kept rows only, in order: a
+/// dropped term is `0 · v` for a finite `v`, which leaves a sum that is never -0 as it was.
+/// A block with no kept row adds +0 to `c` as the whole product's does (`-0` becomes +0).
+///
+/// It runs as `cᵀ = bᵀ · a`: `a`, the wide operand (the gates), is packed straight from
+/// its kept rows, and the narrow `b` (the inputs or the states) is gathered into the
+/// micro-kernel's rows; with few columns in `b` (3 input features) the whole product's
+/// `[M, N]` tiles were mostly padding. `cᵀ` is held in a buffer the size of `c`.
+pub(crate) fn gemm_tn_kept(
+    token: Token,
+    (a, b): (MatRef<'_>, MatRef<'_>),
+    kept: impl Fn(usize) -> bool,
+    beta: f32,
+    c: &mut [f32],
+) {
+    let (k, m, n) = (a.rows, a.cols, b.cols);
+    if m == 0 || n == 0 {
+        return;
+    }
+    // cᵀ, starting as c's old values when they are added to.
+    let mut c_t = vec![0.0; m * n];
+    if beta != 0.0 {
+        for (i, row) in c.chunks_exact(n).enumerate() {
+            for (j, &v) in row.iter().enumerate() {
+                c_t[j * m + i] = v;
+            }
+        }
+    }
+    let mut rows = Vec::with_capacity(KC.min(k));
+    let mut b_rows = Vec::with_capacity(KC.min(k) * n);
+    for (block, k0) in (0..k).step_by(KC).enumerate() {
+        let scale = if block == 0 { beta } else { 1.0 };
+        rows.clear();
+        rows.extend((k0..(k0 + KC).min(k)).filter(|&r| kept(r)));
+        if rows.is_empty() {
+            // The block's sum is +0: what adding it (or writing it) leaves.
+            for v in c_t.iter_mut() {
+                *v = match scale {
+                    0.0 => 0.0,
+                    1.0 => *v + 0.0,
+                    _ => scale.mul_add(*v, 0.0),
+                };
+            }
+            continue;
+        }
+        b_rows.clear();
+        for &r in &rows {
+            b_rows.extend_from_slice(&b.data[r * b.row_stride..][..n]);
+        }
+        let b_t = MatRef::row_major(&b_rows, rows.len(), n).t();
+        let a_kept = PackedB::from_rows(a, &rows);
+        gemm_packed(token, b_t, &a_kept, scale, None, &mut c_t);
+    }
+    for (i, row) in c.chunks_exact_mut(n).enumerate() {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = c_t[j * m + i];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::gemm::{gemm, mat, mat_mut};
+    use crate::kernels::gemm_fast::simd;
+    use tensorfit_core::seq_lengths::past_end;
+    use tensorfit_testing::{Rng, TestRng};
+
+    #[test]
+    fn a_sum_over_the_real_steps_is_the_whole_products_bit_for_bit() {
+        let Some(token) = simd() else {
+            eprintln!("skipped: no AVX-512 on this CPU");
+            return;
+        };
+        let mut rng = Rng::new(7);
+        // (T, B, M, N, longest length): K over several blocks of KC rows, one block with
+        // every row padded (T = 40, B = 16, lengths <= 10: steps 16..32), few columns.
+        for (steps, batch, m, n, longest) in [
+            (40, 16, 128, 3, 10),
+            (37, 13, 40, 32, 37),
+            (5, 3, 12, 7, 5),
+            (30, 1, 20, 33, 0),
+        ] {
+            let lengths: Vec<f32> = (0..batch).map(|_| rng.range(0, longest) as f32).collect();
+            let k = steps * batch;
+            let kept = |r: usize| !past_end(r / batch, lengths[r % batch]);
+            // `a` (the gates' gradients) is zero on padded rows; `b` is anything finite.
+            let mut a = rng.signed_vec(k * m);
+            for (r, row) in a.chunks_exact_mut(m).enumerate() {
+                if !kept(r) {
+                    row.fill(0.0);
+                }
+            }
+            let b = rng.signed_vec(k * n);
+            for beta in [0.0, 1.0] {
+                let old = rng.signed_vec(m * n);
+                let mut want = old.clone();
+                let (a_m, b_m) = (mat(&a, k, m).unwrap(), mat(&b, k, n).unwrap());
+                let mut want_m = mat_mut(&mut want, m, n).unwrap();
+                gemm(1.0, a_m.t(), b_m, beta, &mut want_m).unwrap();
+                let mut got = old;
+                let operands = (MatRef::row_major(&a, k, m), MatRef::row_major(&b, k, n));
+                gemm_tn_kept(token, operands, kept, beta, &mut got);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits());
+                assert!(
+                    same,
+                    "T {steps} B {batch} M {m} N {n} beta {beta}: not bit-equal"
+                );
             }
         }
     }
