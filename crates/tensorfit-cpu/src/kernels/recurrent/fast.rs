@@ -168,6 +168,111 @@ impl<'w> Projection<'w> {
     }
 }
 
+/// What a step's recurrent GEMM over a thread's rows does with `c`.
+#[derive(Clone, Copy)]
+pub(crate) enum Written<'b> {
+    /// `c += a · w`.
+    Added,
+    /// `c = a · w + bias`.
+    Biased(&'b [f32]),
+}
+
+/// The per-step recurrent GEMM of one thread's rows over the rows inside their sequence
+/// only (with lengths; every row without), and the buffers it gathers them into, made
+/// once per call (one step of the thread's rows of `a` and of `c`: outside the plan, the
+/// size of one step of the layer's gates at most).
+///
+/// Each row of a product is its own sum, whatever rows run beside it, so a row inside its
+/// sequence gets what the whole product gives it bit for bit: the rows run in place when
+/// they are one run, else gathered (with their `c`), multiplied and put back. A row past its end is not
+/// multiplied: with [`Written::Added`] its `c` gets `+ 0.0`, what the product adds for its row
+/// of `a` being zero (the backward's gradients past the end; the forward's gates there
+/// are overwritten), with [`Written::Biased`] it is left for the cell's pass to overwrite.
+pub(crate) struct LiveRows {
+    live: Vec<usize>,
+    a: Vec<f32>,
+    c: Vec<f32>,
+}
+
+impl LiveRows {
+    /// For `m` rows of `a` `[m, k]` and `c` `[m, n]`; with no lengths, nothing is held.
+    pub(crate) fn new(lengths: RowLengths<'_>, m: usize, (k, n): (usize, usize)) -> Self {
+        let held = if lengths.0.is_some() { m } else { 0 };
+        LiveRows {
+            live: Vec::with_capacity(held),
+            a: vec![0.0; held * k],
+            c: vec![0.0; held * n],
+        }
+    }
+
+    /// `c` (`[m, w.n()]`) as `into` says, from `a` (`[m, w.k()]`) and `w`, over the rows
+    /// inside their sequence at step `t`.
+    #[inline(always)]
+    pub(crate) fn gemm(
+        &mut self,
+        token: Token,
+        w: &PackedB,
+        (a, c): (&[f32], &mut [f32]),
+        (t, lengths): (usize, RowLengths<'_>),
+        into: Written<'_>,
+    ) {
+        let (k, n) = (w.k(), w.n());
+        let m = c.len() / n.max(1);
+        let (beta, bias) = match into {
+            Written::Added => (1.0, None),
+            Written::Biased(bias) => (0.0, Some(bias)),
+        };
+        self.live.clear();
+        self.live
+            .extend((0..m).filter(|&r| !lengths.past_end(t, r)));
+        let live = &self.live;
+        if live.len() == m {
+            gemm_packed_serial(token, MatRef::row_major(a, m, k), w, beta, bias, c);
+            return;
+        }
+        if let Written::Added = into {
+            for r in (0..m).filter(|&r| lengths.past_end(t, r)) {
+                for v in &mut c[r * n..(r + 1) * n] {
+                    *v += 0.0;
+                }
+            }
+        }
+        let Some((&first, &last)) = live.first().zip(live.last()) else {
+            return;
+        };
+        let rows = live.len();
+        if last + 1 - first == rows {
+            // One run of rows: in place.
+            let a_run = MatRef::row_major(&a[first * k..(last + 1) * k], rows, k);
+            let c_run = &mut c[first * n..(last + 1) * n];
+            gemm_packed_serial(token, a_run, w, beta, bias, c_run);
+            return;
+        }
+        // Scattered rows: gathered (with their old `c` when it is added to: the product
+        // adds each block of `KC` terms to it in turn), multiplied, put back.
+        for (dst, &r) in self.a.chunks_exact_mut(k.max(1)).zip(live) {
+            dst.copy_from_slice(&a[r * k..(r + 1) * k]);
+        }
+        let (a_live, c_live) = (&self.a[..rows * k], &mut self.c[..rows * n]);
+        if let Written::Added = into {
+            for (dst, &r) in c_live.chunks_exact_mut(n.max(1)).zip(live) {
+                dst.copy_from_slice(&c[r * n..(r + 1) * n]);
+            }
+        }
+        gemm_packed_serial(
+            token,
+            MatRef::row_major(a_live, rows, k),
+            w,
+            beta,
+            bias,
+            c_live,
+        );
+        for (src, &r) in c_live.chunks_exact(n.max(1)).zip(live) {
+            c[r * n..(r + 1) * n].copy_from_slice(src);
+        }
+    }
+}
+
 /// `c = aᵀ · b` (`a` `[K, M]`, `b` `[K, N]`, both row-major; `c` `[M, N]`, with `beta` 0 or
 /// any `beta` as in `gemm`) summed over the rows `k` that `kept(k)` holds only: a weight gradient
 /// over the real steps of a padded batch, whose padded rows of `a` are zeros.
@@ -242,6 +347,62 @@ mod tests {
     use crate::kernels::gemm_fast::simd;
     use tensorfit_core::seq_lengths::past_end;
     use tensorfit_testing::{Rng, TestRng};
+
+    #[test]
+    fn a_steps_product_over_the_live_rows_is_the_whole_products_bit_for_bit() {
+        let Some(token) = simd() else {
+            eprintln!("skipped: no AVX-512 on this CPU");
+            return;
+        };
+        let mut rng = Rng::new(5);
+        // (rows, k, n) with K over two blocks of KC, and each way the live rows fall: all,
+        // one run, scattered, none.
+        for (m, k, n) in [(16, 32, 128), (9, 390, 130), (3, 300, 1200), (24, 5, 3)] {
+            let w = rng.signed_vec(k * n);
+            let w = PackedB::new(MatRef::row_major(&w, k, n));
+            let bias = rng.signed_vec(n);
+            let t = 4;
+            let all_live = vec![9.0; m];
+            let run: Vec<f32> = (0..m)
+                .map(|r| if (1..m - 1).contains(&r) { 5.0 } else { 2.0 })
+                .collect();
+            let scattered: Vec<f32> = (0..m).map(|r| [0.0, 7.0, 4.0][r % 3]).collect();
+            for lengths in [all_live, run, scattered, vec![3.0; m]] {
+                let rows = RowLengths(Some(&lengths));
+                // Rows of `a` past their end are zeros (the backward's gradients).
+                let mut a = rng.signed_vec(m * k);
+                for (r, row) in a.chunks_exact_mut(k).enumerate() {
+                    if rows.past_end(t, r) {
+                        row.fill(0.0);
+                    }
+                }
+                let old = rng.signed_vec(m * n);
+                let mut live = LiveRows::new(rows, m, (k, n));
+                for into in [Written::Added, Written::Biased(&bias)] {
+                    let (beta, b) = match into {
+                        Written::Added => (1.0, None),
+                        Written::Biased(bias) => (0.0, Some(bias)),
+                    };
+                    let mut want = old.clone();
+                    gemm_packed_serial(token, MatRef::row_major(&a, m, k), &w, beta, b, &mut want);
+                    let mut got = old.clone();
+                    live.gemm(token, &w, (&a, &mut got), (t, rows), into);
+                    for r in 0..m {
+                        // With a bias, a row past its end is the cell pass's to overwrite.
+                        if matches!(into, Written::Biased(_)) && rows.past_end(t, r) {
+                            continue;
+                        }
+                        let (g, w) = (&got[r * n..][..n], &want[r * n..][..n]);
+                        let same = g.iter().zip(w).all(|(g, w)| g.to_bits() == w.to_bits());
+                        assert!(
+                            same,
+                            "{m}x{k}x{n} lengths {lengths:?} row {r}: not bit-equal"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_sum_over_the_real_steps_is_the_whole_products_bit_for_bit() {
