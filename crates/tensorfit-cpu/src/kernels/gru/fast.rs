@@ -66,6 +66,7 @@ pub(super) fn forward(
             // The rows inside their sequence at each step: a row past its end is not
             // multiplied (its projections are overwritten with zeros).
             let mut live = LiveRows::new(lengths, m, (hidden, h3));
+            let mut live_x = LiveRows::new(lengths, m, (x_row, h3));
             vectorize(
                 Some(token),
                 #[inline(always)]
@@ -75,7 +76,8 @@ pub(super) fn forward(
                         if slot == 0 {
                             for u in t..steps.min(t + held) {
                                 let x_u = &inp.x[own.at(x_row, u)];
-                                projection.project(token, x_u, m, &mut *g[u - t]);
+                                let rows = (x_u, m, &mut *g[u - t]);
+                                projection.project_live(token, rows, &mut live_x, (u, lengths));
                             }
                         }
                         let (y_before, y_from_t) = ys.split_at_mut(t);

@@ -153,6 +153,7 @@ pub(crate) fn forward(
             // The rows inside their sequence at each step: a row past its end is not
             // multiplied (its gates are overwritten with zeros).
             let mut live = LiveRows::new(lengths, m, (hidden, 4 * hidden));
+            let mut live_x = LiveRows::new(lengths, m, (per_row, 4 * hidden));
             vectorize(
                 Some(token),
                 #[inline(always)]
@@ -164,7 +165,8 @@ pub(crate) fn forward(
                         if t % ahead == 0 {
                             for u in t..steps.min(t + ahead) {
                                 let x_u = &inp.x[own.at(per_row, u)];
-                                projection.project(token, x_u, m, &mut *g[slot(u)]);
+                                let rows = (x_u, m, &mut *g[slot(u)]);
+                                projection.project_live(token, rows, &mut live_x, (u, lengths));
                             }
                         }
                         let gates_t = &mut *g[slot(t)];

@@ -137,6 +137,37 @@ impl<'w> Projection<'w> {
         Projection::Table(table)
     }
 
+    /// [`Projection::project`] for the rows of `x` inside their sequence at step `t`
+    /// (every row without lengths; `live` made for `m` rows of `x` and of `gates`): a row
+    /// past its end is left for the cell's pass to overwrite.
+    pub(crate) fn project_live(
+        &self,
+        token: Token,
+        (x, m, gates): (&[f32], usize, &mut [f32]),
+        live: &mut LiveRows,
+        (t, lengths): (usize, RowLengths<'_>),
+    ) {
+        match self {
+            Projection::Dense { w_ih_t, bias } => {
+                live.gemm(
+                    token,
+                    w_ih_t,
+                    (x, gates),
+                    (t, lengths),
+                    Written::Biased(bias),
+                );
+            }
+            Projection::Table(_) | Projection::Columns { .. } => {
+                // One row each, copied: only the live ones.
+                let width = (gates.len() / m.max(1)).max(1);
+                let rows = gates.chunks_exact_mut(width).zip(x).enumerate();
+                for (_, (g, id)) in rows.filter(|(r, _)| !lengths.past_end(t, *r)) {
+                    self.project(token, std::slice::from_ref(id), 1, g);
+                }
+            }
+        }
+    }
+
     /// `gates = x · w_ihᵀ + bias` for the `m` rows of `x` (`m·I` features or `m` ids).
     pub(crate) fn project(&self, token: Token, x: &[f32], m: usize, gates: &mut [f32]) {
         let width = (gates.len() / m.max(1)).max(1);
