@@ -131,23 +131,30 @@ impl Drop for PackedB {
 }
 
 /// Packs columns `j0..j0 + NR` of `b` (zero beyond its last column), rows
-/// `k0..k0 + kc`, into `panel` (`[kc, NR]` row-major). Rows (or, for a transposed view,
-/// columns) are copied as contiguous runs where the strides allow.
-fn pack_b_panel(b: MatRef<'_>, k0: usize, j0: usize, panel: &mut [f32]) {
+/// `k0..k0 + kc` (or, with `picked`, rows `picked[k0..k0 + kc]`), into `panel`
+/// (`[kc, NR]` row-major). Rows (or, for a transposed view, columns) are copied as
+/// contiguous runs where the strides allow.
+fn pack_b_panel(
+    b: MatRef<'_>,
+    (k0, picked): (usize, Option<&[usize]>),
+    j0: usize,
+    panel: &mut [f32],
+) {
     let kc = panel.len() / NR;
     let width = NR.min(b.cols - j0);
+    let row_of = |p: usize| picked.map_or(k0 + p, |rows| rows[k0 + p]);
     if b.col_stride == 1 {
         // Each row of the panel is a contiguous run of a row of `b` (copied with a
         // length known at compile time where it can be, not a `memmove` call per row).
         for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
-            let start = (k0 + p) * b.row_stride + j0;
+            let start = row_of(p) * b.row_stride + j0;
             if width == NR {
                 row.copy_from_slice(&b.data[start..start + NR]);
             } else {
                 row[..width].copy_from_slice(&b.data[start..start + width]);
             }
         }
-    } else if b.row_stride == 1 {
+    } else if b.row_stride == 1 && picked.is_none() {
         // A transposed row-major matrix: each column of the panel is a contiguous run.
         for jj in 0..width {
             let start = (j0 + jj) * b.col_stride + k0;
@@ -159,7 +166,7 @@ fn pack_b_panel(b: MatRef<'_>, k0: usize, j0: usize, panel: &mut [f32]) {
     } else {
         for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
             for (jj, v) in row.iter_mut().enumerate().take(width) {
-                *v = b.at(k0 + p, j0 + jj);
+                *v = b.at(row_of(p), j0 + jj);
             }
         }
     }
@@ -228,6 +235,25 @@ pub fn packed_b_elements(k: usize, n: usize) -> usize {
 impl PackedB {
     /// Packs `b`. Costs one pass over `b`; do it once per operand that is reused.
     pub fn new(b: MatRef<'_>) -> Self {
+        Self::pack(b, None)
+    }
+
+    /// Packs rows `rows` of `b`, in that order: the `B` whose row `p` is `b`'s row
+    /// `rows[p]` (each at most `b.rows - 1`), without forming it. The product then sums
+    /// over those rows only (the recurrent layers' weight gradients over the real steps
+    /// of a padded batch, `recurrent/fast.rs`).
+    pub fn from_rows(b: MatRef<'_>, rows: &[usize]) -> Self {
+        Self::pack(
+            MatRef {
+                rows: rows.len(),
+                ..b
+            },
+            Some(rows),
+        )
+    }
+
+    /// [`PackedB::new`], or with `picked` [`PackedB::from_rows`].
+    fn pack(b: MatRef<'_>, picked: Option<&[usize]>) -> Self {
         let (k, n) = (b.rows, b.cols);
         let panels = n.div_ceil(NR);
         let len = k * panels * NR;
@@ -241,7 +267,8 @@ impl PackedB {
             .zip((0..k).step_by(KC))
         {
             let kc = KC.min(k - k0);
-            let pack = |(jp, panel): (usize, &mut [f32])| pack_b_panel(b, k0, jp * NR, panel);
+            let pack =
+                |(jp, panel): (usize, &mut [f32])| pack_b_panel(b, (k0, picked), jp * NR, panel);
             if parallel {
                 block.par_chunks_mut(kc * NR).enumerate().for_each(pack);
             } else {

@@ -12,7 +12,9 @@
 //!   steps (rows of a GRU never exchange data), so there is no barrier per step: per
 //!   step one serial packed GEMM (`w_hhᵀ` forward, `w_hh` backward, packed once per call)
 //!   and one fused pass, compiled for AVX-512 inside `gemm_fast::vectorize` with fused
-//!   multiply-adds.
+//!   multiply-adds; with lengths, the GEMM multiplies only the rows inside their
+//!   sequence (`recurrent::fast::LiveRows`) and the weight gradients sum over those
+//!   rows only (`recurrent::SumOver`).
 //!
 //! Nothing is allocated inside the time loops.
 
@@ -24,8 +26,10 @@ use super::{
     GruForwardOutputs, StepSaved,
 };
 use crate::kernels::fastmath::Fused;
-use crate::kernels::gemm_fast::{gemm_packed_serial, vectorize, MatRef, PackedB, Token};
-use crate::kernels::recurrent::fast::{rows_per_part, split_steps, PartRows, Projection};
+use crate::kernels::gemm_fast::{vectorize, MatRef, PackedB, Token};
+use crate::kernels::recurrent::fast::{
+    rows_per_part, split_steps, LiveRows, PartRows, Projection, Written,
+};
 
 /// The forward pass, for a layer that is not empty, holding `held` steps of `gates` and
 /// `hidden` (step `t` in slot `t % held`; the lengths have been checked by
@@ -59,6 +63,10 @@ pub(super) fn forward(
             let m = ys[0].len() / hidden;
             let own = PartRows::new(batch, (p, part), m, inp.lengths);
             let (h0, lengths) = (&inp.h0[own.at(hidden, 0)], own.lengths);
+            // The rows inside their sequence at each step: a row past its end is not
+            // multiplied (its projections are overwritten with zeros).
+            let mut live = LiveRows::new(lengths, m, (hidden, h3));
+            let mut live_x = LiveRows::new(lengths, m, (x_row, h3));
             vectorize(
                 Some(token),
                 #[inline(always)]
@@ -68,15 +76,16 @@ pub(super) fn forward(
                         if slot == 0 {
                             for u in t..steps.min(t + held) {
                                 let x_u = &inp.x[own.at(x_row, u)];
-                                projection.project(token, x_u, m, &mut *g[u - t]);
+                                let rows = (x_u, m, &mut *g[u - t]);
+                                projection.project_live(token, rows, &mut live_x, (u, lengths));
                             }
                         }
                         let (y_before, y_from_t) = ys.split_at_mut(t);
                         let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
                         // hidden[t] = h_{t-1} · w_hhᵀ + b_hh
-                        let a = MatRef::row_major(h_prev, m, hidden);
                         let hh_t = &mut *hh[slot];
-                        gemm_packed_serial(token, a, &w_hh_t, 0.0, Some(inp.b_hh), hh_t);
+                        let into = Written::Biased(inp.b_hh);
+                        live.gemm(token, &w_hh_t, (h_prev, hh_t), (t, lengths), into);
                         let rows = (t, lengths);
                         cell_forward::<Fused>(g[slot], hh_t, h_prev, y_from_t[0], hidden, rows);
                     }
@@ -109,6 +118,7 @@ pub(super) fn backward(
         .for_each(|(p, ((mut dg, mut dhh), dh))| {
             let m = dh.len() / hidden;
             let own = PartRows::new(batch, (p, part), m, inp.lengths);
+            let mut live = LiveRows::new(own.lengths, m, (h3, hidden));
             vectorize(
                 Some(token),
                 #[inline(always)]
@@ -122,9 +132,10 @@ pub(super) fn backward(
                             units: hidden,
                         };
                         cell_backward(&saved, dh, dg[t], dhh[t], (t, own.lengths));
-                        // dh += dhidden[t] · w_hh
-                        let a = MatRef::row_major(dhh[t], m, h3);
-                        gemm_packed_serial(token, a, &w_hh, 1.0, None, dh);
+                        // dh += dhidden[t] · w_hh (a row past its end is not
+                        // multiplied: its dhidden are zeros)
+                        let rows = (t, own.lengths);
+                        live.gemm(token, &w_hh, (dhh[t], dh), rows, Written::Added);
                     }
                 },
             )

@@ -35,7 +35,7 @@ use super::gemm_fast::{self, Token};
 use super::lstm::check_lengths;
 use super::recurrent::{
     check_inputs, hidden_weight_gradient, input_gradients, zero_gradients, ForwardLoop,
-    RecurrentInto,
+    RecurrentInto, SumOver,
 };
 
 mod fast;
@@ -130,7 +130,9 @@ pub fn backward_on(
         Some(token) => fast::backward(token, d, inp, &mut out),
         None => backward_steps(d, inp, &mut out)?,
     }
-    weight_gradients(d, inp, out)
+    // On the fast path with lengths, over the real steps only (the padded rows'
+    // gradients are zeros).
+    weight_gradients((d, SumOver::new(token, inp.lengths)), inp, out)
 }
 
 /// The previous state of step `t` of `[T, B, H]` outputs `y`, as a range of `y`, or `None`
@@ -305,13 +307,13 @@ fn cell_backward(
 /// each over all `T·B` rows (`recurrent.rs`, shared with the LSTM): `dw_ih` and `dx` from
 /// `dgates` (on token input `dw_ih` its scatter-add), `dw_hh` from `dhidden`; `db_ih` and `db_hh` their column sums.
 fn weight_gradients(
-    d: GruDims,
+    (d, sum): (GruDims, SumOver<'_>),
     inp: &GruBackwardInputs<'_>,
     out: GruBackwardOutputs<'_>,
 ) -> Result<()> {
     let operands = (&*out.dgates, inp.x, inp.w_ih);
-    input_gradients(&d, operands, (out.dw_ih, out.dx))?;
-    hidden_weight_gradient(&d, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
+    input_gradients(&d, sum, operands, (out.dw_ih, out.dx))?;
+    hidden_weight_gradient(&d, sum, out.dhidden, (inp.h0, inp.y), out.dw_hh)?;
     sum_to_shape(out.dgates, out.db_ih)?;
     sum_to_shape(out.dhidden, out.db_hh)
 }

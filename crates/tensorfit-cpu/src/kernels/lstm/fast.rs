@@ -13,7 +13,10 @@
 //!   biases added, formed once per call (`recurrent::fast::Projection`, the GRU's too);
 //! - the gate passes run [`LANES`] units at a time through `fastmath` with fused
 //!   multiply-adds, compiled for AVX-512 inside `gemm_fast::vectorize`; without cells
-//!   to keep, the gates of a few steps are reused as scratch (`Op::output_is_scratch`).
+//!   to keep, the gates of a few steps are reused as scratch (`Op::output_is_scratch`);
+//! - with lengths, each step's GEMM multiplies only the thread's rows inside their
+//!   sequence (`recurrent::fast::LiveRows`), and the weight gradients sum over those
+//!   rows only (`recurrent::SumOver`): a padded step costs its row's pass, not its GEMM.
 //!
 //! Nothing is allocated inside the time loops.
 
@@ -28,7 +31,10 @@ use super::{
 use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
 use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
-use crate::kernels::recurrent::fast::{rows_per_part, split_steps, PartRows, Projection};
+use crate::kernels::recurrent::fast::{
+    rows_per_part, split_steps, LiveRows, PartRows, Projection, Written,
+};
+use crate::kernels::recurrent::SumOver;
 
 /// The recurrent weight as the right operand of the per-step GEMM, packed once per call
 /// (see `gemm_fast/`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
@@ -47,12 +53,30 @@ impl Recurrent {
 
     /// `c = a · w + beta · c` for `m` rows of `a` (one thread's batch rows of one step).
     fn gemm_rows(&self, a: &[f32], m: usize, beta: f32, c: &mut [f32]) -> Result<()> {
-        let k = self.packed.k();
-        if a.len() != m * k || c.len() != m * self.packed.n() {
+        self.check(a, m, c)?;
+        let a = MatRef::row_major(a, m, self.packed.k());
+        gemm_packed_serial(self.token, a, &self.packed, beta, None, c);
+        Ok(())
+    }
+
+    /// `c += a · w` for the rows of `m` inside their sequence at step `t` (see
+    /// `LiveRows`; a row past its end gets `c + 0`).
+    fn gemm_live(
+        &self,
+        live: &mut LiveRows,
+        (a, m, c): (&[f32], usize, &mut [f32]),
+        rows: (usize, RowLengths<'_>),
+    ) -> Result<()> {
+        self.check(a, m, c)?;
+        live.gemm(self.token, &self.packed, (a, c), rows, Written::Added);
+        Ok(())
+    }
+
+    /// `a` `[m, k]` and `c` `[m, n]` fit the packed weight.
+    fn check(&self, a: &[f32], m: usize, c: &[f32]) -> Result<()> {
+        if a.len() != m * self.packed.k() || c.len() != m * self.packed.n() {
             return Err(backend_error("lstm: recurrent GEMM operands mismatch"));
         }
-        let a = MatRef::row_major(a, m, k);
-        gemm_packed_serial(self.token, a, &self.packed, beta, None, c);
         Ok(())
     }
 }
@@ -126,6 +150,10 @@ pub(crate) fn forward(
             let reuse = cs.is_none();
             let ahead = project_ahead(m, steps).min(g.len());
             let slot = move |u: usize| if reuse { u % ahead } else { u };
+            // The rows inside their sequence at each step: a row past its end is not
+            // multiplied (its gates are overwritten with zeros).
+            let mut live = LiveRows::new(lengths, m, (hidden, 4 * hidden));
+            let mut live_x = LiveRows::new(lengths, m, (per_row, 4 * hidden));
             vectorize(
                 Some(token),
                 #[inline(always)]
@@ -137,12 +165,13 @@ pub(crate) fn forward(
                         if t % ahead == 0 {
                             for u in t..steps.min(t + ahead) {
                                 let x_u = &inp.x[own.at(per_row, u)];
-                                projection.project(token, x_u, m, &mut *g[slot(u)]);
+                                let rows = (x_u, m, &mut *g[slot(u)]);
+                                projection.project_live(token, rows, &mut live_x, (u, lengths));
                             }
                         }
                         let gates_t = &mut *g[slot(t)];
                         // gates[t] += h_{t-1} · w_hhᵀ
-                        w_hh_t.gemm_rows(h_prev, m, 1.0, gates_t)?;
+                        w_hh_t.gemm_live(&mut live, (h_prev, m, gates_t), (t, lengths))?;
                         // The cell state slice holds c_{t-1} on entry to the fused pass and
                         // c_t after it.
                         let c_t: &mut [f32] = match cs.as_mut() {
@@ -288,6 +317,7 @@ pub(crate) fn backward(
             let m = dh.len() / hidden;
             let own = PartRows::new(batch, (p, part), m, inp.lengths);
             let lengths = own.lengths;
+            let mut live = LiveRows::new(lengths, m, (4 * hidden, hidden));
             vectorize(
                 Some(token),
                 #[inline(always)]
@@ -305,15 +335,20 @@ pub(crate) fn backward(
                         cell_backward(&saved, dc, dgates_t, (t, lengths));
                         // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1} (added,
                         // with lengths, to the dh_n that padded rows carry).
-                        let beta = hold_padded_dh(lengths, t, dh, hidden);
-                        w_hh.gemm_rows(dgates_t, m, beta, dh)?;
+                        // A row past its end is not multiplied: its dgates are zeros.
+                        match hold_padded_dh(lengths, t, dh, hidden) {
+                            0.0 => w_hh.gemm_rows(dgates_t, m, 0.0, dh)?,
+                            _ => w_hh.gemm_live(&mut live, (dgates_t, m, dh), (t, lengths))?,
+                        }
                     }
                     Ok(())
                 },
             )
         })?;
-    // 2. The weight gradients over all steps at once.
-    weight_gradients(d, inp, start.dgates, start.grads)
+    // 2. The weight gradients over all steps at once (with lengths, over the real steps
+    // only: the padded rows' gradients are zeros).
+    let sum = SumOver::new(Some(token), inp.lengths);
+    weight_gradients((d, sum), inp, start.dgates, start.grads)
 }
 
 /// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated

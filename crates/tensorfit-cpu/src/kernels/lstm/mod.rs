@@ -38,7 +38,7 @@ use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::recurrent::{
     check_inputs, hidden_weight_gradient, input_gradients, zero_gradients, ForwardLoop,
-    RecurrentInto,
+    RecurrentInto, SumOver,
 };
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
@@ -322,7 +322,7 @@ fn backward_steps(
     }
 
     // 2. The weight gradients over all steps at once.
-    weight_gradients(d, inp, dgates, grads)
+    weight_gradients((d, SumOver::AllRows), inp, dgates, grads)
 }
 
 /// Before step `t`'s GEMM `dh = dgates[t] · w_hh`: with lengths, zeroes the running
@@ -415,13 +415,13 @@ impl WeightGrads<'_> {
 /// sums of `dgates` (the gradient of `b_ih` and of `b_hh` alike), `dx = dgates · w_ih`;
 /// on token input `dw_ih` is the scatter-add of `dgates` into the ids' columns.
 pub(crate) fn weight_gradients(
-    d: LstmDims,
+    (d, sum): (LstmDims, SumOver<'_>),
     inp: &LstmBackwardInputs<'_>,
     dgates: &[f32],
     g: WeightGrads<'_>,
 ) -> Result<()> {
-    input_gradients(&d, (dgates, inp.x, inp.w_ih), (g.dw_ih, g.dx))?;
-    hidden_weight_gradient(&d, dgates, (inp.h0, inp.y), g.dw_hh)?;
+    input_gradients(&d, sum, (dgates, inp.x, inp.w_ih), (g.dw_ih, g.dx))?;
+    hidden_weight_gradient(&d, sum, dgates, (inp.h0, inp.y), g.dw_hh)?;
     sum_to_shape(dgates, g.db)
 }
 

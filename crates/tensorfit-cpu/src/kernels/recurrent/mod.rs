@@ -3,7 +3,8 @@
 //! ([`forward_steps`]: the input projection of a run of steps, one GEMM over features or
 //! on token input the gather of `w_ih`'s columns; per step the recurrent GEMM and the
 //! cell's fused pass, the only part a cell writes), and the weight gradients
-//! the backward forms after its time loop, one GEMM each over all `T·B` rows: a cell hands
+//! the backward forms after its time loop, one GEMM each over all `T·B` rows (on the fast
+//! path with lengths, over the rows inside their sequences: [`SumOver`]): a cell hands
 //! in the gradients at its input projections (`d_ih`) and at its recurrent projections
 //! (`d_hh`; the same tensor for the LSTM) and forms its bias gradients itself.
 //!
@@ -17,6 +18,8 @@ use tensorfit_core::{RecurrentDims, Result};
 
 use super::gather::{gather, scatter_add};
 use super::gemm::{gemm, mat, mat_mut};
+use super::gemm_fast::{MatRef, Token};
+use crate::backend_error;
 
 /// On token input, every id of `x` must name a column of `w_ih`; every sequence length,
 /// if given, must be a whole number of steps in `0..=T` (see `tensorfit_core::tokens`,
@@ -173,24 +176,85 @@ fn add_rows(rows: &mut [f32], bias: &[f32]) {
     }
 }
 
+/// How the weight gradients are summed: over every row of `[T, B]`, or on the fast path
+/// of a token over the rows inside their sequences only (`lengths`; the gradients of the
+/// padded rows are zeros, see `fast::gemm_tn_kept`).
+#[derive(Clone, Copy)]
+pub(crate) enum SumOver<'a> {
+    AllRows,
+    RealSteps(Token, &'a [f32]),
+}
+
+impl<'a> SumOver<'a> {
+    /// The real steps on `token`'s fast path when there are lengths, else all rows.
+    pub(crate) fn new(token: Option<Token>, lengths: Option<&'a [f32]>) -> Self {
+        match (token, lengths) {
+            (Some(token), Some(lengths)) => SumOver::RealSteps(token, lengths),
+            _ => SumOver::AllRows,
+        }
+    }
+}
+
+/// A row-major matrix's elements and its number of columns.
+type Columns<'a> = (&'a [f32], usize);
+
+/// `c = aᵀ · b` (`a` `[K, M]`, `b` `[K, N]`, `c` `[M, N]`, all row-major), summed as `sum`
+/// says: row `k` of the product is step `first_step + k / B`, batch row `k % B`.
+fn gemm_tn(
+    sum: SumOver<'_>,
+    ((a, m), (b, n)): (Columns<'_>, Columns<'_>),
+    (first_step, batch): (usize, usize),
+    beta: f32,
+    c: &mut [f32],
+) -> Result<()> {
+    let k = a.len() / m.max(1);
+    let (a_m, b_m) = (mat(a, k, m)?, mat(b, k, n)?);
+    match sum {
+        SumOver::AllRows => gemm(1.0, a_m.t(), b_m, beta, &mut mat_mut(c, m, n)?),
+        SumOver::RealSteps(token, lengths) => {
+            if lengths.len() != batch {
+                return Err(backend_error(
+                    "recurrent: lengths are not one per batch row",
+                ));
+            }
+            let kept =
+                |r: usize| !seq_lengths::past_end(first_step + r / batch, lengths[r % batch]);
+            if c.len() != m * n {
+                return Err(backend_error(
+                    "recurrent: weight gradient of the wrong size",
+                ));
+            }
+            let operands = (MatRef::row_major(a, k, m), MatRef::row_major(b, k, n));
+            fast::gemm_tn_kept(token, operands, kept, beta, c);
+            Ok(())
+        }
+    }
+}
+
 /// `dw_hh = Σ_t d_hh[t]ᵀ · h_{t-1}` over `d_hh` `[T, B, G·H]`: step 0 against `h0`, steps
 /// 1.. against `y[0..T-1]`.
 pub(crate) fn hidden_weight_gradient(
     d: &impl RecurrentDims,
+    sum: SumOver<'_>,
     d_hh: &[f32],
     (h0, y): (&[f32], &[f32]),
     dw_hh: &mut [f32],
 ) -> Result<()> {
     let (steps, batch, hidden) = d.sizes();
     let width = d.gate_width();
-    let mut dw_hh = mat_mut(dw_hh, width, hidden)?;
-    let d_0 = mat(&d_hh[..d.step_gates()], batch, width)?;
-    gemm(1.0, d_0.t(), mat(h0, batch, hidden)?, 0.0, &mut dw_hh)?;
+    let d_0 = &d_hh[..d.step_gates()];
+    gemm_tn(sum, ((d_0, width), (h0, hidden)), (0, batch), 0.0, dw_hh)?;
     if steps > 1 {
         let later = (steps - 1) * batch;
-        let d_rest = mat(&d_hh[d.step_gates()..], later, width)?;
-        let h_prev = mat(&y[..later * hidden], later, hidden)?;
-        gemm(1.0, d_rest.t(), h_prev, 1.0, &mut dw_hh)?;
+        let d_rest = &d_hh[d.step_gates()..];
+        let h_prev = &y[..later * hidden];
+        gemm_tn(
+            sum,
+            ((d_rest, width), (h_prev, hidden)),
+            (1, batch),
+            1.0,
+            dw_hh,
+        )?;
     }
     Ok(())
 }
@@ -199,6 +263,7 @@ pub(crate) fn hidden_weight_gradient(
 /// scatter-add of `d_ih` into the columns of the ids (and there is no `dx`).
 pub(crate) fn input_gradients(
     d: &impl RecurrentDims,
+    sum: SumOver<'_>,
     (d_ih, x, w_ih): (&[f32], &[f32], &[f32]),
     (dw_ih, dx): (&mut [f32], Option<&mut [f32]>),
 ) -> Result<()> {
@@ -206,9 +271,9 @@ pub(crate) fn input_gradients(
     if tokens {
         return scatter_add(d.token_table(), ("x", x, d.sizes().1), d_ih, dw_ih);
     }
+    let batch = d.sizes().1;
+    gemm_tn(sum, ((d_ih, width), (x, input)), (0, batch), 0.0, dw_ih)?;
     let d_ih = mat(d_ih, rows, width)?;
-    let x = mat(x, rows, input)?;
-    gemm(1.0, d_ih.t(), x, 0.0, &mut mat_mut(dw_ih, width, input)?)?;
     if let Some(dx) = dx {
         let w_ih = mat(w_ih, width, input)?;
         gemm(1.0, d_ih, w_ih, 0.0, &mut mat_mut(dx, rows, input)?)?;
