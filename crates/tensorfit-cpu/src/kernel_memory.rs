@@ -30,10 +30,13 @@ pub fn host_bytes<'g>(graphs: impl IntoIterator<Item = &'g Graph>, threads: usiz
     // The calling thread packs too (a product too small to split runs on it).
     let threads = threads as u64 + 1;
     if gemm_fast::simd().is_some() {
-        let packed = products.map(|p| p.packed_bytes()).max().unwrap_or(0);
+        let (packed, padded) = products
+            .map(|p| (p.packed_bytes(), p.padded))
+            .fold((0, 0), |(a, b), (c, d)| (a.max(c), b.max(d)));
         let a_blocks = threads * (gemm_fast::MC * gemm_fast::KC * 4) as u64;
-        // The packed copies an op holds, and those kept from the op before, grown.
-        2 * packed + a_blocks
+        // The packed copies an op holds, and those kept from the op before, grown; and a
+        // padded batch's buffers of the rows inside their sequences.
+        2 * packed + a_blocks + padded
     } else {
         let block = products.map(|p| p.matrixmultiply_bytes()).max();
         threads * block.unwrap_or(0)
@@ -49,11 +52,13 @@ struct Product {
 }
 
 /// The products of one op: `whole` ones keep `B` packed together for the op's duration,
-/// `sliced` ones pack it a slice at a time, one product after another.
+/// `sliced` ones pack it a slice at a time, one product after another; `padded`: the
+/// bytes a recurrent op over a padded batch holds besides (`padded_bytes`).
 #[derive(Debug, Default)]
 struct Products {
     whole: Vec<Product>,
     sliced: Vec<Product>,
+    padded: u64,
 }
 
 impl Products {
@@ -81,6 +86,33 @@ impl Products {
             .map(block)
             .max()
             .unwrap_or(0)
+    }
+
+    /// With `padded` (the op has lengths), the buffers its fast path holds besides the
+    /// packed weights: the rows inside their sequences gathered with their results
+    /// (`recurrent::fast::LiveRows`, every thread's rows together: the batch's), for the
+    /// step's product and, forward, the input projection; backward, a weight gradient
+    /// summed over the real steps only (`gemm_tn_kept`: the gradient's transpose, one
+    /// packed block of the kept rows of the gates and the same rows of the inputs).
+    fn padded(mut self, padded: bool, d: &impl RecurrentDims, backward: bool) -> Products {
+        if !padded {
+            return self;
+        }
+        let ((_, batch, hidden), (input, _)) = (d.sizes(), d.input());
+        let width = d.gate_width();
+        let live = match backward {
+            false => batch * (hidden + width) + batch * (input + width),
+            true => batch * (width + hidden),
+        };
+        let kept = match backward {
+            false => 0,
+            true => {
+                let (n, block) = (hidden.max(input), gemm_fast::KC.min(d.rows()));
+                width * n + gemm_fast::packed_b_elements(block, width) + block * n
+            }
+        };
+        self.padded = ((live + kept) * 4) as u64;
+        self
     }
 }
 
@@ -111,21 +143,27 @@ fn node_products(graph: &Graph, node: &Node) -> Products {
             };
             let n = if *trans_b { b_rows } else { b_last };
             Products {
-                whole: vec![],
                 sliced: vec![Product { m, k, n }],
+                ..Products::default()
             }
         }
         Op::LstmForward { .. } => LstmForwardInputs::from_vec("lstm", shapes)
-            .map(|i| forward(&i.dims()))
+            .map(|i| forward(&i.dims()).padded(i.lengths.is_some(), &i.dims(), false))
             .unwrap_or_default(),
         Op::GruForward { .. } => GruForwardInputs::from_vec("gru", shapes)
-            .map(|i| forward(&i.dims()))
+            .map(|i| forward(&i.dims()).padded(i.lengths.is_some(), &i.dims(), false))
             .unwrap_or_default(),
         Op::LstmBackward { input_grad } => LstmBackwardInputs::from_vec("lstm", shapes)
-            .map(|i| backward(&i.dims(), *input_grad))
+            .map(|i| {
+                let d = i.dims();
+                backward(&d, *input_grad).padded(i.lengths.is_some(), &d, true)
+            })
             .unwrap_or_default(),
         Op::GruBackward { input_grad } => GruBackwardInputs::from_vec("gru", shapes)
-            .map(|i| backward(&i.dims(), *input_grad))
+            .map(|i| {
+                let d = i.dims();
+                backward(&d, *input_grad).padded(i.lengths.is_some(), &d, true)
+            })
             .unwrap_or_default(),
         _ => Products::default(),
     }
@@ -153,7 +191,7 @@ fn forward(d: &impl RecurrentDims) -> Products {
     }
     Products {
         whole,
-        sliced: vec![],
+        ..Products::default()
     }
 }
 
@@ -189,6 +227,7 @@ fn backward(d: &impl RecurrentDims, input_grad: bool) -> Products {
             n: hidden,
         }],
         sliced,
+        padded: 0,
     }
 }
 
@@ -205,12 +244,12 @@ mod tests {
     #[test]
     fn a_slice_is_at_most_the_rows_a_thread_keeps() {
         let huge = Products {
-            whole: vec![],
             sliced: vec![Product {
                 m: 64,
                 k: 1 << 20,
                 n: 1000,
             }],
+            ..Products::default()
         };
         let rows = gemm_fast::packed_b_rows(1000);
         assert_eq!(huge.packed_bytes(), packed_b(rows, 1000));
@@ -248,5 +287,41 @@ mod tests {
         let p = node_products(&g, &g.nodes()[0]);
         assert_eq!(p.packed_bytes(), packed_b(152, 1000) + packed_b(250, 1000));
         assert!(host_bytes([&g], 2) >= 2 * p.packed_bytes() || gemm_fast::simd().is_none());
+        assert_eq!(p.padded, 0, "no lengths: nothing gathered");
+    }
+
+    #[test]
+    fn a_padded_layer_counts_the_rows_it_gathers() {
+        let mut g = Graph::new();
+        let x = g.input("x", [50, 8, 152]);
+        let h0 = g.input("h0", [8, 250]);
+        let c0 = g.input("c0", [8, 250]);
+        let lengths = g.input("lengths", [8]);
+        let w_ih = g.parameter("w_ih", [1000, 152]);
+        let w_hh = g.parameter("w_hh", [1000, 250]);
+        let b_ih = g.parameter("b_ih", [1000]);
+        let b_hh = g.parameter("b_hh", [1000]);
+        let inputs = LstmForwardInputs {
+            x,
+            h0,
+            c0,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            lengths: Some(lengths),
+        };
+        let op = Op::LstmForward {
+            keep_for_backward: false,
+        };
+        g.apply("lstm", op, inputs).unwrap();
+        let p = node_products(&g, &g.nodes()[0]);
+        // The step's rows (8 × (250 + 1000)) and the projection's (8 × (152 + 1000)).
+        assert_eq!(p.padded, ((8 * 1250 + 8 * 1152) * 4) as u64);
+        let packed_and_blocks =
+            2 * p.packed_bytes() + 3 * (gemm_fast::MC * gemm_fast::KC * 4) as u64;
+        if gemm_fast::simd().is_some() {
+            assert_eq!(host_bytes([&g], 2), packed_and_blocks + p.padded);
+        }
     }
 }
