@@ -35,19 +35,7 @@ fn plan(model: &ModelDescription, opts: &TrainOptions, keys: &[ProgramKey]) -> R
         .iter()
         .map(|&k| Program::build(model, &opts.optim, k))
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    let specs: Vec<ProgramSpec<'_>> = programs
-        .iter()
-        .map(|p| ProgramSpec {
-            name: p.key.to_string(),
-            graph: &p.graph,
-            outputs: p.outputs(),
-            persistent: p
-                .persistent
-                .iter()
-                .map(|(t, k)| (*t, k.to_string()))
-                .collect(),
-        })
-        .collect();
+    let specs: Vec<ProgramSpec<'_>> = programs.iter().map(Program::spec).collect();
     let limits = Limits::from(&CpuBackend::new().info());
     Ok(MemoryPlan::new(&specs, limits)?.layout())
 }

@@ -170,19 +170,7 @@ fn plan_programs(
         .into_iter()
         .map(|k| Program::build(cfg, &opts.optim, k))
         .collect::<Result<_>>()?;
-    let specs: Vec<ProgramSpec<'_>> = programs
-        .iter()
-        .map(|p| ProgramSpec {
-            name: p.key.to_string(),
-            graph: &p.graph,
-            outputs: p.outputs(),
-            persistent: p
-                .persistent
-                .iter()
-                .map(|(t, k)| (*t, k.to_string()))
-                .collect(),
-        })
-        .collect();
+    let specs: Vec<ProgramSpec<'_>> = programs.iter().map(Program::spec).collect();
     MemoryPlan::new(&specs, limits)
 }
 

@@ -280,6 +280,21 @@ impl Program {
         }
     }
 
+    /// The program as the memory planner takes it: its graph, the tensors the host
+    /// reads after a run and its persistent tensors by name.
+    pub fn spec(&self) -> tensorfit_plan::ProgramSpec<'_> {
+        tensorfit_plan::ProgramSpec {
+            name: self.key.to_string(),
+            graph: &self.graph,
+            outputs: self.outputs(),
+            persistent: self
+                .persistent
+                .iter()
+                .map(|(t, k)| (*t, k.to_string()))
+                .collect(),
+        }
+    }
+
     /// Tensors the host reads after a run (they must outlive it).
     pub fn outputs(&self) -> Vec<TensorId> {
         let read = [

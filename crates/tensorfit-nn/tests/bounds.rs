@@ -32,19 +32,7 @@ fn plan(model: &ModelDescription, opts: &TrainOptions, keys: &[ProgramKey]) -> M
         .iter()
         .map(|&k| Program::build(model, &opts.optim, k).unwrap())
         .collect();
-    let specs: Vec<ProgramSpec<'_>> = programs
-        .iter()
-        .map(|p| ProgramSpec {
-            name: p.key.to_string(),
-            graph: &p.graph,
-            outputs: p.outputs(),
-            persistent: p
-                .persistent
-                .iter()
-                .map(|(t, k)| (*t, k.to_string()))
-                .collect(),
-        })
-        .collect();
+    let specs: Vec<ProgramSpec<'_>> = programs.iter().map(Program::spec).collect();
     MemoryPlan::new(&specs, Limits::from(&CpuBackend::new().info())).unwrap()
 }
 
