@@ -196,6 +196,13 @@ fn a_different_val_fraction_or_epochs_stops_every_rank_at_the_start() {
         &on_data(m, d, &["--epochs", "2"]),
         &["--epochs: `1` on rank 0, `2` on rank 1"],
     );
+    // So would the rank with the smaller step budget.
+    refused_naming(
+        "agree step budget",
+        &on_data(m, d, &["--epochs", "2", "--steps", "3"]),
+        &on_data(m, d, &["--epochs", "2", "--steps", "4"]),
+        &["--steps: `3` on rank 0, `4` on rank 1"],
+    );
 }
 
 #[test]

@@ -79,3 +79,23 @@ fn a_stream_opened_here_serves_steps_on_another_thread() {
     drop(to_worker);
     worker.join().expect("the worker thread");
 }
+
+/// Every front-door type crosses threads; those that hold no device are shared too.
+#[test]
+fn every_front_door_type_is_send_and_the_device_free_ones_sync() {
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+    send::<Runner>();
+    send::<Stream>();
+    send_sync::<Model>();
+    send_sync::<tensorfit::Plan>();
+    send_sync::<DevicePolicy>();
+    send_sync::<tensorfit::Devices>();
+    send_sync::<Sequences>();
+    send_sync::<tensorfit::Shapes>();
+    send_sync::<tensorfit::FitOptions>();
+    send_sync::<tensorfit::TrainReport>();
+    send_sync::<tensorfit::TrainPosition>();
+    send_sync::<tensorfit::Batch>();
+    send_sync::<tensorfit::Error>();
+}

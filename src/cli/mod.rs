@@ -343,11 +343,7 @@ pub fn updates_per_batch(cfg: &ModelDescription, settings: &RunSettings, steps: 
     .updates_per_step(cfg, steps) as u64
 }
 
-/// Whether a multiple of `every` lies in `(before, after]` (never for 0): a minibatch of
-/// several steps still checkpoints and evaluates at each multiple it passes.
-pub fn crossed(before: u64, after: u64, every: u64) -> bool {
-    every > 0 && after / every > before / every
-}
+pub use tensorfit::nn::run_settings::crossed;
 
 /// What is wrong, as the user reads it: an invalid-input error's reason without the
 /// library's "invalid input: " in front (the CLI names the flag or file instead).

@@ -105,7 +105,11 @@ fn settings(run: &Run) -> Vec<(&'static str, String)> {
             fit,
             identities,
             ..
-        } => ("train --data", none(), Some(fit), Some((data, identities))),
+        } => {
+            // `--steps` with --data: the step budget every rank must stop at.
+            let budget = fit.max_steps.map_or_else(none, |n| n.to_string());
+            ("train --data", budget, Some(fit), Some((data, identities)))
+        }
     };
     // The global shapes of the run's programs, one per line.
     let program = match &run.task {

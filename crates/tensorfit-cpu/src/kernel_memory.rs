@@ -256,12 +256,14 @@ mod tests {
         assert!(huge.packed_bytes() <= (4 << 20) + 4096);
     }
 
-    #[test]
-    fn a_layer_holds_both_weights_packed_forward() {
+    /// The seed network's first LSTM layer (152 → 250) over 50 steps of 8 sequences,
+    /// forward, with each sequence's length as an input when `padded`.
+    fn lstm_layer(padded: bool) -> Graph {
         let mut g = Graph::new();
         let x = g.input("x", [50, 8, 152]);
         let h0 = g.input("h0", [8, 250]);
         let c0 = g.input("c0", [8, 250]);
+        let lengths = padded.then(|| g.input("lengths", [8]));
         let w_ih = g.parameter("w_ih", [1000, 152]);
         let w_hh = g.parameter("w_hh", [1000, 250]);
         let b_ih = g.parameter("b_ih", [1000]);
@@ -274,16 +276,18 @@ mod tests {
             w_hh,
             b_ih,
             b_hh,
-            lengths: None,
+            lengths,
         };
-        g.apply(
-            "lstm",
-            Op::LstmForward {
-                keep_for_backward: false,
-            },
-            inputs,
-        )
-        .unwrap();
+        let op = Op::LstmForward {
+            keep_for_backward: false,
+        };
+        g.apply("lstm", op, inputs).unwrap();
+        g
+    }
+
+    #[test]
+    fn a_layer_holds_both_weights_packed_forward() {
+        let g = lstm_layer(false);
         let p = node_products(&g, &g.nodes()[0]);
         assert_eq!(p.packed_bytes(), packed_b(152, 1000) + packed_b(250, 1000));
         assert!(host_bytes([&g], 2) >= 2 * p.packed_bytes() || gemm_fast::simd().is_none());
@@ -292,29 +296,7 @@ mod tests {
 
     #[test]
     fn a_padded_layer_counts_the_rows_it_gathers() {
-        let mut g = Graph::new();
-        let x = g.input("x", [50, 8, 152]);
-        let h0 = g.input("h0", [8, 250]);
-        let c0 = g.input("c0", [8, 250]);
-        let lengths = g.input("lengths", [8]);
-        let w_ih = g.parameter("w_ih", [1000, 152]);
-        let w_hh = g.parameter("w_hh", [1000, 250]);
-        let b_ih = g.parameter("b_ih", [1000]);
-        let b_hh = g.parameter("b_hh", [1000]);
-        let inputs = LstmForwardInputs {
-            x,
-            h0,
-            c0,
-            w_ih,
-            w_hh,
-            b_ih,
-            b_hh,
-            lengths: Some(lengths),
-        };
-        let op = Op::LstmForward {
-            keep_for_backward: false,
-        };
-        g.apply("lstm", op, inputs).unwrap();
+        let g = lstm_layer(true);
         let p = node_products(&g, &g.nodes()[0]);
         // The step's rows (8 × (250 + 1000)) and the projection's (8 × (152 + 1000)).
         assert_eq!(p.padded, ((8 * 1250 + 8 * 1152) * 4) as u64);

@@ -68,7 +68,9 @@ impl Session {
     /// optimizer, schedule, step) moved onto the new plan, and the move recorded in
     /// [`Session::replans`].
     pub fn switch_job(&mut self, job: Job) -> Result<()> {
-        if job == self.req.job || self.trainer.serves(job) {
+        // Within the bound's batch and length (every step of a run asks: no program
+        // look-up), or held by the plan's programs.
+        if widen(self.req.job, job) == self.req.job || self.trainer.serves(job) {
             return Ok(());
         }
         let bound = widen(self.req.job, job);

@@ -221,6 +221,13 @@ impl RunSettings {
     }
 }
 
+/// Whether a multiple of `every` lies in `(before, after]` (never for 0): a batch of
+/// several optimizer updates still validates and checkpoints at each multiple it passes
+/// (`eval_every`, `checkpoint_every`).
+pub fn crossed(before: u64, after: u64, every: u64) -> bool {
+    every > 0 && after / every > before / every
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -88,6 +88,11 @@ impl Runner {
         self.session
             .trainer
             .restore_optimizer(&ck.optimizer, ck.step)?;
+        self.restore_schedule(ck)
+    }
+
+    /// The learning-rate schedule's state `ck` keeps, if any, restored.
+    pub(super) fn restore_schedule(&mut self, ck: &Checkpoint) -> Result<()> {
         if let Some(state) = ScheduleState::load(&ck.extra)? {
             self.session.trainer.restore_schedule(state);
         }

@@ -10,6 +10,7 @@ use tensorfit_nn::{Batch, InputSpec, Job, StepReport};
 
 use super::error::{BadInput, Error, Result};
 use super::model::{Model, Training};
+use crate::job_switch::widen;
 use crate::session::Session;
 
 /// What a per-step callback tells [`Runner::fit`].
@@ -453,8 +454,9 @@ impl Runner {
             ),
         };
         match bound {
-            // The planned shape itself needs no look at the programs (every step asks).
-            Some(b) if b == (batch, steps) || self.session.trainer.serves(job) => Ok(()),
+            // A plan for a bound serves every shape within it (every step asks: no
+            // program look-up).
+            Some(_) if widen(self.session.job(), job) == self.session.job() => Ok(()),
             Some((b, t)) => Err(Error::BadInput(BadInput::of(
                 "x",
                 format!("at most {b} sequences of at most {t} steps"),

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use tensorfit_nn::run_settings::crossed;
 use tensorfit_nn::{Batch, Checkpoint, Job};
 
 use super::error::{BadInput, Error, Result};
@@ -146,9 +147,15 @@ impl Runner {
                 report.stopped = Stopped::Callback;
             }
         }
-        // Without validation the best checkpoint gets the last state.
+        // Without validation the best checkpoint gets the last state; a file that cannot
+        // be written is told, and the latest state below is still written.
         if let (None, Some(path)) = (validation, options.best_checkpoint.as_deref()) {
-            self.save(path)?;
+            if let Err(error) = self.save(path) {
+                on_event(&Event::CheckpointFailed {
+                    path,
+                    error: &error,
+                });
+            }
         }
         self.save_latest(options, &settings, &pos, &mut on_event);
         if let Some(best) = best_state.filter(|_| options.restore_best) {
@@ -271,8 +278,9 @@ impl Runner {
                 self.session.trainer.model()
             )));
         }
+        // Its weights, optimizer state and step, then its schedule's state.
         self.session.trainer.restore_state(&ck)?;
-        self.restore_training(&ck)?;
+        self.restore_schedule(&ck)?;
         Ok(pos)
     }
 
@@ -344,10 +352,4 @@ fn loop_settings(data: &Sequences, options: &FitOptions) -> String {
         options.seed,
         data.len()
     )
-}
-
-/// Whether a multiple of `every` lies in `(before, after]` (never for 0): a batch of
-/// several updates still validates and checkpoints at each multiple it passes.
-fn crossed(before: u64, after: u64, every: u64) -> bool {
-    every > 0 && after / every > before / every
 }
