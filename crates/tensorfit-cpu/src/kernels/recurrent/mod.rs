@@ -224,6 +224,13 @@ fn gemm_tn(
                     "recurrent: weight gradient of the wrong size",
                 ));
             }
+            // Summing over the kept rows only pays where the whole product wastes most:
+            // `b` narrower than one panel of the micro-kernel (the input weights' few
+            // features), with rows to drop. Otherwise its transposes and gathers cost
+            // more than the dropped rows do (a 1024-wide layer trained 40% slower).
+            if n >= crate::kernels::gemm_fast::NR || (0..k).all(kept) {
+                return gemm(1.0, a_m.t(), b_m, beta, &mut mat_mut(c, m, n)?);
+            }
             let operands = (MatRef::row_major(a, k, m), MatRef::row_major(b, k, n));
             fast::gemm_tn_kept(token, operands, kept, beta, c);
             Ok(())
