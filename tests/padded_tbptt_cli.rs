@@ -150,7 +150,10 @@ fn a_batchnorm_on_every_step_over_padded_batches_is_refused_naming_the_file_befo
         e.contains("steps.csv: sequences of 2 to 9 steps, in padded batches"),
         "{e}"
     );
-    assert!(e.contains("a BatchNorm in a head on every step"), "{e}");
+    assert!(
+        e.contains("`head.0` (batchnorm) mixes the rows of its batch"),
+        "{e}"
+    );
     assert!(
         !e.contains("no device"),
         "a data matter, not a device's: {e}"

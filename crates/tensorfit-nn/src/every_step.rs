@@ -20,7 +20,6 @@ pub use tensorfit_core::rows::IGNORE_LABEL;
 use tensorfit_core::{BinaryOp, Error, Graph, Op, Result, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
-use crate::layers::HeadPart;
 use crate::model::Mode;
 use crate::network::Network;
 
@@ -48,22 +47,20 @@ pub fn check_padded_model(model: &ModelDescription, mode: Mode) -> Result<()> {
     check_padded(&model.network()?, mode)
 }
 
-/// Refuses, over a padded batch, what a head on every step cannot mask: a BatchNorm in
-/// training (its batch statistics would include the padding; inference normalises each
-/// row by the running statistics) and mean squared error.
+/// Refuses, over a padded batch, what a head on every step cannot mask: a layer that
+/// mixes the rows of its batch (BatchNorm) in training (its batch statistics would
+/// include the padding; inference normalises each row by the running statistics) and
+/// mean squared error.
 pub(crate) fn check_padded(net: &Network, mode: Mode) -> Result<()> {
     if net.head_on != HeadOn::EveryStep {
         return Ok(());
     }
-    if let Some(HeadPart::BatchNorm(b)) = net
-        .head
-        .iter()
-        .find(|p| matches!(p, HeadPart::BatchNorm(_)))
-        .filter(|_| mode == Mode::Train)
-    {
+    let mixing = net.head_layers().find(|l| l.traits().mixes_rows);
+    if let Some(layer) = mixing.filter(|_| mode == Mode::Train) {
         return Err(Error::input(format!(
-            "head layer `{}`: a BatchNorm in a head on every step cannot train over a padded batch (its statistics would count the padding); drop it or give sequences of one length",
-            b.name
+            "head layer `{}` ({}) mixes the rows of its batch: in a head on every step it cannot train over a padded batch (its statistics would count the padding); drop it or give sequences of one length",
+            layer.name(),
+            layer.kind()
         )));
     }
     if let LossSpec::MeanSquaredError { .. } = net.out.loss {

@@ -6,13 +6,15 @@
 //! in PyTorch's `nn.LSTM` and `nn.GRU`. The layers themselves are in [`crate::layers`], placed by
 //! [`crate::network::Network`].
 
-use tensorfit_core::args::{CopyInputs, CopyTargets, SliceTimeInputs};
+use tensorfit_core::args::{CopyInputs, CopyTargets};
 use tensorfit_core::rows::leading;
 use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
 pub use crate::layers::RecurrentStack;
-use crate::layers::{dropout, BatchStats, ParamKind, ParamSpec, StatePart, StateSlot};
+use crate::layers::{
+    dropout, BatchStats, Context, LastStep, Layer, ParamKind, ParamSpec, StateSlot,
+};
 use crate::network::{Network, NetworkTensors};
 
 /// Tensors by name (PyTorch's parameter names).
@@ -97,7 +99,9 @@ pub fn carry_graph(
     let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let stack = net.stack(&mut g, &leaves.ids, (batch, steps), (false, padded), None)?;
+    let lengths = padded.then(|| g.input("lengths", [batch]));
+    let mut cx = Context::new(Mode::Infer, batch, lengths, None);
+    let stack = net.stack(&mut g, &leaves.ids, steps, &mut cx)?;
     copy_finals(&mut g, &stack.carried, &stack.finals)?;
     Ok((g, stack))
 }
@@ -148,19 +152,17 @@ pub fn classifier_at_lengths(
         crate::every_step::check_padded(&net, mode)?;
     }
     let leaves = Leaves::add(g, &net);
-    let keep = mode == Mode::Train;
-    let key = dropout::key_leaf(g, keep && net.has_dropout());
-    let stack = net.stack(g, &leaves.ids, (batch, steps), (keep, padded), key)?;
+    let key = dropout::key_leaf(g, mode == Mode::Train && net.has_dropout());
+    let lengths = padded.then(|| g.input("lengths", [batch]));
+    let mut cx = Context::new(mode, batch, lengths, key);
+    let stack = net.stack(g, &leaves.ids, steps, &mut cx)?;
+    // `[B, H]` through the last step; with a head on every step `[T, B, H]`, read by the
+    // head's layers as T·B rows (`tensorfit_core::rows`).
     let rows = match net.head_on {
-        // Inference over a padded batch reads the top layer's final state: each
-        // sequence's own last step (`seq_lengths`: `h_n = y[L - 1]`), or, for one that
-        // ended in an earlier chunk, the state carried through this one since.
-        HeadOn::LastStep if padded && mode == Mode::Infer => top_final_h(&stack)?,
-        HeadOn::LastStep => last_step(g, &stack, steps)?,
-        // `[T, B, H]`, read by the head's layers as T·B rows (`tensorfit_core::rows`).
+        HeadOn::LastStep => LastStep.forward(g, stack.y, &[], &mut cx)?,
         HeadOn::EveryStep => stack.y,
     };
-    let h = head(g, &net, &leaves.ids, (rows, key), mode)?;
+    let h = head(g, &net, &leaves.ids, rows, &mut cx)?;
     Ok(Classifier {
         stack,
         labels: h.labels,
@@ -170,29 +172,6 @@ pub fn classifier_at_lengths(
         params: leaves.params(),
         batch_stats: h.batch_stats,
     })
-}
-
-/// The top layer's final hidden state `[B, H]`.
-fn top_final_h(stack: &RecurrentStack) -> Result<TensorId> {
-    stack
-        .last(StatePart::H)
-        .last()
-        .copied()
-        .ok_or_else(|| tensorfit_core::Error::Graph("a recurrent stack without layers".into()))
-}
-
-/// The top layer's last step of a stack over `steps` steps (each sequence's own with
-/// lengths): what the head reads.
-pub(crate) fn last_step(g: &mut Graph, stack: &RecurrentStack, steps: usize) -> Result<TensorId> {
-    let last = g.apply(
-        "last_step",
-        Op::SliceTime { t: steps - 1 },
-        SliceTimeInputs {
-            x: stack.y,
-            lengths: stack.lengths,
-        },
-    )?;
-    Ok(last.out)
 }
 
 /// The classifier's head and loss.
@@ -207,23 +186,23 @@ pub(crate) struct Head {
 
 /// The head's layers, the output layer and the loss over `rows`: the top layer's last
 /// step `[B, H]`, or every step `[T, B, H]` with a head on every step; its dropouts drop
-/// with `dropout_key` (training only).
+/// with `cx`'s dropout key (training only); its BatchNorms' batch statistics are those
+/// `cx` records.
 pub(crate) fn head(
     g: &mut Graph,
     net: &Network,
     ids: &NetworkTensors<TensorId>,
-    (rows, dropout_key): (TensorId, Option<TensorId>),
-    mode: Mode,
+    rows: TensorId,
+    cx: &mut Context,
 ) -> Result<Head> {
     let mut target = leading(g.shape(rows));
     if let LossSpec::MeanSquaredError { outputs } = net.out.loss {
         target.0.push(outputs);
     }
     let labels = g.input("labels", target);
-    let mut batch_stats = Vec::new();
     let mut h = rows;
     for (part, t) in net.head.iter().zip(&ids.head) {
-        h = part.forward(g, (h, dropout_key), t, mode, &mut batch_stats)?;
+        h = part.forward(g, h, t, cx)?;
     }
     let outs = net.out.forward(g, h, &ids.out, labels)?;
     let (loss, loss_scale) = match (net.head_on, net.out.loss) {
@@ -238,6 +217,6 @@ pub(crate) fn head(
         loss_scale,
         loss,
         probs: outs.prediction,
-        batch_stats,
+        batch_stats: std::mem::take(&mut cx.stats),
     })
 }

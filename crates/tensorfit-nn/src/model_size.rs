@@ -54,7 +54,10 @@ impl ModelDescription {
     /// embedding and the head are negligible). A training step counts
     /// [`TRAIN_FLOPS_PER_FORWARD`] times this.
     pub fn recurrent_forward_flops(&self, batch: usize, steps: usize) -> f64 {
-        Network::new(self).recurrent.forward_flops(batch, steps)
+        Network::new(self)
+            .recurrent
+            .cells
+            .forward_flops(batch, steps)
     }
 }
 

@@ -1,18 +1,20 @@
 //! A described model as typed layers, and the table of its tensors.
 //!
 //! [`Network`] places the layers (the token embedding if any, the recurrent stack, the
-//! head's layers in the description's order, the output layer `out` the loss sizes); [`NetworkTensors`] holds one item per
-//! tensor, by layer and field, in one fixed order: the order of graph leaves, of
-//! checkpoints' parameter lists and of Adam's updates. Its names are PyTorch's, made by
-//! each layer.
+//! last step unless the head reads every step, the head's layers in the description's
+//! order, the output layer `out` the loss sizes); [`Network::layers`] is that order as
+//! [`Layer`]s, which is how graphs are built and properties asked. [`NetworkTensors`]
+//! holds one item per tensor, by layer and field, in one fixed order: the order of graph
+//! leaves, of checkpoints' parameter lists and of Adam's updates. Its names are
+//! PyTorch's, made by each layer.
 
 use tensorfit_core::{Graph, Result, Shape, TensorId};
 
 use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription};
 use crate::layers::{
-    BatchNorm, Between, CellInput, Dense, DropoutRate, Embedding, EmbeddingTensors, Gru, HeadPart,
-    HeadPartTensors, LinearTensors, Lstm, OutputLayer, ParamSpec, Recurrent, RecurrentStack,
-    RecurrentWeights, Tensors,
+    BatchNorm, CellInput, Context, Dense, Dropout, Embedding, EmbeddingTensors, Gru, HeadPart,
+    HeadPartTensors, LastStep, Layer, LinearTensors, Lstm, OutputLayer, ParamSpec, Recurrent,
+    RecurrentLayer, RecurrentStack, RecurrentWeights, Tensors,
 };
 
 /// The name the output layer is registered under.
@@ -23,10 +25,9 @@ pub const OUTPUT: &str = "out";
 pub struct Network {
     /// The token embedding before the stack (`embedding.weight`), if the input has one.
     pub embedding: Option<Embedding>,
-    pub recurrent: Recurrent,
-    /// Dropout on the output of every recurrent layer but the last, in training.
-    pub between: DropoutRate,
-    /// Which steps of the top layer the head reads.
+    pub recurrent: RecurrentLayer,
+    /// Which steps of the top layer the head reads: [`HeadOn::LastStep`] places a
+    /// [`LastStep`] layer after the stack.
     pub head_on: HeadOn,
     pub head: Vec<HeadPart>,
     pub out: OutputLayer,
@@ -94,7 +95,7 @@ impl Network {
             } => (vocab, CellInput::Tokens, None),
         };
         let layers = d.recurrent.layers;
-        let recurrent = match d.recurrent.cell {
+        let cells = match d.recurrent.cell {
             Cell::Lstm => Recurrent::Lstm(Lstm {
                 input,
                 hidden,
@@ -123,15 +124,17 @@ impl Network {
                     output: units,
                     activation,
                 }),
-                HeadLayerKind::Dropout { p } => HeadPart::Dropout { p, index },
+                HeadLayerKind::Dropout { p } => HeadPart::Dropout(Dropout { name, p, index }),
             };
-            width = part.output(width);
+            width = part.layer().output_features(width);
             head.push(part);
         }
         Network {
             embedding,
-            recurrent,
-            between: d.recurrent.dropout,
+            recurrent: RecurrentLayer {
+                cells,
+                dropout: d.recurrent.dropout,
+            },
             head_on: d.head.on,
             head,
             out: OutputLayer::new(OUTPUT, width, d.loss),
@@ -142,7 +145,7 @@ impl Network {
     pub fn specs(&self) -> NetworkTensors<ParamSpec> {
         NetworkTensors {
             embedding: self.embedding.map(|e| e.specs()),
-            recurrent: self.recurrent.specs(),
+            recurrent: self.recurrent.cells.specs(),
             head: self.head.iter().map(HeadPart::specs).collect(),
             out: self.out.specs(),
         }
@@ -153,57 +156,76 @@ impl Network {
     pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
         match self.embedding {
             Some(_) => Shape::from([steps, batch]),
-            None => self.recurrent.input_shape(batch, steps),
+            None => self.recurrent.cells.input_shape(batch, steps),
         }
+    }
+
+    /// The layers in order, each as the rest of the engine asks it: the embedding if
+    /// any, the recurrent stack, the last step (a head on the last step), the head's
+    /// layers. (The output layer `out` and the loss end every model; they are not listed.)
+    pub fn layers(&self) -> Vec<&dyn Layer> {
+        const LAST_STEP: LastStep = LastStep;
+        let mut v: Vec<&dyn Layer> = Vec::new();
+        if let Some(e) = &self.embedding {
+            v.push(e);
+        }
+        v.push(&self.recurrent);
+        if self.head_on == HeadOn::LastStep {
+            v.push(&LAST_STEP);
+        }
+        v.extend(self.head.iter().map(HeadPart::layer));
+        v
+    }
+
+    /// The head's layers (those after the stack and its last step), in order.
+    pub fn head_layers(&self) -> impl Iterator<Item = &dyn Layer> {
+        self.head.iter().map(HeadPart::layer)
     }
 
     /// Whether a training graph of this network drops anything (and so reads the
     /// step's dropout key).
     pub fn has_dropout(&self) -> bool {
-        let in_head = self.head.iter().any(|part| match part {
-            HeadPart::Dropout { p, .. } => p.is_active(),
-            _ => false,
-        });
-        in_head || (self.between.is_active() && self.recurrent.layers() > 1)
+        self.layers().iter().any(|l| l.traits().random)
     }
 
     /// The input side over a sequence it adds (`x`, of [`Network::input_shape`], and with
-    /// `padded` the sequences' `lengths` `[B]`): the embedding if any, then the recurrent
-    /// stack from its carried state, dropping between layers with `dropout_key` (a
-    /// training graph's; `None` in inference).
+    /// `cx.lengths` the sequences' lengths `[B]`): the embedding if any, then the
+    /// recurrent stack from its carried state (recorded in `cx`), dropping between layers
+    /// with `cx`'s dropout key (a training graph's; `None` in inference).
     pub fn stack(
         &self,
         g: &mut Graph,
         ids: &NetworkTensors<TensorId>,
-        (batch, steps): (usize, usize),
-        (keep, padded): (bool, bool),
-        dropout_key: Option<TensorId>,
+        steps: usize,
+        cx: &mut Context,
     ) -> Result<RecurrentStack> {
-        let x = g.input("x", self.input_shape(batch, steps));
-        let lengths = padded.then(|| g.input("lengths", [batch]));
-        let input = match &ids.embedding {
-            Some(w) => Embedding::forward(g, "embedding", x, w)?,
-            None => x,
-        };
-        let between = Between {
-            p: self.between,
-            key: dropout_key,
-        };
-        let mut stack = self.recurrent.stack_over(
-            g,
-            (input, lengths),
-            &ids.recurrent,
-            batch,
-            (keep, between),
-        )?;
-        stack.x = x;
-        Ok(stack)
+        let x = g.input("x", self.input_shape(cx.batch, steps));
+        let mut y = x;
+        match (&self.embedding, &ids.embedding) {
+            (Some(e), Some(w)) => y = e.forward(g, y, &[w.weight], cx)?,
+            (None, None) => {}
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(tensorfit_core::Error::Graph(
+                    "the embedding's tensors do not match the network".into(),
+                ))
+            }
+        }
+        let weights: Vec<TensorId> = ids.recurrent.items().into_iter().copied().collect();
+        y = self.recurrent.forward(g, y, &weights, cx)?;
+        Ok(RecurrentStack {
+            x,
+            carried: cx.carried.clone(),
+            finals: cx.finals.clone(),
+            y,
+            lengths: cx.lengths,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::description::{Cell, DropoutRate};
     use crate::layers::ParamKind;
     use crate::seed_shape::SeedShape;
     use tensorfit_core::Activation;
@@ -242,6 +264,72 @@ mod tests {
             running, 4,
             "bn1 and bn2 each keep a running mean and variance"
         );
+    }
+
+    #[test]
+    fn the_layers_in_order_hold_every_tensor_but_the_output_layers_and_answer_for_themselves() {
+        let seed = ModelDescription::seed().network().unwrap();
+        let kinds: Vec<&str> = seed.layers().iter().map(|l| l.kind()).collect();
+        assert_eq!(
+            kinds,
+            ["lstm", "last_step", "batchnorm", "dense", "batchnorm"]
+        );
+        let names = |net: &Network| -> (Vec<String>, Vec<String>) {
+            let mut listed: Vec<String> = net
+                .layers()
+                .iter()
+                .flat_map(|l| l.table())
+                .map(|s| s.name)
+                .collect();
+            listed.extend(net.out.specs().items().iter().map(|s| s.name.clone()));
+            let table = net.specs().items().iter().map(|s| s.name.clone()).collect();
+            (listed, table)
+        };
+        let (listed, table) = names(&seed);
+        assert_eq!(listed, table);
+        let mixing: Vec<&str> = seed
+            .layers()
+            .iter()
+            .filter(|l| l.traits().mixes_rows)
+            .map(|l| l.name())
+            .collect();
+        assert_eq!(mixing, ["bn1", "bn2"]);
+        assert!(!seed.has_dropout());
+        let slots: usize = seed.layers().iter().map(|l| l.state_slots().len()).sum();
+        assert_eq!(slots, 6, "h and c of three LSTM layers");
+
+        // Embedded tokens into a GRU with dropout between its layers, on every step.
+        let mut d = ModelDescription::lstm_language_model(11, 6, 2);
+        d.input = InputSpec::Tokens {
+            vocab: 11,
+            embedding: Some(4),
+        };
+        d.recurrent.cell = Cell::Gru;
+        d.recurrent.dropout = DropoutRate::new(0.25).unwrap();
+        d.head.layers = vec![crate::description::HeadLayer {
+            name: "drop".into(),
+            kind: HeadLayerKind::Dropout {
+                p: DropoutRate::NONE,
+            },
+        }];
+        let net = d.network().unwrap();
+        let kinds: Vec<&str> = net.layers().iter().map(|l| l.kind()).collect();
+        assert_eq!(kinds, ["embedding", "gru", "dropout"]);
+        let (listed, table) = names(&net);
+        assert_eq!(listed, table);
+        let random: Vec<&str> = net
+            .layers()
+            .iter()
+            .filter(|l| l.traits().random)
+            .map(|l| l.kind())
+            .collect();
+        assert_eq!(random, ["gru"], "a dropout of 0 drops nothing");
+        assert!(net.has_dropout());
+        let widths = net.layers().iter().fold(vec![11], |mut w, l| {
+            w.push(l.output_features(*w.last().unwrap()));
+            w
+        });
+        assert_eq!(widths, [11, 4, 6, 6]);
     }
 
     #[test]

@@ -15,8 +15,8 @@
 use tensorfit_core::{backward, Error, Graph, Result, TensorId};
 
 use crate::description::ModelDescription;
-use crate::layers::StateSlot;
-use crate::model::{head as head_layers, last_step, Head, Leaves, Mode, Named};
+use crate::layers::{Context, LastStep, Layer, StateSlot};
+use crate::model::{head as head_layers, Head, Leaves, Mode, Named};
 use crate::network::Network;
 use crate::train_graph::no_gradient;
 
@@ -67,8 +67,10 @@ fn stack_to_head(
             "dropout with BatchNorm synchronised across ranks is not built yet (the head runs apart from the stack there); train this model in one process, or without dropout",
         ));
     }
-    let stack = net.stack(g, &leaves.ids, (batch, steps), (keep, false), None)?;
-    let last = last_step(g, &stack, steps)?;
+    let mode = if keep { Mode::Train } else { Mode::Infer };
+    let mut cx = Context::new(mode, batch, None, None);
+    let stack = net.stack(g, &leaves.ids, steps, &mut cx)?;
+    let last = LastStep.forward(g, stack.y, &[], &mut cx)?;
     Ok((stack.x, last, stack.carried))
 }
 
@@ -105,8 +107,9 @@ pub(crate) fn head(model: &ModelDescription, batch: usize) -> Result<HeadPart> {
     let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let features = g.input("head_input", [batch, net.recurrent.hidden()]);
-    let h = head_layers(&mut g, &net, &leaves.ids, (features, None), Mode::Train)?;
+    let features = g.input("head_input", [batch, net.recurrent.cells.hidden()]);
+    let mut cx = Context::new(Mode::Train, batch, None, None);
+    let h = head_layers(&mut g, &net, &leaves.ids, features, &mut cx)?;
     let one = crate::train_graph::loss_grad_seed(&mut g)?;
     let mut wrt = leaves.head.clone();
     wrt.push(("head_input".into(), features));
@@ -132,7 +135,7 @@ pub(crate) fn stack_grads(
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
     let (x, features, carried) = stack_to_head(&mut g, &net, &leaves, (batch, steps), true)?;
-    let seed = g.input("head_input.grad", [batch, net.recurrent.hidden()]);
+    let seed = g.input("head_input.grad", [batch, net.recurrent.cells.hidden()]);
     let grads = differentiate(&mut g, (features, seed), &leaves.input)?;
     Ok(HeadPart {
         x: Some(x),

@@ -166,7 +166,7 @@ impl Trainer {
         Ok(Trainer {
             schedule: ScheduleState::new(opts.optim.optimizer.lr()),
             backend,
-            recurrent: model.network()?.recurrent,
+            recurrent: model.network()?.recurrent.cells,
             model,
             opts,
             persistent: HashMap::new(),

@@ -91,6 +91,8 @@ fn every_example_reads_back_the_same_from_its_to_toml() {
     ] {
         let d = ModelDescription::load(&example(name)).unwrap();
         assert_eq!(parse(&d.to_toml()).unwrap(), d, "{name}");
+        // The same model as one `[[layers]]` list.
+        assert_eq!(parse(&d.to_toml_as_list()).unwrap(), d, "{name}");
     }
 }
 
@@ -171,7 +173,7 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         ("name = \"bn2\"", "name = 2", 15, "head.layers[2].name", "must be a string, not integer"),
         ("layers = [\n", "layers = 3\n[\n", 14, "", "not valid TOML"),
         ("[input]\nkind = \"dense\"\nfeatures = 152\n", "input = 152\n", 1, "input", "`input` must be a table, not integer"),
-        ("[recurrent]", "[optimizer]\nlr = 1\n\n[recurrent]", 5, "optimizer", "unknown key `optimizer`; a model description takes \"input\", \"recurrent\", \"head\", \"loss\" or \"training\""),
+        ("[recurrent]", "[optimizer]\nlr = 1\n\n[recurrent]", 5, "optimizer", "unknown key `optimizer`; a model description takes \"input\", \"layers\", \"recurrent\", \"head\", \"loss\" or \"training\""),
         ("classes = 6", "classes = ", 20, "", "not valid TOML"),
         // A key or table given twice is named.
         ("hidden = 250\n", "hidden = 250\nhidden = 8\n", 8, "", "not valid TOML: duplicate key `hidden`: each table and key is given once"),
@@ -315,6 +317,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
     fn any_description_reads_back_the_same_from_its_to_toml(d in description()) {
-        prop_assert_eq!(parse(&d.to_toml()).unwrap(), d);
+        prop_assert_eq!(&parse(&d.to_toml()).unwrap(), &d);
+        prop_assert_eq!(parse(&d.to_toml_as_list()).unwrap(), d);
     }
 }

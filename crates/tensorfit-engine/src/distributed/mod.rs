@@ -18,7 +18,7 @@ use std::ops::Range;
 
 use tensorfit_core::{Error, HostTensor, Result};
 use tensorfit_dist::DistError;
-use tensorfit_nn::{HeadLayerKind, ModelDescription, ParamStore};
+use tensorfit_nn::{ModelDescription, ParamStore};
 
 pub use ranks::Ranks;
 
@@ -41,14 +41,14 @@ pub struct DataParallel {
 }
 
 impl DataParallel {
-    /// The global batch over which a model with BatchNorm normalises, when it has any.
+    /// The global batch over which a model with a layer that mixes the rows of its
+    /// batch (BatchNorm) normalises, when it has any: such a layer is synchronised across
+    /// the ranks.
     pub fn sync_batch_norm(&self, cfg: &ModelDescription) -> Option<usize> {
-        let has = cfg
-            .head
-            .layers
-            .iter()
-            .any(|l| l.kind == HeadLayerKind::BatchNorm);
-        has.then_some(self.batch)
+        let mixes_rows = cfg
+            .network()
+            .is_ok_and(|net| net.layers().iter().any(|l| l.traits().mixes_rows));
+        mixes_rows.then_some(self.batch)
     }
 
     /// The host bytes of one step's communication: the gradients' copies

@@ -1,6 +1,9 @@
 //! Model description files: [`ModelDescription::from_toml`] reads the TOML format that
 //! [`crate::description`] documents, [`ModelDescription::to_toml`] writes it back.
 //!
+//! The layers may also be one ordered `[[layers]]` list in place of `[recurrent]` and
+//! `[head]` (see `layer_list`).
+//!
 //! Reading checks the file's shape and values, not whether the model makes sense as a
 //! whole (that is `ModelDescription::validate`'s): every key is known, every value has
 //! its type, sizes are whole numbers of at least 1, `kind`/`cell`/`on`/`activation` name
@@ -23,6 +26,7 @@ use toml::Spanned;
 
 mod file;
 mod from_data;
+mod layer_list;
 mod table;
 mod write;
 
@@ -146,15 +150,44 @@ fn parse_model(
         span: doc.span(),
         path: String::new(),
     };
-    root.known_keys(&["input", "recurrent", "head", "loss", "training"])?;
+    root.known_keys(&["input", "layers", "recurrent", "head", "loss", "training"])?;
     let mut pending = Vec::new();
+    let mut input = input(&root.table_at("input")?, &mut pending)?;
+    let (recurrent, head) = match root.table.get("layers") {
+        None => (
+            recurrent(&root.table_at("recurrent")?)?,
+            head(&root.table_at("head")?)?,
+        ),
+        Some(_) => {
+            one_form_of_layers(&root)?;
+            layer_list::read(&root, &mut input)?
+        }
+    };
     let model = ModelDescription {
-        input: input(&root.table_at("input")?, &mut pending)?,
-        recurrent: recurrent(&root.table_at("recurrent")?)?,
-        head: head(&root.table_at("head")?)?,
+        input,
+        recurrent,
+        head,
         loss: loss(&root.table_at("loss")?, &mut pending)?,
     };
     Ok((model, pending))
+}
+
+/// Refuses `[recurrent]` or `[head]` beside `[[layers]]`: one list says it all.
+fn one_form_of_layers(root: &Table) -> Result<(), DescriptionError> {
+    let table_form = root
+        .table
+        .keys()
+        .find(|k| ["recurrent", "head"].contains(&k.get_ref().as_ref()));
+    match table_form {
+        Some(k) => {
+            let key = k.get_ref();
+            let message = format!(
+                "`{key}` beside `layers`: give the layers either as one `[[layers]]` list or as `[recurrent]` and `[head]`, not both"
+            );
+            Err(root.file.error(k.span().start, key, message))
+        }
+        None => Ok(()),
+    }
 }
 
 /// The file's TOML document.
@@ -243,18 +276,23 @@ fn recurrent(t: &Table) -> Result<RecurrentSpec, DescriptionError> {
 fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
     t.known_keys(&["on", "layers"])?;
     let on = t.choice("on", &HEAD_ON)?;
-    let mut layers = Vec::new();
-    // Where each name was first given, for duplicates.
-    let mut named: HashMap<String, (String, usize)> = HashMap::new();
-    let entries = match t.table.get("layers") {
+    let layers = head_layers(&tables_in(t, "layers")?)?;
+    Ok(HeadSpec { on, layers })
+}
+
+/// The tables of the array `key` of `t` (none when it is not given), each with its key
+/// path (`head.layers[2]`).
+fn tables_in<'a>(t: &Table<'a>, key: &str) -> Result<Vec<Table<'a>>, DescriptionError> {
+    let entries = match t.table.get(key) {
         None => &[][..],
         Some(v) => match v.get_ref() {
             DeValue::Array(a) => a.as_ref(),
-            other => return Err(t.wrong_type("layers", v, "an array of tables", other)),
+            other => return Err(t.wrong_type(key, v, "an array of tables", other)),
         },
     };
+    let mut tables = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
-        let path = format!("{}.layers[{i}]", t.path);
+        let path = format!("{}[{i}]", t.key(key));
         let DeValue::Table(table) = entry.get_ref() else {
             return Err(t.file.error(
                 entry.span().start,
@@ -266,12 +304,25 @@ fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
                 ),
             ));
         };
-        let layer = Table {
+        tables.push(Table {
             file: t.file,
             table,
             span: entry.span(),
             path,
-        };
+        });
+    }
+    Ok(tables)
+}
+
+/// The head's layers from their tables, in order; one without a `name` is called
+/// `head.{i}`, its index among them. Names are distinct.
+fn head_layers<'t, 'a: 't>(
+    tables: impl IntoIterator<Item = &'t Table<'a>>,
+) -> Result<Vec<HeadLayer>, DescriptionError> {
+    let mut layers = Vec::new();
+    // Where each name was first given, for duplicates.
+    let mut named: HashMap<String, (String, usize)> = HashMap::new();
+    for (i, layer) in tables.into_iter().enumerate() {
         let kind = match layer.choice("kind", &HEAD_KINDS)? {
             HeadKind::BatchNorm => {
                 layer.known_keys(&["kind", "name"])?;
@@ -298,7 +349,7 @@ fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
         };
         let (name, at) = match layer.table.get("name") {
             None => (default_head_name(i), layer.span.start),
-            Some(v) => (layer_name(&layer, v)?, v.span().start),
+            Some(v) => (layer_name(layer, v)?, v.span().start),
         };
         if let Some((other, line)) = named.get(&name) {
             let key = layer.key("name");
@@ -308,13 +359,13 @@ fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
                 format!("`{}` is named {name:?} by default, and that", layer.path)
             };
             let message = format!("{given} is also the name of `{other}` (line {line})");
-            return Err(t.file.error(at, &key, message));
+            return Err(layer.file.error(at, &key, message));
         }
-        let line = t.file.line_column(layer.span.start).0;
+        let line = layer.file.line_column(layer.span.start).0;
         named.insert(name.clone(), (layer.path.clone(), line));
         layers.push(HeadLayer { name, kind });
     }
-    Ok(HeadSpec { on, layers })
+    Ok(layers)
 }
 
 /// A given head layer name: dot-separated words of ASCII letters, digits and `_` (as

@@ -1,24 +1,14 @@
 //! [`ModelDescription::to_toml`]: a description as the file that reads back to it.
 
 use super::{default_head_name, CELLS, HEAD_ON};
-use crate::description::{HeadLayerKind, InputSpec, LossSpec, ModelDescription};
+use crate::description::{HeadLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription};
 
 impl ModelDescription {
-    /// The description as a file that [`ModelDescription::from_toml`] reads back to it
-    /// (head layers named `head.{i}` are written without their name).
+    /// The description as a file that [`ModelDescription::from_toml`] reads back to it,
+    /// in `[recurrent]` and `[head]` tables (head layers named `head.{i}` are written
+    /// without their name).
     pub fn to_toml(&self) -> String {
-        let mut s = String::from("[input]\n");
-        match self.input {
-            InputSpec::Dense { features } => {
-                s += &format!("kind = \"dense\"\nfeatures = {features}\n");
-            }
-            InputSpec::Tokens { vocab, embedding } => {
-                s += &format!("kind = \"tokens\"\nvocab = {vocab}\n");
-                if let Some(dim) = embedding {
-                    s += &format!("embedding = {dim}\n");
-                }
-            }
-        }
+        let mut s = self.input_table(true);
         let r = &self.recurrent;
         s += &format!(
             "\n[recurrent]\ncell = \"{}\"\nhidden = {}\nlayers = {}\n",
@@ -33,31 +23,91 @@ impl ModelDescription {
         if !self.head.layers.is_empty() {
             s += "layers = [\n";
             for (i, layer) in self.head.layers.iter().enumerate() {
-                s += &match layer.kind {
-                    HeadLayerKind::BatchNorm => "  { kind = \"batchnorm\"".to_string(),
-                    HeadLayerKind::Dense { units, activation } => format!(
-                        "  {{ kind = \"dense\", units = {units}, activation = \"{}\"",
-                        activation.name()
-                    ),
-                    HeadLayerKind::Dropout { p } => format!("  {{ kind = \"dropout\", p = {p}"),
-                };
-                if layer.name != default_head_name(i) {
-                    s += &format!(", name = {}", toml_string(&layer.name));
-                }
-                s += " },\n";
+                s += &format!("  {{ {} }},\n", head_layer_keys(i, layer).join(", "));
             }
             s += "]\n";
         }
-        s += &match self.loss {
+        s + &self.loss_table()
+    }
+
+    /// The same file with its layers as one ordered `[[layers]]` list (the embedding if
+    /// any, the recurrent layer, the last step, the head's layers).
+    pub fn to_toml_as_list(&self) -> String {
+        let mut s = self.input_table(false);
+        let layer = |keys: &[String]| format!("\n[[layers]]\n{}\n", keys.join("\n"));
+        if let InputSpec::Tokens {
+            embedding: Some(dim),
+            ..
+        } = self.input
+        {
+            s += &layer(&["kind = \"embedding\"".into(), format!("dim = {dim}")]);
+        }
+        let r = &self.recurrent;
+        let mut keys = vec![
+            format!("kind = \"{}\"", spelling(&CELLS, r.cell)),
+            format!("hidden = {}", r.hidden),
+            format!("layers = {}", r.layers),
+        ];
+        if r.dropout.is_active() {
+            keys.push(format!("dropout = {}", r.dropout));
+        }
+        s += &layer(&keys);
+        if self.head.on == HeadOn::LastStep {
+            s += &layer(&["kind = \"last_step\"".into()]);
+        }
+        for (i, l) in self.head.layers.iter().enumerate() {
+            s += &layer(&head_layer_keys(i, l));
+        }
+        s + &self.loss_table()
+    }
+
+    /// `[input]`; with `embedding`, the token embedding's size in it.
+    fn input_table(&self, embedding: bool) -> String {
+        let mut s = String::from("[input]\n");
+        match self.input {
+            InputSpec::Dense { features } => {
+                s += &format!("kind = \"dense\"\nfeatures = {features}\n");
+            }
+            InputSpec::Tokens {
+                vocab,
+                embedding: dim,
+            } => {
+                s += &format!("kind = \"tokens\"\nvocab = {vocab}\n");
+                if let Some(dim) = dim.filter(|_| embedding) {
+                    s += &format!("embedding = {dim}\n");
+                }
+            }
+        }
+        s
+    }
+
+    fn loss_table(&self) -> String {
+        match self.loss {
             LossSpec::SoftmaxCrossEntropy { classes } => {
                 format!("\n[loss]\nkind = \"cross_entropy\"\nclasses = {classes}\n")
             }
             LossSpec::MeanSquaredError { outputs } => {
                 format!("\n[loss]\nkind = \"mse\"\noutputs = {outputs}\n")
             }
-        };
-        s
+        }
     }
+}
+
+/// Head layer `i`'s keys, `kind = ...` first; its name only when not the default.
+fn head_layer_keys(i: usize, layer: &HeadLayer) -> Vec<String> {
+    let mut keys = match layer.kind {
+        HeadLayerKind::BatchNorm => vec!["kind = \"batchnorm\"".to_string()],
+        HeadLayerKind::Dense { units, activation } => vec![
+            "kind = \"dense\"".into(),
+            format!("units = {units}"),
+            format!("activation = \"{}\"", activation.name()),
+        ],
+        HeadLayerKind::Dropout { p } => vec!["kind = \"dropout\"".into(), format!("p = {p}")],
+    };
+    if layer.name != default_head_name(i) {
+        keys.push(format!("name = {}", toml_string(&layer.name)));
+    }
+    keys
 }
 
 /// How `value` is spelt in a file (every value is in its table).

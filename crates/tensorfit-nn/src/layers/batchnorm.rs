@@ -4,7 +4,8 @@
 use tensorfit_core::args::{BatchNormInputs, MeanVar, StatsUpdateInputs, StatsUpdateTargets};
 use tensorfit_core::{Error, Graph, Op, Result, TensorId};
 
-use super::{Init, ParamSpec, Tensors};
+use super::layer::{exactly, Context, Layer, LayerTraits};
+use super::{Init, ParamSpec, StateSlot, Tensors};
 use crate::model::Mode;
 
 /// PyTorch's default epsilon.
@@ -131,5 +132,54 @@ impl BatchNorm {
         };
         g.update(&format!("{}.stats_update", stats.name), op, inputs, targets)?;
         Ok(())
+    }
+}
+
+impl Layer for BatchNorm {
+    fn kind(&self) -> &'static str {
+        "batchnorm"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn table(&self) -> Vec<ParamSpec> {
+        self.specs().items().into_iter().cloned().collect()
+    }
+
+    fn output_features(&self, input: usize) -> usize {
+        input
+    }
+
+    fn traits(&self) -> LayerTraits {
+        LayerTraits {
+            // Training normalises each feature over the batch's rows.
+            mixes_rows: true,
+            mixes_steps: false,
+            carries_state: false,
+            random: false,
+        }
+    }
+
+    fn state_slots(&self) -> Vec<StateSlot> {
+        Vec::new()
+    }
+
+    fn forward(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        tensors: &[TensorId],
+        cx: &mut Context,
+    ) -> Result<TensorId> {
+        let [weight, bias, running_mean, running_var] = exactly(self, tensors)?;
+        let t = BatchNormTensors {
+            weight,
+            bias,
+            running_mean,
+            running_var,
+        };
+        BatchNorm::forward(self, g, x, &t, cx.mode, &mut cx.stats)
     }
 }

@@ -6,7 +6,8 @@ use tensorfit_core::args::{
 };
 use tensorfit_core::{Activation, BinaryOp, Graph, Op, Result, TensorId};
 
-use super::{Init, ParamSpec, Tensors};
+use super::layer::{exactly, Context, Layer, LayerTraits};
+use super::{Init, ParamSpec, StateSlot, Tensors};
 use crate::description::LossSpec;
 
 /// `activation(x · Wᵀ + b)` from `input` to `output` features, registered as `name`.
@@ -77,6 +78,48 @@ impl Dense {
                 Ok(g.apply(&format!("{name}.activation"), op, inputs)?.y)
             }
         }
+    }
+}
+
+impl Layer for Dense {
+    fn kind(&self) -> &'static str {
+        "dense"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn table(&self) -> Vec<ParamSpec> {
+        self.specs().items().into_iter().cloned().collect()
+    }
+
+    fn output_features(&self, _input: usize) -> usize {
+        self.output
+    }
+
+    fn traits(&self) -> LayerTraits {
+        LayerTraits {
+            mixes_rows: false,
+            mixes_steps: false,
+            carries_state: false,
+            random: false,
+        }
+    }
+
+    fn state_slots(&self) -> Vec<StateSlot> {
+        Vec::new()
+    }
+
+    fn forward(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        tensors: &[TensorId],
+        _cx: &mut Context,
+    ) -> Result<TensorId> {
+        let [weight, bias] = exactly(self, tensors)?;
+        Dense::forward(self, g, x, &LinearTensors { weight, bias })
     }
 }
 

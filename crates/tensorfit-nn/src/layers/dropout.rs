@@ -21,6 +21,9 @@ use tensorfit_core::args::DropoutInputs;
 use tensorfit_core::dropout::{key_input, step_key};
 use tensorfit_core::{DropoutParams, Graph, Op, Result, TensorId};
 
+use super::layer::{exactly, Context, Layer, LayerTraits};
+use super::{ParamSpec, StateSlot};
+
 /// The name of the training graph's input holding the step's dropout key.
 pub const KEY_INPUT: &str = "dropout.key";
 
@@ -163,6 +166,62 @@ impl Between {
         }
         let name = format!("{}.dropout", g.tensor(y).name);
         dropout(g, &name, y, (self.p, self.key), recurrent_site(k), offset)
+    }
+}
+
+/// `nn.Dropout(p)` as a layer of the head: head layer `index` (its mask's site),
+/// registered as `name`; no tensors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropout {
+    pub name: String,
+    pub p: DropoutRate,
+    pub index: usize,
+}
+
+impl Layer for Dropout {
+    fn kind(&self) -> &'static str {
+        "dropout"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn table(&self) -> Vec<ParamSpec> {
+        Vec::new()
+    }
+
+    fn output_features(&self, input: usize) -> usize {
+        input
+    }
+
+    fn traits(&self) -> LayerTraits {
+        LayerTraits {
+            mixes_rows: false,
+            mixes_steps: false,
+            carries_state: false,
+            random: self.p.is_active(),
+        }
+    }
+
+    fn state_slots(&self) -> Vec<StateSlot> {
+        Vec::new()
+    }
+
+    /// Drops in training only (a graph with a key); elements are numbered from the
+    /// context's first step, so a recomputed part drops what the whole would.
+    fn forward(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        tensors: &[TensorId],
+        cx: &mut Context,
+    ) -> Result<TensorId> {
+        let [] = exactly(self, tensors)?;
+        let offset = cx.first_step * g.shape(x).dims()[1..].iter().product::<usize>();
+        let name = format!("head.dropout{}", self.index);
+        let key = (self.p, cx.dropout_key);
+        dropout(g, &name, x, key, head_site(self.index), offset)
     }
 }
 

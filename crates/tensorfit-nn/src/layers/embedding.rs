@@ -10,7 +10,8 @@
 use tensorfit_core::args::{EmbeddingBackwardInputs, EmbeddingInputs};
 use tensorfit_core::{Graph, Op, Result, TensorId};
 
-use super::{Init, ParamSpec, Tensors};
+use super::layer::{exactly, Context, Layer, LayerTraits};
+use super::{Init, ParamSpec, StateSlot, Tensors};
 
 /// The name the layer is registered under, as in a PyTorch module (`self.embedding`).
 const MODULE: &str = "embedding";
@@ -80,6 +81,48 @@ impl Embedding {
         let op = Op::EmbeddingBackward { vocab: self.vocab };
         let inputs = EmbeddingBackwardInputs { ids, dout };
         Ok(g.apply(name, op, inputs)?.dtable)
+    }
+}
+
+impl Layer for Embedding {
+    fn kind(&self) -> &'static str {
+        MODULE
+    }
+
+    fn name(&self) -> &str {
+        MODULE
+    }
+
+    fn table(&self) -> Vec<ParamSpec> {
+        self.specs().items().into_iter().cloned().collect()
+    }
+
+    fn output_features(&self, _input: usize) -> usize {
+        self.dim
+    }
+
+    fn traits(&self) -> LayerTraits {
+        LayerTraits {
+            mixes_rows: false,
+            mixes_steps: false,
+            carries_state: false,
+            random: false,
+        }
+    }
+
+    fn state_slots(&self) -> Vec<StateSlot> {
+        Vec::new()
+    }
+
+    fn forward(
+        &self,
+        g: &mut Graph,
+        ids: TensorId,
+        tensors: &[TensorId],
+        _cx: &mut Context,
+    ) -> Result<TensorId> {
+        let [weight] = exactly(self, tensors)?;
+        Embedding::forward(g, MODULE, ids, &EmbeddingTensors { weight })
     }
 }
 

@@ -1,22 +1,18 @@
 //! The layers of a head, in the order a description lists them: each a [`BatchNorm`], a
-//! [`Dense`] (registered under its own name) or a dropout (no tensors).
+//! [`Dense`] (registered under its own name) or a [`Dropout`] (no tensors). [`HeadPart`]
+//! is where a kind of head layer is registered: [`HeadPart::layer`] is its one match.
 
 use tensorfit_core::{Graph, Result, TensorId};
 
-use super::dropout::{dropout, head_site, DropoutRate};
-use super::{BatchNorm, BatchNormTensors, BatchStats, Dense, LinearTensors, ParamSpec, Tensors};
-use crate::model::Mode;
+use super::layer::{Context, Layer};
+use super::{BatchNorm, BatchNormTensors, Dense, Dropout, LinearTensors, ParamSpec, Tensors};
 
 /// One head layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeadPart {
     BatchNorm(BatchNorm),
     Dense(Dense),
-    /// `nn.Dropout(p)`, head layer `index` (its mask's site).
-    Dropout {
-        p: DropoutRate,
-        index: usize,
-    },
+    Dropout(Dropout),
 }
 
 /// One head layer's tensors, by its kind.
@@ -49,45 +45,32 @@ impl<T> Tensors<T> for HeadPartTensors<T> {
 }
 
 impl HeadPart {
+    /// The layer, as the rest of the engine asks it.
+    pub fn layer(&self) -> &dyn Layer {
+        match self {
+            HeadPart::BatchNorm(b) => b,
+            HeadPart::Dense(d) => d,
+            HeadPart::Dropout(d) => d,
+        }
+    }
+
     pub fn specs(&self) -> HeadPartTensors<ParamSpec> {
         match self {
             HeadPart::BatchNorm(b) => HeadPartTensors::BatchNorm(b.specs()),
             HeadPart::Dense(d) => HeadPartTensors::Dense(d.specs()),
-            HeadPart::Dropout { .. } => HeadPartTensors::Dropout,
+            HeadPart::Dropout(_) => HeadPartTensors::Dropout,
         }
     }
 
-    /// Features out of the layer, given `input` features in.
-    pub fn output(&self, input: usize) -> usize {
-        match self {
-            HeadPart::BatchNorm(_) | HeadPart::Dropout { .. } => input,
-            HeadPart::Dense(d) => d.output,
-        }
-    }
-
-    /// `x` `[rows, features]` through the layer; a BatchNorm in training records its
-    /// batch statistics in `stats`; a dropout drops with the training graph's
-    /// `dropout_key` (none in inference).
+    /// `x` `[rows, features]` through the layer (see [`Layer::forward`]).
     pub fn forward(
         &self,
         g: &mut Graph,
-        (x, dropout_key): (TensorId, Option<TensorId>),
+        x: TensorId,
         t: &HeadPartTensors<TensorId>,
-        mode: Mode,
-        stats: &mut Vec<BatchStats>,
+        cx: &mut Context,
     ) -> Result<TensorId> {
-        match (self, t) {
-            (HeadPart::BatchNorm(b), HeadPartTensors::BatchNorm(t)) => {
-                b.forward(g, x, t, mode, stats)
-            }
-            (HeadPart::Dense(d), HeadPartTensors::Dense(t)) => d.forward(g, x, t),
-            (&HeadPart::Dropout { p, index }, HeadPartTensors::Dropout) => {
-                let name = format!("head.dropout{index}");
-                dropout(g, &name, x, (p, dropout_key), head_site(index), 0)
-            }
-            (part, _) => Err(tensorfit_core::Error::Graph(format!(
-                "head layer {part:?} was given another kind's tensors"
-            ))),
-        }
+        let tensors: Vec<TensorId> = t.items().into_iter().copied().collect();
+        self.layer().forward(g, x, &tensors, cx)
     }
 }

@@ -8,8 +8,9 @@
 //! with `T` = [`TensorId`] it is the layer's leaves on a graph (`specs.map(|s| s.leaf(g))`),
 //! so a builder reaches a weight by field, never by looking a name up.
 //!
-//! A new layer is a new file here: its struct, its tensors struct implementing
-//! [`Tensors`], and a forward builder; the model ([`crate::model`]) places it.
+//! Every kind implements [`Layer`] (its table, shape rule, properties, carried state and
+//! forward), which is how the rest of the engine reaches it; `docs/adding-a-layer.md`
+//! lists what a new kind touches.
 
 pub mod batchnorm;
 pub mod cell;
@@ -18,6 +19,8 @@ pub mod dropout;
 pub mod embedding;
 pub mod gru;
 pub mod head;
+pub mod last_step;
+pub mod layer;
 pub mod lstm;
 pub mod recurrent;
 
@@ -26,12 +29,16 @@ use tensorfit_core::{Graph, Shape, TensorId};
 pub use batchnorm::{BatchNorm, BatchNormTensors, BatchStats};
 pub use cell::{CellInput, CellWeights};
 pub use dense::{Dense, LinearTensors, OutputLayer};
-pub use dropout::{Between, DropoutRate};
+pub use dropout::{Between, Dropout, DropoutRate};
 pub use embedding::{Embedding, EmbeddingTensors};
 pub use gru::{Gru, GruWeights};
 pub use head::{HeadPart, HeadPartTensors};
+pub use last_step::LastStep;
+pub use layer::{Context, Layer, LayerTraits};
 pub use lstm::{Lstm, LstmGrads, LstmWeights, StatePart, StateSlot};
-pub use recurrent::{LayerForward, LayerGrads, Recurrent, RecurrentStack, RecurrentWeights};
+pub use recurrent::{
+    LayerForward, LayerGrads, Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights,
+};
 
 /// Whether a tensor is trained by the optimizer or is a running statistic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,12 @@
 use tensorfit_core::args::{GruForwardOutputs, LstmForwardOutputs};
 use tensorfit_core::{Error, Graph, Result, Shape, TensorId};
 
-use super::{Between, Gru, GruWeights, Lstm, LstmWeights, StatePart, StateSlot, Tensors};
+use super::cell::CellWeights;
+use super::layer::{Context, Layer, LayerTraits};
+use super::{
+    Between, DropoutRate, Gru, GruWeights, Lstm, LstmWeights, ParamSpec, StatePart, StateSlot,
+    Tensors,
+};
 
 /// The layers of the recurrent stack, by cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,11 +131,15 @@ fn other_cell() -> Error {
 impl Recurrent {
     /// The node name of layer `k` (`lstm_l0`, `gru_l2`).
     pub fn layer_name(&self, k: usize) -> String {
-        let cell = match self {
+        format!("{}_l{k}", self.module())
+    }
+
+    /// The module its tensors are registered under, PyTorch's: `lstm` or `gru`.
+    pub fn module(&self) -> &'static str {
+        match self {
             Recurrent::Lstm(_) => "lstm",
             Recurrent::Gru(_) => "gru",
-        };
-        format!("{cell}_l{k}")
+        }
     }
 
     /// Layer `k`'s initial state as persistent leaves of `g`, in slot order.
@@ -321,6 +330,90 @@ impl Recurrent {
             y,
             lengths,
         })
+    }
+}
+
+/// A recurrent stack as a layer of the network: PyTorch's `nn.LSTM`/`nn.GRU` with
+/// `num_layers` and `dropout` (on every layer's output but the last, in training).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecurrentLayer {
+    pub cells: Recurrent,
+    pub dropout: DropoutRate,
+}
+
+impl RecurrentWeights<TensorId> {
+    /// The stack's leaves from `items` in table order (four per layer), or `None` when
+    /// they are not a whole number of layers of `cells`.
+    fn from_items(cells: &Recurrent, items: &[TensorId]) -> Option<Self> {
+        if items.len() != 4 * cells.layers() {
+            return None;
+        }
+        let layers = items.chunks_exact(4).map(|w| CellWeights {
+            w_ih: w[0],
+            w_hh: w[1],
+            b_ih: w[2],
+            b_hh: w[3],
+        });
+        Some(match cells {
+            Recurrent::Lstm(_) => RecurrentWeights::Lstm(layers.collect()),
+            Recurrent::Gru(_) => RecurrentWeights::Gru(layers.collect()),
+        })
+    }
+}
+
+impl Layer for RecurrentLayer {
+    fn kind(&self) -> &'static str {
+        self.cells.module()
+    }
+
+    fn name(&self) -> &str {
+        self.cells.module()
+    }
+
+    fn table(&self) -> Vec<ParamSpec> {
+        self.cells.specs().items().into_iter().cloned().collect()
+    }
+
+    fn output_features(&self, _input: usize) -> usize {
+        self.cells.hidden()
+    }
+
+    fn traits(&self) -> LayerTraits {
+        LayerTraits {
+            mixes_rows: false,
+            mixes_steps: true,
+            carries_state: true,
+            random: self.dropout.is_active() && self.cells.layers() > 1,
+        }
+    }
+
+    fn state_slots(&self) -> Vec<StateSlot> {
+        self.cells.state_slots()
+    }
+
+    /// The whole stack over `x`, each layer from its carried state (recorded in `cx`
+    /// with its final value), stopping at each sequence's length.
+    fn forward(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        tensors: &[TensorId],
+        cx: &mut Context,
+    ) -> Result<TensorId> {
+        let weights = RecurrentWeights::from_items(&self.cells, tensors).ok_or_else(|| {
+            super::layer::wrong_tensors(self, 4 * self.cells.layers(), tensors.len())
+        })?;
+        let between = Between {
+            p: self.dropout,
+            key: cx.dropout_key,
+        };
+        let keep = cx.keep();
+        let stack =
+            self.cells
+                .stack_over(g, (x, cx.lengths), &weights, cx.batch, (keep, between))?;
+        cx.carried.extend(stack.carried);
+        cx.finals.extend(stack.finals);
+        Ok(stack.y)
     }
 }
 

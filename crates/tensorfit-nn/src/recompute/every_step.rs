@@ -20,23 +20,21 @@ use tensorfit_core::args::{BinaryInputs, FillInputs};
 use tensorfit_core::{BinaryOp, Error, Graph, Op, Result, Shape, TensorId};
 
 use crate::description::{HeadOn, LossSpec};
-use crate::layers::dropout::{dropout, head_site};
-use crate::layers::HeadPart;
+use crate::layers::Context;
 use crate::model::Mode;
 use crate::network::{Network, NetworkTensors};
 
-/// Refuses a network whose head recomputation cannot split: a BatchNorm in a head on
-/// every step, named.
+/// Refuses a network whose head recomputation cannot split: a layer that mixes the rows
+/// of its batch (BatchNorm) in a head on every step, named.
 pub(super) fn check(net: &Network) -> Result<()> {
     if net.head_on != HeadOn::EveryStep {
         return Ok(());
     }
-    match net.head.iter().find_map(|p| match p {
-        HeadPart::BatchNorm(b) => Some(&b.name),
-        _ => None,
-    }) {
-        Some(name) => Err(Error::input(format!(
-            "head layer `{name}`: a BatchNorm in a head on every step normalises over all steps at once, which recomputation splits into sub-segments; train without recomputation or drop the BatchNorm"
+    match net.head_layers().find(|l| l.traits().mixes_rows) {
+        Some(layer) => Err(Error::input(format!(
+            "head layer `{}` ({}) mixes the rows of its batch, and in a head on every step those are all steps at once, which recomputation splits into sub-segments; train without recomputation or drop the layer",
+            layer.name(),
+            layer.kind(),
         ))),
         None => Ok(()),
     }
@@ -82,18 +80,13 @@ pub(super) fn part(
             g.input(&format!("labels.{k}"), shape)
         }
     };
-    let mut stats = Vec::new();
+    // From the part's first step, so that its dropouts drop what the whole head's do.
+    let batch = g.shape(y).dims()[1];
+    let mut cx = Context::new(Mode::Train, batch, None, key);
+    cx.first_step = span.t0;
     let mut h = y;
     for (layer, t) in net.head.iter().zip(&ids.head) {
-        h = match *layer {
-            HeadPart::Dropout { p, index } => {
-                // This part's first element in the whole head's `[T, B, F]` input.
-                let offset = span.t0 * g.shape(h).dims()[1..].iter().product::<usize>();
-                let name = format!("head.dropout{index}.seg{k}");
-                dropout(g, &name, h, (p, key), head_site(index), offset)?
-            }
-            _ => layer.forward(g, (h, key), t, Mode::Train, &mut stats)?,
-        };
+        h = layer.forward(g, h, t, &mut cx)?;
     }
     let outs = net.out.forward(g, h, &ids.out, labels)?;
     let share = Op::Fill {

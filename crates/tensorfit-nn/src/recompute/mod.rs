@@ -31,7 +31,7 @@ use tensorfit_core::args::{BinaryInputs, FillInputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
-use crate::layers::{dropout, Between, Embedding, LayerForward};
+use crate::layers::{dropout, Between, Context, Embedding, LayerForward};
 use crate::model::{head, Leaves, Mode, Named};
 use crate::network::{Network, NetworkTensors};
 use crate::options::carry_chunks;
@@ -71,10 +71,16 @@ fn stack_over(
     };
     let mut layers = Vec::with_capacity(border.len());
     for (l, state) in border.iter().enumerate() {
-        let name = format!("{prefix}.{}", net.recurrent.layer_name(l));
-        let outs =
-            net.recurrent
-                .layer(g, &name, l, (input, lengths), state, &ids.recurrent, keep)?;
+        let name = format!("{prefix}.{}", net.recurrent.cells.layer_name(l));
+        let outs = net.recurrent.cells.layer(
+            g,
+            &name,
+            l,
+            (input, lengths),
+            state,
+            &ids.recurrent,
+            keep,
+        )?;
         layers.push((input, outs));
         input = between.after(g, (l, border.len()), outs.y(), offset)?;
     }
@@ -141,7 +147,7 @@ pub(crate) fn train_graph(
         crate::every_step::check_padded(&net, crate::model::Mode::Train)?;
     }
     let every_step = net.head_on == HeadOn::EveryStep;
-    let rec = &net.recurrent;
+    let rec = &net.recurrent.cells;
     let layers = rec.layers();
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
@@ -149,7 +155,7 @@ pub(crate) fn train_graph(
     let lens = carry_chunks(steps, segment);
     let key = dropout::key_leaf(&mut g, net.has_dropout());
     let between = Between {
-        p: net.between,
+        p: net.recurrent.dropout,
         key,
     };
     // Each sub-segment's first step, and where its elements start in the mask of a
@@ -208,7 +214,8 @@ pub(crate) fn train_graph(
     let mut last_step = None;
     if !every_step {
         let last = border[xs.len()][layers - 1][0];
-        let h = head(&mut g, &net, ids, (last, key), Mode::Train)?;
+        let mut cx = Context::new(Mode::Train, batch, None, key);
+        let h = head(&mut g, &net, ids, last, &mut cx)?;
         let (dlast, head_grads) = head_backward(&mut g, &leaves.head, (h.loss, one), last)?;
         last_step = Some((h, dlast, head_grads));
     }

@@ -1,0 +1,168 @@
+//! The layers of a description file as one ordered list, `[[layers]]`, in place of the
+//! `[recurrent]` and `[head]` tables:
+//!
+//! ```toml
+//! [input]
+//! kind = "tokens"
+//! vocab = 65
+//!
+//! [[layers]]
+//! kind = "embedding"     # nn.Embedding(vocab, dim): only first, only on tokens
+//! dim = 32
+//!
+//! [[layers]]
+//! kind = "lstm"          # or "gru"; nn.LSTM(hidden, num_layers = layers, dropout)
+//! hidden = 250
+//! layers = 2             # 1 if not given, as PyTorch's num_layers
+//! dropout = 0.2
+//!
+//! [[layers]]
+//! kind = "last_step"     # each sequence's last step; without it the layers below
+//!                        # and the loss are on every step
+//!
+//! [[layers]]
+//! kind = "dense"         # then "dense", "batchnorm", "dropout" as in [head]
+//! units = 100
+//! activation = "tanh"
+//!
+//! [loss]
+//! kind = "cross_entropy"
+//! classes = 6
+//! ```
+//!
+//! This version builds the models the tables describe: an optional `embedding`, one
+//! `lstm` or `gru`, an optional `last_step`, then head layers; a layer out of that order is
+//! refused at its line, saying so. Head layers without a `name` are called `head.{i}`,
+//! their index after the recurrent layer and the last step, as in `[head]`: a model
+//! names its tensors alike in either form, so their checkpoints are interchangeable.
+
+use super::table::Table;
+use super::{head_layers, tables_in, CELLS};
+use crate::description::{Cell, HeadOn, HeadSpec, InputSpec, RecurrentSpec};
+use crate::DescriptionError;
+
+/// A kind of layer in the list, as a file spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Embedding,
+    Recurrent(Cell),
+    LastStep,
+    /// `batchnorm`, `dense`, `dropout`: read as `[head]` reads them.
+    Head,
+}
+
+const KINDS: [(&str, Kind); 7] = [
+    ("embedding", Kind::Embedding),
+    (CELLS[0].0, Kind::Recurrent(CELLS[0].1)),
+    (CELLS[1].0, Kind::Recurrent(CELLS[1].1)),
+    ("last_step", Kind::LastStep),
+    ("batchnorm", Kind::Head),
+    ("dense", Kind::Head),
+    ("dropout", Kind::Head),
+];
+
+/// The order this version builds, for messages.
+const ORDER: &str =
+    "an optional \"embedding\", one \"lstm\" or \"gru\", an optional \"last_step\", then \"dense\", \"batchnorm\" and \"dropout\" layers";
+
+/// The recurrent stack and head the `layers` array of `root` lists, with the embedding
+/// it places on `input` (which must be token ids and give none itself).
+pub(super) fn read(
+    root: &Table,
+    input: &mut InputSpec,
+) -> Result<(RecurrentSpec, HeadSpec), DescriptionError> {
+    let tables = tables_in(root, "layers")?;
+    let mut recurrent: Option<RecurrentSpec> = None;
+    let mut on = HeadOn::EveryStep;
+    let mut head = Vec::new();
+    for (i, t) in tables.iter().enumerate() {
+        let kind = t.choice("kind", &KINDS)?;
+        // What may come before this kind: each stage only after the ones before it.
+        let in_order = match kind {
+            Kind::Embedding => i == 0,
+            Kind::Recurrent(_) => recurrent.is_none() && head.is_empty(),
+            Kind::LastStep => recurrent.is_some() && on == HeadOn::EveryStep && head.is_empty(),
+            Kind::Head => recurrent.is_some(),
+        };
+        if !in_order {
+            let message = format!(
+                "`{}` ({:?}) is out of order: this version builds {ORDER}",
+                t.path,
+                kind_name(t)
+            );
+            return Err(t.file.error(t.span.start, &t.path, message));
+        }
+        match kind {
+            Kind::Embedding => embedding(t, input)?,
+            Kind::Recurrent(cell) => recurrent = Some(stack(t, cell)?),
+            Kind::LastStep => {
+                t.known_keys(&["kind"])?;
+                on = HeadOn::LastStep;
+            }
+            Kind::Head => head.push(t),
+        }
+    }
+    let Some(recurrent) = recurrent else {
+        let key = root.key("layers");
+        let at = root
+            .table
+            .get("layers")
+            .map_or(root.span.start, |v| v.span().start);
+        let message =
+            format!("`{key}` has no \"lstm\" or \"gru\" layer: this version builds {ORDER}");
+        return Err(root.file.error(at, &key, message));
+    };
+    let layers = head_layers(head)?;
+    Ok((recurrent, HeadSpec { on, layers }))
+}
+
+fn kind_name<'a>(t: &'a Table) -> &'a str {
+    t.table
+        .get("kind")
+        .and_then(|k| k.get_ref().as_str())
+        .unwrap_or("")
+}
+
+/// `kind = "embedding"`, `dim`: placed on token `input`.
+fn embedding(t: &Table, input: &mut InputSpec) -> Result<(), DescriptionError> {
+    t.known_keys(&["kind", "dim"])?;
+    let dim = t.size("dim")?;
+    match input {
+        InputSpec::Tokens {
+            embedding: embedding @ None,
+            ..
+        } => {
+            *embedding = Some(dim);
+            Ok(())
+        }
+        InputSpec::Tokens {
+            embedding: Some(_), ..
+        } => Err(t.file.error(
+            t.span.start,
+            &t.path,
+            format!(
+                "`{}` and `input.embedding` both give an embedding: give it once, as this layer",
+                t.path
+            ),
+        )),
+        InputSpec::Dense { .. } => Err(t.file.error(
+            t.span.start,
+            &t.path,
+            format!(
+                "`{}`: an embedding reads token ids, and `input` is \"dense\" (give `kind = \"tokens\"` and `vocab`)",
+                t.path
+            ),
+        )),
+    }
+}
+
+/// `kind = "lstm"` or `"gru"`: `hidden`, `layers` (1 if not given), `dropout`.
+fn stack(t: &Table, cell: Cell) -> Result<RecurrentSpec, DescriptionError> {
+    t.known_keys(&["kind", "hidden", "layers", "dropout"])?;
+    Ok(RecurrentSpec {
+        cell,
+        hidden: t.size("hidden")?,
+        layers: t.optional_size("layers")?.unwrap_or(1),
+        dropout: t.dropout("dropout")?,
+    })
+}

@@ -1,0 +1,77 @@
+//! The last step of each sequence as a layer (DL4J's `LastTimeStep`; a description's
+//! `head.on = "last"`): `[T, B, F]` in, `[B, F]` out.
+
+use tensorfit_core::args::SliceTimeInputs;
+use tensorfit_core::{Error, Graph, Op, Result, TensorId};
+
+use super::layer::{exactly, Context, Layer, LayerTraits};
+use super::{ParamSpec, StatePart, StateSlot};
+use crate::model::Mode;
+
+/// Each sequence's last step: the batch's last, or each sequence's own with lengths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastStep;
+
+impl Layer for LastStep {
+    fn kind(&self) -> &'static str {
+        "last_step"
+    }
+
+    fn name(&self) -> &str {
+        "last_step"
+    }
+
+    fn table(&self) -> Vec<ParamSpec> {
+        Vec::new()
+    }
+
+    fn output_features(&self, input: usize) -> usize {
+        input
+    }
+
+    fn traits(&self) -> LayerTraits {
+        LayerTraits {
+            mixes_rows: false,
+            // It reads one step of each sequence, whichever chunk holds it.
+            mixes_steps: true,
+            carries_state: false,
+            random: false,
+        }
+    }
+
+    fn state_slots(&self) -> Vec<StateSlot> {
+        Vec::new()
+    }
+
+    /// Inference over a padded batch reads the top recurrent layer's final h, recorded
+    /// in `cx`: each sequence's own last step (`h_n = y[L - 1]`), or, for one that ended
+    /// in an earlier chunk, the state carried through this one since. Otherwise the slice
+    /// at the last step (each sequence's own with lengths).
+    fn forward(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        tensors: &[TensorId],
+        cx: &mut Context,
+    ) -> Result<TensorId> {
+        let [] = exactly(self, tensors)?;
+        if cx.lengths.is_some() && cx.mode == Mode::Infer {
+            let top_h = cx
+                .carried
+                .iter()
+                .zip(&cx.finals)
+                .rfind(|((_, slot), _)| slot.part == StatePart::H)
+                .map(|(_, last)| *last);
+            return top_h.ok_or_else(|| {
+                Error::Graph("the last step of a padded batch needs a recurrent layer below".into())
+            });
+        }
+        let steps = g.shape(x).dims()[0];
+        let inputs = SliceTimeInputs {
+            x,
+            lengths: cx.lengths,
+        };
+        let op = Op::SliceTime { t: steps - 1 };
+        Ok(g.apply("last_step", op, inputs)?.out)
+    }
+}
