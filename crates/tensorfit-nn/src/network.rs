@@ -210,8 +210,7 @@ impl Network {
                 ))
             }
         }
-        let weights: Vec<TensorId> = ids.recurrent.items().into_iter().copied().collect();
-        y = self.recurrent.forward(g, y, &weights, cx)?;
+        y = self.recurrent.forward(g, y, &ids.recurrent.to_vec(), cx)?;
         Ok(RecurrentStack {
             x,
             carried: cx.carried.clone(),

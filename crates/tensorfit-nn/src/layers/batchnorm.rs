@@ -145,7 +145,7 @@ impl Layer for BatchNorm {
     }
 
     fn table(&self) -> Vec<ParamSpec> {
-        self.specs().items().into_iter().cloned().collect()
+        self.specs().to_vec()
     }
 
     fn output_features(&self, input: usize) -> usize {

@@ -94,7 +94,7 @@ impl Layer for Embedding {
     }
 
     fn table(&self) -> Vec<ParamSpec> {
-        self.specs().items().into_iter().cloned().collect()
+        self.specs().to_vec()
     }
 
     fn output_features(&self, _input: usize) -> usize {

@@ -70,7 +70,6 @@ impl HeadPart {
         t: &HeadPartTensors<TensorId>,
         cx: &mut Context,
     ) -> Result<TensorId> {
-        let tensors: Vec<TensorId> = t.items().into_iter().copied().collect();
-        self.layer().forward(g, x, &tensors, cx)
+        self.layer().forward(g, x, &t.to_vec(), cx)
     }
 }

@@ -110,4 +110,12 @@ impl ParamSpec {
 pub trait Tensors<T> {
     /// The items in table order (the order of leaves, checkpoints and Adam's updates).
     fn items(&self) -> Vec<&T>;
+
+    /// The items in table order, as values.
+    fn to_vec(&self) -> Vec<T>
+    where
+        T: Clone,
+    {
+        self.items().into_iter().cloned().collect()
+    }
 }

@@ -217,7 +217,7 @@ impl Recurrent {
                 Ok(LayerGrads {
                     dx: d.dx,
                     dstate: vec![d.dh0, d.dc0],
-                    weights: grads.per_weight().items().into_iter().copied().collect(),
+                    weights: grads.per_weight().to_vec(),
                 })
             }
             (RecurrentWeights::Gru(w), LayerForward::Gru(f), &[h], &[dh]) => {
@@ -227,7 +227,7 @@ impl Recurrent {
                 Ok(LayerGrads {
                     dx: d.dx,
                     dstate: vec![d.dh0],
-                    weights: grads.items().into_iter().copied().collect(),
+                    weights: grads.to_vec(),
                 })
             }
             _ => Err(other_cell()),
@@ -371,7 +371,7 @@ impl Layer for RecurrentLayer {
     }
 
     fn table(&self) -> Vec<ParamSpec> {
-        self.cells.specs().items().into_iter().cloned().collect()
+        self.cells.specs().to_vec()
     }
 
     fn output_features(&self, _input: usize) -> usize {
