@@ -101,9 +101,11 @@ fn variant(op: &Op) -> usize {
         Op::MseLoss => 24,
         Op::MseLossBackward => 25,
         Op::Dropout(_) => 26,
+        Op::LayerNorm { .. } => 27,
+        Op::LayerNormBackward => 28,
     }
 }
-const VARIANTS: usize = 27;
+const VARIANTS: usize = 29;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -214,6 +216,7 @@ fn cases() -> Vec<Case> {
     rows_cases::rows_cases(&mut r, &mut v);
     dropout_cases::dropout_cases(&mut r, &mut v);
     batchnorm_cases(&mut r, &mut v);
+    layernorm_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);
         let labels = r.labels(rows, k);
@@ -363,6 +366,23 @@ fn batchnorm_cases(r: &mut Rng, v: &mut Vec<Case>) {
         let mut u = case(format!("batchnorm_stats_update {c}"), op, vec![mean, var]);
         u.targets = vec![r.tensor(&[c], 1.0), r.between(&[c], 0.5, 1.5)];
         v.push(u);
+    }
+}
+
+/// Rows of one to 300 features, more rows than a 1 KiB binding holds, and every step's
+/// rows `[T, B, F]`.
+fn layernorm_cases(r: &mut Rng, v: &mut Vec<Case>) {
+    for dims in [&[16, 10][..], &[3, 200], &[100, 7], &[5, 4, 6], &[2, 1]] {
+        let (f, rows) = (dims[dims.len() - 1], &dims[..dims.len() - 1]);
+        let (gamma, beta) = (r.tensor(&[f], 1.5), r.tensor(&[f], 1.0));
+        let x = r.tensor(dims, 2.0);
+        let op = Op::LayerNorm { eps: 1e-5 };
+        let inputs = vec![x.clone(), gamma.clone(), beta];
+        v.push(case(format!("layernorm {dims:?}"), op, inputs));
+        let (mean, rstd) = (r.tensor(rows, 0.5), r.between(rows, 0.5, 2.0));
+        let inputs = vec![x, gamma, mean, rstd, r.tensor(dims, 1.0)];
+        let name = format!("layernorm_backward {dims:?}");
+        v.push(case(name, Op::LayerNormBackward, inputs));
     }
 }
 

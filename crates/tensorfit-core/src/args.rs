@@ -234,6 +234,21 @@ signature! {
 }
 
 signature! {
+    /// [`Op::LayerNorm`](crate::Op::LayerNorm): `x` `[.., F]`, `gamma`, `beta` `[F]`.
+    LayerNormInputs { x, gamma, beta }
+    /// [`Op::LayerNorm`](crate::Op::LayerNorm): `y` `[.., F]`, each row's `mean` and `rstd` `[..]`.
+    -> LayerNormOutputs { y, mean, rstd }
+}
+
+signature! {
+    /// [`Op::LayerNormBackward`](crate::Op::LayerNormBackward): `x` `[.., F]`, `gamma` `[F]`, the
+    /// forward's `mean` and `rstd` `[..]`, and `dy` `[.., F]`.
+    LayerNormBackwardInputs { x, gamma, mean, rstd, dy }
+    /// [`Op::LayerNormBackward`](crate::Op::LayerNormBackward): `dx` `[.., F]`, `dgamma`, `dbeta` `[F]`.
+    -> LayerNormBackwardOutputs { dx, dgamma, dbeta }
+}
+
+signature! {
     /// [`Op::BatchNormStatsUpdate`](crate::Op::BatchNormStatsUpdate): the batch `mean` and biased batch `var` `[C]`.
     StatsUpdateInputs { mean, var }
     /// [`Op::BatchNormStatsUpdate`](crate::Op::BatchNormStatsUpdate) targets: `running_mean`, `running_var` `[C]`.

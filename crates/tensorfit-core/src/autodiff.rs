@@ -367,6 +367,26 @@ fn vjp(
             };
             Ok(grads.into_vec())
         }
+        Op::LayerNorm { .. } => {
+            let (x, _, out, g) = named!(LayerNormInputs);
+            if g.mean.is_some() || g.rstd.is_some() {
+                return Err(no_grad_for("row statistics"));
+            }
+            let inputs = LayerNormBackwardInputs {
+                x: x.x,
+                gamma: x.gamma,
+                mean: out.mean,
+                rstd: out.rstd,
+                dy: main(g.y)?,
+            };
+            let d = graph.apply(&name("grad"), Op::LayerNormBackward, inputs)?;
+            let grads = LayerNormInputs {
+                x: Some(d.dx),
+                gamma: Some(d.dgamma),
+                beta: Some(d.dbeta),
+            };
+            Ok(grads.into_vec())
+        }
         Op::SoftmaxCrossEntropy => {
             let (x, _, out, g) = named!(SoftmaxCrossEntropyInputs);
             if g.probs.is_some() {
@@ -407,6 +427,7 @@ fn vjp(
         | Op::GruBackward { .. }
         | Op::EmbeddingBackward { .. }
         | Op::BatchNormBackward { .. }
+        | Op::LayerNormBackward
         | Op::SoftmaxCrossEntropyBackward
         | Op::MseLossBackward
         | Op::BatchNormStatsUpdate { .. }

@@ -163,6 +163,21 @@ pub trait OpKernels {
         o: BatchNormBackwardOutputs<Self::Out>,
     ) -> Result<()>;
 
+    fn layernorm_forward(
+        &mut self,
+        eps: f32,
+        s: LayerNormInputs<&Shape>,
+        i: LayerNormInputs<Self::In>,
+        o: LayerNormOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn layernorm_backward(
+        &mut self,
+        s: LayerNormBackwardInputs<&Shape>,
+        i: LayerNormBackwardInputs<Self::In>,
+        o: LayerNormBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
     fn batchnorm_stats_update(
         &mut self,
         momentum: f32,
@@ -419,6 +434,14 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         Op::BatchNormBackward { eps, training } => {
             let (s, i, o) = named!(BatchNormBackwardInputs);
             k.batchnorm_backward(*eps, *training, s, i, o)
+        }
+        Op::LayerNorm { eps } => {
+            let (s, i, o) = named!(LayerNormInputs);
+            k.layernorm_forward(*eps, s, i, o)
+        }
+        Op::LayerNormBackward => {
+            let (s, i, o) = named!(LayerNormBackwardInputs);
+            k.layernorm_backward(s, i, o)
         }
         Op::BatchNormStatsUpdate { momentum, unbias } => {
             let (s, i, o) = named!(StatsUpdateInputs);

@@ -22,7 +22,7 @@ pub use crate::lstm_dims::LstmDims;
 use crate::optim_op::optim_shapes;
 pub use crate::optim_op::{AdamParams, SgdParams};
 pub use crate::recurrent_dims::{RecurrentDims, LSTM_SCRATCH_STEPS};
-use crate::rows::{batchnorm_shapes, matmul_shapes, softmax_shapes};
+use crate::rows::{batchnorm_shapes, layernorm_shapes, matmul_shapes, softmax_shapes};
 use crate::seq_lengths::check_shape;
 pub(crate) use crate::shape::same;
 use crate::shape::{rank, Shape};
@@ -215,6 +215,17 @@ pub enum Op {
     /// in training, running statistics in inference), `dy`. Outputs `dx`, `dgamma`, `dbeta`.
     BatchNormBackward { eps: f32, training: bool },
 
+    /// Layer normalisation over the features of each row of `x` `[.., F]` (PyTorch's
+    /// `nn.LayerNorm(F)`). Inputs `x`, `gamma` `[F]`, `beta` `[F]`; outputs `y` `[.., F]`,
+    /// each row's `mean` and `rstd` = 1/sqrt(biased var + eps) (shape `x`'s without its
+    /// last dimension); `y = (x - mean) · rstd · gamma + beta`. The same in training and
+    /// inference (no running statistics).
+    LayerNorm { eps: f32 },
+
+    /// Gradient of [`Op::LayerNorm`]. Inputs `x`, `gamma`, the forward's `mean` and
+    /// `rstd`, `dy`. Outputs `dx`, `dgamma`, `dbeta` (summed over the rows).
+    LayerNormBackward,
+
     /// Update op. Inputs batch `mean`, biased batch `var`; targets `running_mean`,
     /// `running_var`: `running = (1 - momentum) · running + momentum · stat`, with the
     /// variance unbiased by the factor `unbias = B / (B - 1)` first (as PyTorch does).
@@ -292,6 +303,8 @@ impl Op {
             Op::BatchNorm { .. } => "batchnorm_forward",
             Op::BatchNormBackward { .. } => "batchnorm_backward",
             Op::BatchNormStatsUpdate { .. } => "batchnorm_stats_update",
+            Op::LayerNorm { .. } => "layernorm_forward",
+            Op::LayerNormBackward => "layernorm_backward",
             Op::SoftmaxCrossEntropy => "softmax_cross_entropy_forward",
             Op::SoftmaxCrossEntropyBackward => "softmax_cross_entropy_backward",
             Op::MseLoss => "mse_loss_forward",
@@ -343,6 +356,8 @@ impl Op {
             Op::BatchNorm { .. } => BatchNormOutputs::<()>::NAMES,
             Op::BatchNormBackward { .. } => BatchNormBackwardOutputs::<()>::NAMES,
             Op::BatchNormStatsUpdate { .. } => StatsUpdateTargets::<()>::NAMES,
+            Op::LayerNorm { .. } => LayerNormOutputs::<()>::NAMES,
+            Op::LayerNormBackward => LayerNormBackwardOutputs::<()>::NAMES,
             Op::SoftmaxCrossEntropy => SoftmaxCrossEntropyOutputs::<()>::NAMES,
             Op::SoftmaxCrossEntropyBackward => SoftmaxCrossEntropyBackwardOutputs::<()>::NAMES,
             Op::MseLoss => MseLossOutputs::<()>::NAMES,
@@ -448,6 +463,7 @@ impl Op {
                 Ok(EmbeddingBackwardOutputs { dtable }.into_vec())
             }
             Op::BatchNorm { .. } | Op::BatchNormBackward { .. } => batchnorm_shapes(self, list),
+            Op::LayerNorm { .. } | Op::LayerNormBackward => layernorm_shapes(self, list),
             Op::BatchNormStatsUpdate { .. } => {
                 let StatsUpdateInputs { mean, var } = named(list)?;
                 rank(mean, 1, "mean")?;

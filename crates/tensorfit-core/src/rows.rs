@@ -116,6 +116,44 @@ pub(crate) fn batchnorm_shapes(op: &Op, list: Vec<&Shape>) -> Result<Vec<Shape>,
     }
 }
 
+/// [`Op::LayerNorm`] and its backward: `x` `[.., F]` (at least one row of at least one
+/// feature), `gamma` `[F]`, statistics one per row.
+pub(crate) fn layernorm_shapes(op: &Op, list: Vec<&Shape>) -> Result<Vec<Shape>, String> {
+    match op {
+        Op::LayerNorm { .. } => {
+            let i: LayerNormInputs<&Shape> = named(list)?;
+            rows(i.x, "x")?;
+            let f = Shape::from([flat(i.x).1]);
+            same(i.gamma, &f, "gamma")?;
+            same(i.beta, &f, "beta")?;
+            let stats = leading(i.x);
+            let outputs = LayerNormOutputs {
+                y: i.x.clone(),
+                mean: stats.clone(),
+                rstd: stats,
+            };
+            Ok(outputs.into_vec())
+        }
+        Op::LayerNormBackward => {
+            let i: LayerNormBackwardInputs<&Shape> = named(list)?;
+            rows(i.x, "x")?;
+            let f = Shape::from([flat(i.x).1]);
+            same(i.gamma, &f, "gamma")?;
+            let stats = leading(i.x);
+            same(i.mean, &stats, "mean")?;
+            same(i.rstd, &stats, "rstd")?;
+            same(i.dy, i.x, "dy")?;
+            let outputs = LayerNormBackwardOutputs {
+                dx: i.x.clone(),
+                dgamma: f.clone(),
+                dbeta: f,
+            };
+            Ok(outputs.into_vec())
+        }
+        other => Err(format!("{} is not a layer-norm op", other.name())),
+    }
+}
+
 /// [`Op::SoftmaxCrossEntropy`] and its backward: `logits` (`probs`) `[.., K]`, `labels`
 /// one per row (`[B]`, or `[T, B]` on every step).
 pub(crate) fn softmax_shapes(op: &Op, list: Vec<&Shape>) -> Result<Vec<Shape>, String> {

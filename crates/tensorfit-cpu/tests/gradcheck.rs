@@ -21,8 +21,9 @@
 mod gradcheck_case;
 
 use tensorfit_core::args::{
-    ActivationInputs, BatchNormInputs, BinaryInputs, DropoutInputs, EmbeddingInputs, MatMulInputs,
-    MeanVar, MseLossInputs, SliceTimeInputs, SoftmaxCrossEntropyInputs,
+    ActivationInputs, BatchNormInputs, BinaryInputs, DropoutInputs, EmbeddingInputs,
+    LayerNormInputs, MatMulInputs, MeanVar, MseLossInputs, SliceTimeInputs,
+    SoftmaxCrossEntropyInputs,
 };
 use tensorfit_core::dropout::{key_input, step_key};
 use tensorfit_core::{Activation, BinaryOp, DropoutParams, Op};
@@ -134,6 +135,22 @@ fn batchnorm_training() {
         training: true,
     };
     let outs = c.graph.apply("bn", op, inputs).unwrap();
+    c.outputs.push(outs.y);
+    c.run(&mut rng);
+}
+
+#[test]
+fn layernorm_over_every_step() {
+    let mut rng = Rng::new(12);
+    let mut c = Case::new("layernorm over [T, B, F]");
+    let x = c.random("x", &[3, 2, 4], &mut rng);
+    let gamma = c.leaf("gamma", &[4], vec![0.8, 1.2, -0.6, 1.5], true);
+    let beta = c.random("beta", &[4], &mut rng);
+    let inputs = LayerNormInputs { x, gamma, beta };
+    let outs = c
+        .graph
+        .apply("ln", Op::LayerNorm { eps: 1e-5 }, inputs)
+        .unwrap();
     c.outputs.push(outs.y);
     c.run(&mut rng);
 }

@@ -47,6 +47,7 @@ shaders! {
     Lstm => "lstm.wgsl",
     Gru => "gru.wgsl",
     Batchnorm => "batchnorm.wgsl",
+    Layernorm => "layernorm.wgsl",
     Softmax => "softmax.wgsl",
     Mse => "mse.wgsl",
     Adam => "adam.wgsl",
@@ -109,6 +110,9 @@ kernels! {
     BATCHNORM_BACKWARD_SUMS = Batchnorm::"batchnorm_backward_sums", 6, COLUMN_WG;
     BATCHNORM_BACKWARD = Batchnorm::"batchnorm_backward", 8, WG;
     BATCHNORM_STATS_UPDATE = Batchnorm::"batchnorm_stats_update", 4, WG;
+    LAYERNORM_FORWARD = Layernorm::"layernorm_forward", 6, WG;
+    LAYERNORM_BACKWARD = Layernorm::"layernorm_backward", 6, WG;
+    LAYERNORM_BACKWARD_SUMS = Layernorm::"layernorm_backward_sums", 6, COLUMN_WG;
     SOFTMAX_CROSS_ENTROPY_FORWARD = Softmax::"softmax_cross_entropy_forward", 4, WG;
     SOFTMAX_CROSS_ENTROPY_BACKWARD = Softmax::"softmax_cross_entropy_backward", 4, WG;
     MSE_LOSS_FORWARD = Mse::"mse_loss_forward", 3, WG;

@@ -18,6 +18,7 @@ pub mod gather;
 pub mod gemm;
 pub mod gemm_fast;
 pub mod gru;
+pub mod layernorm;
 pub mod lstm;
 pub mod mse;
 pub mod optim;
@@ -225,6 +226,26 @@ impl<'a> OpKernels for HostKernels<'a> {
         o: BatchNormBackwardOutputs<Self::Out>,
     ) -> Result<()> {
         batchnorm::batchnorm_backward(eps, training, &i, o.dx, o.dgamma, o.dbeta)
+    }
+
+    fn layernorm_forward(
+        &mut self,
+        eps: f32,
+        _: LayerNormInputs<&Shape>,
+        i: LayerNormInputs<Self::In>,
+        o: LayerNormOutputs<Self::Out>,
+    ) -> Result<()> {
+        let x = (i.x, i.gamma, i.beta);
+        layernorm::layernorm_forward(eps, x, o.y, o.mean, o.rstd)
+    }
+
+    fn layernorm_backward(
+        &mut self,
+        _: LayerNormBackwardInputs<&Shape>,
+        i: LayerNormBackwardInputs<Self::In>,
+        o: LayerNormBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        layernorm::layernorm_backward(&i, o.dx, o.dgamma, o.dbeta)
     }
 
     fn batchnorm_stats_update(

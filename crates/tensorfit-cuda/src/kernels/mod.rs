@@ -21,6 +21,7 @@ pub mod elementwise;
 pub mod gather;
 pub mod gemm;
 pub mod gru;
+pub mod layernorm;
 pub mod lstm;
 pub mod mse;
 pub mod optim;
@@ -408,6 +409,27 @@ impl<'g> OpKernels for Gpu<'g> {
         let [rows, width] = dims2(s.x);
         let bc = (rows, width);
         batchnorm::batchnorm_backward(self, (eps, training), &i, &o, bc)
+    }
+
+    fn layernorm_forward(
+        &mut self,
+        eps: f32,
+        s: LayerNormInputs<&Shape>,
+        i: LayerNormInputs<DevPtr>,
+        o: LayerNormOutputs<DevPtr>,
+    ) -> Result<()> {
+        let [rows, features] = dims2(s.x);
+        layernorm::layernorm_forward(self, eps, &i, &o, (rows, features))
+    }
+
+    fn layernorm_backward(
+        &mut self,
+        s: LayerNormBackwardInputs<&Shape>,
+        i: LayerNormBackwardInputs<DevPtr>,
+        o: LayerNormBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        let [rows, features] = dims2(s.x);
+        layernorm::layernorm_backward(self, &i, &o, (rows, features))
     }
 
     fn batchnorm_stats_update(

@@ -35,6 +35,9 @@ pub const BATCHNORM_FORWARD_STATS: &str = "batchnorm_forward_stats";
 pub const BATCHNORM_FORWARD_APPLY: &str = "batchnorm_forward_apply";
 pub const BATCHNORM_BACKWARD: &str = "batchnorm_backward";
 pub const BATCHNORM_STATS_UPDATE: &str = "batchnorm_stats_update";
+pub const LAYERNORM_FORWARD: &str = "layernorm_forward";
+pub const LAYERNORM_BACKWARD_DX: &str = "layernorm_backward_dx";
+pub const LAYERNORM_BACKWARD_SUMS: &str = "layernorm_backward_sums";
 pub const SOFTMAX_CROSS_ENTROPY_FORWARD: &str = "softmax_cross_entropy_forward";
 pub const SOFTMAX_CROSS_ENTROPY_BACKWARD: &str = "softmax_cross_entropy_backward";
 pub const MSE_LOSS_FORWARD: &str = "mse_loss_forward";
@@ -61,7 +64,7 @@ macro_rules! source {
 }
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 10] = [
+pub const SOURCES: [KernelSource; 11] = [
     source!(
         "elementwise.cu",
         [
@@ -80,6 +83,14 @@ pub const SOURCES: [KernelSource; 10] = [
             BATCHNORM_FORWARD_APPLY,
             BATCHNORM_BACKWARD,
             BATCHNORM_STATS_UPDATE
+        ]
+    ),
+    source!(
+        "layernorm.cu",
+        [
+            LAYERNORM_FORWARD,
+            LAYERNORM_BACKWARD_DX,
+            LAYERNORM_BACKWARD_SUMS
         ]
     ),
     source!(

@@ -15,6 +15,7 @@ pub(crate) mod elementwise;
 pub(crate) mod gather;
 pub(crate) mod gemm;
 pub(crate) mod gru;
+pub(crate) mod layernorm;
 pub(crate) mod lstm;
 pub(crate) mod mse;
 pub(crate) mod optim;
@@ -258,6 +259,26 @@ impl OpKernels for Launches {
     ) -> Result<()> {
         let grads = [o.dx, o.dgamma, o.dbeta];
         batchnorm::batchnorm_backward(self, eps, training, &i, grads)
+    }
+
+    fn layernorm_forward(
+        &mut self,
+        eps: f32,
+        _: LayerNormInputs<&Shape>,
+        i: LayerNormInputs<Region>,
+        o: LayerNormOutputs<Region>,
+    ) -> Result<()> {
+        let outs = [o.y, o.mean, o.rstd];
+        layernorm::layernorm_forward(self, eps, [i.x, i.gamma, i.beta], outs)
+    }
+
+    fn layernorm_backward(
+        &mut self,
+        _: LayerNormBackwardInputs<&Shape>,
+        i: LayerNormBackwardInputs<Region>,
+        o: LayerNormBackwardOutputs<Region>,
+    ) -> Result<()> {
+        layernorm::layernorm_backward(self, &i, [o.dx, o.dgamma, o.dbeta])
     }
 
     fn batchnorm_stats_update(
