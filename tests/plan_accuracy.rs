@@ -88,6 +88,10 @@ fn check_device(device: DeviceKind) {
         ("train-capped-lm", 64, 16, 200, 200),
         ("train-capped-padded", 64, 16, 200, 200),
         ("train-capped-padded-lm", 64, 16, 200, 200),
+        ("train-layernorm", 64, 8, 40, 10),
+        ("infer-layernorm", 32, 16, 60, 60),
+        ("train-capped-layernorm-lm", 64, 16, 200, 200),
+        ("train-capped-padded-layernorm-lm", 64, 16, 200, 200),
     ];
     println!(
         "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
@@ -109,6 +113,15 @@ fn check_device(device: DeviceKind) {
                 vocab: TemporalOrder::FEATURES,
                 embedding: kind.contains("embedded").then_some(12),
             };
+        }
+        if kind.contains("-layernorm") {
+            // The seed's head with LayerNorms for its BatchNorms: rows not mixed, so
+            // recomputed and padded on every step, where BatchNorm is refused.
+            for l in &mut cfg.head.layers {
+                if l.kind == HeadLayerKind::BatchNorm {
+                    l.kind = HeadLayerKind::LayerNorm;
+                }
+            }
         }
         if kind.contains("-lm") {
             // A language model: ids, the seed's head on every step, the next of 16 symbols.

@@ -187,12 +187,15 @@ fn every_step_heads(backend: MakeBackend) {
             p: DropoutRate::new(0.5).unwrap(),
         },
     });
+    let mut normalised = language_model(Cell::Gru, None);
+    normalised.head.layers.push(layer_norm());
     let models = [
         language_model(Cell::Lstm, None),
         language_model(Cell::Lstm, Some(4)),
         language_model(Cell::Gru, None),
         language_model(Cell::Gru, Some(4)),
         dropped,
+        normalised,
     ];
     for cfg in &models {
         let d = data(cfg, (6, 12), false);
@@ -200,9 +203,24 @@ fn every_step_heads(backend: MakeBackend) {
     }
 }
 
+/// A LayerNorm named `ln`: it mixes no rows, so it is recomputed and padded on every
+/// step where a BatchNorm is refused.
+fn layer_norm() -> HeadLayer {
+    HeadLayer {
+        name: "ln".into(),
+        kind: HeadLayerKind::LayerNorm,
+    }
+}
+
 fn padded_batches(backend: MakeBackend) {
+    let mut normalised = language_model(Cell::Lstm, Some(4));
+    normalised.head.layers.insert(0, layer_norm());
     for cell in [Cell::Lstm, Cell::Gru] {
-        for cfg in [last_step_model(cell), language_model(cell, Some(4))] {
+        for cfg in [
+            last_step_model(cell),
+            language_model(cell, Some(4)),
+            normalised.clone(),
+        ] {
             // 13 sequences of 12 steps: every length from 1 to 12, and 12 again.
             let d = data(&cfg, (13, 12), true);
             recomputed_matches_the_plain_step(&cfg, &d, backend);
@@ -288,4 +306,8 @@ fn a_batch_norm_in_a_head_on_every_step_is_refused_with_recomputation_naming_it(
         Cell::Lstm,
         None
     )));
+    // A LayerNorm in its place is recomputed (`every_step_heads`).
+    let mut normalised = language_model(Cell::Lstm, None);
+    normalised.head.layers.push(layer_norm());
+    assert!(tensorfit::nn::recomputable(&normalised));
 }

@@ -110,6 +110,7 @@ from safetensors.torch import load_file
 
 import gru_reference
 import every_step_reference
+import layernorm_reference
 import mse_reference
 import padded_reference
 from reference_files import data_path, write_checked, write_safetensors
@@ -378,6 +379,8 @@ def main(argv=None):
 
     # The regression (MSE) reference, in its own file (its contents: tools/mse_reference.py).
     write_checked(mse_reference.DEFAULT_OUT, *mse_reference.build())
+    # The LayerNorm head on every step (tools/layernorm_reference.py).
+    write_checked(layernorm_reference.DEFAULT_OUT, *layernorm_reference.build())
     # The every-step references, each in its own file (tools/every_step_reference.py).
     write_checked(every_step_reference.DEFAULT_OUT, *every_step_reference.build())
     write_checked(every_step_reference.WINDOWS_OUT, *every_step_reference.build_windows())

@@ -48,6 +48,7 @@ pub struct ModelBuilder {
 #[derive(Debug, Clone, Copy)]
 enum Layer {
     BatchNorm,
+    LayerNorm,
     Dense(usize, Activation),
     Dropout(f32),
 }
@@ -182,6 +183,11 @@ impl ModelBuilder {
         self.layer(Layer::BatchNorm)
     }
 
+    /// `nn.LayerNorm` over the features of each row (eps 1e-5).
+    pub fn layer_norm(self) -> Self {
+        self.layer(Layer::LayerNorm)
+    }
+
     /// `nn.Dropout(p)` in the head, in training only.
     pub fn dropout(self, p: f32) -> Self {
         self.layer(Layer::Dropout(p))
@@ -228,6 +234,7 @@ impl ModelBuilder {
         for (i, (name, layer)) in self.layers.into_iter().enumerate() {
             let kind = match layer {
                 Layer::BatchNorm => HeadLayerKind::BatchNorm,
+                Layer::LayerNorm => HeadLayerKind::LayerNorm,
                 Layer::Dense(units, activation) => HeadLayerKind::Dense { units, activation },
                 Layer::Dropout(p) => HeadLayerKind::Dropout {
                     p: rate(format!("head.layers[{i}].p"), p)?,

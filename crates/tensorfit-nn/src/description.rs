@@ -27,6 +27,7 @@
 //!   { kind = "batchnorm", name = "bn1" },
 //!   { kind = "dense", units = 100, activation = "tanh", name = "dense" },
 //!   { kind = "batchnorm", name = "bn2" },
+//!   # { kind = "layernorm" },        # nn.LayerNorm over each row's features
 //!   # { kind = "dropout", p = 0.2 },  # nn.Dropout(0.2), in training only
 //! ]
 //!
@@ -101,6 +102,8 @@ pub enum HeadOn {
 pub enum HeadLayerKind {
     /// `nn.BatchNorm1d` over the features (PyTorch's eps 1e-5 and momentum 0.1).
     BatchNorm,
+    /// `nn.LayerNorm` over the features of each row (PyTorch's eps 1e-5).
+    LayerNorm,
     /// `nn.Linear` followed by `activation`.
     Dense {
         units: usize,

@@ -117,7 +117,9 @@ impl ModelDescription {
         let mut names: Vec<&str> = Vec::new();
         for (i, layer) in self.head.layers.iter().enumerate() {
             match layer.kind {
-                HeadLayerKind::BatchNorm | HeadLayerKind::Dropout { .. } => {}
+                HeadLayerKind::BatchNorm
+                | HeadLayerKind::LayerNorm
+                | HeadLayerKind::Dropout { .. } => {}
                 HeadLayerKind::Dense { units, .. } => {
                     size(&format!("head.layers[{i}].units"), units, 1, MAX_DIM)?
                 }
@@ -165,7 +167,7 @@ impl ModelDescription {
         let mut head = 0;
         for layer in &self.head.layers {
             match layer.kind {
-                HeadLayerKind::BatchNorm => head += 2 * width,
+                HeadLayerKind::BatchNorm | HeadLayerKind::LayerNorm => head += 2 * width,
                 HeadLayerKind::Dropout { .. } => {}
                 HeadLayerKind::Dense { units, .. } => {
                     head += (width + 1) * units as u128;

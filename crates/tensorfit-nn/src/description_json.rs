@@ -60,6 +60,7 @@ pub fn to_json(d: &ModelDescription) -> String {
         .iter()
         .map(|l| match l.kind {
             HeadLayerKind::BatchNorm => json!({"kind": "batchnorm", "name": l.name}),
+            HeadLayerKind::LayerNorm => json!({"kind": "layernorm", "name": l.name}),
             HeadLayerKind::Dense { units, activation } => json!({
                 "kind": "dense", "units": units, "activation": activation.name(), "name": l.name,
             }),
@@ -192,13 +193,14 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
         let l = Table::of(format!("{}[{i}]", t.field("layers")), item)?;
         let kind = match l.text("kind")? {
             "batchnorm" => HeadLayerKind::BatchNorm,
+            "layernorm" => HeadLayerKind::LayerNorm,
             "dense" => HeadLayerKind::Dense {
                 units: l.size("units")?,
                 activation: activation_named(&l.field("activation"), l.text("activation")?)?,
             },
             "dropout" => HeadLayerKind::Dropout { p: l.dropout("p")? },
             other => {
-                let expected = "\"batchnorm\", \"dense\" or \"dropout\"";
+                let expected = "\"batchnorm\", \"layernorm\", \"dense\" or \"dropout\"";
                 return Err(l.unknown("kind", other, expected));
             }
         };

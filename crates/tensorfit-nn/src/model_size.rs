@@ -87,6 +87,7 @@ impl fmt::Display for ModelDescription {
         for layer in &self.head.layers {
             match layer.kind {
                 HeadLayerKind::BatchNorm => write!(f, "{sep} {}", layer.name)?,
+                HeadLayerKind::LayerNorm => write!(f, "{sep} {} layernorm", layer.name)?,
                 HeadLayerKind::Dense { units, activation } => {
                     write!(f, "{sep} {} {units} {}", layer.name, activation.name())?
                 }

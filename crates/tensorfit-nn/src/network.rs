@@ -13,8 +13,8 @@ use tensorfit_core::{Graph, Result, Shape, TensorId};
 use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription};
 use crate::layers::{
     BatchNorm, CellInput, Context, Dense, Dropout, Embedding, EmbeddingTensors, Gru, HeadPart,
-    HeadPartTensors, LastStep, Layer, LinearTensors, Lstm, OutputLayer, ParamSpec, Recurrent,
-    RecurrentLayer, RecurrentStack, RecurrentWeights, Tensors,
+    HeadPartTensors, LastStep, Layer, LayerNorm, LinearTensors, Lstm, OutputLayer, ParamSpec,
+    Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights, Tensors,
 };
 
 /// The name the output layer is registered under.
@@ -115,6 +115,10 @@ impl Network {
             let name = layer.name.clone();
             let part = match layer.kind {
                 HeadLayerKind::BatchNorm => HeadPart::BatchNorm(BatchNorm {
+                    name,
+                    features: width,
+                }),
+                HeadLayerKind::LayerNorm => HeadPart::LayerNorm(LayerNorm {
                     name,
                     features: width,
                 }),

@@ -152,7 +152,7 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         ("cell = \"lstm\"", "cell = 1", 6, "recurrent.cell", "must be a string, one of \"lstm\" or \"gru\", not integer"),
         ("on = \"last\"", "on = \"first\"", 11, "head.on", "is not one of \"last\" or \"every_step\""),
         ("activation = \"tanh\"", "activation = \"gelu\"", 14, "head.layers[1].activation", "\"gelu\" is not one of \"identity\", \"relu\", \"tanh\" or \"sigmoid\""),
-        ("kind = \"batchnorm\", name = \"bn1\"", "kind = \"layernorm\", name = \"bn1\"", 13, "head.layers[0].kind", "is not one of \"batchnorm\", \"dense\" or \"dropout\""),
+        ("kind = \"batchnorm\", name = \"bn1\"", "kind = \"groupnorm\", name = \"bn1\"", 13, "head.layers[0].kind", "is not one of \"batchnorm\", \"layernorm\", \"dense\" or \"dropout\""),
         ("layers = 3\n", "layers = 3\ndropout = 1.5\n", 9, "recurrent.dropout", "`recurrent.dropout` must be at least 0 and less than 1"),
         ("layers = 3\n", "layers = 3\ndropout = \"0.2\"\n", 9, "recurrent.dropout", "must be a number in [0, 1), not string"),
         ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ kind = \"dropout\", name = \"bn2\" }", 15, "head.layers[2].p", "missing key `head.layers[2].p`"),
@@ -270,6 +270,7 @@ fn description() -> impl Strategy<Value = ModelDescription> {
     let rate = prop_oneof![Just(0.0f32), 0.0f32..1.0].prop_map(|p| DropoutRate::new(p).unwrap());
     let kind = prop_oneof![
         Just(HeadLayerKind::BatchNorm),
+        Just(HeadLayerKind::LayerNorm),
         (size.clone(), activation)
             .prop_map(|(units, activation)| HeadLayerKind::Dense { units, activation }),
         rate.clone().prop_map(|p| HeadLayerKind::Dropout { p }),
@@ -316,8 +317,13 @@ fn description() -> impl Strategy<Value = ModelDescription> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
-    fn any_description_reads_back_the_same_from_its_to_toml(d in description()) {
+    fn any_description_reads_back_the_same_from_its_toml_in_either_form_and_its_json(d in description()) {
         prop_assert_eq!(&parse(&d.to_toml()).unwrap(), &d);
-        prop_assert_eq!(parse(&d.to_toml_as_list()).unwrap(), d);
+        prop_assert_eq!(&parse(&d.to_toml_as_list()).unwrap(), &d);
+        // And as a checkpoint stores it (reading it back checks the whole model).
+        if d.validate().is_ok() {
+            let json = tensorfit_nn::description_json::to_json(&d);
+            prop_assert_eq!(tensorfit_nn::description_json::from_json(&json).unwrap(), d);
+        }
     }
 }

@@ -47,23 +47,24 @@ enum Kind {
     Embedding,
     Recurrent(Cell),
     LastStep,
-    /// `batchnorm`, `dense`, `dropout`: read as `[head]` reads them.
+    /// `batchnorm`, `layernorm`, `dense`, `dropout`: read as `[head]` reads them.
     Head,
 }
 
-const KINDS: [(&str, Kind); 7] = [
+const KINDS: [(&str, Kind); 8] = [
     ("embedding", Kind::Embedding),
     (CELLS[0].0, Kind::Recurrent(CELLS[0].1)),
     (CELLS[1].0, Kind::Recurrent(CELLS[1].1)),
     ("last_step", Kind::LastStep),
     ("batchnorm", Kind::Head),
+    ("layernorm", Kind::Head),
     ("dense", Kind::Head),
     ("dropout", Kind::Head),
 ];
 
 /// The order this version builds, for messages.
 const ORDER: &str =
-    "an optional \"embedding\", one \"lstm\" or \"gru\", an optional \"last_step\", then \"dense\", \"batchnorm\" and \"dropout\" layers";
+    "an optional \"embedding\", one \"lstm\" or \"gru\", an optional \"last_step\", then \"dense\", \"batchnorm\", \"layernorm\" and \"dropout\" layers";
 
 /// The recurrent stack and head the `layers` array of `root` lists, with the embedding
 /// it places on `input` (which must be token ids and give none itself).

@@ -54,11 +54,13 @@ const HEAD_ON: [(&str, HeadOn); 2] = [
 #[derive(Debug, Clone, Copy)]
 enum HeadKind {
     BatchNorm,
+    LayerNorm,
     Dense,
     Dropout,
 }
-const HEAD_KINDS: [(&str, HeadKind); 3] = [
+const HEAD_KINDS: [(&str, HeadKind); 4] = [
     ("batchnorm", HeadKind::BatchNorm),
+    ("layernorm", HeadKind::LayerNorm),
     ("dense", HeadKind::Dense),
     ("dropout", HeadKind::Dropout),
 ];
@@ -327,6 +329,10 @@ fn head_layers<'t, 'a: 't>(
             HeadKind::BatchNorm => {
                 layer.known_keys(&["kind", "name"])?;
                 HeadLayerKind::BatchNorm
+            }
+            HeadKind::LayerNorm => {
+                layer.known_keys(&["kind", "name"])?;
+                HeadLayerKind::LayerNorm
             }
             HeadKind::Dropout => {
                 layer.known_keys(&["kind", "p", "name"])?;

@@ -97,6 +97,7 @@ impl ModelDescription {
 fn head_layer_keys(i: usize, layer: &HeadLayer) -> Vec<String> {
     let mut keys = match layer.kind {
         HeadLayerKind::BatchNorm => vec!["kind = \"batchnorm\"".to_string()],
+        HeadLayerKind::LayerNorm => vec!["kind = \"layernorm\"".to_string()],
         HeadLayerKind::Dense { units, activation } => vec![
             "kind = \"dense\"".into(),
             format!("units = {units}"),

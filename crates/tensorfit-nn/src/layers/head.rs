@@ -1,16 +1,20 @@
 //! The layers of a head, in the order a description lists them: each a [`BatchNorm`], a
-//! [`Dense`] (registered under its own name) or a [`Dropout`] (no tensors). [`HeadPart`]
+//! [`LayerNorm`], a [`Dense`] (registered under its own name) or a [`Dropout`] (no
+//! tensors). [`HeadPart`]
 //! is where a kind of head layer is registered: [`HeadPart::layer`] is its one match.
 
 use tensorfit_core::{Graph, Result, TensorId};
 
 use super::layer::{Context, Layer};
-use super::{BatchNorm, BatchNormTensors, Dense, Dropout, LinearTensors, ParamSpec, Tensors};
+use super::{
+    BatchNorm, BatchNormTensors, Dense, Dropout, LayerNorm, LinearTensors, ParamSpec, Tensors,
+};
 
 /// One head layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeadPart {
     BatchNorm(BatchNorm),
+    LayerNorm(LayerNorm),
     Dense(Dense),
     Dropout(Dropout),
 }
@@ -19,6 +23,8 @@ pub enum HeadPart {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeadPartTensors<T> {
     BatchNorm(BatchNormTensors<T>),
+    /// Its weight and bias `[F]`.
+    LayerNorm(LinearTensors<T>),
     Dense(LinearTensors<T>),
     /// A dropout has none.
     Dropout,
@@ -28,6 +34,7 @@ impl<T> HeadPartTensors<T> {
     pub fn map<U>(&self, f: impl FnMut(&T) -> U) -> HeadPartTensors<U> {
         match self {
             HeadPartTensors::BatchNorm(t) => HeadPartTensors::BatchNorm(t.map(f)),
+            HeadPartTensors::LayerNorm(t) => HeadPartTensors::LayerNorm(t.map(f)),
             HeadPartTensors::Dense(t) => HeadPartTensors::Dense(t.map(f)),
             HeadPartTensors::Dropout => HeadPartTensors::Dropout,
         }
@@ -38,6 +45,7 @@ impl<T> Tensors<T> for HeadPartTensors<T> {
     fn items(&self) -> Vec<&T> {
         match self {
             HeadPartTensors::BatchNorm(t) => t.items(),
+            HeadPartTensors::LayerNorm(t) => t.items(),
             HeadPartTensors::Dense(t) => t.items(),
             HeadPartTensors::Dropout => Vec::new(),
         }
@@ -49,6 +57,7 @@ impl HeadPart {
     pub fn layer(&self) -> &dyn Layer {
         match self {
             HeadPart::BatchNorm(b) => b,
+            HeadPart::LayerNorm(n) => n,
             HeadPart::Dense(d) => d,
             HeadPart::Dropout(d) => d,
         }
@@ -57,6 +66,7 @@ impl HeadPart {
     pub fn specs(&self) -> HeadPartTensors<ParamSpec> {
         match self {
             HeadPart::BatchNorm(b) => HeadPartTensors::BatchNorm(b.specs()),
+            HeadPart::LayerNorm(n) => HeadPartTensors::LayerNorm(n.specs()),
             HeadPart::Dense(d) => HeadPartTensors::Dense(d.specs()),
             HeadPart::Dropout(_) => HeadPartTensors::Dropout,
         }

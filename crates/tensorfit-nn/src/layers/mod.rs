@@ -21,6 +21,7 @@ pub mod gru;
 pub mod head;
 pub mod last_step;
 pub mod layer;
+pub mod layernorm;
 pub mod lstm;
 pub mod recurrent;
 
@@ -35,6 +36,7 @@ pub use gru::{Gru, GruWeights};
 pub use head::{HeadPart, HeadPartTensors};
 pub use last_step::LastStep;
 pub use layer::{Context, Layer, LayerTraits};
+pub use layernorm::LayerNorm;
 pub use lstm::{Lstm, LstmGrads, LstmWeights, StatePart, StateSlot};
 pub use recurrent::{
     LayerForward, LayerGrads, Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights,
