@@ -40,13 +40,13 @@ pub struct ModelBuilder {
     recurrent: Option<(Cell, usize, usize)>,
     dropout: f32,
     on: HeadOn,
-    layers: Vec<(Option<String>, Layer)>,
+    layers: Vec<(Option<String>, Given)>,
     loss: Option<LossSpec>,
 }
 
 /// A head layer as given, its dropout rate not yet checked.
 #[derive(Debug, Clone, Copy)]
-enum Layer {
+enum Given {
     BatchNorm,
     LayerNorm,
     Dense(usize, Activation),
@@ -175,22 +175,22 @@ impl ModelBuilder {
 
     /// `nn.Linear` to `units`, then `activation`.
     pub fn dense(self, units: usize, activation: Activation) -> Self {
-        self.layer(Layer::Dense(units, activation))
+        self.layer(Given::Dense(units, activation))
     }
 
     /// `nn.BatchNorm1d` over the features (eps 1e-5, momentum 0.1).
     pub fn batch_norm(self) -> Self {
-        self.layer(Layer::BatchNorm)
+        self.layer(Given::BatchNorm)
     }
 
     /// `nn.LayerNorm` over the features of each row (eps 1e-5).
     pub fn layer_norm(self) -> Self {
-        self.layer(Layer::LayerNorm)
+        self.layer(Given::LayerNorm)
     }
 
     /// `nn.Dropout(p)` in the head, in training only.
     pub fn dropout(self, p: f32) -> Self {
-        self.layer(Layer::Dropout(p))
+        self.layer(Given::Dropout(p))
     }
 
     /// Names the head layer added last (its tensors are `name.weight`, ...), for a
@@ -214,7 +214,7 @@ impl ModelBuilder {
         self
     }
 
-    fn layer(mut self, layer: Layer) -> Self {
+    fn layer(mut self, layer: Given) -> Self {
         self.layers.push((None, layer));
         self
     }
@@ -233,10 +233,10 @@ impl ModelBuilder {
         let mut head = Vec::with_capacity(self.layers.len());
         for (i, (name, layer)) in self.layers.into_iter().enumerate() {
             let kind = match layer {
-                Layer::BatchNorm => HeadLayerKind::BatchNorm,
-                Layer::LayerNorm => HeadLayerKind::LayerNorm,
-                Layer::Dense(units, activation) => HeadLayerKind::Dense { units, activation },
-                Layer::Dropout(p) => HeadLayerKind::Dropout {
+                Given::BatchNorm => HeadLayerKind::BatchNorm,
+                Given::LayerNorm => HeadLayerKind::LayerNorm,
+                Given::Dense(units, activation) => HeadLayerKind::Dense { units, activation },
+                Given::Dropout(p) => HeadLayerKind::Dropout {
                     p: rate(format!("head.layers[{i}].p"), p)?,
                 },
             };
