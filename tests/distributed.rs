@@ -53,6 +53,7 @@ fn no_batch_norm() -> String {
             units: 6,
             activation: Activation::Tanh,
         },
+        residual: false,
     }];
     d.to_toml()
 }

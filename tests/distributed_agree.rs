@@ -119,6 +119,7 @@ fn dense_heads_of_the_same_shapes_with_other_activations_stop_every_rank() {
             units: 8,
             activation: Activation::Tanh,
         },
+        residual: false,
     }];
     let tanh = cfg.to_toml();
     assert!(tanh.contains("activation = \"tanh\""), "{tanh}");

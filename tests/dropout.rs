@@ -67,6 +67,7 @@ fn description(m: &HashMap<String, String>) -> ModelDescription {
                     kind: HeadLayerKind::Dropout {
                         p: rate(meta(m, "p_head")),
                     },
+                    residual: false,
                 },
                 HeadLayer {
                     name: "head.1".into(),
@@ -74,6 +75,7 @@ fn description(m: &HashMap<String, String>) -> ModelDescription {
                         units: meta(m, "dense"),
                         activation: Activation::Tanh,
                     },
+                    residual: false,
                 },
             ],
         },
@@ -145,6 +147,7 @@ fn dropped_model(cell: Cell) -> (ModelDescription, ParamStore, HostTensor, Vec<f
     d.head.layers.push(HeadLayer {
         name: "head.2".into(),
         kind: HeadLayerKind::Dropout { p: rate(0.5) },
+        residual: false,
     });
     let params = ParamStore::init(&d, 11).unwrap();
     let mut rng = Rng::new(2);

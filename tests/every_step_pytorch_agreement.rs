@@ -39,6 +39,7 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
         HeadLayer {
             name: "head.0".into(),
             kind: HeadLayerKind::BatchNorm,
+            residual: false,
         },
         HeadLayer {
             name: "head.1".into(),
@@ -46,6 +47,7 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
                 units: meta_usize(meta, "dense"),
                 activation: Activation::Tanh,
             },
+            residual: false,
         },
     ];
     d

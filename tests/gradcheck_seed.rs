@@ -45,6 +45,7 @@ fn a_head_of_other_layers_gets_gradients_that_match_finite_differences() {
     let dense = |name: &str, units, activation| HeadLayer {
         name: name.into(),
         kind: HeadLayerKind::Dense { units, activation },
+        residual: false,
     };
     let mut cfg = TWO_LAYERS.description();
     cfg.head.layers = vec![
@@ -52,6 +53,7 @@ fn a_head_of_other_layers_gets_gradients_that_match_finite_differences() {
         HeadLayer {
             name: "norm".into(),
             kind: HeadLayerKind::BatchNorm,
+            residual: false,
         },
         dense("b", 4, Activation::Identity),
     ];

@@ -1,5 +1,6 @@
-//! Agreement with PyTorch on a LayerNorm in a head on every step: LSTM(5, 6) -> every
-//! step -> Linear(6, 7) -> ReLU -> LayerNorm(7) -> Linear(7, 4), cross-entropy over all
+//! Agreement with PyTorch on a LayerNorm and a residual block in a head on every step:
+//! LSTM(5, 6) -> every step -> Linear(6, 7) -> ReLU -> LayerNorm(7) -> x + tanh(Linear(7,
+//! 7)(x)) -> Linear(7, 4), cross-entropy over all
 //! steps, two Adam steps on whole sequences, then inference: loss, probabilities, every
 //! gradient and every parameter after each step.
 //!
@@ -24,7 +25,7 @@ use tensorfit::nn::{ModelDescription, Trainer};
 const FILE: &str = "tests/data/layernorm_reference.safetensors";
 
 #[test]
-fn a_layernorm_on_every_step_trains_and_infers_as_pytorchs() {
+fn a_layernorm_and_a_residual_block_on_every_step_train_and_infer_as_pytorchs() {
     let (init, meta) = reference(FILE, "init.");
     let cfg = ModelDescription::builder()
         .features(meta_usize(&meta, "input"))
@@ -32,17 +33,19 @@ fn a_layernorm_on_every_step_trains_and_infers_as_pytorchs() {
         .every_step()
         .dense(meta_usize(&meta, "dense"), Activation::Relu)
         .layer_norm()
+        .dense(meta_usize(&meta, "dense"), Activation::Tanh)
+        .residual()
         .classify(meta_usize(&meta, "classes"))
         .build()
         .unwrap();
     let opts = train_options(meta_usize(&meta, "steps"), meta["lr"].parse().unwrap());
     let mut trainer = Trainer::new(Box::new(CpuBackend::new()), cfg, &init, opts).unwrap();
     let compared = matches_reference_steps(&mut trainer, FILE, 2, ("labels", "probs"));
-    // 4 LSTM tensors, head.0's, head.1's (the LayerNorm) and out's weight and bias: 10
-    // gradients and 10 parameters a step.
+    // 4 LSTM tensors, head.0's, head.1's (the LayerNorm), head.2's (the residual block)
+    // and out's weight and bias: 12 gradients and 12 parameters a step.
     assert_eq!(
         compared,
-        2 * 20,
+        2 * 24,
         "every gradient and parameter was compared"
     );
     matches_reference_eval(&mut trainer, FILE, "step1.", ("labels", "probs"));

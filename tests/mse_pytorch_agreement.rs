@@ -46,6 +46,7 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
                     units: meta_usize(meta, "dense"),
                     activation: Activation::Tanh,
                 },
+                residual: false,
             }],
         },
         loss: LossSpec::MeanSquaredError {

@@ -153,6 +153,7 @@ fn a_batchnorm_on_every_step_evaluates_a_padded_batch_as_the_unpadded_one() {
     cfg.head.layers = vec![HeadLayer {
         name: "bn".into(),
         kind: HeadLayerKind::BatchNorm,
+        residual: false,
     }];
     let init = ParamStore::init(&cfg, 5).unwrap();
     let (x, labels) = batch();

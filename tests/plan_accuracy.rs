@@ -42,12 +42,14 @@ fn other_head() -> Vec<HeadLayer> {
     let dense = |name: &str, units, activation| HeadLayer {
         name: name.into(),
         kind: HeadLayerKind::Dense { units, activation },
+        residual: false,
     };
     vec![
         dense("a", 24, Activation::Relu),
         HeadLayer {
             name: "norm".into(),
             kind: HeadLayerKind::BatchNorm,
+            residual: false,
         },
         dense("b", 12, Activation::Sigmoid),
         dense("c", 12, Activation::Identity),
@@ -115,13 +117,22 @@ fn check_device(device: DeviceKind) {
             };
         }
         if kind.contains("-layernorm") {
-            // The seed's head with LayerNorms for its BatchNorms: rows not mixed, so
-            // recomputed and padded on every step, where BatchNorm is refused.
+            // The seed's head with LayerNorms for its BatchNorms (rows not mixed, so
+            // recomputed and padded on every step, where BatchNorm is refused).
             for l in &mut cfg.head.layers {
                 if l.kind == HeadLayerKind::BatchNorm {
                     l.kind = HeadLayerKind::LayerNorm;
                 }
             }
+            // And a residual block after them (16 units in and out).
+            cfg.head.layers.push(HeadLayer {
+                name: "block".into(),
+                kind: HeadLayerKind::Dense {
+                    units: 16,
+                    activation: Activation::Tanh,
+                },
+                residual: true,
+            });
         }
         if kind.contains("-lm") {
             // A language model: ids, the seed's head on every step, the next of 16 symbols.

@@ -47,6 +47,7 @@ fn last_step_model(cell: Cell) -> ModelDescription {
             units: SHAPE.dense,
             activation: Activation::Tanh,
         },
+        residual: false,
     }];
     cfg
 }
@@ -186,6 +187,7 @@ fn every_step_heads(backend: MakeBackend) {
         kind: HeadLayerKind::Dropout {
             p: DropoutRate::new(0.5).unwrap(),
         },
+        residual: false,
     });
     let mut normalised = language_model(Cell::Gru, None);
     normalised.head.layers.push(layer_norm());
@@ -209,6 +211,7 @@ fn layer_norm() -> HeadLayer {
     HeadLayer {
         name: "ln".into(),
         kind: HeadLayerKind::LayerNorm,
+        residual: false,
     }
 }
 
@@ -290,6 +293,7 @@ fn a_batch_norm_in_a_head_on_every_step_is_refused_with_recomputation_naming_it(
     cfg.head.layers.push(HeadLayer {
         name: "bn1".into(),
         kind: HeadLayerKind::BatchNorm,
+        residual: false,
     });
     let params = ParamStore::init(&cfg, 4).unwrap();
     let opts = TrainOptions {

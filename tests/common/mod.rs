@@ -51,6 +51,7 @@ pub fn dense_head_model(hidden: usize, dense: usize) -> ModelDescription {
             units: dense,
             activation: Activation::Tanh,
         },
+        residual: false,
     }];
     cfg
 }

@@ -40,7 +40,9 @@ pub struct ModelBuilder {
     recurrent: Option<(Cell, usize, usize)>,
     dropout: f32,
     on: HeadOn,
-    layers: Vec<(Option<String>, Given)>,
+    /// Each head layer as given: its name if given, the layer, whether it asks for a
+    /// residual connection.
+    layers: Vec<(Option<String>, Given, bool)>,
     loss: Option<LossSpec>,
 }
 
@@ -214,8 +216,17 @@ impl ModelBuilder {
         self
     }
 
+    /// Adds the input of the head layer added last to its output (`x + f(x)`); the
+    /// layer must keep its input's width (`build` says so if not).
+    pub fn residual(mut self) -> Self {
+        if let Some(last) = self.layers.last_mut() {
+            last.2 = true;
+        }
+        self
+    }
+
     fn layer(mut self, layer: Given) -> Self {
-        self.layers.push((None, layer));
+        self.layers.push((None, layer, false));
         self
     }
 
@@ -231,7 +242,7 @@ impl ModelBuilder {
         };
         let dropout = rate("recurrent.dropout".into(), self.dropout)?;
         let mut head = Vec::with_capacity(self.layers.len());
-        for (i, (name, layer)) in self.layers.into_iter().enumerate() {
+        for (i, (name, layer, residual)) in self.layers.into_iter().enumerate() {
             let kind = match layer {
                 Given::BatchNorm => HeadLayerKind::BatchNorm,
                 Given::LayerNorm => HeadLayerKind::LayerNorm,
@@ -241,7 +252,11 @@ impl ModelBuilder {
                 },
             };
             let name = name.unwrap_or_else(|| format!("head.{i}"));
-            head.push(HeadLayer { name, kind });
+            head.push(HeadLayer {
+                name,
+                kind,
+                residual,
+            });
         }
         let description = ModelDescription {
             input,

@@ -28,6 +28,8 @@
 //!   { kind = "dense", units = 100, activation = "tanh", name = "dense" },
 //!   { kind = "batchnorm", name = "bn2" },
 //!   # { kind = "layernorm" },        # nn.LayerNorm over each row's features
+//!   # { kind = "dense", units = 100, residual = true },  # x + dense(x): any head layer
+//!   #                                # may ask for its input added to its output
 //!   # { kind = "dropout", p = 0.2 },  # nn.Dropout(0.2), in training only
 //! ]
 //!
@@ -118,6 +120,10 @@ pub enum HeadLayerKind {
 pub struct HeadLayer {
     pub name: String,
     pub kind: HeadLayerKind,
+    /// The layer asks for a residual connection: its input is added to its output
+    /// (`x + f(x)`, as in ResNet and the Transformer's sublayers), so its output has its
+    /// input's width.
+    pub residual: bool,
 }
 
 /// The layers between the recurrent stack and the output layer.

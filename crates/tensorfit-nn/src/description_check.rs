@@ -33,6 +33,13 @@ pub enum InvalidDescription {
     /// Dropout between recurrent layers of a one-layer stack, which has none between
     /// (PyTorch warns and drops nothing; a description file says what it means).
     DropoutWithOneLayer { field: String, p: DropoutRate },
+    /// A layer that asks for a residual connection changes its width: its input cannot
+    /// be added to its output.
+    ResidualWidth {
+        field: String,
+        input: usize,
+        output: usize,
+    },
 }
 
 impl std::fmt::Display for InvalidDescription {
@@ -56,6 +63,14 @@ impl std::fmt::Display for InvalidDescription {
                 f,
                 "`{field}` = {p}: dropout acts between recurrent layers and `recurrent.layers` = 1 has none (PyTorch warns and ignores it); remove it, or stack at least 2 layers"
             ),
+            InvalidDescription::ResidualWidth {
+                field,
+                input,
+                output,
+            } => write!(
+                f,
+                "`{field}` = true: the layer takes {input} features and gives {output}, so its input cannot be added to its output; give it {input} units or drop `residual`"
+            ),
         }
     }
 }
@@ -69,7 +84,8 @@ impl InvalidDescription {
         match self {
             InvalidDescription::Size { field, .. }
             | InvalidDescription::DuplicateName { field, .. }
-            | InvalidDescription::DropoutWithOneLayer { field, .. } => Some(field),
+            | InvalidDescription::DropoutWithOneLayer { field, .. }
+            | InvalidDescription::ResidualWidth { field, .. } => Some(field),
             InvalidDescription::TooManyParameters { .. } => None,
         }
     }
@@ -115,15 +131,25 @@ impl ModelDescription {
             });
         }
         let mut names: Vec<&str> = Vec::new();
+        let mut width = self.recurrent.hidden;
         for (i, layer) in self.head.layers.iter().enumerate() {
-            match layer.kind {
+            let output = match layer.kind {
                 HeadLayerKind::BatchNorm
                 | HeadLayerKind::LayerNorm
-                | HeadLayerKind::Dropout { .. } => {}
+                | HeadLayerKind::Dropout { .. } => width,
                 HeadLayerKind::Dense { units, .. } => {
-                    size(&format!("head.layers[{i}].units"), units, 1, MAX_DIM)?
+                    size(&format!("head.layers[{i}].units"), units, 1, MAX_DIM)?;
+                    units
                 }
+            };
+            if layer.residual && output != width {
+                return Err(InvalidDescription::ResidualWidth {
+                    field: format!("head.layers[{i}].residual"),
+                    input: width,
+                    output,
+                });
             }
+            width = output;
             if names.contains(&layer.name.as_str()) || layer.name == crate::network::OUTPUT {
                 return Err(InvalidDescription::DuplicateName {
                     field: format!("head.layers[{i}].name"),

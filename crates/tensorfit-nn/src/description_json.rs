@@ -58,13 +58,22 @@ pub fn to_json(d: &ModelDescription) -> String {
         .head
         .layers
         .iter()
-        .map(|l| match l.kind {
-            HeadLayerKind::BatchNorm => json!({"kind": "batchnorm", "name": l.name}),
-            HeadLayerKind::LayerNorm => json!({"kind": "layernorm", "name": l.name}),
-            HeadLayerKind::Dense { units, activation } => json!({
-                "kind": "dense", "units": units, "activation": activation.name(), "name": l.name,
-            }),
-            HeadLayerKind::Dropout { p } => json!({"kind": "dropout", "p": p.p(), "name": l.name}),
+        .map(|l| {
+            let mut v = match l.kind {
+                HeadLayerKind::BatchNorm => json!({"kind": "batchnorm", "name": l.name}),
+                HeadLayerKind::LayerNorm => json!({"kind": "layernorm", "name": l.name}),
+                HeadLayerKind::Dense { units, activation } => json!({
+                    "kind": "dense", "units": units, "activation": activation.name(), "name": l.name,
+                }),
+                HeadLayerKind::Dropout { p } => {
+                    json!({"kind": "dropout", "p": p.p(), "name": l.name})
+                }
+            };
+            // Written only when set: a checkpoint without it reads as it did.
+            if l.residual {
+                v["residual"] = json!(true);
+            }
+            v
         })
         .collect();
     let loss = match d.loss {
@@ -205,7 +214,17 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
             }
         };
         let name = l.text("name")?.to_string();
-        layers.push(HeadLayer { name, kind });
+        let residual = match item.get("residual") {
+            None => false,
+            Some(v) => v.as_bool().ok_or_else(|| {
+                Error::input(format!("`{}` must be true or false", l.field("residual")))
+            })?,
+        };
+        layers.push(HeadLayer {
+            name,
+            kind,
+            residual,
+        });
     }
     let t = top.table("loss")?;
     let loss = match t.text("kind")? {

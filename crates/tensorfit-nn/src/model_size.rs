@@ -93,6 +93,9 @@ impl fmt::Display for ModelDescription {
                 }
                 HeadLayerKind::Dropout { p } => write!(f, "{sep} {} dropout {p}", layer.name)?,
             }
+            if layer.residual {
+                write!(f, " + input")?;
+            }
             sep = ",";
         }
         match self.loss {

@@ -12,9 +12,9 @@ use tensorfit_core::{Graph, Result, Shape, TensorId};
 
 use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription};
 use crate::layers::{
-    BatchNorm, CellInput, Context, Dense, Dropout, Embedding, EmbeddingTensors, Gru, HeadPart,
-    HeadPartTensors, LastStep, Layer, LayerNorm, LinearTensors, Lstm, OutputLayer, ParamSpec,
-    Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights, Tensors,
+    BatchNorm, CellInput, Context, Dense, Dropout, Embedding, EmbeddingTensors, Gru, HeadEntry,
+    HeadPart, HeadPartTensors, LastStep, Layer, LayerNorm, LinearTensors, Lstm, OutputLayer,
+    ParamSpec, Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights, Tensors,
 };
 
 /// The name the output layer is registered under.
@@ -29,7 +29,7 @@ pub struct Network {
     /// Which steps of the top layer the head reads: [`HeadOn::LastStep`] places a
     /// [`LastStep`] layer after the stack.
     pub head_on: HeadOn,
-    pub head: Vec<HeadPart>,
+    pub head: Vec<HeadEntry>,
     pub out: OutputLayer,
 }
 
@@ -131,7 +131,10 @@ impl Network {
                 HeadLayerKind::Dropout { p } => HeadPart::Dropout(Dropout { name, p, index }),
             };
             width = part.layer().output_features(width);
-            head.push(part);
+            head.push(HeadEntry {
+                part,
+                residual: layer.residual,
+            });
         }
         Network {
             embedding,
@@ -150,7 +153,7 @@ impl Network {
         NetworkTensors {
             embedding: self.embedding.map(|e| e.specs()),
             recurrent: self.recurrent.cells.specs(),
-            head: self.head.iter().map(HeadPart::specs).collect(),
+            head: self.head.iter().map(|e| e.part.specs()).collect(),
             out: self.out.specs(),
         }
     }
@@ -177,13 +180,13 @@ impl Network {
         if self.head_on == HeadOn::LastStep {
             v.push(&LAST_STEP);
         }
-        v.extend(self.head.iter().map(HeadPart::layer));
+        v.extend(self.head_layers());
         v
     }
 
     /// The head's layers (those after the stack and its last step), in order.
     pub fn head_layers(&self) -> impl Iterator<Item = &dyn Layer> {
-        self.head.iter().map(HeadPart::layer)
+        self.head.iter().map(|e| e.part.layer())
     }
 
     /// Whether a training graph of this network drops anything (and so reads the
@@ -314,6 +317,7 @@ mod tests {
             kind: HeadLayerKind::Dropout {
                 p: DropoutRate::NONE,
             },
+            residual: false,
         }];
         let net = d.network().unwrap();
         let kinds: Vec<&str> = net.layers().iter().map(|l| l.kind()).collect();
@@ -349,12 +353,14 @@ mod tests {
                 units,
                 activation: Activation::Relu,
             },
+            residual: false,
         };
         d.head.layers = vec![
             dense("a", 40),
             crate::description::HeadLayer {
                 name: "n".into(),
                 kind: HeadLayerKind::BatchNorm,
+                residual: false,
             },
             dense("b", 7),
         ];

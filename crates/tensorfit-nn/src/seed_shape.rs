@@ -48,6 +48,7 @@ impl SeedShape {
         let layer = |name: &str, kind| HeadLayer {
             name: name.to_string(),
             kind,
+            residual: false,
         };
         ModelDescription {
             input: InputSpec::Dense {

@@ -147,7 +147,7 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         ("hidden = 250", "hidden = \"250\"", 7, "recurrent.hidden", "must be a whole number of at least 1, not string"),
         ("features = 152", "features = 99999999999999999999", 3, "input.features", "is too large"),
         ("units = 100", "units = 0", 14, "head.layers[1].units", "`head.layers[1].units` must be at least 1, got 0"),
-        ("units = 100, ", "units = 100, size = 3, ", 14, "head.layers[1].size", "unknown key `head.layers[1].size`; `head.layers[1]` of kind \"dense\" takes \"kind\", \"units\", \"activation\" or \"name\""),
+        ("units = 100, ", "units = 100, size = 3, ", 14, "head.layers[1].size", "unknown key `head.layers[1].size`; `head.layers[1]` of kind \"dense\" takes \"kind\", \"units\", \"activation\", \"name\" or \"residual\""),
         ("cell = \"lstm\"", "cell = \"rnn\"", 6, "recurrent.cell", "`recurrent.cell` = \"rnn\" is not one of \"lstm\" or \"gru\""),
         ("cell = \"lstm\"", "cell = 1", 6, "recurrent.cell", "must be a string, one of \"lstm\" or \"gru\", not integer"),
         ("on = \"last\"", "on = \"first\"", 11, "head.on", "is not one of \"last\" or \"every_step\""),
@@ -157,7 +157,7 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         ("layers = 3\n", "layers = 3\ndropout = \"0.2\"\n", 9, "recurrent.dropout", "must be a number in [0, 1), not string"),
         ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ kind = \"dropout\", name = \"bn2\" }", 15, "head.layers[2].p", "missing key `head.layers[2].p`"),
         ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ kind = \"dropout\", p = -0.1 }", 15, "head.layers[2].p", "got -0.1"),
-        ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ kind = \"dropout\", p = 0.1, units = 3 }", 15, "head.layers[2].units", "of kind \"dropout\" takes \"kind\", \"p\" or \"name\""),
+        ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ kind = \"dropout\", p = 0.1, units = 3 }", 15, "head.layers[2].units", "of kind \"dropout\" takes \"kind\", \"p\", \"name\" or \"residual\""),
         ("{ kind = \"batchnorm\", name = \"bn2\" }", "{ name = \"bn2\" }", 15, "head.layers[2].kind", "missing key `head.layers[2].kind` in `head.layers[2]`"),
         ("{ kind = \"batchnorm\", name = \"bn2\" }", "\"bn2\"", 15, "head.layers[2]", "`head.layers[2]` must be a table like"),
         ("kind = \"cross_entropy\"", "kind = \"hinge\"", 19, "loss.kind", "is not one of \"cross_entropy\" or \"mse\""),
@@ -276,19 +276,21 @@ fn description() -> impl Strategy<Value = ModelDescription> {
         rate.clone().prop_map(|p| HeadLayerKind::Dropout { p }),
     ];
     // Given names are distinct (`n{i}`), or the default `head.{i}`.
-    let layers = proptest::collection::vec((kind, any::<bool>()), 0..5).prop_map(|ls| {
-        ls.into_iter()
-            .enumerate()
-            .map(|(i, (kind, named))| HeadLayer {
-                name: if named {
-                    format!("n{i}.x_{i}")
-                } else {
-                    format!("head.{i}")
-                },
-                kind,
-            })
-            .collect()
-    });
+    let layers =
+        proptest::collection::vec((kind, any::<bool>(), any::<bool>()), 0..5).prop_map(|ls| {
+            ls.into_iter()
+                .enumerate()
+                .map(|(i, (kind, named, residual))| HeadLayer {
+                    name: if named {
+                        format!("n{i}.x_{i}")
+                    } else {
+                        format!("head.{i}")
+                    },
+                    kind,
+                    residual,
+                })
+                .collect()
+        });
     let on = prop_oneof![Just(HeadOn::LastStep), Just(HeadOn::EveryStep)];
     let loss = prop_oneof![
         size.clone()

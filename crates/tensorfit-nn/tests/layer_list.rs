@@ -159,3 +159,48 @@ fn an_embedding_needs_token_input_given_once() {
     let text = file(&tokens, &[emb, lstm]);
     refused(&text, (6, "layers[0]"), "both give an embedding");
 }
+
+#[test]
+fn a_layer_asks_for_a_residual_connection_and_must_keep_its_width() {
+    let lstm = "kind = \"lstm\"\nhidden = 4";
+    let text = file(
+        DENSE,
+        &[
+            lstm,
+            "kind = \"dense\"\nunits = 4\nresidual = true",
+            "kind = \"layernorm\"",
+        ],
+    );
+    let d = parse(&text).unwrap();
+    let residual: Vec<bool> = d.head.layers.iter().map(|l| l.residual).collect();
+    assert_eq!(residual, [true, false]);
+    assert!(d.validate().is_ok());
+    // Written back in both forms only where set.
+    assert!(d.to_toml().contains("residual = true"));
+    assert_eq!(parse(&d.to_toml_as_list()).unwrap(), d);
+    let text = file(
+        DENSE,
+        &[lstm, "kind = \"dense\"\nunits = 4\nresidual = \"yes\""],
+    );
+    refused(&text, (12, "layers[1].residual"), "must be true or false");
+    // A layer that changes the width cannot add its input to its output.
+    let text = file(
+        DENSE,
+        &[lstm, "kind = \"dense\"\nunits = 5\nresidual = true"],
+    );
+    let e = parse(&text).unwrap().validate().unwrap_err().to_string();
+    assert!(
+        e.contains("`head.layers[0].residual` = true: the layer takes 4 features and gives 5"),
+        "{e}"
+    );
+    let built = ModelDescription::builder()
+        .features(3)
+        .gru(4, 1)
+        .dense(6, tensorfit_core::Activation::Relu)
+        .residual()
+        .classify(2)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(built.contains("head.layers[0].residual"), "{built}");
+}

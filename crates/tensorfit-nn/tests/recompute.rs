@@ -80,6 +80,7 @@ fn recomputed_segments_drop_what_the_plain_step_drops() {
             HeadLayer {
                 name: "drop".into(),
                 kind: HeadLayerKind::Dropout { p },
+                residual: false,
             },
         );
         recomputed_segments_match(cfg);

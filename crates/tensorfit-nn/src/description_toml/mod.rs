@@ -327,22 +327,22 @@ fn head_layers<'t, 'a: 't>(
     for (i, layer) in tables.into_iter().enumerate() {
         let kind = match layer.choice("kind", &HEAD_KINDS)? {
             HeadKind::BatchNorm => {
-                layer.known_keys(&["kind", "name"])?;
+                layer.known_keys(&["kind", "name", "residual"])?;
                 HeadLayerKind::BatchNorm
             }
             HeadKind::LayerNorm => {
-                layer.known_keys(&["kind", "name"])?;
+                layer.known_keys(&["kind", "name", "residual"])?;
                 HeadLayerKind::LayerNorm
             }
             HeadKind::Dropout => {
-                layer.known_keys(&["kind", "p", "name"])?;
+                layer.known_keys(&["kind", "p", "name", "residual"])?;
                 layer.required("p")?;
                 HeadLayerKind::Dropout {
                     p: layer.dropout("p")?,
                 }
             }
             HeadKind::Dense => {
-                layer.known_keys(&["kind", "units", "activation", "name"])?;
+                layer.known_keys(&["kind", "units", "activation", "name", "residual"])?;
                 let activation = match layer.table.get("activation") {
                     None => Activation::Identity,
                     Some(_) => layer.choice("activation", &ACTIVATIONS.map(|a| (a.name(), a)))?,
@@ -369,7 +369,11 @@ fn head_layers<'t, 'a: 't>(
         }
         let line = layer.file.line_column(layer.span.start).0;
         named.insert(name.clone(), (layer.path.clone(), line));
-        layers.push(HeadLayer { name, kind });
+        layers.push(HeadLayer {
+            name,
+            kind,
+            residual: layer.flag("residual")?,
+        });
     }
     Ok(layers)
 }

@@ -217,6 +217,17 @@ impl<'a> Table<'a> {
     }
 
     /// A dropout probability (`0 <= p < 1`; 0 when the key is absent).
+    /// A boolean that is false when not given.
+    pub(super) fn flag(&self, key: &str) -> Result<bool, DescriptionError> {
+        match self.table.get(key) {
+            None => Ok(false),
+            Some(v) => match v.get_ref() {
+                DeValue::Boolean(b) => Ok(*b),
+                other => Err(self.wrong_type(key, v, "true or false", other)),
+            },
+        }
+    }
+
     pub(super) fn dropout(&self, key: &str) -> Result<DropoutRate, DescriptionError> {
         let Some(v) = self.table.get(key) else {
             return Ok(DropoutRate::NONE);

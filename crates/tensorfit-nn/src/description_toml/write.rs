@@ -108,6 +108,9 @@ fn head_layer_keys(i: usize, layer: &HeadLayer) -> Vec<String> {
     if layer.name != default_head_name(i) {
         keys.push(format!("name = {}", toml_string(&layer.name)));
     }
+    if layer.residual {
+        keys.push("residual = true".into());
+    }
     keys
 }
 

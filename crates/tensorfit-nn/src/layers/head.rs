@@ -3,7 +3,8 @@
 //! tensors). [`HeadPart`]
 //! is where a kind of head layer is registered: [`HeadPart::layer`] is its one match.
 
-use tensorfit_core::{Graph, Result, TensorId};
+use tensorfit_core::args::BinaryInputs;
+use tensorfit_core::{BinaryOp, Graph, Op, Result, TensorId};
 
 use super::layer::{Context, Layer};
 use super::{
@@ -81,5 +82,32 @@ impl HeadPart {
         cx: &mut Context,
     ) -> Result<TensorId> {
         self.layer().forward(g, x, &t.to_vec(), cx)
+    }
+}
+
+/// A head layer as the network places it: the layer, and whether its input is added to
+/// its output (the layer asked for a residual connection; its width is unchanged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadEntry {
+    pub part: HeadPart,
+    pub residual: bool,
+}
+
+impl HeadEntry {
+    /// `x` through the layer, plus `x` when it asks for a residual connection.
+    pub fn forward(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        t: &HeadPartTensors<TensorId>,
+        cx: &mut Context,
+    ) -> Result<TensorId> {
+        let y = self.part.forward(g, x, t, cx)?;
+        if !self.residual {
+            return Ok(y);
+        }
+        let name = format!("{}.residual", self.part.layer().name());
+        let add = Op::Binary(BinaryOp::Add);
+        Ok(g.apply(&name, add, BinaryInputs { a: x, b: y })?.out)
     }
 }

@@ -33,7 +33,7 @@ pub use dense::{Dense, LinearTensors, OutputLayer};
 pub use dropout::{Between, Dropout, DropoutRate};
 pub use embedding::{Embedding, EmbeddingTensors};
 pub use gru::{Gru, GruWeights};
-pub use head::{HeadPart, HeadPartTensors};
+pub use head::{HeadEntry, HeadPart, HeadPartTensors};
 pub use last_step::LastStep;
 pub use layer::{Context, Layer, LayerTraits};
 pub use layernorm::LayerNorm;
