@@ -88,6 +88,7 @@ fn every_example_reads_back_the_same_from_its_to_toml() {
         "char_lm.toml",
         "regression.toml",
         "seed_lm.toml",
+        "residual_lm.toml",
     ] {
         let d = ModelDescription::load(&example(name)).unwrap();
         assert_eq!(parse(&d.to_toml()).unwrap(), d, "{name}");
