@@ -12,6 +12,10 @@
 //! taken again and grown, never more than twice what it held: `Vec`'s growth).
 //! Elsewhere matrixmultiply packs a block of both operands per call on each thread, and
 //! frees it when the call returns.
+//!
+//! Besides, the backend keeps the packed weights of every recurrent forward that keeps
+//! nothing for a backward (inference: `kernels::packs`) until they are written: each such
+//! weight once, however many programs read it ([`kept_bytes`]).
 
 use tensorfit_core::args::{
     Args, GruBackwardInputs, GruForwardInputs, LstmBackwardInputs, LstmForwardInputs,
@@ -24,8 +28,9 @@ use crate::kernels::gemm_fast;
 /// running `graphs` (a job's programs, which run one at a time) on `threads` kernel
 /// threads.
 pub fn host_bytes<'g>(graphs: impl IntoIterator<Item = &'g Graph>, threads: usize) -> u64 {
+    let graphs: Vec<&Graph> = graphs.into_iter().collect();
     let products = graphs
-        .into_iter()
+        .iter()
         .flat_map(|g| g.nodes().iter().map(move |n| node_products(g, n)));
     // The calling thread packs too (a product too small to split runs on it).
     let threads = threads as u64 + 1;
@@ -34,13 +39,56 @@ pub fn host_bytes<'g>(graphs: impl IntoIterator<Item = &'g Graph>, threads: usiz
             .map(|p| (p.packed_bytes(), p.padded))
             .fold((0, 0), |(a, b), (c, d)| (a.max(c), b.max(d)));
         let a_blocks = threads * (gemm_fast::MC * gemm_fast::KC * 4) as u64;
-        // The packed copies an op holds, and those kept from the op before, grown; and a
-        // padded batch's buffers of the rows inside their sequences.
-        2 * packed + a_blocks + padded
+        // The packed copies an op holds, and those kept from the op before, grown; a
+        // padded batch's buffers of the rows inside their sequences; the weights kept
+        // packed across calls.
+        2 * packed + a_blocks + padded + kept_bytes(&graphs)
     } else {
         let block = products.map(|p| p.matrixmultiply_bytes()).max();
         threads * block.unwrap_or(0)
     }
+}
+
+/// Bytes of the packed weights the backend may keep across calls while running `graphs`
+/// (`kernels::packs`, with AVX-512): `w_hhᵀ` and, for dense input, `w_ihᵀ` of every
+/// recurrent forward that keeps nothing for a backward, each weight (by name: programs of
+/// one model share their parameters) once.
+pub fn kept_bytes(graphs: &[&Graph]) -> u64 {
+    let mut seen = std::collections::HashSet::new();
+    let mut bytes = 0;
+    for g in graphs {
+        for node in g.nodes() {
+            let kept = match &node.op {
+                Op::LstmForward { keep_for_backward } | Op::GruForward { keep_for_backward } => {
+                    !keep_for_backward
+                }
+                _ => false,
+            };
+            let shapes: Vec<&Shape> = node.inputs.iter().map(|&t| g.shape(t)).collect();
+            let weights = match &node.op {
+                Op::LstmForward { .. } => LstmForwardInputs::from_vec("lstm", node.inputs.clone())
+                    .ok()
+                    .zip(LstmForwardInputs::from_vec("lstm", shapes).ok())
+                    .map(|(t, s)| ((t.w_ih, t.w_hh), (s.dims().input(), s.dims().gate_width()))),
+                Op::GruForward { .. } => GruForwardInputs::from_vec("gru", node.inputs.clone())
+                    .ok()
+                    .zip(GruForwardInputs::from_vec("gru", shapes).ok())
+                    .map(|(t, s)| ((t.w_ih, t.w_hh), (s.dims().input(), s.dims().gate_width()))),
+                _ => None,
+            };
+            let Some(((w_ih, w_hh), ((input, tokens), width))) = weights.filter(|_| kept) else {
+                continue;
+            };
+            let hidden = g.shape(w_hh).dims().last().copied().unwrap_or(0);
+            if seen.insert(g.tensor(w_hh).name.clone()) {
+                bytes += packed_b(hidden, width);
+            }
+            if !tokens && seen.insert(g.tensor(w_ih).name.clone()) {
+                bytes += packed_b(input, width);
+            }
+        }
+    }
+    bytes
 }
 
 /// A product `[m, k] · [k, n]` a kernel computes.
@@ -303,7 +351,37 @@ mod tests {
         let packed_and_blocks =
             2 * p.packed_bytes() + 3 * (gemm_fast::MC * gemm_fast::KC * 4) as u64;
         if gemm_fast::simd().is_some() {
-            assert_eq!(host_bytes([&g], 2), packed_and_blocks + p.padded);
+            let kept = kept_bytes(&[&g]);
+            assert_eq!(host_bytes([&g], 2), packed_and_blocks + p.padded + kept);
         }
+    }
+
+    #[test]
+    fn an_inference_layers_weights_are_kept_packed_once_whatever_the_programs() {
+        let (g, again) = (lstm_layer(false), lstm_layer(true));
+        let both = packed_b(152, 1000) + packed_b(250, 1000);
+        assert_eq!(kept_bytes(&[&g]), both);
+        // Two programs reading the same weights keep them once.
+        assert_eq!(kept_bytes(&[&g, &again]), both);
+        // A training forward keeps its cells, and nothing packed.
+        let mut train = Graph::new();
+        let x = train.input("x", [50, 8, 152]);
+        let h0 = train.input("h0", [8, 250]);
+        let c0 = train.input("c0", [8, 250]);
+        let inputs = LstmForwardInputs {
+            x,
+            h0,
+            c0,
+            w_ih: train.parameter("w_ih", [1000, 152]),
+            w_hh: train.parameter("w_hh", [1000, 250]),
+            b_ih: train.parameter("b_ih", [1000]),
+            b_hh: train.parameter("b_hh", [1000]),
+            lengths: None,
+        };
+        let op = Op::LstmForward {
+            keep_for_backward: true,
+        };
+        train.apply("lstm", op, inputs).unwrap();
+        assert_eq!(kept_bytes(&[&train]), 0);
     }
 }

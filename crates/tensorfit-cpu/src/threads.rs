@@ -9,11 +9,24 @@
 //! (`RAYON_NUM_THREADS`, else one thread per logical CPU), as the global pool's does.
 //! Opening the CPU device (its `info` names the thread count) builds the pool, so its
 //! threads exist before anything is planned.
+//!
+//! A kernel too small to split ([`runs_inline`]) runs instead on the caller's thread,
+//! with subnormals flushed for its duration (`denormals::Flushed`): handing it to the
+//! pool and waiting for it costs two thread wake-ups, tens of microseconds on a busy
+//! machine, more than such a kernel takes (a stream step of the seed network is 17 ops,
+//! most of them a few hundred values). While it runs, [`available`] is 1, and every
+//! parallel loop of the kernels asks it first, so nothing reaches rayon's global pool.
+//! A kernel's sums do not depend on how many threads share it, so the results are the
+//! same bits either way.
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
-use tensorfit_core::Result;
+use tensorfit_core::args::{
+    Args, GruBackwardInputs, GruForwardInputs, LstmBackwardInputs, LstmForwardInputs,
+};
+use tensorfit_core::{Op, RecurrentDims, Result, Shape};
 
 use crate::{backend_error, denormals};
 
@@ -40,6 +53,122 @@ pub fn kernel_pool() -> Result<&'static ThreadPool> {
     })
     .as_ref()
     .map_err(|e| backend_error(format!("cannot start the kernel threads: {e}")))
+}
+
+thread_local! {
+    /// Whether this thread is running a kernel inline (see [`run_inline`]).
+    static INLINE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Below this many multiply-adds a product (a GEMM, a recurrent layer) runs on the
+/// caller's thread: `gemm_fast` splits no product below it either, so handing it to the
+/// pool buys nothing. Passes over tensors run there below `PARALLEL_MIN_ELEMENTS` values
+/// per tensor, where their kernels do not split either.
+pub const INLINE_MAX_MULADDS: usize = 1 << 20;
+
+/// The size of one kernel call, as [`runs_inline`] weighs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// A product: its multiply-adds.
+    MulAdds(usize),
+    /// A pass over tensors: the values of the largest.
+    Values(usize),
+}
+
+impl Work {
+    /// The work of `op` on tensors of the shapes `inputs` and `outputs`.
+    pub fn of(op: &Op, inputs: Vec<&Shape>, outputs: &[&Shape]) -> Work {
+        /// Per row of a recurrent layer, forward: `x · w_ihᵀ` (dense input) and
+        /// `h · w_hhᵀ`; backward does about twice that.
+        fn recurrent(d: &impl RecurrentDims, passes: usize) -> Work {
+            let ((_, _, hidden), (input, tokens)) = (d.sizes(), d.input());
+            let per_row = if tokens { hidden } else { input + hidden };
+            Work::MulAdds(d.rows() * per_row * d.gate_width() * passes)
+        }
+        let largest = inputs.iter().chain(outputs).map(|s| s.numel()).max();
+        let values = |_: String| Work::Values(largest.unwrap_or(0));
+        match op {
+            Op::MatMul { trans_a, .. } if inputs.len() == 2 && outputs.len() == 1 => {
+                // `a` as the kernel reads it: `[rows, last]`, `k` its columns (or rows,
+                // transposed); `c` has `m · n` values, each a sum of `k` products.
+                let a = inputs[0];
+                let last = a.dims().last().copied().unwrap_or(1).max(1);
+                let k = if *trans_a { a.numel() / last } else { last };
+                Work::MulAdds(outputs[0].numel() * k)
+            }
+            Op::LstmForward { .. } => LstmForwardInputs::from_vec("lstm", inputs)
+                .map_or_else(values, |i| recurrent(&i.dims(), 1)),
+            Op::GruForward { .. } => GruForwardInputs::from_vec("gru", inputs)
+                .map_or_else(values, |i| recurrent(&i.dims(), 1)),
+            Op::LstmBackward { .. } => LstmBackwardInputs::from_vec("lstm", inputs)
+                .map_or_else(values, |i| recurrent(&i.dims(), 2)),
+            Op::GruBackward { .. } => GruBackwardInputs::from_vec("gru", inputs)
+                .map_or_else(values, |i| recurrent(&i.dims(), 2)),
+            _ => values(String::new()),
+        }
+    }
+}
+
+/// Whether a kernel call of `work` runs on the caller's thread (see the module's
+/// comment).
+pub fn runs_inline(work: Work) -> bool {
+    match work {
+        Work::MulAdds(n) => n < INLINE_MAX_MULADDS,
+        Work::Values(n) => n < crate::kernels::PARALLEL_MIN_ELEMENTS,
+    }
+}
+
+/// Runs `f` on this thread as a kernel: subnormals flushed to zero, and [`available`]
+/// 1, so every parallel loop inside runs serially here.
+pub fn run_inline<R>(f: impl FnOnce() -> R) -> R {
+    /// Clears the flag however `f` ends (a panic too).
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            INLINE.set(self.0);
+        }
+    }
+    let _flushed = denormals::Flushed::new();
+    let _reset = Reset(INLINE.replace(true));
+    f()
+}
+
+/// Whether this thread is running a kernel inline.
+pub fn inline() -> bool {
+    INLINE.get()
+}
+
+/// The threads the kernel now running may split its work across: the pool's, or 1 when
+/// it runs inline. Kernels ask this, never `rayon::current_num_threads` (which, on a
+/// thread outside every pool, would start rayon's global pool).
+pub fn available() -> usize {
+    if inline() {
+        1
+    } else {
+        rayon::current_num_threads()
+    }
+}
+
+/// `f` on every item: on the pool's threads, or in turn on this one when the kernel runs
+/// inline or there is only one.
+pub fn try_for_each<T: Send, E: Send>(
+    items: Vec<T>,
+    f: impl Fn(T) -> std::result::Result<(), E> + Sync + Send,
+) -> std::result::Result<(), E> {
+    use rayon::prelude::*;
+    if items.len() <= 1 || inline() {
+        items.into_iter().try_for_each(f)
+    } else {
+        items.into_par_iter().try_for_each(f)
+    }
+}
+
+/// [`try_for_each`] for an `f` that cannot fail.
+pub fn for_each<T: Send>(items: Vec<T>, f: impl Fn(T) + Sync + Send) {
+    let _ = try_for_each(items, |t| {
+        f(t);
+        Ok::<(), std::convert::Infallible>(())
+    });
 }
 
 /// The number of threads kernels run on (1 if the pool cannot be built).

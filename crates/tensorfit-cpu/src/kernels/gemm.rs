@@ -129,7 +129,7 @@ fn general_mat_mul_by_rows(
     c: &mut ArrayViewMut2<'_, f32>,
 ) {
     let (m, k) = a.dim();
-    let threads = rayon::current_num_threads();
+    let threads = crate::threads::available();
     if threads == 1 || m < 2 || m.saturating_mul(k).saturating_mul(b.ncols()) < PARALLEL_MIN_MULADDS
     {
         general_mat_mul(alpha, &a, &b, beta, c);

@@ -6,18 +6,20 @@
 //! call, which each thread applies to its own rows.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::tokens::{token_index, Table};
 use tensorfit_core::RecurrentDims;
 
 use crate::kernels::gemm_fast::{gemm_packed, gemm_packed_serial, MatRef, PackedB, Token, KC};
+use crate::kernels::packs::Packer;
 use crate::kernels::PARALLEL_MIN_ELEMENTS;
 
 /// Batch rows per thread for a layer of `hidden` units. One part when the layer is too
 /// small to be worth splitting (measured as four gate blocks, the LSTM's, for both cells).
 pub(crate) fn rows_per_part(batch: usize, hidden: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
+    let threads = crate::threads::available().max(1);
     if batch * 4 * hidden < PARALLEL_MIN_ELEMENTS {
         batch.max(1)
     } else {
@@ -100,7 +102,7 @@ pub(crate) fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<
 /// same sums.
 pub(crate) enum Projection<'w> {
     Dense {
-        w_ih_t: PackedB,
+        w_ih_t: Arc<PackedB>,
         bias: Vec<f32>,
     },
     /// `[V, G·H]`: row `v` is `w_ih[:, v] + bias`.
@@ -114,10 +116,15 @@ pub(crate) enum Projection<'w> {
 }
 
 impl<'w> Projection<'w> {
-    pub(crate) fn new(d: &impl RecurrentDims, w_ih: &'w [f32], bias: Vec<f32>) -> Self {
+    /// `packs` packs `w_ih` (dense input).
+    pub(crate) fn new(
+        d: &impl RecurrentDims,
+        (w_ih, packs): (&'w [f32], &mut Packer<'_>),
+        bias: Vec<f32>,
+    ) -> Self {
         let ((input, tokens), width) = (d.input(), d.gate_width());
         if !tokens {
-            let w_ih_t = PackedB::new(MatRef::row_major(w_ih, width, input).t());
+            let w_ih_t = packs.pack("w_ih", MatRef::row_major(w_ih, width, input).t());
             return Projection::Dense { w_ih_t, bias };
         }
         let columns = d.token_table();
