@@ -1,9 +1,9 @@
 //! The threads that run the CPU kernels: one process-wide rayon pool whose threads flush
 //! subnormal floats to zero (see `denormals.rs` for why).
 //!
-//! Every kernel runs inside [`kernel_pool`]'s `install`, so its serial parts and all of
-//! its parallel parts (`par_iter`, `rayon::current_num_threads`) run on these threads
-//! and nowhere else; the caller's thread only waits. The pool is built once per process
+//! Every kernel large enough to split runs inside [`kernel_pool`]'s `install`, so its
+//! serial parts and all of its parallel parts (`par_iter`, [`available`]) run on these
+//! threads and nowhere else; the caller's thread only waits. The pool is built once per process
 //! and shared by every [`crate::CpuBackend`], so backends made and dropped (tests, a
 //! session's fallback) do not multiply threads. Its size follows rayon's rule
 //! (`RAYON_NUM_THREADS`, else one thread per logical CPU), as the global pool's does.
