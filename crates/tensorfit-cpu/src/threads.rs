@@ -73,15 +73,24 @@ pub enum Work {
     MulAdds(usize),
     /// A pass over tensors: the values of the largest.
     Values(usize),
+    /// A call its kernel runs on one thread whatever its size: an inference forward of a
+    /// recurrent layer on the fast path whose batch is not split (its time loop is one
+    /// part, and its packed weights are kept from the call before: `kernels::packs`).
+    OneThread,
 }
 
 impl Work {
     /// The work of `op` on tensors of the shapes `inputs` and `outputs`.
     pub fn of(op: &Op, inputs: Vec<&Shape>, outputs: &[&Shape]) -> Work {
         /// Per row of a recurrent layer, forward: `x · w_ihᵀ` (dense input) and
-        /// `h · w_hhᵀ`; backward does about twice that.
-        fn recurrent(d: &impl RecurrentDims, passes: usize) -> Work {
-            let ((_, _, hidden), (input, tokens)) = (d.sizes(), d.input());
+        /// `h · w_hhᵀ`; backward (`passes` 2) does about twice that. `inference`: a
+        /// forward that keeps nothing for a backward.
+        fn recurrent(d: &impl RecurrentDims, passes: usize, inference: bool) -> Work {
+            let ((_, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
+            let one_part = !crate::kernels::recurrent::fast::splits(batch, hidden);
+            if inference && one_part && crate::kernels::gemm_fast::simd().is_some() {
+                return Work::OneThread;
+            }
             let per_row = if tokens { hidden } else { input + hidden };
             Work::MulAdds(d.rows() * per_row * d.gate_width() * passes)
         }
@@ -96,14 +105,14 @@ impl Work {
                 let k = if *trans_a { a.numel() / last } else { last };
                 Work::MulAdds(outputs[0].numel() * k)
             }
-            Op::LstmForward { .. } => LstmForwardInputs::from_vec("lstm", inputs)
-                .map_or_else(values, |i| recurrent(&i.dims(), 1)),
-            Op::GruForward { .. } => GruForwardInputs::from_vec("gru", inputs)
-                .map_or_else(values, |i| recurrent(&i.dims(), 1)),
+            Op::LstmForward { keep_for_backward } => LstmForwardInputs::from_vec("lstm", inputs)
+                .map_or_else(values, |i| recurrent(&i.dims(), 1, !keep_for_backward)),
+            Op::GruForward { keep_for_backward } => GruForwardInputs::from_vec("gru", inputs)
+                .map_or_else(values, |i| recurrent(&i.dims(), 1, !keep_for_backward)),
             Op::LstmBackward { .. } => LstmBackwardInputs::from_vec("lstm", inputs)
-                .map_or_else(values, |i| recurrent(&i.dims(), 2)),
+                .map_or_else(values, |i| recurrent(&i.dims(), 2, false)),
             Op::GruBackward { .. } => GruBackwardInputs::from_vec("gru", inputs)
-                .map_or_else(values, |i| recurrent(&i.dims(), 2)),
+                .map_or_else(values, |i| recurrent(&i.dims(), 2, false)),
             _ => values(String::new()),
         }
     }
@@ -115,6 +124,7 @@ pub fn runs_inline(work: Work) -> bool {
     match work {
         Work::MulAdds(n) => n < INLINE_MAX_MULADDS,
         Work::Values(n) => n < crate::kernels::PARALLEL_MIN_ELEMENTS,
+        Work::OneThread => true,
     }
 }
 

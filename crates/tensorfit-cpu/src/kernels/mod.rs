@@ -22,7 +22,7 @@ pub mod lstm;
 pub mod mse;
 pub mod optim;
 pub mod packs;
-mod recurrent;
+pub(crate) mod recurrent;
 pub mod softmax;
 
 use std::marker::PhantomData;

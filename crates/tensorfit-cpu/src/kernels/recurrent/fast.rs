@@ -17,14 +17,21 @@ use crate::kernels::packs::Packer;
 use crate::kernels::PARALLEL_MIN_ELEMENTS;
 
 /// Batch rows per thread for a layer of `hidden` units. One part when the layer is too
-/// small to be worth splitting (measured as four gate blocks, the LSTM's, for both cells).
+/// small to be worth splitting ([`splits`]).
 pub(crate) fn rows_per_part(batch: usize, hidden: usize) -> usize {
     let threads = crate::threads::available().max(1);
-    if batch * 4 * hidden < PARALLEL_MIN_ELEMENTS {
-        batch.max(1)
-    } else {
+    if splits(batch, hidden) {
         batch.div_ceil(threads).max(1)
+    } else {
+        batch.max(1)
     }
+}
+
+/// Whether the time loop of a layer of `batch` rows and `hidden` units is split across
+/// threads: not when a step's gates are fewer than `PARALLEL_MIN_ELEMENTS` values
+/// (measured as four gate blocks, the LSTM's, for both cells).
+pub(crate) fn splits(batch: usize, hidden: usize) -> bool {
+    batch * 4 * hidden >= PARALLEL_MIN_ELEMENTS
 }
 
 /// One thread's batch rows, `start..end` of `batch`, as [`rows_per_part`] splits a batch,
