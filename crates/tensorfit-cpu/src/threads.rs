@@ -10,7 +10,8 @@
 //! Opening the CPU device (its `info` names the thread count) builds the pool, so its
 //! threads exist before anything is planned.
 //!
-//! A kernel too small to split ([`runs_inline`]) runs instead on the caller's thread,
+//! A kernel too small to split, or one that runs on one thread whatever its size
+//! ([`Work`], [`runs_inline`]), runs instead on the caller's thread,
 //! with subnormals flushed for its duration (`denormals::Flushed`): handing it to the
 //! pool and waiting for it costs two thread wake-ups, tens of microseconds on a busy
 //! machine, more than such a kernel takes (a stream step of the seed network is 17 ops,
@@ -61,9 +62,10 @@ thread_local! {
 }
 
 /// Below this many multiply-adds a product (a GEMM, a recurrent layer) runs on the
-/// caller's thread: `gemm_fast` splits no product below it either, so handing it to the
-/// pool buys nothing. Passes over tensors run there below `PARALLEL_MIN_ELEMENTS` values
-/// per tensor, where their kernels do not split either.
+/// caller's thread where the CPU has AVX-512: `gemm_fast` splits no product below it
+/// either, so handing it to the pool buys nothing (without AVX-512, below the reference
+/// GEMM's own threshold, `gemm::PARALLEL_MIN_MULADDS`). Passes over tensors run there
+/// below `PARALLEL_MIN_ELEMENTS` values per tensor, where their kernels do not split.
 pub const INLINE_MAX_MULADDS: usize = 1 << 20;
 
 /// The size of one kernel call, as [`runs_inline`] weighs it.
@@ -122,7 +124,10 @@ impl Work {
 /// comment).
 pub fn runs_inline(work: Work) -> bool {
     match work {
-        Work::MulAdds(n) => n < INLINE_MAX_MULADDS,
+        Work::MulAdds(n) => match crate::kernels::gemm_fast::simd() {
+            Some(_) => n < INLINE_MAX_MULADDS,
+            None => n < crate::kernels::gemm::PARALLEL_MIN_MULADDS,
+        },
         Work::Values(n) => n < crate::kernels::PARALLEL_MIN_ELEMENTS,
         Work::OneThread => true,
     }

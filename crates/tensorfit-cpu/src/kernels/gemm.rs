@@ -116,7 +116,7 @@ pub fn gemm(
 }
 
 /// Below this many multiply-adds a reference product runs on one thread.
-const PARALLEL_MIN_MULADDS: usize = 1 << 18;
+pub(crate) const PARALLEL_MIN_MULADDS: usize = 1 << 18;
 
 /// `general_mat_mul` on blocks of rows of `a` and `c`, a few blocks per thread. Each
 /// element of `c` is summed in the same order whatever the split, so the result does not
