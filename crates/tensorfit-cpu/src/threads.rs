@@ -14,7 +14,7 @@
 //! ([`Work`], [`runs_inline`]), runs instead on the caller's thread,
 //! with subnormals flushed for its duration (`denormals::Flushed`): handing it to the
 //! pool and waiting for it costs two thread wake-ups, tens of microseconds on a busy
-//! machine, more than such a kernel takes (a stream step of the seed network is 17 ops,
+//! machine, more than such a kernel takes (a stream step of the seed network is 18 ops,
 //! most of them a few hundred values). While it runs, [`available`] is 1, and every
 //! parallel loop of the kernels asks it first, so nothing reaches rayon's global pool.
 //! A kernel's sums do not depend on how many threads share it, so the results are the
