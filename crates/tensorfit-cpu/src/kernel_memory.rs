@@ -20,7 +20,7 @@
 use tensorfit_core::args::{
     Args, GruBackwardInputs, GruForwardInputs, LstmBackwardInputs, LstmForwardInputs,
 };
-use tensorfit_core::{Graph, Node, Op, RecurrentDims, Shape};
+use tensorfit_core::{Graph, Node, Op, RecurrentDims, Shape, TensorId};
 
 use crate::kernels::gemm_fast;
 
@@ -57,38 +57,54 @@ pub fn kept_bytes(graphs: &[&Graph]) -> u64 {
     let mut seen = std::collections::HashSet::new();
     let mut bytes = 0;
     for g in graphs {
+        // A weight `[G·H, K]` is kept packed transposed: `K` rows of `G·H` columns.
+        let mut keep = |w: TensorId| {
+            let dims = g.shape(w).dims();
+            let (rows, cols) = (dims.first().copied(), dims.last().copied());
+            if seen.insert(g.tensor(w).name.clone()) {
+                bytes += packed_b(cols.unwrap_or(0), rows.unwrap_or(0));
+            }
+        };
         for node in g.nodes() {
-            let kept = match &node.op {
-                Op::LstmForward { keep_for_backward } | Op::GruForward { keep_for_backward } => {
-                    !keep_for_backward
-                }
-                _ => false,
-            };
-            let shapes: Vec<&Shape> = node.inputs.iter().map(|&t| g.shape(t)).collect();
-            let weights = match &node.op {
-                Op::LstmForward { .. } => LstmForwardInputs::from_vec("lstm", node.inputs.clone())
-                    .ok()
-                    .zip(LstmForwardInputs::from_vec("lstm", shapes).ok())
-                    .map(|(t, s)| ((t.w_ih, t.w_hh), (s.dims().input(), s.dims().gate_width()))),
-                Op::GruForward { .. } => GruForwardInputs::from_vec("gru", node.inputs.clone())
-                    .ok()
-                    .zip(GruForwardInputs::from_vec("gru", shapes).ok())
-                    .map(|(t, s)| ((t.w_ih, t.w_hh), (s.dims().input(), s.dims().gate_width()))),
-                _ => None,
-            };
-            let Some(((w_ih, w_hh), ((input, tokens), width))) = weights.filter(|_| kept) else {
+            let Some((w_ih, w_hh, tokens)) = kept_weights(g, node) else {
                 continue;
             };
-            let hidden = g.shape(w_hh).dims().last().copied().unwrap_or(0);
-            if seen.insert(g.tensor(w_hh).name.clone()) {
-                bytes += packed_b(hidden, width);
-            }
-            if !tokens && seen.insert(g.tensor(w_ih).name.clone()) {
-                bytes += packed_b(input, width);
+            keep(w_hh);
+            // Token ids gather their gates from `w_ih` (`Projection`): nothing packed.
+            if !tokens {
+                keep(w_ih);
             }
         }
     }
     bytes
+}
+
+/// `w_ih` and `w_hh` of `node` if it is a recurrent forward that keeps nothing for a
+/// backward, and whether its input is token ids.
+fn kept_weights(g: &Graph, node: &Node) -> Option<(TensorId, TensorId, bool)> {
+    let shapes = || {
+        node.inputs
+            .iter()
+            .map(|&t| g.shape(t))
+            .collect::<Vec<&Shape>>()
+    };
+    match node.op {
+        Op::LstmForward {
+            keep_for_backward: false,
+        } => {
+            let t = LstmForwardInputs::from_vec("lstm", node.inputs.clone()).ok()?;
+            let s = LstmForwardInputs::from_vec("lstm", shapes()).ok()?;
+            Some((t.w_ih, t.w_hh, s.dims().input().1))
+        }
+        Op::GruForward {
+            keep_for_backward: false,
+        } => {
+            let t = GruForwardInputs::from_vec("gru", node.inputs.clone()).ok()?;
+            let s = GruForwardInputs::from_vec("gru", shapes()).ok()?;
+            Some((t.w_ih, t.w_hh, s.dims().input().1))
+        }
+        _ => None,
+    }
 }
 
 /// A product `[m, k] · [k, n]` a kernel computes.

@@ -204,6 +204,76 @@ pub fn kernels_flush_to_zero() -> bool {
 mod tests {
     use super::*;
 
+    /// Whether an LSTM forward of `steps × batch` rows (the seed network's first layer,
+    /// 152 → 250) runs on the caller's thread.
+    fn lstm_inline(steps: usize, batch: usize, keep_for_backward: bool) -> bool {
+        let shapes: Vec<Shape> = [
+            &[steps, batch, 152][..],
+            &[batch, 250],
+            &[batch, 250],
+            &[1000, 152],
+            &[1000, 250],
+            &[1000],
+            &[1000],
+        ]
+        .iter()
+        .map(|d| Shape::from(*d))
+        .collect();
+        let op = Op::LstmForward { keep_for_backward };
+        runs_inline(Work::of(&op, shapes.iter().collect(), &[]))
+    }
+
+    #[test]
+    fn small_calls_run_inline_and_large_ones_on_the_pool() {
+        let fast = crate::kernels::gemm_fast::simd().is_some();
+        // A stream step of one sequence (402 K multiply-adds), and of 16 on the fast path
+        // (one part, its weights kept packed).
+        assert!(lstm_inline(1, 1, false));
+        assert_eq!(lstm_inline(1, 16, false), fast);
+        // A batch of 100 is split; a training forward packs afresh and may split.
+        assert!(!lstm_inline(200, 100, false));
+        assert!(!lstm_inline(50, 32, true));
+        assert!(!lstm_inline(50, 16, true));
+        // Passes by their largest tensor.
+        let small = Shape::from([250]);
+        let large = Shape::from([crate::kernels::PARALLEL_MIN_ELEMENTS]);
+        assert!(runs_inline(Work::of(&Op::Copy, vec![&small], &[&small])));
+        assert!(!runs_inline(Work::of(&Op::Copy, vec![&large], &[&large])));
+        // The head's product at batch 1: 250 · 100 multiply-adds.
+        let (x, w, y) = (
+            Shape::from([1, 250]),
+            Shape::from([100, 250]),
+            Shape::from([1, 100]),
+        );
+        let matmul = Op::MatMul {
+            trans_a: false,
+            trans_b: true,
+        };
+        assert_eq!(
+            Work::of(&matmul, vec![&x, &w], &[&y]),
+            Work::MulAdds(25_000)
+        );
+    }
+
+    #[test]
+    fn an_inline_run_is_one_thread_with_subnormals_flushed_and_then_not() {
+        std::thread::spawn(|| {
+            let inside = run_inline(|| (available(), inline(), denormals::flushing_to_zero()));
+            assert_eq!(
+                inside,
+                (
+                    1,
+                    true,
+                    cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
+                )
+            );
+            assert!(!inline());
+            assert!(!denormals::flushing_to_zero());
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     fn every_kernel_thread_flushes_subnormals_to_zero() {
