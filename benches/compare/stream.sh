@@ -6,6 +6,9 @@
 # medians over the rounds and their ratios.
 #
 #   PYTHON=/root/torchvenv/bin/python THREADS=2 ROUNDS=5 benches/compare/stream.sh
+#
+# BENCH=path runs that build of the bench instead of building it (an A/B against an
+# older build's binary); the bench is looked for under $CARGO_TARGET_DIR when it is set.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 THREADS=${THREADS:-2}
@@ -15,8 +18,10 @@ REPEATS=${REPEATS:-5}
 PYTHON=${PYTHON:-python3}
 export RAYON_NUM_THREADS=$THREADS
 
-cargo bench --quiet --bench stream_step --no-run 2>/dev/null
-BENCH=$(ls -t target/release/deps/stream_step-* | grep -v '\.d$' | head -1)
+if [ -z "${BENCH:-}" ]; then
+    cargo bench --quiet --bench stream_step --no-run 2>/dev/null
+    BENCH=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/stream_step-* | grep -v '\.d$' | head -1)
+fi
 tf=() pt=() tfc=() ptc=()
 field() { sed "s/.*\"$1\": \([0-9.]*\).*/\1/" <<< "$2"; }
 for round in $(seq 1 "$ROUNDS"); do

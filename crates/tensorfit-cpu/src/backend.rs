@@ -14,7 +14,12 @@
 //! overlaps), so a view of the wrong shape is an error rather than a wrong answer, then
 //! borrows the views' slices (see the `regions` module) and dispatches to the kernel
 //! named `Op::name` on the kernel pool's threads (`threads`: they flush subnormal floats
-//! to zero).
+//! to zero), or for a call too small to split, on the caller's thread (`threads::run_inline`).
+//!
+//! The backend keeps the packed weights of inference calls of recurrent layers from one
+//! call to the next (`kernels::packs`); every path that changes a buffer (`write`, the
+//! outputs of `execute`, `free`) first tells the cache, which drops the copies packed
+//! from what changes.
 
 use std::fmt;
 use std::time::Instant;
@@ -25,10 +30,11 @@ use tensorfit_core::{
 };
 
 use crate::host_memory;
+use crate::kernels::packs::PackCache;
 use crate::kernels::HostKernels;
 use crate::profile::KernelTimes;
 use crate::regions;
-use crate::threads;
+use crate::threads::{self, Work};
 
 /// The reference backend: `Vec<f32>` buffers, ndarray/matrixmultiply GEMMs, rayon.
 pub struct CpuBackend {
@@ -38,6 +44,8 @@ pub struct CpuBackend {
     mem_total: Option<u64>,
     /// Wall time per kernel when `TENSORFIT_PROFILE` asks for it (see `profile.rs`).
     times: Option<KernelTimes>,
+    /// Packed weights kept across calls; told of every write and free (`kernels::packs`).
+    packs: PackCache,
 }
 
 impl fmt::Debug for CpuBackend {
@@ -75,6 +83,7 @@ impl CpuBackend {
             ledger: Ledger::new("cpu", None),
             mem_total: host_memory::total(),
             times: KernelTimes::from_env(),
+            packs: PackCache::default(),
         }
     }
 
@@ -94,6 +103,11 @@ impl CpuBackend {
             total: self.mem_total,
             free: host_memory::available(),
         }
+    }
+
+    /// Bytes of the packed weights the backend keeps across calls (`kernels::packs`).
+    pub fn kept_pack_bytes(&self) -> u64 {
+        self.packs.bytes()
     }
 
     /// The elements of a view, with the view checked against `len` host elements.
@@ -122,10 +136,12 @@ impl Backend for CpuBackend {
     }
 
     fn free(&mut self, buffer: BufferId) -> Result<()> {
+        self.packs.freed(buffer);
         self.ledger.remove(buffer).map(drop)
     }
 
     fn write(&mut self, view: &TensorView, data: &[f32]) -> Result<()> {
+        self.packs.written(view);
         self.view_mut(view, data.len())?.copy_from_slice(data);
         Ok(())
     }
@@ -138,17 +154,26 @@ impl Backend for CpuBackend {
     fn execute(&mut self, op: &Op, inputs: &[TensorView], outputs: &[TensorView]) -> Result<()> {
         let call = self.ledger.check_call(op, inputs, outputs)?;
         let pool = threads::kernel_pool()?;
+        // What the call writes may be a kept weight's source: forgotten before it changes.
+        for view in outputs {
+            self.packs.written(view);
+        }
+        let out_shapes: Vec<_> = outputs.iter().map(|v| &v.shape).collect();
+        let work = Work::of(op, inputs.iter().map(|v| &v.shape).collect(), &out_shapes);
         let regions = regions::split(&mut self.ledger, inputs, outputs)?;
-        // The kernel runs on the kernel pool's threads, which flush subnormals to zero.
+        let packs = &mut self.packs;
+        // The kernel runs on the kernel pool's threads, which flush subnormals to zero, or
+        // when it is too small to split, on this thread with subnormals flushed.
         let run = || {
-            pool.install(|| {
-                dispatch(
-                    &mut HostKernels::new(),
-                    &call,
-                    regions.inputs,
-                    regions.outputs,
-                )
-            })
+            let kernel = || {
+                let kernels = &mut HostKernels::keeping(packs, inputs);
+                dispatch(kernels, &call, regions.inputs, regions.outputs)
+            };
+            if threads::runs_inline(work) {
+                threads::run_inline(kernel)
+            } else {
+                pool.install(kernel)
+            }
         };
         let Some(times) = &mut self.times else {
             return run();

@@ -19,7 +19,9 @@
 //! Contract: [`flush_to_zero`] changes the floating-point mode of the *calling thread*
 //! for the rest of its life. It is called only by the kernel pool's start handler, on
 //! threads that the pool owns and that run nothing but kernels, so no other code sees the
-//! changed mode.
+//! changed mode. [`Flushed`] sets the same mode on the caller's thread for the duration
+//! of one kernel run there (`threads::run_inline`) and puts the thread's own mode back
+//! when it is dropped (a panic too), so no code but that kernel sees it.
 
 /// Sets flush-to-zero (and, on x86-64, denormals-are-zero) on the calling thread.
 /// Returns whether this target supports it (and it is now set).
@@ -31,6 +33,34 @@ pub fn flush_to_zero() -> bool {
 /// [`flush_to_zero`] does not support).
 pub fn flushing_to_zero() -> bool {
     imp::flushing_to_zero()
+}
+
+/// Subnormals flushed to zero on this thread while it lives: the mode the thread had is
+/// put back when it is dropped.
+#[derive(Debug)]
+pub struct Flushed {
+    saved: imp::Mode,
+}
+
+impl Flushed {
+    /// Flushes subnormals on this thread (nothing on targets without the mode).
+    pub fn new() -> Self {
+        let saved = imp::mode();
+        imp::flush_to_zero();
+        Flushed { saved }
+    }
+}
+
+impl Default for Flushed {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Flushed {
+    fn drop(&mut self) {
+        imp::set_mode(self.saved);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -73,6 +103,25 @@ mod imp {
     pub fn flushing_to_zero() -> bool {
         read() & (FTZ | DAZ) == FTZ | DAZ
     }
+
+    /// The thread's floating-point mode: MXCSR.
+    pub type Mode = u32;
+
+    pub fn mode() -> Mode {
+        read()
+    }
+
+    /// Puts back a mode [`mode`] read on this thread.
+    pub fn set_mode(csr: Mode) {
+        // SAFETY: `ldmxcsr` loads MXCSR from `csr`, a live, aligned u32 that `stmxcsr`
+        // stored from this thread's own register earlier (`Flushed`), so every bit is one
+        // the processor accepted then; only the mode of this thread changes, back to what
+        // it was.
+        #[allow(unsafe_code)]
+        unsafe {
+            asm!("ldmxcsr [{p}]", p = in(reg) &csr, options(nostack, preserves_flags, readonly));
+        }
+    }
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -107,6 +156,23 @@ mod imp {
     pub fn flushing_to_zero() -> bool {
         read() & FZ == FZ
     }
+
+    /// The thread's floating-point mode: FPCR.
+    pub type Mode = u64;
+
+    pub fn mode() -> Mode {
+        read()
+    }
+
+    /// Puts back a mode [`mode`] read on this thread.
+    pub fn set_mode(fpcr: Mode) {
+        // SAFETY: writes FPCR with the value read from it on this thread earlier
+        // (`Flushed`): the thread's own mode, put back.
+        #[allow(unsafe_code)]
+        unsafe {
+            asm!("msr fpcr, {0}", in(reg) fpcr, options(nomem, nostack, preserves_flags));
+        }
+    }
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -118,6 +184,13 @@ mod imp {
     pub fn flushing_to_zero() -> bool {
         false
     }
+
+    /// No mode to keep on this target.
+    pub type Mode = ();
+
+    pub fn mode() -> Mode {}
+
+    pub fn set_mode(_: Mode) {}
 }
 
 #[cfg(test)]
@@ -150,5 +223,23 @@ mod tests {
         // This thread never asked: IEEE subnormals as usual.
         assert!(!flushing_to_zero());
         assert!(subnormal() > 0.0);
+    }
+
+    #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn a_flushed_scope_flushes_and_then_puts_the_threads_mode_back() {
+        let (inside, after, product) = std::thread::spawn(|| {
+            let (inside, product) = {
+                let _flushed = Flushed::new();
+                let p = std::hint::black_box(1e-20f32) * std::hint::black_box(1e-20f32);
+                (flushing_to_zero(), p)
+            };
+            (inside, flushing_to_zero(), product)
+        })
+        .join()
+        .unwrap_or((false, true, 1.0));
+        assert!(inside, "not flushing inside the scope");
+        assert_eq!(product, 0.0, "a subnormal product was not flushed");
+        assert!(!after, "the thread's mode was not put back");
     }
 }

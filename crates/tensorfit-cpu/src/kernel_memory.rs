@@ -12,11 +12,15 @@
 //! taken again and grown, never more than twice what it held: `Vec`'s growth).
 //! Elsewhere matrixmultiply packs a block of both operands per call on each thread, and
 //! frees it when the call returns.
+//!
+//! Besides, the backend keeps the packed weights of every recurrent forward that keeps
+//! nothing for a backward (inference: `kernels::packs`) until they are written: each such
+//! weight once, however many programs read it ([`kept_bytes`]).
 
 use tensorfit_core::args::{
     Args, GruBackwardInputs, GruForwardInputs, LstmBackwardInputs, LstmForwardInputs,
 };
-use tensorfit_core::{Graph, Node, Op, RecurrentDims, Shape};
+use tensorfit_core::{Graph, Node, Op, RecurrentDims, Shape, TensorId};
 
 use crate::kernels::gemm_fast;
 
@@ -24,8 +28,9 @@ use crate::kernels::gemm_fast;
 /// running `graphs` (a job's programs, which run one at a time) on `threads` kernel
 /// threads.
 pub fn host_bytes<'g>(graphs: impl IntoIterator<Item = &'g Graph>, threads: usize) -> u64 {
+    let graphs: Vec<&Graph> = graphs.into_iter().collect();
     let products = graphs
-        .into_iter()
+        .iter()
         .flat_map(|g| g.nodes().iter().map(move |n| node_products(g, n)));
     // The calling thread packs too (a product too small to split runs on it).
     let threads = threads as u64 + 1;
@@ -34,12 +39,71 @@ pub fn host_bytes<'g>(graphs: impl IntoIterator<Item = &'g Graph>, threads: usiz
             .map(|p| (p.packed_bytes(), p.padded))
             .fold((0, 0), |(a, b), (c, d)| (a.max(c), b.max(d)));
         let a_blocks = threads * (gemm_fast::MC * gemm_fast::KC * 4) as u64;
-        // The packed copies an op holds, and those kept from the op before, grown; and a
-        // padded batch's buffers of the rows inside their sequences.
-        2 * packed + a_blocks + padded
+        // The packed copies an op holds, and those kept from the op before, grown; a
+        // padded batch's buffers of the rows inside their sequences; the weights kept
+        // packed across calls.
+        2 * packed + a_blocks + padded + kept_bytes(&graphs)
     } else {
         let block = products.map(|p| p.matrixmultiply_bytes()).max();
         threads * block.unwrap_or(0)
+    }
+}
+
+/// Bytes of the packed weights the backend may keep across calls while running `graphs`
+/// (`kernels::packs`, with AVX-512): `w_hhᵀ` and, for dense input, `w_ihᵀ` of every
+/// recurrent forward that keeps nothing for a backward, each weight (by name: programs of
+/// one model share their parameters) once.
+pub fn kept_bytes(graphs: &[&Graph]) -> u64 {
+    let mut seen = std::collections::HashSet::new();
+    let mut bytes = 0;
+    for g in graphs {
+        // A weight `[G·H, K]` is kept packed transposed: `K` rows of `G·H` columns.
+        let mut keep = |w: TensorId| {
+            let dims = g.shape(w).dims();
+            let (rows, cols) = (dims.first().copied(), dims.last().copied());
+            if seen.insert(g.tensor(w).name.clone()) {
+                bytes += packed_b(cols.unwrap_or(0), rows.unwrap_or(0));
+            }
+        };
+        for node in g.nodes() {
+            let Some((w_ih, w_hh, tokens)) = kept_weights(g, node) else {
+                continue;
+            };
+            keep(w_hh);
+            // Token ids gather their gates from `w_ih` (`Projection`): nothing packed.
+            if !tokens {
+                keep(w_ih);
+            }
+        }
+    }
+    bytes
+}
+
+/// `w_ih` and `w_hh` of `node` if it is a recurrent forward that keeps nothing for a
+/// backward, and whether its input is token ids.
+fn kept_weights(g: &Graph, node: &Node) -> Option<(TensorId, TensorId, bool)> {
+    let shapes = || {
+        node.inputs
+            .iter()
+            .map(|&t| g.shape(t))
+            .collect::<Vec<&Shape>>()
+    };
+    match node.op {
+        Op::LstmForward {
+            keep_for_backward: false,
+        } => {
+            let t = LstmForwardInputs::from_vec("lstm", node.inputs.clone()).ok()?;
+            let s = LstmForwardInputs::from_vec("lstm", shapes()).ok()?;
+            Some((t.w_ih, t.w_hh, s.dims().input().1))
+        }
+        Op::GruForward {
+            keep_for_backward: false,
+        } => {
+            let t = GruForwardInputs::from_vec("gru", node.inputs.clone()).ok()?;
+            let s = GruForwardInputs::from_vec("gru", shapes()).ok()?;
+            Some((t.w_ih, t.w_hh, s.dims().input().1))
+        }
+        _ => None,
     }
 }
 
@@ -303,7 +367,37 @@ mod tests {
         let packed_and_blocks =
             2 * p.packed_bytes() + 3 * (gemm_fast::MC * gemm_fast::KC * 4) as u64;
         if gemm_fast::simd().is_some() {
-            assert_eq!(host_bytes([&g], 2), packed_and_blocks + p.padded);
+            let kept = kept_bytes(&[&g]);
+            assert_eq!(host_bytes([&g], 2), packed_and_blocks + p.padded + kept);
         }
+    }
+
+    #[test]
+    fn an_inference_layers_weights_are_kept_packed_once_whatever_the_programs() {
+        let (g, again) = (lstm_layer(false), lstm_layer(true));
+        let both = packed_b(152, 1000) + packed_b(250, 1000);
+        assert_eq!(kept_bytes(&[&g]), both);
+        // Two programs reading the same weights keep them once.
+        assert_eq!(kept_bytes(&[&g, &again]), both);
+        // A training forward keeps its cells, and nothing packed.
+        let mut train = Graph::new();
+        let x = train.input("x", [50, 8, 152]);
+        let h0 = train.input("h0", [8, 250]);
+        let c0 = train.input("c0", [8, 250]);
+        let inputs = LstmForwardInputs {
+            x,
+            h0,
+            c0,
+            w_ih: train.parameter("w_ih", [1000, 152]),
+            w_hh: train.parameter("w_hh", [1000, 250]),
+            b_ih: train.parameter("b_ih", [1000]),
+            b_hh: train.parameter("b_hh", [1000]),
+            lengths: None,
+        };
+        let op = Op::LstmForward {
+            keep_for_backward: true,
+        };
+        train.apply("lstm", op, inputs).unwrap();
+        assert_eq!(kept_bytes(&[&train]), 0);
     }
 }

@@ -14,7 +14,10 @@
 //! GPU kernel and this code can be compared step by step.
 //!
 //! Kernels run on a pool of threads of their own (`threads`), whose threads flush
-//! subnormal floats to zero so that long sequences do not fall off a speed cliff.
+//! subnormal floats to zero so that long sequences do not fall off a speed cliff; a
+//! kernel too small to split runs on the caller's thread, with the same mode set for its
+//! duration. The packed weights of inference calls of recurrent layers are kept from one
+//! call to the next (`kernels::packs`) until the backend writes or frees them.
 //!
 //! The crate's only `unsafe` is the instructions that read and set that mode, fenced in the
 //! `denormals` module with `// SAFETY:` lines. Tensors that share an arena buffer are

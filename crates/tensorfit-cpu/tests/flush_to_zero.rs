@@ -58,6 +58,10 @@ fn kernels_flush_subnormal_results_and_read_subnormal_inputs_as_zero() {
             &product[..4]
         );
     }
+    // The small pass ran on this thread (`threads::run_inline`), which has its own mode
+    // back: IEEE subnormals, as the rest of the program expects.
+    assert!(!tensorfit_cpu::denormals::flushing_to_zero());
+    assert!(std::hint::black_box(f32::MIN_POSITIVE) / 2.0 > 0.0);
 }
 
 #[test]

@@ -53,7 +53,7 @@ pub fn adam_update(
             },
         )
     };
-    if grad.len() < PARALLEL_MIN_ELEMENTS {
+    if grad.len() < PARALLEL_MIN_ELEMENTS || crate::threads::inline() {
         update(((param, grad), (m, v)));
     } else {
         let weights = param.par_chunks_mut(CHUNK).zip(grad.par_chunks(CHUNK));

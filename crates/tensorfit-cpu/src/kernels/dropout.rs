@@ -37,7 +37,7 @@ pub fn dropout(p: DropoutParams, x: &[f32], key: &[f32], y: &mut [f32]) -> Resul
             },
         );
     };
-    if x.len() < PARALLEL_MIN_ELEMENTS {
+    if x.len() < PARALLEL_MIN_ELEMENTS || crate::threads::inline() {
         apply(0, y, x);
     } else {
         y.par_chunks_mut(PARALLEL_MIN_ELEMENTS)

@@ -94,7 +94,7 @@ pub fn sum_to_shape(x: &[f32], out: &mut [f32]) -> Result<()> {
             *o = a as f32;
         }
     };
-    if x.len() < PARALLEL_MIN_ELEMENTS {
+    if x.len() < PARALLEL_MIN_ELEMENTS || crate::threads::inline() {
         out.chunks_mut(COLUMNS).enumerate().for_each(sum_block);
     } else {
         out.par_chunks_mut(COLUMNS).enumerate().for_each(sum_block);

@@ -116,7 +116,7 @@ pub fn gemm(
 }
 
 /// Below this many multiply-adds a reference product runs on one thread.
-const PARALLEL_MIN_MULADDS: usize = 1 << 18;
+pub(crate) const PARALLEL_MIN_MULADDS: usize = 1 << 18;
 
 /// `general_mat_mul` on blocks of rows of `a` and `c`, a few blocks per thread. Each
 /// element of `c` is summed in the same order whatever the split, so the result does not
@@ -129,7 +129,7 @@ fn general_mat_mul_by_rows(
     c: &mut ArrayViewMut2<'_, f32>,
 ) {
     let (m, k) = a.dim();
-    let threads = rayon::current_num_threads();
+    let threads = crate::threads::available();
     if threads == 1 || m < 2 || m.saturating_mul(k).saturating_mul(b.ncols()) < PARALLEL_MIN_MULADDS
     {
         general_mat_mul(alpha, &a, &b, beta, c);

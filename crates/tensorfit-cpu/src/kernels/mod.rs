@@ -22,7 +22,8 @@ pub mod layernorm;
 pub mod lstm;
 pub mod mse;
 pub mod optim;
-mod recurrent;
+pub mod packs;
+pub(crate) mod recurrent;
 pub mod softmax;
 
 use std::marker::PhantomData;
@@ -31,10 +32,11 @@ use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::{
     Activation, AdamParams, BinaryOp, DropoutParams, GruDims, LstmDims, OpKernels, Result,
-    SgdParams, Shape,
+    SgdParams, Shape, TensorView,
 };
 
 use crate::backend_error;
+use packs::{PackCache, Packer, Source};
 
 /// Below this many elements a fused pass runs on one thread: splitting work across
 /// rayon's pool costs a few microseconds, more than a small pass takes.
@@ -54,13 +56,49 @@ pub(crate) fn check_len(kernel: &str, what: &str, slice: &[f32], want: usize) ->
 }
 
 /// The kernels of this backend as [`OpKernels`]: each method hands the named slices of
-/// one call to the kernel function of the same name.
+/// one call to the kernel function of the same name. With [`HostKernels::keeping`], an
+/// inference forward of a recurrent layer keeps its packed weights in the backend's cache
+/// (`packs.rs`).
 #[derive(Debug, Default)]
-pub struct HostKernels<'a>(PhantomData<&'a mut [f32]>);
+pub struct HostKernels<'a> {
+    /// The backend's cache, and the views of the call's inputs (which name the weights'
+    /// sources).
+    packs: Option<(&'a mut PackCache, &'a [TensorView])>,
+    _slices: PhantomData<&'a mut [f32]>,
+}
 
-impl HostKernels<'_> {
+impl<'a> HostKernels<'a> {
+    /// Kernels that pack every weight afresh.
     pub fn new() -> Self {
-        HostKernels(PhantomData)
+        HostKernels {
+            packs: None,
+            _slices: PhantomData,
+        }
+    }
+
+    /// Kernels for one call with input views `inputs`, keeping packed weights in `cache`.
+    pub fn keeping(cache: &'a mut PackCache, inputs: &'a [TensorView]) -> Self {
+        HostKernels {
+            packs: Some((cache, inputs)),
+            _slices: PhantomData,
+        }
+    }
+
+    /// The packer of a recurrent forward whose inputs struct is `I`: through the cache
+    /// for its `w_ih` and `w_hh` when it keeps nothing for a backward, else afresh.
+    fn packer<I: Args<TensorView>>(
+        &mut self,
+        keep_for_backward: bool,
+        weights: impl Fn(&I) -> [&TensorView; 2],
+    ) -> Packer<'_> {
+        let Some((cache, views)) = self.packs.as_mut().filter(|_| !keep_for_backward) else {
+            return Packer::fresh();
+        };
+        let Ok(named) = I::from_vec("inputs", views.to_vec()) else {
+            return Packer::fresh();
+        };
+        let [w_ih, w_hh] = weights(&named).map(Source::of);
+        Packer::cached(cache, vec![("w_ih", w_ih), ("w_hh", w_hh)])
     }
 }
 
@@ -156,7 +194,10 @@ impl<'a> OpKernels for HostKernels<'a> {
         i: LstmForwardInputs<Self::In>,
         o: LstmForwardOutputs<Self::Out>,
     ) -> Result<()> {
-        lstm::lstm_forward(d, &i, o)
+        // Without cells the forward keeps nothing for a backward.
+        let keep = o.cells.is_some();
+        let mut packs = self.packer(keep, |v: &LstmForwardInputs<TensorView>| [&v.w_ih, &v.w_hh]);
+        lstm::lstm_forward_packed(d, &i, o, &mut packs)
     }
 
     fn lstm_backward(
@@ -175,7 +216,10 @@ impl<'a> OpKernels for HostKernels<'a> {
         i: GruForwardInputs<Self::In>,
         o: GruForwardOutputs<Self::Out>,
     ) -> Result<()> {
-        gru::gru_forward(d, keep_for_backward, &i, o)
+        let mut packs = self.packer(keep_for_backward, |v: &GruForwardInputs<TensorView>| {
+            [&v.w_ih, &v.w_hh]
+        });
+        gru::gru_forward_packed(d, keep_for_backward, &i, o, &mut packs)
     }
 
     fn gru_backward(

@@ -252,16 +252,37 @@ impl PackedB {
         )
     }
 
+    /// [`PackedB::new`] in a buffer of its own, of exactly the size it needs, not one
+    /// taken from the thread's spares (which may be larger): for a copy kept across
+    /// calls (`packs.rs`), whose size the host plan counts.
+    pub fn new_exact(b: MatRef<'_>) -> Self {
+        let len = packed_b_elements(b.rows, b.cols);
+        let mut data = Vec::new();
+        data.reserve_exact(len);
+        data.resize(len, 0.0);
+        Self::pack_into(data, b, None)
+    }
+
+    /// Bytes of the buffer holding the packed panels.
+    pub fn bytes(&self) -> u64 {
+        (self.data.capacity() * std::mem::size_of::<f32>()) as u64
+    }
+
     /// [`PackedB::new`], or with `picked` [`PackedB::from_rows`].
     fn pack(b: MatRef<'_>, picked: Option<&[usize]>) -> Self {
+        let data = spare::take(packed_b_elements(b.rows, b.cols));
+        Self::pack_into(data, b, picked)
+    }
+
+    /// Packs `b` (or its rows `picked`) into `data`, of [`packed_b_elements`] elements.
+    fn pack_into(mut data: Vec<f32>, b: MatRef<'_>, picked: Option<&[usize]>) -> Self {
         let (k, n) = (b.rows, b.cols);
         let panels = n.div_ceil(NR);
         let len = k * panels * NR;
-        let mut data = spare::take(packed_b_elements(k, n));
         let start = data.as_ptr().align_offset(64).min(CACHE_LINE_F32);
         // A large `B` is packed by all threads, panel by panel: on one thread, packing
         // an LSTM's two weight matrices left the other thread idle for 6% of a layer.
-        let parallel = k * n >= PARALLEL_MIN_FLOPS / 16;
+        let parallel = k * n >= PARALLEL_MIN_FLOPS / 16 && !crate::threads::inline();
         for (block, k0) in data[start..start + len]
             .chunks_mut((KC * panels * NR).max(1))
             .zip((0..k).step_by(KC))
@@ -370,7 +391,7 @@ pub fn gemm_packed(
     c: &mut [f32],
 ) {
     let (m, n) = (a.rows, b.n);
-    let threads = rayon::current_num_threads();
+    let threads = crate::threads::available();
     if threads == 1 || m <= MR || m * n * b.k < PARALLEL_MIN_FLOPS {
         gemm_packed_serial(token, a, b, beta, bias, c);
         return;

@@ -18,7 +18,6 @@
 //!
 //! Nothing is allocated inside the time loops.
 
-use rayon::prelude::*;
 use tensorfit_core::{GruDims, RecurrentDims};
 
 use super::{
@@ -27,6 +26,7 @@ use super::{
 };
 use crate::kernels::fastmath::Fused;
 use crate::kernels::gemm_fast::{vectorize, MatRef, PackedB, Token};
+use crate::kernels::packs::Packer;
 use crate::kernels::recurrent::fast::{
     rows_per_part, split_steps, LiveRows, PartRows, Projection, Written,
 };
@@ -40,11 +40,12 @@ pub(super) fn forward(
     held: usize,
     inp: &GruForwardInputs<'_>,
     out: &mut GruForwardOutputs<'_>,
+    packs: &mut Packer<'_>,
 ) {
     let (steps, batch, hidden, x_row) = (d.steps, d.batch, d.hidden, d.x_row());
     let (h3, step_h, step_g) = (d.gate_width(), d.step_state(), d.step_gates());
-    let projection = Projection::new(&d, inp.w_ih, inp.b_ih.to_vec());
-    let w_hh_t = PackedB::new(MatRef::row_major(inp.w_hh, h3, hidden).t());
+    let projection = Projection::new(&d, (inp.w_ih, &mut *packs), inp.b_ih.to_vec());
+    let w_hh_t = packs.pack("w_hh", MatRef::row_major(inp.w_hh, h3, hidden).t());
 
     // Each thread over its own batch rows for the whole sequence: per run of `held`
     // steps the input projection with b_ih, then per step the recurrence.
@@ -58,40 +59,39 @@ pub(super) fn forward(
         .zip(y_parts)
         .enumerate()
         .collect();
-    work.into_par_iter()
-        .for_each(|(p, ((mut g, mut hh), mut ys))| {
-            let m = ys[0].len() / hidden;
-            let own = PartRows::new(batch, (p, part), m, inp.lengths);
-            let (h0, lengths) = (&inp.h0[own.at(hidden, 0)], own.lengths);
-            // The rows inside their sequence at each step: a row past its end is not
-            // multiplied (its projections are overwritten with zeros).
-            let mut live = LiveRows::new(lengths, m, (hidden, h3));
-            let mut live_x = LiveRows::new(lengths, m, (x_row, h3));
-            vectorize(
-                Some(token),
-                #[inline(always)]
-                || {
-                    for t in 0..steps {
-                        let slot = t % held;
-                        if slot == 0 {
-                            for u in t..steps.min(t + held) {
-                                let x_u = &inp.x[own.at(x_row, u)];
-                                let rows = (x_u, m, &mut *g[u - t]);
-                                projection.project_live(token, rows, &mut live_x, (u, lengths));
-                            }
+    crate::threads::for_each(work, |(p, ((mut g, mut hh), mut ys))| {
+        let m = ys[0].len() / hidden;
+        let own = PartRows::new(batch, (p, part), m, inp.lengths);
+        let (h0, lengths) = (&inp.h0[own.at(hidden, 0)], own.lengths);
+        // The rows inside their sequence at each step: a row past its end is not
+        // multiplied (its projections are overwritten with zeros).
+        let mut live = LiveRows::new(lengths, m, (hidden, h3));
+        let mut live_x = LiveRows::new(lengths, m, (x_row, h3));
+        vectorize(
+            Some(token),
+            #[inline(always)]
+            || {
+                for t in 0..steps {
+                    let slot = t % held;
+                    if slot == 0 {
+                        for u in t..steps.min(t + held) {
+                            let x_u = &inp.x[own.at(x_row, u)];
+                            let rows = (x_u, m, &mut *g[u - t]);
+                            projection.project_live(token, rows, &mut live_x, (u, lengths));
                         }
-                        let (y_before, y_from_t) = ys.split_at_mut(t);
-                        let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
-                        // hidden[t] = h_{t-1} · w_hhᵀ + b_hh
-                        let hh_t = &mut *hh[slot];
-                        let into = Written::Biased(inp.b_hh);
-                        live.gemm(token, &w_hh_t, (h_prev, hh_t), (t, lengths), into);
-                        let rows = (t, lengths);
-                        cell_forward::<Fused>(g[slot], hh_t, h_prev, y_from_t[0], hidden, rows);
                     }
-                },
-            )
-        });
+                    let (y_before, y_from_t) = ys.split_at_mut(t);
+                    let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
+                    // hidden[t] = h_{t-1} · w_hhᵀ + b_hh
+                    let hh_t = &mut *hh[slot];
+                    let into = Written::Biased(inp.b_hh);
+                    live.gemm(token, &w_hh_t, (h_prev, hh_t), (t, lengths), into);
+                    let rows = (t, lengths);
+                    cell_forward::<Fused>(g[slot], hh_t, h_prev, y_from_t[0], hidden, rows);
+                }
+            },
+        )
+    });
 }
 
 /// The backward pass through time, for a layer that is not empty: fills `dgates`,
@@ -114,30 +114,29 @@ pub(super) fn backward(
         .zip(out.dh0.chunks_mut(part * hidden))
         .enumerate()
         .collect();
-    work.into_par_iter()
-        .for_each(|(p, ((mut dg, mut dhh), dh))| {
-            let m = dh.len() / hidden;
-            let own = PartRows::new(batch, (p, part), m, inp.lengths);
-            let mut live = LiveRows::new(own.lengths, m, (h3, hidden));
-            vectorize(
-                Some(token),
-                #[inline(always)]
-                || {
-                    for t in (0..steps).rev() {
-                        let saved = StepSaved {
-                            gates: &inp.gates[own.at(h3, t)],
-                            hidden: &inp.hidden[own.at(h3, t)],
-                            h_prev: own.before(hidden, t, (inp.h0, inp.y)),
-                            dy: &inp.dy[own.at(hidden, t)],
-                            units: hidden,
-                        };
-                        cell_backward(&saved, dh, dg[t], dhh[t], (t, own.lengths));
-                        // dh += dhidden[t] · w_hh (a row past its end is not
-                        // multiplied: its dhidden are zeros)
-                        let rows = (t, own.lengths);
-                        live.gemm(token, &w_hh, (dhh[t], dh), rows, Written::Added);
-                    }
-                },
-            )
-        });
+    crate::threads::for_each(work, |(p, ((mut dg, mut dhh), dh))| {
+        let m = dh.len() / hidden;
+        let own = PartRows::new(batch, (p, part), m, inp.lengths);
+        let mut live = LiveRows::new(own.lengths, m, (h3, hidden));
+        vectorize(
+            Some(token),
+            #[inline(always)]
+            || {
+                for t in (0..steps).rev() {
+                    let saved = StepSaved {
+                        gates: &inp.gates[own.at(h3, t)],
+                        hidden: &inp.hidden[own.at(h3, t)],
+                        h_prev: own.before(hidden, t, (inp.h0, inp.y)),
+                        dy: &inp.dy[own.at(hidden, t)],
+                        units: hidden,
+                    };
+                    cell_backward(&saved, dh, dg[t], dhh[t], (t, own.lengths));
+                    // dh += dhidden[t] · w_hh (a row past its end is not
+                    // multiplied: its dhidden are zeros)
+                    let rows = (t, own.lengths);
+                    live.gemm(token, &w_hh, (dhh[t], dh), rows, Written::Added);
+                }
+            },
+        )
+    });
 }

@@ -33,6 +33,7 @@ use super::fastmath::{self, MulAdd, Separate};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
 use super::lstm::check_lengths;
+use super::packs::Packer;
 use super::recurrent::{
     check_inputs, hidden_weight_gradient, input_gradients, zero_gradients, ForwardLoop,
     RecurrentInto, SumOver,
@@ -58,7 +59,19 @@ pub fn gru_forward(
     inp: &GruForwardInputs<'_>,
     out: GruForwardOutputs<'_>,
 ) -> Result<()> {
-    forward_on(gemm_fast::simd(), d, keep_for_backward, inp, out)
+    gru_forward_packed(d, keep_for_backward, inp, out, &mut Packer::fresh())
+}
+
+/// [`gru_forward`] with its weights packed through `packs` (which may keep them from an
+/// earlier call: `packs.rs`).
+pub fn gru_forward_packed(
+    d: GruDims,
+    keep_for_backward: bool,
+    inp: &GruForwardInputs<'_>,
+    out: GruForwardOutputs<'_>,
+    packs: &mut Packer<'_>,
+) -> Result<()> {
+    forward_on(gemm_fast::simd(), d, keep_for_backward, inp, out, packs)
 }
 
 /// The gradient of [`gru_forward`]: the fast path where the CPU has AVX-512, else the
@@ -78,6 +91,7 @@ pub fn forward_on(
     keep_for_backward: bool,
     inp: &GruForwardInputs<'_>,
     mut out: GruForwardOutputs<'_>,
+    packs: &mut Packer<'_>,
 ) -> Result<()> {
     let expected = out.expected(d, keep_for_backward);
     check_lengths("gru_forward", inp.expected(d), expected)?;
@@ -90,7 +104,7 @@ pub fn forward_on(
     }
     let held = d.gate_steps(keep_for_backward);
     match token {
-        Some(token) => fast::forward(token, d, held, inp, &mut out),
+        Some(token) => fast::forward(token, d, held, inp, &mut out, packs),
         None => forward_steps(d, held, inp, &mut out)?,
     }
     // The final state: the last step's, or each row's at its own last step.

@@ -127,7 +127,7 @@ fn run_forward(token: Option<Token>, layer: &Layer, keep: bool) -> [Vec<f32>; 4]
         gates: g,
         hidden,
     };
-    forward_on(token, d, keep, &layer.inputs(), out).unwrap();
+    forward_on(token, d, keep, &layer.inputs(), out, &mut Packer::fresh()).unwrap();
     o
 }
 

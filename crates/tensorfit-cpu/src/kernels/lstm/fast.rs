@@ -20,7 +20,8 @@
 //!
 //! Nothing is allocated inside the time loops.
 
-use rayon::prelude::*;
+use std::sync::Arc;
+
 use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::{LstmDims, RecurrentDims, Result};
 
@@ -31,23 +32,30 @@ use super::{
 use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
 use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
+use crate::kernels::packs::Packer;
 use crate::kernels::recurrent::fast::{
     rows_per_part, split_steps, LiveRows, PartRows, Projection, Written,
 };
 use crate::kernels::recurrent::SumOver;
 
 /// The recurrent weight as the right operand of the per-step GEMM, packed once per call
-/// (see `gemm_fast/`): `w_hhᵀ` forward (`h · w_hhᵀ`), `w_hh` backward
-/// (`dgates · w_hh`).
+/// or kept from an earlier one (see `gemm_fast/`, `packs.rs`): `w_hhᵀ` forward
+/// (`h · w_hhᵀ`), `w_hh` backward (`dgates · w_hh`).
 struct Recurrent {
     token: Token,
-    packed: PackedB,
+    packed: Arc<PackedB>,
 }
 
 impl Recurrent {
-    fn new(token: Token, w: &[f32], rows: usize, cols: usize, transposed: bool) -> Self {
+    fn new(
+        token: Token,
+        packs: &mut Packer<'_>,
+        w: &[f32],
+        (rows, cols): (usize, usize),
+        transposed: bool,
+    ) -> Self {
         let m = MatRef::row_major(w, rows, cols);
-        let packed = PackedB::new(if transposed { m.t() } else { m });
+        let packed = packs.pack("w_hh", if transposed { m.t() } else { m });
         Recurrent { token, packed }
     }
 
@@ -98,11 +106,11 @@ fn project_ahead(rows: usize, steps: usize) -> usize {
 
 /// The forward pass over the steps of a layer that is not empty, the final state started
 /// (the lengths have been checked: see `lstm::forward_on`, which also ends it); `bias` is
-/// the input projection's.
+/// the input projection's; `packs` packs `w_ih` and `w_hh`.
 pub(crate) fn forward(
     token: Token,
     d: LstmDims,
-    inp: &LstmForwardInputs<'_>,
+    (inp, packs): (&LstmForwardInputs<'_>, &mut Packer<'_>),
     out: &mut LstmForwardOutputs<'_>,
     bias: Vec<f32>,
 ) -> Result<()> {
@@ -114,11 +122,11 @@ pub(crate) fn forward(
     // 1. The input projection (both biases included): each thread projects its own
     // rows, a run of `project_ahead` steps at a time, just before the recurrence reaches
     // them (the same sums, in the same order, as one GEMM over every step).
-    let projection = Projection::new(&d, inp.w_ih, bias);
+    let projection = Projection::new(&d, (inp.w_ih, &mut *packs), bias);
 
     // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
-    // batch rows for the whole sequence. w_hhᵀ is packed once, here.
-    let w_hh_t = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, true);
+    // batch rows for the whole sequence. w_hhᵀ is packed once, here (or kept).
+    let w_hh_t = Recurrent::new(token, packs, inp.w_hh, (4 * hidden, hidden), true);
     let part = rows_per_part(batch, hidden);
     let gate_parts = split_steps(&mut *out.gates, step_g, part * 4 * hidden);
     let y_parts = split_steps(&mut *out.y, step_h, part * hidden);
@@ -137,58 +145,57 @@ pub(crate) fn forward(
         .zip(c_n_parts)
         .enumerate()
         .collect();
-    work.into_par_iter()
-        .try_for_each(|(p, (((mut g, mut ys), mut cs), c_run))| {
-            let m = c_run.len() / hidden;
-            let own = PartRows::new(batch, (p, part), m, inp.lengths);
-            let (h0, c0) = (&inp.h0[own.at(hidden, 0)], &inp.c0[own.at(hidden, 0)]);
-            let lengths = own.lengths;
-            // Where step `u`'s gates are formed: their own step when they are kept for
-            // the backward, else (scratch, see `Op::output_is_scratch`) the slots of the
-            // first `ahead` steps in turn, which stay in L2 instead of streaming the whole
-            // tensor out to memory (the op holds `g.len()` steps then).
-            let reuse = cs.is_none();
-            let ahead = project_ahead(m, steps).min(g.len());
-            let slot = move |u: usize| if reuse { u % ahead } else { u };
-            // The rows inside their sequence at each step: a row past its end is not
-            // multiplied (its gates are overwritten with zeros).
-            let mut live = LiveRows::new(lengths, m, (hidden, 4 * hidden));
-            let mut live_x = LiveRows::new(lengths, m, (per_row, 4 * hidden));
-            vectorize(
-                Some(token),
-                #[inline(always)]
-                || -> Result<()> {
-                    for t in 0..steps {
-                        let (y_before, y_from_t) = ys.split_at_mut(t);
-                        let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
-                        let h_t = &mut *y_from_t[0];
-                        if t % ahead == 0 {
-                            for u in t..steps.min(t + ahead) {
-                                let x_u = &inp.x[own.at(per_row, u)];
-                                let rows = (x_u, m, &mut *g[slot(u)]);
-                                projection.project_live(token, rows, &mut live_x, (u, lengths));
-                            }
+    crate::threads::try_for_each(work, |(p, (((mut g, mut ys), mut cs), c_run))| {
+        let m = c_run.len() / hidden;
+        let own = PartRows::new(batch, (p, part), m, inp.lengths);
+        let (h0, c0) = (&inp.h0[own.at(hidden, 0)], &inp.c0[own.at(hidden, 0)]);
+        let lengths = own.lengths;
+        // Where step `u`'s gates are formed: their own step when they are kept for
+        // the backward, else (scratch, see `Op::output_is_scratch`) the slots of the
+        // first `ahead` steps in turn, which stay in L2 instead of streaming the whole
+        // tensor out to memory (the op holds `g.len()` steps then).
+        let reuse = cs.is_none();
+        let ahead = project_ahead(m, steps).min(g.len());
+        let slot = move |u: usize| if reuse { u % ahead } else { u };
+        // The rows inside their sequence at each step: a row past its end is not
+        // multiplied (its gates are overwritten with zeros).
+        let mut live = LiveRows::new(lengths, m, (hidden, 4 * hidden));
+        let mut live_x = LiveRows::new(lengths, m, (per_row, 4 * hidden));
+        vectorize(
+            Some(token),
+            #[inline(always)]
+            || -> Result<()> {
+                for t in 0..steps {
+                    let (y_before, y_from_t) = ys.split_at_mut(t);
+                    let h_prev: &[f32] = if t == 0 { h0 } else { y_before[t - 1] };
+                    let h_t = &mut *y_from_t[0];
+                    if t % ahead == 0 {
+                        for u in t..steps.min(t + ahead) {
+                            let x_u = &inp.x[own.at(per_row, u)];
+                            let rows = (x_u, m, &mut *g[slot(u)]);
+                            projection.project_live(token, rows, &mut live_x, (u, lengths));
                         }
-                        let gates_t = &mut *g[slot(t)];
-                        // gates[t] += h_{t-1} · w_hhᵀ
-                        w_hh_t.gemm_live(&mut live, (h_prev, m, gates_t), (t, lengths))?;
-                        // The cell state slice holds c_{t-1} on entry to the fused pass and
-                        // c_t after it.
-                        let c_t: &mut [f32] = match cs.as_mut() {
-                            Some(cs) => {
-                                let (c_before, c_from_t) = cs.split_at_mut(t);
-                                let c_t = &mut *c_from_t[0];
-                                c_t.copy_from_slice(if t == 0 { c0 } else { c_before[t - 1] });
-                                c_t
-                            }
-                            None => &mut *c_run,
-                        };
-                        cell_forward(gates_t, c_t, h_t, hidden, (t, lengths));
                     }
-                    Ok(())
-                },
-            )
-        })?;
+                    let gates_t = &mut *g[slot(t)];
+                    // gates[t] += h_{t-1} · w_hhᵀ
+                    w_hh_t.gemm_live(&mut live, (h_prev, m, gates_t), (t, lengths))?;
+                    // The cell state slice holds c_{t-1} on entry to the fused pass and
+                    // c_t after it.
+                    let c_t: &mut [f32] = match cs.as_mut() {
+                        Some(cs) => {
+                            let (c_before, c_from_t) = cs.split_at_mut(t);
+                            let c_t = &mut *c_from_t[0];
+                            c_t.copy_from_slice(if t == 0 { c0 } else { c_before[t - 1] });
+                            c_t
+                        }
+                        None => &mut *c_run,
+                    };
+                    cell_forward(gates_t, c_t, h_t, hidden, (t, lengths));
+                }
+                Ok(())
+            },
+        )
+    })?;
     Ok(())
 }
 
@@ -299,7 +306,8 @@ pub(crate) fn backward(
 
     // 1. Backwards through time: per step one fused pass and one GEMM, each thread over
     // its own batch rows for the whole sequence. w_hh is packed once, here.
-    let w_hh = Recurrent::new(token, inp.w_hh, 4 * hidden, hidden, false);
+    let fresh = &mut Packer::fresh();
+    let w_hh = Recurrent::new(token, fresh, inp.w_hh, (4 * hidden, hidden), false);
     let part = rows_per_part(batch, hidden);
     let dgate_parts = split_steps(start.dgates, step_g, part * 4 * hidden);
     let work: Vec<_> = dgate_parts
@@ -312,39 +320,38 @@ pub(crate) fn backward(
         )
         .enumerate()
         .collect();
-    work.into_par_iter()
-        .try_for_each(|(p, (mut dg, (dh, dc)))| {
-            let m = dh.len() / hidden;
-            let own = PartRows::new(batch, (p, part), m, inp.lengths);
-            let lengths = own.lengths;
-            let mut live = LiveRows::new(lengths, m, (4 * hidden, hidden));
-            vectorize(
-                Some(token),
-                #[inline(always)]
-                || -> Result<()> {
-                    for t in (0..steps).rev() {
-                        let saved = StepSaved {
-                            gates: &inp.gates[own.at(4 * hidden, t)],
-                            c: &inp.cells[own.at(hidden, t)],
-                            c_prev: own.before(hidden, t, (inp.c0, inp.cells)),
-                            dy: &inp.dy[own.at(hidden, t)],
-                            dh: &*dh,
-                            hidden,
-                        };
-                        let dgates_t = &mut *dg[t];
-                        cell_backward(&saved, dc, dgates_t, (t, lengths));
-                        // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1} (added,
-                        // with lengths, to the dh_n that padded rows carry).
-                        // A row past its end is not multiplied: its dgates are zeros.
-                        match hold_padded_dh(lengths, t, dh, hidden) {
-                            0.0 => w_hh.gemm_rows(dgates_t, m, 0.0, dh)?,
-                            _ => w_hh.gemm_live(&mut live, (dgates_t, m, dh), (t, lengths))?,
-                        }
+    crate::threads::try_for_each(work, |(p, (mut dg, (dh, dc)))| {
+        let m = dh.len() / hidden;
+        let own = PartRows::new(batch, (p, part), m, inp.lengths);
+        let lengths = own.lengths;
+        let mut live = LiveRows::new(lengths, m, (4 * hidden, hidden));
+        vectorize(
+            Some(token),
+            #[inline(always)]
+            || -> Result<()> {
+                for t in (0..steps).rev() {
+                    let saved = StepSaved {
+                        gates: &inp.gates[own.at(4 * hidden, t)],
+                        c: &inp.cells[own.at(hidden, t)],
+                        c_prev: own.before(hidden, t, (inp.c0, inp.cells)),
+                        dy: &inp.dy[own.at(hidden, t)],
+                        dh: &*dh,
+                        hidden,
+                    };
+                    let dgates_t = &mut *dg[t];
+                    cell_backward(&saved, dc, dgates_t, (t, lengths));
+                    // dh = dgates[t] · w_hh: the gradient arriving at h_{t-1} (added,
+                    // with lengths, to the dh_n that padded rows carry).
+                    // A row past its end is not multiplied: its dgates are zeros.
+                    match hold_padded_dh(lengths, t, dh, hidden) {
+                        0.0 => w_hh.gemm_rows(dgates_t, m, 0.0, dh)?,
+                        _ => w_hh.gemm_live(&mut live, (dgates_t, m, dh), (t, lengths))?,
                     }
-                    Ok(())
-                },
-            )
-        })?;
+                }
+                Ok(())
+            },
+        )
+    })?;
     // 2. The weight gradients over all steps at once (with lengths, over the real steps
     // only: the padded rows' gradients are zeros).
     let sum = SumOver::new(Some(token), inp.lengths);

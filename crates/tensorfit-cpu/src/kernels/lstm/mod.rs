@@ -36,6 +36,7 @@ use super::elementwise::sum_to_shape;
 use super::fastmath::{self, Separate};
 use super::gemm::{gemm, mat, mat_mut};
 use super::gemm_fast::{self, Token};
+use super::packs::Packer;
 use super::recurrent::{
     check_inputs, hidden_weight_gradient, input_gradients, zero_gradients, ForwardLoop,
     RecurrentInto, SumOver,
@@ -77,7 +78,18 @@ pub fn lstm_forward(
     inp: &LstmForwardInputs<'_>,
     out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
-    forward_on(gemm_fast::simd(), d, inp, out)
+    lstm_forward_packed(d, inp, out, &mut Packer::fresh())
+}
+
+/// [`lstm_forward`] with its weights packed through `packs` (which may keep them from
+/// an earlier call: `packs.rs`).
+pub fn lstm_forward_packed(
+    d: LstmDims,
+    inp: &LstmForwardInputs<'_>,
+    out: LstmForwardOutputs<'_>,
+    packs: &mut Packer<'_>,
+) -> Result<()> {
+    forward_on(gemm_fast::simd(), d, inp, out, packs)
 }
 
 /// The gradient of [`lstm_forward`] (with its cells kept): the fast path where the CPU
@@ -96,6 +108,7 @@ pub fn forward_on(
     d: LstmDims,
     inp: &LstmForwardInputs<'_>,
     mut out: LstmForwardOutputs<'_>,
+    packs: &mut Packer<'_>,
 ) -> Result<()> {
     check_lengths("lstm_forward", inp.expected(d), out.expected(d))?;
     check_inputs(&d, inp.x, inp.lengths)?;
@@ -110,7 +123,7 @@ pub fn forward_on(
     // The input projection's bias: both of PyTorch's vectors at once.
     let bias = inp.b_ih.iter().zip(inp.b_hh).map(|(a, b)| a + b).collect();
     match token {
-        Some(token) => fast::forward(token, d, inp, &mut out, bias)?,
+        Some(token) => fast::forward(token, d, (inp, packs), &mut out, bias)?,
         None => forward_steps(d, inp, &mut out, &bias)?,
     }
     forward_ends(d, inp.lengths, out);
@@ -221,7 +234,7 @@ fn cell_forward(
             h[j] = o[j] * tanh(c[j]);
         }
     };
-    if gates_t.len() < PARALLEL_MIN_ELEMENTS {
+    if gates_t.len() < PARALLEL_MIN_ELEMENTS || crate::threads::inline() {
         let rows = gates_t.chunks_mut(4 * hidden).zip(c.chunks_mut(hidden));
         rows.zip(h.chunks_mut(hidden)).enumerate().for_each(row);
     } else {

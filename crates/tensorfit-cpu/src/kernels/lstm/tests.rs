@@ -64,7 +64,7 @@ fn forward_reference(
     inp: &LstmForwardInputs<'_>,
     out: LstmForwardOutputs<'_>,
 ) -> Result<()> {
-    forward_on(None, d, inp, out)
+    forward_on(None, d, inp, out, &mut Packer::fresh())
 }
 
 /// The kernel as the backend calls it (the fast path where the CPU has AVX-512) and
@@ -315,7 +315,8 @@ fn the_fast_path_matches_the_reference_forward_and_backward() {
         eprintln!("skipped: this CPU has no AVX-512, so the fast path cannot run");
         return;
     };
-    let fast_forward: &RunForward = &move |d, i, o| forward_on(Some(token), d, i, o);
+    let fast_forward: &RunForward =
+        &move |d, i, o| forward_on(Some(token), d, i, o, &mut Packer::fresh());
     let fast_backward: &RunBackward = &move |d, i, o| fast::backward(token, d, i, o);
     let reference_backward: &RunBackward = &|d, i, o| backward_on(None, d, i, o);
     let mut rng = Rng::new(21);

@@ -6,23 +6,32 @@
 //! call, which each thread applies to its own rows.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::tokens::{token_index, Table};
 use tensorfit_core::RecurrentDims;
 
 use crate::kernels::gemm_fast::{gemm_packed, gemm_packed_serial, MatRef, PackedB, Token, KC};
+use crate::kernels::packs::Packer;
 use crate::kernels::PARALLEL_MIN_ELEMENTS;
 
 /// Batch rows per thread for a layer of `hidden` units. One part when the layer is too
-/// small to be worth splitting (measured as four gate blocks, the LSTM's, for both cells).
+/// small to be worth splitting ([`splits`]).
 pub(crate) fn rows_per_part(batch: usize, hidden: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
-    if batch * 4 * hidden < PARALLEL_MIN_ELEMENTS {
-        batch.max(1)
-    } else {
+    let threads = crate::threads::available().max(1);
+    if splits(batch, hidden) {
         batch.div_ceil(threads).max(1)
+    } else {
+        batch.max(1)
     }
+}
+
+/// Whether the time loop of a layer of `batch` rows and `hidden` units is split across
+/// threads: not when a step's gates are fewer than `PARALLEL_MIN_ELEMENTS` values
+/// (measured as four gate blocks, the LSTM's, for both cells).
+pub(crate) fn splits(batch: usize, hidden: usize) -> bool {
+    batch * 4 * hidden >= PARALLEL_MIN_ELEMENTS
 }
 
 /// One thread's batch rows, `start..end` of `batch`, as [`rows_per_part`] splits a batch,
@@ -100,7 +109,7 @@ pub(crate) fn split_steps(buf: &mut [f32], step: usize, part: usize) -> Vec<Vec<
 /// same sums.
 pub(crate) enum Projection<'w> {
     Dense {
-        w_ih_t: PackedB,
+        w_ih_t: Arc<PackedB>,
         bias: Vec<f32>,
     },
     /// `[V, G·H]`: row `v` is `w_ih[:, v] + bias`.
@@ -114,10 +123,15 @@ pub(crate) enum Projection<'w> {
 }
 
 impl<'w> Projection<'w> {
-    pub(crate) fn new(d: &impl RecurrentDims, w_ih: &'w [f32], bias: Vec<f32>) -> Self {
+    /// `packs` packs `w_ih` (dense input).
+    pub(crate) fn new(
+        d: &impl RecurrentDims,
+        (w_ih, packs): (&'w [f32], &mut Packer<'_>),
+        bias: Vec<f32>,
+    ) -> Self {
         let ((input, tokens), width) = (d.input(), d.gate_width());
         if !tokens {
-            let w_ih_t = PackedB::new(MatRef::row_major(w_ih, width, input).t());
+            let w_ih_t = packs.pack("w_ih", MatRef::row_major(w_ih, width, input).t());
             return Projection::Dense { w_ih_t, bias };
         }
         let columns = d.token_table();
