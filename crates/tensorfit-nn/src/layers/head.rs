@@ -72,17 +72,6 @@ impl HeadPart {
             HeadPart::Dropout(_) => HeadPartTensors::Dropout,
         }
     }
-
-    /// `x` `[rows, features]` through the layer (see [`Layer::forward`]).
-    pub fn forward(
-        &self,
-        g: &mut Graph,
-        x: TensorId,
-        t: &HeadPartTensors<TensorId>,
-        cx: &mut Context,
-    ) -> Result<TensorId> {
-        self.layer().forward(g, x, &t.to_vec(), cx)
-    }
 }
 
 /// A head layer as the network places it: the layer, and whether its input is added to
@@ -94,7 +83,8 @@ pub struct HeadEntry {
 }
 
 impl HeadEntry {
-    /// `x` through the layer, plus `x` when it asks for a residual connection.
+    /// `x` `[rows, features]` through the layer (see [`Layer::forward`]), plus `x` when
+    /// it asks for a residual connection.
     pub fn forward(
         &self,
         g: &mut Graph,
@@ -102,7 +92,7 @@ impl HeadEntry {
         t: &HeadPartTensors<TensorId>,
         cx: &mut Context,
     ) -> Result<TensorId> {
-        let y = self.part.forward(g, x, t, cx)?;
+        let y = self.part.layer().forward(g, x, &t.to_vec(), cx)?;
         if !self.residual {
             return Ok(y);
         }
