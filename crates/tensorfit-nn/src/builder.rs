@@ -218,6 +218,34 @@ impl ModelBuilder {
 
     /// Adds the input of the head layer added last to its output (`x + f(x)`); the
     /// layer must keep its input's width (`build` says so if not).
+    ///
+    /// ```
+    /// use tensorfit_core::Activation;
+    /// use tensorfit_nn::ModelDescription;
+    ///
+    /// // A tagger: LSTM 32, then x + relu(Linear(32, 32)(x)) and nn.LayerNorm(32) on
+    /// // every step.
+    /// let model = ModelDescription::builder()
+    ///     .features(4)
+    ///     .lstm(32, 1)
+    ///     .every_step()
+    ///     .dense(32, Activation::Relu)
+    ///     .residual()
+    ///     .layer_norm()
+    ///     .classify(5)
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(model.head.layers[0].residual && !model.head.layers[1].residual);
+    /// // A block that changes the width cannot add its input.
+    /// let wider = ModelDescription::builder()
+    ///     .features(4)
+    ///     .lstm(32, 1)
+    ///     .dense(64, Activation::Relu)
+    ///     .residual()
+    ///     .classify(5)
+    ///     .build();
+    /// assert!(wider.unwrap_err().to_string().contains("head.layers[0].residual"));
+    /// ```
     pub fn residual(mut self) -> Self {
         if let Some(last) = self.layers.last_mut() {
             last.2 = true;

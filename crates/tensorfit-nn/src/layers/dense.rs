@@ -99,12 +99,7 @@ impl Layer for Dense {
     }
 
     fn traits(&self) -> LayerTraits {
-        LayerTraits {
-            mixes_rows: false,
-            mixes_steps: false,
-            carries_state: false,
-            random: false,
-        }
+        LayerTraits::PER_ROW
     }
 
     fn state_slots(&self) -> Vec<StateSlot> {

@@ -31,6 +31,18 @@ pub struct LayerTraits {
     pub random: bool,
 }
 
+impl LayerTraits {
+    /// A layer that treats every row and every step on its own, carries nothing and
+    /// draws nothing (an embedding, a linear map, LayerNorm). A kind still names this
+    /// answer itself.
+    pub const PER_ROW: LayerTraits = LayerTraits {
+        mixes_rows: false,
+        mixes_steps: false,
+        carries_state: false,
+        random: false,
+    };
+}
+
 /// What one graph gives every layer's forward beyond its input, and what the layers
 /// leave in it for the rest of the graph (statistics to update, state to carry).
 #[derive(Debug)]

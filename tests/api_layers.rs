@@ -1,0 +1,137 @@
+//! The layers beyond one recurrent stack, through the front door alone, off the
+//! benchmark's shapes: a tagger with a residual block and a LayerNorm on every step,
+//! built with the facade's `ModelBuilder`, trained by `Runner::train` on sequences of
+//! 1 to 37 steps (padded batches; a BatchNorm there is refused), each sequence predicted
+//! in a padded batch as it is alone, and streamed a step at a time as it is whole.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tensorfit::{
+    Activation, DevicePolicy, FitOptions, Job, Model, ModelDescription, Sequences, Stopped,
+};
+
+const FEATURES: usize = 2;
+const HIDDEN: usize = 24;
+
+/// 30 sequences of 1 to 37 steps; each step is labelled by the sign of its first value.
+fn data() -> Sequences {
+    let (mut inputs, mut labels) = (Vec::new(), Vec::new());
+    for i in 0..30 {
+        let steps = 1 + (i * 11) % 37;
+        let x: Vec<f32> = (0..steps * FEATURES)
+            .map(|k| ((i * 29 + k * 13) % 17) as f32 / 8.5 - 1.0)
+            .collect();
+        labels.push(x.chunks(FEATURES).map(|s| f32::from(s[0] > 0.0)).collect());
+        inputs.push(x);
+    }
+    Sequences::with_step_labels(inputs, labels, FEATURES).unwrap()
+}
+
+fn tagger(norm_rows_alone: bool) -> ModelDescription {
+    let b = ModelDescription::builder()
+        .features(FEATURES)
+        .lstm(HIDDEN, 1)
+        .every_step()
+        .dense(HIDDEN, Activation::Relu)
+        .residual();
+    let b = if norm_rows_alone {
+        b.layer_norm()
+    } else {
+        b.batch_norm()
+    };
+    b.classify(2).build().unwrap()
+}
+
+fn cpu() -> DevicePolicy {
+    DevicePolicy::only_cpu()
+}
+
+#[test]
+fn a_residual_layernorm_tagger_trains_on_ragged_data_and_predicts_each_sequence_as_alone() {
+    let data = data();
+    assert!(data.is_ragged());
+    let model = Model::new(tagger(true), 7).unwrap();
+    let mut run = model.open(data.shapes(8), &cpu()).unwrap();
+    let options = FitOptions {
+        epochs: 3,
+        batch: 8,
+        ..FitOptions::default()
+    };
+    let report = run.train(&data, None, &options, |_| tensorfit::Control::Continue);
+    let report = report.unwrap();
+    assert_eq!(report.stopped, Stopped::Finished);
+    assert!(report.last_loss.is_finite(), "{}", report.last_loss);
+
+    let trained = run.model().unwrap();
+    let inputs: Vec<Vec<f32>> = (0..data.len())
+        .map(|i| data.batch(&[i]).unwrap().x.data)
+        .collect();
+    // In padded batches of the planned 8.
+    let together: Vec<Vec<f32>> = inputs
+        .chunks(8)
+        .flat_map(|batch| run.predict_sequences(batch).unwrap())
+        .collect();
+    for (i, seq) in inputs.iter().enumerate() {
+        let steps = seq.len() / FEATURES;
+        let job = Job::Eval {
+            batch: 1,
+            seq_len: steps,
+        };
+        let mut alone = trained.open(job, &cpu()).unwrap();
+        let alone = alone.predict_sequences(std::slice::from_ref(seq)).unwrap();
+        for (a, b) in together[i].iter().zip(&alone[0]) {
+            assert!((a - b).abs() < 1e-5, "sequence {i}: {a} padded, {b} alone");
+        }
+    }
+}
+
+#[test]
+fn a_stream_of_the_tagger_gives_each_step_what_the_whole_sequence_gives() {
+    let model = Model::new(tagger(true), 3).unwrap();
+    let steps = 40;
+    let x: Vec<f32> = (0..steps * FEATURES)
+        .map(|k| (k % 9) as f32 / 4.5 - 1.0)
+        .collect();
+    let mut stream = model.stream(1, &cpu()).unwrap();
+    let streamed: Vec<f32> = x
+        .chunks(FEATURES)
+        .flat_map(|step| stream.step(step).unwrap())
+        .collect();
+    let job = Job::Eval {
+        batch: 1,
+        seq_len: steps,
+    };
+    let mut run = model.open(job, &cpu()).unwrap();
+    let whole = run
+        .predict(&tensorfit::HostTensor::new([steps, 1, FEATURES], x).unwrap())
+        .unwrap();
+    assert_eq!(streamed.len(), whole.data.len());
+    for (a, b) in streamed.iter().zip(&whole.data) {
+        assert!((a - b).abs() < 1e-5, "{a} streamed, {b} whole");
+    }
+}
+
+#[test]
+fn a_batchnorm_in_its_place_is_refused_on_ragged_data_naming_it() {
+    let data = data();
+    let model = Model::new(tagger(false), 3).unwrap();
+    let e = match model.open(data.shapes(8), &cpu()) {
+        Ok(mut run) => run
+            .train(&data, None, &FitOptions::default(), |_| {
+                tensorfit::Control::Continue
+            })
+            .map(|_| ())
+            .unwrap_err(),
+        Err(e) => e,
+    };
+    let e = e.to_string();
+    assert!(e.contains("(batchnorm) mixes the rows of its batch"), "{e}");
+}
+
+#[test]
+fn the_layer_types_cross_threads() {
+    fn send<T: Send>() {}
+    send::<ModelDescription>();
+    send::<tensorfit::ModelBuilder>();
+    send::<tensorfit::nn::Network>();
+}
