@@ -99,8 +99,7 @@ pub fn carry_graph(
     let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let lengths = padded.then(|| g.input("lengths", [batch]));
-    let mut cx = Context::new(Mode::Infer, batch, lengths, None);
+    let mut cx = Context::padded(&mut g, Mode::Infer, (batch, padded), None);
     let stack = net.stack(&mut g, &leaves.ids, steps, &mut cx)?;
     copy_finals(&mut g, &stack.carried, &stack.finals)?;
     Ok((g, stack))
@@ -153,8 +152,7 @@ pub fn classifier_at_lengths(
     }
     let leaves = Leaves::add(g, &net);
     let key = dropout::key_leaf(g, mode == Mode::Train && net.has_dropout());
-    let lengths = padded.then(|| g.input("lengths", [batch]));
-    let mut cx = Context::new(mode, batch, lengths, key);
+    let mut cx = Context::padded(g, mode, (batch, padded), key);
     let stack = net.stack(g, &leaves.ids, steps, &mut cx)?;
     // `[B, H]` through the last step; with a head on every step `[T, B, H]`, read by the
     // head's layers as T·B rows (`tensorfit_core::rows`).

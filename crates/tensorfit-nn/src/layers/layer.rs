@@ -81,6 +81,18 @@ impl Context {
         }
     }
 
+    /// A graph's context over `batch` sequences, adding the input `lengths` `[B]` the
+    /// host writes when they are `padded`.
+    pub fn padded(
+        g: &mut Graph,
+        mode: Mode,
+        (batch, padded): (usize, bool),
+        key: Option<TensorId>,
+    ) -> Self {
+        let lengths = padded.then(|| g.input("lengths", [batch]));
+        Context::new(mode, batch, lengths, key)
+    }
+
     /// Whether the graph keeps what backward needs (training).
     pub fn keep(&self) -> bool {
         self.mode == Mode::Train
