@@ -3,7 +3,7 @@
 //! reads token ids). What every recurrent cell shares is [`RecurrentDims`]'s.
 
 use crate::args::{
-    Args, LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
+    Args, Expected, LstmBackwardInputs, LstmBackwardOutputs, LstmForwardInputs, LstmForwardOutputs,
 };
 use crate::op::same;
 use crate::recurrent_dims::{check_input, check_input_grad, RecurrentDims};
@@ -111,4 +111,89 @@ impl RecurrentDims for LstmDims {
     fn input(&self) -> (usize, bool) {
         (self.input, self.tokens)
     }
+}
+
+impl LstmForwardInputs<&Shape> {
+    /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
+    pub fn dims(&self) -> LstmDims {
+        LstmDims::of(self.x, self.w_ih, self.w_hh)
+    }
+}
+
+impl LstmBackwardInputs<&Shape> {
+    /// The layer's sizes (the shapes have been checked by `Op::infer_shapes`).
+    pub fn dims(&self) -> LstmDims {
+        LstmDims::of(self.x, self.w_ih, self.w_hh)
+    }
+}
+
+impl<T> LstmForwardInputs<T> {
+    pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
+        let mut e = layer_inputs(d, [&self.x, &self.h0, &self.c0, &self.w_ih, &self.w_hh]);
+        e.extend([
+            ("b_ih", &self.b_ih, 4 * d.hidden),
+            ("b_hh", &self.b_hh, 4 * d.hidden),
+        ]);
+        e.extend(self.lengths.as_ref().map(|l| ("lengths", l, d.batch)));
+        e
+    }
+}
+
+impl<T> LstmForwardOutputs<T> {
+    pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
+        let (rows, state) = (d.steps * d.batch, d.batch * d.hidden);
+        let mut e = vec![
+            ("y", &self.y, rows * d.hidden),
+            ("h_n", &self.h_n, state),
+            ("c_n", &self.c_n, state),
+            ("gates", &self.gates, d.gates(self.cells.is_some()).numel()),
+        ];
+        e.extend(self.cells.as_ref().map(|c| ("cells", c, rows * d.hidden)));
+        e
+    }
+}
+
+impl<T> LstmBackwardInputs<T> {
+    pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
+        let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
+        let mut e = layer_inputs(d, [&self.x, &self.h0, &self.c0, &self.w_ih, &self.w_hh]);
+        e.extend([
+            ("y", &self.y, rows * d.hidden),
+            ("gates", &self.gates, rows * h4),
+            ("cells", &self.cells, rows * d.hidden),
+            ("dy", &self.dy, rows * d.hidden),
+            ("dh_n", &self.dh_n, state),
+            ("dc_n", &self.dc_n, state),
+        ]);
+        e.extend(self.lengths.as_ref().map(|l| ("lengths", l, d.batch)));
+        e
+    }
+}
+
+impl<T> LstmBackwardOutputs<T> {
+    pub fn expected(&self, d: LstmDims) -> Expected<'_, T> {
+        let (rows, h4, state) = (d.steps * d.batch, 4 * d.hidden, d.batch * d.hidden);
+        let mut e = vec![
+            ("dgates", &self.dgates, rows * h4),
+            ("dh0", &self.dh0, state),
+            ("dc0", &self.dc0, state),
+            ("dw_ih", &self.dw_ih, h4 * d.input),
+            ("dw_hh", &self.dw_hh, h4 * d.hidden),
+            ("db", &self.db, h4),
+        ];
+        e.extend(self.dx.as_ref().map(|dx| ("dx", dx, rows * d.input)));
+        e
+    }
+}
+
+/// The first five inputs of both LSTM ops, `x, h0, c0, w_ih, w_hh`, with their lengths.
+fn layer_inputs<T>(d: LstmDims, [x, h0, c0, w_ih, w_hh]: [&T; 5]) -> Expected<'_, T> {
+    let (h4, state) = (4 * d.hidden, d.batch * d.hidden);
+    vec![
+        ("x", x, d.x_len()),
+        ("h0", h0, state),
+        ("c0", c0, state),
+        ("w_ih", w_ih, h4 * d.input),
+        ("w_hh", w_hh, h4 * d.hidden),
+    ]
 }
