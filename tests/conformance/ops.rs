@@ -14,6 +14,8 @@ use tensorfit_testing::{Rng, TestRng};
 
 use crate::{reference, Checks, OP_TOL};
 
+#[path = "bidir_cases.rs"]
+mod bidir_cases;
 #[path = "dropout_cases.rs"]
 mod dropout_cases;
 #[path = "gru_cases.rs"]
@@ -103,9 +105,12 @@ fn variant(op: &Op) -> usize {
         Op::Dropout(_) => 26,
         Op::LayerNorm { .. } => 27,
         Op::LayerNormBackward => 28,
+        Op::ReverseTime => 29,
+        Op::ConcatFeatures => 30,
+        Op::SliceFeatures { .. } => 31,
     }
 }
-const VARIANTS: usize = 29;
+const VARIANTS: usize = 32;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -217,6 +222,7 @@ fn cases() -> Vec<Case> {
     dropout_cases::dropout_cases(&mut r, &mut v);
     batchnorm_cases(&mut r, &mut v);
     layernorm_cases(&mut r, &mut v);
+    bidir_cases::bidir_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);
         let labels = r.labels(rows, k);

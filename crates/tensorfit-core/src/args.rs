@@ -166,6 +166,28 @@ signature! {
 }
 
 signature! {
+    /// [`Op::ReverseTime`](crate::Op::ReverseTime): `x` `[T, B, F]`, and optionally each
+    /// sequence's length `lengths` `[B]`.
+    ReverseTimeInputs { x; lengths }
+    /// [`Op::ReverseTime`](crate::Op::ReverseTime): `y` `[T, B, F]`.
+    -> ReverseTimeOutputs { y }
+}
+
+signature! {
+    /// [`Op::ConcatFeatures`](crate::Op::ConcatFeatures): `a` `[.., Fa]`, `b` `[.., Fb]`.
+    ConcatFeaturesInputs { a, b }
+    /// [`Op::ConcatFeatures`](crate::Op::ConcatFeatures): `out` `[.., Fa + Fb]`.
+    -> ConcatFeaturesOutputs { out }
+}
+
+signature! {
+    /// [`Op::SliceFeatures`](crate::Op::SliceFeatures): `x` `[.., F]`.
+    SliceFeaturesInputs { x }
+    /// [`Op::SliceFeatures`](crate::Op::SliceFeatures): `out` `[.., width]`.
+    -> SliceFeaturesOutputs { out }
+}
+
+signature! {
     /// [`Op::LstmForward`](crate::Op::LstmForward): `x` `[T, B, I]`, `h0`, `c0` `[B, H]`, `w_ih` `[4H, I]`,
     /// `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`, and optionally each sequence's length
     /// `lengths` `[B]` (f32 holding whole numbers in `0..=T`).

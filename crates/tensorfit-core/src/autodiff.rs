@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use crate::args::*;
+use crate::bidir_ops::with_features;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, NodeId, Phase, TensorId};
 use crate::op::{BinaryOp, Op};
@@ -118,6 +119,11 @@ fn grad_or_zeros(graph: &mut Graph, out: TensorId, g: Option<TensorId>) -> Resul
             Ok(zeros.out)
         }
     }
+}
+
+/// The last dimension of `t` (its features).
+fn last_dim(graph: &Graph, t: TensorId) -> usize {
+    graph.shape(t).0.last().copied().unwrap_or(0)
 }
 
 /// `f()` when `need`, else nothing.
@@ -246,6 +252,63 @@ fn vjp(
                 lengths: x.lengths.map(|_| None),
             };
             Ok(grads.into_vec())
+        }
+        Op::ReverseTime => {
+            // A permutation that is its own adjoint: dx is dy reversed at the same lengths.
+            let (x, _, _, g) = named!(ReverseTimeInputs);
+            let inputs = ReverseTimeInputs {
+                x: main(g.y)?,
+                lengths: x.lengths,
+            };
+            let dx = graph.apply(&name("grad"), Op::ReverseTime, inputs)?;
+            let grads = ReverseTimeInputs {
+                x: Some(dx.y),
+                lengths: x.lengths.map(|_| None),
+            };
+            Ok(grads.into_vec())
+        }
+        Op::ConcatFeatures => {
+            // Each operand's features of dout; an operand of no features gets an empty Fill.
+            let (x, need, _, g) = named!(ConcatFeaturesInputs);
+            let dout = main(g.out)?;
+            let fa = last_dim(graph, x.a);
+            let fb = last_dim(graph, x.b);
+            let mut part = |what: &str, of: TensorId, start, width| -> Result<TensorId> {
+                if width == 0 {
+                    return grad_or_zeros(graph, of, None);
+                }
+                let op = Op::SliceFeatures { start, width };
+                let inputs = SliceFeaturesInputs { x: dout };
+                Ok(graph.apply(&name(what), op, inputs)?.out)
+            };
+            let a = when(need.a, || part("grad_a", x.a, 0, fa))?;
+            let b = when(need.b, || part("grad_b", x.b, fa, fb))?;
+            Ok(ConcatFeaturesInputs { a, b }.into_vec())
+        }
+        &Op::SliceFeatures { start, width } => {
+            // dout at its features, between zeros of the features before and after them.
+            let (x, _, _, g) = named!(SliceFeaturesInputs);
+            let shape = graph.shape(x.x).clone();
+            let after = last_dim(graph, x.x).saturating_sub(start + width);
+            let mut dx = main(g.out)?;
+            for (what, count, before) in [("before", start, true), ("after", after, false)] {
+                if count == 0 {
+                    continue;
+                }
+                let op = Op::Fill {
+                    value: 0.0,
+                    shape: with_features(&shape, count),
+                };
+                let fill = name(&format!("grad_zeros_{what}"));
+                let zeros = graph.apply(&fill, op, FillInputs::default())?.out;
+                let inputs = match before {
+                    true => ConcatFeaturesInputs { a: zeros, b: dx },
+                    false => ConcatFeaturesInputs { a: dx, b: zeros },
+                };
+                let concat = name(&format!("grad_{what}"));
+                dx = graph.apply(&concat, Op::ConcatFeatures, inputs)?.out;
+            }
+            Ok(SliceFeaturesInputs { x: Some(dx) }.into_vec())
         }
         Op::LstmForward { keep_for_backward } => {
             if !keep_for_backward {

@@ -95,6 +95,30 @@ pub trait OpKernels {
         o: ScatterTimeOutputs<Self::Out>,
     ) -> Result<()>;
 
+    fn reverse_time(
+        &mut self,
+        s: ReverseTimeInputs<&Shape>,
+        i: ReverseTimeInputs<Self::In>,
+        o: ReverseTimeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn concat_features(
+        &mut self,
+        s: ConcatFeaturesInputs<&Shape>,
+        i: ConcatFeaturesInputs<Self::In>,
+        o: ConcatFeaturesOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `start` and `width` are the op's attributes: the features of `x` copied.
+    fn slice_features(
+        &mut self,
+        start: usize,
+        width: usize,
+        s: SliceFeaturesInputs<&Shape>,
+        i: SliceFeaturesInputs<Self::In>,
+        o: SliceFeaturesOutputs<Self::Out>,
+    ) -> Result<()>;
+
     /// `o.cells` is present when the forward keeps its activations for backward.
     fn lstm_forward(
         &mut self,
@@ -402,6 +426,18 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         Op::ScatterTime { t, steps } => {
             let (s, i, o) = named!(ScatterTimeInputs);
             k.scatter_time(*t, *steps, s, i, o)
+        }
+        Op::ReverseTime => {
+            let (s, i, o) = named!(ReverseTimeInputs);
+            k.reverse_time(s, i, o)
+        }
+        Op::ConcatFeatures => {
+            let (s, i, o) = named!(ConcatFeaturesInputs);
+            k.concat_features(s, i, o)
+        }
+        Op::SliceFeatures { start, width } => {
+            let (s, i, o) = named!(SliceFeaturesInputs);
+            k.slice_features(*start, *width, s, i, o)
         }
         Op::LstmForward { .. } => {
             let (s, i, o) = named!(LstmForwardInputs);

@@ -15,6 +15,7 @@
 pub mod args;
 pub mod autodiff;
 pub mod backend;
+mod bidir_ops;
 pub mod dropout;
 pub mod error;
 pub mod exec;

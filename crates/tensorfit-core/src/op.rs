@@ -15,6 +15,7 @@
 //!   schedule runs an update after every other reader of its targets.
 
 use crate::args::*;
+use crate::bidir_ops::bidir_shapes;
 use crate::dropout::{dropout_shapes, DropoutParams};
 use crate::gru::GruDims;
 use crate::loss_op::mse_shapes;
@@ -132,6 +133,26 @@ pub enum Op {
     /// Input `x` `[B, F]`; output `[steps, B, F]`, zero except `out[t] = x`. The gradient
     /// of `SliceTime` (with `lengths`, each row at the step `SliceTime` reads it from).
     ScatterTime { t: usize, steps: usize },
+
+    /// Each sequence reversed in time, as a bidirectional layer's reverse direction reads
+    /// it. Input `x` `[T, B, F]` and optionally `lengths` `[B]` ([`crate::seq_lengths`];
+    /// without them every row has `T` steps); output `y` `[T, B, F]` with
+    /// `y[t, b] = x[L_b - 1 - t, b]` for `t < L_b`, and `y[t, b] = x[t, b]` after (the
+    /// padding passes through), so each row starts at its own end, as PyTorch's packed
+    /// sequences run backwards. A permutation that is its own inverse and its own adjoint:
+    /// its gradient is `ReverseTime` of `dy` at the same lengths.
+    ReverseTime,
+
+    /// `out = [a, b]` along the last dimension (`torch.cat(dim=-1)`). Inputs `a` `[.., Fa]`
+    /// and `b` `[.., Fb]` with the same leading dimensions; output `out` `[.., Fa + Fb]`,
+    /// each row `a`'s features then `b`'s. Its gradient is two [`Op::SliceFeatures`].
+    ConcatFeatures,
+
+    /// Features `start..start + width` of every row: input `x` `[.., F]`, output `out`
+    /// `[.., width]`, `out[.., j] = x[.., start + j]` (`width ≥ 1`, `start + width ≤ F`).
+    /// Its gradient places `dout` at those features and zeros elsewhere ([`Op::Fill`] and
+    /// [`Op::ConcatFeatures`]).
+    SliceFeatures { start: usize, width: usize },
 
     /// A whole LSTM layer over a sequence, with PyTorch's gate order (i, f, g, o):
     /// `gates_t = x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh`,
@@ -294,6 +315,9 @@ impl Op {
             Op::Fill { .. } => "fill",
             Op::SliceTime { .. } => "slice_time",
             Op::ScatterTime { .. } => "scatter_time",
+            Op::ReverseTime => "reverse_time",
+            Op::ConcatFeatures => "concat_features",
+            Op::SliceFeatures { .. } => "slice_features",
             Op::LstmForward { .. } => "lstm_forward",
             Op::LstmBackward { .. } => "lstm_backward",
             Op::GruForward { .. } => "gru_forward",
@@ -347,6 +371,9 @@ impl Op {
             Op::Fill { .. } => FillOutputs::<()>::NAMES,
             Op::SliceTime { .. } => SliceTimeOutputs::<()>::NAMES,
             Op::ScatterTime { .. } => ScatterTimeOutputs::<()>::NAMES,
+            Op::ReverseTime => ReverseTimeOutputs::<()>::NAMES,
+            Op::ConcatFeatures => ConcatFeaturesOutputs::<()>::NAMES,
+            Op::SliceFeatures { .. } => SliceFeaturesOutputs::<()>::NAMES,
             Op::LstmForward { .. } => LstmForwardOutputs::<()>::NAMES,
             Op::LstmBackward { .. } => LstmBackwardOutputs::<()>::NAMES,
             Op::GruForward { .. } => GruForwardOutputs::<()>::NAMES,
@@ -440,6 +467,9 @@ impl Op {
                 }
                 let out = Shape::from([*steps, x.dim(0), x.dim(1)]);
                 Ok(ScatterTimeOutputs { out }.into_vec())
+            }
+            Op::ReverseTime | Op::ConcatFeatures | Op::SliceFeatures { .. } => {
+                bidir_shapes(self, list)
             }
             &Op::LstmForward { keep_for_backward } => {
                 LstmDims::forward_shapes(named(list)?, keep_for_backward)

@@ -18,7 +18,8 @@
 //! [`Error::Input`] naming the row. A GPU kernel cannot return an error from a launch: it
 //! reads a length as it is, so the host must check the lengths it uploads (the data
 //! pipeline, once it passes them). There, a length above `T` runs every step and leaves
-//! `h_n` at `h0`, and `SliceTime` reads zeros for it.
+//! `h_n` at `h0`, `SliceTime` reads zeros for it, and `ReverseTime` passes its row
+//! through unchanged (as an empty row's).
 
 use crate::error::{Error, Result};
 use crate::op::same;
@@ -39,6 +40,16 @@ pub fn last_step(length: f32) -> Option<usize> {
 /// `Op::ScatterTime` with lengths).
 pub fn step_at(t: usize, length: f32) -> Option<usize> {
     last_step(length).map(|last| last.min(t))
+}
+
+/// The step of `x` that step `t` of `Op::ReverseTime` reads in a row of `length` steps:
+/// `length - 1 - t` inside the sequence, `t` itself in the padding after it (and for an
+/// empty sequence).
+pub fn reversed_step(t: usize, length: f32) -> usize {
+    match last_step(length) {
+        Some(last) if t <= last => last - t,
+        _ => t,
+    }
 }
 
 /// Each batch row's length, or none (every row runs every step): what a host kernel
@@ -98,6 +109,15 @@ mod tests {
                 "{msg}"
             );
         }
+    }
+
+    #[test]
+    fn a_reversed_row_starts_at_its_own_end_and_its_padding_stays() {
+        let steps = |length: f32| (0..5).map(|t| reversed_step(t, length)).collect::<Vec<_>>();
+        assert_eq!(steps(5.0), [4, 3, 2, 1, 0]);
+        assert_eq!(steps(3.0), [2, 1, 0, 3, 4]);
+        assert_eq!(steps(1.0), [0, 1, 2, 3, 4]);
+        assert_eq!(steps(0.0), [0, 1, 2, 3, 4]);
     }
 
     #[test]

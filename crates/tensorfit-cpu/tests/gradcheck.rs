@@ -21,9 +21,9 @@
 mod gradcheck_case;
 
 use tensorfit_core::args::{
-    ActivationInputs, BatchNormInputs, BinaryInputs, DropoutInputs, EmbeddingInputs,
-    LayerNormInputs, MatMulInputs, MeanVar, MseLossInputs, SliceTimeInputs,
-    SoftmaxCrossEntropyInputs,
+    ActivationInputs, BatchNormInputs, BinaryInputs, ConcatFeaturesInputs, DropoutInputs,
+    EmbeddingInputs, LayerNormInputs, MatMulInputs, MeanVar, MseLossInputs, ReverseTimeInputs,
+    SliceFeaturesInputs, SliceTimeInputs, SoftmaxCrossEntropyInputs,
 };
 use tensorfit_core::dropout::{key_input, step_key};
 use tensorfit_core::{Activation, BinaryOp, DropoutParams, Op};
@@ -112,6 +112,46 @@ fn slice_time() {
             Op::SliceTime { t },
             SliceTimeInputs { x, lengths: None },
         );
+        c.outputs.push(out.unwrap().out);
+        c.run(&mut rng);
+    }
+}
+
+#[test]
+fn reverse_time_whole_and_at_lengths_from_zero_to_all_steps() {
+    let mut rng = Rng::new(15);
+    for lengths in [None, Some(vec![3.0, 0.0, 1.0, 2.0])] {
+        let mut c = Case::new("reverse_time");
+        let x = c.random("x", &[3, 4, 3], &mut rng);
+        let lengths = lengths.map(|l| c.leaf("lengths", &[4], l, false));
+        let inputs = ReverseTimeInputs { x, lengths };
+        let y = c.graph.apply("reversed", Op::ReverseTime, inputs);
+        c.outputs.push(y.unwrap().y);
+        c.run(&mut rng);
+    }
+}
+
+#[test]
+fn concat_features_of_two_sequences() {
+    let mut rng = Rng::new(16);
+    let mut c = Case::new("concat_features");
+    let a = c.random("a", &[2, 3, 2], &mut rng);
+    let b = c.random("b", &[2, 3, 3], &mut rng);
+    let out = c
+        .graph
+        .apply("both", Op::ConcatFeatures, ConcatFeaturesInputs { a, b });
+    c.outputs.push(out.unwrap().out);
+    c.run(&mut rng);
+}
+
+#[test]
+fn slice_features_at_the_start_middle_end_and_whole() {
+    let mut rng = Rng::new(17);
+    for (start, width) in [(0, 2), (1, 3), (3, 2), (0, 5)] {
+        let mut c = Case::new("slice_features");
+        let x = c.random("x", &[3, 2, 5], &mut rng);
+        let op = Op::SliceFeatures { start, width };
+        let out = c.graph.apply("part", op, SliceFeaturesInputs { x });
         c.outputs.push(out.unwrap().out);
         c.run(&mut rng);
     }

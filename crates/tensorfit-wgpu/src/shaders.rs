@@ -54,6 +54,7 @@ shaders! {
     Gather => "gather.wgsl",
     Optim => "optim.wgsl",
     Dropout => "dropout.wgsl",
+    Bidir => "bidir.wgsl",
 }
 
 /// One entry point: where it is, how many storage buffers it binds (1..=`buffers`) and
@@ -124,6 +125,8 @@ kernels! {
     SUM_SQUARES = Optim::"sum_squares", 2, WG;
     CLIP_GRAD = Optim::"clip_grad", 3, WG;
     DROPOUT = Dropout::"dropout", 3, WG;
+    REVERSE_TIME = Bidir::"reverse_time", 3, WG;
+    COPY_FEATURES = Bidir::"copy_features", 2, WG;
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 pub mod adam;
 pub mod at_lengths;
 pub mod batchnorm;
+pub mod bidir;
 pub mod dropout;
 pub mod elementwise;
 pub mod fastmath;
@@ -186,6 +187,38 @@ impl<'a> OpKernels for HostKernels<'a> {
             Some(lengths) => at_lengths::scatter_time(t, lengths, i.x, o.out),
             None => elementwise::scatter_time(t, i.x, o.out),
         }
+    }
+
+    fn reverse_time(
+        &mut self,
+        s: ReverseTimeInputs<&Shape>,
+        i: ReverseTimeInputs<Self::In>,
+        o: ReverseTimeOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        bidir::reverse_time(dims, i.lengths, i.x, o.y)
+    }
+
+    fn concat_features(
+        &mut self,
+        s: ConcatFeaturesInputs<&Shape>,
+        i: ConcatFeaturesInputs<Self::In>,
+        o: ConcatFeaturesOutputs<Self::Out>,
+    ) -> Result<()> {
+        let ([rows, fa], [_, fb]) = (dims2(s.a), dims2(s.b));
+        bidir::concat_features(rows, (i.a, fa), (i.b, fb), o.out)
+    }
+
+    fn slice_features(
+        &mut self,
+        start: usize,
+        width: usize,
+        s: SliceFeaturesInputs<&Shape>,
+        i: SliceFeaturesInputs<Self::In>,
+        o: SliceFeaturesOutputs<Self::Out>,
+    ) -> Result<()> {
+        let [rows, features] = dims2(s.x);
+        bidir::slice_features((start, width), (i.x, rows, features), o.out)
     }
 
     fn lstm_forward(

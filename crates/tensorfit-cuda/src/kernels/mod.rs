@@ -1,8 +1,8 @@
-//! The kernels of the CUDA backend: CUDA C sources under this folder (`lstm.cu`, `gru.cu`,
-//! `elementwise.cu`, `batchnorm.cu`, `softmax.cu`, `adam.cu`, `optim.cu`, `gather.cu`), and one Rust file per op
-//! family with a launcher per [`tensorfit_core::Op`], named as `Op::name` names it in every
-//! backend (`lstm_forward` in `lstm.rs` here, in the CPU's `kernels/lstm/mod.rs` and in wgpu's
-//! `shaders/lstm.wgsl`).
+//! The kernels of the CUDA backend: CUDA C sources under this folder (one `.cu` file per op
+//! family, `lstm.cu`, `gru.cu`, `elementwise.cu` and the others `sources.rs` lists), and one
+//! Rust file per op family with a launcher per [`tensorfit_core::Op`], named as `Op::name`
+//! names it in every backend (`lstm_forward` in `lstm.rs` here, in the CPU's
+//! `kernels/lstm/mod.rs` and in wgpu's `shaders/lstm.wgsl`).
 //!
 //! The sources are embedded with `include_str!` and compiled at run time by NVRTC for the
 //! GPU's architecture, so the crate builds with no CUDA toolkit. Compiled PTX is cached per
@@ -16,6 +16,7 @@
 
 pub mod adam;
 pub mod batchnorm;
+pub mod bidir;
 pub mod dropout;
 pub mod elementwise;
 pub mod gather;
@@ -238,6 +239,38 @@ impl<'g> OpKernels for Gpu<'g> {
             }
             None => elementwise::scatter_time(self, t, i.x, o.out, s.x.numel(), steps),
         }
+    }
+
+    fn reverse_time(
+        &mut self,
+        s: ReverseTimeInputs<&Shape>,
+        i: ReverseTimeInputs<DevPtr>,
+        o: ReverseTimeOutputs<DevPtr>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        bidir::reverse_time(self, [i.x, o.y], i.lengths, dims)
+    }
+
+    fn concat_features(
+        &mut self,
+        s: ConcatFeaturesInputs<&Shape>,
+        i: ConcatFeaturesInputs<DevPtr>,
+        o: ConcatFeaturesOutputs<DevPtr>,
+    ) -> Result<()> {
+        let ([rows, fa], [_, fb]) = (dims2(s.a), dims2(s.b));
+        bidir::concat_features(self, rows, [(i.a, fa), (i.b, fb)], o.out)
+    }
+
+    fn slice_features(
+        &mut self,
+        start: usize,
+        width: usize,
+        s: SliceFeaturesInputs<&Shape>,
+        i: SliceFeaturesInputs<DevPtr>,
+        o: SliceFeaturesOutputs<DevPtr>,
+    ) -> Result<()> {
+        let [rows, features] = dims2(s.x);
+        bidir::slice_features(self, (start, width), (i.x, rows, features), o.out)
     }
 
     // `lstm_forward`, `lstm_backward`, `gru_forward`, `gru_backward`: each call handed

@@ -51,6 +51,8 @@ pub const SGD_UPDATE: &str = "sgd_update";
 pub const SUM_SQUARES: &str = "sum_squares";
 pub const CLIP_GRAD: &str = "clip_grad";
 pub const DROPOUT: &str = "dropout";
+pub const REVERSE_TIME: &str = "reverse_time";
+pub const COPY_FEATURES: &str = "copy_features";
 
 /// A [`KernelSource`] of the file `$file` (named once: its text is included from it).
 macro_rules! source {
@@ -64,7 +66,7 @@ macro_rules! source {
 }
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 11] = [
+pub const SOURCES: [KernelSource; 12] = [
     source!(
         "elementwise.cu",
         [
@@ -108,4 +110,5 @@ pub const SOURCES: [KernelSource; 11] = [
     ),
     source!("optim.cu", [SGD_UPDATE, SUM_SQUARES, CLIP_GRAD]),
     source!("dropout.cu", [DROPOUT]),
+    source!("bidir.cu", [REVERSE_TIME, COPY_FEATURES]),
 ];

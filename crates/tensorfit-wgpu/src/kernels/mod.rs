@@ -10,6 +10,7 @@
 
 pub(crate) mod adam;
 pub(crate) mod batchnorm;
+pub(crate) mod bidir;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod gather;
@@ -213,6 +214,38 @@ impl OpKernels for Launches {
             }
             None => elementwise::scatter_time(self, t, i.x, o.out),
         }
+    }
+
+    fn reverse_time(
+        &mut self,
+        s: ReverseTimeInputs<&Shape>,
+        i: ReverseTimeInputs<Region>,
+        o: ReverseTimeOutputs<Region>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        bidir::reverse_time(self, dims, [i.x, o.y], i.lengths)
+    }
+
+    fn concat_features(
+        &mut self,
+        s: ConcatFeaturesInputs<&Shape>,
+        i: ConcatFeaturesInputs<Region>,
+        o: ConcatFeaturesOutputs<Region>,
+    ) -> Result<()> {
+        let ([rows, fa], [_, fb]) = (dims2(s.a), dims2(s.b));
+        bidir::concat_features(self, rows, [(i.a, fa), (i.b, fb)], o.out)
+    }
+
+    fn slice_features(
+        &mut self,
+        start: usize,
+        width: usize,
+        s: SliceFeaturesInputs<&Shape>,
+        i: SliceFeaturesInputs<Region>,
+        o: SliceFeaturesOutputs<Region>,
+    ) -> Result<()> {
+        let [rows, features] = dims2(s.x);
+        bidir::slice_features(self, (start, width), (i.x, rows, features), o.out)
     }
 
     // `lstm_forward`, `lstm_backward`, `gru_forward`, `gru_backward`: each call handed
