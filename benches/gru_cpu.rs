@@ -64,6 +64,7 @@ fn time(w: &Workload, iters: usize) -> Result<f64> {
         hidden: w.hidden,
         layers: LAYERS,
         input_kind: CellInput::Features,
+        bidirectional: false,
     };
     let mut g = Graph::new();
     let (weights, mut leaves) = weight_inputs(&mut g, &gru.specs());
@@ -115,6 +116,7 @@ fn main() -> Result<()> {
             hidden: w.hidden,
             layers: LAYERS,
             input_kind: CellInput::Features,
+            bidirectional: false,
         };
         let passes = if w.train { 3.0 } else { 1.0 };
         let gflops = passes * gru.forward_flops(w.batch, w.steps) / ms / 1e6;

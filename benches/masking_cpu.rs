@@ -46,6 +46,7 @@ fn program(
         hidden,
         layers: LAYERS,
         input_kind: CellInput::Features,
+        bidirectional: false,
     };
     let mut g = Graph::new();
     let (weights, mut leaves) = weight_inputs(&mut g, &lstm.specs());

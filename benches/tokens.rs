@@ -35,6 +35,7 @@ fn stack(kind: CellInput, batch: usize, steps: usize) -> Result<Stack> {
         hidden: 250,
         layers: 3,
         input_kind: kind,
+        bidirectional: false,
     });
     let mut graph = Graph::new();
     let mut persistent = Vec::new();

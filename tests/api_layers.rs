@@ -1,13 +1,17 @@
 //! The layers beyond one recurrent stack, through the front door alone, off the
-//! benchmark's shapes: a tagger with a residual block and a LayerNorm on every step,
-//! built with the facade's `ModelBuilder`, trained by `Runner::train` on sequences of
-//! 1 to 37 steps (padded batches; a BatchNorm there is refused), each sequence predicted
-//! in a padded batch as it is alone, and streamed a step at a time as it is whole.
+//! benchmark's shapes: a tagger with a residual block and a LayerNorm on every step, and
+//! a bidirectional GRU tagger, built with the facade's `ModelBuilder`, trained by
+//! `Runner::train` on sequences of 1 to 37 steps (padded batches; a BatchNorm there is
+//! refused), each sequence predicted in a padded batch as it is alone (the reverse
+//! direction starts at each sequence's own end), and the unidirectional one streamed a
+//! step at a time as it is whole (the bidirectional one is refused a stream and a
+//! truncated BPTT shorter than its sequences, naming its layer).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tensorfit::{
     Activation, DevicePolicy, FitOptions, Job, Model, ModelDescription, Sequences, Stopped,
+    Training,
 };
 
 const FEATURES: usize = 2;
@@ -42,15 +46,37 @@ fn tagger(norm_rows_alone: bool) -> ModelDescription {
     b.classify(2).build().unwrap()
 }
 
+/// A two-layer bidirectional GRU tagger (both directions' outputs, 2 · HIDDEN, per step).
+fn bidirectional_tagger() -> ModelDescription {
+    ModelDescription::builder()
+        .features(FEATURES)
+        .gru(HIDDEN / 2, 2)
+        .bidirectional()
+        .every_step()
+        .dense(HIDDEN, Activation::Tanh)
+        .classify(2)
+        .build()
+        .unwrap()
+}
+
 fn cpu() -> DevicePolicy {
     DevicePolicy::only_cpu()
 }
 
 #[test]
 fn a_residual_layernorm_tagger_trains_on_ragged_data_and_predicts_each_sequence_as_alone() {
+    trains_on_ragged_data_and_predicts_each_sequence_as_alone(tagger(true));
+}
+
+#[test]
+fn a_bidirectional_tagger_trains_on_ragged_data_and_predicts_each_sequence_as_alone() {
+    trains_on_ragged_data_and_predicts_each_sequence_as_alone(bidirectional_tagger());
+}
+
+fn trains_on_ragged_data_and_predicts_each_sequence_as_alone(description: ModelDescription) {
     let data = data();
     assert!(data.is_ragged());
-    let model = Model::new(tagger(true), 7).unwrap();
+    let model = Model::new(description, 7).unwrap();
     let mut run = model.open(data.shapes(8), &cpu()).unwrap();
     let options = FitOptions {
         epochs: 3,
@@ -109,6 +135,34 @@ fn a_stream_of_the_tagger_gives_each_step_what_the_whole_sequence_gives() {
     for (a, b) in streamed.iter().zip(&whole.data) {
         assert!((a - b).abs() < 1e-5, "{a} streamed, {b} whole");
     }
+}
+
+#[test]
+fn a_bidirectional_stack_is_refused_a_stream_and_a_shorter_truncated_bptt_naming_it() {
+    let model = Model::new(bidirectional_tagger(), 3).unwrap();
+    let e = model.stream(1, &cpu()).map(|_| ()).unwrap_err().to_string();
+    assert!(
+        e.contains("layer `gru` (gru) reads each sequence whole") && e.contains("stream"),
+        "{e}"
+    );
+    let truncated = model.with_training(Training {
+        tbptt: Some(5),
+        ..Training::default()
+    });
+    let job = Job::Train {
+        batch: 4,
+        seq_len: 12,
+        eval: None,
+    };
+    let e = truncated
+        .plan(job, &cpu())
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("layer `gru` (gru) reads each sequence whole"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -37,6 +37,7 @@ fn language_model(cell: Cell) -> ModelDescription {
             hidden: 6,
             layers: 2,
             dropout: DropoutRate::NONE,
+            bidirectional: false,
         },
         head: HeadSpec {
             on: HeadOn::EveryStep,

@@ -58,6 +58,7 @@ fn description(m: &HashMap<String, String>) -> ModelDescription {
             hidden: meta(m, "hidden"),
             layers: 2,
             dropout: rate(meta(m, "p_between")),
+            bidirectional: false,
         },
         head: HeadSpec {
             on: HeadOn::LastStep,

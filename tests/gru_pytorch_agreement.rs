@@ -67,6 +67,7 @@ fn agrees_with_pytorch(file: &str, input_kind: CellInput) {
         hidden: meta_usize(&meta, "hidden"),
         layers: meta_usize(&meta, "layers"),
         input_kind,
+        bidirectional: false,
     };
     // Token ids have no gradient.
     let (x_name, x_grad) = match input_kind {

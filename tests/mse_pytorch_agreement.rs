@@ -37,6 +37,7 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
             hidden: meta_usize(meta, "hidden"),
             layers: 1,
             dropout: DropoutRate::NONE,
+            bidirectional: false,
         },
         head: HeadSpec {
             on: HeadOn::LastStep,

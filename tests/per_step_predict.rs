@@ -25,17 +25,51 @@ fn reference_file(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The PyTorch state dict imported as a checkpoint in the scratch directory `name`.
+/// A tagger made in PyTorch: its description, state dict, padded data file and PyTorch's
+/// probabilities, files of tests/data.
+struct Tagger {
+    model: &'static str,
+    state_dict: &'static str,
+    data: &'static str,
+    probs: &'static str,
+}
+
+/// `tools/per_step_predict_reference.py`'s: LSTM(4, 6, 2 layers) -> Linear(6, 5) -> tanh
+/// -> Linear(5, 3).
+const TAGGER: Tagger = Tagger {
+    model: "per_step_tagger.toml",
+    state_dict: "per_step_state_dict.safetensors",
+    data: "per_step_data.safetensors",
+    probs: "per_step_reference.safetensors",
+};
+
+/// `tools/bidirectional_reference.py`'s: LSTM(5, 6, 2 layers, bidirectional) ->
+/// Linear(12, 4), lengths 6, 3, 1, 4, 6.
+const BIDIRECTIONAL: Tagger = Tagger {
+    model: "bidirectional_tagger.toml",
+    state_dict: "bidirectional_tagger_state_dict.safetensors",
+    data: "bidirectional_tagger_data.safetensors",
+    probs: "bidirectional_tagger_probs.safetensors",
+};
+
+/// The PyTorch state dict of [`TAGGER`] imported as a checkpoint in the scratch
+/// directory `name`.
 fn imported(name: &str) -> (PathBuf, PathBuf) {
+    imported_tagger(&TAGGER, name)
+}
+
+/// The PyTorch state dict of `tagger` imported as a checkpoint in the scratch directory
+/// `name`.
+fn imported_tagger(tagger: &Tagger, name: &str) -> (PathBuf, PathBuf) {
     let dir = scratch(name);
     let ck = dir.join("tagger.safetensors");
     succeed(
         tensorfit_command()
             .arg("import")
             .arg("--model")
-            .arg(reference_file("per_step_tagger.toml"))
+            .arg(reference_file(tagger.model))
             .arg("--weights")
-            .arg(reference_file("per_step_state_dict.safetensors"))
+            .arg(reference_file(tagger.state_dict))
             .arg("--output")
             .arg(&ck),
         "import",
@@ -90,16 +124,11 @@ fn predict(ck: &Path, data: &Path, device: &str, dir: &Path) -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
-/// Imports the tagger, predicts the padded file on `device` and compares with PyTorch.
-fn matches_pytorch_on(device: &str) {
-    let (dir, ck) = imported(&format!("per-step-{device}"));
-    let got = predict(
-        &ck,
-        &reference_file("per_step_data.safetensors"),
-        device,
-        &dir,
-    );
-    let want = std::fs::read(reference_file("per_step_reference.safetensors")).unwrap();
+/// Imports `tagger`, predicts its padded file on `device` and compares with PyTorch.
+fn matches_pytorch_on(tagger: &Tagger, device: &str) {
+    let (dir, ck) = imported_tagger(tagger, &format!("per-step-{}-{device}", tagger.model));
+    let got = predict(&ck, &reference_file(tagger.data), device, &dir);
+    let want = std::fs::read(reference_file(tagger.probs)).unwrap();
     let (probs, shape) = f32_tensor(&got, "probabilities");
     let (expected, expected_shape) = f32_tensor(&want, "probabilities");
     assert_eq!(shape, expected_shape, "[N, T, C], batch-first");
@@ -129,7 +158,7 @@ fn matches_pytorch_on(device: &str) {
 
 #[test]
 fn a_pytorch_tagger_predicts_pytorchs_per_step_probabilities_from_a_padded_file_on_the_cpu() {
-    matches_pytorch_on("cpu");
+    matches_pytorch_on(&TAGGER, "cpu");
 }
 
 #[test]
@@ -137,7 +166,15 @@ fn a_pytorch_tagger_predicts_pytorchs_per_step_probabilities_from_a_padded_file_
     if !wgpu_present() {
         return;
     }
-    matches_pytorch_on("wgpu");
+    matches_pytorch_on(&TAGGER, "wgpu");
+}
+
+#[test]
+fn a_pytorch_bidirectional_tagger_predicts_pytorchs_probabilities_from_a_padded_file() {
+    matches_pytorch_on(&BIDIRECTIONAL, "cpu");
+    if wgpu_present() {
+        matches_pytorch_on(&BIDIRECTIONAL, "wgpu");
+    }
 }
 
 /// The bits of tensor `name` of the safetensors bytes `bytes`.

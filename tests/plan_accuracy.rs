@@ -3,7 +3,8 @@
 //! for training and inference at several batch sizes, sequence lengths and
 //! truncated-BPTT lengths, for the seed's head and another, for a regression (the
 //! mean-squared-error loss, f32 targets), a GRU stack and token input (ids read directly by
-//! an LSTM, embedded ids into a GRU) and a language model (a head on every step). Prints
+//! an LSTM, embedded ids into a GRU), bidirectional stacks (an LSTM, a GRU over a padded
+//! batch, a language model on ids) and a language model (a head on every step). Prints
 //! a table of the figures. The language model also trains in DL4J's windows. Where only
 //! recomputation fits (`train-capped`), it is planned for a language model and for padded
 //! batches too.
@@ -94,6 +95,10 @@ fn check_device(device: DeviceKind) {
         ("infer-layernorm", 32, 16, 60, 60),
         ("train-capped-layernorm-lm", 64, 16, 200, 200),
         ("train-capped-padded-layernorm-lm", 64, 16, 200, 200),
+        ("train-bidirectional", 64, 8, 40, 40),
+        ("infer-bidirectional", 32, 16, 60, 60),
+        ("train-padded-bidirectional-gru", 32, 8, 60, 60),
+        ("infer-bidirectional-lm", 32, 16, 60, 60),
     ];
     println!(
         "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
@@ -110,6 +115,9 @@ fn check_device(device: DeviceKind) {
         if kind.contains("-gru") {
             cfg.recurrent.cell = Cell::Gru;
         }
+        // Both directions: reversed copies of each layer's input and output, both
+        // directions' outputs side by side (whole sequences only).
+        cfg.recurrent.bidirectional = kind.contains("-bidirectional");
         if kind.ends_with("-ids") {
             cfg.input = InputSpec::Tokens {
                 vocab: TemporalOrder::FEATURES,

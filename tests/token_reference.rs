@@ -39,6 +39,7 @@ fn agrees_with_pytorch(prefix: &str, embedding: bool) {
             hidden,
             layers: size("emb_layers"),
             input_kind: CellInput::Features,
+            bidirectional: false,
         }
     } else {
         Lstm {
@@ -46,6 +47,7 @@ fn agrees_with_pytorch(prefix: &str, embedding: bool) {
             hidden,
             layers: size("onehot_layers"),
             input_kind: CellInput::Tokens,
+            bidirectional: false,
         }
     };
 

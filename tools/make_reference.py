@@ -108,6 +108,7 @@ import torch
 from torch import nn
 from safetensors.torch import load_file
 
+import bidirectional_reference
 import gru_reference
 import every_step_reference
 import layernorm_reference
@@ -387,6 +388,9 @@ def main(argv=None):
 
     # A padded batch through pack_padded_sequence (contents: tools/padded_reference.py).
     padded_reference.write()
+    # Bidirectional stacks over padded batches (tools/bidirectional_reference.py).
+    for path, record, meta in bidirectional_reference.build():
+        write_checked(path, record, meta)
     return 0
 
 

@@ -99,3 +99,20 @@ write_safetensors(os.path.join(HERE, "tokens_classify.safetensors"),
 targets = np.array([x[i, :n, 0].mean() for i, n in enumerate(lengths)], dtype=np.float32)
 write_safetensors(os.path.join(HERE, "regress.safetensors"),
                   {"input": x, "labels": targets, "lengths": lengths.astype(np.int64)})
+
+# Tagging that needs the future (examples/models/bidirectional_tagger.toml): sequences of
+# 5 to 30 values, each step tagged 1 where the next value is larger, else 0 (the last
+# step: 0). A stack reading forwards sees the next value one step too late and can only
+# guess from the current one; a bidirectional one reads it. Its own generator, so the
+# files above stay as they were.
+tag_rng = np.random.default_rng(11)
+TAG_N, TAG_T = 1200, 30
+tag_lengths = tag_rng.integers(5, TAG_T + 1, size=TAG_N)
+tag_x = np.zeros((TAG_N, TAG_T, 1), dtype=np.float32)
+tag_labels = np.zeros((TAG_N, TAG_T), dtype=np.int32)
+for i, n in enumerate(tag_lengths):
+    values = tag_rng.normal(size=n).astype(np.float32)
+    tag_x[i, :n, 0] = values
+    tag_labels[i, :n - 1] = values[1:] > values[:-1]
+np.savez_compressed(os.path.join(HERE, "rising.npz"), input=tag_x, labels=tag_labels,
+                    lengths=tag_lengths.astype(np.int32))

@@ -1,6 +1,6 @@
 //! The cases of the ops a bidirectional layer is built from (`ops.rs`): `reverse_time`
 //! whole and at lengths (0, 1 and `T` in every batch of three rows or more; a row alone;
-//! one step), `concat_features` and `slice_features` on sequences, on rows and on one
+//! one step; token ids `[T, B]`), `concat_features` and `slice_features` on sequences, on rows and on one
 //! vector, with feature counts that are not multiples of 4, at sizes a 1 KiB binding
 //! splits into several launches (windows of steps, blocks of one step's rows, parts of
 //! one row).
@@ -78,5 +78,12 @@ fn reverse_cases(r: &mut Rng, v: &mut Vec<Case>) {
         let lengths = HostTensor::new([1], vec![length]).unwrap();
         let name = format!("reverse_time [6, 1, 3] at length {length}");
         v.push(case(name, Op::ReverseTime, vec![x, lengths]));
+    }
+    // Token ids [T, B] (a bidirectional stack reading ids directly): one value per step.
+    for (t, b) in [(7, 5), (40, 9)] {
+        let ids = HostTensor::new([t, b], (0..t * b).map(|i| (i % 11) as f32).collect());
+        let lengths = lengths(r, t, b);
+        let name = format!("reverse_time ids [{t}, {b}] at lengths {:?}", lengths.data);
+        v.push(case(name, Op::ReverseTime, vec![ids.unwrap(), lengths]));
     }
 }

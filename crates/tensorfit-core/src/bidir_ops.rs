@@ -8,14 +8,18 @@ use crate::args::*;
 use crate::op::{named, Op};
 use crate::rows::leading;
 use crate::seq_lengths::check_shape;
-use crate::shape::{rank, Shape};
+use crate::shape::Shape;
 
 /// The output shapes of the three ops, their inputs checked.
 pub(crate) fn bidir_shapes(op: &Op, list: Vec<&Shape>) -> Result<Vec<Shape>, String> {
     match op {
         Op::ReverseTime => {
             let ReverseTimeInputs { x, lengths } = named(list)?;
-            rank(x, 3, "x")?;
+            if !matches!(x.rank(), 2 | 3) {
+                return Err(format!(
+                    "x must be [T, B, F] features or [T, B] token ids, got {x}"
+                ));
+            }
             check_shape(lengths, x.dim(1))?;
             Ok(ReverseTimeOutputs { y: x.clone() }.into_vec())
         }
@@ -54,6 +58,13 @@ pub(crate) fn bidir_shapes(op: &Op, list: Vec<&Shape>) -> Result<Vec<Shape>, Str
     }
 }
 
+/// `(T, B, F)` of [`Op::ReverseTime`]'s `x`: `[T, B, F]` features, or `[T, B]` token ids
+/// (a bidirectional stack reading ids directly), one value per step (F = 1).
+pub fn time_dims(x: &Shape) -> (usize, usize, usize) {
+    let width = if x.rank() == 2 { 1 } else { x.dim(2) };
+    (x.dim(0), x.dim(1), width)
+}
+
 /// The last dimension of `s` (called `what`), which must have rank 1 or more.
 fn features(s: &Shape, what: &str) -> Result<usize, String> {
     s.0.last()
@@ -83,7 +94,14 @@ mod tests {
         assert_eq!(y, vec![Shape::from([5, 3, 2])]);
         assert!(shapes(Op::ReverseTime, &[&[5, 3, 2]]).is_ok());
         assert!(shapes(Op::ReverseTime, &[&[5, 3, 2], &[4]]).is_err());
-        assert!(shapes(Op::ReverseTime, &[&[5, 3]]).is_err());
+        // Token ids, [T, B], one value per step.
+        assert_eq!(
+            shapes(Op::ReverseTime, &[&[5, 3], &[3]]).unwrap(),
+            vec![Shape::from([5, 3])]
+        );
+        assert_eq!(time_dims(&Shape::from([5, 3])), (5, 3, 1));
+        assert!(shapes(Op::ReverseTime, &[&[5]]).is_err());
+        assert!(shapes(Op::ReverseTime, &[&[5, 3, 2, 1]]).is_err());
     }
 
     #[test]

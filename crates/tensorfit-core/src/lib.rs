@@ -41,6 +41,7 @@ pub mod tokens;
 
 pub use autodiff::backward;
 pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, GpuModel, MemoryInfo, TensorView};
+pub use bidir_ops::time_dims;
 pub use dropout::DropoutParams;
 pub use error::{Error, Result};
 pub use exec::{Executable, Layout, Placement};

@@ -135,8 +135,9 @@ pub enum Op {
     ScatterTime { t: usize, steps: usize },
 
     /// Each sequence reversed in time, as a bidirectional layer's reverse direction reads
-    /// it. Input `x` `[T, B, F]` and optionally `lengths` `[B]` ([`crate::seq_lengths`];
-    /// without them every row has `T` steps); output `y` `[T, B, F]` with
+    /// it. Input `x` `[T, B, F]` (or `[T, B]` token ids: F = 1, [`crate::time_dims`]) and
+    /// optionally `lengths` `[B]` ([`crate::seq_lengths`]; without them every row has `T`
+    /// steps); output `y` of `x`'s shape with
     /// `y[t, b] = x[L_b - 1 - t, b]` for `t < L_b`, and `y[t, b] = x[t, b]` after (the
     /// padding passes through), so each row starts at its own end, as PyTorch's packed
     /// sequences run backwards. A permutation that is its own inverse and its own adjoint:

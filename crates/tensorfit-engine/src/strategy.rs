@@ -86,11 +86,13 @@ pub fn strategies(cfg: &ModelDescription, job: Job, tbptt: usize) -> Vec<Strateg
         } => (seq_len - tbptt.min(seq_len), false),
         _ => (steps, true),
     };
+    // A layer that reads each sequence whole (bidirectional) runs it in one chunk.
+    let splits = cfg.network().is_ok_and(|net| net.reads_whole().is_none());
     let mut chunks = vec![steps];
     chunks.extend(
         [1000, 500, 250, 100, 50, 20, 10, 5, 2, 1]
             .into_iter()
-            .filter(|&c| c < streamed),
+            .filter(|&c| c < streamed && splits),
     );
     let mut micros = vec![None];
     let mut m = batch;
@@ -151,9 +153,9 @@ pub(crate) fn check_job(cfg: &ModelDescription, job: Job, tbptt: usize) -> Resul
                 "batch {batch} × length {steps}: batch must be at least 1 and length at least 1"
             )));
         }
-        let (width, of) = match cfg.input_features() >= cfg.recurrent.hidden {
+        let (width, of) = match cfg.input_features() >= cfg.recurrent.output_features() {
             true => (cfg.input_features(), "input features"),
-            false => (cfg.recurrent.hidden, "hidden units"),
+            false => (cfg.recurrent.output_features(), "hidden units"),
         };
         // Checked: two lengths near `usize::MAX` and a width overflow even u128.
         let elements = (batch as u128)

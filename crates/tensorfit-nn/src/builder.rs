@@ -39,6 +39,7 @@ pub struct ModelBuilder {
     input: Option<InputSpec>,
     recurrent: Option<(Cell, usize, usize)>,
     dropout: f32,
+    bidirectional: bool,
     on: HeadOn,
     /// Each head layer as given: its name if given, the layer, whether it asks for a
     /// residual connection.
@@ -117,6 +118,7 @@ impl ModelDescription {
             input: None,
             recurrent: None,
             dropout: 0.0,
+            bidirectional: false,
             on: HeadOn::LastStep,
             layers: Vec::new(),
             loss: None,
@@ -166,6 +168,34 @@ impl ModelBuilder {
     /// last, in training only.
     pub fn recurrent_dropout(mut self, p: f32) -> Self {
         self.dropout = p;
+        self
+    }
+
+    /// PyTorch's `bidirectional=True`: each recurrent layer also reads each sequence
+    /// from its end back to its start, and gives both directions' outputs side by side
+    /// (`2 · hidden` features per step). A head on the last step then reads each
+    /// direction's own last step: the forward direction's at the sequence's end, the
+    /// reverse direction's at its start (PyTorch's `torch.cat((h_n[-2], h_n[-1]), 1)`,
+    /// Keras's `Bidirectional` without `return_sequences`).
+    ///
+    /// ```
+    /// use tensorfit_nn::ModelDescription;
+    ///
+    /// // A tagger: a bidirectional LSTM of 16 per direction, a class per step.
+    /// let model = ModelDescription::builder()
+    ///     .features(8)
+    ///     .lstm(16, 2)
+    ///     .bidirectional()
+    ///     .every_step()
+    ///     .classify(5)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(model.recurrent.output_features(), 32);
+    /// let names: Vec<String> = model.param_specs().unwrap().into_iter().map(|p| p.name).collect();
+    /// assert_eq!(&names[4..6], ["lstm.weight_ih_l0_reverse", "lstm.weight_hh_l0_reverse"]);
+    /// ```
+    pub fn bidirectional(mut self) -> Self {
+        self.bidirectional = true;
         self
     }
 
@@ -293,6 +323,7 @@ impl ModelBuilder {
                 hidden,
                 layers,
                 dropout,
+                bidirectional: self.bidirectional,
             },
             head: HeadSpec {
                 on: self.on,

@@ -87,6 +87,21 @@ pub struct RecurrentSpec {
     pub layers: usize,
     /// PyTorch's `dropout=`: on the output of every layer but the last, in training.
     pub dropout: DropoutRate,
+    /// PyTorch's `bidirectional=`: each layer also runs each sequence from its own end
+    /// back to its start (tensors `*_l{k}_reverse`), and its output is the two directions'
+    /// outputs side by side, `2 · hidden` features. Such a layer reads every sequence
+    /// whole: it cannot stream, carry a state between chunks or recompute in sub-segments.
+    pub bidirectional: bool,
+}
+
+impl RecurrentSpec {
+    /// Features per step out of the top layer: `hidden`, or `2 · hidden` bidirectional.
+    pub fn output_features(&self) -> usize {
+        match self.bidirectional {
+            true => 2 * self.hidden,
+            false => self.hidden,
+        }
+    }
 }
 
 /// Which steps of the top recurrent layer the head reads.
@@ -209,6 +224,7 @@ impl ModelDescription {
                 hidden,
                 layers,
                 dropout: DropoutRate::NONE,
+                bidirectional: false,
             },
             head: HeadSpec {
                 on,

@@ -131,7 +131,7 @@ impl ModelDescription {
             });
         }
         let mut names: Vec<&str> = Vec::new();
-        let mut width = self.recurrent.hidden;
+        let mut width = self.recurrent.output_features();
         for (i, layer) in self.head.layers.iter().enumerate() {
             let output = match layer.kind {
                 HeadLayerKind::BatchNorm
@@ -185,11 +185,15 @@ impl ModelDescription {
             Cell::Lstm => 4,
             Cell::Gru => 3,
         };
+        // Per direction: the first layer reads the input, the others the layer below
+        // (both directions' outputs when bidirectional).
+        let directions = self.recurrent.output_features() as u128 / h.max(1);
         let stack = embedding
-            + gates * h * (input + h)
-            + 2 * gates * h
-            + (l - 1) * (gates * h * 2 * h + 2 * gates * h);
-        let mut width = h;
+            + directions
+                * (gates * h * (input + h)
+                    + 2 * gates * h
+                    + (l - 1) * (gates * h * (directions * h + h) + 2 * gates * h));
+        let mut width = directions * h;
         let mut head = 0;
         for layer in &self.head.layers {
             match layer.kind {
@@ -272,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn the_parameter_bound_is_the_exact_count_for_every_cell_and_input() {
+    fn the_parameter_bound_is_the_exact_count_for_every_cell_input_and_direction() {
         let mut d = ModelDescription::seed();
         for (cell, input) in [
             (Cell::Lstm, InputSpec::Dense { features: 9 }),
@@ -292,9 +296,12 @@ mod tests {
             ),
             (Cell::Gru, InputSpec::Dense { features: 9 }),
         ] {
-            (d.recurrent.cell, d.input) = (cell, input);
-            let exact = d.trainable_parameters().unwrap() as u128;
-            assert_eq!(d.parameter_bound(), exact, "{d}");
+            for bidirectional in [false, true] {
+                (d.recurrent.cell, d.input) = (cell, input);
+                d.recurrent.bidirectional = bidirectional;
+                let exact = d.trainable_parameters().unwrap() as u128;
+                assert_eq!(d.parameter_bound(), exact, "{d}");
+            }
         }
     }
 

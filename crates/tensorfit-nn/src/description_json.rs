@@ -88,6 +88,9 @@ pub fn to_json(d: &ModelDescription) -> String {
     if r.dropout.is_active() {
         recurrent["dropout"] = json!(r.dropout.p());
     }
+    if r.bidirectional {
+        recurrent["bidirectional"] = json!(true);
+    }
     json!({
         "input": input,
         "recurrent": recurrent,
@@ -141,6 +144,16 @@ impl<'a> Table<'a> {
         DropoutRate::from_f64(p).map_err(|why| Error::input(format!("`{}` {why}", self.field(key))))
     }
 
+    /// True or false; false when `key` is absent.
+    fn flag(&self, key: &str) -> Result<bool> {
+        match self.map.get(key) {
+            None => Ok(false),
+            Some(v) => v.as_bool().ok_or_else(|| {
+                Error::input(format!("`{}` must be true or false", self.field(key)))
+            }),
+        }
+    }
+
     fn text(&self, key: &str) -> Result<&'a str> {
         self.get(key)?
             .as_str()
@@ -186,6 +199,7 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
         hidden: t.size("hidden")?,
         layers: t.size("layers")?,
         dropout: t.dropout("dropout")?,
+        bidirectional: t.flag("bidirectional")?,
     };
     let t = top.table("head")?;
     let on = match t.text("on")? {
@@ -214,12 +228,7 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
             }
         };
         let name = l.text("name")?.to_string();
-        let residual = match item.get("residual") {
-            None => false,
-            Some(v) => v.as_bool().ok_or_else(|| {
-                Error::input(format!("`{}` must be true or false", l.field("residual")))
-            })?,
-        };
+        let residual = l.flag("residual")?;
         layers.push(HeadLayer {
             name,
             kind,

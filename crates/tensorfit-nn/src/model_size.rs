@@ -79,7 +79,12 @@ impl fmt::Display for ModelDescription {
             HeadOn::EveryStep => "every step",
         };
         let (r, mut sep) = (self.recurrent, ":");
-        write!(f, " → {} × {} {}", r.layers, r.cell.name(), r.hidden)?;
+        let bi = if r.bidirectional {
+            "bidirectional "
+        } else {
+            ""
+        };
+        write!(f, " → {} × {bi}{} {}", r.layers, r.cell.name(), r.hidden)?;
         if r.dropout.is_active() {
             write!(f, " dropout {}", r.dropout)?;
         }

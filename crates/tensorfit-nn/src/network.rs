@@ -101,15 +101,17 @@ impl Network {
                 hidden,
                 layers,
                 input_kind,
+                bidirectional: d.recurrent.bidirectional,
             }),
             Cell::Gru => Recurrent::Gru(Gru {
                 input,
                 hidden,
                 layers,
                 input_kind,
+                bidirectional: d.recurrent.bidirectional,
             }),
         };
-        let mut width = hidden;
+        let mut width = d.recurrent.output_features();
         let mut head = Vec::with_capacity(d.head.layers.len());
         for (index, layer) in d.head.layers.iter().enumerate() {
             let name = layer.name.clone();
@@ -189,6 +191,29 @@ impl Network {
         self.head.iter().map(|e| e.part.layer())
     }
 
+    /// The first layer that reads each sequence whole ([`crate::layers::LayerTraits::splits_in_time`]
+    /// false), if any.
+    pub fn reads_whole(&self) -> Option<&dyn Layer> {
+        self.layers()
+            .into_iter()
+            .find(|l| !l.traits().splits_in_time)
+    }
+
+    /// Refuses `what`, a way of running that cuts sequences in time (chunks continued
+    /// from the carried state, recomputed sub-segments, streaming), for a network with a
+    /// layer that reads each sequence whole ([`crate::layers::LayerTraits::splits_in_time`]), naming
+    /// the layer.
+    pub fn check_splits_in_time(&self, what: &str) -> Result<()> {
+        match self.reads_whole() {
+            None => Ok(()),
+            Some(layer) => Err(tensorfit_core::Error::input(format!(
+                "layer `{}` ({}) reads each sequence whole (a bidirectional stack's reverse direction starts at each sequence's end), so it cannot run {what}; give it whole sequences (truncated BPTT no shorter than the sequence, no state carried from one batch into the next, no streaming)",
+                layer.name(),
+                layer.kind(),
+            ))),
+        }
+    }
+
     /// Whether a training graph of this network drops anything (and so reads the
     /// step's dropout key).
     pub fn has_dropout(&self) -> bool {
@@ -223,6 +248,7 @@ impl Network {
             carried: cx.carried.clone(),
             finals: cx.finals.clone(),
             y,
+            ends: cx.ends,
             lengths: cx.lengths,
         })
     }
@@ -337,6 +363,70 @@ mod tests {
             w
         });
         assert_eq!(widths, [11, 4, 6, 6]);
+    }
+
+    #[test]
+    fn a_bidirectional_stack_has_pytorchs_reverse_tensors_twice_the_width_and_no_carried_state() {
+        let d = crate::ModelDescription::builder()
+            .features(3)
+            .gru(4, 2)
+            .bidirectional()
+            .dense(5, Activation::Tanh)
+            .classify(2)
+            .build()
+            .unwrap();
+        let net = d.network().unwrap();
+        let table: Vec<String> = net
+            .specs()
+            .items()
+            .iter()
+            .map(|s| format!("{}{}", s.name, s.shape))
+            .collect();
+        assert_eq!(
+            table[..16],
+            [
+                "gru.weight_ih_l0[12, 3]",
+                "gru.weight_hh_l0[12, 4]",
+                "gru.bias_ih_l0[12]",
+                "gru.bias_hh_l0[12]",
+                "gru.weight_ih_l0_reverse[12, 3]",
+                "gru.weight_hh_l0_reverse[12, 4]",
+                "gru.bias_ih_l0_reverse[12]",
+                "gru.bias_hh_l0_reverse[12]",
+                "gru.weight_ih_l1[12, 8]",
+                "gru.weight_hh_l1[12, 4]",
+                "gru.bias_ih_l1[12]",
+                "gru.bias_hh_l1[12]",
+                "gru.weight_ih_l1_reverse[12, 8]",
+                "gru.weight_hh_l1_reverse[12, 4]",
+                "gru.bias_ih_l1_reverse[12]",
+                "gru.bias_hh_l1_reverse[12]",
+            ]
+        );
+        assert_eq!(
+            table[16], "head.0.weight[5, 8]",
+            "the head reads both directions"
+        );
+        let stack = net.layers()[0];
+        assert_eq!(stack.output_features(3), 8);
+        assert!(stack.state_slots().is_empty());
+        let traits = stack.traits();
+        assert!(traits.mixes_steps && !traits.carries_state && !traits.splits_in_time);
+        assert_eq!(net.reads_whole().map(|l| l.name()), Some("gru"));
+        let e = net
+            .check_splits_in_time("in chunks")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("layer `gru` (gru) reads each sequence whole"),
+            "{e}"
+        );
+        // Twice the FLOPs of one direction, the second layer reading 8 features.
+        let one_way = 2.0 * 3.0 * 4.0 * ((3.0 + 4.0) + (8.0 + 4.0));
+        assert_eq!(d.recurrent_forward_flops(1, 1), 2.0 * one_way);
+        let mut uni = d.clone();
+        uni.recurrent.bidirectional = false;
+        assert!(uni.network().unwrap().reads_whole().is_none());
     }
 
     #[test]

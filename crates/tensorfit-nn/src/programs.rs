@@ -100,6 +100,16 @@ impl Program {
             recompute,
             padded,
         } = key;
+        let cut = match (kind, recompute) {
+            (_, Some(_)) => Some("recomputation in sub-segments (--recompute)"),
+            (ProgramKind::Carry | ProgramKind::EvalCarry | ProgramKind::TrainCarry, _) => {
+                Some("in chunks of time that continue from a carried state (truncated BPTT shorter than the sequence or in windows, a state carried into the next batch, inference in time chunks)")
+            }
+            _ => None,
+        };
+        if let Some(what) = cut {
+            model.network()?.check_splits_in_time(what)?;
+        }
         let (mut p, carried) = match (kind, recompute) {
             (ProgramKind::Carry, _) => {
                 let (graph, stack) = carry_graph(model, batch, steps, padded)?;

@@ -59,6 +59,7 @@ impl SeedShape {
                 hidden: self.hidden,
                 layers: self.layers,
                 dropout: DropoutRate::NONE,
+                bidirectional: false,
             },
             head: HeadSpec {
                 on: HeadOn::LastStep,

@@ -89,6 +89,7 @@ fn every_example_reads_back_the_same_from_its_to_toml() {
         "regression.toml",
         "seed_lm.toml",
         "residual_lm.toml",
+        "bidirectional_tagger.toml",
     ] {
         let d = ModelDescription::load(&example(name)).unwrap();
         assert_eq!(parse(&d.to_toml()).unwrap(), d, "{name}");
@@ -299,14 +300,15 @@ fn description() -> impl Strategy<Value = ModelDescription> {
         size.clone()
             .prop_map(|outputs| LossSpec::MeanSquaredError { outputs }),
     ];
-    let recurrent = (cell, size.clone(), size, rate).prop_map(|(cell, hidden, layers, dropout)| {
-        RecurrentSpec {
+    let recurrent = (cell, size.clone(), size, rate, any::<bool>()).prop_map(
+        |(cell, hidden, layers, dropout, bidirectional)| RecurrentSpec {
             cell,
             hidden,
             layers,
             dropout,
-        }
-    });
+            bidirectional,
+        },
+    );
     (input, recurrent, on, layers, loss).prop_map(|(input, recurrent, on, layers, loss)| {
         ModelDescription {
             input,

@@ -195,7 +195,7 @@ impl<'a> OpKernels for HostKernels<'a> {
         i: ReverseTimeInputs<Self::In>,
         o: ReverseTimeOutputs<Self::Out>,
     ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        let dims = tensorfit_core::time_dims(s.x);
         bidir::reverse_time(dims, i.lengths, i.x, o.y)
     }
 

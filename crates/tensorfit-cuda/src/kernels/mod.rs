@@ -247,7 +247,7 @@ impl<'g> OpKernels for Gpu<'g> {
         i: ReverseTimeInputs<DevPtr>,
         o: ReverseTimeOutputs<DevPtr>,
     ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        let dims = tensorfit_core::time_dims(s.x);
         bidir::reverse_time(self, [i.x, o.y], i.lengths, dims)
     }
 

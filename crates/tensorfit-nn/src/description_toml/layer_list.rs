@@ -15,6 +15,7 @@
 //! hidden = 250
 //! layers = 2             # 1 if not given, as PyTorch's num_layers
 //! dropout = 0.2
+//! bidirectional = false  # true: both directions, 2 · hidden features out
 //!
 //! [[layers]]
 //! kind = "last_step"     # each sequence's last step; without it the layers below
@@ -157,13 +158,15 @@ fn embedding(t: &Table, input: &mut InputSpec) -> Result<(), DescriptionError> {
     }
 }
 
-/// `kind = "lstm"` or `"gru"`: `hidden`, `layers` (1 if not given), `dropout`.
+/// `kind = "lstm"` or `"gru"`: `hidden`, `layers` (1 if not given), `dropout`,
+/// `bidirectional`.
 fn stack(t: &Table, cell: Cell) -> Result<RecurrentSpec, DescriptionError> {
-    t.known_keys(&["kind", "hidden", "layers", "dropout"])?;
+    t.known_keys(&["kind", "hidden", "layers", "dropout", "bidirectional"])?;
     Ok(RecurrentSpec {
         cell,
         hidden: t.size("hidden")?,
         layers: t.optional_size("layers")?.unwrap_or(1),
         dropout: t.dropout("dropout")?,
+        bidirectional: t.flag("bidirectional")?,
     })
 }

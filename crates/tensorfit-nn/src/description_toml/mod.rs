@@ -266,12 +266,13 @@ fn input(t: &Table, pending: &mut Vec<FromData>) -> Result<InputSpec, Descriptio
 }
 
 fn recurrent(t: &Table) -> Result<RecurrentSpec, DescriptionError> {
-    t.known_keys(&["cell", "hidden", "layers", "dropout"])?;
+    t.known_keys(&["cell", "hidden", "layers", "dropout", "bidirectional"])?;
     Ok(RecurrentSpec {
         cell: t.choice("cell", &CELLS)?,
         hidden: t.size("hidden")?,
         layers: t.size("layers")?,
         dropout: t.dropout("dropout")?,
+        bidirectional: t.flag("bidirectional")?,
     })
 }
 

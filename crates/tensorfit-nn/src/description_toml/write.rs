@@ -19,6 +19,9 @@ impl ModelDescription {
         if r.dropout.is_active() {
             s += &format!("dropout = {}\n", r.dropout);
         }
+        if r.bidirectional {
+            s += "bidirectional = true\n";
+        }
         s += &format!("\n[head]\non = \"{}\"\n", spelling(&HEAD_ON, self.head.on));
         if !self.head.layers.is_empty() {
             s += "layers = [\n";
@@ -50,6 +53,9 @@ impl ModelDescription {
         ];
         if r.dropout.is_active() {
             keys.push(format!("dropout = {}", r.dropout));
+        }
+        if r.bidirectional {
+            keys.push("bidirectional = true".into());
         }
         s += &layer(&keys);
         if self.head.on == HeadOn::LastStep {

@@ -158,6 +158,7 @@ impl Layer for BatchNorm {
             mixes_rows: true,
             mixes_steps: false,
             carries_state: false,
+            splits_in_time: true,
             random: false,
         }
     }

@@ -49,7 +49,8 @@ pub enum CellInput {
 }
 
 /// A stack of `layers` layers of one cell with `gates` gate blocks per unit, registered
-/// under `module`, over `input` features (or a vocabulary, by `input_kind`) per step.
+/// under `module`, over `input` features (or a vocabulary, by `input_kind`) per step;
+/// `bidirectional`: each layer in both directions, its output both side by side.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CellStack {
     pub module: &'static str,
@@ -58,19 +59,55 @@ pub(crate) struct CellStack {
     pub input_kind: CellInput,
     pub hidden: usize,
     pub layers: usize,
+    pub bidirectional: bool,
 }
 
 impl CellStack {
-    /// The weight table: per layer, PyTorch's names (`{module}.weight_ih_l{k}`, ...) and
+    /// 1, or 2 for a bidirectional stack.
+    pub fn directions(&self) -> usize {
+        if self.bidirectional {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// The layers whose state is carried between chunks of a sequence: all, or none
+    /// for a bidirectional stack (its reverse direction starts at each sequence's end).
+    pub fn carried_layers(&self) -> std::ops::Range<usize> {
+        match self.bidirectional {
+            true => 0..0,
+            false => 0..self.layers,
+        }
+    }
+
+    /// Features per step out of each layer: both directions' side by side.
+    pub fn output_features(&self) -> usize {
+        self.directions() * self.hidden
+    }
+
+    /// Features into layer `k`: the stack's input, or the output of the layer below.
+    fn layer_input(&self, k: usize) -> usize {
+        match k {
+            0 => self.input,
+            _ => self.output_features(),
+        }
+    }
+
+    /// The weight table: per layer and direction (PyTorch's order: `l0`, `l0_reverse`,
+    /// `l1`, ...), PyTorch's names (`{module}.weight_ih_l{k}`, `..._l{k}_reverse`) and
     /// shapes, uniform in ±1/√H.
     pub fn specs(&self) -> Vec<CellWeights<ParamSpec>> {
         let (h, rows) = (self.hidden, self.gates * self.hidden);
         let init = Init::fan(h);
-        (0..self.layers)
-            .map(|k| {
-                let input = if k == 0 { self.input } else { h };
+        let directions = self.directions();
+        (0..self.layers * directions)
+            .map(|i| {
+                let (k, reverse) = (i / directions, i % directions == 1);
+                let input = self.layer_input(k);
+                let suffix = if reverse { "_reverse" } else { "" };
                 let spec = |what: &str, shape: Shape| {
-                    let name = format!("{}.{what}_l{k}", self.module);
+                    let name = format!("{}.{what}_l{k}{suffix}", self.module);
                     ParamSpec::trainable(name, shape, init)
                 };
                 CellWeights {
@@ -92,21 +129,22 @@ impl CellStack {
         }
     }
 
-    /// Forward FLOPs over `steps` steps of `batch` sequences: Σ over layers
-    /// 2·GATES·H·(I+H)·B·T (the convention the benchmarks report against); on token input
-    /// the first layer's input projection is a gather, with no multiply-adds (I = 0).
+    /// Forward FLOPs over `steps` steps of `batch` sequences: Σ over layers and
+    /// directions 2·GATES·H·(I+H)·B·T (the convention the benchmarks report against); on
+    /// token input the first layer's input projection is a gather, with no multiply-adds
+    /// (I = 0).
     pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
-        let first_input = match self.input_kind {
-            CellInput::Features => self.input,
-            CellInput::Tokens => 0,
-        };
         let h = self.hidden as f64;
         (0..self.layers)
             .map(|k| {
-                let i = if k == 0 { first_input } else { self.hidden };
+                let i = match (k, self.input_kind) {
+                    (0, CellInput::Tokens) => 0,
+                    _ => self.layer_input(k),
+                };
                 2.0 * self.gates as f64 * h * (i as f64 + h)
             })
             .sum::<f64>()
+            * self.directions() as f64
             * batch as f64
             * steps as f64
     }

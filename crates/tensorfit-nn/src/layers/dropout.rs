@@ -200,6 +200,7 @@ impl Layer for Dropout {
             mixes_rows: false,
             mixes_steps: false,
             carries_state: false,
+            splits_in_time: true,
             random: self.p.is_active(),
         }
     }

@@ -20,6 +20,10 @@ pub struct Gru {
     pub hidden: usize,
     pub layers: usize,
     pub input_kind: CellInput,
+    /// PyTorch's `bidirectional=`: each layer also runs each sequence backwards (its
+    /// `_reverse` tensors) and gives both directions' outputs side by side. It carries no
+    /// state between chunks: every batch starts both directions from zeros.
+    pub bidirectional: bool,
 }
 
 /// One layer's weights, in PyTorch's order (gates r, z, n in each). Also one layer's
@@ -38,6 +42,7 @@ impl Gru {
             input_kind: self.input_kind,
             hidden: self.hidden,
             layers: self.layers,
+            bidirectional: self.bidirectional,
         }
     }
 
@@ -46,14 +51,21 @@ impl Gru {
         self.cells().specs()
     }
 
-    /// Every carried state tensor, layer by layer: each layer's h.
+    /// Every carried state tensor, layer by layer: each layer's h (none when
+    /// bidirectional).
     pub fn state_slots(&self) -> Vec<StateSlot> {
-        (0..self.layers)
+        self.cells()
+            .carried_layers()
             .map(|layer| StateSlot {
                 layer,
                 part: StatePart::H,
             })
             .collect()
+    }
+
+    /// Features per step out of each layer: both directions' when bidirectional.
+    pub fn output_features(&self) -> usize {
+        self.cells().output_features()
     }
 
     /// The shape of the input over `steps` steps of `batch` sequences (time-major):
@@ -155,6 +167,7 @@ mod tests {
         hidden: 5,
         layers: 2,
         input_kind: CellInput::Features,
+        bidirectional: false,
     };
 
     #[test]

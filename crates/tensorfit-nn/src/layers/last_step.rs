@@ -1,5 +1,8 @@
 //! The last step of each sequence as a layer (DL4J's `LastTimeStep`; a description's
-//! `head.on = "last"`): `[T, B, F]` in, `[B, F]` out.
+//! `head.on = "last"`): `[T, B, F]` in, `[B, F]` out. After a bidirectional stack, each
+//! direction's own last step: the forward direction's at the sequence's end beside the
+//! reverse direction's at its start (PyTorch's `torch.cat((h_n[-2], h_n[-1]), 1)`,
+//! Keras's `Bidirectional` without `return_sequences`).
 
 use tensorfit_core::args::SliceTimeInputs;
 use tensorfit_core::{Error, Graph, Op, Result, TensorId};
@@ -35,6 +38,7 @@ impl Layer for LastStep {
             // It reads one step of each sequence, whichever chunk holds it.
             mixes_steps: true,
             carries_state: false,
+            splits_in_time: true,
             random: false,
         }
     }
@@ -43,6 +47,7 @@ impl Layer for LastStep {
         Vec::new()
     }
 
+    /// The summary a layer below left in `cx.ends` (a bidirectional stack's) if any.
     /// Inference over a padded batch reads the top recurrent layer's final h, recorded
     /// in `cx`: each sequence's own last step (`h_n = y[L - 1]`), or, for one that ended
     /// in an earlier chunk, the state carried through this one since. Otherwise the slice
@@ -55,6 +60,9 @@ impl Layer for LastStep {
         cx: &mut Context,
     ) -> Result<TensorId> {
         let [] = exactly(self, tensors)?;
+        if let Some(ends) = cx.ends {
+            return Ok(ends);
+        }
         if cx.lengths.is_some() && cx.mode == Mode::Infer {
             let top_h = cx
                 .carried

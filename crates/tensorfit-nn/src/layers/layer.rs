@@ -27,6 +27,11 @@ pub struct LayerTraits {
     /// It carries a state from one step to the next ([`Layer::state_slots`]), so it can
     /// stream a step at a time and continue a sequence chunk by chunk.
     pub carries_state: bool,
+    /// Its output over a sequence cut in time (chunks of inference or of truncated BPTT
+    /// continued from what the layers carry, recomputed sub-segments, a stream of single
+    /// steps) is its output over the whole sequence. False for a layer that reads each
+    /// sequence whole (a bidirectional stack): those strategies are refused, naming it.
+    pub splits_in_time: bool,
     /// It reads the training step's dropout key: it drops elements in training.
     pub random: bool,
 }
@@ -39,6 +44,7 @@ impl LayerTraits {
         mixes_rows: false,
         mixes_steps: false,
         carries_state: false,
+        splits_in_time: true,
         random: false,
     };
 }
@@ -64,6 +70,10 @@ pub struct Context {
     pub carried: Vec<(TensorId, StateSlot)>,
     /// The final value of each carried state, in the same order.
     pub finals: Vec<TensorId>,
+    /// Each sequence's summary at its end, `[B, F]`, left by a layer whose last step is
+    /// not its output's last step (a bidirectional stack: each direction's own last
+    /// step); what [`super::LastStep`] reads when set.
+    pub ends: Option<TensorId>,
 }
 
 impl Context {
@@ -78,6 +88,7 @@ impl Context {
             stats: Vec::new(),
             carried: Vec::new(),
             finals: Vec::new(),
+            ends: None,
         }
     }
 

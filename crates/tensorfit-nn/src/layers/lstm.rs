@@ -23,6 +23,10 @@ pub struct Lstm {
     pub hidden: usize,
     pub layers: usize,
     pub input_kind: CellInput,
+    /// PyTorch's `bidirectional=`: each layer also runs each sequence backwards (its
+    /// `_reverse` tensors) and gives both directions' outputs side by side. It carries no
+    /// state between chunks: every batch starts both directions from zeros.
+    pub bidirectional: bool,
 }
 
 /// One layer's weights, in PyTorch's order (gates i, f, g, o in each).
@@ -86,6 +90,7 @@ impl Lstm {
             input_kind: self.input_kind,
             hidden: self.hidden,
             layers: self.layers,
+            bidirectional: self.bidirectional,
         }
     }
 
@@ -94,11 +99,17 @@ impl Lstm {
         self.cells().specs()
     }
 
-    /// Every carried state tensor, layer by layer, h before c.
+    /// Every carried state tensor, layer by layer, h before c (none when bidirectional).
     pub fn state_slots(&self) -> Vec<StateSlot> {
-        (0..self.layers)
+        self.cells()
+            .carried_layers()
             .flat_map(|layer| [StatePart::H, StatePart::C].map(|part| StateSlot { layer, part }))
             .collect()
+    }
+
+    /// Features per step out of each layer: both directions' when bidirectional.
+    pub fn output_features(&self) -> usize {
+        self.cells().output_features()
     }
 
     /// The shape of the input over `steps` steps of `batch` sequences (time-major):
@@ -221,6 +232,7 @@ mod tests {
             hidden: 8,
             layers: 2,
             input_kind: CellInput::Features,
+            bidirectional: false,
         };
         let tokens = Lstm {
             input_kind: CellInput::Tokens,

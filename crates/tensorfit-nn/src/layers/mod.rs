@@ -13,6 +13,7 @@
 //! lists what a new kind touches.
 
 pub mod batchnorm;
+mod bidirectional;
 pub mod cell;
 pub mod dense;
 pub mod dropout;

@@ -61,8 +61,13 @@ pub struct RecurrentStack {
     pub carried: Vec<(TensorId, StateSlot)>,
     /// The final value of each carried state, in the same order.
     pub finals: Vec<TensorId>,
-    /// Output sequence of the top layer, `[T, B, H]`.
+    /// Output sequence of the top layer, `[T, B, H]` (`[T, B, 2H]` bidirectional).
     pub y: TensorId,
+    /// A bidirectional stack's summary of each sequence, `[B, 2H]`: the top layer's
+    /// forward direction at the sequence's end beside its reverse direction at the
+    /// sequence's start, each direction's own last step (what a head on the last step
+    /// reads; `None` for one direction, whose last step is its output's).
+    pub ends: Option<TensorId>,
     /// Each sequence's length `[B]` for a padded batch, written by the host (see
     /// `tensorfit_core::seq_lengths`); every layer stops at it.
     pub lengths: Option<TensorId>,
@@ -249,6 +254,27 @@ impl Recurrent {
         }
     }
 
+    pub fn bidirectional(&self) -> bool {
+        match self {
+            Recurrent::Lstm(l) => l.bidirectional,
+            Recurrent::Gru(l) => l.bidirectional,
+        }
+    }
+
+    /// The tensors of its table: four per layer and direction.
+    pub fn tensor_count(&self) -> usize {
+        let directions = if self.bidirectional() { 2 } else { 1 };
+        4 * self.layers() * directions
+    }
+
+    /// Features per step out of each layer: `hidden`, or `2 · hidden` bidirectional.
+    pub fn output_features(&self) -> usize {
+        match self {
+            Recurrent::Lstm(l) => l.output_features(),
+            Recurrent::Gru(l) => l.output_features(),
+        }
+    }
+
     pub fn hidden(&self) -> usize {
         match self {
             Recurrent::Lstm(l) => l.hidden,
@@ -261,6 +287,14 @@ impl Recurrent {
         match self {
             Recurrent::Lstm(l) => l.state_slots(),
             Recurrent::Gru(l) => l.state_slots(),
+        }
+    }
+
+    /// The state tensors each layer starts from: the LSTM's h and c, the GRU's h.
+    pub fn state_slots_per_layer(&self) -> usize {
+        match self {
+            Recurrent::Lstm(_) => 2,
+            Recurrent::Gru(_) => 1,
         }
     }
 
@@ -305,6 +339,7 @@ impl Recurrent {
     /// [`Recurrent::layer_name`]`(k)`, fed by the one below); with `keep` the layers keep
     /// what backward needs; with `lengths` `[B]` (a padded batch) each sequence stops at
     /// its end; each layer's output but the last passes through `between`'s dropout.
+    /// A bidirectional stack carries nothing: [`bidirectional::stack_over`].
     pub fn stack_over(
         &self,
         g: &mut Graph,
@@ -313,6 +348,24 @@ impl Recurrent {
         batch: usize,
         (keep, between): (bool, Between),
     ) -> Result<RecurrentStack> {
+        if self.bidirectional() {
+            let (y, ends) = super::bidirectional::stack_over(
+                self,
+                g,
+                (x, lengths),
+                weights,
+                batch,
+                (keep, between),
+            )?;
+            return Ok(RecurrentStack {
+                x,
+                carried: Vec::new(),
+                finals: Vec::new(),
+                y,
+                ends: Some(ends),
+                lengths,
+            });
+        }
         let layers = self.layers();
         let (mut leaves, mut finals, mut y) = (Vec::new(), Vec::new(), x);
         for k in 0..layers {
@@ -328,6 +381,7 @@ impl Recurrent {
             carried: leaves.into_iter().zip(self.state_slots()).collect(),
             finals,
             y,
+            ends: None,
             lengths,
         })
     }
@@ -342,10 +396,10 @@ pub struct RecurrentLayer {
 }
 
 impl RecurrentWeights<TensorId> {
-    /// The stack's leaves from `items` in table order (four per layer), or `None` when
-    /// they are not a whole number of layers of `cells`.
+    /// The stack's leaves from `items` in table order (four per layer and direction), or
+    /// `None` when they are not the tensors of `cells`.
     fn from_items(cells: &Recurrent, items: &[TensorId]) -> Option<Self> {
-        if items.len() != 4 * cells.layers() {
+        if items.len() != cells.tensor_count() {
             return None;
         }
         let layers = items.chunks_exact(4).map(|w| CellWeights {
@@ -375,14 +429,18 @@ impl Layer for RecurrentLayer {
     }
 
     fn output_features(&self, _input: usize) -> usize {
-        self.cells.hidden()
+        self.cells.output_features()
     }
 
+    /// A bidirectional stack reads each sequence whole: it carries nothing, so a
+    /// sequence cut in time would give other numbers.
     fn traits(&self) -> LayerTraits {
+        let whole = self.cells.bidirectional();
         LayerTraits {
             mixes_rows: false,
             mixes_steps: true,
-            carries_state: true,
+            carries_state: !whole,
+            splits_in_time: !whole,
             random: self.dropout.is_active() && self.cells.layers() > 1,
         }
     }
@@ -401,7 +459,7 @@ impl Layer for RecurrentLayer {
         cx: &mut Context,
     ) -> Result<TensorId> {
         let weights = RecurrentWeights::from_items(&self.cells, tensors).ok_or_else(|| {
-            super::layer::wrong_tensors(self, 4 * self.cells.layers(), tensors.len())
+            super::layer::wrong_tensors(self, self.cells.tensor_count(), tensors.len())
         })?;
         let between = Between {
             p: self.dropout,
@@ -413,6 +471,7 @@ impl Layer for RecurrentLayer {
                 .stack_over(g, (x, cx.lengths), &weights, cx.batch, (keep, between))?;
         cx.carried.extend(stack.carried);
         cx.finals.extend(stack.finals);
+        cx.ends = stack.ends;
         Ok(stack.y)
     }
 }
@@ -429,12 +488,14 @@ mod tests {
             hidden: 4,
             layers,
             input_kind: CellInput::Features,
+            bidirectional: false,
         };
         let gru = Gru {
             input: lstm.input,
             hidden: lstm.hidden,
             layers,
             input_kind: lstm.input_kind,
+            bidirectional: false,
         };
         [Recurrent::Lstm(lstm), Recurrent::Gru(gru)]
     }

@@ -39,9 +39,16 @@ use crate::train_graph::{loss_grad_seed, no_gradient, TrainGraph};
 use every_step::{check, Part, Span};
 
 /// Whether training `model` can recompute its activations (what the planner offers):
-/// all but a head on every step holding a BatchNorm (`every_step::check` says which).
+/// all but a layer that reads each sequence whole and a head on every step holding a
+/// BatchNorm (`every_step::check` says which).
 pub fn recomputable(model: &ModelDescription) -> bool {
-    model.network().and_then(|net| check(&net)).is_ok()
+    model
+        .network()
+        .and_then(|net| {
+            net.check_splits_in_time("recomputation in sub-segments")?;
+            check(&net)
+        })
+        .is_ok()
 }
 
 fn zeros(g: &mut Graph, name: &str, shape: Shape) -> Result<TensorId> {

@@ -222,7 +222,7 @@ impl OpKernels for Launches {
         i: ReverseTimeInputs<Region>,
         o: ReverseTimeOutputs<Region>,
     ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        let dims = tensorfit_core::time_dims(s.x);
         bidir::reverse_time(self, dims, [i.x, o.y], i.lengths)
     }
 

@@ -48,6 +48,12 @@ impl Stream {
                 "a stream needs at least one sequence",
             )));
         }
+        // Refused before anything is planned: a step at a time needs every layer to
+        // continue from what it carries.
+        model
+            .description()
+            .network()?
+            .check_splits_in_time("as a stream of single steps")?;
         let plan = model.plan(Job::Eval { batch, seq_len: 1 }, devices)?;
         let session = plan.open_session(model)?;
         let input = match model.description().input {

@@ -1,0 +1,113 @@
+//! Agreement with PyTorch on bidirectional stacks over padded batches (lengths 6, 3, 1,
+//! 4, 6 of T=6; made by `tools/bidirectional_reference.py`): a tagger `nn.LSTM(5, 6,
+//! num_layers=2, bidirectional=True)` -> `Linear(12, 4)` on every step, and a classifier
+//! `nn.GRU(5, 6, num_layers=2, bidirectional=True)` -> `torch.cat((h_n[-2], h_n[-1]), 1)`
+//! -> `Linear(12, 7)` -> tanh -> `Linear(7, 4)`, each through `pack_padded_sequence` in
+//! PyTorch. Two Adam steps, then inference: the loss, the probabilities, every gradient
+//! and every parameter after each step, on the CPU and on wgpu.
+//!
+//! Tolerance as in `pytorch_agreement.rs`: |a − b| ≤ 1e-5 · |b| + 1e-5 · max|reference
+//! tensor|.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{check_reference, meta_usize, reference, train_options, wgpu_present};
+use tensorfit::core::{Activation, Backend};
+use tensorfit::cpu::CpuBackend;
+use tensorfit::nn::{ModelDescription, Trainer};
+
+const LSTM: &str = "tests/data/bidirectional_lstm_reference.safetensors";
+const GRU: &str = "tests/data/bidirectional_gru_reference.safetensors";
+
+/// The reference file's model: the tagger (`cell` = lstm) or the classifier (gru).
+fn model(meta: &std::collections::HashMap<String, String>) -> ModelDescription {
+    let size = |k| meta_usize(meta, k);
+    let b = ModelDescription::builder().features(size("input"));
+    let b = match meta["cell"].as_str() {
+        "lstm" => b.lstm(size("hidden"), size("layers")).every_step(),
+        _ => b
+            .gru(size("hidden"), size("layers"))
+            .dense(size("dense"), Activation::Tanh),
+    };
+    b.bidirectional().classify(size("classes")).build().unwrap()
+}
+
+/// Trains the file's model for its two steps on `backend` and evaluates it, comparing
+/// everything the file holds; returns how many gradients and parameters were compared.
+fn matches_pytorch(file: &str, backend: Box<dyn Backend>) -> usize {
+    let (init, meta) = reference(file, "init.");
+    let opts = tensorfit::nn::TrainOptions {
+        padded: true,
+        ..train_options(meta_usize(&meta, "steps"), meta["lr"].parse().unwrap())
+    };
+    let mut trainer = Trainer::new(backend, model(&meta), &init, opts).unwrap();
+    let mut compared = 0;
+    for s in 1..=2 {
+        let (r, _) = reference(file, &format!("step{s}."));
+        let want = |n: &str| r.require(n).unwrap().data.clone();
+        let x = r.require("x").unwrap();
+        let lengths = want("lengths");
+        let report = trainer
+            .train_step_at(x, &want("labels"), Some(&lengths))
+            .unwrap();
+        check_reference(
+            &format!("{file} step{s} loss"),
+            &[report.loss],
+            &want("loss"),
+        );
+        let probs = &report.probs.data;
+        check_reference(&format!("{file} step{s} probs"), probs, &want("probs"));
+        let grads = trainer.gradients().unwrap();
+        let params = trainer.parameters().unwrap();
+        for (kind, store) in [("grad", grads), ("after", params)] {
+            for (name, t) in store.iter() {
+                let what = format!("{file} step{s} {kind} {name}");
+                check_reference(&what, &t.data, &want(&format!("{kind}.{name}")));
+                compared += 1;
+            }
+        }
+    }
+    let (r, _) = reference(file, "step1.");
+    let (e, _) = reference(file, "eval.");
+    let want = |store: &tensorfit::nn::ParamStore, n: &str| store.require(n).unwrap().data.clone();
+    let report = trainer
+        .evaluate_at(
+            r.require("x").unwrap(),
+            &want(&r, "labels"),
+            Some(&want(&r, "lengths")),
+        )
+        .unwrap();
+    check_reference(
+        &format!("{file} eval loss"),
+        &[report.loss],
+        &want(&e, "loss"),
+    );
+    let probs = &report.probs.data;
+    check_reference(&format!("{file} eval probs"), probs, &want(&e, "probs"));
+    compared
+}
+
+#[test]
+fn a_bidirectional_lstm_tagger_over_a_padded_batch_trains_and_infers_as_pytorchs() {
+    // Two layers of two directions of four tensors, and out's two: 18 gradients and 18
+    // parameters a step.
+    assert_eq!(matches_pytorch(LSTM, Box::new(CpuBackend::new())), 2 * 36);
+}
+
+#[test]
+fn a_bidirectional_gru_classifier_reads_each_directions_own_last_step_as_pytorch() {
+    assert_eq!(matches_pytorch(GRU, Box::new(CpuBackend::new())), 2 * 40);
+}
+
+#[test]
+fn both_bidirectional_models_agree_with_pytorch_on_wgpu() {
+    if !wgpu_present() {
+        return;
+    }
+    for file in [LSTM, GRU] {
+        let gpu = Box::new(tensorfit_wgpu::WgpuBackend::new().unwrap());
+        matches_pytorch(file, gpu);
+    }
+}
