@@ -123,6 +123,38 @@ pub trait OpKernels {
         o: SliceFeaturesOutputs<Self::Out>,
     ) -> Result<()>;
 
+    fn mean_time(
+        &mut self,
+        s: MeanTimeInputs<&Shape>,
+        i: MeanTimeInputs<Self::In>,
+        o: MeanTimeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `steps` is the op's attribute: the steps of `dx`.
+    fn mean_time_backward(
+        &mut self,
+        steps: usize,
+        s: MeanTimeBackwardInputs<&Shape>,
+        i: MeanTimeBackwardInputs<Self::In>,
+        o: MeanTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn max_time(
+        &mut self,
+        s: MaxTimeInputs<&Shape>,
+        i: MaxTimeInputs<Self::In>,
+        o: MaxTimeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `steps` is the op's attribute: the steps of `dx`.
+    fn max_time_backward(
+        &mut self,
+        steps: usize,
+        s: MaxTimeBackwardInputs<&Shape>,
+        i: MaxTimeBackwardInputs<Self::In>,
+        o: MaxTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
     /// `o.cells` is present when the forward keeps its activations for backward.
     fn lstm_forward(
         &mut self,
@@ -442,6 +474,22 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         Op::SliceFeatures { start, width } => {
             let (s, i, o) = named!(SliceFeaturesInputs);
             k.slice_features(*start, *width, s, i, o)
+        }
+        Op::MeanTime => {
+            let (s, i, o) = named!(MeanTimeInputs);
+            k.mean_time(s, i, o)
+        }
+        Op::MeanTimeBackward { steps } => {
+            let (s, i, o) = named!(MeanTimeBackwardInputs);
+            k.mean_time_backward(*steps, s, i, o)
+        }
+        Op::MaxTime => {
+            let (s, i, o) = named!(MaxTimeInputs);
+            k.max_time(s, i, o)
+        }
+        Op::MaxTimeBackward { steps } => {
+            let (s, i, o) = named!(MaxTimeBackwardInputs);
+            k.max_time_backward(*steps, s, i, o)
         }
         Op::LstmForward { .. } => {
             let (s, i, o) = named!(LstmForwardInputs);
