@@ -12,7 +12,7 @@ use super::{case, Case, Tensors};
 
 /// Lengths `[B]` in `0..=t`: with three rows or more the first is empty, the second one
 /// step long and the last whole; the others random.
-fn lengths(r: &mut Rng, t: usize, b: usize) -> HostTensor {
+pub(super) fn lengths(r: &mut Rng, t: usize, b: usize) -> HostTensor {
     let mut data: Vec<f32> = (0..b).map(|_| r.range(0, t) as f32).collect();
     if b >= 3 {
         (data[0], data[1], data[b - 1]) = (0.0, 1.0, t as f32);

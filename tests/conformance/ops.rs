@@ -22,6 +22,8 @@ mod dropout_cases;
 mod gru_cases;
 #[path = "mse_cases.rs"]
 mod mse_cases;
+#[path = "pool_cases.rs"]
+mod pool_cases;
 #[path = "rows_cases.rs"]
 mod rows_cases;
 
@@ -108,9 +110,13 @@ fn variant(op: &Op) -> usize {
         Op::ReverseTime => 29,
         Op::ConcatFeatures => 30,
         Op::SliceFeatures { .. } => 31,
+        Op::MeanTime => 32,
+        Op::MeanTimeBackward { .. } => 33,
+        Op::MaxTime => 34,
+        Op::MaxTimeBackward { .. } => 35,
     }
 }
-const VARIANTS: usize = 32;
+const VARIANTS: usize = 36;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -223,6 +229,7 @@ fn cases() -> Vec<Case> {
     batchnorm_cases(&mut r, &mut v);
     layernorm_cases(&mut r, &mut v);
     bidir_cases::bidir_cases(&mut r, &mut v);
+    pool_cases::pool_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);
         let labels = r.labels(rows, k);

@@ -188,6 +188,39 @@ signature! {
 }
 
 signature! {
+    /// [`Op::MeanTime`](crate::Op::MeanTime): `x` `[T, B, F]`, and optionally each
+    /// sequence's length `lengths` `[B]`.
+    MeanTimeInputs { x; lengths }
+    /// [`Op::MeanTime`](crate::Op::MeanTime): `out` `[B, F]`.
+    -> MeanTimeOutputs { out }
+}
+
+signature! {
+    /// [`Op::MeanTimeBackward`](crate::Op::MeanTimeBackward): `dout` `[B, F]`, and the
+    /// forward's `lengths` `[B]` if it had them.
+    MeanTimeBackwardInputs { dout; lengths }
+    /// [`Op::MeanTimeBackward`](crate::Op::MeanTimeBackward): `dx` `[steps, B, F]`.
+    -> MeanTimeBackwardOutputs { dx }
+}
+
+signature! {
+    /// [`Op::MaxTime`](crate::Op::MaxTime): `x` `[T, B, F]`, and optionally each
+    /// sequence's length `lengths` `[B]`.
+    MaxTimeInputs { x; lengths }
+    /// [`Op::MaxTime`](crate::Op::MaxTime): `out` `[B, F]` and the step `at` `[B, F]`
+    /// each maximum was found at.
+    -> MaxTimeOutputs { out, at }
+}
+
+signature! {
+    /// [`Op::MaxTimeBackward`](crate::Op::MaxTimeBackward): `dout` `[B, F]` and the
+    /// forward's `at` `[B, F]`.
+    MaxTimeBackwardInputs { dout, at }
+    /// [`Op::MaxTimeBackward`](crate::Op::MaxTimeBackward): `dx` `[steps, B, F]`.
+    -> MaxTimeBackwardOutputs { dx }
+}
+
+signature! {
     /// [`Op::LstmForward`](crate::Op::LstmForward): `x` `[T, B, I]`, `h0`, `c0` `[B, H]`, `w_ih` `[4H, I]`,
     /// `w_hh` `[4H, H]`, `b_ih`, `b_hh` `[4H]`, and optionally each sequence's length
     /// `lengths` `[B]` (f32 holding whole numbers in `0..=T`).

@@ -310,6 +310,44 @@ fn vjp(
             }
             Ok(SliceFeaturesInputs { x: Some(dx) }.into_vec())
         }
+        Op::MeanTime => {
+            // Each step of a row gets its share of dout, at the same lengths.
+            let (x, _, _, g) = named!(MeanTimeInputs);
+            let op = Op::MeanTimeBackward {
+                steps: graph.shape(x.x).dim(0),
+            };
+            let inputs = MeanTimeBackwardInputs {
+                dout: main(g.out)?,
+                lengths: x.lengths,
+            };
+            let dx = graph.apply(&name("grad"), op, inputs)?;
+            let grads = MeanTimeInputs {
+                x: Some(dx.dx),
+                // The lengths are data: no gradient.
+                lengths: x.lengths.map(|_| None),
+            };
+            Ok(grads.into_vec())
+        }
+        Op::MaxTime => {
+            // dout goes to the step each maximum came from; `at` is an index, not a value.
+            let (x, _, out, g) = named!(MaxTimeInputs);
+            if g.at.is_some() {
+                return Err(no_grad_for("steps output `at`"));
+            }
+            let op = Op::MaxTimeBackward {
+                steps: graph.shape(x.x).dim(0),
+            };
+            let inputs = MaxTimeBackwardInputs {
+                dout: main(g.out)?,
+                at: out.at,
+            };
+            let dx = graph.apply(&name("grad"), op, inputs)?;
+            let grads = MaxTimeInputs {
+                x: Some(dx.dx),
+                lengths: x.lengths.map(|_| None),
+            };
+            Ok(grads.into_vec())
+        }
         Op::LstmForward { keep_for_backward } => {
             if !keep_for_backward {
                 return Err(Error::Graph(format!(
@@ -486,6 +524,8 @@ fn vjp(
         | Op::SumToShape { .. }
         | Op::Fill { .. }
         | Op::ScatterTime { .. }
+        | Op::MeanTimeBackward { .. }
+        | Op::MaxTimeBackward { .. }
         | Op::LstmBackward { .. }
         | Op::GruBackward { .. }
         | Op::EmbeddingBackward { .. }

@@ -28,6 +28,7 @@ mod loss_op;
 pub mod lstm_dims;
 pub mod op;
 mod optim_op;
+mod pool_ops;
 mod provider;
 pub mod recurrent_dims;
 pub mod rng;

@@ -22,6 +22,7 @@ use crate::loss_op::mse_shapes;
 pub use crate::lstm_dims::LstmDims;
 use crate::optim_op::optim_shapes;
 pub use crate::optim_op::{AdamParams, SgdParams};
+use crate::pool_ops::pool_shapes;
 pub use crate::recurrent_dims::{RecurrentDims, LSTM_SCRATCH_STEPS};
 use crate::rows::{batchnorm_shapes, layernorm_shapes, matmul_shapes, softmax_shapes};
 use crate::seq_lengths::check_shape;
@@ -154,6 +155,32 @@ pub enum Op {
     /// Its gradient places `dout` at those features and zeros elsewhere ([`Op::Fill`] and
     /// [`Op::ConcatFeatures`]).
     SliceFeatures { start: usize, width: usize },
+
+    /// Each sequence's mean over its own steps (Keras's `GlobalAveragePooling1D`). Input
+    /// `x` `[T, B, F]` and optionally `lengths` `[B]` ([`crate::seq_lengths`]; without them
+    /// every row has `T` steps); output `out` `[B, F]`,
+    /// `out[b] = (1 / L_b) Σ_{t < L_b} x[t, b]`, summed in step order; 0 for `L_b = 0`.
+    /// Its gradient is [`Op::MeanTimeBackward`] at the same lengths.
+    MeanTime,
+
+    /// Gradient of [`Op::MeanTime`]. Inputs `dout` `[B, F]` and the forward's `lengths`
+    /// if it had them; output `dx` `[steps, B, F]` (`steps ≥ 1`, the forward's `T`),
+    /// `dx[t, b] = dout[b] / L_b` for `t < L_b`, else 0.
+    MeanTimeBackward { steps: usize },
+
+    /// Each sequence's maximum over its own steps (Keras's `GlobalMaxPooling1D`). Inputs
+    /// as [`Op::MeanTime`]'s; outputs `out` `[B, F]`, `out[b, f] = max_{t < L_b} x[t, b, f]`,
+    /// and `at` `[B, F]`, the first step holding that maximum (a whole number as `f32`;
+    /// no gradient flows through it); for `L_b = 0`, `out` 0 and `at` -1. A NaN is the
+    /// maximum, as in `torch.max`: the first NaN step of a feature wins. Its gradient is
+    /// [`Op::MaxTimeBackward`] at `at`.
+    MaxTime,
+
+    /// Gradient of [`Op::MaxTime`]. Inputs `dout` and the forward's `at`, `[B, F]` each;
+    /// output `dx` `[steps, B, F]` (`steps ≥ 1`), zero but `dx[at[b, f], b, f] =
+    /// dout[b, f]`, nothing where `at` is -1. The CPU refuses an `at` that is not a whole
+    /// number in `-1..steps`; GPU kernels skip one outside `0..steps`.
+    MaxTimeBackward { steps: usize },
 
     /// A whole LSTM layer over a sequence, with PyTorch's gate order (i, f, g, o):
     /// `gates_t = x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh`,
@@ -319,6 +346,10 @@ impl Op {
             Op::ReverseTime => "reverse_time",
             Op::ConcatFeatures => "concat_features",
             Op::SliceFeatures { .. } => "slice_features",
+            Op::MeanTime => "mean_time",
+            Op::MeanTimeBackward { .. } => "mean_time_backward",
+            Op::MaxTime => "max_time",
+            Op::MaxTimeBackward { .. } => "max_time_backward",
             Op::LstmForward { .. } => "lstm_forward",
             Op::LstmBackward { .. } => "lstm_backward",
             Op::GruForward { .. } => "gru_forward",
@@ -375,6 +406,10 @@ impl Op {
             Op::ReverseTime => ReverseTimeOutputs::<()>::NAMES,
             Op::ConcatFeatures => ConcatFeaturesOutputs::<()>::NAMES,
             Op::SliceFeatures { .. } => SliceFeaturesOutputs::<()>::NAMES,
+            Op::MeanTime => MeanTimeOutputs::<()>::NAMES,
+            Op::MeanTimeBackward { .. } => MeanTimeBackwardOutputs::<()>::NAMES,
+            Op::MaxTime => MaxTimeOutputs::<()>::NAMES,
+            Op::MaxTimeBackward { .. } => MaxTimeBackwardOutputs::<()>::NAMES,
             Op::LstmForward { .. } => LstmForwardOutputs::<()>::NAMES,
             Op::LstmBackward { .. } => LstmBackwardOutputs::<()>::NAMES,
             Op::GruForward { .. } => GruForwardOutputs::<()>::NAMES,
@@ -472,6 +507,10 @@ impl Op {
             Op::ReverseTime | Op::ConcatFeatures | Op::SliceFeatures { .. } => {
                 bidir_shapes(self, list)
             }
+            Op::MeanTime
+            | Op::MeanTimeBackward { .. }
+            | Op::MaxTime
+            | Op::MaxTimeBackward { .. } => pool_shapes(self, list),
             &Op::LstmForward { keep_for_backward } => {
                 LstmDims::forward_shapes(named(list)?, keep_for_backward)
             }

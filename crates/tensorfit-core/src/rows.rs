@@ -183,6 +183,29 @@ pub(crate) fn softmax_shapes(op: &Op, list: Vec<&Shape>) -> Result<Vec<Shape>, S
     }
 }
 
+/// `(B, C)` of a batch normalisation over `x` `[B, C]` from the element counts of its `x`
+/// and `gamma` (`C`) views, as a kernel called with views (not shapes) sizes itself; the
+/// error names `kernel`.
+pub fn batchnorm_dims(
+    kernel: &str,
+    x: usize,
+    gamma: usize,
+) -> std::result::Result<(usize, usize), String> {
+    let channels = gamma;
+    if channels == 0 {
+        return match x {
+            0 => Ok((0, 0)),
+            _ => Err(format!("{kernel}: no channels for {x} elements")),
+        };
+    }
+    if x % channels != 0 {
+        return Err(format!(
+            "{kernel}: x has {x} elements, not a multiple of {channels} channels"
+        ));
+    }
+    Ok((x / channels, channels))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,8 +18,9 @@
 //! [`Error::Input`] naming the row. A GPU kernel cannot return an error from a launch: it
 //! reads a length as it is, so the host must check the lengths it uploads (the data
 //! pipeline, once it passes them). There, a length above `T` runs every step and leaves
-//! `h_n` at `h0`, `SliceTime` reads zeros for it, and `ReverseTime` passes its row
-//! through unchanged (as an empty row's).
+//! `h_n` at `h0`, `SliceTime` reads zeros for it, `ReverseTime` passes its row
+//! through unchanged (as an empty row's), and `MeanTime`, `MaxTime` and `MeanTimeBackward`
+//! pool it as an empty row.
 
 use crate::error::{Error, Result};
 use crate::op::same;

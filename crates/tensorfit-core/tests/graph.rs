@@ -3,7 +3,8 @@
 
 use tensorfit_core::args::{
     ActivationInputs, AdamInputs, AdamTargets, BinaryInputs, CopyInputs, CopyTargets,
-    LstmForwardInputs, MatMulInputs, SliceTimeInputs,
+    LstmForwardInputs, MatMulInputs, MaxTimeInputs, MeanTimeBackwardInputs, MeanTimeInputs,
+    SliceTimeInputs,
 };
 use tensorfit_core::{
     backward, schedule, Activation, AdamParams, BinaryOp, Error, Graph, Op, Phase, Shape, TensorId,
@@ -209,4 +210,42 @@ fn an_inference_lstm_cannot_be_differentiated() {
     let dy = g.input("dy", [3, 1, 2]);
     let e = backward(&mut g, &[(outs.y, dy)], &[w_ih]).unwrap_err();
     assert!(e.to_string().contains("keep_for_backward"), "{e}");
+}
+
+#[test]
+fn pooling_over_time_is_differentiated_by_its_backward_ops_and_at_gets_no_gradient() {
+    let mut g = Graph::new();
+    let x = g.input("x", [5, 3, 2]);
+    let l = g.input("lengths", [3]);
+    let lengths = Some(l);
+    let mean = g.apply("mean", Op::MeanTime, MeanTimeInputs { x, lengths });
+    let max = g.apply("max", Op::MaxTime, MaxTimeInputs { x, lengths });
+    let (mean, max) = (mean.unwrap().out, max.unwrap());
+    let (dmean, dmax) = (g.input("dmean", [3, 2]), g.input("dmax", [3, 2]));
+    let seeds = [(mean, dmean), (max.out, dmax)];
+    let grads = backward(&mut g, &seeds, &[x]).unwrap();
+    assert_eq!(g.shape(grads[0].unwrap()), &Shape::from([5, 3, 2]));
+    let inputs_of = |want: Op| {
+        let node = g.nodes().iter().find(|n| n.op == want);
+        node.map(|n| n.inputs.clone())
+    };
+    let mean_grad = inputs_of(Op::MeanTimeBackward { steps: 5 });
+    assert_eq!(mean_grad, Some(vec![dmean, l]));
+    let max_grad = inputs_of(Op::MaxTimeBackward { steps: 5 });
+    assert_eq!(max_grad, Some(vec![dmax, max.at]));
+
+    // A gradient arriving at `at` (an index) is refused, naming it.
+    let dat = g.input("dat", [3, 2]);
+    let e = backward(&mut g, &[(max.at, dat)], &[x]).unwrap_err();
+    assert!(e.to_string().contains("`at`"), "{e}");
+    // The backward ops have no gradient of their own.
+    let op = Op::MeanTimeBackward { steps: 5 };
+    let inputs = MeanTimeBackwardInputs {
+        dout: dmean,
+        lengths: None,
+    };
+    let dx = g.apply("again", op, inputs).unwrap().dx;
+    let ddx = g.input("ddx", [5, 3, 2]);
+    let e = backward(&mut g, &[(dx, ddx)], &[dmean]).unwrap_err();
+    assert!(e.to_string().contains("has no gradient"), "{e}");
 }

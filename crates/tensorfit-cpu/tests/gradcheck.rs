@@ -22,8 +22,9 @@ mod gradcheck_case;
 
 use tensorfit_core::args::{
     ActivationInputs, BatchNormInputs, BinaryInputs, ConcatFeaturesInputs, DropoutInputs,
-    EmbeddingInputs, LayerNormInputs, MatMulInputs, MeanVar, MseLossInputs, ReverseTimeInputs,
-    SliceFeaturesInputs, SliceTimeInputs, SoftmaxCrossEntropyInputs,
+    EmbeddingInputs, LayerNormInputs, MatMulInputs, MaxTimeInputs, MeanTimeInputs, MeanVar,
+    MseLossInputs, ReverseTimeInputs, SliceFeaturesInputs, SliceTimeInputs,
+    SoftmaxCrossEntropyInputs,
 };
 use tensorfit_core::dropout::{key_input, step_key};
 use tensorfit_core::{Activation, BinaryOp, DropoutParams, Op};
@@ -152,6 +153,50 @@ fn slice_features_at_the_start_middle_end_and_whole() {
         let x = c.random("x", &[3, 2, 5], &mut rng);
         let op = Op::SliceFeatures { start, width };
         let out = c.graph.apply("part", op, SliceFeaturesInputs { x });
+        c.outputs.push(out.unwrap().out);
+        c.run(&mut rng);
+    }
+}
+
+#[test]
+fn mean_time_whole_and_at_lengths_from_zero_to_all_steps() {
+    let mut rng = Rng::new(18);
+    for lengths in [None, Some(vec![3.0, 0.0, 1.0, 2.0])] {
+        let mut c = Case::new("mean_time");
+        let x = c.random("x", &[3, 4, 3], &mut rng);
+        let lengths = lengths.map(|l| c.leaf("lengths", &[4], l, false));
+        let inputs = MeanTimeInputs { x, lengths };
+        let out = c.graph.apply("mean", Op::MeanTime, inputs);
+        c.outputs.push(out.unwrap().out);
+        c.run(&mut rng);
+    }
+}
+
+#[test]
+fn max_time_at_lengths_from_zero_to_all_steps_without_ties() {
+    // Along time each (row, feature) holds a permutation of the steps, spaced 0.2 apart,
+    // plus noise of at most 0.03: no two values within the difference step of each other,
+    // so every maximum stays where it is when one value moves by H.
+    let mut rng = Rng::new(19);
+    let (steps, batch, width) = (4, 4, 3);
+    for lengths in [None, Some(vec![4.0, 0.0, 1.0, 3.0])] {
+        let mut c = Case::new("max_time");
+        let noise = rng.normals(steps * batch * width, 0.01);
+        let mut values = Vec::new();
+        for t in 0..steps {
+            for b in 0..batch {
+                for f in 0..width {
+                    let rank = (t * 3 + b * 5 + f * 7) % steps;
+                    let k = values.len();
+                    values.push(0.2 * rank as f32 - 0.3 + noise[k].clamp(-0.03, 0.03));
+                }
+            }
+        }
+        let x = c.leaf("x", &[steps, batch, width], values, true);
+        let lengths = lengths.map(|l| c.leaf("lengths", &[batch], l, false));
+        let inputs = MaxTimeInputs { x, lengths };
+        let out = c.graph.apply("max", Op::MaxTime, inputs);
+        // `at` is an index: only `out` is seeded.
         c.outputs.push(out.unwrap().out);
         c.run(&mut rng);
     }

@@ -55,6 +55,7 @@ shaders! {
     Optim => "optim.wgsl",
     Dropout => "dropout.wgsl",
     Bidir => "bidir.wgsl",
+    Pool => "pool.wgsl",
 }
 
 /// One entry point: where it is, how many storage buffers it binds (1..=`buffers`) and
@@ -127,6 +128,10 @@ kernels! {
     DROPOUT = Dropout::"dropout", 3, WG;
     REVERSE_TIME = Bidir::"reverse_time", 3, WG;
     COPY_FEATURES = Bidir::"copy_features", 2, WG;
+    MEAN_TIME = Pool::"mean_time", 3, WG;
+    MAX_TIME = Pool::"max_time", 4, WG;
+    MEAN_TIME_BACKWARD = Pool::"mean_time_backward", 3, WG;
+    MAX_TIME_BACKWARD = Pool::"max_time_backward", 3, WG;
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ pub fn slice_features(
 }
 
 /// `e` with the kernel's name in front, so that a bad length names the op it was given to.
-fn in_kernel(kernel: &str, e: Error) -> Error {
+pub(crate) fn in_kernel(kernel: &str, e: Error) -> Error {
     match e {
         Error::Input(message) => Error::Input(format!("{kernel}: {message}")),
         other => other,

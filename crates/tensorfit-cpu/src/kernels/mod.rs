@@ -24,6 +24,7 @@ pub mod lstm;
 pub mod mse;
 pub mod optim;
 pub mod packs;
+pub mod pool;
 pub(crate) mod recurrent;
 pub mod softmax;
 
@@ -219,6 +220,48 @@ impl<'a> OpKernels for HostKernels<'a> {
     ) -> Result<()> {
         let [rows, features] = dims2(s.x);
         bidir::slice_features((start, width), (i.x, rows, features), o.out)
+    }
+
+    fn mean_time(
+        &mut self,
+        s: MeanTimeInputs<&Shape>,
+        i: MeanTimeInputs<Self::In>,
+        o: MeanTimeOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        pool::mean_time(dims, i.lengths, i.x, o.out)
+    }
+
+    fn mean_time_backward(
+        &mut self,
+        steps: usize,
+        s: MeanTimeBackwardInputs<&Shape>,
+        i: MeanTimeBackwardInputs<Self::In>,
+        o: MeanTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        pool::mean_time_backward(dims, i.lengths, i.dout, o.dx)
+    }
+
+    fn max_time(
+        &mut self,
+        s: MaxTimeInputs<&Shape>,
+        i: MaxTimeInputs<Self::In>,
+        o: MaxTimeOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        pool::max_time(dims, i.lengths, i.x, o.out, o.at)
+    }
+
+    fn max_time_backward(
+        &mut self,
+        steps: usize,
+        s: MaxTimeBackwardInputs<&Shape>,
+        i: MaxTimeBackwardInputs<Self::In>,
+        o: MaxTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        pool::max_time_backward(dims, i.at, i.dout, o.dx)
     }
 
     fn lstm_forward(

@@ -27,6 +27,7 @@ pub mod lstm;
 mod modules;
 pub mod mse;
 pub mod optim;
+pub mod pool;
 pub mod recurrent;
 pub mod softmax;
 mod sources;
@@ -271,6 +272,48 @@ impl<'g> OpKernels for Gpu<'g> {
     ) -> Result<()> {
         let [rows, features] = dims2(s.x);
         bidir::slice_features(self, (start, width), (i.x, rows, features), o.out)
+    }
+
+    fn mean_time(
+        &mut self,
+        s: MeanTimeInputs<&Shape>,
+        i: MeanTimeInputs<DevPtr>,
+        o: MeanTimeOutputs<DevPtr>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        pool::mean_time(self, [i.x, o.out], i.lengths, dims)
+    }
+
+    fn mean_time_backward(
+        &mut self,
+        steps: usize,
+        s: MeanTimeBackwardInputs<&Shape>,
+        i: MeanTimeBackwardInputs<DevPtr>,
+        o: MeanTimeBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        pool::mean_time_backward(self, [i.dout, o.dx], i.lengths, dims)
+    }
+
+    fn max_time(
+        &mut self,
+        s: MaxTimeInputs<&Shape>,
+        i: MaxTimeInputs<DevPtr>,
+        o: MaxTimeOutputs<DevPtr>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        pool::max_time(self, [i.x, o.out, o.at], i.lengths, dims)
+    }
+
+    fn max_time_backward(
+        &mut self,
+        steps: usize,
+        s: MaxTimeBackwardInputs<&Shape>,
+        i: MaxTimeBackwardInputs<DevPtr>,
+        o: MaxTimeBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        pool::max_time_backward(self, [i.dout, i.at, o.dx], dims)
     }
 
     // `lstm_forward`, `lstm_backward`, `gru_forward`, `gru_backward`: each call handed

@@ -53,6 +53,10 @@ pub const CLIP_GRAD: &str = "clip_grad";
 pub const DROPOUT: &str = "dropout";
 pub const REVERSE_TIME: &str = "reverse_time";
 pub const COPY_FEATURES: &str = "copy_features";
+pub const MEAN_TIME: &str = "mean_time";
+pub const MAX_TIME: &str = "max_time";
+pub const MEAN_TIME_BACKWARD: &str = "mean_time_backward";
+pub const MAX_TIME_BACKWARD: &str = "max_time_backward";
 
 /// A [`KernelSource`] of the file `$file` (named once: its text is included from it).
 macro_rules! source {
@@ -66,7 +70,7 @@ macro_rules! source {
 }
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 12] = [
+pub const SOURCES: [KernelSource; 13] = [
     source!(
         "elementwise.cu",
         [
@@ -111,4 +115,8 @@ pub const SOURCES: [KernelSource; 12] = [
     source!("optim.cu", [SGD_UPDATE, SUM_SQUARES, CLIP_GRAD]),
     source!("dropout.cu", [DROPOUT]),
     source!("bidir.cu", [REVERSE_TIME, COPY_FEATURES]),
+    source!(
+        "pool.cu",
+        [MEAN_TIME, MAX_TIME, MEAN_TIME_BACKWARD, MAX_TIME_BACKWARD]
+    ),
 ];
