@@ -1,6 +1,7 @@
 //! The layers beyond one recurrent stack, through the front door alone, off the
 //! benchmark's shapes: a tagger with a residual block and a LayerNorm on every step, and
-//! a bidirectional GRU tagger, built with the facade's `ModelBuilder`, trained by
+//! a bidirectional GRU tagger, and classifiers reading the mean or the maximum of each
+//! sequence's steps, built with the facade's `ModelBuilder`, trained by
 //! `Runner::train` on sequences of 1 to 37 steps (padded batches; a BatchNorm there is
 //! refused), each sequence predicted in a padded batch as it is alone (the reverse
 //! direction starts at each sequence's own end), and the unidirectional one streamed a
@@ -17,18 +18,36 @@ use tensorfit::{
 const FEATURES: usize = 2;
 const HIDDEN: usize = 24;
 
-/// 30 sequences of 1 to 37 steps; each step is labelled by the sign of its first value.
+/// 30 sequences of 1 to 37 steps.
+fn inputs() -> Vec<Vec<f32>> {
+    (0..30)
+        .map(|i| {
+            let steps = 1 + (i * 11) % 37;
+            (0..steps * FEATURES)
+                .map(|k| ((i * 29 + k * 13) % 17) as f32 / 8.5 - 1.0)
+                .collect()
+        })
+        .collect()
+}
+
+/// [`inputs`], each step labelled by the sign of its first value.
 fn data() -> Sequences {
-    let (mut inputs, mut labels) = (Vec::new(), Vec::new());
-    for i in 0..30 {
-        let steps = 1 + (i * 11) % 37;
-        let x: Vec<f32> = (0..steps * FEATURES)
-            .map(|k| ((i * 29 + k * 13) % 17) as f32 / 8.5 - 1.0)
-            .collect();
-        labels.push(x.chunks(FEATURES).map(|s| f32::from(s[0] > 0.0)).collect());
-        inputs.push(x);
-    }
+    let inputs = inputs();
+    let labels = inputs
+        .iter()
+        .map(|x| x.chunks(FEATURES).map(|s| f32::from(s[0] > 0.0)).collect())
+        .collect();
     Sequences::with_step_labels(inputs, labels, FEATURES).unwrap()
+}
+
+/// [`inputs`], each sequence labelled by the sign of the sum of its first values.
+fn sequence_data() -> Sequences {
+    let inputs = inputs();
+    let labels = inputs
+        .iter()
+        .map(|x| f32::from(x.chunks(FEATURES).map(|s| s[0]).sum::<f32>() > 0.0))
+        .collect();
+    Sequences::new(inputs, labels, FEATURES).unwrap()
 }
 
 fn tagger(norm_rows_alone: bool) -> ModelDescription {
@@ -73,8 +92,30 @@ fn a_bidirectional_tagger_trains_on_ragged_data_and_predicts_each_sequence_as_al
     trains_on_ragged_data_and_predicts_each_sequence_as_alone(bidirectional_tagger());
 }
 
+#[test]
+fn classifiers_pooling_each_sequences_steps_train_on_ragged_data_and_predict_as_alone() {
+    let pooled = |max: bool| {
+        let b = ModelDescription::builder()
+            .features(FEATURES)
+            .lstm(HIDDEN, 1);
+        let b = if max { b.max_pool() } else { b.mean_pool() };
+        b.dense(HIDDEN, Activation::Relu)
+            .classify(2)
+            .build()
+            .unwrap()
+    };
+    for max in [false, true] {
+        trains_and_predicts_as_alone(pooled(max), sequence_data());
+    }
+}
+
 fn trains_on_ragged_data_and_predicts_each_sequence_as_alone(description: ModelDescription) {
-    let data = data();
+    trains_and_predicts_as_alone(description, data());
+}
+
+/// Trains `description` on `data` (ragged) for three epochs in padded batches of 8, then
+/// predicts each sequence in padded batches of 8 and alone: the same numbers.
+fn trains_and_predicts_as_alone(description: ModelDescription, data: Sequences) {
     assert!(data.is_ragged());
     let model = Model::new(description, 7).unwrap();
     let mut run = model.open(data.shapes(8), &cpu()).unwrap();

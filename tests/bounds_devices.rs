@@ -92,7 +92,7 @@ fn data(
         .padded
         .then(|| (0..b).map(|_| rng.int_inclusive(1, t) as f32).collect());
     let rows = match model.head.on {
-        HeadOn::LastStep => b,
+        HeadOn::Sequence(_) => b,
         HeadOn::EveryStep => t * b,
     };
     // Steps past a sequence's end score nothing.

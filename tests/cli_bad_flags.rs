@@ -205,7 +205,7 @@ fn predict_input_that_does_not_fit_the_model_names_the_file_before_planning() {
     // A model of token ids cannot read --input at all: it was planned, then refused
     // with the internal [time, batch] layout.
     let mut tokens = ModelDescription::lstm_language_model(20, 8, 1);
-    tokens.head.on = tensorfit::nn::HeadOn::LastStep;
+    tokens.head.on = tensorfit::nn::HeadOn::LAST_STEP;
     let ck = dir.join("tokens.safetensors");
     tensorfit::Model::new(tokens, 1).unwrap().save(&ck).unwrap();
     let e = predict(&ck);

@@ -61,7 +61,7 @@ fn description(m: &HashMap<String, String>) -> ModelDescription {
             bidirectional: false,
         },
         head: HeadSpec {
-            on: HeadOn::LastStep,
+            on: HeadOn::LAST_STEP,
             layers: vec![
                 HeadLayer {
                     name: "head.0".into(),

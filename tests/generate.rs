@@ -19,7 +19,7 @@ const CHARS: &str = "abcdefghij";
 fn language_model() -> ModelDescription {
     let vocab = CHARS.chars().count() + 1;
     let mut d = ModelDescription::lstm_language_model(vocab, 12, 2);
-    d.head.on = HeadOn::LastStep;
+    d.head.on = HeadOn::LAST_STEP;
     d
 }
 
@@ -87,7 +87,7 @@ fn a_model_vocabulary_past_the_text_characters_still_writes_length_characters() 
     // `vocab` 40 over a text of 10 characters (ids 1..=10): ids 11..40 are no character,
     // and a flat draw would mostly pick them and print nothing.
     let mut wide = ModelDescription::lstm_language_model(40, 12, 2);
-    wide.head.on = HeadOn::LastStep;
+    wide.head.on = HeadOn::LAST_STEP;
     let ck = checkpoint_of(wide, "wide.safetensors", true);
     let (text, notes) = generate_with_notes(
         &ck,

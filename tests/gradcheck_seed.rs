@@ -161,7 +161,7 @@ fn gradients_match_finite_differences(cfg: &ModelDescription) {
     };
     exe.write(&mut backend, c.stack.x, &x).unwrap();
     let labels: Vec<f32> = match cfg.head.on {
-        HeadOn::LastStep => vec![0.0, 2.0, 1.0, 2.0],
+        HeadOn::Sequence(_) => vec![0.0, 2.0, 1.0, 2.0],
         // Every step: some steps ignored, as past the end of a padded sequence.
         HeadOn::EveryStep => (0..steps * batch)
             .map(|i| {

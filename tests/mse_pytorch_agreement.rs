@@ -40,7 +40,7 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
             bidirectional: false,
         },
         head: HeadSpec {
-            on: HeadOn::LastStep,
+            on: HeadOn::LAST_STEP,
             layers: vec![HeadLayer {
                 name: "head.0".into(),
                 kind: HeadLayerKind::Dense {

@@ -4,7 +4,8 @@
 //! truncated-BPTT lengths, for the seed's head and another, for a regression (the
 //! mean-squared-error loss, f32 targets), a GRU stack and token input (ids read directly by
 //! an LSTM, embedded ids into a GRU), bidirectional stacks (an LSTM, a GRU over a padded
-//! batch, a language model on ids) and a language model (a head on every step). Prints
+//! batch, a language model on ids), the mean and the maximum over each sequence's steps
+//! and a language model (a head on every step). Prints
 //! a table of the figures. The language model also trains in DL4J's windows. Where only
 //! recomputation fits (`train-capped`), it is planned for a language model and for padded
 //! batches too.
@@ -17,7 +18,7 @@ use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
     CarriedState, Cell, HeadLayer, HeadLayerKind, HeadOn, InputSpec, Job, LossSpec, MarkovText,
-    ParamStore, RunningMean, TbpttMode, TemporalOrder,
+    ParamStore, Reduce, RunningMean, TbpttMode, TemporalOrder,
 };
 use tensorfit::session::{decide, start};
 
@@ -99,6 +100,9 @@ fn check_device(device: DeviceKind) {
         ("infer-bidirectional", 32, 16, 60, 60),
         ("train-padded-bidirectional-gru", 32, 8, 60, 60),
         ("infer-bidirectional-lm", 32, 16, 60, 60),
+        ("train-padded-mean", 32, 8, 60, 60),
+        ("infer-max", 32, 16, 60, 60),
+        ("train-max-bidirectional-gru", 32, 8, 40, 40),
     ];
     println!(
         "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
@@ -118,6 +122,13 @@ fn check_device(device: DeviceKind) {
         // Both directions: reversed copies of each layer's input and output, both
         // directions' outputs side by side (whole sequences only).
         cfg.recurrent.bidirectional = kind.contains("-bidirectional");
+        // Each sequence's mean or maximum over its steps in place of its last step.
+        if kind.contains("-mean") {
+            cfg.head.on = HeadOn::Sequence(Reduce::Mean);
+        }
+        if kind.contains("-max") {
+            cfg.head.on = HeadOn::Sequence(Reduce::Max);
+        }
         if kind.ends_with("-ids") {
             cfg.input = InputSpec::Tokens {
                 vocab: TemporalOrder::FEATURES,

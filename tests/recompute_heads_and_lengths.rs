@@ -94,7 +94,7 @@ fn data(cfg: &ModelDescription, (batch, steps): (usize, usize), padded: bool) ->
     let lengths: Vec<usize> = (0..batch).map(|b| b % steps + 1).collect();
     let classes = cfg.loss.outputs();
     let labels = match cfg.head.on {
-        HeadOn::LastStep => (0..batch).map(|b| (b % classes) as f32).collect(),
+        HeadOn::Sequence(_) => (0..batch).map(|b| (b % classes) as f32).collect(),
         HeadOn::EveryStep => (0..steps * batch)
             .map(|i| {
                 let (t, b) = (i / batch, i % batch);

@@ -32,7 +32,7 @@ fn small_tokens() -> ModelDescription {
         vocab: 11,
         embedding: None,
     };
-    d.head.on = HeadOn::LastStep;
+    d.head.on = HeadOn::LAST_STEP;
     d
 }
 

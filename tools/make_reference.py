@@ -114,6 +114,7 @@ import every_step_reference
 import layernorm_reference
 import mse_reference
 import padded_reference
+import pool_reference
 from reference_files import data_path, write_checked, write_safetensors
 
 # Sizes of the scaled-down seed network.
@@ -388,8 +389,9 @@ def main(argv=None):
 
     # A padded batch through pack_padded_sequence (contents: tools/padded_reference.py).
     padded_reference.write()
-    # Bidirectional stacks over padded batches (tools/bidirectional_reference.py).
-    for path, record, meta in bidirectional_reference.build():
+    # Bidirectional stacks over padded batches (tools/bidirectional_reference.py) and
+    # pooling over each sequence's steps (tools/pool_reference.py).
+    for path, record, meta in bidirectional_reference.build() + pool_reference.build():
         write_checked(path, record, meta)
     return 0
 

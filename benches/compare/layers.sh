@@ -7,10 +7,10 @@
 # (tensorfit / PyTorch, < 1 is faster).
 #
 #   PYTHON=/work/torch-venv/bin/python benches/compare/layers.sh
-#   THREADS=2 ITERS=5 ROUNDS=5 BATCH=32 STEPS=100 benches/compare/layers.sh
+#   THREADS=2 ITERS=5 ROUNDS=5 BATCH=32 STEPS=100 HIDDEN=256 benches/compare/layers.sh
 #
-# Models: bilstm (benches/compare/bilstm.toml: nn.LSTM(152, 256, 2 layers,
-# bidirectional) -> cat(h_n[-2], h_n[-1]) -> Linear(512, 6)).
+# Models: bilstm (benches/compare/bilstm.toml: nn.LSTM(152, H, 2 layers, bidirectional)
+# -> cat(h_n[-2], h_n[-1]) -> Linear(2H, 6); its `hidden` replaced by HIDDEN).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 THREADS=${THREADS:-2}
@@ -18,6 +18,7 @@ ITERS=${ITERS:-5}
 ROUNDS=${ROUNDS:-5}
 BATCH=${BATCH:-32}
 STEPS=${STEPS:-100}
+HIDDEN=${HIDDEN:-256}
 MODELS=${MODELS:-bilstm}
 PYTHON=${PYTHON:-python3}
 export RAYON_NUM_THREADS=$THREADS
@@ -28,11 +29,12 @@ trap 'rm -rf "$tmp"' EXIT
 for round in $(seq 1 "$ROUNDS"); do
     echo "round $round of $ROUNDS ..." >&2
     "$PYTHON" benches/compare/torch_layers.py --threads "$THREADS" --iters "$ITERS" \
-        --batch "$BATCH" --steps "$STEPS" --models "$MODELS" >> "$tmp/runs.jsonl"
+        --batch "$BATCH" --steps "$STEPS" --hidden "$HIDDEN" --models "$MODELS" >> "$tmp/runs.jsonl"
     for model in ${MODELS//,/ }; do
-        target/release/tensorfit bench --model "benches/compare/$model.toml" --mode train \
+        sed "s/^hidden = .*/hidden = $HIDDEN/" "benches/compare/$model.toml" > "$tmp/$model.toml"
+        target/release/tensorfit bench --model "$tmp/$model.toml" --mode train \
             --batch "$BATCH" --seq-len "$STEPS" --iters "$ITERS" --device cpu --json |
-            python3 -c "import json, sys; r = json.load(sys.stdin); print(json.dumps({'system': 'tensorfit', 'model': '$model', 'batch': $BATCH, 'steps': $STEPS, 'ms': r['ms_per_step']}))" \
+            python3 -c "import json, sys; r = json.load(sys.stdin); print(json.dumps({'system': 'tensorfit', 'model': '$model', 'batch': $BATCH, 'steps': $STEPS, 'hidden': $HIDDEN, 'ms': r['ms_per_step']}))" \
             >> "$tmp/runs.jsonl"
     done
 done
@@ -45,12 +47,12 @@ systems = list(dict.fromkeys(r["system"] for r in runs))
 torch = next(s for s in systems if s.startswith("pytorch"))
 models = list(dict.fromkeys(r["model"] for r in runs))
 print(f"training step; medians over {rounds} rounds, {threads} threads")
-print(f"| model | B | T | tensorfit ms | {torch} ms | ratio |")
-print("| --- | --- | --- | --- | --- | --- |")
+print(f"| model | B | T | H | tensorfit ms | {torch} ms | ratio |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 for m in models:
     ms = {s: statistics.median(r["ms"] for r in runs if r["model"] == m and r["system"] == s)
           for s in systems}
     r0 = next(r for r in runs if r["model"] == m)
-    print(f"| {m} | {r0['batch']} | {r0['steps']} | {ms['tensorfit']:.1f} | {ms[torch]:.1f} | "
+    print(f"| {m} | {r0['batch']} | {r0['steps']} | {r0['hidden']} | {ms['tensorfit']:.1f} | {ms[torch]:.1f} | "
           f"{ms['tensorfit'] / ms[torch]:.2f} |")
 PY

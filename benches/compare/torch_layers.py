@@ -3,8 +3,8 @@ script: the same layers, sizes and task shapes as its model files, trained by Ad
 random data of the built-in temporal-order task's shapes (152 features, 6 classes, one
 label per sequence).
 
-  bilstm: nn.LSTM(152, 256, num_layers=2, bidirectional=True) -> torch.cat((h_n[-2],
-          h_n[-1]), 1) -> nn.Linear(512, 6), CrossEntropyLoss, Adam
+  bilstm: nn.LSTM(152, H, num_layers=2, bidirectional=True) -> torch.cat((h_n[-2],
+          h_n[-1]), 1) -> nn.Linear(2H, 6), CrossEntropyLoss, Adam (H = --hidden, 256)
 
 A step is zero_grad, forward, backward and Adam's update, as `tensorfit bench --mode
 train` times one. Prints one JSON line per model: {"system", "model", "batch", "steps",
@@ -28,10 +28,10 @@ FEATURES, CLASSES = 152, 6
 
 
 class BiLstm(nn.Module):
-    def __init__(self):
+    def __init__(self, hidden):
         super().__init__()
-        self.lstm = nn.LSTM(FEATURES, 256, num_layers=2, bidirectional=True)
-        self.out = nn.Linear(512, CLASSES)
+        self.lstm = nn.LSTM(FEATURES, hidden, num_layers=2, bidirectional=True)
+        self.out = nn.Linear(2 * hidden, CLASSES)
 
     def forward(self, x):
         _, (h_n, _) = self.lstm(x)
@@ -47,13 +47,14 @@ def main():
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--models", default="bilstm")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     system = f"pytorch {torch.__version__.split('+')[0]}"
     for name in a.models.split(","):
-        model = MODELS[name]()
+        model = MODELS[name](a.hidden)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         loss_fn = nn.CrossEntropyLoss()
         x = torch.randn(a.steps, a.batch, FEATURES)
@@ -66,7 +67,7 @@ def main():
 
         ms = median_ms(step, a.iters)
         print(json.dumps({"system": system, "model": name, "batch": a.batch,
-                          "steps": a.steps, "ms": ms}), flush=True)
+                          "steps": a.steps, "hidden": a.hidden, "ms": ms}), flush=True)
 
 
 if __name__ == "__main__":

@@ -371,8 +371,8 @@ pub const DEFAULT_WINDOW: usize = 100;
 pub fn per_step_labels(path: &Path, per: LabelsPer, cfg: &ModelDescription) -> Result<()> {
     let shown = path.display();
     match (per, cfg.head.on) {
-        (LabelsPer::Step, HeadOn::EveryStep) | (LabelsPer::Sequence, HeadOn::LastStep) => Ok(()),
-        (LabelsPer::Step, HeadOn::LastStep) => bail!(
+        (LabelsPer::Step, HeadOn::EveryStep) | (LabelsPer::Sequence, HeadOn::Sequence(_)) => Ok(()),
+        (LabelsPer::Step, HeadOn::Sequence(_)) => bail!(
             "{shown}: a label per step (a language model's next characters, or per-step labels), and the model's head reads the last step only: give it `on = \"every_step\"` in `[head]`"
         ),
         (LabelsPer::Sequence, HeadOn::EveryStep) => bail!(
@@ -393,7 +393,7 @@ pub fn ignored_labels(cfg: &ModelDescription) -> Labels {
 fn head_labels(cfg: &ModelDescription) -> LabelsPer {
     match cfg.head.on {
         HeadOn::EveryStep => LabelsPer::Step,
-        HeadOn::LastStep => LabelsPer::Sequence,
+        HeadOn::Sequence(_) => LabelsPer::Sequence,
     }
 }
 

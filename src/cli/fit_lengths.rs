@@ -89,8 +89,8 @@ pub fn check(
         (HeadOn::EveryStep, _) => format!(
             "give --tbptt-mode windows (every step of every sequence trains, window by window), or --tbptt at least {needed}"
         ),
-        (HeadOn::LastStep, TbpttMode::Last) => format!("give --tbptt at least {needed}"),
-        (HeadOn::LastStep, TbpttMode::Windows) => format!(
+        (HeadOn::Sequence(_), TbpttMode::Last) => format!("give --tbptt at least {needed}"),
+        (HeadOn::Sequence(_), TbpttMode::Windows) => format!(
             "give --tbptt at least {needed} with --tbptt-mode last (a head on the last step has a loss in the last window only)"
         ),
     };

@@ -304,7 +304,7 @@ pub fn quality_text(cfg: &ModelDescription, loss: f32, accuracy: Option<f32>) ->
             loss.exp(),
             loss / std::f32::consts::LN_2
         ),
-        (Some(a), HeadOn::LastStep) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
+        (Some(a), HeadOn::Sequence(_)) => format!("loss {loss:.4}, accuracy {:.1}%", 100.0 * a),
         (None, _) => format!("loss (mse) {loss:.4}"),
     }
 }

@@ -133,7 +133,7 @@ pub fn data_step(
             labels.iter().filter(|&&l| l != IGNORE_LABEL).count()
         }
         (false, HeadOn::EveryStep) => labels.len(),
-        (false, HeadOn::LastStep) => part.rows.len(),
+        (false, HeadOn::Sequence(_)) => part.rows.len(),
     };
     r.set_step(part.global, units);
     Ok(run.train_batch_on_ranks(r, batch)?)

@@ -62,7 +62,7 @@ pub(crate) fn check_batch(
     let per_row = model.loss.targets_per_row();
     // One label (or `per_row` targets) per sequence, or per step and sequence.
     let (rows, per) = match model.head.on {
-        HeadOn::LastStep => (batch, "sequence"),
+        HeadOn::Sequence(_) => (batch, "sequence"),
         HeadOn::EveryStep => (steps * batch, "step of each sequence"),
     };
     if labels.len() != rows * per_row {

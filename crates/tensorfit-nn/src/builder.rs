@@ -28,7 +28,7 @@ use tensorfit_core::Activation;
 
 use crate::description::{
     Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
-    ModelDescription, RecurrentSpec,
+    ModelDescription, RecurrentSpec, Reduce,
 };
 use crate::description_check::InvalidDescription;
 
@@ -119,7 +119,7 @@ impl ModelDescription {
             recurrent: None,
             dropout: 0.0,
             bidirectional: false,
-            on: HeadOn::LastStep,
+            on: HeadOn::LAST_STEP,
             layers: Vec::new(),
             loss: None,
         }
@@ -202,6 +202,21 @@ impl ModelBuilder {
     /// The head reads every step (tagging, language models) instead of the last.
     pub fn every_step(mut self) -> Self {
         self.on = HeadOn::EveryStep;
+        self
+    }
+
+    /// The head reads the mean of each sequence's steps (Keras's
+    /// `GlobalAveragePooling1D`; `on = "mean"`) instead of its last step; with lengths,
+    /// over its own steps only.
+    pub fn mean_pool(mut self) -> Self {
+        self.on = HeadOn::Sequence(Reduce::Mean);
+        self
+    }
+
+    /// The head reads the maximum of each feature over each sequence's steps (Keras's
+    /// `GlobalMaxPooling1D`; `on = "max"`) instead of its last step.
+    pub fn max_pool(mut self) -> Self {
+        self.on = HeadOn::Sequence(Reduce::Max);
         self
     }
 

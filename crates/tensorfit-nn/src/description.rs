@@ -107,11 +107,52 @@ impl RecurrentSpec {
 /// Which steps of the top recurrent layer the head reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HeadOn {
-    /// The last step: one output per sequence (sequence classification, regression).
-    LastStep,
+    /// One output per sequence (sequence classification, regression), from its steps
+    /// reduced by [`Reduce`]: the last step, or their mean or maximum.
+    Sequence(Reduce),
     /// Every step: one output per step (language models, tagging; DL4J's
     /// `RnnOutputLayer`).
     EveryStep,
+}
+
+impl HeadOn {
+    /// Each sequence's last step (DL4J's `LastTimeStep`; a model file's `on = "last"`).
+    pub const LAST_STEP: HeadOn = HeadOn::Sequence(Reduce::LastStep);
+
+    /// Each as a model file (`head.on`) and a checkpoint spell it.
+    pub const SPELLINGS: [(&'static str, HeadOn); 4] = [
+        ("last", HeadOn::LAST_STEP),
+        ("mean", HeadOn::Sequence(Reduce::Mean)),
+        ("max", HeadOn::Sequence(Reduce::Max)),
+        ("every_step", HeadOn::EveryStep),
+    ];
+
+    /// As a model file spells it.
+    pub fn spelling(self) -> &'static str {
+        Self::SPELLINGS
+            .iter()
+            .find(|(_, on)| *on == self)
+            .map_or("", |(name, _)| name)
+    }
+
+    /// Whether the head gives one output per sequence (not one per step).
+    pub fn per_sequence(self) -> bool {
+        matches!(self, HeadOn::Sequence(_))
+    }
+}
+
+/// How a head on each sequence reads its steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reduce {
+    /// Each sequence's own last step (after a bidirectional stack, each direction's).
+    LastStep,
+    /// The mean over each sequence's own steps (Keras's `GlobalAveragePooling1D`, DL4J's
+    /// `GlobalPoolingLayer` with `AVG`; in PyTorch, `y` summed over the steps inside each
+    /// sequence and divided by its length).
+    Mean,
+    /// The maximum over each sequence's own steps, per feature (Keras's
+    /// `GlobalMaxPooling1D`; in PyTorch, `y.masked_fill(padding, -inf).amax(0)`).
+    Max,
 }
 
 /// One layer of the head, by its kind.
@@ -195,7 +236,7 @@ impl ModelDescription {
     /// with one layer).
     pub fn lstm_classifier(features: usize, hidden: usize, layers: usize, classes: usize) -> Self {
         let input = InputSpec::Dense { features };
-        ModelDescription::bare_lstm(input, (hidden, layers), HeadOn::LastStep, classes)
+        ModelDescription::bare_lstm(input, (hidden, layers), HeadOn::LAST_STEP, classes)
     }
 
     /// A language model with nothing between its recurrent stack and its output layer:

@@ -50,10 +50,7 @@ pub fn to_json(d: &ModelDescription) -> String {
             json!({"kind": "tokens", "vocab": vocab, "embedding": embedding})
         }
     };
-    let on = match d.head.on {
-        HeadOn::LastStep => "last",
-        HeadOn::EveryStep => "every_step",
-    };
+    let on = d.head.on.spelling();
     let layers: Vec<Value> = d
         .head
         .layers
@@ -202,11 +199,12 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
         bidirectional: t.flag("bidirectional")?,
     };
     let t = top.table("head")?;
-    let on = match t.text("on")? {
-        "last" => HeadOn::LastStep,
-        "every_step" => HeadOn::EveryStep,
-        other => return Err(t.unknown("on", other, "\"last\" or \"every_step\"")),
-    };
+    let on = t.text("on")?;
+    let on = HeadOn::SPELLINGS
+        .iter()
+        .find(|(name, _)| *name == on)
+        .map(|&(_, head_on)| head_on)
+        .ok_or_else(|| t.unknown("on", on, "\"last\", \"mean\", \"max\" or \"every_step\""))?;
     let list = t
         .get("layers")?
         .as_array()

@@ -50,7 +50,7 @@ pub use builtin_task::BuiltinTask;
 pub use checkpoint::Checkpoint;
 pub use description::{
     Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
-    ModelDescription, RecurrentSpec,
+    ModelDescription, RecurrentSpec, Reduce,
 };
 pub use description_check::InvalidDescription;
 pub use description_toml::{

@@ -12,9 +12,7 @@ use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
 pub use crate::layers::RecurrentStack;
-use crate::layers::{
-    dropout, BatchStats, Context, LastStep, Layer, ParamKind, ParamSpec, StateSlot,
-};
+use crate::layers::{dropout, BatchStats, Context, ParamKind, ParamSpec, StateSlot};
 use crate::network::{Network, NetworkTensors};
 
 /// Tensors by name (PyTorch's parameter names).
@@ -154,11 +152,11 @@ pub fn classifier_at_lengths(
     let key = dropout::key_leaf(g, mode == Mode::Train && net.has_dropout());
     let mut cx = Context::padded(g, mode, (batch, padded), key);
     let stack = net.stack(g, &leaves.ids, steps, &mut cx)?;
-    // `[B, H]` through the last step; with a head on every step `[T, B, H]`, read by the
-    // head's layers as T·B rows (`tensorfit_core::rows`).
-    let rows = match net.head_on {
-        HeadOn::LastStep => LastStep.forward(g, stack.y, &[], &mut cx)?,
-        HeadOn::EveryStep => stack.y,
+    // `[B, H]` through the last step (or a pool over the steps); with a head on every
+    // step `[T, B, H]`, read by the head's layers as T·B rows (`tensorfit_core::rows`).
+    let rows = match net.reduce() {
+        Some(reduce) => reduce.forward(g, stack.y, &[], &mut cx)?,
+        None => stack.y,
     };
     let h = head(g, &net, &leaves.ids, rows, &mut cx)?;
     Ok(Classifier {

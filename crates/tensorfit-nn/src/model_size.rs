@@ -5,7 +5,7 @@ use std::fmt;
 
 use tensorfit_core::Result;
 
-use crate::description::{HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription};
+use crate::description::{HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription, Reduce};
 use crate::layers::{ParamKind, ParamSpec, Tensors};
 use crate::network::Network;
 
@@ -75,7 +75,9 @@ impl fmt::Display for ModelDescription {
             }
         }
         let on = match self.head.on {
-            HeadOn::LastStep => "last step",
+            HeadOn::Sequence(Reduce::LastStep) => "last step",
+            HeadOn::Sequence(Reduce::Mean) => "mean over the steps",
+            HeadOn::Sequence(Reduce::Max) => "max over the steps",
             HeadOn::EveryStep => "every step",
         };
         let (r, mut sep) = (self.recurrent, ":");

@@ -10,11 +10,11 @@
 
 use tensorfit_core::{Graph, Result, Shape, TensorId};
 
-use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription};
+use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription, Reduce};
 use crate::layers::{
     BatchNorm, CellInput, Context, Dense, Dropout, Embedding, EmbeddingTensors, Gru, HeadEntry,
     HeadPart, HeadPartTensors, LastStep, Layer, LayerNorm, LinearTensors, Lstm, OutputLayer,
-    ParamSpec, Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights, Tensors,
+    ParamSpec, Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights, Tensors, TimePool,
 };
 
 /// The name the output layer is registered under.
@@ -26,8 +26,8 @@ pub struct Network {
     /// The token embedding before the stack (`embedding.weight`), if the input has one.
     pub embedding: Option<Embedding>,
     pub recurrent: RecurrentLayer,
-    /// Which steps of the top layer the head reads: [`HeadOn::LastStep`] places a
-    /// [`LastStep`] layer after the stack.
+    /// Which steps of the top layer the head reads: a head on each sequence places a
+    /// [`LastStep`] or a [`TimePool`] after the stack ([`Network::reduce`]).
     pub head_on: HeadOn,
     pub head: Vec<HeadEntry>,
     pub out: OutputLayer,
@@ -170,20 +170,30 @@ impl Network {
     }
 
     /// The layers in order, each as the rest of the engine asks it: the embedding if
-    /// any, the recurrent stack, the last step (a head on the last step), the head's
-    /// layers. (The output layer `out` and the loss end every model; they are not listed.)
+    /// any, the recurrent stack, the reduction of each sequence (a head on each
+    /// sequence), the head's layers. (The output layer `out` and the loss end every
+    /// model; they are not listed.)
     pub fn layers(&self) -> Vec<&dyn Layer> {
-        const LAST_STEP: LastStep = LastStep;
         let mut v: Vec<&dyn Layer> = Vec::new();
         if let Some(e) = &self.embedding {
             v.push(e);
         }
         v.push(&self.recurrent);
-        if self.head_on == HeadOn::LastStep {
-            v.push(&LAST_STEP);
-        }
+        v.extend(self.reduce());
         v.extend(self.head_layers());
         v
+    }
+
+    /// The layer that reduces each sequence to one row for a head on each sequence: its
+    /// last step, or the mean or maximum over its steps; none for a head on every step.
+    pub fn reduce(&self) -> Option<&'static dyn Layer> {
+        const LAST_STEP: LastStep = LastStep;
+        match self.head_on {
+            HeadOn::Sequence(Reduce::LastStep) => Some(&LAST_STEP),
+            HeadOn::Sequence(Reduce::Mean) => Some(&TimePool::MEAN),
+            HeadOn::Sequence(Reduce::Max) => Some(&TimePool::MAX),
+            HeadOn::EveryStep => None,
+        }
     }
 
     /// The head's layers (those after the stack and its last step), in order.

@@ -361,7 +361,7 @@ impl TrainOptions {
     fn micro_batch_eval(&self, model: &ModelDescription, m: usize, steps: usize) -> Runs {
         let last = self.chunk.min(steps);
         let before = match model.head.on {
-            HeadOn::LastStep => ProgramKind::Carry,
+            HeadOn::Sequence(_) => ProgramKind::Carry,
             HeadOn::EveryStep => ProgramKind::EvalCarry,
         };
         let mut runs: Runs = chunk_runs(steps - last, self.chunk)

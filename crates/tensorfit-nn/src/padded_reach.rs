@@ -38,7 +38,7 @@ impl Reach {
     /// `None` when a sequence of any length runs.
     pub fn of(model: &ModelDescription, keys: &[ProgramKey], steps: usize) -> Option<Reach> {
         let (start, program) = match model.head.on {
-            HeadOn::LastStep => {
+            HeadOn::Sequence(_) => {
                 // The head runs in the last program but a split step's update (which
                 // reads no steps).
                 let last = keys.iter().rev().find(|k| k.kind != ProgramKind::Update)?;
@@ -97,7 +97,7 @@ impl Reach {
     /// Why a sequence must reach there, for messages.
     pub fn why(&self) -> &'static str {
         match self.head {
-            HeadOn::LastStep => "the head reads each sequence's last step there",
+            HeadOn::Sequence(_) => "the head reads each sequence's last step there",
             HeadOn::EveryStep => {
                 "the head reads every step, masked past each sequence's end, but in truncated-BPTT mode `last` only the segment's steps have a loss: none of its labels would count"
             }

@@ -220,7 +220,7 @@ impl Program {
         };
         // The rows BatchNorm saw: one per sequence, or one per step and sequence.
         let rows = match model.head.on {
-            HeadOn::LastStep => key.batch,
+            HeadOn::Sequence(_) => key.batch,
             HeadOn::EveryStep => key.batch * key.steps,
         } as f32;
         let unbias = rows / (rows - 1.0);

@@ -38,7 +38,7 @@ impl RunningMean {
         let parts = (model.input, model.head.on, model.loss);
         let (
             InputSpec::Dense { features },
-            HeadOn::LastStep,
+            HeadOn::LAST_STEP,
             LossSpec::MeanSquaredError { outputs },
         ) = parts
         else {

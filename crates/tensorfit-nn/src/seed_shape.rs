@@ -62,7 +62,7 @@ impl SeedShape {
                 bidirectional: false,
             },
             head: HeadSpec {
-                on: HeadOn::LastStep,
+                on: HeadOn::LAST_STEP,
                 layers: vec![
                     layer("bn1", HeadLayerKind::BatchNorm),
                     layer(

@@ -15,7 +15,7 @@
 use tensorfit_core::{backward, Error, Graph, Result, TensorId};
 
 use crate::description::ModelDescription;
-use crate::layers::{Context, LastStep, Layer, StateSlot};
+use crate::layers::{Context, StateSlot};
 use crate::model::{head as head_layers, Head, Leaves, Mode, Named};
 use crate::network::Network;
 use crate::train_graph::no_gradient;
@@ -70,7 +70,10 @@ fn stack_to_head(
     let mode = if keep { Mode::Train } else { Mode::Infer };
     let mut cx = Context::new(mode, batch, None, None);
     let stack = net.stack(g, &leaves.ids, steps, &mut cx)?;
-    let last = LastStep.forward(g, stack.y, &[], &mut cx)?;
+    let reduce = net.reduce().ok_or_else(|| {
+        Error::input("BatchNorm synchronised across ranks needs a head on each sequence")
+    })?;
+    let last = reduce.forward(g, stack.y, &[], &mut cx)?;
     Ok((stack.x, last, stack.carried))
 }
 

@@ -15,7 +15,7 @@
 
 use tensorfit_core::{Error, HostTensor, Result};
 
-use crate::description::{HeadOn, InputSpec, LossSpec, ModelDescription};
+use crate::description::{InputSpec, LossSpec, ModelDescription};
 
 use tensorfit_core::Rng;
 
@@ -72,7 +72,7 @@ impl TemporalOrder {
             InputSpec::Tokens { vocab, .. } => vocab,
         };
         let fits = input == Self::FEATURES
-            && model.head.on == HeadOn::LastStep
+            && model.head.on.per_sequence()
             && model.loss
                 == (LossSpec::SoftmaxCrossEntropy {
                     classes: Self::CLASSES,
@@ -225,7 +225,7 @@ mod tests {
             "{e}"
         );
         let mut d = ModelDescription::seed();
-        d.head.on = HeadOn::EveryStep;
+        d.head.on = crate::description::HeadOn::EveryStep;
         assert!(TemporalOrder::fits(&d).is_err());
     }
 

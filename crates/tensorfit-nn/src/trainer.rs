@@ -302,7 +302,7 @@ impl Trainer {
             .collect();
         let trained: usize = scored.iter().map(|s| s.steps.len()).sum();
         let shape = match self.model.head.on {
-            HeadOn::LastStep => vec![probs.len() / classes.max(1), classes],
+            HeadOn::Sequence(_) => vec![probs.len() / classes.max(1), classes],
             HeadOn::EveryStep => vec![trained, batch, classes],
         };
         let probs = HostTensor::new(Shape(shape), probs)?;

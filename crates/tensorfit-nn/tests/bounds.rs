@@ -125,7 +125,7 @@ fn data(case: &Case, (b, t): (usize, usize), rng: &mut Rng) -> Data {
     let classes = case.model.loss.outputs();
     let lengths: Option<Vec<usize>> = case.opts.padded.then(|| {
         let least = match case.model.head.on {
-            HeadOn::LastStep => t - case.opts.tbptt.min(t) + 1,
+            HeadOn::Sequence(_) => t - case.opts.tbptt.min(t) + 1,
             HeadOn::EveryStep => 1,
         };
         (0..b).map(|_| rng.int_inclusive(least, t)).collect()
@@ -142,7 +142,7 @@ fn data(case: &Case, (b, t): (usize, usize), rng: &mut Rng) -> Data {
     }
     let class = |rng: &mut Rng| rng.int_inclusive(0, classes - 1) as f32;
     let labels = match case.model.head.on {
-        HeadOn::LastStep => (0..b).map(|_| class(rng)).collect(),
+        HeadOn::Sequence(_) => (0..b).map(|_| class(rng)).collect(),
         HeadOn::EveryStep => (0..t * b)
             .map(|i| match i / b < len(i % b) {
                 true => class(rng),

@@ -35,7 +35,7 @@ fn every_example_parses_to_the_model_its_comments_describe() {
     let gru = ModelDescription::load(&example("gru_classifier.toml")).unwrap();
     assert_eq!(gru.recurrent.cell, Cell::Gru);
     assert_eq!(gru.recurrent.layers, 2);
-    assert_eq!(gru.head.on, HeadOn::LastStep);
+    assert_eq!(gru.head.on, HeadOn::LAST_STEP);
     assert_eq!(gru.head.layers[0].name, "head.0");
     assert!(matches!(gru.loss, LossSpec::SoftmaxCrossEntropy { .. }));
 
@@ -152,7 +152,7 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         ("units = 100, ", "units = 100, size = 3, ", 14, "head.layers[1].size", "unknown key `head.layers[1].size`; `head.layers[1]` of kind \"dense\" takes \"kind\", \"units\", \"activation\", \"name\" or \"residual\""),
         ("cell = \"lstm\"", "cell = \"rnn\"", 6, "recurrent.cell", "`recurrent.cell` = \"rnn\" is not one of \"lstm\" or \"gru\""),
         ("cell = \"lstm\"", "cell = 1", 6, "recurrent.cell", "must be a string, one of \"lstm\" or \"gru\", not integer"),
-        ("on = \"last\"", "on = \"first\"", 11, "head.on", "is not one of \"last\" or \"every_step\""),
+        ("on = \"last\"", "on = \"first\"", 11, "head.on", "is not one of \"last\", \"mean\", \"max\" or \"every_step\""),
         ("activation = \"tanh\"", "activation = \"gelu\"", 14, "head.layers[1].activation", "\"gelu\" is not one of \"identity\", \"relu\", \"tanh\" or \"sigmoid\""),
         ("kind = \"batchnorm\", name = \"bn1\"", "kind = \"groupnorm\", name = \"bn1\"", 13, "head.layers[0].kind", "is not one of \"batchnorm\", \"layernorm\", \"dense\" or \"dropout\""),
         ("layers = 3\n", "layers = 3\ndropout = 1.5\n", 9, "recurrent.dropout", "`recurrent.dropout` must be at least 0 and less than 1"),
@@ -293,7 +293,7 @@ fn description() -> impl Strategy<Value = ModelDescription> {
                 })
                 .collect()
         });
-    let on = prop_oneof![Just(HeadOn::LastStep), Just(HeadOn::EveryStep)];
+    let on = proptest::sample::select(HeadOn::SPELLINGS.map(|(_, on)| on).to_vec());
     let loss = prop_oneof![
         size.clone()
             .prop_map(|classes| LossSpec::SoftmaxCrossEntropy { classes }),

@@ -18,7 +18,8 @@
 //! bidirectional = false  # true: both directions, 2 · hidden features out
 //!
 //! [[layers]]
-//! kind = "last_step"     # each sequence's last step; without it the layers below
+//! kind = "last_step"     # each sequence's last step ("mean_pool", "max_pool": the
+//!                        # mean or maximum over its steps); without it the layers below
 //!                        # and the loss are on every step
 //!
 //! [[layers]]
@@ -32,14 +33,14 @@
 //! ```
 //!
 //! This version builds the models the tables describe: an optional `embedding`, one
-//! `lstm` or `gru`, an optional `last_step`, then head layers; a layer out of that order is
+//! `lstm` or `gru`, an optional `last_step`, `mean_pool` or `max_pool`, then head layers; a layer out of that order is
 //! refused at its line, saying so. Head layers without a `name` are called `head.{i}`,
 //! their index after the recurrent layer and the last step, as in `[head]`: a model
 //! names its tensors alike in either form, so their checkpoints are interchangeable.
 
 use super::table::Table;
 use super::{head_layers, tables_in, CELLS};
-use crate::description::{Cell, HeadOn, HeadSpec, InputSpec, RecurrentSpec};
+use crate::description::{Cell, HeadOn, HeadSpec, InputSpec, RecurrentSpec, Reduce};
 use crate::DescriptionError;
 
 /// A kind of layer in the list, as a file spells it.
@@ -47,25 +48,36 @@ use crate::DescriptionError;
 enum Kind {
     Embedding,
     Recurrent(Cell),
-    LastStep,
+    /// `last_step`, `mean_pool`, `max_pool`: a head on each sequence.
+    Reduce(Reduce),
     /// `batchnorm`, `layernorm`, `dense`, `dropout`: read as `[head]` reads them.
     Head,
 }
 
-const KINDS: [(&str, Kind); 8] = [
+const KINDS: [(&str, Kind); 10] = [
     ("embedding", Kind::Embedding),
     (CELLS[0].0, Kind::Recurrent(CELLS[0].1)),
     (CELLS[1].0, Kind::Recurrent(CELLS[1].1)),
-    ("last_step", Kind::LastStep),
+    ("last_step", Kind::Reduce(Reduce::LastStep)),
+    ("mean_pool", Kind::Reduce(Reduce::Mean)),
+    ("max_pool", Kind::Reduce(Reduce::Max)),
     ("batchnorm", Kind::Head),
     ("layernorm", Kind::Head),
     ("dense", Kind::Head),
     ("dropout", Kind::Head),
 ];
 
+/// How the list spells the layer that reduces each sequence by `reduce`.
+pub(super) fn reduce_kind(reduce: Reduce) -> &'static str {
+    KINDS
+        .iter()
+        .find(|(_, kind)| *kind == Kind::Reduce(reduce))
+        .map_or("", |(name, _)| name)
+}
+
 /// The order this version builds, for messages.
 const ORDER: &str =
-    "an optional \"embedding\", one \"lstm\" or \"gru\", an optional \"last_step\", then \"dense\", \"batchnorm\", \"layernorm\" and \"dropout\" layers";
+    "an optional \"embedding\", one \"lstm\" or \"gru\", an optional \"last_step\", \"mean_pool\" or \"max_pool\", then \"dense\", \"batchnorm\", \"layernorm\" and \"dropout\" layers";
 
 /// The recurrent stack and head the `layers` array of `root` lists, with the embedding
 /// it places on `input` (which must be token ids and give none itself).
@@ -83,7 +95,7 @@ pub(super) fn read(
         let in_order = match kind {
             Kind::Embedding => i == 0,
             Kind::Recurrent(_) => recurrent.is_none() && head.is_empty(),
-            Kind::LastStep => recurrent.is_some() && on == HeadOn::EveryStep && head.is_empty(),
+            Kind::Reduce(_) => recurrent.is_some() && on == HeadOn::EveryStep && head.is_empty(),
             Kind::Head => recurrent.is_some(),
         };
         if !in_order {
@@ -97,9 +109,9 @@ pub(super) fn read(
         match kind {
             Kind::Embedding => embedding(t, input)?,
             Kind::Recurrent(cell) => recurrent = Some(stack(t, cell)?),
-            Kind::LastStep => {
+            Kind::Reduce(reduce) => {
                 t.known_keys(&["kind"])?;
-                on = HeadOn::LastStep;
+                on = HeadOn::Sequence(reduce);
             }
             Kind::Head => head.push(t),
         }

@@ -46,10 +46,6 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 /// The spelling of each cell in a file.
 const CELLS: [(&str, Cell); 2] = [("lstm", Cell::Lstm), ("gru", Cell::Gru)];
 /// The spelling of each `head.on`.
-const HEAD_ON: [(&str, HeadOn); 2] = [
-    ("last", HeadOn::LastStep),
-    ("every_step", HeadOn::EveryStep),
-];
 /// The kinds of head layer, as a file spells them.
 #[derive(Debug, Clone, Copy)]
 enum HeadKind {
@@ -278,7 +274,7 @@ fn recurrent(t: &Table) -> Result<RecurrentSpec, DescriptionError> {
 
 fn head(t: &Table) -> Result<HeadSpec, DescriptionError> {
     t.known_keys(&["on", "layers"])?;
-    let on = t.choice("on", &HEAD_ON)?;
+    let on = t.choice("on", &HeadOn::SPELLINGS)?;
     let layers = head_layers(&tables_in(t, "layers")?)?;
     Ok(HeadSpec { on, layers })
 }

@@ -1,6 +1,6 @@
 //! [`ModelDescription::to_toml`]: a description as the file that reads back to it.
 
-use super::{default_head_name, CELLS, HEAD_ON};
+use super::{default_head_name, CELLS};
 use crate::description::{HeadLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription};
 
 impl ModelDescription {
@@ -22,7 +22,7 @@ impl ModelDescription {
         if r.bidirectional {
             s += "bidirectional = true\n";
         }
-        s += &format!("\n[head]\non = \"{}\"\n", spelling(&HEAD_ON, self.head.on));
+        s += &format!("\n[head]\non = \"{}\"\n", self.head.on.spelling());
         if !self.head.layers.is_empty() {
             s += "layers = [\n";
             for (i, layer) in self.head.layers.iter().enumerate() {
@@ -58,8 +58,9 @@ impl ModelDescription {
             keys.push("bidirectional = true".into());
         }
         s += &layer(&keys);
-        if self.head.on == HeadOn::LastStep {
-            s += &layer(&["kind = \"last_step\"".into()]);
+        if let HeadOn::Sequence(reduce) = self.head.on {
+            let kind = super::layer_list::reduce_kind(reduce);
+            s += &layer(&[format!("kind = \"{kind}\"")]);
         }
         for (i, l) in self.head.layers.iter().enumerate() {
             s += &layer(&head_layer_keys(i, l));

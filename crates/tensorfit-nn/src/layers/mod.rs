@@ -24,6 +24,7 @@ pub mod last_step;
 pub mod layer;
 pub mod layernorm;
 pub mod lstm;
+pub mod pool;
 pub mod recurrent;
 
 use tensorfit_core::{Graph, Shape, TensorId};
@@ -39,6 +40,7 @@ pub use last_step::LastStep;
 pub use layer::{Context, Layer, LayerTraits};
 pub use layernorm::LayerNorm;
 pub use lstm::{Lstm, LstmGrads, LstmWeights, StatePart, StateSlot};
+pub use pool::TimePool;
 pub use recurrent::{
     LayerForward, LayerGrads, Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights,
 };

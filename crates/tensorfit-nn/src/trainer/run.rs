@@ -53,7 +53,7 @@ pub(super) fn labels_of(
 ) -> Vec<f32> {
     let per = model.loss.targets_per_row();
     match model.head.on {
-        HeadOn::LastStep => labels[rows.start * per..rows.end * per].to_vec(),
+        HeadOn::Sequence(_) => labels[rows.start * per..rows.end * per].to_vec(),
         HeadOn::EveryStep => steps
             .flat_map(|t| {
                 let from = (t * batch + rows.start) * per;
@@ -251,7 +251,7 @@ impl Trainer {
             d.get(1).copied().unwrap_or(0),
         );
         let rows = match self.model.head.on {
-            HeadOn::LastStep => batch,
+            HeadOn::Sequence(_) => batch,
             HeadOn::EveryStep => batch.saturating_mul(steps),
         };
         let targets = rows.saturating_mul(self.model.loss.targets_per_row());

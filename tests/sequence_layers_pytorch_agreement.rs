@@ -1,13 +1,18 @@
-//! Agreement with PyTorch on bidirectional stacks over padded batches (lengths 6, 3, 1,
-//! 4, 6 of T=6; made by `tools/bidirectional_reference.py`): a tagger `nn.LSTM(5, 6,
-//! num_layers=2, bidirectional=True)` -> `Linear(12, 4)` on every step, and a classifier
-//! `nn.GRU(5, 6, num_layers=2, bidirectional=True)` -> `torch.cat((h_n[-2], h_n[-1]), 1)`
-//! -> `Linear(12, 7)` -> tanh -> `Linear(7, 4)`, each through `pack_padded_sequence` in
-//! PyTorch. Two Adam steps, then inference: the loss, the probabilities, every gradient
-//! and every parameter after each step, on the CPU and on wgpu.
+//! Agreement with PyTorch on the layers over a sequence, over padded batches (lengths 6,
+//! 3, 1, 4, 6 of T=6; made by `tools/bidirectional_reference.py` and
+//! `tools/pool_reference.py`), each through `pack_padded_sequence` in PyTorch:
+//! - a tagger `nn.LSTM(5, 6, num_layers=2, bidirectional=True)` -> `Linear(12, 4)` on
+//!   every step;
+//! - a classifier `nn.GRU(5, 6, num_layers=2, bidirectional=True)` ->
+//!   `torch.cat((h_n[-2], h_n[-1]), 1)` -> `Linear(12, 7)` -> tanh -> `Linear(7, 4)`;
+//! - a classifier `nn.LSTM(5, 6, num_layers=2)` -> the mean over each sequence's steps ->
+//!   `Linear(6, 4)`;
+//! - a classifier of the bidirectional GRU -> each feature's maximum over each
+//!   sequence's steps -> `Linear(12, 7)` -> tanh -> `Linear(7, 4)`.
 //!
-//! Tolerance as in `pytorch_agreement.rs`: |a − b| ≤ 1e-5 · |b| + 1e-5 · max|reference
-//! tensor|.
+//! Two Adam steps, then inference: the loss, the probabilities, every gradient and every
+//! parameter after each step, on the CPU and on wgpu. Tolerance as in
+//! `pytorch_agreement.rs`: |a − b| ≤ 1e-5 · |b| + 1e-5 · max|reference tensor|.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,18 +25,25 @@ use tensorfit::nn::{ModelDescription, Trainer};
 
 const LSTM: &str = "tests/data/bidirectional_lstm_reference.safetensors";
 const GRU: &str = "tests/data/bidirectional_gru_reference.safetensors";
+const MEAN: &str = "tests/data/pool_mean_reference.safetensors";
+const MAX: &str = "tests/data/pool_max_reference.safetensors";
 
-/// The reference file's model: the tagger (`cell` = lstm) or the classifier (gru).
-fn model(meta: &std::collections::HashMap<String, String>) -> ModelDescription {
+/// The model of reference file `file`, sized by its metadata.
+fn model(file: &str, meta: &std::collections::HashMap<String, String>) -> ModelDescription {
     let size = |k| meta_usize(meta, k);
     let b = ModelDescription::builder().features(size("input"));
-    let b = match meta["cell"].as_str() {
-        "lstm" => b.lstm(size("hidden"), size("layers")).every_step(),
-        _ => b
-            .gru(size("hidden"), size("layers"))
-            .dense(size("dense"), Activation::Tanh),
+    let (hidden, layers) = (size("hidden"), size("layers"));
+    let b = match file {
+        LSTM => b.lstm(hidden, layers).bidirectional().every_step(),
+        GRU => b.gru(hidden, layers).bidirectional(),
+        MEAN => b.lstm(hidden, layers).mean_pool(),
+        _ => b.gru(hidden, layers).bidirectional().max_pool(),
     };
-    b.bidirectional().classify(size("classes")).build().unwrap()
+    let b = match file {
+        GRU | MAX => b.dense(size("dense"), Activation::Tanh),
+        _ => b,
+    };
+    b.classify(size("classes")).build().unwrap()
 }
 
 /// Trains the file's model for its two steps on `backend` and evaluates it, comparing
@@ -42,7 +54,7 @@ fn matches_pytorch(file: &str, backend: Box<dyn Backend>) -> usize {
         padded: true,
         ..train_options(meta_usize(&meta, "steps"), meta["lr"].parse().unwrap())
     };
-    let mut trainer = Trainer::new(backend, model(&meta), &init, opts).unwrap();
+    let mut trainer = Trainer::new(backend, model(file, &meta), &init, opts).unwrap();
     let mut compared = 0;
     for s in 1..=2 {
         let (r, _) = reference(file, &format!("step{s}."));
@@ -102,11 +114,22 @@ fn a_bidirectional_gru_classifier_reads_each_directions_own_last_step_as_pytorch
 }
 
 #[test]
-fn both_bidirectional_models_agree_with_pytorch_on_wgpu() {
+fn the_mean_over_each_sequences_own_steps_trains_and_infers_as_pytorchs() {
+    // Two layers of four tensors, and out's two: 10 gradients and 10 parameters a step.
+    assert_eq!(matches_pytorch(MEAN, Box::new(CpuBackend::new())), 2 * 20);
+}
+
+#[test]
+fn each_features_maximum_over_each_sequences_own_steps_trains_as_pytorchs() {
+    assert_eq!(matches_pytorch(MAX, Box::new(CpuBackend::new())), 2 * 40);
+}
+
+#[test]
+fn every_model_agrees_with_pytorch_on_wgpu() {
     if !wgpu_present() {
         return;
     }
-    for file in [LSTM, GRU] {
+    for file in [LSTM, GRU, MEAN, MAX] {
         let gpu = Box::new(tensorfit_wgpu::WgpuBackend::new().unwrap());
         matches_pytorch(file, gpu);
     }
