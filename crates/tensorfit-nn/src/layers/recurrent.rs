@@ -339,7 +339,7 @@ impl Recurrent {
     /// [`Recurrent::layer_name`]`(k)`, fed by the one below); with `keep` the layers keep
     /// what backward needs; with `lengths` `[B]` (a padded batch) each sequence stops at
     /// its end; each layer's output but the last passes through `between`'s dropout.
-    /// A bidirectional stack carries nothing: [`bidirectional::stack_over`].
+    /// A bidirectional stack carries nothing: `layers::bidirectional::stack_over`.
     pub fn stack_over(
         &self,
         g: &mut Graph,
