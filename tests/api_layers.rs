@@ -107,6 +107,13 @@ fn classifiers_pooling_each_sequences_steps_train_on_ragged_data_and_predict_as_
     for max in [false, true] {
         trains_and_predicts_as_alone(pooled(max), sequence_data());
     }
+    // A pool needs every step of a sequence at once: no stream.
+    let e = Model::new(pooled(false), 3).unwrap().stream(1, &cpu());
+    let e = e.map(|_| ()).unwrap_err().to_string();
+    assert!(
+        e.contains("layer `mean_pool` (mean_pool) reads each sequence whole"),
+        "{e}"
+    );
 }
 
 fn trains_on_ragged_data_and_predicts_each_sequence_as_alone(description: ModelDescription) {

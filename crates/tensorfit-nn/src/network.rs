@@ -217,7 +217,7 @@ impl Network {
         match self.reads_whole() {
             None => Ok(()),
             Some(layer) => Err(tensorfit_core::Error::input(format!(
-                "layer `{}` ({}) reads each sequence whole (a bidirectional stack's reverse direction starts at each sequence's end), so it cannot run {what}; give it whole sequences (truncated BPTT no shorter than the sequence, no state carried from one batch into the next, no streaming)",
+                "layer `{}` ({}) reads each sequence whole (its output at a step depends on the steps after it), so it cannot run {what}; give it whole sequences (truncated BPTT no shorter than the sequence, no state carried from one batch into the next, no streaming)",
                 layer.name(),
                 layer.kind(),
             ))),
