@@ -81,12 +81,21 @@ pub fn import_state_dict(specs: &[ParamSpec], path: &Path) -> Result<ParamStore>
             )),
         }
     }
+    // A stack's direction told apart, as it is the likeliest mismatch of a recurrent
+    // model: the `_reverse` tensors of `bidirectional=True` on one side only.
+    let reverse = |names: &[String]| names.iter().any(|n| n.contains("_reverse`"));
+    let direction = match (reverse(&extra), reverse(&missing)) {
+        (true, false) => Some("the state dict is of a bidirectional stack (its `_reverse` tensors): give the model's recurrent layer `bidirectional = true`"),
+        (false, true) => Some("the model's stack is bidirectional and the state dict's is not (no `_reverse` tensors): drop `bidirectional = true`, or export the bidirectional module"),
+        _ => None,
+    };
     if !missing.is_empty() {
         problems.push(format!("missing: {}", missing.join(", ")));
     }
     if !extra.is_empty() {
         problems.push(format!("not in the model: {}", extra.join(", ")));
     }
+    problems.extend(direction.map(String::from));
     if problems.is_empty() {
         Ok(store)
     } else {

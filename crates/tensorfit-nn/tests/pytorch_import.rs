@@ -106,6 +106,40 @@ fn a_state_dict_that_does_not_fit_names_every_missing_extra_and_misshapen_tensor
 }
 
 #[test]
+fn a_state_dict_of_the_other_direction_says_which_setting_differs() {
+    // tools/bidirectional_reference.py's tagger: nn.LSTM(5, 6, 2 layers, bidirectional).
+    let file =
+        tensorfit_testing::repo_file("tests/data/bidirectional_tagger_state_dict.safetensors");
+    let model = |bidirectional: bool| {
+        let b = ModelDescription::builder().features(5).lstm(6, 2);
+        let b = if bidirectional { b.bidirectional() } else { b };
+        b.every_step().classify(4).build().unwrap()
+    };
+    assert!(import_state_dict(&model(true).param_specs().unwrap(), &file).is_ok());
+    let e = import_state_dict(&model(false).param_specs().unwrap(), &file)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`lstm.weight_ih_l0_reverse`")
+            && e.contains("give the model's recurrent layer `bidirectional = true`"),
+        "{e}"
+    );
+    // One direction's state dict into a bidirectional model.
+    let mut one_way = small();
+    one_way.recurrent.bidirectional = true;
+    let e = import_state_dict(
+        &one_way.param_specs().unwrap(),
+        &data("seed_small_state_dict_f32.safetensors"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("the model's stack is bidirectional and the state dict's is not"),
+        "{e}"
+    );
+}
+
+#[test]
 fn integer_tensors_and_files_that_are_not_safetensors_are_errors_naming_them() {
     let dir = scratch();
     let spec = ParamSpec::trainable("w".into(), [2], Init::Constant(0.0));
