@@ -86,10 +86,14 @@ impl Work {
     pub fn of(op: &Op, inputs: Vec<&Shape>, outputs: &[&Shape]) -> Work {
         /// Per row of a recurrent layer, forward: `x · w_ihᵀ` (dense input) and
         /// `h · w_hhᵀ`; backward (`passes` 2) does about twice that. `inference`: a
-        /// forward that keeps nothing for a backward.
+        /// forward that keeps nothing for a backward (which, too small to split by rows,
+        /// may split by columns: `recurrent/columns.rs`).
         fn recurrent(d: &impl RecurrentDims, passes: usize, inference: bool) -> Work {
+            use crate::kernels::recurrent::{columns, fast};
             let ((_, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
-            let one_part = !crate::kernels::recurrent::fast::splits(batch, hidden);
+            let gates = d.gate_width() / hidden.max(1);
+            let one_part =
+                !fast::splits(batch, hidden) && columns::shares_on_pool(batch, hidden, gates) < 2;
             if inference && one_part && crate::kernels::gemm_fast::simd().is_some() {
                 return Work::OneThread;
             }

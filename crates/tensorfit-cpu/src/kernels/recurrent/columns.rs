@@ -1,0 +1,346 @@
+//! The column schedule of the recurrent fast paths' inference forward (`lstm/columns.rs`,
+//! `gru/columns.rs`): for a batch too small to split by rows, each kernel thread owns a
+//! fixed share of the hidden units for the whole sequence — the columns of all `G` gate
+//! blocks of those units in `w_ihᵀ` and `w_hhᵀ`, kept packed for it (`packs.rs`) — and
+//! computes, per step, its units' input projections, their recurrent products over the
+//! whole `h_{t-1}`, and their cells. The threads then meet once per step ([`Exchange`]):
+//! `h_t` must be whole before any thread's next product.
+//!
+//! Why: with one row (or a few), the row schedule (`fast.rs`) runs the layer on one
+//! thread, streaming the whole of `w_hh` through one core per step, and a pool task per
+//! step costs more than the step. Split by columns, each core streams its share only,
+//! and the rows of every tile are the whole batch.
+//!
+//! The results are the row schedule's bit for bit: each element of a product is its own
+//! sum over `k`, in the same blocks of `KC`, whatever columns are packed beside it
+//! (`PackedB::from_columns`), and the gate passes are per unit. When the gang cannot run
+//! at once (one kernel thread, a kernel running inline, another gang running), the parts
+//! run in turn on the calling thread, step by step: the same sums again.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+
+use std::sync::Arc;
+
+use tensorfit_core::seq_lengths::RowLengths;
+use tensorfit_core::tokens::token_index;
+
+use super::fast::{LiveRows, Projection, Written};
+use crate::kernels::gemm_fast::{self, gemm_packed_serial, MatRef, PackedB, Token};
+use crate::kernels::packs::Packer;
+
+/// Units per share are cut at multiples of this: one AVX-512 vector of the gate passes.
+const UNIT_ALIGN: usize = 16;
+
+/// The least multiply-adds of one step's recurrent product per thread for which the
+/// column schedule pays its meeting per step: a meeting of two spinning threads costs
+/// about a microsecond when both are on a core (see docs/benchmark-matrix.md, issue 33),
+/// which this much work takes at the micro-kernel's speed.
+pub(crate) const STEP_MULADDS_PER_PART: usize = 1 << 16;
+
+/// How many shares of units the inference forward of a layer of `batch` rows, `hidden`
+/// units and `gates` gate blocks runs in on `threads` kernel threads: 1 (the row
+/// schedule) unless the batch gives fewer rows per thread than a full micro-kernel tile
+/// (`gemm_fast::MR`: with fewer, the row split leaves each thread streaming all of
+/// `w_hh` for partial tiles, or one thread for all) and each share of a step's product is
+/// large enough to pay for the meeting ([`STEP_MULADDS_PER_PART`]).
+pub(crate) fn shares(batch: usize, hidden: usize, gates: usize, threads: usize) -> usize {
+    let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
+    let step = batch * gates * hidden * hidden;
+    let few_rows = batch.div_ceil(threads.max(1)) < gemm_fast::MR;
+    if parts > 1 && few_rows && step / parts >= STEP_MULADDS_PER_PART {
+        parts
+    } else {
+        1
+    }
+}
+
+/// [`shares`] on the kernel pool's threads (what a call of the layer chooses, inline or
+/// not: the shares, and so the packed weights kept, do not depend on where it runs).
+pub(crate) fn shares_on_pool(batch: usize, hidden: usize, gates: usize) -> usize {
+    shares(batch, hidden, gates, crate::threads::kernel_threads())
+}
+
+/// `hidden` units cut into `parts` runs, as equal as multiples of [`UNIT_ALIGN`] allow.
+pub(crate) fn unit_shares(hidden: usize, parts: usize) -> Vec<Range<usize>> {
+    let per = hidden.div_ceil(parts.max(1)).div_ceil(UNIT_ALIGN) * UNIT_ALIGN;
+    (0..parts)
+        .map(|p| (p * per).min(hidden)..((p + 1) * per).min(hidden))
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// The columns of a `[K, G·H]` (`w_ihᵀ`, `w_hhᵀ`) that units `units` own: gate block by
+/// gate block, so that a share's gates lie as a layer's do, `G` blocks of its units.
+pub(crate) fn gate_columns(hidden: usize, gates: usize, units: &Range<usize>) -> Vec<usize> {
+    (0..gates)
+        .flat_map(|g| units.clone().map(move |u| g * hidden + u))
+        .collect()
+}
+
+/// Bytes of the packed copies of a weight `[G·H, K]` kept in shares for the column
+/// schedule on `threads` threads (each share's `G·w` columns padded to whole panels).
+pub(crate) fn kept_share_bytes(k: usize, hidden: usize, gates: usize, threads: usize) -> u64 {
+    let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
+    if parts < 2 {
+        return 0;
+    }
+    let shares = unit_shares(hidden, parts);
+    let elements = shares
+        .iter()
+        .map(|u| gemm_fast::packed_b_elements(k, gates * u.len()));
+    (elements.sum::<usize>() * 4) as u64
+}
+
+/// One gang at a time in the process: two gangs on a pool of two threads, each holding
+/// one thread and waiting for the other, would wait forever.
+static GANG: Mutex<()> = Mutex::new(());
+
+/// The right to run a gang of `shares` now, if no other gang is running and there is a
+/// thread for each share (not inline; a share without a thread would be waited for
+/// forever).
+pub(crate) fn gang(shares: usize) -> Option<MutexGuard<'static, ()>> {
+    if shares < 2 || crate::threads::available() < shares {
+        return None;
+    }
+    match GANG.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Runs `f` on every share at once, each on its own kernel thread (the first on this
+/// one). `_gang` proves no other gang runs. A panicking share marks `exchange`
+/// abandoned, so that the others stop waiting for it.
+pub(crate) fn run_gang<T: Send>(
+    _gang: &MutexGuard<'static, ()>,
+    exchange: &Exchange,
+    shares: Vec<T>,
+    f: impl Fn(T) + Sync,
+) {
+    struct Abandon<'a>(&'a Exchange);
+    impl Drop for Abandon<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.abandoned.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    let run = |share: T| {
+        let _guard = Abandon(exchange);
+        f(share);
+    };
+    let mut shares = shares.into_iter();
+    let first = shares.next();
+    rayon::scope(|s| {
+        for share in shares {
+            s.spawn(|_| run(share));
+        }
+        if let Some(share) = first {
+            run(share);
+        }
+    });
+}
+
+/// Spins before yielding the core while waiting at a meeting.
+const SPINS: u32 = 1 << 12;
+
+/// The state the shares of a gang exchange each step: `h_t` `[B, H]` (two steps' worth,
+/// by parity: a share writes step `t + 2`'s only after every share has read step `t`'s,
+/// which it did before arriving at step `t + 1`'s meeting) and a count of arrivals at the
+/// step's end. Atomics, so the threads share it without `unsafe`; relaxed loads and
+/// stores of `f32` bits cost what plain ones do, the meeting orders them.
+pub(crate) struct Exchange {
+    h: [Vec<AtomicU32>; 2],
+    arrived: AtomicUsize,
+    abandoned: AtomicBool,
+    shares: usize,
+    hidden: usize,
+}
+
+impl Exchange {
+    pub(crate) fn new(batch: usize, hidden: usize, shares: usize) -> Self {
+        let buf = || (0..batch * hidden).map(|_| AtomicU32::new(0)).collect();
+        Exchange {
+            h: [buf(), buf()],
+            arrived: AtomicUsize::new(0),
+            abandoned: AtomicBool::new(false),
+            shares,
+            hidden,
+        }
+    }
+
+    /// Writes `h` `[B, w]`, the units `units` of `h_t`, for the others to read.
+    pub(crate) fn publish(&self, t: usize, units: &Range<usize>, h: &[f32]) {
+        let w = units.len().max(1);
+        let buf = &self.h[t % 2];
+        for (r, row) in h.chunks_exact(w).enumerate() {
+            let dst = &buf[r * self.hidden + units.start..][..row.len()];
+            for (d, v) in dst.iter().zip(row) {
+                d.store(v.to_bits(), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Arrives at the end of step `t`, waits for every share, and reads `h_t` whole into
+    /// `h` `[B, H]`.
+    pub(crate) fn meet(&self, t: usize, h: &mut [f32]) {
+        self.arrived.fetch_add(1, Ordering::Release);
+        let everyone = self.shares * (t + 1);
+        let mut spins = 0u32;
+        while self.arrived.load(Ordering::Acquire) < everyone {
+            if self.abandoned.load(Ordering::Relaxed) {
+                return;
+            }
+            if spins < SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        for (d, s) in h.iter_mut().zip(&self.h[t % 2]) {
+            *d = f32::from_bits(s.load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// `rows` `[·, H]` cut into each share's units: `out[p][i]` is share `p`'s units of row
+/// `i` (a step's row of `y`, of the final state).
+pub(crate) fn split_units<'a>(
+    rows: &'a mut [f32],
+    hidden: usize,
+    shares: &[Range<usize>],
+) -> Vec<Vec<&'a mut [f32]>> {
+    let mut out: Vec<Vec<&mut [f32]>> = shares.iter().map(|_| Vec::new()).collect();
+    for row in rows.chunks_exact_mut(hidden.max(1)) {
+        let mut rest = row;
+        for (p, units) in shares.iter().enumerate() {
+            let (mine, after) = rest.split_at_mut(units.len());
+            out[p].push(mine);
+            rest = after;
+        }
+    }
+    out
+}
+
+/// Steps of input projection a share forms at a time, for `batch` rows of `width` gate
+/// columns: as many as fit in 256 KiB (they are read again soon after, from L2), from 4
+/// to 32 (each run reads the share of `w_ihᵀ` again).
+pub(crate) fn projection_run(batch: usize, width: usize) -> usize {
+    (65_536 / (batch * width).max(1)).clamp(4, 32)
+}
+
+/// One share's input projection, `x · w_ihᵀ + bias` over its gate columns only: its
+/// columns of `w_ihᵀ` packed (dense input), or its columns of the layer's token
+/// projection.
+pub(crate) enum ShareProjection<'p> {
+    Dense {
+        w: Arc<PackedB>,
+        bias: Vec<f32>,
+    },
+    Tokens {
+        all: &'p Projection<'p>,
+        columns: Vec<usize>,
+        /// The layer's gate columns, `G·H`.
+        layer_width: usize,
+    },
+}
+
+impl<'p> ShareProjection<'p> {
+    /// For the `columns` of a layer's `[G·H, I]` `w_ih` (packed through `packs`), with the
+    /// whole layer's `bias`; on token input `tokens` is the layer's projection.
+    pub(crate) fn new(
+        (w_ih, input): (&[f32], usize),
+        (packs, tokens): (&mut Packer<'_>, Option<&'p Projection<'p>>),
+        bias: &[f32],
+        columns: Vec<usize>,
+    ) -> Self {
+        if let Some(all) = tokens {
+            let layer_width = bias.len();
+            return ShareProjection::Tokens {
+                all,
+                columns,
+                layer_width,
+            };
+        }
+        let w_ih_t = MatRef::row_major(w_ih, bias.len(), input).t();
+        let w = packs.pack_columns("w_ih", w_ih_t, &columns);
+        let bias = columns.iter().map(|&c| bias[c]).collect();
+        ShareProjection::Dense { w, bias }
+    }
+
+    /// Steps `steps` of `x` (`[T, B, ·]`, `x_row` elements per row) projected into
+    /// `gates` (`[steps.len(), B, width]`), over the rows inside their sequence (every
+    /// row without lengths; a row past its end is left for the cell's pass).
+    pub(crate) fn project(
+        &self,
+        token: Token,
+        (x, x_row, batch): (&[f32], usize, usize),
+        (steps, lengths): (Range<usize>, RowLengths<'_>),
+        live_x: &mut LiveRows,
+        gates: &mut [f32],
+    ) {
+        let rows = steps.len() * batch;
+        let x = &x[steps.start * batch * x_row..][..rows * x_row];
+        let width = gates.len() / rows.max(1);
+        match self {
+            ShareProjection::Dense { w, bias } if lengths.0.is_none() => {
+                let a = MatRef::row_major(x, rows, x_row);
+                gemm_packed_serial(token, a, w, 0.0, Some(bias), gates);
+            }
+            ShareProjection::Dense { w, bias } => {
+                let per_step = gates.chunks_exact_mut(batch * width);
+                for ((t, g), x_t) in steps.zip(per_step).zip(x.chunks_exact(batch * x_row)) {
+                    live_x.gemm(token, w, (x_t, g), (t, lengths), Written::Biased(bias));
+                }
+            }
+            ShareProjection::Tokens {
+                all,
+                columns,
+                layer_width,
+            } => {
+                let rows = gates.chunks_exact_mut(width.max(1)).zip(x).enumerate();
+                for (i, (g, &id)) in rows {
+                    let (t, r) = (steps.start + i / batch, i % batch);
+                    if !lengths.past_end(t, r) {
+                        token_columns(all, (id, *layer_width), columns, g);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `gates[j]` = column `columns[j]` of token `id`'s projection (with its bias), as
+/// `Projection::project` forms the whole row (of `layer_width` = `G·H` columns).
+fn token_columns(
+    all: &Projection<'_>,
+    (id, layer_width): (f32, usize),
+    columns: &[usize],
+    gates: &mut [f32],
+) {
+    match all {
+        Projection::Table(table) => {
+            let vocab = table.len() / layer_width.max(1);
+            let v = token_index(id, vocab).unwrap_or_default();
+            let row = &table[v * layer_width..(v + 1) * layer_width];
+            for (g, &c) in gates.iter_mut().zip(columns) {
+                *g = row[c];
+            }
+        }
+        Projection::Columns {
+            w_ih,
+            columns: table,
+            bias,
+        } => {
+            let v = token_index(id, table.vocab).unwrap_or_default();
+            for (g, &c) in gates.iter_mut().zip(columns) {
+                *g = w_ih[table.at(v, c)] + bias[c];
+            }
+        }
+        Projection::Dense { .. } => {}
+    }
+}
