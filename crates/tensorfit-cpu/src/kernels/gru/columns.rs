@@ -3,7 +3,7 @@
 //! (with `b_ih`), forms their recurrent projections `h_{t-1} · w_hhᵀ + b_hh` over its
 //! columns, runs its units' cells and writes their `h_t`; the shares meet once per step.
 //! Chosen by `fast::forward` for a forward that keeps nothing for a backward; the same
-//! bits as the row schedule (tested in `tests/columns.rs`).
+//! bits as the row schedule (tested below).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -13,11 +13,10 @@ use tensorfit_core::{GruDims, RecurrentDims};
 
 use super::{cell_forward, GruForwardInputs, GruForwardOutputs};
 use crate::kernels::fastmath::Fused;
-use crate::kernels::gemm_fast::{vectorize, MatRef, PackedB, Token};
+use crate::kernels::gemm_fast::{MatRef, PackedB, Token};
 use crate::kernels::packs::Packer;
 use crate::kernels::recurrent::columns::{
-    gang, gate_columns, projection_run, run_gang, split_units, unit_shares, Exchange,
-    ShareProjection,
+    gate_columns, projection_run, run_shares, split_units, unit_shares, ShareProjection,
 };
 use crate::kernels::recurrent::fast::{LiveRows, Projection, Written};
 
@@ -125,43 +124,14 @@ pub(super) fn forward(
             y,
         });
     }
-    let exchange = Exchange::new(batch, hidden, parts.len());
-    match gang(parts.len()) {
-        Some(gang) => run_gang(&gang, &exchange, parts, |mut share| {
-            vectorize(
-                Some(token),
-                #[inline(always)]
-                || {
-                    let mut h_prev = inp.h0.to_vec();
-                    for t in 0..steps {
-                        share.step(token, (d, inp), t, &h_prev);
-                        exchange.publish(t, &share.units, &share.h);
-                        exchange.meet(t, &mut h_prev);
-                    }
-                },
-            )
-        }),
-        // No threads to run the shares at once: in turn, step by step, here.
-        None => vectorize(
-            Some(token),
-            #[inline(always)]
-            || {
-                let mut h_prev = inp.h0.to_vec();
-                for t in 0..steps {
-                    for share in &mut parts {
-                        share.step(token, (d, inp), t, &h_prev);
-                    }
-                    for share in &parts {
-                        let w = share.units.len();
-                        let rows = h_prev.chunks_exact_mut(hidden).zip(share.h.chunks_exact(w));
-                        for (dst, src) in rows {
-                            dst[share.units.clone()].copy_from_slice(src);
-                        }
-                    }
-                }
-            },
-        ),
-    }
+    run_shares(
+        token,
+        parts,
+        (batch, hidden, steps, inp.h0),
+        |share| (&share.units, &share.h),
+        #[inline(always)]
+        |share, t, h_prev| share.step(token, (d, inp), t, h_prev),
+    );
 }
 
 #[cfg(test)]

@@ -13,13 +13,13 @@
 //!
 //! The results are the row schedule's bit for bit: each element of a product is its own
 //! sum over `k`, in the same blocks of `KC`, whatever columns are packed beside it
-//! (`PackedB::from_columns`), and the gate passes are per unit. When the gang cannot run
-//! at once (one kernel thread, a kernel running inline, another gang running), the parts
-//! run in turn on the calling thread, step by step: the same sums again.
+//! (`PackedB::from_columns`), and the gate passes are per unit; whichever thread runs a
+//! share's step ([`run_shares`]; on one thread, or inline, one thread runs them all in
+//! turn), it forms the same sums.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::Mutex;
 
 use std::sync::Arc;
 
@@ -27,29 +27,31 @@ use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::tokens::token_index;
 
 use super::fast::{LiveRows, Projection, Written};
-use crate::kernels::gemm_fast::{self, gemm_packed_serial, MatRef, PackedB, Token};
+use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use crate::kernels::packs::Packer;
 
 /// Units per share are cut at multiples of this: one AVX-512 vector of the gate passes.
 const UNIT_ALIGN: usize = 16;
 
-/// The least multiply-adds of one step's recurrent product per thread for which the
-/// column schedule pays its meeting per step: a meeting of two spinning threads costs
-/// about a microsecond when both are on a core (see docs/benchmark-matrix.md, issue 33),
-/// which this much work takes at the micro-kernel's speed.
-pub(crate) const STEP_MULADDS_PER_PART: usize = 1 << 16;
+/// The least work of one share's step of the recurrent product for which the column
+/// schedule pays for its meeting per step, in multiply-adds, a single row counted as two
+/// (the micro-kernel's one-row tiles are bound by loads, at about half the speed per row
+/// of two-row ones). Set between the shapes measured on either side of it (2-core Zen 4,
+/// 2026-12-04, docs/benchmark-matrix.md): H = 64 at B = 16 (131 K a share) ran 17% slower
+/// by columns, H = 250 at B = 1 (250 K) 1.5-2.5× faster.
+pub(crate) const SHARE_STEP_MULADDS: usize = 3 << 16;
 
 /// How many shares of units the inference forward of a layer of `batch` rows, `hidden`
 /// units and `gates` gate blocks runs in on `threads` kernel threads: 1 (the row
 /// schedule) unless the batch gives fewer rows per thread than a full micro-kernel tile
 /// (`gemm_fast::MR`: with fewer, the row split leaves each thread streaming all of
 /// `w_hh` for partial tiles, or one thread for all) and each share of a step's product is
-/// large enough to pay for the meeting ([`STEP_MULADDS_PER_PART`]).
+/// large enough to pay for the meeting ([`SHARE_STEP_MULADDS`]).
 pub(crate) fn shares(batch: usize, hidden: usize, gates: usize, threads: usize) -> usize {
     let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
-    let step = batch * gates * hidden * hidden;
+    let share = hidden * gates * hidden.div_ceil(parts) * batch.max(2);
     let few_rows = batch.div_ceil(threads.max(1)) < gemm_fast::MR;
-    if parts > 1 && few_rows && step / parts >= STEP_MULADDS_PER_PART {
+    if parts > 1 && few_rows && share >= SHARE_STEP_MULADDS {
         parts
     } else {
         1
@@ -93,66 +95,101 @@ pub(crate) fn kept_share_bytes(k: usize, hidden: usize, gates: usize, threads: u
     (elements.sum::<usize>() * 4) as u64
 }
 
-/// One gang at a time in the process: two gangs on a pool of two threads, each holding
-/// one thread and waiting for the other, would wait forever.
-static GANG: Mutex<()> = Mutex::new(());
-
-/// The right to run a gang of `shares` now, if no other gang is running and there is a
-/// thread for each share (not inline; a share without a thread would be waited for
-/// forever).
-pub(crate) fn gang(shares: usize) -> Option<MutexGuard<'static, ()>> {
-    if shares < 2 || crate::threads::available() < shares {
-        return None;
-    }
-    match GANG.try_lock() {
-        Ok(g) => Some(g),
-        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
-}
-
-/// Runs `f` on every share at once, each on its own kernel thread (the first on this
-/// one). `_gang` proves no other gang runs. A panicking share marks `exchange`
-/// abandoned, so that the others stop waiting for it.
-pub(crate) fn run_gang<T: Send>(
-    _gang: &MutexGuard<'static, ()>,
-    exchange: &Exchange,
-    shares: Vec<T>,
-    f: impl Fn(T) + Sync,
-) {
-    struct Abandon<'a>(&'a Exchange);
-    impl Drop for Abandon<'_> {
-        fn drop(&mut self) {
-            if std::thread::panicking() {
-                self.0.abandoned.store(true, Ordering::Relaxed);
-            }
-        }
-    }
-    let run = |share: T| {
-        let _guard = Abandon(exchange);
-        f(share);
+/// Runs `step` over every share for `steps` steps of a layer of `batch` rows and
+/// `hidden` units (`h0` its initial state), on as many kernel threads as there are
+/// shares (or as are available), and returns the shares.
+///
+/// Each thread starts each step with its own share, then takes any share of the step no
+/// thread has taken yet, then waits for the step's shares in progress elsewhere. So no
+/// thread ever waits for a share that no thread is running: a thread that starts late,
+/// or is descheduled between steps, leaves its share to the others (the same sums,
+/// whoever forms them), and two layers' gangs on one pool cannot wait for each other.
+/// `units(share)`: the share's units and its `h_t` after `step(share, t, h_{t-1})`.
+pub(crate) fn run_shares<S: Send>(
+    token: Token,
+    shares: Vec<S>,
+    (batch, hidden, steps, h0): (usize, usize, usize, &[f32]),
+    units: impl Fn(&S) -> (&Range<usize>, &[f32]) + Sync,
+    step: impl Fn(&mut S, usize, &[f32]) + Sync,
+) -> Vec<S> {
+    let n = shares.len();
+    let exchange = Exchange::new(batch, hidden, n);
+    // Each share with the step it is at.
+    let shares: Vec<Mutex<(usize, S)>> = shares.into_iter().map(|s| Mutex::new((0, s))).collect();
+    let worker = |first: usize| {
+        let _guard = Abandon(&exchange);
+        vectorize(
+            Some(token),
+            #[inline(always)]
+            || {
+                // h_{t-1} for step `read_for`.
+                let (mut h_prev, mut read_for) = (h0.to_vec(), 0);
+                for t in 0..steps {
+                    for i in (first..n).chain(0..first) {
+                        let Ok(mut taken) = shares[i].try_lock() else {
+                            continue;
+                        };
+                        let (at, share) = &mut *taken;
+                        if *at != t {
+                            continue;
+                        }
+                        // Holding a share of step t, no share is past it: h_{t-1} is
+                        // whole and stays so while it is read.
+                        if read_for != t {
+                            exchange.read(t - 1, &mut h_prev);
+                            read_for = t;
+                        }
+                        step(share, t, &h_prev);
+                        let (u, h) = units(share);
+                        exchange.publish(t, u, h);
+                        *at = t + 1;
+                        drop(taken);
+                        exchange.arrived.fetch_add(1, Ordering::Release);
+                    }
+                    if !exchange.wait(t) {
+                        return;
+                    }
+                }
+            },
+        )
     };
-    let mut shares = shares.into_iter();
-    let first = shares.next();
-    rayon::scope(|s| {
-        for share in shares {
-            s.spawn(|_| run(share));
-        }
-        if let Some(share) = first {
-            run(share);
-        }
-    });
+    let threads = n.min(crate::threads::available());
+    if threads > 1 {
+        rayon::scope(|s| {
+            for p in 1..threads {
+                let worker = &worker;
+                s.spawn(move |_| worker(p));
+            }
+            worker(0);
+        });
+    } else {
+        worker(0);
+    }
+    let shares = shares.into_iter();
+    shares
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).1)
+        .collect()
 }
 
-/// Spins before yielding the core while waiting at a meeting.
+/// Marks an exchange abandoned when a thread panics, so that the others stop waiting.
+struct Abandon<'a>(&'a Exchange);
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abandoned.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Spins before yielding the core while waiting for a step's shares.
 const SPINS: u32 = 1 << 12;
 
-/// The state the shares of a gang exchange each step: `h_t` `[B, H]` (two steps' worth,
-/// by parity: a share writes step `t + 2`'s only after every share has read step `t`'s,
-/// which it did before arriving at step `t + 1`'s meeting) and a count of arrivals at the
-/// step's end. Atomics, so the threads share it without `unsafe`; relaxed loads and
-/// stores of `f32` bits cost what plain ones do, the meeting orders them.
-pub(crate) struct Exchange {
+/// The state the shares exchange each step: `h_t` `[B, H]` (two steps' worth, by
+/// parity: step `t + 1`'s is written while step `t`'s is read), and a count of the
+/// shares done. Atomics, so the threads share it without `unsafe`; relaxed loads and
+/// stores of `f32` bits cost what plain ones do, the count orders them.
+struct Exchange {
     h: [Vec<AtomicU32>; 2],
     arrived: AtomicUsize,
     abandoned: AtomicBool,
@@ -161,7 +198,7 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
-    pub(crate) fn new(batch: usize, hidden: usize, shares: usize) -> Self {
+    fn new(batch: usize, hidden: usize, shares: usize) -> Self {
         let buf = || (0..batch * hidden).map(|_| AtomicU32::new(0)).collect();
         Exchange {
             h: [buf(), buf()],
@@ -173,7 +210,7 @@ impl Exchange {
     }
 
     /// Writes `h` `[B, w]`, the units `units` of `h_t`, for the others to read.
-    pub(crate) fn publish(&self, t: usize, units: &Range<usize>, h: &[f32]) {
+    fn publish(&self, t: usize, units: &Range<usize>, h: &[f32]) {
         let w = units.len().max(1);
         let buf = &self.h[t % 2];
         for (r, row) in h.chunks_exact(w).enumerate() {
@@ -184,15 +221,13 @@ impl Exchange {
         }
     }
 
-    /// Arrives at the end of step `t`, waits for every share, and reads `h_t` whole into
-    /// `h` `[B, H]`.
-    pub(crate) fn meet(&self, t: usize, h: &mut [f32]) {
-        self.arrived.fetch_add(1, Ordering::Release);
+    /// Waits until every share has done step `t`; false if a thread gave up (panicked).
+    fn wait(&self, t: usize) -> bool {
         let everyone = self.shares * (t + 1);
         let mut spins = 0u32;
         while self.arrived.load(Ordering::Acquire) < everyone {
             if self.abandoned.load(Ordering::Relaxed) {
-                return;
+                return false;
             }
             if spins < SPINS {
                 spins += 1;
@@ -201,6 +236,11 @@ impl Exchange {
                 std::thread::yield_now();
             }
         }
+        true
+    }
+
+    /// Reads `h_t` whole into `h` `[B, H]` (every share has published it).
+    fn read(&self, t: usize, h: &mut [f32]) {
         for (d, s) in h.iter_mut().zip(&self.h[t % 2]) {
             *d = f32::from_bits(s.load(Ordering::Relaxed));
         }
