@@ -3,7 +3,7 @@
 //! fixed share of the hidden units for the whole sequence — the columns of all `G` gate
 //! blocks of those units in `w_ihᵀ` and `w_hhᵀ`, kept packed for it (`packs.rs`) — and
 //! computes, per step, its units' input projections, their recurrent products over the
-//! whole `h_{t-1}`, and their cells. The threads then meet once per step ([`Exchange`]):
+//! whole `h_{t-1}`, and their cells. The threads then meet once per step (`Exchange`):
 //! `h_t` must be whole before any thread's next product.
 //!
 //! Why: with one row (or a few), the row schedule (`fast.rs`) runs the layer on one
@@ -19,9 +19,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::Mutex;
-
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tensorfit_core::seq_lengths::RowLengths;
 use tensorfit_core::tokens::token_index;
@@ -41,17 +39,26 @@ const UNIT_ALIGN: usize = 16;
 /// by columns, H = 250 at B = 1 (250 K) 1.5-2.5× faster.
 pub(crate) const SHARE_STEP_MULADDS: usize = 3 << 16;
 
+/// Rows per thread from which the row schedule's tiles no longer gain from the column
+/// schedule's taller ones: with fewer, a tile is bound by streaming its share of `w_hh`
+/// (each row of a tile reuses what it loads). Set between the shapes measured on either
+/// side of it (same machine and date): H = 1024 at B = 8 (4 rows a thread) ran 0.80× the
+/// time by columns, at B = 16 (8 rows) 1.05×.
+pub(crate) const ROWS_STREAM_BOUND: usize = 8;
+
 /// How many shares of units the inference forward of a layer of `batch` rows, `hidden`
 /// units and `gates` gate blocks runs in on `threads` kernel threads: 1 (the row
-/// schedule) unless the batch gives fewer rows per thread than a full micro-kernel tile
-/// (`gemm_fast::MR`: with fewer, the row split leaves each thread streaming all of
-/// `w_hh` for partial tiles, or one thread for all) and each share of a step's product is
-/// large enough to pay for the meeting ([`SHARE_STEP_MULADDS`]).
+/// schedule) unless the row schedule leaves threads idle (`fast::splits`: the batch is
+/// not split) or gives each fewer than [`ROWS_STREAM_BOUND`] rows, and each share of a
+/// step's product is large enough to pay for the meeting ([`SHARE_STEP_MULADDS`]).
 pub(crate) fn shares(batch: usize, hidden: usize, gates: usize, threads: usize) -> usize {
     let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
     let share = hidden * gates * hidden.div_ceil(parts) * batch.max(2);
-    let few_rows = batch.div_ceil(threads.max(1)) < gemm_fast::MR;
-    if parts > 1 && few_rows && share >= SHARE_STEP_MULADDS {
+    let thin_rows = match super::fast::splits(batch, hidden) {
+        true => batch.div_ceil(threads.max(1)) < ROWS_STREAM_BOUND,
+        false => true,
+    };
+    if parts > 1 && thin_rows && share >= SHARE_STEP_MULADDS {
         parts
     } else {
         1
