@@ -91,10 +91,10 @@ impl Work {
         /// may split by columns: `recurrent/columns.rs`).
         fn recurrent(d: &impl RecurrentDims, passes: usize, inference: bool) -> Work {
             use crate::kernels::recurrent::{columns, fast};
-            let ((_, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
+            let ((steps, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
             let gates = d.gate_width() / hidden.max(1);
-            let one_part =
-                !fast::splits(batch, hidden) && columns::shares_on_pool(batch, hidden, gates) < 2;
+            let one_part = !fast::splits(batch, hidden)
+                && columns::shares_on_pool((steps, batch), hidden, gates) < 2;
             if inference && one_part && crate::kernels::gemm_fast::simd().is_some() {
                 return Work::OneThread;
             }
@@ -232,10 +232,12 @@ mod tests {
     fn small_calls_run_inline_and_large_ones_on_the_pool() {
         let fast = crate::kernels::gemm_fast::simd().is_some();
         // A stream step of one sequence (402 K multiply-adds), and of 16 on the fast path
-        // (one part, its weights kept packed; on more than one thread, 6.4 M
-        // multiply-adds split by columns: `recurrent/columns.rs`).
+        // (one part, its weights kept packed; one step is never split by columns).
         assert!(lstm_inline(1, 1, false));
-        assert_eq!(lstm_inline(1, 16, false), fast && kernel_threads() < 2);
+        assert_eq!(lstm_inline(1, 16, false), fast);
+        // 16 sequences of 200 steps, on more than one thread, are split by columns
+        // (`recurrent/columns.rs`).
+        assert_eq!(lstm_inline(200, 16, false), fast && kernel_threads() < 2);
         // A batch of 100 is split; a training forward packs afresh and may split.
         assert!(!lstm_inline(200, 100, false));
         assert!(!lstm_inline(50, 32, true));

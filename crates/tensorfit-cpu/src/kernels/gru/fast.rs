@@ -44,9 +44,10 @@ pub(super) fn forward(
     out: &mut GruForwardOutputs<'_>,
     packs: &mut Packer<'_>,
 ) {
-    // Too few rows to split: by columns (inference only; see `recurrent/columns.rs`).
-    let shares = columns::shares_on_pool(d.batch, d.hidden, 3);
-    if !keep_for_backward && shares > 1 {
+    // Too few rows to split: by columns (inference only, with threads to run the
+    // shares on; see `recurrent/columns.rs`).
+    let shares = columns::shares_on_pool((d.steps, d.batch), d.hidden, 3);
+    if !keep_for_backward && shares > 1 && crate::threads::available() > 1 {
         return super::columns::forward(token, d, (inp, packs), out, shares);
     }
     forward_rows(token, d, held, inp, out, packs);

@@ -115,9 +115,10 @@ pub(crate) fn forward(
     out: &mut LstmForwardOutputs<'_>,
     bias: Vec<f32>,
 ) -> Result<()> {
-    // Too few rows to split: by columns (inference only; see `recurrent/columns.rs`).
-    let shares = columns::shares_on_pool(d.batch, d.hidden, 4);
-    if out.cells.is_none() && shares > 1 {
+    // Too few rows to split: by columns (inference only, with threads to run the
+    // shares on; see `recurrent/columns.rs`).
+    let shares = columns::shares_on_pool((d.steps, d.batch), d.hidden, 4);
+    if out.cells.is_none() && shares > 1 && crate::threads::available() > 1 {
         super::columns::forward(token, d, (inp, packs), out, bias, shares);
         return Ok(());
     }

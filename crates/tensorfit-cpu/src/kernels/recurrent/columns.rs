@@ -46,12 +46,21 @@ pub(crate) const SHARE_STEP_MULADDS: usize = 3 << 16;
 /// time by columns, at B = 16 (8 rows) 1.05×.
 pub(crate) const ROWS_STREAM_BOUND: usize = 8;
 
-/// How many shares of units the inference forward of a layer of `batch` rows, `hidden`
-/// units and `gates` gate blocks runs in on `threads` kernel threads: 1 (the row
-/// schedule) unless the row schedule leaves threads idle (`fast::splits`: the batch is
-/// not split) or gives each fewer than [`ROWS_STREAM_BOUND`] rows, and each share of a
-/// step's product is large enough to pay for the meeting ([`SHARE_STEP_MULADDS`]).
-pub(crate) fn shares(batch: usize, hidden: usize, gates: usize, threads: usize) -> usize {
+/// How many shares of units the inference forward of `steps` steps of a layer of `batch`
+/// rows, `hidden` units and `gates` gate blocks runs in on `threads` kernel threads: 1
+/// (the row schedule) unless the row schedule leaves threads idle (`fast::splits`: the
+/// batch is not split) or gives each fewer than [`ROWS_STREAM_BOUND`] rows, and each
+/// share of a step's product is large enough to pay for the meeting
+/// ([`SHARE_STEP_MULADDS`]). Never for one step (a stream step): the schedule's gain is
+/// each thread's share reused over the steps, and its start (a pool task and a second
+/// thread woken, per call) would be all a single step gets.
+pub(crate) fn shares(
+    (steps, batch): (usize, usize),
+    hidden: usize,
+    gates: usize,
+    threads: usize,
+) -> usize {
+    let threads = if steps < 2 { 1 } else { threads };
     let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
     let share = hidden * gates * hidden.div_ceil(parts) * batch.max(2);
     let thin_rows = match super::fast::splits(batch, hidden) {
@@ -65,10 +74,12 @@ pub(crate) fn shares(batch: usize, hidden: usize, gates: usize, threads: usize) 
     }
 }
 
-/// [`shares`] on the kernel pool's threads (what a call of the layer chooses, inline or
-/// not: the shares, and so the packed weights kept, do not depend on where it runs).
-pub(crate) fn shares_on_pool(batch: usize, hidden: usize, gates: usize) -> usize {
-    shares(batch, hidden, gates, crate::threads::kernel_threads())
+/// [`shares`] on the kernel pool's threads. A call that runs inline (a stream step of a
+/// few rows: `threads::runs_inline`) has one thread and takes the row schedule: the
+/// same bits, and the whole weights kept packed beside the shares (counted:
+/// `kernel_memory::kept_bytes`).
+pub(crate) fn shares_on_pool(rows: (usize, usize), hidden: usize, gates: usize) -> usize {
+    shares(rows, hidden, gates, crate::threads::kernel_threads())
 }
 
 /// `hidden` units cut into `parts` runs, as equal as multiples of [`UNIT_ALIGN`] allow.
