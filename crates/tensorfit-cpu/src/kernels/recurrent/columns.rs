@@ -35,8 +35,8 @@ const UNIT_ALIGN: usize = 16;
 /// schedule pays for its meeting per step, in multiply-adds, a single row counted as two
 /// (the micro-kernel's one-row tiles are bound by loads, at about half the speed per row
 /// of two-row ones). Set between the shapes measured on either side of it (2-core Zen 4,
-/// 2026-12-04, docs/benchmark-matrix.md): H = 64 at B = 16 (131 K a share) ran 17% slower
-/// by columns, H = 250 at B = 1 (250 K) 1.5-2.5× faster.
+/// 2026-12-04, docs/benchmark-matrix.md): H = 64 at B = 8 and 16 (66 K and 131 K a
+/// share) ran 11% and 17% slower by columns, H = 250 at B = 1 (250 K) 2.9× faster.
 pub(crate) const SHARE_STEP_MULADDS: usize = 3 << 16;
 
 /// Rows per thread from which the row schedule's tiles no longer gain from the column
