@@ -15,7 +15,8 @@
 //!
 //! Besides, the backend keeps the packed weights of every recurrent forward that keeps
 //! nothing for a backward (inference: `kernels::packs`) until they are written: each such
-//! weight once, however many programs read it ([`kept_bytes`]).
+//! weight once, however many programs read it, whole and in the column schedule's shares
+//! ([`kept_bytes`]).
 
 use tensorfit_core::args::{
     Args, GruBackwardInputs, GruForwardInputs, LstmBackwardInputs, LstmForwardInputs,
@@ -23,6 +24,7 @@ use tensorfit_core::args::{
 use tensorfit_core::{Graph, Node, Op, RecurrentDims, Shape, TensorId};
 
 use crate::kernels::gemm_fast;
+use crate::kernels::recurrent::columns;
 
 /// The most host bytes the CPU kernels hold at once outside the planned buffers while
 /// running `graphs` (a job's programs, which run one at a time) on `threads` kernel
@@ -57,22 +59,31 @@ pub fn kept_bytes(graphs: &[&Graph]) -> u64 {
     let mut seen = std::collections::HashSet::new();
     let mut bytes = 0;
     for g in graphs {
-        // A weight `[G·H, K]` is kept packed transposed: `K` rows of `G·H` columns.
-        let mut keep = |w: TensorId| {
+        // A weight `[G·H, K]` is kept packed transposed: `K` rows of `G·H` columns,
+        // whole and, for the column schedule (`recurrent/columns.rs`: a batch too small
+        // to split by rows; a layer run at batches on both sides of that keeps both), in
+        // one share of columns per kernel thread.
+        let mut keep = |w: TensorId, (hidden, gates): (usize, usize)| {
             let dims = g.shape(w).dims();
             let (rows, cols) = (dims.first().copied(), dims.last().copied());
             if seen.insert(g.tensor(w).name.clone()) {
-                bytes += packed_b(cols.unwrap_or(0), rows.unwrap_or(0));
+                let (k, n) = (cols.unwrap_or(0), rows.unwrap_or(0));
+                let threads = crate::threads::kernel_threads();
+                bytes += packed_b(k, n) + columns::kept_share_bytes(k, hidden, gates, threads);
             }
         };
         for node in g.nodes() {
             let Some((w_ih, w_hh, tokens)) = kept_weights(g, node) else {
                 continue;
             };
-            keep(w_hh);
+            let w_hh_rows = g.shape(w_hh).dims().first().copied().unwrap_or(0);
+            let hidden = g.shape(w_hh).dims().last().copied().unwrap_or(0);
+            let layer = (hidden, w_hh_rows / hidden.max(1));
+            let (w_hh, w_ih) = ((w_hh, layer), (w_ih, layer));
+            keep(w_hh.0, w_hh.1);
             // Token ids gather their gates from `w_ih` (`Projection`): nothing packed.
             if !tokens {
-                keep(w_ih);
+                keep(w_ih.0, w_ih.1);
             }
         }
     }
@@ -375,7 +386,9 @@ mod tests {
     #[test]
     fn an_inference_layers_weights_are_kept_packed_once_whatever_the_programs() {
         let (g, again) = (lstm_layer(false), lstm_layer(true));
-        let both = packed_b(152, 1000) + packed_b(250, 1000);
+        let threads = crate::threads::kernel_threads();
+        let shares = |k| columns::kept_share_bytes(k, 250, 4, threads);
+        let both = packed_b(152, 1000) + packed_b(250, 1000) + shares(152) + shares(250);
         assert_eq!(kept_bytes(&[&g]), both);
         // Two programs reading the same weights keep them once.
         assert_eq!(kept_bytes(&[&g, &again]), both);

@@ -76,8 +76,9 @@ pub enum Work {
     /// A pass over tensors: the values of the largest.
     Values(usize),
     /// A call its kernel runs on one thread whatever its size: an inference forward of a
-    /// recurrent layer on the fast path whose batch is not split (its time loop is one
-    /// part, and its packed weights are kept from the call before: `kernels::packs`).
+    /// recurrent layer on the fast path whose batch is split neither by rows nor by
+    /// columns (its time loop is one part, and its packed weights are kept from the call
+    /// before: `kernels::packs`).
     OneThread,
 }
 
@@ -86,10 +87,14 @@ impl Work {
     pub fn of(op: &Op, inputs: Vec<&Shape>, outputs: &[&Shape]) -> Work {
         /// Per row of a recurrent layer, forward: `x · w_ihᵀ` (dense input) and
         /// `h · w_hhᵀ`; backward (`passes` 2) does about twice that. `inference`: a
-        /// forward that keeps nothing for a backward.
+        /// forward that keeps nothing for a backward (which, too small to split by rows,
+        /// may split by columns: `recurrent/columns.rs`).
         fn recurrent(d: &impl RecurrentDims, passes: usize, inference: bool) -> Work {
-            let ((_, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
-            let one_part = !crate::kernels::recurrent::fast::splits(batch, hidden);
+            use crate::kernels::recurrent::{columns, fast};
+            let ((steps, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
+            let gates = d.gate_width() / hidden.max(1);
+            let one_part = !fast::splits(batch, hidden)
+                && columns::shares_on_pool((steps, batch), hidden, gates) < 2;
             if inference && one_part && crate::kernels::gemm_fast::simd().is_some() {
                 return Work::OneThread;
             }
@@ -227,9 +232,12 @@ mod tests {
     fn small_calls_run_inline_and_large_ones_on_the_pool() {
         let fast = crate::kernels::gemm_fast::simd().is_some();
         // A stream step of one sequence (402 K multiply-adds), and of 16 on the fast path
-        // (one part, its weights kept packed).
+        // (one part, its weights kept packed; one step is never split by columns).
         assert!(lstm_inline(1, 1, false));
         assert_eq!(lstm_inline(1, 16, false), fast);
+        // 16 sequences of 200 steps, on more than one thread, are split by columns
+        // (`recurrent/columns.rs`).
+        assert_eq!(lstm_inline(200, 16, false), fast && kernel_threads() < 2);
         // A batch of 100 is split; a training forward packs afresh and may split.
         assert!(!lstm_inline(200, 100, false));
         assert!(!lstm_inline(50, 32, true));

@@ -73,11 +73,12 @@ impl Layout {
     }
 }
 
-/// One kept copy.
+/// One kept copy: of the whole `B`, or (`columns`) of those of its columns only.
 #[derive(Debug)]
 struct Kept {
     source: Source,
     layout: Layout,
+    columns: Option<Vec<usize>>,
     packed: Arc<PackedB>,
 }
 
@@ -107,20 +108,30 @@ impl PackCache {
         self.kept.iter().map(|k| k.packed.bytes()).sum()
     }
 
-    /// The copy of `b` (read from `source`) kept, or `b` packed now and kept.
-    fn get_or_pack(&mut self, source: Source, b: MatRef<'_>) -> Arc<PackedB> {
+    /// The copy of `b` (read from `source`; with `columns`, of those columns of it) kept,
+    /// or packed now and kept.
+    fn get_or_pack(
+        &mut self,
+        source: Source,
+        b: MatRef<'_>,
+        columns: Option<&[usize]>,
+    ) -> Arc<PackedB> {
         let layout = Layout::of(&b);
         if let Some(k) = self
             .kept
             .iter()
-            .find(|k| k.source == source && k.layout == layout)
+            .find(|k| k.source == source && k.layout == layout && k.columns.as_deref() == columns)
         {
             return Arc::clone(&k.packed);
         }
-        let packed = Arc::new(PackedB::new_exact(b));
+        let packed = Arc::new(match columns {
+            Some(cols) => PackedB::from_columns(b, cols),
+            None => PackedB::new_exact(b),
+        });
         self.kept.push(Kept {
             source,
             layout,
+            columns: columns.map(<[usize]>::to_vec),
             packed: Arc::clone(&packed),
         });
         packed
@@ -149,15 +160,28 @@ impl<'c> Packer<'c> {
 
     /// `b`, read from the input called `name` (all of its elements, `b.data`), packed.
     pub fn pack(&mut self, name: &str, b: MatRef<'_>) -> Arc<PackedB> {
+        self.pack_picked(name, b, None)
+    }
+
+    /// Columns `columns` of `b` (read as in [`Packer::pack`]) packed, in that order
+    /// (`PackedB::from_columns`): one thread's share of a weight, kept as the whole is.
+    pub fn pack_columns(&mut self, name: &str, b: MatRef<'_>, columns: &[usize]) -> Arc<PackedB> {
+        self.pack_picked(name, b, Some(columns))
+    }
+
+    fn pack_picked(&mut self, name: &str, b: MatRef<'_>, cols: Option<&[usize]>) -> Arc<PackedB> {
         if let Some((cache, sources)) = &mut self.cache {
             let source = sources.iter().find(|(n, _)| *n == name).map(|s| s.1);
             // The view must be the slice read: same length (the kernels are handed the
             // view's elements exactly).
             if let Some(s) = source.filter(|s| s.end - s.start == b.data.len()) {
-                return cache.get_or_pack(s, b);
+                return cache.get_or_pack(s, b, cols);
             }
         }
-        Arc::new(PackedB::new(b))
+        Arc::new(match cols {
+            Some(cols) => PackedB::from_columns(b, cols),
+            None => PackedB::new(b),
+        })
     }
 }
 

@@ -130,20 +130,39 @@ impl Drop for PackedB {
     }
 }
 
+/// Which rows and columns of a matrix are packed: all, or those listed, in order.
+#[derive(Clone, Copy, Default)]
+struct Picked<'a> {
+    rows: Option<&'a [usize]>,
+    cols: Option<&'a [usize]>,
+}
+
 /// Packs columns `j0..j0 + NR` of `b` (zero beyond its last column), rows
-/// `k0..k0 + kc` (or, with `picked`, rows `picked[k0..k0 + kc]`), into `panel`
-/// (`[kc, NR]` row-major). Rows (or, for a transposed view, columns) are copied as
-/// contiguous runs where the strides allow.
-fn pack_b_panel(
-    b: MatRef<'_>,
-    (k0, picked): (usize, Option<&[usize]>),
-    j0: usize,
-    panel: &mut [f32],
-) {
+/// `k0..k0 + kc`, into `panel` (`[kc, NR]` row-major); with `picked` rows or columns,
+/// the `p`-th row (column) packed is `b`'s `picked[p]`. Rows (or, for a transposed view,
+/// columns) are copied as contiguous runs where the strides allow.
+fn pack_b_panel(b: MatRef<'_>, (k0, picked): (usize, Picked<'_>), j0: usize, panel: &mut [f32]) {
     let kc = panel.len() / NR;
-    let width = NR.min(b.cols - j0);
-    let row_of = |p: usize| picked.map_or(k0 + p, |rows| rows[k0 + p]);
-    if b.col_stride == 1 {
+    let cols = picked.cols.map_or(b.cols, <[usize]>::len);
+    let width = NR.min(cols - j0);
+    let row_of = |p: usize| picked.rows.map_or(k0 + p, |rows| rows[k0 + p]);
+    let col_of = |j: usize| picked.cols.map_or(j, |cols| cols[j]);
+    if let (Some(_), 1, None) = (picked.cols, b.row_stride, picked.rows) {
+        // Picked columns of a transposed row-major matrix: each a contiguous run.
+        for jj in 0..width {
+            let start = col_of(j0 + jj) * b.col_stride + k0;
+            let col = &b.data[start..start + kc];
+            for (row, &v) in panel.chunks_exact_mut(NR).zip(col) {
+                row[jj] = v;
+            }
+        }
+    } else if picked.cols.is_some() {
+        for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
+            for (jj, v) in row.iter_mut().enumerate().take(width) {
+                *v = b.at(row_of(p), col_of(j0 + jj));
+            }
+        }
+    } else if b.col_stride == 1 {
         // Each row of the panel is a contiguous run of a row of `b` (copied with a
         // length known at compile time where it can be, not a `memmove` call per row).
         for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
@@ -154,7 +173,7 @@ fn pack_b_panel(
                 row[..width].copy_from_slice(&b.data[start..start + width]);
             }
         }
-    } else if b.row_stride == 1 && picked.is_none() {
+    } else if b.row_stride == 1 && picked.rows.is_none() {
         // A transposed row-major matrix: each column of the panel is a contiguous run.
         for jj in 0..width {
             let start = (j0 + jj) * b.col_stride + k0;
@@ -235,7 +254,7 @@ pub fn packed_b_elements(k: usize, n: usize) -> usize {
 impl PackedB {
     /// Packs `b`. Costs one pass over `b`; do it once per operand that is reused.
     pub fn new(b: MatRef<'_>) -> Self {
-        Self::pack(b, None)
+        Self::pack(b, Picked::default())
     }
 
     /// Packs rows `rows` of `b`, in that order: the `B` whose row `p` is `b`'s row
@@ -243,13 +262,37 @@ impl PackedB {
     /// over those rows only (the recurrent layers' weight gradients over the real steps
     /// of a padded batch, `recurrent/fast.rs`).
     pub fn from_rows(b: MatRef<'_>, rows: &[usize]) -> Self {
+        let picked = Picked {
+            rows: Some(rows),
+            cols: None,
+        };
         Self::pack(
             MatRef {
                 rows: rows.len(),
                 ..b
             },
-            Some(rows),
+            picked,
         )
+    }
+
+    /// Packs columns `cols` of `b`, in that order, in a buffer of its own of exactly the
+    /// size it needs (as [`PackedB::new_exact`]): the `B` whose column `j` is `b`'s
+    /// column `cols[j]`. Each element of a product with it is summed as with `b` whole
+    /// (the recurrent layers' column schedule, `recurrent/columns.rs`).
+    pub fn from_columns(b: MatRef<'_>, cols: &[usize]) -> Self {
+        let len = packed_b_elements(b.rows, cols.len());
+        let mut data = Vec::new();
+        data.reserve_exact(len);
+        data.resize(len, 0.0);
+        let picked = Picked {
+            rows: None,
+            cols: Some(cols),
+        };
+        let b = MatRef {
+            cols: cols.len(),
+            ..b
+        };
+        Self::pack_into(data, b, picked)
     }
 
     /// [`PackedB::new`] in a buffer of its own, of exactly the size it needs, not one
@@ -260,7 +303,7 @@ impl PackedB {
         let mut data = Vec::new();
         data.reserve_exact(len);
         data.resize(len, 0.0);
-        Self::pack_into(data, b, None)
+        Self::pack_into(data, b, Picked::default())
     }
 
     /// Bytes of the buffer holding the packed panels.
@@ -269,13 +312,13 @@ impl PackedB {
     }
 
     /// [`PackedB::new`], or with `picked` [`PackedB::from_rows`].
-    fn pack(b: MatRef<'_>, picked: Option<&[usize]>) -> Self {
+    fn pack(b: MatRef<'_>, picked: Picked<'_>) -> Self {
         let data = spare::take(packed_b_elements(b.rows, b.cols));
         Self::pack_into(data, b, picked)
     }
 
     /// Packs `b` (or its rows `picked`) into `data`, of [`packed_b_elements`] elements.
-    fn pack_into(mut data: Vec<f32>, b: MatRef<'_>, picked: Option<&[usize]>) -> Self {
+    fn pack_into(mut data: Vec<f32>, b: MatRef<'_>, picked: Picked<'_>) -> Self {
         let (k, n) = (b.rows, b.cols);
         let panels = n.div_ceil(NR);
         let len = k * panels * NR;

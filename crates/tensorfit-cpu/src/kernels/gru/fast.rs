@@ -27,14 +27,34 @@ use super::{
 use crate::kernels::fastmath::Fused;
 use crate::kernels::gemm_fast::{vectorize, MatRef, PackedB, Token};
 use crate::kernels::packs::Packer;
+use crate::kernels::recurrent::columns;
 use crate::kernels::recurrent::fast::{
     rows_per_part, split_steps, LiveRows, PartRows, Projection, Written,
 };
 
 /// The forward pass, for a layer that is not empty, holding `held` steps of `gates` and
 /// `hidden` (step `t` in slot `t % held`; the lengths have been checked by
-/// `gru::forward_on`).
+/// `gru::forward_on`); without `keep_for_backward`, by columns where the batch is too
+/// small to split by rows (`gru/columns.rs`).
 pub(super) fn forward(
+    token: Token,
+    d: GruDims,
+    (held, keep_for_backward): (usize, bool),
+    inp: &GruForwardInputs<'_>,
+    out: &mut GruForwardOutputs<'_>,
+    packs: &mut Packer<'_>,
+) {
+    // Too few rows to split: by columns (inference only, with threads to run the
+    // shares on; see `recurrent/columns.rs`).
+    let shares = columns::shares_on_pool((d.steps, d.batch), d.hidden, 3);
+    if !keep_for_backward && shares > 1 && crate::threads::available() > 1 {
+        return super::columns::forward(token, d, (inp, packs), out, shares);
+    }
+    forward_rows(token, d, held, inp, out, packs);
+}
+
+/// [`forward`] by rows: each thread over its own batch rows for the whole sequence.
+pub(super) fn forward_rows(
     token: Token,
     d: GruDims,
     held: usize,

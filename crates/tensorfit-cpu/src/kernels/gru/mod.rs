@@ -39,6 +39,7 @@ use super::recurrent::{
     RecurrentInto, SumOver,
 };
 
+mod columns;
 mod fast;
 
 /// The inputs of [`gru_forward`] (see [`args::GruForwardInputs`]).
@@ -104,7 +105,7 @@ pub fn forward_on(
     }
     let held = d.gate_steps(keep_for_backward);
     match token {
-        Some(token) => fast::forward(token, d, held, inp, &mut out, packs),
+        Some(token) => fast::forward(token, d, (held, keep_for_backward), inp, &mut out, packs),
         None => forward_steps(d, held, inp, &mut out)?,
     }
     // The final state: the last step's, or each row's at its own last step.

@@ -33,6 +33,7 @@ use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
 use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use crate::kernels::packs::Packer;
+use crate::kernels::recurrent::columns;
 use crate::kernels::recurrent::fast::{
     rows_per_part, split_steps, LiveRows, PartRows, Projection, Written,
 };
@@ -108,6 +109,24 @@ fn project_ahead(rows: usize, steps: usize) -> usize {
 /// (the lengths have been checked: see `lstm::forward_on`, which also ends it); `bias` is
 /// the input projection's; `packs` packs `w_ih` and `w_hh`.
 pub(crate) fn forward(
+    token: Token,
+    d: LstmDims,
+    (inp, packs): (&LstmForwardInputs<'_>, &mut Packer<'_>),
+    out: &mut LstmForwardOutputs<'_>,
+    bias: Vec<f32>,
+) -> Result<()> {
+    // Too few rows to split: by columns (inference only, with threads to run the
+    // shares on; see `recurrent/columns.rs`).
+    let shares = columns::shares_on_pool((d.steps, d.batch), d.hidden, 4);
+    if out.cells.is_none() && shares > 1 && crate::threads::available() > 1 {
+        super::columns::forward(token, d, (inp, packs), out, bias, shares);
+        return Ok(());
+    }
+    forward_rows(token, d, (inp, packs), out, bias)
+}
+
+/// [`forward`] by rows: each thread over its own batch rows for the whole sequence.
+pub(super) fn forward_rows(
     token: Token,
     d: LstmDims,
     (inp, packs): (&LstmForwardInputs<'_>, &mut Packer<'_>),
@@ -204,7 +223,7 @@ pub(crate) fn forward(
 /// and `h` `[rows, H]` (h_t). A row past its end at step `t` keeps its cell state and
 /// gets `h = 0` and zero gates.
 #[inline(always)]
-fn cell_forward(
+pub(super) fn cell_forward(
     gates_t: &mut [f32],
     c: &mut [f32],
     h: &mut [f32],

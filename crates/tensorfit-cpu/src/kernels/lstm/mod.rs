@@ -43,6 +43,7 @@ use super::recurrent::{
 };
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
+mod columns;
 pub(crate) mod fast;
 
 /// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).

@@ -288,4 +288,5 @@ pub(crate) fn input_gradients(
     Ok(())
 }
 
+pub(crate) mod columns;
 pub(crate) mod fast;

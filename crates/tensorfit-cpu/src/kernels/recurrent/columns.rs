@@ -1,0 +1,404 @@
+//! The column schedule of the recurrent fast paths' inference forward (`lstm/columns.rs`,
+//! `gru/columns.rs`): for a batch too small to split by rows, each kernel thread owns a
+//! fixed share of the hidden units for the whole sequence — the columns of all `G` gate
+//! blocks of those units in `w_ihᵀ` and `w_hhᵀ`, kept packed for it (`packs.rs`) — and
+//! computes, per step, its units' input projections, their recurrent products over the
+//! whole `h_{t-1}`, and their cells. The threads then meet once per step (`Exchange`):
+//! `h_t` must be whole before any thread's next product.
+//!
+//! Why: with one row (or a few), the row schedule (`fast.rs`) runs the layer on one
+//! thread, streaming the whole of `w_hh` through one core per step, and a pool task per
+//! step costs more than the step. Split by columns, each core streams its share only,
+//! and the rows of every tile are the whole batch.
+//!
+//! The results are the row schedule's bit for bit: each element of a product is its own
+//! sum over `k`, in the same blocks of `KC`, whatever columns are packed beside it
+//! (`PackedB::from_columns`), and the gate passes are per unit; whichever thread runs a
+//! share's step ([`run_shares`]; on one thread, or inline, one thread runs them all in
+//! turn), it forms the same sums.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tensorfit_core::seq_lengths::RowLengths;
+use tensorfit_core::tokens::token_index;
+
+use super::fast::{LiveRows, Projection, Written};
+use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
+use crate::kernels::packs::Packer;
+
+/// Units per share are cut at multiples of this: one AVX-512 vector of the gate passes.
+const UNIT_ALIGN: usize = 16;
+
+/// The least work of one share's step of the recurrent product for which the column
+/// schedule pays for its meeting per step, in multiply-adds, a single row counted as two
+/// (the micro-kernel's one-row tiles are bound by loads, at about half the speed per row
+/// of two-row ones). Set between the shapes measured on either side of it (2-core Zen 4,
+/// 2026-12-04, docs/benchmark-matrix.md): H = 64 at B = 8 and 16 (66 K and 131 K a
+/// share) ran 11% and 17% slower by columns, H = 250 at B = 1 (250 K) 2.9× faster.
+pub(crate) const SHARE_STEP_MULADDS: usize = 3 << 16;
+
+/// Rows per thread from which the row schedule's tiles no longer gain from the column
+/// schedule's taller ones: with fewer, a tile is bound by streaming its share of `w_hh`
+/// (each row of a tile reuses what it loads). Set between the shapes measured on either
+/// side of it (same machine and date): H = 1024 at B = 8 (4 rows a thread) ran 0.80× the
+/// time by columns, at B = 16 (8 rows) 1.05×.
+pub(crate) const ROWS_STREAM_BOUND: usize = 8;
+
+/// How many shares of units the inference forward of `steps` steps of a layer of `batch`
+/// rows, `hidden` units and `gates` gate blocks runs in on `threads` kernel threads: 1
+/// (the row schedule) unless the row schedule leaves threads idle (`fast::splits`: the
+/// batch is not split) or gives each fewer than [`ROWS_STREAM_BOUND`] rows, and each
+/// share of a step's product is large enough to pay for the meeting
+/// ([`SHARE_STEP_MULADDS`]). Never for one step (a stream step): the schedule's gain is
+/// each thread's share reused over the steps, and its start (a pool task and a second
+/// thread woken, per call) would be all a single step gets.
+pub(crate) fn shares(
+    (steps, batch): (usize, usize),
+    hidden: usize,
+    gates: usize,
+    threads: usize,
+) -> usize {
+    let threads = if steps < 2 { 1 } else { threads };
+    let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
+    let share = hidden * gates * hidden.div_ceil(parts) * batch.max(2);
+    let thin_rows = match super::fast::splits(batch, hidden) {
+        true => batch.div_ceil(threads.max(1)) < ROWS_STREAM_BOUND,
+        false => true,
+    };
+    if parts > 1 && thin_rows && share >= SHARE_STEP_MULADDS {
+        parts
+    } else {
+        1
+    }
+}
+
+/// [`shares`] on the kernel pool's threads. A call that runs inline (a stream step of a
+/// few rows: `threads::runs_inline`) has one thread and takes the row schedule: the
+/// same bits, and the whole weights kept packed beside the shares (counted:
+/// `kernel_memory::kept_bytes`).
+pub(crate) fn shares_on_pool(rows: (usize, usize), hidden: usize, gates: usize) -> usize {
+    shares(rows, hidden, gates, crate::threads::kernel_threads())
+}
+
+/// `hidden` units cut into `parts` runs, as equal as multiples of [`UNIT_ALIGN`] allow.
+pub(crate) fn unit_shares(hidden: usize, parts: usize) -> Vec<Range<usize>> {
+    let per = hidden.div_ceil(parts.max(1)).div_ceil(UNIT_ALIGN) * UNIT_ALIGN;
+    (0..parts)
+        .map(|p| (p * per).min(hidden)..((p + 1) * per).min(hidden))
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// The columns of a `[K, G·H]` (`w_ihᵀ`, `w_hhᵀ`) that units `units` own: gate block by
+/// gate block, so that a share's gates lie as a layer's do, `G` blocks of its units.
+pub(crate) fn gate_columns(hidden: usize, gates: usize, units: &Range<usize>) -> Vec<usize> {
+    (0..gates)
+        .flat_map(|g| units.clone().map(move |u| g * hidden + u))
+        .collect()
+}
+
+/// Bytes of the packed copies of a weight `[G·H, K]` kept in shares for the column
+/// schedule on `threads` threads (each share's `G·w` columns padded to whole panels).
+pub(crate) fn kept_share_bytes(k: usize, hidden: usize, gates: usize, threads: usize) -> u64 {
+    let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
+    if parts < 2 {
+        return 0;
+    }
+    let shares = unit_shares(hidden, parts);
+    let elements = shares
+        .iter()
+        .map(|u| gemm_fast::packed_b_elements(k, gates * u.len()));
+    (elements.sum::<usize>() * 4) as u64
+}
+
+/// Runs `step` over every share for `steps` steps of a layer of `batch` rows and
+/// `hidden` units (`h0` its initial state), on as many kernel threads as there are
+/// shares (or as are available), and returns the shares.
+///
+/// Each thread starts each step with its own share, then takes any share of the step no
+/// thread has taken yet, then waits for the step's shares in progress elsewhere. So no
+/// thread ever waits for a share that no thread is running: a thread that starts late,
+/// or is descheduled between steps, leaves its share to the others (the same sums,
+/// whoever forms them), and two layers' gangs on one pool cannot wait for each other.
+/// `units(share)`: the share's units and its `h_t` after `step(share, t, h_{t-1})`.
+pub(crate) fn run_shares<S: Send>(
+    token: Token,
+    shares: Vec<S>,
+    (batch, hidden, steps, h0): (usize, usize, usize, &[f32]),
+    units: impl Fn(&S) -> (&Range<usize>, &[f32]) + Sync,
+    step: impl Fn(&mut S, usize, &[f32]) + Sync,
+) -> Vec<S> {
+    let n = shares.len();
+    let exchange = Exchange::new(batch, hidden, n);
+    // Each share with the step it is at.
+    let shares: Vec<Mutex<(usize, S)>> = shares.into_iter().map(|s| Mutex::new((0, s))).collect();
+    let worker = |first: usize| {
+        let _guard = Abandon(&exchange);
+        vectorize(
+            Some(token),
+            #[inline(always)]
+            || {
+                // h_{t-1} for step `read_for`.
+                let (mut h_prev, mut read_for) = (h0.to_vec(), 0);
+                for t in 0..steps {
+                    for i in (first..n).chain(0..first) {
+                        let Ok(mut taken) = shares[i].try_lock() else {
+                            continue;
+                        };
+                        let (at, share) = &mut *taken;
+                        if *at != t {
+                            continue;
+                        }
+                        // Holding a share of step t, no share is past it: h_{t-1} is
+                        // whole and stays so while it is read.
+                        if read_for != t {
+                            exchange.read(t - 1, &mut h_prev);
+                            read_for = t;
+                        }
+                        step(share, t, &h_prev);
+                        let (u, h) = units(share);
+                        exchange.publish(t, u, h);
+                        *at = t + 1;
+                        drop(taken);
+                        exchange.arrived.fetch_add(1, Ordering::Release);
+                    }
+                    if !exchange.wait(t) {
+                        return;
+                    }
+                }
+            },
+        )
+    };
+    let threads = n.min(crate::threads::available());
+    if threads > 1 {
+        rayon::scope(|s| {
+            for p in 1..threads {
+                let worker = &worker;
+                s.spawn(move |_| worker(p));
+            }
+            worker(0);
+        });
+    } else {
+        worker(0);
+    }
+    let shares = shares.into_iter();
+    shares
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).1)
+        .collect()
+}
+
+/// Marks an exchange abandoned when a thread panics, so that the others stop waiting.
+struct Abandon<'a>(&'a Exchange);
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abandoned.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Spins before yielding the core while waiting for a step's shares.
+const SPINS: u32 = 1 << 12;
+
+/// The state the shares exchange each step: `h_t` `[B, H]` (two steps' worth, by
+/// parity: step `t + 1`'s is written while step `t`'s is read), and a count of the
+/// shares done. Atomics, so the threads share it without `unsafe`; relaxed loads and
+/// stores of `f32` bits cost what plain ones do, the count orders them.
+struct Exchange {
+    h: [Vec<AtomicU32>; 2],
+    arrived: AtomicUsize,
+    abandoned: AtomicBool,
+    shares: usize,
+    hidden: usize,
+}
+
+impl Exchange {
+    fn new(batch: usize, hidden: usize, shares: usize) -> Self {
+        let buf = || (0..batch * hidden).map(|_| AtomicU32::new(0)).collect();
+        Exchange {
+            h: [buf(), buf()],
+            arrived: AtomicUsize::new(0),
+            abandoned: AtomicBool::new(false),
+            shares,
+            hidden,
+        }
+    }
+
+    /// Writes `h` `[B, w]`, the units `units` of `h_t`, for the others to read.
+    fn publish(&self, t: usize, units: &Range<usize>, h: &[f32]) {
+        let w = units.len().max(1);
+        let buf = &self.h[t % 2];
+        for (r, row) in h.chunks_exact(w).enumerate() {
+            let dst = &buf[r * self.hidden + units.start..][..row.len()];
+            for (d, v) in dst.iter().zip(row) {
+                d.store(v.to_bits(), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Waits until every share has done step `t`; false if a thread gave up (panicked).
+    fn wait(&self, t: usize) -> bool {
+        let everyone = self.shares * (t + 1);
+        let mut spins = 0u32;
+        while self.arrived.load(Ordering::Acquire) < everyone {
+            if self.abandoned.load(Ordering::Relaxed) {
+                return false;
+            }
+            if spins < SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        true
+    }
+
+    /// Reads `h_t` whole into `h` `[B, H]` (every share has published it).
+    fn read(&self, t: usize, h: &mut [f32]) {
+        for (d, s) in h.iter_mut().zip(&self.h[t % 2]) {
+            *d = f32::from_bits(s.load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// `rows` `[·, H]` cut into each share's units: `out[p][i]` is share `p`'s units of row
+/// `i` (a step's row of `y`, of the final state).
+pub(crate) fn split_units<'a>(
+    rows: &'a mut [f32],
+    hidden: usize,
+    shares: &[Range<usize>],
+) -> Vec<Vec<&'a mut [f32]>> {
+    let mut out: Vec<Vec<&mut [f32]>> = shares.iter().map(|_| Vec::new()).collect();
+    for row in rows.chunks_exact_mut(hidden.max(1)) {
+        let mut rest = row;
+        for (p, units) in shares.iter().enumerate() {
+            let (mine, after) = rest.split_at_mut(units.len());
+            out[p].push(mine);
+            rest = after;
+        }
+    }
+    out
+}
+
+/// Steps of input projection a share forms at a time, for `batch` rows of `width` gate
+/// columns: as many as fit in 256 KiB (they are read again soon after, from L2), from 4
+/// to 32 (each run reads the share of `w_ihᵀ` again).
+pub(crate) fn projection_run(batch: usize, width: usize) -> usize {
+    (65_536 / (batch * width).max(1)).clamp(4, 32)
+}
+
+/// One share's input projection, `x · w_ihᵀ + bias` over its gate columns only: its
+/// columns of `w_ihᵀ` packed (dense input), or its columns of the layer's token
+/// projection.
+pub(crate) enum ShareProjection<'p> {
+    Dense {
+        w: Arc<PackedB>,
+        bias: Vec<f32>,
+    },
+    Tokens {
+        all: &'p Projection<'p>,
+        columns: Vec<usize>,
+        /// The layer's gate columns, `G·H`.
+        layer_width: usize,
+    },
+}
+
+impl<'p> ShareProjection<'p> {
+    /// For the `columns` of a layer's `[G·H, I]` `w_ih` (packed through `packs`), with the
+    /// whole layer's `bias`; on token input `tokens` is the layer's projection.
+    pub(crate) fn new(
+        (w_ih, input): (&[f32], usize),
+        (packs, tokens): (&mut Packer<'_>, Option<&'p Projection<'p>>),
+        bias: &[f32],
+        columns: Vec<usize>,
+    ) -> Self {
+        if let Some(all) = tokens {
+            let layer_width = bias.len();
+            return ShareProjection::Tokens {
+                all,
+                columns,
+                layer_width,
+            };
+        }
+        let w_ih_t = MatRef::row_major(w_ih, bias.len(), input).t();
+        let w = packs.pack_columns("w_ih", w_ih_t, &columns);
+        let bias = columns.iter().map(|&c| bias[c]).collect();
+        ShareProjection::Dense { w, bias }
+    }
+
+    /// Steps `steps` of `x` (`[T, B, ·]`, `x_row` elements per row) projected into
+    /// `gates` (`[steps.len(), B, width]`), over the rows inside their sequence (every
+    /// row without lengths; a row past its end is left for the cell's pass).
+    pub(crate) fn project(
+        &self,
+        token: Token,
+        (x, x_row, batch): (&[f32], usize, usize),
+        (steps, lengths): (Range<usize>, RowLengths<'_>),
+        live_x: &mut LiveRows,
+        gates: &mut [f32],
+    ) {
+        let rows = steps.len() * batch;
+        let x = &x[steps.start * batch * x_row..][..rows * x_row];
+        let width = gates.len() / rows.max(1);
+        match self {
+            ShareProjection::Dense { w, bias } if lengths.0.is_none() => {
+                let a = MatRef::row_major(x, rows, x_row);
+                gemm_packed_serial(token, a, w, 0.0, Some(bias), gates);
+            }
+            ShareProjection::Dense { w, bias } => {
+                let per_step = gates.chunks_exact_mut(batch * width);
+                for ((t, g), x_t) in steps.zip(per_step).zip(x.chunks_exact(batch * x_row)) {
+                    live_x.gemm(token, w, (x_t, g), (t, lengths), Written::Biased(bias));
+                }
+            }
+            ShareProjection::Tokens {
+                all,
+                columns,
+                layer_width,
+            } => {
+                let rows = gates.chunks_exact_mut(width.max(1)).zip(x).enumerate();
+                for (i, (g, &id)) in rows {
+                    let (t, r) = (steps.start + i / batch, i % batch);
+                    if !lengths.past_end(t, r) {
+                        token_columns(all, (id, *layer_width), columns, g);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `gates[j]` = column `columns[j]` of token `id`'s projection (with its bias), as
+/// `Projection::project` forms the whole row (of `layer_width` = `G·H` columns).
+fn token_columns(
+    all: &Projection<'_>,
+    (id, layer_width): (f32, usize),
+    columns: &[usize],
+    gates: &mut [f32],
+) {
+    match all {
+        Projection::Table(table) => {
+            let vocab = table.len() / layer_width.max(1);
+            let v = token_index(id, vocab).unwrap_or_default();
+            let row = &table[v * layer_width..(v + 1) * layer_width];
+            for (g, &c) in gates.iter_mut().zip(columns) {
+                *g = row[c];
+            }
+        }
+        Projection::Columns {
+            w_ih,
+            columns: table,
+            bias,
+        } => {
+            let v = token_index(id, table.vocab).unwrap_or_default();
+            for (g, &c) in gates.iter_mut().zip(columns) {
+                *g = w_ih[table.at(v, c)] + bias[c];
+            }
+        }
+        Projection::Dense { .. } => {}
+    }
+}
