@@ -306,6 +306,29 @@ fn model_prints_the_description_its_training_settings_and_its_tensors() {
 }
 
 #[test]
+fn model_prints_a_list_of_layers_back_as_a_list() {
+    let path = tensorfit_testing::repo_file("examples/models/bidirectional_tagger.toml");
+    let path = path.to_str().unwrap();
+    let out = succeed(
+        tensorfit_command().args(["model", "--model", path]),
+        "model",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let toml_part = &text[..text.find("tensor ").unwrap()];
+    assert!(
+        toml_part.contains("[[layers]]") && !toml_part.contains("[recurrent]"),
+        "{toml_part}"
+    );
+    let back =
+        tensorfit::nn::ModelDescription::from_toml(toml_part, std::path::Path::new("printed"))
+            .unwrap();
+    let want = tensorfit::nn::ModelDescription::load(std::path::Path::new(path)).unwrap();
+    assert_eq!(back, want);
+    let v = ok_json(&["model", "--model", path, "--json"]);
+    assert!(v["toml"].as_str().unwrap().contains("bidirectional = true"));
+}
+
+#[test]
 fn eval_and_predict_from_a_checkpoint_need_no_model_and_refuse_another() {
     let (f, ck) = trained("saved");
     let (f, ck) = (f.as_str(), ck.as_str());

@@ -94,14 +94,14 @@ pub fn model(model: &ModelArg, json_out: bool) -> Result<Exit> {
         outln!(
             "{}",
             json!({
-                "model": model.to_string(), "description": description, "toml": cfg.to_toml(),
+                "model": model.to_string(), "description": description, "toml": file.model_toml(),
                 "training": training, "parameters": parameters,
                 "trainable_parameters": trainable,
             })
         );
         return Ok(Exit::Success);
     }
-    outln!("# --model {model}\n{}", cfg.to_toml());
+    outln!("# --model {model}\n{}", file.model_toml());
     if !file.training.is_empty() {
         outln!("[training]");
         for e in &file.training {

@@ -69,6 +69,7 @@ impl ModelArg {
                 model: m.config(),
                 training: Vec::new(),
                 from_data: Vec::new(),
+                as_list: false,
             }),
             ModelArg::File(p) if !p.exists() => {
                 let presets: Vec<&str> = Model::value_variants().iter().map(|m| m.name()).collect();

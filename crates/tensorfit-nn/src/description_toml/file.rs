@@ -21,6 +21,9 @@ pub struct DescriptionFile {
     /// placeholders until [`DescriptionFile::resolve`]: empty unless read with
     /// [`DescriptionFile::load_leaving_to_data`].
     pub from_data: Vec<FromData>,
+    /// The file lists its layers as one `[[layers]]` list (not `[recurrent]` and
+    /// `[head]`), the form [`DescriptionFile::model_toml`] writes the model back in.
+    pub as_list: bool,
 }
 
 /// One `[training]` key, its value and where it is.
@@ -96,7 +99,17 @@ impl DescriptionFile {
             model,
             training,
             from_data,
+            as_list: doc.get_ref().get("layers").is_some(),
         })
+    }
+
+    /// The model as a file in the form this one was written in: one `[[layers]]` list
+    /// ([`ModelDescription::to_toml_as_list`]) or tables ([`ModelDescription::to_toml`]).
+    pub fn model_toml(&self) -> String {
+        match self.as_list {
+            true => self.model.to_toml_as_list(),
+            false => self.model.to_toml(),
+        }
     }
 
     /// Fills in the figures the file leaves to the data from `figures` (what the data
