@@ -83,10 +83,7 @@ pub(crate) fn with_features(s: &Shape, width: usize) -> Shape {
 mod tests {
     use super::*;
 
-    fn shapes(op: Op, inputs: &[&[usize]]) -> Result<Vec<Shape>, String> {
-        let inputs: Vec<Shape> = inputs.iter().map(|&d| Shape::from(d)).collect();
-        op.infer_shapes(&inputs.iter().collect::<Vec<_>>())
-    }
+    use crate::shape::shapes_of as shapes;
 
     #[test]
     fn reverse_time_keeps_the_shape_of_a_sequence_and_checks_its_lengths() {

@@ -59,10 +59,7 @@ fn spread(dout: &Shape, steps: usize) -> Result<Shape, String> {
 mod tests {
     use super::*;
 
-    fn shapes(op: Op, inputs: &[&[usize]]) -> Result<Vec<Shape>, String> {
-        let inputs: Vec<Shape> = inputs.iter().map(|&d| Shape::from(d)).collect();
-        op.infer_shapes(&inputs.iter().collect::<Vec<_>>())
-    }
+    use crate::shape::shapes_of as shapes;
 
     #[test]
     fn pooling_over_time_leaves_one_row_of_features_per_sequence() {

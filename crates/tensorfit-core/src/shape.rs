@@ -111,3 +111,10 @@ pub(crate) fn same(s: &Shape, want: &Shape, what: &str) -> Result<(), String> {
         Err(format!("{what} must have shape {want}, got {s}"))
     }
 }
+
+/// The output shapes `op` gives for inputs of `dims` (the op-rule tests' one call).
+#[cfg(test)]
+pub(crate) fn shapes_of(op: crate::Op, dims: &[&[usize]]) -> Result<Vec<Shape>, String> {
+    let inputs: Vec<Shape> = dims.iter().map(|&d| Shape::from(d)).collect();
+    op.infer_shapes(&inputs.iter().collect::<Vec<_>>())
+}

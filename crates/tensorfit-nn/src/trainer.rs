@@ -89,6 +89,9 @@ pub struct Trainer {
     opts: TrainOptions,
     /// The recurrent stack, whose carried state the trainer zeroes and reads.
     recurrent: Recurrent,
+    /// A layer reads each sequence whole (no stream steps): asked of the network once,
+    /// not on every step.
+    reads_whole: bool,
     /// Device views of everything that outlives a run, by persistent key.
     persistent: HashMap<PersistentKey, TensorView>,
     /// The planner's layout and the arenas allocated for it.
@@ -163,10 +166,12 @@ impl Trainer {
     ) -> Result<Self> {
         opts.validate()?;
         params.check_against(&model)?;
+        let net = model.network()?;
         Ok(Trainer {
             schedule: ScheduleState::new(opts.optim.optimizer.lr()),
             backend,
-            recurrent: model.network()?.recurrent.cells,
+            recurrent: net.recurrent.cells,
+            reads_whole: net.reads_whole().is_some(),
             model,
             opts,
             persistent: HashMap::new(),

@@ -147,6 +147,7 @@ pub(super) fn forward(
 mod tests {
     use super::*;
     use crate::kernels::gemm_fast::simd;
+    use crate::kernels::recurrent::columns::cases::{inputs, same_bits, BY, SHAPES, STEPS};
     use tensorfit_testing::{Rng, TestRng};
 
     /// (y, c_n) of an inference forward by rows, or by columns in `shares` shares (run at
@@ -187,66 +188,32 @@ mod tests {
             return;
         };
         let mut rng = Rng::new(33);
-        // (B, H, I or vocabulary, tokens, padded): one row and a few, H a multiple of
-        // the vector width and not (250, 37), over two blocks of KC (300).
-        for (batch, hidden, input, tokens, padded) in [
-            (1, 250, 152, false, false),
-            (1, 64, 7, false, false),
-            (3, 37, 5, false, true),
-            (8, 300, 20, false, false),
-            (2, 250, 11, true, false),
-            (5, 48, 9, true, true),
-        ] {
+        for (batch, hidden, input, tokens, padded) in SHAPES {
             let d = LstmDims {
-                steps: 23,
+                steps: STEPS,
                 batch,
                 input,
                 hidden,
                 tokens,
             };
-            let (h4, bh) = (4 * hidden, batch * hidden);
-            let x = match tokens {
-                true => (0..d.rows())
-                    .map(|_| rng.range(0, input - 1) as f32)
-                    .collect(),
-                false => rng.signed_vec(d.x_len()),
-            };
-            let lengths: Vec<f32> = (0..batch)
-                .map(|b| {
-                    if b == 0 {
-                        23.0
-                    } else {
-                        rng.range(0, 23) as f32
-                    }
-                })
-                .collect();
-            let (h0, c0) = (rng.signed_vec(bh), rng.signed_vec(bh));
-            let (w_ih, b_ih, b_hh) = (
-                rng.signed_vec(h4 * input),
-                rng.signed_vec(h4),
-                rng.signed_vec(h4),
-            );
-            let w_hh: Vec<f32> = rng
-                .signed_vec(h4 * hidden)
-                .iter()
-                .map(|v| v * 0.2)
-                .collect();
+            let i = inputs(&mut rng, 4, (batch, hidden, input, tokens));
+            let c0 = rng.signed_vec(batch * hidden);
             let inp = LstmForwardInputs {
-                x: &x,
-                h0: &h0,
+                x: &i.x,
+                h0: &i.h0,
                 c0: &c0,
-                w_ih: &w_ih,
-                w_hh: &w_hh,
-                b_ih: &b_ih,
-                b_hh: &b_hh,
-                lengths: padded.then_some(&lengths[..]),
+                w_ih: &i.w_ih,
+                w_hh: &i.w_hh,
+                b_ih: &i.b_ih,
+                b_hh: &i.b_hh,
+                lengths: padded.then_some(&i.lengths[..]),
             };
             let want = run(d, &inp, None);
-            for by in [(2, false), (3, false), (2, true), (4, true)] {
+            for by in BY {
                 let got = run(d, &inp, Some(by));
                 for (name, (g, w)) in ["y", "c_n"].iter().zip(got.iter().zip(&want)) {
-                    let same = g.iter().zip(w).all(|(g, w)| g.to_bits() == w.to_bits());
-                    assert!(same, "B {batch} H {hidden} tokens {tokens} padded {padded} {by:?}: {name} differs");
+                    let case = format!("B {batch} H {hidden} tokens {tokens} padded {padded}");
+                    assert!(same_bits(g, w), "{case} {by:?}: {name} differs");
                 }
             }
         }
