@@ -208,6 +208,21 @@ impl ModelBuilder {
     /// The head reads the mean of each sequence's steps (Keras's
     /// `GlobalAveragePooling1D`; `on = "mean"`) instead of its last step; with lengths,
     /// over its own steps only.
+    ///
+    /// ```
+    /// use tensorfit_nn::{HeadOn, ModelDescription, Reduce};
+    ///
+    /// // A sequence classifier reading the mean of a GRU's outputs over each sequence.
+    /// let model = ModelDescription::builder()
+    ///     .features(8)
+    ///     .gru(32, 1)
+    ///     .mean_pool()
+    ///     .classify(3)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(model.head.on, HeadOn::Sequence(Reduce::Mean));
+    /// assert!(model.to_toml().contains("on = \"mean\""));
+    /// ```
     pub fn mean_pool(mut self) -> Self {
         self.on = HeadOn::Sequence(Reduce::Mean);
         self
