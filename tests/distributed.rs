@@ -165,6 +165,27 @@ fn the_seed_network_with_batch_norm_over_the_global_batch_trains_on_ranks_as_one
 }
 
 #[test]
+fn a_bidirectional_seed_network_with_batch_norm_trains_on_ranks_as_one_process() {
+    // Each direction's own last step into the head, whose BatchNorm is synchronised over
+    // the ranks (the head runs apart from the stack there).
+    let seed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/seed.toml"),
+    )
+    .unwrap();
+    let text = seed.replacen("[recurrent]\n", "[recurrent]\nbidirectional = true\n", 1);
+    assert!(text.contains("bidirectional = true"));
+    let model = scratch("bidirectional-seed").join("model.toml");
+    std::fs::write(&model, text).unwrap();
+    agrees(
+        "bidirectional",
+        &model,
+        2,
+        &["--clip-norm", "0.5"],
+        SEED_TOL,
+    );
+}
+
+#[test]
 fn a_run_checkpointed_on_two_ranks_resumes_on_three_as_one_process_would() {
     let test = "resume";
     let dir = scratch(test);
