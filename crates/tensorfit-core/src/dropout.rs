@@ -17,7 +17,8 @@
 //! which f32 holds exactly.
 
 use crate::args::{Args, DropoutInputs, DropoutOutputs};
-use crate::op::{named, same};
+use crate::op::same;
+use crate::op_shapes::named;
 use crate::shape::Shape;
 
 /// The attributes of [`Op::Dropout`](crate::Op::Dropout).

@@ -4,7 +4,8 @@
 use crate::args::{
     Args, MseLossBackwardInputs, MseLossBackwardOutputs, MseLossInputs, MseLossOutputs,
 };
-use crate::op::{named, same, Op};
+use crate::op::{same, Op};
+use crate::op_shapes::named;
 use crate::shape::Shape;
 
 /// [`Op::infer_shapes`] for [`Op::MseLoss`] and [`Op::MseLossBackward`]: `pred` of any

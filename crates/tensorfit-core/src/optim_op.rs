@@ -6,7 +6,8 @@ use crate::args::{
     AdamInputs, AdamTargets, Args, ClipGradInputs, ClipGradOutputs, SgdInputs, SgdTargets,
     SumSquaresInputs, SumSquaresOutputs,
 };
-use crate::op::{named, same, Op};
+use crate::op::{same, Op};
+use crate::op_shapes::named;
 use crate::shape::Shape;
 
 /// The constant hyper-parameters of [`Op::Adam`].

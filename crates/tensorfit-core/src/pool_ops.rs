@@ -5,7 +5,8 @@
 //! that file stays small.
 
 use crate::args::*;
-use crate::op::{named, Op};
+use crate::op::Op;
+use crate::op_shapes::named;
 use crate::seq_lengths::check_shape;
 use crate::shape::{rank, same, Shape};
 

@@ -12,7 +12,8 @@
 //! rescales it to the mean over counted rows (see `tensorfit-nn`'s every-step head).
 
 use crate::args::*;
-use crate::op::{named, same, Op};
+use crate::op::{same, Op};
+use crate::op_shapes::named;
 use crate::shape::Shape;
 
 /// The label of a row the softmax cross-entropy ignores (no loss, zero gradient).
