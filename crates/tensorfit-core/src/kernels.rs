@@ -28,16 +28,23 @@ use crate::shape::Shape;
 /// still found here by the kernels.
 pub use crate::rows::batchnorm_dims;
 
-/// The kernels of one backend, one method per [`Op`] variant, named as `Op::name` names
-/// the kernel. See the module documentation.
-pub trait OpKernels {
+pub use crate::pool_ops::PoolKernels;
+
+/// What every family of kernels of one backend shares: its name and its handles.
+pub trait KernelTypes {
     /// The backend's name in errors (`cpu`, `wgpu`, `cuda`).
     const BACKEND: &'static str;
     /// What a kernel reads a tensor through.
     type In;
     /// What a kernel writes a tensor through (update ops also read their targets).
     type Out;
+}
 
+/// The kernels of one backend, one method per [`Op`] variant, named as `Op::name` names
+/// the kernel. See the module documentation. A family of ops may declare its methods in
+/// its own trait beside its ops (as [`PoolKernels`] in `pool_ops.rs`), listed here as a
+/// supertrait; a backend implements it in its own file for that family.
+pub trait OpKernels: KernelTypes + PoolKernels {
     fn matmul(
         &mut self,
         trans: (bool, bool),
@@ -121,38 +128,6 @@ pub trait OpKernels {
         s: SliceFeaturesInputs<&Shape>,
         i: SliceFeaturesInputs<Self::In>,
         o: SliceFeaturesOutputs<Self::Out>,
-    ) -> Result<()>;
-
-    fn mean_time(
-        &mut self,
-        s: MeanTimeInputs<&Shape>,
-        i: MeanTimeInputs<Self::In>,
-        o: MeanTimeOutputs<Self::Out>,
-    ) -> Result<()>;
-
-    /// `steps` is the op's attribute: the steps of `dx`.
-    fn mean_time_backward(
-        &mut self,
-        steps: usize,
-        s: MeanTimeBackwardInputs<&Shape>,
-        i: MeanTimeBackwardInputs<Self::In>,
-        o: MeanTimeBackwardOutputs<Self::Out>,
-    ) -> Result<()>;
-
-    fn max_time(
-        &mut self,
-        s: MaxTimeInputs<&Shape>,
-        i: MaxTimeInputs<Self::In>,
-        o: MaxTimeOutputs<Self::Out>,
-    ) -> Result<()>;
-
-    /// `steps` is the op's attribute: the steps of `dx`.
-    fn max_time_backward(
-        &mut self,
-        steps: usize,
-        s: MaxTimeBackwardInputs<&Shape>,
-        i: MaxTimeBackwardInputs<Self::In>,
-        o: MaxTimeBackwardOutputs<Self::Out>,
     ) -> Result<()>;
 
     /// `o.cells` is present when the forward keeps its activations for backward.

@@ -51,7 +51,7 @@ pub use error::{Error, Result};
 pub use exec::{Executable, Layout, Placement};
 pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
 pub use gru::GruDims;
-pub use kernels::{OpCall, OpKernels};
+pub use kernels::{KernelTypes, OpCall, OpKernels, PoolKernels};
 pub use ledger::{Capacity, Ledger};
 pub use op::{sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op, SgdParams};
 pub use provider::{Hardware, Provider};

@@ -1,10 +1,12 @@
 //! The shape rules of global pooling over time (Keras's `GlobalAveragePooling1D` and
 //! `GlobalMaxPooling1D`, DL4J's `GlobalPoolingLayer`), each sequence over its own steps
 //! ([`crate::seq_lengths`]): [`Op::MeanTime`] and its gradient [`Op::MeanTimeBackward`],
-//! [`Op::MaxTime`] and its gradient [`Op::MaxTimeBackward`]. Kept beside `op.rs` so
-//! that file stays small.
+//! [`Op::MaxTime`] and its gradient [`Op::MaxTimeBackward`], and their kernels' methods
+//! ([`PoolKernels`]). Kept beside `op.rs` so that file stays small.
 
 use crate::args::*;
+use crate::error::Result;
+use crate::kernels::KernelTypes;
 use crate::op::Op;
 use crate::op_shapes::named;
 use crate::seq_lengths::check_shape;
@@ -94,4 +96,40 @@ mod tests {
         // `at` is required.
         assert!(shapes(max(4), &[&[3, 2]]).is_err());
     }
+}
+
+/// The pooling ops' kernels (a supertrait of [`crate::OpKernels`]), which each backend
+/// implements in its own `pool` file.
+pub trait PoolKernels: KernelTypes {
+    fn mean_time(
+        &mut self,
+        s: MeanTimeInputs<&Shape>,
+        i: MeanTimeInputs<Self::In>,
+        o: MeanTimeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `steps` is the op's attribute: the steps of `dx`.
+    fn mean_time_backward(
+        &mut self,
+        steps: usize,
+        s: MeanTimeBackwardInputs<&Shape>,
+        i: MeanTimeBackwardInputs<Self::In>,
+        o: MeanTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn max_time(
+        &mut self,
+        s: MaxTimeInputs<&Shape>,
+        i: MaxTimeInputs<Self::In>,
+        o: MaxTimeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `steps` is the op's attribute: the steps of `dx`.
+    fn max_time_backward(
+        &mut self,
+        steps: usize,
+        s: MaxTimeBackwardInputs<&Shape>,
+        i: MaxTimeBackwardInputs<Self::In>,
+        o: MaxTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
 }

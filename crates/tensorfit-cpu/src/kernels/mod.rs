@@ -33,8 +33,8 @@ use std::marker::PhantomData;
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::{
-    Activation, AdamParams, BinaryOp, DropoutParams, GruDims, LstmDims, OpKernels, Result,
-    SgdParams, Shape, TensorView,
+    Activation, AdamParams, BinaryOp, DropoutParams, GruDims, KernelTypes, LstmDims, OpKernels,
+    Result, SgdParams, Shape, TensorView,
 };
 
 use crate::backend_error;
@@ -104,11 +104,13 @@ impl<'a> HostKernels<'a> {
     }
 }
 
-impl<'a> OpKernels for HostKernels<'a> {
+impl<'a> KernelTypes for HostKernels<'a> {
     const BACKEND: &'static str = "cpu";
     type In = &'a [f32];
     type Out = &'a mut [f32];
+}
 
+impl<'a> OpKernels for HostKernels<'a> {
     fn matmul(
         &mut self,
         (trans_a, trans_b): (bool, bool),
@@ -220,48 +222,6 @@ impl<'a> OpKernels for HostKernels<'a> {
     ) -> Result<()> {
         let [rows, features] = dims2(s.x);
         bidir::slice_features((start, width), (i.x, rows, features), o.out)
-    }
-
-    fn mean_time(
-        &mut self,
-        s: MeanTimeInputs<&Shape>,
-        i: MeanTimeInputs<Self::In>,
-        o: MeanTimeOutputs<Self::Out>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        pool::mean_time(dims, i.lengths, i.x, o.out)
-    }
-
-    fn mean_time_backward(
-        &mut self,
-        steps: usize,
-        s: MeanTimeBackwardInputs<&Shape>,
-        i: MeanTimeBackwardInputs<Self::In>,
-        o: MeanTimeBackwardOutputs<Self::Out>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        pool::mean_time_backward(dims, i.lengths, i.dout, o.dx)
-    }
-
-    fn max_time(
-        &mut self,
-        s: MaxTimeInputs<&Shape>,
-        i: MaxTimeInputs<Self::In>,
-        o: MaxTimeOutputs<Self::Out>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        pool::max_time(dims, i.lengths, i.x, o.out, o.at)
-    }
-
-    fn max_time_backward(
-        &mut self,
-        steps: usize,
-        s: MaxTimeBackwardInputs<&Shape>,
-        i: MaxTimeBackwardInputs<Self::In>,
-        o: MaxTimeBackwardOutputs<Self::Out>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        pool::max_time_backward(dims, i.at, i.dout, o.dx)
     }
 
     fn lstm_forward(

@@ -8,11 +8,12 @@
 //! slices first, and every length (or step `at`) before anything is written, so the loops
 //! cannot index out of bounds and a bad value leaves the outputs untouched.
 
+use tensorfit_core::args::*;
 use tensorfit_core::seq_lengths::check_lengths;
-use tensorfit_core::{Error, Result};
+use tensorfit_core::{Error, PoolKernels, Result, Shape};
 
 use super::bidir::in_kernel;
-use super::check_len;
+use super::{check_len, HostKernels};
 
 /// `(T, B, F)`: the steps, batch rows and features of a pooled sequence.
 type Dims = (usize, usize, usize);
@@ -336,5 +337,49 @@ mod tests {
         assert_eq!(dx, want);
         assert!(max_time_backward(dims, &at[1..], &dout, &mut dx).is_err());
         assert!(max_time_backward(dims, &at, &dout, &mut dx[1..]).is_err());
+    }
+}
+
+impl<'a> PoolKernels for HostKernels<'a> {
+    fn mean_time(
+        &mut self,
+        s: MeanTimeInputs<&Shape>,
+        i: MeanTimeInputs<Self::In>,
+        o: MeanTimeOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        mean_time(dims, i.lengths, i.x, o.out)
+    }
+
+    fn mean_time_backward(
+        &mut self,
+        steps: usize,
+        s: MeanTimeBackwardInputs<&Shape>,
+        i: MeanTimeBackwardInputs<Self::In>,
+        o: MeanTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        mean_time_backward(dims, i.lengths, i.dout, o.dx)
+    }
+
+    fn max_time(
+        &mut self,
+        s: MaxTimeInputs<&Shape>,
+        i: MaxTimeInputs<Self::In>,
+        o: MaxTimeOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        max_time(dims, i.lengths, i.x, o.out, o.at)
+    }
+
+    fn max_time_backward(
+        &mut self,
+        steps: usize,
+        s: MaxTimeBackwardInputs<&Shape>,
+        i: MaxTimeBackwardInputs<Self::In>,
+        o: MaxTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        max_time_backward(dims, i.at, i.dout, o.dx)
     }
 }

@@ -39,7 +39,8 @@ use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::tokens::Table;
 use tensorfit_core::{
-    Activation, AdamParams, BinaryOp, DropoutParams, Error, OpKernels, Result, SgdParams, Shape,
+    Activation, AdamParams, BinaryOp, DropoutParams, Error, KernelTypes, OpKernels, Result,
+    SgdParams, Shape,
 };
 
 use crate::backend_error;
@@ -141,11 +142,13 @@ pub(crate) fn count(v: usize) -> i64 {
     v as i64
 }
 
-impl<'g> OpKernels for Gpu<'g> {
+impl<'g> KernelTypes for Gpu<'g> {
     const BACKEND: &'static str = "cuda";
     type In = DevPtr;
     type Out = DevPtr;
+}
 
+impl<'g> OpKernels for Gpu<'g> {
     fn matmul(
         &mut self,
         (trans_a, trans_b): (bool, bool),
@@ -272,48 +275,6 @@ impl<'g> OpKernels for Gpu<'g> {
     ) -> Result<()> {
         let [rows, features] = dims2(s.x);
         bidir::slice_features(self, (start, width), (i.x, rows, features), o.out)
-    }
-
-    fn mean_time(
-        &mut self,
-        s: MeanTimeInputs<&Shape>,
-        i: MeanTimeInputs<DevPtr>,
-        o: MeanTimeOutputs<DevPtr>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        pool::mean_time(self, [i.x, o.out], i.lengths, dims)
-    }
-
-    fn mean_time_backward(
-        &mut self,
-        steps: usize,
-        s: MeanTimeBackwardInputs<&Shape>,
-        i: MeanTimeBackwardInputs<DevPtr>,
-        o: MeanTimeBackwardOutputs<DevPtr>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        pool::mean_time_backward(self, [i.dout, o.dx], i.lengths, dims)
-    }
-
-    fn max_time(
-        &mut self,
-        s: MaxTimeInputs<&Shape>,
-        i: MaxTimeInputs<DevPtr>,
-        o: MaxTimeOutputs<DevPtr>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        pool::max_time(self, [i.x, o.out, o.at], i.lengths, dims)
-    }
-
-    fn max_time_backward(
-        &mut self,
-        steps: usize,
-        s: MaxTimeBackwardInputs<&Shape>,
-        i: MaxTimeBackwardInputs<DevPtr>,
-        o: MaxTimeBackwardOutputs<DevPtr>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        pool::max_time_backward(self, [i.dout, i.at, o.dx], dims)
     }
 
     // `lstm_forward`, `lstm_backward`, `gru_forward`, `gru_backward`: each call handed

@@ -2,7 +2,8 @@
 //! and their gradients `mean_time_backward`, `max_time_backward` (kernels in `pool.cu`), as
 //! the CPU's `kernels/pool.rs` computes them.
 
-use tensorfit_core::Result;
+use tensorfit_core::args::*;
+use tensorfit_core::{PoolKernels, Result, Shape};
 
 use super::{count, int, Gpu, MAX_TIME, MAX_TIME_BACKWARD, MEAN_TIME, MEAN_TIME_BACKWARD};
 use crate::driver::{Arg, DevPtr};
@@ -99,4 +100,48 @@ pub fn max_time_backward(g: &Gpu<'_>, [dout, at, dx]: [DevPtr; 3], dims: Dims) -
     ];
     let n = count(dims.0) * count(dims.1) * count(dims.2);
     g.launch_1d(MAX_TIME_BACKWARD, n, &args)
+}
+
+impl<'g> PoolKernels for Gpu<'g> {
+    fn mean_time(
+        &mut self,
+        s: MeanTimeInputs<&Shape>,
+        i: MeanTimeInputs<DevPtr>,
+        o: MeanTimeOutputs<DevPtr>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        mean_time(self, [i.x, o.out], i.lengths, dims)
+    }
+
+    fn mean_time_backward(
+        &mut self,
+        steps: usize,
+        s: MeanTimeBackwardInputs<&Shape>,
+        i: MeanTimeBackwardInputs<DevPtr>,
+        o: MeanTimeBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        mean_time_backward(self, [i.dout, o.dx], i.lengths, dims)
+    }
+
+    fn max_time(
+        &mut self,
+        s: MaxTimeInputs<&Shape>,
+        i: MaxTimeInputs<DevPtr>,
+        o: MaxTimeOutputs<DevPtr>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        max_time(self, [i.x, o.out, o.at], i.lengths, dims)
+    }
+
+    fn max_time_backward(
+        &mut self,
+        steps: usize,
+        s: MaxTimeBackwardInputs<&Shape>,
+        i: MaxTimeBackwardInputs<DevPtr>,
+        o: MaxTimeBackwardOutputs<DevPtr>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        max_time_backward(self, [i.dout, i.at, o.dx], dims)
+    }
 }

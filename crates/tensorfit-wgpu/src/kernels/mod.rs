@@ -28,8 +28,8 @@ pub(crate) mod steps;
 use tensorfit_core::args::*;
 use tensorfit_core::kernels::dims2;
 use tensorfit_core::{
-    dispatch, Activation, AdamParams, BinaryOp, DropoutParams, OpCall, OpKernels, Result,
-    SgdParams, Shape, TensorView,
+    dispatch, Activation, AdamParams, BinaryOp, DropoutParams, KernelTypes, OpCall, OpKernels,
+    Result, SgdParams, Shape, TensorView,
 };
 
 use crate::backend_error;
@@ -111,11 +111,13 @@ pub(crate) fn block_values(r: &Rect, ld: usize) -> Vec<u32> {
     ]
 }
 
-impl OpKernels for Launches {
+impl KernelTypes for Launches {
     const BACKEND: &'static str = "wgpu";
     type In = Region;
     type Out = Region;
+}
 
+impl OpKernels for Launches {
     fn matmul(
         &mut self,
         (trans_a, trans_b): (bool, bool),
@@ -247,48 +249,6 @@ impl OpKernels for Launches {
     ) -> Result<()> {
         let [rows, features] = dims2(s.x);
         bidir::slice_features(self, (start, width), (i.x, rows, features), o.out)
-    }
-
-    fn mean_time(
-        &mut self,
-        s: MeanTimeInputs<&Shape>,
-        i: MeanTimeInputs<Region>,
-        o: MeanTimeOutputs<Region>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        pool::mean_time(self, dims, [i.x, o.out], i.lengths)
-    }
-
-    fn mean_time_backward(
-        &mut self,
-        steps: usize,
-        s: MeanTimeBackwardInputs<&Shape>,
-        i: MeanTimeBackwardInputs<Region>,
-        o: MeanTimeBackwardOutputs<Region>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        pool::mean_time_backward(self, dims, [i.dout, o.dx], i.lengths)
-    }
-
-    fn max_time(
-        &mut self,
-        s: MaxTimeInputs<&Shape>,
-        i: MaxTimeInputs<Region>,
-        o: MaxTimeOutputs<Region>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        pool::max_time(self, dims, [i.x, o.out, o.at], i.lengths)
-    }
-
-    fn max_time_backward(
-        &mut self,
-        steps: usize,
-        s: MaxTimeBackwardInputs<&Shape>,
-        i: MaxTimeBackwardInputs<Region>,
-        o: MaxTimeBackwardOutputs<Region>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        pool::max_time_backward(self, dims, [i.dout, i.at, o.dx])
     }
 
     // `lstm_forward`, `lstm_backward`, `gru_forward`, `gru_backward`: each call handed
