@@ -58,6 +58,42 @@ fn spread(dout: &Shape, steps: usize) -> Result<Shape, String> {
     Ok(Shape::from([steps, dout.dim(0), dout.dim(1)]))
 }
 
+/// The pooling ops' kernels (a supertrait of [`crate::OpKernels`]), which each backend
+/// implements in its own `pool` file.
+pub trait PoolKernels: KernelTypes {
+    fn mean_time(
+        &mut self,
+        s: MeanTimeInputs<&Shape>,
+        i: MeanTimeInputs<Self::In>,
+        o: MeanTimeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `steps` is the op's attribute: the steps of `dx`.
+    fn mean_time_backward(
+        &mut self,
+        steps: usize,
+        s: MeanTimeBackwardInputs<&Shape>,
+        i: MeanTimeBackwardInputs<Self::In>,
+        o: MeanTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    fn max_time(
+        &mut self,
+        s: MaxTimeInputs<&Shape>,
+        i: MaxTimeInputs<Self::In>,
+        o: MaxTimeOutputs<Self::Out>,
+    ) -> Result<()>;
+
+    /// `steps` is the op's attribute: the steps of `dx`.
+    fn max_time_backward(
+        &mut self,
+        steps: usize,
+        s: MaxTimeBackwardInputs<&Shape>,
+        i: MaxTimeBackwardInputs<Self::In>,
+        o: MaxTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,40 +132,4 @@ mod tests {
         // `at` is required.
         assert!(shapes(max(4), &[&[3, 2]]).is_err());
     }
-}
-
-/// The pooling ops' kernels (a supertrait of [`crate::OpKernels`]), which each backend
-/// implements in its own `pool` file.
-pub trait PoolKernels: KernelTypes {
-    fn mean_time(
-        &mut self,
-        s: MeanTimeInputs<&Shape>,
-        i: MeanTimeInputs<Self::In>,
-        o: MeanTimeOutputs<Self::Out>,
-    ) -> Result<()>;
-
-    /// `steps` is the op's attribute: the steps of `dx`.
-    fn mean_time_backward(
-        &mut self,
-        steps: usize,
-        s: MeanTimeBackwardInputs<&Shape>,
-        i: MeanTimeBackwardInputs<Self::In>,
-        o: MeanTimeBackwardOutputs<Self::Out>,
-    ) -> Result<()>;
-
-    fn max_time(
-        &mut self,
-        s: MaxTimeInputs<&Shape>,
-        i: MaxTimeInputs<Self::In>,
-        o: MaxTimeOutputs<Self::Out>,
-    ) -> Result<()>;
-
-    /// `steps` is the op's attribute: the steps of `dx`.
-    fn max_time_backward(
-        &mut self,
-        steps: usize,
-        s: MaxTimeBackwardInputs<&Shape>,
-        i: MaxTimeBackwardInputs<Self::In>,
-        o: MaxTimeBackwardOutputs<Self::Out>,
-    ) -> Result<()>;
 }

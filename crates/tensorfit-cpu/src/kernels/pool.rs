@@ -168,6 +168,50 @@ pub fn max_time_backward(
     Ok(())
 }
 
+impl<'a> PoolKernels for HostKernels<'a> {
+    fn mean_time(
+        &mut self,
+        s: MeanTimeInputs<&Shape>,
+        i: MeanTimeInputs<Self::In>,
+        o: MeanTimeOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        mean_time(dims, i.lengths, i.x, o.out)
+    }
+
+    fn mean_time_backward(
+        &mut self,
+        steps: usize,
+        s: MeanTimeBackwardInputs<&Shape>,
+        i: MeanTimeBackwardInputs<Self::In>,
+        o: MeanTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        mean_time_backward(dims, i.lengths, i.dout, o.dx)
+    }
+
+    fn max_time(
+        &mut self,
+        s: MaxTimeInputs<&Shape>,
+        i: MaxTimeInputs<Self::In>,
+        o: MaxTimeOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        max_time(dims, i.lengths, i.x, o.out, o.at)
+    }
+
+    fn max_time_backward(
+        &mut self,
+        steps: usize,
+        s: MaxTimeBackwardInputs<&Shape>,
+        i: MaxTimeBackwardInputs<Self::In>,
+        o: MaxTimeBackwardOutputs<Self::Out>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        max_time_backward(dims, i.at, i.dout, o.dx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,49 +381,5 @@ mod tests {
         assert_eq!(dx, want);
         assert!(max_time_backward(dims, &at[1..], &dout, &mut dx).is_err());
         assert!(max_time_backward(dims, &at, &dout, &mut dx[1..]).is_err());
-    }
-}
-
-impl<'a> PoolKernels for HostKernels<'a> {
-    fn mean_time(
-        &mut self,
-        s: MeanTimeInputs<&Shape>,
-        i: MeanTimeInputs<Self::In>,
-        o: MeanTimeOutputs<Self::Out>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        mean_time(dims, i.lengths, i.x, o.out)
-    }
-
-    fn mean_time_backward(
-        &mut self,
-        steps: usize,
-        s: MeanTimeBackwardInputs<&Shape>,
-        i: MeanTimeBackwardInputs<Self::In>,
-        o: MeanTimeBackwardOutputs<Self::Out>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        mean_time_backward(dims, i.lengths, i.dout, o.dx)
-    }
-
-    fn max_time(
-        &mut self,
-        s: MaxTimeInputs<&Shape>,
-        i: MaxTimeInputs<Self::In>,
-        o: MaxTimeOutputs<Self::Out>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        max_time(dims, i.lengths, i.x, o.out, o.at)
-    }
-
-    fn max_time_backward(
-        &mut self,
-        steps: usize,
-        s: MaxTimeBackwardInputs<&Shape>,
-        i: MaxTimeBackwardInputs<Self::In>,
-        o: MaxTimeBackwardOutputs<Self::Out>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        max_time_backward(dims, i.at, i.dout, o.dx)
     }
 }

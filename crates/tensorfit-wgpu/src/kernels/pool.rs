@@ -215,6 +215,50 @@ fn lengths_operand(lengths: Option<Region>, part: &Part, other: Region) -> Opera
     }
 }
 
+impl PoolKernels for Launches {
+    fn mean_time(
+        &mut self,
+        s: MeanTimeInputs<&Shape>,
+        i: MeanTimeInputs<Region>,
+        o: MeanTimeOutputs<Region>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        mean_time(self, dims, [i.x, o.out], i.lengths)
+    }
+
+    fn mean_time_backward(
+        &mut self,
+        steps: usize,
+        s: MeanTimeBackwardInputs<&Shape>,
+        i: MeanTimeBackwardInputs<Region>,
+        o: MeanTimeBackwardOutputs<Region>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        mean_time_backward(self, dims, [i.dout, o.dx], i.lengths)
+    }
+
+    fn max_time(
+        &mut self,
+        s: MaxTimeInputs<&Shape>,
+        i: MaxTimeInputs<Region>,
+        o: MaxTimeOutputs<Region>,
+    ) -> Result<()> {
+        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
+        max_time(self, dims, [i.x, o.out, o.at], i.lengths)
+    }
+
+    fn max_time_backward(
+        &mut self,
+        steps: usize,
+        s: MaxTimeBackwardInputs<&Shape>,
+        i: MaxTimeBackwardInputs<Region>,
+        o: MaxTimeBackwardOutputs<Region>,
+    ) -> Result<()> {
+        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
+        max_time_backward(self, dims, [i.dout, i.at, o.dx])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,49 +303,5 @@ mod tests {
         assert_eq!(list.len(), 1);
         assert!(list[0].ts.is_empty() && list[0].touched((3, 2)).is_empty());
         assert!(parts((4, 0, 3), 250, usize::MAX).is_empty());
-    }
-}
-
-impl PoolKernels for Launches {
-    fn mean_time(
-        &mut self,
-        s: MeanTimeInputs<&Shape>,
-        i: MeanTimeInputs<Region>,
-        o: MeanTimeOutputs<Region>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        mean_time(self, dims, [i.x, o.out], i.lengths)
-    }
-
-    fn mean_time_backward(
-        &mut self,
-        steps: usize,
-        s: MeanTimeBackwardInputs<&Shape>,
-        i: MeanTimeBackwardInputs<Region>,
-        o: MeanTimeBackwardOutputs<Region>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        mean_time_backward(self, dims, [i.dout, o.dx], i.lengths)
-    }
-
-    fn max_time(
-        &mut self,
-        s: MaxTimeInputs<&Shape>,
-        i: MaxTimeInputs<Region>,
-        o: MaxTimeOutputs<Region>,
-    ) -> Result<()> {
-        let dims = (s.x.dim(0), s.x.dim(1), s.x.dim(2));
-        max_time(self, dims, [i.x, o.out, o.at], i.lengths)
-    }
-
-    fn max_time_backward(
-        &mut self,
-        steps: usize,
-        s: MaxTimeBackwardInputs<&Shape>,
-        i: MaxTimeBackwardInputs<Region>,
-        o: MaxTimeBackwardOutputs<Region>,
-    ) -> Result<()> {
-        let dims = (steps, s.dout.dim(0), s.dout.dim(1));
-        max_time_backward(self, dims, [i.dout, i.at, o.dx])
     }
 }
