@@ -33,7 +33,10 @@ fn main() -> Result<()> {
     let [batch, steps] = sizes("--shape", &shape, "batch:steps")?;
     let plain = ModelDescription::seed();
     let mut dropped = plain.clone();
-    dropped.recurrent.dropout = DropoutRate::new(p).map_err(|e| anyhow::anyhow!("--p {e}"))?;
+    let rate = DropoutRate::new(p).map_err(|e| anyhow::anyhow!("--p {e}"))?;
+    if let Some(stack) = dropped.recurrent_mut() {
+        stack.dropout = rate;
+    }
     let params = ParamStore::init(&plain, 1)?;
     let opts = TrainOptions {
         tbptt: steps,

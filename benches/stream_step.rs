@@ -41,7 +41,9 @@ fn main() -> Result<()> {
     let steps = numbers.first().copied().unwrap_or(2000);
     let repeats = numbers.get(1).copied().unwrap_or(5);
     let mut description = ModelDescription::seed();
-    (description.recurrent.cell, description.recurrent.hidden) = (cell, hidden);
+    if let Some(stack) = description.recurrent_mut() {
+        (stack.cell, stack.hidden) = (cell, hidden);
+    }
     let model = Model::new(description, 1)?;
     let mut stream = model.stream(batch, &DevicePolicy::only_cpu())?;
     // A one-hot character per step and stream, as the seed task feeds (stream r at

@@ -185,13 +185,13 @@ fn a_job_that_fits_only_on_a_software_gpu_says_how_to_ask_for_it() {
 #[test]
 fn a_model_built_in_code_with_a_zero_size_names_the_field() {
     let mut d = task_model(8, 1, 4);
-    d.recurrent.hidden = 0;
+    d.recurrent_mut().unwrap().hidden = 0;
     bad_input(
         Model::new(d, 1),
         &["recurrent.hidden", "= 0", "between 1 and"],
     );
     let mut d = task_model(8, 1, 4);
-    d.recurrent.layers = 0;
+    d.recurrent_mut().unwrap().layers = 0;
     bad_input(Model::new(d, 1), &["recurrent.layers", "= 0"]);
     let mut d = task_model(8, 1, 4);
     d.loss = LossSpec::SoftmaxCrossEntropy { classes: 1 };
@@ -201,11 +201,11 @@ fn a_model_built_in_code_with_a_zero_size_names_the_field() {
 #[test]
 fn a_model_built_in_code_with_an_absurd_size_is_refused_before_allocating() {
     let mut d = task_model(8, 1, 4);
-    d.recurrent.hidden = usize::MAX;
+    d.recurrent_mut().unwrap().hidden = usize::MAX;
     bad_input(Model::new(d, 1), &["recurrent.hidden", "must be between"]);
     let mut d = task_model(8, 1, 4);
-    d.recurrent.hidden = 1 << 20;
-    d.recurrent.layers = 1000;
+    d.recurrent_mut().unwrap().hidden = 1 << 20;
+    d.recurrent_mut().unwrap().layers = 1000;
     bad_input(Model::new(d, 1), &["parameters", "at most"]);
 }
 
@@ -215,8 +215,8 @@ fn a_model_larger_than_the_host_is_out_of_memory_before_its_weights_are_drawn() 
     // description's own bound (2^36) but beyond this host: drawing them would abort the
     // app (a vector that cannot be allocated aborts) or fill the host's memory.
     let mut d = task_model(8, 1, 4);
-    d.recurrent.hidden = 1 << 15;
-    d.recurrent.layers = 8;
+    d.recurrent_mut().unwrap().hidden = 1 << 15;
+    d.recurrent_mut().unwrap().layers = 8;
     let bytes = 4 * d
         .param_specs()
         .unwrap()

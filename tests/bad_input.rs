@@ -99,7 +99,7 @@ fn broken_checkpoints_are_refused_with_the_reason() {
     assert!(e.contains("dense.bias") && e.contains("shape"), "{e}");
 
     let mut bad_config = small_checkpoint();
-    bad_config.config.recurrent.hidden = 0;
+    bad_config.config.recurrent_mut().unwrap().hidden = 0;
     let e = eval_checkpoint("config.safetensors", &bad_config);
     assert!(e.contains("recurrent.hidden"), "{e}");
 

@@ -51,7 +51,7 @@ fn cases() -> Vec<(ModelDescription, TrainOptions)> {
         activation: Activation::Tanh,
     };
     let mut gru = shape.description();
-    gru.recurrent.cell = Cell::Gru;
+    gru.recurrent_mut().unwrap().cell = Cell::Gru;
     gru.head.on = HeadOn::EveryStep;
     gru.head.layers.retain(|l| l.name == "dense");
     let optim = OptimConfig::adam(0.01);
@@ -146,7 +146,11 @@ fn a_plan_for_a_bound_runs_shapes_within_it_as_their_exact_plans_on_every_device
             let allocated = t.memory().allocated;
             for _ in 0..SHAPES {
                 let shape = (rng.int_inclusive(2, BOUND.0), rng.int_inclusive(1, BOUND.1));
-                let what = format!("{}: {:?}, {shape:?}", d.name, model.recurrent.cell);
+                let what = format!(
+                    "{}: {:?}, {shape:?}",
+                    d.name,
+                    model.recurrent().unwrap().cell
+                );
                 let (x, labels, lengths) = data(&case, shape, &mut rng);
                 let job = Job::Train {
                     batch: shape.0,

@@ -16,8 +16,8 @@ use common::{train_options, wgpu_present};
 use tensorfit::core::{DeviceKind, HostTensor, Rng};
 use tensorfit::devices::{open, MemoryCaps};
 use tensorfit::nn::{
-    CarriedState, Cell, DropoutRate, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
-    ParamStore, RecurrentSpec, TbpttMode, TrainOptions, Trainer,
+    BodyLayer, CarriedState, Cell, DropoutRate, HeadOn, HeadSpec, InputSpec, LossSpec,
+    ModelDescription, ParamStore, RecurrentSpec, TbpttMode, TrainOptions, Trainer,
 };
 
 const VOCAB: usize = 7;
@@ -32,13 +32,13 @@ fn language_model(cell: Cell) -> ModelDescription {
             // A GRU takes tokens through an embedding (one-hot ids are the LSTM's).
             embedding: (cell == Cell::Gru).then_some(4),
         },
-        recurrent: RecurrentSpec {
+        body: vec![BodyLayer::Recurrent(RecurrentSpec {
             cell,
             hidden: 6,
             layers: 2,
             dropout: DropoutRate::NONE,
             bidirectional: false,
-        },
+        })],
         head: HeadSpec {
             on: HeadOn::EveryStep,
             layers: Vec::new(),

@@ -18,7 +18,7 @@ use common::{assert_close, task_model, train_options};
 fn models() -> Vec<ModelDescription> {
     let vocab = TemporalOrder::FEATURES;
     let mut gru = task_model(8, 2, 6);
-    gru.recurrent.cell = Cell::Gru;
+    gru.recurrent_mut().unwrap().cell = Cell::Gru;
     let mut lstm_ids = task_model(8, 2, 6);
     lstm_ids.input = InputSpec::Tokens {
         vocab,
@@ -149,7 +149,7 @@ fn the_gru_classifier_example_loads_and_fits_a_fixed_batch() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/models/gru_classifier.toml");
     let cfg = ModelDescription::load(&path).unwrap();
-    assert_eq!(cfg.recurrent.cell, Cell::Gru);
+    assert_eq!(cfg.recurrent().unwrap().cell, Cell::Gru);
     let (batch, steps, features) = (16, 10, cfg.input_features());
     let classes = cfg.loss.outputs();
     let mut rng = tensorfit::nn::Rng::new(5);

@@ -274,7 +274,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         // A size no device holds: which flags to lower, without the library's "bad input".
         (
             &["eval", "--batch", "99999999999", "--seq-len", "6"],
-            "a batch of 99999999999 sequences of 6 steps, 250 hidden units each, is 1.5e14 values: more than any device holds (2^40 values, 4 TiB as f32); lower --batch or --seq-len",
+            "a batch of 99999999999 sequences of 6 steps, 250 features out of the body per step, is 1.5e14 values: more than any device holds (2^40 values, 4 TiB as f32); lower --batch or --seq-len",
         ),
         (
             &["train", "--eval-batch", "99999999999", "--steps", "1"],

@@ -26,7 +26,7 @@ fn untrained(name: &str) -> (PathBuf, PathBuf) {
 fn untrained_cell(name: &str, cell: Cell) -> (PathBuf, PathBuf) {
     let dir = scratch(name);
     let mut cfg = ModelDescription::load(&example_data("classify_model.toml")).unwrap();
-    cfg.recurrent.cell = cell;
+    cfg.recurrent_mut().unwrap().cell = cell;
     let ck = Checkpoint {
         params: ParamStore::init(&cfg, 3).unwrap(),
         config: cfg,

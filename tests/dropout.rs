@@ -25,7 +25,7 @@ use tensorfit::cpu::kernels::dropout::dropout;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::layers::dropout::{head_site, recurrent_site, step_key_input};
 use tensorfit::nn::{
-    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    BodyLayer, Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
     ModelDescription, OptimConfig, ParamStore, Program, ProgramKey, ProgramKind, RecurrentSpec,
     Rng, TrainOptions, Trainer,
 };
@@ -53,13 +53,13 @@ fn description(m: &HashMap<String, String>) -> ModelDescription {
         input: InputSpec::Dense {
             features: meta(m, "input"),
         },
-        recurrent: RecurrentSpec {
+        body: vec![BodyLayer::Recurrent(RecurrentSpec {
             cell: Cell::Lstm,
             hidden: meta(m, "hidden"),
             layers: 2,
             dropout: rate(meta(m, "p_between")),
             bidirectional: false,
-        },
+        })],
         head: HeadSpec {
             on: HeadOn::LAST_STEP,
             layers: vec![
@@ -143,8 +143,8 @@ fn dropout_training_matches_pytorch_given_the_same_masks() {
 fn dropped_model(cell: Cell) -> (ModelDescription, ParamStore, HostTensor, Vec<f32>) {
     let (_, m) = load("init.");
     let mut d = description(&m);
-    d.recurrent.cell = cell;
-    d.recurrent.layers = 3;
+    d.recurrent_mut().unwrap().cell = cell;
+    d.recurrent_mut().unwrap().layers = 3;
     d.head.layers.push(HeadLayer {
         name: "head.2".into(),
         kind: HeadLayerKind::Dropout { p: rate(0.5) },
@@ -223,7 +223,7 @@ fn a_resumed_run_drops_what_the_uninterrupted_run_drops() {
 fn evaluation_ignores_dropout() {
     let (d, params, x, labels) = dropped_model(Cell::Lstm);
     let mut plain = d.clone();
-    plain.recurrent.dropout = DropoutRate::NONE;
+    plain.recurrent_mut().unwrap().dropout = DropoutRate::NONE;
     plain
         .head
         .layers
@@ -313,7 +313,7 @@ fn a_dropout_step_on_wgpu_draws_the_cpu_masks() {
 fn train_with_dropout_resumed_from_its_checkpoint_repeats_the_uninterrupted_losses() {
     let dir = scratch("dropout_resume");
     let mut d = ModelDescription::seed();
-    d.recurrent.dropout = rate(0.2);
+    d.recurrent_mut().unwrap().dropout = rate(0.2);
     let model = dir.join("model.toml");
     std::fs::write(&model, d.to_toml()).unwrap();
     let model = model.to_str().unwrap();

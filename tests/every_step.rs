@@ -23,8 +23,8 @@ fn language_model(vocab: usize, hidden: usize) -> ModelDescription {
         vocab,
         embedding: None,
     };
-    d.recurrent.hidden = hidden;
-    d.recurrent.layers = 1;
+    d.recurrent_mut().unwrap().hidden = hidden;
+    d.recurrent_mut().unwrap().layers = 1;
     d.head.on = HeadOn::EveryStep;
     d.head.layers.clear();
     d.loss = LossSpec::SoftmaxCrossEntropy { classes: vocab };

@@ -66,14 +66,14 @@ fn a_head_of_other_layers_gets_gradients_that_match_finite_differences() {
 #[test]
 fn a_gru_stack_and_token_input_get_gradients_that_match_finite_differences() {
     let mut cfg = TWO_LAYERS.description();
-    cfg.recurrent.cell = Cell::Gru;
+    cfg.recurrent_mut().unwrap().cell = Cell::Gru;
     gradients_match_finite_differences(&cfg);
     cfg.input = InputSpec::Tokens {
         vocab: 6,
         embedding: Some(3),
     };
     gradients_match_finite_differences(&cfg);
-    cfg.recurrent.cell = Cell::Lstm;
+    cfg.recurrent_mut().unwrap().cell = Cell::Lstm;
     cfg.input = InputSpec::Tokens {
         vocab: 6,
         embedding: None,
@@ -85,7 +85,7 @@ fn a_gru_stack_and_token_input_get_gradients_that_match_finite_differences() {
 fn a_gru_on_token_ids_without_an_embedding_gets_gradients_that_match_finite_differences() {
     // The seed's head on the last step, then a language model (no head layers, every step).
     let mut cfg = TWO_LAYERS.description();
-    cfg.recurrent.cell = Cell::Gru;
+    cfg.recurrent_mut().unwrap().cell = Cell::Gru;
     cfg.input = InputSpec::Tokens {
         vocab: 6,
         embedding: None,
@@ -109,7 +109,7 @@ fn a_head_on_every_step_with_ignored_steps_gets_gradients_that_match_finite_diff
         embedding: None,
     };
     gradients_match_finite_differences(&cfg);
-    cfg.recurrent.cell = Cell::Gru;
+    cfg.recurrent_mut().unwrap().cell = Cell::Gru;
     cfg.input = InputSpec::Tokens {
         vocab: 6,
         embedding: Some(3),

@@ -54,7 +54,7 @@ fn scaled_down_seed_network_learns_the_temporal_order_task() {
 #[test]
 fn a_gru_classifier_learns_the_temporal_order_task() {
     let mut cfg = task_model(32, 2, 16);
-    cfg.recurrent.cell = Cell::Gru;
+    cfg.recurrent_mut().unwrap().cell = Cell::Gru;
     let best = best_accuracy(cfg, 600);
     assert!(best > 0.9, "best held-out accuracy {best}");
 }
@@ -78,7 +78,7 @@ fn an_lstm_on_token_ids_learns_the_task_with_and_without_an_embedding() {
 #[test]
 fn a_gru_on_embedded_token_ids_learns_the_task() {
     let mut cfg = task_model(32, 2, 16);
-    cfg.recurrent.cell = Cell::Gru;
+    cfg.recurrent_mut().unwrap().cell = Cell::Gru;
     cfg.input = InputSpec::Tokens {
         vocab: TemporalOrder::FEATURES,
         embedding: Some(16),

@@ -21,7 +21,7 @@ use common::{
 use tensorfit::core::Activation;
 use tensorfit::cpu::CpuBackend;
 use tensorfit::nn::{
-    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    BodyLayer, Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
     ModelDescription, RecurrentSpec, Trainer,
 };
 
@@ -32,13 +32,13 @@ fn description(meta: &HashMap<String, String>) -> ModelDescription {
         input: InputSpec::Dense {
             features: meta_usize(meta, "input"),
         },
-        recurrent: RecurrentSpec {
+        body: vec![BodyLayer::Recurrent(RecurrentSpec {
             cell: Cell::Lstm,
             hidden: meta_usize(meta, "hidden"),
             layers: 1,
             dropout: DropoutRate::NONE,
             bidirectional: false,
-        },
+        })],
         head: HeadSpec {
             on: HeadOn::LAST_STEP,
             layers: vec![HeadLayer {

@@ -153,8 +153,15 @@ fn a_padded_batch_of_a_gru_gives_each_sequence_what_it_gives_alone() {
 
 fn padded_batch_against_each_sequence_alone(cell: Cell) {
     let mut cfg = dense_head_model(4, 3);
-    cfg.recurrent.cell = cell;
-    let slots = cfg.network().unwrap().recurrent.cells.state_slots().len();
+    cfg.recurrent_mut().unwrap().cell = cell;
+    let slots = cfg
+        .network()
+        .unwrap()
+        .recurrent()
+        .unwrap()
+        .cells
+        .state_slots()
+        .len();
     let (steps, batch, f, h, classes) = (5, 4, 3, 4, 3);
     let lengths = [5.0, 2.0, 1.0, 3.0];
     let mut rng = Rng::new(41);

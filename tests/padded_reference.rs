@@ -51,7 +51,7 @@ fn matches_pytorch(file: &str) {
         activation: Activation::Tanh,
     }
     .description();
-    cfg.recurrent.cell = if lstm { Cell::Lstm } else { Cell::Gru };
+    cfg.recurrent_mut().unwrap().cell = if lstm { Cell::Lstm } else { Cell::Gru };
     let data = |name: &str| r.require(name).unwrap().data.clone();
     // The parts of the carried state: h, and c for an LSTM.
     let parts: &[(StatePart, &str)] = if lstm {

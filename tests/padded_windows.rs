@@ -31,7 +31,7 @@ const STEPS: usize = 7;
 /// A language model over `VOCAB` token ids: 2 layers of `cell`.
 fn model(cell: Cell) -> ModelDescription {
     let mut m = ModelDescription::lstm_language_model(VOCAB, 6, 2);
-    m.recurrent.cell = cell;
+    m.recurrent_mut().unwrap().cell = cell;
     m
 }
 

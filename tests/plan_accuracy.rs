@@ -117,11 +117,11 @@ fn check_device(device: DeviceKind) {
             cfg.loss = LossSpec::MeanSquaredError { outputs: 3 };
         }
         if kind.contains("-gru") {
-            cfg.recurrent.cell = Cell::Gru;
+            cfg.recurrent_mut().unwrap().cell = Cell::Gru;
         }
         // Both directions: reversed copies of each layer's input and output, both
         // directions' outputs side by side (whole sequences only).
-        cfg.recurrent.bidirectional = kind.contains("-bidirectional");
+        cfg.recurrent_mut().unwrap().bidirectional = kind.contains("-bidirectional");
         // Each sequence's mean or maximum over its steps in place of its last step.
         if kind.contains("-mean") {
             cfg.head.on = HeadOn::Sequence(Reduce::Mean);

@@ -51,7 +51,7 @@ fn config(meta: &HashMap<String, String>) -> ModelDescription {
     .description();
     // The LSTM file predates the key.
     if meta.get("cell").map(String::as_str) == Some("gru") {
-        d.recurrent.cell = Cell::Gru;
+        d.recurrent_mut().unwrap().cell = Cell::Gru;
     }
     d
 }
@@ -138,7 +138,11 @@ fn gradients_are_as_exact(file: &str) {
             .unwrap();
         assert_eq!(
             trainer.carried_state(batch).unwrap().0.shape.dims(),
-            &[cfg.recurrent.layers, batch, cfg.recurrent.hidden]
+            &[
+                cfg.recurrent().unwrap().layers,
+                batch,
+                cfg.recurrent().unwrap().hidden
+            ]
         );
         let grads = trainer.gradients().unwrap();
         for (name, g) in grads.iter() {

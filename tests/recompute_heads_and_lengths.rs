@@ -40,7 +40,7 @@ fn close(what: &str, got: &[f32], want: &[f32]) {
 /// batch's rows would meet in its statistics): Dense 5 (tanh), then the output layer.
 fn last_step_model(cell: Cell) -> ModelDescription {
     let mut cfg = SHAPE.description();
-    cfg.recurrent.cell = cell;
+    cfg.recurrent_mut().unwrap().cell = cell;
     cfg.head.layers = vec![HeadLayer {
         name: "fc".into(),
         kind: HeadLayerKind::Dense {
@@ -181,7 +181,7 @@ fn recomputed_matches_the_plain_step(cfg: &ModelDescription, d: &Data, backend: 
 
 fn every_step_heads(backend: MakeBackend) {
     let mut dropped = language_model(Cell::Lstm, Some(4));
-    dropped.recurrent.dropout = DropoutRate::new(0.3).unwrap();
+    dropped.recurrent_mut().unwrap().dropout = DropoutRate::new(0.3).unwrap();
     dropped.head.layers.push(HeadLayer {
         name: "drop".into(),
         kind: HeadLayerKind::Dropout {

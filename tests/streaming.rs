@@ -22,7 +22,7 @@ fn small_lstm() -> ModelDescription {
 
 fn small_gru() -> ModelDescription {
     let mut d = task_model(16, 2, 8);
-    d.recurrent.cell = Cell::Gru;
+    d.recurrent_mut().unwrap().cell = Cell::Gru;
     d
 }
 

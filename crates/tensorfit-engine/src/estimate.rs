@@ -383,7 +383,7 @@ mod tests {
     #[test]
     fn a_token_model_is_measured_on_token_ids() {
         let mut cfg = ModelDescription::seed();
-        cfg.recurrent.hidden = 8;
+        cfg.recurrent_mut().unwrap().hidden = 8;
         cfg.input = InputSpec::Tokens {
             vocab: 5,
             embedding: Some(3),

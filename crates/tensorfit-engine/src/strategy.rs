@@ -153,9 +153,9 @@ pub(crate) fn check_job(cfg: &ModelDescription, job: Job, tbptt: usize) -> Resul
                 "batch {batch} × length {steps}: batch must be at least 1 and length at least 1"
             )));
         }
-        let (width, of) = match cfg.input_features() >= cfg.recurrent.output_features() {
+        let (width, of) = match cfg.input_features() >= cfg.body_features() {
             true => (cfg.input_features(), "input features"),
-            false => (cfg.recurrent.output_features(), "hidden units"),
+            false => (cfg.body_features(), "features out of the body"),
         };
         // Checked: two lengths near `usize::MAX` and a width overflow even u128.
         let elements = (batch as u128)
@@ -165,7 +165,7 @@ pub(crate) fn check_job(cfg: &ModelDescription, job: Job, tbptt: usize) -> Resul
         if elements.is_none() {
             let values = batch as f64 * steps as f64 * width as f64;
             return Err(Error::input(format!(
-                "a batch of {batch} sequences of {steps} steps, {width} {of} each, is {values:.1e} values: more than any device holds (2^40 values, 4 TiB as f32); lower {flag} or --seq-len"
+                "a batch of {batch} sequences of {steps} steps, {width} {of} per step, is {values:.1e} values: more than any device holds (2^40 values, 4 TiB as f32); lower {flag} or --seq-len"
             )));
         }
     }

@@ -167,7 +167,7 @@ mod tests {
 
     fn small() -> ModelDescription {
         let mut d = SeedShape::SMALL_REFERENCE.description();
-        d.recurrent.layers = 2;
+        d.recurrent_mut().unwrap().layers = 2;
         d
     }
 

@@ -27,7 +27,7 @@ use std::fmt;
 use tensorfit_core::Activation;
 
 use crate::description::{
-    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    BodyLayer, Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
     ModelDescription, RecurrentSpec, Reduce,
 };
 use crate::description_check::InvalidDescription;
@@ -190,7 +190,7 @@ impl ModelBuilder {
     ///     .classify(5)
     ///     .build()
     ///     .unwrap();
-    /// assert_eq!(model.recurrent.output_features(), 32);
+    /// assert_eq!(model.body_features(), 32);
     /// let names: Vec<String> = model.param_specs().unwrap().into_iter().map(|p| p.name).collect();
     /// assert_eq!(&names[4..6], ["lstm.weight_ih_l0_reverse", "lstm.weight_hh_l0_reverse"]);
     /// ```
@@ -348,13 +348,13 @@ impl ModelBuilder {
         }
         let description = ModelDescription {
             input,
-            recurrent: RecurrentSpec {
+            body: vec![BodyLayer::Recurrent(RecurrentSpec {
                 cell,
                 hidden,
                 layers,
                 dropout,
                 bidirectional: self.bidirectional,
-            },
+            })],
             head: HeadSpec {
                 on: self.on,
                 layers: head,

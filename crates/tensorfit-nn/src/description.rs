@@ -45,13 +45,47 @@ use tensorfit_core::Activation;
 
 pub use crate::layers::DropoutRate;
 
-/// A whole model: what comes in, the recurrent stack, the head and the loss.
+/// A whole model: what comes in, the layers over its steps, the head and the loss.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelDescription {
     pub input: InputSpec,
-    pub recurrent: RecurrentSpec,
+    /// The layers over each sequence's steps, in order, between the input (and its
+    /// embedding) and the head: a `[recurrent]` table is a body of one recurrent stack.
+    pub body: Vec<BodyLayer>,
     pub head: HeadSpec,
     pub loss: LossSpec,
+}
+
+/// One layer of the body: a layer over the steps of each sequence, `[T, B, F]` in and
+/// out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyLayer {
+    /// A stack of LSTM or GRU layers (one direction or both), registered as `lstm` or
+    /// `gru`; a body holds at most one.
+    Recurrent(RecurrentSpec),
+}
+
+impl BodyLayer {
+    /// The recurrent stack, if this layer is one.
+    pub fn recurrent(&self) -> Option<&RecurrentSpec> {
+        match self {
+            BodyLayer::Recurrent(r) => Some(r),
+        }
+    }
+
+    /// The recurrent stack, to change, if this layer is one.
+    pub fn recurrent_mut(&mut self) -> Option<&mut RecurrentSpec> {
+        match self {
+            BodyLayer::Recurrent(r) => Some(r),
+        }
+    }
+
+    /// Features per step out of the layer, given `input` in.
+    pub fn output_features(&self, _input: usize) -> usize {
+        match self {
+            BodyLayer::Recurrent(r) => r.output_features(),
+        }
+    }
 }
 
 /// What a time step of a sequence is.
@@ -223,6 +257,40 @@ impl LossSpec {
 }
 
 impl ModelDescription {
+    /// The recurrent stack of the body, if it has one.
+    pub fn recurrent(&self) -> Option<&RecurrentSpec> {
+        self.body.iter().find_map(BodyLayer::recurrent)
+    }
+
+    /// The recurrent stack of the body, to change, if it has one.
+    pub fn recurrent_mut(&mut self) -> Option<&mut RecurrentSpec> {
+        self.body.iter_mut().find_map(BodyLayer::recurrent_mut)
+    }
+
+    /// Features per step into the body: the input's features, the embedding's width,
+    /// or for token ids without an embedding the vocabulary (an exact one-hot, which only
+    /// a recurrent stack reads, as a gather of its weights' columns).
+    pub fn body_input_features(&self) -> usize {
+        match self.input {
+            InputSpec::Dense { features } => features,
+            InputSpec::Tokens {
+                embedding: Some(dim),
+                ..
+            } => dim,
+            InputSpec::Tokens {
+                vocab,
+                embedding: None,
+            } => vocab,
+        }
+    }
+
+    /// Features per step out of the body: what the head (or its reduction) reads.
+    pub fn body_features(&self) -> usize {
+        self.body
+            .iter()
+            .fold(self.body_input_features(), |w, l| l.output_features(w))
+    }
+
     /// The network of the seed report: 152 one-hot features, 3 × LSTM 250, BatchNorm
     /// `bn1`, Dense `dense` 100 (tanh), BatchNorm `bn2`, softmax over 6 classes: 1,434,406
     /// trainable parameters with PyTorch's two LSTM bias vectors.
@@ -260,13 +328,13 @@ impl ModelDescription {
     ) -> Self {
         ModelDescription {
             input,
-            recurrent: RecurrentSpec {
+            body: vec![BodyLayer::Recurrent(RecurrentSpec {
                 cell: Cell::Lstm,
                 hidden,
                 layers,
                 dropout: DropoutRate::NONE,
                 bidirectional: false,
-            },
+            })],
             head: HeadSpec {
                 on,
                 layers: Vec::new(),

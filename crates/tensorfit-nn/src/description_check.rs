@@ -6,7 +6,10 @@
 
 use tensorfit_core::Error;
 
-use crate::description::{Cell, DropoutRate, HeadLayerKind, InputSpec, LossSpec, ModelDescription};
+use crate::description::{
+    BodyLayer, Cell, DropoutRate, HeadLayerKind, InputSpec, LossSpec, ModelDescription,
+    RecurrentSpec,
+};
 
 /// Largest size accepted for any one dimension: far beyond any real model, small enough
 /// that products of a few of them cannot overflow.
@@ -40,6 +43,8 @@ pub enum InvalidDescription {
         input: usize,
         output: usize,
     },
+    /// The body's layers cannot be built in this order (`reason` says why).
+    Body { field: String, reason: String },
 }
 
 impl std::fmt::Display for InvalidDescription {
@@ -71,6 +76,7 @@ impl std::fmt::Display for InvalidDescription {
                 f,
                 "`{field}` = true: the layer takes {input} features and gives {output}, so its input cannot be added to its output; give it {input} units or drop `residual`"
             ),
+            InvalidDescription::Body { field, reason } => write!(f, "`{field}`: {reason}"),
         }
     }
 }
@@ -85,7 +91,8 @@ impl InvalidDescription {
             InvalidDescription::Size { field, .. }
             | InvalidDescription::DuplicateName { field, .. }
             | InvalidDescription::DropoutWithOneLayer { field, .. }
-            | InvalidDescription::ResidualWidth { field, .. } => Some(field),
+            | InvalidDescription::ResidualWidth { field, .. }
+            | InvalidDescription::Body { field, .. } => Some(field),
             InvalidDescription::TooManyParameters { .. } => None,
         }
     }
@@ -122,16 +129,9 @@ impl ModelDescription {
                 }
             }
         }
-        size("recurrent.hidden", self.recurrent.hidden, 1, MAX_DIM)?;
-        size("recurrent.layers", self.recurrent.layers, 1, MAX_LAYERS)?;
-        if self.recurrent.layers == 1 && self.recurrent.dropout.is_active() {
-            return Err(InvalidDescription::DropoutWithOneLayer {
-                field: "recurrent.dropout".into(),
-                p: self.recurrent.dropout,
-            });
-        }
+        self.validate_body()?;
         let mut names: Vec<&str> = Vec::new();
-        let mut width = self.recurrent.output_features();
+        let mut width = self.body_features();
         for (i, layer) in self.head.layers.iter().enumerate() {
             let output = match layer.kind {
                 HeadLayerKind::BatchNorm
@@ -170,6 +170,43 @@ impl ModelDescription {
         Ok(())
     }
 
+    /// The body's layers: at least one, at most one recurrent stack, token ids without an
+    /// embedding read by a recurrent stack first, each layer's sizes.
+    fn validate_body(&self) -> Result<(), InvalidDescription> {
+        let body = |reason: &str| InvalidDescription::Body {
+            field: "body".into(),
+            reason: reason.into(),
+        };
+        let Some(first) = self.body.first() else {
+            return Err(body(
+                "the model has no layer over the steps (give an \"lstm\" or \"gru\")",
+            ));
+        };
+        let tokens_one_hot = matches!(
+            self.input,
+            InputSpec::Tokens {
+                embedding: None,
+                ..
+            }
+        );
+        if tokens_one_hot && !matches!(first, BodyLayer::Recurrent(_)) {
+            return Err(body("token ids without an embedding are read only by an \"lstm\" or \"gru\" first: give an \"embedding\" layer before it"));
+        }
+        let mut stacks = 0;
+        for layer in &self.body {
+            match layer {
+                BodyLayer::Recurrent(r) => {
+                    stacks += 1;
+                    if stacks > 1 {
+                        return Err(body("this version builds at most one \"lstm\" or \"gru\" layer (give its `layers` to stack more)"));
+                    }
+                    validate_recurrent(r)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The trainable parameters in u128, so an absurd description is refused instead of
     /// overflowing.
     fn parameter_bound(&self) -> u128 {
@@ -180,20 +217,15 @@ impl ModelDescription {
                 None => (vocab as u128, 0),
             },
         };
-        let (h, l) = (self.recurrent.hidden as u128, self.recurrent.layers as u128);
-        let gates = match self.recurrent.cell {
-            Cell::Lstm => 4,
-            Cell::Gru => 3,
-        };
-        // Per direction: the first layer reads the input, the others the layer below
-        // (both directions' outputs when bidirectional).
-        let directions = self.recurrent.output_features() as u128 / h.max(1);
-        let stack = embedding
-            + directions
-                * (gates * h * (input + h)
-                    + 2 * gates * h
-                    + (l - 1) * (gates * h * (directions * h + h) + 2 * gates * h));
-        let mut width = directions * h;
+        let mut width = input;
+        let mut body = embedding;
+        for layer in &self.body {
+            let (parameters, output) = match layer {
+                BodyLayer::Recurrent(r) => recurrent_parameters(r, width),
+            };
+            body += parameters;
+            width = output;
+        }
         let mut head = 0;
         for layer in &self.head.layers {
             match layer.kind {
@@ -205,8 +237,38 @@ impl ModelDescription {
                 }
             }
         }
-        stack + head + (width + 1) * self.loss.outputs() as u128
+        body + head + (width + 1) * self.loss.outputs() as u128
     }
+}
+
+fn validate_recurrent(r: &RecurrentSpec) -> Result<(), InvalidDescription> {
+    size("recurrent.hidden", r.hidden, 1, MAX_DIM)?;
+    size("recurrent.layers", r.layers, 1, MAX_LAYERS)?;
+    if r.layers == 1 && r.dropout.is_active() {
+        return Err(InvalidDescription::DropoutWithOneLayer {
+            field: "recurrent.dropout".into(),
+            p: r.dropout,
+        });
+    }
+    Ok(())
+}
+
+/// A recurrent stack's trainable parameters reading `input` features, and its output
+/// features.
+fn recurrent_parameters(r: &RecurrentSpec, input: u128) -> (u128, u128) {
+    let (h, l) = (r.hidden as u128, r.layers as u128);
+    let gates = match r.cell {
+        Cell::Lstm => 4,
+        Cell::Gru => 3,
+    };
+    // Per direction: the first layer reads the input, the others the layer below (both
+    // directions' outputs when bidirectional).
+    let directions = r.output_features() as u128 / h.max(1);
+    let parameters = directions
+        * (gates * h * (input + h)
+            + 2 * gates * h
+            + (l - 1) * (gates * h * (directions * h + h) + 2 * gates * h));
+    (parameters, directions * h)
 }
 
 #[cfg(test)]
@@ -227,9 +289,22 @@ mod tests {
     }
 
     #[test]
+    fn a_body_of_no_layer_or_two_recurrent_stacks_is_refused_saying_why() {
+        let mut d = ModelDescription::seed();
+        let stack = d.body[0].clone();
+        d.body.clear();
+        let e = d.validate().unwrap_err();
+        assert_eq!(e.field(), Some("body"));
+        assert!(e.to_string().contains("no layer over the steps"), "{e}");
+        d.body = vec![stack.clone(), stack];
+        let e = d.validate().unwrap_err().to_string();
+        assert!(e.contains("at most one \"lstm\" or \"gru\""), "{e}");
+    }
+
+    #[test]
     fn zero_sizes_are_rejected_naming_the_field() {
         let mut d = ModelDescription::seed();
-        d.recurrent.hidden = 0;
+        d.recurrent_mut().unwrap().hidden = 0;
         assert_eq!(field_of(&d), "recurrent.hidden");
         let mut d = ModelDescription::seed();
         d.input = InputSpec::Dense { features: 0 };
@@ -250,9 +325,9 @@ mod tests {
     #[test]
     fn dropout_between_the_layers_of_a_one_layer_stack_is_an_error() {
         let mut d = ModelDescription::seed();
-        d.recurrent.dropout = DropoutRate::new(0.2).unwrap();
+        d.recurrent_mut().unwrap().dropout = DropoutRate::new(0.2).unwrap();
         d.validate().unwrap();
-        d.recurrent.layers = 1;
+        d.recurrent_mut().unwrap().layers = 1;
         assert_eq!(field_of(&d), "recurrent.dropout");
         let e = d.validate().unwrap_err().to_string();
         assert!(e.contains("has none (PyTorch warns"), "{e}");
@@ -297,8 +372,8 @@ mod tests {
             (Cell::Gru, InputSpec::Dense { features: 9 }),
         ] {
             for bidirectional in [false, true] {
-                (d.recurrent.cell, d.input) = (cell, input);
-                d.recurrent.bidirectional = bidirectional;
+                (d.recurrent_mut().unwrap().cell, d.input) = (cell, input);
+                d.recurrent_mut().unwrap().bidirectional = bidirectional;
                 let exact = d.trainable_parameters().unwrap() as u128;
                 assert_eq!(d.parameter_bound(), exact, "{d}");
             }
@@ -308,8 +383,8 @@ mod tests {
     #[test]
     fn too_many_parameters_are_refused_before_anything_is_built() {
         let mut d = ModelDescription::seed();
-        d.recurrent.hidden = MAX_DIM;
-        d.recurrent.layers = 8;
+        d.recurrent_mut().unwrap().hidden = MAX_DIM;
+        d.recurrent_mut().unwrap().layers = 8;
         let e = d.validate().unwrap_err();
         assert!(
             matches!(e, InvalidDescription::TooManyParameters { .. }),
@@ -322,7 +397,7 @@ mod tests {
         for cell in [Cell::Lstm, Cell::Gru] {
             for embedding in [Some(16), None] {
                 let mut d = ModelDescription::seed();
-                d.recurrent.cell = cell;
+                d.recurrent_mut().unwrap().cell = cell;
                 d.input = InputSpec::Tokens {
                     vocab: 65,
                     embedding,

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 use tensorfit_core::{Activation, Error, Result};
 
 use crate::description::{
-    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    BodyLayer, Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
     ModelDescription, RecurrentSpec,
 };
 use crate::seed_shape::SeedShape;
@@ -79,22 +79,42 @@ pub fn to_json(d: &ModelDescription) -> String {
         }
         LossSpec::MeanSquaredError { outputs } => json!({"kind": "mse", "outputs": outputs}),
     };
-    let r = &d.recurrent;
-    let mut recurrent = json!({"cell": r.cell.name(), "hidden": r.hidden, "layers": r.layers});
-    // Written only when set, so checkpoints of models without it read as before.
-    if r.dropout.is_active() {
-        recurrent["dropout"] = json!(r.dropout.p());
-    }
-    if r.bidirectional {
-        recurrent["bidirectional"] = json!(true);
-    }
-    json!({
+    let mut body: Vec<Value> = d.body.iter().map(body_layer_json).collect();
+    let mut model = json!({
         "input": input,
-        "recurrent": recurrent,
         "head": {"on": on, "layers": layers},
         "loss": loss,
-    })
-    .to_string()
+    });
+    // A body of one recurrent stack is written as `recurrent`, as before there was a
+    // body, so such a checkpoint reads in every version.
+    match (body.as_mut_slice(), d.body.as_slice()) {
+        ([recurrent], [BodyLayer::Recurrent(_)]) => {
+            if let Some(table) = recurrent.as_object_mut() {
+                table.remove("kind");
+            }
+            model["recurrent"] = recurrent.take();
+        }
+        _ => model["body"] = json!(body),
+    }
+    model.to_string()
+}
+
+/// One body layer as a JSON table (`kind` names it in a `body` list; a `recurrent`
+/// table is read without it).
+fn body_layer_json(layer: &BodyLayer) -> Value {
+    match layer {
+        BodyLayer::Recurrent(r) => {
+            let mut v = json!({"kind": "recurrent", "cell": r.cell.name(), "hidden": r.hidden, "layers": r.layers});
+            // Written only when set, so checkpoints of models without it read as before.
+            if r.dropout.is_active() {
+                v["dropout"] = json!(r.dropout.p());
+            }
+            if r.bidirectional {
+                v["bidirectional"] = json!(true);
+            }
+            v
+        }
+    }
 }
 
 /// A JSON table and the path of keys that leads to it, for messages.
@@ -185,18 +205,23 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
         },
         other => return Err(t.unknown("kind", other, "\"dense\" or \"tokens\"")),
     };
-    let t = top.table("recurrent")?;
-    let cell = t.text("cell")?;
-    let cell = [Cell::Lstm, Cell::Gru]
-        .into_iter()
-        .find(|c| c.name() == cell)
-        .ok_or_else(|| t.unknown("cell", cell, "\"lstm\" or \"gru\""))?;
-    let recurrent = RecurrentSpec {
-        cell,
-        hidden: t.size("hidden")?,
-        layers: t.size("layers")?,
-        dropout: t.dropout("dropout")?,
-        bidirectional: t.flag("bidirectional")?,
+    let body = match top.map.get("body") {
+        None => vec![recurrent_from_json(&top.table("recurrent")?)?],
+        Some(list) => {
+            let list = list
+                .as_array()
+                .ok_or_else(|| Error::input("`model.body` must be a list".to_string()))?;
+            let mut body = Vec::with_capacity(list.len());
+            for (i, v) in list.iter().enumerate() {
+                let t = Table::of(format!("model.body[{i}]"), v)?;
+                let layer = match t.text("kind")? {
+                    "recurrent" => recurrent_from_json(&t)?,
+                    other => return Err(t.unknown("kind", other, "\"recurrent\"")),
+                };
+                body.push(layer);
+            }
+            body
+        }
     };
     let t = top.table("head")?;
     let on = t.text("on")?;
@@ -245,12 +270,28 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
     };
     let d = ModelDescription {
         input,
-        recurrent,
+        body,
         head: HeadSpec { on, layers },
         loss,
     };
     d.validate()?;
     Ok(d)
+}
+
+/// A recurrent stack's table (`cell`, `hidden`, `layers`, `dropout`, `bidirectional`).
+fn recurrent_from_json(t: &Table) -> Result<BodyLayer> {
+    let cell = t.text("cell")?;
+    let cell = [Cell::Lstm, Cell::Gru]
+        .into_iter()
+        .find(|c| c.name() == cell)
+        .ok_or_else(|| t.unknown("cell", cell, "\"lstm\" or \"gru\""))?;
+    Ok(BodyLayer::Recurrent(RecurrentSpec {
+        cell,
+        hidden: t.size("hidden")?,
+        layers: t.size("layers")?,
+        dropout: t.dropout("dropout")?,
+        bidirectional: t.flag("bidirectional")?,
+    }))
 }
 
 /// The description of a format-1 checkpoint's `config`: the seed-shaped classifier's

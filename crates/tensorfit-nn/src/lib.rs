@@ -49,7 +49,7 @@ pub use builder::{BuildError, ModelBuilder};
 pub use builtin_task::BuiltinTask;
 pub use checkpoint::Checkpoint;
 pub use description::{
-    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    BodyLayer, Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
     ModelDescription, RecurrentSpec, Reduce,
 };
 pub use description_check::InvalidDescription;

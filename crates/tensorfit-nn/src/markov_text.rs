@@ -141,7 +141,7 @@ mod tests {
             vocab,
             embedding: None,
         };
-        d.recurrent.cell = Cell::Lstm;
+        d.recurrent_mut().unwrap().cell = Cell::Lstm;
         d.head.on = HeadOn::EveryStep;
         d.head.layers.clear();
         d.loss = LossSpec::SoftmaxCrossEntropy { classes: vocab };

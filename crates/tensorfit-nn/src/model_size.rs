@@ -5,7 +5,9 @@ use std::fmt;
 
 use tensorfit_core::Result;
 
-use crate::description::{HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription, Reduce};
+use crate::description::{
+    BodyLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription, Reduce,
+};
 use crate::layers::{ParamKind, ParamSpec, Tensors};
 use crate::network::Network;
 
@@ -49,15 +51,16 @@ impl ModelDescription {
             .sum())
     }
 
-    /// Forward FLOPs of the recurrent stack over `steps` steps of `batch` sequences
+    /// Forward FLOPs of the body over `steps` steps of `batch` sequences, each layer's
     /// ([`crate::layers::Lstm::forward_flops`], [`crate::layers::Gru::forward_flops`]; the
     /// embedding and the head are negligible). A training step counts
     /// [`TRAIN_FLOPS_PER_FORWARD`] times this.
-    pub fn recurrent_forward_flops(&self, batch: usize, steps: usize) -> f64 {
+    pub fn body_forward_flops(&self, batch: usize, steps: usize) -> f64 {
         Network::new(self)
-            .recurrent
-            .cells
-            .forward_flops(batch, steps)
+            .body
+            .iter()
+            .map(|part| part.forward_flops(batch, steps))
+            .sum()
     }
 }
 
@@ -80,16 +83,22 @@ impl fmt::Display for ModelDescription {
             HeadOn::Sequence(Reduce::Max) => "max over the steps",
             HeadOn::EveryStep => "every step",
         };
-        let (r, mut sep) = (self.recurrent, ":");
-        let bi = if r.bidirectional {
-            "bidirectional "
-        } else {
-            ""
-        };
-        write!(f, " → {} × {bi}{} {}", r.layers, r.cell.name(), r.hidden)?;
-        if r.dropout.is_active() {
-            write!(f, " dropout {}", r.dropout)?;
+        for layer in &self.body {
+            match layer {
+                BodyLayer::Recurrent(r) => {
+                    let bi = if r.bidirectional {
+                        "bidirectional "
+                    } else {
+                        ""
+                    };
+                    write!(f, " → {} × {bi}{} {}", r.layers, r.cell.name(), r.hidden)?;
+                    if r.dropout.is_active() {
+                        write!(f, " dropout {}", r.dropout)?;
+                    }
+                }
+            }
         }
+        let mut sep = ":";
         write!(f, " → {on}")?;
         for layer in &self.head.layers {
             match layer.kind {
@@ -136,7 +145,7 @@ mod tests {
     #[test]
     fn dropout_shows_in_the_one_line_summary() {
         let mut d = ModelDescription::seed();
-        d.recurrent.dropout = crate::layers::DropoutRate::new(0.25).unwrap();
+        d.recurrent_mut().unwrap().dropout = crate::layers::DropoutRate::new(0.25).unwrap();
         d.head.layers[1].kind = HeadLayerKind::Dropout {
             p: crate::layers::DropoutRate::new(0.5).unwrap(),
         };
@@ -157,9 +166,8 @@ mod tests {
         // passes' worth; inference at B=100, T=200 is one.
         let s = ModelDescription::seed();
         assert!(
-            (TRAIN_FLOPS_PER_FORWARD * s.recurrent_forward_flops(32, 50) / 1e9 - 13.46).abs()
-                < 0.01
+            (TRAIN_FLOPS_PER_FORWARD * s.body_forward_flops(32, 50) / 1e9 - 13.46).abs() < 0.01
         );
-        assert!((s.recurrent_forward_flops(100, 200) / 1e9 - 56.08).abs() < 0.01);
+        assert!((s.body_forward_flops(100, 200) / 1e9 - 56.08).abs() < 0.01);
     }
 }

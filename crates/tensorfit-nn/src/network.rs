@@ -1,7 +1,7 @@
 //! A described model as typed layers, and the table of its tensors.
 //!
-//! [`Network`] places the layers (the token embedding if any, the recurrent stack, the
-//! last step unless the head reads every step, the head's layers in the description's
+//! [`Network`] places the layers (the token embedding if any, the body's layers over the
+//! steps, the reduction of each sequence unless the head reads every step, the head's layers in the description's
 //! order, the output layer `out` the loss sizes); [`Network::layers`] is that order as
 //! [`Layer`]s, which is how graphs are built and properties asked. [`NetworkTensors`]
 //! holds one item per tensor, by layer and field, in one fixed order: the order of graph
@@ -10,11 +10,14 @@
 
 use tensorfit_core::{Graph, Result, Shape, TensorId};
 
-use crate::description::{Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription, Reduce};
+use crate::description::{
+    BodyLayer, Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription, RecurrentSpec, Reduce,
+};
 use crate::layers::{
-    BatchNorm, CellInput, Context, Dense, Dropout, Embedding, EmbeddingTensors, Gru, HeadEntry,
-    HeadPart, HeadPartTensors, LastStep, Layer, LayerNorm, LinearTensors, Lstm, OutputLayer,
-    ParamSpec, Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights, Tensors, TimePool,
+    BatchNorm, BodyPart, BodyPartTensors, CellInput, Context, Dense, Dropout, Embedding,
+    EmbeddingTensors, Gru, HeadEntry, HeadPart, HeadPartTensors, LastStep, Layer, LayerNorm,
+    LinearTensors, Lstm, OutputLayer, ParamSpec, Recurrent, RecurrentLayer, RecurrentStack,
+    RecurrentWeights, Tensors, TimePool,
 };
 
 /// The name the output layer is registered under.
@@ -23,10 +26,11 @@ pub const OUTPUT: &str = "out";
 /// The model's layers, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Network {
-    /// The token embedding before the stack (`embedding.weight`), if the input has one.
+    /// The token embedding before the body (`embedding.weight`), if the input has one.
     pub embedding: Option<Embedding>,
-    pub recurrent: RecurrentLayer,
-    /// Which steps of the top layer the head reads: a head on each sequence places a
+    /// The layers over the steps, in order.
+    pub body: Vec<BodyPart>,
+    /// Which steps of the body's output the head reads: a head on each sequence places a
     /// [`LastStep`] or a [`TimePool`] after the stack ([`Network::reduce`]).
     pub head_on: HeadOn,
     pub head: Vec<HeadEntry>,
@@ -37,7 +41,7 @@ pub struct Network {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NetworkTensors<T> {
     pub embedding: Option<EmbeddingTensors<T>>,
-    pub recurrent: RecurrentWeights<T>,
+    pub body: Vec<BodyPartTensors<T>>,
     pub head: Vec<HeadPartTensors<T>>,
     pub out: LinearTensors<T>,
 }
@@ -46,21 +50,25 @@ impl<T> NetworkTensors<T> {
     pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> NetworkTensors<U> {
         NetworkTensors {
             embedding: self.embedding.as_ref().map(|e| e.map(&mut f)),
-            recurrent: self.recurrent.map(&mut f),
+            body: self.body.iter().map(|p| p.map(&mut f)).collect(),
             head: self.head.iter().map(|p| p.map(&mut f)).collect(),
             out: self.out.map(&mut f),
         }
     }
 
-    /// The items of the input side: the embedding's, then the recurrent stack's, layer
-    /// by layer.
+    /// The items of the input side: the embedding's, then the body's, layer by layer.
     pub fn input_items(&self) -> Vec<&T> {
         let mut v: Vec<&T> = self.embedding.iter().flat_map(|e| e.items()).collect();
-        v.extend(self.recurrent.items());
+        v.extend(self.body.iter().flat_map(|p| p.items()));
         v
     }
 
-    /// The items of the layers after the recurrent stack: the head's, then `out`'s.
+    /// The body's recurrent stack's weights, if it has one.
+    pub fn recurrent(&self) -> Option<&RecurrentWeights<T>> {
+        self.body.iter().find_map(|p| p.recurrent())
+    }
+
+    /// The items of the layers after the body: the head's, then `out`'s.
     pub fn head_items(&self) -> Vec<&T> {
         let mut v: Vec<&T> = self.head.iter().flat_map(|p| p.items()).collect();
         v.extend(self.out.items());
@@ -80,38 +88,33 @@ impl Network {
     /// The layers of `d`, which [`ModelDescription::validate`] has accepted
     /// ([`ModelDescription::network`] checks first).
     pub(crate) fn new(d: &ModelDescription) -> Network {
-        let hidden = d.recurrent.hidden;
-        // What the first recurrent layer reads: features, the output of an embedding, or
-        // token ids directly (exact one-hot, a gather of its input weights' columns).
-        let (input, input_kind, embedding) = match d.input {
-            InputSpec::Dense { features } => (features, CellInput::Features, None),
+        let embedding = match d.input {
             InputSpec::Tokens {
                 vocab,
                 embedding: Some(dim),
-            } => (dim, CellInput::Features, Some(Embedding { vocab, dim })),
+            } => Some(Embedding { vocab, dim }),
+            InputSpec::Tokens { .. } | InputSpec::Dense { .. } => None,
+        };
+        // Token ids without an embedding are read by the first layer directly (only a
+        // recurrent stack can: exact one-hot, a gather of its input weights' columns).
+        let mut input_kind = match d.input {
             InputSpec::Tokens {
-                vocab,
-                embedding: None,
-            } => (vocab, CellInput::Tokens, None),
+                embedding: None, ..
+            } => CellInput::Tokens,
+            InputSpec::Tokens { .. } | InputSpec::Dense { .. } => CellInput::Features,
         };
-        let layers = d.recurrent.layers;
-        let cells = match d.recurrent.cell {
-            Cell::Lstm => Recurrent::Lstm(Lstm {
-                input,
-                hidden,
-                layers,
-                input_kind,
-                bidirectional: d.recurrent.bidirectional,
-            }),
-            Cell::Gru => Recurrent::Gru(Gru {
-                input,
-                hidden,
-                layers,
-                input_kind,
-                bidirectional: d.recurrent.bidirectional,
-            }),
-        };
-        let mut width = d.recurrent.output_features();
+        let mut width = d.body_input_features();
+        let mut body = Vec::with_capacity(d.body.len());
+        for layer in &d.body {
+            let part = match layer {
+                BodyLayer::Recurrent(r) => {
+                    BodyPart::Recurrent(recurrent_layer(r, width, input_kind))
+                }
+            };
+            width = part.layer().output_features(width);
+            input_kind = CellInput::Features;
+            body.push(part);
+        }
         let mut head = Vec::with_capacity(d.head.layers.len());
         for (index, layer) in d.head.layers.iter().enumerate() {
             let name = layer.name.clone();
@@ -140,10 +143,7 @@ impl Network {
         }
         Network {
             embedding,
-            recurrent: RecurrentLayer {
-                cells,
-                dropout: d.recurrent.dropout,
-            },
+            body,
             head_on: d.head.on,
             head,
             out: OutputLayer::new(OUTPUT, width, d.loss),
@@ -154,23 +154,53 @@ impl Network {
     pub fn specs(&self) -> NetworkTensors<ParamSpec> {
         NetworkTensors {
             embedding: self.embedding.map(|e| e.specs()),
-            recurrent: self.recurrent.cells.specs(),
+            body: self.body.iter().map(|p| p.specs()).collect(),
             head: self.head.iter().map(|e| e.part.specs()).collect(),
             out: self.out.specs(),
         }
     }
 
     /// The shape of the sequence the host writes: `[T, B]` token ids, or the first
-    /// recurrent layer's input.
+    /// body layer's input.
     pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
-        match self.embedding {
-            Some(_) => Shape::from([steps, batch]),
-            None => self.recurrent.cells.input_shape(batch, steps),
+        match (&self.embedding, self.body.first()) {
+            (Some(_), _) => Shape::from([steps, batch]),
+            (None, Some(BodyPart::Recurrent(r))) => r.cells.input_shape(batch, steps),
+            // A body of no layers is refused by `ModelDescription::validate`.
+            (None, None) => Shape::from([steps, batch, 0]),
         }
     }
 
+    /// The body's recurrent stack, if it has one.
+    pub fn recurrent(&self) -> Option<&RecurrentLayer> {
+        self.body.iter().find_map(BodyPart::recurrent)
+    }
+
+    /// The body's recurrent stack when it is the body's only layer: what the ways of
+    /// running that build the stack layer by layer (recomputed sub-segments, a state
+    /// carried across chunks, streaming) run on; `what` names that way in the error
+    /// otherwise.
+    pub fn only_recurrent(&self, what: &str) -> Result<&RecurrentLayer> {
+        match self.body.as_slice() {
+            [BodyPart::Recurrent(r)] => Ok(r),
+            _ => Err(tensorfit_core::Error::input(format!(
+                "{what} runs a body of one \"lstm\" or \"gru\" layer only; this model's body is {}",
+                self.body
+                    .iter()
+                    .map(|p| format!("`{}` ({})", p.layer().name(), p.layer().kind()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    /// Features per step out of the body (its last layer's width).
+    pub fn body_features(&self) -> usize {
+        self.body.last().map_or(0, |p| p.layer().output_features(0))
+    }
+
     /// The layers in order, each as the rest of the engine asks it: the embedding if
-    /// any, the recurrent stack, the reduction of each sequence (a head on each
+    /// any, the body's layers, the reduction of each sequence (a head on each
     /// sequence), the head's layers. (The output layer `out` and the loss end every
     /// model; they are not listed.)
     pub fn layers(&self) -> Vec<&dyn Layer> {
@@ -178,7 +208,7 @@ impl Network {
         if let Some(e) = &self.embedding {
             v.push(e);
         }
-        v.push(&self.recurrent);
+        v.extend(self.body.iter().map(BodyPart::layer));
         v.extend(self.reduce());
         v.extend(self.head_layers());
         v
@@ -196,7 +226,7 @@ impl Network {
         }
     }
 
-    /// The head's layers (those after the stack and its last step), in order.
+    /// The head's layers (those after the body and the reduction), in order.
     pub fn head_layers(&self) -> impl Iterator<Item = &dyn Layer> {
         self.head.iter().map(|e| e.part.layer())
     }
@@ -231,8 +261,8 @@ impl Network {
     }
 
     /// The input side over a sequence it adds (`x`, of [`Network::input_shape`], and with
-    /// `cx.lengths` the sequences' lengths `[B]`): the embedding if any, then the
-    /// recurrent stack from its carried state (recorded in `cx`), dropping between layers
+    /// `cx.lengths` the sequences' lengths `[B]`): the embedding if any, then the body's
+    /// layers (a recurrent stack from its carried state, recorded in `cx`), dropping
     /// with `cx`'s dropout key (a training graph's; `None` in inference).
     pub fn stack(
         &self,
@@ -252,7 +282,14 @@ impl Network {
                 ))
             }
         }
-        y = self.recurrent.forward(g, y, &ids.recurrent.to_vec(), cx)?;
+        if ids.body.len() != self.body.len() {
+            return Err(tensorfit_core::Error::Graph(
+                "the body's tensors do not match the network".into(),
+            ));
+        }
+        for (part, tensors) in self.body.iter().zip(&ids.body) {
+            y = part.layer().forward(g, y, &tensors.to_vec(), cx)?;
+        }
         Ok(RecurrentStack {
             x,
             carried: cx.carried.clone(),
@@ -261,6 +298,32 @@ impl Network {
             ends: cx.ends,
             lengths: cx.lengths,
         })
+    }
+}
+
+/// The recurrent stack `r` reading `input` features (or token ids, `input` being the
+/// vocabulary) per step.
+fn recurrent_layer(r: &RecurrentSpec, input: usize, input_kind: CellInput) -> RecurrentLayer {
+    let (hidden, layers, bidirectional) = (r.hidden, r.layers, r.bidirectional);
+    let cells = match r.cell {
+        Cell::Lstm => Recurrent::Lstm(Lstm {
+            input,
+            hidden,
+            layers,
+            input_kind,
+            bidirectional,
+        }),
+        Cell::Gru => Recurrent::Gru(Gru {
+            input,
+            hidden,
+            layers,
+            input_kind,
+            bidirectional,
+        }),
+    };
+    RecurrentLayer {
+        cells,
+        dropout: r.dropout,
     }
 }
 
@@ -346,8 +409,8 @@ mod tests {
             vocab: 11,
             embedding: Some(4),
         };
-        d.recurrent.cell = Cell::Gru;
-        d.recurrent.dropout = DropoutRate::new(0.25).unwrap();
+        d.recurrent_mut().unwrap().cell = Cell::Gru;
+        d.recurrent_mut().unwrap().dropout = DropoutRate::new(0.25).unwrap();
         d.head.layers = vec![crate::description::HeadLayer {
             name: "drop".into(),
             kind: HeadLayerKind::Dropout {
@@ -433,9 +496,9 @@ mod tests {
         );
         // Twice the FLOPs of one direction, the second layer reading 8 features.
         let one_way = 2.0 * 3.0 * 4.0 * ((3.0 + 4.0) + (8.0 + 4.0));
-        assert_eq!(d.recurrent_forward_flops(1, 1), 2.0 * one_way);
+        assert_eq!(d.body_forward_flops(1, 1), 2.0 * one_way);
         let mut uni = d.clone();
-        uni.recurrent.bidirectional = false;
+        uni.recurrent_mut().unwrap().bidirectional = false;
         assert!(uni.network().unwrap().reads_whole().is_none());
     }
 

@@ -97,10 +97,10 @@ impl fmt::Display for ProgramKey {
 
 impl ProgramKey {
     /// The FLOPs one run of this program executes: the LSTM stack's forward
-    /// ([`ModelDescription::recurrent_forward_flops`]), [`TRAIN_FLOPS_PER_FORWARD`] times that to
+    /// ([`ModelDescription::body_forward_flops`]), [`TRAIN_FLOPS_PER_FORWARD`] times that to
     /// train, and one forward more when the training segment is recomputed.
     pub fn flops(&self, model: &ModelDescription) -> f64 {
-        let forward = model.recurrent_forward_flops(self.batch, self.steps);
+        let forward = model.body_forward_flops(self.batch, self.steps);
         match (self.kind, self.recompute) {
             (
                 ProgramKind::Train

@@ -4,7 +4,7 @@
 use tensorfit_core::Activation;
 
 use crate::description::{
-    Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    BodyLayer, Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
     ModelDescription, RecurrentSpec,
 };
 
@@ -54,13 +54,13 @@ impl SeedShape {
             input: InputSpec::Dense {
                 features: self.features,
             },
-            recurrent: RecurrentSpec {
+            body: vec![BodyLayer::Recurrent(RecurrentSpec {
                 cell: Cell::Lstm,
                 hidden: self.hidden,
                 layers: self.layers,
                 dropout: DropoutRate::NONE,
                 bidirectional: false,
-            },
+            })],
             head: HeadSpec {
                 on: HeadOn::LAST_STEP,
                 layers: vec![

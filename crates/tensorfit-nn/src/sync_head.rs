@@ -110,7 +110,7 @@ pub(crate) fn head(model: &ModelDescription, batch: usize) -> Result<HeadPart> {
     let net = model.network()?;
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
-    let features = g.input("head_input", [batch, net.recurrent.cells.output_features()]);
+    let features = g.input("head_input", [batch, net.body_features()]);
     let mut cx = Context::new(Mode::Train, batch, None, None);
     let h = head_layers(&mut g, &net, &leaves.ids, features, &mut cx)?;
     let one = crate::train_graph::loss_grad_seed(&mut g)?;
@@ -138,10 +138,7 @@ pub(crate) fn stack_grads(
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
     let (x, features, carried) = stack_to_head(&mut g, &net, &leaves, (batch, steps), true)?;
-    let seed = g.input(
-        "head_input.grad",
-        [batch, net.recurrent.cells.output_features()],
-    );
+    let seed = g.input("head_input.grad", [batch, net.body_features()]);
     let grads = differentiate(&mut g, (features, seed), &leaves.input)?;
     Ok(HeadPart {
         x: Some(x),

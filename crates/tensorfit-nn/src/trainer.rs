@@ -87,8 +87,9 @@ pub struct Trainer {
     backend: Box<dyn Backend>,
     model: ModelDescription,
     opts: TrainOptions,
-    /// The recurrent stack, whose carried state the trainer zeroes and reads.
-    recurrent: Recurrent,
+    /// The body's recurrent stack, whose carried state the trainer zeroes and reads (a
+    /// body without one carries nothing).
+    recurrent: Option<Recurrent>,
     /// A layer reads each sequence whole (no stream steps): asked of the network once,
     /// not on every step.
     reads_whole: bool,
@@ -170,7 +171,7 @@ impl Trainer {
         Ok(Trainer {
             schedule: ScheduleState::new(opts.optim.optimizer.lr()),
             backend,
-            recurrent: net.recurrent.cells,
+            recurrent: net.recurrent().map(|r| r.cells),
             reads_whole: net.reads_whole().is_some(),
             model,
             opts,

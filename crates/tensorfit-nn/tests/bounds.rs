@@ -58,8 +58,8 @@ struct Case {
 fn cases() -> Vec<Case> {
     let lstm = shape().description();
     let mut gru = shape().description();
-    gru.recurrent.cell = Cell::Gru;
-    gru.recurrent.dropout = DropoutRate::new(0.2).unwrap();
+    gru.recurrent_mut().unwrap().cell = Cell::Gru;
+    gru.recurrent_mut().unwrap().dropout = DropoutRate::new(0.2).unwrap();
     gru.head.on = HeadOn::EveryStep;
     // A head on every step recomputes with no BatchNorm in it.
     gru.head.layers.retain(|l| l.name == "dense");
@@ -348,7 +348,7 @@ fn a_small_shape_inside_a_large_bound_costs_what_its_exact_plan_costs() {
     use std::time::Instant;
     let mut model = shape().description();
     model.input = tensorfit_nn::InputSpec::Dense { features: 16 };
-    model.recurrent.hidden = 64;
+    model.recurrent_mut().unwrap().hidden = 64;
     let opts = TrainOptions {
         tbptt: 40,
         chunk: 40,

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use tensorfit_core::Activation;
 use tensorfit_nn::{
-    Cell, DescriptionError, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec,
-    LossSpec, ModelDescription, RecurrentSpec,
+    BodyLayer, Cell, DescriptionError, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec,
+    InputSpec, LossSpec, ModelDescription, RecurrentSpec,
 };
 use tensorfit_testing::repo_file;
 
@@ -33,8 +33,8 @@ fn the_seed_example_parses_to_the_seed_preset() {
 #[test]
 fn every_example_parses_to_the_model_its_comments_describe() {
     let gru = ModelDescription::load(&example("gru_classifier.toml")).unwrap();
-    assert_eq!(gru.recurrent.cell, Cell::Gru);
-    assert_eq!(gru.recurrent.layers, 2);
+    assert_eq!(gru.recurrent().unwrap().cell, Cell::Gru);
+    assert_eq!(gru.recurrent().unwrap().layers, 2);
     assert_eq!(gru.head.on, HeadOn::LAST_STEP);
     assert_eq!(gru.head.layers[0].name, "head.0");
     assert!(matches!(gru.loss, LossSpec::SoftmaxCrossEntropy { .. }));
@@ -47,7 +47,7 @@ fn every_example_parses_to_the_model_its_comments_describe() {
             embedding: None
         }
     );
-    assert_eq!(lm.recurrent.cell, Cell::Lstm);
+    assert_eq!(lm.recurrent().unwrap().cell, Cell::Lstm);
     assert_eq!(lm.head.on, HeadOn::EveryStep);
     assert!(lm.head.layers.is_empty());
     assert_eq!(lm.loss, LossSpec::SoftmaxCrossEntropy { classes: 65 });
@@ -312,7 +312,7 @@ fn description() -> impl Strategy<Value = ModelDescription> {
     (input, recurrent, on, layers, loss).prop_map(|(input, recurrent, on, layers, loss)| {
         ModelDescription {
             input,
-            recurrent,
+            body: vec![BodyLayer::Recurrent(recurrent)],
             head: HeadSpec { on, layers },
             loss,
         }

@@ -52,10 +52,13 @@ fn a_list_reads_in_order_with_pytorchs_defaults() {
             embedding: Some(8)
         }
     );
-    assert_eq!((d.recurrent.cell, d.recurrent.hidden), (Cell::Gru, 16));
+    assert_eq!(
+        (d.recurrent().unwrap().cell, d.recurrent().unwrap().hidden),
+        (Cell::Gru, 16)
+    );
     // nn.GRU's num_layers = 1; no "last_step": the layers above and the loss are on
     // every step.
-    assert_eq!(d.recurrent.layers, 1);
+    assert_eq!(d.recurrent().unwrap().layers, 1);
     assert_eq!(d.head.on, HeadOn::EveryStep);
     let names: Vec<&str> = d.head.layers.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, ["head.0", "drop"]);

@@ -126,7 +126,7 @@ fn a_state_dict_of_the_other_direction_says_which_setting_differs() {
     );
     // One direction's state dict into a bidirectional model.
     let mut one_way = small();
-    one_way.recurrent.bidirectional = true;
+    one_way.recurrent_mut().unwrap().bidirectional = true;
     let e = import_state_dict(
         &one_way.param_specs().unwrap(),
         &data("seed_small_state_dict_f32.safetensors"),

@@ -44,7 +44,7 @@ fn recomputed_segments_match_the_plain_step() {
 #[test]
 fn recomputed_gru_segments_match_the_plain_step() {
     let mut cfg = SHAPE.description();
-    cfg.recurrent.cell = Cell::Gru;
+    cfg.recurrent_mut().unwrap().cell = Cell::Gru;
     recomputed_segments_match(cfg);
 }
 
@@ -56,7 +56,7 @@ fn recomputed_segments_on_token_ids_match_the_plain_step() {
         (Cell::Gru, Some(4)),
     ] {
         let mut cfg = SHAPE.description();
-        cfg.recurrent.cell = cell;
+        cfg.recurrent_mut().unwrap().cell = cell;
         cfg.input = InputSpec::Tokens {
             vocab: SHAPE.features,
             embedding,
@@ -72,8 +72,8 @@ fn recomputed_segments_drop_what_the_plain_step_drops() {
     // indices would change the loss and every gradient.
     for cell in [Cell::Lstm, Cell::Gru] {
         let mut cfg = SHAPE.description();
-        cfg.recurrent.cell = cell;
-        cfg.recurrent.dropout = DropoutRate::new(0.3).unwrap();
+        cfg.recurrent_mut().unwrap().cell = cell;
+        cfg.recurrent_mut().unwrap().dropout = DropoutRate::new(0.3).unwrap();
         let p = DropoutRate::new(0.5).unwrap();
         cfg.head.layers.insert(
             2,

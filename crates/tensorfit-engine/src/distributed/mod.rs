@@ -57,7 +57,7 @@ impl DataParallel {
     pub fn host_bytes(&self, cfg: &ModelDescription) -> Result<u64> {
         let grads = tensorfit_dist::bucket_bytes(cfg.trainable_parameters()?);
         let gathered = self.sync_batch_norm(cfg).map_or(0, |b| {
-            let width = cfg.recurrent.output_features() + cfg.loss.targets_per_row();
+            let width = cfg.body_features() + cfg.loss.targets_per_row();
             (b * width * 4) as u64 * GATHER_HOST_COPIES
         });
         Ok(grads

@@ -40,7 +40,7 @@
 
 use super::table::Table;
 use super::{head_layers, tables_in, CELLS};
-use crate::description::{Cell, HeadOn, HeadSpec, InputSpec, RecurrentSpec, Reduce};
+use crate::description::{BodyLayer, Cell, HeadOn, HeadSpec, InputSpec, RecurrentSpec, Reduce};
 use crate::DescriptionError;
 
 /// A kind of layer in the list, as a file spells it.
@@ -79,12 +79,12 @@ pub(super) fn reduce_kind(reduce: Reduce) -> &'static str {
 const ORDER: &str =
     "an optional \"embedding\", one \"lstm\" or \"gru\", an optional \"last_step\", \"mean_pool\" or \"max_pool\", then \"dense\", \"batchnorm\", \"layernorm\" and \"dropout\" layers";
 
-/// The recurrent stack and head the `layers` array of `root` lists, with the embedding
-/// it places on `input` (which must be token ids and give none itself).
+/// The body and head the `layers` array of `root` lists, with the embedding it places on
+/// `input` (which must be token ids and give none itself).
 pub(super) fn read(
     root: &Table,
     input: &mut InputSpec,
-) -> Result<(RecurrentSpec, HeadSpec), DescriptionError> {
+) -> Result<(Vec<BodyLayer>, HeadSpec), DescriptionError> {
     let tables = tables_in(root, "layers")?;
     let mut recurrent: Option<RecurrentSpec> = None;
     let mut on = HeadOn::EveryStep;
@@ -127,7 +127,10 @@ pub(super) fn read(
         return Err(root.file.error(at, &key, message));
     };
     let layers = head_layers(head)?;
-    Ok((recurrent, HeadSpec { on, layers }))
+    Ok((
+        vec![BodyLayer::Recurrent(recurrent)],
+        HeadSpec { on, layers },
+    ))
 }
 
 fn kind_name<'a>(t: &'a Table) -> &'a str {

@@ -36,8 +36,8 @@ pub use from_data::{DataFigures, Figure, FromData};
 use table::{line_column, Source, Table};
 
 use crate::description::{
-    Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
-    RecurrentSpec,
+    BodyLayer, Cell, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
+    ModelDescription, RecurrentSpec,
 };
 
 /// Largest description file read: a description is a few dozen lines.
@@ -151,9 +151,11 @@ fn parse_model(
     root.known_keys(&["input", "layers", "recurrent", "head", "loss", "training"])?;
     let mut pending = Vec::new();
     let mut input = input(&root.table_at("input")?, &mut pending)?;
-    let (recurrent, head) = match root.table.get("layers") {
+    let (body, head) = match root.table.get("layers") {
         None => (
-            recurrent(&root.table_at("recurrent")?)?,
+            vec![BodyLayer::Recurrent(recurrent(
+                &root.table_at("recurrent")?,
+            )?)],
             head(&root.table_at("head")?)?,
         ),
         Some(_) => {
@@ -163,7 +165,7 @@ fn parse_model(
     };
     let model = ModelDescription {
         input,
-        recurrent,
+        body,
         head,
         loss: loss(&root.table_at("loss")?, &mut pending)?,
     };

@@ -1,26 +1,27 @@
 //! [`ModelDescription::to_toml`]: a description as the file that reads back to it.
 
 use super::{default_head_name, CELLS};
-use crate::description::{HeadLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription};
+use crate::description::{
+    BodyLayer, HeadLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription,
+    RecurrentSpec,
+};
 
 impl ModelDescription {
     /// The description as a file that [`ModelDescription::from_toml`] reads back to it,
     /// in `[recurrent]` and `[head]` tables (head layers named `head.{i}` are written
-    /// without their name).
+    /// without their name), or as the `[[layers]]` list when its body is more than one
+    /// recurrent stack, which the tables cannot say.
     pub fn to_toml(&self) -> String {
+        let [BodyLayer::Recurrent(r)] = self.body.as_slice() else {
+            return self.to_toml_as_list();
+        };
         let mut s = self.input_table(true);
-        let r = &self.recurrent;
-        s += &format!(
-            "\n[recurrent]\ncell = \"{}\"\nhidden = {}\nlayers = {}\n",
-            spelling(&CELLS, r.cell),
-            r.hidden,
-            r.layers
-        );
-        if r.dropout.is_active() {
-            s += &format!("dropout = {}\n", r.dropout);
-        }
-        if r.bidirectional {
-            s += "bidirectional = true\n";
+        s += "\n[recurrent]\n";
+        let mut keys = recurrent_keys(r);
+        keys[0] = format!("cell = \"{}\"", spelling(&CELLS, r.cell));
+        for key in keys {
+            s += &key;
+            s += "\n";
         }
         s += &format!("\n[head]\non = \"{}\"\n", self.head.on.spelling());
         if !self.head.layers.is_empty() {
@@ -34,7 +35,7 @@ impl ModelDescription {
     }
 
     /// The same file with its layers as one ordered `[[layers]]` list (the embedding if
-    /// any, the recurrent layer, the last step, the head's layers).
+    /// any, the body's layers, the reduction of each sequence, the head's layers).
     pub fn to_toml_as_list(&self) -> String {
         let mut s = self.input_table(false);
         let layer = |keys: &[String]| format!("\n[[layers]]\n{}\n", keys.join("\n"));
@@ -45,19 +46,12 @@ impl ModelDescription {
         {
             s += &layer(&["kind = \"embedding\"".into(), format!("dim = {dim}")]);
         }
-        let r = &self.recurrent;
-        let mut keys = vec![
-            format!("kind = \"{}\"", spelling(&CELLS, r.cell)),
-            format!("hidden = {}", r.hidden),
-            format!("layers = {}", r.layers),
-        ];
-        if r.dropout.is_active() {
-            keys.push(format!("dropout = {}", r.dropout));
+        for body_layer in &self.body {
+            let keys = match body_layer {
+                BodyLayer::Recurrent(r) => recurrent_keys(r),
+            };
+            s += &layer(&keys);
         }
-        if r.bidirectional {
-            keys.push("bidirectional = true".into());
-        }
-        s += &layer(&keys);
         if let HeadOn::Sequence(reduce) = self.head.on {
             let kind = super::layer_list::reduce_kind(reduce);
             s += &layer(&[format!("kind = \"{kind}\"")]);
@@ -142,4 +136,21 @@ fn toml_string(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// A recurrent stack's keys as a `[[layers]]` entry writes them (`kind` first; the
+/// `[recurrent]` table spells it `cell`).
+fn recurrent_keys(r: &RecurrentSpec) -> Vec<String> {
+    let mut keys = vec![
+        format!("kind = \"{}\"", spelling(&CELLS, r.cell)),
+        format!("hidden = {}", r.hidden),
+        format!("layers = {}", r.layers),
+    ];
+    if r.dropout.is_active() {
+        keys.push(format!("dropout = {}", r.dropout));
+    }
+    if r.bidirectional {
+        keys.push("bidirectional = true".into());
+    }
+    keys
 }

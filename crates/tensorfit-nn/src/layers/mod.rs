@@ -14,6 +14,7 @@
 
 pub mod batchnorm;
 mod bidirectional;
+pub mod body;
 pub mod cell;
 pub mod dense;
 pub mod dropout;
@@ -30,6 +31,7 @@ pub mod recurrent;
 use tensorfit_core::{Graph, Shape, TensorId};
 
 pub use batchnorm::{BatchNorm, BatchNormTensors, BatchStats};
+pub use body::{BodyPart, BodyPartTensors};
 pub use cell::{CellInput, CellWeights};
 pub use dense::{Dense, LinearTensors, OutputLayer};
 pub use dropout::{Between, Dropout, DropoutRate};

@@ -31,7 +31,7 @@ use tensorfit_core::args::{BinaryInputs, FillInputs};
 use tensorfit_core::{backward, BinaryOp, Error, Graph, Op, Phase, Result, Shape, TensorId};
 
 use crate::description::{HeadOn, LossSpec, ModelDescription};
-use crate::layers::{dropout, Between, Context, Embedding, LayerForward};
+use crate::layers::{dropout, Between, Context, Embedding, LayerForward, RecurrentWeights};
 use crate::model::{head, Leaves, Mode, Named};
 use crate::network::{Network, NetworkTensors};
 use crate::options::carry_chunks;
@@ -76,22 +76,22 @@ fn stack_over(
         Some(w) => Embedding::forward(g, &format!("{prefix}.embedding"), x, w)?,
         None => x,
     };
+    let rec = &net.only_recurrent("recomputation")?.cells;
+    let weights = recurrent_ids(ids)?;
     let mut layers = Vec::with_capacity(border.len());
     for (l, state) in border.iter().enumerate() {
-        let name = format!("{prefix}.{}", net.recurrent.cells.layer_name(l));
-        let outs = net.recurrent.cells.layer(
-            g,
-            &name,
-            l,
-            (input, lengths),
-            state,
-            &ids.recurrent,
-            keep,
-        )?;
+        let name = format!("{prefix}.{}", rec.layer_name(l));
+        let outs = rec.layer(g, &name, l, (input, lengths), state, weights, keep)?;
         layers.push((input, outs));
         input = between.after(g, (l, border.len()), outs.y(), offset)?;
     }
     Ok(layers)
+}
+
+/// The recurrent stack's leaves among `ids`.
+fn recurrent_ids(ids: &NetworkTensors<TensorId>) -> Result<&RecurrentWeights<TensorId>> {
+    ids.recurrent()
+        .ok_or_else(|| Error::Graph("the network's tensors have no recurrent stack".into()))
 }
 
 /// `prev + next` for each pair, named after the parameters `names`; a pair equal to the
@@ -154,7 +154,8 @@ pub(crate) fn train_graph(
         crate::every_step::check_padded(&net, crate::model::Mode::Train)?;
     }
     let every_step = net.head_on == HeadOn::EveryStep;
-    let rec = &net.recurrent.cells;
+    let stack = net.only_recurrent("recomputation")?;
+    let rec = &stack.cells;
     let layers = rec.layers();
     let mut g = Graph::new();
     let leaves = Leaves::add(&mut g, &net);
@@ -162,7 +163,7 @@ pub(crate) fn train_graph(
     let lens = carry_chunks(steps, segment);
     let key = dropout::key_leaf(&mut g, net.has_dropout());
     let between = Between {
-        p: net.recurrent.dropout,
+        p: stack.dropout,
         key,
     };
     // Each sub-segment's first step, and where its elements start in the mask of a
@@ -287,7 +288,7 @@ pub(crate) fn train_graph(
                 &name,
                 l,
                 (*input, seg_lengths, &border[k][l]),
-                &ids.recurrent,
+                recurrent_ids(ids)?,
                 outs,
                 (dy, &dstate[l]),
                 input_grad,

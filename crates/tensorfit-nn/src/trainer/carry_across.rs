@@ -19,7 +19,7 @@ use std::ops::Range;
 use tensorfit_core::{Error, HostTensor, Result, Shape, TensorView};
 
 use super::{EvalReport, StepReport, Trainer};
-use crate::layers::StatePart;
+use crate::layers::{StatePart, StateSlot};
 use crate::programs::PersistentKey;
 
 /// The recurrent state of a batch's rows between batches, on the host.
@@ -115,7 +115,7 @@ impl Trainer {
         run: impl FnOnce(&mut Trainer) -> Result<T>,
     ) -> Result<T> {
         let batch = x.shape.dims().get(1).copied().unwrap_or(0);
-        let stack = (self.recurrent.state_slots().len(), self.recurrent.hidden());
+        let stack = (self.state_slots().len(), self.state_hidden());
         state.check(batch, stack)?;
         self.carrying = Some(CarriedState {
             batch,
@@ -135,7 +135,7 @@ impl Trainer {
         let Some(state) = self.carrying.as_ref().filter(|s| !s.is_zero()) else {
             return self.reset_stream(batch, None);
         };
-        let hidden = self.recurrent.hidden();
+        let hidden = self.state_hidden();
         let blocks: Vec<Vec<f32>> = state
             .slots
             .iter()
@@ -153,7 +153,7 @@ impl Trainer {
         if self.carrying.is_none() {
             return Ok(());
         }
-        let hidden = self.recurrent.hidden();
+        let hidden = self.state_hidden();
         let views = self.carried_views(batch)?;
         let mut blocks = Vec::with_capacity(views.len());
         for view in &views {
@@ -173,14 +173,23 @@ impl Trainer {
         Ok(())
     }
 
+    /// The tensors the body's recurrent stack carries, layer by layer (none without one).
+    pub(super) fn state_slots(&self) -> Vec<StateSlot> {
+        self.recurrent.map_or_else(Vec::new, |r| r.state_slots())
+    }
+
+    /// The width of each carried state tensor (`[B, hidden]`).
+    pub(super) fn state_hidden(&self) -> usize {
+        self.recurrent.map_or(0, |r| r.hidden())
+    }
+
     /// The device's carried state of batch size `batch`, one view per slot.
     pub(super) fn carried_views(&mut self, batch: usize) -> Result<Vec<TensorView>> {
-        self.recurrent
-            .state_slots()
+        self.state_slots()
             .into_iter()
             .map(|slot| {
                 let key = PersistentKey::Carried { slot, batch };
-                self.persistent_view(&key, self.recurrent.state_shape(batch))
+                self.persistent_view(&key, Shape::from([batch, self.state_hidden()]))
             })
             .collect()
     }
@@ -192,13 +201,13 @@ impl Trainer {
         slots: Vec<Vec<f32>>,
     ) -> Result<(HostTensor, HostTensor)> {
         let (mut hs, mut cs) = (Vec::new(), Vec::new());
-        for (slot, data) in self.recurrent.state_slots().into_iter().zip(slots) {
+        for (slot, data) in self.state_slots().into_iter().zip(slots) {
             match slot.part {
                 StatePart::H => hs.push(data),
                 StatePart::C => cs.push(data),
             }
         }
-        let hidden = self.recurrent.hidden();
+        let hidden = self.state_hidden();
         let stacked = |parts: Vec<Vec<f32>>| {
             HostTensor::new(Shape::from([parts.len(), batch, hidden]), parts.concat())
         };

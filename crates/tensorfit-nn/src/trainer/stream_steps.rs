@@ -68,7 +68,7 @@ impl Trainer {
                 "stream {r} does not exist: the stream has {batch} sequences"
             )));
         }
-        let hidden = self.recurrent.hidden();
+        let hidden = self.state_hidden();
         for view in self.carried_views(batch)? {
             let part = match row {
                 Some(r) => {

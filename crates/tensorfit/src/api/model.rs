@@ -78,7 +78,7 @@ impl Model {
     /// ```
     /// use tensorfit::Model;
     /// let d = Model::seed().description().clone();
-    /// assert_eq!((d.input_features(), d.recurrent.hidden, d.recurrent.layers), (152, 250, 3));
+    /// assert_eq!((d.input_features(), d.recurrent().unwrap().hidden, d.recurrent().unwrap().layers), (152, 250, 3));
     /// assert_eq!(d.loss.outputs(), 6);
     /// ```
     pub fn seed() -> Model {
@@ -234,7 +234,7 @@ impl Model {
     /// let description = ModelDescription::builder().features(2).gru(8, 1).classify(3).build()?;
     /// let model = Model::new(description.clone(), 1)?;
     /// assert_eq!(model.description(), &description);
-    /// assert_eq!(model.description().recurrent.cell, Cell::Gru);
+    /// assert_eq!(model.description().recurrent().unwrap().cell, Cell::Gru);
     /// # Ok(())
     /// # }
     /// ```
