@@ -16,6 +16,8 @@ use crate::{reference, Checks, OP_TOL};
 
 #[path = "bidir_cases.rs"]
 mod bidir_cases;
+#[path = "conv_cases.rs"]
+mod conv_cases;
 #[path = "dropout_cases.rs"]
 mod dropout_cases;
 #[path = "gru_cases.rs"]
@@ -114,9 +116,12 @@ fn variant(op: &Op) -> usize {
         Op::MeanTimeBackward { .. } => 33,
         Op::MaxTime => 34,
         Op::MaxTimeBackward { .. } => 35,
+        Op::UnfoldTime { .. } => 36,
+        Op::FoldTime { .. } => 37,
+        Op::Reshape { .. } => 38,
     }
 }
-const VARIANTS: usize = 36;
+const VARIANTS: usize = 39;
 
 const ACTIVATIONS: [Activation; 4] = [
     Activation::Identity,
@@ -230,6 +235,7 @@ fn cases() -> Vec<Case> {
     layernorm_cases(&mut r, &mut v);
     bidir_cases::bidir_cases(&mut r, &mut v);
     pool_cases::pool_cases(&mut r, &mut v);
+    conv_cases::conv_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);
         let labels = r.labels(rows, k);

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use crate::args::*;
 use crate::bidir_ops::with_features;
+use crate::conv_ops::{fold_time_vjp, reshape_vjp, unfold_time_vjp};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, NodeId, Phase, TensorId};
 use crate::op::{BinaryOp, Op};
@@ -347,6 +348,18 @@ fn vjp(
                 lengths: x.lengths.map(|_| None),
             };
             Ok(grads.into_vec())
+        }
+        Op::UnfoldTime { .. } => {
+            let (x, _, _, g) = named!(UnfoldTimeInputs);
+            unfold_time_vjp(graph, &name("grad"), &node.op, x, main(g.cols)?)
+        }
+        Op::FoldTime { .. } => {
+            let (x, _, _, g) = named!(FoldTimeInputs);
+            fold_time_vjp(graph, &name("grad"), &node.op, x, main(g.dx)?)
+        }
+        Op::Reshape { .. } => {
+            let (x, _, _, g) = named!(ReshapeInputs);
+            reshape_vjp(graph, &name("grad"), x.x, main(g.out)?)
         }
         Op::LstmForward { keep_for_backward } => {
             if !keep_for_backward {

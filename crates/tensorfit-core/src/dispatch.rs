@@ -2,6 +2,7 @@
 //! handles named by the op's structs from [`crate::args`] (see [`crate::kernels`]).
 
 use crate::args::*;
+use crate::conv_ops::ConvTaps;
 use crate::error::{Error, Result};
 use crate::kernels::{OpCall, OpKernels};
 use crate::op::Op;
@@ -94,6 +95,18 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         Op::MaxTimeBackward { steps } => {
             let (s, i, o) = named!(MaxTimeBackwardInputs);
             k.max_time_backward(*steps, s, i, o)
+        }
+        Op::UnfoldTime { .. } => {
+            let (s, i, o) = named!(UnfoldTimeInputs);
+            k.unfold_time(ConvTaps::of(op).map_err(error)?, s, i, o)
+        }
+        Op::FoldTime { .. } => {
+            let (s, i, o) = named!(FoldTimeInputs);
+            k.fold_time(ConvTaps::of(op).map_err(error)?, s, i, o)
+        }
+        Op::Reshape { shape } => {
+            let (s, i, o) = named!(ReshapeInputs);
+            k.reshape(shape, s, i, o)
         }
         Op::LstmForward { .. } => {
             let (s, i, o) = named!(LstmForwardInputs);

@@ -175,6 +175,38 @@ pub enum Op {
     /// number in `-1..steps`; GPU kernels skip one outside `0..steps`.
     MaxTimeBackward { steps: usize },
 
+    /// The columns of a 1-D convolution over time (PyTorch's `nn.Conv1d` over each
+    /// sequence alone, zero-padded; [`crate::ConvTaps`]): the layer is
+    /// `cols · Reshape(weight [Cout, Cin, K] → [Cout, Cin·K])ᵀ + bias`. Input `x`
+    /// `[T, B, C]` and optionally `lengths` `[B]` ([`crate::seq_lengths`]; without them every
+    /// row has `T` steps); output `cols` `[T, B, C·K]` (K = `kernel`),
+    /// `cols[t, b, c·K + k] = x[t - left + k·dilation, b, c]` where that step lies in
+    /// `0..L_b`, else 0, and every row `t ≥ L_b` zero. `kernel ≥ 1`, `dilation ≥ 1`,
+    /// `left ≤ (kernel - 1)·dilation`: `(kernel - 1)·dilation` is a causal convolution,
+    /// half of it (rounded down) PyTorch's `padding='same'`. GPU kernels read a length
+    /// outside `1..=T` as an empty row. Its gradient is [`Op::FoldTime`] at the same lengths.
+    UnfoldTime {
+        kernel: usize,
+        dilation: usize,
+        left: usize,
+    },
+
+    /// Gradient (the adjoint) of [`Op::UnfoldTime`] with the same attributes. Inputs
+    /// `dcols` `[T, B, C·K]` and optionally `lengths`; output `dx` `[T, B, C]`,
+    /// `dx[s, b, c] = Σ_k dcols[t, b, c·K + k]` over the taps `k` whose step
+    /// `t = s + left - k·dilation` lies in `0..L_b` (summed in tap order), 0 for `s ≥ L_b`.
+    /// Its gradient is [`Op::UnfoldTime`].
+    FoldTime {
+        kernel: usize,
+        dilation: usize,
+        left: usize,
+    },
+
+    /// A copy of `x`'s elements in row-major order as a tensor of `shape` (the same count):
+    /// input `x`, output `out`. A copy, not a view (the planner counts it); for small
+    /// tensors such as a convolution's weight. Its gradient is `Reshape` back.
+    Reshape { shape: Shape },
+
     /// A whole LSTM layer over a sequence, with PyTorch's gate order (i, f, g, o):
     /// `gates_t = x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh`,
     /// `c_t = σ(f) c_{t-1} + σ(i) tanh(g)`, `h_t = σ(o) tanh(c_t)`.
@@ -343,6 +375,9 @@ impl Op {
             Op::MeanTimeBackward { .. } => "mean_time_backward",
             Op::MaxTime => "max_time",
             Op::MaxTimeBackward { .. } => "max_time_backward",
+            Op::UnfoldTime { .. } => "unfold_time",
+            Op::FoldTime { .. } => "fold_time",
+            Op::Reshape { .. } => "reshape",
             Op::LstmForward { .. } => "lstm_forward",
             Op::LstmBackward { .. } => "lstm_backward",
             Op::GruForward { .. } => "gru_forward",
@@ -403,6 +438,9 @@ impl Op {
             Op::MeanTimeBackward { .. } => MeanTimeBackwardOutputs::<()>::NAMES,
             Op::MaxTime => MaxTimeOutputs::<()>::NAMES,
             Op::MaxTimeBackward { .. } => MaxTimeBackwardOutputs::<()>::NAMES,
+            Op::UnfoldTime { .. } => UnfoldTimeOutputs::<()>::NAMES,
+            Op::FoldTime { .. } => FoldTimeOutputs::<()>::NAMES,
+            Op::Reshape { .. } => ReshapeOutputs::<()>::NAMES,
             Op::LstmForward { .. } => LstmForwardOutputs::<()>::NAMES,
             Op::LstmBackward { .. } => LstmBackwardOutputs::<()>::NAMES,
             Op::GruForward { .. } => GruForwardOutputs::<()>::NAMES,

@@ -4,6 +4,7 @@
 
 use crate::args::*;
 use crate::bidir_ops::bidir_shapes;
+use crate::conv_ops::conv_shapes;
 use crate::dropout::dropout_shapes;
 use crate::gru::GruDims;
 use crate::loss_op::mse_shapes;
@@ -76,6 +77,9 @@ impl Op {
             | Op::MeanTimeBackward { .. }
             | Op::MaxTime
             | Op::MaxTimeBackward { .. } => pool_shapes(self, list),
+            Op::UnfoldTime { .. } | Op::FoldTime { .. } | Op::Reshape { .. } => {
+                conv_shapes(self, list)
+            }
             &Op::LstmForward { keep_for_backward } => {
                 LstmDims::forward_shapes(named(list)?, keep_for_backward)
             }

@@ -22,12 +22,12 @@ mod gradcheck_case;
 
 use tensorfit_core::args::{
     ActivationInputs, BatchNormInputs, BinaryInputs, ConcatFeaturesInputs, DropoutInputs,
-    EmbeddingInputs, LayerNormInputs, MatMulInputs, MaxTimeInputs, MeanTimeInputs, MeanVar,
-    MseLossInputs, ReverseTimeInputs, SliceFeaturesInputs, SliceTimeInputs,
-    SoftmaxCrossEntropyInputs,
+    EmbeddingInputs, FoldTimeInputs, LayerNormInputs, MatMulInputs, MaxTimeInputs, MeanTimeInputs,
+    MeanVar, MseLossInputs, ReshapeInputs, ReverseTimeInputs, SliceFeaturesInputs, SliceTimeInputs,
+    SoftmaxCrossEntropyInputs, UnfoldTimeInputs,
 };
 use tensorfit_core::dropout::{key_input, step_key};
-use tensorfit_core::{Activation, BinaryOp, DropoutParams, Op};
+use tensorfit_core::{Activation, BinaryOp, ConvTaps, DropoutParams, Op, Shape};
 use tensorfit_testing::Rng;
 
 use gradcheck_case::*;
@@ -200,6 +200,72 @@ fn max_time_at_lengths_from_zero_to_all_steps_without_ties() {
         c.outputs.push(out.unwrap().out);
         c.run(&mut rng);
     }
+}
+
+#[test]
+fn unfold_and_fold_time_causal_same_and_dilated_at_lengths_from_zero_to_all_steps() {
+    let mut rng = Rng::new(20);
+    let taps = |kernel, dilation, left| ConvTaps {
+        kernel,
+        dilation,
+        left,
+    };
+    for taps in [taps(3, 1, 2), taps(3, 2, 2), taps(2, 1, 0), taps(1, 1, 0)] {
+        for lengths in [None, Some(vec![4.0, 0.0, 1.0, 3.0])] {
+            let mut c = Case::new("unfold_time");
+            let x = c.random("x", &[4, 4, 2], &mut rng);
+            let lengths = lengths.map(|l| c.leaf("lengths", &[4], l, false));
+            let inputs = UnfoldTimeInputs { x, lengths };
+            let cols = c.graph.apply("cols", taps.unfold(), inputs).unwrap().cols;
+            // A FoldTime beside it, differentiated by UnfoldTime with respect to dcols.
+            let inputs = FoldTimeInputs {
+                dcols: c.random("dcols", &[4, 4, 2 * taps.kernel], &mut rng),
+                lengths,
+            };
+            let dx = c.graph.apply("folded", taps.fold(), inputs).unwrap().dx;
+            c.outputs.extend([cols, dx]);
+            c.run(&mut rng);
+        }
+    }
+}
+
+#[test]
+fn a_convolution_over_time_from_unfold_reshape_matmul_and_a_bias() {
+    // y = tanh(UnfoldTime(x) · Reshape(weight [Cout, Cin, K] → [Cout, Cin·K])ᵀ + bias), as
+    // a Conv1d layer builds it: the gradients of x, the weight (through Reshape) and bias.
+    let mut rng = Rng::new(21);
+    let mut c = Case::new("conv1d");
+    let x = c.random("x", &[5, 3, 2], &mut rng);
+    let weight = c.random("weight", &[4, 2, 3], &mut rng);
+    let bias = c.random("bias", &[4], &mut rng);
+    let lengths = Some(c.leaf("lengths", &[3], vec![5.0, 2.0, 0.0], false));
+    let taps = ConvTaps {
+        kernel: 3,
+        dilation: 2,
+        left: 2,
+    };
+    let g = &mut c.graph;
+    let cols = g.apply("cols", taps.unfold(), UnfoldTimeInputs { x, lengths });
+    let shape = Shape::from([4, 6]);
+    let w = g.apply("w", Op::Reshape { shape }, ReshapeInputs { x: weight });
+    let op = Op::MatMul {
+        trans_a: false,
+        trans_b: true,
+    };
+    let inputs = MatMulInputs {
+        a: cols.unwrap().cols,
+        b: w.unwrap().out,
+    };
+    let z = g.apply("z", op, inputs).unwrap().c;
+    let add = Op::Binary(BinaryOp::Add);
+    let zb = g
+        .apply("zb", add, BinaryInputs { a: z, b: bias })
+        .unwrap()
+        .out;
+    let tanh = Op::Activation(Activation::Tanh);
+    let y = g.apply("y", tanh, ActivationInputs { x: zb }).unwrap().y;
+    c.outputs.push(y);
+    c.run(&mut rng);
 }
 
 #[test]

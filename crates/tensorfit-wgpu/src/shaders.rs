@@ -56,6 +56,7 @@ shaders! {
     Dropout => "dropout.wgsl",
     Bidir => "bidir.wgsl",
     Pool => "pool.wgsl",
+    Conv => "conv.wgsl",
 }
 
 /// One entry point: where it is, how many storage buffers it binds (1..=`buffers`) and
@@ -132,6 +133,8 @@ kernels! {
     MAX_TIME = Pool::"max_time", 4, WG;
     MEAN_TIME_BACKWARD = Pool::"mean_time_backward", 3, WG;
     MAX_TIME_BACKWARD = Pool::"max_time_backward", 3, WG;
+    UNFOLD_TIME = Conv::"unfold_time", 3, WG;
+    FOLD_TIME = Conv::"fold_time", 3, WG;
 }
 
 #[cfg(test)]

@@ -117,6 +117,8 @@ macro_rules! signature {
 // Each family's signatures in its own file (after the macros, which they use).
 mod sequence;
 pub use sequence::*;
+mod conv;
+pub use conv::*;
 
 signature! {
     /// [`Op::MatMul`](crate::Op::MatMul): `a` `[M, K]` (`[K, M]` if `trans_a`), `b` `[K, N]` (`[N, K]` if `trans_b`).

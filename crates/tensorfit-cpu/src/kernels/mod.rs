@@ -12,6 +12,7 @@ pub mod adam;
 pub mod at_lengths;
 pub mod batchnorm;
 pub mod bidir;
+pub mod conv;
 pub mod dropout;
 pub mod elementwise;
 pub mod fastmath;

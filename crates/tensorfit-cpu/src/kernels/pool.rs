@@ -20,7 +20,7 @@ type Dims = (usize, usize, usize);
 
 /// How many steps each row pools: `lengths[b]`, each checked to be a whole number in
 /// `0..=T` (an [`Error::Input`] naming `kernel` and the row), or `T` for every row.
-fn row_ends(
+pub(crate) fn row_ends(
     kernel: &str,
     (steps, batch): (usize, usize),
     lengths: Option<&[f32]>,

@@ -17,6 +17,7 @@
 pub mod adam;
 pub mod batchnorm;
 pub mod bidir;
+pub mod conv;
 pub mod dropout;
 pub mod elementwise;
 pub mod gather;

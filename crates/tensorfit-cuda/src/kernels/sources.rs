@@ -57,6 +57,8 @@ pub const MEAN_TIME: &str = "mean_time";
 pub const MAX_TIME: &str = "max_time";
 pub const MEAN_TIME_BACKWARD: &str = "mean_time_backward";
 pub const MAX_TIME_BACKWARD: &str = "max_time_backward";
+pub const UNFOLD_TIME: &str = "unfold_time";
+pub const FOLD_TIME: &str = "fold_time";
 
 /// A [`KernelSource`] of the file `$file` (named once: its text is included from it).
 macro_rules! source {
@@ -70,7 +72,7 @@ macro_rules! source {
 }
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 13] = [
+pub const SOURCES: [KernelSource; 14] = [
     source!(
         "elementwise.cu",
         [
@@ -119,4 +121,5 @@ pub const SOURCES: [KernelSource; 13] = [
         "pool.cu",
         [MEAN_TIME, MAX_TIME, MEAN_TIME_BACKWARD, MAX_TIME_BACKWARD]
     ),
+    source!("conv.cu", [UNFOLD_TIME, FOLD_TIME]),
 ];

@@ -11,6 +11,7 @@
 pub(crate) mod adam;
 pub(crate) mod batchnorm;
 pub(crate) mod bidir;
+pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod gather;
