@@ -14,7 +14,7 @@
 //!   estimate can be checked against [`MemoryInfo::peak`]), the cap, and every check of
 //!   views and op calls; the backend writes only how to allocate, free and copy;
 //! - its kernels, one typed method per op ([`crate::kernels::OpKernels`]), reached through
-//!   the one [`crate::kernels::dispatch`] (a new op is a compile error until it has one);
+//!   the one [`crate::dispatch()`] (a new op is a compile error until it has one);
 //! - [`crate::Error::OutOfMemory`] (never a panic) when memory runs out, so the session
 //!   can fall back to another device.
 

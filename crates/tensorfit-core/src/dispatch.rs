@@ -1,4 +1,4 @@
-//! [`dispatch`]: the one place an [`Op`] becomes a call of its [`OpKernels`] method, the
+//! [`dispatch`](dispatch()): the one place an [`Op`] becomes a call of its [`OpKernels`] method, the
 //! handles named by the op's structs from [`crate::args`] (see [`crate::kernels`]).
 
 use crate::args::*;

@@ -1,11 +1,11 @@
-//! [`OpKernels`]: one typed method per op, and [`dispatch`], the one place an [`Op`] is
+//! [`OpKernels`]: one typed method per op, and [`dispatch`](crate::dispatch()), the one place an [`Op`] is
 //! turned into a call of it.
 //!
 //! A backend's [`crate::Backend::execute`] receives an op and two lists of views. It has
 //! its [`crate::Ledger`] check them ([`crate::Ledger::check_call`]: shapes against
 //! [`Op::infer_shapes`], ranges inside live buffers, no output overlapping another view),
 //! turns each view into its own handle (`OpKernels::In` / `OpKernels::Out`: host slices
-//! on the CPU, buffer regions on wgpu, device addresses on CUDA), and calls [`dispatch`],
+//! on the CPU, buffer regions on wgpu, device addresses on CUDA), and calls [`dispatch`](crate::dispatch()),
 //! which names the handles with the op's structs from [`crate::args`] and calls the
 //! method. So the argument list of an op *is* the method's signature, as in candle's
 //! `BackendStorage`; a new op is a compile error here until it has a method, and in every
@@ -348,7 +348,7 @@ macro_rules! recurrent_kernels {
 }
 
 /// An op call whose views have been checked ([`crate::Ledger::check_call`] makes them):
-/// the only way into [`dispatch`], so no kernel sees an unchecked call.
+/// the only way into [`dispatch`](crate::dispatch()), so no kernel sees an unchecked call.
 #[derive(Debug, Clone, Copy)]
 pub struct OpCall<'a> {
     op: &'a Op,

@@ -14,7 +14,7 @@
 //! - the checks of views: against host data ([`Ledger::check_transfer`]) and of a whole
 //!   op call ([`Ledger::check_call`]: shapes against [`Op::infer_shapes`], every view
 //!   inside a live buffer, no output overlapping another view), which is the only way to
-//!   make the [`OpCall`] that [`crate::kernels::dispatch`] takes.
+//!   make the [`OpCall`] that [`crate::dispatch()`] takes.
 
 use crate::backend::{check_no_overlap, check_views, BufferId, MemoryInfo, TensorView};
 use crate::error::{Error, Result};
