@@ -6,13 +6,14 @@
 //! refused), each sequence predicted in a padded batch as it is alone (the reverse
 //! direction starts at each sequence's own end), and the unidirectional one streamed a
 //! step at a time as it is whole (the bidirectional one is refused a stream and a
-//! truncated BPTT shorter than its sequences, naming its layer).
+//! truncated BPTT shorter than its sequences, naming its layer); a TCN tagger (causal and
+//! "same" convolutions) likewise, refused a stream naming its first convolution.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tensorfit::{
-    Activation, DevicePolicy, FitOptions, Job, Model, ModelDescription, Sequences, Stopped,
-    Training,
+    Activation, ConvPadding, DevicePolicy, FitOptions, Job, Model, ModelDescription, Sequences,
+    Stopped, Training,
 };
 
 const FEATURES: usize = 2;
@@ -157,6 +158,27 @@ fn trains_and_predicts_as_alone(description: ModelDescription, data: Sequences) 
             assert!((a - b).abs() < 1e-5, "sequence {i}: {a} padded, {b} alone");
         }
     }
+}
+
+#[test]
+fn a_tcn_tagger_trains_on_ragged_data_and_predicts_as_alone() {
+    let tcn = ModelDescription::builder()
+        .features(FEATURES)
+        .conv1d(HIDDEN, 3, ConvPadding::Causal, Activation::Relu)
+        .conv1d(HIDDEN, 3, ConvPadding::Same, Activation::Relu)
+        .dilation(2)
+        .residual()
+        .every_step()
+        .classify(2)
+        .build()
+        .unwrap();
+    trains_on_ragged_data_and_predicts_each_sequence_as_alone(tcn.clone());
+    let e = Model::new(tcn, 3).unwrap().stream(1, &cpu());
+    let e = e.map(|_| ()).unwrap_err().to_string();
+    assert!(
+        e.contains("layer `body.0` (conv1d) reads each sequence whole"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -4,8 +4,8 @@
 //! truncated-BPTT lengths, for the seed's head and another, for a regression (the
 //! mean-squared-error loss, f32 targets), a GRU stack and token input (ids read directly by
 //! an LSTM, embedded ids into a GRU), bidirectional stacks (an LSTM, a GRU over a padded
-//! batch, a language model on ids), the mean and the maximum over each sequence's steps
-//! and a language model (a head on every step). Prints
+//! batch, a language model on ids), the mean and the maximum over each sequence's steps,
+//! convolutions (a TCN) and a language model (a head on every step). Prints
 //! a table of the figures. The language model also trains in DL4J's windows. Where only
 //! recomputation fits (`train-capped`), it is planned for a language model and for padded
 //! batches too.
@@ -17,8 +17,9 @@ mod common;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    CarriedState, Cell, HeadLayer, HeadLayerKind, HeadOn, InputSpec, Job, LossSpec, MarkovText,
-    ParamStore, Reduce, RunningMean, TbpttMode, TemporalOrder,
+    BodyLayer, CarriedState, Cell, Conv1dSpec, ConvPadding, HeadLayer, HeadLayerKind, HeadOn,
+    InputSpec, Job, LossSpec, MarkovText, ParamStore, Reduce, RunningMean, TbpttMode,
+    TemporalOrder,
 };
 use tensorfit::session::{decide, start};
 
@@ -103,6 +104,9 @@ fn check_device(device: DeviceKind) {
         ("train-padded-mean", 32, 8, 60, 60),
         ("infer-max", 32, 16, 60, 60),
         ("train-max-bidirectional-gru", 32, 8, 40, 40),
+        ("train-tcn", 64, 8, 40, 40),
+        ("train-padded-tcn", 32, 8, 60, 60),
+        ("infer-tcn", 32, 16, 60, 60),
     ];
     println!(
         "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
@@ -116,12 +120,14 @@ fn check_device(device: DeviceKind) {
         if kind.ends_with("-mse") {
             cfg.loss = LossSpec::MeanSquaredError { outputs: 3 };
         }
-        if kind.contains("-gru") {
-            cfg.recurrent_mut().unwrap().cell = Cell::Gru;
+        if let Some(stack) = cfg.recurrent_mut() {
+            if kind.contains("-gru") {
+                stack.cell = Cell::Gru;
+            }
+            // Both directions: reversed copies of each layer's input and output, both
+            // directions' outputs side by side (whole sequences only).
+            stack.bidirectional = kind.contains("-bidirectional");
         }
-        // Both directions: reversed copies of each layer's input and output, both
-        // directions' outputs side by side (whole sequences only).
-        cfg.recurrent_mut().unwrap().bidirectional = kind.contains("-bidirectional");
         // Each sequence's mean or maximum over its steps in place of its last step.
         if kind.contains("-mean") {
             cfg.head.on = HeadOn::Sequence(Reduce::Mean);
@@ -152,6 +158,21 @@ fn check_device(device: DeviceKind) {
                 },
                 residual: true,
             });
+        }
+        if kind.contains("-tcn") {
+            // Causal convolutions of 16 channels, the second dilated and residual.
+            let conv = |i: usize, dilation, residual| {
+                BodyLayer::Conv1d(Conv1dSpec {
+                    name: format!("conv{i}"),
+                    channels: 16,
+                    kernel: 3,
+                    dilation,
+                    padding: ConvPadding::Causal,
+                    activation: Activation::Relu,
+                    residual,
+                })
+            };
+            cfg.body = vec![conv(1, 1, false), conv(2, 2, true)];
         }
         if kind.contains("-lm") {
             // A language model: ids, the seed's head on every step, the next of 16 symbols.

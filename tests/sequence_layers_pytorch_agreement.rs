@@ -8,7 +8,10 @@
 //! - a classifier `nn.LSTM(5, 6, num_layers=2)` -> the mean over each sequence's steps ->
 //!   `Linear(6, 4)`;
 //! - a classifier of the bidirectional GRU -> each feature's maximum over each
-//!   sequence's steps -> `Linear(12, 7)` -> tanh -> `Linear(7, 4)`.
+//!   sequence's steps -> `Linear(12, 7)` -> tanh -> `Linear(7, 4)`;
+//! - a TCN: `Conv1d(5, 8, 3)` causal, relu -> `Conv1d(8, 8, 2, dilation=2)` "same", relu,
+//!   plus its input -> the mean over each sequence's steps -> `Linear(8, 4)`
+//!   (`tools/body_reference.py`).
 //!
 //! Two Adam steps, then inference: the loss, the probabilities, every gradient and every
 //! parameter after each step, on the CPU and on wgpu. Tolerance as in
@@ -21,27 +24,40 @@ mod common;
 use common::{check_reference, meta_usize, reference, train_options, wgpu_present};
 use tensorfit::core::{Activation, Backend};
 use tensorfit::cpu::CpuBackend;
-use tensorfit::nn::{ModelDescription, Trainer};
+use tensorfit::nn::{ConvPadding, ModelDescription, Trainer};
 
 const LSTM: &str = "tests/data/bidirectional_lstm_reference.safetensors";
 const GRU: &str = "tests/data/bidirectional_gru_reference.safetensors";
 const MEAN: &str = "tests/data/pool_mean_reference.safetensors";
 const MAX: &str = "tests/data/pool_max_reference.safetensors";
+const TCN: &str = "tests/data/tcn_reference.safetensors";
 
 /// The model of reference file `file`, sized by its metadata.
 fn model(file: &str, meta: &std::collections::HashMap<String, String>) -> ModelDescription {
     let size = |k| meta_usize(meta, k);
     let b = ModelDescription::builder().features(size("input"));
-    let (hidden, layers) = (size("hidden"), size("layers"));
     let b = match file {
-        LSTM => b.lstm(hidden, layers).bidirectional().every_step(),
-        GRU => b.gru(hidden, layers).bidirectional(),
-        MEAN => b.lstm(hidden, layers).mean_pool(),
-        _ => b.gru(hidden, layers).bidirectional().max_pool(),
-    };
-    let b = match file {
-        GRU | MAX => b.dense(size("dense"), Activation::Tanh),
-        _ => b,
+        TCN => b
+            .conv1d(size("channels"), 3, ConvPadding::Causal, Activation::Relu)
+            .named("conv1")
+            .conv1d(size("channels"), 2, ConvPadding::Same, Activation::Relu)
+            .dilation(2)
+            .residual()
+            .named("conv2")
+            .mean_pool(),
+        _ => {
+            let (hidden, layers) = (size("hidden"), size("layers"));
+            let b = match file {
+                LSTM => b.lstm(hidden, layers).bidirectional().every_step(),
+                GRU => b.gru(hidden, layers).bidirectional(),
+                MEAN => b.lstm(hidden, layers).mean_pool(),
+                _ => b.gru(hidden, layers).bidirectional().max_pool(),
+            };
+            match file {
+                GRU | MAX => b.dense(size("dense"), Activation::Tanh),
+                _ => b,
+            }
+        }
     };
     b.classify(size("classes")).build().unwrap()
 }
@@ -125,11 +141,17 @@ fn each_features_maximum_over_each_sequences_own_steps_trains_as_pytorchs() {
 }
 
 #[test]
+fn a_tcn_of_causal_and_dilated_residual_convolutions_trains_as_pytorchs() {
+    // Two convolutions and out, two tensors each: 6 gradients and 6 parameters a step.
+    assert_eq!(matches_pytorch(TCN, Box::new(CpuBackend::new())), 2 * 12);
+}
+
+#[test]
 fn every_model_agrees_with_pytorch_on_wgpu() {
     if !wgpu_present() {
         return;
     }
-    for file in [LSTM, GRU, MEAN, MAX] {
+    for file in [LSTM, GRU, MEAN, MAX, TCN] {
         let gpu = Box::new(tensorfit_wgpu::WgpuBackend::new().unwrap());
         matches_pytorch(file, gpu);
     }

@@ -84,8 +84,8 @@ def params(model, prefix):
     return {prefix + n: t.detach().clone() for n, t in model.named_parameters()}
 
 
-def batch(every_step):
-    x = torch.randn(T, B, F)
+def batch(every_step, features=F):
+    x = torch.randn(T, B, features)
     lengths = torch.tensor(LENGTHS)
     if every_step:
         labels = torch.randint(0, K, (T, B))
@@ -95,7 +95,7 @@ def batch(every_step):
     return x, lengths, labels
 
 
-def train(model, every_step):
+def train(model, every_step, features=F):
     opt = torch.optim.Adam(model.parameters(), lr=LR)
     loss_fn = nn.CrossEntropyLoss(ignore_index=-1)
 
@@ -103,7 +103,7 @@ def train(model, every_step):
         return loss_fn(logits.reshape(-1, K), labels.reshape(-1))
 
     record = params(model, "init.")
-    data = [batch(every_step) for _ in range(2)]
+    data = [batch(every_step, features) for _ in range(2)]
     for s, (x, lengths, labels) in enumerate(data, start=1):
         opt.zero_grad()
         logits = model(x, lengths)

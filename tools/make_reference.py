@@ -109,6 +109,7 @@ from torch import nn
 from safetensors.torch import load_file
 
 import bidirectional_reference
+import body_reference
 import gru_reference
 import every_step_reference
 import layernorm_reference
@@ -389,9 +390,11 @@ def main(argv=None):
 
     # A padded batch through pack_padded_sequence (contents: tools/padded_reference.py).
     padded_reference.write()
-    # Bidirectional stacks over padded batches (tools/bidirectional_reference.py) and
-    # pooling over each sequence's steps (tools/pool_reference.py).
-    for path, record, meta in bidirectional_reference.build() + pool_reference.build():
+    # Bidirectional stacks over padded batches (tools/bidirectional_reference.py),
+    # pooling over each sequence's steps (tools/pool_reference.py), convolutions and
+    # Transformer encoders (tools/body_reference.py).
+    built = bidirectional_reference.build() + pool_reference.build() + body_reference.build()
+    for path, record, meta in built:
         write_checked(path, record, meta)
     return 0
 

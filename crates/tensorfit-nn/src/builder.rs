@@ -27,8 +27,8 @@ use std::fmt;
 use tensorfit_core::Activation;
 
 use crate::description::{
-    BodyLayer, Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
-    ModelDescription, RecurrentSpec, Reduce,
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, DropoutRate, HeadLayer, HeadLayerKind, HeadOn,
+    HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec, Reduce,
 };
 use crate::description_check::InvalidDescription;
 
@@ -37,14 +37,25 @@ use crate::description_check::InvalidDescription;
 #[must_use = "a builder does nothing until `build`"]
 pub struct ModelBuilder {
     input: Option<InputSpec>,
-    recurrent: Option<(Cell, usize, usize)>,
+    /// The body's layers as given (a recurrent stack's dropout and directions are the
+    /// builder's `dropout` and `bidirectional`).
+    body: Vec<GivenBody>,
     dropout: f32,
     bidirectional: bool,
     on: HeadOn,
     /// Each head layer as given: its name if given, the layer, whether it asks for a
     /// residual connection.
     layers: Vec<(Option<String>, Given, bool)>,
+    /// Whether the layer added last is the body's (`residual` and `named` apply to it).
+    last_in_body: bool,
     loss: Option<LossSpec>,
+}
+
+/// A body layer as given; a convolution's name left to `build` when not given.
+#[derive(Debug, Clone)]
+enum GivenBody {
+    Recurrent(Cell, usize, usize),
+    Conv1d(Conv1dSpec),
 }
 
 /// A head layer as given, its dropout rate not yet checked.
@@ -60,8 +71,8 @@ enum Given {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// A part every model needs was not given: `input` (`features`, `tokens`), `recurrent`
-    /// (`lstm`, `gru`) or `loss` (`classify`, `regress`).
+    /// A part every model needs was not given: `input` (`features`, `tokens`), `body`
+    /// (`lstm`, `gru`, `conv1d`) or `loss` (`classify`, `regress`).
     Missing { part: &'static str },
     /// A dropout probability outside `0 <= p < 1`, with the field it was given for.
     Dropout { field: String, p: f32 },
@@ -77,7 +88,7 @@ impl fmt::Display for BuildError {
                 "the model has no `{part}`: {}",
                 match *part {
                     "input" => "call `features(n)` or `tokens(vocab)`",
-                    "recurrent" => "call `lstm(hidden, layers)` or `gru(hidden, layers)`",
+                    "body" => "call `lstm(hidden, layers)`, `gru(hidden, layers)` or `conv1d(..)`",
                     _ => "call `classify(classes)` or `regress(outputs)`",
                 }
             ),
@@ -116,11 +127,12 @@ impl ModelDescription {
     pub fn builder() -> ModelBuilder {
         ModelBuilder {
             input: None,
-            recurrent: None,
+            body: Vec::new(),
             dropout: 0.0,
             bidirectional: false,
             on: HeadOn::LAST_STEP,
             layers: Vec::new(),
+            last_in_body: false,
             loss: None,
         }
     }
@@ -154,13 +166,17 @@ impl ModelBuilder {
 
     /// `layers` stacked `nn.LSTM` layers of `hidden` units.
     pub fn lstm(mut self, hidden: usize, layers: usize) -> Self {
-        self.recurrent = Some((Cell::Lstm, hidden, layers));
+        self.last_in_body = true;
+        self.body
+            .push(GivenBody::Recurrent(Cell::Lstm, hidden, layers));
         self
     }
 
     /// `layers` stacked `nn.GRU` layers of `hidden` units.
     pub fn gru(mut self, hidden: usize, layers: usize) -> Self {
-        self.recurrent = Some((Cell::Gru, hidden, layers));
+        self.last_in_body = true;
+        self.body
+            .push(GivenBody::Recurrent(Cell::Gru, hidden, layers));
         self
     }
 
@@ -255,11 +271,73 @@ impl ModelBuilder {
         self.layer(Given::Dropout(p))
     }
 
-    /// Names the head layer added last (its tensors are `name.weight`, ...), for a
-    /// checkpoint whose names are fixed elsewhere; without it, `head.{i}`.
+    /// Names the head layer or convolution added last (its tensors are `name.weight`,
+    /// ...), for a checkpoint whose names are fixed elsewhere; without it, `head.{i}` or
+    /// `body.{i}` (a recurrent stack is always `lstm` or `gru`).
     pub fn named(mut self, name: &str) -> Self {
-        if let Some(last) = self.layers.last_mut() {
-            last.0 = Some(name.to_string());
+        match self.last_in_body {
+            true => match self.body.last_mut() {
+                Some(GivenBody::Conv1d(c)) => c.name = name.to_string(),
+                Some(GivenBody::Recurrent(..)) | None => {}
+            },
+            false => {
+                if let Some(last) = self.layers.last_mut() {
+                    last.0 = Some(name.to_string());
+                }
+            }
+        }
+        self
+    }
+
+    /// A 1-D convolution over the steps (`nn.Conv1d(in, channels, kernel)` then
+    /// `activation`), each sequence padded with zeros as `padding` says so that it keeps
+    /// its length; `dilation` 1 unless [`ModelBuilder::dilation`] says. Layers over the
+    /// steps (`conv1d`, `lstm`, `gru`) run in the order they are added.
+    ///
+    /// ```
+    /// use tensorfit_core::Activation;
+    /// use tensorfit_nn::{ConvPadding, ModelDescription};
+    ///
+    /// // A TCN classifier: two causal convolutions of 16 channels, the second dilated
+    /// // and residual, then the mean over each sequence's steps.
+    /// let model = ModelDescription::builder()
+    ///     .features(3)
+    ///     .conv1d(16, 3, ConvPadding::Causal, Activation::Relu)
+    ///     .conv1d(16, 3, ConvPadding::Causal, Activation::Relu)
+    ///     .dilation(2)
+    ///     .residual()
+    ///     .mean_pool()
+    ///     .classify(4)
+    ///     .build()
+    ///     .unwrap();
+    /// let names: Vec<String> = model.param_specs().unwrap().into_iter().map(|p| p.name).collect();
+    /// assert_eq!(names[..2], ["body.0.weight", "body.0.bias"]);
+    /// assert_eq!(model.trainable_parameters().unwrap(), (16 * 3 * 3 + 16) + (16 * 16 * 3 + 16) + (16 * 4 + 4));
+    /// ```
+    pub fn conv1d(
+        mut self,
+        channels: usize,
+        kernel: usize,
+        padding: ConvPadding,
+        activation: Activation,
+    ) -> Self {
+        self.last_in_body = true;
+        self.body.push(GivenBody::Conv1d(Conv1dSpec {
+            name: String::new(),
+            channels,
+            kernel,
+            dilation: 1,
+            padding,
+            activation,
+            residual: false,
+        }));
+        self
+    }
+
+    /// The dilation of the convolution added last: it reads every `d`-th step.
+    pub fn dilation(mut self, d: usize) -> Self {
+        if let Some(GivenBody::Conv1d(c)) = self.body.last_mut() {
+            c.dilation = d;
         }
         self
     }
@@ -307,13 +385,23 @@ impl ModelBuilder {
     /// assert!(wider.unwrap_err().to_string().contains("head.layers[0].residual"));
     /// ```
     pub fn residual(mut self) -> Self {
-        if let Some(last) = self.layers.last_mut() {
-            last.2 = true;
+        match self.last_in_body {
+            true => {
+                if let Some(GivenBody::Conv1d(c)) = self.body.last_mut() {
+                    c.residual = true;
+                }
+            }
+            false => {
+                if let Some(last) = self.layers.last_mut() {
+                    last.2 = true;
+                }
+            }
         }
         self
     }
 
     fn layer(mut self, layer: Given) -> Self {
+        self.last_in_body = false;
         self.layers.push((None, layer, false));
         self
     }
@@ -321,14 +409,35 @@ impl ModelBuilder {
     /// The description, checked as a description file's is.
     pub fn build(self) -> Result<ModelDescription, BuildError> {
         let input = self.input.ok_or(BuildError::Missing { part: "input" })?;
-        let (cell, hidden, layers) = self
-            .recurrent
-            .ok_or(BuildError::Missing { part: "recurrent" })?;
+        if self.body.is_empty() {
+            return Err(BuildError::Missing { part: "body" });
+        }
         let loss = self.loss.ok_or(BuildError::Missing { part: "loss" })?;
         let rate = |field: String, p: f32| {
             DropoutRate::new(p).map_err(|_| BuildError::Dropout { field, p })
         };
         let dropout = rate("recurrent.dropout".into(), self.dropout)?;
+        let default_name = |name: &mut String, i: usize| {
+            if name.is_empty() {
+                *name = format!("body.{i}");
+            }
+        };
+        let mut body = Vec::with_capacity(self.body.len());
+        for (i, given) in self.body.into_iter().enumerate() {
+            body.push(match given {
+                GivenBody::Recurrent(cell, hidden, layers) => BodyLayer::Recurrent(RecurrentSpec {
+                    cell,
+                    hidden,
+                    layers,
+                    dropout,
+                    bidirectional: self.bidirectional,
+                }),
+                GivenBody::Conv1d(mut c) => {
+                    default_name(&mut c.name, i);
+                    BodyLayer::Conv1d(c)
+                }
+            });
+        }
         let mut head = Vec::with_capacity(self.layers.len());
         for (i, (name, layer, residual)) in self.layers.into_iter().enumerate() {
             let kind = match layer {
@@ -348,13 +457,7 @@ impl ModelBuilder {
         }
         let description = ModelDescription {
             input,
-            body: vec![BodyLayer::Recurrent(RecurrentSpec {
-                cell,
-                hidden,
-                layers,
-                dropout,
-                bidirectional: self.bidirectional,
-            })],
+            body,
             head: HeadSpec {
                 on: self.on,
                 layers: head,
@@ -453,7 +556,7 @@ mod tests {
         );
         assert_eq!(
             missing(b().features(3).classify(2).build().unwrap_err()),
-            "recurrent"
+            "body"
         );
         assert_eq!(
             missing(b().features(3).gru(8, 1).build().unwrap_err()),

@@ -63,6 +63,66 @@ pub enum BodyLayer {
     /// A stack of LSTM or GRU layers (one direction or both), registered as `lstm` or
     /// `gru`; a body holds at most one.
     Recurrent(RecurrentSpec),
+    /// A 1-D convolution over the steps (`nn.Conv1d`), registered under its name.
+    Conv1d(Conv1dSpec),
+}
+
+/// `nn.Conv1d(in, channels, kernel, dilation=dilation)` over each sequence's steps, the
+/// sequence padded with zeros so that its length is kept, then `activation` (Keras's
+/// `Conv1D(activation=)`; identity by default, as PyTorch's module has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conv1dSpec {
+    /// The name its tensors are registered under (`{name}.weight` `[channels, in,
+    /// kernel]`, `{name}.bias` `[channels]`).
+    pub name: String,
+    /// Output channels (features per step out).
+    pub channels: usize,
+    /// Steps each output reads (`kernel_size`).
+    pub kernel: usize,
+    /// Steps between the ones it reads (`dilation`; 1 reads adjacent steps).
+    pub dilation: usize,
+    pub padding: ConvPadding,
+    pub activation: Activation,
+    /// The layer's input is added to its output (a TCN's residual block; its width is
+    /// unchanged).
+    pub residual: bool,
+}
+
+/// Where a convolution's zeros go, so that each sequence keeps its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConvPadding {
+    /// All `(kernel - 1) · dilation` zeros before the sequence: step `t` reads steps `t`
+    /// and before only (a TCN's causal convolution).
+    Causal,
+    /// Half the zeros before, the rest after (PyTorch's `padding="same"`, Keras's
+    /// `"same"`): step `t` reads steps around it.
+    Same,
+}
+
+impl ConvPadding {
+    /// Each as a model file spells it (`padding`).
+    pub const SPELLINGS: [(&'static str, ConvPadding); 2] =
+        [("causal", ConvPadding::Causal), ("same", ConvPadding::Same)];
+
+    /// As a model file spells it.
+    pub fn spelling(self) -> &'static str {
+        Self::SPELLINGS
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map_or("", |(name, _)| name)
+    }
+}
+
+impl Conv1dSpec {
+    /// The zeros before each sequence: `(kernel - 1) · dilation` causal, half of it
+    /// (rounded down, as PyTorch's `"same"`) otherwise.
+    pub fn left(&self) -> usize {
+        let span = (self.kernel.saturating_sub(1)).saturating_mul(self.dilation);
+        match self.padding {
+            ConvPadding::Causal => span,
+            ConvPadding::Same => span / 2,
+        }
+    }
 }
 
 impl BodyLayer {
@@ -70,6 +130,7 @@ impl BodyLayer {
     pub fn recurrent(&self) -> Option<&RecurrentSpec> {
         match self {
             BodyLayer::Recurrent(r) => Some(r),
+            BodyLayer::Conv1d(_) => None,
         }
     }
 
@@ -77,6 +138,7 @@ impl BodyLayer {
     pub fn recurrent_mut(&mut self) -> Option<&mut RecurrentSpec> {
         match self {
             BodyLayer::Recurrent(r) => Some(r),
+            BodyLayer::Conv1d(_) => None,
         }
     }
 
@@ -84,6 +146,7 @@ impl BodyLayer {
     pub fn output_features(&self, _input: usize) -> usize {
         match self {
             BodyLayer::Recurrent(r) => r.output_features(),
+            BodyLayer::Conv1d(c) => c.channels,
         }
     }
 }

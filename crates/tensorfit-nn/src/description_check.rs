@@ -14,6 +14,8 @@ use crate::description::{
 /// Largest size accepted for any one dimension: far beyond any real model, small enough
 /// that products of a few of them cannot overflow.
 pub const MAX_DIM: usize = 1 << 24;
+/// Most steps a convolution's kernel reads.
+pub const MAX_KERNEL: usize = 4096;
 /// Most stacked recurrent layers accepted.
 pub const MAX_LAYERS: usize = 1024;
 /// Most parameters accepted (2^36: 256 GiB of f32, beyond any device).
@@ -62,7 +64,7 @@ impl std::fmt::Display for InvalidDescription {
             ),
             InvalidDescription::DuplicateName { field, name } => write!(
                 f,
-                "`{field}`: the name `{name}` is used by an earlier head layer"
+                "`{field}`: the name `{name}` is taken by another layer (its tensors would share names)"
             ),
             InvalidDescription::DropoutWithOneLayer { field, p } => write!(
                 f,
@@ -129,8 +131,7 @@ impl ModelDescription {
                 }
             }
         }
-        self.validate_body()?;
-        let mut names: Vec<&str> = Vec::new();
+        let mut names = self.validate_body()?;
         let mut width = self.body_features();
         for (i, layer) in self.head.layers.iter().enumerate() {
             let output = match layer.kind {
@@ -150,7 +151,7 @@ impl ModelDescription {
                 });
             }
             width = output;
-            if names.contains(&layer.name.as_str()) || layer.name == crate::network::OUTPUT {
+            if names.contains(&layer.name.as_str()) {
                 return Err(InvalidDescription::DuplicateName {
                     field: format!("head.layers[{i}].name"),
                     name: layer.name.clone(),
@@ -171,8 +172,9 @@ impl ModelDescription {
     }
 
     /// The body's layers: at least one, at most one recurrent stack, token ids without an
-    /// embedding read by a recurrent stack first, each layer's sizes.
-    fn validate_body(&self) -> Result<(), InvalidDescription> {
+    /// embedding read by a recurrent stack first, each layer's sizes and names; the names
+    /// its layers register their tensors under.
+    fn validate_body(&self) -> Result<Vec<&str>, InvalidDescription> {
         let body = |reason: &str| InvalidDescription::Body {
             field: "body".into(),
             reason: reason.into(),
@@ -192,19 +194,50 @@ impl ModelDescription {
         if tokens_one_hot && !matches!(first, BodyLayer::Recurrent(_)) {
             return Err(body("token ids without an embedding are read only by an \"lstm\" or \"gru\" first: give an \"embedding\" layer before it"));
         }
-        let mut stacks = 0;
-        for layer in &self.body {
+        // `out` and an embedding register `out.weight`, `embedding.weight`: no other layer
+        // may take their names.
+        let mut names = vec![crate::network::OUTPUT];
+        if let InputSpec::Tokens {
+            embedding: Some(_), ..
+        } = self.input
+        {
+            names.push("embedding");
+        }
+        let mut width = self.body_input_features();
+        for (i, layer) in self.body.iter().enumerate() {
             match layer {
                 BodyLayer::Recurrent(r) => {
-                    stacks += 1;
-                    if stacks > 1 {
+                    if self.body[..i].iter().any(|l| l.recurrent().is_some()) {
                         return Err(body("this version builds at most one \"lstm\" or \"gru\" layer (give its `layers` to stack more)"));
                     }
                     validate_recurrent(r)?;
                 }
+                BodyLayer::Conv1d(c) => {
+                    let field = |key: &str| format!("body[{i}].{key}");
+                    size(&field("channels"), c.channels, 1, MAX_DIM)?;
+                    size(&field("kernel"), c.kernel, 1, MAX_KERNEL)?;
+                    size(&field("dilation"), c.dilation, 1, MAX_DIM / c.kernel)?;
+                    if c.residual && c.channels != width {
+                        return Err(InvalidDescription::ResidualWidth {
+                            field: field("residual"),
+                            input: width,
+                            output: c.channels,
+                        });
+                    }
+                    names.push(&c.name);
+                }
             }
+            if let Some(name) = names.last().filter(|_| layer.recurrent().is_none()) {
+                if names[..names.len() - 1].contains(name) {
+                    return Err(InvalidDescription::DuplicateName {
+                        field: format!("body[{i}].name"),
+                        name: name.to_string(),
+                    });
+                }
+            }
+            width = layer.output_features(width);
         }
-        Ok(())
+        Ok(names)
     }
 
     /// The trainable parameters in u128, so an absurd description is refused instead of
@@ -222,6 +255,10 @@ impl ModelDescription {
         for layer in &self.body {
             let (parameters, output) = match layer {
                 BodyLayer::Recurrent(r) => recurrent_parameters(r, width),
+                BodyLayer::Conv1d(c) => {
+                    let out = c.channels as u128;
+                    (out * width * c.kernel as u128 + out, out)
+                }
             };
             body += parameters;
             width = output;

@@ -5,8 +5,8 @@ use serde_json::{json, Map, Value};
 use tensorfit_core::{Activation, Error, Result};
 
 use crate::description::{
-    BodyLayer, Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
-    ModelDescription, RecurrentSpec,
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, DropoutRate, HeadLayer, HeadLayerKind, HeadOn,
+    HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec,
 };
 use crate::seed_shape::SeedShape;
 
@@ -114,6 +114,11 @@ fn body_layer_json(layer: &BodyLayer) -> Value {
             }
             v
         }
+        BodyLayer::Conv1d(c) => json!({
+            "kind": "conv1d", "name": c.name, "channels": c.channels, "kernel": c.kernel,
+            "dilation": c.dilation, "padding": c.padding.spelling(),
+            "activation": c.activation.name(), "residual": c.residual,
+        }),
     }
 }
 
@@ -216,7 +221,8 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
                 let t = Table::of(format!("model.body[{i}]"), v)?;
                 let layer = match t.text("kind")? {
                     "recurrent" => recurrent_from_json(&t)?,
-                    other => return Err(t.unknown("kind", other, "\"recurrent\"")),
+                    "conv1d" => conv1d_from_json(&t)?,
+                    other => return Err(t.unknown("kind", other, "\"recurrent\" or \"conv1d\"")),
                 };
                 body.push(layer);
             }
@@ -291,6 +297,25 @@ fn recurrent_from_json(t: &Table) -> Result<BodyLayer> {
         layers: t.size("layers")?,
         dropout: t.dropout("dropout")?,
         bidirectional: t.flag("bidirectional")?,
+    }))
+}
+
+/// A convolution's table, as [`to_json`] writes it.
+fn conv1d_from_json(t: &Table) -> Result<BodyLayer> {
+    let padding = t.text("padding")?;
+    let padding = ConvPadding::SPELLINGS
+        .iter()
+        .find(|(name, _)| *name == padding)
+        .map(|&(_, p)| p)
+        .ok_or_else(|| t.unknown("padding", padding, "\"causal\" or \"same\""))?;
+    Ok(BodyLayer::Conv1d(Conv1dSpec {
+        name: t.text("name")?.to_string(),
+        channels: t.size("channels")?,
+        kernel: t.size("kernel")?,
+        dilation: t.size("dilation")?,
+        padding,
+        activation: activation_named(&t.field("activation"), t.text("activation")?)?,
+        residual: t.flag("residual")?,
     }))
 }
 

@@ -49,8 +49,8 @@ pub use builder::{BuildError, ModelBuilder};
 pub use builtin_task::BuiltinTask;
 pub use checkpoint::Checkpoint;
 pub use description::{
-    BodyLayer, Cell, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec,
-    ModelDescription, RecurrentSpec, Reduce,
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, DropoutRate, HeadLayer, HeadLayerKind, HeadOn,
+    HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec, Reduce,
 };
 pub use description_check::InvalidDescription;
 pub use description_toml::{

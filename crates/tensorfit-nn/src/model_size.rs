@@ -96,6 +96,19 @@ impl fmt::Display for ModelDescription {
                         write!(f, " dropout {}", r.dropout)?;
                     }
                 }
+                BodyLayer::Conv1d(c) => {
+                    write!(f, " → {} conv1d {} k{}", c.name, c.channels, c.kernel)?;
+                    if c.dilation > 1 {
+                        write!(f, " d{}", c.dilation)?;
+                    }
+                    write!(f, " {}", c.padding.spelling())?;
+                    if c.activation != tensorfit_core::Activation::Identity {
+                        write!(f, " {}", c.activation.name())?;
+                    }
+                    if c.residual {
+                        write!(f, " + input")?;
+                    }
+                }
             }
         }
         let mut sep = ":";

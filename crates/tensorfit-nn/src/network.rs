@@ -14,10 +14,10 @@ use crate::description::{
     BodyLayer, Cell, HeadLayerKind, HeadOn, InputSpec, ModelDescription, RecurrentSpec, Reduce,
 };
 use crate::layers::{
-    BatchNorm, BodyPart, BodyPartTensors, CellInput, Context, Dense, Dropout, Embedding,
-    EmbeddingTensors, Gru, HeadEntry, HeadPart, HeadPartTensors, LastStep, Layer, LayerNorm,
-    LinearTensors, Lstm, OutputLayer, ParamSpec, Recurrent, RecurrentLayer, RecurrentStack,
-    RecurrentWeights, Tensors, TimePool,
+    residual_add, BatchNorm, BodyPart, BodyPartTensors, CellInput, Context, Conv1d, Dense, Dropout,
+    Embedding, EmbeddingTensors, Gru, HeadEntry, HeadPart, HeadPartTensors, LastStep, Layer,
+    LayerNorm, LinearTensors, Lstm, OutputLayer, ParamSpec, Recurrent, RecurrentLayer,
+    RecurrentStack, RecurrentWeights, Tensors, TimePool,
 };
 
 /// The name the output layer is registered under.
@@ -110,6 +110,10 @@ impl Network {
                 BodyLayer::Recurrent(r) => {
                     BodyPart::Recurrent(recurrent_layer(r, width, input_kind))
                 }
+                BodyLayer::Conv1d(c) => BodyPart::Conv1d(Conv1d {
+                    spec: c.clone(),
+                    input: width,
+                }),
             };
             width = part.layer().output_features(width);
             input_kind = CellInput::Features;
@@ -165,7 +169,7 @@ impl Network {
     pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
         match (&self.embedding, self.body.first()) {
             (Some(_), _) => Shape::from([steps, batch]),
-            (None, Some(BodyPart::Recurrent(r))) => r.cells.input_shape(batch, steps),
+            (None, Some(first)) => first.input_shape(batch, steps),
             // A body of no layers is refused by `ModelDescription::validate`.
             (None, None) => Shape::from([steps, batch, 0]),
         }
@@ -288,7 +292,16 @@ impl Network {
             ));
         }
         for (part, tensors) in self.body.iter().zip(&ids.body) {
-            y = part.layer().forward(g, y, &tensors.to_vec(), cx)?;
+            let out = part.layer().forward(g, y, &tensors.to_vec(), cx)?;
+            if part.recurrent().is_none() {
+                // A summary of each sequence's end left by a stack below is not this
+                // layer's.
+                cx.ends = None;
+            }
+            y = match part.residual() {
+                false => out,
+                true => residual_add(g, part.layer().name(), (y, out))?,
+            };
         }
         Ok(RecurrentStack {
             x,

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use tensorfit_core::Activation;
 use tensorfit_nn::{
-    BodyLayer, Cell, DescriptionError, DropoutRate, HeadLayer, HeadLayerKind, HeadOn, HeadSpec,
-    InputSpec, LossSpec, ModelDescription, RecurrentSpec,
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, DescriptionError, DropoutRate, HeadLayer,
+    HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec,
 };
 use tensorfit_testing::repo_file;
 
@@ -273,7 +273,7 @@ fn description() -> impl Strategy<Value = ModelDescription> {
     let kind = prop_oneof![
         Just(HeadLayerKind::BatchNorm),
         Just(HeadLayerKind::LayerNorm),
-        (size.clone(), activation)
+        (size.clone(), activation.clone())
             .prop_map(|(units, activation)| HeadLayerKind::Dense { units, activation }),
         rate.clone().prop_map(|p| HeadLayerKind::Dropout { p }),
     ];
@@ -300,7 +300,7 @@ fn description() -> impl Strategy<Value = ModelDescription> {
         size.clone()
             .prop_map(|outputs| LossSpec::MeanSquaredError { outputs }),
     ];
-    let recurrent = (cell, size.clone(), size, rate, any::<bool>()).prop_map(
+    let recurrent = (cell, size.clone(), size.clone(), rate, any::<bool>()).prop_map(
         |(cell, hidden, layers, dropout, bidirectional)| RecurrentSpec {
             cell,
             hidden,
@@ -309,13 +309,59 @@ fn description() -> impl Strategy<Value = ModelDescription> {
             bidirectional,
         },
     );
-    (input, recurrent, on, layers, loss).prop_map(|(input, recurrent, on, layers, loss)| {
-        ModelDescription {
-            input,
-            body: vec![BodyLayer::Recurrent(recurrent)],
-            head: HeadSpec { on, layers },
-            loss,
-        }
+    // Convolutions before and after an optional recurrent stack (at least one layer),
+    // each named `c{i}` or by default `body.{i}`, its place in the body.
+    let conv = (
+        size,
+        1usize..9,
+        1usize..5,
+        any::<bool>(),
+        activation,
+        any::<bool>(),
+        any::<bool>(),
+    );
+    let convs = proptest::collection::vec(conv, 0..3);
+    let body = (proptest::option::of(recurrent), convs.clone(), convs).prop_map(
+        |(recurrent, before, after)| {
+            let conv = |(channels, kernel, dilation, causal, activation, residual, named)| {
+                BodyLayer::Conv1d(Conv1dSpec {
+                    name: if named { "c".into() } else { String::new() },
+                    channels,
+                    kernel,
+                    dilation,
+                    padding: if causal {
+                        ConvPadding::Causal
+                    } else {
+                        ConvPadding::Same
+                    },
+                    activation,
+                    residual,
+                })
+            };
+            let mut body: Vec<BodyLayer> = before.into_iter().map(conv).collect();
+            body.extend(recurrent.map(BodyLayer::Recurrent));
+            body.extend(after.into_iter().map(conv));
+            if body.is_empty() {
+                body.push(conv((4, 3, 1, true, Activation::Relu, false, false)));
+            }
+            for (i, layer) in body.iter_mut().enumerate() {
+                let name = match layer {
+                    BodyLayer::Conv1d(c) => &mut c.name,
+                    BodyLayer::Recurrent(_) => continue,
+                };
+                *name = match name.is_empty() {
+                    true => format!("body.{i}"),
+                    false => format!("c{i}"),
+                };
+            }
+            body
+        },
+    );
+    (input, body, on, layers, loss).prop_map(|(input, body, on, layers, loss)| ModelDescription {
+        input,
+        body,
+        head: HeadSpec { on, layers },
+        loss,
     })
 }
 

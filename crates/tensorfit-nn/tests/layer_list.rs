@@ -5,7 +5,11 @@
 
 use std::path::Path;
 
-use tensorfit_nn::{Cell, DescriptionError, HeadOn, InputSpec, ModelDescription};
+use tensorfit_core::Activation;
+use tensorfit_nn::{
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, DescriptionError, HeadOn, InputSpec,
+    ModelDescription, Reduce,
+};
 
 fn parse(text: &str) -> Result<ModelDescription, DescriptionError> {
     ModelDescription::from_toml(text, Path::new("list.toml"))
@@ -64,6 +68,80 @@ fn a_list_reads_in_order_with_pytorchs_defaults() {
     assert_eq!(names, ["head.0", "drop"]);
 }
 
+#[test]
+fn convolutions_and_a_stack_read_to_the_body_in_their_order() {
+    let d = parse(&file(
+        DENSE,
+        &[
+            "kind = \"conv1d\"\nchannels = 8\nkernel = 3\npadding = \"causal\"\nactivation = \"relu\"",
+            "kind = \"conv1d\"\nchannels = 8\nkernel = 2\ndilation = 4\npadding = \"same\"\nresidual = true\nname = \"tcn.1\"",
+            "kind = \"gru\"\nhidden = 5",
+            "kind = \"max_pool\"",
+        ],
+    ))
+    .unwrap();
+    let conv = |name: &str, kernel, dilation, padding, activation, residual| {
+        BodyLayer::Conv1d(Conv1dSpec {
+            name: name.into(),
+            channels: 8,
+            kernel,
+            dilation,
+            padding,
+            activation,
+            residual,
+        })
+    };
+    assert_eq!(
+        d.body[..2],
+        [
+            conv("body.0", 3, 1, ConvPadding::Causal, Activation::Relu, false),
+            conv("tcn.1", 2, 4, ConvPadding::Same, Activation::Identity, true),
+        ]
+    );
+    assert_eq!(
+        d.recurrent().map(|r| (r.cell, r.hidden)),
+        Some((Cell::Gru, 5))
+    );
+    assert_eq!(d.head.on, HeadOn::Sequence(Reduce::Max));
+    // PyTorch's Conv1d tensors, in the body's order.
+    let names: Vec<String> = d
+        .param_specs()
+        .unwrap()
+        .iter()
+        .map(|p| format!("{}{}", p.name, p.shape))
+        .collect();
+    assert_eq!(
+        names[..4],
+        [
+            "body.0.weight[8, 3, 3]",
+            "body.0.bias[8]",
+            "tcn.1.weight[8, 8, 2]",
+            "tcn.1.bias[8]"
+        ]
+    );
+    // Written back (a body the tables cannot say is written as a list), it reads the same.
+    assert!(d.to_toml().contains("[[layers]]"));
+    assert_eq!(parse(&d.to_toml()).unwrap(), d);
+    // A second stack, a conv after the reduction, and a residual that changes the width
+    // are refused.
+    let lstm = "kind = \"lstm\"\nhidden = 4";
+    let text = file(DENSE, &[lstm, lstm]);
+    refused(&text, (9, "layers[1]"), "is out of order");
+    let conv = "kind = \"conv1d\"\nchannels = 4\nkernel = 3\npadding = \"same\"";
+    let text = file(DENSE, &[lstm, "kind = \"last_step\"", conv]);
+    refused(&text, (12, "layers[2]"), "is out of order");
+    let wide = "kind = \"conv1d\"\nchannels = 4\nkernel = 3\npadding = \"same\"\nresidual = true";
+    let e = parse(&file(DENSE, &[wide]))
+        .unwrap()
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`body[0].residual` = true: the layer takes 3 features and gives 4"),
+        "{e}"
+    );
+}
+
 /// The error of `text`: its line and key path, and that its message holds `says`.
 fn refused(text: &str, (line, key): (usize, &str), says: &str) {
     let e = parse(text).unwrap_err();
@@ -75,7 +153,7 @@ fn refused(text: &str, (line, key): (usize, &str), says: &str) {
 #[test]
 fn a_layer_out_of_order_is_refused_at_its_line_naming_the_order() {
     let lstm = "kind = \"lstm\"\nhidden = 4";
-    let order = "this version builds an optional \"embedding\", one \"lstm\" or \"gru\"";
+    let order = "this version builds an optional \"embedding\", layers over the steps (at most one \"lstm\" or \"gru\", any \"conv1d\")";
     // A head layer before the recurrent layer (entry 0 starts on line 5).
     let text = file(DENSE, &["kind = \"dense\"\nunits = 3", lstm]);
     refused(&text, (5, "layers[0]"), order);
@@ -108,7 +186,7 @@ fn a_list_without_a_recurrent_layer_or_beside_the_tables_is_refused() {
     refused(
         &text,
         (1, "layers"),
-        "`layers` has no \"lstm\" or \"gru\" layer",
+        "`layers` has no layer over the steps (\"lstm\", \"gru\", \"conv1d\")",
     );
     let lstm = "kind = \"lstm\"\nhidden = 4";
     let text = file(DENSE, &[lstm]) + "\n[recurrent]\ncell = \"lstm\"\nhidden = 4\nlayers = 1\n";
@@ -127,8 +205,21 @@ fn each_layer_takes_its_own_keys_and_values() {
     );
     let text = file(DENSE, &["kind = \"lstm\"\nhidden = 0"]);
     refused(&text, (7, "layers[0].hidden"), "layers[0].hidden");
-    let text = file(DENSE, &["kind = \"conv1d\""]);
-    refused(&text, (6, "layers[0].kind"), "\"conv1d\" is not one of");
+    let text = file(DENSE, &["kind = \"conv2d\""]);
+    refused(&text, (6, "layers[0].kind"), "\"conv2d\" is not one of");
+    // A convolution's padding has no default (PyTorch's and Keras's shorten the
+    // sequence), and is one of two.
+    let text = file(DENSE, &["kind = \"conv1d\"\nchannels = 4\nkernel = 3"]);
+    refused(
+        &text,
+        (5, "layers[0].padding"),
+        "missing key `layers[0].padding`",
+    );
+    let text = file(
+        DENSE,
+        &["kind = \"conv1d\"\nchannels = 4\nkernel = 3\npadding = \"valid\""],
+    );
+    refused(&text, (9, "layers[0].padding"), "\"causal\" or \"same\"");
     let text = file(DENSE, &["kind = \"lstm\"\nhidden = 4\ndropout = 1.5"]);
     refused(&text, (8, "layers[0].dropout"), "less than 1");
     let text = file(

@@ -62,6 +62,6 @@ pub use tensorfit_engine::decision::Request;
 /// The devices' figures and memory caps the front door's signatures take and give.
 pub use tensorfit_engine::devices::{DeviceStatus, MemoryCaps};
 pub use tensorfit_nn::{
-    Batch, BuildError, CarriedState, Cell, Checkpoint, EvalReport, Job, ModelBuilder,
+    Batch, BuildError, CarriedState, Cell, Checkpoint, ConvPadding, EvalReport, Job, ModelBuilder,
     ModelDescription, OptimConfig, ParamStore, StepReport, TbpttMode,
 };

@@ -39,8 +39,10 @@
 //! names its tensors alike in either form, so their checkpoints are interchangeable.
 
 use super::table::Table;
-use super::{head_layers, tables_in, CELLS};
-use crate::description::{BodyLayer, Cell, HeadOn, HeadSpec, InputSpec, RecurrentSpec, Reduce};
+use super::{activation, default_body_name, head_layers, layer_name, tables_in, CELLS};
+use crate::description::{
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, HeadOn, HeadSpec, InputSpec, RecurrentSpec, Reduce,
+};
 use crate::DescriptionError;
 
 /// A kind of layer in the list, as a file spells it.
@@ -48,16 +50,18 @@ use crate::DescriptionError;
 enum Kind {
     Embedding,
     Recurrent(Cell),
+    Conv1d,
     /// `last_step`, `mean_pool`, `max_pool`: a head on each sequence.
     Reduce(Reduce),
     /// `batchnorm`, `layernorm`, `dense`, `dropout`: read as `[head]` reads them.
     Head,
 }
 
-const KINDS: [(&str, Kind); 10] = [
+const KINDS: [(&str, Kind); 11] = [
     ("embedding", Kind::Embedding),
     (CELLS[0].0, Kind::Recurrent(CELLS[0].1)),
     (CELLS[1].0, Kind::Recurrent(CELLS[1].1)),
+    ("conv1d", Kind::Conv1d),
     ("last_step", Kind::Reduce(Reduce::LastStep)),
     ("mean_pool", Kind::Reduce(Reduce::Mean)),
     ("max_pool", Kind::Reduce(Reduce::Max)),
@@ -77,7 +81,7 @@ pub(super) fn reduce_kind(reduce: Reduce) -> &'static str {
 
 /// The order this version builds, for messages.
 const ORDER: &str =
-    "an optional \"embedding\", one \"lstm\" or \"gru\", an optional \"last_step\", \"mean_pool\" or \"max_pool\", then \"dense\", \"batchnorm\", \"layernorm\" and \"dropout\" layers";
+    "an optional \"embedding\", layers over the steps (at most one \"lstm\" or \"gru\", any \"conv1d\"), an optional \"last_step\", \"mean_pool\" or \"max_pool\", then \"dense\", \"batchnorm\", \"layernorm\" and \"dropout\" layers";
 
 /// The body and head the `layers` array of `root` lists, with the embedding it places on
 /// `input` (which must be token ids and give none itself).
@@ -86,17 +90,21 @@ pub(super) fn read(
     input: &mut InputSpec,
 ) -> Result<(Vec<BodyLayer>, HeadSpec), DescriptionError> {
     let tables = tables_in(root, "layers")?;
-    let mut recurrent: Option<RecurrentSpec> = None;
+    let mut body: Vec<BodyLayer> = Vec::new();
     let mut on = HeadOn::EveryStep;
     let mut head = Vec::new();
     for (i, t) in tables.iter().enumerate() {
         let kind = t.choice("kind", &KINDS)?;
         // What may come before this kind: each stage only after the ones before it.
+        let before_head = on == HeadOn::EveryStep && head.is_empty();
         let in_order = match kind {
             Kind::Embedding => i == 0,
-            Kind::Recurrent(_) => recurrent.is_none() && head.is_empty(),
-            Kind::Reduce(_) => recurrent.is_some() && on == HeadOn::EveryStep && head.is_empty(),
-            Kind::Head => recurrent.is_some(),
+            Kind::Recurrent(_) => {
+                before_head && !body.iter().any(|l| matches!(l, BodyLayer::Recurrent(_)))
+            }
+            Kind::Conv1d => before_head,
+            Kind::Reduce(_) => !body.is_empty() && before_head,
+            Kind::Head => !body.is_empty(),
         };
         if !in_order {
             let message = format!(
@@ -108,7 +116,8 @@ pub(super) fn read(
         }
         match kind {
             Kind::Embedding => embedding(t, input)?,
-            Kind::Recurrent(cell) => recurrent = Some(stack(t, cell)?),
+            Kind::Recurrent(cell) => body.push(BodyLayer::Recurrent(stack(t, cell)?)),
+            Kind::Conv1d => body.push(BodyLayer::Conv1d(conv1d(t, body.len())?)),
             Kind::Reduce(reduce) => {
                 t.known_keys(&["kind"])?;
                 on = HeadOn::Sequence(reduce);
@@ -116,21 +125,19 @@ pub(super) fn read(
             Kind::Head => head.push(t),
         }
     }
-    let Some(recurrent) = recurrent else {
+    if body.is_empty() {
         let key = root.key("layers");
         let at = root
             .table
             .get("layers")
             .map_or(root.span.start, |v| v.span().start);
-        let message =
-            format!("`{key}` has no \"lstm\" or \"gru\" layer: this version builds {ORDER}");
+        let message = format!(
+            "`{key}` has no layer over the steps (\"lstm\", \"gru\", \"conv1d\"): this version builds {ORDER}"
+        );
         return Err(root.file.error(at, &key, message));
-    };
+    }
     let layers = head_layers(head)?;
-    Ok((
-        vec![BodyLayer::Recurrent(recurrent)],
-        HeadSpec { on, layers },
-    ))
+    Ok((body, HeadSpec { on, layers }))
 }
 
 fn kind_name<'a>(t: &'a Table) -> &'a str {
@@ -184,4 +191,39 @@ fn stack(t: &Table, cell: Cell) -> Result<RecurrentSpec, DescriptionError> {
         dropout: t.dropout("dropout")?,
         bidirectional: t.flag("bidirectional")?,
     })
+}
+
+/// `kind = "conv1d"`: `channels`, `kernel`, `padding` (`"causal"` or `"same"`, no
+/// default: PyTorch's and Keras's own default shortens the sequence), `dilation` (1 if
+/// not given), `activation` (none if not given), `residual`, `name` (`body.{index}` if
+/// not given, `index` its place in the body).
+fn conv1d(t: &Table, index: usize) -> Result<Conv1dSpec, DescriptionError> {
+    t.known_keys(&[
+        "kind",
+        "channels",
+        "kernel",
+        "dilation",
+        "padding",
+        "activation",
+        "residual",
+        "name",
+    ])?;
+    t.required("padding")?;
+    Ok(Conv1dSpec {
+        name: body_name(t, index)?,
+        channels: t.size("channels")?,
+        kernel: t.size("kernel")?,
+        dilation: t.optional_size("dilation")?.unwrap_or(1),
+        padding: t.choice("padding", &ConvPadding::SPELLINGS)?,
+        activation: activation(t)?,
+        residual: t.flag("residual")?,
+    })
+}
+
+/// A body layer's `name`, or `body.{index}` if not given.
+fn body_name(t: &Table, index: usize) -> Result<String, DescriptionError> {
+    match t.table.get("name") {
+        None => Ok(default_body_name(index)),
+        Some(v) => layer_name(t, v),
+    }
 }

@@ -342,13 +342,9 @@ fn head_layers<'t, 'a: 't>(
             }
             HeadKind::Dense => {
                 layer.known_keys(&["kind", "units", "activation", "name", "residual"])?;
-                let activation = match layer.table.get("activation") {
-                    None => Activation::Identity,
-                    Some(_) => layer.choice("activation", &ACTIVATIONS.map(|a| (a.name(), a)))?,
-                };
                 HeadLayerKind::Dense {
                     units: layer.size("units")?,
-                    activation,
+                    activation: activation(layer)?,
                 }
             }
         };
@@ -408,6 +404,20 @@ fn layer_name(layer: &Table, v: &Spanned<DeValue>) -> Result<String, Description
         ));
     }
     Ok(name.to_string())
+}
+
+/// A layer's `activation`: identity when not given (PyTorch's `nn.Linear` and
+/// `nn.Conv1d` have none, Keras's default).
+fn activation(layer: &Table) -> Result<Activation, DescriptionError> {
+    match layer.table.get("activation") {
+        None => Ok(Activation::Identity),
+        Some(_) => layer.choice("activation", &ACTIVATIONS.map(|a| (a.name(), a))),
+    }
+}
+
+/// A body layer's name when none is given: its index in the body.
+fn default_body_name(index: usize) -> String {
+    format!("body.{index}")
 }
 
 /// A head layer's name when none is given: its index, as `nn.Sequential` names it.

@@ -1,8 +1,8 @@
 //! [`ModelDescription::to_toml`]: a description as the file that reads back to it.
 
-use super::{default_head_name, CELLS};
+use super::{default_body_name, default_head_name, CELLS};
 use crate::description::{
-    BodyLayer, HeadLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription,
+    BodyLayer, Conv1dSpec, HeadLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription,
     RecurrentSpec,
 };
 
@@ -46,9 +46,10 @@ impl ModelDescription {
         {
             s += &layer(&["kind = \"embedding\"".into(), format!("dim = {dim}")]);
         }
-        for body_layer in &self.body {
+        for (i, body_layer) in self.body.iter().enumerate() {
             let keys = match body_layer {
                 BodyLayer::Recurrent(r) => recurrent_keys(r),
+                BodyLayer::Conv1d(c) => conv1d_keys(c, i),
             };
             s += &layer(&keys);
         }
@@ -151,6 +152,30 @@ fn recurrent_keys(r: &RecurrentSpec) -> Vec<String> {
     }
     if r.bidirectional {
         keys.push("bidirectional = true".into());
+    }
+    keys
+}
+
+/// A convolution's keys as a `[[layers]]` entry writes them, `i` its place in the body
+/// (a default name and defaults left out).
+fn conv1d_keys(c: &Conv1dSpec, i: usize) -> Vec<String> {
+    let mut keys = vec![
+        "kind = \"conv1d\"".to_string(),
+        format!("channels = {}", c.channels),
+        format!("kernel = {}", c.kernel),
+        format!("padding = \"{}\"", c.padding.spelling()),
+    ];
+    if c.dilation != 1 {
+        keys.push(format!("dilation = {}", c.dilation));
+    }
+    if c.activation != tensorfit_core::Activation::Identity {
+        keys.push(format!("activation = \"{}\"", c.activation.name()));
+    }
+    if c.name != default_body_name(i) {
+        keys.push(format!("name = {}", toml_string(&c.name)));
+    }
+    if c.residual {
+        keys.push("residual = true".into());
     }
     keys
 }

@@ -3,26 +3,32 @@
 //! [`BodyPart`] is where a kind of body layer is registered: [`BodyPart::layer`] is its
 //! one match.
 
+use tensorfit_core::Shape;
+
 use super::layer::Layer;
-use super::{ParamSpec, RecurrentLayer, RecurrentWeights, Tensors};
+use super::{Conv1d, LinearTensors, ParamSpec, RecurrentLayer, RecurrentWeights, Tensors};
 
 /// One body layer: `[T, B, F]` in and out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyPart {
     /// A stack of LSTM or GRU layers (registered as `lstm` or `gru`).
     Recurrent(RecurrentLayer),
+    Conv1d(Conv1d),
 }
 
 /// One body layer's tensors, by its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyPartTensors<T> {
     Recurrent(RecurrentWeights<T>),
+    /// Its weight `[channels, in, kernel]` and bias `[channels]`.
+    Conv1d(LinearTensors<T>),
 }
 
 impl<T> BodyPartTensors<T> {
-    pub fn map<U>(&self, f: impl FnMut(&T) -> U) -> BodyPartTensors<U> {
+    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> BodyPartTensors<U> {
         match self {
-            BodyPartTensors::Recurrent(t) => BodyPartTensors::Recurrent(t.map(f)),
+            BodyPartTensors::Recurrent(t) => BodyPartTensors::Recurrent(t.map(&mut f)),
+            BodyPartTensors::Conv1d(t) => BodyPartTensors::Conv1d(t.map(&mut f)),
         }
     }
 
@@ -30,6 +36,7 @@ impl<T> BodyPartTensors<T> {
     pub fn recurrent(&self) -> Option<&RecurrentWeights<T>> {
         match self {
             BodyPartTensors::Recurrent(t) => Some(t),
+            BodyPartTensors::Conv1d(_) => None,
         }
     }
 }
@@ -38,6 +45,7 @@ impl<T> Tensors<T> for BodyPartTensors<T> {
     fn items(&self) -> Vec<&T> {
         match self {
             BodyPartTensors::Recurrent(t) => t.items(),
+            BodyPartTensors::Conv1d(t) => t.items(),
         }
     }
 }
@@ -47,12 +55,14 @@ impl BodyPart {
     pub fn layer(&self) -> &dyn Layer {
         match self {
             BodyPart::Recurrent(r) => r,
+            BodyPart::Conv1d(c) => c,
         }
     }
 
     pub fn specs(&self) -> BodyPartTensors<ParamSpec> {
         match self {
             BodyPart::Recurrent(r) => BodyPartTensors::Recurrent(r.cells.specs()),
+            BodyPart::Conv1d(c) => BodyPartTensors::Conv1d(c.specs()),
         }
     }
 
@@ -60,13 +70,34 @@ impl BodyPart {
     pub fn forward_flops(&self, batch: usize, steps: usize) -> f64 {
         match self {
             BodyPart::Recurrent(r) => r.cells.forward_flops(batch, steps),
+            BodyPart::Conv1d(c) => c.forward_flops(batch, steps),
         }
+    }
+
+    /// The shape of the layer's input over `steps` steps of `batch` sequences: `[T, B,
+    /// F]`, or token ids `[T, B]` into a recurrent stack's first layer.
+    pub fn input_shape(&self, batch: usize, steps: usize) -> Shape {
+        let features = match self {
+            BodyPart::Recurrent(r) => return r.cells.input_shape(batch, steps),
+            BodyPart::Conv1d(c) => c.input,
+        };
+        Shape::from([steps, batch, features])
     }
 
     /// The recurrent stack, if this layer is one.
     pub fn recurrent(&self) -> Option<&RecurrentLayer> {
         match self {
             BodyPart::Recurrent(r) => Some(r),
+            BodyPart::Conv1d(_) => None,
+        }
+    }
+
+    /// Whether the layer's input is added to its output (the layer asked for a
+    /// residual connection; its width is unchanged).
+    pub fn residual(&self) -> bool {
+        match self {
+            BodyPart::Recurrent(_) => false,
+            BodyPart::Conv1d(c) => c.spec.residual,
         }
     }
 }

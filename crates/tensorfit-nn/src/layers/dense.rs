@@ -67,16 +67,29 @@ impl Dense {
         };
         let inputs = MatMulInputs { a: x, b: t.weight };
         let xw = g.apply(&format!("{name}.matmul"), matmul, inputs)?.c;
-        let add = Op::Binary(BinaryOp::Add);
-        let inputs = BinaryInputs { a: xw, b: t.bias };
-        let y = g.apply(&format!("{name}.bias_add"), add, inputs)?.out;
-        match self.activation {
-            Activation::Identity => Ok(y),
-            f => {
-                let op = Op::Activation(f);
-                let inputs = ActivationInputs { x: y };
-                Ok(g.apply(&format!("{name}.activation"), op, inputs)?.y)
-            }
+        bias_activation(g, name, (xw, t.bias), self.activation)
+    }
+}
+
+/// `f(y + bias)`, its nodes named after the layer `name`: the end of a linear map
+/// (a dense layer's, a convolution's).
+pub(crate) fn bias_activation(
+    g: &mut Graph,
+    name: &str,
+    (y, bias): (TensorId, TensorId),
+    f: Activation,
+) -> Result<TensorId> {
+    let add = Op::Binary(BinaryOp::Add);
+    let inputs = BinaryInputs { a: y, b: bias };
+    let y = g.apply(&format!("{name}.bias_add"), add, inputs)?.out;
+    match f {
+        Activation::Identity => Ok(y),
+        f => {
+            let inputs = ActivationInputs { x: y };
+            Ok(
+                g.apply(&format!("{name}.activation"), Op::Activation(f), inputs)?
+                    .y,
+            )
         }
     }
 }

@@ -93,11 +93,20 @@ impl HeadEntry {
         cx: &mut Context,
     ) -> Result<TensorId> {
         let y = self.part.layer().forward(g, x, &t.to_vec(), cx)?;
-        if !self.residual {
-            return Ok(y);
+        match self.residual {
+            false => Ok(y),
+            true => residual_add(g, self.part.layer().name(), (x, y)),
         }
-        let name = format!("{}.residual", self.part.layer().name());
-        let add = Op::Binary(BinaryOp::Add);
-        Ok(g.apply(&name, add, BinaryInputs { a: x, b: y })?.out)
     }
+}
+
+/// `x + y`, a layer `name`'s input added to its output (a residual connection).
+pub fn residual_add(g: &mut Graph, name: &str, (x, y): (TensorId, TensorId)) -> Result<TensorId> {
+    let add = Op::Binary(BinaryOp::Add);
+    Ok(g.apply(
+        &format!("{name}.residual"),
+        add,
+        BinaryInputs { a: x, b: y },
+    )?
+    .out)
 }

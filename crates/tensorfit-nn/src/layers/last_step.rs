@@ -5,11 +5,10 @@
 //! Keras's `Bidirectional` without `return_sequences`).
 
 use tensorfit_core::args::SliceTimeInputs;
-use tensorfit_core::{Error, Graph, Op, Result, TensorId};
+use tensorfit_core::{Graph, Op, Result, TensorId};
 
 use super::layer::{exactly, Context, Layer, LayerTraits};
-use super::{ParamSpec, StatePart, StateSlot};
-use crate::model::Mode;
+use super::{ParamSpec, StateSlot};
 
 /// Each sequence's last step: the batch's last, or each sequence's own with lengths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,11 +46,10 @@ impl Layer for LastStep {
         Vec::new()
     }
 
-    /// The summary a layer below left in `cx.ends` (a bidirectional stack's) if any.
-    /// Inference over a padded batch reads the top recurrent layer's final h, recorded
-    /// in `cx`: each sequence's own last step (`h_n = y[L - 1]`), or, for one that ended
-    /// in an earlier chunk, the state carried through this one since. Otherwise the slice
-    /// at the last step (each sequence's own with lengths).
+    /// The summary the layer below left in `cx.ends` if any (a bidirectional stack's
+    /// directions' own last steps; in inference over a padded batch a recurrent stack's
+    /// final h, which holds a sequence that ended in an earlier chunk); otherwise the
+    /// slice at the last step (each sequence's own with lengths).
     fn forward(
         &self,
         g: &mut Graph,
@@ -62,17 +60,6 @@ impl Layer for LastStep {
         let [] = exactly(self, tensors)?;
         if let Some(ends) = cx.ends {
             return Ok(ends);
-        }
-        if cx.lengths.is_some() && cx.mode == Mode::Infer {
-            let top_h = cx
-                .carried
-                .iter()
-                .zip(&cx.finals)
-                .rfind(|((_, slot), _)| slot.part == StatePart::H)
-                .map(|(_, last)| *last);
-            return top_h.ok_or_else(|| {
-                Error::Graph("the last step of a padded batch needs a recurrent layer below".into())
-            });
         }
         let steps = g.shape(x).dims()[0];
         let inputs = SliceTimeInputs {

@@ -70,9 +70,11 @@ pub struct Context {
     pub carried: Vec<(TensorId, StateSlot)>,
     /// The final value of each carried state, in the same order.
     pub finals: Vec<TensorId>,
-    /// Each sequence's summary at its end, `[B, F]`, left by a layer whose last step is
-    /// not its output's last step (a bidirectional stack: each direction's own last
-    /// step); what [`super::LastStep`] reads when set.
+    /// Each sequence's summary at its end, `[B, F]`, left by the layer below where its
+    /// output's step at the sequence's end is not that summary (a bidirectional stack:
+    /// each direction's own last step; a recurrent stack in inference over a padded
+    /// batch: its final h, carried past a sequence that ended in an earlier chunk); what
+    /// [`super::LastStep`] reads when set.
     pub ends: Option<TensorId>,
 }
 

@@ -14,6 +14,7 @@ use super::{
     Between, DropoutRate, Gru, GruWeights, Lstm, LstmWeights, ParamSpec, StatePart, StateSlot,
     Tensors,
 };
+use crate::model::Mode;
 
 /// The layers of the recurrent stack, by cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -469,9 +470,20 @@ impl Layer for RecurrentLayer {
         let stack =
             self.cells
                 .stack_over(g, (x, cx.lengths), &weights, cx.batch, (keep, between))?;
+        // Each sequence's summary at its end for a last step above: a bidirectional
+        // stack's, or in inference over a padded batch the top layer's final h (its own
+        // last step, or for a sequence that ended in an earlier chunk the state carried
+        // through this one since).
+        let top_h = stack
+            .carried
+            .iter()
+            .zip(&stack.finals)
+            .rfind(|((_, slot), _)| slot.part == StatePart::H)
+            .map(|(_, last)| *last);
+        let padded_inference = cx.lengths.is_some() && cx.mode == Mode::Infer;
+        cx.ends = stack.ends.or(top_h.filter(|_| padded_inference));
         cx.carried.extend(stack.carried);
         cx.finals.extend(stack.finals);
-        cx.ends = stack.ends;
         Ok(stack.y)
     }
 }
