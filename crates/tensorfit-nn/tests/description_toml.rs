@@ -82,15 +82,14 @@ fn the_bare_lstm_presets_are_the_example_and_the_script_models() {
 
 #[test]
 fn every_example_reads_back_the_same_from_its_to_toml() {
-    for name in [
-        "seed.toml",
-        "gru_classifier.toml",
-        "char_lm.toml",
-        "regression.toml",
-        "seed_lm.toml",
-        "residual_lm.toml",
-        "bidirectional_tagger.toml",
-    ] {
+    let mut names: Vec<String> = std::fs::read_dir(repo_file("examples/models"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 9, "{names:?}");
+    for name in &names {
         let d = ModelDescription::load(&example(name)).unwrap();
         assert_eq!(parse(&d.to_toml()).unwrap(), d, "{name}");
         // The same model as one `[[layers]]` list.
