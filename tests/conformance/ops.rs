@@ -24,6 +24,8 @@ mod gru_cases;
 mod mse_cases;
 #[path = "pool_cases.rs"]
 mod pool_cases;
+#[path = "positions_cases.rs"]
+mod positions_cases;
 #[path = "rows_cases.rs"]
 mod rows_cases;
 
@@ -114,15 +116,19 @@ fn variant(op: &Op) -> usize {
         Op::MeanTimeBackward { .. } => 33,
         Op::MaxTime => 34,
         Op::MaxTimeBackward { .. } => 35,
+        Op::AddTimeRows => 36,
+        Op::SumBatchToRows { .. } => 37,
+        Op::Sinusoids { .. } => 38,
     }
 }
-const VARIANTS: usize = 36;
+const VARIANTS: usize = 39;
 
-const ACTIVATIONS: [Activation; 4] = [
+const ACTIVATIONS: [Activation; 5] = [
     Activation::Identity,
     Activation::Relu,
     Activation::Tanh,
     Activation::Sigmoid,
+    Activation::Gelu,
 ];
 
 fn cases() -> Vec<Case> {
@@ -175,14 +181,17 @@ fn cases() -> Vec<Case> {
         v.push(case(
             format!("activation {}", f.name()),
             Op::Activation(f),
-            vec![x],
+            vec![x.clone()],
         ));
         let dy = r.tensor(&[37, 29], 1.0);
         let op = Op::ActivationBackward(f);
+        // GELU's derivative reads x too.
+        let mut inputs = vec![y, dy];
+        inputs.extend(f.needs_input().then_some(x));
         v.push(case(
             format!("activation_backward {}", f.name()),
             op,
-            vec![y, dy],
+            inputs,
         ));
     }
     for (x, out) in [
@@ -230,6 +239,7 @@ fn cases() -> Vec<Case> {
     layernorm_cases(&mut r, &mut v);
     bidir_cases::bidir_cases(&mut r, &mut v);
     pool_cases::pool_cases(&mut r, &mut v);
+    positions_cases::positions_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);
         let labels = r.labels(rows, k);

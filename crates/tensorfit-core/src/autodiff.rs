@@ -15,6 +15,7 @@ use crate::bidir_ops::with_features;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, NodeId, Phase, TensorId};
 use crate::op::{BinaryOp, Op};
+use crate::positions_ops::add_time_rows_vjp;
 
 /// Appends to `graph` the nodes computing the gradients of `wrt` given the gradients
 /// `seeds` = (output, gradient of that output) — for a scalar loss the seed is a `Fill`
@@ -215,10 +216,11 @@ fn vjp(
             Ok(BinaryInputs { a, b }.into_vec())
         }
         Op::Activation(f) => {
-            let (_, _, out, g) = named!(ActivationInputs);
+            let (x, _, out, g) = named!(ActivationInputs);
             let inputs = ActivationBackwardInputs {
                 y: out.y,
                 dy: main(g.y)?,
+                x: f.needs_input().then_some(x.x),
             };
             let dx = graph.apply(&name("grad"), Op::ActivationBackward(*f), inputs)?;
             Ok(ActivationInputs { x: Some(dx.dx) }.into_vec())
@@ -347,6 +349,10 @@ fn vjp(
                 lengths: x.lengths.map(|_| None),
             };
             Ok(grads.into_vec())
+        }
+        Op::AddTimeRows => {
+            let (x, need, _, g) = named!(AddTimeRowsInputs);
+            add_time_rows_vjp(graph, &node.name, x, need, main(g.out)?)
         }
         Op::LstmForward { keep_for_backward } => {
             if !keep_for_backward {
@@ -526,6 +532,8 @@ fn vjp(
         | Op::ScatterTime { .. }
         | Op::MeanTimeBackward { .. }
         | Op::MaxTimeBackward { .. }
+        | Op::SumBatchToRows { .. }
+        | Op::Sinusoids { .. }
         | Op::LstmBackward { .. }
         | Op::GruBackward { .. }
         | Op::EmbeddingBackward { .. }

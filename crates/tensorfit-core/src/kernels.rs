@@ -29,6 +29,7 @@ use crate::shape::Shape;
 pub use crate::rows::batchnorm_dims;
 
 pub use crate::pool_ops::PoolKernels;
+pub use crate::positions_ops::PositionKernels;
 
 /// What every family of kernels of one backend shares: its name and its handles.
 pub trait KernelTypes {
@@ -44,7 +45,7 @@ pub trait KernelTypes {
 /// the kernel. See the module documentation. A family of ops may declare its methods in
 /// its own trait beside its ops (as [`PoolKernels`] in `pool_ops.rs`), listed here as a
 /// supertrait; a backend implements it in its own file for that family.
-pub trait OpKernels: KernelTypes + PoolKernels {
+pub trait OpKernels: KernelTypes + PoolKernels + PositionKernels {
     fn matmul(
         &mut self,
         trans: (bool, bool),

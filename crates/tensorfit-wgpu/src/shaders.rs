@@ -56,6 +56,7 @@ shaders! {
     Dropout => "dropout.wgsl",
     Bidir => "bidir.wgsl",
     Pool => "pool.wgsl",
+    Positions => "positions.wgsl",
 }
 
 /// One entry point: where it is, how many storage buffers it binds (1..=`buffers`) and
@@ -132,6 +133,9 @@ kernels! {
     MAX_TIME = Pool::"max_time", 4, WG;
     MEAN_TIME_BACKWARD = Pool::"mean_time_backward", 3, WG;
     MAX_TIME_BACKWARD = Pool::"max_time_backward", 3, WG;
+    ADD_TIME_ROWS = Positions::"add_time_rows", 3, WG;
+    SUM_BATCH_TO_ROWS = Positions::"sum_batch_to_rows", 2, WG;
+    SINUSOIDS = Positions::"sinusoids", 1, WG;
 }
 
 #[cfg(test)]

@@ -57,6 +57,9 @@ pub const MEAN_TIME: &str = "mean_time";
 pub const MAX_TIME: &str = "max_time";
 pub const MEAN_TIME_BACKWARD: &str = "mean_time_backward";
 pub const MAX_TIME_BACKWARD: &str = "max_time_backward";
+pub const ADD_TIME_ROWS: &str = "add_time_rows";
+pub const SUM_BATCH_TO_ROWS: &str = "sum_batch_to_rows";
+pub const SINUSOIDS: &str = "sinusoids";
 
 /// A [`KernelSource`] of the file `$file` (named once: its text is included from it).
 macro_rules! source {
@@ -70,7 +73,7 @@ macro_rules! source {
 }
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 13] = [
+pub const SOURCES: [KernelSource; 14] = [
     source!(
         "elementwise.cu",
         [
@@ -118,5 +121,9 @@ pub const SOURCES: [KernelSource; 13] = [
     source!(
         "pool.cu",
         [MEAN_TIME, MAX_TIME, MEAN_TIME_BACKWARD, MAX_TIME_BACKWARD]
+    ),
+    source!(
+        "positions.cu",
+        [ADD_TIME_ROWS, SUM_BATCH_TO_ROWS, SINUSOIDS]
     ),
 ];
