@@ -26,6 +26,8 @@ mod gru_cases;
 mod mse_cases;
 #[path = "pool_cases.rs"]
 mod pool_cases;
+#[path = "positions_cases.rs"]
+mod positions_cases;
 #[path = "rows_cases.rs"]
 mod rows_cases;
 
@@ -119,15 +121,19 @@ fn variant(op: &Op) -> usize {
         Op::UnfoldTime { .. } => 36,
         Op::FoldTime { .. } => 37,
         Op::Reshape { .. } => 38,
+        Op::AddTimeRows => 39,
+        Op::SumBatchToRows { .. } => 40,
+        Op::Sinusoids { .. } => 41,
     }
 }
-const VARIANTS: usize = 39;
+const VARIANTS: usize = 42;
 
-const ACTIVATIONS: [Activation; 4] = [
+const ACTIVATIONS: [Activation; 5] = [
     Activation::Identity,
     Activation::Relu,
     Activation::Tanh,
     Activation::Sigmoid,
+    Activation::Gelu,
 ];
 
 fn cases() -> Vec<Case> {
@@ -180,14 +186,17 @@ fn cases() -> Vec<Case> {
         v.push(case(
             format!("activation {}", f.name()),
             Op::Activation(f),
-            vec![x],
+            vec![x.clone()],
         ));
         let dy = r.tensor(&[37, 29], 1.0);
         let op = Op::ActivationBackward(f);
+        // GELU's derivative reads x too.
+        let mut inputs = vec![y, dy];
+        inputs.extend(f.needs_input().then_some(x));
         v.push(case(
             format!("activation_backward {}", f.name()),
             op,
-            vec![y, dy],
+            inputs,
         ));
     }
     for (x, out) in [
@@ -236,6 +245,7 @@ fn cases() -> Vec<Case> {
     bidir_cases::bidir_cases(&mut r, &mut v);
     pool_cases::pool_cases(&mut r, &mut v);
     conv_cases::conv_cases(&mut r, &mut v);
+    positions_cases::positions_cases(&mut r, &mut v);
     for (rows, k) in [(16, 6), (300, 5), (1, 2)] {
         let logits = r.tensor(&[rows, k], 3.0);
         let labels = r.labels(rows, k);

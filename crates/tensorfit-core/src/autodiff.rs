@@ -16,6 +16,7 @@ use crate::conv_ops::{fold_time_vjp, reshape_vjp, unfold_time_vjp};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, NodeId, Phase, TensorId};
 use crate::op::{BinaryOp, Op};
+use crate::positions_ops::add_time_rows_vjp;
 
 /// Appends to `graph` the nodes computing the gradients of `wrt` given the gradients
 /// `seeds` = (output, gradient of that output) — for a scalar loss the seed is a `Fill`
@@ -216,10 +217,11 @@ fn vjp(
             Ok(BinaryInputs { a, b }.into_vec())
         }
         Op::Activation(f) => {
-            let (_, _, out, g) = named!(ActivationInputs);
+            let (x, _, out, g) = named!(ActivationInputs);
             let inputs = ActivationBackwardInputs {
                 y: out.y,
                 dy: main(g.y)?,
+                x: f.needs_input().then_some(x.x),
             };
             let dx = graph.apply(&name("grad"), Op::ActivationBackward(*f), inputs)?;
             Ok(ActivationInputs { x: Some(dx.dx) }.into_vec())
@@ -360,6 +362,10 @@ fn vjp(
         Op::Reshape { .. } => {
             let (x, _, _, g) = named!(ReshapeInputs);
             reshape_vjp(graph, &name("grad"), x.x, main(g.out)?)
+        }
+        Op::AddTimeRows => {
+            let (x, need, _, g) = named!(AddTimeRowsInputs);
+            add_time_rows_vjp(graph, &node.name, x, need, main(g.out)?)
         }
         Op::LstmForward { keep_for_backward } => {
             if !keep_for_backward {
@@ -539,6 +545,8 @@ fn vjp(
         | Op::ScatterTime { .. }
         | Op::MeanTimeBackward { .. }
         | Op::MaxTimeBackward { .. }
+        | Op::SumBatchToRows { .. }
+        | Op::Sinusoids { .. }
         | Op::LstmBackward { .. }
         | Op::GruBackward { .. }
         | Op::EmbeddingBackward { .. }

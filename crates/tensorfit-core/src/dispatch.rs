@@ -108,6 +108,18 @@ pub fn dispatch<K: OpKernels + ?Sized>(
             let (s, i, o) = named!(ReshapeInputs);
             k.reshape(shape, s, i, o)
         }
+        Op::AddTimeRows => {
+            let (s, i, o) = named!(AddTimeRowsInputs);
+            k.add_time_rows(s, i, o)
+        }
+        Op::SumBatchToRows { rows } => {
+            let (s, i, o) = named!(SumBatchToRowsInputs);
+            k.sum_batch_to_rows(*rows, s, i, o)
+        }
+        &Op::Sinusoids { steps, dim } => {
+            let (_, _, o) = named!(SinusoidsInputs);
+            k.sinusoids(steps, dim, o)
+        }
         Op::LstmForward { .. } => {
             let (s, i, o) = named!(LstmForwardInputs);
             k.lstm_forward(s.dims(), i, o)

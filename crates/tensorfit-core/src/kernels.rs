@@ -30,6 +30,7 @@ pub use crate::rows::batchnorm_dims;
 
 pub use crate::conv_ops::ConvKernels;
 pub use crate::pool_ops::PoolKernels;
+pub use crate::positions_ops::PositionKernels;
 
 /// What every family of kernels of one backend shares: its name and its handles.
 pub trait KernelTypes {
@@ -45,7 +46,7 @@ pub trait KernelTypes {
 /// the kernel. See the module documentation. A family of ops may declare its methods in
 /// its own trait beside its ops (as [`PoolKernels`] in `pool_ops.rs`), listed here as a
 /// supertrait; a backend implements it in its own file for that family.
-pub trait OpKernels: KernelTypes + PoolKernels + ConvKernels {
+pub trait OpKernels: KernelTypes + PoolKernels + ConvKernels + PositionKernels {
     fn matmul(
         &mut self,
         trans: (bool, bool),

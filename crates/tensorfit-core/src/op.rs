@@ -29,6 +29,9 @@ pub enum Activation {
     Relu,
     Tanh,
     Sigmoid,
+    /// PyTorch's exact `nn.GELU()`: `x · Φ(x)` = `0.5 · x · (1 + erf(x / √2))`
+    /// ([`crate::erf`]); its derivative `Φ(x) + x · φ(x)` needs `x` ([`Activation::needs_input`]).
+    Gelu,
 }
 
 impl Activation {
@@ -39,22 +42,31 @@ impl Activation {
             Activation::Relu => x.max(0.0),
             Activation::Tanh => x.tanh(),
             Activation::Sigmoid => sigmoid(x),
+            Activation::Gelu => crate::erf::gelu(x),
         }
     }
 
-    /// f'(x) written in terms of y = f(x), so backward needs only the output.
-    pub fn derivative_from_output(self, y: f32) -> f32 {
+    /// Whether f' is computed from the forward input `x` rather than the output `y`: the
+    /// gradient ([`Op::ActivationBackward`]) then takes `x` as well.
+    pub fn needs_input(self) -> bool {
+        matches!(self, Activation::Gelu)
+    }
+
+    /// f'(x) from `v`: the forward output `y = f(x)`, or the input `x` itself for an
+    /// activation that [`needs_input`](Activation::needs_input).
+    pub fn derivative(self, v: f32) -> f32 {
         match self {
             Activation::Identity => 1.0,
             Activation::Relu => {
-                if y > 0.0 {
+                if v > 0.0 {
                     1.0
                 } else {
                     0.0
                 }
             }
-            Activation::Tanh => 1.0 - y * y,
-            Activation::Sigmoid => y * (1.0 - y),
+            Activation::Tanh => 1.0 - v * v,
+            Activation::Sigmoid => v * (1.0 - v),
+            Activation::Gelu => crate::erf::gelu_derivative(v),
         }
     }
 
@@ -64,6 +76,7 @@ impl Activation {
             Activation::Relu => "relu",
             Activation::Tanh => "tanh",
             Activation::Sigmoid => "sigmoid",
+            Activation::Gelu => "gelu",
         }
     }
 }
@@ -110,7 +123,9 @@ pub enum Op {
     /// `y = f(x)`. Input `x`, output `y` of the same shape.
     Activation(Activation),
 
-    /// Inputs `y` (the forward output), `dy`; output `dx = dy · f'(x)`.
+    /// Inputs `y` (the forward output), `dy`, and for an activation whose derivative needs
+    /// it ([`Activation::needs_input`]: GELU) the forward input `x`, which the others
+    /// refuse; output `dx = dy · f'(x)`, f' computed from `x` where given, else from `y`.
     ActivationBackward(Activation),
 
     /// Sums over leading dimensions. Input `x` whose shape ends with `shape`; output of
@@ -206,6 +221,26 @@ pub enum Op {
     /// input `x`, output `out`. A copy, not a view (the planner counts it); for small
     /// tensors such as a convolution's weight. Its gradient is `Reshape` back.
     Reshape { shape: Shape },
+    /// A table of positions added to each step (a learned positional embedding, as
+    /// `x + pos[:T]` over a `[T, B, D]` sequence): inputs `x` `[T, B, D]` and `table`
+    /// `[N, D]` with `N >= T`; output `out` `[T, B, D]`, `out[t, b] = x[t, b] + table[t]`.
+    /// Rows `T..N` of the table are not read. Its gradient: `x` gets `dout` itself,
+    /// `table` gets [`Op::SumBatchToRows`] of `dout`.
+    AddTimeRows,
+
+    /// Gradient of [`Op::AddTimeRows`] at its table: input `dout` `[T, B, D]`, output
+    /// `dtable` `[rows, D]` (`rows >= T`, the table's `N`), `dtable[t] = Σ_b dout[t, b]`
+    /// summed in `b` order for `t < T`, zeros for rows `T..rows`.
+    SumBatchToRows { rows: usize },
+
+    /// The sinusoidal positions of "Attention is all you need" (the PyTorch tutorial's
+    /// `PositionalEncoding`): no inputs (as [`Op::Fill`]); output `table` `[steps, dim]`,
+    /// `table[p, 2i] = sin(p · w_i)`, `table[p, 2i + 1] = cos(p · w_i)`,
+    /// `w_i = 10000^(-2i / dim)` (an odd `dim`'s last column is a sine). Computed in f32
+    /// the same way on every backend, `w_i` from exactly rounded factors
+    /// ([`crate::positions_ops::sinusoid_frequency`]), so backends agree to ~2e-7; how far
+    /// that is from a float64 table is written there. Nothing to differentiate.
+    Sinusoids { steps: usize, dim: usize },
 
     /// A whole LSTM layer over a sequence, with PyTorch's gate order (i, f, g, o):
     /// `gates_t = x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh`,
@@ -378,6 +413,9 @@ impl Op {
             Op::UnfoldTime { .. } => "unfold_time",
             Op::FoldTime { .. } => "fold_time",
             Op::Reshape { .. } => "reshape",
+            Op::AddTimeRows => "add_time_rows",
+            Op::SumBatchToRows { .. } => "sum_batch_to_rows",
+            Op::Sinusoids { .. } => "sinusoids",
             Op::LstmForward { .. } => "lstm_forward",
             Op::LstmBackward { .. } => "lstm_backward",
             Op::GruForward { .. } => "gru_forward",
@@ -441,6 +479,9 @@ impl Op {
             Op::UnfoldTime { .. } => UnfoldTimeOutputs::<()>::NAMES,
             Op::FoldTime { .. } => FoldTimeOutputs::<()>::NAMES,
             Op::Reshape { .. } => ReshapeOutputs::<()>::NAMES,
+            Op::AddTimeRows => AddTimeRowsOutputs::<()>::NAMES,
+            Op::SumBatchToRows { .. } => SumBatchToRowsOutputs::<()>::NAMES,
+            Op::Sinusoids { .. } => SinusoidsOutputs::<()>::NAMES,
             Op::LstmForward { .. } => LstmForwardOutputs::<()>::NAMES,
             Op::LstmBackward { .. } => LstmBackwardOutputs::<()>::NAMES,
             Op::GruForward { .. } => GruForwardOutputs::<()>::NAMES,

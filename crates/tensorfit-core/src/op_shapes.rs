@@ -12,6 +12,7 @@ use crate::lstm_dims::LstmDims;
 use crate::op::Op;
 use crate::optim_op::optim_shapes;
 use crate::pool_ops::pool_shapes;
+use crate::positions_ops::position_shapes;
 use crate::rows::{batchnorm_shapes, layernorm_shapes, matmul_shapes, softmax_shapes};
 use crate::seq_lengths::check_shape;
 use crate::shape::{rank, same, Shape};
@@ -34,9 +35,15 @@ impl Op {
                 let ActivationInputs { x } = named(list)?;
                 Ok(ActivationOutputs { y: x.clone() }.into_vec())
             }
-            Op::ActivationBackward(_) => {
-                let ActivationBackwardInputs { y, dy } = named(list)?;
+            Op::ActivationBackward(f) => {
+                let ActivationBackwardInputs { y, dy, x } = named(list)?;
                 same(dy, y, "dy")?;
+                match (f.needs_input(), x) {
+                    (true, Some(x)) => same(x, y, "x")?,
+                    (true, None) => return Err(format!("{}'s gradient needs x", f.name())),
+                    (false, Some(_)) => return Err(format!("{}'s gradient takes no x", f.name())),
+                    (false, None) => {}
+                }
                 Ok(ActivationBackwardOutputs { dx: y.clone() }.into_vec())
             }
             Op::SumToShape { shape } => {
@@ -79,6 +86,9 @@ impl Op {
             | Op::MaxTimeBackward { .. } => pool_shapes(self, list),
             Op::UnfoldTime { .. } | Op::FoldTime { .. } | Op::Reshape { .. } => {
                 conv_shapes(self, list)
+            }
+            Op::AddTimeRows | Op::SumBatchToRows { .. } | Op::Sinusoids { .. } => {
+                position_shapes(self, list)
             }
             &Op::LstmForward { keep_for_backward } => {
                 LstmDims::forward_shapes(named(list)?, keep_for_backward)

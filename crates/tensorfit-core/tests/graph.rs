@@ -2,9 +2,9 @@
 //! differences in tensorfit-cpu's tests).
 
 use tensorfit_core::args::{
-    ActivationInputs, AdamInputs, AdamTargets, BinaryInputs, CopyInputs, CopyTargets,
-    LstmForwardInputs, MatMulInputs, MaxTimeInputs, MeanTimeBackwardInputs, MeanTimeInputs,
-    SliceTimeInputs,
+    ActivationBackwardInputs, ActivationInputs, AdamInputs, AdamTargets, AddTimeRowsInputs,
+    BinaryInputs, CopyInputs, CopyTargets, LstmForwardInputs, MatMulInputs, MaxTimeInputs,
+    MeanTimeBackwardInputs, MeanTimeInputs, SliceTimeInputs,
 };
 use tensorfit_core::{
     backward, schedule, Activation, AdamParams, BinaryOp, Error, Graph, Op, Phase, Shape, TensorId,
@@ -248,4 +248,72 @@ fn pooling_over_time_is_differentiated_by_its_backward_ops_and_at_gets_no_gradie
     let ddx = g.input("ddx", [5, 3, 2]);
     let e = backward(&mut g, &[(dx, ddx)], &[dmean]).unwrap_err();
     assert!(e.to_string().contains("has no gradient"), "{e}");
+}
+
+#[test]
+fn gelus_gradient_reads_its_input_and_the_other_activations_do_not() {
+    let mut g = Graph::new();
+    let x = g.input("x", [2, 3]);
+    for f in [Activation::Gelu, Activation::Tanh] {
+        let y = g.apply(f.name(), Op::Activation(f), ActivationInputs { x });
+        let y = y.unwrap().y;
+        let dy = g.input(&format!("d{}", f.name()), [2, 3]);
+        backward(&mut g, &[(y, dy)], &[x]).unwrap();
+        let node = g.nodes().iter().find(|n| n.op == Op::ActivationBackward(f));
+        let want = if f.needs_input() {
+            vec![y, dy, x]
+        } else {
+            vec![y, dy]
+        };
+        assert_eq!(node.map(|n| n.inputs.clone()), Some(want), "{}", f.name());
+    }
+    // The shape rule: x for GELU (of y's shape), none for the others.
+    let (y, dy, other) = (
+        g.input("y", [2, 3]),
+        g.input("dy", [2, 3]),
+        g.input("o", [3, 2]),
+    );
+    let mut grad = |name: &str, f, x| {
+        let inputs = ActivationBackwardInputs { y, dy, x };
+        g.apply(name, Op::ActivationBackward(f), inputs).map(|_| ())
+    };
+    assert!(grad("gelu_x", Activation::Gelu, Some(x)).is_ok());
+    let e = grad("gelu_no_x", Activation::Gelu, None).unwrap_err();
+    assert!(e.to_string().contains("gelu's gradient needs x"), "{e}");
+    assert!(grad("gelu_other_x", Activation::Gelu, Some(other)).is_err());
+    let e = grad("relu_x", Activation::Relu, Some(x)).unwrap_err();
+    assert!(e.to_string().contains("relu's gradient takes no x"), "{e}");
+}
+
+#[test]
+fn a_tables_gradient_sums_the_batch_into_all_its_rows_and_x_gets_dout() {
+    let mut g = Graph::new();
+    let x = g.input("x", [4, 3, 2]);
+    let table = g.parameter("pos", [6, 2]);
+    let out = g.apply("add", Op::AddTimeRows, AddTimeRowsInputs { x, table });
+    let out = out.unwrap().out;
+    let dout = g.input("dout", [4, 3, 2]);
+    let grads = backward(&mut g, &[(out, dout)], &[x, table]).unwrap();
+    assert_eq!(grads[0], Some(dout));
+    let dtable = grads[1].unwrap();
+    assert_eq!(g.shape(dtable), &Shape::from([6, 2]));
+    let node = g.nodes().iter().find(|n| n.outputs == [dtable]).unwrap();
+    assert_eq!(
+        (&node.op, &node.inputs),
+        (&Op::SumBatchToRows { rows: 6 }, &vec![dout])
+    );
+    // A sequence longer than the table is refused, saying so.
+    let long = g.input("long", [7, 3, 2]);
+    let e = g
+        .apply(
+            "too_long",
+            Op::AddTimeRows,
+            AddTimeRowsInputs { x: long, table },
+        )
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("7 steps is longer than the table's 6 positions"),
+        "{e}"
+    );
 }

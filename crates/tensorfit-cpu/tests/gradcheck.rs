@@ -84,6 +84,7 @@ fn every_activation() {
         Activation::Relu,
         Activation::Tanh,
         Activation::Sigmoid,
+        Activation::Gelu,
     ] {
         let mut c = Case::new(f.name());
         // Keep inputs away from ReLU's kink, where the difference quotient is not the

@@ -11,11 +11,12 @@ use crate::description::{
 use crate::seed_shape::SeedShape;
 
 /// Every activation a dense layer may name.
-const ACTIVATIONS: [Activation; 4] = [
+const ACTIVATIONS: [Activation; 5] = [
     Activation::Identity,
     Activation::Relu,
     Activation::Tanh,
     Activation::Sigmoid,
+    Activation::Gelu,
 ];
 
 impl Cell {

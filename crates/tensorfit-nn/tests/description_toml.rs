@@ -152,7 +152,7 @@ fn each_bad_description_is_an_error_naming_its_line_column_and_key() {
         ("cell = \"lstm\"", "cell = \"rnn\"", 6, "recurrent.cell", "`recurrent.cell` = \"rnn\" is not one of \"lstm\" or \"gru\""),
         ("cell = \"lstm\"", "cell = 1", 6, "recurrent.cell", "must be a string, one of \"lstm\" or \"gru\", not integer"),
         ("on = \"last\"", "on = \"first\"", 11, "head.on", "is not one of \"last\", \"mean\", \"max\" or \"every_step\""),
-        ("activation = \"tanh\"", "activation = \"gelu\"", 14, "head.layers[1].activation", "\"gelu\" is not one of \"identity\", \"relu\", \"tanh\" or \"sigmoid\""),
+        ("activation = \"tanh\"", "activation = \"swish\"", 14, "head.layers[1].activation", "\"swish\" is not one of \"identity\", \"relu\", \"tanh\", \"sigmoid\" or \"gelu\""),
         ("kind = \"batchnorm\", name = \"bn1\"", "kind = \"groupnorm\", name = \"bn1\"", 13, "head.layers[0].kind", "is not one of \"batchnorm\", \"layernorm\", \"dense\" or \"dropout\""),
         ("layers = 3\n", "layers = 3\ndropout = 1.5\n", 9, "recurrent.dropout", "`recurrent.dropout` must be at least 0 and less than 1"),
         ("layers = 3\n", "layers = 3\ndropout = \"0.2\"\n", 9, "recurrent.dropout", "must be a number in [0, 1), not string"),
@@ -267,6 +267,7 @@ fn description() -> impl Strategy<Value = ModelDescription> {
         Just(Activation::Relu),
         Just(Activation::Tanh),
         Just(Activation::Sigmoid),
+        Just(Activation::Gelu),
     ];
     let rate = prop_oneof![Just(0.0f32), 0.0f32..1.0].prop_map(|p| DropoutRate::new(p).unwrap());
     let kind = prop_oneof![

@@ -57,6 +57,7 @@ shaders! {
     Bidir => "bidir.wgsl",
     Pool => "pool.wgsl",
     Conv => "conv.wgsl",
+    Positions => "positions.wgsl",
 }
 
 /// One entry point: where it is, how many storage buffers it binds (1..=`buffers`) and
@@ -135,6 +136,9 @@ kernels! {
     MAX_TIME_BACKWARD = Pool::"max_time_backward", 3, WG;
     UNFOLD_TIME = Conv::"unfold_time", 3, WG;
     FOLD_TIME = Conv::"fold_time", 3, WG;
+    ADD_TIME_ROWS = Positions::"add_time_rows", 3, WG;
+    SUM_BATCH_TO_ROWS = Positions::"sum_batch_to_rows", 2, WG;
+    SINUSOIDS = Positions::"sinusoids", 1, WG;
 }
 
 #[cfg(test)]

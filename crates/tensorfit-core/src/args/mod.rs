@@ -119,6 +119,8 @@ mod sequence;
 pub use sequence::*;
 mod conv;
 pub use conv::*;
+mod positions;
+pub use positions::*;
 
 signature! {
     /// [`Op::MatMul`](crate::Op::MatMul): `a` `[M, K]` (`[K, M]` if `trans_a`), `b` `[K, N]` (`[N, K]` if `trans_b`).
@@ -142,8 +144,9 @@ signature! {
 }
 
 signature! {
-    /// [`Op::ActivationBackward`](crate::Op::ActivationBackward): the forward output `y` and the gradient `dy` at it.
-    ActivationBackwardInputs { y, dy }
+    /// [`Op::ActivationBackward`](crate::Op::ActivationBackward): the forward output `y`, the gradient `dy` at it,
+    /// and the forward input `x` for an activation whose derivative needs it (GELU).
+    ActivationBackwardInputs { y, dy; x }
     /// [`Op::ActivationBackward`](crate::Op::ActivationBackward): `dx`.
     -> ActivationBackwardOutputs { dx }
 }

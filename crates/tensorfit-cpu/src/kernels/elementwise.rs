@@ -46,12 +46,32 @@ pub fn activation_forward(f: Activation, x: &[f32], y: &mut [f32]) -> Result<()>
     Ok(())
 }
 
-/// `dx = dy · f'(x)`, with `f'` computed from the forward output `y`.
-pub fn activation_backward(f: Activation, y: &[f32], dy: &[f32], dx: &mut [f32]) -> Result<()> {
-    check_len("activation_backward", "dy", dy, y.len())?;
-    check_len("activation_backward", "dx", dx, y.len())?;
-    for ((dx, &y), &dy) in dx.iter_mut().zip(y).zip(dy) {
-        *dx = dy * f.derivative_from_output(y);
+/// `dx = dy · f'(x)`, with `f'` computed from the forward output `y`, or from the input
+/// `x` for an activation that [`needs_input`](Activation::needs_input) (which then must
+/// be given, and otherwise must not be).
+pub fn activation_backward(
+    f: Activation,
+    y: &[f32],
+    x: Option<&[f32]>,
+    dy: &[f32],
+    dx: &mut [f32],
+) -> Result<()> {
+    const K: &str = "activation_backward";
+    check_len(K, "dy", dy, y.len())?;
+    check_len(K, "dx", dx, y.len())?;
+    let from = match (f.needs_input(), x) {
+        (true, Some(x)) => {
+            check_len(K, "x", x, y.len())?;
+            x
+        }
+        (false, None) => y,
+        (needs, _) => {
+            let what = if needs { "needs" } else { "takes no" };
+            return Err(backend_error(format!("{K}: {} {what} x", f.name())));
+        }
+    };
+    for ((dx, &v), &dy) in dx.iter_mut().zip(from).zip(dy) {
+        *dx = dy * f.derivative(v);
     }
     Ok(())
 }
@@ -219,11 +239,16 @@ mod tests {
             Activation::Relu,
             Activation::Tanh,
             Activation::Sigmoid,
+            Activation::Gelu,
         ] {
             let mut y = [0.0; 5];
             activation_forward(f, &x, &mut y).unwrap();
             let mut dx = [0.0; 5];
-            activation_backward(f, &y, &[1.0; 5], &mut dx).unwrap();
+            let input = f.needs_input().then_some(&x[..]);
+            activation_backward(f, &y, input, &[1.0; 5], &mut dx).unwrap();
+            // x is given exactly when the derivative needs it.
+            let wrong = (!f.needs_input()).then_some(&x[..]);
+            assert!(activation_backward(f, &y, wrong, &[1.0; 5], &mut dx.clone()).is_err());
             for k in [0, 1, 3, 4] {
                 let h = 1e-3f32;
                 let fd = (f.apply(x[k] + h) - f.apply(x[k] - h)) / (2.0 * h);

@@ -26,6 +26,7 @@ pub mod mse;
 pub mod optim;
 pub mod packs;
 pub mod pool;
+pub mod positions;
 pub(crate) mod recurrent;
 pub mod softmax;
 
@@ -149,7 +150,7 @@ impl<'a> OpKernels for HostKernels<'a> {
         i: ActivationBackwardInputs<Self::In>,
         o: ActivationBackwardOutputs<Self::Out>,
     ) -> Result<()> {
-        elementwise::activation_backward(f, i.y, i.dy, o.dx)
+        elementwise::activation_backward(f, i.y, i.x, i.dy, o.dx)
     }
 
     fn sum_to_shape(

@@ -15,7 +15,18 @@ extern "C" __global__ void binary(int op, const float* a, const float* b, float*
     }
 }
 
-// kind: 0 = identity, 1 = relu, 2 = tanh, 3 = sigmoid (Activation's order).
+// Φ(x), the standard normal distribution function, as 0.5·erfc(-x/√2) (no cancellation
+// in its left tail); GELU (PyTorch's exact nn.GELU()) is x·Φ(x), its derivative
+// Φ(x) + x·φ(x) with φ(x) = exp(-x²/2)/√(2π).
+__device__ __forceinline__ float normal_cdf(float x) {
+    return 0.5f * erfcf(-x * 0.70710678f);
+}
+
+__device__ __forceinline__ float gelu_derivative(float x) {
+    return normal_cdf(x) + x * expf(-0.5f * x * x) * 0.39894228f;
+}
+
+// kind: 0 = identity, 1 = relu, 2 = tanh, 3 = sigmoid, 4 = gelu (Activation's order).
 extern "C" __global__ void activation_forward(int kind, const float* x, float* y, i64 n) {
     GRID_STRIDE(i, n) {
         float v = x[i];
@@ -24,22 +35,25 @@ extern "C" __global__ void activation_forward(int kind, const float* x, float* y
             case 1: r = fmaxf(v, 0.0f); break;
             case 2: r = tanhf(v); break;
             case 3: r = sigmoid_f(v); break;
+            case 4: r = v * normal_cdf(v); break;
             default: r = v; break;
         }
         y[i] = r;
     }
 }
 
-// dx = dy * f'(x), with f' written in terms of the forward output y.
-extern "C" __global__ void activation_backward(int kind, const float* y, const float* dy,
+// dx = dy * f'(x), with f' written in terms of v: the forward output y, or for gelu
+// (whose derivative needs it) the input x; the host passes whichever.
+extern "C" __global__ void activation_backward(int kind, const float* from, const float* dy,
                                                float* dx, i64 n) {
     GRID_STRIDE(i, n) {
-        float v = y[i];
+        float v = from[i];
         float d;
         switch (kind) {
             case 1: d = v > 0.0f ? 1.0f : 0.0f; break;
             case 2: d = 1.0f - v * v; break;
             case 3: d = v * (1.0f - v); break;
+            case 4: d = gelu_derivative(v); break;
             default: d = 1.0f; break;
         }
         dx[i] = dy[i] * d;

@@ -55,6 +55,7 @@ fn activation_code(f: Activation) -> i32 {
         Activation::Relu => 1,
         Activation::Tanh => 2,
         Activation::Sigmoid => 3,
+        Activation::Gelu => 4,
     }
 }
 
@@ -69,16 +70,28 @@ pub fn activation_forward(
     activation(g, ACTIVATION_FORWARD, f, &[x, y], n)
 }
 
-/// `dx = dy · f'(x)`, with `f'` computed from the forward output `y`.
+/// `dx = dy · f'(x)`, with `f'` computed from the forward output `y`, or from the input
+/// `x` for an activation that needs it (GELU; given exactly then): the kernel reads
+/// whichever of the two `f'` is written with.
 pub fn activation_backward(
     g: &Gpu<'_>,
     f: Activation,
-    y: DevPtr,
-    dy: DevPtr,
-    dx: DevPtr,
+    [y, dy, dx]: [DevPtr; 3],
+    x: Option<DevPtr>,
     n: usize,
 ) -> Result<()> {
-    activation(g, ACTIVATION_BACKWARD, f, &[y, dy, dx], n)
+    let from = match (f.needs_input(), x) {
+        (true, Some(x)) => x,
+        (false, None) => y,
+        (needs, _) => {
+            let what = if needs { "needs" } else { "takes no" };
+            return Err(backend_error(format!(
+                "activation_backward: {} {what} x",
+                f.name()
+            )));
+        }
+    };
+    activation(g, ACTIVATION_BACKWARD, f, &[from, dy, dx], n)
 }
 
 /// Launches activation kernel `kernel` over `n` elements: its arguments are `f`'s code,

@@ -29,6 +29,7 @@ mod modules;
 pub mod mse;
 pub mod optim;
 pub mod pool;
+pub mod positions;
 pub mod recurrent;
 pub mod softmax;
 mod sources;
@@ -189,7 +190,8 @@ impl<'g> OpKernels for Gpu<'g> {
         i: ActivationBackwardInputs<DevPtr>,
         o: ActivationBackwardOutputs<DevPtr>,
     ) -> Result<()> {
-        elementwise::activation_backward(self, f, i.y, i.dy, o.dx, s.y.numel())
+        let tensors = [i.y, i.dy, o.dx];
+        elementwise::activation_backward(self, f, tensors, i.x, s.y.numel())
     }
 
     fn sum_to_shape(

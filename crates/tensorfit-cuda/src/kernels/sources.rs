@@ -59,6 +59,9 @@ pub const MEAN_TIME_BACKWARD: &str = "mean_time_backward";
 pub const MAX_TIME_BACKWARD: &str = "max_time_backward";
 pub const UNFOLD_TIME: &str = "unfold_time";
 pub const FOLD_TIME: &str = "fold_time";
+pub const ADD_TIME_ROWS: &str = "add_time_rows";
+pub const SUM_BATCH_TO_ROWS: &str = "sum_batch_to_rows";
+pub const SINUSOIDS: &str = "sinusoids";
 
 /// A [`KernelSource`] of the file `$file` (named once: its text is included from it).
 macro_rules! source {
@@ -72,7 +75,7 @@ macro_rules! source {
 }
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 14] = [
+pub const SOURCES: [KernelSource; 15] = [
     source!(
         "elementwise.cu",
         [
@@ -122,4 +125,8 @@ pub const SOURCES: [KernelSource; 14] = [
         [MEAN_TIME, MAX_TIME, MEAN_TIME_BACKWARD, MAX_TIME_BACKWARD]
     ),
     source!("conv.cu", [UNFOLD_TIME, FOLD_TIME]),
+    source!(
+        "positions.cu",
+        [ADD_TIME_ROWS, SUM_BATCH_TO_ROWS, SINUSOIDS]
+    ),
 ];

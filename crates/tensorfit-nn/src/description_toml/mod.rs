@@ -61,11 +61,12 @@ const HEAD_KINDS: [(&str, HeadKind); 4] = [
     ("dropout", HeadKind::Dropout),
 ];
 /// Every activation a dense head layer takes, spelt as [`Activation::name`].
-const ACTIVATIONS: [Activation; 4] = [
+const ACTIVATIONS: [Activation; 5] = [
     Activation::Identity,
     Activation::Relu,
     Activation::Tanh,
     Activation::Sigmoid,
+    Activation::Gelu,
 ];
 /// Names the network gives its other layers (see [`crate::description`]); a head layer
 /// named so would share their tensors' names.

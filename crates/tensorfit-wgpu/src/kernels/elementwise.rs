@@ -58,6 +58,7 @@ fn activation_code(f: Activation) -> u32 {
         Activation::Relu => 1,
         Activation::Tanh => 2,
         Activation::Sigmoid => 3,
+        Activation::Gelu => 4,
     }
 }
 
@@ -111,18 +112,33 @@ pub(crate) fn activation_forward(
     Ok(())
 }
 
-/// `dx = dy · f'(x)`, with `f'` computed from the forward output `y`.
+/// `dx = dy · f'(x)`, with `f'` computed from the forward output `y`, or from the input
+/// `x` for an activation that needs it (GELU; given exactly then): the kernel's first
+/// binding is whichever of the two `f'` reads.
 pub(crate) fn activation_backward(
     l: &mut Launches,
     f: Activation,
     y: Region,
+    x: Option<Region>,
     dy: Region,
     dx: Region,
 ) -> Result<()> {
-    check_len("activation_backward", "dy", dy, y.len)?;
-    check_len("activation_backward", "dx", dx, y.len)?;
+    const K: &str = "activation_backward";
+    check_len(K, "dy", dy, y.len)?;
+    check_len(K, "dx", dx, y.len)?;
+    let from = match (f.needs_input(), x) {
+        (true, Some(x)) => {
+            check_len(K, "x", x, y.len)?;
+            x
+        }
+        (false, None) => y,
+        (needs, _) => {
+            let what = if needs { "needs" } else { "takes no" };
+            return Err(backend_error(format!("{K}: {} {what} x", f.name())));
+        }
+    };
     let code = [activation_code(f)];
-    per_element(l, &ACTIVATION_BACKWARD, &[y, dy, dx], y.len, &code);
+    per_element(l, &ACTIVATION_BACKWARD, &[from, dy, dx], y.len, &code);
     Ok(())
 }
 

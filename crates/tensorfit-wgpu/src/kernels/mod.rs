@@ -22,6 +22,7 @@ pub(crate) mod lstm;
 pub(crate) mod mse;
 pub(crate) mod optim;
 pub(crate) mod pool;
+pub(crate) mod positions;
 pub(crate) mod recurrent;
 pub(crate) mod softmax;
 pub(crate) mod steps;
@@ -157,7 +158,7 @@ impl OpKernels for Launches {
         i: ActivationBackwardInputs<Region>,
         o: ActivationBackwardOutputs<Region>,
     ) -> Result<()> {
-        elementwise::activation_backward(self, f, i.y, i.dy, o.dx)
+        elementwise::activation_backward(self, f, i.y, i.x, i.dy, o.dx)
     }
 
     fn sum_to_shape(
