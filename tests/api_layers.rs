@@ -7,13 +7,14 @@
 //! direction starts at each sequence's own end), and the unidirectional one streamed a
 //! step at a time as it is whole (the bidirectional one is refused a stream and a
 //! truncated BPTT shorter than its sequences, naming its layer); a TCN tagger (causal and
-//! "same" convolutions) likewise, refused a stream naming its first convolution.
+//! "same" convolutions) and a Transformer classifier (positions, an encoder masking each
+//! sequence's padded keys) likewise, each refused a stream naming its first such layer.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tensorfit::{
-    Activation, ConvPadding, DevicePolicy, FitOptions, Job, Model, ModelDescription, Sequences,
-    Stopped, Training,
+    Activation, ConvPadding, DevicePolicy, FitOptions, Job, Model, ModelDescription,
+    PositionEncoding, Sequences, Stopped, Training,
 };
 
 const FEATURES: usize = 2;
@@ -161,7 +162,7 @@ fn trains_and_predicts_as_alone(description: ModelDescription, data: Sequences) 
 }
 
 #[test]
-fn a_tcn_tagger_trains_on_ragged_data_and_predicts_as_alone() {
+fn a_tcn_tagger_and_a_transformer_classifier_train_on_ragged_data_and_predict_as_alone() {
     let tcn = ModelDescription::builder()
         .features(FEATURES)
         .conv1d(HIDDEN, 3, ConvPadding::Causal, Activation::Relu)
@@ -173,12 +174,27 @@ fn a_tcn_tagger_trains_on_ragged_data_and_predicts_as_alone() {
         .build()
         .unwrap();
     trains_on_ragged_data_and_predicts_each_sequence_as_alone(tcn.clone());
-    let e = Model::new(tcn, 3).unwrap().stream(1, &cpu());
-    let e = e.map(|_| ()).unwrap_err().to_string();
-    assert!(
-        e.contains("layer `body.0` (conv1d) reads each sequence whole"),
-        "{e}"
-    );
+    let transformer = ModelDescription::builder()
+        .features(FEATURES)
+        .positions(PositionEncoding::Sinusoidal)
+        .transformer_encoder(2, 2)
+        .feedforward(HIDDEN)
+        .mean_pool()
+        .classify(2)
+        .build()
+        .unwrap();
+    trains_and_predicts_as_alone(transformer.clone(), sequence_data());
+    for (description, layer) in [
+        (tcn, "layer `body.0` (conv1d)"),
+        (transformer, "layer `body.0` (positions)"),
+    ] {
+        let e = Model::new(description, 3).unwrap().stream(1, &cpu());
+        let e = e.map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{layer} reads each sequence whole")),
+            "{e}"
+        );
+    }
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! mean-squared-error loss, f32 targets), a GRU stack and token input (ids read directly by
 //! an LSTM, embedded ids into a GRU), bidirectional stacks (an LSTM, a GRU over a padded
 //! batch, a language model on ids), the mean and the maximum over each sequence's steps,
-//! convolutions (a TCN) and a language model (a head on every step). Prints
+//! convolutions (a TCN), a Transformer encoder with learned positions and a language
+//! model (a head on every step). Prints
 //! a table of the figures. The language model also trains in DL4J's windows. Where only
 //! recomputation fits (`train-capped`), it is planned for a language model and for padded
 //! batches too.
@@ -17,9 +18,9 @@ mod common;
 use tensorfit::core::{Activation, DeviceKind};
 use tensorfit::devices::MemoryCaps;
 use tensorfit::nn::{
-    BodyLayer, CarriedState, Cell, Conv1dSpec, ConvPadding, HeadLayer, HeadLayerKind, HeadOn,
-    InputSpec, Job, LossSpec, MarkovText, ParamStore, Reduce, RunningMean, TbpttMode,
-    TemporalOrder,
+    BodyLayer, CarriedState, Cell, Conv1dSpec, ConvPadding, EncoderSpec, HeadLayer, HeadLayerKind,
+    HeadOn, InputSpec, Job, LossSpec, MarkovText, ParamStore, PositionEncoding, PositionsSpec,
+    Reduce, RunningMean, TbpttMode, TemporalOrder,
 };
 use tensorfit::session::{decide, start};
 
@@ -107,6 +108,8 @@ fn check_device(device: DeviceKind) {
         ("train-tcn", 64, 8, 40, 40),
         ("train-padded-tcn", 32, 8, 60, 60),
         ("infer-tcn", 32, 16, 60, 60),
+        ("train-padded-encoder", 32, 8, 60, 60),
+        ("infer-encoder", 32, 16, 60, 60),
     ];
     println!(
         "{:<5} {:<22} {:>6} {:>5} {:>5} {:>5} {:>14} {:>14} {:>8}  strategy",
@@ -173,6 +176,21 @@ fn check_device(device: DeviceKind) {
                 })
             };
             cfg.body = vec![conv(1, 1, false), conv(2, 2, true)];
+        }
+        if kind.contains("-encoder") {
+            // Embedded ids, learned positions, two encoder layers of 4 heads with
+            // dropout: the attention weights [B, 4, T, T] of each layer kept.
+            cfg.input = InputSpec::Tokens {
+                vocab: TemporalOrder::FEATURES,
+                embedding: Some(16),
+            };
+            let positions = PositionsSpec {
+                name: "positions".into(),
+                encoding: PositionEncoding::Learned { max_len: 64 },
+            };
+            let mut encoder = EncoderSpec::new("encoder", 2, 4);
+            encoder.feedforward = 32;
+            cfg.body = vec![BodyLayer::Positions(positions), BodyLayer::Encoder(encoder)];
         }
         if kind.contains("-lm") {
             // A language model: ids, the seed's head on every step, the next of 16 symbols.

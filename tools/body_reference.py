@@ -1,11 +1,11 @@
 """The reference data of the layers over the steps besides recurrent stacks (called by
-make_reference.py): convolutions (a TCN), over the padded batches of
-tools/bidirectional_reference.py (lengths 6, 3, 1, 4, 6 of T=6; the steps past a
-sequence's end hold random values that must not matter).
+make_reference.py): convolutions (a TCN) and a Transformer encoder, over the padded
+batches of tools/bidirectional_reference.py (lengths 6, 3, 1, 4, 6 of T=6; the steps past
+a sequence's end hold random values that must not matter).
 
 Each sequence is run as if alone: a convolution reads zeros outside its sequence (its
-input zeroed past the end, `past_end`); the head reads the mean over each sequence's own
-steps.
+input zeroed past the end, `past_end`), and the encoder masks the padded keys
+(``src_key_padding_mask``); the head reads the mean over each sequence's own steps.
 
 ``tcn_reference.safetensors``::
 
@@ -14,12 +14,25 @@ steps.
                                               # its input added to its output
     out   = nn.Linear(8, 4) of the mean over each sequence's steps
 
+``encoder_reference.safetensors`` (post-norm, ReLU) and
+``encoder_prenorm_reference.safetensors`` (``norm_first=True``, GELU, causal)::
+
+    x + sinusoidal positions (sin at even features, cos at odd, 10000^(-2i/F))
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(F=8, 2 heads,
+              dim_feedforward=16, dropout=0.0, ...), num_layers=2)
+    out     = nn.Linear(8, 4) of the mean over each sequence's steps
+
 Training, tensors and metadata as tools/bidirectional_reference.py's files (two Adam steps
 from torch.manual_seed(13), then evaluation on step 1's batch), but for the TCN from
 torch.manual_seed(14): seed 13 draws a conv2.weight whose first gradient (-2.8e-8) sits at
 Adam's eps, where float32 rounding of the gradient moves the update by 3e-5 (as
-tools/make_reference.py says of the GRU's seed 0).
+tools/make_reference.py says of the GRU's seed 0); and for the encoders from
+torch.manual_seed(15), the first seed from 13 with no gradient in (0, 1e-6) but the keys'
+bias (whose gradient is zero but for rounding: a constant added to a query's scores
+leaves its softmax unchanged; tests/sequence_layers_pytorch_agreement.rs leaves it out).
 """
+
+import math
 
 import torch
 from torch import nn
@@ -28,6 +41,7 @@ from bidirectional_reference import B, K, LENGTHS, T, train
 from reference_files import data_path
 
 F_CONV, C = 5, 8
+F_ENC, HEADS, FF, ENC_LAYERS = 8, 2, 16, 2
 
 
 def past_end(lengths):
@@ -62,6 +76,34 @@ class Tcn(nn.Module):
         return self.out(mean_over_steps(y, lengths))
 
 
+def sinusoids(steps, dim):
+    """[steps, dim]: the PyTorch tutorial's PositionalEncoding table."""
+    position = torch.arange(steps, dtype=torch.float32)[:, None]
+    rate = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(steps, dim)
+    table[:, 0::2] = torch.sin(position * rate)
+    table[:, 1::2] = torch.cos(position * rate[: dim // 2])
+    return table
+
+
+class Encoder(nn.Module):
+    def __init__(self, norm_first, activation, causal):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(
+            F_ENC, HEADS, dim_feedforward=FF, dropout=0.0, activation=activation,
+            norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, ENC_LAYERS, enable_nested_tensor=False)
+        self.out = nn.Linear(F_ENC, K)
+        self.causal = causal
+
+    def forward(self, x, lengths):
+        x = x + sinusoids(T, F_ENC)[:, None, :]
+        padding = torch.arange(T)[None, :] >= lengths[:, None]  # [B, T]
+        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if self.causal else None
+        y = self.encoder(x, mask=mask, src_key_padding_mask=padding, is_causal=self.causal)
+        return self.out(mean_over_steps(y, lengths))
+
+
 def metadata(description, **sizes):
     meta = {k: str(v) for k, v in sizes.items()}
     meta.update({
@@ -88,4 +130,20 @@ def build():
                  "+ input -> mean over each sequence's steps -> Linear(8, 4)",
                  input=F_CONV, channels=C),
     )]
+    for name, norm_first, activation, causal in [
+        ("encoder_reference.safetensors", False, "relu", False),
+        ("encoder_prenorm_reference.safetensors", True, "gelu", True),
+    ]:
+        torch.manual_seed(15)
+        record = train(Encoder(norm_first, activation, causal), False, features=F_ENC)
+        files.append((
+            data_path(name),
+            record,
+            metadata(f"x + sinusoids -> TransformerEncoder(2 x TransformerEncoderLayer(8, 2 "
+                     f"heads, ff 16, dropout 0, {activation}, norm_first={norm_first}), "
+                     f"causal={causal}) -> mean over each sequence's steps -> Linear(8, 4)",
+                     input=F_ENC, heads=HEADS, feedforward=FF, layers=ENC_LAYERS,
+                     norm_first=str(norm_first).lower(), activation=activation,
+                     causal=str(causal).lower()),
+        ))
     return files

@@ -9,8 +9,12 @@
 #   PYTHON=/work/torch-venv/bin/python benches/compare/layers.sh
 #   THREADS=2 ITERS=5 ROUNDS=5 BATCH=32 STEPS=100 HIDDEN=256 benches/compare/layers.sh
 #
-# Models: bilstm (benches/compare/bilstm.toml: nn.LSTM(152, H, 2 layers, bidirectional)
-# -> cat(h_n[-2], h_n[-1]) -> Linear(2H, 6); its `hidden` replaced by HIDDEN).
+# Models (MODELS, comma-separated): bilstm (benches/compare/bilstm.toml: nn.LSTM(152, H,
+# 2 layers, bidirectional) -> cat(h_n[-2], h_n[-1]) -> Linear(2H, 6); its `hidden`
+# replaced by HIDDEN), transformer (benches/compare/transformer.toml: 4 encoder layers of
+# d_model 256, 4 heads, feed-forward 1024, over embedded ids; HIDDEN unused):
+#
+#   MODELS=transformer STEPS=128 benches/compare/layers.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 THREADS=${THREADS:-2}

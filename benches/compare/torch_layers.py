@@ -5,6 +5,9 @@ label per sequence).
 
   bilstm: nn.LSTM(152, H, num_layers=2, bidirectional=True) -> torch.cat((h_n[-2],
           h_n[-1]), 1) -> nn.Linear(2H, 6), CrossEntropyLoss, Adam (H = --hidden, 256)
+  transformer: ids -> nn.Embedding(152, 256) -> nn.TransformerEncoder(
+          nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, dropout=0.1), 4) ->
+          mean over the steps -> nn.Linear(256, 6) (--hidden unused)
 
 A step is zero_grad, forward, backward and Adam's update, as `tensorfit bench --mode
 train` times one. Prints one JSON line per model: {"system", "model", "batch", "steps",
@@ -38,7 +41,21 @@ class BiLstm(nn.Module):
         return self.out(torch.cat((h_n[-2], h_n[-1]), 1))
 
 
-MODELS = {"bilstm": BiLstm}
+class Transformer(nn.Module):
+    def __init__(self, _hidden):
+        super().__init__()
+        self.embedding = nn.Embedding(FEATURES, 256)
+        layer = nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, dropout=0.1)
+        self.encoder = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+        self.out = nn.Linear(256, CLASSES)
+
+    def forward(self, x):
+        return self.out(self.encoder(self.embedding(x)).mean(0))
+
+
+MODELS = {"bilstm": BiLstm, "transformer": Transformer}
+# Each model's input: features [T, B, 152], or symbol ids [T, B].
+TOKENS = {"transformer"}
 
 
 def main():
@@ -57,7 +74,10 @@ def main():
         model = MODELS[name](a.hidden)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         loss_fn = nn.CrossEntropyLoss()
-        x = torch.randn(a.steps, a.batch, FEATURES)
+        if name in TOKENS:
+            x = torch.randint(0, FEATURES, (a.steps, a.batch))
+        else:
+            x = torch.randn(a.steps, a.batch, FEATURES)
         labels = torch.randint(0, CLASSES, (a.batch,))
 
         def step():

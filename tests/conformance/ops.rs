@@ -14,6 +14,8 @@ use tensorfit_testing::{Rng, TestRng};
 
 use crate::{reference, Checks, OP_TOL};
 
+#[path = "attention_cases.rs"]
+mod attention_cases;
 #[path = "bidir_cases.rs"]
 mod bidir_cases;
 #[path = "conv_cases.rs"]
@@ -124,9 +126,13 @@ fn variant(op: &Op) -> usize {
         Op::AddTimeRows => 39,
         Op::SumBatchToRows { .. } => 40,
         Op::Sinusoids { .. } => 41,
+        Op::AttentionScores { .. } => 42,
+        Op::AttentionScoresBackward { .. } => 43,
+        Op::AttentionMix { .. } => 44,
+        Op::AttentionMixBackward { .. } => 45,
     }
 }
-const VARIANTS: usize = 42;
+const VARIANTS: usize = 46;
 
 const ACTIVATIONS: [Activation; 5] = [
     Activation::Identity,
@@ -295,6 +301,7 @@ fn cases() -> Vec<Case> {
     v.push(c);
     crate::tokens::token_cases(&mut r, &mut v);
     crate::lengths::length_cases(&mut r, &mut v);
+    attention_cases::attention_cases(&mut r, &mut v);
     v
 }
 

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use crate::args::*;
+use crate::attention_ops::{attention_mix_vjp, attention_scores_vjp};
 use crate::bidir_ops::with_features;
 use crate::conv_ops::{fold_time_vjp, reshape_vjp, unfold_time_vjp};
 use crate::error::{Error, Result};
@@ -367,6 +368,15 @@ fn vjp(
             let (x, need, _, g) = named!(AddTimeRowsInputs);
             add_time_rows_vjp(graph, &node.name, x, need, main(g.out)?)
         }
+        &Op::AttentionScores { heads, causal } => {
+            let (x, _, out, g) = named!(AttentionScoresInputs);
+            let probs = (out.probs, main(g.probs)?);
+            attention_scores_vjp(graph, &name("grad"), (heads, causal), x, probs)
+        }
+        &Op::AttentionMix { heads } => {
+            let (x, _, _, g) = named!(AttentionMixInputs);
+            attention_mix_vjp(graph, &name("grad"), heads, x, main(g.out)?)
+        }
         Op::LstmForward { keep_for_backward } => {
             if !keep_for_backward {
                 return Err(Error::Graph(format!(
@@ -547,6 +557,8 @@ fn vjp(
         | Op::MaxTimeBackward { .. }
         | Op::SumBatchToRows { .. }
         | Op::Sinusoids { .. }
+        | Op::AttentionScoresBackward { .. }
+        | Op::AttentionMixBackward { .. }
         | Op::LstmBackward { .. }
         | Op::GruBackward { .. }
         | Op::EmbeddingBackward { .. }

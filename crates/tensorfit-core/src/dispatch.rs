@@ -2,6 +2,7 @@
 //! handles named by the op's structs from [`crate::args`] (see [`crate::kernels`]).
 
 use crate::args::*;
+use crate::attention_ops::AttentionDims;
 use crate::conv_ops::ConvTaps;
 use crate::error::{Error, Result};
 use crate::kernels::{OpCall, OpKernels};
@@ -119,6 +120,23 @@ pub fn dispatch<K: OpKernels + ?Sized>(
         &Op::Sinusoids { steps, dim } => {
             let (_, _, o) = named!(SinusoidsInputs);
             k.sinusoids(steps, dim, o)
+        }
+        &Op::AttentionScores { heads, causal } => {
+            let (s, i, o) = named!(AttentionScoresInputs);
+            let d = AttentionDims::of(heads, s.q).map_err(error)?;
+            k.attention_scores(d, causal, i, o)
+        }
+        &Op::AttentionScoresBackward { heads, .. } => {
+            let (s, i, o) = named!(AttentionScoresBackwardInputs);
+            k.attention_scores_backward(AttentionDims::of(heads, s.q).map_err(error)?, i, o)
+        }
+        &Op::AttentionMix { heads } => {
+            let (s, i, o) = named!(AttentionMixInputs);
+            k.attention_mix(AttentionDims::of(heads, s.v).map_err(error)?, i, o)
+        }
+        &Op::AttentionMixBackward { heads } => {
+            let (s, i, o) = named!(AttentionMixBackwardInputs);
+            k.attention_mix_backward(AttentionDims::of(heads, s.v).map_err(error)?, i, o)
         }
         Op::LstmForward { .. } => {
             let (s, i, o) = named!(LstmForwardInputs);

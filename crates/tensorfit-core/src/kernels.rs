@@ -28,6 +28,7 @@ use crate::shape::Shape;
 /// still found here by the kernels.
 pub use crate::rows::batchnorm_dims;
 
+pub use crate::attention_ops::AttentionKernels;
 pub use crate::conv_ops::ConvKernels;
 pub use crate::pool_ops::PoolKernels;
 pub use crate::positions_ops::PositionKernels;
@@ -46,7 +47,9 @@ pub trait KernelTypes {
 /// the kernel. See the module documentation. A family of ops may declare its methods in
 /// its own trait beside its ops (as [`PoolKernels`] in `pool_ops.rs`), listed here as a
 /// supertrait; a backend implements it in its own file for that family.
-pub trait OpKernels: KernelTypes + PoolKernels + ConvKernels + PositionKernels {
+pub trait OpKernels:
+    KernelTypes + PoolKernels + ConvKernels + PositionKernels + AttentionKernels
+{
     fn matmul(
         &mut self,
         trans: (bool, bool),

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+mod attention_ops;
 pub mod autodiff;
 pub mod backend;
 mod bidir_ops;
@@ -45,6 +46,7 @@ pub mod shape;
 pub mod tensor;
 pub mod tokens;
 
+pub use attention_ops::AttentionDims;
 pub use autodiff::backward;
 pub use backend::{Backend, BufferId, DeviceInfo, DeviceKind, GpuModel, MemoryInfo, TensorView};
 pub use bidir_ops::time_dims;
@@ -55,7 +57,7 @@ pub use error::{Error, Result};
 pub use exec::{Executable, Layout, Placement};
 pub use graph::{Graph, Node, NodeId, Phase, Role, TensorId, TensorInfo};
 pub use gru::GruDims;
-pub use kernels::{ConvKernels, KernelTypes, OpCall, OpKernels, PoolKernels};
+pub use kernels::{AttentionKernels, ConvKernels, KernelTypes, OpCall, OpKernels, PoolKernels};
 pub use ledger::{Capacity, Ledger};
 pub use op::{sigmoid, Activation, AdamParams, BinaryOp, LstmDims, Op, SgdParams};
 pub use positions_ops::PositionKernels;

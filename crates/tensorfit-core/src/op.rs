@@ -242,6 +242,35 @@ pub enum Op {
     /// that is from a float64 table is written there. Nothing to differentiate.
     Sinusoids { steps: usize, dim: usize },
 
+    /// The weights of multi-head scaled dot-product self-attention (PyTorch's
+    /// `nn.MultiheadAttention`; sizes and mask in [`crate::AttentionDims`]). Inputs `q`, `k`
+    /// `[T, B, D]` (`D = heads·Dh`, head `h` owning features `h·Dh..(h+1)·Dh`) and optionally
+    /// `lengths` `[B]` ([`crate::seq_lengths`]); output `probs` `[B, heads, T, T]`,
+    /// `probs[b, h, i, j]` = softmax over `j` of `q_i · k_j / sqrt(Dh)` (head `h` of row `b`,
+    /// the row maximum subtracted, summed in key order), key `j` masked (exactly 0) where
+    /// `j ≥ L_b` (PyTorch's `key_padding_mask`) or, if `causal`, `j > i` (`is_causal`).
+    /// Query rows `i ≥ L_b` attend to the valid keys as PyTorch's do; a row with every key
+    /// masked (`L_b = 0`) is all zeros, where PyTorch gives NaN. GPU kernels read a length
+    /// outside `0..=T` as 0. Its gradient is [`Op::AttentionScoresBackward`].
+    AttentionScores { heads: usize, causal: bool },
+
+    /// Gradient of [`Op::AttentionScores`]. Inputs the forward's `q`, `k` `[T, B, D]`,
+    /// `probs` and their gradient `dprobs` `[B, heads, T, T]` (the zeros of `probs` carry
+    /// the mask); outputs `dq`, `dk` `[T, B, D]`: per head of each row,
+    /// `ds = p ∘ (dp − rowsum(p ∘ dp))`, `dq = ds·k / sqrt(Dh)`, `dk = dsᵀ·q / sqrt(Dh)`.
+    AttentionScoresBackward { heads: usize, causal: bool },
+
+    /// Attention weights applied to the values: inputs `probs` `[B, heads, T, T]` and `v`
+    /// `[T, B, D]`; output `out` `[T, B, D]`,
+    /// `out[i, b, head h] = Σ_j probs[b, h, i, j] · v[j, b, head h]`. Its gradient is
+    /// [`Op::AttentionMixBackward`].
+    AttentionMix { heads: usize },
+
+    /// Gradient of [`Op::AttentionMix`]. Inputs its `probs`, `v` and `out`'s gradient `dout`
+    /// `[T, B, D]`; outputs `dprobs` `[B, heads, T, T]` (`dout·vᵀ` per head of each row) and
+    /// `dv` `[T, B, D]` (`probsᵀ·dout`).
+    AttentionMixBackward { heads: usize },
+
     /// A whole LSTM layer over a sequence, with PyTorch's gate order (i, f, g, o):
     /// `gates_t = x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh`,
     /// `c_t = σ(f) c_{t-1} + σ(i) tanh(g)`, `h_t = σ(o) tanh(c_t)`.
@@ -416,6 +445,10 @@ impl Op {
             Op::AddTimeRows => "add_time_rows",
             Op::SumBatchToRows { .. } => "sum_batch_to_rows",
             Op::Sinusoids { .. } => "sinusoids",
+            Op::AttentionScores { .. } => "attention_scores",
+            Op::AttentionScoresBackward { .. } => "attention_scores_backward",
+            Op::AttentionMix { .. } => "attention_mix",
+            Op::AttentionMixBackward { .. } => "attention_mix_backward",
             Op::LstmForward { .. } => "lstm_forward",
             Op::LstmBackward { .. } => "lstm_backward",
             Op::GruForward { .. } => "gru_forward",
@@ -482,6 +515,10 @@ impl Op {
             Op::AddTimeRows => AddTimeRowsOutputs::<()>::NAMES,
             Op::SumBatchToRows { .. } => SumBatchToRowsOutputs::<()>::NAMES,
             Op::Sinusoids { .. } => SinusoidsOutputs::<()>::NAMES,
+            Op::AttentionScores { .. } => AttentionScoresOutputs::<()>::NAMES,
+            Op::AttentionScoresBackward { .. } => AttentionScoresBackwardOutputs::<()>::NAMES,
+            Op::AttentionMix { .. } => AttentionMixOutputs::<()>::NAMES,
+            Op::AttentionMixBackward { .. } => AttentionMixBackwardOutputs::<()>::NAMES,
             Op::LstmForward { .. } => LstmForwardOutputs::<()>::NAMES,
             Op::LstmBackward { .. } => LstmBackwardOutputs::<()>::NAMES,
             Op::GruForward { .. } => GruForwardOutputs::<()>::NAMES,

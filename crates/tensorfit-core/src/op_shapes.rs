@@ -3,6 +3,7 @@
 //! rules keep them beside their ops (`bidir_ops.rs`, `pool_ops.rs`, `rows.rs`, ...).
 
 use crate::args::*;
+use crate::attention_ops::attention_shapes;
 use crate::bidir_ops::bidir_shapes;
 use crate::conv_ops::conv_shapes;
 use crate::dropout::dropout_shapes;
@@ -90,6 +91,10 @@ impl Op {
             Op::AddTimeRows | Op::SumBatchToRows { .. } | Op::Sinusoids { .. } => {
                 position_shapes(self, list)
             }
+            Op::AttentionScores { .. }
+            | Op::AttentionScoresBackward { .. }
+            | Op::AttentionMix { .. }
+            | Op::AttentionMixBackward { .. } => attention_shapes(self, list),
             &Op::LstmForward { keep_for_backward } => {
                 LstmDims::forward_shapes(named(list)?, keep_for_backward)
             }

@@ -27,8 +27,8 @@ use std::fmt;
 use tensorfit_core::Activation;
 
 use crate::description::{
-    BodyLayer, Cell, Conv1dSpec, ConvPadding, DropoutRate, HeadLayer, HeadLayerKind, HeadOn,
-    HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec, Reduce,
+    BodyLayer, Cell, Conv1dSpec, DropoutRate, EncoderSpec, HeadLayer, HeadLayerKind, HeadOn,
+    HeadSpec, InputSpec, LossSpec, ModelDescription, PositionsSpec, RecurrentSpec, Reduce,
 };
 use crate::description_check::InvalidDescription;
 
@@ -39,7 +39,7 @@ pub struct ModelBuilder {
     input: Option<InputSpec>,
     /// The body's layers as given (a recurrent stack's dropout and directions are the
     /// builder's `dropout` and `bidirectional`).
-    body: Vec<GivenBody>,
+    pub(crate) body: Vec<GivenBody>,
     dropout: f32,
     bidirectional: bool,
     on: HeadOn,
@@ -47,15 +47,18 @@ pub struct ModelBuilder {
     /// residual connection.
     layers: Vec<(Option<String>, Given, bool)>,
     /// Whether the layer added last is the body's (`residual` and `named` apply to it).
-    last_in_body: bool,
+    pub(crate) last_in_body: bool,
     loss: Option<LossSpec>,
 }
 
-/// A body layer as given; a convolution's name left to `build` when not given.
+/// A body layer as given; a name left empty is `body.{i}` (`build` names it).
 #[derive(Debug, Clone)]
-enum GivenBody {
+pub(crate) enum GivenBody {
     Recurrent(Cell, usize, usize),
     Conv1d(Conv1dSpec),
+    Positions(PositionsSpec),
+    /// The encoder, and its dropout probability as given (checked by `build`).
+    Encoder(EncoderSpec, f32),
 }
 
 /// A head layer as given, its dropout rate not yet checked.
@@ -271,13 +274,15 @@ impl ModelBuilder {
         self.layer(Given::Dropout(p))
     }
 
-    /// Names the head layer or convolution added last (its tensors are `name.weight`,
-    /// ...), for a checkpoint whose names are fixed elsewhere; without it, `head.{i}` or
-    /// `body.{i}` (a recurrent stack is always `lstm` or `gru`).
+    /// Names the head layer, convolution, positions or encoder added last (its tensors
+    /// are `name.weight`, ...), for a checkpoint whose names are fixed elsewhere; without
+    /// it, `head.{i}` or `body.{i}` (a recurrent stack is always `lstm` or `gru`).
     pub fn named(mut self, name: &str) -> Self {
         match self.last_in_body {
             true => match self.body.last_mut() {
                 Some(GivenBody::Conv1d(c)) => c.name = name.to_string(),
+                Some(GivenBody::Positions(p)) => p.name = name.to_string(),
+                Some(GivenBody::Encoder(e, _)) => e.name = name.to_string(),
                 Some(GivenBody::Recurrent(..)) | None => {}
             },
             false => {
@@ -285,59 +290,6 @@ impl ModelBuilder {
                     last.0 = Some(name.to_string());
                 }
             }
-        }
-        self
-    }
-
-    /// A 1-D convolution over the steps (`nn.Conv1d(in, channels, kernel)` then
-    /// `activation`), each sequence padded with zeros as `padding` says so that it keeps
-    /// its length; `dilation` 1 unless [`ModelBuilder::dilation`] says. Layers over the
-    /// steps (`conv1d`, `lstm`, `gru`) run in the order they are added.
-    ///
-    /// ```
-    /// use tensorfit_core::Activation;
-    /// use tensorfit_nn::{ConvPadding, ModelDescription};
-    ///
-    /// // A TCN classifier: two causal convolutions of 16 channels, the second dilated
-    /// // and residual, then the mean over each sequence's steps.
-    /// let model = ModelDescription::builder()
-    ///     .features(3)
-    ///     .conv1d(16, 3, ConvPadding::Causal, Activation::Relu)
-    ///     .conv1d(16, 3, ConvPadding::Causal, Activation::Relu)
-    ///     .dilation(2)
-    ///     .residual()
-    ///     .mean_pool()
-    ///     .classify(4)
-    ///     .build()
-    ///     .unwrap();
-    /// let names: Vec<String> = model.param_specs().unwrap().into_iter().map(|p| p.name).collect();
-    /// assert_eq!(names[..2], ["body.0.weight", "body.0.bias"]);
-    /// assert_eq!(model.trainable_parameters().unwrap(), (16 * 3 * 3 + 16) + (16 * 16 * 3 + 16) + (16 * 4 + 4));
-    /// ```
-    pub fn conv1d(
-        mut self,
-        channels: usize,
-        kernel: usize,
-        padding: ConvPadding,
-        activation: Activation,
-    ) -> Self {
-        self.last_in_body = true;
-        self.body.push(GivenBody::Conv1d(Conv1dSpec {
-            name: String::new(),
-            channels,
-            kernel,
-            dilation: 1,
-            padding,
-            activation,
-            residual: false,
-        }));
-        self
-    }
-
-    /// The dilation of the convolution added last: it reads every `d`-th step.
-    pub fn dilation(mut self, d: usize) -> Self {
-        if let Some(GivenBody::Conv1d(c)) = self.body.last_mut() {
-            c.dilation = d;
         }
         self
     }
@@ -435,6 +387,15 @@ impl ModelBuilder {
                 GivenBody::Conv1d(mut c) => {
                     default_name(&mut c.name, i);
                     BodyLayer::Conv1d(c)
+                }
+                GivenBody::Positions(mut p) => {
+                    default_name(&mut p.name, i);
+                    BodyLayer::Positions(p)
+                }
+                GivenBody::Encoder(mut e, p) => {
+                    default_name(&mut e.name, i);
+                    e.dropout = rate(format!("body[{i}].dropout"), p)?;
+                    BodyLayer::Encoder(e)
                 }
             });
         }

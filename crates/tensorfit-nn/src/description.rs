@@ -65,6 +65,76 @@ pub enum BodyLayer {
     Recurrent(RecurrentSpec),
     /// A 1-D convolution over the steps (`nn.Conv1d`), registered under its name.
     Conv1d(Conv1dSpec),
+    /// Each step's position added to its features, registered under its name.
+    Positions(PositionsSpec),
+    /// A stack of Transformer encoder layers (`nn.TransformerEncoder`), registered
+    /// under its name.
+    Encoder(EncoderSpec),
+}
+
+/// Each step's position added to its features (the Transformer's positional encoding),
+/// so that the layers after it can tell the steps apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PositionsSpec {
+    pub name: String,
+    pub encoding: PositionEncoding,
+}
+
+/// How a step's position is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PositionEncoding {
+    /// "Attention is all you need"'s sines and cosines (the PyTorch tutorial's
+    /// `PositionalEncoding`): feature `2i` of step `t` gains `sin(t · 10000^(-2i/F))`,
+    /// feature `2i + 1` `cos(..)` of the same; no tensors, any length.
+    Sinusoidal,
+    /// A trained table `{name}.weight` `[max_len, F]` (an `nn.Embedding(max_len, F)` of
+    /// the step indices, initialised as one: N(0, 1)); sequences up to `max_len` steps.
+    Learned { max_len: usize },
+}
+
+/// `nn.TransformerEncoder(nn.TransformerEncoderLayer(F, heads, feedforward, dropout,
+/// activation, norm_first=norm_first), layers)` over the steps, `F` its input features;
+/// PyTorch's tensors and defaults. Over a padded batch the steps past a sequence's end
+/// are masked as keys (PyTorch's `src_key_padding_mask`); `causal` masks the steps after
+/// each step too (`is_causal`, a square subsequent mask).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncoderSpec {
+    /// Its tensors are `{name}.layers.{k}.self_attn.in_proj_weight`, ... as in the
+    /// `state_dict` of an `nn.TransformerEncoder` registered as `name`.
+    pub name: String,
+    /// Encoder layers (`num_layers`).
+    pub layers: usize,
+    /// Attention heads (`nhead`); the features must be a multiple of it.
+    pub heads: usize,
+    /// Width of each feed-forward block (`dim_feedforward`; PyTorch's default 2048).
+    pub feedforward: usize,
+    /// Dropout on the attention weights and after each block (PyTorch's default 0.1),
+    /// in training only.
+    pub dropout: DropoutRate,
+    /// The feed-forward block's activation: `Relu` (PyTorch's default) or `Gelu`.
+    pub activation: Activation,
+    /// LayerNorm before each block (`norm_first=True`, pre-norm) instead of after it
+    /// (post-norm, PyTorch's default).
+    pub norm_first: bool,
+    /// Each step attends to the steps up to it only.
+    pub causal: bool,
+}
+
+impl EncoderSpec {
+    /// PyTorch's defaults: `dim_feedforward` 2048, dropout 0.1, ReLU, post-norm, not
+    /// causal.
+    pub fn new(name: &str, layers: usize, heads: usize) -> EncoderSpec {
+        EncoderSpec {
+            name: name.to_string(),
+            layers,
+            heads,
+            feedforward: 2048,
+            dropout: DropoutRate::PYTORCH_TRANSFORMER,
+            activation: Activation::Relu,
+            norm_first: false,
+            causal: false,
+        }
+    }
 }
 
 /// `nn.Conv1d(in, channels, kernel, dilation=dilation)` over each sequence's steps, the
@@ -130,7 +200,7 @@ impl BodyLayer {
     pub fn recurrent(&self) -> Option<&RecurrentSpec> {
         match self {
             BodyLayer::Recurrent(r) => Some(r),
-            BodyLayer::Conv1d(_) => None,
+            BodyLayer::Conv1d(_) | BodyLayer::Positions(_) | BodyLayer::Encoder(_) => None,
         }
     }
 
@@ -138,15 +208,16 @@ impl BodyLayer {
     pub fn recurrent_mut(&mut self) -> Option<&mut RecurrentSpec> {
         match self {
             BodyLayer::Recurrent(r) => Some(r),
-            BodyLayer::Conv1d(_) => None,
+            BodyLayer::Conv1d(_) | BodyLayer::Positions(_) | BodyLayer::Encoder(_) => None,
         }
     }
 
     /// Features per step out of the layer, given `input` in.
-    pub fn output_features(&self, _input: usize) -> usize {
+    pub fn output_features(&self, input: usize) -> usize {
         match self {
             BodyLayer::Recurrent(r) => r.output_features(),
             BodyLayer::Conv1d(c) => c.channels,
+            BodyLayer::Positions(_) | BodyLayer::Encoder(_) => input,
         }
     }
 }

@@ -4,11 +4,11 @@
 //! `head.layers[2].units`, `loss.classes`), so a file parser can add the line it came from
 //! ([`InvalidDescription::field`]).
 
-use tensorfit_core::Error;
+use tensorfit_core::{Activation, Error};
 
 use crate::description::{
     BodyLayer, Cell, DropoutRate, HeadLayerKind, InputSpec, LossSpec, ModelDescription,
-    RecurrentSpec,
+    PositionEncoding, RecurrentSpec,
 };
 
 /// Largest size accepted for any one dimension: far beyond any real model, small enough
@@ -226,6 +226,31 @@ impl ModelDescription {
                     }
                     names.push(&c.name);
                 }
+                BodyLayer::Positions(p) => {
+                    if let PositionEncoding::Learned { max_len } = p.encoding {
+                        size(&format!("body[{i}].max_len"), max_len, 1, MAX_DIM)?;
+                    }
+                    names.push(&p.name);
+                }
+                BodyLayer::Encoder(e) => {
+                    let field = |key: &str| format!("body[{i}].{key}");
+                    size(&field("layers"), e.layers, 1, MAX_LAYERS)?;
+                    size(&field("heads"), e.heads, 1, MAX_DIM)?;
+                    size(&field("feedforward"), e.feedforward, 1, MAX_DIM)?;
+                    if width % e.heads != 0 {
+                        return Err(InvalidDescription::Body {
+                            field: field("heads"),
+                            reason: format!("{width} features do not split into {} heads of equal width (nn.MultiheadAttention needs embed_dim divisible by num_heads)", e.heads),
+                        });
+                    }
+                    if !matches!(e.activation, Activation::Relu | Activation::Gelu) {
+                        return Err(InvalidDescription::Body {
+                            field: field("activation"),
+                            reason: format!("\"{}\": the feed-forward block takes \"relu\" or \"gelu\" (as nn.TransformerEncoderLayer)", e.activation.name()),
+                        });
+                    }
+                    names.push(&e.name);
+                }
             }
             if let Some(name) = names.last().filter(|_| layer.recurrent().is_none()) {
                 if names[..names.len() - 1].contains(name) {
@@ -258,6 +283,16 @@ impl ModelDescription {
                 BodyLayer::Conv1d(c) => {
                     let out = c.channels as u128;
                     (out * width * c.kernel as u128 + out, out)
+                }
+                BodyLayer::Positions(p) => match p.encoding {
+                    PositionEncoding::Sinusoidal => (0, width),
+                    PositionEncoding::Learned { max_len } => (max_len as u128 * width, width),
+                },
+                BodyLayer::Encoder(e) => {
+                    let (d, ff) = (width, e.feedforward as u128);
+                    // Attention's in and out projections, two linear maps, two norms.
+                    let per_layer = (4 * d * d + 4 * d) + (2 * ff * d + ff + d) + 4 * d;
+                    (e.layers as u128 * per_layer, d)
                 }
             };
             body += parameters;

@@ -5,8 +5,9 @@ use serde_json::{json, Map, Value};
 use tensorfit_core::{Activation, Error, Result};
 
 use crate::description::{
-    BodyLayer, Cell, Conv1dSpec, ConvPadding, DropoutRate, HeadLayer, HeadLayerKind, HeadOn,
-    HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec,
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, DropoutRate, EncoderSpec, HeadLayer, HeadLayerKind,
+    HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, PositionEncoding, PositionsSpec,
+    RecurrentSpec,
 };
 use crate::seed_shape::SeedShape;
 
@@ -120,6 +121,19 @@ fn body_layer_json(layer: &BodyLayer) -> Value {
             "dilation": c.dilation, "padding": c.padding.spelling(),
             "activation": c.activation.name(), "residual": c.residual,
         }),
+        BodyLayer::Positions(p) => match p.encoding {
+            PositionEncoding::Sinusoidal => {
+                json!({"kind": "positions", "name": p.name, "encoding": "sinusoidal"})
+            }
+            PositionEncoding::Learned { max_len } => json!({
+                "kind": "positions", "name": p.name, "encoding": "learned", "max_len": max_len,
+            }),
+        },
+        BodyLayer::Encoder(e) => json!({
+            "kind": "transformer_encoder", "name": e.name, "layers": e.layers,
+            "heads": e.heads, "feedforward": e.feedforward, "dropout": e.dropout.p(),
+            "activation": e.activation.name(), "norm_first": e.norm_first, "causal": e.causal,
+        }),
     }
 }
 
@@ -220,11 +234,30 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
             let mut body = Vec::with_capacity(list.len());
             for (i, v) in list.iter().enumerate() {
                 let t = Table::of(format!("model.body[{i}]"), v)?;
-                let layer = match t.text("kind")? {
-                    "recurrent" => recurrent_from_json(&t)?,
-                    "conv1d" => conv1d_from_json(&t)?,
-                    other => return Err(t.unknown("kind", other, "\"recurrent\" or \"conv1d\"")),
-                };
+                let layer =
+                    match t.text("kind")? {
+                        "recurrent" => recurrent_from_json(&t)?,
+                        "conv1d" => conv1d_from_json(&t)?,
+                        "positions" => positions_from_json(&t)?,
+                        "transformer_encoder" => BodyLayer::Encoder(EncoderSpec {
+                            name: t.text("name")?.to_string(),
+                            layers: t.size("layers")?,
+                            heads: t.size("heads")?,
+                            feedforward: t.size("feedforward")?,
+                            dropout: t.dropout("dropout")?,
+                            activation: activation_named(
+                                &t.field("activation"),
+                                t.text("activation")?,
+                            )?,
+                            norm_first: t.flag("norm_first")?,
+                            causal: t.flag("causal")?,
+                        }),
+                        other => return Err(t.unknown(
+                            "kind",
+                            other,
+                            "\"recurrent\", \"conv1d\", \"positions\" or \"transformer_encoder\"",
+                        )),
+                    };
                 body.push(layer);
             }
             body
@@ -317,6 +350,21 @@ fn conv1d_from_json(t: &Table) -> Result<BodyLayer> {
         padding,
         activation: activation_named(&t.field("activation"), t.text("activation")?)?,
         residual: t.flag("residual")?,
+    }))
+}
+
+/// A positional encoding's table, as [`to_json`] writes it.
+fn positions_from_json(t: &Table) -> Result<BodyLayer> {
+    let encoding = match t.text("encoding")? {
+        "sinusoidal" => PositionEncoding::Sinusoidal,
+        "learned" => PositionEncoding::Learned {
+            max_len: t.size("max_len")?,
+        },
+        other => return Err(t.unknown("encoding", other, "\"sinusoidal\" or \"learned\"")),
+    };
+    Ok(BodyLayer::Positions(PositionsSpec {
+        name: t.text("name")?.to_string(),
+        encoding,
     }))
 }
 

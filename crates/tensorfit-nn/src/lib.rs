@@ -14,6 +14,7 @@ pub mod atomic_file;
 mod batch_input;
 pub mod bound;
 pub mod builder;
+mod builder_body;
 pub mod builtin_task;
 pub mod checkpoint;
 pub mod description;
@@ -49,8 +50,9 @@ pub use builder::{BuildError, ModelBuilder};
 pub use builtin_task::BuiltinTask;
 pub use checkpoint::Checkpoint;
 pub use description::{
-    BodyLayer, Cell, Conv1dSpec, ConvPadding, DropoutRate, HeadLayer, HeadLayerKind, HeadOn,
-    HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec, Reduce,
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, DropoutRate, EncoderSpec, HeadLayer, HeadLayerKind,
+    HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, PositionEncoding, PositionsSpec,
+    RecurrentSpec, Reduce,
 };
 pub use description_check::InvalidDescription;
 pub use description_toml::{

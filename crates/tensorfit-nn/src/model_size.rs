@@ -6,7 +6,8 @@ use std::fmt;
 use tensorfit_core::Result;
 
 use crate::description::{
-    BodyLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription, Reduce,
+    BodyLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription, PositionEncoding,
+    Reduce,
 };
 use crate::layers::{ParamKind, ParamSpec, Tensors};
 use crate::network::Network;
@@ -107,6 +108,28 @@ impl fmt::Display for ModelDescription {
                     }
                     if c.residual {
                         write!(f, " + input")?;
+                    }
+                }
+                BodyLayer::Positions(p) => match p.encoding {
+                    PositionEncoding::Sinusoidal => write!(f, " → + sinusoidal positions")?,
+                    PositionEncoding::Learned { max_len } => {
+                        write!(f, " → + {} learned positions {max_len}", p.name)?
+                    }
+                },
+                BodyLayer::Encoder(e) => {
+                    let norm = if e.norm_first { " pre-norm" } else { "" };
+                    let causal = if e.causal { " causal" } else { "" };
+                    write!(
+                        f,
+                        " → {} {} × transformer_encoder {} heads ff {} {}{norm}{causal}",
+                        e.name,
+                        e.layers,
+                        e.heads,
+                        e.feedforward,
+                        e.activation.name()
+                    )?;
+                    if e.dropout.is_active() {
+                        write!(f, " dropout {}", e.dropout)?;
                     }
                 }
             }

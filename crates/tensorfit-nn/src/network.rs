@@ -15,9 +15,9 @@ use crate::description::{
 };
 use crate::layers::{
     residual_add, BatchNorm, BodyPart, BodyPartTensors, CellInput, Context, Conv1d, Dense, Dropout,
-    Embedding, EmbeddingTensors, Gru, HeadEntry, HeadPart, HeadPartTensors, LastStep, Layer,
-    LayerNorm, LinearTensors, Lstm, OutputLayer, ParamSpec, Recurrent, RecurrentLayer,
-    RecurrentStack, RecurrentWeights, Tensors, TimePool,
+    Embedding, EmbeddingTensors, Encoder, Gru, HeadEntry, HeadPart, HeadPartTensors, LastStep,
+    Layer, LayerNorm, LinearTensors, Lstm, OutputLayer, ParamSpec, Positions, Recurrent,
+    RecurrentLayer, RecurrentStack, RecurrentWeights, Tensors, TimePool,
 };
 
 /// The name the output layer is registered under.
@@ -113,6 +113,15 @@ impl Network {
                 BodyLayer::Conv1d(c) => BodyPart::Conv1d(Conv1d {
                     spec: c.clone(),
                     input: width,
+                }),
+                BodyLayer::Positions(p) => BodyPart::Positions(Positions {
+                    spec: p.clone(),
+                    features: width,
+                }),
+                BodyLayer::Encoder(e) => BodyPart::Encoder(Encoder {
+                    spec: e.clone(),
+                    features: width,
+                    index: body.len(),
                 }),
             };
             width = part.layer().output_features(width);

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use tensorfit_core::Activation;
 use tensorfit_nn::{
-    BodyLayer, Cell, Conv1dSpec, ConvPadding, DescriptionError, DropoutRate, HeadLayer,
-    HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription, RecurrentSpec,
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, DescriptionError, DropoutRate, EncoderSpec,
+    HeadLayer, HeadLayerKind, HeadOn, HeadSpec, InputSpec, LossSpec, ModelDescription,
+    PositionEncoding, PositionsSpec, RecurrentSpec,
 };
 use tensorfit_testing::repo_file;
 
@@ -88,7 +89,7 @@ fn every_example_reads_back_the_same_from_its_to_toml() {
         .filter(|n| n.ends_with(".toml"))
         .collect();
     names.sort();
-    assert!(names.len() >= 9, "{names:?}");
+    assert!(names.len() >= 10, "{names:?}");
     for name in &names {
         let d = ModelDescription::load(&example(name)).unwrap();
         assert_eq!(parse(&d.to_toml()).unwrap(), d, "{name}");
@@ -300,19 +301,26 @@ fn description() -> impl Strategy<Value = ModelDescription> {
         size.clone()
             .prop_map(|outputs| LossSpec::MeanSquaredError { outputs }),
     ];
-    let recurrent = (cell, size.clone(), size.clone(), rate, any::<bool>()).prop_map(
-        |(cell, hidden, layers, dropout, bidirectional)| RecurrentSpec {
-            cell,
-            hidden,
-            layers,
-            dropout,
-            bidirectional,
-        },
-    );
+    let recurrent = (
+        cell,
+        size.clone(),
+        size.clone(),
+        rate.clone(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(cell, hidden, layers, dropout, bidirectional)| RecurrentSpec {
+                cell,
+                hidden,
+                layers,
+                dropout,
+                bidirectional,
+            },
+        );
     // Convolutions before and after an optional recurrent stack (at least one layer),
     // each named `c{i}` or by default `body.{i}`, its place in the body.
     let conv = (
-        size,
+        size.clone(),
         1usize..9,
         1usize..5,
         any::<bool>(),
@@ -321,8 +329,42 @@ fn description() -> impl Strategy<Value = ModelDescription> {
         any::<bool>(),
     );
     let convs = proptest::collection::vec(conv, 0..3);
-    let body = (proptest::option::of(recurrent), convs.clone(), convs).prop_map(
-        |(recurrent, before, after)| {
+    // Positions and a Transformer encoder at the body's end, each maybe.
+    let positions = prop_oneof![
+        Just(PositionEncoding::Sinusoidal),
+        size.clone()
+            .prop_map(|max_len| PositionEncoding::Learned { max_len }),
+    ];
+    let encoder = (
+        1usize..4,
+        1usize..5,
+        size,
+        rate,
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(layers, heads, feedforward, dropout, gelu, norm_first, causal)| {
+                let mut e = EncoderSpec::new("", layers, heads);
+                e.feedforward = feedforward;
+                e.dropout = dropout;
+                e.activation = if gelu {
+                    Activation::Gelu
+                } else {
+                    Activation::Relu
+                };
+                e.norm_first = norm_first;
+                e.causal = causal;
+                e
+            },
+        );
+    let ends = (
+        proptest::option::of(positions),
+        proptest::option::of(encoder),
+    );
+    let body = (proptest::option::of(recurrent), convs.clone(), convs, ends).prop_map(
+        |(recurrent, before, after, (positions, encoder))| {
             let conv = |(channels, kernel, dilation, causal, activation, residual, named)| {
                 BodyLayer::Conv1d(Conv1dSpec {
                     name: if named { "c".into() } else { String::new() },
@@ -341,12 +383,21 @@ fn description() -> impl Strategy<Value = ModelDescription> {
             let mut body: Vec<BodyLayer> = before.into_iter().map(conv).collect();
             body.extend(recurrent.map(BodyLayer::Recurrent));
             body.extend(after.into_iter().map(conv));
+            body.extend(positions.map(|encoding| {
+                BodyLayer::Positions(PositionsSpec {
+                    name: String::new(),
+                    encoding,
+                })
+            }));
+            body.extend(encoder.map(BodyLayer::Encoder));
             if body.is_empty() {
                 body.push(conv((4, 3, 1, true, Activation::Relu, false, false)));
             }
             for (i, layer) in body.iter_mut().enumerate() {
                 let name = match layer {
                     BodyLayer::Conv1d(c) => &mut c.name,
+                    BodyLayer::Positions(p) => &mut p.name,
+                    BodyLayer::Encoder(e) => &mut e.name,
                     BodyLayer::Recurrent(_) => continue,
                 };
                 *name = match name.is_empty() {

@@ -153,7 +153,7 @@ fn refused(text: &str, (line, key): (usize, &str), says: &str) {
 #[test]
 fn a_layer_out_of_order_is_refused_at_its_line_naming_the_order() {
     let lstm = "kind = \"lstm\"\nhidden = 4";
-    let order = "this version builds an optional \"embedding\", layers over the steps (at most one \"lstm\" or \"gru\", any \"conv1d\")";
+    let order = "this version builds an optional \"embedding\", layers over the steps (at most one \"lstm\" or \"gru\", any \"conv1d\", \"positions\" and \"transformer_encoder\")";
     // A head layer before the recurrent layer (entry 0 starts on line 5).
     let text = file(DENSE, &["kind = \"dense\"\nunits = 3", lstm]);
     refused(&text, (5, "layers[0]"), order);
@@ -186,7 +186,7 @@ fn a_list_without_a_recurrent_layer_or_beside_the_tables_is_refused() {
     refused(
         &text,
         (1, "layers"),
-        "`layers` has no layer over the steps (\"lstm\", \"gru\", \"conv1d\")",
+        "`layers` has no layer over the steps (\"lstm\", \"gru\", \"conv1d\", \"transformer_encoder\")",
     );
     let lstm = "kind = \"lstm\"\nhidden = 4";
     let text = file(DENSE, &[lstm]) + "\n[recurrent]\ncell = \"lstm\"\nhidden = 4\nlayers = 1\n";

@@ -58,6 +58,7 @@ shaders! {
     Pool => "pool.wgsl",
     Conv => "conv.wgsl",
     Positions => "positions.wgsl",
+    Attention => "attention.wgsl",
 }
 
 /// One entry point: where it is, how many storage buffers it binds (1..=`buffers`) and
@@ -139,6 +140,10 @@ kernels! {
     ADD_TIME_ROWS = Positions::"add_time_rows", 3, WG;
     SUM_BATCH_TO_ROWS = Positions::"sum_batch_to_rows", 2, WG;
     SINUSOIDS = Positions::"sinusoids", 1, WG;
+    ATTENTION_DOT = Attention::"attention_dot", 3, WG;
+    ATTENTION_SOFTMAX = Attention::"attention_softmax", 2, WG;
+    ATTENTION_ROWSUM = Attention::"attention_rowsum", 3, WG;
+    ATTENTION_MIX = Attention::"attention_mix", 5, WG;
 }
 
 #[cfg(test)]

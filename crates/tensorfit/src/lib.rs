@@ -63,5 +63,5 @@ pub use tensorfit_engine::decision::Request;
 pub use tensorfit_engine::devices::{DeviceStatus, MemoryCaps};
 pub use tensorfit_nn::{
     Batch, BuildError, CarriedState, Cell, Checkpoint, ConvPadding, EvalReport, Job, ModelBuilder,
-    ModelDescription, OptimConfig, ParamStore, StepReport, TbpttMode,
+    ModelDescription, OptimConfig, ParamStore, PositionEncoding, StepReport, TbpttMode,
 };

@@ -121,6 +121,8 @@ mod conv;
 pub use conv::*;
 mod positions;
 pub use positions::*;
+mod attention;
+pub use attention::*;
 
 signature! {
     /// [`Op::MatMul`](crate::Op::MatMul): `a` `[M, K]` (`[K, M]` if `trans_a`), `b` `[K, N]` (`[N, K]` if `trans_b`).

@@ -10,6 +10,8 @@
 
 pub mod adam;
 pub mod at_lengths;
+pub mod attention;
+pub mod attention_fast;
 pub mod batchnorm;
 pub mod bidir;
 pub mod conv;

@@ -15,6 +15,7 @@
 //! [`Gpu`] implements [`OpKernels`] with the launchers: one method per op.
 
 pub mod adam;
+pub mod attention;
 pub mod batchnorm;
 pub mod bidir;
 pub mod conv;

@@ -62,6 +62,10 @@ pub const FOLD_TIME: &str = "fold_time";
 pub const ADD_TIME_ROWS: &str = "add_time_rows";
 pub const SUM_BATCH_TO_ROWS: &str = "sum_batch_to_rows";
 pub const SINUSOIDS: &str = "sinusoids";
+pub const ATTENTION_DOT: &str = "attention_dot";
+pub const ATTENTION_SOFTMAX: &str = "attention_softmax";
+pub const ATTENTION_ROWSUM: &str = "attention_rowsum";
+pub const ATTENTION_MIX: &str = "attention_mix";
 
 /// A [`KernelSource`] of the file `$file` (named once: its text is included from it).
 macro_rules! source {
@@ -75,7 +79,7 @@ macro_rules! source {
 }
 
 /// Every kernel source of the backend.
-pub const SOURCES: [KernelSource; 15] = [
+pub const SOURCES: [KernelSource; 16] = [
     source!(
         "elementwise.cu",
         [
@@ -128,5 +132,14 @@ pub const SOURCES: [KernelSource; 15] = [
     source!(
         "positions.cu",
         [ADD_TIME_ROWS, SUM_BATCH_TO_ROWS, SINUSOIDS]
+    ),
+    source!(
+        "attention.cu",
+        [
+            ATTENTION_DOT,
+            ATTENTION_SOFTMAX,
+            ATTENTION_ROWSUM,
+            ATTENTION_MIX
+        ]
     ),
 ];

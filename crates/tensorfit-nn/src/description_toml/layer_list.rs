@@ -41,7 +41,8 @@
 use super::table::Table;
 use super::{activation, default_body_name, head_layers, layer_name, tables_in, CELLS};
 use crate::description::{
-    BodyLayer, Cell, Conv1dSpec, ConvPadding, HeadOn, HeadSpec, InputSpec, RecurrentSpec, Reduce,
+    BodyLayer, Cell, Conv1dSpec, ConvPadding, EncoderSpec, HeadOn, HeadSpec, InputSpec,
+    PositionEncoding, PositionsSpec, RecurrentSpec, Reduce,
 };
 use crate::DescriptionError;
 
@@ -51,17 +52,21 @@ enum Kind {
     Embedding,
     Recurrent(Cell),
     Conv1d,
+    Positions,
+    Encoder,
     /// `last_step`, `mean_pool`, `max_pool`: a head on each sequence.
     Reduce(Reduce),
     /// `batchnorm`, `layernorm`, `dense`, `dropout`: read as `[head]` reads them.
     Head,
 }
 
-const KINDS: [(&str, Kind); 11] = [
+const KINDS: [(&str, Kind); 13] = [
     ("embedding", Kind::Embedding),
     (CELLS[0].0, Kind::Recurrent(CELLS[0].1)),
     (CELLS[1].0, Kind::Recurrent(CELLS[1].1)),
     ("conv1d", Kind::Conv1d),
+    ("positions", Kind::Positions),
+    ("transformer_encoder", Kind::Encoder),
     ("last_step", Kind::Reduce(Reduce::LastStep)),
     ("mean_pool", Kind::Reduce(Reduce::Mean)),
     ("max_pool", Kind::Reduce(Reduce::Max)),
@@ -81,7 +86,7 @@ pub(super) fn reduce_kind(reduce: Reduce) -> &'static str {
 
 /// The order this version builds, for messages.
 const ORDER: &str =
-    "an optional \"embedding\", layers over the steps (at most one \"lstm\" or \"gru\", any \"conv1d\"), an optional \"last_step\", \"mean_pool\" or \"max_pool\", then \"dense\", \"batchnorm\", \"layernorm\" and \"dropout\" layers";
+    "an optional \"embedding\", layers over the steps (at most one \"lstm\" or \"gru\", any \"conv1d\", \"positions\" and \"transformer_encoder\"), an optional \"last_step\", \"mean_pool\" or \"max_pool\", then \"dense\", \"batchnorm\", \"layernorm\" and \"dropout\" layers";
 
 /// The body and head the `layers` array of `root` lists, with the embedding it places on
 /// `input` (which must be token ids and give none itself).
@@ -102,7 +107,7 @@ pub(super) fn read(
             Kind::Recurrent(_) => {
                 before_head && !body.iter().any(|l| matches!(l, BodyLayer::Recurrent(_)))
             }
-            Kind::Conv1d => before_head,
+            Kind::Conv1d | Kind::Positions | Kind::Encoder => before_head,
             Kind::Reduce(_) => !body.is_empty() && before_head,
             Kind::Head => !body.is_empty(),
         };
@@ -118,6 +123,8 @@ pub(super) fn read(
             Kind::Embedding => embedding(t, input)?,
             Kind::Recurrent(cell) => body.push(BodyLayer::Recurrent(stack(t, cell)?)),
             Kind::Conv1d => body.push(BodyLayer::Conv1d(conv1d(t, body.len())?)),
+            Kind::Positions => body.push(BodyLayer::Positions(positions(t, body.len())?)),
+            Kind::Encoder => body.push(BodyLayer::Encoder(encoder(t, body.len())?)),
             Kind::Reduce(reduce) => {
                 t.known_keys(&["kind"])?;
                 on = HeadOn::Sequence(reduce);
@@ -132,7 +139,7 @@ pub(super) fn read(
             .get("layers")
             .map_or(root.span.start, |v| v.span().start);
         let message = format!(
-            "`{key}` has no layer over the steps (\"lstm\", \"gru\", \"conv1d\"): this version builds {ORDER}"
+            "`{key}` has no layer over the steps (\"lstm\", \"gru\", \"conv1d\", \"transformer_encoder\"): this version builds {ORDER}"
         );
         return Err(root.file.error(at, &key, message));
     }
@@ -218,6 +225,67 @@ fn conv1d(t: &Table, index: usize) -> Result<Conv1dSpec, DescriptionError> {
         activation: activation(t)?,
         residual: t.flag("residual")?,
     })
+}
+
+/// `kind = "positions"`: `encoding` (`"sinusoidal"` or `"learned"`, no default), and
+/// `max_len` for a learned one; `name`.
+fn positions(t: &Table, index: usize) -> Result<PositionsSpec, DescriptionError> {
+    t.known_keys(&["kind", "encoding", "max_len", "name"])?;
+    t.required("encoding")?;
+    let encoding = match t.choice("encoding", &[("sinusoidal", false), ("learned", true)])? {
+        false => PositionEncoding::Sinusoidal,
+        true => {
+            t.required("max_len")?;
+            PositionEncoding::Learned {
+                max_len: t.size("max_len")?,
+            }
+        }
+    };
+    if encoding == PositionEncoding::Sinusoidal && t.table.contains_key("max_len") {
+        let message = format!(
+            "`{}`: sinusoidal positions have no table and no longest sequence",
+            t.key("max_len")
+        );
+        return Err(t.file.error(t.span.start, &t.key("max_len"), message));
+    }
+    Ok(PositionsSpec {
+        name: body_name(t, index)?,
+        encoding,
+    })
+}
+
+/// `kind = "transformer_encoder"`: `heads`, and PyTorch's defaults for `layers` (1),
+/// `feedforward` (2048), `dropout` (0.1), `activation` ("relu"), `norm_first` and
+/// `causal` (false); `name`.
+fn encoder(t: &Table, index: usize) -> Result<EncoderSpec, DescriptionError> {
+    t.known_keys(&[
+        "kind",
+        "layers",
+        "heads",
+        "feedforward",
+        "dropout",
+        "activation",
+        "norm_first",
+        "causal",
+        "name",
+    ])?;
+    let mut e = EncoderSpec::new(
+        &body_name(t, index)?,
+        t.optional_size("layers")?.unwrap_or(1),
+        t.size("heads")?,
+    );
+    if let Some(ff) = t.optional_size("feedforward")? {
+        e.feedforward = ff;
+    }
+    if t.table.contains_key("dropout") {
+        e.dropout = t.dropout("dropout")?;
+    }
+    if t.table.contains_key("activation") {
+        e.activation = activation(t)?;
+    }
+    e.norm_first = t.flag("norm_first")?;
+    e.causal = t.flag("causal")?;
+    Ok(e)
 }
 
 /// A body layer's `name`, or `body.{index}` if not given.

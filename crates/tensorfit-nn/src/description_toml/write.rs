@@ -2,8 +2,8 @@
 
 use super::{default_body_name, default_head_name, CELLS};
 use crate::description::{
-    BodyLayer, Conv1dSpec, HeadLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec, ModelDescription,
-    RecurrentSpec,
+    BodyLayer, Conv1dSpec, EncoderSpec, HeadLayer, HeadLayerKind, HeadOn, InputSpec, LossSpec,
+    ModelDescription, PositionEncoding, PositionsSpec, RecurrentSpec,
 };
 
 impl ModelDescription {
@@ -50,6 +50,8 @@ impl ModelDescription {
             let keys = match body_layer {
                 BodyLayer::Recurrent(r) => recurrent_keys(r),
                 BodyLayer::Conv1d(c) => conv1d_keys(c, i),
+                BodyLayer::Positions(p) => positions_keys(p, i),
+                BodyLayer::Encoder(e) => encoder_keys(e, i),
             };
             s += &layer(&keys);
         }
@@ -176,6 +178,52 @@ fn conv1d_keys(c: &Conv1dSpec, i: usize) -> Vec<String> {
     }
     if c.residual {
         keys.push("residual = true".into());
+    }
+    keys
+}
+
+/// A positional encoding's keys as a `[[layers]]` entry writes them.
+fn positions_keys(p: &PositionsSpec, i: usize) -> Vec<String> {
+    let mut keys = vec!["kind = \"positions\"".to_string()];
+    match p.encoding {
+        PositionEncoding::Sinusoidal => keys.push("encoding = \"sinusoidal\"".into()),
+        PositionEncoding::Learned { max_len } => {
+            keys.push("encoding = \"learned\"".into());
+            keys.push(format!("max_len = {max_len}"));
+        }
+    }
+    if p.name != default_body_name(i) {
+        keys.push(format!("name = {}", toml_string(&p.name)));
+    }
+    keys
+}
+
+/// A Transformer encoder's keys as a `[[layers]]` entry writes them (PyTorch's defaults
+/// left out).
+fn encoder_keys(e: &EncoderSpec, i: usize) -> Vec<String> {
+    let default = EncoderSpec::new(&e.name, e.layers, e.heads);
+    let mut keys = vec![
+        "kind = \"transformer_encoder\"".to_string(),
+        format!("layers = {}", e.layers),
+        format!("heads = {}", e.heads),
+    ];
+    if e.feedforward != default.feedforward {
+        keys.push(format!("feedforward = {}", e.feedforward));
+    }
+    if e.dropout != default.dropout {
+        keys.push(format!("dropout = {}", e.dropout));
+    }
+    if e.activation != default.activation {
+        keys.push(format!("activation = \"{}\"", e.activation.name()));
+    }
+    if e.norm_first {
+        keys.push("norm_first = true".into());
+    }
+    if e.causal {
+        keys.push("causal = true".into());
+    }
+    if e.name != default_body_name(i) {
+        keys.push(format!("name = {}", toml_string(&e.name)));
     }
     keys
 }

@@ -6,7 +6,10 @@
 use tensorfit_core::Shape;
 
 use super::layer::Layer;
-use super::{Conv1d, LinearTensors, ParamSpec, RecurrentLayer, RecurrentWeights, Tensors};
+use super::{
+    Conv1d, Encoder, EncoderLayerTensors, LinearTensors, ParamSpec, Positions, RecurrentLayer,
+    RecurrentWeights, Tensors,
+};
 
 /// One body layer: `[T, B, F]` in and out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +17,8 @@ pub enum BodyPart {
     /// A stack of LSTM or GRU layers (registered as `lstm` or `gru`).
     Recurrent(RecurrentLayer),
     Conv1d(Conv1d),
+    Positions(Positions),
+    Encoder(Encoder),
 }
 
 /// One body layer's tensors, by its kind.
@@ -22,6 +27,10 @@ pub enum BodyPartTensors<T> {
     Recurrent(RecurrentWeights<T>),
     /// Its weight `[channels, in, kernel]` and bias `[channels]`.
     Conv1d(LinearTensors<T>),
+    /// A learned table `[max_len, F]`, or none.
+    Positions(Option<T>),
+    /// Each encoder layer's.
+    Encoder(Vec<EncoderLayerTensors<T>>),
 }
 
 impl<T> BodyPartTensors<T> {
@@ -29,6 +38,10 @@ impl<T> BodyPartTensors<T> {
         match self {
             BodyPartTensors::Recurrent(t) => BodyPartTensors::Recurrent(t.map(&mut f)),
             BodyPartTensors::Conv1d(t) => BodyPartTensors::Conv1d(t.map(&mut f)),
+            BodyPartTensors::Positions(t) => BodyPartTensors::Positions(t.as_ref().map(&mut f)),
+            BodyPartTensors::Encoder(t) => {
+                BodyPartTensors::Encoder(t.iter().map(|l| l.map(&mut f)).collect())
+            }
         }
     }
 
@@ -36,7 +49,9 @@ impl<T> BodyPartTensors<T> {
     pub fn recurrent(&self) -> Option<&RecurrentWeights<T>> {
         match self {
             BodyPartTensors::Recurrent(t) => Some(t),
-            BodyPartTensors::Conv1d(_) => None,
+            BodyPartTensors::Conv1d(_)
+            | BodyPartTensors::Positions(_)
+            | BodyPartTensors::Encoder(_) => None,
         }
     }
 }
@@ -46,6 +61,8 @@ impl<T> Tensors<T> for BodyPartTensors<T> {
         match self {
             BodyPartTensors::Recurrent(t) => t.items(),
             BodyPartTensors::Conv1d(t) => t.items(),
+            BodyPartTensors::Positions(t) => t.iter().collect(),
+            BodyPartTensors::Encoder(t) => t.iter().flat_map(|l| l.items()).collect(),
         }
     }
 }
@@ -56,6 +73,8 @@ impl BodyPart {
         match self {
             BodyPart::Recurrent(r) => r,
             BodyPart::Conv1d(c) => c,
+            BodyPart::Positions(p) => p,
+            BodyPart::Encoder(e) => e,
         }
     }
 
@@ -63,6 +82,8 @@ impl BodyPart {
         match self {
             BodyPart::Recurrent(r) => BodyPartTensors::Recurrent(r.cells.specs()),
             BodyPart::Conv1d(c) => BodyPartTensors::Conv1d(c.specs()),
+            BodyPart::Positions(p) => BodyPartTensors::Positions(p.specs()),
+            BodyPart::Encoder(e) => BodyPartTensors::Encoder(e.specs()),
         }
     }
 
@@ -71,6 +92,8 @@ impl BodyPart {
         match self {
             BodyPart::Recurrent(r) => r.cells.forward_flops(batch, steps),
             BodyPart::Conv1d(c) => c.forward_flops(batch, steps),
+            BodyPart::Positions(_) => 0.0,
+            BodyPart::Encoder(e) => e.forward_flops(batch, steps),
         }
     }
 
@@ -80,6 +103,8 @@ impl BodyPart {
         let features = match self {
             BodyPart::Recurrent(r) => return r.cells.input_shape(batch, steps),
             BodyPart::Conv1d(c) => c.input,
+            BodyPart::Positions(p) => p.features,
+            BodyPart::Encoder(e) => e.features,
         };
         Shape::from([steps, batch, features])
     }
@@ -88,7 +113,7 @@ impl BodyPart {
     pub fn recurrent(&self) -> Option<&RecurrentLayer> {
         match self {
             BodyPart::Recurrent(r) => Some(r),
-            BodyPart::Conv1d(_) => None,
+            BodyPart::Conv1d(_) | BodyPart::Positions(_) | BodyPart::Encoder(_) => None,
         }
     }
 
@@ -96,7 +121,7 @@ impl BodyPart {
     /// residual connection; its width is unchanged).
     pub fn residual(&self) -> bool {
         match self {
-            BodyPart::Recurrent(_) => false,
+            BodyPart::Recurrent(_) | BodyPart::Positions(_) | BodyPart::Encoder(_) => false,
             BodyPart::Conv1d(c) => c.spec.residual,
         }
     }

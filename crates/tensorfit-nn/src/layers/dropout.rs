@@ -29,6 +29,10 @@ pub const KEY_INPUT: &str = "dropout.key";
 
 /// Site numbers of head layers start here; recurrent layer `k`'s output is site `k`.
 const HEAD_SITES: u32 = 1 << 16;
+/// Site numbers of the body's other layers start here, [`SITES_PER_BODY_LAYER`] each.
+const BODY_SITES: u32 = 1 << 20;
+/// Sites each body layer may use (a Transformer encoder: four per encoder layer).
+pub const SITES_PER_BODY_LAYER: u32 = 1 << 12;
 
 /// A dropout probability in `[0, 1)`. Compared by its bits, so that descriptions holding
 /// one stay `Eq`.
@@ -38,6 +42,8 @@ pub struct DropoutRate(f32);
 impl DropoutRate {
     /// No dropout.
     pub const NONE: DropoutRate = DropoutRate(0.0);
+    /// `nn.TransformerEncoderLayer`'s default, 0.1.
+    pub const PYTORCH_TRANSFORMER: DropoutRate = DropoutRate(0.1);
 
     /// `p` if `0 <= p < 1`, else a message saying so.
     pub fn new(p: f32) -> std::result::Result<DropoutRate, String> {
@@ -99,6 +105,12 @@ pub fn recurrent_site(k: usize) -> u32 {
 /// The site of head layer `i`.
 pub fn head_site(i: usize) -> u32 {
     HEAD_SITES.saturating_add(u32::try_from(i).unwrap_or(u32::MAX))
+}
+
+/// Site `k` of the body's layer `index` (`k` < [`SITES_PER_BODY_LAYER`]).
+pub fn body_site(index: usize, k: u32) -> u32 {
+    let index = u32::try_from(index).unwrap_or(u32::MAX);
+    BODY_SITES.saturating_add(index.saturating_mul(SITES_PER_BODY_LAYER).saturating_add(k))
 }
 
 /// The value of [`KEY_INPUT`] for optimizer step `step` of a run seeded `seed`.

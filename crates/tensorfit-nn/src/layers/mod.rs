@@ -20,6 +20,7 @@ pub mod conv1d;
 pub mod dense;
 pub mod dropout;
 pub mod embedding;
+pub mod encoder;
 pub mod gru;
 pub mod head;
 pub mod last_step;
@@ -27,6 +28,7 @@ pub mod layer;
 pub mod layernorm;
 pub mod lstm;
 pub mod pool;
+pub mod positions;
 pub mod recurrent;
 
 use tensorfit_core::{Graph, Shape, TensorId};
@@ -38,6 +40,7 @@ pub use conv1d::Conv1d;
 pub use dense::{Dense, LinearTensors, OutputLayer};
 pub use dropout::{Between, Dropout, DropoutRate};
 pub use embedding::{Embedding, EmbeddingTensors};
+pub use encoder::{Encoder, EncoderLayerTensors};
 pub use gru::{Gru, GruWeights};
 pub use head::{residual_add, HeadEntry, HeadPart, HeadPartTensors};
 pub use last_step::LastStep;
@@ -45,6 +48,7 @@ pub use layer::{Context, Layer, LayerTraits};
 pub use layernorm::LayerNorm;
 pub use lstm::{Lstm, LstmGrads, LstmWeights, StatePart, StateSlot};
 pub use pool::TimePool;
+pub use positions::Positions;
 pub use recurrent::{
     LayerForward, LayerGrads, Recurrent, RecurrentLayer, RecurrentStack, RecurrentWeights,
 };

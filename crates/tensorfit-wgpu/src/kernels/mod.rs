@@ -9,6 +9,7 @@
 //! device, so a wrong plan is an error before anything is recorded.
 
 pub(crate) mod adam;
+pub(crate) mod attention;
 pub(crate) mod batchnorm;
 pub(crate) mod bidir;
 pub(crate) mod conv;
