@@ -4,7 +4,7 @@
 //! its gradient `attention_mix_backward`.
 //!
 //! Sequences are `[T, B, D]`, seen per head as `[T, B·heads, Dh]`: pair `p = b·heads + h`
-//! owns features `p·Dh..(p+1)·Dh` of every step ([`head`]); the weights are
+//! owns features `p·Dh..(p+1)·Dh` of every step (`head`); the weights are
 //! `[B, heads, T, T]`, one `[T, T]` block per pair. The functions here are the readable
 //! reference, plain loops on one thread that sum in a fixed order (features, then keys or
 //! queries in increasing order): what the fast path (`attention_fast.rs`, which the

@@ -8,7 +8,7 @@
 //! threads (`threads.rs`). A head of a `[T, B, D]` tensor is read in place as a strided
 //! `[T, Dh]` matrix (rows `B·D` apart; the GEMM packs what it does not read in place); a
 //! head it writes is formed in a small buffer of the task and copied to its `T` rows of
-//! `Dh` features, which [`heads_mut`] hands each task as slices of its own. The weights'
+//! `Dh` features, which `heads_mut` hands each task as slices of its own. The weights'
 //! softmax is fused after the product, row by row, with `fastmath::exp` (vectorised
 //! with AVX-512 where present). Every sum of one pair is made by one task in a fixed
 //! order, so the results do not depend on the number of threads; they differ from the
