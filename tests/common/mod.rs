@@ -391,11 +391,13 @@ pub fn spawn_until(cmd: &mut Command, file: &std::path::Path) -> std::process::C
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    for _ in 0..1200 {
+    // Polled every millisecond: a small run writes its next files within milliseconds
+    // (the tests act between the first and the next).
+    for _ in 0..60_000 {
         if file.exists() {
             return child;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let _ = child.kill();
     let _ = child.wait();
