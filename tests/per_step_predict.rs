@@ -3,7 +3,9 @@
 //! LSTM(4, 6, 2 layers) -> Linear(6, 5) -> tanh -> Linear(5, 3) on every step), brought in
 //! with `tensorfit import` and predicted on a padded file (lengths 7, 3, 5, 1, 6), gives
 //! PyTorch's per-step probabilities within 1e-5, batch-first [N, T, C] with 0 past each
-//! sequence's end and the lengths beside them, on the CPU and on wgpu. The same rows come
+//! sequence's end and the lengths beside them, on the CPU and on wgpu; likewise a
+//! bidirectional LSTM tagger and an `nn.TransformerEncoder` tagger (its state dict's
+//! names as PyTorch writes them). The same rows come
 //! from the file as a long CSV and as DL4J's directory; a language model writes every step
 //! of every window of a text, and of every line of a `.tsv`; a regression on every step
 //! writes every step of a padded file as `predict --input` predicts each sequence alone.
@@ -50,6 +52,16 @@ const BIDIRECTIONAL: Tagger = Tagger {
     state_dict: "bidirectional_tagger_state_dict.safetensors",
     data: "bidirectional_tagger_data.safetensors",
     probs: "bidirectional_tagger_probs.safetensors",
+};
+
+/// `tools/body_reference.py`'s: sinusoidal positions -> `nn.TransformerEncoder` of two
+/// `TransformerEncoderLayer(8, 2 heads, ff 16)` with the padded keys masked ->
+/// Linear(8, 4), lengths 6, 3, 1, 4, 6.
+const ENCODER: Tagger = Tagger {
+    model: "encoder_tagger.toml",
+    state_dict: "encoder_tagger_state_dict.safetensors",
+    data: "encoder_tagger_data.safetensors",
+    probs: "encoder_tagger_probs.safetensors",
 };
 
 /// The PyTorch state dict of [`TAGGER`] imported as a checkpoint in the scratch
@@ -167,6 +179,14 @@ fn a_pytorch_tagger_predicts_pytorchs_per_step_probabilities_from_a_padded_file_
         return;
     }
     matches_pytorch_on(&TAGGER, "wgpu");
+}
+
+#[test]
+fn a_pytorch_transformer_encoder_predicts_pytorchs_probabilities_from_a_padded_file() {
+    matches_pytorch_on(&ENCODER, "cpu");
+    if wgpu_present() {
+        matches_pytorch_on(&ENCODER, "wgpu");
+    }
 }
 
 #[test]

@@ -22,6 +22,13 @@ input zeroed past the end, `past_end`), and the encoder masks the padded keys
               dim_feedforward=16, dropout=0.0, ...), num_layers=2)
     out     = nn.Linear(8, 4) of the mean over each sequence's steps
 
+``encoder_tagger_*`` (for ``tensorfit import`` and ``predict --data``, as
+tools/bidirectional_reference.py's tagger files): the untrained ``state_dict`` of
+``x + sinusoids -> encoder (2 layers, post-norm ReLU) -> out = nn.Linear(8, 4)`` on every
+step (``..._state_dict``), a padded batch-first file ``input [N=5, T=6, 8]`` with 0 past
+each length and ``lengths [N]`` (``..._data``), and PyTorch's per-step probabilities
+``[N, T, 4]`` in evaluation, 0 past each length (``..._probs``).
+
 Training, tensors and metadata as tools/bidirectional_reference.py's files (two Adam steps
 from torch.manual_seed(13), then evaluation on step 1's batch), but for the TCN from
 torch.manual_seed(14): seed 13 draws a conv2.weight whose first gradient (-2.8e-8) sits at
@@ -146,4 +153,39 @@ def build():
                      norm_first=str(norm_first).lower(), activation=activation,
                      causal=str(causal).lower()),
         ))
-    return files
+    return files + encoder_tagger_files()
+
+
+class EncoderTagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(F_ENC, HEADS, dim_feedforward=FF, dropout=0.0)
+        self.encoder = nn.TransformerEncoder(layer, ENC_LAYERS, enable_nested_tensor=False)
+        self.out = nn.Linear(F_ENC, K)
+
+    def forward(self, x, lengths):
+        x = x + sinusoids(T, F_ENC)[:, None, :]
+        padding = torch.arange(T)[None, :] >= lengths[:, None]  # [B, T]
+        return self.out(self.encoder(x, src_key_padding_mask=padding))  # [T, B, K]
+
+
+def encoder_tagger_files():
+    """The encoder tagger for `tensorfit import` and `predict --data`, batch-first."""
+    torch.manual_seed(12)
+    model = EncoderTagger().eval()
+    lengths = torch.tensor(LENGTHS)
+    x = torch.randn(B, T, F_ENC)
+    past = torch.arange(T)[None, :] >= lengths[:, None]  # [N, T]
+    x[past] = 0.0
+    with torch.no_grad():
+        probs = model(x.transpose(0, 1), lengths).softmax(-1).transpose(0, 1).contiguous()
+    probs[past] = 0.0
+    meta = {"torch_version": torch.__version__, "description": "tools/body_reference.py"}
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    return [
+        (data_path("encoder_tagger_state_dict.safetensors"), state, meta),
+        (data_path("encoder_tagger_data.safetensors"),
+         {"input": x.contiguous(), "lengths": lengths}, meta),
+        (data_path("encoder_tagger_probs.safetensors"),
+         {"probabilities": probs, "lengths": lengths}, meta),
+    ]
