@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{
-    arg, checkpoint_bits, example_data, interrupted, scratch, spawn_until, succeed,
+    arg, checkpoint_bits, example_data, interrupted, scratch, spawn_until_every, succeed,
     tensorfit_command,
 };
 use tensorfit::nn::Checkpoint;
@@ -137,7 +137,9 @@ fn a_best_checkpoint_that_cannot_be_written_warns_and_the_run_goes_on() {
     let save = elsewhere.join("best.safetensors");
     let mut cmd = training(&dir, "20");
     cmd.args(["--save", arg(&save)]);
-    let child = spawn_until(&mut cmd, &save);
+    // The run writes its bests within milliseconds: look every millisecond, so that the
+    // directory goes before the next best.
+    let child = spawn_until_every(&mut cmd, &save, std::time::Duration::from_millis(1));
     // From now on every --save fails: its directory is gone. (The run may be writing a
     // new best into it meanwhile: its temporary file makes the directory not empty for
     // a moment, so the removal tries again.)

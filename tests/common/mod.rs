@@ -384,20 +384,30 @@ pub fn long_training(dir: &std::path::Path, every: &str) -> Command {
 }
 
 /// Spawns `cmd` with stdout and stderr piped and returns once `file` exists (a minute at
-/// most).
+/// most), looking every 50 ms (tests that stop a run by a signal rely on the run going on
+/// a little past the file's first appearance: into an epoch, not at its start).
 pub fn spawn_until(cmd: &mut Command, file: &std::path::Path) -> std::process::Child {
+    spawn_until_every(cmd, file, std::time::Duration::from_millis(50))
+}
+
+/// [`spawn_until`], looking every `every`: a test that must act between the first file
+/// and the next of a run of milliseconds looks every millisecond.
+pub fn spawn_until_every(
+    cmd: &mut Command,
+    file: &std::path::Path,
+    every: std::time::Duration,
+) -> std::process::Child {
     let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Polled every millisecond: a small run writes its next files within milliseconds
-    // (the tests act between the first and the next).
-    for _ in 0..60_000 {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(60) {
         if file.exists() {
             return child;
         }
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        std::thread::sleep(every);
     }
     let _ = child.kill();
     let _ = child.wait();
