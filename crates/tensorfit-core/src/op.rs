@@ -35,6 +35,16 @@ pub enum Activation {
 }
 
 impl Activation {
+    /// Every activation, in the order model files list them (what a reader of a
+    /// model's `activation` accepts).
+    pub const ALL: [Activation; 5] = [
+        Activation::Identity,
+        Activation::Relu,
+        Activation::Tanh,
+        Activation::Sigmoid,
+        Activation::Gelu,
+    ];
+
     /// f(x).
     pub fn apply(self, x: f32) -> f32 {
         match self {
@@ -558,19 +568,5 @@ impl Op {
         } else {
             "outputs"
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_gates_of_an_lstm_that_keeps_nothing_are_scratch() {
-        let forward = |keep_for_backward| Op::LstmForward { keep_for_backward };
-        assert!(forward(false).output_is_scratch(3));
-        assert!(!forward(true).output_is_scratch(3));
-        assert!((0..5).all(|k| k == 3 || !forward(false).output_is_scratch(k)));
-        assert!(!Op::Copy.output_is_scratch(0));
     }
 }

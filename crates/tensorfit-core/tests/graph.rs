@@ -317,3 +317,28 @@ fn a_tables_gradient_sums_the_batch_into_all_its_rows_and_x_gets_dout() {
         "{e}"
     );
 }
+
+#[test]
+fn every_activation_is_in_all_once() {
+    // The match is exhaustive: a new variant is a compile error here until it has
+    // its place in `Activation::ALL`.
+    let place = |a: Activation| match a {
+        Activation::Identity => 0,
+        Activation::Relu => 1,
+        Activation::Tanh => 2,
+        Activation::Sigmoid => 3,
+        Activation::Gelu => 4,
+    };
+    for (i, a) in Activation::ALL.into_iter().enumerate() {
+        assert_eq!(place(a), i, "{}", a.name());
+    }
+}
+
+#[test]
+fn only_the_gates_of_an_lstm_that_keeps_nothing_are_scratch() {
+    let forward = |keep_for_backward| Op::LstmForward { keep_for_backward };
+    assert!(forward(false).output_is_scratch(3));
+    assert!(!forward(true).output_is_scratch(3));
+    assert!((0..5).all(|k| k == 3 || !forward(false).output_is_scratch(k)));
+    assert!(!Op::Copy.output_is_scratch(0));
+}

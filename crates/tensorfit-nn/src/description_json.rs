@@ -11,15 +11,6 @@ use crate::description::{
 };
 use crate::seed_shape::SeedShape;
 
-/// Every activation a dense layer may name.
-const ACTIVATIONS: [Activation; 5] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::Tanh,
-    Activation::Sigmoid,
-    Activation::Gelu,
-];
-
 impl Cell {
     /// The cell as the description file and its JSON spell it.
     pub fn name(self) -> &'static str {
@@ -32,11 +23,11 @@ impl Cell {
 
 /// The activation called `name`, or an error naming `field` and the choices.
 pub fn activation_named(field: &str, name: &str) -> Result<Activation> {
-    ACTIVATIONS
+    Activation::ALL
         .into_iter()
         .find(|a| a.name() == name)
         .ok_or_else(|| {
-            let names: Vec<&str> = ACTIVATIONS.iter().map(|a| a.name()).collect();
+            let names: Vec<&str> = Activation::ALL.iter().map(|a| a.name()).collect();
             Error::input(format!(
                 "`{field}` = \"{name}\": expected one of {}",
                 names.join(", ")

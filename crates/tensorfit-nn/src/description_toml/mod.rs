@@ -60,14 +60,6 @@ const HEAD_KINDS: [(&str, HeadKind); 4] = [
     ("dense", HeadKind::Dense),
     ("dropout", HeadKind::Dropout),
 ];
-/// Every activation a dense head layer takes, spelt as [`Activation::name`].
-const ACTIVATIONS: [Activation; 5] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::Tanh,
-    Activation::Sigmoid,
-    Activation::Gelu,
-];
 /// Names the network gives its other layers (see [`crate::description`]); a head layer
 /// named so would share their tensors' names.
 const RESERVED_NAMES: [&str; 4] = ["lstm", "gru", "embedding", "out"];
@@ -412,7 +404,7 @@ fn layer_name(layer: &Table, v: &Spanned<DeValue>) -> Result<String, Description
 fn activation(layer: &Table) -> Result<Activation, DescriptionError> {
     match layer.table.get("activation") {
         None => Ok(Activation::Identity),
-        Some(_) => layer.choice("activation", &ACTIVATIONS.map(|a| (a.name(), a))),
+        Some(_) => layer.choice("activation", &Activation::ALL.map(|a| (a.name(), a))),
     }
 }
 
