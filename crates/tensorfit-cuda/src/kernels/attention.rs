@@ -74,10 +74,9 @@ pub fn attention_scores(
     [q, k, probs]: [DevPtr; 3],
     lengths: Option<DevPtr>,
 ) -> Result<()> {
-    let size @ [pairs, steps, dh] = sizes("attention_scores", d)?;
+    let [pairs, steps, dh] = sizes("attention_scores", d)?;
     let args = [Arg::Ptr(q), Arg::Ptr(k), Arg::Ptr(probs), pairs, steps, dh];
     g.launch_1d(ATTENTION_DOT, count(d.probs().numel()), &args)?;
-    let [pairs, steps, _] = size;
     let args = [
         maybe(lengths),
         Arg::Ptr(probs),
