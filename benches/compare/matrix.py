@@ -154,11 +154,13 @@ def main():
         row.update(extra)
         results.append(row)
         print(f"[{i + 1}/{len(todo)} {time.time() - started:.0f} s] {summary(row)}", file=sys.stderr, flush=True)
+        if a.json:
+            # After every cell, so that a run stopped half-way keeps what it measured
+            # (the whole matrix takes hours; --render prints the cells written so far).
+            with open(a.json, "w") as f:
+                json.dump({"machine": machine(), "threads": a.threads, "date": date, "cells": results}, f, indent=1)
     for s in servers:
         s.close()
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"machine": machine(), "threads": a.threads, "date": date, "cells": results}, f, indent=1)
     print(table(results, have_torch, a.threads, date))
 
 

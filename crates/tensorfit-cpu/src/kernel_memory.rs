@@ -134,12 +134,15 @@ struct Products {
     whole: Vec<Product>,
     sliced: Vec<Product>,
     padded: u64,
+    /// Bytes of the recurrent weights packed in one share of columns per kernel thread
+    /// (a training pass in the column schedule, `recurrent/columns.rs`), instead of whole.
+    shares: u64,
 }
 
 impl Products {
     /// Bytes of `gemm_fast`'s packed copies the op holds at once.
     fn packed_bytes(&self) -> u64 {
-        let whole: u64 = self.whole.iter().map(|p| packed_b(p.k, p.n)).sum();
+        let whole: u64 = self.shares + self.whole.iter().map(|p| packed_b(p.k, p.n)).sum::<u64>();
         let slice = self.sliced.iter().map(|p| {
             let rows = p.k.min(gemm_fast::packed_b_rows(p.n));
             packed_b(rows, p.n)
@@ -222,11 +225,17 @@ fn node_products(graph: &Graph, node: &Node) -> Products {
                 ..Products::default()
             }
         }
-        Op::LstmForward { .. } => LstmForwardInputs::from_vec("lstm", shapes)
-            .map(|i| forward(&i.dims()).padded(i.lengths.is_some(), &i.dims(), false))
+        Op::LstmForward { keep_for_backward } => LstmForwardInputs::from_vec("lstm", shapes)
+            .map(|i| {
+                let (d, padded) = (i.dims(), i.lengths.is_some());
+                forward(&d, *keep_for_backward).padded(padded, &d, false)
+            })
             .unwrap_or_default(),
-        Op::GruForward { .. } => GruForwardInputs::from_vec("gru", shapes)
-            .map(|i| forward(&i.dims()).padded(i.lengths.is_some(), &i.dims(), false))
+        Op::GruForward { keep_for_backward } => GruForwardInputs::from_vec("gru", shapes)
+            .map(|i| {
+                let (d, padded) = (i.dims(), i.lengths.is_some());
+                forward(&d, *keep_for_backward).padded(padded, &d, false)
+            })
             .unwrap_or_default(),
         Op::LstmBackward { input_grad } => LstmBackwardInputs::from_vec("lstm", shapes)
             .map(|i| {
@@ -248,8 +257,9 @@ fn node_products(graph: &Graph, node: &Node) -> Products {
 /// `[B, H] · w_hhᵀ`, both weights packed for the whole layer. Token ids gather their
 /// gate inputs instead: from `w_ih`'s columns, or where the batch has at least as many
 /// ids as the vocabulary, from a table `[V, width]` made for the layer (counted as a
-/// packed `[V, width]`, a few columns more).
-fn forward(d: &impl RecurrentDims) -> Products {
+/// packed `[V, width]`, a few columns more). A forward for a backward in the column
+/// schedule packs both weights in shares (the token table stays whole).
+fn forward(d: &impl RecurrentDims, keep_for_backward: bool) -> Products {
     let ((steps, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
     let width = d.gate_width();
     let mut whole = vec![Product {
@@ -264,10 +274,35 @@ fn forward(d: &impl RecurrentDims) -> Products {
             n: width,
         });
     }
+    if !(keep_for_backward && by_columns(d)) {
+        return Products {
+            whole,
+            ..Products::default()
+        };
+    }
+    // The shares of `w_hhᵀ` and, for dense input, of `w_ihᵀ`; a token table (the input
+    // product of `whole`, after `w_hhᵀ`'s) stays whole.
+    let shares = |k| columns::kept_share_bytes(k, hidden, width / hidden.max(1), threads());
     Products {
-        whole,
+        shares: shares(hidden) + if tokens { 0 } else { shares(input) },
+        whole: whole.into_iter().skip(1).filter(|_| tokens).collect(),
         ..Products::default()
     }
+}
+
+/// Whether a training pass of `d` runs in the column schedule (`recurrent/columns.rs`).
+fn by_columns(d: &impl RecurrentDims) -> bool {
+    let (steps, batch, hidden) = d.sizes();
+    let layer = (hidden, d.gate_width() / hidden.max(1));
+    let pass = columns::Pass::Training;
+    gemm_fast::simd().is_some()
+        && threads() > 1
+        && columns::shares_on_pool((steps, batch), layer, pass) > 1
+}
+
+/// The kernel threads the column schedule runs its shares on.
+fn threads() -> usize {
+    crate::threads::kernel_threads()
 }
 
 /// A recurrent layer's backward: the step's `dgates · w_hh` with `w_hh` packed for the
@@ -295,20 +330,58 @@ fn backward(d: &impl RecurrentDims, input_grad: bool) -> Products {
             n: input,
         });
     }
+    // `w_hh` `[G·H, H]` whole, or its columns of each share's units.
+    let w_hh = Product {
+        m: batch,
+        k: width,
+        n: hidden,
+    };
+    let (whole, shares) = match by_columns(d) {
+        true => (
+            vec![],
+            columns::kept_share_bytes(width, hidden, 1, threads()),
+        ),
+        false => (vec![w_hh], 0),
+    };
     Products {
-        whole: vec![Product {
-            m: batch,
-            k: width,
-            n: hidden,
-        }],
+        whole,
         sliced,
         padded: 0,
+        shares,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_training_layer_in_the_column_schedule_counts_its_shares_not_whole_weights() {
+        let d = tensorfit_core::LstmDims {
+            steps: 50,
+            batch: 2,
+            input: 152,
+            hidden: 250,
+            tokens: false,
+        };
+        if !by_columns(&d) {
+            eprintln!("skipped: no AVX-512 or one kernel thread: the layer runs by rows");
+            return;
+        }
+        let shares = |k, gates| columns::kept_share_bytes(k, 250, gates, threads());
+        let fwd = forward(&d, true);
+        assert!(fwd.whole.is_empty());
+        assert_eq!(fwd.packed_bytes(), shares(250, 4) + shares(152, 4));
+        let bwd = backward(&d, false);
+        assert_eq!(bwd.shares, shares(1000, 1));
+        assert!(bwd.whole.is_empty());
+        // Inference keeps its packs whole per op (and in shares across calls: kept_bytes).
+        let inference = forward(&d, false);
+        assert_eq!(
+            inference.packed_bytes(),
+            packed_b(250, 1000) + packed_b(152, 1000)
+        );
+    }
 
     #[test]
     fn a_packed_operand_is_whole_panels_and_a_cache_line() {

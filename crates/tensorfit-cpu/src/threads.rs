@@ -93,8 +93,9 @@ impl Work {
             use crate::kernels::recurrent::{columns, fast};
             let ((steps, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
             let gates = d.gate_width() / hidden.max(1);
+            let pass = columns::Pass::forward(!inference);
             let one_part = !fast::splits(batch, hidden)
-                && columns::shares_on_pool((steps, batch), hidden, gates) < 2;
+                && columns::shares_on_pool((steps, batch), (hidden, gates), pass) < 2;
             if inference && one_part && crate::kernels::gemm_fast::simd().is_some() {
                 return Work::OneThread;
             }

@@ -2,8 +2,9 @@
 //! share of the hidden units, on its own thread, projects its units' three gate blocks
 //! (with `b_ih`), forms their recurrent projections `h_{t-1} · w_hhᵀ + b_hh` over its
 //! columns, runs its units' cells and writes their `h_t`; the shares meet once per step.
-//! Chosen by `fast::forward` for a forward that keeps nothing for a backward; the same
-//! bits as the row schedule (tested below).
+//! For a backward it keeps every step's activated gates and recurrent projections of
+//! its units. Chosen by `fast::forward` for a batch too small to split by rows; the same
+//! bits as the row schedule (tested below). The backward is `columns_backward.rs`.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -16,7 +17,8 @@ use crate::kernels::fastmath::Fused;
 use crate::kernels::gemm_fast::{MatRef, PackedB, Token};
 use crate::kernels::packs::Packer;
 use crate::kernels::recurrent::columns::{
-    gate_columns, projection_run, run_shares, split_units, unit_shares, ShareProjection,
+    gate_columns, projection_run, run_shares, split_units, unit_shares, write_blocks,
+    ShareProjection,
 };
 use crate::kernels::recurrent::fast::{LiveRows, Projection, Written};
 
@@ -39,6 +41,9 @@ struct Share<'a> {
     live_x: LiveRows,
     /// The share's units of each row of `y` (`T·B` of them).
     y: Vec<&'a mut [f32]>,
+    /// For a backward: the share's units of every step's blocks of `gates` and `hidden`
+    /// (`T·B·3` runs each: the layer's `[T, B, 3H]` as rows of `H`).
+    kept: Option<[Vec<&'a mut [f32]>; 2]>,
 }
 
 impl Share<'_> {
@@ -80,16 +85,21 @@ impl Share<'_> {
         for (dst, src) in rows.zip(self.h.chunks_exact(w)) {
             dst.copy_from_slice(src);
         }
+        if let Some([gates, hidden]) = &mut self.kept {
+            write_blocks(g, w, (t, batch), gates);
+            write_blocks(hh, w, (t, batch), hidden);
+        }
     }
 }
 
-/// The forward pass of a layer that is not empty and keeps nothing for a backward, in
-/// `shares` shares of units (`columns::shares_on_pool`); `packs` packs each share's
-/// columns of `w_ih` and `w_hh`.
+/// The forward pass of a layer that is not empty, in `shares` shares of units
+/// (`columns::shares_on_pool`); `packs` packs each share's columns of `w_ih` and `w_hh`.
+/// With `keep_for_backward`, `out.gates` and `out.hidden` hold every step, else they
+/// are not used.
 pub(super) fn forward(
     token: Token,
     d: GruDims,
-    (inp, packs): (&GruForwardInputs<'_>, &mut Packer<'_>),
+    (inp, packs, keep_for_backward): (&GruForwardInputs<'_>, &mut Packer<'_>, bool),
     out: &mut GruForwardOutputs<'_>,
     shares: usize,
 ) {
@@ -100,8 +110,18 @@ pub(super) fn forward(
     let all = tokens.then(|| Projection::new(&d, (inp.w_ih, &mut *packs), inp.b_ih.to_vec()));
     let w_hh_t = MatRef::row_major(inp.w_hh, 3 * hidden, hidden).t();
     let y = split_units(out.y, hidden, &units);
+    let kept: Vec<Option<[Vec<&mut [f32]>; 2]>> = match keep_for_backward {
+        true => {
+            let gates = split_units(out.gates, hidden, &units);
+            let both = gates
+                .into_iter()
+                .zip(split_units(out.hidden, hidden, &units));
+            both.map(|(g, h)| Some([g, h])).collect()
+        }
+        false => units.iter().map(|_| None).collect(),
+    };
     let mut parts: Vec<Share<'_>> = Vec::with_capacity(units.len());
-    for (u, y) in units.iter().zip(y) {
+    for ((u, y), kept) in units.iter().zip(y).zip(kept) {
         let (columns, w) = (gate_columns(hidden, 3, u), u.len());
         let w_hh = packs.pack_columns("w_hh", w_hh_t, &columns);
         let b_hh = columns.iter().map(|&c| inp.b_hh[c]).collect();
@@ -122,33 +142,40 @@ pub(super) fn forward(
             live: LiveRows::new(lengths, batch, (hidden, 3 * w)),
             live_x: LiveRows::new(lengths, batch, (d.x_row(), 3 * w)),
             y,
+            kept,
         });
     }
     run_shares(
         token,
         parts,
         (batch, hidden, steps, inp.h0),
-        |share| (&share.units, &share.h),
+        |share| (std::slice::from_ref(&share.units), &share.h),
         #[inline(always)]
         |share, t, h_prev| share.step(token, (d, inp), t, h_prev),
     );
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::kernels::gemm_fast::simd;
-    use crate::kernels::recurrent::columns::cases::{inputs, same_bits, BY, SHAPES, STEPS};
+    use crate::kernels::recurrent::columns::cases::{inputs, same_bits, Inputs, BY, SHAPES, STEPS};
     use tensorfit_testing::Rng;
 
-    /// `y` of an inference forward by rows, or by columns in `shares` shares (run at
-    /// once, or `serial`: in turn on one thread).
-    fn run(d: GruDims, inp: &GruForwardInputs<'_>, by: Option<(usize, bool)>) -> Vec<f32> {
+    /// `y` of a forward by rows, or by columns in `shares` shares (run at once, or
+    /// `serial`: in turn on one thread); with `keep` (for a backward), then every step's
+    /// gates and recurrent projections.
+    pub(in super::super) fn run(
+        d: GruDims,
+        inp: &GruForwardInputs<'_>,
+        by: Option<(usize, bool)>,
+        keep: bool,
+    ) -> Vec<Vec<f32>> {
         let token = simd().unwrap();
         let mut y = vec![f32::NAN; d.rows() * d.hidden];
         let mut h_n = inp.h0.to_vec();
-        let held = d.gate_steps(false);
-        let [mut gates, mut hidden] = [0, 1].map(|_| vec![f32::NAN; d.gates(false).numel()]);
+        let held = d.gate_steps(keep);
+        let [mut gates, mut hidden] = [0, 1].map(|_| vec![f32::NAN; d.gates(keep).numel()]);
         let mut out = GruForwardOutputs {
             y: &mut y,
             h_n: &mut h_n,
@@ -158,12 +185,43 @@ mod tests {
         let packs = &mut Packer::fresh();
         match by {
             None => super::super::fast::forward_rows(token, d, held, inp, &mut out, packs),
-            Some((shares, false)) => forward(token, d, (inp, packs), &mut out, shares),
-            Some((shares, true)) => {
-                crate::threads::run_inline(|| forward(token, d, (inp, packs), &mut out, shares))
-            }
+            Some((shares, false)) => forward(token, d, (inp, packs, keep), &mut out, shares),
+            Some((shares, true)) => crate::threads::run_inline(|| {
+                forward(token, d, (inp, packs, keep), &mut out, shares)
+            }),
         }
-        y
+        match keep {
+            true => vec![y, gates, hidden],
+            false => vec![y],
+        }
+    }
+
+    /// A case of [`SHAPES`]: its dims and random inputs.
+    pub(in super::super) fn case(
+        rng: &mut Rng,
+        (batch, hidden, input, tokens): (usize, usize, usize, bool),
+    ) -> (GruDims, Inputs) {
+        let d = GruDims {
+            steps: STEPS,
+            batch,
+            input,
+            hidden,
+            tokens,
+        };
+        (d, inputs(rng, 3, (batch, hidden, input, tokens)))
+    }
+
+    /// The forward's inputs of a case.
+    pub(in super::super) fn forward_inputs(i: &Inputs, padded: bool) -> GruForwardInputs<'_> {
+        GruForwardInputs {
+            x: &i.x,
+            h0: &i.h0,
+            w_ih: &i.w_ih,
+            w_hh: &i.w_hh,
+            b_ih: &i.b_ih,
+            b_hh: &i.b_hh,
+            lengths: padded.then_some(&i.lengths[..]),
+        }
     }
 
     #[test]
@@ -174,28 +232,18 @@ mod tests {
         };
         let mut rng = Rng::new(34);
         for (batch, hidden, input, tokens, padded) in SHAPES {
-            let d = GruDims {
-                steps: STEPS,
-                batch,
-                input,
-                hidden,
-                tokens,
-            };
-            let i = inputs(&mut rng, 3, (batch, hidden, input, tokens));
-            let inp = GruForwardInputs {
-                x: &i.x,
-                h0: &i.h0,
-                w_ih: &i.w_ih,
-                w_hh: &i.w_hh,
-                b_ih: &i.b_ih,
-                b_hh: &i.b_hh,
-                lengths: padded.then_some(&i.lengths[..]),
-            };
-            let want = run(d, &inp, None);
-            for by in BY {
-                let got = run(d, &inp, Some(by));
-                let case = format!("B {batch} H {hidden} tokens {tokens} padded {padded}");
-                assert!(same_bits(&got, &want), "{case} {by:?}: y differs");
+            let (d, i) = case(&mut rng, (batch, hidden, input, tokens));
+            let inp = forward_inputs(&i, padded);
+            for keep in [false, true] {
+                let want = run(d, &inp, None, keep);
+                for by in BY {
+                    let got = run(d, &inp, Some(by), keep);
+                    let names = ["y", "gates", "hidden"];
+                    for (name, (g, w)) in names.iter().zip(got.iter().zip(&want)) {
+                        let case = format!("B {batch} H {hidden} tokens {tokens} padded {padded}");
+                        assert!(same_bits(g, w), "{case} {by:?} keep {keep}: {name} differs");
+                    }
+                }
             }
         }
     }

@@ -27,15 +27,15 @@ use super::{
 use crate::kernels::fastmath::Fused;
 use crate::kernels::gemm_fast::{vectorize, MatRef, PackedB, Token};
 use crate::kernels::packs::Packer;
-use crate::kernels::recurrent::columns;
+use crate::kernels::recurrent::columns::{self, Pass};
 use crate::kernels::recurrent::fast::{
     rows_per_part, split_steps, LiveRows, PartRows, Projection, Written,
 };
 
 /// The forward pass, for a layer that is not empty, holding `held` steps of `gates` and
 /// `hidden` (step `t` in slot `t % held`; the lengths have been checked by
-/// `gru::forward_on`); without `keep_for_backward`, by columns where the batch is too
-/// small to split by rows (`gru/columns.rs`).
+/// `gru::forward_on`); by columns where the batch is too small to split by rows
+/// (`gru/columns.rs`).
 pub(super) fn forward(
     token: Token,
     d: GruDims,
@@ -44,11 +44,12 @@ pub(super) fn forward(
     out: &mut GruForwardOutputs<'_>,
     packs: &mut Packer<'_>,
 ) {
-    // Too few rows to split: by columns (inference only, with threads to run the
-    // shares on; see `recurrent/columns.rs`).
-    let shares = columns::shares_on_pool((d.steps, d.batch), d.hidden, 3);
-    if !keep_for_backward && shares > 1 && crate::threads::available() > 1 {
-        return super::columns::forward(token, d, (inp, packs), out, shares);
+    // Too few rows to split: by columns (with threads to run the shares on; see
+    // `recurrent/columns.rs`).
+    let pass = Pass::forward(keep_for_backward);
+    if let Some(shares) = columns::shares_here((d.steps, d.batch), (d.hidden, 3), pass) {
+        let columns = (inp, packs, keep_for_backward);
+        return super::columns::forward(token, d, columns, out, shares);
     }
     forward_rows(token, d, held, inp, out, packs);
 }
@@ -115,8 +116,24 @@ pub(super) fn forward_rows(
 }
 
 /// The backward pass through time, for a layer that is not empty: fills `dgates`,
-/// `dhidden` and `dh0` (the lengths have been checked by `gru::backward_on`).
+/// `dhidden` and `dh0` (the lengths have been checked by `gru::backward_on`); by columns
+/// where the batch is too small to split by rows (the forward's schedule,
+/// `gru/columns_backward.rs`).
 pub(super) fn backward(
+    token: Token,
+    d: GruDims,
+    inp: &GruBackwardInputs<'_>,
+    out: &mut GruBackwardOutputs<'_>,
+) {
+    let layer = (d.hidden, 3);
+    match columns::shares_here((d.steps, d.batch), layer, Pass::Training) {
+        Some(shares) => super::columns_backward::backward(token, d, inp, out, shares),
+        None => backward_rows(token, d, inp, out),
+    }
+}
+
+/// [`backward`] by rows: each thread over its own batch rows for the whole sequence.
+pub(super) fn backward_rows(
     token: Token,
     d: GruDims,
     inp: &GruBackwardInputs<'_>,

@@ -40,6 +40,7 @@ use super::recurrent::{
 };
 
 mod columns;
+mod columns_backward;
 mod fast;
 
 /// The inputs of [`gru_forward`] (see [`args::GruForwardInputs`]).

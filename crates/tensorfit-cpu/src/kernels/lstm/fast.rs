@@ -33,7 +33,7 @@ use crate::backend_error;
 use crate::kernels::fastmath::{self, Fused, MulAdd};
 use crate::kernels::gemm_fast::{self, gemm_packed_serial, vectorize, MatRef, PackedB, Token};
 use crate::kernels::packs::Packer;
-use crate::kernels::recurrent::columns;
+use crate::kernels::recurrent::columns::{self, Pass};
 use crate::kernels::recurrent::fast::{
     rows_per_part, split_steps, LiveRows, PartRows, Projection, Written,
 };
@@ -115,10 +115,10 @@ pub(crate) fn forward(
     out: &mut LstmForwardOutputs<'_>,
     bias: Vec<f32>,
 ) -> Result<()> {
-    // Too few rows to split: by columns (inference only, with threads to run the
-    // shares on; see `recurrent/columns.rs`).
-    let shares = columns::shares_on_pool((d.steps, d.batch), d.hidden, 4);
-    if out.cells.is_none() && shares > 1 && crate::threads::available() > 1 {
+    // Too few rows to split: by columns (with threads to run the shares on; see
+    // `recurrent/columns.rs`).
+    let pass = Pass::forward(out.cells.is_some());
+    if let Some(shares) = columns::shares_here((d.steps, d.batch), (d.hidden, 4), pass) {
         super::columns::forward(token, d, (inp, packs), out, bias, shares);
         return Ok(());
     }
@@ -321,21 +321,40 @@ pub(crate) fn backward(
     let Some(start) = backward_begins(d, inp, out) else {
         return Ok(());
     };
-    let (steps, batch, hidden, step_g) = (d.steps, d.batch, d.hidden, d.step_gates());
+    // 1. Backwards through time: by rows, or, with too few rows to split, by columns
+    // (the forward's schedule: `recurrent/columns.rs`).
+    let running = (&mut *start.dgates, &mut *start.dh, &mut *start.dc);
+    let layer = (d.hidden, 4);
+    match columns::shares_here((d.steps, d.batch), layer, Pass::Training) {
+        Some(shares) => super::columns_backward::backward(token, d, inp, running, shares),
+        None => backward_rows(token, d, inp, running)?,
+    }
+    // 2. The weight gradients over all steps at once (with lengths, over the real steps
+    // only: the padded rows' gradients are zeros).
+    let sum = SumOver::new(Some(token), inp.lengths);
+    weight_gradients((d, sum), inp, start.dgates, start.grads)
+}
 
-    // 1. Backwards through time: per step one fused pass and one GEMM, each thread over
-    // its own batch rows for the whole sequence. w_hh is packed once, here.
+/// [`backward`]'s loop through time by rows: per step one fused pass and one GEMM, each
+/// thread over its own batch rows for the whole sequence; fills `dgates` and turns `dh`,
+/// `dc` (the gradients at h_n, c_n on entry) into those at h0, c0.
+pub(super) fn backward_rows(
+    token: Token,
+    d: LstmDims,
+    inp: &LstmBackwardInputs<'_>,
+    (dgates, dh, dc): (&mut [f32], &mut [f32], &mut [f32]),
+) -> Result<()> {
+    let (steps, batch, hidden, step_g) = (d.steps, d.batch, d.hidden, d.step_gates());
+    // w_hh is packed once, here.
     let fresh = &mut Packer::fresh();
     let w_hh = Recurrent::new(token, fresh, inp.w_hh, (4 * hidden, hidden), false);
     let part = rows_per_part(batch, hidden);
-    let dgate_parts = split_steps(start.dgates, step_g, part * 4 * hidden);
+    let dgate_parts = split_steps(dgates, step_g, part * 4 * hidden);
     let work: Vec<_> = dgate_parts
         .into_iter()
         .zip(
-            start
-                .dh
-                .chunks_mut(part * hidden)
-                .zip(start.dc.chunks_mut(part * hidden)),
+            dh.chunks_mut(part * hidden)
+                .zip(dc.chunks_mut(part * hidden)),
         )
         .enumerate()
         .collect();
@@ -370,30 +389,26 @@ pub(crate) fn backward(
                 Ok(())
             },
         )
-    })?;
-    // 2. The weight gradients over all steps at once (with lengths, over the real steps
-    // only: the padded rows' gradients are zeros).
-    let sum = SumOver::new(Some(token), inp.lengths);
-    weight_gradients((d, sum), inp, start.dgates, start.grads)
+    })
 }
 
 /// What one backward step reads for one thread's rows, each `[rows, ·]`: the activated
 /// `gates`, the cell states `c` (c_t) and `c_prev` (c_{t-1}), the gradient `dy` arriving
 /// at y_t from outside and `dh` arriving at h_t from step t+1.
-struct StepSaved<'a> {
-    gates: &'a [f32],
-    c: &'a [f32],
-    c_prev: &'a [f32],
-    dy: &'a [f32],
-    dh: &'a [f32],
-    hidden: usize,
+pub(super) struct StepSaved<'a> {
+    pub gates: &'a [f32],
+    pub c: &'a [f32],
+    pub c_prev: &'a [f32],
+    pub dy: &'a [f32],
+    pub dh: &'a [f32],
+    pub hidden: usize,
 }
 
 /// One step's fused backward pass over one thread's rows: writes `dgates_t`
 /// `[rows, 4H]` and replaces `dc` (the gradient at c_t on entry) by the gradient at
 /// c_{t-1}. A row past its end at step `t` gets zero `dgates` and keeps its `dc`.
 #[inline(always)]
-fn cell_backward(
+pub(super) fn cell_backward(
     s: &StepSaved<'_>,
     dc: &mut [f32],
     dgates_t: &mut [f32],

@@ -44,6 +44,7 @@ use super::recurrent::{
 use super::{check_len, PARALLEL_MIN_ELEMENTS};
 
 mod columns;
+mod columns_backward;
 pub(crate) mod fast;
 
 /// The inputs of [`lstm_forward`] (see [`args::LstmForwardInputs`]).

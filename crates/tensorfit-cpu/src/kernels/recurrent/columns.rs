@@ -31,43 +31,78 @@ use crate::kernels::packs::Packer;
 /// Units per share are cut at multiples of this: one AVX-512 vector of the gate passes.
 const UNIT_ALIGN: usize = 16;
 
-/// The least work of one share's step of the recurrent product for which the column
-/// schedule pays for its meeting per step, in multiply-adds, a single row counted as two
-/// (the micro-kernel's one-row tiles are bound by loads, at about half the speed per row
-/// of two-row ones). Set between the shapes measured on either side of it (2-core Zen 4,
-/// 2026-12-04, docs/benchmark-matrix.md): H = 64 at B = 8 and 16 (66 K and 131 K a
-/// share) ran 11% and 17% slower by columns, H = 250 at B = 1 (250 K) 2.9× faster.
-pub(crate) const SHARE_STEP_MULADDS: usize = 3 << 16;
+/// The least work of one share over a call (its steps' recurrent products), in
+/// multiply-adds, a single row counted as two (the micro-kernel's one-row tiles are bound
+/// by loads, at about half the speed per row of two-row ones), for which the column
+/// schedule pays for its start (a second thread woken per call) and its meeting per step.
+/// Set between the shapes measured on either side of it (2-core Zen 5, quiet, 2026-12-05,
+/// docs/benchmark-matrix.md): H = 64 at B = 8 over 10 steps (655 K a share) ran 1.3× the
+/// time by columns, H = 64 at B = 32 over 10 steps (2.6 M) 0.83×, H = 64 at B = 1 over
+/// 200 steps (3.3 M) 0.60×; from 16 K to 410 K the two schedules tie.
+pub(crate) const SHARE_CALL_MULADDS: usize = 1 << 20;
 
 /// Rows per thread from which the row schedule's tiles no longer gain from the column
 /// schedule's taller ones: with fewer, a tile is bound by streaming its share of `w_hh`
 /// (each row of a tile reuses what it loads). Set between the shapes measured on either
 /// side of it (same machine and date): H = 1024 at B = 8 (4 rows a thread) ran 0.80× the
-/// time by columns, at B = 16 (8 rows) 1.05×.
+/// time by columns, at B = 16 (8 rows) 1.05× (2026-12-04); H = 64 at B = 100 (50 rows)
+/// 1.25×, H = 128 at B = 32 (16 rows) 1.08× (2026-12-05).
 pub(crate) const ROWS_STREAM_BOUND: usize = 8;
 
-/// How many shares of units the inference forward of `steps` steps of a layer of `batch`
-/// rows, `hidden` units and `gates` gate blocks runs in on `threads` kernel threads: 1
-/// (the row schedule) unless the row schedule leaves threads idle (`fast::splits`: the
-/// batch is not split) or gives each fewer than [`ROWS_STREAM_BOUND`] rows, and each
-/// share of a step's product is large enough to pay for the meeting
-/// ([`SHARE_STEP_MULADDS`]). Never for one step (a stream step): the schedule's gain is
-/// each thread's share reused over the steps, and its start (a pool task and a second
-/// thread woken, per call) would be all a single step gets.
+/// The fewest units a share of a training pass holds. Training exchanges more per step
+/// than inference (the backward's `dgates`, `G` values a unit, besides the forward's `h`;
+/// two meetings), and what a share saves per value it exchanges is a product over its
+/// units: below this the column schedule lost whatever the batch (2-core Zen 5, quiet,
+/// 2026-12-05, LSTM over 50-200 steps: H = 64 at B = 8, 16 and 32 ran 1.09-1.25×, 1.14×
+/// and 1.03× the time by columns; H = 96 at B = 8 and 16 1.08× and 0.95×; H = 128 at B =
+/// 2, 4, 8 and 16 0.90×, 0.94×, 0.90× and 0.87×).
+pub(crate) const TRAINING_SHARE_MIN_UNITS: usize = 64;
+
+/// What a recurrent kernel computes: an inference forward, or a training pass (a forward
+/// that keeps what its backward reads, or the backward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    Inference,
+    Training,
+}
+
+impl Pass {
+    /// A forward's pass: training when it keeps what its backward reads.
+    pub(crate) fn forward(keep_for_backward: bool) -> Self {
+        match keep_for_backward {
+            true => Pass::Training,
+            false => Pass::Inference,
+        }
+    }
+}
+
+/// How many shares of units a pass of `steps` steps of a layer of `batch` rows, `hidden`
+/// units and `gates` gate blocks runs in on `threads` kernel threads: 1 (the row
+/// schedule) unless the row schedule leaves threads idle (`fast::splits`: the batch is
+/// not split) or gives each fewer than [`ROWS_STREAM_BOUND`] rows, and each share's work
+/// over the call pays for the schedule's start and meetings ([`SHARE_CALL_MULADDS`]; in
+/// training, with at least [`TRAINING_SHARE_MIN_UNITS`] units). Never for one step (a
+/// stream step): the schedule's gain is each thread's share reused over the steps, and
+/// its start (a pool task and a second thread woken, per call) would be all a single
+/// step gets.
 pub(crate) fn shares(
     (steps, batch): (usize, usize),
-    hidden: usize,
-    gates: usize,
+    (hidden, gates): (usize, usize),
+    pass: Pass,
     threads: usize,
 ) -> usize {
     let threads = if steps < 2 { 1 } else { threads };
     let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
-    let share = hidden * gates * hidden.div_ceil(parts) * batch.max(2);
+    let units = hidden.div_ceil(parts);
+    let share = hidden * gates * units * batch.max(2) * steps;
+    if pass == Pass::Training && units < TRAINING_SHARE_MIN_UNITS {
+        return 1;
+    }
     let thin_rows = match super::fast::splits(batch, hidden) {
         true => batch.div_ceil(threads.max(1)) < ROWS_STREAM_BOUND,
         false => true,
     };
-    if parts > 1 && thin_rows && share >= SHARE_STEP_MULADDS {
+    if parts > 1 && thin_rows && share >= SHARE_CALL_MULADDS {
         parts
     } else {
         1
@@ -78,8 +113,19 @@ pub(crate) fn shares(
 /// few rows: `threads::runs_inline`) has one thread and takes the row schedule: the
 /// same bits, and the whole weights kept packed beside the shares (counted:
 /// `kernel_memory::kept_bytes`).
-pub(crate) fn shares_on_pool(rows: (usize, usize), hidden: usize, gates: usize) -> usize {
-    shares(rows, hidden, gates, crate::threads::kernel_threads())
+pub(crate) fn shares_on_pool(rows: (usize, usize), layer: (usize, usize), pass: Pass) -> usize {
+    shares(rows, layer, pass, crate::threads::kernel_threads())
+}
+
+/// The shares a kernel call runs in here ([`shares_on_pool`]), or `None` for the row
+/// schedule: one share, or no second thread to run them on (a call run inline).
+pub(crate) fn shares_here(
+    rows: (usize, usize),
+    layer: (usize, usize),
+    pass: Pass,
+) -> Option<usize> {
+    let shares = shares_on_pool(rows, layer, pass);
+    (shares > 1 && crate::threads::available() > 1).then_some(shares)
 }
 
 /// `hidden` units cut into `parts` runs, as equal as multiples of [`UNIT_ALIGN`] allow.
@@ -113,25 +159,27 @@ pub(crate) fn kept_share_bytes(k: usize, hidden: usize, gates: usize, threads: u
     (elements.sum::<usize>() * 4) as u64
 }
 
-/// Runs `step` over every share for `steps` steps of a layer of `batch` rows and
-/// `hidden` units (`h0` its initial state), on as many kernel threads as there are
-/// shares (or as are available), and returns the shares.
+/// Runs `step` over every share for `steps` steps of a layer of `batch` rows, on as many
+/// kernel threads as there are shares (or as are available), and returns the shares.
+/// What the shares exchange is `[B, width]` per step: `h_t` forward (`width` = H, the
+/// first step reading `before` = `h0`), `dgates_t` backward (`width` = G·H).
 ///
 /// Each thread starts each step with its own share, then takes any share of the step no
 /// thread has taken yet, then waits for the step's shares in progress elsewhere. So no
 /// thread ever waits for a share that no thread is running: a thread that starts late,
 /// or is descheduled between steps, leaves its share to the others (the same sums,
 /// whoever forms them), and two layers' gangs on one pool cannot wait for each other.
-/// `units(share)`: the share's units and its `h_t` after `step(share, t, h_{t-1})`.
+/// `published(share)`: the columns the share owns (runs of the `width`) and its part
+/// `[B, Σ run]` of what it publishes after `step(share, t, whole of step t - 1)`.
 pub(crate) fn run_shares<S: Send>(
     token: Token,
     shares: Vec<S>,
-    (batch, hidden, steps, h0): (usize, usize, usize, &[f32]),
-    units: impl Fn(&S) -> (&Range<usize>, &[f32]) + Sync,
+    (batch, width, steps, before): (usize, usize, usize, &[f32]),
+    published: impl Fn(&S) -> (&[Range<usize>], &[f32]) + Sync,
     step: impl Fn(&mut S, usize, &[f32]) + Sync,
 ) -> Vec<S> {
     let n = shares.len();
-    let exchange = Exchange::new(batch, hidden, n);
+    let exchange = Exchange::new(batch, width, n);
     // Each share with the step it is at.
     let shares: Vec<Mutex<(usize, S)>> = shares.into_iter().map(|s| Mutex::new((0, s))).collect();
     let worker = |first: usize| {
@@ -140,8 +188,8 @@ pub(crate) fn run_shares<S: Send>(
             Some(token),
             #[inline(always)]
             || {
-                // h_{t-1} for step `read_for`.
-                let (mut h_prev, mut read_for) = (h0.to_vec(), 0);
+                // What step `read_for` reads (step t - 1's whole).
+                let (mut h_prev, mut read_for) = (before.to_vec(), 0);
                 for t in 0..steps {
                     for i in (first..n).chain(0..first) {
                         let Ok(mut taken) = shares[i].try_lock() else {
@@ -151,15 +199,15 @@ pub(crate) fn run_shares<S: Send>(
                         if *at != t {
                             continue;
                         }
-                        // Holding a share of step t, no share is past it: h_{t-1} is
-                        // whole and stays so while it is read.
+                        // Holding a share of step t, no share is past it: step
+                        // t - 1's whole is written and stays so while it is read.
                         if read_for != t {
                             exchange.read(t - 1, &mut h_prev);
                             read_for = t;
                         }
                         step(share, t, &h_prev);
-                        let (u, h) = units(share);
-                        exchange.publish(t, u, h);
+                        let (columns, part) = published(share);
+                        exchange.publish(t, columns, part);
                         *at = t + 1;
                         drop(taken);
                         exchange.arrived.fetch_add(1, Ordering::Release);
@@ -203,38 +251,44 @@ impl Drop for Abandon<'_> {
 /// Spins before yielding the core while waiting for a step's shares.
 const SPINS: u32 = 1 << 12;
 
-/// The state the shares exchange each step: `h_t` `[B, H]` (two steps' worth, by
-/// parity: step `t + 1`'s is written while step `t`'s is read), and a count of the
-/// shares done. Atomics, so the threads share it without `unsafe`; relaxed loads and
-/// stores of `f32` bits cost what plain ones do, the count orders them.
+/// The state the shares exchange each step: `[B, width]` (`h_t` or `dgates_t`; two
+/// steps' worth, by parity: step `t + 1`'s is written while step `t`'s is read), and a
+/// count of the shares done. Atomics, so the threads share it without `unsafe`; relaxed
+/// loads and stores of `f32` bits cost what plain ones do, the count orders them.
 struct Exchange {
     h: [Vec<AtomicU32>; 2],
     arrived: AtomicUsize,
     abandoned: AtomicBool,
     shares: usize,
-    hidden: usize,
+    width: usize,
 }
 
 impl Exchange {
-    fn new(batch: usize, hidden: usize, shares: usize) -> Self {
-        let buf = || (0..batch * hidden).map(|_| AtomicU32::new(0)).collect();
+    fn new(batch: usize, width: usize, shares: usize) -> Self {
+        let buf = || (0..batch * width).map(|_| AtomicU32::new(0)).collect();
         Exchange {
             h: [buf(), buf()],
             arrived: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
             shares,
-            hidden,
+            width,
         }
     }
 
-    /// Writes `h` `[B, w]`, the units `units` of `h_t`, for the others to read.
-    fn publish(&self, t: usize, units: &Range<usize>, h: &[f32]) {
-        let w = units.len().max(1);
+    /// Writes `part` `[B, Σ run]`, the `columns` of step `t`'s rows, for the others to
+    /// read (each row of `part` holds its runs in turn).
+    fn publish(&self, t: usize, columns: &[Range<usize>], part: &[f32]) {
+        let w: usize = columns.iter().map(|c| c.len()).sum();
         let buf = &self.h[t % 2];
-        for (r, row) in h.chunks_exact(w).enumerate() {
-            let dst = &buf[r * self.hidden + units.start..][..row.len()];
-            for (d, v) in dst.iter().zip(row) {
-                d.store(v.to_bits(), Ordering::Relaxed);
+        for (r, row) in part.chunks_exact(w.max(1)).enumerate() {
+            let mut row = row;
+            for run in columns {
+                let (src, rest) = row.split_at(run.len());
+                let dst = &buf[r * self.width + run.start..][..run.len()];
+                for (d, v) in dst.iter().zip(src) {
+                    d.store(v.to_bits(), Ordering::Relaxed);
+                }
+                row = rest;
             }
         }
     }
@@ -257,7 +311,7 @@ impl Exchange {
         true
     }
 
-    /// Reads `h_t` whole into `h` `[B, H]` (every share has published it).
+    /// Reads step `t`'s whole into `h` `[B, width]` (every share has published it).
     fn read(&self, t: usize, h: &mut [f32]) {
         for (d, s) in h.iter_mut().zip(&self.h[t % 2]) {
             *d = f32::from_bits(s.load(Ordering::Relaxed));
@@ -282,6 +336,51 @@ pub(crate) fn split_units<'a>(
         }
     }
     out
+}
+
+/// Copies `part` `[B, G·w]` (each row `G` blocks of a share's `w` units) into step `t`'s
+/// rows of `runs`: the share's units of a `[T, B, G·H]` tensor cut by [`split_units`] as
+/// rows of `H` (`G` runs per row of a step).
+pub(crate) fn write_blocks(
+    part: &[f32],
+    w: usize,
+    (t, batch): (usize, usize),
+    runs: &mut [&mut [f32]],
+) {
+    let gates = part.len() / (batch * w).max(1);
+    let step = &mut runs[t * batch * gates..(t + 1) * batch * gates];
+    for (dst, src) in step.iter_mut().zip(part.chunks_exact(w.max(1))) {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// `dst` `[B, Σ run]` ← the `columns` (runs) of each row of `src` `[B, width]`, in turn.
+pub(crate) fn gather_columns(src: &[f32], width: usize, columns: &[Range<usize>], dst: &mut [f32]) {
+    let w: usize = columns.iter().map(|c| c.len()).sum();
+    for (d, s) in dst
+        .chunks_exact_mut(w.max(1))
+        .zip(src.chunks_exact(width.max(1)))
+    {
+        let mut d = d;
+        for c in columns {
+            let (run, rest) = d.split_at_mut(c.len());
+            run.copy_from_slice(&s[c.clone()]);
+            d = rest;
+        }
+    }
+}
+
+/// Each row of `all` `[B, hidden]` gets a share's `units` from `mine` `[B, w]`.
+pub(crate) fn put_units(mine: &[f32], units: &Range<usize>, (all, hidden): (&mut [f32], usize)) {
+    let rows = all.chunks_exact_mut(hidden.max(1));
+    for (dst, src) in rows.zip(mine.chunks_exact(units.len().max(1))) {
+        dst[units.clone()].copy_from_slice(src);
+    }
+}
+
+/// A share's runs of a layer's `G·H` gate columns: its `units` of each gate block.
+pub(crate) fn gate_runs<const G: usize>(hidden: usize, units: &Range<usize>) -> [Range<usize>; G] {
+    std::array::from_fn(|g| g * hidden + units.start..g * hidden + units.end)
 }
 
 /// Steps of input projection a share forms at a time, for `batch` rows of `width` gate
@@ -400,6 +499,34 @@ fn token_columns(
             }
         }
         Projection::Dense { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shares, Pass};
+
+    /// The shapes the rule's constants were measured at (see their docs), on 2 threads.
+    #[test]
+    fn columns_where_rows_leave_a_thread_idle_or_thin_and_a_share_pays() {
+        let (inference, training) = (Pass::Inference, Pass::Training);
+        let on_two = |steps, batch, hidden, pass| shares((steps, batch), (hidden, 4), pass, 2);
+        // A stream step, one thread, too few units to cut: rows.
+        assert_eq!(on_two(1, 1, 1024, inference), 1);
+        assert_eq!(shares((200, 1), (1024, 4), inference, 1), 1);
+        assert_eq!(on_two(200, 1, 16, inference), 1);
+        // Inference: a call's share of at least 2^20 multiply-adds.
+        assert_eq!(on_two(200, 1, 64, inference), 2);
+        assert_eq!(on_two(10, 8, 64, inference), 1);
+        assert_eq!(on_two(10, 32, 64, inference), 2);
+        // Many rows a thread: rows.
+        assert_eq!(on_two(200, 100, 64, inference), 1);
+        assert_eq!(on_two(200, 32, 128, inference), 1);
+        assert_eq!(on_two(200, 8, 1024, inference), 2);
+        // Training: at least 64 units a share.
+        assert_eq!(on_two(200, 8, 64, training), 1);
+        assert_eq!(on_two(200, 2, 128, training), 2);
+        assert_eq!(on_two(200, 2, 1024, training), 2);
     }
 }
 
