@@ -359,27 +359,27 @@ mod tests {
     fn a_training_layer_in_the_column_schedule_counts_its_shares_not_whole_weights() {
         let d = tensorfit_core::LstmDims {
             steps: 50,
-            batch: 2,
+            batch: 4,
             input: 152,
-            hidden: 250,
+            hidden: 512,
             tokens: false,
         };
         if !by_columns(&d) {
             eprintln!("skipped: no AVX-512 or one kernel thread: the layer runs by rows");
             return;
         }
-        let shares = |k, gates| columns::kept_share_bytes(k, 250, gates, threads());
+        let shares = |k, gates| columns::kept_share_bytes(k, 512, gates, threads());
         let fwd = forward(&d, true);
         assert!(fwd.whole.is_empty());
-        assert_eq!(fwd.packed_bytes(), shares(250, 4) + shares(152, 4));
+        assert_eq!(fwd.packed_bytes(), shares(512, 4) + shares(152, 4));
         let bwd = backward(&d, false);
-        assert_eq!(bwd.shares, shares(1000, 1));
+        assert_eq!(bwd.shares, shares(2048, 1));
         assert!(bwd.whole.is_empty());
         // Inference keeps its packs whole per op (and in shares across calls: kept_bytes).
         let inference = forward(&d, false);
         assert_eq!(
             inference.packed_bytes(),
-            packed_b(250, 1000) + packed_b(152, 1000)
+            packed_b(512, 2048) + packed_b(152, 2048)
         );
     }
 

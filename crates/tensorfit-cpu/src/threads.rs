@@ -94,7 +94,7 @@ impl Work {
             let ((steps, batch, hidden), (input, tokens)) = (d.sizes(), d.input());
             let gates = d.gate_width() / hidden.max(1);
             let pass = columns::Pass::forward(!inference);
-            let one_part = !fast::splits(batch, hidden)
+            let one_part = !fast::splits((steps, batch), hidden)
                 && columns::shares_on_pool((steps, batch), (hidden, gates), pass) < 2;
             if inference && one_part && crate::kernels::gemm_fast::simd().is_some() {
                 return Work::OneThread;
@@ -236,8 +236,8 @@ mod tests {
         // (one part, its weights kept packed; one step is never split by columns).
         assert!(lstm_inline(1, 1, false));
         assert_eq!(lstm_inline(1, 16, false), fast);
-        // 16 sequences of 200 steps, on more than one thread, are split by columns
-        // (`recurrent/columns.rs`).
+        // 16 sequences of 200 steps, on more than one thread, are split (by rows, 8 a
+        // thread on two: `recurrent/fast.rs`).
         assert_eq!(lstm_inline(200, 16, false), fast && kernel_threads() < 2);
         // A batch of 100 is split; a training forward packs afresh and may split.
         assert!(!lstm_inline(200, 100, false));

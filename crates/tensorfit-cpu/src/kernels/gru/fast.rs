@@ -70,7 +70,7 @@ pub(super) fn forward_rows(
 
     // Each thread over its own batch rows for the whole sequence: per run of `held`
     // steps the input projection with b_ih, then per step the recurrence.
-    let part = rows_per_part(batch, hidden);
+    let part = rows_per_part((steps, batch), hidden);
     let gate_parts = split_steps(out.gates, step_g, part * h3);
     let hidden_parts = split_steps(out.hidden, step_g, part * h3);
     let y_parts = split_steps(out.y, step_h, part * hidden);
@@ -142,7 +142,7 @@ pub(super) fn backward_rows(
     let (steps, batch, hidden, h3) = (d.steps, d.batch, d.hidden, d.gate_width());
     let step_g = d.step_gates();
     let w_hh = PackedB::new(MatRef::row_major(inp.w_hh, h3, hidden));
-    let part = rows_per_part(batch, hidden);
+    let part = rows_per_part((steps, batch), hidden);
     let dgate_parts = split_steps(out.dgates, step_g, part * h3);
     let dhidden_parts = split_steps(out.dhidden, step_g, part * h3);
     let work: Vec<_> = dgate_parts

@@ -146,7 +146,7 @@ pub(super) fn forward_rows(
     // 2. The recurrence: per step one GEMM and one fused pass, each thread over its own
     // batch rows for the whole sequence. w_hhᵀ is packed once, here (or kept).
     let w_hh_t = Recurrent::new(token, packs, inp.w_hh, (4 * hidden, hidden), true);
-    let part = rows_per_part(batch, hidden);
+    let part = rows_per_part((steps, batch), hidden);
     let gate_parts = split_steps(&mut *out.gates, step_g, part * 4 * hidden);
     let y_parts = split_steps(&mut *out.y, step_h, part * hidden);
     let cell_parts: Vec<Option<Vec<&mut [f32]>>> = match out.cells.as_deref_mut() {
@@ -348,7 +348,7 @@ pub(super) fn backward_rows(
     // w_hh is packed once, here.
     let fresh = &mut Packer::fresh();
     let w_hh = Recurrent::new(token, fresh, inp.w_hh, (4 * hidden, hidden), false);
-    let part = rows_per_part(batch, hidden);
+    let part = rows_per_part((steps, batch), hidden);
     let dgate_parts = split_steps(dgates, step_g, part * 4 * hidden);
     let work: Vec<_> = dgate_parts
         .into_iter()

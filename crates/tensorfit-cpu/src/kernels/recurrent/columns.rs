@@ -31,14 +31,23 @@ use crate::kernels::packs::Packer;
 /// Units per share are cut at multiples of this: one AVX-512 vector of the gate passes.
 const UNIT_ALIGN: usize = 16;
 
-/// The least work of one share over a call (its steps' recurrent products), in
-/// multiply-adds, a single row counted as two (the micro-kernel's one-row tiles are bound
-/// by loads, at about half the speed per row of two-row ones), for which the column
-/// schedule pays for its start (a second thread woken per call) and its meeting per step.
-/// Set between the shapes measured on either side of it (2-core Zen 5, quiet, 2026-12-05,
-/// docs/benchmark-matrix.md): H = 64 at B = 8 over 10 steps (655 K a share) ran 1.3× the
-/// time by columns, H = 64 at B = 32 over 10 steps (2.6 M) 0.83×, H = 64 at B = 1 over
-/// 200 steps (3.3 M) 0.60×; from 16 K to 410 K the two schedules tie.
+/// The least work of one share's step of the recurrent product for which the column
+/// schedule pays for its meeting per step, in multiply-adds, a single row counted as two
+/// (the micro-kernel's one-row tiles are bound by loads, at about half the speed per row
+/// of two-row ones): inference, then training (whose steps exchange more: the backward's
+/// `dgates`, `G` values a unit, and two meetings). A step shorter than this is at the
+/// mercy of the other thread: on this shared 2-core Zen 5 (2026-12-05,
+/// docs/benchmark-matrix.md) H = 64 at B = 1 or 8 (16 K, 65 K a share) ran 0.60-0.75× the
+/// time by columns in quiet rounds and 1.07-1.14× when the host was busy, H = 128 at B = 8
+/// in training (262 K) 0.98× and 1.3-1.6×; H = 250 at B = 1 (256 K) 0.37× and H = 250 at B
+/// = 4 in training (512 K) 0.82-0.97× in every round. (First set 2026-12-04 from H = 64 at
+/// B = 8 and 16, 1.11× and 1.17× by columns on a busy host.)
+pub(crate) const SHARE_STEP_MULADDS: [usize; 2] = [3 << 16, 3 << 17];
+
+/// The least work of one share over a call (its steps' products), in multiply-adds as
+/// [`SHARE_STEP_MULADDS`] counts them, for which the column schedule pays for its start
+/// (a second thread woken per call): H = 64 at B = 8 over 10 steps (655 K) ran 1.3× the
+/// time by columns, H = 64 at B = 32 over 10 steps (2.6 M) 0.83× (2026-12-05).
 pub(crate) const SHARE_CALL_MULADDS: usize = 1 << 20;
 
 /// Rows per thread from which the row schedule's tiles no longer gain from the column
@@ -49,21 +58,12 @@ pub(crate) const SHARE_CALL_MULADDS: usize = 1 << 20;
 /// 1.25×, H = 128 at B = 32 (16 rows) 1.08× (2026-12-05).
 pub(crate) const ROWS_STREAM_BOUND: usize = 8;
 
-/// The fewest units a share of a training pass holds. Training exchanges more per step
-/// than inference (the backward's `dgates`, `G` values a unit, besides the forward's `h`;
-/// two meetings), and what a share saves per value it exchanges is a product over its
-/// units: below this the column schedule lost whatever the batch (2-core Zen 5, quiet,
-/// 2026-12-05, LSTM over 50-200 steps: H = 64 at B = 8, 16 and 32 ran 1.09-1.25×, 1.14×
-/// and 1.03× the time by columns; H = 96 at B = 8 and 16 1.08× and 0.95×; H = 128 at B =
-/// 2, 4, 8 and 16 0.90×, 0.94×, 0.90× and 0.87×).
-pub(crate) const TRAINING_SHARE_MIN_UNITS: usize = 64;
-
 /// What a recurrent kernel computes: an inference forward, or a training pass (a forward
 /// that keeps what its backward reads, or the backward).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pass {
-    Inference,
-    Training,
+    Inference = 0,
+    Training = 1,
 }
 
 impl Pass {
@@ -80,11 +80,10 @@ impl Pass {
 /// units and `gates` gate blocks runs in on `threads` kernel threads: 1 (the row
 /// schedule) unless the row schedule leaves threads idle (`fast::splits`: the batch is
 /// not split) or gives each fewer than [`ROWS_STREAM_BOUND`] rows, and each share's work
-/// over the call pays for the schedule's start and meetings ([`SHARE_CALL_MULADDS`]; in
-/// training, with at least [`TRAINING_SHARE_MIN_UNITS`] units). Never for one step (a
-/// stream step): the schedule's gain is each thread's share reused over the steps, and
-/// its start (a pool task and a second thread woken, per call) would be all a single
-/// step gets.
+/// pays for the schedule's meetings ([`SHARE_STEP_MULADDS`]) and start
+/// ([`SHARE_CALL_MULADDS`]). Never for one step (a stream step): the schedule's gain is
+/// each thread's share reused over the steps, and its start (a pool task and a second
+/// thread woken, per call) would be all a single step gets.
 pub(crate) fn shares(
     (steps, batch): (usize, usize),
     (hidden, gates): (usize, usize),
@@ -93,16 +92,13 @@ pub(crate) fn shares(
 ) -> usize {
     let threads = if steps < 2 { 1 } else { threads };
     let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
-    let units = hidden.div_ceil(parts);
-    let share = hidden * gates * units * batch.max(2) * steps;
-    if pass == Pass::Training && units < TRAINING_SHARE_MIN_UNITS {
-        return 1;
-    }
-    let thin_rows = match super::fast::splits(batch, hidden) {
+    let step = hidden * gates * hidden.div_ceil(parts) * batch.max(2);
+    let pays = step >= SHARE_STEP_MULADDS[pass as usize] && step * steps >= SHARE_CALL_MULADDS;
+    let thin_rows = match super::fast::splits((steps, batch), hidden) {
         true => batch.div_ceil(threads.max(1)) < ROWS_STREAM_BOUND,
         false => true,
     };
-    if parts > 1 && thin_rows && share >= SHARE_CALL_MULADDS {
+    if parts > 1 && thin_rows && pays {
         parts
     } else {
         1
@@ -515,17 +511,20 @@ mod tests {
         assert_eq!(on_two(1, 1, 1024, inference), 1);
         assert_eq!(shares((200, 1), (1024, 4), inference, 1), 1);
         assert_eq!(on_two(200, 1, 16, inference), 1);
-        // Inference: a call's share of at least 2^20 multiply-adds.
-        assert_eq!(on_two(200, 1, 64, inference), 2);
-        assert_eq!(on_two(10, 8, 64, inference), 1);
-        assert_eq!(on_two(10, 32, 64, inference), 2);
+        // Inference: a share's step of at least 3·2^16 multiply-adds, over a call of at
+        // least 2^20.
+        assert_eq!(on_two(200, 1, 64, inference), 1);
+        assert_eq!(on_two(200, 1, 250, inference), 2);
+        assert_eq!(on_two(3, 1, 250, inference), 1);
+        assert_eq!(on_two(10, 1, 250, inference), 2);
         // Many rows a thread: rows.
+        assert_eq!(on_two(10, 32, 64, inference), 1);
         assert_eq!(on_two(200, 100, 64, inference), 1);
         assert_eq!(on_two(200, 32, 128, inference), 1);
         assert_eq!(on_two(200, 8, 1024, inference), 2);
-        // Training: at least 64 units a share.
-        assert_eq!(on_two(200, 8, 64, training), 1);
-        assert_eq!(on_two(200, 2, 128, training), 2);
+        // Training: a share's step of at least 3·2^17.
+        assert_eq!(on_two(200, 8, 128, training), 1);
+        assert_eq!(on_two(200, 4, 250, training), 2);
         assert_eq!(on_two(200, 2, 1024, training), 2);
     }
 }

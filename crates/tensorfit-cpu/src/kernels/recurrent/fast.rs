@@ -16,22 +16,33 @@ use crate::kernels::gemm_fast::{gemm_packed, gemm_packed_serial, MatRef, PackedB
 use crate::kernels::packs::Packer;
 use crate::kernels::PARALLEL_MIN_ELEMENTS;
 
-/// Batch rows per thread for a layer of `hidden` units. One part when the layer is too
-/// small to be worth splitting ([`splits`]).
-pub(crate) fn rows_per_part(batch: usize, hidden: usize) -> usize {
+/// Batch rows per thread for a call of `steps` steps over `batch` rows of a layer of
+/// `hidden` units. One part when the call is too small to be worth splitting ([`splits`]).
+pub(crate) fn rows_per_part((steps, batch): (usize, usize), hidden: usize) -> usize {
     let threads = crate::threads::available().max(1);
-    if splits(batch, hidden) {
+    if splits((steps, batch), hidden) {
         batch.div_ceil(threads).max(1)
     } else {
         batch.max(1)
     }
 }
 
-/// Whether the time loop of a layer of `batch` rows and `hidden` units is split across
-/// threads: not when a step's gates are fewer than `PARALLEL_MIN_ELEMENTS` values
-/// (measured as four gate blocks, the LSTM's, for both cells).
-pub(crate) fn splits(batch: usize, hidden: usize) -> bool {
-    batch * 4 * hidden >= PARALLEL_MIN_ELEMENTS
+/// The least work of a call's recurrent products, in multiply-adds (`T·B·G·H·H`), for
+/// which its time loop is split across threads ([`splits`]): the split costs a pool task
+/// per call (a thread woken), never a meeting per step. Split from 1,024 to 8,192 gate
+/// values a step (B = 4 to 32, H = 16 to 64, 50 to 2000 steps: 6.5 M to 600 M), the time
+/// was 0.70-0.89× that of one thread; at B = 8, H = 64 over 10 steps (1.3 M) the same
+/// or, with the machine busy, 1.65× (2-core Zen 5, 2026-12-05, docs/benchmark-matrix.md).
+const SPLIT_MIN_MULADDS: usize = 1 << 22;
+
+/// Whether the time loop of a call of `steps` steps over `batch` rows of a layer of
+/// `hidden` units is split across threads: for two rows or more, when a step's gates are
+/// at least `PARALLEL_MIN_ELEMENTS` values over the call (measured as four gate blocks,
+/// the LSTM's, for both cells) and its products at least [`SPLIT_MIN_MULADDS`]. A
+/// one-step call (a stream step) of a few rows runs on one thread.
+pub(crate) fn splits((steps, batch): (usize, usize), hidden: usize) -> bool {
+    let gates = steps * batch * 4 * hidden;
+    batch >= 2 && gates >= PARALLEL_MIN_ELEMENTS && gates * hidden >= SPLIT_MIN_MULADDS
 }
 
 /// One thread's batch rows, `start..end` of `batch`, as [`rows_per_part`] splits a batch,
