@@ -104,7 +104,13 @@ def main():
     p.add_argument("--quick", action="store_true", help="hidden 250 only, lengths up to 200")
     p.add_argument("--json", help="also write every measurement to this file")
     p.add_argument("--render", metavar="JSON", help="print the table of a saved --json file and exit")
+    p.add_argument("--summary", metavar="JSON",
+                   help="print the README's summary of a saved --json file (per hidden size) and exit")
     a = p.parse_args()
+    if a.summary:
+        with open(a.summary) as f:
+            print(summary_table(json.load(f)["cells"]))
+        return
     if a.render:
         with open(a.render) as f:
             saved = json.load(f)
@@ -177,6 +183,26 @@ def summary(row):
     for e in row.get("errors", []):
         parts.append(f"error {e}")
     return " ".join(parts)
+
+
+def summary_table(rows):
+    """Per hidden size and mode, over the cells with B·T ≥ 1000 (the issue's bar): how
+    many, the median and the largest ratio tensorfit / PyTorch with flush-to-zero, and
+    the cell of the largest."""
+    lines = ["| H | mode | cells (B·T ≥ 1000) | tensorfit / PyTorch FTZ: median | largest (cell B, T) |",
+             "|---|---|---|---|---|"]
+    for h in sorted({r["hidden"] for r in rows}):
+        for mode in ("train", "infer"):
+            got = [(r["pytorch-ftz"] and r["tensorfit"] / r["pytorch-ftz"], r) for r in rows
+                   if r["hidden"] == h and r["mode"] == mode and r["batch"] * r["seq_len"] >= 1000
+                   and r.get("tensorfit") and r.get("pytorch-ftz")]
+            if not got:
+                continue
+            worst, at = max(got, key=lambda g: g[0])
+            med = statistics.median(g[0] for g in got)
+            lines.append(f"| {h} | {mode} | {len(got)} | {med:.2f} | {worst:.2f} "
+                         f"(B={at['batch']}, T={at['seq_len']}) |")
+    return "\n".join(lines)
 
 
 def fmt(v, spec):
