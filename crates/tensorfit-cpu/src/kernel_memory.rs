@@ -283,9 +283,14 @@ fn forward(d: &impl RecurrentDims, keep_for_backward: bool) -> Products {
     // The shares of `w_hhᵀ` and, for dense input, of `w_ihᵀ`; a token table (the input
     // product of `whole`, after `w_hhᵀ`'s) stays whole.
     let shares = |k| columns::kept_share_bytes(k, hidden, width / hidden.max(1), threads());
+    let table = if tokens {
+        whole.split_off(1)
+    } else {
+        Vec::new()
+    };
     Products {
         shares: shares(hidden) + if tokens { 0 } else { shares(input) },
-        whole: whole.into_iter().skip(1).filter(|_| tokens).collect(),
+        whole: table,
         ..Products::default()
     }
 }

@@ -20,7 +20,8 @@ use super::{cell_backward, GruBackwardInputs, GruBackwardOutputs, StepSaved};
 use crate::kernels::gemm_fast::{MatRef, PackedB, Token};
 use crate::kernels::packs::Packer;
 use crate::kernels::recurrent::columns::{
-    gate_runs, gather_columns, put_units, run_shares, split_units, unit_shares, write_blocks,
+    backward_step, gate_runs, gather_columns, put_units, run_backward_shares, split_units,
+    unit_shares, write_blocks,
 };
 use crate::kernels::recurrent::fast::{LiveRows, Written};
 
@@ -49,9 +50,8 @@ struct Share<'a> {
 }
 
 impl Share<'_> {
-    /// Step `s` of the backward: time `T - 1 - s`, or after the last (`s = T`) only the
-    /// rest of the gradient at h_{-1}. `next` is `dhidden` of time `T - s` whole
-    /// (`[B, 3H]`; not read at `s = 0`, where `dh` is `dh_n`).
+    /// Step `s` of the backward (`columns::backward_step`). `next` is the whole `dhidden`
+    /// `[B, 3H]` of the time it multiplies first (at `s = 0`, none: `dh` is `dh_n`).
     #[inline(always)]
     fn step(
         &mut self,
@@ -63,18 +63,18 @@ impl Share<'_> {
         let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
         let w = self.units.len();
         let lengths = RowLengths(inp.lengths);
-        if s > 0 {
+        let (after, t) = backward_step(steps, s);
+        if let Some(after) = after {
             // dh += dhidden[t + 1] · w_hh over the share's units, as the row schedule
             // adds it after step t + 1 (a row past its end is not multiplied).
-            let rows = (steps - s, lengths);
+            let rows = (after, lengths);
             let dh = &mut self.dh;
             self.live
                 .gemm(token, &self.w_hh, (next, dh), rows, Written::Added);
         }
-        if s == steps {
+        let Some(t) = t else {
             return;
-        }
-        let t = steps - 1 - s;
+        };
         let step = |width: usize, t: usize| t * batch * width..(t + 1) * batch * width;
         let (h3, units) = (3 * hidden, std::slice::from_ref(&self.units));
         gather_columns(&inp.gates[step(h3, t)], h3, &self.columns, &mut self.gates);
@@ -143,11 +143,10 @@ pub(super) fn backward(
             out: [dgates, dhidden],
         });
     }
-    let nothing_before = vec![0.0; batch * 3 * hidden];
-    let parts = run_shares(
+    let parts = run_backward_shares(
         token,
         parts,
-        (batch, 3 * hidden, steps + 1, &nothing_before),
+        (batch, 3 * hidden, steps),
         |share| (&share.columns[..], &share.dhidden),
         #[inline(always)]
         |share, s, next| share.step(token, (d, inp), s, next),

@@ -22,7 +22,8 @@ use super::{hold_padded_dh, LstmBackwardInputs};
 use crate::kernels::gemm_fast::{gemm_packed_serial, MatRef, PackedB, Token};
 use crate::kernels::packs::Packer;
 use crate::kernels::recurrent::columns::{
-    gate_runs, gather_columns, put_units, run_shares, split_units, unit_shares, write_blocks,
+    backward_step, gate_runs, gather_columns, put_units, run_backward_shares, split_units,
+    unit_shares, write_blocks,
 };
 use crate::kernels::recurrent::fast::{LiveRows, Written};
 
@@ -51,9 +52,8 @@ struct Share<'a> {
 }
 
 impl Share<'_> {
-    /// Step `s` of the backward: time `T - 1 - s`, or after the last (`s = T`) only the
-    /// gradient at h_{-1}. `next` is `dgates` of time `T - s` whole (`[B, 4H]`; not read
-    /// at `s = 0`, where `dh` is `dh_n`).
+    /// Step `s` of the backward (`columns::backward_step`). `next` is the whole `dgates`
+    /// `[B, 4H]` of the time it multiplies first (at `s = 0`, none: `dh` is `dh_n`).
     #[inline(always)]
     fn step(
         &mut self,
@@ -65,10 +65,10 @@ impl Share<'_> {
         let (steps, batch, hidden) = (d.steps, d.batch, d.hidden);
         let w = self.units.len();
         let lengths = RowLengths(inp.lengths);
-        if s > 0 {
+        let (after, t) = backward_step(steps, s);
+        if let Some(after) = after {
             // dh = dgates[t + 1] · w_hh over the share's units, as the row schedule forms
             // it after step t + 1 (added, with lengths, to what padded rows carry).
-            let after = steps - s;
             match hold_padded_dh(lengths, after, &mut self.dh, w) {
                 0.0 => {
                     let a = MatRef::row_major(next, batch, 4 * hidden);
@@ -81,10 +81,9 @@ impl Share<'_> {
                 }
             }
         }
-        if s == steps {
+        let Some(t) = t else {
             return;
-        }
-        let t = steps - 1 - s;
+        };
         let step = |width: usize, t: usize| t * batch * width..(t + 1) * batch * width;
         let (h4, units) = (4 * hidden, std::slice::from_ref(&self.units));
         gather_columns(&inp.gates[step(h4, t)], h4, &self.columns, &mut self.gates);
@@ -149,11 +148,10 @@ pub(super) fn backward(
             dgates_out,
         });
     }
-    let nothing_before = vec![0.0; batch * 4 * hidden];
-    let parts = run_shares(
+    let parts = run_backward_shares(
         token,
         parts,
-        (batch, 4 * hidden, steps + 1, &nothing_before),
+        (batch, 4 * hidden, steps),
         |share| (&share.columns[..], &share.dgates),
         #[inline(always)]
         |share, s, next| share.step(token, (d, inp), s, next),

@@ -62,8 +62,8 @@ pub(crate) const ROWS_STREAM_BOUND: usize = 8;
 /// that keeps what its backward reads, or the backward).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pass {
-    Inference = 0,
-    Training = 1,
+    Inference,
+    Training,
 }
 
 impl Pass {
@@ -93,7 +93,11 @@ pub(crate) fn shares(
     let threads = if steps < 2 { 1 } else { threads };
     let parts = threads.min(hidden.div_ceil(UNIT_ALIGN)).max(1);
     let step = hidden * gates * hidden.div_ceil(parts) * batch.max(2);
-    let pays = step >= SHARE_STEP_MULADDS[pass as usize] && step * steps >= SHARE_CALL_MULADDS;
+    let least = match pass {
+        Pass::Inference => SHARE_STEP_MULADDS[0],
+        Pass::Training => SHARE_STEP_MULADDS[1],
+    };
+    let pays = step >= least && step * steps >= SHARE_CALL_MULADDS;
     let thin_rows = match super::fast::splits((steps, batch), hidden) {
         true => batch.div_ceil(threads.max(1)) < ROWS_STREAM_BOUND,
         false => true,
@@ -231,6 +235,32 @@ pub(crate) fn run_shares<S: Send>(
     shares
         .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).1)
         .collect()
+}
+
+/// [`run_shares`] backwards through `steps` steps, the shares exchanging `[B, width]` gate
+/// gradients: `steps + 1` meetings, step `s` as [`backward_step`] reads it.
+pub(crate) fn run_backward_shares<S: Send>(
+    token: Token,
+    shares: Vec<S>,
+    (batch, width, steps): (usize, usize, usize),
+    published: impl Fn(&S) -> (&[Range<usize>], &[f32]) + Sync,
+    step: impl Fn(&mut S, usize, &[f32]) + Sync,
+) -> Vec<S> {
+    // Step 0 reads nothing: its gradients are the final state's.
+    let nothing_before = vec![0.0; batch * width];
+    let rows = (batch, width, steps + 1, &nothing_before[..]);
+    run_shares(token, shares, rows, published, step)
+}
+
+/// Step `s` of [`run_backward_shares`] over `steps` steps: the time whose gate gradients
+/// (the whole of the step before) a share first multiplies into its `dh` — none at
+/// `s = 0` — and the time whose cells it then runs backward — none at `s = steps`, which
+/// only finishes the gradient at the initial state.
+pub(crate) fn backward_step(steps: usize, s: usize) -> (Option<usize>, Option<usize>) {
+    (
+        (s > 0).then(|| steps - s),
+        (s < steps).then(|| steps - 1 - s),
+    )
 }
 
 /// Marks an exchange abandoned when a thread panics, so that the others stop waiting.
