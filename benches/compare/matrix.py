@@ -5,6 +5,7 @@ milliseconds, model GFLOP/s, the ratio to PyTorch with flush-to-zero and the pla
 estimate over the measured time.
 
     python3 benches/compare/matrix.py --python /root/torchvenv/bin/python [--quick]
+    python3 benches/compare/matrix.py --baseline /tmp/old/release/deps/matrix-HASH ...
 
 Each system runs as one long-lived server (benches/matrix.rs for tensorfit,
 benches/compare/torch_matrix.py for PyTorch) fed one cell at a time, so start-up costs
@@ -13,7 +14,11 @@ development machines drift 10-40% from minute to minute; only figures taken toge
 compare). The order of the systems rotates from cell to cell and round to round; each
 figure is the median of the rounds' medians. Training uses the whole sequence as the
 truncated-BPTT window up to length 500 and a window of 50 beyond (--tbptt-long).
-Without PyTorch it times tensorfit alone and says so.
+Without PyTorch it times tensorfit alone and says so. With --baseline, the matrix
+server of another build (`cargo bench --bench matrix --no-run` in a checkout of it, with
+a CARGO_TARGET_DIR of its own) takes its turn in the same rotation, and the table gains
+this build over that one per cell: a build-against-build comparison taken together with
+the one against PyTorch.
 """
 import argparse
 import itertools
@@ -103,6 +108,8 @@ def main():
     p.add_argument("--min-seconds", type=float, default=1.0)
     p.add_argument("--quick", action="store_true", help="hidden 250 only, lengths up to 200")
     p.add_argument("--json", help="also write every measurement to this file")
+    p.add_argument("--baseline", metavar="BIN",
+                   help="another build's matrix server (target/release/deps/matrix-*), timed in turn")
     p.add_argument("--render", metavar="JSON", help="print the table of a saved --json file and exit")
     p.add_argument("--summary", metavar="JSON",
                    help="print the README's summary of a saved --json file (per hidden size) and exit")
@@ -115,7 +122,7 @@ def main():
         with open(a.render) as f:
             saved = json.load(f)
         have = any("pytorch-ftz" in c for c in saved["cells"])
-        print(table(saved["cells"], have, saved["threads"], saved.get("date", "?")))
+        print(table(saved["cells"], have, saved["threads"], saved.get("date", "?"), saved.get("baseline")))
         return
     if a.quick:
         a.hidden, a.length, a.extra = "250", "10,50,200", "train,32,500,500,250"
@@ -123,6 +130,8 @@ def main():
     env = dict(os.environ, RAYON_NUM_THREADS=str(a.threads), VK_ICD_FILENAMES="/nonexistent")
     subprocess.run(["cargo", "bench", "--quiet", "--bench", "matrix", "--no-run"], cwd=ROOT, check=True)
     servers = [Server("tensorfit", ["cargo", "bench", "--quiet", "--bench", "matrix"], env)]
+    if a.baseline:
+        servers.append(Server("baseline", [os.path.abspath(a.baseline)], env))
     try:
         have_torch = subprocess.run([a.python, "-c", "import torch"], capture_output=True).returncode == 0
     except OSError:
@@ -164,10 +173,11 @@ def main():
             # After every cell, so that a run stopped half-way keeps what it measured
             # (the whole matrix takes hours; --render prints the cells written so far).
             with open(a.json, "w") as f:
-                json.dump({"machine": machine(), "threads": a.threads, "date": date, "cells": results}, f, indent=1)
+                json.dump({"machine": machine(), "threads": a.threads, "date": date, "baseline": a.baseline,
+                           "cells": results}, f, indent=1)
     for s in servers:
         s.close()
-    print(table(results, have_torch, a.threads, date))
+    print(table(results, have_torch, a.threads, date, a.baseline))
 
 
 def gflops(row, name):
@@ -177,7 +187,7 @@ def gflops(row, name):
 
 def summary(row):
     parts = [f"{row['mode']} B={row['batch']} T={row['seq_len']} L={row['tbptt']} H={row['hidden']}:"]
-    for name in ("tensorfit", "pytorch", "pytorch-ftz"):
+    for name in ("tensorfit", "baseline", "pytorch", "pytorch-ftz"):
         if row.get(name):
             parts.append(f"{name} {row[name]:.2f} ms")
     for e in row.get("errors", []):
@@ -188,20 +198,32 @@ def summary(row):
 def summary_table(rows):
     """Per hidden size and mode, over the cells with B·T ≥ 1000 (the issue's bar): how
     many, the median and the largest ratio tensorfit / PyTorch with flush-to-zero, and
-    the cell of the largest."""
-    lines = ["| H | mode | cells (B·T ≥ 1000) | tensorfit / PyTorch FTZ: median | largest (cell B, T) |",
-             "|---|---|---|---|---|"]
+    the cell of the largest; with a baseline build, over every cell, the median and the
+    largest ratio this build / the baseline."""
+    against = any(r.get("baseline") for r in rows)
+    lines = ["| H | mode | cells (B·T ≥ 1000) | tensorfit / PyTorch FTZ: median | largest (cell B, T) |"
+             + (" cells | / baseline: median | largest (cell B, T) |" if against else ""),
+             "|---|---|---|---|---|" + ("---|---|---|" if against else "")]
+
+    def ratios(mode, h, of, big):
+        return [(r["tensorfit"] / r[of], r) for r in rows
+                if r["hidden"] == h and r["mode"] == mode and r.get("tensorfit") and r.get(of)
+                and (r["batch"] * r["seq_len"] >= 1000 or not big)]
+
+    def stats(got):
+        worst, at = max(got, key=lambda g: g[0])
+        med = statistics.median(g[0] for g in got)
+        return f" {len(got)} | {med:.2f} | {worst:.2f} (B={at['batch']}, T={at['seq_len']}) |"
+
     for h in sorted({r["hidden"] for r in rows}):
         for mode in ("train", "infer"):
-            got = [(r["pytorch-ftz"] and r["tensorfit"] / r["pytorch-ftz"], r) for r in rows
-                   if r["hidden"] == h and r["mode"] == mode and r["batch"] * r["seq_len"] >= 1000
-                   and r.get("tensorfit") and r.get("pytorch-ftz")]
+            got = ratios(mode, h, "pytorch-ftz", True)
             if not got:
                 continue
-            worst, at = max(got, key=lambda g: g[0])
-            med = statistics.median(g[0] for g in got)
-            lines.append(f"| {h} | {mode} | {len(got)} | {med:.2f} | {worst:.2f} "
-                         f"(B={at['batch']}, T={at['seq_len']}) |")
+            line = f"| {h} | {mode} |" + stats(got)
+            if against:
+                line += stats(ratios(mode, h, "baseline", False) or [(float("nan"), got[0][1])])
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -209,9 +231,11 @@ def fmt(v, spec):
     return "—" if v is None else format(v, spec)
 
 
-def table(rows, have_torch, threads, date):
-    """One line per (hidden, batch, length): training and inference side by side."""
-    lines = [f"machine: {machine()}, {threads} threads, started {date}", ""]
+def table(rows, have_torch, threads, date, baseline=None):
+    """One line per (hidden, batch, length): training and inference side by side; with a
+    baseline build, this build's time over its per mode."""
+    lines = [f"machine: {machine()}, {threads} threads, started {date}"
+             + (f"; baseline build: {baseline}" if baseline else ""), ""]
     head, rule = "| H | B | T |", "|---|---|---|"
     for mode in ("train", "infer"):
         head += f" {mode}: tensorfit ms (GFLOP/s) | est./meas. |"
@@ -219,6 +243,9 @@ def table(rows, have_torch, threads, date):
         if have_torch:
             head += " PyTorch ms | PyTorch FTZ ms | tensorfit / FTZ |"
             rule += "---|---|---|"
+        if baseline:
+            head += " / baseline |"
+            rule += "---|"
     lines += [head, rule]
     by_shape = {}
     for r in rows:
@@ -228,7 +255,7 @@ def table(rows, have_torch, threads, date):
         for mode in ("train", "infer"):
             r = modes.get(mode)
             if r is None:
-                line += " |  |" + (" |  |  |" if have_torch else "")
+                line += " |  |" + (" |  |  |" if have_torch else "") + (" |" if baseline else "")
                 continue
             tf, est = r.get("tensorfit"), r.get("estimated_ms")
             window = f" (TBPTT {r['tbptt']})" if r["tbptt"] < r["seq_len"] else ""
@@ -240,10 +267,16 @@ def table(rows, have_torch, threads, date):
                 slower = ratio and ratio > 1.0 and b * t >= 1000
                 line += (f" {fmt(r.get('pytorch'), '.1f')} | {fmt(ftz, '.1f')} |"
                          f" {'**' if slower else ''}{fmt(ratio, '.2f')}{'**' if slower else ''} |")
+            if baseline:
+                old = r.get("baseline")
+                ratio = tf / old if tf and old else None
+                slower = ratio and ratio > 1.05
+                line += f" {'**' if slower else ''}{fmt(ratio, '.2f')}{'**' if slower else ''} |"
         lines.append(line)
     lines.append("")
     lines.append("— : not run (BatchNorm in training mode needs a batch of at least 2, in both systems) "
-                 "or failed; **bold**: tensorfit slower than PyTorch with flush-to-zero where B·T ≥ 1000.")
+                 "or failed; **bold**: tensorfit slower than PyTorch with flush-to-zero where B·T ≥ 1000"
+                 + (", or than the baseline build by more than 5%." if baseline else "."))
     return "\n".join(lines)
 
 
