@@ -1,6 +1,7 @@
 //! The CPU fast path's GEMM (`tensorfit_cpu::kernels::gemm_fast`) at the seed network's
 //! shapes: the per-step products one thread runs inside the LSTM time loop (the
-//! recurrent weights packed once per call, so packing is not timed), and the large
+//! recurrent weights packed once per call, so packing is not timed; also a 1024-wide
+//! layer's, whose `w_hhᵀ` of 16 MiB streams from L3), and the large
 //! products over all steps (projection, weight gradients) split across rayon's threads
 //! with `B` packed in the timed call, as the LSTM kernels call them.
 //!
@@ -27,7 +28,7 @@ struct Shape {
     per_step: bool,
 }
 
-const SHAPES: [Shape; 7] = [
+const SHAPES: [Shape; 9] = [
     Shape {
         name: "step train 16x250x1000",
         m: 16,
@@ -49,6 +50,22 @@ const SHAPES: [Shape; 7] = [
         m: 16,
         k: 1000,
         n: 250,
+        trans_a: false,
+        per_step: true,
+    },
+    Shape {
+        name: "step wide 16x1024x4096",
+        m: 16,
+        k: 1024,
+        n: 4096,
+        trans_a: false,
+        per_step: true,
+    },
+    Shape {
+        name: "step wide 50x1024x4096",
+        m: 50,
+        k: 1024,
+        n: 4096,
         trans_a: false,
         per_step: true,
     },

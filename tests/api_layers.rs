@@ -8,7 +8,8 @@
 //! step at a time as it is whole (the bidirectional one is refused a stream and a
 //! truncated BPTT shorter than its sequences, naming its layer); a TCN tagger (causal and
 //! "same" convolutions) and a Transformer classifier (positions, an encoder masking each
-//! sequence's padded keys) likewise, each refused a stream naming its first such layer.
+//! sequence's padded keys) likewise, each refused a stream naming its first such layer;
+//! learned positions refuse sequences longer than their table, naming `max_len`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -247,6 +248,30 @@ fn a_bidirectional_stack_is_refused_a_stream_and_a_shorter_truncated_bptt_naming
         .to_string();
     assert!(
         e.contains("layer `gru` (gru) reads each sequence whole"),
+        "{e}"
+    );
+}
+
+#[test]
+fn learned_positions_refuse_sequences_longer_than_their_table_naming_max_len() {
+    let description = ModelDescription::builder()
+        .features(FEATURES)
+        .positions(PositionEncoding::Learned { max_len: 16 })
+        .transformer_encoder(1, 2)
+        .feedforward(HIDDEN)
+        .mean_pool()
+        .classify(2)
+        .build()
+        .unwrap();
+    // Sequences of up to 37 steps, a table of 16 rows: refused before any step runs.
+    let data = sequence_data();
+    let e = Model::new(description, 3)
+        .unwrap()
+        .open(data.shapes(8), &cpu());
+    let e = e.map(|_| ()).unwrap_err().to_string();
+    assert!(
+        e.contains("layer `body.0` (positions) learned 16 positions (max_len = 16)")
+            && e.contains("sequences of 37 steps"),
         "{e}"
     );
 }

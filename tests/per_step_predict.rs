@@ -4,8 +4,9 @@
 //! with `tensorfit import` and predicted on a padded file (lengths 7, 3, 5, 1, 6), gives
 //! PyTorch's per-step probabilities within 1e-5, batch-first [N, T, C] with 0 past each
 //! sequence's end and the lengths beside them, on the CPU and on wgpu; likewise a
-//! bidirectional LSTM tagger and an `nn.TransformerEncoder` tagger (its state dict's
-//! names as PyTorch writes them). The same rows come
+//! bidirectional LSTM tagger, an `nn.TransformerEncoder` tagger and a tagger of learned
+//! positions and `nn.Conv1d`s (their state dicts' names as PyTorch writes them). The same
+//! rows come
 //! from the file as a long CSV and as DL4J's directory; a language model writes every step
 //! of every window of a text, and of every line of a `.tsv`; a regression on every step
 //! writes every step of a padded file as `predict --input` predicts each sequence alone.
@@ -62,6 +63,16 @@ const ENCODER: Tagger = Tagger {
     state_dict: "encoder_tagger_state_dict.safetensors",
     data: "encoder_tagger_data.safetensors",
     probs: "encoder_tagger_probs.safetensors",
+};
+
+/// `tools/body_reference.py`'s: learned positions (`nn.Embedding(10, 5)`'s table) ->
+/// `Conv1d(5, 8, 3)` causal, relu -> `Conv1d(8, 8, 2, dilation=2)` "same", relu, plus its
+/// input -> Linear(8, 4), lengths 6, 3, 1, 4, 6.
+const CONV: Tagger = Tagger {
+    model: "conv_tagger.toml",
+    state_dict: "conv_tagger_state_dict.safetensors",
+    data: "conv_tagger_data.safetensors",
+    probs: "conv_tagger_probs.safetensors",
 };
 
 /// The PyTorch state dict of [`TAGGER`] imported as a checkpoint in the scratch
@@ -186,6 +197,14 @@ fn a_pytorch_transformer_encoder_predicts_pytorchs_probabilities_from_a_padded_f
     matches_pytorch_on(&ENCODER, "cpu");
     if wgpu_present() {
         matches_pytorch_on(&ENCODER, "wgpu");
+    }
+}
+
+#[test]
+fn a_pytorch_tagger_of_learned_positions_and_convolutions_predicts_pytorchs_probabilities() {
+    matches_pytorch_on(&CONV, "cpu");
+    if wgpu_present() {
+        matches_pytorch_on(&CONV, "wgpu");
     }
 }
 

@@ -14,7 +14,10 @@
 //!   (`tools/body_reference.py`);
 //! - Transformer classifiers: sinusoidal positions -> `nn.TransformerEncoder` of two
 //!   `TransformerEncoderLayer(8, 2 heads, ff 16, dropout 0)` with the padded keys masked
-//!   (post-norm ReLU; pre-norm GELU causal) -> the mean -> `Linear(8, 4)`.
+//!   (post-norm ReLU; pre-norm GELU causal) -> the mean -> `Linear(8, 4)`; and after
+//!   learned positions (`nn.Embedding(10, 8)`'s table, rows 0..6 added; the rows past the
+//!   sequences' length keep a zero gradient and their values) pre-norm ReLU layers and
+//!   the encoder's final `norm=nn.LayerNorm(8)`.
 //!
 //! Two Adam steps, then inference: the loss, the probabilities, every gradient and every
 //! parameter after each step, on the CPU and on wgpu. Tolerance as in
@@ -36,6 +39,7 @@ const MAX: &str = "tests/data/pool_max_reference.safetensors";
 const TCN: &str = "tests/data/tcn_reference.safetensors";
 const ENCODER: &str = "tests/data/encoder_reference.safetensors";
 const PRENORM: &str = "tests/data/encoder_prenorm_reference.safetensors";
+const LEARNED: &str = "tests/data/encoder_learned_reference.safetensors";
 
 /// The model of reference file `file`, sized by its metadata.
 fn model(file: &str, meta: &std::collections::HashMap<String, String>) -> ModelDescription {
@@ -50,15 +54,23 @@ fn model(file: &str, meta: &std::collections::HashMap<String, String>) -> ModelD
             .residual()
             .named("conv2")
             .mean_pool(),
-        ENCODER | PRENORM => {
+        ENCODER | PRENORM | LEARNED => {
+            let b = match file {
+                LEARNED => b
+                    .positions(PositionEncoding::Learned {
+                        max_len: size("max_len"),
+                    })
+                    .named("positions"),
+                _ => b.positions(PositionEncoding::Sinusoidal),
+            };
             let b = b
-                .positions(PositionEncoding::Sinusoidal)
                 .transformer_encoder(size("layers"), size("heads"))
                 .feedforward(size("feedforward"))
                 .encoder_dropout(0.0)
                 .named("encoder");
             let b = match file {
                 PRENORM => b.norm_first().encoder_activation(Activation::Gelu).causal(),
+                LEARNED => b.norm_first().final_norm(),
                 _ => b,
             };
             b.mean_pool()
@@ -208,11 +220,20 @@ fn a_pre_norm_gelu_causal_transformer_encoder_trains_as_pytorchs() {
 }
 
 #[test]
+fn learned_positions_and_a_pre_norm_encoder_with_a_final_norm_train_as_pytorchs() {
+    // The positions' table and the final norm's two: 29 gradients and 29 parameters.
+    assert_eq!(
+        matches_pytorch(LEARNED, Box::new(CpuBackend::new())),
+        2 * 58
+    );
+}
+
+#[test]
 fn every_model_agrees_with_pytorch_on_wgpu() {
     if !wgpu_present() {
         return;
     }
-    for file in [LSTM, GRU, MEAN, MAX, TCN, ENCODER, PRENORM] {
+    for file in [LSTM, GRU, MEAN, MAX, TCN, ENCODER, PRENORM, LEARNED] {
         let gpu = Box::new(tensorfit_wgpu::WgpuBackend::new().unwrap());
         matches_pytorch(file, gpu);
     }

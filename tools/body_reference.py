@@ -14,10 +14,14 @@ input zeroed past the end, `past_end`), and the encoder masks the padded keys
                                               # its input added to its output
     out   = nn.Linear(8, 4) of the mean over each sequence's steps
 
-``encoder_reference.safetensors`` (post-norm, ReLU) and
-``encoder_prenorm_reference.safetensors`` (``norm_first=True``, GELU, causal)::
+``encoder_reference.safetensors`` (post-norm, ReLU),
+``encoder_prenorm_reference.safetensors`` (``norm_first=True``, GELU, causal) and
+``encoder_learned_reference.safetensors`` (learned positions, ``norm_first=True``, ReLU,
+and the encoder's final ``norm=nn.LayerNorm(8)``)::
 
-    x + sinusoidal positions (sin at even features, cos at odd, 10000^(-2i/F))
+    x + sinusoidal positions (sin at even features, cos at odd, 10000^(-2i/F)),
+      or learned ones: x + positions.weight[:T], an nn.Embedding(MAX_LEN=10, F)'s table
+      (rows T..9 unused, their gradient zero)
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(F=8, 2 heads,
               dim_feedforward=16, dropout=0.0, ...), num_layers=2)
     out     = nn.Linear(8, 4) of the mean over each sequence's steps
@@ -27,7 +31,9 @@ tools/bidirectional_reference.py's tagger files): the untrained ``state_dict`` o
 ``x + sinusoids -> encoder (2 layers, post-norm ReLU) -> out = nn.Linear(8, 4)`` on every
 step (``..._state_dict``), a padded batch-first file ``input [N=5, T=6, 8]`` with 0 past
 each length and ``lengths [N]`` (``..._data``), and PyTorch's per-step probabilities
-``[N, T, 4]`` in evaluation, 0 past each length (``..._probs``).
+``[N, T, 4]`` in evaluation, 0 past each length (``..._probs``). ``conv_tagger_*``
+likewise: ``x + positions.weight[:T]`` (learned, ``MAX_LEN`` rows) -> the TCN's two
+convolutions -> ``out = nn.Linear(8, 4)`` on every step.
 
 Training, tensors and metadata as tools/bidirectional_reference.py's files (two Adam steps
 from torch.manual_seed(13), then evaluation on step 1's batch), but for the TCN from
@@ -49,6 +55,12 @@ from reference_files import data_path
 
 F_CONV, C = 5, 8
 F_ENC, HEADS, FF, ENC_LAYERS = 8, 2, 16, 2
+MAX_LEN = 10
+
+
+def learned_positions(features):
+    """nn.Embedding(MAX_LEN, features): its table is what a learned position adds."""
+    return nn.Embedding(MAX_LEN, features)
 
 
 def past_end(lengths):
@@ -94,17 +106,23 @@ def sinusoids(steps, dim):
 
 
 class Encoder(nn.Module):
-    def __init__(self, norm_first, activation, causal):
+    def __init__(self, norm_first, activation, causal, learned=False):
         super().__init__()
+        if learned:
+            self.positions = learned_positions(F_ENC)
         layer = nn.TransformerEncoderLayer(
             F_ENC, HEADS, dim_feedforward=FF, dropout=0.0, activation=activation,
             norm_first=norm_first)
-        self.encoder = nn.TransformerEncoder(layer, ENC_LAYERS, enable_nested_tensor=False)
+        # The learned-positions file also has the encoder's final norm.
+        norm = nn.LayerNorm(F_ENC) if learned else None
+        self.encoder = nn.TransformerEncoder(layer, ENC_LAYERS, norm=norm,
+                                             enable_nested_tensor=False)
         self.out = nn.Linear(F_ENC, K)
         self.causal = causal
 
     def forward(self, x, lengths):
-        x = x + sinusoids(T, F_ENC)[:, None, :]
+        table = self.positions.weight[:T] if hasattr(self, "positions") else sinusoids(T, F_ENC)
+        x = x + table[:, None, :]
         padding = torch.arange(T)[None, :] >= lengths[:, None]  # [B, T]
         mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if self.causal else None
         y = self.encoder(x, mask=mask, src_key_padding_mask=padding, is_causal=self.causal)
@@ -137,23 +155,26 @@ def build():
                  "+ input -> mean over each sequence's steps -> Linear(8, 4)",
                  input=F_CONV, channels=C),
     )]
-    for name, norm_first, activation, causal in [
-        ("encoder_reference.safetensors", False, "relu", False),
-        ("encoder_prenorm_reference.safetensors", True, "gelu", True),
+    for name, norm_first, activation, causal, learned in [
+        ("encoder_reference.safetensors", False, "relu", False, False),
+        ("encoder_prenorm_reference.safetensors", True, "gelu", True, False),
+        ("encoder_learned_reference.safetensors", True, "relu", False, True),
     ]:
         torch.manual_seed(15)
-        record = train(Encoder(norm_first, activation, causal), False, features=F_ENC)
+        record = train(Encoder(norm_first, activation, causal, learned), False, features=F_ENC)
+        positions = f"learned positions (nn.Embedding({MAX_LEN}, 8))" if learned else "sinusoids"
+        final = ", norm=LayerNorm(8)" if learned else ""
         files.append((
             data_path(name),
             record,
-            metadata(f"x + sinusoids -> TransformerEncoder(2 x TransformerEncoderLayer(8, 2 "
-                     f"heads, ff 16, dropout 0, {activation}, norm_first={norm_first}), "
+            metadata(f"x + {positions} -> TransformerEncoder(2 x TransformerEncoderLayer(8, 2 "
+                     f"heads, ff 16, dropout 0, {activation}, norm_first={norm_first}){final}, "
                      f"causal={causal}) -> mean over each sequence's steps -> Linear(8, 4)",
                      input=F_ENC, heads=HEADS, feedforward=FF, layers=ENC_LAYERS,
                      norm_first=str(norm_first).lower(), activation=activation,
-                     causal=str(causal).lower()),
+                     causal=str(causal).lower(), **({"max_len": MAX_LEN} if learned else {})),
         ))
-    return files + encoder_tagger_files()
+    return files + encoder_tagger_files() + conv_tagger_files()
 
 
 class EncoderTagger(nn.Module):
@@ -169,12 +190,42 @@ class EncoderTagger(nn.Module):
         return self.out(self.encoder(x, src_key_padding_mask=padding))  # [T, B, K]
 
 
+class ConvTagger(nn.Module):
+    """Learned positions -> the TCN's convolutions -> out on every step."""
+
+    def __init__(self):
+        super().__init__()
+        self.positions = learned_positions(F_CONV)
+        self.conv1 = nn.Conv1d(F_CONV, C, 3)
+        self.conv2 = nn.Conv1d(C, C, 2, dilation=2)
+        self.out = nn.Linear(C, K)
+
+    def forward(self, x, lengths):
+        end = past_end(lengths)
+        x = x + self.positions.weight[:T][:, None, :]
+        y = torch.relu(conv(self.conv1, x.masked_fill(end, 0.0), 2, 0))
+        y = y.masked_fill(end, 0.0)
+        y = y + torch.relu(conv(self.conv2, y, 1, 1))
+        return self.out(y)  # [T, B, K]
+
+
 def encoder_tagger_files():
     """The encoder tagger for `tensorfit import` and `predict --data`, batch-first."""
+    return tagger_files("encoder_tagger", EncoderTagger, F_ENC)
+
+
+def conv_tagger_files():
+    """The convolutional tagger for `tensorfit import` and `predict --data`."""
+    return tagger_files("conv_tagger", ConvTagger, F_CONV)
+
+
+def tagger_files(name, make, features):
+    """`make()`'s untrained state dict, a padded batch-first file and PyTorch's per-step
+    probabilities on it, as files `{name}_state_dict`, `{name}_data`, `{name}_probs`."""
     torch.manual_seed(12)
-    model = EncoderTagger().eval()
+    model = make().eval()
     lengths = torch.tensor(LENGTHS)
-    x = torch.randn(B, T, F_ENC)
+    x = torch.randn(B, T, features)
     past = torch.arange(T)[None, :] >= lengths[:, None]  # [N, T]
     x[past] = 0.0
     with torch.no_grad():
@@ -183,9 +234,9 @@ def encoder_tagger_files():
     meta = {"torch_version": torch.__version__, "description": "tools/body_reference.py"}
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     return [
-        (data_path("encoder_tagger_state_dict.safetensors"), state, meta),
-        (data_path("encoder_tagger_data.safetensors"),
+        (data_path(f"{name}_state_dict.safetensors"), state, meta),
+        (data_path(f"{name}_data.safetensors"),
          {"input": x.contiguous(), "lengths": lengths}, meta),
-        (data_path("encoder_tagger_probs.safetensors"),
+        (data_path(f"{name}_probs.safetensors"),
          {"probabilities": probs, "lengths": lengths}, meta),
     ]

@@ -24,7 +24,8 @@ use tensorfit_core::args::{
 use tensorfit_core::{Graph, Node, Op, RecurrentDims, Shape, TensorId};
 
 use crate::kernels::gemm_fast;
-use crate::kernels::recurrent::columns;
+use crate::kernels::recurrent::columns::{self, Pass};
+use std::ops::Range;
 
 /// The most host bytes the CPU kernels hold at once outside the planned buffers while
 /// running `graphs` (a job's programs, which run one at a time) on `threads` kernel
@@ -37,14 +38,14 @@ pub fn host_bytes<'g>(graphs: impl IntoIterator<Item = &'g Graph>, threads: usiz
     // The calling thread packs too (a product too small to split runs on it).
     let threads = threads as u64 + 1;
     if gemm_fast::simd().is_some() {
-        let (packed, padded) = products
-            .map(|p| (p.packed_bytes(), p.padded))
+        let (packed, buffers) = products
+            .map(|p| (p.packed_bytes(), p.padded + p.scratch))
             .fold((0, 0), |(a, b), (c, d)| (a.max(c), b.max(d)));
         let a_blocks = threads * (gemm_fast::MC * gemm_fast::KC * 4) as u64;
         // The packed copies an op holds, and those kept from the op before, grown; a
-        // padded batch's buffers of the rows inside their sequences; the weights kept
-        // packed across calls.
-        2 * packed + a_blocks + padded + kept_bytes(&graphs)
+        // padded batch's buffers of the rows inside their sequences and the column
+        // schedule's own; the weights kept packed across calls.
+        2 * packed + a_blocks + buffers + kept_bytes(&graphs)
     } else {
         let block = products.map(|p| p.matrixmultiply_bytes()).max();
         threads * block.unwrap_or(0)
@@ -137,6 +138,8 @@ struct Products {
     /// Bytes of the recurrent weights packed in one share of columns per kernel thread
     /// (a training pass in the column schedule, `recurrent/columns.rs`), instead of whole.
     shares: u64,
+    /// Bytes of the column schedule's buffers besides its packs ([`column_scratch`]).
+    scratch: u64,
 }
 
 impl Products {
@@ -166,13 +169,16 @@ impl Products {
             .unwrap_or(0)
     }
 
-    /// With `padded` (the op has lengths), the buffers its fast path holds besides the
-    /// packed weights: the rows inside their sequences gathered with their results
+    /// The buffers a recurrent op's `pass` of `d` holds besides the packed weights: in
+    /// the column schedule, its own ([`column_scratch`]); over a padded batch (`padded`:
+    /// the op has lengths), the rows inside their sequences gathered with their results
     /// (`recurrent::fast::LiveRows`, every thread's rows together: the batch's), for the
     /// step's product and, forward, the input projection; backward, a weight gradient
     /// summed over the real steps only (`gemm_tn_kept`: the gradient's transpose, one
     /// packed block of the kept rows of the gates and the same rows of the inputs).
-    fn padded(mut self, padded: bool, d: &impl RecurrentDims, backward: bool) -> Products {
+    fn buffers(mut self, d: &impl RecurrentDims, pass: Pass, how: (bool, bool)) -> Products {
+        let (padded, backward) = how;
+        self.scratch = column_scratch(d, pass, how);
         if !padded {
             return self;
         }
@@ -228,25 +234,29 @@ fn node_products(graph: &Graph, node: &Node) -> Products {
         Op::LstmForward { keep_for_backward } => LstmForwardInputs::from_vec("lstm", shapes)
             .map(|i| {
                 let (d, padded) = (i.dims(), i.lengths.is_some());
-                forward(&d, *keep_for_backward).padded(padded, &d, false)
+                let pass = Pass::forward(*keep_for_backward);
+                forward(&d, *keep_for_backward).buffers(&d, pass, (padded, false))
             })
             .unwrap_or_default(),
         Op::GruForward { keep_for_backward } => GruForwardInputs::from_vec("gru", shapes)
             .map(|i| {
                 let (d, padded) = (i.dims(), i.lengths.is_some());
-                forward(&d, *keep_for_backward).padded(padded, &d, false)
+                let pass = Pass::forward(*keep_for_backward);
+                forward(&d, *keep_for_backward).buffers(&d, pass, (padded, false))
             })
             .unwrap_or_default(),
         Op::LstmBackward { input_grad } => LstmBackwardInputs::from_vec("lstm", shapes)
             .map(|i| {
                 let d = i.dims();
-                backward(&d, *input_grad).padded(i.lengths.is_some(), &d, true)
+                let padded = i.lengths.is_some();
+                backward(&d, *input_grad).buffers(&d, Pass::Training, (padded, true))
             })
             .unwrap_or_default(),
         Op::GruBackward { input_grad } => GruBackwardInputs::from_vec("gru", shapes)
             .map(|i| {
                 let d = i.dims();
-                backward(&d, *input_grad).padded(i.lengths.is_some(), &d, true)
+                let padded = i.lengths.is_some();
+                backward(&d, *input_grad).buffers(&d, Pass::Training, (padded, true))
             })
             .unwrap_or_default(),
         _ => Products::default(),
@@ -297,12 +307,52 @@ fn forward(d: &impl RecurrentDims, keep_for_backward: bool) -> Products {
 
 /// Whether a training pass of `d` runs in the column schedule (`recurrent/columns.rs`).
 fn by_columns(d: &impl RecurrentDims) -> bool {
+    column_shares(d, Pass::Training).is_some()
+}
+
+/// The units of each share of a pass of `d` in the column schedule, or `None` where it
+/// runs by rows.
+fn column_shares(d: &impl RecurrentDims, pass: Pass) -> Option<Vec<Range<usize>>> {
     let (steps, batch, hidden) = d.sizes();
     let layer = (hidden, d.gate_width() / hidden.max(1));
-    let pass = columns::Pass::Training;
-    gemm_fast::simd().is_some()
-        && threads() > 1
-        && columns::shares_on_pool((steps, batch), layer, pass) > 1
+    let shares = columns::shares_on_pool((steps, batch), layer, pass);
+    let runs = gemm_fast::simd().is_some() && threads() > 1 && shares > 1;
+    runs.then(|| columns::unit_shares(hidden, shares))
+}
+
+/// At most the bytes of the column schedule's buffers besides its packs, for a pass of
+/// `d` (forward, or with `backward` the backward; over a padded batch with `padded`)
+/// where it runs in that schedule:
+/// what the shares exchange (two steps of `[B, H]` forward, of `[B, G·H]` backward), and
+/// per share of `w` units its step's buffers (the LSTM's and the GRU's, at most: forward
+/// `[B, G·w]` and three `[B, w]`, and a run of input projections; backward four
+/// `[B, G·w]` and five `[B, w]`), and over a padded batch its rows gathered (`LiveRows`:
+/// forward `[B, H + G·w]` and `[B, x_row + G·w]`, backward `[B, G·H + w]`).
+fn column_scratch(d: &impl RecurrentDims, pass: Pass, (padded, backward): (bool, bool)) -> u64 {
+    let Some(shares) = column_shares(d, pass) else {
+        return 0;
+    };
+    let (steps, batch, hidden) = d.sizes();
+    let width = d.gate_width();
+    let gates = width / hidden.max(1);
+    let per_share = |w: usize| {
+        let own = match backward {
+            false => {
+                let run = columns::projection_run(batch, gates * w).min(steps);
+                (run + 1) * gates * w + 3 * w
+            }
+            true => 4 * gates * w + 5 * w,
+        };
+        let gathered = match (padded, backward) {
+            (false, _) => 0,
+            (true, false) => hidden + d.x_row() + 2 * gates * w,
+            (true, true) => width + w,
+        };
+        batch * (own + gathered)
+    };
+    let exchanged = 2 * batch * if backward { width } else { hidden };
+    let elements = exchanged + shares.iter().map(|u| per_share(u.len())).sum::<usize>();
+    (elements * 4) as u64
 }
 
 /// The kernel threads the column schedule runs its shares on.
@@ -353,6 +403,7 @@ fn backward(d: &impl RecurrentDims, input_grad: bool) -> Products {
         sliced,
         padded: 0,
         shares,
+        scratch: 0,
     }
 }
 
@@ -380,6 +431,19 @@ mod tests {
         let bwd = backward(&d, false);
         assert_eq!(bwd.shares, shares(2048, 1));
         assert!(bwd.whole.is_empty());
+        // Besides: the exchange (two steps of h forward, of dgates backward) and each
+        // share's buffers, a run of 16 steps' gate inputs forward (projection_run).
+        let fwd = fwd.buffers(&d, Pass::Training, (false, false));
+        let bwd = bwd.buffers(&d, Pass::Training, (false, true));
+        assert!(fwd.scratch >= ((2 * 4 * 512 + 16 * 4 * 2048) * 4) as u64);
+        assert!(bwd.scratch >= ((2 * 4 * 2048 + 4 * 4 * 2048) * 4) as u64);
+        let padded = backward(&d, false).buffers(&d, Pass::Training, (true, true));
+        assert!(padded.scratch > bwd.scratch);
+        // Small beside the shares' packs (4.9 MiB here).
+        assert!(fwd.scratch.max(padded.scratch) < 1 << 20);
+        let inference = forward(&d, false).buffers(&d, Pass::Inference, (false, false));
+        let by_columns = column_shares(&d, Pass::Inference).is_some();
+        assert_eq!(inference.scratch > 0, by_columns);
         // Inference keeps its packs whole per op (and in shares across calls: kept_bytes).
         let inference = forward(&d, false);
         assert_eq!(
@@ -457,7 +521,9 @@ mod tests {
             2 * p.packed_bytes() + 3 * (gemm_fast::MC * gemm_fast::KC * 4) as u64;
         if gemm_fast::simd().is_some() {
             let kept = kept_bytes(&[&g]);
-            assert_eq!(host_bytes([&g], 2), packed_and_blocks + p.padded + kept);
+            // (With two kernel threads, 8 rows run by columns: their buffers besides.)
+            let buffers = p.padded + p.scratch;
+            assert_eq!(host_bytes([&g], 2), packed_and_blocks + buffers + kept);
         }
     }
 

@@ -67,7 +67,8 @@ impl ModelBuilder {
     /// heads over the features so far, with PyTorch's defaults (feed-forward 2048,
     /// dropout 0.1, ReLU, post-norm) unless [`ModelBuilder::feedforward`],
     /// [`ModelBuilder::encoder_dropout`], [`ModelBuilder::encoder_activation`],
-    /// [`ModelBuilder::norm_first`] or [`ModelBuilder::causal`] say otherwise.
+    /// [`ModelBuilder::norm_first`], [`ModelBuilder::causal`] or
+    /// [`ModelBuilder::final_norm`] say otherwise.
     ///
     /// ```
     /// use tensorfit_nn::{ModelDescription, PositionEncoding};
@@ -80,6 +81,7 @@ impl ModelBuilder {
     ///     .transformer_encoder(2, 4)
     ///     .feedforward(64)
     ///     .norm_first()
+    ///     .final_norm()
     ///     .named("encoder")
     ///     .mean_pool()
     ///     .classify(3)
@@ -124,6 +126,15 @@ impl ModelBuilder {
     pub fn norm_first(mut self) -> Self {
         if let Some(GivenBody::Encoder(e, _)) = self.body.last_mut() {
             e.norm_first = true;
+        }
+        self
+    }
+
+    /// A LayerNorm after the last layer of the encoder added last
+    /// (`nn.TransformerEncoder(..., norm=nn.LayerNorm(F))`).
+    pub fn final_norm(mut self) -> Self {
+        if let Some(GivenBody::Encoder(e, _)) = self.body.last_mut() {
+            e.final_norm = true;
         }
         self
     }

@@ -93,7 +93,8 @@ pub enum PositionEncoding {
 }
 
 /// `nn.TransformerEncoder(nn.TransformerEncoderLayer(F, heads, feedforward, dropout,
-/// activation, norm_first=norm_first), layers)` over the steps, `F` its input features;
+/// activation, norm_first=norm_first), layers, norm=nn.LayerNorm(F) if final_norm)` over
+/// the steps, `F` its input features;
 /// PyTorch's tensors and defaults. Over a padded batch the steps past a sequence's end
 /// are masked as keys (PyTorch's `src_key_padding_mask`); `causal` masks the steps after
 /// each step too (`is_causal`, a square subsequent mask).
@@ -118,11 +119,15 @@ pub struct EncoderSpec {
     pub norm_first: bool,
     /// Each step attends to the steps up to it only.
     pub causal: bool,
+    /// A LayerNorm over each step after the last layer (`nn.TransformerEncoder`'s
+    /// `norm=nn.LayerNorm(F)`, the usual companion of pre-norm layers), tensors
+    /// `{name}.norm.weight` and `{name}.norm.bias`.
+    pub final_norm: bool,
 }
 
 impl EncoderSpec {
     /// PyTorch's defaults: `dim_feedforward` 2048, dropout 0.1, ReLU, post-norm, not
-    /// causal.
+    /// causal, no final norm.
     pub fn new(name: &str, layers: usize, heads: usize) -> EncoderSpec {
         EncoderSpec {
             name: name.to_string(),
@@ -133,6 +138,7 @@ impl EncoderSpec {
             activation: Activation::Relu,
             norm_first: false,
             causal: false,
+            final_norm: false,
         }
     }
 }

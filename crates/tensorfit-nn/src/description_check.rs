@@ -290,9 +290,11 @@ impl ModelDescription {
                 },
                 BodyLayer::Encoder(e) => {
                     let (d, ff) = (width, e.feedforward as u128);
-                    // Attention's in and out projections, two linear maps, two norms.
+                    // Attention's in and out projections, two linear maps, two norms;
+                    // the final norm.
                     let per_layer = (4 * d * d + 4 * d) + (2 * ff * d + ff + d) + 4 * d;
-                    (e.layers as u128 * per_layer, d)
+                    let last = if e.final_norm { 2 * d } else { 0 };
+                    (e.layers as u128 * per_layer + last, d)
                 }
             };
             body += parameters;

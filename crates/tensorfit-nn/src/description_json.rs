@@ -124,6 +124,7 @@ fn body_layer_json(layer: &BodyLayer) -> Value {
             "kind": "transformer_encoder", "name": e.name, "layers": e.layers,
             "heads": e.heads, "feedforward": e.feedforward, "dropout": e.dropout.p(),
             "activation": e.activation.name(), "norm_first": e.norm_first, "causal": e.causal,
+            "final_norm": e.final_norm,
         }),
     }
 }
@@ -242,6 +243,7 @@ pub fn from_json(text: &str) -> Result<ModelDescription> {
                             )?,
                             norm_first: t.flag("norm_first")?,
                             causal: t.flag("causal")?,
+                            final_norm: t.flag("final_norm")?,
                         }),
                         other => return Err(t.unknown(
                             "kind",

@@ -119,9 +119,10 @@ impl fmt::Display for ModelDescription {
                 BodyLayer::Encoder(e) => {
                     let norm = if e.norm_first { " pre-norm" } else { "" };
                     let causal = if e.causal { " causal" } else { "" };
+                    let last = if e.final_norm { " + norm" } else { "" };
                     write!(
                         f,
-                        " → {} {} × transformer_encoder {} heads ff {} {}{norm}{causal}",
+                        " → {} {} × transformer_encoder {} heads ff {} {}{norm}{causal}{last}",
                         e.name,
                         e.layers,
                         e.heads,

@@ -343,9 +343,10 @@ fn description() -> impl Strategy<Value = ModelDescription> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(layers, heads, feedforward, dropout, gelu, norm_first, causal)| {
+            |(layers, heads, feedforward, dropout, gelu, norm_first, causal, final_norm)| {
                 let mut e = EncoderSpec::new("", layers, heads);
                 e.feedforward = feedforward;
                 e.dropout = dropout;
@@ -356,6 +357,7 @@ fn description() -> impl Strategy<Value = ModelDescription> {
                 };
                 e.norm_first = norm_first;
                 e.causal = causal;
+                e.final_norm = final_norm;
                 e
             },
         );

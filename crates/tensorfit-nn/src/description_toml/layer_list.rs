@@ -255,8 +255,8 @@ fn positions(t: &Table, index: usize) -> Result<PositionsSpec, DescriptionError>
 }
 
 /// `kind = "transformer_encoder"`: `heads`, and PyTorch's defaults for `layers` (1),
-/// `feedforward` (2048), `dropout` (0.1), `activation` ("relu"), `norm_first` and
-/// `causal` (false); `name`.
+/// `feedforward` (2048), `dropout` (0.1), `activation` ("relu"), `norm_first`, `causal`
+/// and `final_norm` (false); `name`.
 fn encoder(t: &Table, index: usize) -> Result<EncoderSpec, DescriptionError> {
     t.known_keys(&[
         "kind",
@@ -267,6 +267,7 @@ fn encoder(t: &Table, index: usize) -> Result<EncoderSpec, DescriptionError> {
         "activation",
         "norm_first",
         "causal",
+        "final_norm",
         "name",
     ])?;
     let mut e = EncoderSpec::new(
@@ -285,6 +286,7 @@ fn encoder(t: &Table, index: usize) -> Result<EncoderSpec, DescriptionError> {
     }
     e.norm_first = t.flag("norm_first")?;
     e.causal = t.flag("causal")?;
+    e.final_norm = t.flag("final_norm")?;
     Ok(e)
 }
 

@@ -222,6 +222,9 @@ fn encoder_keys(e: &EncoderSpec, i: usize) -> Vec<String> {
     if e.causal {
         keys.push("causal = true".into());
     }
+    if e.final_norm {
+        keys.push("final_norm = true".into());
+    }
     if e.name != default_body_name(i) {
         keys.push(format!("name = {}", toml_string(&e.name)));
     }

@@ -29,8 +29,8 @@ pub enum BodyPartTensors<T> {
     Conv1d(LinearTensors<T>),
     /// A learned table `[max_len, F]`, or none.
     Positions(Option<T>),
-    /// Each encoder layer's.
-    Encoder(Vec<EncoderLayerTensors<T>>),
+    /// Each encoder layer's, then the final norm's weight and bias `[F]`, if any.
+    Encoder(Vec<EncoderLayerTensors<T>>, Option<LinearTensors<T>>),
 }
 
 impl<T> BodyPartTensors<T> {
@@ -39,8 +39,9 @@ impl<T> BodyPartTensors<T> {
             BodyPartTensors::Recurrent(t) => BodyPartTensors::Recurrent(t.map(&mut f)),
             BodyPartTensors::Conv1d(t) => BodyPartTensors::Conv1d(t.map(&mut f)),
             BodyPartTensors::Positions(t) => BodyPartTensors::Positions(t.as_ref().map(&mut f)),
-            BodyPartTensors::Encoder(t) => {
-                BodyPartTensors::Encoder(t.iter().map(|l| l.map(&mut f)).collect())
+            BodyPartTensors::Encoder(t, norm) => {
+                let layers = t.iter().map(|l| l.map(&mut f)).collect();
+                BodyPartTensors::Encoder(layers, norm.as_ref().map(|n| n.map(&mut f)))
             }
         }
     }
@@ -51,7 +52,7 @@ impl<T> BodyPartTensors<T> {
             BodyPartTensors::Recurrent(t) => Some(t),
             BodyPartTensors::Conv1d(_)
             | BodyPartTensors::Positions(_)
-            | BodyPartTensors::Encoder(_) => None,
+            | BodyPartTensors::Encoder(..) => None,
         }
     }
 }
@@ -62,7 +63,10 @@ impl<T> Tensors<T> for BodyPartTensors<T> {
             BodyPartTensors::Recurrent(t) => t.items(),
             BodyPartTensors::Conv1d(t) => t.items(),
             BodyPartTensors::Positions(t) => t.iter().collect(),
-            BodyPartTensors::Encoder(t) => t.iter().flat_map(|l| l.items()).collect(),
+            BodyPartTensors::Encoder(t, norm) => {
+                let layers = t.iter().flat_map(|l| l.items());
+                layers.chain(norm.iter().flat_map(|n| n.items())).collect()
+            }
         }
     }
 }
@@ -83,7 +87,7 @@ impl BodyPart {
             BodyPart::Recurrent(r) => BodyPartTensors::Recurrent(r.cells.specs()),
             BodyPart::Conv1d(c) => BodyPartTensors::Conv1d(c.specs()),
             BodyPart::Positions(p) => BodyPartTensors::Positions(p.specs()),
-            BodyPart::Encoder(e) => BodyPartTensors::Encoder(e.specs()),
+            BodyPart::Encoder(e) => BodyPartTensors::Encoder(e.specs(), e.final_norm()),
         }
     }
 

@@ -10,7 +10,9 @@
 //!   `src_key_padding_mask`; with `causal` the steps after the query too), which drop out
 //!   in training; `Op::AttentionMix` sums the values by them; `out_proj` maps back;
 //! - feed-forward: `linear2(dropout(activation(linear1(x))))`;
-//! - each block's output drops out before it is added (`dropout1`, `dropout2`).
+//! - each block's output drops out before it is added (`dropout1`, `dropout2`);
+//!
+//! and with `final_norm`, a LayerNorm `{name}.norm` after the last layer.
 //!
 //! The backward comes from the ops' autodiff.
 
@@ -20,7 +22,9 @@ use tensorfit_core::{Activation, Graph, Op, Result, Shape, TensorId};
 use super::dropout::{body_site, dropout};
 use super::head::residual_add;
 use super::layer::{wrong_tensors, Context, Layer, LayerTraits};
-use super::{Dense, Init, LayerNorm, LinearTensors, ParamSpec, StateSlot, Tensors};
+use super::{
+    BodyPartTensors, Dense, Init, LayerNorm, LinearTensors, ParamSpec, StateSlot, Tensors,
+};
 use crate::description::EncoderSpec;
 
 /// A stack of encoder layers reading `features` per step, the body's layer `index` (its
@@ -76,6 +80,24 @@ impl<T> Tensors<T> for EncoderLayerTensors<T> {
 const PER_LAYER: usize = 12;
 
 impl Encoder {
+    /// The final LayerNorm's `{name}.norm.weight` and `.bias` `[F]` (ones and zeros), if
+    /// the encoder has one.
+    pub fn final_norm(&self) -> Option<LinearTensors<ParamSpec>> {
+        let t = |what: &str, init| {
+            let name = format!("{}.norm.{what}", self.spec.name);
+            ParamSpec::trainable(name, Shape(vec![self.features]), init)
+        };
+        self.spec.final_norm.then(|| LinearTensors {
+            weight: t("weight", Init::Constant(1.0)),
+            bias: t("bias", Init::Constant(0.0)),
+        })
+    }
+
+    /// Tensors of the whole stack: the layers', then the final norm's.
+    fn tensor_count(&self) -> usize {
+        PER_LAYER * self.spec.layers + if self.spec.final_norm { 2 } else { 0 }
+    }
+
     /// The table, layer by layer: PyTorch's initialisation (`in_proj_weight` Xavier
     /// uniform, the attention's biases zero, the linear maps' default, norms 1 and 0).
     pub fn specs(&self) -> Vec<EncoderLayerTensors<ParamSpec>> {
@@ -235,7 +257,7 @@ impl Layer for Encoder {
     }
 
     fn table(&self) -> Vec<ParamSpec> {
-        self.specs().iter().flat_map(|l| l.to_vec()).collect()
+        BodyPartTensors::Encoder(self.specs(), self.final_norm()).to_vec()
     }
 
     fn output_features(&self, _input: usize) -> usize {
@@ -265,14 +287,11 @@ impl Layer for Encoder {
         tensors: &[TensorId],
         cx: &mut Context,
     ) -> Result<TensorId> {
-        if tensors.len() != PER_LAYER * self.spec.layers {
-            return Err(wrong_tensors(
-                self,
-                PER_LAYER * self.spec.layers,
-                tensors.len(),
-            ));
+        if tensors.len() != self.tensor_count() {
+            return Err(wrong_tensors(self, self.tensor_count(), tensors.len()));
         }
-        for (l, t) in tensors.chunks_exact(PER_LAYER).enumerate() {
+        let (layers, last) = tensors.split_at(PER_LAYER * self.spec.layers);
+        for (l, t) in layers.chunks_exact(PER_LAYER).enumerate() {
             let pair = |i: usize| LinearTensors {
                 weight: t[i],
                 bias: t[i + 1],
@@ -313,6 +332,12 @@ impl Layer for Encoder {
                 }
             };
         }
-        Ok(x)
+        match last {
+            &[weight, bias] => {
+                let t = LinearTensors { weight, bias };
+                norm(g, format!("{}.norm", self.spec.name), x, &t, cx)
+            }
+            _ => Ok(x),
+        }
     }
 }

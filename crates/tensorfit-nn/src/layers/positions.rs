@@ -4,7 +4,7 @@
 //! `max_len` rows (an `nn.Embedding(max_len, F)` of the step indices).
 
 use tensorfit_core::args::{AddTimeRowsInputs, SinusoidsInputs};
-use tensorfit_core::{Graph, Op, Result, TensorId};
+use tensorfit_core::{Error, Graph, Op, Result, TensorId};
 
 use super::layer::{wrong_tensors, Context, Layer, LayerTraits};
 use super::{Init, ParamSpec, StateSlot};
@@ -73,11 +73,21 @@ impl Layer for Positions {
         _cx: &mut Context,
     ) -> Result<TensorId> {
         let name = &self.spec.name;
+        let steps = g.shape(x).dim(0);
         let table = match (self.spec.encoding, tensors) {
-            (PositionEncoding::Learned { .. }, &[table]) => table,
+            (PositionEncoding::Learned { max_len }, &[table]) => {
+                if steps > max_len {
+                    return Err(Error::Input(format!(
+                        "layer `{name}` (positions) learned {max_len} positions (max_len = \
+                         {max_len}) and is asked for sequences of {steps} steps: a larger \
+                         max_len, or sequences cut to at most {max_len} steps"
+                    )));
+                }
+                table
+            }
             (PositionEncoding::Sinusoidal, []) => {
                 let op = Op::Sinusoids {
-                    steps: g.shape(x).dim(0),
+                    steps,
                     dim: self.features,
                 };
                 g.apply(&format!("{name}.table"), op, SinusoidsInputs::default())?
