@@ -93,11 +93,6 @@ impl Encoder {
         })
     }
 
-    /// Tensors of the whole stack: the layers', then the final norm's.
-    fn tensor_count(&self) -> usize {
-        PER_LAYER * self.spec.layers + if self.spec.final_norm { 2 } else { 0 }
-    }
-
     /// The table, layer by layer: PyTorch's initialisation (`in_proj_weight` Xavier
     /// uniform, the attention's biases zero, the linear maps' default, norms 1 and 0).
     pub fn specs(&self) -> Vec<EncoderLayerTensors<ParamSpec>> {
@@ -287,8 +282,9 @@ impl Layer for Encoder {
         tensors: &[TensorId],
         cx: &mut Context,
     ) -> Result<TensorId> {
-        if tensors.len() != self.tensor_count() {
-            return Err(wrong_tensors(self, self.tensor_count(), tensors.len()));
+        let want = self.table().len();
+        if tensors.len() != want {
+            return Err(wrong_tensors(self, want, tensors.len()));
         }
         let (layers, last) = tensors.split_at(PER_LAYER * self.spec.layers);
         for (l, t) in layers.chunks_exact(PER_LAYER).enumerate() {
