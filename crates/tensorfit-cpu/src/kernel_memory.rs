@@ -316,7 +316,8 @@ fn column_shares(d: &impl RecurrentDims, pass: Pass) -> Option<Vec<Range<usize>>
     let (steps, batch, hidden) = d.sizes();
     let layer = (hidden, d.gate_width() / hidden.max(1));
     let shares = columns::shares_on_pool((steps, batch), layer, pass);
-    let runs = gemm_fast::simd().is_some() && threads() > 1 && shares > 1;
+    // (One kernel thread gives one share.)
+    let runs = gemm_fast::simd().is_some() && shares > 1;
     runs.then(|| columns::unit_shares(hidden, shares))
 }
 

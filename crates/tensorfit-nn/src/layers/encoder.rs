@@ -83,14 +83,12 @@ impl Encoder {
     /// The final LayerNorm's `{name}.norm.weight` and `.bias` `[F]` (ones and zeros), if
     /// the encoder has one.
     pub fn final_norm(&self) -> Option<LinearTensors<ParamSpec>> {
-        let t = |what: &str, init| {
-            let name = format!("{}.norm.{what}", self.spec.name);
-            ParamSpec::trainable(name, Shape(vec![self.features]), init)
+        let name = format!("{}.norm", self.spec.name);
+        let norm = LayerNorm {
+            name,
+            features: self.features,
         };
-        self.spec.final_norm.then(|| LinearTensors {
-            weight: t("weight", Init::Constant(1.0)),
-            bias: t("bias", Init::Constant(0.0)),
-        })
+        self.spec.final_norm.then(|| norm.specs())
     }
 
     /// The table, layer by layer: PyTorch's initialisation (`in_proj_weight` Xavier
@@ -110,9 +108,12 @@ impl Encoder {
                     weight: t(&format!("{what}.weight"), &[out, inp], Init::fan(inp)),
                     bias: t(&format!("{what}.bias"), &[out], Init::fan(inp)),
                 };
-                let norm = |what: &str| LinearTensors {
-                    weight: t(&format!("{what}.weight"), &[f], Init::Constant(1.0)),
-                    bias: t(&format!("{what}.bias"), &[f], Init::Constant(0.0)),
+                let norm = |what: &str| {
+                    LayerNorm {
+                        name: at(what),
+                        features: f,
+                    }
+                    .specs()
                 };
                 EncoderLayerTensors {
                     in_proj: LinearTensors {
