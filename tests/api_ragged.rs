@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::PathBuf;
 
 use tensorfit::{
@@ -50,10 +52,10 @@ fn cpu() -> DevicePolicy {
     DevicePolicy::only_cpu()
 }
 
+/// A file in this process's scratch directory (emptied on first use, swept once the
+/// process has ended: a resumed run must never find another run's checkpoint).
 fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tensorfit-api-ragged-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    common::scratch("api_ragged").join(name)
 }
 
 #[test]

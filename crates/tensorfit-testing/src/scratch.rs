@@ -11,13 +11,18 @@ const PREFIX: &str = "tensorfit-test-";
 /// calls of one process). The first call of a process removes the scratch directories of
 /// test processes that have ended — a run's checkpoints and data files add up to over
 /// 100 MB, and test runs are many — so a failed test's files stay for inspection until the
-/// next test run.
+/// next test run. It also empties this process's own directory: anything there was left
+/// by an earlier process with the same pid (pids are reused, and a fresh container
+/// hands out the same ones run after run), and a test that resumes from a checkpoint
+/// must not find another run's.
 pub fn scratch_dir(name: &str) -> PathBuf {
     static SWEEP: Once = Once::new();
-    SWEEP.call_once(remove_ended);
-    let d = std::env::temp_dir()
-        .join(format!("{PREFIX}{}", std::process::id()))
-        .join(name);
+    let mine = std::env::temp_dir().join(format!("{PREFIX}{}", std::process::id()));
+    SWEEP.call_once(|| {
+        remove_ended();
+        let _ = std::fs::remove_dir_all(&mine);
+    });
+    let d = mine.join(name);
     if let Err(e) = std::fs::create_dir_all(&d) {
         panic!("scratch directory {}: {e}", d.display());
     }
@@ -62,10 +67,18 @@ mod tests {
 
     #[test]
     fn an_ended_processs_scratch_is_swept_and_a_running_ones_is_kept() {
+        // What an earlier process with this pid left is gone by the first call (this is
+        // the only test of this crate that calls `scratch_dir`, so that call is the first).
+        let stale = std::env::temp_dir()
+            .join(format!("{PREFIX}{}", std::process::id()))
+            .join("stale");
+        let _ = std::fs::create_dir_all(&stale);
+        std::fs::write(stale.join("run.safetensors"), b"old").unwrap();
         // Above Linux's largest pid (2^22), so no process has it.
         let ended = std::env::temp_dir().join(format!("{PREFIX}4999999"));
         std::fs::create_dir_all(ended.join("run")).unwrap();
         let mine = scratch_dir("kept");
+        assert!(!stale.exists(), "{} was kept", stale.display());
         remove_ended();
         assert!(mine.exists());
         if Path::new("/proc/self").exists() {

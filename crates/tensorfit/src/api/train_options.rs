@@ -23,6 +23,7 @@ use tensorfit_data::BatchOrder;
 /// // The latest state written at the end, and continued from when the file exists.
 /// let path =
 ///     std::env::temp_dir().join(format!("tensorfit-doc-{}.safetensors", std::process::id()));
+/// # let _ = std::fs::remove_file(&path); // left by an earlier process with this pid
 /// let options = FitOptions {
 ///     epochs: 2,
 ///     batch: 4,
