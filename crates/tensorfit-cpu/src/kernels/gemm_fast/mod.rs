@@ -13,7 +13,7 @@
 //! line; the LSTM packs its weights once per call and reuses them at every step;
 //! packing buffers are reused per thread). `A` is taken [`MC`] rows at a time and cut
 //! into micro-panels of at most [`MR`] rows, as equal as possible; then each packed
-//! panel of `B` is applied to every micro-panel while it sits in L1. A row-major `A` is
+//! panel of `B` is applied to every micro-panel while it sits in L2. A row-major `A` is
 //! read in place (its rows are the micro-kernel's broadcast streams); other layouts are
 //! packed per block into a buffer kept per thread. The micro-kernel keeps an `R × NR`
 //! tile of `C` in `2·R` zmm registers (`R ≤ 12`) and does, per `k`, two vector loads of
@@ -29,9 +29,15 @@
 
 use rayon::prelude::*;
 
-/// Rows of `B` per packed block (and of `A`'s packed panels): 256 rows of a 32-wide
-/// panel are 32 KiB, which stay in L1 while every micro-panel of `A` passes by.
-pub const KC: usize = 256;
+/// Rows of `B` per packed block (and of `A`'s packed panels): 512 rows of a 32-wide
+/// panel are 64 KiB, which stay in L2 (read once per `k` by each micro-panel of `A`,
+/// two vectors per `2·R` FMAs, far below L2's bandwidth) while every micro-panel passes
+/// by. Each block's sums are added into `C` once, so the block is as long as L2 allows:
+/// with 256 (a panel in a 32 KiB L1) the per-step products of a wide layer
+/// (`[16 or 50, 1024] · [1024, 4096]`) spent 5-6% of their time adding blocks into `C`,
+/// and ran at 0.93-0.97× the speed of 512 (2-core Zen 4, 2026-12-05,
+/// docs/cpu-performance.md).
+pub const KC: usize = 512;
 /// Columns per packed panel of `B`: two AVX-512 vectors.
 pub const NR: usize = 32;
 /// Most rows of `C` per micro-kernel tile: 12 rows × 2 vectors = 24 accumulators of
@@ -46,7 +52,7 @@ const IN_PLACE_MR: usize = 10;
 const ALIASING_STRIDE: usize = 1024;
 /// `f32`s per 64-byte cache line.
 const CACHE_LINE_F32: usize = 16;
-/// Rows of `A` packed per block: 96 rows × [`KC`] are 96 KiB, which stay in L2 while
+/// Rows of `A` packed per block: 96 rows × [`KC`] are 192 KiB, which stay in L2 while
 /// each panel of `B` is applied to all of them.
 pub const MC: usize = 96;
 
@@ -463,13 +469,13 @@ mod tests {
         let mut rng = Rng::new(3);
         for &(m, k, n) in &[
             (1, 1, 1),
-            (9, 300, 33),    // K over two blocks
-            (32, 250, 1000), // B packed by all threads
-            (17, 513, 70),
+            (9, KC + 44, 33), // K over two blocks
+            (32, 250, 1000),  // B packed by all threads
+            (17, KC + 1, 70),
             (70, 5, 3),
-            (203, 270, 45), // more rows than one block of A, K over two blocks
-            (12, 1024, 40), // rows 4 KiB apart: A packed even when not transposed
-            (6, 0, 20),     // an empty sum
+            (203, KC + 14, 45), // more rows than one block of A, K over two blocks
+            (12, 1024, 40),     // rows 4 KiB apart: A packed even when not transposed
+            (6, 0, 20),         // an empty sum
         ] {
             for (trans_a, trans_b) in [(false, false), (true, false), (false, true)] {
                 let a = rng.signed_vec(m * k);

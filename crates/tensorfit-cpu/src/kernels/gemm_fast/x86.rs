@@ -198,7 +198,7 @@ macro_rules! with_rows {
 ///
 /// Loop order (Goto/BLIS): per block of `KC` rows of `B`, per block of [`MC`] rows of
 /// `A` (read in place, or packed once into the thread's buffer), per packed panel of
-/// `B` (which then stays in L1), every micro-panel of `A`.
+/// `B` (which then stays in L2), every micro-panel of `A`.
 #[inline(always)]
 fn gemm_serial<S: Simd>(
     simd: S,

@@ -413,7 +413,12 @@ mod tests {
         let mut rng = Rng::new(5);
         // (rows, k, n) with K over two blocks of KC, and each way the live rows fall: all,
         // one run, scattered, none.
-        for (m, k, n) in [(16, 32, 128), (9, 390, 130), (3, 300, 1200), (24, 5, 3)] {
+        for (m, k, n) in [
+            (16, 32, 128),
+            (9, KC + 134, 130),
+            (3, KC + 44, 1200),
+            (24, 5, 3),
+        ] {
             let w = rng.signed_vec(k * n);
             let w = PackedB::new(MatRef::row_major(&w, k, n));
             let bias = rng.signed_vec(n);
@@ -468,9 +473,10 @@ mod tests {
         };
         let mut rng = Rng::new(7);
         // (T, B, M, N, longest length): K over several blocks of KC rows, one block with
-        // every row padded (T = 40, B = 16, lengths <= 10: steps 16..32), few columns.
+        // every row padded (T = 2.5·KC / 16, B = 16, lengths <= 10: the second block's
+        // steps, KC / 16 ..), few columns.
         for (steps, batch, m, n, longest) in [
-            (40, 16, 128, 3, 10),
+            (5 * KC / 32, 16, 128, 3, 10),
             (37, 13, 40, 32, 37),
             (5, 3, 12, 7, 5),
             (30, 1, 20, 33, 0),
