@@ -51,12 +51,32 @@ pub(crate) const SHARE_STEP_MULADDS: [usize; 2] = [3 << 16, 3 << 17];
 pub(crate) const SHARE_CALL_MULADDS: usize = 1 << 20;
 
 /// Rows per thread from which the row schedule's tiles no longer gain from the column
-/// schedule's taller ones: with fewer, a tile is bound by streaming its share of `w_hh`
-/// (each row of a tile reuses what it loads). Set between the shapes measured on either
-/// side of it (same machine and date): H = 1024 at B = 8 (4 rows a thread) ran 0.80× the
-/// time by columns, at B = 16 (8 rows) 1.05× (2026-12-04); H = 64 at B = 100 (50 rows)
-/// 1.25×, H = 128 at B = 32 (16 rows) 1.08× (2026-12-05).
-pub(crate) const ROWS_STREAM_BOUND: usize = 8;
+/// schedule's taller ones, for a layer whose `w_hh` is `w_hh_bytes`: with fewer, a tile
+/// is bound by streaming its share of `w_hh` (each row of a tile reuses what it loads).
+///
+/// Where a thread's whole `w_hh` is at most [`W_HH_STREAM_BYTES`] (a few times a core's
+/// L2), the row schedule's thin tiles read it from near caches and the column
+/// schedule's meetings cost more than its taller tiles save: 4 rows. At 4 rows a thread
+/// (B = 8) the row schedule took 0.86-0.93× the time in training at H = 192, 250 and
+/// 384, and 0.94-0.95× in inference at H = 192 and 250; at 3 and 2 rows (B = 6, 4; H =
+/// 250) the same (2-core Zen 4, 2026-12-05, docs/benchmark-matrix.md). Beyond it: 8
+/// rows, set between the shapes measured on either side (same machine and date): H =
+/// 1024 at B = 8 (4 rows a thread) ran 0.80× the time by columns, at B = 16 (8 rows)
+/// 1.05× (Zen 5, 2026-12-04; at B = 8 0.86× on Zen 4, 2026-12-05); H = 64 at B = 100
+/// (50 rows) 1.25×, H = 128 at B = 32 (16 rows) 1.08× (2026-12-05).
+pub(crate) fn rows_stream_bound(w_hh_bytes: usize) -> usize {
+    if w_hh_bytes > W_HH_STREAM_BYTES {
+        8
+    } else {
+        4
+    }
+}
+
+/// The size of `w_hh` beyond which [`rows_stream_bound`] takes the row schedule to be
+/// bound by streaming it: 4 MiB, an LSTM of 512 units (at H = 512 and 768 with 4 rows a
+/// thread, the two schedules were within 5% of each other either way; at 1024 columns
+/// won by 14%).
+const W_HH_STREAM_BYTES: usize = 4 << 20;
 
 /// What a recurrent kernel computes: an inference forward, or a training pass (a forward
 /// that keeps what its backward reads, or the backward).
@@ -79,7 +99,7 @@ impl Pass {
 /// How many shares of units a pass of `steps` steps of a layer of `batch` rows, `hidden`
 /// units and `gates` gate blocks runs in on `threads` kernel threads: 1 (the row
 /// schedule) unless the row schedule leaves threads idle (`fast::splits`: the batch is
-/// not split) or gives each fewer than [`ROWS_STREAM_BOUND`] rows, and each share's work
+/// not split) or gives each fewer rows than [`rows_stream_bound`], and each share's work
 /// pays for the schedule's meetings ([`SHARE_STEP_MULADDS`]) and start
 /// ([`SHARE_CALL_MULADDS`]). Never for one step (a stream step): the schedule's gain is
 /// each thread's share reused over the steps, and its start (a pool task and a second
@@ -99,7 +119,7 @@ pub(crate) fn shares(
     };
     let pays = step >= least && step * steps >= SHARE_CALL_MULADDS;
     let thin_rows = match super::fast::splits((steps, batch), hidden) {
-        true => batch.div_ceil(threads.max(1)) < ROWS_STREAM_BOUND,
+        true => batch.div_ceil(threads.max(1)) < rows_stream_bound(gates * hidden * hidden * 4),
         false => true,
     };
     if parts > 1 && thin_rows && pays {
@@ -551,9 +571,14 @@ mod tests {
         assert_eq!(on_two(10, 32, 64, inference), 1);
         assert_eq!(on_two(200, 100, 64, inference), 1);
         assert_eq!(on_two(200, 32, 128, inference), 1);
+        // Four rows a thread: columns only where w_hh is beyond 4 MiB; three: columns.
         assert_eq!(on_two(200, 8, 1024, inference), 2);
+        assert_eq!(on_two(200, 8, 250, inference), 1);
+        assert_eq!(on_two(200, 8, 384, training), 1);
+        assert_eq!(on_two(200, 8, 768, training), 2);
+        assert_eq!(on_two(200, 6, 250, training), 2);
         // Training: a share's step of at least 3·2^17.
-        assert_eq!(on_two(200, 8, 128, training), 1);
+        assert_eq!(on_two(200, 4, 128, training), 1);
         assert_eq!(on_two(200, 4, 250, training), 2);
         assert_eq!(on_two(200, 2, 1024, training), 2);
     }
