@@ -59,9 +59,9 @@ pub(crate) const SHARE_CALL_MULADDS: usize = 1 << 20;
 /// schedule's meetings cost more than its taller tiles save: 4 rows. At 4 rows a thread
 /// (B = 8) the row schedule took 0.86-0.93× the time in training at H = 192, 250 and
 /// 384, and 0.94-0.95× in inference at H = 192 and 250; at 3 and 2 rows (B = 6, 4; H =
-/// 250) the same (2-core Zen 4, 2026-12-05, docs/benchmark-matrix.md). Beyond it: 8
-/// rows, set between the shapes measured on either side (same machine and date): H =
-/// 1024 at B = 8 (4 rows a thread) ran 0.80× the time by columns, at B = 16 (8 rows)
+/// 250) the two were level (2-core Zen 4, 2026-12-05, docs/benchmark-matrix.md). Beyond
+/// it: 8 rows, set between the shapes measured on either side (same machine and date):
+/// H = 1024 at B = 8 (4 rows a thread) ran 0.80× the time by columns, at B = 16 (8 rows)
 /// 1.05× (Zen 5, 2026-12-04; at B = 8 0.86× on Zen 4, 2026-12-05); H = 64 at B = 100
 /// (50 rows) 1.25×, H = 128 at B = 32 (16 rows) 1.08× (2026-12-05).
 pub(crate) fn rows_stream_bound(w_hh_bytes: usize) -> usize {
