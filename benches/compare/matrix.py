@@ -307,5 +307,6 @@ def machine():
             caches.append(f"L{level}{'d' if kind == 'Data' else ''} {size}")
     return name + (f", {' '.join(caches)} a core" if caches else "")
 
+
 if __name__ == "__main__":
     main()

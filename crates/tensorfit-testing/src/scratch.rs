@@ -17,7 +17,7 @@ const PREFIX: &str = "tensorfit-test-";
 /// must not find another run's.
 pub fn scratch_dir(name: &str) -> PathBuf {
     static SWEEP: Once = Once::new();
-    let mine = std::env::temp_dir().join(format!("{PREFIX}{}", std::process::id()));
+    let mine = own_dir();
     SWEEP.call_once(|| {
         remove_ended();
         let _ = std::fs::remove_dir_all(&mine);
@@ -27,6 +27,11 @@ pub fn scratch_dir(name: &str) -> PathBuf {
         panic!("scratch directory {}: {e}", d.display());
     }
     d
+}
+
+/// `<temp>/tensorfit-test-<pid>`: this process's scratch directory.
+fn own_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("{PREFIX}{}", std::process::id()))
 }
 
 /// The repository's file at `path` from the workspace root (`examples/data/classify.csv`),
@@ -69,9 +74,7 @@ mod tests {
     fn an_ended_processs_scratch_is_swept_and_a_running_ones_is_kept() {
         // What an earlier process with this pid left is gone by the first call (this is
         // the only test of this crate that calls `scratch_dir`, so that call is the first).
-        let stale = std::env::temp_dir()
-            .join(format!("{PREFIX}{}", std::process::id()))
-            .join("stale");
+        let stale = own_dir().join("stale");
         let _ = std::fs::create_dir_all(&stale);
         std::fs::write(stale.join("run.safetensors"), b"old").unwrap();
         // Above Linux's largest pid (2^22), so no process has it.

@@ -119,7 +119,10 @@ pub(crate) fn shares(
     };
     let pays = step >= least && step * steps >= SHARE_CALL_MULADDS;
     let thin_rows = match super::fast::splits((steps, batch), hidden) {
-        true => batch.div_ceil(threads.max(1)) < rows_stream_bound(gates * hidden * hidden * 4),
+        true => {
+            let w_hh_bytes = gates * hidden * hidden * std::mem::size_of::<f32>();
+            batch.div_ceil(threads.max(1)) < rows_stream_bound(w_hh_bytes)
+        }
         false => true,
     };
     if parts > 1 && thin_rows && pays {
