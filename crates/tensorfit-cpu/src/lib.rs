@@ -20,8 +20,7 @@
 //! call to the next (`kernels::packs`) until the backend writes or frees them.
 //!
 //! The crate's only `unsafe` is the instructions that read and set that mode, fenced in the
-//! `denormals` module, and the prefetch hint of `gemm_fast`'s tiles, each with a
-//! `// SAFETY:` line. Tensors that share an arena buffer are
+//! `denormals` module with `// SAFETY:` lines. Tensors that share an arena buffer are
 //! handed to kernels as disjoint slices by the `regions` module, which splits each
 //! buffer with `split_at_mut`.
 

@@ -91,7 +91,6 @@ fn tile<S: Simd, const R: usize>(simd: S, t: Tile<'_>) {
         ep,
     } = t;
     let lanes = S::F32_LANES;
-    prefetch_tile(c_rows, n, j0, lanes);
     let mut acc = [[simd.splat_f32s(0.0); 2]; R];
     micro_kernel::<S, R>(simd, a, b_panel, &mut acc);
     for (acc_i, row) in acc.iter().zip(c_rows.chunks_exact_mut(n)) {
@@ -114,28 +113,6 @@ fn tile<S: Simd, const R: usize>(simd: S, t: Tile<'_>) {
                 out = simd.mul_add_e_f32s(simd.splat_f32s(ep.scale), old, out);
             }
             store(simd, dst, out);
-        }
-    }
-}
-
-/// Asks for the tile's part of `C` (its `R` rows, columns `j0..j0 + NR`) to be brought
-/// into L1 while the micro-kernel runs, so the epilogue does not wait for it. Its rows
-/// are `C`'s width apart, a stride the hardware prefetchers do not follow from tile to
-/// tile; where `C` is larger than L2 (a wide layer's per-step gates: 50 rows × 4096
-/// columns, several steps projected ahead) the epilogue otherwise waited on L3 or
-/// memory: 8.6% of the samples of a wide inference (H = 1024, B = 100), 6% with the
-/// prefetch (docs/cpu-performance.md). The results are unchanged: a hint moves no data.
-#[inline(always)]
-fn prefetch_tile(c_rows: &[f32], n: usize, j0: usize, lanes: usize) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    for row in c_rows.chunks_exact(n) {
-        for lo in (j0..(j0 + NR).min(n)).step_by(lanes) {
-            // SAFETY: a prefetch reads nothing and cannot fault (the address is in
-            // `row` anyway); SSE, its only target feature, is in every x86-64 CPU.
-            #[allow(unsafe_code)]
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(row[lo..].as_ptr().cast())
-            };
         }
     }
 }
