@@ -51,21 +51,23 @@ pub(crate) const SHARE_STEP_MULADDS: [usize; 2] = [3 << 16, 3 << 17];
 pub(crate) const SHARE_CALL_MULADDS: usize = 1 << 20;
 
 /// Rows per thread from which the row schedule's tiles no longer gain from the column
-/// schedule's taller ones, for a layer whose `w_hh` is `w_hh_bytes`: with fewer, a tile
-/// is bound by streaming its share of `w_hh` (each row of a tile reuses what it loads).
+/// schedule's taller ones, for a layer whose `w_hh` is `w_hh_bytes`, in a `pass`: with
+/// fewer, a tile is bound by streaming its share of `w_hh`. Measured on a 2-core Zen 4
+/// (2026-12-05, docs/benchmark-matrix.md "13:06" and "17:26"; Zen 5 2026-12-04):
 ///
-/// Where a thread's whole `w_hh` is at most [`W_HH_STREAM_BYTES`] (a few times a core's
-/// L2), the row schedule's thin tiles read it from near caches and the column
-/// schedule's meetings cost more than its taller tiles save: 4 rows. At 4 rows a thread
-/// (B = 8) the row schedule took 0.86-0.93× the time in training at H = 192, 250 and
-/// 384, and 0.94-0.95× in inference at H = 192 and 250; at 3 and 2 rows (B = 6, 4; H =
-/// 250) the two were level (2-core Zen 4, 2026-12-05, docs/benchmark-matrix.md). Beyond
-/// it: 8 rows, set between the shapes measured on either side (same machine and date):
-/// H = 1024 at B = 8 (4 rows a thread) ran 0.80× the time by columns, at B = 16 (8 rows)
-/// 1.05× (Zen 5, 2026-12-04; at B = 8 0.86× on Zen 4, 2026-12-05); H = 64 at B = 100
-/// (50 rows) 1.25×, H = 128 at B = 32 (16 rows) 1.08× (2026-12-05).
-pub(crate) fn rows_stream_bound(w_hh_bytes: usize) -> usize {
-    if w_hh_bytes > W_HH_STREAM_BYTES {
+/// - 4 where a thread's whole `w_hh` is at most [`W_HH_STREAM_BYTES`]: read from near
+///   caches, the row schedule's thin tiles lose nothing and the column schedule's
+///   meetings cost. At 4 rows (B = 8) rows took 0.86-0.93× the time in training at H =
+///   192-384, 0.94-0.95× in inference at H = 192 and 250; at 2 and 3 rows, level.
+/// - 8 beyond it in inference, between the shapes on either side: H = 1024 at 4 rows
+///   ran 0.80-0.86× the time by columns, at 8 rows 1.05×; 50 rows at H = 64 1.25×.
+/// - 4 in training whatever `w_hh`: its steps also carry the input and weight
+///   gradients' products, which columns do not shorten, and meet twice. At 4-7 rows
+///   and `w_hh` beyond 4 MiB rows took 0.90-0.95× the column schedule's time at H =
+///   1024 (B = 8, T = 10-200; B = 14), 0.76-0.94× at H = 768, 0.88× at H = 640, B = 12,
+///   1.01× at H = 1024, B = 12.
+pub(crate) fn rows_stream_bound(w_hh_bytes: usize, pass: Pass) -> usize {
+    if w_hh_bytes > W_HH_STREAM_BYTES && pass == Pass::Inference {
         8
     } else {
         4
@@ -121,7 +123,7 @@ pub(crate) fn shares(
     let thin_rows = match super::fast::splits((steps, batch), hidden) {
         true => {
             let w_hh_bytes = gates * hidden * hidden * std::mem::size_of::<f32>();
-            batch.div_ceil(threads.max(1)) < rows_stream_bound(w_hh_bytes)
+            batch.div_ceil(threads.max(1)) < rows_stream_bound(w_hh_bytes, pass)
         }
         false => true,
     };
@@ -574,11 +576,16 @@ mod tests {
         assert_eq!(on_two(10, 32, 64, inference), 1);
         assert_eq!(on_two(200, 100, 64, inference), 1);
         assert_eq!(on_two(200, 32, 128, inference), 1);
-        // Four rows a thread: columns only where w_hh is beyond 4 MiB; three: columns.
+        // Four to seven rows a thread: columns only in inference where w_hh is beyond
+        // 4 MiB; three: columns.
         assert_eq!(on_two(200, 8, 1024, inference), 2);
+        assert_eq!(on_two(200, 14, 1024, inference), 2);
+        assert_eq!(on_two(200, 14, 1024, training), 1);
         assert_eq!(on_two(200, 8, 250, inference), 1);
         assert_eq!(on_two(200, 8, 384, training), 1);
-        assert_eq!(on_two(200, 8, 768, training), 2);
+        assert_eq!(on_two(200, 8, 768, training), 1);
+        assert_eq!(on_two(10, 8, 1024, training), 1);
+        assert_eq!(on_two(200, 6, 1024, training), 2);
         assert_eq!(on_two(200, 6, 250, training), 2);
         // Training: a share's step of at least 3·2^17.
         assert_eq!(on_two(200, 4, 128, training), 1);
