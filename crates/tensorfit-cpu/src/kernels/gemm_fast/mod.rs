@@ -13,9 +13,10 @@
 //! line; the LSTM packs its weights once per call and reuses them at every step;
 //! packing buffers are reused per thread). `A` is taken [`MC`] rows at a time and cut
 //! into micro-panels of at most [`MR`] rows, as equal as possible; then each packed
-//! panel of `B` is applied to every micro-panel while it sits in L2. A row-major `A` is
-//! read in place (its rows are the micro-kernel's broadcast streams); other layouts are
-//! packed per block into a buffer kept per thread. The micro-kernel keeps an `R × NR`
+//! panel of `B` is applied to every micro-panel while it sits in L2, a few panels at a
+//! time through every block of `K`, so the tiles of `C` being summed stay near. A
+//! row-major `A` is read in place (its rows are the micro-kernel's broadcast streams);
+//! other layouts are packed into a buffer kept per thread. The micro-kernel keeps an `R × NR`
 //! tile of `C` in `2·R` zmm registers (`R ≤ 12`) and does, per `k`, two vector loads of
 //! `B`, `R` broadcasts of `A` and `2·R` FMAs; the tile is written with `beta` and an
 //! optional bias row applied, so a bias costs no extra pass. SIMD comes from `pulp`: its
@@ -475,6 +476,7 @@ mod tests {
             (70, 5, 3),
             (203, KC + 14, 45), // more rows than one block of A, K over two blocks
             (12, 1024, 40),     // rows 4 KiB apart: A packed even when not transposed
+            (40, 2 * KC + 7, 300), // K over three blocks, C's columns in several runs
             (6, 0, 20),         // an empty sum
         ] {
             for (trans_a, trans_b) in [(false, false), (true, false), (false, true)] {
@@ -513,6 +515,52 @@ mod tests {
                         &want,
                         1e-4,
                         1e-4,
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_product_is_the_same_bits_whatever_columns_are_packed_beside_each() {
+        let Some(token) = simd() else {
+            eprintln!("skipped: no AVX-512 on this CPU");
+            return;
+        };
+        let mut rng = Rng::new(11);
+        // K over several blocks and N over several runs of panels, with `A` read in
+        // place, packed and kept for every run, and packed block by block (too large to
+        // keep): each element is its own sum, as when its panel is packed alone.
+        let (k, n) = (2 * KC + 76, 8 * NR + 5);
+        for (m, transposed) in [(37, false), (40, true), (80, true)] {
+            let a = rng.signed_vec(m * k);
+            let a = match transposed {
+                false => MatRef::row_major(&a, m, k),
+                true => MatRef::row_major(&a, k, m).t(),
+            };
+            let b = rng.signed_vec(k * n);
+            let b = MatRef::row_major(&b, k, n);
+            let old = rng.signed_vec(m * n);
+            let mut whole = old.clone();
+            gemm_packed_serial(token, a, &PackedB::new(b), 1.0, None, &mut whole);
+            for j0 in (0..n).step_by(NR) {
+                let cols: Vec<usize> = (j0..n.min(j0 + NR)).collect();
+                let w = cols.len();
+                let mut alone: Vec<f32> = (0..m)
+                    .flat_map(|i| old[i * n + j0..i * n + j0 + w].to_vec())
+                    .collect();
+                let panel = PackedB::from_columns(b, &cols);
+                gemm_packed_serial(token, a, &panel, 1.0, None, &mut alone);
+                for i in 0..m {
+                    let got = &whole[i * n + j0..i * n + j0 + w];
+                    let want = &alone[i * w..(i + 1) * w];
+                    let same = got
+                        .iter()
+                        .zip(want)
+                        .all(|(g, w)| g.to_bits() == w.to_bits());
+                    assert!(
+                        same,
+                        "{m} rows (transposed {transposed}), row {i}, columns from {j0}"
                     );
                 }
             }

@@ -32,14 +32,11 @@ enum APanel<'a> {
     Rows { data: &'a [f32], row_stride: usize },
 }
 
-/// `acc += a · b_panel` over `kc` steps, `b` being `[kc, NR]`.
+/// `a · b_panel` over `kc` steps, `b` being `[kc, NR]`: an `R × NR` tile, returned by
+/// value (a local array the loop alone touches, so LLVM keeps it in registers).
 #[inline(always)]
-fn micro_kernel<S: Simd, const R: usize>(
-    simd: S,
-    a: APanel<'_>,
-    b: &[f32],
-    acc: &mut [[S::f32s; 2]; R],
-) {
+fn micro_kernel<S: Simd, const R: usize>(simd: S, a: APanel<'_>, b: &[f32]) -> [[S::f32s; 2]; R] {
+    let mut acc = [[simd.splat_f32s(0.0); 2]; R];
     let (b_vecs, _) = S::as_simd_f32s(b);
     let b_steps = b_vecs.chunks_exact(2);
     // The same loop body twice, only the reading of `a` differs: a shared closure
@@ -69,6 +66,7 @@ fn micro_kernel<S: Simd, const R: usize>(
             }
         }
     }
+    acc
 }
 
 /// How one tile's result is written into `C`: scaled old values (`scale`, 0 = ignore
@@ -91,8 +89,7 @@ fn tile<S: Simd, const R: usize>(simd: S, t: Tile<'_>) {
         ep,
     } = t;
     let lanes = S::F32_LANES;
-    let mut acc = [[simd.splat_f32s(0.0); 2]; R];
-    micro_kernel::<S, R>(simd, a, b_panel, &mut acc);
+    let acc = micro_kernel::<S, R>(simd, a, b_panel);
     for (acc_i, row) in acc.iter().zip(c_rows.chunks_exact_mut(n)) {
         for (v, &acc_v) in acc_i.iter().enumerate() {
             let lo = j0 + v * lanes;
@@ -196,9 +193,11 @@ macro_rules! with_rows {
 
 /// `c = a · b + beta · c (+ bias)` on one thread; `c` is row-major `[a.rows, b.n]`.
 ///
-/// Loop order (Goto/BLIS): per block of `KC` rows of `B`, per block of [`MC`] rows of
-/// `A` (read in place, or packed once into the thread's buffer), per packed panel of
-/// `B` (which then stays in L2), every micro-panel of `A`.
+/// Loop order (Goto/BLIS): per block of [`MC`] rows of `A` (read in place, or packed
+/// into the thread's buffer), per run of packed panels of `B` ([`column_run`]), per block
+/// of [`KC`] rows of `B`, per panel of the run (which then stays in L2), every
+/// micro-panel of `A`. Each block of `KC` adds its sums into `C`, so a tile of `C` is
+/// read back once per block: a run keeps the tiles being added to in L2 between blocks.
 #[inline(always)]
 fn gemm_serial<S: Simd>(
     simd: S,
@@ -227,58 +226,92 @@ fn gemm_serial<S: Simd>(
     // docs/cpu-performance.md). Rows a multiple of 4 KiB apart would all fall in one
     // L1 set: those, and transposed or strided `A`, are packed.
     let in_place = a.col_stride == 1 && a.row_stride % ALIASING_STRIDE != 0;
-    // The packed block of `A`, kept per thread: a fresh zeroed 96 KiB on every call
+    // The packed blocks of `A`, kept per thread: a fresh zeroed 96 KiB on every call
     // (a stack array) was a memset per per-step product.
     let mut a_pack = A_PACK.take();
-    a_pack.resize(MC * KC, 0.0);
-    let mut blocks = b.panels().chunks(KC * panels * NR);
-    for k0 in (0..k).step_by(KC) {
-        let kc = KC.min(k - k0);
-        let Some(block) = blocks.next() else { break };
-        // The first block overwrites (or scales) C and adds the bias; later blocks
-        // add to it.
-        let ep = if k0 == 0 {
-            Epilogue { scale: beta, bias }
-        } else {
-            Epilogue {
-                scale: 1.0,
-                bias: None,
-            }
-        };
-        for m0 in (0..m).step_by(MC) {
-            // Micro-panel `(i0, r)` of this block is packed at `i0 · kc`.
-            let mc = MC.min(m - m0);
-            if !in_place {
-                for (i0, r) in panel_rows(mc, MR) {
-                    let dst = &mut a_pack[i0 * kc..(i0 + r) * kc];
-                    with_rows!(r, R => pack_a::<R>(a, m0 + i0, k0, dst));
+    for m0 in (0..m).step_by(MC) {
+        let mc = MC.min(m - m0);
+        let (run, keep_all) = column_run(panels, (mc, k), in_place);
+        let need = if keep_all { mc * k } else { MC * KC };
+        if a_pack.len() < need {
+            a_pack.resize(need, 0.0);
+        }
+        for j_run in (0..panels).step_by(run) {
+            for (block, k0) in b.panels().chunks(KC * panels * NR).zip((0..k).step_by(KC)) {
+                let kc = KC.min(k - k0);
+                // This block's packed rows of `A`: all blocks' are packed with the first
+                // run when they are kept, else each one before its use.
+                let packed = &mut a_pack[if keep_all { mc * k0 } else { 0 }..][..mc * kc];
+                if !in_place && (j_run == 0 || !keep_all) {
+                    for (i0, r) in panel_rows(mc, MR) {
+                        let dst = &mut packed[i0 * kc..(i0 + r) * kc];
+                        with_rows!(r, R => pack_a::<R>(a, m0 + i0, k0, dst));
+                    }
                 }
-            }
-            for (jp, b_panel) in block.chunks(kc * NR).enumerate() {
-                for (i0, r) in panel_rows(mc, if in_place { IN_PLACE_MR } else { MR }) {
-                    let a_panel = if in_place {
-                        APanel::Rows {
-                            data: &a.data[(m0 + i0) * a.row_stride + k0..],
-                            row_stride: a.row_stride,
-                        }
-                    } else {
-                        APanel::Packed(&a_pack[i0 * kc..(i0 + r) * kc])
-                    };
-                    let c_rows = &mut c[(m0 + i0) * n..(m0 + i0 + r) * n];
-                    let t = Tile {
-                        a: a_panel,
-                        b_panel,
-                        c_rows,
-                        at: (n, jp * NR),
-                        ep,
-                    };
-                    with_rows!(r, R => tile::<S, R>(simd, t));
+                let packed = &*packed;
+                // The first block overwrites (or scales) C and adds the bias; later
+                // blocks add to it.
+                let ep = if k0 == 0 {
+                    Epilogue { scale: beta, bias }
+                } else {
+                    Epilogue {
+                        scale: 1.0,
+                        bias: None,
+                    }
+                };
+                let run_panels = block.chunks(kc * NR).enumerate().skip(j_run).take(run);
+                for (jp, b_panel) in run_panels {
+                    for (i0, r) in panel_rows(mc, if in_place { IN_PLACE_MR } else { MR }) {
+                        let a_panel = if in_place {
+                            APanel::Rows {
+                                data: &a.data[(m0 + i0) * a.row_stride + k0..],
+                                row_stride: a.row_stride,
+                            }
+                        } else {
+                            APanel::Packed(&packed[i0 * kc..(i0 + r) * kc])
+                        };
+                        let c_rows = &mut c[(m0 + i0) * n..(m0 + i0 + r) * n];
+                        let t = Tile {
+                            a: a_panel,
+                            b_panel,
+                            c_rows,
+                            at: (n, jp * NR),
+                            ep,
+                        };
+                        with_rows!(r, R => tile::<S, R>(simd, t));
+                    }
                 }
             }
         }
     }
     A_PACK.set(a_pack);
 }
+
+/// Panels of `B` per run of [`gemm_serial`] for a block of `mc` rows of `A` over `k`,
+/// and whether every block of `KC` of those rows of `A` is packed at once (kept while
+/// the runs pass): runs of [`RUN_PANELS`] where `K` spans several blocks and `A`'s
+/// rows are read in place or fit [`A_KEPT_MAX`] packed; else one run of every panel,
+/// each block of `A` packed just before it is used (`C` is then visited once per block
+/// whole, as the classic order does: a packed `A` too large to keep would be read from
+/// further away at every run instead).
+fn column_run(panels: usize, (mc, k): (usize, usize), in_place: bool) -> (usize, bool) {
+    let keep_all = !in_place && mc * k <= A_KEPT_MAX;
+    match k > KC && (in_place || keep_all) {
+        true => (RUN_PANELS.min(panels), keep_all),
+        false => (panels.max(1), false),
+    }
+}
+
+/// Panels of `B` per run of [`gemm_serial`]: 128 columns, whose tiles of `C` (`[50,
+/// 128]`, 25 KiB, for the per-step product of an LSTM of 1024 units on 50 rows a thread)
+/// stay in L2 while the run's panels of the next block (256 KiB) pass. Over the whole
+/// width (4096 columns), `C` (800 KiB) was gone from L2 by the next block, and reading
+/// it back was 4-7% of the product (perf, 2-core Zen 4, docs/cpu-performance.md).
+const RUN_PANELS: usize = 4;
+
+/// The most elements of `A` kept packed across the runs: 256 KiB, a quarter of the
+/// smallest L2 of the AVX-512 parts (1 MiB), 50 rows of 1024.
+const A_KEPT_MAX: usize = 1 << 16;
 
 thread_local! {
     /// See [`gemm_serial`].

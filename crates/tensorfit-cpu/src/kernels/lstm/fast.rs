@@ -91,19 +91,29 @@ impl Recurrent {
 }
 
 /// Steps of input projection a thread computes at a time (see [`forward`]), for its
-/// `rows` batch rows. The packed `w_ihᵀ` and `w_hhᵀ` do not both fit in L2 at the seed
-/// network's size, so every switch between projection and recurrence reloads one of
-/// them. With many rows (inference) each reload serves many tiles, and short runs win:
-/// the gates they write are still in L2 when the recurrence adds to them. With few rows
-/// (training) the reloads dominate and projecting all steps first wins. The two settings
-/// were measured; see docs/cpu-performance.md.
-fn project_ahead(rows: usize, steps: usize) -> usize {
-    if rows <= 2 * gemm_fast::MR {
+/// `rows` batch rows, of a layer whose `w_ih` and `w_hh` are `weight_bytes` together
+/// (capped by the steps of gates the op holds). The packed `w_ihᵀ` and `w_hhᵀ` do not
+/// both fit in L2 at the seed network's size, so every switch between projection and
+/// recurrence reloads one of them. With many rows (inference) each reload serves many
+/// tiles, and short runs win: the gates they write are still in L2 when the recurrence
+/// adds to them — unless the two weights no longer fit in the L3 together
+/// ([`WEIGHTS_PAST_L3`]): then each run of projection pushes `w_hhᵀ` out to memory, and
+/// the longest runs win. With few rows (training) the reloads dominate and projecting
+/// all steps first wins. The settings were measured; see docs/cpu-performance.md.
+fn project_ahead(rows: usize, steps: usize, weight_bytes: usize) -> usize {
+    if rows <= 2 * gemm_fast::MR || weight_bytes > WEIGHTS_PAST_L3 {
         steps
     } else {
         4
     }
 }
+
+/// The size of `w_ih` and `w_hh` together beyond which [`project_ahead`] takes them not
+/// to stay in the L3 together: 16 MiB, half the L3 of the 2-core Zen 4 it was measured
+/// on (2026-12-05, 50 rows a thread, runs of 16 steps over runs of 4: 0.965-0.967× the
+/// time with H = 1024 (33.5 MiB), 0.999× with H = 768 (18.9 MiB); with H = 250 (2 MiB)
+/// 1.04×).
+const WEIGHTS_PAST_L3: usize = 16 << 20;
 
 /// The forward pass over the steps of a layer that is not empty, the final state started
 /// (the lengths have been checked: see `lstm::forward_on`, which also ends it); `bias` is
@@ -174,7 +184,8 @@ pub(super) fn forward_rows(
         // first `ahead` steps in turn, which stay in L2 instead of streaming the whole
         // tensor out to memory (the op holds `g.len()` steps then).
         let reuse = cs.is_none();
-        let ahead = project_ahead(m, steps).min(g.len());
+        let weight_bytes = (inp.w_ih.len() + inp.w_hh.len()) * std::mem::size_of::<f32>();
+        let ahead = project_ahead(m, steps, weight_bytes).min(g.len());
         let slot = move |u: usize| if reuse { u % ahead } else { u };
         // The rows inside their sequence at each step: a row past its end is not
         // multiplied (its gates are overwritten with zeros).

@@ -274,6 +274,10 @@ impl LiveRows {
     ) {
         let (k, n) = (w.k(), w.n());
         let m = c.len() / n.max(1);
+        if t == 0 && a.iter().all(|&v| v == 0.0) {
+            zero_product(c, n, into, |r| lengths.past_end(t, r));
+            return;
+        }
         let (beta, bias) = match into {
             Written::Added => (1.0, None),
             Written::Biased(bias) => (0.0, Some(bias)),
@@ -325,6 +329,28 @@ impl LiveRows {
         );
         for (src, &r) in c_live.chunks_exact(n.max(1)).zip(live) {
             c[r * n..(r + 1) * n].copy_from_slice(src);
+        }
+    }
+}
+
+/// What [`LiveRows::gemm`] writes into `c` (`[m, n]`) when every element of `a` is zero
+/// (at step 0, the initial state, zero unless the caller gives one, as in PyTorch): each
+/// sum is then `+0` (`0·w` is `±0`, and `+0 + -0` is `+0`), so `c + 0` with
+/// [`Written::Added`], `bias + 0` with [`Written::Biased`] on the rows inside their
+/// sequence (`past_end(r)` false), bit for bit what the product writes, at the cost of a
+/// pass over `c`: at T = 10 the first step's product was a tenth of the layer's. (A
+/// non-finite weight would have made the product NaN, `0·∞`; the step after reads a state
+/// that is not zero, and the NaN comes then.)
+fn zero_product(c: &mut [f32], n: usize, into: Written<'_>, past_end: impl Fn(usize) -> bool) {
+    match into {
+        Written::Added => c.iter_mut().for_each(|v| *v += 0.0),
+        Written::Biased(bias) => {
+            let rows = c.chunks_exact_mut(n.max(1)).enumerate();
+            for (_, row) in rows.filter(|(r, _)| !past_end(*r)) {
+                for (v, &b) in row.iter_mut().zip(bias) {
+                    *v = b + 0.0;
+                }
+            }
         }
     }
 }
@@ -421,44 +447,57 @@ mod tests {
         ] {
             let w = rng.signed_vec(k * n);
             let w = PackedB::new(MatRef::row_major(&w, k, n));
-            let bias = rng.signed_vec(n);
-            let t = 4;
-            let all_live = vec![9.0; m];
-            let run: Vec<f32> = (0..m)
-                .map(|r| if (1..m - 1).contains(&r) { 5.0 } else { 2.0 })
-                .collect();
-            let scattered: Vec<f32> = (0..m).map(|r| [0.0, 7.0, 4.0][r % 3]).collect();
-            for lengths in [all_live, run, scattered, vec![3.0; m]] {
-                let rows = RowLengths(Some(&lengths));
-                // Rows of `a` past their end are zeros (the backward's gradients).
-                let mut a = rng.signed_vec(m * k);
-                for (r, row) in a.chunks_exact_mut(k).enumerate() {
-                    if rows.past_end(t, r) {
-                        row.fill(0.0);
-                    }
-                }
-                let old = rng.signed_vec(m * n);
-                let mut live = LiveRows::new(rows, m, (k, n));
-                for into in [Written::Added, Written::Biased(&bias)] {
-                    let (beta, b) = match into {
-                        Written::Added => (1.0, None),
-                        Written::Biased(bias) => (0.0, Some(bias)),
-                    };
-                    let mut want = old.clone();
-                    gemm_packed_serial(token, MatRef::row_major(&a, m, k), &w, beta, b, &mut want);
-                    let mut got = old.clone();
-                    live.gemm(token, &w, (&a, &mut got), (t, rows), into);
-                    for r in 0..m {
-                        // With a bias, a row past its end is the cell pass's to overwrite.
-                        if matches!(into, Written::Biased(_)) && rows.past_end(t, r) {
-                            continue;
+            // Signed zeros in the bias and the old values: what `+ 0` changes.
+            let mut bias = rng.signed_vec(n);
+            bias[0] = -0.0;
+            // At step 0 also with `a` all zeros (an initial state; `zero_product`).
+            for (t, zero_a) in [(4, false), (0, false), (0, true)] {
+                let all_live = vec![9.0; m];
+                let run: Vec<f32> = (0..m)
+                    .map(|r| if (1..m - 1).contains(&r) { 5.0 } else { 2.0 })
+                    .collect();
+                let scattered: Vec<f32> = (0..m).map(|r| [0.0, 7.0, 4.0][r % 3]).collect();
+                for lengths in [all_live, run, scattered, vec![3.0; m]] {
+                    let rows = RowLengths(Some(&lengths));
+                    // Rows of `a` past their end are zeros (the backward's gradients).
+                    let mut a = rng.signed_vec(m * k);
+                    for (r, row) in a.chunks_exact_mut(k).enumerate() {
+                        if rows.past_end(t, r) || zero_a {
+                            row.fill(if r % 2 == 0 { 0.0 } else { -0.0 });
                         }
-                        let (g, w) = (&got[r * n..][..n], &want[r * n..][..n]);
-                        let same = g.iter().zip(w).all(|(g, w)| g.to_bits() == w.to_bits());
-                        assert!(
-                            same,
-                            "{m}x{k}x{n} lengths {lengths:?} row {r}: not bit-equal"
+                    }
+                    let mut old = rng.signed_vec(m * n);
+                    old.iter_mut().step_by(3).for_each(|v| *v = -0.0);
+                    let mut live = LiveRows::new(rows, m, (k, n));
+                    for into in [Written::Added, Written::Biased(&bias)] {
+                        let (beta, b) = match into {
+                            Written::Added => (1.0, None),
+                            Written::Biased(bias) => (0.0, Some(bias)),
+                        };
+                        let mut want = old.clone();
+                        gemm_packed_serial(
+                            token,
+                            MatRef::row_major(&a, m, k),
+                            &w,
+                            beta,
+                            b,
+                            &mut want,
                         );
+                        let mut got = old.clone();
+                        live.gemm(token, &w, (&a, &mut got), (t, rows), into);
+                        for r in 0..m {
+                            // With a bias, a row past its end is the cell pass's to overwrite.
+                            if matches!(into, Written::Biased(_)) && rows.past_end(t, r) {
+                                continue;
+                            }
+                            let (g, w) = (&got[r * n..][..n], &want[r * n..][..n]);
+                            let same = g.iter().zip(w).all(|(g, w)| g.to_bits() == w.to_bits());
+                            assert!(
+                                same,
+                                "{m}x{k}x{n} t {t} zero a {zero_a} lengths {lengths:?} row {r}: \
+                             not bit-equal"
+                            );
+                        }
                     }
                 }
             }
