@@ -306,11 +306,11 @@ fn column_run(panels: usize, (mc, k): (usize, usize), in_place: bool) -> (usize,
 /// 128]`, 25 KiB, for the per-step product of an LSTM of 1024 units on 50 rows a thread)
 /// stay in L2 while the run's panels of the next block (256 KiB) pass. Over the whole
 /// width (4096 columns), `C` (800 KiB) was gone from L2 by the next block, and reading
-/// it back was 4-7% of the product (perf, 2-core Zen 4, docs/cpu-performance.md).
+/// it back was 5-9% of the product (perf, 2-core Zen 4, docs/cpu-performance.md).
 const RUN_PANELS: usize = 4;
 
 /// The most elements of `A` kept packed across the runs: 256 KiB, a quarter of the
-/// smallest L2 of the AVX-512 parts (1 MiB), 50 rows of 1024.
+/// smallest L2 of the AVX-512 parts (1 MiB): 64 rows of 1024.
 const A_KEPT_MAX: usize = 1 << 16;
 
 thread_local! {

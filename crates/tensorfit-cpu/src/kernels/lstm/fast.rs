@@ -111,8 +111,8 @@ fn project_ahead(rows: usize, steps: usize, weight_bytes: usize) -> usize {
 /// The size of `w_ih` and `w_hh` together beyond which [`project_ahead`] takes them not
 /// to stay in the L3 together: 16 MiB, half the L3 of the 2-core Zen 4 it was measured
 /// on (2026-12-05, 50 rows a thread, runs of 16 steps over runs of 4: 0.965-0.967× the
-/// time with H = 1024 (33.5 MiB), 0.999× with H = 768 (18.9 MiB); with H = 250 (2 MiB)
-/// 1.04×).
+/// time with H = 1024 (33.5 MiB), 0.999× with H = 768 (18.9 MiB), 1.01-1.02× with H =
+/// 512 (8 MiB).
 const WEIGHTS_PAST_L3: usize = 16 << 20;
 
 /// The forward pass over the steps of a layer that is not empty, the final state started

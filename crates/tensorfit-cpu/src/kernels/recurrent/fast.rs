@@ -262,7 +262,8 @@ impl LiveRows {
     }
 
     /// `c` (`[m, w.n()]`) as `into` says, from `a` (`[m, w.k()]`) and `w`, over the rows
-    /// inside their sequence at step `t`.
+    /// inside their sequence at step `t`; at step 0, an `a` of zeros is not multiplied
+    /// ([`zero_product`]).
     #[inline(always)]
     pub(crate) fn gemm(
         &mut self,
