@@ -239,10 +239,10 @@ fn gemm_serial<S: Simd>(
         for j_run in (0..panels).step_by(run) {
             for (block, k0) in b.panels().chunks(KC * panels * NR).zip((0..k).step_by(KC)) {
                 let kc = KC.min(k - k0);
-                // This block's packed rows of `A`: all blocks' are packed with the first
-                // run when they are kept, else each one before its use.
+                // This block's packed rows of `A`, packed with the first run: kept for
+                // the others, or (not kept) there is only one run.
                 let packed = &mut a_pack[if keep_all { mc * k0 } else { 0 }..][..mc * kc];
-                if !in_place && (j_run == 0 || !keep_all) {
+                if !in_place && j_run == 0 {
                     for (i0, r) in panel_rows(mc, MR) {
                         let dst = &mut packed[i0 * kc..(i0 + r) * kc];
                         with_rows!(r, R => pack_a::<R>(a, m0 + i0, k0, dst));

@@ -110,9 +110,10 @@ fn project_ahead(rows: usize, steps: usize, weight_bytes: usize) -> usize {
 
 /// The size of `w_ih` and `w_hh` together beyond which [`project_ahead`] takes them not
 /// to stay in the L3 together: 16 MiB, half the L3 of the 2-core Zen 4 it was measured
-/// on (2026-12-05, 50 rows a thread, runs of 16 steps over runs of 4: 0.965-0.967× the
-/// time with H = 1024 (33.5 MiB), 0.999× with H = 768 (18.9 MiB), 1.01-1.02× with H =
-/// 512 (8 MiB).
+/// on (2026-12-05, inference at 50 rows a thread, runs of 16 steps over runs of 4:
+/// 0.965-0.967× the time with H = 1024 (33.5 MiB), 0.999× with H = 768 (18.9 MiB),
+/// 1.01-1.02× with H = 512 (8 MiB)). Training at 50 rows a thread, whose gates are kept step by step, is
+/// level either way (H = 1024, B = 100, T = 10/20/50: 1.00/1.00/0.99, 5 rounds).
 const WEIGHTS_PAST_L3: usize = 16 << 20;
 
 /// The forward pass over the steps of a layer that is not empty, the final state started
@@ -157,6 +158,7 @@ pub(super) fn forward_rows(
     // batch rows for the whole sequence. w_hhᵀ is packed once, here (or kept).
     let w_hh_t = Recurrent::new(token, packs, inp.w_hh, (4 * hidden, hidden), true);
     let part = rows_per_part((steps, batch), hidden);
+    let weight_bytes = (inp.w_ih.len() + inp.w_hh.len()) * std::mem::size_of::<f32>();
     let gate_parts = split_steps(&mut *out.gates, step_g, part * 4 * hidden);
     let y_parts = split_steps(&mut *out.y, step_h, part * hidden);
     let cell_parts: Vec<Option<Vec<&mut [f32]>>> = match out.cells.as_deref_mut() {
@@ -184,7 +186,6 @@ pub(super) fn forward_rows(
         // first `ahead` steps in turn, which stay in L2 instead of streaming the whole
         // tensor out to memory (the op holds `g.len()` steps then).
         let reuse = cs.is_none();
-        let weight_bytes = (inp.w_ih.len() + inp.w_hh.len()) * std::mem::size_of::<f32>();
         let ahead = project_ahead(m, steps, weight_bytes).min(g.len());
         let slot = move |u: usize| if reuse { u % ahead } else { u };
         // The rows inside their sequence at each step: a row past its end is not
